@@ -1,0 +1,339 @@
+"""
+The `tile` dialect: a layer's workload broken down for one Snowflake configuration.
+
+This is the Snowball paper's Figure 2 data structure as IR (C17 §5.1, steps 2-5):
+
+    tile.layer @conv2 conv {mode = #tile<mode COOP>, loop_order = #tile<loop_order Kloop>, ...} {
+      tile.dram_region @conv2.in {offset = 0 : i64, size = 186624 : i64, label = "maps"}
+      tile.kernel_tile {first = 0 : i64, count = 16 : i64, repeat = 12 : i64} { tile.load ... }
+      tile.maps_tile {out_rows = array<i64: 0, 4>, in_rows = array<i64: 0, 8>, overlap = 4 : i64, cu = -1 : i64} {
+        tile.load {buffer = #tile<buffer maps>, length = ..., dram_addr = ..., buf_addr = ..., unit = 0 : i64, select = 31 : i64}
+        tile.window {trace_length = 320 : i64, repeat_x = 27 : i64, repeat_y = 4 : i64, ...}
+      }
+    }
+
+Every decision (mode, loop order, tile bounds, load placement, load unit) is an
+attribute a researcher can read, edit and feed back into the lowering.
+"""
+
+from __future__ import annotations
+
+from abc import ABC
+from collections.abc import Sequence
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    I64,
+    DenseArrayBase,
+    IntegerAttr,
+    StringAttr,
+    SymbolNameConstraint,
+    UnitAttr,
+)
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SpacedOpaqueSyntaxAttribute
+from xdsl.irdl import (
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_attr_definition,
+    irdl_op_definition,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    traits_def,
+)
+from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
+
+from snowir.hw import DEFAULT
+
+
+class ComputeMode(StrEnum):
+    COOP = "COOP"
+    INDP = "INDP"
+
+
+@irdl_attr_definition
+class ComputeModeAttr(EnumAttribute[ComputeMode], SpacedOpaqueSyntaxAttribute):
+    """COOP: a vMAC's 16 MACs share one kernel. INDP: 16 kernels, map values broadcast."""
+
+    name = "tile.mode"
+
+
+class LoopOrder(StrEnum):
+    MLOOP = "Mloop"
+    KLOOP = "Kloop"
+
+
+@irdl_attr_definition
+class LoopOrderAttr(EnumAttribute[LoopOrder], SpacedOpaqueSyntaxAttribute):
+    """Mloop: maps re-sent for every kernel tile. Kloop: kernels re-sent for every maps tile."""
+
+    name = "tile.loop_order"
+
+
+class LayerKind(StrEnum):
+    CONV = "conv"
+    MAXPOOL = "maxpool"
+    AVGPOOL = "avgpool"
+    FC = "fc"
+    ADD = "add"
+
+
+@irdl_attr_definition
+class LayerKindAttr(EnumAttribute[LayerKind], SpacedOpaqueSyntaxAttribute):
+    name = "tile.kind"
+
+
+class BufferKind(StrEnum):
+    MAPS = "maps"
+    WEIGHTS = "weights"
+
+
+@irdl_attr_definition
+class BufferKindAttr(EnumAttribute[BufferKind], SpacedOpaqueSyntaxAttribute):
+    name = "tile.buffer"
+
+
+def _i64(v: int) -> IntegerAttr:
+    return IntegerAttr(v, I64)
+
+
+def _arr(values: Sequence[int]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(I64, list(values))
+
+
+class TileOperation(IRDLOperation, ABC):
+    irdl_options = (ParsePropInAttrDict(),)
+
+    def _int(self, name: str) -> int:
+        attr = self.properties[name]
+        assert isinstance(attr, IntegerAttr)
+        return attr.value.data
+
+    def _ints(self, name: str) -> tuple[int, ...]:
+        attr = self.properties[name]
+        assert isinstance(attr, DenseArrayBase)
+        return tuple(int(v) for v in attr.get_values())
+
+    def _fail(self, message: str) -> None:
+        raise VerifyException(f"{self.name}: {message}")
+
+    def _nonneg(self, *names: str) -> None:
+        for n in names:
+            if self._int(n) < 0:
+                self._fail(f"{n} must be >= 0, got {self._int(n)}")
+
+    def _positive(self, *names: str) -> None:
+        for n in names:
+            if self._int(n) < 1:
+                self._fail(f"{n} must be >= 1, got {self._int(n)}")
+
+
+@irdl_op_definition
+class LayerOp(TileOperation):
+    """One layer object of the paper: its DRAM regions, kernel tiles and maps tiles."""
+
+    name = "tile.layer"
+    sym_name = prop_def(SymbolNameConstraint())
+    kind = prop_def(LayerKindAttr)
+    mode = opt_prop_def(ComputeModeAttr)
+    loop_order = opt_prop_def(LoopOrderAttr)
+    mloop_bytes = opt_prop_def(IntegerAttr[I64])
+    kloop_bytes = opt_prop_def(IntegerAttr[I64])
+    relu = opt_prop_def(UnitAttr)
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator(), SymbolOpInterface())
+    assembly_format = "$sym_name $kind attr-dict-with-keyword $body"
+
+    def __init__(self, name: str, kind: LayerKind, ops: Sequence[Operation],
+                 mode: ComputeMode | None = None, loop_order: LoopOrder | None = None,
+                 extra: dict[str, Attribute] | None = None):
+        props: dict[str, Attribute] = {"sym_name": StringAttr(name), "kind": LayerKindAttr(kind)}
+        if mode is not None:
+            props["mode"] = ComputeModeAttr(mode)
+        if loop_order is not None:
+            props["loop_order"] = LoopOrderAttr(loop_order)
+        props.update(extra or {})
+        super().__init__(properties=props, regions=[Region(Block(ops))])
+
+    def verify_(self) -> None:
+        kind = self.kind.data
+        if kind in (LayerKind.CONV, LayerKind.FC, LayerKind.AVGPOOL) and self.mode is None:
+            self._fail(f"a {kind.value} layer needs a compute mode (COOP or INDP)")
+        if kind == LayerKind.MAXPOOL and self.mode is not None:
+            self._fail("maxpool runs on the pool unit; it has no COOP/INDP mode")
+        for op in self.body.block.ops:
+            if not isinstance(op, DramRegionOp | KernelTileOp | MapsTileOp):
+                self._fail(f"'{op.name}' cannot appear directly in a layer")
+        if self.relu is not None and kind == LayerKind.MAXPOOL:
+            self._fail("relu is fused into MAC write-back; maxpool has none")
+
+
+@irdl_op_definition
+class DramRegionOp(TileOperation):
+    """A main-memory region the layer reads or writes, placed by the dependency labels."""
+
+    name = "tile.dram_region"
+    sym_name = prop_def(SymbolNameConstraint())
+    offset = prop_def(IntegerAttr[I64])
+    size = prop_def(IntegerAttr[I64])
+    label = prop_def(StringAttr)
+    traits = traits_def(HasParent(LayerOp), SymbolOpInterface())
+    assembly_format = "$sym_name attr-dict"
+
+    LABELS: ClassVar[tuple[str, ...]] = ("maps", "output", "weights", "bias", "bypass")
+
+    def __init__(self, name: str, offset: int, size: int, label: str):
+        super().__init__(properties={"sym_name": StringAttr(name), "offset": _i64(offset),
+                                     "size": _i64(size), "label": StringAttr(label)})
+
+    def verify_(self) -> None:
+        self._nonneg("offset")
+        self._positive("size")
+        if self.label.data not in self.LABELS:
+            self._fail(f"label '{self.label.data}' is not one of {', '.join(self.LABELS)}")
+
+
+@irdl_op_definition
+class KernelTileOp(TileOperation):
+    """Kernels [first, first+count) at single-kernel granularity, processed `repeat` times."""
+
+    name = "tile.kernel_tile"
+    first = prop_def(IntegerAttr[I64])
+    count = prop_def(IntegerAttr[I64])
+    repeat = prop_def(IntegerAttr[I64])
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator(), HasParent(LayerOp))
+    assembly_format = "attr-dict-with-keyword $body"
+
+    def __init__(self, first: int, count: int, repeat: int = 1, ops: Sequence[Operation] = ()):
+        super().__init__(properties={"first": _i64(first), "count": _i64(count),
+                                     "repeat": _i64(repeat)}, regions=[Region(Block(ops))])
+
+    def verify_(self) -> None:
+        self._nonneg("first")
+        self._positive("count", "repeat")
+        for op in self.body.block.ops:
+            if not isinstance(op, LoadOp):
+                self._fail("a kernel tile holds only loads (windows belong to maps tiles)")
+
+
+@irdl_op_definition
+class MapsTileOp(TileOperation):
+    """
+    An output-row strip [out_rows) computed from input rows [in_rows) (the overlap rows
+    are re-loaded), on CU `cu` (-1: maps broadcast to every CU).
+    """
+
+    name = "tile.maps_tile"
+    out_rows = prop_def(DenseArrayBase[I64])
+    in_rows = prop_def(DenseArrayBase[I64])
+    overlap = prop_def(IntegerAttr[I64])
+    cu = prop_def(IntegerAttr[I64])
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator(), HasParent(LayerOp))
+    assembly_format = "attr-dict-with-keyword $body"
+
+    def __init__(self, out_rows: tuple[int, int], in_rows: tuple[int, int], overlap: int,
+                 cu: int = -1, ops: Sequence[Operation] = ()):
+        super().__init__(properties={"out_rows": _arr(out_rows), "in_rows": _arr(in_rows),
+                                     "overlap": _i64(overlap), "cu": _i64(cu)},
+                         regions=[Region(Block(ops))])
+
+    def verify_(self) -> None:
+        for name in ("out_rows", "in_rows"):
+            rows = self._ints(name)
+            if len(rows) != 2 or not 0 <= rows[0] < rows[1]:
+                self._fail(f"{name} must be [start, end) with 0 <= start < end")
+        self._nonneg("overlap")
+        if not -1 <= self._int("cu") < DEFAULT.cus:
+            self._fail(f"cu must be -1 (broadcast) or a CU index < {DEFAULT.cus}")
+        for op in self.body.block.ops:
+            if not isinstance(op, LoadOp | WindowOp):
+                self._fail(f"'{op.name}' cannot appear in a maps tile")
+
+
+@irdl_op_definition
+class LoadOp(TileOperation):
+    """One LD: `length` elements from DRAM byte address to buffer address, on a load unit."""
+
+    name = "tile.load"
+    buffer = prop_def(BufferKindAttr)
+    length = prop_def(IntegerAttr[I64])
+    dram_addr = prop_def(IntegerAttr[I64])
+    buf_addr = prop_def(IntegerAttr[I64])
+    unit = prop_def(IntegerAttr[I64])
+    select = prop_def(IntegerAttr[I64])
+    traits = traits_def(HasParent(KernelTileOp, MapsTileOp))
+    assembly_format = "attr-dict"
+
+    def __init__(self, buffer: BufferKind, length: int, dram_addr: int, buf_addr: int,
+                 unit: int, select: int):
+        super().__init__(properties={
+            "buffer": BufferKindAttr(buffer), "length": _i64(length), "dram_addr": _i64(dram_addr),
+            "buf_addr": _i64(buf_addr), "unit": _i64(unit), "select": _i64(select),
+        })
+
+    def verify_(self) -> None:
+        self._positive("length")
+        self._nonneg("dram_addr", "buf_addr", "unit", "select")
+        if self._int("unit") >= DEFAULT.load_units:
+            self._fail(f"unit {self._int('unit')} >= {DEFAULT.load_units} load units")
+        if self.buffer.data == BufferKind.MAPS:
+            limit = DEFAULT.maps_buffer_elements
+        else:
+            limit = DEFAULT.weights_buffer_elements
+        if self._int("buf_addr") + self._int("length") > limit:
+            self._fail(f"[{self._int('buf_addr')}, +{self._int('length')}) overflows the "
+                       f"{limit}-element {self.buffer.data.value} buffer")
+
+
+@irdl_op_definition
+class WindowOp(TileOperation):
+    """
+    A compute object: one trace of `trace_length` elements per kernel row (`rows`
+    rows), repeated `repeat_x` x `repeat_y` times with buffer offsets offset_x/offset_y;
+    `bias_vmov` loads the bias before each kernel iteration, `bypass_vmov` one bypass
+    VMOV per write-back MAC (residual add).
+    """
+
+    name = "tile.window"
+    trace_length = prop_def(IntegerAttr[I64])
+    rows = prop_def(IntegerAttr[I64])
+    repeat_x = prop_def(IntegerAttr[I64])
+    repeat_y = prop_def(IntegerAttr[I64])
+    offset_x = prop_def(IntegerAttr[I64])
+    offset_y = prop_def(IntegerAttr[I64])
+    start = prop_def(IntegerAttr[I64])
+    out_addr = prop_def(IntegerAttr[I64])
+    bias_vmov = opt_prop_def(UnitAttr)
+    bypass_vmov = opt_prop_def(UnitAttr)
+    traits = traits_def(HasParent(MapsTileOp))
+    assembly_format = "attr-dict"
+
+    def __init__(self, trace_length: int, rows: int, repeat_x: int, repeat_y: int,
+                 offset_x: int, offset_y: int, start: int, out_addr: int,
+                 bias_vmov: bool = True, bypass_vmov: bool = False):
+        props: dict[str, Attribute] = {
+            "trace_length": _i64(trace_length), "rows": _i64(rows), "repeat_x": _i64(repeat_x),
+            "repeat_y": _i64(repeat_y), "offset_x": _i64(offset_x), "offset_y": _i64(offset_y),
+            "start": _i64(start), "out_addr": _i64(out_addr),
+        }
+        if bias_vmov:
+            props["bias_vmov"] = UnitAttr()
+        if bypass_vmov:
+            props["bypass_vmov"] = UnitAttr()
+        super().__init__(properties=props)
+
+    def verify_(self) -> None:
+        self._positive("trace_length", "rows", "repeat_x", "repeat_y")
+        self._nonneg("start", "out_addr")
+
+
+Tile = Dialect(
+    "tile",
+    [LayerOp, DramRegionOp, KernelTileOp, MapsTileOp, LoadOp, WindowOp],
+    [ComputeModeAttr, LoopOrderAttr, LayerKindAttr, BufferKindAttr],
+)

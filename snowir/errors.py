@@ -1,0 +1,36 @@
+"""One-line diagnostics: every user-facing failure becomes `where: what`."""
+
+from __future__ import annotations
+
+from xdsl.utils.exceptions import ParseError
+
+
+class SnowError(Exception):
+    """An error whose message is already a complete one-line diagnostic."""
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line
+    return text.strip()
+
+
+def one_line(e: BaseException, input_name: str = "<input>") -> str:
+    if isinstance(e, SnowError):
+        return _first_line(str(e))
+    if isinstance(e, ParseError):
+        loc = e.span.get_location()
+        return f"{input_name}:{loc.line}:{loc.col}: error: {_first_line(e.msg)}"
+    if isinstance(e, FileNotFoundError):
+        return f"{e.filename}: no such file"
+    if isinstance(e, (OSError,)) and getattr(e, "filename", None):
+        return f"{e.filename}: {e.strerror}"
+    message = str(e.args[0]) if e.args else type(e).__name__
+    first = _first_line(message)
+    if type(e).__name__ in ("VerifyException", "DiagnosticException"):
+        return f"{input_name}: error: verification failed: {first}"
+    if type(e).__name__ in ("ValueError", "Exception", "PassFailedException"):
+        return f"{input_name}: error: {first}"
+    return f"{input_name}: error: {type(e).__name__}: {first}"

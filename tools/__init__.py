@@ -1,0 +1,1 @@
+"""Command-line drivers (snow-opt, snow-run) and developer utilities."""

@@ -1,0 +1,139 @@
+"""
+snow-opt: xdsl-opt with the snowir dialects, passes, frontends and targets.
+
+Built on `xDSLOptMain`, so every xdsl-opt flag behaves the same. Additions:
+  * `--pass-pipeline=PIPELINE` (MLIR spelling) as an alias of `-p`, accepting
+    MLIR's `builtin.module(a,b{k=v})` wrapping;
+  * frontends for `.onnx` models and `.sfb` program images, target `snowflake-bin`;
+  * every error (unknown pass, bad option, parse error, verifier failure, bad input)
+    is one line on stderr and a non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import IO
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from snowir.dialects import all_dialects
+from snowir.errors import SnowError, one_line
+from snowir.passes import all_passes
+
+
+class SnowOptMain(xDSLOptMain):
+    """xDSLOptMain with the snowir registrations (the only route they are registered by)."""
+
+    def register_all_dialects(self) -> None:
+        super().register_all_dialects()
+        for name, factory in all_dialects().items():
+            self.ctx.register_dialect(name, factory)
+
+    def register_all_passes(self) -> None:
+        super().register_all_passes()
+        for name, factory in all_passes().items():
+            self.register_pass(name, factory)
+
+    def register_all_frontends(self) -> None:
+        super().register_all_frontends()
+        from snowir.frontends import all_frontends
+
+        for ext, frontend in all_frontends(self).items():
+            self.available_frontends[ext] = frontend
+
+    def register_all_targets(self) -> None:
+        super().register_all_targets()
+        from snowir.targets import all_targets
+
+        for name, target in all_targets().items():
+            self.available_targets[name] = target
+
+    def prepare_output(self) -> IO[str]:
+        # Written atomically by `run`: a failing pipeline must not leave half a file.
+        from io import StringIO
+
+        return sys.stdout if self.args.output_file is None else StringIO()
+
+
+def unwrap_pipeline(spec: str) -> str:
+    """`builtin.module(a,b{k=v})` -> `a,b{k=v}` (MLIR's anchored pipeline spelling)."""
+    spec = spec.strip()
+    for anchor in ("builtin.module(", "module("):
+        if spec.startswith(anchor) and spec.endswith(")"):
+            return spec[len(anchor):-1].strip()
+    return spec
+
+
+def rewrite_argv(argv: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        if arg.startswith("--pass-pipeline="):
+            out += ["-p", unwrap_pipeline(arg.split("=", 1)[1])]
+        elif arg == "--pass-pipeline":
+            out += ["-p", unwrap_pipeline(next(it, ""))]
+        elif arg.startswith("--passes=") or arg.startswith("-p="):
+            out += ["-p", unwrap_pipeline(arg.split("=", 1)[1])]
+        elif arg in ("-p", "--passes"):
+            out += ["-p", unwrap_pipeline(next(it, ""))]
+        else:
+            out.append(arg)
+    return out
+
+
+def _write_atomically(path: str, text: str) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = rewrite_argv(sys.argv[1:] if argv is None else argv)
+    input_name = next((a for a in args if not a.startswith("-") and os.path.exists(a)), "<stdin>")
+    try:
+        tool = SnowOptMain(description="snowir optimizer driver", args=args)
+        input_name = tool.args.input_file or "<stdin>"
+        if tool.args.output_file is None:
+            tool.run()
+        else:
+            _run_to_file(tool)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        print("snow-opt: interrupted", file=sys.stderr)
+        return 130
+    except BaseException as e:  # noqa: BLE001 - the one place errors become one line
+        print(f"snow-opt: {one_line(e, input_name)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_to_file(tool: SnowOptMain) -> None:
+    """Run with output captured in memory, then replace the output file in one step."""
+    from io import StringIO
+
+    captured = StringIO()
+    tool.prepare_output = lambda: captured  # type: ignore[method-assign]
+    original_close = captured.close
+    captured.close = lambda: None  # type: ignore[method-assign]
+    tool.run()
+    text = captured.getvalue()
+    original_close()
+    if tool.args.target == "snowflake-bin":
+        from snowir.targets import write_binary_text
+
+        write_binary_text(tool.args.output_file, text)
+    else:
+        _write_atomically(tool.args.output_file, text)
+
+
+__all__ = ["SnowOptMain", "main", "rewrite_argv", "unwrap_pipeline"]
+
+if __name__ == "__main__":
+    sys.exit(main())
