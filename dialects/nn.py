@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
     I64,
+    i64,
     BoolAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
@@ -145,7 +146,7 @@ def _ints(attr: DenseArrayBase | None) -> tuple[int, ...]:
 
 
 def i64_array(values: Sequence[int]) -> DenseArrayBase:
-    return DenseArrayBase.from_list(I64, list(values))
+    return DenseArrayBase.from_list(i64, list(values))
 
 
 def window_out(size: int, k: int, stride: int, pad_lo: int, pad_hi: int,
@@ -256,7 +257,7 @@ class Conv2dOp(NNOperation):
                  bypass: SSAValue | None = None):
         props: dict[str, Attribute] = {
             "strides": i64_array(strides), "pads": i64_array(pads),
-            "dilations": i64_array(dilations), "groups": IntegerAttr(groups, I64),
+            "dilations": i64_array(dilations), "groups": IntegerAttr(groups, i64),
         }
         if relu:
             props["relu"] = UnitAttr()
@@ -496,7 +497,7 @@ class ConcatOp(NNOperation):
 
     def __init__(self, inputs: Sequence[SSAValue], axis: int, result_type: TensorType):
         super().__init__(operands=[inputs], result_types=[result_type],
-                         properties={"axis": IntegerAttr(axis, I64)})
+                         properties={"axis": IntegerAttr(axis, i64)})
 
     def verify_(self) -> None:
         if not self.inputs:
@@ -527,7 +528,7 @@ class FlattenOp(NNOperation):
 
     def __init__(self, input: SSAValue, axis: int, result_type: TensorType):
         super().__init__(operands=[input], result_types=[result_type],
-                         properties={"axis": IntegerAttr(axis, I64)})
+                         properties={"axis": IntegerAttr(axis, i64)})
 
     def verify_(self) -> None:
         shape = _shape(self.input)

@@ -24,6 +24,7 @@ from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     I64,
+    i64,
     DenseArrayBase,
     IntegerAttr,
     StringAttr,
@@ -97,11 +98,11 @@ class BufferKindAttr(EnumAttribute[BufferKind], SpacedOpaqueSyntaxAttribute):
 
 
 def _i64(v: int) -> IntegerAttr:
-    return IntegerAttr(v, I64)
+    return IntegerAttr(v, i64)
 
 
 def _arr(values: Sequence[int]) -> DenseArrayBase:
-    return DenseArrayBase.from_list(I64, list(values))
+    return DenseArrayBase.from_list(i64, list(values))
 
 
 class TileOperation(IRDLOperation, ABC):

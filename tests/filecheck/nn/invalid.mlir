@@ -1,0 +1,241 @@
+// RUN: snow-opt %s --split-input-file --verify-diagnostics | filecheck %s
+
+// One case per verifier rule of the nn dialect.
+
+func.func @f(%x: tensor<4x!nn.fixed<8, 9>>) {
+
+  func.return
+}
+// CHECK: nn.fixed<8, 9>: Snowflake data is 16-bit Qm.n with m >= 1, m + n = 16
+
+// -----
+"nn.constant"() <{value = dense<1.0> : tensor<2xf32>}> : () -> tensor<3xf32>
+// CHECK: nn.constant: value type and result type differ
+
+// -----
+func.func @f(%x: tensor<4x8x8xf32>, %w: tensor<8x4x3x3xf32>, %b: tensor<8xf32>) {
+  %y = nn.conv2d %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<4x8x8xf32>, tensor<8x4x3x3xf32>, tensor<8xf32>) -> tensor<1x8x6x6xf32>
+  func.return
+}
+// CHECK: nn.conv2d: input must have rank 4, got 3
+
+// -----
+func.func @f(%x: tensor<1x4x8x8xf32>, %w: tensor<8x4x3xf32>, %b: tensor<8xf32>) {
+  %y = nn.conv2d %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<8x4x3xf32>, tensor<8xf32>) -> tensor<1x8x6x6xf32>
+  func.return
+}
+// CHECK: nn.conv2d: weight must have rank 4, got 3
+
+// -----
+func.func @f(%x: tensor<1x4x8x8xf32>, %w: tensor<8x4x3x3xf32>, %b: tensor<8xf32>) {
+  %y = nn.conv2d %x, %w, %b {strides = array<i64: 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<8x4x3x3xf32>, tensor<8xf32>) -> tensor<1x8x6x6xf32>
+  func.return
+}
+// CHECK: nn.conv2d: strides must be 2 positive integers
+
+// -----
+func.func @f(%x: tensor<1x4x8x8xf32>, %w: tensor<8x4x3x3xf32>, %b: tensor<8xf32>) {
+  %y = nn.conv2d %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<8x4x3x3xf32>, tensor<8xf32>) -> tensor<1x8x6x6xf32>
+  func.return
+}
+// CHECK: nn.conv2d: pads must be 4 non-negative integers (top, left, bottom, right)
+
+// -----
+func.func @f(%x: tensor<1x4x8x8xf32>, %w: tensor<8x4x3x3xf32>, %b: tensor<8xf32>) {
+  %y = nn.conv2d %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 0, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<8x4x3x3xf32>, tensor<8xf32>) -> tensor<1x8x6x6xf32>
+  func.return
+}
+// CHECK: nn.conv2d: dilations must be 2 positive integers
+
+// -----
+func.func @f(%x: tensor<1x4x8x8xf32>, %w: tensor<8x4x3x3xf32>, %b: tensor<8xf32>) {
+  %y = nn.conv2d %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 3 : i64} : (tensor<1x4x8x8xf32>, tensor<8x4x3x3xf32>, tensor<8xf32>) -> tensor<1x8x6x6xf32>
+  func.return
+}
+// CHECK: nn.conv2d: groups 3 must divide input channels 4 and output channels 8
+
+// -----
+func.func @f(%x: tensor<1x4x8x8xf32>, %w: tensor<8x2x3x3xf32>, %b: tensor<8xf32>) {
+  %y = nn.conv2d %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<8x2x3x3xf32>, tensor<8xf32>) -> tensor<1x8x6x6xf32>
+  func.return
+}
+// CHECK: nn.conv2d: weight has 2 channels per group, input has 4 channels in 1 groups
+
+// -----
+func.func @f(%x: tensor<1x4x8x8xf32>, %w: tensor<8x4x3x3xf32>, %b: tensor<4xf32>) {
+  %y = nn.conv2d %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<8x4x3x3xf32>, tensor<4xf32>) -> tensor<1x8x6x6xf32>
+  func.return
+}
+// CHECK: nn.conv2d: bias must have shape 8
+
+// -----
+func.func @f(%x: tensor<1x4x2x2xf32>, %w: tensor<8x4x3x3xf32>, %b: tensor<8xf32>) {
+  %y = nn.conv2d %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x2x2xf32>, tensor<8x4x3x3xf32>, tensor<8xf32>) -> tensor<1x8x6x6xf32>
+  func.return
+}
+// CHECK: nn.conv2d: kernel larger than padded input
+
+// -----
+func.func @f(%x: tensor<1x4x8x8xf32>, %w: tensor<8x4x3x3xf32>, %b: tensor<8xf32>) {
+  %y = nn.conv2d %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<8x4x3x3xf32>, tensor<8xf32>) -> tensor<1x8x8x8xf32>
+  func.return
+}
+// CHECK: nn.conv2d: result shape 1x8x8x8 does not match the computed 1x8x6x6
+
+// -----
+func.func @f(%x: tensor<1x4x8x8xf32>, %w: tensor<8x4x3x3xf32>, %b: tensor<8xf32>, %r: tensor<1x8x5x5xf32>) {
+  %y = nn.conv2d %x, %w, %b bypass %r {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<8x4x3x3xf32>, tensor<8xf32>, tensor<1x8x5x5xf32>) -> tensor<1x8x6x6xf32>
+  func.return
+}
+// CHECK: nn.conv2d: bypass must have the result's shape
+
+// -----
+func.func @f(%x: tensor<1x4x8x8xf32>, %w: tensor<8x4x3x3xf64>, %b: tensor<8xf32>) {
+  %y = nn.conv2d %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<8x4x3x3xf64>, tensor<8xf32>) -> tensor<1x8x6x6xf32>
+  func.return
+}
+// CHECK: nn.conv2d: element types differ
+
+// -----
+func.func @f(%x: tensor<4x8x8xf32>) {
+  %y = nn.max_pool %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>} : (tensor<4x8x8xf32>) -> tensor<4x4x4xf32>
+  func.return
+}
+// CHECK: nn.max_pool: input must have rank 4, got 3
+
+// -----
+func.func @f(%x: tensor<1x4x8x8xf32>) {
+  %y = nn.max_pool %x {kernel = array<i64: 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>} : (tensor<1x4x8x8xf32>) -> tensor<1x4x4x4xf32>
+  func.return
+}
+// CHECK: nn.max_pool: kernel must be 2 positive integers
+
+// -----
+func.func @f(%x: tensor<1x4x8x8xf32>) {
+  %y = nn.avg_pool %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 2, 0, 0, 0>} : (tensor<1x4x8x8xf32>) -> tensor<1x4x4x4xf32>
+  func.return
+}
+// CHECK: nn.avg_pool: padding must be smaller than the kernel
+
+// -----
+func.func @f(%x: tensor<1x4x8x8xf32>) {
+  %y = nn.max_pool %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>} : (tensor<1x4x8x8xf32>) -> tensor<1x4x3x3xf32>
+  func.return
+}
+// CHECK: nn.max_pool: result shape 1x4x3x3 does not match the computed 1x4x4x4
+
+// -----
+func.func @f(%x: tensor<1x4x8x8xf32>) {
+  %y = nn.global_avg_pool %x : (tensor<1x4x8x8xf32>) -> tensor<1x4xf32>
+  func.return
+}
+// CHECK: nn.global_avg_pool: result shape 1x4 does not match the computed 1x4x1x1
+
+// -----
+func.func @f(%x: tensor<1x64xf32>, %w: tensor<10x32xf32>, %b: tensor<10xf32>) {
+  %y = nn.dense %x, %w, %b : (tensor<1x64xf32>, tensor<10x32xf32>, tensor<10xf32>) -> tensor<1x10xf32>
+  func.return
+}
+// CHECK: nn.dense: input has 64 features, weight expects 32
+
+// -----
+func.func @f(%x: tensor<1x64xf32>, %w: tensor<10x64xf32>, %b: tensor<9xf32>) {
+  %y = nn.dense %x, %w, %b : (tensor<1x64xf32>, tensor<10x64xf32>, tensor<9xf32>) -> tensor<1x10xf32>
+  func.return
+}
+// CHECK: nn.dense: bias must have shape 10
+
+// -----
+func.func @f(%x: tensor<1x4xf32>, %y: tensor<1x5xf32>) {
+  %z = nn.add %x, %y : (tensor<1x4xf32>, tensor<1x5xf32>) -> tensor<1x5xf32>
+  func.return
+}
+// CHECK: nn.add: shapes (1, 4) and (1, 5) do not broadcast
+
+// -----
+func.func @f(%x: tensor<1x4xf32>, %y: tensor<4xf32>) {
+  %z = nn.mul %x, %y : (tensor<1x4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return
+}
+// CHECK: nn.mul: result shape 4 does not match the computed 1x4
+
+// -----
+func.func @f(%x: tensor<1x4xf32>) {
+  %y = nn.relu %x : (tensor<1x4xf32>) -> tensor<1x5xf32>
+  func.return
+}
+// CHECK: nn.relu: result shape 1x5 does not match the computed 1x4
+
+// -----
+func.func @f(%x: tensor<1x4x2x2xf32>, %s: tensor<3xf32>) {
+  %y = nn.batch_norm %x, %s, %s, %s, %s {epsilon = 1.0e-05 : f32} : (tensor<1x4x2x2xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<1x4x2x2xf32>
+  func.return
+}
+// CHECK: nn.batch_norm: scale must have shape 4
+
+// -----
+"nn.concat"() <{axis = 0 : i64}> : () -> tensor<1xf32>
+// CHECK: nn.concat: needs at least one input
+
+// -----
+func.func @f(%x: tensor<1x4xf32>) {
+  %y = nn.concat %x, %x {axis = 2 : i64} : (tensor<1x4xf32>, tensor<1x4xf32>) -> tensor<1x8xf32>
+  func.return
+}
+// CHECK: nn.concat: axis 2 out of range for rank 2
+
+// -----
+func.func @f(%x: tensor<1x4xf32>, %z: tensor<2x4xf32>) {
+  %y = nn.concat %x, %z {axis = 1 : i64} : (tensor<1x4xf32>, tensor<2x4xf32>) -> tensor<1x8xf32>
+  func.return
+}
+// CHECK: nn.concat: inputs must agree on every dimension but the axis
+
+// -----
+func.func @f(%x: tensor<1x4x2xf32>) {
+  %y = nn.flatten %x {axis = 4 : i64} : (tensor<1x4x2xf32>) -> tensor<1x8xf32>
+  func.return
+}
+// CHECK: nn.flatten: axis 4 out of range for rank 3
+
+// -----
+func.func @f(%x: tensor<1x4x2xf32>) {
+  %y = nn.flatten %x {axis = 1 : i64} : (tensor<1x4x2xf32>) -> tensor<4x2xf32>
+  func.return
+}
+// CHECK: nn.flatten: result shape 4x2 does not match the computed 1x8
+
+// -----
+func.func @f(%x: tensor<1x4x2xf32>) {
+  %y = nn.reshape %x : (tensor<1x4x2xf32>) -> tensor<9xf32>
+  func.return
+}
+// CHECK: nn.reshape: cannot reshape 8 elements into 9
+
+// -----
+func.func @f(%x: tensor<1x4xf32>) {
+  %y = nn.softmax %x {axis = 2 : i64} : (tensor<1x4xf32>) -> tensor<1x4xf32>
+  func.return
+}
+// CHECK: nn.softmax: axis 2 out of range
+
+// -----
+func.func @f(%x: tensor<1x4x2x2xf32>) {
+  %y = nn.lrn %x {size = 0 : i64, alpha = 1.0e-04 : f32, beta = 7.5e-01 : f32, bias = 1.0 : f32} : (tensor<1x4x2x2xf32>) -> tensor<1x4x2x2xf32>
+  func.return
+}
+// CHECK: nn.lrn: size must be positive
+
+// -----
+func.func @f(%x: tensor<1x4x2xf32>) {
+  %y = nn.transpose %x {perm = array<i64: 0, 2, 2>} : (tensor<1x4x2xf32>) -> tensor<1x2x4xf32>
+  func.return
+}
+// CHECK: nn.transpose: perm [0, 2, 2] is not a permutation of 3 dimensions
+
+// -----
+func.func @f(%x: tensor<4xf32>) {
+  %y = nn.clip %x {min = 6.0 : f32, max = 0.0 : f32} : (tensor<4xf32>) -> tensor<4xf32>
+  func.return
+}
+// CHECK: nn.clip: min must not exceed max

@@ -1,0 +1,200 @@
+// RUN: snow-opt %s --split-input-file --verify-diagnostics --allow-unregistered-dialect | filecheck %s
+
+// One case per verifier rule of the tile dialect.
+
+tile.layer @l conv attributes {} {
+  tile.dram_region @r {offset = 0 : i64, size = 16 : i64, label = "maps"}
+}
+// CHECK: tile.layer: a conv layer needs a compute mode (COOP or INDP)
+
+// -----
+tile.layer @l maxpool attributes {mode = #tile<mode COOP>} {
+  tile.dram_region @r {offset = 0 : i64, size = 16 : i64, label = "maps"}
+}
+// CHECK: tile.layer: maxpool runs on the pool unit; it has no COOP/INDP mode
+
+// -----
+tile.layer @l maxpool attributes {relu} {
+  tile.dram_region @r {offset = 0 : i64, size = 16 : i64, label = "maps"}
+}
+// CHECK: tile.layer: relu is fused into MAC write-back; maxpool has none
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.dram_region @r {offset = 0 : i64, size = 16 : i64, label = "maps"}
+  "test.op"() : () -> ()
+}
+// CHECK: tile.layer: 'test.op' cannot appear directly in a layer
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.dram_region @r {offset = -1 : i64, size = 16 : i64, label = "maps"}
+}
+// CHECK: tile.dram_region: offset must be >= 0, got -1
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.dram_region @r {offset = 0 : i64, size = 0 : i64, label = "maps"}
+}
+// CHECK: tile.dram_region: size must be >= 1, got 0
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.dram_region @r {offset = 0 : i64, size = 16 : i64, label = "stack"}
+}
+// CHECK: tile.dram_region: label 'stack' is not one of maps, output, weights, bias, bypass
+
+// -----
+tile.dram_region @r {offset = 0 : i64, size = 16 : i64, label = "maps"}
+// CHECK: 'tile.dram_region' expects parent op 'tile.layer'
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.kernel_tile attributes {first = 0 : i64, count = 0 : i64, repeat = 1 : i64} {
+    tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 31 : i64}
+  }
+}
+// CHECK: tile.kernel_tile: count must be >= 1, got 0
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.kernel_tile attributes {first = -2 : i64, count = 1 : i64, repeat = 1 : i64} {
+    tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 31 : i64}
+  }
+}
+// CHECK: tile.kernel_tile: first must be >= 0, got -2
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.kernel_tile attributes {first = 0 : i64, count = 1 : i64, repeat = 0 : i64} {
+    tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 31 : i64}
+  }
+}
+// CHECK: tile.kernel_tile: repeat must be >= 1, got 0
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.kernel_tile attributes {first = 0 : i64, count = 4 : i64, repeat = 1 : i64} {
+    "test.op"() : () -> ()
+  }
+}
+// CHECK: tile.kernel_tile: a kernel tile holds only loads (windows belong to maps tiles)
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.maps_tile attributes {out_rows = array<i64: 3, 1>, in_rows = array<i64: 0, 3>, overlap = 2 : i64, cu = -1 : i64} {
+    tile.window {trace_length = 16 : i64, rows = 3 : i64, repeat_x = 4 : i64, repeat_y = 1 : i64, offset_x = 16 : i64, offset_y = 0 : i64, start = 0 : i64, out_addr = 0 : i64}
+  }
+}
+// CHECK: tile.maps_tile: out_rows must be [start, end) with 0 <= start < end
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.maps_tile attributes {out_rows = array<i64: 0, 1>, in_rows = array<i64: 0>, overlap = 2 : i64, cu = -1 : i64} {
+    tile.window {trace_length = 16 : i64, rows = 3 : i64, repeat_x = 4 : i64, repeat_y = 1 : i64, offset_x = 16 : i64, offset_y = 0 : i64, start = 0 : i64, out_addr = 0 : i64}
+  }
+}
+// CHECK: tile.maps_tile: in_rows must be [start, end) with 0 <= start < end
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.maps_tile attributes {out_rows = array<i64: 0, 1>, in_rows = array<i64: 0, 3>, overlap = -1 : i64, cu = -1 : i64} {
+    tile.window {trace_length = 16 : i64, rows = 3 : i64, repeat_x = 4 : i64, repeat_y = 1 : i64, offset_x = 16 : i64, offset_y = 0 : i64, start = 0 : i64, out_addr = 0 : i64}
+  }
+}
+// CHECK: tile.maps_tile: overlap must be >= 0, got -1
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.maps_tile attributes {out_rows = array<i64: 0, 1>, in_rows = array<i64: 0, 3>, overlap = 2 : i64, cu = 4 : i64} {
+    tile.window {trace_length = 16 : i64, rows = 3 : i64, repeat_x = 4 : i64, repeat_y = 1 : i64, offset_x = 16 : i64, offset_y = 0 : i64, start = 0 : i64, out_addr = 0 : i64}
+  }
+}
+// CHECK: tile.maps_tile: cu must be -1 (broadcast) or a CU index < 4
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.maps_tile attributes {out_rows = array<i64: 0, 1>, in_rows = array<i64: 0, 3>, overlap = 2 : i64, cu = -1 : i64} {
+    "test.op"() : () -> ()
+  }
+}
+// CHECK: tile.maps_tile: 'test.op' cannot appear in a maps tile
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.maps_tile attributes {out_rows = array<i64: 0, 1>, in_rows = array<i64: 0, 3>, overlap = 2 : i64, cu = -1 : i64} {
+    tile.load {buffer = #tile<buffer maps>, length = 0 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 31 : i64}
+  }
+}
+// CHECK: tile.load: length must be >= 1, got 0
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.maps_tile attributes {out_rows = array<i64: 0, 1>, in_rows = array<i64: 0, 3>, overlap = 2 : i64, cu = -1 : i64} {
+    tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = -4 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 31 : i64}
+  }
+}
+// CHECK: tile.load: dram_addr must be >= 0, got -4
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.maps_tile attributes {out_rows = array<i64: 0, 1>, in_rows = array<i64: 0, 3>, overlap = 2 : i64, cu = -1 : i64} {
+    tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 4 : i64, select = 31 : i64}
+  }
+}
+// CHECK: tile.load: unit 4 >= 4 load units
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.maps_tile attributes {out_rows = array<i64: 0, 1>, in_rows = array<i64: 0, 3>, overlap = 2 : i64, cu = -1 : i64} {
+    tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = 0 : i64, buf_addr = 65530 : i64, unit = 0 : i64, select = 31 : i64}
+  }
+}
+// CHECK: tile.load: [65530, +16) overflows the 65536-element maps buffer
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.kernel_tile attributes {first = 0 : i64, count = 4 : i64, repeat = 1 : i64} {
+    tile.load {buffer = #tile<buffer weights>, length = 4097 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 31 : i64}
+  }
+}
+// CHECK: tile.load: [0, +4097) overflows the 4096-element weights buffer
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.dram_region @r {offset = 0 : i64, size = 16 : i64, label = "maps"}
+}
+tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 31 : i64}
+// CHECK: 'tile.load' expects parent op to be one of 'tile.kernel_tile', 'tile.maps_tile'
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.maps_tile attributes {out_rows = array<i64: 0, 1>, in_rows = array<i64: 0, 3>, overlap = 2 : i64, cu = -1 : i64} {
+    tile.window {trace_length = 0 : i64, rows = 3 : i64, repeat_x = 4 : i64, repeat_y = 1 : i64, offset_x = 16 : i64, offset_y = 0 : i64, start = 0 : i64, out_addr = 0 : i64}
+  }
+}
+// CHECK: tile.window: trace_length must be >= 1, got 0
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.maps_tile attributes {out_rows = array<i64: 0, 1>, in_rows = array<i64: 0, 3>, overlap = 2 : i64, cu = -1 : i64} {
+    tile.window {trace_length = 16 : i64, rows = 3 : i64, repeat_x = 0 : i64, repeat_y = 1 : i64, offset_x = 16 : i64, offset_y = 0 : i64, start = 0 : i64, out_addr = 0 : i64}
+  }
+}
+// CHECK: tile.window: repeat_x must be >= 1, got 0
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.maps_tile attributes {out_rows = array<i64: 0, 1>, in_rows = array<i64: 0, 3>, overlap = 2 : i64, cu = -1 : i64} {
+    tile.window {trace_length = 16 : i64, rows = 3 : i64, repeat_x = 4 : i64, repeat_y = 1 : i64, offset_x = 16 : i64, offset_y = 0 : i64, start = -16 : i64, out_addr = 0 : i64}
+  }
+}
+// CHECK: tile.window: start must be >= 0, got -16
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.maps_tile attributes {out_rows = array<i64: 0, 1>, in_rows = array<i64: 0, 3>, overlap = 2 : i64, cu = -1 : i64} {
+    tile.window {trace_length = 16 : i64, rows = 3 : i64, repeat_x = 4 : i64, repeat_y = 1 : i64, offset_x = 16 : i64, offset_y = 0 : i64, start = 0 : i64, out_addr = -2 : i64}
+  }
+}
+// CHECK: tile.window: out_addr must be >= 0, got -2

@@ -1,0 +1,94 @@
+"""Python-level construction of ops of the three dialects (the API passes use)."""
+
+import pytest
+from xdsl.context import Context
+from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
+from xdsl.dialects.test import TestOp as _TestOp
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+from snowir.dialects import all_dialects
+from snowir.dialects import nn, snowflake_asm as sf, tile
+
+
+def _ctx() -> Context:
+    ctx = Context()
+    from xdsl.dialects.builtin import Builtin
+    from xdsl.dialects.func import Func
+
+    ctx.load_dialect(Builtin)
+    ctx.load_dialect(Func)
+    for factory in all_dialects().values():
+        ctx.load_dialect(factory())
+    return ctx
+
+
+def _round_trip(module: ModuleOp) -> str:
+    text = str(module)
+    again = Parser(_ctx(), text).parse_module()
+    again.verify()
+    assert str(again) == text
+    return text
+
+
+def test_asm_program_built_in_python_round_trips() -> None:
+    prog = sf.ProgramOp("p", [
+        sf.MoviOp(1, 10),
+        sf.LabelOp("loop"),
+        sf.MacOp(sf.VectorMode.COOP, 2, 3, 4, 48, wb=True, relu=True),
+        sf.AddiOp(1, 1, -1),
+        sf.BgtOp(1, 0, "loop"),
+        sf.LdOp(sf.LoadTarget.MAPS, 5, 6, 7, unit=3, select=sf.SELECT_ALL),
+    ])
+    module = ModuleOp([prog])
+    module.verify()
+    text = _round_trip(module)
+    assert "snowflake_asm.mac coop r2, r3, r4 trace 48 wb relu" in text
+    assert [op.OPCODE for op in prog.instructions] == [1, 6, 3, 10, 12]
+
+
+def test_asm_register_accessors() -> None:
+    op = sf.AddOp(3, 4, 5)
+    assert op.reads() == (4, 5) and op.writes() == 3
+    mac = sf.MacOp(sf.VectorMode.INDP, 1, 2, 3, 10, wb=True)
+    assert mac.writes() is None and set(mac.reads()) == {1, 2, 3}
+
+
+def test_asm_verifier_rejects_bad_immediate() -> None:
+    with pytest.raises(VerifyException, match="17-bit"):
+        sf.AddiOp(1, 1, 1 << 16).verify()
+
+
+def test_nn_conv_shape_is_checked() -> None:
+    f32 = Float32Type()
+    x = _TestOp(result_types=[TensorType(f32, [1, 3, 8, 8])]).res[0]
+    w = _TestOp(result_types=[TensorType(f32, [4, 3, 3, 3])]).res[0]
+    b = _TestOp(result_types=[TensorType(f32, [4])]).res[0]
+    good = nn.Conv2dOp(x, w, b, TensorType(f32, [1, 4, 8, 8]), pads=(1, 1, 1, 1), relu=True)
+    good.verify()
+    bad = nn.Conv2dOp(x, w, b, TensorType(f32, [1, 4, 6, 6]), pads=(1, 1, 1, 1))
+    with pytest.raises(VerifyException, match="computed 1x4x8x8"):
+        bad.verify()
+
+
+@pytest.mark.parametrize("h, k, s, p, ceil, expected", [
+    (224, 7, 2, 3, False, 112), (112, 3, 2, 1, False, 56), (55, 3, 2, 0, False, 27),
+    (112, 3, 2, 0, True, 56), (13, 3, 2, 0, True, 6), (6, 3, 2, 0, True, 3),
+])
+def test_window_arithmetic(h, k, s, p, ceil, expected) -> None:
+    assert nn.window_out(h, k, s, p, p, 1, ceil) == expected
+
+
+def test_tile_layer_built_in_python_round_trips() -> None:
+    window = tile.WindowOp(320, 5, 27, 4, 64, 1984, 0, 0)
+    load = tile.LoadOp(tile.BufferKind.MAPS, 1000, 0, 0, 0, 31)
+    layer = tile.LayerOp("conv2", tile.LayerKind.CONV, [
+        tile.DramRegionOp("conv2.in", 0, 2000, "maps"),
+        tile.KernelTileOp(0, 16, 12),
+        tile.MapsTileOp((0, 4), (0, 8), 4, -1, [load, window]),
+    ], mode=tile.ComputeMode.COOP, loop_order=tile.LoopOrder.KLOOP)
+    module = ModuleOp([layer])
+    module.verify()
+    text = _round_trip(module)
+    assert "#tile<mode COOP>" in text and "#tile<loop_order Kloop>" in text
