@@ -1,0 +1,1 @@
+"""The Snowflake machine model: encoding, program image, state, engines, cycle model."""
