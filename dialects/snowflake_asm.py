@@ -654,23 +654,29 @@ class ProgramOp(IRDLOperation):
     name = "snowflake_asm.program"
     sym_name = prop_def(SymbolNameConstraint())
     frac_bits = prop_def(IntAttr)
+    code_base = opt_prop_def(IntAttr)
     body = region_def("single_block")
     traits = traits_def(NoTerminator(), SymbolOpInterface())
 
-    def __init__(self, name: str, instructions: Sequence[IRDLOperation], frac_bits: int = 8):
+    def __init__(self, name: str, instructions: Sequence[IRDLOperation], frac_bits: int = 8,
+                 code_base: int | None = None):
         from xdsl.ir import Block, Region
 
-        super().__init__(
-            properties={"sym_name": StringAttr(name), "frac_bits": IntAttr(frac_bits)},
-            regions=[Region(Block(instructions))],
-        )
+        props: dict[str, Attribute] = {"sym_name": StringAttr(name), "frac_bits": IntAttr(frac_bits)}
+        if code_base is not None:
+            props["code_base"] = IntAttr(code_base)
+        super().__init__(properties=props, regions=[Region(Block(instructions))])
 
     @classmethod
     def parse(cls, parser: Parser) -> ProgramOp:
         name = parser.parse_symbol_name()
         frac = 8
+        props: dict[str, Attribute] = {"sym_name": name}
         if parser.parse_optional_keyword("frac_bits"):
             frac = parser.parse_integer(allow_boolean=False)
+        if parser.parse_optional_keyword("code_base"):
+            props["code_base"] = IntAttr(parser.parse_integer(allow_boolean=False, allow_negative=False))
+        props["frac_bits"] = IntAttr(frac)
         attrs = parser.parse_optional_attr_dict_with_keyword()
         region = parser.parse_region()
         if not region.blocks:
@@ -678,7 +684,7 @@ class ProgramOp(IRDLOperation):
 
             region.add_block(Block())
         op = cls.create(
-            properties={"sym_name": name, "frac_bits": IntAttr(frac)},
+            properties=props,
             attributes=attrs.data if attrs else {},
             regions=[region],
         )
@@ -688,6 +694,8 @@ class ProgramOp(IRDLOperation):
         printer.print_string(f" @{self.sym_name.data}")
         if self.frac_bits.data != 8:
             printer.print_string(f" frac_bits {self.frac_bits.data}")
+        if self.code_base is not None:
+            printer.print_string(f" code_base {self.code_base.data}")
         if self.attributes:
             printer.print_op_attributes(self.attributes, print_keyword=True)
         printer.print_string(" ")
@@ -700,6 +708,8 @@ class ProgramOp(IRDLOperation):
     def verify_(self) -> None:
         if not 1 <= self.frac_bits.data <= 15:
             raise VerifyException(f"{self.name}: frac_bits {self.frac_bits.data} out of range [1, 15]")
+        if self.code_base is not None and self.code_base.data % 4096:
+            raise VerifyException(f"{self.name}: code_base {self.code_base.data} is not 4096-byte aligned")
         labels: set[str] = set()
         for op in self.body.block.ops:
             if isinstance(op, LabelOp):

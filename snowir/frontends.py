@@ -1,4 +1,4 @@
-"""Input frontends registered with snow-opt by file extension."""
+"""Input frontends registered with snow-opt by file extension (`.sfb` program images, `.onnx` models)."""
 
 from __future__ import annotations
 
@@ -8,5 +8,18 @@ from typing import IO, Any
 from xdsl.dialects.builtin import ModuleOp
 
 
+def parse_sfb(stream: IO[bytes], source: str = "<sfb>") -> ModuleOp:
+    from snowir.machine.image import ProgramImage, disassemble
+
+    return disassemble(ProgramImage.from_bytes(stream.read(), source))
+
+
 def all_frontends(tool: Any) -> dict[str, Callable[[IO[bytes]], ModuleOp]]:
-    return {}
+    def sfb(stream: IO[bytes]) -> ModuleOp:
+        # Segment data prints as builtin dense_resource blobs: the printer needs the
+        # builtin dialect loaded, which parsing text would have done.
+        tool.ctx.get_optional_dialect("builtin")
+        tool.ctx.get_optional_dialect("snowflake_asm")
+        return parse_sfb(stream, tool.get_input_name())
+
+    return {"sfb": sfb}

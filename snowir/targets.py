@@ -1,16 +1,40 @@
-"""Output targets registered with snow-opt (`-t NAME`)."""
+"""
+Output targets registered with snow-opt (`-t NAME`).
+
+`snowflake-bin` writes a `.sfb` program image. xDSL targets write text streams, so the
+target emits the bytes as latin-1 characters (one char per byte) and snow-opt writes
+them back out as raw bytes (`write_binary_text`).
+"""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
 
+BINARY_TARGETS = ("snowflake-bin",)
+
+
+def emit_snowflake_bin(module: ModuleOp, output: IO[str]) -> None:
+    from snowir.machine.image import assemble
+
+    output.write(assemble(module).to_bytes().decode("latin-1"))
+
 
 def all_targets() -> dict[str, Callable[[ModuleOp, IO[str]], None]]:
-    return {}
+    return {"snowflake-bin": emit_snowflake_bin}
 
 
-def write_binary_text(path: str, text: str) -> None:
-    raise NotImplementedError
+def write_binary_text(path: str | None, text: str) -> None:
+    data = text.encode("latin-1")
+    if path is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)

@@ -24,6 +24,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from snowir.dialects import all_dialects
 from snowir.errors import SnowError, one_line
 from snowir.passes import all_passes
+from snowir.targets import BINARY_TARGETS
 
 
 class SnowOptMain(xDSLOptMain):
@@ -52,12 +53,6 @@ class SnowOptMain(xDSLOptMain):
 
         for name, target in all_targets().items():
             self.available_targets[name] = target
-
-    def prepare_output(self) -> IO[str]:
-        # Written atomically by `run`: a failing pipeline must not leave half a file.
-        from io import StringIO
-
-        return sys.stdout if self.args.output_file is None else StringIO()
 
 
 def unwrap_pipeline(spec: str) -> str:
@@ -99,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         tool = SnowOptMain(description="snowir optimizer driver", args=args)
         input_name = tool.args.input_file or "<stdin>"
-        if tool.args.output_file is None:
+        if tool.args.output_file is None and tool.args.target not in BINARY_TARGETS:
             tool.run()
         else:
             _run_to_file(tool)
@@ -125,7 +120,7 @@ def _run_to_file(tool: SnowOptMain) -> None:
     tool.run()
     text = captured.getvalue()
     original_close()
-    if tool.args.target == "snowflake-bin":
+    if tool.args.target in BINARY_TARGETS:
         from snowir.targets import write_binary_text
 
         write_binary_text(tool.args.output_file, text)

@@ -1,0 +1,112 @@
+"""
+The Python API: everything the commands do, as functions.
+
+    from snowir import api
+    image, module = api.load_program("prog.mlir")      # or a .sfb image
+    result = api.run_program(image, engine="fast")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import ParseError
+
+from snowir.dialects import all_dialects
+from snowir.dialects import snowflake_asm as sf
+from snowir.errors import SnowError, one_line
+from snowir.hw import SnowflakeConfig
+from snowir.machine.image import ProgramImage, assemble, disassemble
+from snowir.machine.run import Engine, RunResult, run_image
+
+
+def context() -> Context:
+    """A context with builtin, func and the snowir dialects (what snow-opt registers)."""
+    from xdsl.universe import Universe
+
+    ctx = Context()
+    for name, factory in Universe.get_multiverse().all_dialects.items():
+        ctx.register_dialect(name, factory)
+    for name, factory in all_dialects().items():
+        ctx.register_dialect(name, factory)
+    return ctx
+
+
+def parse_mlir(path: str | Path, ctx: Context | None = None) -> ModuleOp:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SnowError(f"{path}: {e.strerror or e}") from None
+    try:
+        module = Parser(ctx or context(), text, str(path)).parse_module()
+        module.verify()
+    except Exception as e:  # noqa: BLE001 - becomes a one-line diagnostic
+        if isinstance(e, ParseError) or type(e).__name__ in ("VerifyException", "DiagnosticException"):
+            raise SnowError(one_line(e, str(path))) from None
+        raise
+    return module
+
+
+def level_of(module: ModuleOp) -> str:
+    """The lowest dialect level present: snowflake_asm, tile or nn."""
+    names = {op.name.split(".")[0] for op in module.walk()}
+    for level in ("snowflake_asm", "tile", "nn"):
+        if level in names:
+            return level
+    return "builtin"
+
+
+def load_program(path: str | Path) -> tuple[ProgramImage, ModuleOp]:
+    """A snowflake_asm-level `.mlir` or a `.sfb` image, as (image, module)."""
+    path = Path(path)
+    if path.suffix == ".sfb":
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise SnowError(f"{path}: {e.strerror or e}") from None
+        image = ProgramImage.from_bytes(data, str(path))
+        return image, disassemble(image)
+    module = parse_mlir(path)
+    level = level_of(module)
+    if level != "snowflake_asm":
+        raise SnowError(f"{path}: a {level}-level module; snow-run executes snowflake_asm programs "
+                        f"and .sfb images (lowering from {level} is not available yet)")
+    try:
+        return assemble(module), module
+    except SnowError as e:
+        raise SnowError(f"{path}: {e}") from None
+
+
+def read_input(path: str | Path, image: ProgramImage) -> dict[str, np.ndarray]:
+    inputs = image.of_kind(sf.SegmentKind.INPUT)
+    if len(inputs) != 1:
+        raise SnowError(f"{path}: --input needs a program with one input segment, @{image.name} has {len(inputs)}")
+    seg = inputs[0]
+    try:
+        x = np.load(path)
+    except (OSError, ValueError) as e:
+        raise SnowError(f"{path}: cannot read input array: {e}") from None
+    if x.size != seg.size // 2:
+        raise SnowError(f"{path}: input has {x.size} elements, segment @{seg.name} holds {seg.size // 2}")
+    if np.issubdtype(x.dtype, np.floating):
+        from snowir.fixedpoint import quantize
+
+        words = quantize(x.ravel(), image.frac_bits)
+    elif np.issubdtype(x.dtype, np.integer):
+        if x.min(initial=0) < -32768 or x.max(initial=0) > 32767:
+            raise SnowError(f"{path}: integer input must fit 16-bit words")
+        words = x.ravel().astype(np.int16)
+    else:
+        raise SnowError(f"{path}: input dtype {x.dtype} is neither float nor integer")
+    return {seg.name: words}
+
+
+def run_program(image: ProgramImage, module: ModuleOp | None = None, hw: SnowflakeConfig | None = None,
+                engine: Engine = "fast", inputs: dict[str, np.ndarray] | None = None,
+                record: bool = False) -> RunResult:
+    return run_image(image, hw, engine, inputs, record, module)

@@ -1,0 +1,158 @@
+"""
+`Machine`: the state, the cycle model and one method per non-scalar instruction kind,
+shared by the reference and the fast engine. Engines differ only in how they walk
+the program; what an instruction does and costs is defined here once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from snowir.dialects import snowflake_asm as sf
+from snowir.hw import SnowflakeConfig
+from snowir.machine.image import ProgramImage
+from snowir.machine.state import MachineFault, MachineState
+from snowir.machine.timing import Timing
+
+
+def _banks(lo: int, hi: int, bank_size: int) -> range:
+    """Banks touched by the element range [lo, hi)."""
+    return range(lo // bank_size, (hi - 1) // bank_size + 1)
+
+
+def delay_slot_raw_pairs(ops: list[sf.SnowflakeInstruction], pc: int, slots: int) -> int:
+    """True RAW pairs among the delay-slot instructions of the branch at `pc`."""
+    window = ops[pc + 1:pc + 1 + slots]
+    pairs = 0
+    for i, producer in enumerate(window):
+        w = producer.writes()
+        if not w:
+            continue
+        for consumer in window[i + 1:]:
+            if w in consumer.reads():
+                pairs += 1
+            if consumer.writes() == w:
+                break
+    return pairs
+
+
+@dataclass
+class RunStats:
+    dynamic_instructions: int = 0
+
+
+class Machine:
+    def __init__(self, image: ProgramImage, hw: SnowflakeConfig, record: bool = False):
+        self.image = image
+        self.hw = hw
+        needed = max(image.code_end, max((s.end for s in image.segments), default=0))
+        if needed > hw.dram_bytes:
+            raise MachineFault(f"program image needs {needed} bytes of DRAM, the machine has {hw.dram_bytes}")
+        size = max(needed, 1 << 16)
+        size += size % 2
+        dram = np.zeros(size, np.uint8)
+        for s in image.segments:
+            if s.data is not None:
+                dram[s.address:s.address + s.size] = np.frombuffer(s.data, np.uint8)
+        dram[image.code_base:image.code_end] = np.asarray(image.code, "<u4").view(np.uint8)
+        self.state = MachineState(hw, image.frac_bits, dram)
+        self.timing = Timing(hw, record)
+        self.n = len(image.code)
+        self.timing.preload_icache(self.n)
+        self.dynamic = 0
+        self.pc = 0
+        self.opcounts: Counter[str] = Counter()
+
+    # ------------------------------------------------------------------ inputs / outputs
+    def write_segment(self, name: str, data: np.ndarray) -> None:
+        seg = self.image.segment(name)
+        raw = np.ascontiguousarray(data, dtype="<i2").view(np.uint8).ravel()
+        if raw.size != seg.size:
+            raise MachineFault(f"segment @{name} holds {seg.size} bytes, input has {raw.size}")
+        self.state.dram[seg.address:seg.end] = raw
+
+    def read_segment(self, name: str) -> np.ndarray:
+        seg = self.image.segment(name)
+        return self.state.dram[seg.address:seg.end].view("<i2").copy()
+
+    # ------------------------------------------------------------------ vector ops
+    def mac(self, rd: int, rs1: int, rs2: int, trace: int, indp: bool, wb: bool, relu: bool) -> None:
+        hw, st = self.hw, self.state
+        regs = st.regs
+        out, a, b = regs[rd], regs[rs1], regs[rs2]
+        written = st.mac(indp, out, a, b, trace, wb, relu)
+        wlen = hw.lanes * trace if indp else trace
+        cycles = trace if indp else -(-trace // hw.lanes)
+        macs = trace * hw.vmacs * (hw.lanes if indp else 1)
+        _, end = self.timing.vector(
+            (rd, rs1, rs2), cycles, _banks(a, a + trace, hw.maps_bank_elements),
+            _banks(b, b + wlen, hw.weights_bank_elements), "MAC wb" if wb else "MAC", macs)
+        if written is not None:
+            self.timing.wrote_dram(written[0], written[1], self.timing.writeback_lands(end))
+
+    def max(self, rd: int, rs1: int, rs2: int, trace: int, wb: bool) -> None:
+        hw, st = self.hw, self.state
+        regs = st.regs
+        out, a, step = regs[rd], regs[rs1], regs[rs2]
+        written = st.max(out, a, step, trace, wb)
+        lo = min(a, a + step * (trace - 1))
+        hi = max(a, a + step * (trace - 1)) + hw.lanes
+        _, end = self.timing.vector((rd, rs1, rs2), trace, _banks(lo, hi, hw.maps_bank_elements),
+                                    range(0), "MAX wb" if wb else "MAX")
+        if written is not None:
+            self.timing.wrote_dram(written[0], written[1], self.timing.writeback_lands(end))
+
+    def vmov(self, rs1: int, indp: bool, select: str) -> None:
+        hw, st = self.hw, self.state
+        value = st.regs[rs1]
+        st.vmov(indp, select, value)
+        maps_b, w_b = range(0), range(0)
+        if select == "bias":
+            w_b = _banks(value, value + hw.lanes, hw.weights_bank_elements)
+        elif select == "bypass":
+            count = hw.vmacs_per_cu * (hw.lanes if indp else 1)
+            maps_b = _banks(value, value + count, hw.maps_bank_elements)
+        self.timing.vector((rs1,), hw.vmov_cycles, maps_b, w_b, f"VMOV {select}")
+
+    # ------------------------------------------------------------------ memory ops
+    def ld(self, pc: int, rd: int, rs1: int, rs2: int, unit: int, target: str, select: int) -> None:
+        hw, st = self.hw, self.state
+        regs = st.regs
+        buf, src, length = regs[rd], regs[rs1], regs[rs2]
+        reads = (rd, rs1, rs2)
+        if target == "icache":
+            self._ld_icache(pc, reads, unit, select, src, length)
+            return
+        if target == "maps":
+            cus = st.load_maps(buf, src, length, select)
+            self.timing.load(reads, unit, 2 * length, (src, src + 2 * length), "maps", cus,
+                             _banks(buf, buf + length, hw.maps_bank_elements))
+        else:
+            pairs = st.load_weights(buf, src, length, select)
+            self.timing.load(reads, unit, 2 * length, (src, src + 2 * length), "weights", pairs,
+                             _banks(buf, buf + length, hw.weights_bank_elements))
+
+    def _ld_icache(self, pc: int, reads: tuple[int, ...], unit: int, bank: int, src: int, count: int) -> None:
+        hw, image = self.hw, self.image
+        if not 0 <= bank < hw.icache_banks:
+            raise MachineFault(f"LD icache bank {bank} does not exist")
+        offset = src - image.code_base
+        if offset % 4 or offset < 0:
+            raise MachineFault(f"LD icache source {src:#x} is not an instruction address of the program")
+        first = offset // 4
+        size = hw.icache_bank_instructions
+        if first % size:
+            raise MachineFault(f"LD icache must load a bank-aligned block (instruction {first} is not a multiple of {size})")
+        if not 1 <= count <= size or first + count > self.n:
+            raise MachineFault(f"LD icache of {count} instructions from {first} (bank holds {size}, program has {self.n})")
+        self.timing.load_icache(reads, unit, pc, bank, first, count, (src, src + 4 * count))
+
+    def tmov(self, rd: int, rs1: int, rs2: int, unit: int, cu: int) -> None:
+        hw, st = self.hw, self.state
+        regs = st.regs
+        dst, buf, length = regs[rd], regs[rs1], regs[rs2]
+        lo, hi = st.tmov(dst, buf, length, cu)
+        self.timing.store((rd, rs1, rs2), unit, cu, _banks(buf, buf + length, hw.maps_bank_elements), (lo, hi))

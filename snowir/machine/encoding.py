@@ -1,0 +1,157 @@
+"""
+32-bit instruction encoding of Snowflake (bit layout in docs/isa.md).
+
+    register form   op[31:28] mode[27] rd[26:22] rs1[21:17] rs2[16:12] imm[11:0]
+    ADDI / MULI     op[31:28] 0[27]    rd[26:22] rs1[21:17] imm17[16:0]
+    MOVI            op[31:28] rd[27:23] imm23[22:0]
+
+Fields an instruction does not use must be zero: a word has exactly one meaning and
+`decode(encode(op)) == op`, which is what makes `.sfb` -> text -> `.sfb` byte-exact.
+"""
+
+from __future__ import annotations
+
+from snowir.dialects import snowflake_asm as sf
+from snowir.errors import SnowError
+
+
+class EncodingError(SnowError):
+    pass
+
+
+def _u(value: int, bits: int) -> int:
+    return value & ((1 << bits) - 1)
+
+
+def _s(value: int, bits: int) -> int:
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+def _r(op: sf.SnowflakeInstruction, name: str) -> int:
+    return op.reg_index(name)
+
+
+_TARGET_CODE = {sf.LoadTarget.MAPS: 0, sf.LoadTarget.WEIGHTS: 1, sf.LoadTarget.ICACHE: 2}
+_TARGET_OF = {v: k for k, v in _TARGET_CODE.items()}
+_VMOV_CODE = {sf.VmovSelect.BIAS: 0, sf.VmovSelect.BYPASS: 1, sf.VmovSelect.MASK: 2,
+              sf.VmovSelect.STRIDE: 3}
+_VMOV_OF = {v: k for k, v in _VMOV_CODE.items()}
+
+
+def _reg_form(opcode: int, mode: int, rd: int, rs1: int, rs2: int, imm: int) -> int:
+    return (opcode << 28) | (mode << 27) | (rd << 22) | (rs1 << 17) | (rs2 << 12) | _u(imm, 12)
+
+
+def encode(op: sf.SnowflakeInstruction, pc: int, labels: dict[str, int]) -> int:
+    """The 32-bit word of `op` placed at instruction index `pc`."""
+    code = op.OPCODE
+    if isinstance(op, sf.MoviOp):
+        return (code << 28) | (_r(op, "rd") << 23) | _u(op._int("imm"), 23)
+    if isinstance(op, sf.AddiOp | sf.MuliOp):
+        return (code << 28) | (_r(op, "rd") << 22) | (_r(op, "rs1") << 17) | _u(op._int("imm"), 17)
+    if isinstance(op, sf.MovOp):
+        return _reg_form(code, 0, _r(op, "rd"), _r(op, "rs1"), 0, op._int("shift"))
+    if isinstance(op, sf.AddOp | sf.MulOp):
+        return _reg_form(code, 0, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), 0)
+    if isinstance(op, sf.MacOp):
+        imm = op._int("trace") | (int(op.relu is not None) << 10) | (int(op.wb is not None) << 11)
+        mode = int(op.mode.data == sf.VectorMode.INDP)
+        return _reg_form(code, mode, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), imm)
+    if isinstance(op, sf.MaxOp):
+        imm = op._int("trace") | (int(op.wb is not None) << 11)
+        return _reg_form(code, 0, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), imm)
+    if isinstance(op, sf.VmovOp):
+        mode = int(op.mode.data == sf.VectorMode.INDP)
+        return _reg_form(code, mode, 0, _r(op, "rs1"), 0, _VMOV_CODE[op.select.data])
+    if isinstance(op, sf.BranchOperation):
+        target = op.target.data
+        if target not in labels:
+            raise EncodingError(f"{op.name} at pc {pc}: unknown label @{target}")
+        offset = labels[target] - pc
+        if not -(1 << 11) <= offset < (1 << 11):
+            raise EncodingError(f"{op.name} at pc {pc}: branch offset {offset} does not fit 12 bits")
+        return _reg_form(code, 0, 0, _r(op, "rs1"), _r(op, "rs2"), offset)
+    if isinstance(op, sf.LdOp):
+        imm = op._int("unit") | (_TARGET_CODE[op.target.data] << 2) | (op._int("select") << 4)
+        return _reg_form(code, 0, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), imm)
+    if isinstance(op, sf.TmovOp):
+        imm = op._int("unit") | (op._int("select") << 4)
+        return _reg_form(code, 0, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), imm)
+    raise EncodingError(f"{op.name}: no encoding")  # pragma: no cover
+
+
+def branch_label(target_pc: int) -> str:
+    return f"L{target_pc}"
+
+
+def decode(word: int, pc: int) -> sf.SnowflakeInstruction:
+    """The instruction of `word` at `pc`; branch targets become labels `L<pc>`."""
+    if not 0 <= word < (1 << 32):
+        raise EncodingError(f"pc {pc}: {word:#x} is not a 32-bit word")
+    code = word >> 28
+    mode = (word >> 27) & 1
+    rd, rs1, rs2 = (word >> 22) & 31, (word >> 17) & 31, (word >> 12) & 31
+    imm = word & 0xFFF
+
+    def reserved(mask_ok: int) -> None:
+        if word & ~mask_ok & 0xFFFFFFFF:
+            raise EncodingError(f"pc {pc}: word {word:#010x} ({sf.BY_OPCODE[code].name}) has reserved bits set")
+
+    F_OP, F_MODE, F_RD, F_RS1, F_RS2 = 0xF << 28, 1 << 27, 31 << 22, 31 << 17, 31 << 12
+    if code not in sf.BY_OPCODE:
+        raise EncodingError(f"pc {pc}: word {word:#010x} has illegal opcode {code}")
+    cls = sf.BY_OPCODE[code]
+    if cls is sf.MoviOp:
+        return sf.MoviOp((word >> 23) & 31, _s(word, 23))
+    if cls in (sf.AddiOp, sf.MuliOp):
+        reserved(F_OP | F_RD | F_RS1 | 0x1FFFF)
+        return cls(rd, rs1, _s(word, 17))
+    if cls is sf.MovOp:
+        reserved(F_OP | F_RD | F_RS1 | 0x1F)
+        return sf.MovOp(rd, rs1, imm & 31)
+    if cls in (sf.AddOp, sf.MulOp):
+        reserved(F_OP | F_RD | F_RS1 | F_RS2)
+        return cls(rd, rs1, rs2)
+    if cls is sf.MacOp:
+        trace = imm & 0x3FF
+        if trace == 0:
+            raise EncodingError(f"pc {pc}: MAC with trace length 0")
+        if imm >> 10 & 1 and not imm >> 11 & 1:
+            raise EncodingError(f"pc {pc}: MAC with relu but no write-back")
+        return sf.MacOp(sf.VectorMode.INDP if mode else sf.VectorMode.COOP, rd, rs1, rs2, trace,
+                        wb=bool(imm >> 11 & 1), relu=bool(imm >> 10 & 1))
+    if cls is sf.MaxOp:
+        reserved(F_OP | F_RD | F_RS1 | F_RS2 | 0xBFF)
+        if imm & 0x3FF == 0:
+            raise EncodingError(f"pc {pc}: MAX with trace length 0")
+        return sf.MaxOp(rd, rs1, rs2, imm & 0x3FF, wb=bool(imm >> 11 & 1))
+    if cls is sf.VmovOp:
+        reserved(F_OP | F_MODE | F_RS1 | 0x3)
+        return sf.VmovOp(sf.VectorMode.INDP if mode else sf.VectorMode.COOP, _VMOV_OF[imm & 3], rs1)
+    if issubclass(cls, sf.BranchOperation):
+        reserved(F_OP | F_RS1 | F_RS2 | 0xFFF)
+        return cls(rs1, rs2, branch_label(pc + _s(imm, 12)))
+    if cls is sf.LdOp:
+        reserved(F_OP | F_RD | F_RS1 | F_RS2 | 0x1FF)
+        target = (imm >> 2) & 3
+        if target not in _TARGET_OF:
+            raise EncodingError(f"pc {pc}: LD with unknown target {target}")
+        return sf.LdOp(_TARGET_OF[target], rd, rs1, rs2, imm & 3, (imm >> 4) & 31)
+    if cls is sf.TmovOp:
+        reserved(F_OP | F_RD | F_RS1 | F_RS2 | 0x1F3)
+        return sf.TmovOp(rd, rs1, rs2, imm & 3, (imm >> 4) & 31)
+    raise EncodingError(f"pc {pc}: opcode {code} has no decoder")  # pragma: no cover
+
+
+def layout(program: sf.ProgramOp) -> tuple[list[sf.SnowflakeInstruction], dict[str, int]]:
+    """Instructions in order and the pc of every label."""
+    instructions: list[sf.SnowflakeInstruction] = []
+    labels: dict[str, int] = {}
+    for op in program.body.block.ops:
+        if isinstance(op, sf.LabelOp):
+            labels[op.label.data] = len(instructions)
+        else:
+            assert isinstance(op, sf.SnowflakeInstruction)
+            instructions.append(op)
+    return instructions, labels

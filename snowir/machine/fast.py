@@ -1,0 +1,277 @@
+"""
+The fast engine: decode the program once, compile each basic block to one Python
+function, run those.
+
+A block is a straight run of instructions in one instruction-cache bank, ending at a
+branch's last delay slot or before a branch target. Scalar instructions compile to
+straight-line register arithmetic; their timing (issue slots and RAW stalls, the
+same rules as `Timing.scalar`) is folded into closed form: every dispatch time in a
+run is max(t + a, ready[r] + b_r, ...) over the few registers the run reads before it
+writes them, so a run of any length costs a couple of `max` calls. Vector and memory
+instructions call the shared `Machine` methods, exactly as the reference engine does.
+Anything irregular (a label inside delay slots, a partly loaded bank, a delay-slot
+rule broken) runs instruction by instruction through `_step`, so faults are reported
+at the exact instruction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from snowir.dialects import snowflake_asm as sf
+from snowir.machine.core import Machine, delay_slot_raw_pairs
+from snowir.machine.encoding import decode
+from snowir.machine.state import MachineFault
+
+_WRAP = "((({x}) + 2147483648) & 4294967295) - 2147483648"
+_SCALAR = (sf.MovOp, sf.MoviOp, sf.AddOp, sf.AddiOp, sf.MulOp, sf.MuliOp)
+
+BlockFn = Callable[[], int]
+
+
+def _scalar_expr(op: sf.SnowflakeInstruction) -> str:
+    r = op.reg_index
+    if isinstance(op, sf.MoviOp):
+        return str(op._int("imm"))
+    if isinstance(op, sf.MovOp):
+        return _WRAP.format(x=f"R[{r('rs1')}] << {op._int('shift')}")
+    if isinstance(op, sf.AddOp):
+        return _WRAP.format(x=f"R[{r('rs1')}] + R[{r('rs2')}]")
+    if isinstance(op, sf.AddiOp):
+        return _WRAP.format(x=f"R[{r('rs1')}] + {op._int('imm')}")
+    if isinstance(op, sf.MulOp):
+        return _WRAP.format(x=f"R[{r('rs1')}] * R[{r('rs2')}]")
+    if isinstance(op, sf.MuliOp):
+        return _WRAP.format(x=f"R[{r('rs1')}] * {op._int('imm')}")
+    raise AssertionError(op.name)  # pragma: no cover
+
+
+def _dynamic_call(op: sf.SnowflakeInstruction, pc: int) -> str:
+    r = op.reg_index
+    if isinstance(op, sf.MacOp):
+        return (f"M.mac({r('rd')}, {r('rs1')}, {r('rs2')}, {op._int('trace')}, "
+                f"{op.mode.data == sf.VectorMode.INDP}, {op.wb is not None}, {op.relu is not None})")
+    if isinstance(op, sf.MaxOp):
+        return f"M.max({r('rd')}, {r('rs1')}, {r('rs2')}, {op._int('trace')}, {op.wb is not None})"
+    if isinstance(op, sf.VmovOp):
+        return f"M.vmov({r('rs1')}, {op.mode.data == sf.VectorMode.INDP}, {op.select.data.value!r})"
+    if isinstance(op, sf.LdOp):
+        return (f"M.ld({pc}, {r('rd')}, {r('rs1')}, {r('rs2')}, {op._int('unit')}, "
+                f"{op.target.data.value!r}, {op._int('select')})")
+    if isinstance(op, sf.TmovOp):
+        return f"M.tmov({r('rd')}, {r('rs1')}, {r('rs2')}, {op._int('unit')}, {op._int('select')})"
+    raise AssertionError(op.name)  # pragma: no cover
+
+
+class _Run:
+    """Closed-form timing of a run of scalar-pipeline instructions (Timing.scalar rules)."""
+
+    def __init__(self, latency: int):
+        self.latency = latency
+        self.count = 0
+        self.last: dict[str, int] = {}  # dispatch time of the last instruction, max-plus form
+        self.ready_of: dict[int, dict[str, int]] = {}  # registers written in the run
+        self.reads_external: set[int] = set()
+
+    def add(self, reads: tuple[int, ...], write: int | None) -> None:
+        d = {"t": 0} if self.count == 0 else {k: v + 1 for k, v in self.last.items()}
+        for reg in reads:
+            if reg == 0:
+                continue
+            if reg in self.ready_of:
+                source = self.ready_of[reg]
+            else:
+                source = {f"rr[{reg}]": 0}
+                self.reads_external.add(reg)
+            for k, v in source.items():
+                if d.get(k, -1 << 60) < v:
+                    d[k] = v
+        if write:
+            self.ready_of[write] = {k: v + self.latency for k, v in d.items()}
+        self.last = d
+        self.count += 1
+
+    @staticmethod
+    def _max(expr: dict[str, int]) -> str:
+        terms = [f"{k} + {v}" if v else k for k, v in sorted(expr.items())]
+        return terms[0] if len(terms) == 1 else f"max({', '.join(terms)})"
+
+    def emit(self) -> list[str]:
+        if not self.count:
+            return []
+        lines = [f"d = {self._max(self.last)}"]
+        lines.append(f"if d > t + {self.count - 1}: S['raw'] += d - t - {self.count - 1}")
+        for reg, expr in sorted(self.ready_of.items()):
+            lines.append(f"rr[{reg}] = {self._max(expr)}")
+        lines.append("t = d + 1")
+        return lines
+
+
+class FastProgram:
+    def __init__(self, machine: Machine):
+        self.m = machine
+        self.ops = [decode(int(w), pc) for pc, w in enumerate(machine.image.code.tolist())]
+        self.n = len(self.ops)
+        hw = machine.hw
+        self.slots = hw.branch_delay_slots
+        self.targets: dict[int, int] = {}
+        leaders = {0, self.n}
+        bank = hw.icache_bank_instructions
+        leaders.update(range(0, self.n, bank))
+        for pc, op in enumerate(self.ops):
+            if isinstance(op, sf.BranchOperation):
+                target = pc + self._offset(op, pc)
+                self.targets[pc] = target
+                leaders.add(target)
+                leaders.add(pc + self.slots + 1)
+        self.leaders = sorted(x for x in leaders if 0 <= x <= self.n)
+        self.block_end = {s: e for s, e in zip(self.leaders, self.leaders[1:])}
+        self.blocks: dict[int, tuple[BlockFn, int] | None] = {}
+
+    @staticmethod
+    def _offset(op: sf.BranchOperation, pc: int) -> int:
+        return int(op.target.data[1:]) - pc
+
+    # ------------------------------------------------------------------ compilation
+    def _regular(self, s: int, e: int) -> int | None:
+        """The branch pc of a compilable block [s, e), -1 if it has none, None if irregular."""
+        branches = [pc for pc in range(s, e) if self.ops[pc].IS_BRANCH]
+        if not branches:
+            return -1
+        if len(branches) > 1:
+            return None
+        b = branches[0]
+        if b + self.slots + 1 != e:
+            return None
+        if delay_slot_raw_pairs(self.ops, b, self.slots) > 1:
+            return None
+        return b
+
+    def _compile(self, s: int) -> tuple[BlockFn, int] | None:
+        e = self.block_end.get(s)
+        if e is None:
+            return None
+        b = self._regular(s, e)
+        if b is None:
+            return None
+        m = self.m
+        latency = m.hw.scalar_latency
+        body: list[str] = [f"M.pc = {s}", f"T.fetch({s})", "t = T.t"]
+        run = _Run(latency)
+
+        def flush() -> None:
+            nonlocal run
+            body.extend(run.emit())
+            body.append("T.t = t")
+            run = _Run(latency)
+
+        for pc in range(s, e):
+            op = self.ops[pc]
+            if isinstance(op, _SCALAR):
+                rd = op.reg_index("rd")
+                if rd:
+                    body.append(f"R[{rd}] = {_scalar_expr(op)}")
+                run.add(op.reads(), rd)
+            elif isinstance(op, sf.BranchOperation):
+                a, c = op.reg_index("rs1"), op.reg_index("rs2")
+                cmp = {"snowflake_asm.ble": "<=", "snowflake_asm.bgt": ">", "snowflake_asm.beq": "=="}[op.name]
+                body.append(f"M.pc = {pc}")
+                body.append(f"T.check_branch({pc}, {self.targets[pc]})")
+                body.append(f"taken = R[{a}] {cmp} R[{c}]")
+                run.add(op.reads(), None)
+            else:
+                flush()
+                body.append(f"M.pc = {pc}")
+                body.append(_dynamic_call(op, pc))
+                body.append("t = T.t")
+        flush()
+        if b >= 0:
+            body.append(f"return {self.targets[b]} if taken else {e}")
+        else:
+            body.append(f"return {e}")
+        src = "def block():\n    " + "\n    ".join(body) + "\n"
+        env = {"T": m.timing, "M": m, "R": m.state.regs, "rr": m.timing.reg_ready,
+               "S": m.timing.stalls, "max": max}
+        exec(compile(src, f"<block {s}>", "exec"), env)
+        return env["block"], e - s
+
+    # ------------------------------------------------------------------ execution
+    def _step(self, pc: int, slots_left: int, pending: int | None) -> tuple[int, int, int | None]:
+        """One instruction, the reference engine's way (irregular code only)."""
+        m = self.m
+        op = self.ops[pc]
+        timing = m.timing
+        try:
+            timing.fetch(pc)
+            taken = None
+            if isinstance(op, _SCALAR):
+                rd = op.reg_index("rd")
+                timing.scalar(op.reads(), rd)
+                if rd:
+                    regs = m.state.regs
+                    m.state.regs[rd] = eval(_scalar_expr(op), {"R": regs})
+            elif isinstance(op, sf.BranchOperation):
+                if slots_left:
+                    raise MachineFault("branch in a branch delay slot")
+                if delay_slot_raw_pairs(self.ops, pc, self.slots) > 1:
+                    raise MachineFault("more than one RAW-dependent pair in the branch delay slots")
+                target = self.targets[pc]
+                timing.check_branch(pc, target)
+                timing.scalar(op.reads(), None)
+                regs = m.state.regs
+                if op.taken(regs[op.reg_index("rs1")], regs[op.reg_index("rs2")]):
+                    taken = target
+            else:
+                m.pc = pc
+                eval(_dynamic_call(op, pc), {"M": m})
+        except MachineFault as fault:
+            raise fault.at(pc, str(op).strip())
+        m.dynamic += 1
+        nxt = pc + 1
+        if slots_left:
+            slots_left -= 1
+            if not slots_left and pending is not None:
+                nxt, pending = pending, None
+        if op.IS_BRANCH:
+            if self.slots:
+                slots_left, pending = self.slots, taken
+            elif taken is not None:
+                nxt = taken
+        return nxt, slots_left, pending
+
+    def run(self, max_instructions: int | None = None) -> None:
+        m = self.m
+        n = self.n
+        limit = max_instructions if max_instructions is not None else 1 << 62
+        blocks = self.blocks
+        icache = m.timing.icache
+        pc, slots_left, pending = 0, 0, None
+        while pc != n or slots_left:
+            if pc >= n:
+                raise MachineFault("the program ends inside branch delay slots").at(pc - 1, str(self.ops[pc - 1]).strip())
+            entry = None
+            if not slots_left:
+                if pc in blocks:
+                    entry = blocks[pc]
+                else:
+                    entry = blocks[pc] = self._compile(pc)
+            if entry is not None:
+                fn, length = entry
+                resident = any(lo <= pc and pc + length <= hi for lo, hi, _ in icache)
+                if resident:
+                    try:
+                        pc = fn()
+                    except MachineFault as fault:
+                        at = getattr(m, "pc", pc)
+                        raise fault.at(at, str(self.ops[at]).strip())
+                    m.dynamic += length
+                    if m.dynamic > limit:
+                        raise MachineFault(f"instruction limit {limit} reached (endless loop?)")
+                    continue
+            pc, slots_left, pending = self._step(pc, slots_left, pending)
+            if m.dynamic > limit:
+                raise MachineFault(f"instruction limit {limit} reached (endless loop?)")
+
+
+def run_fast(machine: Machine, max_instructions: int | None = None) -> None:
+    FastProgram(machine).run(max_instructions)

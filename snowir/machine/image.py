@@ -1,0 +1,219 @@
+"""
+Program images: the assembler (snowflake_asm module -> image), the disassembler
+(image -> module) and the `.sfb` file format. Layout in docs/isa.md ("Program image").
+
+An image is what the host hands to Snowflake: the instruction words (placed in DRAM
+at `code_base`, 4 KB aligned after the data) and the DRAM segments (inputs, outputs,
+weights, scratch), with initial contents where the program has them.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DenseResourceAttr, IntegerType, ModuleOp
+from xdsl.ir import Operation
+from xdsl.utils.exceptions import VerifyException
+
+from snowir.dialects import snowflake_asm as sf
+from snowir.errors import SnowError
+from snowir.machine.encoding import EncodingError, branch_label, decode, encode, layout
+from snowir.resources import get_blob, int16_resource
+
+MAGIC = b"SFB1"
+VERSION = 1
+CODE_ALIGN = 4096
+_KIND_CODE = {sf.SegmentKind.INPUT: 0, sf.SegmentKind.OUTPUT: 1, sf.SegmentKind.DATA: 2,
+              sf.SegmentKind.SCRATCH: 3}
+_KIND_OF = {v: k for k, v in _KIND_CODE.items()}
+
+
+class ImageError(SnowError):
+    pass
+
+
+@dataclass
+class Segment:
+    name: str
+    kind: sf.SegmentKind
+    address: int
+    size: int
+    data: bytes | None = None
+
+    @property
+    def end(self) -> int:
+        return self.address + self.size
+
+
+@dataclass
+class ProgramImage:
+    name: str
+    frac_bits: int
+    code: np.ndarray  # uint32 words
+    code_base: int
+    segments: list[Segment] = field(default_factory=list)
+
+    @property
+    def code_end(self) -> int:
+        return self.code_base + 4 * len(self.code)
+
+    def segment(self, name: str) -> Segment:
+        for s in self.segments:
+            if s.name == name:
+                return s
+        raise ImageError(f"program @{self.name} has no segment @{name}")
+
+    def of_kind(self, kind: sf.SegmentKind) -> list[Segment]:
+        return [s for s in self.segments if s.kind == kind]
+
+    # ------------------------------------------------------------------ .sfb bytes
+    def to_bytes(self) -> bytes:
+        name = self.name.encode()
+        out = [MAGIC, struct.pack("<HHIII", VERSION, self.frac_bits, self.code_base,
+                                  len(self.code), len(self.segments)),
+               struct.pack("<H", len(name)), name]
+        for s in self.segments:
+            sname = s.name.encode()
+            out.append(struct.pack("<BBH", _KIND_CODE[s.kind], int(s.data is not None), len(sname)))
+            out.append(sname)
+            out.append(struct.pack("<II", s.address, s.size))
+        out.append(np.asarray(self.code, dtype="<u4").tobytes())
+        for s in self.segments:
+            if s.data is not None:
+                out.append(s.data)
+        return b"".join(out)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str = "<sfb>") -> ProgramImage:
+        try:
+            return cls._from_bytes(data)
+        except (struct.error, UnicodeDecodeError, KeyError, ValueError) as e:
+            raise ImageError(f"{source}: truncated or corrupt program image ({e})") from None
+
+    @classmethod
+    def _from_bytes(cls, data: bytes) -> ProgramImage:
+        if data[:4] != MAGIC:
+            raise ValueError("bad magic, not a .sfb program image")
+        version, frac, code_base, n_code, n_seg = struct.unpack_from("<HHIII", data, 4)
+        if version != VERSION:
+            raise ValueError(f"unsupported version {version}")
+        pos = 4 + 16
+        (name_len,) = struct.unpack_from("<H", data, pos)
+        pos += 2
+        name = data[pos:pos + name_len].decode()
+        pos += name_len
+        headers: list[tuple[sf.SegmentKind, bool, str, int, int]] = []
+        for _ in range(n_seg):
+            kind, has_data, slen = struct.unpack_from("<BBH", data, pos)
+            pos += 4
+            sname = data[pos:pos + slen].decode()
+            pos += slen
+            address, size = struct.unpack_from("<II", data, pos)
+            pos += 8
+            headers.append((_KIND_OF[kind], bool(has_data), sname, address, size))
+        code = np.frombuffer(data, dtype="<u4", count=n_code, offset=pos).astype(np.uint32)
+        pos += 4 * n_code
+        segments: list[Segment] = []
+        for kind, has_data, sname, address, size in headers:
+            blob = None
+            if has_data:
+                blob = data[pos:pos + size]
+                if len(blob) != size:
+                    raise ValueError(f"segment @{sname} data truncated")
+                pos += size
+            segments.append(Segment(sname, kind, address, size, blob))
+        if pos != len(data):
+            raise ValueError(f"{len(data) - pos} trailing bytes")
+        return cls(name, frac, code, code_base, segments)
+
+
+def _segment_bytes(op: sf.SegmentOp) -> bytes | None:
+    value = op.value
+    if value is None:
+        return None
+    if isinstance(value, DenseResourceAttr):
+        blob = get_blob(value.resource_handle.data)
+        if blob is None:
+            raise ImageError(f"segment @{op.sym_name.data}: resource {value.resource_handle.data} has no data")
+        if len(blob) != op.size.data:
+            raise ImageError(f"segment @{op.sym_name.data}: resource holds {len(blob)} bytes, size is {op.size.data}")
+        return blob
+    assert isinstance(value, DenseIntOrFPElementsAttr)
+    elem = value.get_type().get_element_type()
+    if not isinstance(elem, IntegerType) or elem.width.data != 16:
+        raise ImageError(f"segment @{op.sym_name.data}: initial value must be i16 (Qm.n words)")
+    values = np.asarray(value.get_values(), dtype=np.int64)
+    shape = value.get_type().get_shape()
+    count = int(np.prod(shape)) if shape else 1
+    if values.size == 1 and count > 1:  # splat
+        values = np.full(count, values[0])
+    return values.astype("<i2").tobytes()
+
+
+def assemble(module: ModuleOp) -> ProgramImage:
+    """Encode the module's single `snowflake_asm.program` and lay out its segments."""
+    programs = [op for op in module.ops if isinstance(op, sf.ProgramOp)]
+    if len(programs) != 1:
+        raise ImageError(f"expected exactly one snowflake_asm.program, found {len(programs)}")
+    program = programs[0]
+    try:
+        module.verify()
+    except VerifyException as e:
+        raise ImageError(f"program does not verify: {str(e).splitlines()[0]}") from None
+    instructions, labels = layout(program)
+    words = np.array([encode(op, pc, labels) for pc, op in enumerate(instructions)], dtype=np.uint32)
+    segments = [
+        Segment(op.sym_name.data, op.kind.data, op.address.data, op.size.data, _segment_bytes(op))
+        for op in module.ops if isinstance(op, sf.SegmentOp)
+    ]
+    ordered = sorted(segments, key=lambda s: s.address)
+    for a, b in zip(ordered, ordered[1:]):
+        if b.address < a.end:
+            raise ImageError(f"segments @{a.name} and @{b.name} overlap")
+    data_end = max((s.end for s in segments), default=0)
+    code_base = -(-data_end // CODE_ALIGN) * CODE_ALIGN
+    if program.code_base is not None:
+        if program.code_base.data < data_end:
+            raise ImageError(f"code_base {program.code_base.data} overlaps the data segments (end {data_end})")
+        code_base = program.code_base.data
+    return ProgramImage(program.sym_name.data, program.frac_bits.data, words, code_base, segments)
+
+
+def disassemble(image: ProgramImage) -> ModuleOp:
+    """The snowflake_asm module of an image; labels `L<pc>` at every branch target."""
+    instructions: list[sf.SnowflakeInstruction] = []
+    for pc, word in enumerate(image.code.tolist()):
+        op = decode(int(word), pc)
+        try:
+            op.verify()
+        except VerifyException as e:
+            raise EncodingError(f"pc {pc}: word {int(word):#010x}: {e}") from None
+        instructions.append(op)
+    n = len(instructions)
+    targets: set[int] = set()
+    for pc, op in enumerate(instructions):
+        if isinstance(op, sf.BranchOperation):
+            target = int(op.target.data[1:])
+            if not 0 <= target <= n:
+                raise EncodingError(f"pc {pc}: branch target {target} outside the program (0..{n})")
+            targets.add(target)
+    body: list[Operation] = []
+    for pc, op in enumerate(instructions):
+        if pc in targets:
+            body.append(sf.LabelOp(branch_label(pc)))
+        body.append(op)
+    if n in targets:
+        body.append(sf.LabelOp(branch_label(n)))
+    ops: list[Operation] = []
+    for s in image.segments:
+        value = None
+        if s.data is not None:
+            value = int16_resource(s.name, np.frombuffer(s.data, dtype="<i2"))
+        ops.append(sf.SegmentOp(s.name, s.kind, s.address, s.size, value))
+    data_end = max((s.end for s in image.segments), default=0)
+    default_base = -(-data_end // CODE_ALIGN) * CODE_ALIGN
+    code_base = None if image.code_base == default_base else image.code_base
+    ops.append(sf.ProgramOp(image.name, body, image.frac_bits, code_base))
+    return ModuleOp(ops)

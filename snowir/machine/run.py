@@ -1,0 +1,103 @@
+"""
+Running a program image on the machine model and reporting what the hardware did.
+`run_image` is the Python API behind `snow-run` for snowflake_asm-level inputs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from snowir.dialects import snowflake_asm as sf
+from snowir.hw import SnowflakeConfig
+from snowir.machine.core import Machine
+from snowir.machine.image import ProgramImage, disassemble
+
+Engine = Literal["fast", "reference"]
+STALL_CAUSES = ("raw", "vector_queue", "icache", "cu_starved", "cu_load_wait", "dram_raw")
+
+
+@dataclass
+class RunResult:
+    machine: Machine
+    outputs: dict[str, np.ndarray]
+    cycles: int
+    simulate_s: float
+    engine: str
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def timing(self):
+        return self.machine.timing
+
+
+def default_inputs(image: ProgramImage, seed: int = 0) -> dict[str, np.ndarray]:
+    """A fixed seeded input per input segment: values uniform in [-1, 1) in the program's Qm.n."""
+    rng = np.random.default_rng(seed)
+    scale = 1 << image.frac_bits
+    return {s.name: rng.integers(-scale, scale, size=s.size // 2).astype(np.int16)
+            for s in image.of_kind(sf.SegmentKind.INPUT)}
+
+
+def run_image(image: ProgramImage, hw: SnowflakeConfig | None = None, engine: Engine = "fast",
+              inputs: dict[str, np.ndarray] | None = None, record: bool = False,
+              module: ModuleOp | None = None, max_instructions: int | None = None) -> RunResult:
+    hw = hw or SnowflakeConfig()
+    machine = Machine(image, hw, record)
+    for name, data in (default_inputs(image) if inputs is None else inputs).items():
+        machine.write_segment(name, data)
+    start = time.perf_counter()
+    if engine == "reference":
+        from snowir.machine.reference import run_reference
+
+        run_reference(machine, module if module is not None else disassemble(image), max_instructions)
+    elif engine == "fast":
+        from snowir.machine.fast import run_fast
+
+        run_fast(machine, max_instructions)
+    else:
+        raise ValueError(f"unknown engine '{engine}' (fast, reference)")
+    elapsed = time.perf_counter() - start
+    outputs = {s.name: machine.read_segment(s.name) for s in image.of_kind(sf.SegmentKind.OUTPUT)}
+    return RunResult(machine, outputs, machine.timing.total_cycles(), elapsed, engine)
+
+
+def program_report(result: RunResult, hw: SnowflakeConfig, model: str, compile_s: float = 0.0) -> dict[str, Any]:
+    """The DESIGN.md report for a program run (one `layers` entry: the program)."""
+    t = result.timing
+    cycles = result.cycles
+    ms = hw.cycles_to_ms(cycles)
+    dram = t.load_bytes + t.store_bytes + _writeback_bytes(result)
+    total = {
+        "cycles": cycles,
+        "ms": ms,
+        "macs": t.macs,
+        "mac_utilization": t.macs / (cycles * hw.macs) if cycles else 0.0,
+        "dram_bytes": dram,
+        "gbps": dram / (ms * 1e6) if ms else 0.0,
+        "static_instructions": result.machine.n,
+        "dynamic_instructions": result.machine.dynamic,
+        "stall_cycles": {cause: int(t.stalls.get(cause, 0)) for cause in STALL_CAUSES},
+        "compile_s": compile_s,
+        "simulate_s": result.simulate_s,
+    }
+    layer = {k: total[k] for k in ("cycles", "ms", "macs", "mac_utilization", "dram_bytes", "gbps")}
+    layer.update({"name": result.machine.image.name, "op": "program", "mode": None,
+                  "loop_order": None, "load_imbalance_pct": _imbalance(t.unit_bytes)})
+    return {"model": model, "hw": hw.to_json(), "total": total, "layers": [layer], "check": None}
+
+
+def _writeback_bytes(result: RunResult) -> int:
+    return int(result.machine.state.written_bytes)
+
+
+def _imbalance(per_unit: list[int]) -> float | None:
+    """The paper's C_L = (L_max / mean - 1) * 100% over the bytes each load unit moved."""
+    if not per_unit or sum(per_unit) == 0:
+        return None
+    mean = sum(per_unit) / len(per_unit)
+    return (max(per_unit) / mean - 1.0) * 100.0

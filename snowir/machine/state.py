@@ -1,0 +1,238 @@
+"""
+Architectural state of Snowflake and the functional semantics of its data-path
+instructions (MAC, MAX, VMOV, LD, TMOV), shared by both engines.
+
+Buffers are numpy int16 arrays addressed in 16-bit elements; DRAM is a byte array
+addressed in bytes (16-bit aligned for data). Rules a program can break (ranges,
+alignment, accumulator overflow) raise `MachineFault`; the engine adds the program
+counter and the disassembled instruction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from snowir.errors import SnowError
+from snowir.fixedpoint import INT16_MIN, accumulator_overflows, writeback
+from snowir.hw import SnowflakeConfig
+
+SELECT_ALL = 31
+
+
+class MachineFault(SnowError):
+    """A hardware rule broken by the program. `pc` is filled in by the engine."""
+
+    def __init__(self, message: str, pc: int | None = None, instruction: str = ""):
+        self.message = message
+        self.pc = pc
+        self.instruction = instruction
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        if self.pc is None:
+            return f"machine fault: {self.message}"
+        where = f"pc {self.pc}" + (f" ({self.instruction})" if self.instruction else "")
+        return f"machine fault at {where}: {self.message}"
+
+    def at(self, pc: int, instruction: str) -> MachineFault:
+        if self.pc is None:
+            self.pc, self.instruction = pc, instruction
+            self.args = (self._text(),)
+        return self
+
+
+@dataclass
+class MachineState:
+    hw: SnowflakeConfig
+    frac: int
+    dram: np.ndarray
+    regs: list[int] = field(default_factory=lambda: [0] * 32)
+    maps: np.ndarray = field(init=False)
+    weights: np.ndarray = field(init=False)
+    acc: np.ndarray = field(init=False)
+    bias: np.ndarray = field(init=False)
+    bypass: np.ndarray = field(init=False)
+    pool: np.ndarray = field(init=False)
+    wb_mask: int = 0xFFFF
+    cu_stride: int | None = None
+
+    def __post_init__(self) -> None:
+        hw = self.hw
+        if self.dram.size % 2:
+            raise ValueError("DRAM size must be even")
+        self.dram16 = self.dram.view(np.int16)
+        self.maps = np.zeros((hw.cus, hw.maps_buffer_elements), np.int16)
+        self.weights = np.zeros((hw.cus, hw.vmacs_per_cu, hw.weights_buffer_elements), np.int16)
+        lanes = hw.lanes
+        self.acc = np.zeros((hw.cus, hw.vmacs_per_cu, lanes), np.int64)
+        self.bias = np.zeros((hw.cus, hw.vmacs_per_cu, lanes), np.int64)
+        self.bypass = np.zeros((hw.cus, hw.vmacs_per_cu, lanes), np.int64)
+        self.pool = np.full((hw.cus, lanes), INT16_MIN, np.int16)
+        self.written_bytes = 0
+
+    # ------------------------------------------------------------------ helpers
+    def _dram_index(self, address: int, elements: int, what: str) -> int:
+        if address % 2:
+            raise MachineFault(f"{what} DRAM address {address:#x} is not 16-bit aligned")
+        if address < 0 or address + 2 * elements > self.dram.size:
+            raise MachineFault(
+                f"{what} DRAM range [{address:#x}, +{2 * elements} B) outside DRAM of {self.dram.size:#x} bytes")
+        return address // 2
+
+    def _maps_range(self, address: int, elements: int, what: str) -> None:
+        if address < 0 or address + elements > self.hw.maps_buffer_elements:
+            raise MachineFault(
+                f"{what} maps-buffer range [{address}, +{elements}) outside [0, {self.hw.maps_buffer_elements})")
+
+    def _weights_range(self, address: int, elements: int, what: str) -> None:
+        if address < 0 or address + elements > self.hw.weights_buffer_elements:
+            raise MachineFault(
+                f"{what} weights-buffer range [{address}, +{elements}) outside [0, {self.hw.weights_buffer_elements})")
+
+    def _stride(self, indp: bool, lanes_per_vmac: int) -> int:
+        if self.cu_stride is not None:
+            return self.cu_stride
+        return 2 * self.hw.vmacs_per_cu * lanes_per_vmac if indp else 2 * self.hw.vmacs_per_cu
+
+    def _store(self, base: int, values: np.ndarray, per_cu_offsets: np.ndarray, stride: int,
+               enabled: np.ndarray, what: str) -> tuple[int, int] | None:
+        """Write values[c, j] to base + c*stride + per_cu_offsets[j] (bytes) where enabled[c, j]."""
+        if base % 2 or stride % 2:
+            raise MachineFault(f"{what} write-back address {base:#x} / CU stride {stride} not 16-bit aligned")
+        cus = values.shape[0]
+        addr = base + np.arange(cus, dtype=np.int64)[:, None] * stride + per_cu_offsets[None, :]
+        addr = addr[enabled]
+        if addr.size == 0:
+            return None
+        lo, hi = int(addr.min()), int(addr.max()) + 2
+        if lo < 0 or hi > self.dram.size:
+            raise MachineFault(f"{what} write-back [{lo:#x}, {hi:#x}) outside DRAM of {self.dram.size:#x} bytes")
+        self.dram16[addr // 2] = values[enabled]
+        self.written_bytes += 2 * int(addr.size)
+        return lo, hi
+
+    def _mask(self, per_cu: int, bits_per_cu: int) -> np.ndarray:
+        """enabled[c, j]: write-back enable of lane group j of CU c from the VMOV mask."""
+        hw = self.hw
+        bits = np.array([(self.wb_mask >> (c * hw.vmacs_per_cu + v)) & 1
+                         for c in range(hw.cus) for v in range(hw.vmacs_per_cu)], bool)
+        bits = bits.reshape(hw.cus, hw.vmacs_per_cu)
+        if bits_per_cu == 1:  # pool unit: one bit (vMAC 0's) per CU
+            return np.repeat(bits[:, :1], per_cu, axis=1)
+        return np.repeat(bits, per_cu // hw.vmacs_per_cu, axis=1)
+
+    # ------------------------------------------------------------------ vector ops
+    def mac(self, indp: bool, out_addr: int, maps_addr: int, w_addr: int, trace: int,
+            wb: bool, relu: bool) -> tuple[int, int] | None:
+        hw = self.hw
+        lanes = hw.lanes
+        self._maps_range(maps_addr, trace, "MAC")
+        m = self.maps[:, maps_addr:maps_addr + trace].astype(np.int64)
+        if indp:
+            self._weights_range(w_addr, lanes * trace, "MAC")
+            w = self.weights[:, :, w_addr:w_addr + lanes * trace].astype(np.int64)
+            w = w.reshape(hw.cus, hw.vmacs_per_cu, trace, lanes)
+            self.acc += np.einsum("cl,cvlk->cvk", m, w)
+        else:
+            self._weights_range(w_addr, trace, "MAC")
+            w = self.weights[:, :, w_addr:w_addr + trace].astype(np.int64)
+            self.acc[:, :, 0] += np.einsum("cl,cvl->cv", m, w)
+        if not wb:
+            return None
+        if accumulator_overflows(self.acc):
+            raise MachineFault("48-bit accumulator overflow")
+        if indp:
+            vals = writeback(self.acc, self.bias, self.bypass, self.frac, relu)
+            vals = vals.reshape(hw.cus, hw.vmacs_per_cu * lanes)
+            offsets = 2 * np.arange(hw.vmacs_per_cu * lanes, dtype=np.int64)
+            enabled = self._mask(hw.vmacs_per_cu * lanes, hw.vmacs_per_cu)
+            stride = self._stride(True, lanes)
+        else:
+            vals = writeback(self.acc[:, :, 0], self.bias[:, :, 0], self.bypass[:, :, 0], self.frac, relu)
+            offsets = 2 * np.arange(hw.vmacs_per_cu, dtype=np.int64)
+            enabled = self._mask(hw.vmacs_per_cu, hw.vmacs_per_cu)
+            stride = self._stride(False, 1)
+        self.acc[:] = 0
+        return self._store(out_addr, vals, offsets, stride, enabled, "MAC")
+
+    def max(self, out_addr: int, maps_addr: int, step: int, trace: int, wb: bool) -> tuple[int, int] | None:
+        lanes = self.hw.lanes
+        idx = maps_addr + step * np.arange(trace, dtype=np.int64)[:, None] + np.arange(lanes)[None, :]
+        lo, hi = int(idx.min()), int(idx.max()) + 1
+        self._maps_range(lo, hi - lo, "MAX")
+        window = self.maps[:, idx]  # cus x trace x lanes
+        self.pool = np.maximum(self.pool, window.max(axis=1))
+        if not wb:
+            return None
+        offsets = 2 * np.arange(lanes, dtype=np.int64)
+        stride = self.cu_stride if self.cu_stride is not None else 2 * lanes
+        written = self._store(out_addr, self.pool.copy(), offsets, stride, self._mask(lanes, 1), "MAX")
+        self.pool[:] = INT16_MIN
+        return written
+
+    def vmov(self, indp: bool, select: str, value: int) -> None:
+        hw = self.hw
+        lanes = hw.lanes
+        if select == "bias":
+            self._weights_range(value, lanes, "VMOV bias")
+            self.bias[:] = self.weights[:, :, value:value + lanes]
+        elif select == "bypass":
+            count = hw.vmacs_per_cu * (lanes if indp else 1)
+            self._maps_range(value, count, "VMOV bypass")
+            block = self.maps[:, value:value + count].astype(np.int64)
+            self.bypass[:] = 0
+            if indp:
+                self.bypass[:] = block.reshape(hw.cus, hw.vmacs_per_cu, lanes)
+            else:
+                self.bypass[:, :, 0] = block
+        elif select == "mask":
+            self.wb_mask = value & 0xFFFF
+        elif select == "stride":
+            self.cu_stride = value
+        else:  # pragma: no cover
+            raise AssertionError(select)
+
+    # ------------------------------------------------------------------ memory ops
+    def load_maps(self, buf: int, src: int, length: int, select: int) -> list[int]:
+        """LD into maps buffers; returns the CUs written."""
+        if length <= 0:
+            raise MachineFault(f"LD of length {length}")
+        start = self._dram_index(src, length, "LD")
+        self._maps_range(buf, length, "LD")
+        cus = list(range(self.hw.cus)) if select == SELECT_ALL else [select]
+        if select != SELECT_ALL and not 0 <= select < self.hw.cus:
+            raise MachineFault(f"LD maps select {select} names no CU")
+        self.maps[cus, buf:buf + length] = self.dram16[start:start + length]
+        return cus
+
+    def load_weights(self, buf: int, src: int, length: int, select: int) -> list[tuple[int, int]]:
+        """LD into weights buffers; returns the (cu, vmac) pairs written."""
+        hw = self.hw
+        if length <= 0:
+            raise MachineFault(f"LD of length {length}")
+        start = self._dram_index(src, length, "LD")
+        self._weights_range(buf, length, "LD")
+        if select == SELECT_ALL:
+            targets = [(c, v) for c in range(hw.cus) for v in range(hw.vmacs_per_cu)]
+        elif select < hw.vmacs:
+            targets = [divmod(select, hw.vmacs_per_cu)]
+        elif select < hw.vmacs + hw.vmacs_per_cu:
+            targets = [(c, select - hw.vmacs) for c in range(hw.cus)]
+        else:
+            raise MachineFault(f"LD weights select {select} names no vMAC")
+        data = self.dram16[start:start + length]
+        for c, v in targets:
+            self.weights[c, v, buf:buf + length] = data
+        return targets
+
+    def tmov(self, dst: int, buf: int, length: int, cu: int) -> tuple[int, int]:
+        if length <= 0:
+            raise MachineFault(f"TMOV of length {length}")
+        if not 0 <= cu < self.hw.cus:
+            raise MachineFault(f"TMOV select {cu} names no CU")
+        start = self._dram_index(dst, length, "TMOV")
+        self._maps_range(buf, length, "TMOV")
+        self.dram16[start:start + length] = self.maps[cu, buf:buf + length]
+        return dst, dst + 2 * length

@@ -1,0 +1,40 @@
+"""
+Bytes <-> `dense_resource` blobs: big arrays (weights, segment data) live in the module's
+`dialect_resources` section as one hex line each, so printed IR stays a few hundred lines.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
+from xdsl.dialects.builtin import Builtin, DenseResourceAttr, IntegerType, TensorType
+
+_ALIGNMENT_PREFIX = (8).to_bytes(4, "little")  # MLIR blob header: alignment
+
+
+def _interface() -> OpAsmDialectInterface:
+    iface = Builtin.get_interface(OpAsmDialectInterface)
+    assert iface is not None
+    return iface
+
+
+def put_blob(key: str, data: bytes) -> str:
+    """Store `data` under a fresh key derived from `key`; returns the key used."""
+    iface = _interface()
+    used = iface.declare_resource(key)
+    iface._blob_storage[used] = "0x" + (_ALIGNMENT_PREFIX + data).hex().upper()
+    return used
+
+
+def get_blob(key: str) -> bytes | None:
+    value = _interface().lookup(key)
+    if not value:
+        return None
+    raw = bytes.fromhex(value[2:])
+    return raw[4:]
+
+
+def int16_resource(key: str, values: np.ndarray) -> DenseResourceAttr:
+    data = np.ascontiguousarray(values, dtype="<i2").tobytes()
+    used = put_blob(key, data)
+    return DenseResourceAttr.from_params(used, TensorType(IntegerType(16), [int(values.size)]))

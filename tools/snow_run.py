@@ -1,0 +1,107 @@
+"""
+snow-run: compile (when needed), assemble and run a model on the Snowflake machine model.
+
+    snow-run MODEL [--input X.npy] [--output Y.npy] [--report R.json] [--hw HW.json]
+             [--pipeline P] [--engine fast|reference|golden] [--trace T.json] [--check]
+
+MODEL is a snowflake_asm-level `.mlir` or a `.sfb` program image. Prints a per-layer
+table; every error is one line on stderr with exit code 1; output files are written
+atomically and only after a successful run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from snowir.errors import SnowError, one_line
+from snowir.hw import SnowflakeConfig
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="snow-run", description="Run a model on the Snowflake machine model.")
+    p.add_argument("model", help="snowflake_asm .mlir or .sfb program image")
+    p.add_argument("--input", help=".npy input (float: quantised to the program's Qm.n; integer: raw words)")
+    p.add_argument("--output", help=".npy of the output (float), .npz when there are several outputs")
+    p.add_argument("--report", help="write the JSON report here")
+    p.add_argument("--hw", help="hardware description JSON (SnowflakeConfig fields)")
+    p.add_argument("--pipeline", help="lowering pipeline for nn/tile-level models")
+    p.add_argument("--engine", choices=("fast", "reference", "golden"), default="fast")
+    p.add_argument("--trace", help="write a Chrome/Perfetto trace-event JSON here")
+    p.add_argument("--check", action="store_true", help="compare with onnxruntime and the golden model")
+    p.add_argument("--quiet", action="store_true", help="no table, no progress")
+    return p
+
+
+def print_table(report: dict[str, Any], out=sys.stdout) -> None:
+    head = f"{'layer':<24} {'op':<10} {'cycles':>12} {'ms':>9} {'MACs':>14} {'util%':>6} {'DRAM MB':>9} {'GB/s':>6} {'mode':>5} {'order':>6}"
+    print(head, file=out)
+    print("-" * len(head), file=out)
+    rows = report["layers"] + [dict(report["total"], name="total", op="", mode=None, loop_order=None)]
+    for r in rows:
+        print(f"{r['name'][:24]:<24} {r['op'][:10]:<10} {r['cycles']:>12,} {r['ms']:>9.4f} {r['macs']:>14,} "
+              f"{100 * r['mac_utilization']:>6.1f} {r['dram_bytes'] / 1e6:>9.3f} {r['gbps']:>6.2f} "
+              f"{(r.get('mode') or '-'):>5} {(r.get('loop_order') or '-'):>6}", file=out)
+    stalls = report["total"].get("stall_cycles", {})
+    if any(stalls.values()):
+        print("stalls: " + ", ".join(f"{k} {v:,}" for k, v in stalls.items() if v), file=out)
+
+
+def run(args: argparse.Namespace) -> int:
+    from snowir import api
+    from snowir.fixedpoint import dequantize
+    from snowir.machine.run import program_report
+    from snowir.tools.io import save_npy_atomic, save_npz_atomic, write_text_atomic
+
+    hw = SnowflakeConfig.load(args.hw)
+    t0 = time.perf_counter()
+    image, module = api.load_program(args.model)
+    compile_s = time.perf_counter() - t0
+    if args.engine == "golden":
+        raise SnowError(f"{args.model}: --engine golden runs nn-level models; this is a snowflake_asm program")
+    if args.check:
+        raise SnowError(f"{args.model}: --check compares against the float model; a snowflake_asm program has none")
+    inputs = api.read_input(args.input, image) if args.input else None
+    if not args.quiet:
+        print(f"snow-run: {args.model}: {len(image.code)} instructions, engine {args.engine}", file=sys.stderr)
+    result = api.run_program(image, module, hw, args.engine, inputs, record=bool(args.trace))
+    report = program_report(result, hw, str(args.model), compile_s)
+    if not args.quiet:
+        print_table(report)
+    if args.output:
+        outs = {k: dequantize(v, image.frac_bits) for k, v in result.outputs.items()}
+        if len(outs) == 1 and not args.output.endswith(".npz"):
+            save_npy_atomic(args.output, next(iter(outs.values())))
+        else:
+            save_npz_atomic(args.output, outs)
+    if args.report:
+        write_text_atomic(args.report, json.dumps(report, indent=2) + "\n")
+    if args.trace:
+        from snowir.machine.trace import write_trace
+
+        write_trace(args.trace, result.timing, hw)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        print("snow-run: interrupted", file=sys.stderr)
+        return 130
+    except BaseException as e:  # noqa: BLE001 - the one place errors become one line
+        if isinstance(e, SystemExit):
+            raise
+        print(f"snow-run: {one_line(e, args.model)}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
