@@ -1,0 +1,50 @@
+"""Helpers for machine-model tests: assemble snippets, run them on one or both engines."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from snowir import api
+from snowir.hw import SnowflakeConfig
+from snowir.machine.image import assemble
+from snowir.machine.run import RunResult, run_image
+from xdsl.parser import Parser
+
+
+def program(body: str, segments: str = "", frac_bits: int = 8):
+    text = f"{segments}\nsnowflake_asm.program @p frac_bits {frac_bits} {{\n{body}\n}}\n"
+    if frac_bits == 8:
+        text = text.replace(" frac_bits 8 ", " ")
+    module = Parser(api.context(), text).parse_module()
+    module.verify()
+    return assemble(module), module
+
+
+def run(body: str, segments: str = "", engine: str = "fast", hw: SnowflakeConfig | None = None,
+        inputs: dict[str, np.ndarray] | None = None, frac_bits: int = 8) -> RunResult:
+    image, module = program(body, segments, frac_bits)
+    return run_image(image, hw, engine, inputs or {}, module=module)
+
+
+def run_both(body: str, segments: str = "", hw: SnowflakeConfig | None = None,
+             inputs: dict[str, np.ndarray] | None = None) -> RunResult:
+    """Run on both engines, assert identical architectural state and timing, return the fast result."""
+    ref = run(body, segments, "reference", hw, inputs)
+    fast = run(body, segments, "fast", hw, inputs)
+    assert_same(ref, fast)
+    return fast
+
+
+def assert_same(a: RunResult, b: RunResult) -> None:
+    sa, sb = a.machine.state, b.machine.state
+    assert sa.regs == sb.regs
+    assert np.array_equal(sa.dram, sb.dram)
+    assert np.array_equal(sa.maps, sb.maps) and np.array_equal(sa.weights, sb.weights)
+    assert a.cycles == b.cycles, (a.cycles, b.cycles)
+    assert dict(a.timing.stalls) == dict(b.timing.stalls)
+    assert a.machine.dynamic == b.machine.dynamic
+    assert a.timing.macs == b.timing.macs
+
+
+def movi(reg: int, value: int) -> str:
+    return f"snowflake_asm.movi r{reg}, {value}"

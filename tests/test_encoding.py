@@ -1,0 +1,128 @@
+"""Encoding, assembler, disassembler and the .sfb format: exact round trips."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from xdsl.dialects.builtin import ModuleOp
+
+from snowir.dialects import snowflake_asm as sf
+from snowir.machine.encoding import EncodingError, decode, encode
+from snowir.machine.image import ImageError, ProgramImage, Segment, assemble, disassemble
+
+REG = st.integers(0, 31)
+
+
+def _instruction(draw, pc: int, n: int) -> sf.SnowflakeInstruction:
+    kind = draw(st.sampled_from([c.__name__ for c in sf.INSTRUCTIONS]))
+    cls = getattr(sf, kind)
+    if cls is sf.MoviOp:
+        return sf.MoviOp(draw(REG), draw(st.integers(-(1 << 22), (1 << 22) - 1)))
+    if cls in (sf.AddiOp, sf.MuliOp):
+        return cls(draw(REG), draw(REG), draw(st.integers(-(1 << 16), (1 << 16) - 1)))
+    if cls is sf.MovOp:
+        return sf.MovOp(draw(REG), draw(REG), draw(st.integers(0, 31)))
+    if cls in (sf.AddOp, sf.MulOp):
+        return cls(draw(REG), draw(REG), draw(REG))
+    if cls is sf.MacOp:
+        wb = draw(st.booleans())
+        return sf.MacOp(draw(st.sampled_from(list(sf.VectorMode))), draw(REG), draw(REG), draw(REG),
+                        draw(st.integers(1, 1023)), wb=wb, relu=wb and draw(st.booleans()))
+    if cls is sf.MaxOp:
+        return sf.MaxOp(draw(REG), draw(REG), draw(REG), draw(st.integers(1, 1023)), wb=draw(st.booleans()))
+    if cls is sf.VmovOp:
+        return sf.VmovOp(draw(st.sampled_from(list(sf.VectorMode))), draw(st.sampled_from(list(sf.VmovSelect))), draw(REG))
+    if issubclass(cls, sf.BranchOperation):
+        return cls(draw(REG), draw(REG), f"L{draw(st.integers(0, n))}")
+    if cls is sf.LdOp:
+        target = draw(st.sampled_from(list(sf.LoadTarget)))
+        select = {sf.LoadTarget.MAPS: st.sampled_from([0, 1, 2, 3, 31]),
+                  sf.LoadTarget.WEIGHTS: st.sampled_from(list(range(20)) + [31]),
+                  sf.LoadTarget.ICACHE: st.integers(0, 1)}[target]
+        return sf.LdOp(target, draw(REG), draw(REG), draw(REG), draw(st.integers(0, 3)), draw(select))
+    return sf.TmovOp(draw(REG), draw(REG), draw(REG), draw(st.integers(0, 3)), draw(st.integers(0, 3)))
+
+
+@st.composite
+def programs(draw) -> ModuleOp:
+    n = draw(st.integers(1, 40))
+    ops = [_instruction(draw, pc, n) for pc in range(n)]
+    targets = {int(op.target.data[1:]) for op in ops if isinstance(op, sf.BranchOperation)}
+    body = []
+    for pc, op in enumerate(ops):
+        if pc in targets:
+            body.append(sf.LabelOp(f"L{pc}"))
+        body.append(op)
+    if n in targets:
+        body.append(sf.LabelOp(f"L{n}"))
+    segs = []
+    if draw(st.booleans()):
+        data = draw(st.lists(st.integers(-32768, 32767), min_size=1, max_size=32))
+        from snowir.resources import int16_resource
+
+        segs.append(sf.SegmentOp("w", sf.SegmentKind.DATA, 0, 2 * len(data), int16_resource("w", np.array(data))))
+    segs.append(sf.SegmentOp("out", sf.SegmentKind.OUTPUT, 4096, 64))
+    return ModuleOp([*segs, sf.ProgramOp("rand", body, draw(st.integers(1, 15)))])
+
+
+@settings(max_examples=60, deadline=None)
+@given(programs())
+def test_binary_text_binary_is_byte_exact(module: ModuleOp) -> None:
+    module.verify()
+    blob = assemble(module).to_bytes()
+    image = ProgramImage.from_bytes(blob)
+    text_again = disassemble(image)
+    text_again.verify()
+    assert assemble(text_again).to_bytes() == blob
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_decode_inverts_encode(data) -> None:
+    op = _instruction(data.draw, 5, 10)
+    labels = {f"L{i}": i for i in range(11)}
+    word = encode(op, 5, labels)
+    assert 0 <= word < (1 << 32)
+    again = decode(word, 5)
+    assert str(again) == str(op)
+    assert encode(again, 5, labels) == word
+
+
+def test_field_positions() -> None:
+    # op[31:28] mode[27] rd[26:22] rs1[21:17] rs2[16:12] imm[11:0]
+    mac = sf.MacOp(sf.VectorMode.INDP, 3, 5, 7, 768, wb=True, relu=True)
+    assert encode(mac, 0, {}) == (6 << 28) | (1 << 27) | (3 << 22) | (5 << 17) | (7 << 12) | 768 | (1 << 10) | (1 << 11)
+    assert encode(sf.MoviOp(9, -1), 0, {}) == (1 << 28) | (9 << 23) | ((1 << 23) - 1)
+    assert encode(sf.AddiOp(1, 2, -2), 0, {}) == (3 << 28) | (1 << 22) | (2 << 17) | ((1 << 17) - 2)
+    assert encode(sf.BleOp(1, 2, "back"), 10, {"back": 4}) == (9 << 28) | (1 << 17) | (2 << 12) | (0xFFF & -6)
+
+
+@pytest.mark.parametrize("word, message", [
+    (0xE0000000, "illegal opcode 14"),
+    (0xF0000000, "illegal opcode 15"),
+    ((2 << 28) | 1, "reserved bits"),  # ADD with a non-zero immediate
+    ((0 << 28) | (1 << 27), "reserved bits"),  # MOV with mode set
+    ((6 << 28) | (1 << 10) | 5, "relu but no write-back"),
+    ((12 << 28) | (3 << 2), "unknown target"),
+])
+def test_bad_words(word: int, message: str) -> None:
+    with pytest.raises(EncodingError, match=message):
+        decode(word, 0)
+
+
+def test_corrupt_images() -> None:
+    image = ProgramImage("p", 8, np.array([0x10800001], np.uint32), 4096, [Segment("x", sf.SegmentKind.INPUT, 0, 4)])
+    blob = image.to_bytes()
+    assert ProgramImage.from_bytes(blob).to_bytes() == blob
+    for bad in (b"XXXX" + blob[4:], blob[:-2], blob + b"\0"):
+        with pytest.raises(ImageError, match="corrupt"):
+            ProgramImage.from_bytes(bad, "bad.sfb")
+
+
+def test_overlapping_segments_rejected() -> None:
+    module = ModuleOp([sf.SegmentOp("a", sf.SegmentKind.INPUT, 0, 64), sf.SegmentOp("b", sf.SegmentKind.OUTPUT, 32, 64),
+                       sf.ProgramOp("p", [sf.MoviOp(1, 1)])])
+    with pytest.raises(ImageError, match="overlap"):
+        assemble(module)
