@@ -101,8 +101,12 @@ class _Run:
             return []
         lines = [f"d = {self._max(self.last)}"]
         lines.append(f"if d > t + {self.count - 1}: S['raw'] += d - t - {self.count - 1}")
-        for reg, expr in sorted(self.ready_of.items()):
-            lines.append(f"rr[{reg}] = {self._max(expr)}")
+        # every expression reads the ready times of before the run: compute, then store
+        written = sorted(self.ready_of.items())
+        for reg, expr in written:
+            lines.append(f"n{reg} = {self._max(expr)}")
+        for reg, _ in written:
+            lines.append(f"rr[{reg}] = n{reg}")
         lines.append("t = d + 1")
         return lines
 
