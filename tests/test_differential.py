@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,6 +18,7 @@ from snowir.machine.state import MachineFault
 from snowir.tools.asm_kernels import conv3x3, scalar_loop
 
 SEG = "snowflake_asm.segment input @x at 0 size 8192\nsnowflake_asm.segment output @y at 8192 size 8192\n"
+_LABELS = itertools.count()
 LOW = st.integers(0, 8)  # registers random code may touch; r9/r10 are loop counters
 
 
@@ -51,14 +54,14 @@ def random_body(draw, depth: int = 0) -> list[str]:
             lines.append(f"snowflake_asm.ld {target} {r()}, {r()}, r8 unit {draw(st.integers(0, 3))} to {select}")
         elif kind == "loop":
             counter = 9 + depth
-            label = f"l{depth}_{len(lines)}_{draw(st.integers(0, 10**6))}"
+            label = f"loop{next(_LABELS)}"
             lines += [f"snowflake_asm.movi r{counter}, {draw(st.integers(0, 4))}", f"snowflake_asm.label @{label}"]
             lines += draw(random_body(depth + 1))
             lines += [f"snowflake_asm.addi r{counter}, r{counter}, -1",
                       f"snowflake_asm.bgt r{counter}, r0, @{label}"]
             lines += ["snowflake_asm.mov r0, r0"] * 4
         elif kind == "skip":
-            label = f"s{depth}_{len(lines)}_{draw(st.integers(0, 10**6))}"
+            label = f"skip{next(_LABELS)}"
             lines.append(f"snowflake_asm.beq {r()}, {r()}, @{label}")
             lines += ["snowflake_asm.mov r0, r0"] * 4
             lines += draw(random_body(depth + 1))

@@ -16,6 +16,7 @@ at the exact instruction.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from snowir.dialects import snowflake_asm as sf
@@ -26,7 +27,7 @@ from snowir.machine.state import MachineFault
 _WRAP = "((({x}) + 2147483648) & 4294967295) - 2147483648"
 _SCALAR = (sf.MovOp, sf.MoviOp, sf.AddOp, sf.AddiOp, sf.MulOp, sf.MuliOp)
 
-BlockFn = Callable[[], int]
+BlockFn = Callable[[int], tuple[int, int]]
 
 
 def _scalar_expr(op: sf.SnowflakeInstruction) -> str:
@@ -130,7 +131,7 @@ class FastProgram:
                 leaders.add(pc + self.slots + 1)
         self.leaders = sorted(x for x in leaders if 0 <= x <= self.n)
         self.block_end = {s: e for s, e in zip(self.leaders, self.leaders[1:])}
-        self.blocks: dict[int, tuple[BlockFn, int] | None] = {}
+        self.blocks: dict[int, list | None] = {}
 
     @staticmethod
     def _offset(op: sf.BranchOperation, pc: int) -> int:
@@ -151,7 +152,8 @@ class FastProgram:
             return None
         return b
 
-    def _compile(self, s: int) -> tuple[BlockFn, int] | None:
+    def _compile(self, s: int) -> list | None:
+        """[function, length, icache generation checked, bank] of the block at `s`, None if irregular."""
         e = self.block_end.get(s)
         if e is None:
             return None
@@ -160,7 +162,8 @@ class FastProgram:
             return None
         m = self.m
         latency = m.hw.scalar_latency
-        body: list[str] = [f"M.pc = {s}", f"T.fetch({s})", "t = T.t"]
+        self_loop = b >= 0 and self.targets[b] == s
+        body: list[str] = ["t = T.t"]
         run = _Run(latency)
 
         def flush() -> None:
@@ -179,8 +182,6 @@ class FastProgram:
             elif isinstance(op, sf.BranchOperation):
                 a, c = op.reg_index("rs1"), op.reg_index("rs2")
                 cmp = {"snowflake_asm.ble": "<=", "snowflake_asm.bgt": ">", "snowflake_asm.beq": "=="}[op.name]
-                body.append(f"M.pc = {pc}")
-                body.append(f"T.check_branch({pc}, {self.targets[pc]})")
                 body.append(f"taken = R[{a}] {cmp} R[{c}]")
                 run.add(op.reads(), None)
             else:
@@ -189,15 +190,52 @@ class FastProgram:
                 body.append(_dynamic_call(op, pc))
                 body.append("t = T.t")
         flush()
-        if b >= 0:
-            body.append(f"return {self.targets[b]} if taken else {e}")
+        if self_loop and not any(line.startswith("M.") for line in body):
+            src = self._scalar_loop_source(body, s, e)
+        elif self_loop:
+            # a loop that branches to its own start: iterate here (the bank and the
+            # branch target were checked when the block was entered and cannot change
+            # but by a faulting LD into this very bank)
+            src = ("def block(budget):\n    n = 0\n    while True:\n        "
+                   + "\n        ".join(body)
+                   + f"\n        n += 1\n        if not taken or n >= budget:\n            break\n"
+                   + f"    return ({s} if taken else {e}), n\n")
         else:
-            body.append(f"return {e}")
-        src = "def block():\n    " + "\n    ".join(body) + "\n"
+            ret = f"({self.targets[b]} if taken else {e})" if b >= 0 else str(e)
+            src = "def block(budget):\n    " + "\n    ".join(body) + f"\n    return {ret}, 1\n"
         env = {"T": m.timing, "M": m, "R": m.state.regs, "rr": m.timing.reg_ready,
                "S": m.timing.stalls, "max": max}
         exec(compile(src, f"<block {s}>", "exec"), env)
-        return env["block"], e - s
+        return [env["block"], e - s, -1, None, self.targets[b] if b >= 0 else None]
+
+    @staticmethod
+    def _scalar_loop_source(body: list[str], s: int, e: int) -> str:
+        """A self-loop of scalar instructions with registers and ready times in locals."""
+        text = "\n".join(body)
+        regs = sorted({int(k) for k in re.findall(r"(?<![r\w])R\[(\d+)\]", text)})
+        ready = sorted({int(k) for k in re.findall(r"rr\[(\d+)\]", text)})
+        text = re.sub(r"(?<![r\w])R\[(\d+)\]", r"x\1", text)
+        text = re.sub(r"rr\[(\d+)\]", r"q\1", text)
+        text = text.replace("T.t = t\n", "").removesuffix("T.t = t")
+        assert text.startswith("t = T.t\n")
+        text = text.removeprefix("t = T.t\n")
+        lines = ["def block(budget):", "    n = 0", "    t = T.t"]
+        lines += [f"    x{k} = R[{k}]" for k in regs] + [f"    q{k} = rr[{k}]" for k in ready]
+        lines += ["    while True:"] + ["        " + line for line in text.splitlines() if line.strip()]
+        lines += ["        n += 1", "        if not taken or n >= budget:", "            break"]
+        lines += [f"    R[{k}] = x{k}" for k in regs] + [f"    rr[{k}] = q{k}" for k in ready]
+        lines += ["    T.t = t", f"    return ({s} if taken else {e}), n"]
+        return "\n".join(lines) + "\n"
+
+    def _resident(self, entry: list, pc: int) -> int | None:
+        """The bank holding the whole block with its branch target, None if there is none."""
+        length, target = entry[1], entry[4]
+        for bank, (lo, hi, _) in enumerate(self.m.timing.icache):
+            if lo <= pc and pc + length <= hi:
+                if target is not None and not lo <= target < hi:
+                    return None
+                return bank
+        return None
 
     # ------------------------------------------------------------------ execution
     def _step(self, pc: int, slots_left: int, pending: int | None) -> tuple[int, int, int | None]:
@@ -248,30 +286,33 @@ class FastProgram:
         n = self.n
         limit = max_instructions if max_instructions is not None else 1 << 62
         blocks = self.blocks
-        icache = m.timing.icache
+        timing = m.timing
+        icache = timing.icache
         pc, slots_left, pending = 0, 0, None
         while pc != n or slots_left:
             if pc >= n:
                 raise MachineFault("the program ends inside branch delay slots").at(pc - 1, str(self.ops[pc - 1]).strip())
-            entry = None
             if not slots_left:
-                if pc in blocks:
-                    entry = blocks[pc]
-                else:
+                entry = blocks.get(pc, False)
+                if entry is False:
                     entry = blocks[pc] = self._compile(pc)
-            if entry is not None:
-                fn, length = entry
-                resident = any(lo <= pc and pc + length <= hi for lo, hi, _ in icache)
-                if resident:
-                    try:
-                        pc = fn()
-                    except MachineFault as fault:
-                        at = getattr(m, "pc", pc)
-                        raise fault.at(at, str(self.ops[at]).strip())
-                    m.dynamic += length
-                    if m.dynamic > limit:
-                        raise MachineFault(f"instruction limit {limit} reached (endless loop?)")
-                    continue
+                if entry is not None:
+                    if entry[2] != timing.icache_generation:
+                        entry[3] = self._resident(entry, pc)
+                        entry[2] = timing.icache_generation
+                    bank = entry[3]
+                    if bank is not None:
+                        if icache[bank][2] > timing.t:
+                            timing.fetch(pc)
+                        length = entry[1]
+                        try:
+                            pc, count = entry[0](max(1, (limit - m.dynamic) // length))
+                        except MachineFault as fault:
+                            raise fault.at(m.pc, str(self.ops[m.pc]).strip())
+                        m.dynamic += length * count
+                        if m.dynamic > limit:
+                            raise MachineFault(f"instruction limit {limit} reached (endless loop?)")
+                        continue
             pc, slots_left, pending = self._step(pc, slots_left, pending)
             if m.dynamic > limit:
                 raise MachineFault(f"instruction limit {limit} reached (endless loop?)")

@@ -134,6 +134,7 @@ class Timing:
         self.page_written: dict[int, int] = {}
         # icache bank b holds instructions [lo, hi), usable from cycle `ready`
         self.icache: list[list[int]] = [[0, 0, 0] for _ in range(hw.icache_banks)]
+        self.icache_generation = 0  # bumped whenever a bank's contents change
         self.end = 0
         self.macs = 0
         self.load_bytes = 0
@@ -147,6 +148,7 @@ class Timing:
         for b in range(self.hw.icache_banks):
             lo = b * size
             self.icache[b] = [lo, min(lo + size, max(n_instructions, lo)), 0]
+        self.icache_generation += 1
 
     def bank_of(self, pc: int) -> int:
         for b, (lo, hi, _) in enumerate(self.icache):
@@ -306,6 +308,7 @@ class Timing:
             raise MachineFault(f"LD into instruction-cache bank {bank}, which holds the executing code")
         first, done = self._transfer(d, unit, 4 * count, src, 0, f"LD icache bank {bank}")
         self.icache[bank] = [lo, lo + count, done]
+        self.icache_generation += 1
         self.load_bytes += 4 * count
         return done
 
