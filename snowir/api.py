@@ -43,13 +43,21 @@ def parse_mlir(path: str | Path, ctx: Context | None = None) -> ModuleOp:
     except OSError as e:
         raise SnowError(f"{path}: {e.strerror or e}") from None
     try:
-        module = Parser(ctx or context(), text, str(path)).parse_module()
+        module = parse_text(text, str(path), ctx)
         module.verify()
     except Exception as e:  # noqa: BLE001 - becomes a one-line diagnostic
         if isinstance(e, ParseError) or type(e).__name__ in ("VerifyException", "DiagnosticException"):
             raise SnowError(one_line(e, str(path))) from None
         raise
     return module
+
+
+def parse_text(text: str, name: str = "<text>", ctx: Context | None = None) -> ModuleOp:
+    """Parse MLIR text (any snowir level); blobs of earlier parses are dropped (resources.reset_blobs)."""
+    from snowir.resources import reset_blobs
+
+    reset_blobs()
+    return Parser(ctx or context(), text, name).parse_module()
 
 
 def level_of(module: ModuleOp) -> str:
@@ -108,5 +116,5 @@ def read_input(path: str | Path, image: ProgramImage) -> dict[str, np.ndarray]:
 
 def run_program(image: ProgramImage, module: ModuleOp | None = None, hw: SnowflakeConfig | None = None,
                 engine: Engine = "fast", inputs: dict[str, np.ndarray] | None = None,
-                record: bool = False) -> RunResult:
-    return run_image(image, hw, engine, inputs, record, module)
+                record: bool = False, progress=None) -> RunResult:
+    return run_image(image, hw, engine, inputs, record, module, progress=progress)

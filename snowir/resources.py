@@ -18,6 +18,16 @@ def _interface() -> OpAsmDialectInterface:
     return iface
 
 
+def reset_blobs() -> None:
+    """
+    Forget all blobs. xDSL keeps them in one process-wide table and, when parsing, renames
+    a handle that is already in the table (`w` -> `w_0`) while the `dialect_resources`
+    section still fills `w`; parsing a second module with the same handles then loses its
+    data. Every parse in snowir starts from an empty table (callers consume blobs at once).
+    """
+    _interface()._blob_storage.clear()
+
+
 def put_blob(key: str, data: bytes) -> str:
     """Store `data` under a fresh key derived from `key`; returns the key used."""
     iface = _interface()

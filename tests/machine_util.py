@@ -15,7 +15,7 @@ def program(body: str, segments: str = "", frac_bits: int = 8):
     text = f"{segments}\nsnowflake_asm.program @p frac_bits {frac_bits} {{\n{body}\n}}\n"
     if frac_bits == 8:
         text = text.replace(" frac_bits 8 ", " ")
-    module = Parser(api.context(), text).parse_module()
+    module = api.parse_text(text)
     module.verify()
     return assemble(module), module
 

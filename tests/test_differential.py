@@ -80,7 +80,7 @@ def _run(engine: str, image, module, x: np.ndarray):
 @given(random_body(), st.integers(0, 2**32 - 1))
 def test_random_programs_agree(lines: list[str], seed: int) -> None:
     text = SEG + "snowflake_asm.program @r {\n" + "\n".join(lines) + "\n}\n"
-    module = Parser(api.context(), text).parse_module()
+    module = api.parse_text(text)
     module.verify()
     image = assemble(module)
     x = np.random.default_rng(seed).integers(-512, 512, 4096).astype(np.int16)
@@ -95,7 +95,7 @@ def test_random_programs_agree(lines: list[str], seed: int) -> None:
 @pytest.mark.parametrize("h, w", [(5, 6), (8, 8)])
 def test_conv_layer_bit_exact_on_both_engines(h: int, w: int) -> None:
     kernel = conv3x3(h, w, seed=h * w)
-    module = Parser(api.context(), kernel.text).parse_module()
+    module = api.parse_text(kernel.text)
     image = assemble(module)
     ref = run_image(image, engine="reference", inputs=kernel.inputs, module=module)
     fast = run_image(image, engine="fast", inputs=kernel.inputs)
@@ -106,7 +106,7 @@ def test_conv_layer_bit_exact_on_both_engines(h: int, w: int) -> None:
 
 def test_scalar_loop_agrees() -> None:
     kernel = scalar_loop(300)
-    module = Parser(api.context(), kernel.text).parse_module()
+    module = api.parse_text(kernel.text)
     image = assemble(module)
     ref = run_image(image, engine="reference", inputs={}, module=module)
     fast = run_image(image, engine="fast", inputs={})

@@ -42,6 +42,15 @@ class SnowOptMain(xDSLOptMain):
 
     def register_all_frontends(self) -> None:
         super().register_all_frontends()
+        parse_mlir = self.available_frontends["mlir"]
+
+        def parse_fresh(stream: IO[bytes]) -> ModuleOp:
+            from snowir.resources import reset_blobs
+
+            reset_blobs()  # each input (or split chunk) gets its own resource table
+            return parse_mlir(stream)
+
+        self.available_frontends["mlir"] = parse_fresh
         from snowir.frontends import all_frontends
 
         for ext, frontend in all_frontends(self).items():

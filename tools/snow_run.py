@@ -39,7 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def print_table(report: dict[str, Any], out=sys.stdout) -> None:
+def print_table(report: dict[str, Any], out=None) -> None:
+    out = out or sys.stdout
     head = f"{'layer':<24} {'op':<10} {'cycles':>12} {'ms':>9} {'MACs':>14} {'util%':>6} {'DRAM MB':>9} {'GB/s':>6} {'mode':>5} {'order':>6}"
     print(head, file=out)
     print("-" * len(head), file=out)
@@ -51,6 +52,21 @@ def print_table(report: dict[str, Any], out=sys.stdout) -> None:
     stalls = report["total"].get("stall_cycles", {})
     if any(stalls.values()):
         print("stalls: " + ", ".join(f"{k} {v:,}" for k, v in stalls.items() if v), file=out)
+
+
+class Progress:
+    """At most one progress line per second on stderr while a long simulation runs."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.last = self.start
+
+    def __call__(self, instructions: int, cycles: int) -> None:
+        now = time.perf_counter()
+        if now - self.last >= 1.0:
+            self.last = now
+            print(f"snow-run: ... {instructions:,} instructions, {cycles:,} cycles simulated "
+                  f"({now - self.start:.0f} s)", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     inputs = api.read_input(args.input, image) if args.input else None
     if not args.quiet:
         print(f"snow-run: {args.model}: {len(image.code)} instructions, engine {args.engine}", file=sys.stderr)
-    result = api.run_program(image, module, hw, args.engine, inputs, record=bool(args.trace))
+    result = api.run_program(image, module, hw, args.engine, inputs, record=bool(args.trace),
+                             progress=None if args.quiet else Progress())
     report = program_report(result, hw, str(args.model), compile_s)
     if not args.quiet:
         print_table(report)

@@ -7,6 +7,7 @@ the program; what an instruction does and costs is defined here once.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,7 +65,20 @@ class Machine:
         self.timing.preload_icache(self.n)
         self.dynamic = 0
         self.pc = 0
+        # progress(dynamic instructions, cycles) is called about every `progress_every` instructions
+        self.progress: Callable[[int, int], None] | None = None
+        self.progress_every = 1 << 18
+        self.next_progress = 1 << 62
         self.opcounts: Counter[str] = Counter()
+
+    def set_progress(self, callback: Callable[[int, int], None] | None) -> None:
+        self.progress = callback
+        self.next_progress = self.progress_every if callback else 1 << 62
+
+    def report_progress(self) -> None:
+        if self.progress is not None:
+            self.progress(self.dynamic, self.timing.t)
+        self.next_progress = self.dynamic + self.progress_every
 
     # ------------------------------------------------------------------ inputs / outputs
     def write_segment(self, name: str, data: np.ndarray) -> None:

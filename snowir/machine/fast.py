@@ -306,10 +306,13 @@ class FastProgram:
                             timing.fetch(pc)
                         length = entry[1]
                         try:
-                            pc, count = entry[0](max(1, (limit - m.dynamic) // length))
+                            budget = min(limit - m.dynamic, m.next_progress - m.dynamic) // length
+                            pc, count = entry[0](max(1, budget))
                         except MachineFault as fault:
                             raise fault.at(m.pc, str(self.ops[m.pc]).strip())
                         m.dynamic += length * count
+                        if m.dynamic >= m.next_progress:
+                            m.report_progress()
                         if m.dynamic > limit:
                             raise MachineFault(f"instruction limit {limit} reached (endless loop?)")
                         continue

@@ -152,6 +152,8 @@ def run_reference(machine: Machine, module: ModuleOp, max_instructions: int | No
         except MachineFault as fault:
             raise fault.at(pc, str(op).strip())
         machine.dynamic += 1
+        if machine.dynamic >= machine.next_progress:
+            machine.report_progress()
         if machine.dynamic > limit:
             raise MachineFault(f"instruction limit {limit} reached (endless loop?)").at(pc, str(op).strip())
         nxt = pc + 1

@@ -6,6 +6,7 @@ Running a program image on the machine model and reporting what the hardware did
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -45,9 +46,11 @@ def default_inputs(image: ProgramImage, seed: int = 0) -> dict[str, np.ndarray]:
 
 def run_image(image: ProgramImage, hw: SnowflakeConfig | None = None, engine: Engine = "fast",
               inputs: dict[str, np.ndarray] | None = None, record: bool = False,
-              module: ModuleOp | None = None, max_instructions: int | None = None) -> RunResult:
+              module: ModuleOp | None = None, max_instructions: int | None = None,
+              progress: Callable[[int, int], None] | None = None) -> RunResult:
     hw = hw or SnowflakeConfig()
     machine = Machine(image, hw, record)
+    machine.set_progress(progress)
     for name, data in (default_inputs(image) if inputs is None else inputs).items():
         machine.write_segment(name, data)
     start = time.perf_counter()

@@ -1,0 +1,99 @@
+"""snow-run on snowflake_asm programs: report fields, trace, --hw, --input/--output, .sfb input, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from snowir.tools.snow_opt import main as snow_opt
+from snowir.tools.snow_run import main as snow_run
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "conv3x3.mlir"
+TOTAL_KEYS = {"cycles", "ms", "macs", "mac_utilization", "dram_bytes", "gbps", "static_instructions",
+              "dynamic_instructions", "stall_cycles", "compile_s", "simulate_s"}
+LAYER_KEYS = {"name", "op", "cycles", "ms", "macs", "mac_utilization", "dram_bytes", "gbps", "mode",
+              "loop_order", "load_imbalance_pct"}
+
+
+def test_report_trace_and_outputs(tmp_path: Path, capsys) -> None:
+    report, trace, out = tmp_path / "r.json", tmp_path / "t.json", tmp_path / "y.npy"
+    assert snow_run([str(EXAMPLE), "--report", str(report), "--trace", str(trace), "--output", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "conv3x3" in table and "total" in table
+    r = json.loads(report.read_text())
+    assert set(r) == {"model", "hw", "total", "layers", "check"}
+    assert set(r["total"]) == TOTAL_KEYS and set(r["layers"][0]) == LAYER_KEYS
+    assert r["total"]["macs"] == 16 * 16 * 3 * 48 * 16
+    assert r["total"]["mac_utilization"] == pytest.approx(r["total"]["macs"] / (r["total"]["cycles"] * 256))
+    assert r["total"]["ms"] == pytest.approx(r["total"]["cycles"] / 250e3)
+    assert r["hw"]["cus"] == 4 and r["check"] is None
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"control", "CU 0", "CU 3", "load unit 0", "load unit 3"} <= names
+    assert any(e["ph"] == "X" and e["name"].startswith("MAC") for e in events)
+    y = np.load(out)
+    assert y.dtype == np.float32 and y.shape == (16 * 16 * 16,) and (y >= 0).all()  # ReLU
+
+
+def test_engines_and_sfb_agree(tmp_path: Path) -> None:
+    sfb = tmp_path / "conv.sfb"
+    assert snow_opt([str(EXAMPLE), "-t", "snowflake-bin", "-o", str(sfb)]) == 0
+    outs = []
+    for model, engine in ((EXAMPLE, "fast"), (EXAMPLE, "reference"), (sfb, "fast"), (sfb, "reference")):
+        rep = tmp_path / f"{engine}.json"
+        assert snow_run([str(model), "--engine", engine, "--quiet", "--report", str(rep), "--output",
+                         str(tmp_path / f"{engine}.npy")]) == 0
+        outs.append((json.loads(rep.read_text())["total"]["cycles"], np.load(tmp_path / f"{engine}.npy")))
+    assert len({c for c, _ in outs}) == 1
+    assert all(np.array_equal(outs[0][1], y) for _, y in outs)
+
+
+def test_hw_file_changes_the_timing(tmp_path: Path) -> None:
+    slow = tmp_path / "hw.json"
+    slow.write_text(json.dumps({"ld_startup_cycles": 500}))
+    cycles = []
+    for extra in ([], ["--hw", str(slow)]):
+        rep = tmp_path / "r.json"
+        assert snow_run([str(EXAMPLE), "--quiet", "--report", str(rep), *extra]) == 0
+        r = json.loads(rep.read_text())
+        cycles.append(r["total"]["cycles"])
+    assert r["hw"]["ld_startup_cycles"] == 500
+    assert cycles[1] > cycles[0]
+
+
+def test_input_file(tmp_path: Path) -> None:
+    x = np.zeros(18 * 18 * 16, np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert snow_run([str(EXAMPLE), "--quiet", "--input", str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npy")]) == 0
+    y = np.load(tmp_path / "y.npy")
+    assert y.any()  # bias only, through ReLU: some channels positive
+    assert np.allclose(y.reshape(-1, 16), y.reshape(-1, 16)[0])  # every pixel the same
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--hw", "HW"], "unknown hardware parameter 'bogus'"),
+    (["--input", "BADX"], "input has 3 elements"),
+    (["--engine", "golden"], "--engine golden runs nn-level models"),
+    (["--check"], "--check compares against the float model"),
+])
+def test_bad_invocations_are_one_line(tmp_path: Path, capsys, args, message) -> None:
+    (tmp_path / "hw.json").write_text('{"bogus": 1}')
+    np.save(tmp_path / "x.npy", np.zeros(3, np.float32))
+    args = [a.replace("HW", str(tmp_path / "hw.json")).replace("BADX", str(tmp_path / "x.npy")) for a in args]
+    assert snow_run([str(EXAMPLE), "--report", str(tmp_path / "r.json"), *args]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert message in err[-1] and "Traceback" not in "".join(err)
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_missing_and_wrong_level_models(tmp_path: Path, capsys) -> None:
+    assert snow_run([str(tmp_path / "nope.mlir")]) == 1
+    assert "No such file" in capsys.readouterr().err
+    nn = tmp_path / "nn.mlir"
+    nn.write_text("func.func @f(%x: tensor<1x4xf32>) -> tensor<1x4xf32> {\n"
+                  "  %y = nn.relu %x : (tensor<1x4xf32>) -> tensor<1x4xf32>\n  func.return %y : tensor<1x4xf32>\n}\n")
+    assert snow_run([str(nn)]) == 1
+    assert "nn-level module" in capsys.readouterr().err
