@@ -126,6 +126,7 @@ class VmovSelect(StrEnum):
     BYPASS = "bypass"
     MASK = "mask"
     STRIDE = "stride"
+    SHIFT = "shift"
 
 
 @irdl_attr_definition
@@ -472,8 +473,9 @@ class VmovOp(SnowflakeInstruction):
     """
     Fill a CU operand register: `bias` (16 lanes per vMAC from its weights buffer at
     rs1), `bypass` (residual values from each CU's maps buffer at rs1), `mask`
-    (write-back enable bit per vMAC = rs1) or `stride` (DRAM bytes between the
-    write-back blocks of consecutive CUs = rs1).
+    (write-back enable bit per vMAC = rs1), `stride` (DRAM bytes between the
+    write-back blocks of consecutive CUs = rs1) or `shift` (write-back shift = the
+    weights' fraction bits, rs1).
     """
 
     name = "snowflake_asm.vmov"

@@ -25,7 +25,8 @@ INT16_MAX = (1 << 15) - 1
 
 def writeback(acc: np.ndarray, bias: np.ndarray | int, bypass: np.ndarray | int,
               frac: int, relu: bool) -> np.ndarray:
-    """Accumulator (int64, scale 2^(2n)) -> int16 Qm.n output, exactly as the hardware."""
+    """Accumulator (int64, scale 2^(n+frac)) -> int16 Qm.n output, exactly as the hardware;
+    `frac` is the write-back shift (the weights' fraction bits)."""
     total = acc.astype(np.int64) + (np.asarray(bias, np.int64) << frac) + (
         np.asarray(bypass, np.int64) << frac)
     rounded = (total + (1 << (frac - 1))) >> frac

@@ -46,7 +46,7 @@ def random_body(draw, depth: int = 0) -> list[str]:
             lines.append(f"snowflake_asm.max r7, {r()}, {r()} trace {draw(st.integers(1, 8))}{' wb' if draw(st.booleans()) else ''}")
         elif kind == "vmov":
             lines.append(f"snowflake_asm.vmov {draw(st.sampled_from(['coop', 'indp']))} "
-                         f"{draw(st.sampled_from(['bias', 'bypass', 'mask', 'stride']))} {r()}")
+                         f"{draw(st.sampled_from(['bias', 'bypass', 'mask', 'stride', 'shift']))} {r()}")
         elif kind == "ld":
             lines.append(f"snowflake_asm.movi r8, {draw(st.integers(1, 300))}")
             target = draw(st.sampled_from(["maps", "weights"]))

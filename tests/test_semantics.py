@@ -159,3 +159,14 @@ def test_writeback_matches_fixedpoint_definition(frac: int) -> None:
     got = writeback(acc, 0, 0, frac, False)
     want = [_py_round(int(a), frac) for a in acc]
     assert list(got) == want
+
+
+def test_writeback_shift_for_q1_15_weights() -> None:
+    # data Q8.8, weights Q1.15: 0.5 -> 16384; write-back shift 15 returns to Q8.8
+    x = np.full(16, 3 * 256, np.int16)         # 3.0
+    w = np.full(16, 16384, np.int16)           # 0.5 in Q1.15
+    body = "\n".join(_load_all(16, 16) + [movi(5, 15), "snowflake_asm.vmov coop shift r5",
+                                          movi(6, Y), "snowflake_asm.mac coop r6, r0, r0 trace 16 wb"])
+    res = run_both(body, SEG, inputs={"x": np.pad(x, (0, 1008)), "w": np.pad(w, (0, 4080))})
+    total = 16 * (3 * 256) * 16384            # scale 2^(8 + 15)
+    assert list(res.outputs["y"][:16]) == [_py_round(total, 15)] * 16 == [24 * 256] * 16

@@ -35,7 +35,7 @@ def _r(op: sf.SnowflakeInstruction, name: str) -> int:
 _TARGET_CODE = {sf.LoadTarget.MAPS: 0, sf.LoadTarget.WEIGHTS: 1, sf.LoadTarget.ICACHE: 2}
 _TARGET_OF = {v: k for k, v in _TARGET_CODE.items()}
 _VMOV_CODE = {sf.VmovSelect.BIAS: 0, sf.VmovSelect.BYPASS: 1, sf.VmovSelect.MASK: 2,
-              sf.VmovSelect.STRIDE: 3}
+              sf.VmovSelect.STRIDE: 3, sf.VmovSelect.SHIFT: 4}
 _VMOV_OF = {v: k for k, v in _VMOV_CODE.items()}
 
 
@@ -127,8 +127,10 @@ def decode(word: int, pc: int) -> sf.SnowflakeInstruction:
             raise EncodingError(f"pc {pc}: MAX with trace length 0")
         return sf.MaxOp(rd, rs1, rs2, imm & 0x3FF, wb=bool(imm >> 11 & 1))
     if cls is sf.VmovOp:
-        reserved(F_OP | F_MODE | F_RS1 | 0x3)
-        return sf.VmovOp(sf.VectorMode.INDP if mode else sf.VectorMode.COOP, _VMOV_OF[imm & 3], rs1)
+        reserved(F_OP | F_MODE | F_RS1 | 0x7)
+        if imm & 7 not in _VMOV_OF:
+            raise EncodingError(f"pc {pc}: VMOV with unknown select {imm & 7}")
+        return sf.VmovOp(sf.VectorMode.INDP if mode else sf.VectorMode.COOP, _VMOV_OF[imm & 7], rs1)
     if issubclass(cls, sf.BranchOperation):
         reserved(F_OP | F_RS1 | F_RS2 | 0xFFF)
         return cls(rs1, rs2, branch_label(pc + _s(imm, 12)))

@@ -57,6 +57,7 @@ class MachineState:
     pool: np.ndarray = field(init=False)
     wb_mask: int = 0xFFFF
     cu_stride: int | None = None
+    wb_shift: int | None = None  # None: the program's frac_bits
 
     def __post_init__(self) -> None:
         hw = self.hw
@@ -143,14 +144,15 @@ class MachineState:
             return None
         if accumulator_overflows(self.acc):
             raise MachineFault("48-bit accumulator overflow")
+        shift = self.frac if self.wb_shift is None else self.wb_shift
         if indp:
-            vals = writeback(self.acc, self.bias, self.bypass, self.frac, relu)
+            vals = writeback(self.acc, self.bias, self.bypass, shift, relu)
             vals = vals.reshape(hw.cus, hw.vmacs_per_cu * lanes)
             offsets = 2 * np.arange(hw.vmacs_per_cu * lanes, dtype=np.int64)
             enabled = self._mask(hw.vmacs_per_cu * lanes, hw.vmacs_per_cu)
             stride = self._stride(True, lanes)
         else:
-            vals = writeback(self.acc[:, :, 0], self.bias[:, :, 0], self.bypass[:, :, 0], self.frac, relu)
+            vals = writeback(self.acc[:, :, 0], self.bias[:, :, 0], self.bypass[:, :, 0], shift, relu)
             offsets = 2 * np.arange(hw.vmacs_per_cu, dtype=np.int64)
             enabled = self._mask(hw.vmacs_per_cu, hw.vmacs_per_cu)
             stride = self._stride(False, 1)
@@ -191,6 +193,10 @@ class MachineState:
             self.wb_mask = value & 0xFFFF
         elif select == "stride":
             self.cu_stride = value
+        elif select == "shift":
+            if not 1 <= value <= 15:
+                raise MachineFault(f"VMOV shift {value} out of range [1, 15]")
+            self.wb_shift = value
         else:  # pragma: no cover
             raise AssertionError(select)
 
