@@ -174,6 +174,13 @@ class NNOperation(IRDLOperation, ABC):
         if len(elems) > 1:
             self._fail(f"element types differ: {', '.join(sorted(elems))}")
 
+    def _weight_kind(self) -> None:
+        """Weights may use their own fixed-point format (per-layer fraction bits), never float vs fixed."""
+        w, x = _elem(getattr(self, "weight")), _elem(getattr(self, "input"))
+        if isinstance(w, FixedType) != isinstance(x, FixedType) or (
+                not isinstance(w, FixedType) and str(w) != str(x)):
+            self._fail(f"element types differ: weight {w}, input {x}")
+
     def _expect_result(self, shape: Sequence[int]) -> None:
         got = _shape(self.results[0])
         if tuple(got) != tuple(shape):
@@ -286,7 +293,8 @@ class Conv2dOp(NNOperation):
         self._expect_result((n, o, oh, ow))
         if self.bypass is not None and _shape(self.bypass) != (n, o, oh, ow):
             self._fail("bypass must have the result's shape")
-        self._same_element(self.input, self.weight, self.bias, self.output)
+        self._same_element(self.input, self.bias, self.output, *([self.bypass] if self.bypass else []))
+        self._weight_kind()
 
 
 class PoolOperation(NNOperation, ABC):
@@ -383,7 +391,8 @@ class DenseOp(NNOperation):
         if _shape(self.bias) != (m,):
             self._fail(f"bias must have shape {m}")
         self._expect_result((n, m))
-        self._same_element(self.input, self.weight, self.bias, self.output)
+        self._same_element(self.input, self.bias, self.output)
+        self._weight_kind()
 
 
 class ElementwiseBinary(NNOperation, ABC):
@@ -452,6 +461,17 @@ class ReluOp(ElementwiseUnary):
     """max(x, 0)."""
 
     name = "nn.relu"
+
+
+@irdl_op_definition
+class IdentityOp(ElementwiseUnary):
+    """A no-op kept from the source graph (ONNX Identity, inference Dropout); drop-identity removes it."""
+
+    name = "nn.identity"
+    kind = opt_prop_def(StringAttr)
+
+    def __init__(self, input: SSAValue, kind: str | None = None):
+        super().__init__(input, props={"kind": StringAttr(kind)} if kind else {})
 
 
 @irdl_op_definition
@@ -642,7 +662,7 @@ class HardSwishOp(ElementwiseUnary):
 
 
 DEVICE_OPS = (Conv2dOp, MaxPoolOp, AvgPoolOp, GlobalAvgPoolOp, DenseOp, AddOp, ReluOp,
-              BatchNormOp, ConcatOp, FlattenOp, ReshapeOp)
+              BatchNormOp, ConcatOp, FlattenOp, ReshapeOp, IdentityOp)
 HOST_OPS = (SoftmaxOp, LrnOp, TransposeOp, ClipOp, HardSigmoidOp, HardSwishOp, MulOp)
 
 NN = Dialect(

@@ -6,4 +6,22 @@ from xdsl.passes import ModulePass
 
 
 def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    return {}
+    def p(module: str, cls: str) -> Callable[[], type[ModulePass]]:
+        def load() -> type[ModulePass]:
+            import importlib
+
+            return getattr(importlib.import_module(f"snowir.passes.{module}"), cls)
+
+        return load
+
+    return {
+        "drop-identity": p("drop_identity", "DropIdentityPass"),
+        "fold-batch-norm": p("fold_batch_norm", "FoldBatchNormPass"),
+        "fuse-relu": p("fuse_relu", "FuseReluPass"),
+        "fuse-residual-add": p("fuse_residual_add", "FuseResidualAddPass"),
+        "fc-to-conv": p("fc_to_conv", "FcToConvPass"),
+        "avgpool-to-conv": p("avgpool_to_conv", "AvgPoolToConvPass"),
+        "partition-host": p("partition_host", "PartitionHostPass"),
+        "quantize": p("quantize", "QuantizePass"),
+        "nn-prepare": p("nn_prepare", "NNPreparePass"),
+    }

@@ -94,7 +94,7 @@ func.func @f(%x: tensor<1x4x8x8xf32>, %w: tensor<8x4x3x3xf64>, %b: tensor<8xf32>
   %y = nn.conv2d %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x4x8x8xf32>, tensor<8x4x3x3xf64>, tensor<8xf32>) -> tensor<1x8x6x6xf32>
   func.return
 }
-// CHECK: nn.conv2d: element types differ
+// CHECK: nn.conv2d: element types differ: weight f64, input f32
 
 // -----
 func.func @f(%x: tensor<4x8x8xf32>) {

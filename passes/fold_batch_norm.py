@@ -1,0 +1,116 @@
+"""
+fold-batch-norm: fold inference batch normalisation and per-channel scale/shift into convolutions.
+
+  * batch_norm(conv(x)) -> conv with w' = w*k, b' = (b - mean)*k + beta, k = gamma/sqrt(var+eps);
+  * caffe2's "Scale" (BN followed by Mul/Add with per-channel constants, from Unsqueeze in the
+    ONNX graph): mul(conv, c) and add(conv, c) fold into the conv's weights and bias;
+  * a batch_norm, mul or add by per-channel constants that has no conv to fold into (DenseNet's
+    pre-activation BN after a concat) becomes a depthwise 1x1 conv, which is how Snowflake runs it.
+
+Snowflake has no normalisation unit, and a folded conv costs nothing extra.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (GreedyRewritePatternApplier, PatternRewriter, PatternRewriteWalker,
+                                   RewritePattern, op_type_rewrite_pattern)
+
+from snowir.dialects import nn
+from snowir.nn_util import const_of, new_constant, per_channel, shape_of, single_use
+
+
+def _foldable_conv(value: SSAValue) -> nn.Conv2dOp | None:
+    conv = value.owner
+    if isinstance(conv, nn.Conv2dOp) and single_use(value) and conv.relu is None and conv.bypass is None:
+        return conv
+    return None
+
+
+def _rescale(conv: nn.Conv2dOp, k: np.ndarray, shift: np.ndarray, rewriter: PatternRewriter, replace) -> None:
+    """Replace `replace` by conv with weights * k (per output channel) and bias * k + shift."""
+    w, b = const_of(conv.weight), const_of(conv.bias)
+    new_w = new_constant(rewriter, conv, w * k.reshape(-1, 1, 1, 1), "w_folded")
+    new_b = new_constant(rewriter, conv, b * k + shift, "b_folded")
+    folded = nn.Conv2dOp(conv.input, new_w, new_b, conv.output.type, [int(v) for v in conv.strides.get_values()],
+                         [int(v) for v in conv.pads.get_values()], [int(v) for v in conv.dilations.get_values()],
+                         conv.groups.value.data)
+    folded.attributes.update(conv.attributes)
+    rewriter.insert_op(folded, _before(conv))
+    rewriter.replace_op(replace, [], [folded.output])
+    rewriter.erase_op(conv)
+
+
+def _before(op):
+    from xdsl.rewriter import InsertPoint
+
+    return InsertPoint.before(op)
+
+
+def _depthwise(x: SSAValue, k: np.ndarray, shift: np.ndarray, rewriter: PatternRewriter, replace) -> None:
+    c = len(k)
+    w = new_constant(rewriter, replace, k.reshape(c, 1, 1, 1), "w_channel")
+    b = new_constant(rewriter, replace, shift, "b_channel")
+    conv = nn.Conv2dOp(x, w, b, replace.results[0].type, groups=c)
+    conv.attributes.update(replace.attributes)
+    rewriter.replace_op(replace, conv)
+
+
+class FoldBatchNorm(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: nn.BatchNormOp, rewriter: PatternRewriter) -> None:
+        if len(shape_of(op.input)) != 4:
+            return
+        gamma, beta, mean, var = (const_of(v) for v in (op.scale, op.bias, op.mean, op.var))
+        if any(a is None for a in (gamma, beta, mean, var)):
+            return
+        k = (gamma / np.sqrt(var.astype(np.float64) + op.epsilon.value.data)).astype(np.float32)
+        shift = (beta - mean * k).astype(np.float32)
+        conv = _foldable_conv(op.input)
+        if conv is not None and const_of(conv.weight) is not None and const_of(conv.bias) is not None:
+            _rescale(conv, k, shift, rewriter, op)
+        else:
+            _depthwise(op.input, k, shift, rewriter, op)
+
+
+class FoldChannelScale(RewritePattern):
+    """mul / add of a conv (or any NCHW tensor) with a per-channel constant."""
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, nn.MulOp | nn.AddOp) or (isinstance(op, nn.AddOp) and op.relu is not None):
+            return
+        for x, c in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+            shape = shape_of(x)
+            if len(shape) != 4 or shape_of(op.output) != shape:
+                continue
+            vec = per_channel(const_of(c), shape[1])
+            if vec is None or const_of(x) is not None:
+                continue
+            ones, zeros = np.ones_like(vec), np.zeros_like(vec)
+            k, shift = (vec, zeros) if isinstance(op, nn.MulOp) else (ones, vec)
+            conv = _foldable_conv(x)
+            if conv is not None and const_of(conv.weight) is not None and const_of(conv.bias) is not None:
+                _rescale(conv, k, shift, rewriter, op)
+            else:
+                _depthwise(x, k, shift, rewriter, op)
+            return
+
+
+@dataclass(frozen=True)
+class FoldBatchNormPass(ModulePass):
+    name = "fold-batch-norm"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(GreedyRewritePatternApplier([FoldBatchNorm(), FoldChannelScale()])).rewrite_module(op)
+        _drop_dead_constants(op)
+
+
+def _drop_dead_constants(module: ModuleOp) -> None:
+    for op in list(module.walk()):
+        if isinstance(op, nn.ConstantOp) and not op.result.uses:
+            op.detach()
+            op.erase()

@@ -1,0 +1,35 @@
+"""
+nn-prepare{format=Q8.8}: the default nn-level pipeline, from an imported model to the
+fixed-point graph Snowflake runs: drop-identity, fold-batch-norm, fuse-residual-add,
+fuse-relu, fc-to-conv, avgpool-to-conv, partition-host, quantize.
+"""
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from snowir.passes.avgpool_to_conv import AvgPoolToConvPass
+from snowir.passes.drop_identity import DropIdentityPass
+from snowir.passes.fc_to_conv import FcToConvPass
+from snowir.passes.fold_batch_norm import FoldBatchNormPass
+from snowir.passes.fuse_relu import FuseReluPass
+from snowir.passes.fuse_residual_add import FuseResidualAddPass
+from snowir.passes.partition_host import PartitionHostPass
+from snowir.passes.quantize import QuantizePass
+
+
+@dataclass(frozen=True)
+class NNPreparePass(ModulePass):
+    name = "nn-prepare"
+    format: str = "Q8.8"
+    quantize: bool = True
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        passes: list[ModulePass] = [DropIdentityPass(), FoldBatchNormPass(), FuseResidualAddPass(), FuseReluPass(),
+                                    FcToConvPass(), AvgPoolToConvPass(), PartitionHostPass()]
+        if self.quantize:
+            passes.append(QuantizePass(self.format))
+        for p in passes:
+            p.apply(ctx, op)

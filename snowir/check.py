@@ -1,0 +1,88 @@
+"""
+Comparing snowir's results with onnxruntime fp32: logits (pre-softmax) of an ONNX model and
+of an nn module, max abs error and SNR.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper
+from xdsl.dialects.builtin import ModuleOp
+
+from snowir.dialects import nn
+from snowir.golden import Golden
+
+
+def _softmax_input(graph: onnx.GraphProto) -> str | None:
+    """The tensor feeding the Softmax that produces the (first) graph output, if any."""
+    producers = {o: n for n in graph.node for o in n.output}
+    name = graph.output[0].name
+    for _ in range(4):  # Softmax, possibly followed by Reshape/Flatten/Identity
+        node = producers.get(name)
+        if node is None:
+            return None
+        if node.op_type == "Softmax":
+            return node.input[0]
+        if node.op_type not in ("Reshape", "Flatten", "Identity", "Squeeze"):
+            return None
+        name = node.input[0]
+    return None
+
+
+def ort_logits(model: onnx.ModelProto | str, x: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    if isinstance(model, str):
+        model = onnx.load(model)
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    logits = _softmax_input(probe.graph) or probe.graph.output[0].name
+    if logits not in {o.name for o in probe.graph.output}:
+        probe.graph.output.insert(0, helper.make_tensor_value_info(logits, onnx.TensorProto.FLOAT, None))
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    sess = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    inputs = [i for i in sess.get_inputs()]
+    out = sess.run([logits], {inputs[0].name: x})[0]
+    return np.asarray(out, np.float32)
+
+
+def golden_logits(module: ModuleOp, x: np.ndarray) -> np.ndarray:
+    """The input of the last nn.softmax (or the output if there is none), dequantised."""
+    golden = Golden(module)
+    captured: dict[str, np.ndarray] = {}
+    last_softmax_input = None
+    for op in golden.main.body.block.ops:
+        if isinstance(op, nn.SoftmaxOp):
+            last_softmax_input = op.input
+
+    def trace(op, value) -> None:
+        if last_softmax_input is not None and op.results and op.results[0] is last_softmax_input:
+            captured["logits"] = golden._float(value)
+
+    golden.trace = trace
+    outputs = golden.run(x)
+    if last_softmax_input is not None and "logits" not in captured:
+        owner = last_softmax_input.owner
+        if not hasattr(owner, "results"):  # the softmax reads a block argument
+            captured["logits"] = x
+    return np.asarray(captured.get("logits", outputs[0]), np.float32)
+
+
+def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
+    ref = np.asarray(reference, np.float64).ravel()
+    err = np.asarray(test, np.float64).ravel() - ref
+    noise = float(np.sum(err * err))
+    signal = float(np.sum(ref * ref))
+    if noise == 0.0:
+        return float("inf")
+    return 10.0 * np.log10(signal / noise) if signal > 0 else float("-inf")
+
+
+def compare(reference: np.ndarray, test: np.ndarray) -> dict[str, float | bool]:
+    ref = reference.reshape(reference.shape[0], -1) if reference.ndim > 1 else reference[None]
+    tst = test.reshape(ref.shape)
+    return {"max_abs_err": float(np.abs(tst - ref).max()),
+            "snr_db": snr_db(ref, tst),
+            "top1_match": bool((ref.argmax(axis=1) == tst.argmax(axis=1)).all())}

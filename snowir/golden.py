@@ -1,0 +1,323 @@
+"""
+The golden model: a plain numpy executor of the `nn` level, in float32 and in exactly
+the hardware's fixed-point arithmetic (`snowir.fixedpoint`).
+
+Fixed point: a tensor whose type has a `!nn.fixed<m, n>` element type holds int16 words.
+Device layers compute as Snowflake does: exact integer products and sums (done in
+float64 GEMMs, exact because |product| <= 2^30 and every sum stays below 2^53), then the
+shared write-back (bias, bypass, round half up, saturate, ReLU). Host layers (softmax,
+LRN, ...) run in float on dequantised data, as the host CPU would, and their results are
+quantised again when a device layer consumes them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DenseResourceAttr, ModuleOp, TensorType
+from xdsl.ir import Operation, SSAValue
+
+from snowir.dialects import nn
+from snowir.errors import SnowError
+from snowir.fixedpoint import INT16_MAX, INT16_MIN, dequantize, quantize, writeback
+from snowir.resources import get_blob
+
+
+class GoldenError(SnowError):
+    pass
+
+
+# ---------------------------------------------------------------- values
+@dataclass
+class Q:
+    """A fixed-point tensor: int16 words with `frac` fraction bits."""
+
+    words: np.ndarray
+    frac: int
+
+    def float(self) -> np.ndarray:
+        return dequantize(self.words, self.frac)
+
+
+Value = np.ndarray | Q
+
+
+def element_frac(value: SSAValue) -> int | None:
+    ty = value.type
+    assert isinstance(ty, TensorType)
+    elem = ty.get_element_type()
+    return elem.frac_bits.data if isinstance(elem, nn.FixedType) else None
+
+
+def constant_array(op: nn.ConstantOp) -> np.ndarray:
+    """The value of an nn.constant: float32, or int16 words for fixed-point types."""
+    ty = op.result.type
+    assert isinstance(ty, TensorType)
+    shape = tuple(ty.get_shape())
+    fixed = isinstance(ty.get_element_type(), nn.FixedType)
+    value = op.value
+    if isinstance(value, DenseResourceAttr):
+        blob = get_blob(value.resource_handle.data)
+        if blob is None:
+            raise GoldenError(f"nn.constant: resource '{value.resource_handle.data}' has no data")
+        arr = np.frombuffer(blob, "<i2" if fixed else "<f4")
+    elif isinstance(value, DenseIntOrFPElementsAttr):
+        arr = np.asarray(value.get_values(), np.int16 if fixed else np.float32)
+        if arr.size == 1:
+            arr = np.full(math.prod(shape), arr.reshape(-1)[0])
+    else:
+        path, key = value.path.data, value.key.data
+        try:
+            arr = np.load(path)[key]
+        except (OSError, KeyError) as e:
+            raise GoldenError(f"nn.constant: cannot read '{key}' from {path}: {e}") from None
+    if arr.size != math.prod(shape):
+        raise GoldenError(f"nn.constant: {arr.size} values for shape {list(shape)}")
+    return arr.reshape(shape).astype(np.int16 if fixed else np.float32)
+
+
+# ---------------------------------------------------------------- float kernels
+def _patches(x: np.ndarray, kh: int, kw: int, stride: Sequence[int], pads: Sequence[int],
+             dil: Sequence[int], fill: float = 0.0) -> np.ndarray:
+    """N, C, OH, OW, KH, KW windows of x (a view where possible)."""
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])), constant_values=fill)
+    eh, ew = dil[0] * (kh - 1) + 1, dil[1] * (kw - 1) + 1
+    win = sliding_window_view(xp, (eh, ew), axis=(2, 3))
+    return win[:, :, ::stride[0], ::stride[1], ::dil[0], ::dil[1]]
+
+
+def conv_sum(x: np.ndarray, w: np.ndarray, stride, pads, dil, groups: int, dtype=np.float32) -> np.ndarray:
+    """sum_{c,ky,kx} x * w per output, as an (N, O, OH, OW) array of `dtype` (float64: exact for ints)."""
+    n, c, _, _ = x.shape
+    o, cg, kh, kw = w.shape
+    p = _patches(x.astype(dtype, copy=False), kh, kw, stride, pads, dil)
+    _, _, oh, ow, _, _ = p.shape
+    out = np.empty((n, o, oh, ow), dtype)
+    og = o // groups
+    for g in range(groups):
+        pg = p[:, g * cg:(g + 1) * cg]  # N, cg, OH, OW, KH, KW
+        cols = pg.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, cg * kh * kw)
+        wg = w[g * og:(g + 1) * og].reshape(og, cg * kh * kw).astype(dtype)
+        out[:, g * og:(g + 1) * og] = (cols @ wg.T).reshape(n, oh, ow, og).transpose(0, 3, 1, 2)
+    return out
+
+
+def pool(x: np.ndarray, kernel, stride, pads, ceil: bool, kind: str, count_include_pad: bool = False):
+    n, c, h, w = x.shape
+    oh = nn.window_out(h, kernel[0], stride[0], pads[0], pads[2], 1, ceil)
+    ow = nn.window_out(w, kernel[1], stride[1], pads[1], pads[3], 1, ceil)
+    # extra bottom/right padding so ceil-mode windows exist; they never count
+    extra_h = max(0, (oh - 1) * stride[0] + kernel[0] - (h + pads[0] + pads[2]))
+    extra_w = max(0, (ow - 1) * stride[1] + kernel[1] - (w + pads[1] + pads[3]))
+    full = (pads[0], pads[1], pads[2] + extra_h, pads[3] + extra_w)
+    if kind == "max":
+        fill = -np.inf if x.dtype.kind == "f" else INT16_MIN
+        p = _patches(x, kernel[0], kernel[1], stride, full, (1, 1), fill)[:, :, :oh, :ow]
+        return p.max(axis=(4, 5))
+    ones = np.ones((1, 1, h, w), np.float64)
+    counted = _patches(ones, kernel[0], kernel[1], stride, full, (1, 1))[:, :, :oh, :ow].sum(axis=(4, 5))
+    if count_include_pad:
+        inside = np.pad(ones, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])), constant_values=1.0)
+        counted = _patches(inside, kernel[0], kernel[1], stride, (0, 0, extra_h, extra_w), (1, 1))[:, :, :oh, :ow].sum(axis=(4, 5))
+    sums = _patches(x.astype(np.float64), kernel[0], kernel[1], stride, full, (1, 1))[:, :, :oh, :ow].sum(axis=(4, 5))
+    return sums, counted
+
+
+def _ints(attr) -> list[int]:
+    return [int(v) for v in attr.get_values()]
+
+
+# ---------------------------------------------------------------- executor
+class Golden:
+    """Executes `func.func @main` of an nn module; `fixed` follows the element types."""
+
+    def __init__(self, module: ModuleOp):
+        mains = [op for op in module.walk() if isinstance(op, func.FuncOp) and op.sym_name.data == "main"]
+        if len(mains) != 1:
+            raise GoldenError("the module needs exactly one func.func @main")
+        self.main = mains[0]
+        self.constants: dict[SSAValue, np.ndarray] = {}
+        self.trace: Callable[[Operation, Value], None] | None = None
+
+    def run(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        block = self.main.body.block
+        if len(inputs) != len(block.args):
+            raise GoldenError(f"@main takes {len(block.args)} inputs, got {len(inputs)}")
+        env: dict[SSAValue, Value] = {}
+        for arg, x in zip(block.args, inputs):
+            shape = tuple(arg.type.get_shape())
+            if tuple(np.shape(x)) != shape:
+                raise GoldenError(f"input has shape {list(np.shape(x))}, @main expects {list(shape)}")
+            frac = element_frac(arg)
+            env[arg] = Q(quantize(x, frac), frac) if frac is not None else np.asarray(x, np.float32)
+        for op in block.ops:
+            if isinstance(op, func.ReturnOp):
+                return [self._float(env[v]) for v in op.arguments]
+            out = self._op(op, env)
+            env[op.results[0]] = out
+            if self.trace is not None:
+                self.trace(op, out)
+        raise GoldenError("@main has no func.return")
+
+    # -------------------------------------------------------------- helpers
+    @staticmethod
+    def _float(v: Value) -> np.ndarray:
+        return v.float() if isinstance(v, Q) else v
+
+    @staticmethod
+    def _q(v: Value, frac: int) -> np.ndarray:
+        if isinstance(v, Q):
+            if v.frac == frac:
+                return v.words
+            return quantize(v.float(), frac)
+        return quantize(v, frac)
+
+    def _const(self, value: SSAValue) -> np.ndarray:
+        if value not in self.constants:
+            owner = value.owner
+            assert isinstance(owner, nn.ConstantOp)
+            self.constants[value] = constant_array(owner)
+        return self.constants[value]
+
+    # -------------------------------------------------------------- ops
+    def _op(self, op: Operation, env: dict[SSAValue, Value]) -> Value:
+        if isinstance(op, nn.ConstantOp):
+            arr = self._const(op.result)
+            frac = element_frac(op.result)
+            return Q(arr, frac) if frac is not None else arr
+        out_frac = element_frac(op.results[0]) if op.results else None
+        get = lambda v: env[v]
+        if isinstance(op, nn.Conv2dOp | nn.DenseOp):
+            return self._mac_layer(op, env, out_frac)
+        if isinstance(op, nn.MaxPoolOp):
+            x = get(op.input)
+            args = (_ints(op.kernel), _ints(op.strides), _ints(op.pads), op.ceil_mode is not None, "max")
+            if out_frac is not None:
+                return Q(pool(self._q(x, out_frac), *args).astype(np.int16), out_frac)
+            return pool(self._float(x), *args).astype(np.float32)
+        if isinstance(op, nn.AvgPoolOp | nn.GlobalAvgPoolOp):
+            return self._avg(op, get(op.input), out_frac)
+        if isinstance(op, nn.AddOp):
+            a, b = get(op.lhs), get(op.rhs)
+            if out_frac is not None:
+                total = self._q(a, out_frac).astype(np.int32) + self._q(b, out_frac).astype(np.int32)
+                total = np.clip(total, INT16_MIN, INT16_MAX)
+                if op.relu is not None:
+                    total = np.maximum(total, 0)
+                return Q(total.astype(np.int16), out_frac)
+            r = self._float(a) + self._float(b)
+            return np.maximum(r, 0) if op.relu is not None else r
+        if isinstance(op, nn.ReluOp):
+            x = get(op.input)
+            if out_frac is not None:
+                return Q(np.maximum(self._q(x, out_frac), 0), out_frac)
+            return np.maximum(self._float(x), 0)
+        if isinstance(op, nn.ConcatOp | nn.FlattenOp | nn.ReshapeOp | nn.TransposeOp | nn.IdentityOp):
+            return self._move(op, env, out_frac)
+        if isinstance(op, nn.BatchNormOp):
+            if out_frac is not None:
+                raise GoldenError("nn.batch_norm in a fixed-point module: run fold-batch-norm before quantise")
+            x = self._float(get(op.input))
+            s, b, m, v = (self._const(p) for p in (op.scale, op.bias, op.mean, op.var))
+            eps = op.epsilon.value.data
+            k = (s / np.sqrt(v + eps)).astype(np.float32)
+            shape = (1, -1) + (1,) * (x.ndim - 2)
+            return (x - m.reshape(shape)) * k.reshape(shape) + b.reshape(shape)
+        return self._host(op, env, out_frac)
+
+    def _mac_layer(self, op: nn.Conv2dOp | nn.DenseOp, env: dict[SSAValue, Value], out_frac: int | None) -> Value:
+        x = env[op.input]
+        relu = op.relu is not None
+        bypass = env[op.bypass] if isinstance(op, nn.Conv2dOp) and op.bypass is not None else None
+        if isinstance(op, nn.Conv2dOp):
+            args = (_ints(op.strides), _ints(op.pads), _ints(op.dilations), op.groups.value.data)
+        if out_frac is None:
+            w = self._float(env[op.weight])
+            b = self._float(env[op.bias])
+            xf = self._float(x)
+            if isinstance(op, nn.Conv2dOp):
+                r = conv_sum(xf, w, *args).astype(np.float32) + b.reshape(1, -1, 1, 1)
+            else:
+                r = (xf.astype(np.float32) @ w.T.astype(np.float32)) + b
+            if bypass is not None:
+                r = r + self._float(bypass)
+            return np.maximum(r, 0) if relu else r.astype(np.float32)
+        wq = env[op.weight]
+        if not isinstance(wq, Q):
+            raise GoldenError(f"{op.name}: fixed-point layer with float weights")
+        xq = self._q(x, out_frac)
+        bq = self._q(env[op.bias], out_frac).astype(np.int64)
+        if isinstance(op, nn.Conv2dOp):
+            acc = conv_sum(xq, wq.words, *args, dtype=np.float64)
+            bq = bq.reshape(1, -1, 1, 1)
+        else:
+            acc = xq.astype(np.float64) @ wq.words.astype(np.float64).T
+        byp = self._q(bypass, out_frac).astype(np.int64) if bypass is not None else 0
+        return Q(writeback(acc.astype(np.int64), bq, byp, wq.frac, relu), out_frac)
+
+    def _avg(self, op, x: Value, out_frac: int | None) -> Value:
+        if isinstance(op, nn.GlobalAvgPoolOp):
+            h, w = op.input.type.get_shape()[2:]
+            kernel, stride, pads, ceil, cip = (h, w), (1, 1), (0, 0, 0, 0), False, False
+        else:
+            kernel, stride, pads = _ints(op.kernel), _ints(op.strides), _ints(op.pads)
+            ceil, cip = op.ceil_mode is not None, op.count_include_pad is not None
+        if out_frac is None:
+            sums, counted = pool(self._float(x), kernel, stride, pads, ceil, "avg", cip)
+            return (sums / counted).astype(np.float32)
+        # on Snowflake an average is a MAC with weight 1/count in Q1.15 (write-back shift 15)
+        sums, counted = pool(self._q(x, out_frac).astype(np.float64), kernel, stride, pads, ceil, "avg", cip)
+        weight = np.clip(np.floor(32768.0 / counted + 0.5), 0, INT16_MAX)
+        return Q(writeback((sums * weight).astype(np.int64), 0, 0, 15, False), out_frac)
+
+    def _move(self, op, env, out_frac: int | None) -> Value:
+        if isinstance(op, nn.ConcatOp):
+            xs = [env[v] for v in op.inputs]
+            axis = op.axis.value.data
+            if out_frac is not None:
+                return Q(np.concatenate([self._q(v, out_frac) for v in xs], axis), out_frac)
+            return np.concatenate([self._float(v) for v in xs], axis)
+        x = env[op.input]
+        shape = tuple(op.results[0].type.get_shape())
+        data = self._q(x, out_frac) if out_frac is not None else self._float(x)
+        if isinstance(op, nn.TransposeOp):
+            data = data.transpose(_ints(op.perm))
+        else:
+            data = data.reshape(shape)
+        return Q(data, out_frac) if out_frac is not None else data
+
+    def _host(self, op, env, out_frac: int | None) -> Value:
+        """Host-CPU ops: float math on dequantised data."""
+        if isinstance(op, nn.MulOp):
+            r = self._float(env[op.lhs]) * self._float(env[op.rhs])
+        else:
+            x = self._float(env[op.input]).astype(np.float32)
+            if isinstance(op, nn.SoftmaxOp):
+                axis = op.axis.value.data
+                e = np.exp(x - x.max(axis=axis, keepdims=True))
+                r = e / e.sum(axis=axis, keepdims=True)
+            elif isinstance(op, nn.LrnOp):
+                size = op.size.value.data
+                alpha, beta, bias = op.alpha.value.data, op.beta.value.data, op.bias.value.data
+                sq = np.pad(x.astype(np.float64) ** 2, ((0, 0), ((size - 1) // 2, size // 2), (0, 0), (0, 0)))
+                window = sliding_window_view(sq, size, axis=1).sum(axis=-1)
+                r = (x / (bias + alpha / size * window) ** beta).astype(np.float32)
+            elif isinstance(op, nn.ClipOp):
+                r = np.clip(x, op.min.value.data, op.max.value.data)
+            elif isinstance(op, nn.HardSigmoidOp):
+                r = np.clip(op.alpha.value.data * x + op.beta.value.data, 0, 1)
+            elif isinstance(op, nn.HardSwishOp):
+                r = x * np.clip(x / 6 + 0.5, 0, 1)
+            else:
+                raise GoldenError(f"{op.name}: not supported by the golden model")
+        r = np.asarray(r, np.float32)
+        return Q(quantize(r, out_frac), out_frac) if out_frac is not None else r
+
+
+def run_golden(module: ModuleOp, *inputs: np.ndarray) -> list[np.ndarray]:
+    return Golden(module).run(*inputs)

@@ -1,0 +1,69 @@
+"""Helpers shared by the nn-level passes: reading and creating weight constants, use checks."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation, SSAValue
+from xdsl.rewriter import InsertPoint
+from xdsl.pattern_rewriter import PatternRewriter
+
+from snowir.dialects import nn
+from snowir.golden import constant_array
+
+_KEYS = itertools.count()
+
+
+def const_of(value: SSAValue) -> np.ndarray | None:
+    """The float array of `value` if an nn.constant defines it."""
+    owner = value.owner
+    if isinstance(owner, nn.ConstantOp):
+        return constant_array(owner)
+    return None
+
+
+def new_constant(rewriter: PatternRewriter, before: Operation, array: np.ndarray, hint: str) -> SSAValue:
+    from snowir.onnx_import import f32_resource
+
+    op = nn.ConstantOp(f32_resource(f"{hint}_{next(_KEYS)}", np.asarray(array, np.float32)))
+    rewriter.insert_op(op, InsertPoint.before(before))
+    return op.result
+
+
+def single_use(value: SSAValue) -> bool:
+    return value.has_one_use()
+
+
+def tensor(shape, like: SSAValue | None = None) -> TensorType:
+    elem = like.type.get_element_type() if like is not None else nn.Float32Type()
+    return TensorType(elem, list(shape))
+
+
+def shape_of(value: SSAValue) -> list[int]:
+    return list(value.type.get_shape())
+
+
+def defined_before(value: SSAValue, op: Operation) -> bool:
+    """True if `value` is available at `op` in the same block (block args always are)."""
+    owner = value.owner
+    if not isinstance(owner, Operation):
+        return True
+    block = op.parent_block()
+    if owner.parent_block() is not block:
+        return True
+    return block.get_operation_index(owner) < block.get_operation_index(op)
+
+
+def per_channel(array: np.ndarray | None, channels: int) -> np.ndarray | None:
+    """A constant that broadcasts as one value per channel of an NCHW tensor, as a [C] vector."""
+    if array is None:
+        return None
+    a = np.asarray(array)
+    squeezed = a.reshape([d for d in a.shape if d != 1] or [1])
+    if a.ndim in (3, 4) and a.shape[-2:] == (1, 1) and squeezed.size in (1, channels):
+        return np.broadcast_to(squeezed.reshape(-1), (channels,)).astype(np.float32)
+    if a.size == 1:
+        return np.full(channels, float(a.reshape(-1)[0]), np.float32)
+    return None
