@@ -22,4 +22,20 @@ def all_frontends(tool: Any) -> dict[str, Callable[[IO[bytes]], ModuleOp]]:
         tool.ctx.get_optional_dialect("snowflake_asm")
         return parse_sfb(stream, tool.get_input_name())
 
-    return {"sfb": sfb}
+    def onnx_frontend(stream: IO[bytes]) -> ModuleOp:
+        import onnx
+
+        from snowir.onnx_import import OnnxImportError, import_model, parse_input_shape
+
+        tool.ctx.get_optional_dialect("builtin")
+        tool.ctx.get_optional_dialect("nn")
+        source = tool.get_input_name()
+        try:
+            model = onnx.load_model_from_string(stream.read())
+        except Exception as e:  # noqa: BLE001 - protobuf decode errors vary
+            raise OnnxImportError(f"{source}: not an ONNX model ({type(e).__name__})") from None
+        spec = getattr(tool.args, "input_shape", None)
+        shapes = parse_input_shape(spec) if spec else None
+        return import_model(model, source, shapes)
+
+    return {"sfb": sfb, "onnx": onnx_frontend}

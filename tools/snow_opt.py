@@ -35,6 +35,12 @@ class SnowOptMain(xDSLOptMain):
         for name, factory in all_dialects().items():
             self.ctx.register_dialect(name, factory)
 
+    def register_all_arguments(self, arg_parser) -> None:
+        super().register_all_arguments(arg_parser)
+        arg_parser.add_argument(
+            "--input-shape", default=None,
+            help="static shape for ONNX inputs with dynamic dimensions: 1,3,224,224 or name:1,3,224,224[;name2:...]")
+
     def register_all_passes(self) -> None:
         super().register_all_passes()
         for name, factory in all_passes().items():

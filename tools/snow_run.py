@@ -36,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", help="write a Chrome/Perfetto trace-event JSON here")
     p.add_argument("--check", action="store_true", help="compare with onnxruntime and the golden model")
     p.add_argument("--quiet", action="store_true", help="no table, no progress")
+    p.add_argument("--input-shape", help="static shape for ONNX inputs with dynamic dimensions, e.g. 1,3,224,224")
+    p.add_argument("--min-snr", type=float, default=30.0,
+                   help="--check fails below this SNR (dB) of the logits against the reference (default 30)")
     return p
 
 
@@ -69,8 +72,64 @@ class Progress:
                   f"({now - self.start:.0f} s)", file=sys.stderr, flush=True)
 
 
+def _is_nn_level(path: str) -> bool:
+    if path.endswith(".onnx"):
+        return True
+    if path.endswith(".mlir"):
+        from snowir import api
+
+        try:
+            text = open(path).read()
+        except OSError:
+            return False
+        return "snowflake_asm." not in text and ("nn." in text or "tile." in text)
+    return False
+
+
+def run_nn(args: argparse.Namespace) -> int:
+    """ONNX / nn-level models: the golden model until nn -> snowflake_asm lowering lands."""
+    from snowir.model_run import run_model
+    from snowir.tools.io import save_npy_atomic, save_npz_atomic, write_text_atomic
+
+    if args.engine != "golden":
+        raise SnowError(f"{args.model}: lowering nn to snowflake_asm is not available yet, so --engine {args.engine} "
+                        f"cannot run it; use --engine golden")
+    hw = SnowflakeConfig.load(args.hw)
+    x = None
+    if args.input:
+        try:
+            x = np.load(args.input).astype(np.float32)
+        except (OSError, ValueError) as e:
+            raise SnowError(f"{args.input}: cannot read input array: {e}") from None
+    if not args.quiet:
+        print(f"snow-run: {args.model}: golden model", file=sys.stderr)
+    result = run_model(args.model, x, args.pipeline, args.check, args.input_shape, hw)
+    report = result.report
+    if not args.quiet:
+        print_table(report)
+        if report["check"]:
+            c = report["check"]
+            print(f"check vs {c['reference']}: SNR {c['snr_db']:.1f} dB, max abs err {c['max_abs_err']:.4g}, "
+                  f"top-1 {'match' if c['top1_match'] else 'MISMATCH'}")
+    if args.output:
+        if len(result.outputs) == 1 and not args.output.endswith(".npz"):
+            save_npy_atomic(args.output, result.outputs[0])
+        else:
+            save_npz_atomic(args.output, {f"output{i}": o for i, o in enumerate(result.outputs)})
+    if args.report:
+        write_text_atomic(args.report, json.dumps(report, indent=2) + "\n")
+    if args.check and report["check"]["snr_db"] < args.min_snr:
+        print(f"snow-run: {args.model}: check failed: SNR {report['check']['snr_db']:.1f} dB < {args.min_snr} dB",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from snowir import api
+
+    if _is_nn_level(args.model):
+        return run_nn(args)
     from snowir.fixedpoint import dequantize
     from snowir.machine.run import program_report
     from snowir.tools.io import save_npy_atomic, save_npz_atomic, write_text_atomic

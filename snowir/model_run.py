@@ -1,0 +1,136 @@
+"""
+Running nn-level models (an ONNX file or an nn `.mlir`): prepare (the nn pipeline, default
+`nn-prepare`), execute with the golden model, compare with onnxruntime fp32. The report has
+the DESIGN.md shape; the golden model has no hardware timing, so cycles are 0.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import PassPipeline
+
+from snowir.check import compare, golden_logits, ort_logits
+from snowir.dialects import nn
+from snowir.errors import SnowError
+from snowir.golden import Golden
+from snowir.hw import SnowflakeConfig
+
+DEFAULT_PIPELINE = "nn-prepare"
+
+
+@dataclass
+class ModelRun:
+    module: ModuleOp
+    outputs: list[np.ndarray]
+    report: dict[str, Any]
+
+
+def load_model(path: str | Path, input_shape: str | None = None) -> tuple[ModuleOp, str | None]:
+    """An nn module from `.onnx` or `.mlir`; the ONNX path is returned for the reference."""
+    from snowir import api
+
+    path = Path(path)
+    if path.suffix == ".onnx":
+        from snowir.onnx_import import import_onnx, parse_input_shape
+
+        return import_onnx(path, parse_input_shape(input_shape) if input_shape else None), str(path)
+    module = api.parse_mlir(path)
+    return module, None
+
+
+def main_of(module: ModuleOp) -> func.FuncOp:
+    for op in module.walk():
+        if isinstance(op, func.FuncOp) and op.sym_name.data == "main":
+            return op
+    raise SnowError("the module has no func.func @main")
+
+
+def is_quantized(module: ModuleOp) -> bool:
+    args = main_of(module).body.block.args
+    return any(isinstance(a.type.get_element_type(), nn.FixedType) for a in args)
+
+
+def apply_pipeline(module: ModuleOp, pipeline: str) -> None:
+    from snowir.passes import all_passes
+    from snowir.tools.snow_opt import unwrap_pipeline
+
+    spec = unwrap_pipeline(pipeline)
+    if not spec:
+        return
+    try:
+        passes = PassPipeline.parse_spec(all_passes(), spec)
+    except Exception as e:  # noqa: BLE001 - unknown pass / bad option
+        raise SnowError(f"--pipeline '{pipeline}': {str(e).splitlines()[0]}") from None
+    from snowir import api
+
+    passes.apply(api.context(), module)
+
+
+def layer_rows(module: ModuleOp) -> list[dict[str, Any]]:
+    rows = []
+    for op in main_of(module).body.block.ops:
+        if not op.name.startswith("nn.") or isinstance(op, nn.ConstantOp):
+            continue
+        macs = 0
+        if isinstance(op, nn.Conv2dOp):
+            o, cg, kh, kw = op.weight.type.get_shape()
+            macs = int(np.prod(op.output.type.get_shape())) * cg * kh * kw
+        elif isinstance(op, nn.DenseOp):
+            macs = int(np.prod(op.output.type.get_shape())) * op.weight.type.get_shape()[1]
+        name = op.attributes.get("onnx_node")
+        place = op.attributes.get("place")
+        rows.append({"name": name.data if name else op.results[0].name_hint or op.name,
+                     "op": op.name.removeprefix("nn.") + (" (host)" if place and place.data == "host" else ""),
+                     "cycles": 0, "ms": 0.0, "macs": macs, "mac_utilization": 0.0, "dram_bytes": 0, "gbps": 0.0,
+                     "mode": None, "loop_order": None, "load_imbalance_pct": None})
+    return rows
+
+
+def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | None = None,
+              check: bool = False, input_shape: str | None = None, hw: SnowflakeConfig | None = None,
+              seed: int = 0) -> ModelRun:
+    hw = hw or SnowflakeConfig()
+    t0 = time.perf_counter()
+    module, onnx_path = load_model(path, input_shape)
+    float_module = None
+    if check and onnx_path is None and not is_quantized(module):
+        float_module = module.clone()
+    if pipeline is not None:
+        apply_pipeline(module, pipeline)
+    elif not is_quantized(module):
+        apply_pipeline(module, DEFAULT_PIPELINE)
+    compile_s = time.perf_counter() - t0
+    args = main_of(module).body.block.args
+    shape = list(args[0].type.get_shape())
+    if x is None:
+        x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    elif list(x.shape) != shape:
+        raise SnowError(f"input has shape {list(x.shape)}, the model expects {shape}")
+    t0 = time.perf_counter()
+    outputs = Golden(module).run(x)
+    simulate_s = time.perf_counter() - t0
+    rows = layer_rows(module)
+    total = {"cycles": 0, "ms": 0.0, "macs": sum(r["macs"] for r in rows), "mac_utilization": 0.0,
+             "dram_bytes": 0, "gbps": 0.0, "static_instructions": 0, "dynamic_instructions": 0,
+             "stall_cycles": {}, "compile_s": compile_s, "simulate_s": simulate_s}
+    report: dict[str, Any] = {"model": str(path), "hw": hw.to_json(), "total": total, "layers": rows, "check": None}
+    if check:
+        logits = golden_logits(module, x)
+        if onnx_path is not None:
+            ref, reference = ort_logits(onnx_path, x), "onnxruntime"
+        elif float_module is not None:
+            ref, reference = golden_logits(float_module, x), "golden-fp32"
+        else:
+            raise SnowError(f"{path}: --check needs a float model (ONNX or an unquantised nn module)")
+        cmp = compare(ref.reshape(logits.shape), logits)
+        report["check"] = {"reference": reference, "max_abs_err": cmp["max_abs_err"], "snr_db": cmp["snr_db"],
+                           "golden_bit_exact": True, "top1_match": cmp["top1_match"]}
+    return ModelRun(module, outputs, report)
