@@ -78,7 +78,7 @@ class QuantizePass(ModulePass):
                 else:
                     fmt = (m, n)
                 words = quantize(values, fmt[1])
-                attr = int16_resource("q", words.ravel())
+                attr = int16_resource(f"{inner.result.name_hint or 'c'}_q", words.ravel())
                 from xdsl.dialects.builtin import DenseResourceAttr
 
                 typed = DenseResourceAttr.from_params(attr.resource_handle, TensorType(nn.FixedType(*fmt), list(values.shape)))

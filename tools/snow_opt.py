@@ -34,6 +34,9 @@ class SnowOptMain(xDSLOptMain):
         super().register_all_dialects()
         for name, factory in all_dialects().items():
             self.ctx.register_dialect(name, factory)
+        # passes create dense_resource blobs; printing them needs builtin loaded even
+        # when the input never names a builtin op
+        self.ctx.get_optional_dialect("builtin")
 
     def register_all_arguments(self, arg_parser) -> None:
         super().register_all_arguments(arg_parser)

@@ -1,0 +1,20 @@
+// RUN: snow-opt %s -p fuse-relu | filecheck %s
+
+// ReLU folds into the write-back of the producing conv / dense / add, unless the
+// producer has another user or already has a ReLU.
+
+func.func @main(%x: tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) {
+  %w = nn.constant dense<0.5> : tensor<2x2x1x1xf32>
+  %b = nn.constant dense<0.1> : tensor<2xf32>
+  %c = nn.conv2d %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32>
+  %r = nn.relu %c : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %a = nn.add %r, %x : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %r2 = nn.relu %a : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %r3 = nn.relu %x : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  func.return %r2, %r3, %a : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
+}
+
+// CHECK:      %c = nn.conv2d %x, %w, %b {{{.*}}relu}
+// CHECK-NEXT: %a = nn.add %c, %x : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+// CHECK-NEXT: %r2 = nn.relu %a
+// CHECK-NEXT: %r3 = nn.relu %x

@@ -1,0 +1,40 @@
+"""Tiny ONNX graphs for frontend tests, built with onnx.helper."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def model(nodes, inputs: dict[str, list[int]], outputs: dict[str, list[int] | None], inits: dict[str, np.ndarray] | None = None,
+          opset: int = 13) -> onnx.ModelProto:
+    g = helper.make_graph(
+        nodes, "t",
+        [helper.make_tensor_value_info(k, TensorProto.FLOAT, v) for k, v in inputs.items()],
+        [helper.make_tensor_value_info(k, TensorProto.FLOAT, v) for k, v in outputs.items()],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in (inits or {}).items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    if any(v is None for v in outputs.values()):
+        # let ONNX fill in the output shapes (the checker wants one)
+        inferred = onnx.shape_inference.infer_shapes(m)
+        for out, inf in zip(m.graph.output, inferred.graph.output):
+            if not out.type.tensor_type.HasField("shape"):
+                out.type.tensor_type.shape.CopyFrom(inf.type.tensor_type.shape)
+                if not inf.type.tensor_type.HasField("shape"):
+                    out.type.tensor_type.shape.SetInParent()
+    return m
+
+
+def rand(*shape, seed=0, scale=1.0) -> np.ndarray:
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
+
+
+def ort_run(m: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    o = ort.SessionOptions()
+    o.log_severity_level = 3
+    sess = ort.InferenceSession(m.SerializeToString(), o, providers=["CPUExecutionProvider"])
+    return sess.run(None, {sess.get_inputs()[0].name: x})[0]
