@@ -47,9 +47,13 @@ def load_model(path: str | Path, input_shape: str | None = None) -> tuple[Module
 
 
 def main_of(module: ModuleOp) -> func.FuncOp:
-    for op in module.walk():
-        if isinstance(op, func.FuncOp) and op.sym_name.data == "main":
+    """`@main`, or the module's only function."""
+    funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
+    for op in funcs:
+        if op.sym_name.data == "main":
             return op
+    if len(funcs) == 1:
+        return funcs[0]
     raise SnowError("the module has no func.func @main")
 
 
