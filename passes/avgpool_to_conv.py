@@ -27,7 +27,7 @@ def _depthwise(op, kernel, strides, pads, rewriter: PatternRewriter) -> None:
     b = new_constant(rewriter, op, np.zeros(c, np.float32), "avg_b")
     conv = nn.Conv2dOp(op.input, w, b, op.output.type, strides, pads, groups=c)
     conv.attributes.update(op.attributes)
-    rewriter.replace_op(op, conv)
+    rewriter.replace(op, conv)
 
 
 class GlobalAvgToConv(RewritePattern):

@@ -17,7 +17,7 @@ from snowir.dialects import nn
 class DropIdentity(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: nn.IdentityOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace_op(op, [], [op.input])
+        rewriter.replace(op, [], [op.input])
 
 
 @dataclass(frozen=True)

@@ -32,15 +32,15 @@ class FcToConv(RewritePattern):
             _, c, h, wd = shape_of(x)
         else:
             reshape = nn.ReshapeOp(op.input, tensor([n, k, 1, 1], op.input))
-            rewriter.insert_op(reshape, InsertPoint.before(op))
+            rewriter.insert(reshape, InsertPoint.before(op))
             x, c, h, wd = reshape.output, k, 1, 1
         w4 = new_constant(rewriter, op, w.reshape(m, c, h, wd), "fc_w")
         conv = nn.Conv2dOp(x, w4, op.bias, tensor([n, m, 1, 1], op.output), relu=op.relu is not None)
         conv.attributes.update(op.attributes)
         back = nn.ReshapeOp(conv.output, op.output.type)
-        rewriter.replace_op(op, [conv, back])
+        rewriter.replace(op, [conv, back])
         if isinstance(src, nn.FlattenOp) and not src.output.uses:
-            rewriter.erase_op(src)
+            rewriter.erase(src)
 
 
 @dataclass(frozen=True)

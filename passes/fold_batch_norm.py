@@ -40,9 +40,9 @@ def _rescale(conv: nn.Conv2dOp, k: np.ndarray, shift: np.ndarray, rewriter: Patt
                          [int(v) for v in conv.pads.get_values()], [int(v) for v in conv.dilations.get_values()],
                          conv.groups.value.data)
     folded.attributes.update(conv.attributes)
-    rewriter.insert_op(folded, _before(conv))
-    rewriter.replace_op(replace, [], [folded.output])
-    rewriter.erase_op(conv)
+    rewriter.insert(folded, _before(conv))
+    rewriter.replace(replace, [], [folded.output])
+    rewriter.erase(conv)
 
 
 def _before(op):
@@ -57,7 +57,7 @@ def _depthwise(x: SSAValue, k: np.ndarray, shift: np.ndarray, rewriter: PatternR
     b = new_constant(rewriter, replace, shift, "b_channel")
     conv = nn.Conv2dOp(x, w, b, replace.results[0].type, groups=c)
     conv.attributes.update(replace.attributes)
-    rewriter.replace_op(replace, conv)
+    rewriter.replace(replace, conv)
 
 
 class FoldBatchNorm(RewritePattern):

@@ -24,7 +24,7 @@ class FuseRelu(RewritePattern):
         if not op.input.has_one_use() or producer.relu is not None:
             return
         producer.properties["relu"] = UnitAttr()
-        rewriter.replace_op(op, [], [op.input])
+        rewriter.replace(op, [], [op.input])
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,8 @@ class FuseResidualAdd(RewritePattern):
                             [int(v) for v in conv.dilations.get_values()], conv.groups.value.data,
                             relu=op.relu is not None, bypass=other)
         fused.attributes.update(conv.attributes)
-        rewriter.replace_op(conv, fused)
-        rewriter.replace_op(op, [], [fused.output])
+        rewriter.replace(conv, fused)
+        rewriter.replace(op, [], [fused.output])
 
 
 @dataclass(frozen=True)

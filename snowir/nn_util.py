@@ -28,7 +28,7 @@ def new_constant(rewriter: PatternRewriter, before: Operation, array: np.ndarray
     from snowir.onnx_import import f32_resource
 
     op = nn.ConstantOp(f32_resource(f"{hint}_{next(_KEYS)}", np.asarray(array, np.float32)))
-    rewriter.insert_op(op, InsertPoint.before(before))
+    rewriter.insert(op, InsertPoint.before(before))
     return op.result
 
 
