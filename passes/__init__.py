@@ -24,4 +24,5 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "partition-host": p("partition_host", "PartitionHostPass"),
         "quantize": p("quantize", "QuantizePass"),
         "nn-prepare": p("nn_prepare", "NNPreparePass"),
+        "icache-banking": p("icache_banking", "IcacheBankingPass"),
     }

@@ -138,3 +138,35 @@ def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | Non
         report["check"] = {"reference": reference, "max_abs_err": cmp["max_abs_err"], "snr_db": cmp["snr_db"],
                            "golden_bit_exact": True, "top1_match": cmp["top1_match"]}
     return ModelRun(module, outputs, report)
+
+
+def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline: str | None = None,
+                        check: bool = False, input_shape: str | None = None, hw: SnowflakeConfig | None = None,
+                        engine: str = "fast", seed: int = 0, progress=None) -> ModelRun:
+    """Compile every device layer to Snowflake, run on the machine model, compare with golden and onnxruntime."""
+    from snowir.device_run import device_report, run_device
+
+    hw = hw or SnowflakeConfig()
+    module, onnx_path = load_model(path, input_shape)
+    if pipeline is not None:
+        apply_pipeline(module, pipeline)
+    elif not is_quantized(module):
+        apply_pipeline(module, DEFAULT_PIPELINE)
+    shape = list(main_of(module).body.block.args[0].type.get_shape())
+    if x is None:
+        x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    elif list(x.shape) != shape:
+        raise SnowError(f"input has shape {list(x.shape)}, the model expects {shape}")
+    run = run_device(module, x, hw, engine, progress)
+    report = device_report(run, hw, str(path), layer_rows(module))
+    if check:
+        golden = golden_logits(module, x)
+        exact = all(layer.bit_exact for layer in run.layers) and bool(np.array_equal(golden, run.logits))
+        if onnx_path is not None:
+            ref, reference = ort_logits(onnx_path, x), "onnxruntime"
+        else:
+            ref, reference = golden, "golden"
+        cmp = compare(ref.reshape(run.logits.shape), run.logits)
+        report["check"] = {"reference": reference, "max_abs_err": cmp["max_abs_err"], "snr_db": cmp["snr_db"],
+                           "golden_bit_exact": exact, "top1_match": cmp["top1_match"]}
+    return ModelRun(module, run.outputs, report)

@@ -91,9 +91,6 @@ def run_nn(args: argparse.Namespace) -> int:
     from snowir.model_run import run_model
     from snowir.tools.io import save_npy_atomic, save_npz_atomic, write_text_atomic
 
-    if args.engine != "golden":
-        raise SnowError(f"{args.model}: lowering nn to snowflake_asm is not available yet, so --engine {args.engine} "
-                        f"cannot run it; use --engine golden")
     hw = SnowflakeConfig.load(args.hw)
     x = None
     if args.input:
@@ -102,15 +99,23 @@ def run_nn(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as e:
             raise SnowError(f"{args.input}: cannot read input array: {e}") from None
     if not args.quiet:
-        print(f"snow-run: {args.model}: golden model", file=sys.stderr)
-    result = run_model(args.model, x, args.pipeline, args.check, args.input_shape, hw)
+        print(f"snow-run: {args.model}: {'golden model' if args.engine == 'golden' else 'machine model, engine ' + args.engine}",
+              file=sys.stderr)
+    if args.engine == "golden":
+        result = run_model(args.model, x, args.pipeline, args.check, args.input_shape, hw)
+    else:
+        from snowir.model_run import run_model_on_device
+
+        say = None if args.quiet else (lambda msg: print(f"snow-run: ... {msg}", file=sys.stderr, flush=True))
+        result = run_model_on_device(args.model, x, args.pipeline, args.check, args.input_shape, hw, args.engine,
+                                     progress=say)
     report = result.report
     if not args.quiet:
         print_table(report)
         if report["check"]:
             c = report["check"]
             print(f"check vs {c['reference']}: SNR {c['snr_db']:.1f} dB, max abs err {c['max_abs_err']:.4g}, "
-                  f"top-1 {'match' if c['top1_match'] else 'MISMATCH'}")
+                  f"top-1 {'match' if c['top1_match'] else 'MISMATCH'}, golden bit-exact {c['golden_bit_exact']}")
     if args.output:
         if len(result.outputs) == 1 and not args.output.endswith(".npz"):
             save_npy_atomic(args.output, result.outputs[0])
@@ -118,6 +123,9 @@ def run_nn(args: argparse.Namespace) -> int:
             save_npz_atomic(args.output, {f"output{i}": o for i, o in enumerate(result.outputs)})
     if args.report:
         write_text_atomic(args.report, json.dumps(report, indent=2) + "\n")
+    if args.check and not report["check"]["golden_bit_exact"]:
+        print(f"snow-run: {args.model}: check failed: machine output differs from the golden model", file=sys.stderr)
+        return 1
     if args.check and report["check"]["snr_db"] < args.min_snr:
         print(f"snow-run: {args.model}: check failed: SNR {report['check']['snr_db']:.1f} dB < {args.min_snr} dB",
               file=sys.stderr)

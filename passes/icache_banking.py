@@ -1,0 +1,138 @@
+"""
+icache-banking: make a long snowflake_asm program stream through the 2-bank instruction cache.
+
+Snowflake's instruction cache holds 2 banks of 512 instructions and a branch may not cross
+banks (C17 §5.1-5.2). The host preloads blocks 0 and 1; this pass lays the program out in
+512-instruction blocks and, at the start of every block k >= 1, inserts an `ld icache` of
+block k+1 into the bank block k-1 occupied (which has finished). Every loop (a label and the
+delay slots of the branch back to it) is kept inside one block by padding with NOPs before
+it; execution falls through from one block into the next. Programs that fit the two banks
+are left alone. r30 and r31 are reserved for the inserted loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import IntAttr, ModuleOp
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from snowir.dialects import snowflake_asm as sf
+from snowir.hw import SnowflakeConfig
+
+R_ADDR, R_COUNT = 30, 31
+PROLOGUE = 5  # movi / mov / addi (address), movi (count), ld
+
+
+def _code_base(module: ModuleOp) -> int:
+    end = max((op.address.data + op.size.data for op in module.ops if isinstance(op, sf.SegmentOp)), default=0)
+    return -(-end // 4096) * 4096
+
+
+def _regions(ops: list[Operation], slots: int) -> list[tuple[int, int]]:
+    """[first, last] instruction indices that must share a block (loops, forward skips)."""
+    pcs: dict[str, int] = {}
+    n = 0
+    for op in ops:
+        if isinstance(op, sf.LabelOp):
+            pcs[op.label.data] = n
+        else:
+            n += 1
+    spans = []
+    pc = 0
+    for op in ops:
+        if isinstance(op, sf.LabelOp):
+            continue
+        if isinstance(op, sf.BranchOperation):
+            target = pcs[op.target.data]
+            spans.append((min(pc, target), max(pc + slots, target)))
+        pc += 1
+    spans.sort()
+    merged: list[tuple[int, int]] = []
+    for lo, hi in spans:
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> None:
+    ops = list(program.body.block.ops)
+    size = hw.icache_bank_instructions
+    n = sum(1 for op in ops if not isinstance(op, sf.LabelOp))
+    if n <= size * hw.icache_banks:
+        return
+    for op in ops:
+        if isinstance(op, sf.SnowflakeInstruction) and ({R_ADDR, R_COUNT} & ({op.writes()} | set(op.reads()))):
+            raise PassFailedException(f"icache-banking: {op.name} uses r30/r31, which the bank loads need")
+    regions = {lo: hi - lo + 1 for lo, hi in _regions(ops, hw.branch_delay_slots)}
+    out: list[Operation] = []
+    placed = 0  # instructions emitted so far (new pcs)
+    loads: list[tuple[int, int]] = []  # (index in out of a prologue, block it loads)
+
+    def block_start() -> None:
+        nonlocal placed
+        if placed >= size and placed % size == 0:
+            loads.append((len(out), placed // size + 1))
+            out.extend(_prologue(0, 0, 0))
+            placed += PROLOGUE
+
+    pc = 0
+    for op in ops:
+        if isinstance(op, sf.LabelOp):
+            out.append(op)
+            continue
+        block_start()
+        span = regions.get(pc, 1)
+        if span > size - PROLOGUE:
+            raise PassFailedException(f"icache-banking: a loop of {span} instructions does not fit a {size}-instruction bank")
+        left = size - placed % size
+        if span > left:
+            labels = []
+            while out and isinstance(out[-1], sf.LabelOp):
+                labels.insert(0, out.pop())
+            out.extend(sf.MovOp(0, 0) for _ in range(left))
+            placed += left
+            block_start()
+            out.extend(labels)
+        out.append(op)
+        placed += 1
+        pc += 1
+    total = placed
+    blocks = -(-total // size)
+    final: list[Operation] = []
+    cursor = 0
+    for index, block in loads:
+        final.extend(out[cursor:index])
+        if block < blocks:
+            count = min(size, total - block * size)
+            final.extend(_prologue(code_base + 4 * block * size, count, block % hw.icache_banks))
+        else:
+            final.extend(sf.MovOp(0, 0) for _ in range(PROLOGUE))
+        cursor = index + PROLOGUE
+    final.extend(out[cursor:])
+    for op in list(program.body.block.ops):
+        op.detach()
+    for op in final:
+        program.body.block.add_op(op)
+    program.properties["code_base"] = IntAttr(code_base)
+
+
+def _prologue(address: int, count: int, bank: int) -> list[Operation]:
+    return [sf.MoviOp(R_ADDR, address >> 12), sf.MovOp(R_ADDR, R_ADDR, 12), sf.AddiOp(R_ADDR, R_ADDR, address & 0xFFF),
+            sf.MoviOp(R_COUNT, count), sf.LdOp(sf.LoadTarget.ICACHE, 0, R_ADDR, R_COUNT, 3, bank)]
+
+
+@dataclass(frozen=True)
+class IcacheBankingPass(ModulePass):
+    name = "icache-banking"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        base = _code_base(op)
+        for program in op.ops:
+            if isinstance(program, sf.ProgramOp):
+                bank_program(program, program.code_base.data if program.code_base else base, SnowflakeConfig())

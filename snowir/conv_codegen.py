@@ -1,0 +1,334 @@
+"""
+Code generation for a convolution layer on Snowflake (C17 §5.1-5.2, Figure 3).
+
+Data layout in DRAM: tensors channel-innermost (H, W, C) int16, so one kernel row is one
+trace of kw*C elements. Weights: per kernel, kh*kw*C words in (ky, kx, c) order, then a
+16-word bias block (lane 0 = bias), padded to an even count.
+
+Decisions (a `ConvPlan`): COOP mode with maps broadcast, so the 16 vMACs of the 4 CUs take
+16 kernels (a kernel tile) and every MAC writes 16 output channels of one pixel; maps tiles
+are output-row strips whose input rows fit one 32K-element maps bank, strips alternate
+banks (double buffering); kernel tiles alternate weights banks when a kernel fits one bank;
+loop order Kloop (all kernel tiles per maps strip). Padding taps are never computed: border
+rows clamp the kernel-row range, border columns get their own shorter traces.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from snowir.asm_builder import NOP, AsmBuilder
+from snowir.dialects import snowflake_asm as sf
+from snowir.errors import SnowError
+from snowir.hw import SnowflakeConfig
+
+TRACE_CHUNK = 1008  # longest trace we emit: a multiple of 16 below the 1023 limit
+COOP = sf.VectorMode.COOP
+
+# register plan (static, as the paper's compiler: "register assignment is statically defined")
+R_OUT, R_MAPS, R_W, R_KY, R_KYEND, R_X, R_XEND, R_Y, R_YEND = 1, 2, 3, 4, 5, 6, 7, 8, 9
+R_ROWBASE, R_OUTROW, R_T, R_TEND, R_WBASE, R_OUTT, R_TMP, R_TMP2, R_LEN, R_SRC = 10, 11, 12, 13, 14, 15, 16, 17, 18, 19
+R_BIASA, R_MASK, R_BYP, R_BYPROW = 20, 21, 22, 23
+
+
+class LoweringError(SnowError):
+    pass
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    c: int
+    h: int
+    w: int
+    k: int
+    kh: int
+    kw: int
+    sy: int
+    sx: int
+    pt: int
+    pl: int
+    pb: int
+    pr: int
+    relu: bool
+    shift: int
+
+    @property
+    def oh(self) -> int:
+        return (self.h + self.pt + self.pb - self.kh) // self.sy + 1
+
+    @property
+    def ow(self) -> int:
+        return (self.w + self.pl + self.pr - self.kw) // self.sx + 1
+
+    @property
+    def kernel_words(self) -> int:
+        n = self.kh * self.kw * self.c + 16
+        return n + n % 2
+
+    def valid_macs(self) -> int:
+        """Multiply-accumulates without padding taps."""
+        rows = sum(self._valid(y * self.sy - self.pt, self.kh, self.h) for y in range(self.oh))
+        cols = sum(self._valid(x * self.sx - self.pl, self.kw, self.w) for x in range(self.ow))
+        return rows * cols * self.c * self.k
+
+    @staticmethod
+    def _valid(start: int, k: int, size: int) -> int:
+        return max(0, min(start + k, size) - max(start, 0))
+
+
+@dataclass(frozen=True)
+class Strip:
+    y0: int
+    y1: int  # output rows [y0, y1)
+    r0: int
+    r1: int  # input rows held [r0, r1)
+    bank: int
+
+
+@dataclass(frozen=True)
+class ConvPlan:
+    shape: ConvShape
+    strips: tuple[Strip, ...]
+    tiles: int
+    double_buffer_weights: bool
+    in_addr: int
+    w_addr: int
+    out_addr: int
+    mode: str = "COOP"
+    loop_order: str = "Kloop"
+
+    def dram_bytes(self) -> dict[str, int]:
+        s = self.shape
+        maps = sum((st.r1 - st.r0) * s.w * s.c for st in self.strips) * 2
+        weights = self.tiles * 16 * s.kernel_words * 2
+        kloop = maps + weights * len(self.strips)
+        mloop = maps * self.tiles + weights
+        return {"Kloop": kloop, "Mloop": mloop}
+
+
+def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
+              loop_order: str | None = None) -> ConvPlan:
+    s = shape
+    if s.kernel_words > hw.weights_buffer_elements:
+        raise LoweringError(f"kernel of {s.kernel_words} words does not fit the {hw.weights_buffer_elements}-word "
+                            f"weights buffer (channel splitting is not implemented yet)")
+    row = s.w * s.c
+    bank = hw.maps_bank_elements
+    max_rows = bank // row
+    if max_rows < s.kh:
+        raise LoweringError(f"{s.kh} input rows of {row} words do not fit a {bank}-word maps bank "
+                            f"(column tiling is not implemented yet)")
+    strips = []
+    y0 = 0
+    while y0 < s.oh:
+        y1 = y0 + 1
+        while y1 < s.oh and _rows(s, y0, y1 + 1)[1] - _rows(s, y0, y1 + 1)[0] <= max_rows:
+            y1 += 1
+        r0, r1 = _rows(s, y0, y1)
+        strips.append(Strip(y0, y1, r0, r1, len(strips) % 2))
+        y0 = y1
+    tiles = math.ceil(s.k / 16)
+    double = s.kernel_words <= hw.weights_bank_elements
+    plan = ConvPlan(s, tuple(strips), tiles, double, in_addr, w_addr, out_addr)
+    cost = plan.dram_bytes()
+    order = loop_order or ("Kloop" if cost["Kloop"] <= cost["Mloop"] else "Mloop")
+    return ConvPlan(s, tuple(strips), tiles, double, in_addr, w_addr, out_addr, "COOP", order)
+
+
+def _rows(s: ConvShape, y0: int, y1: int) -> tuple[int, int]:
+    """Input rows [r0, r1) that output rows [y0, y1) read (padding rows excluded)."""
+    return max(0, y0 * s.sy - s.pt), min(s.h, (y1 - 1) * s.sy - s.pt + s.kh)
+
+
+def pack_weights(w: np.ndarray, b: np.ndarray, tiles: int) -> np.ndarray:
+    """(K, C, kh, kw) int16 weights + (K,) bias -> the DRAM weight image (tiles*16 kernels)."""
+    k, c, kh, kw = w.shape
+    words = kh * kw * c + 16
+    words += words % 2
+    out = np.zeros((tiles * 16, words), np.int16)
+    out[:k, :kh * kw * c] = w.transpose(0, 2, 3, 1).reshape(k, -1)
+    out[:k, kh * kw * c] = b
+    return out.ravel()
+
+
+def _chunks(length: int) -> list[tuple[int, int]]:
+    return [(o, min(TRACE_CHUNK, length - o)) for o in range(0, length, TRACE_CHUNK)]
+
+
+def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None = None) -> AsmBuilder:
+    """The layer program: Kloop (kernel tiles inside each maps strip) or Mloop (strips inside
+    each kernel tile); maps and weights banks alternate so the next strip / tile loads while
+    the current one computes."""
+    s = plan.shape
+    b = AsmBuilder()
+    b.const(R_TMP, s.shift)
+    b.emit(sf.VmovOp(COOP, sf.VmovSelect.SHIFT, R_TMP))
+    mask_last = (1 << (s.k - 16 * (plan.tiles - 1))) - 1
+    n_strips = len(plan.strips)
+    if plan.loop_order == "Kloop":
+        items = [(si, t) for si in range(n_strips) for t in range(plan.tiles)]
+    else:
+        items = [(si, t) for t in range(plan.tiles) for si in range(n_strips)]
+    # running slot numbers: a new strip / tile takes the other bank
+    maps_slot, w_slot = [0], [0]
+    for (psi, pt_), (si, t) in zip(items, items[1:]):
+        maps_slot.append(maps_slot[-1] + (si != psi))
+        w_slot.append(w_slot[-1] + (t != pt_))
+    wbank = lambda i: (w_slot[i] % 2) * hw.weights_bank_elements if plan.double_buffer_weights else 0
+    _load_maps(b, plan, hw, plan.strips[items[0][0]], 0)
+    _load_weights(b, plan, hw, items[0][1], wbank(0))
+    for i, (si, t) in enumerate(items):
+        prefetch: list = []
+        nxt = i + 1
+        if nxt < len(items):
+            nsi, nt = items[nxt]
+            if maps_slot[nxt] != maps_slot[i]:
+                prefetch.append(lambda nsi=nsi, nxt=nxt: _load_maps(b, plan, hw, plan.strips[nsi], maps_slot[nxt] % 2))
+            if w_slot[nxt] != w_slot[i] and plan.double_buffer_weights:
+                prefetch.append(lambda nt=nt, nxt=nxt: _load_weights(b, plan, hw, nt, wbank(nxt)))
+        base = (maps_slot[i] % 2) * hw.maps_bank_elements
+        _kernel_tile(b, plan, hw, plan.strips[si], base, t, wbank(i), mask_last, prefetch)
+        if nxt < len(items) and w_slot[nxt] != w_slot[i] and not plan.double_buffer_weights:
+            # the next kernels overwrite this tile's bank: wait for every pending MAC first
+            b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+            _load_weights(b, plan, hw, items[nxt][1], 0)
+    return b
+
+
+def _wbuf(plan: ConvPlan, hw: SnowflakeConfig, index: int) -> int:
+    return (index % 2) * hw.weights_bank_elements if plan.double_buffer_weights else 0
+
+
+def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, bank: int) -> None:
+    """One maps strip, broadcast to every CU, split over the load units."""
+    s = plan.shape
+    row = s.w * s.c
+    base = bank * hw.maps_bank_elements
+    words = (strip.r1 - strip.r0) * row
+    parts = min(hw.load_units, max(1, words // 512))
+    step = -(-words // parts)
+    for p in range(parts):
+        lo, n = p * step, min(step, words - p * step)
+        if n <= 0:
+            continue
+        b.const(R_TMP, base + lo)
+        b.const(R_SRC, plan.in_addr + 2 * (strip.r0 * row + lo))
+        b.const(R_LEN, n)
+        b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, p % hw.load_units, sf.SELECT_ALL))
+
+
+def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:
+    s = plan.shape
+    b.const(R_LEN, s.kernel_words)
+    b.const(R_TMP, wbuf)
+    for j in range(16):
+        b.const(R_SRC, plan.w_addr + 2 * (t * 16 + j) * s.kernel_words)
+        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, j % hw.load_units, j))
+
+
+R_ROWSTEP, R_OUTSTEP = 24, 25
+
+
+def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, t: int, wbuf: int,
+                 mask_last: int, prefetch: list) -> None:
+    """Compute one kernel tile over one maps strip; emit `prefetch` once 16 vector ops are queued
+    (the loads then overwrite banks only older, finished vector ops read)."""
+    s = plan.shape
+    b.const(R_BIASA, wbuf + s.kh * s.kw * s.c)
+    b.emit(sf.VmovOp(COOP, sf.VmovSelect.BIAS, R_BIASA))
+    b.const(R_MASK, mask_last if t == plan.tiles - 1 else 0xFFFF)
+    b.emit(sf.VmovOp(COOP, sf.VmovSelect.MASK, R_MASK))
+    issued = 2
+    row = s.w * s.c
+    b.const(R_ROWSTEP, s.sy * row)
+    b.const(R_OUTSTEP, 2 * s.ow * s.k)
+    chunks = len(_chunks(s.kw * s.c))
+    y = strip.y0
+    while y < strip.y1:
+        if prefetch and issued >= hw.vector_queue_depth:
+            for load in prefetch:
+                load()
+            prefetch = []
+        iy = y * s.sy - s.pt
+        ky0, ky1 = max(0, -iy), min(s.kh, s.h - iy)
+        y_end = y + 1
+        if (ky0, ky1) == (0, s.kh):
+            while y_end < strip.y1 and y_end * s.sy - s.pt + s.kh <= s.h:
+                y_end += 1
+        b.const(R_ROWBASE, base + (iy + ky0 - strip.r0) * row)
+        b.const(R_OUTROW, plan.out_addr + 2 * (y * s.ow * s.k + t * 16))
+        if y_end - y > 1:
+            b.const(R_Y, y)
+            b.const(R_YEND, y_end - 1)
+            top = b.label("Y")
+            _row(b, plan, wbuf, ky0, ky1 - ky0)
+            b.emit(sf.AddiOp(R_Y, R_Y, 1), NOP(), NOP())
+            b.emit(sf.BleOp(R_Y, R_YEND, top), sf.AddOp(R_ROWBASE, R_ROWBASE, R_ROWSTEP),
+                   sf.AddOp(R_OUTROW, R_OUTROW, R_OUTSTEP), NOP(), NOP())
+        else:
+            _row(b, plan, wbuf, ky0, ky1 - ky0)
+        issued += (y_end - y) * s.ow * (ky1 - ky0) * chunks
+        y = y_end
+    if prefetch:
+        b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+        for load in prefetch:
+            load()
+
+
+def _row(b: AsmBuilder, plan: ConvPlan, wbuf: int, ky0: int, rows: int) -> None:
+    """One output row: R_ROWBASE = maps address of its first used input row, R_OUTROW = output address."""
+    s = plan.shape
+    row = s.w * s.c
+    interior = [x for x in range(s.ow) if x * s.sx - s.pl >= 0 and x * s.sx - s.pl + s.kw <= s.w]
+    xl, xr = (interior[0], interior[-1] + 1) if interior else (s.ow, s.ow)
+    border = [x for x in range(s.ow) if not xl <= x < xr]
+    for x in border:
+        ix = x * s.sx - s.pl
+        kx0, kx1 = max(0, -ix), min(s.kw, s.w - ix)
+        _offset(b, R_MAPS, R_ROWBASE, (ix + kx0) * s.c)
+        _offset(b, R_OUT, R_OUTROW, 2 * x * s.k)
+        b.const(R_W, wbuf + (ky0 * s.kw + kx0) * s.c)
+        _macs(b, plan, rows, (kx1 - kx0) * s.c, row)
+    if xr - xl >= 1:
+        _offset(b, R_MAPS, R_ROWBASE, (xl * s.sx - s.pl) * s.c)
+        _offset(b, R_OUT, R_OUTROW, 2 * xl * s.k)
+        b.const(R_W, wbuf + ky0 * s.kw * s.c)
+        b.const(R_X, xl)
+        b.const(R_XEND, xr - 1)
+        top = b.label("X")
+        b.emit(sf.AddiOp(R_X, R_X, 1))
+        back = _macs(b, plan, rows, s.kw * s.c, row)
+        b.emit(sf.BleOp(R_X, R_XEND, top))
+        b.emit(sf.AddiOp(R_MAPS, R_MAPS, s.sx * s.c - back),
+               sf.MoviOp(R_W, wbuf + ky0 * s.kw * s.c),
+               sf.AddiOp(R_OUT, R_OUT, 2 * s.k), NOP())
+
+
+def _offset(b: AsmBuilder, dst: int, base_reg: int, offset: int) -> None:
+    if -(1 << 16) <= offset < (1 << 16):
+        b.emit(sf.AddiOp(dst, base_reg, offset))
+    else:
+        b.const(R_TMP2, offset)
+        b.emit(sf.AddOp(dst, base_reg, R_TMP2))
+
+
+def _macs(b: AsmBuilder, plan: ConvPlan, rows: int, trace: int, row: int) -> int:
+    """The MACs of one pixel from R_MAPS / R_W, write-back on the last; returns how far R_MAPS moved."""
+    s = plan.shape
+    chunks = _chunks(trace)
+    moved = 0
+    for r in range(rows):
+        for ci, (off, n) in enumerate(chunks):
+            last = r == rows - 1 and ci == len(chunks) - 1
+            if off:
+                b.emit(sf.AddiOp(R_MAPS, R_MAPS, TRACE_CHUNK), sf.AddiOp(R_W, R_W, TRACE_CHUNK))
+                moved += TRACE_CHUNK
+            b.emit(sf.MacOp(COOP, R_OUT, R_MAPS, R_W, n, wb=last, relu=last and s.relu))
+        if r != rows - 1:
+            back = (len(chunks) - 1) * TRACE_CHUNK
+            b.emit(sf.AddiOp(R_MAPS, R_MAPS, row - back), sf.AddiOp(R_W, R_W, s.kw * s.c - back))
+            moved += row - back
+    return moved

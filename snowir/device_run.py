@@ -1,0 +1,212 @@
+"""
+Running a prepared (quantised) nn model on the Snowflake machine model, layer by layer.
+
+The host walks `@main`: every device conv2d / max_pool is lowered to its own snowflake_asm
+program (conv_codegen / pool_codegen, then icache-banking), assembled and run on the machine
+with its input, weights and output in DRAM (channel-innermost); reshapes are views; host ops
+(softmax, LRN, ...) run on the host as in the golden model. Each device layer's output is
+compared bit for bit with the golden model's.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
+
+from snowir.conv_codegen import ConvShape, LoweringError, generate_conv, pack_weights, plan_conv
+from snowir.dialects import nn
+from snowir.dialects import snowflake_asm as sf
+from snowir.golden import Golden, Q, _ints
+from snowir.hw import SnowflakeConfig
+from snowir.machine.image import assemble
+from snowir.machine.run import run_image
+from snowir.pool_codegen import PoolShape, generate_pool, plan_pool
+from snowir.resources import int16_resource
+
+ALIGN = 256
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+@dataclass
+class LayerResult:
+    name: str
+    op: str
+    cycles: int
+    macs: int
+    dram_bytes: int
+    instructions: int
+    dynamic: int
+    stalls: dict[str, int]
+    mode: str | None
+    loop_order: str | None
+    imbalance: float | None
+    bit_exact: bool
+    simulate_s: float
+    compile_s: float
+
+
+@dataclass
+class DeviceRun:
+    outputs: list[np.ndarray]
+    layers: list[LayerResult] = field(default_factory=list)
+    logits: np.ndarray | None = None  # what the final softmax reads (or the output)
+
+
+def _hwc(words: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(words[0].transpose(1, 2, 0)).ravel()
+
+
+def conv_program(op: nn.Conv2dOp, x: np.ndarray, w: np.ndarray, bias: np.ndarray, shift: int,
+                 hw: SnowflakeConfig, name: str) -> tuple[ModuleOp, Any]:
+    n, c, h, wd = op.input.type.get_shape()
+    k, cg, kh, kw = op.weight.type.get_shape()
+    if op.groups.value.data != 1:
+        raise LoweringError(f"{name}: grouped convolution is not lowered yet")
+    if any(d != 1 for d in _ints(op.dilations)):
+        raise LoweringError(f"{name}: dilated convolution is not lowered yet")
+    if op.bypass is not None:
+        raise LoweringError(f"{name}: residual bypass is not lowered yet")
+    sy, sx = _ints(op.strides)
+    pt, pl, pb, pr = _ints(op.pads)
+    shape = ConvShape(c, h, wd, k, kh, kw, sy, sx, pt, pl, pb, pr, op.relu is not None, shift)
+    tiles = -(-k // 16)
+    wimg = pack_weights(w, bias, tiles)
+    in_b = h * wd * c * 2
+    w_addr = _align(in_b)
+    out_addr = _align(w_addr + wimg.size * 2)
+    plan = plan_conv(shape, hw, 0, w_addr, out_addr)
+    code = generate_conv(plan, hw)
+    module = ModuleOp([
+        sf.SegmentOp("x", sf.SegmentKind.INPUT, 0, in_b),
+        sf.SegmentOp("w", sf.SegmentKind.DATA, w_addr, wimg.size * 2, int16_resource(f"{name}_w", wimg)),
+        sf.SegmentOp("y", sf.SegmentKind.OUTPUT, out_addr, shape.oh * shape.ow * k * 2),
+        sf.ProgramOp(_sym(name), code.ops),
+    ])
+    return module, plan
+
+
+def pool_program(op: nn.MaxPoolOp, hw: SnowflakeConfig, name: str) -> ModuleOp:
+    n, c, h, w = op.input.type.get_shape()
+    _, _, oh, ow = op.output.type.get_shape()
+    kh, kw = _ints(op.kernel)
+    sy, sx = _ints(op.strides)
+    pt, pl, _, _ = _ints(op.pads)
+    shape = PoolShape(c, h, w, kh, kw, sy, sx, pt, pl, oh, ow)
+    plan_pool(shape, hw)
+    in_b = h * w * c * 2
+    out_addr = _align(in_b)
+    code = generate_pool(shape, hw, 0, out_addr)
+    return ModuleOp([
+        sf.SegmentOp("x", sf.SegmentKind.INPUT, 0, in_b),
+        sf.SegmentOp("y", sf.SegmentKind.OUTPUT, out_addr, oh * ow * c * 2),
+        sf.ProgramOp(_sym(name), code.ops),
+    ])
+
+
+def _sym(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name) or "layer"
+
+
+def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = None, engine: str = "fast",
+               progress=None) -> DeviceRun:
+    from snowir.passes.icache_banking import IcacheBankingPass
+
+    hw = hw or SnowflakeConfig()
+    golden = Golden(module)
+    block = golden.main.body.block
+    if len(block.args) != 1:
+        raise LoweringError("only single-input models run on the device")
+    frac = None
+    from snowir.golden import element_frac, quantize
+
+    frac = element_frac(block.args[0])
+    if frac is None:
+        raise LoweringError("the model is not quantised: run nn-prepare (or quantize) first")
+    env: dict[SSAValue, Any] = {block.args[0]: Q(quantize(x, frac), frac)}
+    result = DeviceRun([])
+    device_ops = [op for op in block.ops if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp)]
+    for op in block.ops:
+        if isinstance(op, func.ReturnOp):
+            result.outputs = [golden._float(env[v]) for v in op.arguments]
+            if result.logits is None:
+                result.logits = result.outputs[0]
+            return result
+        if isinstance(op, nn.SoftmaxOp):
+            result.logits = golden._float(env[op.input])
+        if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp):
+            name = op.attributes["onnx_node"].data if "onnx_node" in op.attributes else op.results[0].name_hint or op.name
+            if progress:
+                progress(f"layer {device_ops.index(op) + 1}/{len(device_ops)}: {name}")
+            expected = golden._op(op, env)
+            t0 = time.perf_counter()
+            xin = env[op.input]
+            words = golden._q(xin, frac)
+            mode = order = None
+            if isinstance(op, nn.Conv2dOp):
+                wq = env[op.weight]
+                bq = golden._q(env[op.bias], frac)
+                prog, plan = conv_program(op, words, wq.words, bq, wq.frac, hw, name)
+                mode, order = plan.mode, plan.loop_order
+            else:
+                prog = pool_program(op, hw, name)
+            IcacheBankingPass().apply(None, prog)
+            image = assemble(prog)
+            compile_s = time.perf_counter() - t0
+            run = run_image(image, hw, engine, {"x": _hwc(words)}, module=prog if engine == "reference" else None)
+            n, k, oh, ow = op.results[0].type.get_shape()
+            got = run.outputs["y"].reshape(oh, ow, k).transpose(2, 0, 1)[None]
+            exact = bool(np.array_equal(got, expected.words))
+            t = run.timing
+            from snowir.machine.run import _imbalance
+
+            result.layers.append(LayerResult(
+                name, op.name.removeprefix("nn."), run.cycles, t.macs,
+                t.load_bytes + t.store_bytes + run.machine.state.written_bytes, len(image.code), run.machine.dynamic,
+                {k_: int(v) for k_, v in t.stalls.items()}, mode, order, _imbalance(t.unit_bytes), exact,
+                run.simulate_s, compile_s))
+            env[op.results[0]] = Q(got.astype(np.int16), frac)
+            continue
+        if op.name.startswith("nn.") and "place" in op.attributes and op.attributes["place"].data == "snowflake" \
+                and not isinstance(op, nn.ConstantOp | nn.ReshapeOp | nn.FlattenOp | nn.IdentityOp | nn.ReluOp):
+            raise LoweringError(f"{op.name} is not lowered to Snowflake yet")
+        env[op.results[0]] = golden._op(op, env)
+    raise LoweringError("@main has no func.return")
+
+
+def device_report(run: DeviceRun, hw: SnowflakeConfig, model: str, host_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    layers = []
+    by_name = {layer.name: layer for layer in run.layers}
+    for row in host_rows:
+        layer = by_name.get(row["name"])
+        if layer is None:
+            layers.append(row)
+            continue
+        ms = hw.cycles_to_ms(layer.cycles)
+        layers.append({"name": layer.name, "op": layer.op, "cycles": layer.cycles, "ms": ms, "macs": layer.macs,
+                       "mac_utilization": layer.macs / (layer.cycles * hw.macs) if layer.cycles else 0.0,
+                       "dram_bytes": layer.dram_bytes, "gbps": layer.dram_bytes / (ms * 1e6) if ms else 0.0,
+                       "mode": layer.mode, "loop_order": layer.loop_order, "load_imbalance_pct": layer.imbalance})
+    cycles = sum(layer.cycles for layer in run.layers)
+    macs = sum(layer.macs for layer in run.layers)
+    dram = sum(layer.dram_bytes for layer in run.layers)
+    ms = hw.cycles_to_ms(cycles)
+    stalls: dict[str, int] = {}
+    for layer in run.layers:
+        for k, v in layer.stalls.items():
+            stalls[k] = stalls.get(k, 0) + v
+    total = {"cycles": cycles, "ms": ms, "macs": macs, "mac_utilization": macs / (cycles * hw.macs) if cycles else 0.0,
+             "dram_bytes": dram, "gbps": dram / (ms * 1e6) if ms else 0.0,
+             "static_instructions": sum(layer.instructions for layer in run.layers),
+             "dynamic_instructions": sum(layer.dynamic for layer in run.layers), "stall_cycles": stalls,
+             "compile_s": sum(layer.compile_s for layer in run.layers),
+             "simulate_s": sum(layer.simulate_s for layer in run.layers)}
+    return {"model": model, "hw": hw.to_json(), "total": total, "layers": layers, "check": None}

@@ -1,0 +1,116 @@
+"""
+Code generation for max pooling on Snowflake's pool units (MAX instructions).
+
+Each CU's pool unit compares 16 lanes; to use all four, CU c gets the input strip loaded 16·c
+words lower in its maps buffer, so at one buffer address CU c sees channels 16c..16c+15 of a
+pixel and one MAX writes 64 contiguous channels (CU stride 32 bytes). A window row is one MAX
+trace of kw vectors stepping C words; padding taps are skipped by clamping, like the conv.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from snowir.asm_builder import NOP, AsmBuilder
+from snowir.conv_codegen import LoweringError, Strip
+from snowir.dialects import snowflake_asm as sf
+from snowir.hw import SnowflakeConfig
+
+R_OUT, R_MAPS, R_STEP, R_X, R_XEND, R_TMP, R_SRC, R_LEN, R_MASK = 1, 2, 3, 4, 5, 6, 7, 8, 9
+GUARD = 64  # CU c's copy starts 16c words lower: keep the bank base clear of it
+
+
+@dataclass(frozen=True)
+class PoolShape:
+    c: int
+    h: int
+    w: int
+    kh: int
+    kw: int
+    sy: int
+    sx: int
+    pt: int
+    pl: int
+    oh: int
+    ow: int
+
+
+def plan_pool(p: PoolShape, hw: SnowflakeConfig) -> list[Strip]:
+    if p.c % 16:
+        raise LoweringError(f"max pool over {p.c} channels: only multiples of 16 are lowered")
+    row = p.w * p.c
+    max_rows = (hw.maps_bank_elements - GUARD) // row
+    if max_rows < p.kh:
+        raise LoweringError(f"max pool: {p.kh} rows of {row} words do not fit a maps bank")
+    strips, y0 = [], 0
+    rows = lambda a, b: (max(0, a * p.sy - p.pt), min(p.h, (b - 1) * p.sy - p.pt + p.kh))
+    while y0 < p.oh:
+        y1 = y0 + 1
+        while y1 < p.oh and rows(y0, y1 + 1)[1] - rows(y0, y1 + 1)[0] <= max_rows:
+            y1 += 1
+        r0, r1 = rows(y0, y1)
+        strips.append(Strip(y0, y1, r0, r1, len(strips) % 2))
+        y0 = y1
+    return strips
+
+
+def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int) -> AsmBuilder:
+    b = AsmBuilder()
+    strips = plan_pool(p, hw)
+    row = p.w * p.c
+    b.const(R_STEP, p.c)
+    b.const(R_TMP, 2 * 16)
+    b.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.STRIDE, R_TMP))
+    for si, strip in enumerate(strips):
+        base = strip.bank * hw.maps_bank_elements + GUARD
+        if si >= 2:
+            b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+        words = (strip.r1 - strip.r0) * row
+        for c in range(hw.cus):
+            b.const(R_TMP, base - 16 * c)
+            b.const(R_SRC, in_addr + 2 * strip.r0 * row)
+            b.const(R_LEN, words)
+            b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, c % hw.load_units, c))
+        for g in range(0, p.c, 16 * hw.cus):
+            cus = min(hw.cus, (p.c - g) // 16)
+            b.const(R_MASK, sum(1 << (hw.vmacs_per_cu * c) for c in range(cus)))
+            b.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.MASK, R_MASK))
+            for y in range(strip.y0, strip.y1):
+                iy = y * p.sy - p.pt
+                ky0, ky1 = max(0, -iy), min(p.kh, p.h - iy)
+                row_base = base + (iy + ky0 - strip.r0) * row + g
+                out_row = out_addr + 2 * (y * p.ow * p.c + g)
+                _pool_row(b, p, row_base, out_row, ky1 - ky0, row)
+    return b
+
+
+def _pool_row(b: AsmBuilder, p: PoolShape, row_base: int, out_row: int, rows: int, row: int) -> None:
+    interior = [x for x in range(p.ow) if x * p.sx - p.pl >= 0 and x * p.sx - p.pl + p.kw <= p.w]
+    xl, xr = (interior[0], interior[-1] + 1) if interior else (p.ow, p.ow)
+    for x in [x for x in range(p.ow) if not xl <= x < xr]:
+        ix = x * p.sx - p.pl
+        kx0, kx1 = max(0, -ix), min(p.kw, p.w - ix)
+        b.const(R_MAPS, row_base + (ix + kx0) * p.c)
+        b.const(R_OUT, out_row + 2 * x * p.c)
+        _window(b, rows, kx1 - kx0, row)
+    if xr > xl:
+        b.const(R_MAPS, row_base + (xl * p.sx - p.pl) * p.c)
+        b.const(R_OUT, out_row + 2 * xl * p.c)
+        b.const(R_X, xl)
+        b.const(R_XEND, xr - 1)
+        top = b.label("PX")
+        b.emit(sf.AddiOp(R_X, R_X, 1))
+        moved = _window(b, rows, p.kw, row)
+        b.emit(sf.BleOp(R_X, R_XEND, top), sf.AddiOp(R_MAPS, R_MAPS, p.sx * p.c - moved),
+               sf.AddiOp(R_OUT, R_OUT, 2 * p.c), NOP(), NOP())
+
+
+def _window(b: AsmBuilder, rows: int, trace: int, row: int) -> int:
+    moved = 0
+    for r in range(rows):
+        last = r == rows - 1
+        b.emit(sf.MaxOp(R_OUT, R_MAPS, R_STEP, trace, wb=last))
+        if not last:
+            b.emit(sf.AddiOp(R_MAPS, R_MAPS, row))
+            moved += row
+    return moved
