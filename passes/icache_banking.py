@@ -4,10 +4,10 @@ icache-banking: make a long snowflake_asm program stream through the 2-bank inst
 Snowflake's instruction cache holds 2 banks of 512 instructions and a branch may not cross
 banks (C17 §5.1-5.2). The host preloads blocks 0 and 1; this pass lays the program out in
 512-instruction blocks and, at the start of every block k >= 1, inserts an `ld icache` of
-block k+1 into the bank block k-1 occupied (which has finished). Every loop (a label and the
-delay slots of the branch back to it) is kept inside one block by padding with NOPs before
-it; execution falls through from one block into the next. Programs that fit the two banks
-are left alone. r30 and r31 are reserved for the inserted loads.
+block k+1 into the bank block k-1 occupied (which has finished; NOPs when there is no block
+k+1). Every loop (a label and the delay slots of the branch back to it) is kept inside one
+block by padding with NOPs before it; execution falls through from one block into the next.
+Programs of one block are left alone. r30 and r31 are reserved for the inserted loads.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> 
     ops = list(program.body.block.ops)
     size = hw.icache_bank_instructions
     n = sum(1 for op in ops if not isinstance(op, sf.LabelOp))
-    if n <= size * hw.icache_banks:
-        return
+    if n <= size:
+        return  # one block: nothing can cross a bank
     for op in ops:
         if isinstance(op, sf.SnowflakeInstruction) and ({R_ADDR, R_COUNT} & ({op.writes()} | set(op.reads()))):
             raise PassFailedException(f"icache-banking: {op.name} uses r30/r31, which the bank loads need")

@@ -121,6 +121,9 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
     if max_rows < s.kh:
         raise LoweringError(f"{s.kh} input rows of {row} words do not fit a {bank}-word maps bank "
                             f"(column tiling is not implemented yet)")
+    if s.h * row <= hw.maps_buffer_elements:
+        # the whole input fits the maps buffer (both banks): one strip, loaded once
+        max_rows = s.h
     strips = []
     y0 = 0
     while y0 < s.oh:
