@@ -112,10 +112,16 @@ class ConvPlan:
 def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
               loop_order: str | None = None) -> ConvPlan:
     s = shape
-    if s.kernel_words > hw.weights_buffer_elements:
-        raise LoweringError(f"kernel of {s.kernel_words} words does not fit the {hw.weights_buffer_elements}-word "
-                            f"weights buffer (channel splitting is not implemented yet)")
     row = s.w * s.c
+    if s.kernel_words > hw.weights_buffer_elements:
+        fc = s.oh == 1 and s.ow == 1 and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0) and s.kh == s.h and s.kw == s.w
+        if not fc:
+            raise LoweringError(f"kernel of {s.kernel_words} words does not fit the {hw.weights_buffer_elements}-word "
+                                f"weights buffer (channel splitting is implemented for fully connected layers only)")
+        if s.h * row > hw.maps_buffer_elements:
+            raise LoweringError(f"fully connected input of {s.h * row} words does not fit the maps buffer")
+        strip = Strip(0, 1, 0, s.h, 0)
+        return ConvPlan(s, (strip,), math.ceil(s.k / 16), True, in_addr, w_addr, out_addr, "COOP", "Kloop")
     bank = hw.maps_bank_elements
     max_rows = bank // row
     if max_rows < s.kh:
@@ -170,6 +176,9 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
     b.const(R_TMP, s.shift)
     b.emit(sf.VmovOp(COOP, sf.VmovSelect.SHIFT, R_TMP))
     mask_last = (1 << (s.k - 16 * (plan.tiles - 1))) - 1
+    if s.kernel_words > hw.weights_buffer_elements:
+        _fully_connected(b, plan, hw, mask_last)
+        return b
     n_strips = len(plan.strips)
     if plan.loop_order == "Kloop":
         items = [(si, t) for si in range(n_strips) for t in range(plan.tiles)]
@@ -199,6 +208,43 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
             b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
             _load_weights(b, plan, hw, items[nxt][1], 0)
     return b
+
+
+def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
+    """A kernel larger than the weights buffer on a 1x1 output (an FC layer): stream each kernel
+    tile in chunks that alternate weights banks, accumulate across chunks, write back on the last
+    (its load also brings the bias block). FC layers are bandwidth-bound (C17 §6.1)."""
+    s = plan.shape
+    total = s.kh * s.kw * s.c  # the whole input, in the same (y, x, c) order as the kernel
+    chunk = (hw.weights_bank_elements - 16) // 16 * 16
+    chunks = [(o, min(chunk, total - o)) for o in range(0, total, chunk)]
+    _load_maps(b, plan, hw, plan.strips[0], 0)
+    bank = 0
+    for t in range(plan.tiles):
+        b.const(R_MASK, mask_last if t == plan.tiles - 1 else 0xFFFF)
+        b.emit(sf.VmovOp(COOP, sf.VmovSelect.MASK, R_MASK))
+        for ci, (off, n) in enumerate(chunks):
+            last = ci == len(chunks) - 1
+            wbuf = bank * hw.weights_bank_elements
+            b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+            b.const(R_LEN, n + (16 if last else 0))
+            b.const(R_TMP, wbuf)
+            for j in range(16):
+                b.const(R_SRC, plan.w_addr + 2 * ((t * 16 + j) * s.kernel_words + off))
+                b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, j % hw.load_units, j))
+            if last:
+                b.const(R_BIASA, wbuf + n)
+                b.emit(sf.VmovOp(COOP, sf.VmovSelect.BIAS, R_BIASA))
+                b.const(R_OUT, plan.out_addr + 2 * t * 16)
+            b.const(R_MAPS, off)
+            b.const(R_W, wbuf)
+            pieces = _chunks(n)
+            for pi, (po, pn) in enumerate(pieces):
+                if po:
+                    b.emit(sf.AddiOp(R_MAPS, R_MAPS, TRACE_CHUNK), sf.AddiOp(R_W, R_W, TRACE_CHUNK))
+                wb = last and pi == len(pieces) - 1
+                b.emit(sf.MacOp(COOP, R_OUT, R_MAPS, R_W, pn, wb=wb, relu=wb and s.relu))
+            bank ^= 1
 
 
 def _wbuf(plan: ConvPlan, hw: SnowflakeConfig, index: int) -> int:

@@ -38,6 +38,7 @@ def _align(n: int) -> int:
 
 @dataclass
 class LayerResult:
+    op_ref: Any
     name: str
     op: str
     cycles: int
@@ -169,7 +170,7 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
             from snowir.machine.run import _imbalance
 
             result.layers.append(LayerResult(
-                name, op.name.removeprefix("nn."), run.cycles, t.macs,
+                op, name, op.name.removeprefix("nn."), run.cycles, t.macs,
                 t.load_bytes + t.store_bytes + run.machine.state.written_bytes, len(image.code), run.machine.dynamic,
                 {k_: int(v) for k_, v in t.stalls.items()}, mode, order, _imbalance(t.unit_bytes), exact,
                 run.simulate_s, compile_s))
@@ -184,9 +185,9 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
 
 def device_report(run: DeviceRun, hw: SnowflakeConfig, model: str, host_rows: list[dict[str, Any]]) -> dict[str, Any]:
     layers = []
-    by_name = {layer.name: layer for layer in run.layers}
+    by_op = {id(layer.op_ref): layer for layer in run.layers}
     for row in host_rows:
-        layer = by_name.get(row["name"])
+        layer = by_op.get(id(row.pop("_op", None)))
         if layer is None:
             layers.append(row)
             continue

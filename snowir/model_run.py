@@ -79,6 +79,7 @@ def apply_pipeline(module: ModuleOp, pipeline: str) -> None:
 
 
 def layer_rows(module: ModuleOp) -> list[dict[str, Any]]:
+    """One report row per nn layer of @main (key "_op" holds the op, dropped from reports)."""
     rows = []
     for op in main_of(module).body.block.ops:
         if not op.name.startswith("nn.") or isinstance(op, nn.ConstantOp):
@@ -94,7 +95,7 @@ def layer_rows(module: ModuleOp) -> list[dict[str, Any]]:
         rows.append({"name": name.data if name else op.results[0].name_hint or op.name,
                      "op": op.name.removeprefix("nn.") + (" (host)" if place and place.data == "host" else ""),
                      "cycles": 0, "ms": 0.0, "macs": macs, "mac_utilization": 0.0, "dram_bytes": 0, "gbps": 0.0,
-                     "mode": None, "loop_order": None, "load_imbalance_pct": None})
+                     "mode": None, "loop_order": None, "load_imbalance_pct": None, "_op": op})
     return rows
 
 
@@ -122,6 +123,8 @@ def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | Non
     outputs = Golden(module).run(x)
     simulate_s = time.perf_counter() - t0
     rows = layer_rows(module)
+    for row in rows:
+        row.pop("_op")
     total = {"cycles": 0, "ms": 0.0, "macs": sum(r["macs"] for r in rows), "mac_utilization": 0.0,
              "dram_bytes": 0, "gbps": 0.0, "static_instructions": 0, "dynamic_instructions": 0,
              "stall_cycles": {}, "compile_s": compile_s, "simulate_s": simulate_s}

@@ -90,6 +90,14 @@ def test_kernels_too_large_are_a_clear_error() -> None:
         plan_conv(ConvShape(512, 7, 7, 16, 3, 3, 1, 1, 1, 1, 1, 1, True, 14), HW, 0, 0, 0)
 
 
+@pytest.mark.parametrize("args", [(256, 6, 6, 40, 6, 6, 1, 0), (4096, 1, 1, 20, 1, 1, 1, 0)])
+def test_fully_connected_streams_kernel_chunks(args) -> None:
+    # AlexNet FC6-like (9216-word kernels) and FC7-like (4096 inputs): kernels > weights buffer
+    run, got, want, plan, _ = conv_case(*args, relu=False)
+    assert plan.shape.kernel_words > HW.weights_buffer_elements
+    assert np.array_equal(got, want)
+
+
 @pytest.mark.parametrize("c, k, s, p, hw_", [(16, 2, 2, 0, 8), (64, 3, 2, 1, 9), (96, 3, 1, 1, 6)])
 def test_max_pool_bit_exact(c, k, s, p, hw_) -> None:
     x = np.random.default_rng(c).integers(-3000, 3000, (c, hw_, hw_)).astype(np.int16)

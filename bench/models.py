@@ -1,0 +1,65 @@
+"""
+C17 Table 2 models on the machine model: simulated ms of the conv (+ max-pool) layers, GB/s,
+MAC utilisation, compile and simulator seconds, against the paper's compiler (Table 2) and the
+padding-free compute bound. FC layers run too but, as in the paper, are not in the conv time.
+Models that cannot be lowered yet are listed with the reason.
+
+    python bench/models.py        # table + bench/results/models.json
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from snowir.errors import SnowError
+from snowir.hw import SnowflakeConfig
+from snowir.model_run import run_model_on_device
+from snowir.tools.bench_models import build as build_bench
+from snowir.tools.light_models import build as build_light
+
+OUT = Path(__file__).parent / "results" / "models.json"
+PAPER = {"alexnet_owt": (10.68, 9.36, 1.22), "resnet18": (46.77, 26.30, 2.25), "resnet50": (218.61, 61.66, 1.87)}
+
+
+def main() -> None:
+    hw = SnowflakeConfig()
+    rows = []
+    for name, path_fn in (("alexnet_owt", lambda: build_bench("alexnet_owt")), ("resnet50", lambda: build_light("resnet50"))):
+        paper_ms, bound_ms, paper_gbps = PAPER[name]
+        t0 = time.perf_counter()
+        try:
+            run = run_model_on_device(path_fn(), check=True, hw=hw,
+                                      progress=lambda m: print(f"  {name}: {m}", flush=True))
+        except SnowError as e:
+            rows.append({"model": name, "error": str(e), "paper_ms": paper_ms})
+            print(f"  {name}: not lowered: {e}")
+            continue
+        r = run.report
+        conv = [layer for layer in r["layers"] if layer["cycles"] and not layer["name"].startswith("fc")]
+        cycles = sum(layer["cycles"] for layer in conv)
+        ms = hw.cycles_to_ms(cycles)
+        dram = sum(layer["dram_bytes"] for layer in conv)
+        macs = sum(layer["macs"] for layer in conv)
+        rows.append({"model": name, "conv_ms": ms, "paper_ms": paper_ms, "bound_ms": bound_ms,
+                     "conv_gbps": dram / (ms * 1e6), "paper_gbps": paper_gbps,
+                     "conv_mac_utilization": macs / (cycles * hw.macs), "all_layers_ms": r["total"]["ms"],
+                     "compile_s": r["total"]["compile_s"], "simulate_s": r["total"]["simulate_s"],
+                     "wall_s": time.perf_counter() - t0, "check": r["check"], "layers": r["layers"]})
+    head = f"{'model':<12} {'conv ms':>8} {'paper ms':>8} {'bound ms':>8} {'GB/s':>5} {'paper':>5} {'MAC util':>8} {'all ms':>7} {'compile s':>9} {'sim s':>6} {'bit-exact':>9}"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        if "error" in r:
+            print(f"{r['model']:<12} not lowered yet: {r['error'].split(': ', 1)[-1]}")
+            continue
+        print(f"{r['model']:<12} {r['conv_ms']:>8.2f} {r['paper_ms']:>8.2f} {r['bound_ms']:>8.2f} {r['conv_gbps']:>5.2f} "
+              f"{r['paper_gbps']:>5.2f} {100 * r['conv_mac_utilization']:>7.1f}% {r['all_layers_ms']:>7.2f} "
+              f"{r['compile_s']:>9.2f} {r['simulate_s']:>6.1f} {str(r['check']['golden_bit_exact']):>9}")
+    OUT.parent.mkdir(exist_ok=True)
+    OUT.write_text(json.dumps(rows, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""
+Benchmark models of C17 Table 2 built with onnx.helper (seeded He-initialised weights):
+AlexNet-OWT in torchvision's layout ("one weird trick": 64-192-384-256-256 conv channels,
+three FC layers). Written to build/models/ (not committed).
+
+    python tools/bench_models.py        # -> build/models/alexnet_owt.onnx
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OUT = Path(__file__).resolve().parent.parent / "build" / "models"
+
+
+def alexnet_owt(seed: int = 0) -> onnx.ModelProto:
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def conv(name, x, cin, cout, k, s, p):
+        w = (rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k))).astype(np.float32)
+        b = (rng.standard_normal(cout) * 0.05).astype(np.float32)
+        inits.extend([numpy_helper.from_array(w, f"{name}_w"), numpy_helper.from_array(b, f"{name}_b")])
+        nodes.append(helper.make_node("Conv", [x, f"{name}_w", f"{name}_b"], [name], name=name,
+                                      kernel_shape=[k, k], strides=[s, s], pads=[p, p, p, p]))
+        nodes.append(helper.make_node("Relu", [name], [f"{name}_r"], name=f"{name}_relu"))
+        return f"{name}_r"
+
+    def pool(name, x):
+        nodes.append(helper.make_node("MaxPool", [x], [name], name=name, kernel_shape=[3, 3], strides=[2, 2]))
+        return name
+
+    def fc(name, x, cin, cout, relu, scale=1.0):
+        w = (rng.standard_normal((cout, cin)) * np.sqrt(2.0 / cin) * scale).astype(np.float32)
+        b = (rng.standard_normal(cout) * 0.05).astype(np.float32)
+        inits.extend([numpy_helper.from_array(w, f"{name}_w"), numpy_helper.from_array(b, f"{name}_b")])
+        nodes.append(helper.make_node("Gemm", [x, f"{name}_w", f"{name}_b"], [name], name=name, transB=1))
+        if relu:
+            nodes.append(helper.make_node("Relu", [name], [f"{name}_r"], name=f"{name}_relu"))
+            return f"{name}_r"
+        return name
+
+    x = conv("conv1", "image", 3, 64, 11, 4, 2)
+    x = pool("pool1", x)
+    x = conv("conv2", x, 64, 192, 5, 1, 2)
+    x = pool("pool2", x)
+    x = conv("conv3", x, 192, 384, 3, 1, 1)
+    x = conv("conv4", x, 384, 256, 3, 1, 1)
+    x = conv("conv5", x, 256, 256, 3, 1, 1)
+    x = pool("pool5", x)
+    nodes.append(helper.make_node("Flatten", [x], ["flat"], name="flatten", axis=1))
+    x = fc("fc6", "flat", 256 * 6 * 6, 4096, True)
+    x = fc("fc7", x, 4096, 4096, True)
+    x = fc("fc8", x, 4096, 1000, False, scale=0.1)
+    nodes.append(helper.make_node("Softmax", [x], ["prob"], name="softmax", axis=1))
+    graph = helper.make_graph(nodes, "alexnet_owt",
+                              [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 224, 224])],
+                              [helper.make_tensor_value_info("prob", TensorProto.FLOAT, [1, 1000])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="snowir bench_models")
+    model.ir_version = 8
+    return model
+
+
+def build(name: str = "alexnet_owt") -> Path:
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"{name}.onnx"
+    if not path.exists():
+        model = {"alexnet_owt": alexnet_owt}[name]()
+        onnx.checker.check_model(model)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        onnx.save(model, str(tmp))
+        os.replace(tmp, path)
+    return path
+
+
+if __name__ == "__main__":
+    print(build())
