@@ -152,13 +152,16 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
             xin = env[op.input]
             words = golden._q(xin, frac)
             mode = order = None
-            if isinstance(op, nn.Conv2dOp):
-                wq = env[op.weight]
-                bq = golden._q(env[op.bias], frac)
-                prog, plan = conv_program(op, words, wq.words, bq, wq.frac, hw, name)
-                mode, order = plan.mode, plan.loop_order
-            else:
-                prog = pool_program(op, hw, name)
+            try:
+                if isinstance(op, nn.Conv2dOp):
+                    wq = env[op.weight]
+                    bq = golden._q(env[op.bias], frac)
+                    prog, plan = conv_program(op, words, wq.words, bq, wq.frac, hw, name)
+                    mode, order = plan.mode, plan.loop_order
+                else:
+                    prog = pool_program(op, hw, name)
+            except LoweringError as e:
+                raise LoweringError(f"layer '{name}' ({op.name}): {str(e).removeprefix(name + ': ')}") from None
             IcacheBankingPass().apply(None, prog)
             image = assemble(prog)
             compile_s = time.perf_counter() - t0
@@ -176,9 +179,13 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
                 run.simulate_s, compile_s))
             env[op.results[0]] = Q(got.astype(np.int16), frac)
             continue
+        # reshapes are views and a channel concat is placement (its producers write side by
+        # side in DRAM): no device work; any other device op must have been lowered above
         if op.name.startswith("nn.") and "place" in op.attributes and op.attributes["place"].data == "snowflake" \
-                and not isinstance(op, nn.ConstantOp | nn.ReshapeOp | nn.FlattenOp | nn.IdentityOp):
-            raise LoweringError(f"{op.name} is not lowered to Snowflake yet")
+                and not isinstance(op, nn.ConstantOp | nn.ReshapeOp | nn.FlattenOp | nn.IdentityOp) \
+                and not (isinstance(op, nn.ConcatOp) and op.axis.value.data == 1):
+            name = op.attributes["onnx_node"].data if "onnx_node" in op.attributes else op.results[0].name_hint or "?"
+            raise LoweringError(f"layer '{name}' ({op.name}) is not lowered to Snowflake yet")
         env[op.results[0]] = golden._op(op, env)
     raise LoweringError("@main has no func.return")
 

@@ -160,7 +160,10 @@ def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline:
         x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     elif list(x.shape) != shape:
         raise SnowError(f"input has shape {list(x.shape)}, the model expects {shape}")
-    run = run_device(module, x, hw, engine, progress)
+    try:
+        run = run_device(module, x, hw, engine, progress)
+    except SnowError as e:
+        raise SnowError(f"{path}: {e}") from None
     report = device_report(run, hw, str(path), layer_rows(module))
     if check:
         golden = golden_logits(module, x)

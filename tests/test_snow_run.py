@@ -96,7 +96,7 @@ def test_missing_and_wrong_level_models(tmp_path: Path, capsys) -> None:
     nn.write_text("func.func @f(%x: tensor<1x4xf32>) -> tensor<1x4xf32> {\n"
                   "  %y = nn.relu %x : (tensor<1x4xf32>) -> tensor<1x4xf32>\n  func.return %y : tensor<1x4xf32>\n}\n")
     assert snow_run([str(nn)]) == 1
-    assert "nn.relu is not lowered to Snowflake yet" in capsys.readouterr().err
+    assert "(nn.relu) is not lowered to Snowflake yet" in capsys.readouterr().err
     # the golden engine runs it: an unquantised nn module is prepared (nn-prepare) first
     rep = tmp_path / "r.json"
     assert snow_run([str(nn), "--engine", "golden", "--check", "--quiet", "--report", str(rep)]) == 0
