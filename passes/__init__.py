@@ -25,4 +25,7 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "quantize": p("quantize", "QuantizePass"),
         "nn-prepare": p("nn_prepare", "NNPreparePass"),
         "icache-banking": p("icache_banking", "IcacheBankingPass"),
+        "nn-to-tile": p("nn_to_tile", "NNToTilePass"),
+        "tile-to-asm": p("tile_to_asm", "TileToAsmPass"),
+        "snowflake-lower": p("snowflake_lower", "SnowflakeLowerPass"),
     }

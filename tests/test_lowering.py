@@ -147,3 +147,29 @@ def test_digits_cnn_end_to_end_on_the_machine(tmp_path: Path) -> None:
         convs = [layer for layer in r["layers"] if layer["op"] == "conv2d"]
         assert len(convs) == 3 and all(layer["cycles"] > 0 and layer["mode"] == "COOP" for layer in convs)
         assert r["total"]["cycles"] == sum(layer["cycles"] for layer in r["layers"])
+
+
+def test_tile_ir_decisions_drive_codegen(tmp_path: Path) -> None:
+    """Lower to tile, edit the loop order in the text, lower to asm: the program follows the edit
+    and still computes the same outputs."""
+    from snowir import api
+    from snowir.passes.nn_prepare import NNPreparePass
+    from snowir.passes.nn_to_tile import NNToTilePass
+    from snowir.passes.tile_to_asm import TileToAsmPass
+    from snowir.passes.icache_banking import IcacheBankingPass
+    from snowir.onnx_import import import_onnx
+    from xdsl.context import Context
+
+    module = import_onnx(DIGITS)
+    NNPreparePass().apply(Context(), module)
+    NNToTilePass().apply(Context(), module)
+    text = str(module)
+    assert text.count("#tile<loop_order Kloop>") == 3
+    edited = api.parse_text(text.replace("#tile<loop_order Kloop>", "#tile<loop_order Mloop>", 1))
+    layer = next(op for op in edited.ops if op.name == "tile.layer")
+    assert layer.loop_order.data.value == "Mloop"
+    TileToAsmPass().apply(Context(), edited)
+    IcacheBankingPass().apply(Context(), edited)
+    programs = [op for op in edited.ops if isinstance(op, sf.ProgramOp)]
+    assert [p.sym_name.data for p in programs] == ["conv1", "conv2", "fc"]
+    assert all(len(p.instructions) > 10 for p in programs)

@@ -1,0 +1,128 @@
+"""
+nn-to-tile{loop-order=auto|Kloop|Mloop}: break every device conv2d / max_pool of a quantised nn
+module down for the hardware: one `tile.layer` per layer with the paper's Figure 2 objects
+(C17 §5.1 step 4-5) and every decision as an attribute a researcher can read and edit:
+
+  * `mode` (COOP: 16 kernels per tile, maps broadcast to every CU), `loop_order` (Kloop or
+    Mloop, the cheaper in DRAM bytes unless forced; both byte counts as mloop_bytes/kloop_bytes);
+  * `tile.dram_region`s of the layer's program image (input maps, weights, output);
+  * a `tile.kernel_tile` (16 kernels, repeated over the kernel tiles) with its weight loads;
+  * one `tile.maps_tile` per output-row strip (input rows held, overlap with the previous
+    strip) with its maps loads and `tile.window`s: one per row class (kernel rows clamped at
+    the padding), repeat_x over the columns, repeat_y over the rows, offsets in buffer words.
+
+The layer's geometry is kept in `shape` (C, H, W, K, kh, kw, sy, sx, pt, pl, pb, pr, shift,
+relu) so tile-to-asm can regenerate code after the decisions are edited.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from snowir.conv_codegen import ConvShape, LoweringError, plan_conv
+from snowir.dialects import nn, tile
+from snowir.golden import _ints
+from snowir.hw import SnowflakeConfig
+
+ALIGN = 256
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def conv_shape(op: nn.Conv2dOp) -> ConvShape:
+    _, c, h, w = op.input.type.get_shape()
+    k, _, kh, kw = op.weight.type.get_shape()
+    sy, sx = _ints(op.strides)
+    pt, pl, pb, pr = _ints(op.pads)
+    frac = op.weight.type.get_element_type()
+    shift = frac.frac_bits.data if isinstance(frac, nn.FixedType) else 8
+    return ConvShape(c, h, w, k, kh, kw, sy, sx, pt, pl, pb, pr, op.relu is not None, shift)
+
+
+def layer_name(op) -> str:
+    if "onnx_node" in op.attributes:
+        return op.attributes["onnx_node"].data
+    return op.results[0].name_hint or "layer"
+
+
+def conv_tile_layer(op: nn.Conv2dOp, hw: SnowflakeConfig, loop_order: str | None) -> tile.LayerOp:
+    s = conv_shape(op)
+    name = layer_name(op)
+    in_b = s.h * s.w * s.c * 2
+    w_addr = _align(in_b)
+    tiles = -(-s.k // 16)
+    w_bytes = tiles * 16 * s.kernel_words * 2
+    out_addr = _align(w_addr + w_bytes)
+    try:
+        plan = plan_conv(s, hw, 0, w_addr, out_addr, loop_order)
+    except LoweringError as e:
+        raise PassFailedException(f"nn-to-tile: layer '{name}': {e}") from None
+    cost = plan.dram_bytes()
+    ops = [tile.DramRegionOp(f"{name}.maps", 0, in_b, "maps"),
+           tile.DramRegionOp(f"{name}.weights", w_addr, w_bytes, "weights"),
+           tile.DramRegionOp(f"{name}.output", out_addr, s.oh * s.ow * s.k * 2, "output")]
+    kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, s.kernel_words, w_addr + 2 * j * s.kernel_words, 0, j % hw.load_units, j)
+                    for j in range(16)] if s.kernel_words <= hw.weights_buffer_elements else []
+    ops.append(tile.KernelTileOp(0, 16, tiles, kernel_loads))
+    row = s.w * s.c
+    prev_end = 0
+    for si, strip in enumerate(plan.strips):
+        base = 0
+        words = (strip.r1 - strip.r0) * row
+        loads = [tile.LoadOp(tile.BufferKind.MAPS, words, 2 * strip.r0 * row, base, 0, 31)]
+        windows = []
+        y = strip.y0
+        while y < strip.y1:
+            iy = y * s.sy - s.pt
+            ky0, ky1 = max(0, -iy), min(s.kh, s.h - iy)
+            y_end = y + 1
+            while y_end < strip.y1 and (max(0, -(y_end * s.sy - s.pt)), min(s.kh, s.h - (y_end * s.sy - s.pt))) == (ky0, ky1):
+                y_end += 1
+            windows.append(tile.WindowOp((s.kw) * s.c, ky1 - ky0, s.ow, y_end - y, s.sx * s.c, s.sy * row,
+                                         (iy + ky0 - strip.r0) * row if iy + ky0 >= strip.r0 else 0,
+                                         out_addr + 2 * y * s.ow * s.k, bias_vmov=True))
+            y = y_end
+        overlap = max(0, prev_end - strip.r0) if si else 0
+        prev_end = strip.r1
+        ops.append(tile.MapsTileOp((strip.y0, strip.y1), (strip.r0, strip.r1), overlap, -1, loads + windows))
+    extra = {"mloop_bytes": IntegerAttr(cost["Mloop"], i64), "kloop_bytes": IntegerAttr(cost["Kloop"], i64)}
+    if s.relu:
+        extra["relu"] = nn.UnitAttr()
+    layer = tile.LayerOp(name, tile.LayerKind.CONV, ops, tile.ComputeMode.COOP,
+                         tile.LoopOrder(plan.loop_order), extra)
+    layer.attributes["shape"] = DenseArrayBase.from_list(
+        i64, [s.c, s.h, s.w, s.k, s.kh, s.kw, s.sy, s.sx, s.pt, s.pl, s.pb, s.pr, s.shift, int(s.relu)])
+    return layer
+
+
+@dataclass(frozen=True)
+class NNToTilePass(ModulePass):
+    name = "nn-to-tile"
+    loop_order: str = "auto"
+    hw: str = ""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.loop_order not in ("auto", "Kloop", "Mloop"):
+            raise PassFailedException(f"nn-to-tile: loop-order must be auto, Kloop or Mloop, not '{self.loop_order}'")
+        hw = SnowflakeConfig.load(self.hw or None)
+        order = None if self.loop_order == "auto" else self.loop_order
+        layers = []
+        for inner in op.walk():
+            if isinstance(inner, nn.Conv2dOp):
+                if not isinstance(inner.input.type.get_element_type(), nn.FixedType):
+                    raise PassFailedException("nn-to-tile: quantise the module first (nn-prepare)")
+                place = inner.attributes.get("place")
+                if isinstance(place, StringAttr) and place.data == "host":
+                    continue
+                layer = conv_tile_layer(inner, hw, order)
+                inner.attributes["tile"] = StringAttr(layer.sym_name.data)
+                layers.append(layer)
+        for layer in layers:
+            op.body.block.add_op(layer)

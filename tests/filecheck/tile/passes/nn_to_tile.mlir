@@ -1,0 +1,45 @@
+// RUN: snow-opt %s -p 'nn-prepare,nn-to-tile' | filecheck %s
+// RUN: snow-opt %s -p 'nn-prepare,nn-to-tile{loop-order=Mloop}' | filecheck %s --check-prefix=MLOOP
+// RUN: snow-opt %s -p 'nn-prepare,nn-to-tile,tile-to-asm' | filecheck %s --check-prefix=ASM
+// RUN: snow-opt %s -p 'snowflake-lower' | filecheck %s --check-prefix=ASM
+// RUN: not snow-opt %s -p 'nn-to-tile' 2>&1 | filecheck %s --check-prefix=FLOAT
+// RUN: not snow-opt %s -p 'nn-prepare,nn-to-tile{loop-order=Zloop}' 2>&1 | filecheck %s --check-prefix=BADOPT
+
+// A padded 3x3 conv, 20 kernels (two kernel tiles, the second masked), lowered to the tile
+// level (decisions as attributes) and on to a Snowflake program.
+
+func.func @main(%x: tensor<1x16x6x6xf32>) -> tensor<1x20x6x6xf32> {
+  %w = nn.constant dense<0.01> : tensor<20x16x3x3xf32>
+  %b = nn.constant dense<0.1> : tensor<20xf32>
+  %c = nn.conv2d %x, %w, %b {onnx_node = "conv", strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, relu} : (tensor<1x16x6x6xf32>, tensor<20x16x3x3xf32>, tensor<20xf32>) -> tensor<1x20x6x6xf32>
+  func.return %c : tensor<1x20x6x6xf32>
+}
+
+// CHECK:      nn.conv2d {{.*}}tile = "conv"
+// CHECK:      tile.layer @conv conv attributes {shape = array<i64: 16, 6, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 15, 1>, mode = #tile<mode COOP>, loop_order = #tile<loop_order Kloop>, mloop_bytes = {{[0-9]+}} : i64, kloop_bytes = {{[0-9]+}} : i64, relu} {
+// CHECK-NEXT:   tile.dram_region @conv.maps {offset = 0 : i64, size = 1152 : i64, label = "maps"}
+// CHECK-NEXT:   tile.dram_region @conv.weights {offset = 1280 : i64, size = 10240 : i64, label = "weights"}
+// CHECK-NEXT:   tile.dram_region @conv.output {offset = 11520 : i64, size = 1440 : i64, label = "output"}
+// CHECK-NEXT:   tile.kernel_tile attributes {first = 0 : i64, count = 16 : i64, repeat = 2 : i64} {
+// CHECK-COUNT-16: tile.load {buffer = #tile<buffer weights>, length = 160 : i64
+// CHECK:        tile.maps_tile attributes {out_rows = array<i64: 0, 6>, in_rows = array<i64: 0, 6>, overlap = 0 : i64, cu = -1 : i64} {
+// CHECK-NEXT:     tile.load {buffer = #tile<buffer maps>, length = 576 : i64
+// CHECK-NEXT:     tile.window {trace_length = 48 : i64, rows = 2 : i64, repeat_x = 6 : i64, repeat_y = 1 : i64
+// CHECK-NEXT:     tile.window {trace_length = 48 : i64, rows = 3 : i64, repeat_x = 6 : i64, repeat_y = 4 : i64
+// CHECK-NEXT:     tile.window {trace_length = 48 : i64, rows = 2 : i64, repeat_x = 6 : i64, repeat_y = 1 : i64
+
+// MLOOP:      loop_order = #tile<loop_order Mloop>
+
+// ASM:        snowflake_asm.segment input @conv.x at 0 size 1152
+// ASM-NEXT:   snowflake_asm.segment data @conv.w at 1280 size 10240
+// ASM-NEXT:   snowflake_asm.segment output @conv.y at 11520 size 1440
+// ASM-NEXT:   snowflake_asm.program @conv {
+// ASM:          snowflake_asm.vmov coop shift
+// ASM:          snowflake_asm.ld maps
+// ASM:          snowflake_asm.ld weights
+// ASM:          snowflake_asm.label @X
+// ASM:          snowflake_asm.mac coop r1, r2, r3 trace 48 wb relu
+// ASM-NOT:    tile.layer
+
+// FLOAT:      nn-to-tile: quantise the module first (nn-prepare)
+// BADOPT:     nn-to-tile: loop-order must be auto, Kloop or Mloop, not 'Zloop'
