@@ -60,14 +60,18 @@ def conv_tile_layer(op: nn.Conv2dOp, hw: SnowflakeConfig, loop_order: str | None
     tiles = -(-s.k // 16)
     w_bytes = tiles * 16 * s.kernel_words * 2
     out_addr = _align(w_addr + w_bytes)
+    out_b = s.oh * s.ow * s.k * 2
+    r_addr = _align(out_addr + out_b) if op.bypass is not None else None
     try:
-        plan = plan_conv(s, hw, 0, w_addr, out_addr, loop_order)
+        plan = plan_conv(s, hw, 0, w_addr, out_addr, loop_order, r_addr)
     except LoweringError as e:
         raise PassFailedException(f"nn-to-tile: layer '{name}': {e}") from None
     cost = plan.dram_bytes()
     ops = [tile.DramRegionOp(f"{name}.maps", 0, in_b, "maps"),
            tile.DramRegionOp(f"{name}.weights", w_addr, w_bytes, "weights"),
-           tile.DramRegionOp(f"{name}.output", out_addr, s.oh * s.ow * s.k * 2, "output")]
+           tile.DramRegionOp(f"{name}.output", out_addr, out_b, "output")]
+    if r_addr is not None:
+        ops.append(tile.DramRegionOp(f"{name}.bypass", r_addr, out_b, "bypass"))
     kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, s.kernel_words, w_addr + 2 * j * s.kernel_words, 0, j % hw.load_units, j)
                     for j in range(16)] if s.kernel_words <= hw.weights_buffer_elements else []
     ops.append(tile.KernelTileOp(0, 16, tiles, kernel_loads))
@@ -87,7 +91,8 @@ def conv_tile_layer(op: nn.Conv2dOp, hw: SnowflakeConfig, loop_order: str | None
                 y_end += 1
             windows.append(tile.WindowOp((s.kw) * s.c, ky1 - ky0, s.ow, y_end - y, s.sx * s.c, s.sy * row,
                                          (iy + ky0 - strip.r0) * row if iy + ky0 >= strip.r0 else 0,
-                                         out_addr + 2 * y * s.ow * s.k, bias_vmov=True))
+                                         out_addr + 2 * y * s.ow * s.k, bias_vmov=True,
+                                         bypass_vmov=r_addr is not None))
             y = y_end
         overlap = max(0, prev_end - strip.r0) if si else 0
         prev_end = strip.r1

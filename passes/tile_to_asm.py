@@ -37,8 +37,9 @@ def plan_from_tile(layer: tile.LayerOp, hw: SnowflakeConfig) -> ConvPlan:
     except KeyError as e:
         raise PassFailedException(f"tile-to-asm: layer @{name} has no '{e.args[0]}' dram_region") from None
     order = layer.loop_order.data.value if layer.loop_order else None
+    bypass = regions["bypass"].offset.value.data if "bypass" in regions else None
     try:
-        default = plan_conv(s, hw, addr["maps"], addr["weights"], addr["output"], order)
+        default = plan_conv(s, hw, addr["maps"], addr["weights"], addr["output"], order, bypass)
     except LoweringError as e:
         raise PassFailedException(f"tile-to-asm: layer @{name}: {e}") from None
     strips = []
@@ -56,6 +57,8 @@ def plan_from_tile(layer: tile.LayerOp, hw: SnowflakeConfig) -> ConvPlan:
     limit = hw.maps_buffer_elements if len(strips) == 1 else hw.maps_bank_elements
     if words > limit:
         raise PassFailedException(f"tile-to-asm: layer @{name}: a maps tile of {words} words exceeds {limit}")
+    if bypass is not None:
+        return default  # a residual conv's strips are fixed by its two-bank layout
     return ConvPlan(s, tuple(strips), default.tiles, default.double_buffer_weights, addr["maps"],
                     addr["weights"], addr["output"], "COOP", default.loop_order)
 
@@ -78,6 +81,9 @@ class TileToAsmPass(ModulePass):
             segs = [sf.SegmentOp(f"{name}.x", sf.SegmentKind.INPUT, plan.in_addr, regions["maps"].size.value.data),
                     sf.SegmentOp(f"{name}.w", sf.SegmentKind.DATA, plan.w_addr, regions["weights"].size.value.data),
                     sf.SegmentOp(f"{name}.y", sf.SegmentKind.OUTPUT, plan.out_addr, regions["output"].size.value.data)]
+            if "bypass" in regions:
+                segs.append(sf.SegmentOp(f"{name}.r", sf.SegmentKind.INPUT, regions["bypass"].offset.value.data,
+                                         regions["bypass"].size.value.data))
             for seg in segs:
                 op.body.block.add_op(seg)
             layer.detach()

@@ -99,6 +99,7 @@ class ConvPlan:
     out_addr: int
     mode: str = "COOP"
     loop_order: str = "Kloop"
+    bypass_addr: int | None = None  # residual input (H', W', K) added at write-back
 
     def dram_bytes(self) -> dict[str, int]:
         s = self.shape
@@ -110,9 +111,11 @@ class ConvPlan:
 
 
 def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
-              loop_order: str | None = None) -> ConvPlan:
+              loop_order: str | None = None, bypass_addr: int | None = None) -> ConvPlan:
     s = shape
     row = s.w * s.c
+    if bypass_addr is not None:
+        return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr)
     if s.kernel_words > hw.weights_buffer_elements:
         fc = s.oh == 1 and s.ow == 1 and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0) and s.kh == s.h and s.kw == s.w
         if not fc:
@@ -147,6 +150,34 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
     return ConvPlan(s, tuple(strips), tiles, double, in_addr, w_addr, out_addr, "COOP", order)
 
 
+BYPASS_GUARD = 16  # CU c's copy of the bypass rows starts 4c words lower
+
+
+def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
+                 bypass_addr: int) -> ConvPlan:
+    """A conv with a residual bypass uses both maps banks at once (C17 §5.1): its maps strip in
+    bank 0, the bypass rows of the same output rows in bank 1; Kloop, strips not double-buffered."""
+    if s.kernel_words > hw.weights_buffer_elements:
+        raise LoweringError(f"kernel of {s.kernel_words} words does not fit the weights buffer")
+    row = s.w * s.c
+    bank = hw.maps_bank_elements
+    out_row = s.ow * s.k
+    if bank // row < s.kh or out_row > bank - BYPASS_GUARD:
+        raise LoweringError(f"a residual conv needs {s.kh} input rows of {row} words and an output row of "
+                            f"{out_row} words in separate {bank}-word maps banks")
+    strips, y0 = [], 0
+    while y0 < s.oh:
+        y1 = y0 + 1
+        while y1 < s.oh and _rows(s, y0, y1 + 1)[1] - _rows(s, y0, y1 + 1)[0] <= bank // row \
+                and (y1 + 1 - y0) * out_row <= bank - BYPASS_GUARD:
+            y1 += 1
+        r0, r1 = _rows(s, y0, y1)
+        strips.append(Strip(y0, y1, r0, r1, 0))
+        y0 = y1
+    return ConvPlan(s, tuple(strips), math.ceil(s.k / 16), s.kernel_words <= hw.weights_bank_elements,
+                    in_addr, w_addr, out_addr, "COOP", "Kloop", bypass_addr)
+
+
 def _rows(s: ConvShape, y0: int, y1: int) -> tuple[int, int]:
     """Input rows [r0, r1) that output rows [y0, y1) read (padding rows excluded)."""
     return max(0, y0 * s.sy - s.pt), min(s.h, (y1 - 1) * s.sy - s.pt + s.kh)
@@ -178,6 +209,9 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
     mask_last = (1 << (s.k - 16 * (plan.tiles - 1))) - 1
     if s.kernel_words > hw.weights_buffer_elements:
         _fully_connected(b, plan, hw, mask_last)
+        return b
+    if plan.bypass_addr is not None:
+        _residual(b, plan, hw, mask_last)
         return b
     n_strips = len(plan.strips)
     if plan.loop_order == "Kloop":
@@ -247,6 +281,41 @@ def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
             bank ^= 1
 
 
+def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
+    """Kloop over strips; per strip: maps in bank 0, the strip's bypass rows in bank 1 (CU c's
+    copy 4c words lower, so one `vmov bypass` hands each vMAC its own channel)."""
+    s = plan.shape
+    bank = hw.maps_bank_elements
+    byp = bank + BYPASS_GUARD
+    out_row = s.ow * s.k
+    index = 0
+    for si, strip in enumerate(plan.strips):
+        if si:
+            b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+        _load_maps(b, plan, hw, strip, 0)
+        words = (strip.y1 - strip.y0) * out_row
+        for c in range(hw.cus):
+            b.const(R_TMP, byp - 4 * c)
+            b.const(R_SRC, plan.bypass_addr + 2 * strip.y0 * out_row)
+            b.const(R_LEN, words)
+            b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, c % hw.load_units, c))
+        if si == 0:
+            _load_weights(b, plan, hw, 0, _wbuf(plan, hw, 0))
+        for t in range(plan.tiles):
+            nxt = index + 1
+            prefetch = []
+            last_item = si == len(plan.strips) - 1 and t == plan.tiles - 1
+            if not last_item and plan.double_buffer_weights:
+                nt = (t + 1) % plan.tiles
+                prefetch.append(lambda nt=nt, nxt=nxt: _load_weights(b, plan, hw, nt, _wbuf(plan, hw, nxt)))
+            _kernel_tile(b, plan, hw, strip, 0, t, _wbuf(plan, hw, index), mask_last, prefetch,
+                         bypass_base=byp + 16 * t - strip.y0 * out_row)
+            if not last_item and not plan.double_buffer_weights:
+                b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+                _load_weights(b, plan, hw, (t + 1) % plan.tiles, 0)
+            index += 1
+
+
 def _wbuf(plan: ConvPlan, hw: SnowflakeConfig, index: int) -> int:
     return (index % 2) * hw.weights_bank_elements if plan.double_buffer_weights else 0
 
@@ -278,11 +347,11 @@ def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wb
         b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, j % hw.load_units, j))
 
 
-R_ROWSTEP, R_OUTSTEP = 24, 25
+R_ROWSTEP, R_OUTSTEP, R_BYPSTEP = 24, 25, 26
 
 
 def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, t: int, wbuf: int,
-                 mask_last: int, prefetch: list) -> None:
+                 mask_last: int, prefetch: list, bypass_base: int | None = None) -> None:
     """Compute one kernel tile over one maps strip; emit `prefetch` once 16 vector ops are queued
     (the loads then overwrite banks only older, finished vector ops read)."""
     s = plan.shape
@@ -294,6 +363,8 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     row = s.w * s.c
     b.const(R_ROWSTEP, s.sy * row)
     b.const(R_OUTSTEP, 2 * s.ow * s.k)
+    if bypass_base is not None:
+        b.const(R_BYPSTEP, s.ow * s.k)
     chunks = len(_chunks(s.kw * s.c))
     y = strip.y0
     while y < strip.y1:
@@ -309,16 +380,20 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
                 y_end += 1
         b.const(R_ROWBASE, base + (iy + ky0 - strip.r0) * row)
         b.const(R_OUTROW, plan.out_addr + 2 * (y * s.ow * s.k + t * 16))
+        bypass = bypass_base is not None
+        if bypass:
+            b.const(R_BYPROW, bypass_base + y * s.ow * s.k)
         if y_end - y > 1:
             b.const(R_Y, y)
             b.const(R_YEND, y_end - 1)
             top = b.label("Y")
-            _row(b, plan, wbuf, ky0, ky1 - ky0)
+            _row(b, plan, wbuf, ky0, ky1 - ky0, bypass)
             b.emit(sf.AddiOp(R_Y, R_Y, 1), NOP(), NOP())
             b.emit(sf.BleOp(R_Y, R_YEND, top), sf.AddOp(R_ROWBASE, R_ROWBASE, R_ROWSTEP),
-                   sf.AddOp(R_OUTROW, R_OUTROW, R_OUTSTEP), NOP(), NOP())
+                   sf.AddOp(R_OUTROW, R_OUTROW, R_OUTSTEP),
+                   sf.AddOp(R_BYPROW, R_BYPROW, R_BYPSTEP) if bypass else NOP(), NOP())
         else:
-            _row(b, plan, wbuf, ky0, ky1 - ky0)
+            _row(b, plan, wbuf, ky0, ky1 - ky0, bypass)
         issued += (y_end - y) * s.ow * (ky1 - ky0) * chunks
         y = y_end
     if prefetch:
@@ -327,7 +402,7 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
             load()
 
 
-def _row(b: AsmBuilder, plan: ConvPlan, wbuf: int, ky0: int, rows: int) -> None:
+def _row(b: AsmBuilder, plan: ConvPlan, wbuf: int, ky0: int, rows: int, bypass: bool = False) -> None:
     """One output row: R_ROWBASE = maps address of its first used input row, R_OUTROW = output address."""
     s = plan.shape
     row = s.w * s.c
@@ -339,21 +414,26 @@ def _row(b: AsmBuilder, plan: ConvPlan, wbuf: int, ky0: int, rows: int) -> None:
         kx0, kx1 = max(0, -ix), min(s.kw, s.w - ix)
         _offset(b, R_MAPS, R_ROWBASE, (ix + kx0) * s.c)
         _offset(b, R_OUT, R_OUTROW, 2 * x * s.k)
+        if bypass:
+            _offset(b, R_BYP, R_BYPROW, x * s.k)
         b.const(R_W, wbuf + (ky0 * s.kw + kx0) * s.c)
-        _macs(b, plan, rows, (kx1 - kx0) * s.c, row)
+        _macs(b, plan, rows, (kx1 - kx0) * s.c, row, bypass)
     if xr - xl >= 1:
         _offset(b, R_MAPS, R_ROWBASE, (xl * s.sx - s.pl) * s.c)
         _offset(b, R_OUT, R_OUTROW, 2 * xl * s.k)
+        if bypass:
+            _offset(b, R_BYP, R_BYPROW, xl * s.k)
         b.const(R_W, wbuf + ky0 * s.kw * s.c)
         b.const(R_X, xl)
         b.const(R_XEND, xr - 1)
         top = b.label("X")
         b.emit(sf.AddiOp(R_X, R_X, 1))
-        back = _macs(b, plan, rows, s.kw * s.c, row)
+        back = _macs(b, plan, rows, s.kw * s.c, row, bypass)
         b.emit(sf.BleOp(R_X, R_XEND, top))
         b.emit(sf.AddiOp(R_MAPS, R_MAPS, s.sx * s.c - back),
                sf.MoviOp(R_W, wbuf + ky0 * s.kw * s.c),
-               sf.AddiOp(R_OUT, R_OUT, 2 * s.k), NOP())
+               sf.AddiOp(R_OUT, R_OUT, 2 * s.k),
+               sf.AddiOp(R_BYP, R_BYP, s.k) if bypass else NOP())
 
 
 def _offset(b: AsmBuilder, dst: int, base_reg: int, offset: int) -> None:
@@ -364,8 +444,9 @@ def _offset(b: AsmBuilder, dst: int, base_reg: int, offset: int) -> None:
         b.emit(sf.AddOp(dst, base_reg, R_TMP2))
 
 
-def _macs(b: AsmBuilder, plan: ConvPlan, rows: int, trace: int, row: int) -> int:
-    """The MACs of one pixel from R_MAPS / R_W, write-back on the last; returns how far R_MAPS moved."""
+def _macs(b: AsmBuilder, plan: ConvPlan, rows: int, trace: int, row: int, bypass: bool = False) -> int:
+    """The MACs of one pixel from R_MAPS / R_W, write-back on the last (preceded by the bypass VMOV
+    of a residual conv, one per write-back MAC as in C17 §5.2); returns how far R_MAPS moved."""
     s = plan.shape
     chunks = _chunks(trace)
     moved = 0
@@ -375,6 +456,8 @@ def _macs(b: AsmBuilder, plan: ConvPlan, rows: int, trace: int, row: int) -> int
             if off:
                 b.emit(sf.AddiOp(R_MAPS, R_MAPS, TRACE_CHUNK), sf.AddiOp(R_W, R_W, TRACE_CHUNK))
                 moved += TRACE_CHUNK
+            if last and bypass:
+                b.emit(sf.VmovOp(COOP, sf.VmovSelect.BYPASS, R_BYP))
             b.emit(sf.MacOp(COOP, R_OUT, R_MAPS, R_W, n, wb=last, relu=last and s.relu))
         if r != rows - 1:
             back = (len(chunks) - 1) * TRACE_CHUNK

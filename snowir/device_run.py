@@ -68,14 +68,13 @@ def _hwc(words: np.ndarray) -> np.ndarray:
 
 def conv_program(op: nn.Conv2dOp, x: np.ndarray, w: np.ndarray, bias: np.ndarray, shift: int,
                  hw: SnowflakeConfig, name: str) -> tuple[ModuleOp, Any]:
+    """The layer's program image: input `x`, weights `w`, output `y`, residual input `r`."""
     n, c, h, wd = op.input.type.get_shape()
     k, cg, kh, kw = op.weight.type.get_shape()
     if op.groups.value.data != 1:
         raise LoweringError(f"{name}: grouped convolution is not lowered yet")
     if any(d != 1 for d in _ints(op.dilations)):
         raise LoweringError(f"{name}: dilated convolution is not lowered yet")
-    if op.bypass is not None:
-        raise LoweringError(f"{name}: residual bypass is not lowered yet")
     sy, sx = _ints(op.strides)
     pt, pl, pb, pr = _ints(op.pads)
     shape = ConvShape(c, h, wd, k, kh, kw, sy, sx, pt, pl, pb, pr, op.relu is not None, shift)
@@ -84,15 +83,18 @@ def conv_program(op: nn.Conv2dOp, x: np.ndarray, w: np.ndarray, bias: np.ndarray
     in_b = h * wd * c * 2
     w_addr = _align(in_b)
     out_addr = _align(w_addr + wimg.size * 2)
-    plan = plan_conv(shape, hw, 0, w_addr, out_addr)
+    out_b = shape.oh * shape.ow * k * 2
+    r_addr = _align(out_addr + out_b) if op.bypass is not None else None
+    plan = plan_conv(shape, hw, 0, w_addr, out_addr, bypass_addr=r_addr)
     code = generate_conv(plan, hw)
-    module = ModuleOp([
+    segments = [
         sf.SegmentOp("x", sf.SegmentKind.INPUT, 0, in_b),
         sf.SegmentOp("w", sf.SegmentKind.DATA, w_addr, wimg.size * 2, int16_resource(f"{name}_w", wimg)),
-        sf.SegmentOp("y", sf.SegmentKind.OUTPUT, out_addr, shape.oh * shape.ow * k * 2),
-        sf.ProgramOp(_sym(name), code.ops),
-    ])
-    return module, plan
+        sf.SegmentOp("y", sf.SegmentKind.OUTPUT, out_addr, out_b),
+    ]
+    if r_addr is not None:
+        segments.append(sf.SegmentOp("r", sf.SegmentKind.INPUT, r_addr, out_b))
+    return ModuleOp([*segments, sf.ProgramOp(_sym(name), code.ops)]), plan
 
 
 def pool_program(op: nn.MaxPoolOp, hw: SnowflakeConfig, name: str) -> ModuleOp:
@@ -165,7 +167,10 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
             IcacheBankingPass().apply(None, prog)
             image = assemble(prog)
             compile_s = time.perf_counter() - t0
-            run = run_image(image, hw, engine, {"x": _hwc(words)}, module=prog if engine == "reference" else None)
+            inputs = {"x": _hwc(words)}
+            if isinstance(op, nn.Conv2dOp) and op.bypass is not None:
+                inputs["r"] = _hwc(golden._q(env[op.bypass], frac))
+            run = run_image(image, hw, engine, inputs, module=prog if engine == "reference" else None)
             n, k, oh, ow = op.results[0].type.get_shape()
             got = run.outputs["y"].reshape(oh, ow, k).transpose(2, 0, 1)[None]
             exact = bool(np.array_equal(got, expected.words))

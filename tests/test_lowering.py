@@ -29,7 +29,7 @@ HW = SnowflakeConfig()
 DIGITS = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
 
 
-def conv_case(c, h, w, k, kh, kw, s, p, relu=True, shift=14, seed=0, engine="fast", loop_order=None):
+def conv_case(c, h, w, k, kh, kw, s, p, relu=True, shift=14, seed=0, engine="fast", loop_order=None, bypass=False):
     shape = ConvShape(c, h, w, k, kh, kw, s, s, p, p, p, p, relu, shift)
     rng = np.random.default_rng(seed)
     x = rng.integers(-300, 300, (c, h, w)).astype(np.int16)
@@ -39,18 +39,26 @@ def conv_case(c, h, w, k, kh, kw, s, p, relu=True, shift=14, seed=0, engine="fas
     in_b = h * w * c * 2
     w_addr = -(-in_b // 64) * 64
     out_addr = -(-(w_addr + wimg.size * 2) // 64) * 64
-    plan = plan_conv(shape, HW, 0, w_addr, out_addr, loop_order)
-    module = ModuleOp([sf.SegmentOp("x", sf.SegmentKind.INPUT, 0, in_b),
-                       sf.SegmentOp("w", sf.SegmentKind.DATA, w_addr, wimg.size * 2, int16_resource("w", wimg)),
-                       sf.SegmentOp("y", sf.SegmentKind.OUTPUT, out_addr, shape.oh * shape.ow * k * 2),
-                       sf.ProgramOp("conv", generate_conv(plan, HW).ops)])
+    out_b = shape.oh * shape.ow * k * 2
+    r_addr = -(-(out_addr + out_b) // 64) * 64 if bypass else None
+    plan = plan_conv(shape, HW, 0, w_addr, out_addr, loop_order, r_addr)
+    segments = [sf.SegmentOp("x", sf.SegmentKind.INPUT, 0, in_b),
+                sf.SegmentOp("w", sf.SegmentKind.DATA, w_addr, wimg.size * 2, int16_resource("w", wimg)),
+                sf.SegmentOp("y", sf.SegmentKind.OUTPUT, out_addr, out_b)]
+    byp = rng.integers(-3000, 3000, (k, shape.oh, shape.ow)).astype(np.int16)
+    if bypass:
+        segments.append(sf.SegmentOp("r", sf.SegmentKind.INPUT, r_addr, out_b))
+    module = ModuleOp([*segments, sf.ProgramOp("conv", generate_conv(plan, HW).ops)])
     IcacheBankingPass().apply(None, module)
     module.verify()
     image = assemble(module)
-    run = run_image(image, HW, engine, {"x": x.transpose(1, 2, 0).ravel()}, module=module)
+    inputs = {"x": x.transpose(1, 2, 0).ravel()}
+    if bypass:
+        inputs["r"] = byp.transpose(1, 2, 0).ravel()
+    run = run_image(image, HW, engine, inputs, module=module)
     got = run.outputs["y"].reshape(shape.oh, shape.ow, k).transpose(2, 0, 1)
     acc = conv_sum(x[None], wt, (s, s), (p, p, p, p), (1, 1), 1, dtype=np.float64)[0].astype(np.int64)
-    want = writeback(acc, bias.reshape(-1, 1, 1).astype(np.int64), 0, shift, relu)
+    want = writeback(acc, bias.reshape(-1, 1, 1).astype(np.int64), byp.astype(np.int64) if bypass else 0, shift, relu)
     return run, got, want, plan, image
 
 
@@ -65,6 +73,14 @@ def conv_case(c, h, w, k, kh, kw, s, p, relu=True, shift=14, seed=0, engine="fas
 ])
 def test_conv_bit_exact(args) -> None:
     run, got, want, _, _ = conv_case(*args)
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("args", [(16, 6, 6, 16, 3, 3, 1, 1), (24, 9, 7, 40, 3, 3, 1, 1), (32, 40, 40, 32, 3, 3, 1, 1),
+                                  (64, 14, 14, 32, 1, 1, 2, 0)])
+def test_residual_bypass_bit_exact(args) -> None:
+    run, got, want, plan, _ = conv_case(*args, bypass=True)
+    assert plan.bypass_addr is not None
     assert np.array_equal(got, want)
 
 
@@ -173,3 +189,35 @@ def test_tile_ir_decisions_drive_codegen(tmp_path: Path) -> None:
     programs = [op for op in edited.ops if isinstance(op, sf.ProgramOp)]
     assert [p.sym_name.data for p in programs] == ["conv1", "conv2", "fc"]
     assert all(len(p.instructions) > 10 for p in programs)
+
+
+def _residual_block(tmp_path: Path) -> Path:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = lambda *s, fan: (rng.standard_normal(s) * np.sqrt(2.0 / fan)).astype(np.float32)  # noqa: E731
+    inits = [numpy_helper.from_array(w(32, 16, 3, 3, fan=144), "w0"), numpy_helper.from_array(np.zeros(32, np.float32), "b0"),
+             numpy_helper.from_array(w(32, 32, 3, 3, fan=288), "w1"), numpy_helper.from_array(np.full(32, 0.1, np.float32), "b1"),
+             numpy_helper.from_array(w(32, 32, 3, 3, fan=288) * 0.3, "w2"), numpy_helper.from_array(np.zeros(32, np.float32), "b2")]
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w0", "b0"], ["c0"], name="stem", pads=[1, 1, 1, 1]), n("Relu", ["c0"], ["r0"]),
+             n("Conv", ["r0", "w1", "b1"], ["c1"], name="branch_a", pads=[1, 1, 1, 1]), n("Relu", ["c1"], ["r1"]),
+             n("Conv", ["r1", "w2", "b2"], ["c2"], name="branch_b", pads=[1, 1, 1, 1]),
+             n("Add", ["c2", "r0"], ["s"], name="residual"), n("Relu", ["s"], ["y"])]
+    g = helper.make_graph(nodes, "res", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 12, 12])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 12, 12])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    path = tmp_path / "resblock.onnx"
+    onnx.save(m, str(path))
+    return path
+
+
+def test_residual_block_end_to_end(tmp_path: Path) -> None:
+    """add(conv, r) + ReLU fused into the conv's write-back: one VMOV bypass per write-back MAC."""
+    rep = tmp_path / "r.json"
+    assert snow_run([str(_residual_block(tmp_path)), "--check", "--quiet", "--report", str(rep)]) == 0
+    r = json.loads(rep.read_text())
+    assert r["check"]["golden_bit_exact"] is True and r["check"]["snr_db"] > 40
+    assert [layer["name"] for layer in r["layers"] if layer["cycles"]] == ["stem", "branch_a", "branch_b"]
