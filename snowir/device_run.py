@@ -60,6 +60,7 @@ class DeviceRun:
     outputs: list[np.ndarray]
     layers: list[LayerResult] = field(default_factory=list)
     logits: np.ndarray | None = None  # what the final softmax reads (or the output)
+    events: list = field(default_factory=list)  # timing events of every layer, on one time line
 
 
 def _hwc(words: np.ndarray) -> np.ndarray:
@@ -120,7 +121,7 @@ def _sym(name: str) -> str:
 
 
 def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = None, engine: str = "fast",
-               progress=None) -> DeviceRun:
+               progress=None, record: bool = False) -> DeviceRun:
     from snowir.passes.icache_banking import IcacheBankingPass
 
     hw = hw or SnowflakeConfig()
@@ -170,7 +171,13 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
             inputs = {"x": _hwc(words)}
             if isinstance(op, nn.Conv2dOp) and op.bypass is not None:
                 inputs["r"] = _hwc(golden._q(env[op.bypass], frac))
-            run = run_image(image, hw, engine, inputs, module=prog if engine == "reference" else None)
+            run = run_image(image, hw, engine, inputs, record, module=prog if engine == "reference" else None)
+            if record:
+                from snowir.machine.timing import Event
+
+                start = sum(layer.cycles for layer in result.layers)
+                result.events.append(Event("control", f"layer {name}", start, start + run.cycles))
+                result.events.extend(Event(e.track, e.name, e.start + start, e.end + start) for e in run.timing.events)
             n, k, oh, ow = op.results[0].type.get_shape()
             got = run.outputs["y"].reshape(oh, ow, k).transpose(2, 0, 1)[None]
             exact = bool(np.array_equal(got, expected.words))

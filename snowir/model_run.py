@@ -145,7 +145,7 @@ def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | Non
 
 def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline: str | None = None,
                         check: bool = False, input_shape: str | None = None, hw: SnowflakeConfig | None = None,
-                        engine: str = "fast", seed: int = 0, progress=None) -> ModelRun:
+                        engine: str = "fast", seed: int = 0, progress=None, trace: str | None = None) -> ModelRun:
     """Compile every device layer to Snowflake, run on the machine model, compare with golden and onnxruntime."""
     from snowir.device_run import device_report, run_device
 
@@ -161,10 +161,14 @@ def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline:
     elif list(x.shape) != shape:
         raise SnowError(f"input has shape {list(x.shape)}, the model expects {shape}")
     try:
-        run = run_device(module, x, hw, engine, progress)
+        run = run_device(module, x, hw, engine, progress, record=trace is not None)
     except SnowError as e:
         raise SnowError(f"{path}: {e}") from None
     report = device_report(run, hw, str(path), layer_rows(module))
+    if trace is not None:
+        from snowir.machine.trace import write_trace
+
+        write_trace(trace, None, hw, run.events)
     if check:
         golden = golden_logits(module, x)
         exact = all(layer.bit_exact for layer in run.layers) and bool(np.array_equal(golden, run.logits))

@@ -221,3 +221,13 @@ def test_residual_block_end_to_end(tmp_path: Path) -> None:
     r = json.loads(rep.read_text())
     assert r["check"]["golden_bit_exact"] is True and r["check"]["snr_db"] > 40
     assert [layer["name"] for layer in r["layers"] if layer["cycles"]] == ["stem", "branch_a", "branch_b"]
+
+
+def test_model_trace_has_every_layer(tmp_path: Path) -> None:
+    trace = tmp_path / "t.json"
+    assert snow_run([str(DIGITS), "--quiet", "--trace", str(trace)]) == 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    layers = [e for e in events if e["ph"] == "X" and e["name"].startswith("layer ")]
+    assert [e["name"] for e in layers] == ["layer conv1", "layer pool1", "layer conv2", "layer pool2", "layer fc"]
+    assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-9 for a, b in zip(layers, layers[1:]))
+    assert any(e["ph"] == "X" and e["name"].startswith("MAX") for e in events)

@@ -108,7 +108,7 @@ def run_nn(args: argparse.Namespace) -> int:
 
         say = None if args.quiet else (lambda msg: print(f"snow-run: ... {msg}", file=sys.stderr, flush=True))
         result = run_model_on_device(args.model, x, args.pipeline, args.check, args.input_shape, hw, args.engine,
-                                     progress=say)
+                                     progress=say, trace=args.trace)
     report = result.report
     if not args.quiet:
         print_table(report)
