@@ -11,8 +11,8 @@ module down for the hardware: one `tile.layer` per layer with the paper's Figure
     strip) with its maps loads and `tile.window`s: one per row class (kernel rows clamped at
     the padding), repeat_x over the columns, repeat_y over the rows, offsets in buffer words.
 
-The layer's geometry is kept in `shape` (C, H, W, K, kh, kw, sy, sx, pt, pl, pb, pr, shift,
-relu) so tile-to-asm can regenerate code after the decisions are edited.
+The layer's geometry is kept in `shape` (C per group, H, W, K, kh, kw, sy, sx, pt, pl, pb, pr,
+shift, relu, groups) so tile-to-asm can regenerate code after the decisions are edited.
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ def _align(n: int) -> int:
 
 def conv_shape(op: nn.Conv2dOp) -> ConvShape:
     _, c, h, w = op.input.type.get_shape()
-    k, _, kh, kw = op.weight.type.get_shape()
+    k, cg, kh, kw = op.weight.type.get_shape()
     sy, sx = _ints(op.strides)
     pt, pl, pb, pr = _ints(op.pads)
     frac = op.weight.type.get_element_type()
     shift = frac.frac_bits.data if isinstance(frac, nn.FixedType) else 8
-    return ConvShape(c, h, w, k, kh, kw, sy, sx, pt, pl, pb, pr, op.relu is not None, shift)
+    return ConvShape(cg, h, w, k, kh, kw, sy, sx, pt, pl, pb, pr, op.relu is not None, shift, c // cg)
 
 
 def layer_name(op) -> str:
@@ -55,7 +55,7 @@ def layer_name(op) -> str:
 def conv_tile_layer(op: nn.Conv2dOp, hw: SnowflakeConfig, loop_order: str | None) -> tile.LayerOp:
     s = conv_shape(op)
     name = layer_name(op)
-    in_b = s.h * s.w * s.c * 2
+    in_b = s.h * s.w * s.cin * 2
     w_addr = _align(in_b)
     tiles = -(-s.k // 16)
     w_bytes = tiles * 16 * s.kernel_words * 2
@@ -75,7 +75,7 @@ def conv_tile_layer(op: nn.Conv2dOp, hw: SnowflakeConfig, loop_order: str | None
     kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, s.kernel_words, w_addr + 2 * j * s.kernel_words, 0, j % hw.load_units, j)
                     for j in range(16)] if s.kernel_words <= hw.weights_buffer_elements else []
     ops.append(tile.KernelTileOp(0, 16, tiles, kernel_loads))
-    row = s.w * s.c
+    row = s.w * s.cin
     prev_end = 0
     for si, strip in enumerate(plan.strips):
         base = 0
@@ -89,7 +89,8 @@ def conv_tile_layer(op: nn.Conv2dOp, hw: SnowflakeConfig, loop_order: str | None
             y_end = y + 1
             while y_end < strip.y1 and (max(0, -(y_end * s.sy - s.pt)), min(s.kh, s.h - (y_end * s.sy - s.pt))) == (ky0, ky1):
                 y_end += 1
-            windows.append(tile.WindowOp((s.kw) * s.c, ky1 - ky0, s.ow, y_end - y, s.sx * s.c, s.sy * row,
+            windows.append(tile.WindowOp(s.kw * s.c if s.groups == 1 else s.c, ky1 - ky0, s.ow, y_end - y,
+                                         s.sx * s.cin, s.sy * row,
                                          (iy + ky0 - strip.r0) * row if iy + ky0 >= strip.r0 else 0,
                                          out_addr + 2 * y * s.ow * s.k, bias_vmov=True,
                                          bypass_vmov=r_addr is not None))
@@ -103,7 +104,7 @@ def conv_tile_layer(op: nn.Conv2dOp, hw: SnowflakeConfig, loop_order: str | None
     layer = tile.LayerOp(name, tile.LayerKind.CONV, ops, tile.ComputeMode.COOP,
                          tile.LoopOrder(plan.loop_order), extra)
     layer.attributes["shape"] = DenseArrayBase.from_list(
-        i64, [s.c, s.h, s.w, s.k, s.kh, s.kw, s.sy, s.sx, s.pt, s.pl, s.pb, s.pr, s.shift, int(s.relu)])
+        i64, [s.c, s.h, s.w, s.k, s.kh, s.kw, s.sy, s.sx, s.pt, s.pl, s.pb, s.pr, s.shift, int(s.relu), s.groups])
     return layer
 
 

@@ -30,7 +30,7 @@ def plan_from_tile(layer: tile.LayerOp, hw: SnowflakeConfig) -> ConvPlan:
     if "shape" not in layer.attributes:
         raise PassFailedException(f"tile-to-asm: layer @{name} has no `shape` attribute")
     v = [int(x) for x in layer.attributes["shape"].get_values()]
-    s = ConvShape(*v[:12], relu=bool(v[13]), shift=v[12])
+    s = ConvShape(*v[:12], relu=bool(v[13]), shift=v[12], groups=v[14] if len(v) > 14 else 1)
     regions = {op.label.data: op for op in layer.body.block.ops if isinstance(op, tile.DramRegionOp)}
     try:
         addr = {k: regions[k].offset.value.data for k in ("maps", "weights", "output")}
@@ -53,7 +53,7 @@ def plan_from_tile(layer: tile.LayerOp, hw: SnowflakeConfig) -> ConvPlan:
     if [(st.y0, st.y1) for st in strips] != [(a, b) for a, b in zip([0] + [st.y1 for st in strips[:-1]], [st.y1 for st in strips])] \
             or not strips or strips[-1].y1 != s.oh:
         raise PassFailedException(f"tile-to-asm: layer @{name}: maps tiles must cover output rows 0..{s.oh} in order")
-    words = max((st.r1 - st.r0) * s.w * s.c for st in strips)
+    words = max((st.r1 - st.r0) * s.w * s.cin for st in strips)
     limit = hw.maps_buffer_elements if len(strips) == 1 else hw.maps_bank_elements
     if words > limit:
         raise PassFailedException(f"tile-to-asm: layer @{name}: a maps tile of {words} words exceeds {limit}")

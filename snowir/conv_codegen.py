@@ -54,6 +54,12 @@ class ConvShape:
     pr: int
     relu: bool
     shift: int
+    groups: int = 1  # c is the channels per group; kernel tile t reads group 16t // (k / groups)
+
+    @property
+    def cin(self) -> int:
+        """Input channels (the pixel stride of the maps)."""
+        return self.c * self.groups
 
     @property
     def oh(self) -> int:
@@ -103,7 +109,7 @@ class ConvPlan:
 
     def dram_bytes(self) -> dict[str, int]:
         s = self.shape
-        maps = sum((st.r1 - st.r0) * s.w * s.c for st in self.strips) * 2
+        maps = sum((st.r1 - st.r0) * s.w * s.cin for st in self.strips) * 2
         weights = self.tiles * 16 * s.kernel_words * 2
         kloop = maps + weights * len(self.strips)
         mloop = maps * self.tiles + weights
@@ -114,10 +120,15 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
               loop_order: str | None = None, bypass_addr: int | None = None) -> ConvPlan:
     s = shape
     row = s.w * s.c
+    if s.groups > 1 and (s.k // s.groups) % 16:
+        raise LoweringError(f"grouped conv with {s.k // s.groups} output channels per group: only multiples of 16 "
+                            f"are lowered (depthwise convs are not)")
+    row = s.w * s.cin
     if bypass_addr is not None:
         return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr)
     if s.kernel_words > hw.weights_buffer_elements:
-        fc = s.oh == 1 and s.ow == 1 and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0) and s.kh == s.h and s.kw == s.w
+        fc = s.oh == 1 and s.ow == 1 and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0) and s.kh == s.h and s.kw == s.w \
+            and s.groups == 1
         if not fc:
             raise LoweringError(f"kernel of {s.kernel_words} words does not fit the {hw.weights_buffer_elements}-word "
                                 f"weights buffer (channel splitting is implemented for fully connected layers only)")
@@ -159,7 +170,7 @@ def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, o
     bank 0, the bypass rows of the same output rows in bank 1; Kloop, strips not double-buffered."""
     if s.kernel_words > hw.weights_buffer_elements:
         raise LoweringError(f"kernel of {s.kernel_words} words does not fit the weights buffer")
-    row = s.w * s.c
+    row = s.w * s.cin
     bank = hw.maps_bank_elements
     out_row = s.ow * s.k
     if bank // row < s.kh or out_row > bank - BYPASS_GUARD:
@@ -323,7 +334,7 @@ def _wbuf(plan: ConvPlan, hw: SnowflakeConfig, index: int) -> int:
 def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, bank: int) -> None:
     """One maps strip, broadcast to every CU, split over the load units."""
     s = plan.shape
-    row = s.w * s.c
+    row = s.w * s.cin
     base = bank * hw.maps_bank_elements
     words = (strip.r1 - strip.r0) * row
     parts = min(hw.load_units, max(1, words // 512))
@@ -360,7 +371,8 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     b.const(R_MASK, mask_last if t == plan.tiles - 1 else 0xFFFF)
     b.emit(sf.VmovOp(COOP, sf.VmovSelect.MASK, R_MASK))
     issued = 2
-    row = s.w * s.c
+    row = s.w * s.cin
+    c_off = (16 * t) // (s.k // s.groups) * s.c  # this tile's group's input channels
     b.const(R_ROWSTEP, s.sy * row)
     b.const(R_OUTSTEP, 2 * s.ow * s.k)
     if bypass_base is not None:
@@ -378,7 +390,7 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         if (ky0, ky1) == (0, s.kh):
             while y_end < strip.y1 and y_end * s.sy - s.pt + s.kh <= s.h:
                 y_end += 1
-        b.const(R_ROWBASE, base + (iy + ky0 - strip.r0) * row)
+        b.const(R_ROWBASE, base + (iy + ky0 - strip.r0) * row + c_off)
         b.const(R_OUTROW, plan.out_addr + 2 * (y * s.ow * s.k + t * 16))
         bypass = bypass_base is not None
         if bypass:
@@ -394,7 +406,7 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
                    sf.AddOp(R_BYPROW, R_BYPROW, R_BYPSTEP) if bypass else NOP(), NOP())
         else:
             _row(b, plan, wbuf, ky0, ky1 - ky0, bypass)
-        issued += (y_end - y) * s.ow * (ky1 - ky0) * chunks
+        issued += (y_end - y) * s.ow * (ky1 - ky0) * chunks * (s.kw if s.groups > 1 else 1)
         y = y_end
     if prefetch:
         b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
@@ -405,21 +417,21 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
 def _row(b: AsmBuilder, plan: ConvPlan, wbuf: int, ky0: int, rows: int, bypass: bool = False) -> None:
     """One output row: R_ROWBASE = maps address of its first used input row, R_OUTROW = output address."""
     s = plan.shape
-    row = s.w * s.c
+    row = s.w * s.cin
     interior = [x for x in range(s.ow) if x * s.sx - s.pl >= 0 and x * s.sx - s.pl + s.kw <= s.w]
     xl, xr = (interior[0], interior[-1] + 1) if interior else (s.ow, s.ow)
     border = [x for x in range(s.ow) if not xl <= x < xr]
     for x in border:
         ix = x * s.sx - s.pl
         kx0, kx1 = max(0, -ix), min(s.kw, s.w - ix)
-        _offset(b, R_MAPS, R_ROWBASE, (ix + kx0) * s.c)
+        _offset(b, R_MAPS, R_ROWBASE, (ix + kx0) * s.cin)
         _offset(b, R_OUT, R_OUTROW, 2 * x * s.k)
         if bypass:
             _offset(b, R_BYP, R_BYPROW, x * s.k)
         b.const(R_W, wbuf + (ky0 * s.kw + kx0) * s.c)
-        _macs(b, plan, rows, (kx1 - kx0) * s.c, row, bypass)
+        _macs(b, plan, rows, kx1 - kx0, row, bypass)
     if xr - xl >= 1:
-        _offset(b, R_MAPS, R_ROWBASE, (xl * s.sx - s.pl) * s.c)
+        _offset(b, R_MAPS, R_ROWBASE, (xl * s.sx - s.pl) * s.cin)
         _offset(b, R_OUT, R_OUTROW, 2 * xl * s.k)
         if bypass:
             _offset(b, R_BYP, R_BYPROW, xl * s.k)
@@ -428,9 +440,9 @@ def _row(b: AsmBuilder, plan: ConvPlan, wbuf: int, ky0: int, rows: int, bypass: 
         b.const(R_XEND, xr - 1)
         top = b.label("X")
         b.emit(sf.AddiOp(R_X, R_X, 1))
-        back = _macs(b, plan, rows, s.kw * s.c, row, bypass)
+        back = _macs(b, plan, rows, s.kw, row, bypass)
         b.emit(sf.BleOp(R_X, R_XEND, top))
-        b.emit(sf.AddiOp(R_MAPS, R_MAPS, s.sx * s.c - back),
+        b.emit(sf.AddiOp(R_MAPS, R_MAPS, s.sx * s.cin - back),
                sf.MoviOp(R_W, wbuf + ky0 * s.kw * s.c),
                sf.AddiOp(R_OUT, R_OUT, 2 * s.k),
                sf.AddiOp(R_BYP, R_BYP, s.k) if bypass else NOP())
@@ -444,23 +456,33 @@ def _offset(b: AsmBuilder, dst: int, base_reg: int, offset: int) -> None:
         b.emit(sf.AddOp(dst, base_reg, R_TMP2))
 
 
-def _macs(b: AsmBuilder, plan: ConvPlan, rows: int, trace: int, row: int, bypass: bool = False) -> int:
-    """The MACs of one pixel from R_MAPS / R_W, write-back on the last (preceded by the bypass VMOV
-    of a residual conv, one per write-back MAC as in C17 §5.2); returns how far R_MAPS moved."""
+def _macs(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row: int, bypass: bool = False) -> int:
+    """The MACs of one pixel from R_MAPS / R_W (`rows` kernel rows of `taps` columns), write-back
+    on the last (preceded by the bypass VMOV of a residual conv, one per write-back MAC as in C17
+    §5.2); returns how far R_MAPS moved. Ungrouped: one trace per kernel row (taps x C contiguous
+    words); grouped: one trace per tap (the group's channels), stepping a pixel between taps."""
     s = plan.shape
-    chunks = _chunks(trace)
+    per_row = [(taps * s.c, 0)] if s.groups == 1 else [(s.c, j) for j in range(taps)]
     moved = 0
     for r in range(rows):
-        for ci, (off, n) in enumerate(chunks):
-            last = r == rows - 1 and ci == len(chunks) - 1
-            if off:
-                b.emit(sf.AddiOp(R_MAPS, R_MAPS, TRACE_CHUNK), sf.AddiOp(R_W, R_W, TRACE_CHUNK))
-                moved += TRACE_CHUNK
-            if last and bypass:
-                b.emit(sf.VmovOp(COOP, sf.VmovSelect.BYPASS, R_BYP))
-            b.emit(sf.MacOp(COOP, R_OUT, R_MAPS, R_W, n, wb=last, relu=last and s.relu))
-        if r != rows - 1:
+        for j, (trace, _) in enumerate(per_row):
+            chunks = _chunks(trace)
+            for ci, (off, n) in enumerate(chunks):
+                last = r == rows - 1 and j == len(per_row) - 1 and ci == len(chunks) - 1
+                if off:
+                    b.emit(sf.AddiOp(R_MAPS, R_MAPS, TRACE_CHUNK), sf.AddiOp(R_W, R_W, TRACE_CHUNK))
+                    moved += TRACE_CHUNK
+                if last and bypass:
+                    b.emit(sf.VmovOp(COOP, sf.VmovSelect.BYPASS, R_BYP))
+                b.emit(sf.MacOp(COOP, R_OUT, R_MAPS, R_W, n, wb=last, relu=last and s.relu))
             back = (len(chunks) - 1) * TRACE_CHUNK
-            b.emit(sf.AddiOp(R_MAPS, R_MAPS, row - back), sf.AddiOp(R_W, R_W, s.kw * s.c - back))
-            moved += row - back
+            if j != len(per_row) - 1:  # next tap of a grouped conv: one pixel on
+                b.emit(sf.AddiOp(R_MAPS, R_MAPS, s.cin - back), sf.AddiOp(R_W, R_W, s.c - back))
+                moved += s.cin - back
+        if r != rows - 1:
+            back = (len(_chunks(per_row[-1][0])) - 1) * TRACE_CHUNK
+            tap_back = (len(per_row) - 1) * s.cin if s.groups > 1 else 0
+            w_step = s.kw * s.c - (len(per_row) - 1) * s.c if s.groups > 1 else s.kw * s.c
+            b.emit(sf.AddiOp(R_MAPS, R_MAPS, row - tap_back - back), sf.AddiOp(R_W, R_W, w_step - back))
+            moved += row - tap_back - back
     return moved

@@ -72,13 +72,12 @@ def conv_program(op: nn.Conv2dOp, x: np.ndarray, w: np.ndarray, bias: np.ndarray
     """The layer's program image: input `x`, weights `w`, output `y`, residual input `r`."""
     n, c, h, wd = op.input.type.get_shape()
     k, cg, kh, kw = op.weight.type.get_shape()
-    if op.groups.value.data != 1:
-        raise LoweringError(f"{name}: grouped convolution is not lowered yet")
     if any(d != 1 for d in _ints(op.dilations)):
         raise LoweringError(f"{name}: dilated convolution is not lowered yet")
     sy, sx = _ints(op.strides)
     pt, pl, pb, pr = _ints(op.pads)
-    shape = ConvShape(c, h, wd, k, kh, kw, sy, sx, pt, pl, pb, pr, op.relu is not None, shift)
+    groups = op.groups.value.data
+    shape = ConvShape(c // groups, h, wd, k, kh, kw, sy, sx, pt, pl, pb, pr, op.relu is not None, shift, groups)
     tiles = -(-k // 16)
     wimg = pack_weights(w, bias, tiles)
     in_b = h * wd * c * 2

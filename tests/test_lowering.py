@@ -29,14 +29,16 @@ HW = SnowflakeConfig()
 DIGITS = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
 
 
-def conv_case(c, h, w, k, kh, kw, s, p, relu=True, shift=14, seed=0, engine="fast", loop_order=None, bypass=False):
-    shape = ConvShape(c, h, w, k, kh, kw, s, s, p, p, p, p, relu, shift)
+def conv_case(c, h, w, k, kh, kw, s, p, relu=True, shift=14, seed=0, engine="fast", loop_order=None, bypass=False,
+              groups=1):
+    """c: input channels per group."""
+    shape = ConvShape(c, h, w, k, kh, kw, s, s, p, p, p, p, relu, shift, groups)
     rng = np.random.default_rng(seed)
-    x = rng.integers(-300, 300, (c, h, w)).astype(np.int16)
+    x = rng.integers(-300, 300, (c * groups, h, w)).astype(np.int16)
     wt = rng.integers(-3000, 3000, (k, c, kh, kw)).astype(np.int16)
     bias = rng.integers(-300, 300, k).astype(np.int16)
     wimg = pack_weights(wt, bias, -(-k // 16))
-    in_b = h * w * c * 2
+    in_b = h * w * c * groups * 2
     w_addr = -(-in_b // 64) * 64
     out_addr = -(-(w_addr + wimg.size * 2) // 64) * 64
     out_b = shape.oh * shape.ow * k * 2
@@ -57,7 +59,7 @@ def conv_case(c, h, w, k, kh, kw, s, p, relu=True, shift=14, seed=0, engine="fas
         inputs["r"] = byp.transpose(1, 2, 0).ravel()
     run = run_image(image, HW, engine, inputs, module=module)
     got = run.outputs["y"].reshape(shape.oh, shape.ow, k).transpose(2, 0, 1)
-    acc = conv_sum(x[None], wt, (s, s), (p, p, p, p), (1, 1), 1, dtype=np.float64)[0].astype(np.int64)
+    acc = conv_sum(x[None], wt, (s, s), (p, p, p, p), (1, 1), groups, dtype=np.float64)[0].astype(np.int64)
     want = writeback(acc, bias.reshape(-1, 1, 1).astype(np.int64), byp.astype(np.int64) if bypass else 0, shift, relu)
     return run, got, want, plan, image
 
@@ -82,6 +84,19 @@ def test_residual_bypass_bit_exact(args) -> None:
     run, got, want, plan, _ = conv_case(*args, bypass=True)
     assert plan.bypass_addr is not None
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("args, groups", [((8, 7, 7, 32, 3, 3, 1, 1), 2), ((48, 9, 9, 48, 5, 5, 1, 2), 3),
+                                          ((40, 6, 6, 64, 1, 1, 1, 0), 4)])
+def test_grouped_conv_bit_exact(args, groups) -> None:
+    for engine in ("fast", "reference"):
+        run, got, want, plan, _ = conv_case(*args, groups=groups, engine=engine)
+        assert np.array_equal(got, want)
+
+
+def test_depthwise_is_a_clear_error() -> None:
+    with pytest.raises(LoweringError, match="depthwise convs are not"):
+        plan_conv(ConvShape(1, 8, 8, 32, 3, 3, 1, 1, 1, 1, 1, 1, True, 14, 32), HW, 0, 0, 0)
 
 
 def test_conv_both_engines_agree_on_a_whole_layer() -> None:

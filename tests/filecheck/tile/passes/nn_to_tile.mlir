@@ -16,7 +16,7 @@ func.func @main(%x: tensor<1x16x6x6xf32>) -> tensor<1x20x6x6xf32> {
 }
 
 // CHECK:      nn.conv2d {{.*}}tile = "conv"
-// CHECK:      tile.layer @conv conv attributes {shape = array<i64: 16, 6, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 15, 1>, mode = #tile<mode COOP>, loop_order = #tile<loop_order Kloop>, mloop_bytes = {{[0-9]+}} : i64, kloop_bytes = {{[0-9]+}} : i64, relu} {
+// CHECK:      tile.layer @conv conv attributes {shape = array<i64: 16, 6, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 15, 1, 1>, mode = #tile<mode COOP>, loop_order = #tile<loop_order Kloop>, mloop_bytes = {{[0-9]+}} : i64, kloop_bytes = {{[0-9]+}} : i64, relu} {
 // CHECK-NEXT:   tile.dram_region @conv.maps {offset = 0 : i64, size = 1152 : i64, label = "maps"}
 // CHECK-NEXT:   tile.dram_region @conv.weights {offset = 1280 : i64, size = 10240 : i64, label = "weights"}
 // CHECK-NEXT:   tile.dram_region @conv.output {offset = 11520 : i64, size = 1440 : i64, label = "output"}
