@@ -79,3 +79,15 @@ def test_snow_run_digits_check(tmp_path: Path) -> None:
     assert r["total"]["macs"] == 8 * 8 * 16 * 9 + 4 * 4 * 32 * 16 * 9 + 10 * 128
     y = np.load(out)
     assert y.shape == (1, 10) and abs(float(y.sum()) - 1.0) < 0.05  # softmax probabilities (Q8.8)
+
+
+def test_caffe_alexnet_runs_end_to_end_on_the_machine(tmp_path: Path) -> None:
+    """The light bvlc_alexnet (grouped convs, LRN on the host, FC layers streamed) compiled and run
+    layer by layer on the machine model: every device layer bit-exact with the golden model."""
+    rep = tmp_path / "r.json"
+    assert snow_run([str(build("bvlc_alexnet")), "--check", "--quiet", "--report", str(rep)]) == 0
+    r = json.loads(rep.read_text())
+    assert r["check"]["golden_bit_exact"] is True and r["check"]["snr_db"] >= 30 and r["check"]["top1_match"]
+    device = [layer for layer in r["layers"] if layer["cycles"]]
+    assert len([layer for layer in device if layer["op"] == "conv2d"]) == 8
+    assert any(layer["op"] == "lrn (host)" for layer in r["layers"])
