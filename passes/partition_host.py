@@ -4,7 +4,10 @@ partition-host: mark every nn op `place = "snowflake"` or `place = "host"`.
 Snowflake runs MAC/MAX work (conv, dense, pools, residual add, ReLU) and data movement;
 everything else (softmax, LRN, transpose, clip, hard-sigmoid/swish, element-wise multiply,
 an unfolded batch_norm) runs on the host CPU in float, reading and writing DRAM between
-device layers. The runner and the reports follow this attribute.
+device layers. Depthwise convs (a group with fewer than 16 output channels: DenseNet's
+pre-activation BN, average pools as convs) have no efficient Snowflake mapping — a MAC trace
+sums over contiguous channels — so they run on the host too, in the exact fixed-point
+arithmetic of the golden model. The runner and the reports follow this attribute.
 """
 
 from dataclasses import dataclass
@@ -31,4 +34,11 @@ class PartitionHostPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for inner in op.walk():
             if inner.name.startswith("nn.") and not isinstance(inner, nn.ConstantOp):
-                inner.attributes["place"] = StringAttr("snowflake" if isinstance(inner, DEVICE) else "host")
+                device = isinstance(inner, DEVICE) and not _depthwise(inner)
+                inner.attributes["place"] = StringAttr("snowflake" if device else "host")
+
+
+def _depthwise(op) -> bool:
+    if not isinstance(op, nn.Conv2dOp) or op.groups.value.data == 1:
+        return False
+    return (op.output.type.get_shape()[1] // op.groups.value.data) % 16 != 0

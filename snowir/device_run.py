@@ -136,7 +136,8 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
         raise LoweringError("the model is not quantised: run nn-prepare (or quantize) first")
     env: dict[SSAValue, Any] = {block.args[0]: Q(quantize(x, frac), frac)}
     result = DeviceRun([])
-    device_ops = [op for op in block.ops if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp)]
+    device_ops = [op for op in block.ops if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp)
+                  and not ("place" in op.attributes and op.attributes["place"].data == "host")]
     for op in block.ops:
         if isinstance(op, func.ReturnOp):
             result.outputs = [golden._float(env[v]) for v in op.arguments]
@@ -145,7 +146,8 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
             return result
         if isinstance(op, nn.SoftmaxOp):
             result.logits = golden._float(env[op.input])
-        if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp):
+        on_host = "place" in op.attributes and op.attributes["place"].data == "host"
+        if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and not on_host:
             name = op.attributes["onnx_node"].data if "onnx_node" in op.attributes else op.results[0].name_hint or op.name
             if progress:
                 progress(f"layer {device_ops.index(op) + 1}/{len(device_ops)}: {name}")
