@@ -40,8 +40,11 @@ def plan_pool(p: PoolShape, hw: SnowflakeConfig) -> list[Strip]:
         raise LoweringError(f"max pool over {p.c} channels: only multiples of 16 are lowered")
     row = p.w * p.c
     max_rows = (hw.maps_bank_elements - GUARD) // row
-    if max_rows < p.kh:
-        raise LoweringError(f"max pool: {p.kh} rows of {row} words do not fit a maps bank")
+    whole = max_rows < p.kh  # strips then use the whole buffer, one at a time
+    if whole:
+        max_rows = (hw.maps_buffer_elements - GUARD) // row
+        if max_rows < p.kh:
+            raise LoweringError(f"max pool: {p.kh} rows of {row} words do not fit the maps buffer")
     strips, y0 = [], 0
     rows = lambda a, b: (max(0, a * p.sy - p.pt), min(p.h, (b - 1) * p.sy - p.pt + p.kh))
     while y0 < p.oh:
@@ -49,7 +52,7 @@ def plan_pool(p: PoolShape, hw: SnowflakeConfig) -> list[Strip]:
         while y1 < p.oh and rows(y0, y1 + 1)[1] - rows(y0, y1 + 1)[0] <= max_rows:
             y1 += 1
         r0, r1 = rows(y0, y1)
-        strips.append(Strip(y0, y1, r0, r1, len(strips) % 2))
+        strips.append(Strip(y0, y1, r0, r1, -1 if whole else len(strips) % 2))
         y0 = y1
     return strips
 
@@ -62,8 +65,9 @@ def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int
     b.const(R_TMP, 2 * 16)
     b.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.STRIDE, R_TMP))
     for si, strip in enumerate(strips):
-        base = strip.bank * hw.maps_bank_elements + GUARD
-        if si >= 2:
+        # bank -1: the strip spans both banks, so the previous one must be done (no double buffering)
+        base = max(strip.bank, 0) * hw.maps_bank_elements + GUARD
+        if si >= 2 or (strip.bank < 0 and si >= 1):
             b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
         words = (strip.r1 - strip.r0) * row
         for c in range(hw.cus):

@@ -129,7 +129,8 @@ def test_fully_connected_streams_kernel_chunks(args) -> None:
     assert np.array_equal(got, want)
 
 
-@pytest.mark.parametrize("c, k, s, p, hw_", [(16, 2, 2, 0, 8), (64, 3, 2, 1, 9), (96, 3, 1, 1, 6)])
+@pytest.mark.parametrize("c, k, s, p, hw_", [(16, 2, 2, 0, 8), (64, 3, 2, 1, 9), (96, 3, 1, 1, 6),
+                                             (480, 3, 2, 1, 28)])  # rows of 13440 words: strips span both banks
 def test_max_pool_bit_exact(c, k, s, p, hw_) -> None:
     x = np.random.default_rng(c).integers(-3000, 3000, (c, hw_, hw_)).astype(np.int16)
     oh = (hw_ + 2 * p - k) // s + 1
@@ -139,6 +140,7 @@ def test_max_pool_bit_exact(c, k, s, p, hw_) -> None:
     module = ModuleOp([sf.SegmentOp("x", sf.SegmentKind.INPUT, 0, in_b),
                        sf.SegmentOp("y", sf.SegmentKind.OUTPUT, out_addr, oh * oh * c * 2),
                        sf.ProgramOp("pool", generate_pool(shape, HW, 0, out_addr).ops)])
+    IcacheBankingPass().apply(None, module)
     run = run_image(assemble(module), HW, "fast", {"x": x.transpose(1, 2, 0).ravel()})
     got = run.outputs["y"].reshape(oh, oh, c).transpose(2, 0, 1)
     want = pool(x[None], (k, k), (s, s), (p, p, p, p), False, "max")[0]
