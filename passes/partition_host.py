@@ -5,7 +5,8 @@ Snowflake runs MAC/MAX work (conv, dense, pools, residual add, ReLU) and data mo
 everything else (softmax, LRN, transpose, clip, hard-sigmoid/swish, element-wise multiply,
 an unfolded batch_norm) runs on the host CPU in float, reading and writing DRAM between
 device layers. Depthwise convs (a group with fewer than 16 output channels: DenseNet's
-pre-activation BN, average pools as convs) have no efficient Snowflake mapping — a MAC trace
+pre-activation BN, average pools as convs) and average pools whose border windows exclude the
+padding have no efficient Snowflake mapping — a MAC trace
 sums over contiguous channels — so they run on the host too, in the exact fixed-point
 arithmetic of the golden model. The runner and the reports follow this attribute.
 """
@@ -39,6 +40,8 @@ class PartitionHostPass(ModulePass):
 
 
 def _depthwise(op) -> bool:
+    if isinstance(op, nn.AvgPoolOp):
+        return True  # avgpool-to-conv left it: windows that exclude padding differ per border
     if not isinstance(op, nn.Conv2dOp) or op.groups.value.data == 1:
         return False
     return (op.output.type.get_shape()[1] // op.groups.value.data) % 16 != 0
