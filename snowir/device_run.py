@@ -108,9 +108,11 @@ def pool_program(op: nn.MaxPoolOp, hw: SnowflakeConfig, name: str) -> ModuleOp:
     in_b = h * w * c * 2
     out_addr = _align(in_b)
     code = generate_pool(shape, hw, 0, out_addr)
+    out_b = oh * ow * c * 2
     return ModuleOp([
         sf.SegmentOp("x", sf.SegmentKind.INPUT, 0, in_b),
-        sf.SegmentOp("y", sf.SegmentKind.OUTPUT, out_addr, oh * ow * c * 2),
+        sf.SegmentOp("y", sf.SegmentKind.OUTPUT, out_addr, out_b),
+        sf.SegmentOp("slack", sf.SegmentKind.SCRATCH, out_addr + out_b, 64),  # partial-CU lanes
         sf.ProgramOp(_sym(name), code.ops),
     ])
 

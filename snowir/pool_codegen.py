@@ -36,13 +36,14 @@ class PoolShape:
 
 
 def plan_pool(p: PoolShape, hw: SnowflakeConfig) -> list[Strip]:
-    if p.c % 16:
-        raise LoweringError(f"max pool over {p.c} channels: only multiples of 16 are lowered")
+    if p.c % 16 and p.c > 16 * hw.cus:
+        raise LoweringError(f"max pool over {p.c} channels: only multiples of 16, or fewer than "
+                            f"{16 * hw.cus}, are lowered")
     row = p.w * p.c
-    max_rows = (hw.maps_bank_elements - GUARD) // row
+    max_rows = (hw.maps_bank_elements - GUARD - 16) // row
     whole = max_rows < p.kh  # strips then use the whole buffer, one at a time
     if whole:
-        max_rows = (hw.maps_buffer_elements - GUARD) // row
+        max_rows = (hw.maps_buffer_elements - GUARD - 16) // row
         if max_rows < p.kh:
             raise LoweringError(f"max pool: {p.kh} rows of {row} words do not fit the maps buffer")
     strips, y0 = [], 0
@@ -76,7 +77,10 @@ def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int
             b.const(R_LEN, words)
             b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, c % hw.load_units, c))
         for g in range(0, p.c, 16 * hw.cus):
-            cus = min(hw.cus, (p.c - g) // 16)
+            # a last, partial CU (channels not a multiple of 16, all in this one group) writes
+            # its extra lanes into the next pixel's first channels, which that pixel's own
+            # write-back (issued later, in pixel order) overwrites; the output has 16 words slack
+            cus = min(hw.cus, -(-(p.c - g) // 16))
             b.const(R_MASK, sum(1 << (hw.vmacs_per_cu * c) for c in range(cus)))
             b.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.MASK, R_MASK))
             for y in range(strip.y0, strip.y1):
@@ -91,12 +95,17 @@ def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int
 def _pool_row(b: AsmBuilder, p: PoolShape, row_base: int, out_row: int, rows: int, row: int) -> None:
     interior = [x for x in range(p.ow) if x * p.sx - p.pl >= 0 and x * p.sx - p.pl + p.kw <= p.w]
     xl, xr = (interior[0], interior[-1] + 1) if interior else (p.ow, p.ow)
-    for x in [x for x in range(p.ow) if not xl <= x < xr]:
-        ix = x * p.sx - p.pl
-        kx0, kx1 = max(0, -ix), min(p.kw, p.w - ix)
-        b.const(R_MAPS, row_base + (ix + kx0) * p.c)
-        b.const(R_OUT, out_row + 2 * x * p.c)
-        _window(b, rows, kx1 - kx0, row)
+
+    def border(xs: list[int]) -> None:
+        for x in xs:
+            ix = x * p.sx - p.pl
+            kx0, kx1 = max(0, -ix), min(p.kw, p.w - ix)
+            b.const(R_MAPS, row_base + (ix + kx0) * p.c)
+            b.const(R_OUT, out_row + 2 * x * p.c)
+            _window(b, rows, kx1 - kx0, row)
+
+    # pixels in order: a partial last CU writes into the next pixel, which must come later
+    border([x for x in range(p.ow) if x < xl])
     if xr > xl:
         b.const(R_MAPS, row_base + (xl * p.sx - p.pl) * p.c)
         b.const(R_OUT, out_row + 2 * xl * p.c)
@@ -107,6 +116,7 @@ def _pool_row(b: AsmBuilder, p: PoolShape, row_base: int, out_row: int, rows: in
         moved = _window(b, rows, p.kw, row)
         b.emit(sf.BleOp(R_X, R_XEND, top), sf.AddiOp(R_MAPS, R_MAPS, p.sx * p.c - moved),
                sf.AddiOp(R_OUT, R_OUT, 2 * p.c), NOP(), NOP())
+    border([x for x in range(p.ow) if x >= max(xr, xl)])
 
 
 def _window(b: AsmBuilder, rows: int, trace: int, row: int) -> int:

@@ -130,7 +130,8 @@ def test_fully_connected_streams_kernel_chunks(args) -> None:
 
 
 @pytest.mark.parametrize("c, k, s, p, hw_", [(16, 2, 2, 0, 8), (64, 3, 2, 1, 9), (96, 3, 1, 1, 6),
-                                             (480, 3, 2, 1, 28)])  # rows of 13440 words: strips span both banks
+                                             (480, 3, 2, 1, 28),   # rows of 13440 words: strips span both banks
+                                             (24, 3, 2, 1, 9), (40, 2, 2, 0, 6)])  # partial last CU
 def test_max_pool_bit_exact(c, k, s, p, hw_) -> None:
     x = np.random.default_rng(c).integers(-3000, 3000, (c, hw_, hw_)).astype(np.int16)
     oh = (hw_ + 2 * p - k) // s + 1
@@ -139,6 +140,7 @@ def test_max_pool_bit_exact(c, k, s, p, hw_) -> None:
     out_addr = -(-in_b // 64) * 64
     module = ModuleOp([sf.SegmentOp("x", sf.SegmentKind.INPUT, 0, in_b),
                        sf.SegmentOp("y", sf.SegmentKind.OUTPUT, out_addr, oh * oh * c * 2),
+                       sf.SegmentOp("slack", sf.SegmentKind.SCRATCH, out_addr + oh * oh * c * 2, 64),
                        sf.ProgramOp("pool", generate_pool(shape, HW, 0, out_addr).ops)])
     IcacheBankingPass().apply(None, module)
     run = run_image(assemble(module), HW, "fast", {"x": x.transpose(1, 2, 0).ravel()})
