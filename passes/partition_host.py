@@ -6,7 +6,8 @@ everything else (softmax, LRN, transpose, clip, hard-sigmoid/swish, element-wise
 an unfolded batch_norm) runs on the host CPU in float, reading and writing DRAM between
 device layers. Depthwise convs (a group with fewer than 16 output channels: DenseNet's
 pre-activation BN, average pools as convs) and average pools whose border windows exclude the
-padding have no efficient Snowflake mapping — a MAC trace
+padding, and a ReLU / add that fuse-relu / fuse-residual-add could not fold into a conv,
+have no efficient Snowflake mapping — a MAC trace
 sums over contiguous channels — so they run on the host too, in the exact fixed-point
 arithmetic of the golden model. The runner and the reports follow this attribute.
 """
@@ -40,6 +41,8 @@ class PartitionHostPass(ModulePass):
 
 
 def _depthwise(op) -> bool:
+    if isinstance(op, nn.ReluOp | nn.AddOp | nn.GlobalAvgPoolOp | nn.DenseOp):
+        return True  # left unfused / unconverted by the earlier passes: element-wise work for the host
     if isinstance(op, nn.AvgPoolOp):
         return True  # avgpool-to-conv left it: windows that exclude padding differ per border
     if not isinstance(op, nn.Conv2dOp) or op.groups.value.data == 1:
