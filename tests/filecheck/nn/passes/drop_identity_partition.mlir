@@ -8,5 +8,5 @@ func.func @main(%x: tensor<1x10xf32>) -> tensor<1x10xf32> {
 }
 
 // CHECK-NOT:  nn.identity
-// CHECK:      %r = nn.relu %x {place = "snowflake"}
+// CHECK:      %r = nn.relu %x {place = "host"}
 // CHECK-NEXT: %s = nn.softmax %r {place = "host", axis = 1 : i64}
