@@ -464,6 +464,30 @@ class ReluOp(ElementwiseUnary):
 
 
 @irdl_op_definition
+class ChannelSliceOp(NNOperation):
+    """Channels [start, start+size) of an NCHW tensor (on Snowflake a view: a strided read)."""
+
+    name = "nn.channel_slice"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    start = prop_def(IntegerAttr[I64])
+    size = prop_def(IntegerAttr[I64])
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, start: int, size: int, result_type: TensorType):
+        super().__init__(operands=[input], result_types=[result_type],
+                         properties={"start": IntegerAttr(start, i64), "size": IntegerAttr(size, i64)})
+
+    def verify_(self) -> None:
+        n, c, h, w = self._rank(self.input, 4, "input")
+        start, size = self.start.value.data, self.size.value.data
+        if start < 0 or size < 1 or start + size > c:
+            self._fail(f"channels [{start}, {start + size}) are not inside the input's {c}")
+        self._expect_result((n, size, h, w))
+        self._same_element(self.input, self.output)
+
+
+@irdl_op_definition
 class IdentityOp(ElementwiseUnary):
     """A no-op kept from the source graph (ONNX Identity, inference Dropout); drop-identity removes it."""
 
@@ -662,7 +686,7 @@ class HardSwishOp(ElementwiseUnary):
 
 
 DEVICE_OPS = (Conv2dOp, MaxPoolOp, AvgPoolOp, GlobalAvgPoolOp, DenseOp, AddOp, ReluOp,
-              BatchNormOp, ConcatOp, FlattenOp, ReshapeOp, IdentityOp)
+              BatchNormOp, ConcatOp, FlattenOp, ReshapeOp, IdentityOp, ChannelSliceOp)
 HOST_OPS = (SoftmaxOp, LrnOp, TransposeOp, ClipOp, HardSigmoidOp, HardSwishOp, MulOp)
 
 NN = Dialect(

@@ -24,6 +24,7 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "partition-host": p("partition_host", "PartitionHostPass"),
         "quantize": p("quantize", "QuantizePass"),
         "nn-prepare": p("nn_prepare", "NNPreparePass"),
+        "split-kernels": p("split_kernels", "SplitKernelsPass"),
         "icache-banking": p("icache_banking", "IcacheBankingPass"),
         "nn-to-tile": p("nn_to_tile", "NNToTilePass"),
         "tile-to-asm": p("tile_to_asm", "TileToAsmPass"),

@@ -21,7 +21,7 @@ from xdsl.passes import ModulePass
 from snowir.dialects import nn
 
 DEVICE = (nn.Conv2dOp, nn.DenseOp, nn.MaxPoolOp, nn.AvgPoolOp, nn.GlobalAvgPoolOp, nn.AddOp, nn.ReluOp,
-          nn.ConcatOp, nn.FlattenOp, nn.ReshapeOp, nn.IdentityOp)
+          nn.ConcatOp, nn.FlattenOp, nn.ReshapeOp, nn.IdentityOp, nn.ChannelSliceOp)
 
 
 def placement(op) -> str | None:

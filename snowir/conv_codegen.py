@@ -55,11 +55,13 @@ class ConvShape:
     relu: bool
     shift: int
     groups: int = 1  # c is the channels per group; kernel tile t reads group 16t // (k / groups)
+    cin_total: int = 0  # > 0: the input is channels [c_base, c_base + c) of a cin_total-channel tensor
+    c_base: int = 0
 
     @property
     def cin(self) -> int:
         """Input channels (the pixel stride of the maps)."""
-        return self.c * self.groups
+        return self.cin_total or self.c * self.groups
 
     @property
     def oh(self) -> int:
@@ -372,7 +374,7 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     b.emit(sf.VmovOp(COOP, sf.VmovSelect.MASK, R_MASK))
     issued = 2
     row = s.w * s.cin
-    c_off = (16 * t) // (s.k // s.groups) * s.c  # this tile's group's input channels
+    c_off = s.c_base + (16 * t) // (s.k // s.groups) * s.c  # this tile's group's input channels
     b.const(R_ROWSTEP, s.sy * row)
     b.const(R_OUTSTEP, 2 * s.ow * s.k)
     if bypass_base is not None:
@@ -406,7 +408,7 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
                    sf.AddOp(R_BYPROW, R_BYPROW, R_BYPSTEP) if bypass else NOP(), NOP())
         else:
             _row(b, plan, wbuf, ky0, ky1 - ky0, bypass)
-        issued += (y_end - y) * s.ow * (ky1 - ky0) * chunks * (s.kw if s.groups > 1 else 1)
+        issued += (y_end - y) * s.ow * (ky1 - ky0) * chunks * (s.kw if s.cin != s.c else 1)
         y = y_end
     if prefetch:
         b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
@@ -462,7 +464,7 @@ def _macs(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row: int, bypass:
     §5.2); returns how far R_MAPS moved. Ungrouped: one trace per kernel row (taps x C contiguous
     words); grouped: one trace per tap (the group's channels), stepping a pixel between taps."""
     s = plan.shape
-    per_row = [(taps * s.c, 0)] if s.groups == 1 else [(s.c, j) for j in range(taps)]
+    per_row = [(taps * s.c, 0)] if s.cin == s.c else [(s.c, j) for j in range(taps)]
     moved = 0
     for r in range(rows):
         for j, (trace, _) in enumerate(per_row):
@@ -481,8 +483,8 @@ def _macs(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row: int, bypass:
                 moved += s.cin - back
         if r != rows - 1:
             back = (len(_chunks(per_row[-1][0])) - 1) * TRACE_CHUNK
-            tap_back = (len(per_row) - 1) * s.cin if s.groups > 1 else 0
-            w_step = s.kw * s.c - (len(per_row) - 1) * s.c if s.groups > 1 else s.kw * s.c
+            tap_back = (len(per_row) - 1) * s.cin if s.cin != s.c else 0
+            w_step = s.kw * s.c - (len(per_row) - 1) * s.c if s.cin != s.c else s.kw * s.c
             b.emit(sf.AddiOp(R_MAPS, R_MAPS, row - tap_back - back), sf.AddiOp(R_W, R_W, w_step - back))
             moved += row - tap_back - back
     return moved

@@ -77,10 +77,15 @@ def conv_program(op: nn.Conv2dOp, x: np.ndarray, w: np.ndarray, bias: np.ndarray
     sy, sx = _ints(op.strides)
     pt, pl, pb, pr = _ints(op.pads)
     groups = op.groups.value.data
-    shape = ConvShape(c // groups, h, wd, k, kh, kw, sy, sx, pt, pl, pb, pr, op.relu is not None, shift, groups)
+    total, base = 0, 0
+    if isinstance(op.input.owner, nn.ChannelSliceOp):  # read the slice in place: a strided view
+        total = op.input.owner.input.type.get_shape()[1]
+        base = op.input.owner.start.value.data
+    shape = ConvShape(c // groups, h, wd, k, kh, kw, sy, sx, pt, pl, pb, pr, op.relu is not None, shift, groups,
+                      total, base)
     tiles = -(-k // 16)
     wimg = pack_weights(w, bias, tiles)
-    in_b = h * wd * c * 2
+    in_b = h * wd * shape.cin * 2
     w_addr = _align(in_b)
     out_addr = _align(w_addr + wimg.size * 2)
     out_b = shape.oh * shape.ow * k * 2
@@ -155,8 +160,9 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
                 progress(f"layer {device_ops.index(op) + 1}/{len(device_ops)}: {name}")
             expected = golden._op(op, env)
             t0 = time.perf_counter()
-            xin = env[op.input]
-            words = golden._q(xin, frac)
+            src = op.input.owner.input if isinstance(op, nn.Conv2dOp) and isinstance(op.input.owner, nn.ChannelSliceOp) \
+                else op.input
+            words = golden._q(env[src], frac)
             mode = order = None
             try:
                 if isinstance(op, nn.Conv2dOp):
@@ -197,7 +203,8 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
         # reshapes are views and a channel concat is placement (its producers write side by
         # side in DRAM): no device work; any other device op must have been lowered above
         if op.name.startswith("nn.") and "place" in op.attributes and op.attributes["place"].data == "snowflake" \
-                and not isinstance(op, nn.ConstantOp | nn.ReshapeOp | nn.FlattenOp | nn.IdentityOp) \
+                and not isinstance(op, nn.ConstantOp | nn.ReshapeOp | nn.FlattenOp | nn.IdentityOp
+                                   | nn.ChannelSliceOp) \
                 and not (isinstance(op, nn.ConcatOp) and op.axis.value.data == 1):
             name = op.attributes["onnx_node"].data if "onnx_node" in op.attributes else op.results[0].name_hint or "?"
             raise LoweringError(f"layer '{name}' ({op.name}) is not lowered to Snowflake yet")

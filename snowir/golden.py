@@ -218,6 +218,12 @@ class Golden:
             if out_frac is not None:
                 return Q(np.maximum(self._q(x, out_frac), 0), out_frac)
             return np.maximum(self._float(x), 0)
+        if isinstance(op, nn.ChannelSliceOp):
+            x = env[op.input]
+            a, n = op.start.value.data, op.size.value.data
+            if out_frac is not None:
+                return Q(self._q(x, out_frac)[:, a:a + n].copy(), out_frac)
+            return self._float(x)[:, a:a + n].copy()
         if isinstance(op, nn.ConcatOp | nn.FlattenOp | nn.ReshapeOp | nn.TransposeOp | nn.IdentityOp):
             return self._move(op, env, out_frac)
         if isinstance(op, nn.BatchNormOp):

@@ -239,3 +239,9 @@ func.func @f(%x: tensor<4xf32>) {
   func.return
 }
 // CHECK: nn.clip: min must not exceed max
+// -----
+func.func @f(%x: tensor<1x8x2x2xf32>) {
+  %y = nn.channel_slice %x {start = 4 : i64, size = 8 : i64} : (tensor<1x8x2x2xf32>) -> tensor<1x8x2x2xf32>
+  func.return
+}
+// CHECK: nn.channel_slice: channels [4, 12) are not inside the input's 8
