@@ -1,0 +1,60 @@
+"""
+The nine light models end to end on the machine model: compile every device layer, run it,
+compare it bit for bit with the golden model and the logits with onnxruntime. Prints simulated
+ms (all layers), device vs host conv counts, SNR, compile and simulator seconds; writes
+bench/results/light_machine.json. Takes several minutes (VGG-19 alone ~20 GMACs).
+
+    python bench/light_machine.py [names...]
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import sys
+import time
+from pathlib import Path
+
+from snowir.errors import SnowError
+from snowir.model_run import run_model_on_device
+from snowir.tools.light_models import NAMES, build
+
+OUT = Path(__file__).parent / "results" / "light_machine.json"
+
+
+def main() -> None:
+    names = sys.argv[1:] or list(NAMES)
+    rows = []
+    for name in names:
+        t0 = time.perf_counter()
+        try:
+            run = run_model_on_device(build(name), check=True)
+        except SnowError as e:
+            rows.append({"model": name, "error": str(e)})
+            print(f"  {name}: {e}", flush=True)
+            continue
+        r = run.report
+        ops = collections.Counter(layer["op"] for layer in r["layers"])
+        rows.append({"model": name, "ms": r["total"]["ms"], "snr_db": r["check"]["snr_db"],
+                     "golden_bit_exact": r["check"]["golden_bit_exact"], "top1_match": r["check"]["top1_match"],
+                     "device_convs": ops["conv2d"], "host_convs": ops["conv2d (host)"], "max_pools": ops["max_pool"],
+                     "host_ops": sum(v for k, v in ops.items() if k.endswith("(host)")),
+                     "mac_utilization": r["total"]["mac_utilization"], "gbps": r["total"]["gbps"],
+                     "compile_s": r["total"]["compile_s"], "simulate_s": r["total"]["simulate_s"],
+                     "wall_s": time.perf_counter() - t0})
+        print(f"  {name}: {r['total']['ms']:.2f} ms, bit-exact {r['check']['golden_bit_exact']}", flush=True)
+    head = f"{'model':<14} {'ms':>8} {'SNR dB':>7} {'exact':>5} {'dev conv':>8} {'host conv':>9} {'MAC util':>8} {'GB/s':>5} {'sim s':>6}"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        if "error" in r:
+            print(f"{r['model']:<14} {r['error']}")
+            continue
+        print(f"{r['model']:<14} {r['ms']:>8.2f} {r['snr_db']:>7.1f} {str(r['golden_bit_exact']):>5} {r['device_convs']:>8} "
+              f"{r['host_convs']:>9} {100 * r['mac_utilization']:>7.1f}% {r['gbps']:>5.2f} {r['simulate_s']:>6.1f}")
+    OUT.parent.mkdir(exist_ok=True)
+    OUT.write_text(json.dumps(rows, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
