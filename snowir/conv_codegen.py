@@ -140,9 +140,13 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
         return ConvPlan(s, (strip,), math.ceil(s.k / 16), True, in_addr, w_addr, out_addr, "COOP", "Kloop")
     bank = hw.maps_bank_elements
     max_rows = bank // row
+    whole = False  # strips spanning both banks: loaded one after the other, not double-buffered
     if max_rows < s.kh:
-        raise LoweringError(f"{s.kh} input rows of {row} words do not fit a {bank}-word maps bank "
-                            f"(column tiling is not implemented yet)")
+        max_rows = hw.maps_buffer_elements // row
+        whole = True
+        if max_rows < s.kh:
+            raise LoweringError(f"{s.kh} input rows of {row} words do not fit the {hw.maps_buffer_elements}-word "
+                                f"maps buffer (column tiling is not implemented yet)")
     if s.h * row <= hw.maps_buffer_elements:
         # the whole input fits the maps buffer (both banks): one strip, loaded once
         max_rows = s.h
@@ -153,7 +157,7 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
         while y1 < s.oh and _rows(s, y0, y1 + 1)[1] - _rows(s, y0, y1 + 1)[0] <= max_rows:
             y1 += 1
         r0, r1 = _rows(s, y0, y1)
-        strips.append(Strip(y0, y1, r0, r1, len(strips) % 2))
+        strips.append(Strip(y0, y1, r0, r1, -1 if whole else len(strips) % 2))
         y0 = y1
     tiles = math.ceil(s.k / 16)
     double = s.kernel_words <= hw.weights_bank_elements
@@ -242,13 +246,18 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
     for i, (si, t) in enumerate(items):
         prefetch: list = []
         nxt = i + 1
+        whole = plan.strips[si].bank < 0
         if nxt < len(items):
             nsi, nt = items[nxt]
-            if maps_slot[nxt] != maps_slot[i]:
+            if maps_slot[nxt] != maps_slot[i] and not whole:
                 prefetch.append(lambda nsi=nsi, nxt=nxt: _load_maps(b, plan, hw, plan.strips[nsi], maps_slot[nxt] % 2))
             if w_slot[nxt] != w_slot[i] and plan.double_buffer_weights:
                 prefetch.append(lambda nt=nt, nxt=nxt: _load_weights(b, plan, hw, nt, wbank(nxt)))
-        base = (maps_slot[i] % 2) * hw.maps_bank_elements
+        if whole and i and maps_slot[i] != maps_slot[i - 1]:
+            # the strip fills both banks: every earlier MAC must be done before it is replaced
+            b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+            _load_maps(b, plan, hw, plan.strips[si], 0)
+        base = 0 if whole else (maps_slot[i] % 2) * hw.maps_bank_elements
         _kernel_tile(b, plan, hw, plan.strips[si], base, t, wbank(i), mask_last, prefetch)
         if nxt < len(items) and w_slot[nxt] != w_slot[i] and not plan.double_buffer_weights:
             # the next kernels overwrite this tile's bank: wait for every pending MAC first

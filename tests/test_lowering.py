@@ -275,3 +275,11 @@ def test_split_kernel_conv_end_to_end(tmp_path: Path) -> None:
     r = json.loads(rep.read_text())
     assert r["check"]["golden_bit_exact"] is True and r["check"]["snr_db"] > 40
     assert [layer["name"] for layer in r["layers"] if layer["cycles"]] == ["big.part0", "big.part1"]
+
+
+@pytest.mark.parametrize("order", ["Kloop", "Mloop"])
+def test_strips_spanning_both_banks(order: str) -> None:
+    # VGG's 224x64 rows: 3 rows (43008 words) exceed a bank; strips use the whole buffer in turn
+    run, got, want, plan, _ = conv_case(64, 9, 224, 32, 3, 3, 1, 1, loop_order=order)
+    assert all(strip.bank == -1 for strip in plan.strips) and len(plan.strips) > 1
+    assert np.array_equal(got, want)
