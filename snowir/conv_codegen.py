@@ -172,21 +172,28 @@ BYPASS_GUARD = 16  # CU c's copy of the bypass rows starts 4c words lower
 
 def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
                  bypass_addr: int) -> ConvPlan:
-    """A conv with a residual bypass uses both maps banks at once (C17 §5.1): its maps strip in
-    bank 0, the bypass rows of the same output rows in bank 1; Kloop, strips not double-buffered."""
+    """A conv with a residual bypass holds two inputs at once (C17 §5.1): its maps strip at the
+    bottom of the maps buffer and the bypass rows of the same output rows above it (CU c's copy
+    4c words lower); Kloop, strips loaded in turn (not double-buffered)."""
     if s.kernel_words > hw.weights_buffer_elements:
         raise LoweringError(f"kernel of {s.kernel_words} words does not fit the weights buffer")
     row = s.w * s.cin
-    bank = hw.maps_bank_elements
     out_row = s.ow * s.k
-    if bank // row < s.kh or out_row > bank - BYPASS_GUARD:
+    room = hw.maps_buffer_elements - 2 * BYPASS_GUARD
+
+    def fits(y0: int, y1: int) -> bool:
+        r0, r1 = _rows(s, y0, y1)
+        return (r1 - r0) * row + (y1 - y0) * out_row <= room
+
+    if not fits(0, 1) and not any(fits(y, y + 1) for y in range(s.oh)):
         raise LoweringError(f"a residual conv needs {s.kh} input rows of {row} words and an output row of "
-                            f"{out_row} words in separate {bank}-word maps banks")
+                            f"{out_row} words in the {hw.maps_buffer_elements}-word maps buffer")
     strips, y0 = [], 0
     while y0 < s.oh:
         y1 = y0 + 1
-        while y1 < s.oh and _rows(s, y0, y1 + 1)[1] - _rows(s, y0, y1 + 1)[0] <= bank // row \
-                and (y1 + 1 - y0) * out_row <= bank - BYPASS_GUARD:
+        if not fits(y0, y1):
+            raise LoweringError(f"a residual conv's rows {y0}..{y1} do not fit the maps buffer")
+        while y1 < s.oh and fits(y0, y1 + 1):
             y1 += 1
         r0, r1 = _rows(s, y0, y1)
         strips.append(Strip(y0, y1, r0, r1, 0))
@@ -304,14 +311,14 @@ def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
 
 
 def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
-    """Kloop over strips; per strip: maps in bank 0, the strip's bypass rows in bank 1 (CU c's
-    copy 4c words lower, so one `vmov bypass` hands each vMAC its own channel)."""
+    """Kloop over strips; per strip: maps at the bottom of the buffer, the strip's bypass rows
+    right above (CU c's copy 4c words lower, so one `vmov bypass` hands each vMAC its own channel)."""
     s = plan.shape
-    bank = hw.maps_bank_elements
-    byp = bank + BYPASS_GUARD
     out_row = s.ow * s.k
+    row = s.w * s.cin
     index = 0
     for si, strip in enumerate(plan.strips):
+        byp = (strip.r1 - strip.r0) * row + BYPASS_GUARD  # right above this strip's maps
         if si:
             b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
         _load_maps(b, plan, hw, strip, 0)

@@ -79,7 +79,8 @@ def test_conv_bit_exact(args) -> None:
 
 
 @pytest.mark.parametrize("args", [(16, 6, 6, 16, 3, 3, 1, 1), (24, 9, 7, 40, 3, 3, 1, 1), (32, 40, 40, 32, 3, 3, 1, 1),
-                                  (64, 14, 14, 32, 1, 1, 2, 0)])
+                                  (64, 14, 14, 32, 1, 1, 2, 0),
+                                  (256, 9, 28, 32, 3, 3, 1, 1)])  # maps rows wider than half the buffer
 def test_residual_bypass_bit_exact(args) -> None:
     run, got, want, plan, _ = conv_case(*args, bypass=True)
     assert plan.bypass_addr is not None
