@@ -40,6 +40,23 @@ def delay_slot_raw_pairs(ops: list[sf.SnowflakeInstruction], pc: int, slots: int
     return pairs
 
 
+def next_pc(pc: int, slots_left: int, pending: int | None, is_branch: bool, taken: int | None,
+            slots: int) -> tuple[int, int, int | None]:
+    """The program counter after the instruction at `pc`, with the branch delay-slot state:
+    a branch's `slots` following instructions always execute, then a taken branch jumps."""
+    nxt = pc + 1
+    if slots_left:
+        slots_left -= 1
+        if not slots_left and pending is not None:
+            nxt, pending = pending, None
+    if is_branch:
+        if slots:
+            slots_left, pending = slots, taken
+        elif taken is not None:
+            nxt = taken
+    return nxt, slots_left, pending
+
+
 @dataclass
 class RunStats:
     dynamic_instructions: int = 0

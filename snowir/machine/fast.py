@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 
 from snowir.dialects import snowflake_asm as sf
-from snowir.machine.core import Machine, delay_slot_raw_pairs
+from snowir.machine.core import Machine, delay_slot_raw_pairs, next_pc
 from snowir.machine.encoding import decode
 from snowir.machine.state import MachineFault
 
@@ -269,17 +269,7 @@ class FastProgram:
         except MachineFault as fault:
             raise fault.at(pc, str(op).strip())
         m.dynamic += 1
-        nxt = pc + 1
-        if slots_left:
-            slots_left -= 1
-            if not slots_left and pending is not None:
-                nxt, pending = pending, None
-        if op.IS_BRANCH:
-            if self.slots:
-                slots_left, pending = self.slots, taken
-            elif taken is not None:
-                nxt = taken
-        return nxt, slots_left, pending
+        return next_pc(pc, slots_left, pending, op.IS_BRANCH, taken, self.slots)
 
     def run(self, max_instructions: int | None = None) -> None:
         m = self.m

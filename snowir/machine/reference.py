@@ -16,7 +16,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 
 from snowir.dialects import snowflake_asm as sf
 from snowir.fixedpoint import wrap32
-from snowir.machine.core import Machine, delay_slot_raw_pairs
+from snowir.machine.core import Machine, delay_slot_raw_pairs, next_pc
 from snowir.machine.encoding import layout
 from snowir.machine.state import MachineFault
 
@@ -156,14 +156,5 @@ def run_reference(machine: Machine, module: ModuleOp, max_instructions: int | No
             machine.report_progress()
         if machine.dynamic > limit:
             raise MachineFault(f"instruction limit {limit} reached (endless loop?)").at(pc, str(op).strip())
-        nxt = pc + 1
-        if slots_left:
-            slots_left -= 1
-            if not slots_left and pending is not None:
-                nxt, pending = pending, None
-        if op.IS_BRANCH:
-            if slots:
-                slots_left, pending = slots, funcs.taken
-            elif funcs.taken is not None:
-                nxt = funcs.taken
-        pc = nxt
+        pc, slots_left, pending = next_pc(pc, slots_left, pending, op.IS_BRANCH,
+                                          funcs.taken if op.IS_BRANCH else None, slots)
