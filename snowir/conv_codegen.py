@@ -448,6 +448,9 @@ def _row(b: AsmBuilder, plan: ConvPlan, wbuf: int, ky0: int, rows: int, bypass: 
             _offset(b, R_BYP, R_BYPROW, x * s.k)
         b.const(R_W, wbuf + (ky0 * s.kw + kx0) * s.c)
         _macs(b, plan, rows, kx1 - kx0, row, bypass)
+    short = s.kh == 1 and s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK and not bypass
+    if short and xr - xl >= 2 * UNROLL:
+        xl = _unrolled_pixels(b, plan, wbuf, xl, xr)
     if xr - xl >= 1:
         _offset(b, R_MAPS, R_ROWBASE, (xl * s.sx - s.pl) * s.cin)
         _offset(b, R_OUT, R_OUTROW, 2 * xl * s.k)
@@ -464,6 +467,34 @@ def _row(b: AsmBuilder, plan: ConvPlan, wbuf: int, ky0: int, rows: int, bypass: 
                sf.MoviOp(R_W, wbuf + ky0 * s.kw * s.c),
                sf.AddiOp(R_OUT, R_OUT, 2 * s.k),
                sf.AddiOp(R_BYP, R_BYP, s.k) if bypass else NOP())
+
+
+UNROLL = 4
+R_MAPS_U = (2, 4, 5, 12)  # free registers: one maps / output address per unrolled pixel
+R_OUT_U = (1, 13, 14, 15)
+
+
+def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, wbuf: int, xl: int, xr: int) -> int:
+    """1x1 convs have short traces (C/16 cycles), shorter than the loop bookkeeping of one pixel:
+    run UNROLL pixels per X-loop iteration, each with its own address registers, so the CUs see
+    a MAC every ~3.5 issue slots. Returns the first pixel left for the ordinary loop."""
+    s = plan.shape
+    n = (xr - xl) // UNROLL
+    for j in range(UNROLL):
+        _offset(b, R_MAPS_U[j], R_ROWBASE, ((xl + j) * s.sx - s.pl) * s.cin)
+        _offset(b, R_OUT_U[j], R_OUTROW, 2 * (xl + j) * s.k)
+    b.const(R_W, wbuf)
+    b.const(R_X, 1)
+    b.const(R_XEND, n)
+    top = b.label("XU")
+    b.emit(sf.AddiOp(R_X, R_X, 1))
+    for j in range(UNROLL):
+        b.emit(sf.MacOp(COOP, R_OUT_U[j], R_MAPS_U[j], R_W, s.c, wb=True, relu=s.relu))
+    step_maps, step_out = UNROLL * s.sx * s.cin, 2 * UNROLL * s.k
+    b.emit(*(sf.AddiOp(r, r, step_maps) for r in R_MAPS_U))
+    b.emit(sf.BleOp(R_X, R_XEND, top))
+    b.emit(*(sf.AddiOp(r, r, step_out) for r in R_OUT_U))
+    return xl + n * UNROLL
 
 
 def _offset(b: AsmBuilder, dst: int, base_reg: int, offset: int) -> None:
