@@ -156,15 +156,20 @@ def calibrate_batch_norm(model: onnx.ModelProto, seed: int = 1, batch: int = 2, 
         outs = dict(zip(names, sess.run(None, {inp.name: x})))
         changed = 0.0
         for bn in bns:
+            # before the earlier BNs are calibrated, late activations can overflow float32: those
+            # statistics are provisional and replaced in a later round (hence inf/nan are allowed)
             act = outs[bn.input[0]].astype(np.float64)
             axes = (0,) + tuple(range(2, act.ndim))
-            mean, var = act.mean(axis=axes), act.var(axis=axes) + 1e-3
+            with np.errstate(over="ignore", invalid="ignore"):
+                mean, var = act.mean(axis=axes), act.var(axis=axes) + 1e-3
             for k, value in ((3, mean), (4, var)):
                 idx = init_index[bn.input[k]]
                 old = numpy_helper.to_array(graph.initializer[idx])
                 delta = float(np.abs(old - value).max() / (np.abs(value).max() + 1e-9))
                 changed = float("inf") if not np.isfinite(delta) else max(changed, delta)
-                graph.initializer[idx].CopyFrom(numpy_helper.from_array(value.astype(np.float32), bn.input[k]))
+                with np.errstate(over="ignore", invalid="ignore"):
+                    stat = value.astype(np.float32)
+                graph.initializer[idx].CopyFrom(numpy_helper.from_array(stat, bn.input[k]))
         if not np.isfinite(changed):
             changed = float("inf")
         if changed < 1e-3:
