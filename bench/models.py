@@ -26,7 +26,8 @@ PAPER = {"alexnet_owt": (10.68, 9.36, 1.22), "resnet18": (46.77, 26.30, 2.25), "
 def main() -> None:
     hw = SnowflakeConfig()
     rows = []
-    for name, path_fn in (("alexnet_owt", lambda: build_bench("alexnet_owt")), ("resnet50", lambda: build_light("resnet50"))):
+    for name, path_fn in (("alexnet_owt", lambda: build_bench("alexnet_owt")), ("resnet18", lambda: build_bench("resnet18")),
+                          ("resnet50", lambda: build_light("resnet50"))):
         paper_ms, bound_ms, paper_gbps = PAPER[name]
         t0 = time.perf_counter()
         try:

@@ -1,9 +1,10 @@
 """
 Benchmark models of C17 Table 2 built with onnx.helper (seeded He-initialised weights):
 AlexNet-OWT in torchvision's layout ("one weird trick": 64-192-384-256-256 conv channels,
-three FC layers). Written to build/models/ (not committed).
+three FC layers) and ResNet-18 (torchvision layout, BN folded). ResNet-50 is the onnx
+wheel's (tools/light_models.py). Written to build/models/ (not committed).
 
-    python tools/bench_models.py        # -> build/models/alexnet_owt.onnx
+    python tools/bench_models.py [alexnet_owt|resnet18]
 """
 
 from __future__ import annotations
@@ -66,11 +67,56 @@ def alexnet_owt(seed: int = 0) -> onnx.ModelProto:
     return model
 
 
+def resnet18(seed: int = 0) -> onnx.ModelProto:
+    """ResNet-18 (torchvision layout, BN folded into conv biases): basic blocks, projection
+    shortcuts; the second conv of each block is scaled x0.2 (as a trained residual branch)."""
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def conv(name, x, cin, cout, k, s, p, relu=True, scale=1.0):
+        w = (rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k)) * scale).astype(np.float32)
+        b = (rng.standard_normal(cout) * 0.05).astype(np.float32)
+        inits.extend([numpy_helper.from_array(w, f"{name}_w"), numpy_helper.from_array(b, f"{name}_b")])
+        nodes.append(helper.make_node("Conv", [x, f"{name}_w", f"{name}_b"], [name], name=name,
+                                      kernel_shape=[k, k], strides=[s, s], pads=[p, p, p, p]))
+        if not relu:
+            return name
+        nodes.append(helper.make_node("Relu", [name], [f"{name}_r"], name=f"{name}_relu"))
+        return f"{name}_r"
+
+    x = conv("conv1", "image", 3, 64, 7, 2, 3)
+    nodes.append(helper.make_node("MaxPool", [x], ["pool1"], name="pool1", kernel_shape=[3, 3], strides=[2, 2],
+                                  pads=[1, 1, 1, 1]))
+    x, cin = "pool1", 64
+    for stage, cout in enumerate((64, 128, 256, 512), start=1):
+        for block in range(2):
+            stride = 2 if stage > 1 and block == 0 else 1
+            name = f"layer{stage}.{block}"
+            y = conv(f"{name}.conv1", x, cin, cout, 3, stride, 1)
+            y = conv(f"{name}.conv2", y, cout, cout, 3, 1, 1, relu=False, scale=0.2)
+            short = conv(f"{name}.down", x, cin, cout, 1, stride, 0, relu=False) if stride != 1 or cin != cout else x
+            nodes.append(helper.make_node("Add", [y, short], [f"{name}.add"], name=f"{name}.add"))
+            nodes.append(helper.make_node("Relu", [f"{name}.add"], [f"{name}.out"], name=f"{name}.relu"))
+            x, cin = f"{name}.out", cout
+    nodes.append(helper.make_node("GlobalAveragePool", [x], ["gap"], name="avgpool"))
+    nodes.append(helper.make_node("Flatten", ["gap"], ["flat"], name="flatten", axis=1))
+    w = (rng.standard_normal((1000, 512)) * np.sqrt(1.0 / 512) * 0.5).astype(np.float32)
+    inits.extend([numpy_helper.from_array(w, "fc_w"), numpy_helper.from_array(np.zeros(1000, np.float32), "fc_b")])
+    nodes.append(helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["fc"], name="fc", transB=1))
+    nodes.append(helper.make_node("Softmax", ["fc"], ["prob"], name="softmax", axis=1))
+    graph = helper.make_graph(nodes, "resnet18",
+                              [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 224, 224])],
+                              [helper.make_tensor_value_info("prob", TensorProto.FLOAT, [1, 1000])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="snowir bench_models")
+    model.ir_version = 8
+    return model
+
+
 def build(name: str = "alexnet_owt") -> Path:
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{name}.onnx"
     if not path.exists():
-        model = {"alexnet_owt": alexnet_owt}[name]()
+        model = {"alexnet_owt": alexnet_owt, "resnet18": resnet18}[name]()
         onnx.checker.check_model(model)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         onnx.save(model, str(tmp))
@@ -79,4 +125,7 @@ def build(name: str = "alexnet_owt") -> Path:
 
 
 if __name__ == "__main__":
-    print(build())
+    import sys
+
+    for model_name in sys.argv[1:] or ["alexnet_owt", "resnet18"]:
+        print(build(model_name))
