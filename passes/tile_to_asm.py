@@ -19,7 +19,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.conv_codegen import ConvPlan, ConvShape, LoweringError, Strip, generate_conv, plan_conv
+from snowir.conv_codegen import ConvPlan, ConvShape, LoweringError, Strip, generate_conv, input_rows, plan_conv
 from snowir.dialects import snowflake_asm as sf
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
@@ -45,7 +45,7 @@ def plan_from_tile(layer: tile.LayerOp, hw: SnowflakeConfig) -> ConvPlan:
     strips = []
     for i, mt in enumerate(op for op in layer.body.block.ops if isinstance(op, tile.MapsTileOp)):
         (y0, y1), (r0, r1) = mt._ints("out_rows"), mt._ints("in_rows")
-        need0, need1 = max(0, y0 * s.sy - s.pt), min(s.h, (y1 - 1) * s.sy - s.pt + s.kh)
+        need0, need1 = input_rows(s.h, s.kh, s.sy, s.pt, y0, y1)
         if r0 > need0 or r1 < need1 or r1 > s.h:
             raise PassFailedException(f"tile-to-asm: layer @{name}: maps tile rows {y0}..{y1} need input rows "
                                       f"{need0}..{need1}, the tile holds {r0}..{r1}")

@@ -16,6 +16,7 @@ rows clamp the kernel-row range, border columns get their own shorter traces.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -150,15 +151,9 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
     if s.h * row <= hw.maps_buffer_elements:
         # the whole input fits the maps buffer (both banks): one strip, loaded once
         max_rows = s.h
-    strips = []
-    y0 = 0
-    while y0 < s.oh:
-        y1 = y0 + 1
-        while y1 < s.oh and _rows(s, y0, y1 + 1)[1] - _rows(s, y0, y1 + 1)[0] <= max_rows:
-            y1 += 1
-        r0, r1 = _rows(s, y0, y1)
-        strips.append(Strip(y0, y1, r0, r1, -1 if whole else len(strips) % 2))
-        y0 = y1
+    rows = lambda y0, y1: _rows(s, y0, y1)  # noqa: E731
+    strips = row_strips(s.oh, rows, lambda y0, y1: rows(y0, y1)[1] - rows(y0, y1)[0] <= max_rows,
+                        lambda i: -1 if whole else i % 2, "conv")
     tiles = math.ceil(s.k / 16)
     double = s.kernel_words <= hw.weights_bank_elements
     plan = ConvPlan(s, tuple(strips), tiles, double, in_addr, w_addr, out_addr)
@@ -188,23 +183,41 @@ def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, o
     if not fits(0, 1) and not any(fits(y, y + 1) for y in range(s.oh)):
         raise LoweringError(f"a residual conv needs {s.kh} input rows of {row} words and an output row of "
                             f"{out_row} words in the {hw.maps_buffer_elements}-word maps buffer")
-    strips, y0 = [], 0
-    while y0 < s.oh:
-        y1 = y0 + 1
-        if not fits(y0, y1):
-            raise LoweringError(f"a residual conv's rows {y0}..{y1} do not fit the maps buffer")
-        while y1 < s.oh and fits(y0, y1 + 1):
-            y1 += 1
-        r0, r1 = _rows(s, y0, y1)
-        strips.append(Strip(y0, y1, r0, r1, 0))
-        y0 = y1
+    strips = row_strips(s.oh, lambda y0, y1: _rows(s, y0, y1), fits, lambda i: 0, "a residual conv")
     return ConvPlan(s, tuple(strips), math.ceil(s.k / 16), s.kernel_words <= hw.weights_bank_elements,
                     in_addr, w_addr, out_addr, "COOP", "Kloop", bypass_addr)
 
 
+def input_rows(h: int, kh: int, sy: int, pt: int, y0: int, y1: int) -> tuple[int, int]:
+    """Input rows [r0, r1) that output rows [y0, y1) of a window op read (padding rows excluded)."""
+    return max(0, y0 * sy - pt), min(h, (y1 - 1) * sy - pt + kh)
+
+
 def _rows(s: ConvShape, y0: int, y1: int) -> tuple[int, int]:
-    """Input rows [r0, r1) that output rows [y0, y1) read (padding rows excluded)."""
-    return max(0, y0 * s.sy - s.pt), min(s.h, (y1 - 1) * s.sy - s.pt + s.kh)
+    return input_rows(s.h, s.kh, s.sy, s.pt, y0, y1)
+
+
+def row_strips(oh: int, rows: Callable[[int, int], tuple[int, int]], fits: Callable[[int, int], bool],
+               bank: Callable[[int], int], what: str) -> list[Strip]:
+    """Maps tiles: output-row strips grown greedily while `fits(y0, y1)`; strip i gets `bank(i)`."""
+    strips: list[Strip] = []
+    y0 = 0
+    while y0 < oh:
+        y1 = y0 + 1
+        if not fits(y0, y1):
+            raise LoweringError(f"{what}: rows {y0}..{y1} do not fit the maps buffer")
+        while y1 < oh and fits(y0, y1 + 1):
+            y1 += 1
+        r0, r1 = rows(y0, y1)
+        strips.append(Strip(y0, y1, r0, r1, bank(len(strips))))
+        y0 = y1
+    return strips
+
+
+def interior_columns(ow: int, sx: int, pl: int, kw: int, w: int) -> tuple[int, int]:
+    """Output columns [xl, xr) whose whole window is inside the input (the rest are border pixels)."""
+    interior = [x for x in range(ow) if x * sx - pl >= 0 and x * sx - pl + kw <= w]
+    return (interior[0], interior[-1] + 1) if interior else (ow, ow)
 
 
 def pack_weights(w: np.ndarray, b: np.ndarray, tiles: int) -> np.ndarray:
@@ -436,8 +449,7 @@ def _row(b: AsmBuilder, plan: ConvPlan, wbuf: int, ky0: int, rows: int, bypass: 
     """One output row: R_ROWBASE = maps address of its first used input row, R_OUTROW = output address."""
     s = plan.shape
     row = s.w * s.cin
-    interior = [x for x in range(s.ow) if x * s.sx - s.pl >= 0 and x * s.sx - s.pl + s.kw <= s.w]
-    xl, xr = (interior[0], interior[-1] + 1) if interior else (s.ow, s.ow)
+    xl, xr = interior_columns(s.ow, s.sx, s.pl, s.kw, s.w)
     border = [x for x in range(s.ow) if not xl <= x < xr]
     for x in border:
         ix = x * s.sx - s.pl

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from snowir.asm_builder import NOP, AsmBuilder
-from snowir.conv_codegen import LoweringError, Strip
+from snowir.conv_codegen import LoweringError, Strip, input_rows, interior_columns, row_strips
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 
@@ -46,16 +46,9 @@ def plan_pool(p: PoolShape, hw: SnowflakeConfig) -> list[Strip]:
         max_rows = (hw.maps_buffer_elements - GUARD - 16) // row
         if max_rows < p.kh:
             raise LoweringError(f"max pool: {p.kh} rows of {row} words do not fit the maps buffer")
-    strips, y0 = [], 0
-    rows = lambda a, b: (max(0, a * p.sy - p.pt), min(p.h, (b - 1) * p.sy - p.pt + p.kh))
-    while y0 < p.oh:
-        y1 = y0 + 1
-        while y1 < p.oh and rows(y0, y1 + 1)[1] - rows(y0, y1 + 1)[0] <= max_rows:
-            y1 += 1
-        r0, r1 = rows(y0, y1)
-        strips.append(Strip(y0, y1, r0, r1, -1 if whole else len(strips) % 2))
-        y0 = y1
-    return strips
+    rows = lambda y0, y1: input_rows(p.h, p.kh, p.sy, p.pt, y0, y1)  # noqa: E731
+    return row_strips(p.oh, rows, lambda y0, y1: rows(y0, y1)[1] - rows(y0, y1)[0] <= max_rows,
+                      lambda i: -1 if whole else i % 2, "max pool")
 
 
 def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int) -> AsmBuilder:
@@ -93,8 +86,7 @@ def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int
 
 
 def _pool_row(b: AsmBuilder, p: PoolShape, row_base: int, out_row: int, rows: int, row: int) -> None:
-    interior = [x for x in range(p.ow) if x * p.sx - p.pl >= 0 and x * p.sx - p.pl + p.kw <= p.w]
-    xl, xr = (interior[0], interior[-1] + 1) if interior else (p.ow, p.ow)
+    xl, xr = interior_columns(p.ow, p.sx, p.pl, p.kw, p.w)
 
     def border(xs: list[int]) -> None:
         for x in xs:
