@@ -24,44 +24,18 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, StringA
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.conv_codegen import ConvShape, LoweringError, plan_conv
+from snowir.conv_codegen import LoweringError, conv_layout, plan_conv
 from snowir.dialects import nn, tile
-from snowir.golden import _ints
+from snowir.nn_util import conv_shape, layer_name
 from snowir.hw import SnowflakeConfig
-
-ALIGN = 256
-
-
-def _align(n: int) -> int:
-    return -(-n // ALIGN) * ALIGN
-
-
-def conv_shape(op: nn.Conv2dOp) -> ConvShape:
-    _, c, h, w = op.input.type.get_shape()
-    k, cg, kh, kw = op.weight.type.get_shape()
-    sy, sx = _ints(op.strides)
-    pt, pl, pb, pr = _ints(op.pads)
-    frac = op.weight.type.get_element_type()
-    shift = frac.frac_bits.data if isinstance(frac, nn.FixedType) else 8
-    return ConvShape(cg, h, w, k, kh, kw, sy, sx, pt, pl, pb, pr, op.relu is not None, shift, c // cg)
-
-
-def layer_name(op) -> str:
-    if "onnx_node" in op.attributes:
-        return op.attributes["onnx_node"].data
-    return op.results[0].name_hint or "layer"
-
 
 def conv_tile_layer(op: nn.Conv2dOp, hw: SnowflakeConfig, loop_order: str | None) -> tile.LayerOp:
     s = conv_shape(op)
     name = layer_name(op)
-    in_b = s.h * s.w * s.cin * 2
-    w_addr = _align(in_b)
+    lay = conv_layout(s, op.bypass is not None)
+    in_b, w_addr, w_bytes, out_addr, out_b, r_addr = (lay.in_bytes, lay.w_addr, lay.w_bytes, lay.out_addr,
+                                                      lay.out_bytes, lay.r_addr)
     tiles = -(-s.k // 16)
-    w_bytes = tiles * 16 * s.kernel_words * 2
-    out_addr = _align(w_addr + w_bytes)
-    out_b = s.oh * s.ow * s.k * 2
-    r_addr = _align(out_addr + out_b) if op.bypass is not None else None
     try:
         plan = plan_conv(s, hw, 0, w_addr, out_addr, loop_order, r_addr)
     except LoweringError as e:

@@ -220,6 +220,34 @@ def interior_columns(ow: int, sx: int, pl: int, kw: int, w: int) -> tuple[int, i
     return (interior[0], interior[-1] + 1) if interior else (ow, ow)
 
 
+ALIGN = 256  # bytes between the DRAM regions of a layer's program image
+
+
+def align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+@dataclass(frozen=True)
+class ConvLayout:
+    """DRAM regions of a conv layer's program image: maps at 0, then weights, output, bypass."""
+
+    in_bytes: int
+    w_addr: int
+    w_bytes: int
+    out_addr: int
+    out_bytes: int
+    r_addr: int | None
+
+
+def conv_layout(s: ConvShape, bypass: bool) -> ConvLayout:
+    in_bytes = s.h * s.w * s.cin * 2
+    w_addr = align(in_bytes)
+    w_bytes = math.ceil(s.k / 16) * 16 * s.kernel_words * 2
+    out_addr = align(w_addr + w_bytes)
+    out_bytes = s.oh * s.ow * s.k * 2
+    return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, align(out_addr + out_bytes) if bypass else None)
+
+
 def pack_weights(w: np.ndarray, b: np.ndarray, tiles: int) -> np.ndarray:
     """(K, C, kh, kw) int16 weights + (K,) bias -> the DRAM weight image (tiles*16 kernels)."""
     k, c, kh, kw = w.shape

@@ -11,7 +11,7 @@ compared bit for bit with the golden model's.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -19,22 +19,16 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 
-from snowir.conv_codegen import ConvShape, LoweringError, generate_conv, pack_weights, plan_conv
+from snowir.conv_codegen import LoweringError, align, conv_layout, generate_conv, pack_weights, plan_conv
 from snowir.dialects import nn
 from snowir.dialects import snowflake_asm as sf
 from snowir.golden import Golden, Q, _ints
 from snowir.hw import SnowflakeConfig
+from snowir.nn_util import conv_shape, layer_name
 from snowir.machine.image import assemble
 from snowir.machine.run import run_image
 from snowir.pool_codegen import PoolShape, generate_pool, plan_pool
 from snowir.resources import int16_resource
-
-ALIGN = 256
-
-
-def _align(n: int) -> int:
-    return -(-n // ALIGN) * ALIGN
-
 
 @dataclass
 class LayerResult:
@@ -70,35 +64,23 @@ def _hwc(words: np.ndarray) -> np.ndarray:
 def conv_program(op: nn.Conv2dOp, x: np.ndarray, w: np.ndarray, bias: np.ndarray, shift: int,
                  hw: SnowflakeConfig, name: str) -> tuple[ModuleOp, Any]:
     """The layer's program image: input `x`, weights `w`, output `y`, residual input `r`."""
-    n, c, h, wd = op.input.type.get_shape()
-    k, cg, kh, kw = op.weight.type.get_shape()
     if any(d != 1 for d in _ints(op.dilations)):
         raise LoweringError(f"{name}: dilated convolution is not lowered yet")
-    sy, sx = _ints(op.strides)
-    pt, pl, pb, pr = _ints(op.pads)
-    groups = op.groups.value.data
-    total, base = 0, 0
+    shape = replace(conv_shape(op), shift=shift)
     if isinstance(op.input.owner, nn.ChannelSliceOp):  # read the slice in place: a strided view
-        total = op.input.owner.input.type.get_shape()[1]
-        base = op.input.owner.start.value.data
-    shape = ConvShape(c // groups, h, wd, k, kh, kw, sy, sx, pt, pl, pb, pr, op.relu is not None, shift, groups,
-                      total, base)
-    tiles = -(-k // 16)
-    wimg = pack_weights(w, bias, tiles)
-    in_b = h * wd * shape.cin * 2
-    w_addr = _align(in_b)
-    out_addr = _align(w_addr + wimg.size * 2)
-    out_b = shape.oh * shape.ow * k * 2
-    r_addr = _align(out_addr + out_b) if op.bypass is not None else None
-    plan = plan_conv(shape, hw, 0, w_addr, out_addr, bypass_addr=r_addr)
+        shape = replace(shape, cin_total=op.input.owner.input.type.get_shape()[1],
+                        c_base=op.input.owner.start.value.data)
+    wimg = pack_weights(w, bias, -(-shape.k // 16))
+    lay = conv_layout(shape, op.bypass is not None)
+    plan = plan_conv(shape, hw, 0, lay.w_addr, lay.out_addr, bypass_addr=lay.r_addr)
     code = generate_conv(plan, hw)
     segments = [
-        sf.SegmentOp("x", sf.SegmentKind.INPUT, 0, in_b),
-        sf.SegmentOp("w", sf.SegmentKind.DATA, w_addr, wimg.size * 2, int16_resource(f"{name}_w", wimg)),
-        sf.SegmentOp("y", sf.SegmentKind.OUTPUT, out_addr, out_b),
+        sf.SegmentOp("x", sf.SegmentKind.INPUT, 0, lay.in_bytes),
+        sf.SegmentOp("w", sf.SegmentKind.DATA, lay.w_addr, wimg.size * 2, int16_resource(f"{name}_w", wimg)),
+        sf.SegmentOp("y", sf.SegmentKind.OUTPUT, lay.out_addr, lay.out_bytes),
     ]
-    if r_addr is not None:
-        segments.append(sf.SegmentOp("r", sf.SegmentKind.INPUT, r_addr, out_b))
+    if lay.r_addr is not None:
+        segments.append(sf.SegmentOp("r", sf.SegmentKind.INPUT, lay.r_addr, lay.out_bytes))
     return ModuleOp([*segments, sf.ProgramOp(_sym(name), code.ops)]), plan
 
 
@@ -111,7 +93,7 @@ def pool_program(op: nn.MaxPoolOp, hw: SnowflakeConfig, name: str) -> ModuleOp:
     shape = PoolShape(c, h, w, kh, kw, sy, sx, pt, pl, oh, ow)
     plan_pool(shape, hw)
     in_b = h * w * c * 2
-    out_addr = _align(in_b)
+    out_addr = align(in_b)
     code = generate_pool(shape, hw, 0, out_addr)
     out_b = oh * ow * c * 2
     return ModuleOp([
@@ -126,6 +108,12 @@ def _sym(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name) or "layer"
 
 
+def _compiled(op) -> bool:
+    """Layers compiled to a Snowflake program: convs and max pools partition-host left on the device."""
+    place = op.attributes.get("place")
+    return isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and not (place is not None and place.data == "host")
+
+
 def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = None, engine: str = "fast",
                progress=None, record: bool = False) -> DeviceRun:
     from snowir.passes.icache_banking import IcacheBankingPass
@@ -135,7 +123,6 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
     block = golden.main.body.block
     if len(block.args) != 1:
         raise LoweringError("only single-input models run on the device")
-    frac = None
     from snowir.golden import element_frac, quantize
 
     frac = element_frac(block.args[0])
@@ -143,8 +130,7 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
         raise LoweringError("the model is not quantised: run nn-prepare (or quantize) first")
     env: dict[SSAValue, Any] = {block.args[0]: Q(quantize(x, frac), frac)}
     result = DeviceRun([])
-    device_ops = [op for op in block.ops if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp)
-                  and not ("place" in op.attributes and op.attributes["place"].data == "host")]
+    device_ops = [op for op in block.ops if _compiled(op)]
     for op in block.ops:
         if isinstance(op, func.ReturnOp):
             result.outputs = [golden._float(env[v]) for v in op.arguments]
@@ -153,9 +139,8 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
             return result
         if isinstance(op, nn.SoftmaxOp):
             result.logits = golden._float(env[op.input])
-        on_host = "place" in op.attributes and op.attributes["place"].data == "host"
-        if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and not on_host:
-            name = op.attributes["onnx_node"].data if "onnx_node" in op.attributes else op.results[0].name_hint or op.name
+        if _compiled(op):
+            name = layer_name(op, op.name)
             if progress:
                 progress(f"layer {device_ops.index(op) + 1}/{len(device_ops)}: {name}")
             expected = golden._op(op, env)
@@ -206,7 +191,7 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
                 and not isinstance(op, nn.ConstantOp | nn.ReshapeOp | nn.FlattenOp | nn.IdentityOp
                                    | nn.ChannelSliceOp) \
                 and not (isinstance(op, nn.ConcatOp) and op.axis.value.data == 1):
-            name = op.attributes["onnx_node"].data if "onnx_node" in op.attributes else op.results[0].name_hint or "?"
+            name = layer_name(op, "?")
             raise LoweringError(f"layer '{name}' ({op.name}) is not lowered to Snowflake yet")
         env[op.results[0]] = golden._op(op, env)
     raise LoweringError("@main has no func.return")

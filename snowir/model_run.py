@@ -22,6 +22,7 @@ from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.golden import Golden
 from snowir.hw import SnowflakeConfig
+from snowir.nn_util import layer_name
 
 DEFAULT_PIPELINE = "nn-prepare"
 
@@ -90,9 +91,8 @@ def layer_rows(module: ModuleOp) -> list[dict[str, Any]]:
             macs = int(np.prod(op.output.type.get_shape())) * cg * kh * kw
         elif isinstance(op, nn.DenseOp):
             macs = int(np.prod(op.output.type.get_shape())) * op.weight.type.get_shape()[1]
-        name = op.attributes.get("onnx_node")
         place = op.attributes.get("place")
-        rows.append({"name": name.data if name else op.results[0].name_hint or op.name,
+        rows.append({"name": layer_name(op, op.name),
                      "op": op.name.removeprefix("nn.") + (" (host)" if place and place.data == "host" else ""),
                      "cycles": 0, "ms": 0.0, "macs": macs, "mac_utilization": 0.0, "dram_bytes": 0, "gbps": 0.0,
                      "mode": None, "loop_order": None, "load_imbalance_pct": None, "_op": op})

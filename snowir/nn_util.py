@@ -67,3 +67,24 @@ def per_channel(array: np.ndarray | None, channels: int) -> np.ndarray | None:
     if a.size == 1:
         return np.full(channels, float(a.reshape(-1)[0]), np.float32)
     return None
+
+
+def layer_name(op: Operation, default: str = "layer") -> str:
+    """The ONNX node name of an nn op, else its result's name hint, else `default`."""
+    if "onnx_node" in op.attributes:
+        return op.attributes["onnx_node"].data
+    return (op.results[0].name_hint if op.results else None) or default
+
+
+def conv_shape(op: nn.Conv2dOp):
+    """The code generator's ConvShape of a (quantised) nn.conv2d; shift = the weights' fraction bits."""
+    from snowir.conv_codegen import ConvShape
+    from snowir.golden import _ints
+
+    _, c, h, w = op.input.type.get_shape()
+    k, cg, kh, kw = op.weight.type.get_shape()
+    sy, sx = _ints(op.strides)
+    pt, pl, pb, pr = _ints(op.pads)
+    frac = op.weight.type.get_element_type()
+    shift = frac.frac_bits.data if isinstance(frac, nn.FixedType) else 8
+    return ConvShape(cg, h, w, k, kh, kw, sy, sx, pt, pl, pb, pr, op.relu is not None, shift, c // cg)
