@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from abc import ABC
 from collections.abc import Sequence
+from functools import cache
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -102,7 +103,10 @@ def _parse_register_index(parser: AttrParser) -> int:
     return int(name[1:])
 
 
+@cache
 def reg(index: int) -> RegisterType:
+    # attributes are immutable values: code generators build hundreds of thousands of
+    # instructions over 32 registers, so share one attribute per register
     return RegisterType(index)
 
 
@@ -176,7 +180,7 @@ class SnowflakeInstruction(IRDLOperation, ABC):
             if field == ",":
                 parser.parse_punctuation(",")
             elif isinstance(field, str):
-                props[field] = RegisterType(_parse_register_index(parser))
+                props[field] = reg(_parse_register_index(parser))
             elif field[0] == "int":
                 props[field[1]] = IntAttr(parser.parse_integer(allow_boolean=False))
             elif field[0] == "kw":

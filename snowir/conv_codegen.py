@@ -32,7 +32,11 @@ COOP = sf.VectorMode.COOP
 # register plan (static, as the paper's compiler: "register assignment is statically defined")
 R_OUT, R_MAPS, R_W, R_KY, R_KYEND, R_X, R_XEND, R_Y, R_YEND = 1, 2, 3, 4, 5, 6, 7, 8, 9
 R_ROWBASE, R_OUTROW, R_T, R_TEND, R_WBASE, R_OUTT, R_TMP, R_TMP2, R_LEN, R_SRC = 10, 11, 12, 13, 14, 15, 16, 17, 18, 19
-R_BIASA, R_MASK, R_BYP, R_BYPROW = 20, 21, 22, 23
+R_BYP, R_BYPROW = 22, 23
+# the kernel tile being computed: its weights bank base, 16*t (its first output channel), 32*t
+# (the same in output bytes), the DRAM address of the next weights LD, the K-loop counter.
+# r30/r31 stay free for icache-banking.
+R_TW, R_TT, R_TO, R_WSRC, R_TK = 27, 28, 21, 29, 20
 
 
 class LoweringError(SnowError):
@@ -278,6 +282,9 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
     if plan.bypass_addr is not None:
         _residual(b, plan, hw, mask_last)
         return b
+    if plan.loop_order == "Kloop" and s.groups == 1:
+        _kloop(b, plan, hw, mask_last)
+        return b
     n_strips = len(plan.strips)
     if plan.loop_order == "Kloop":
         items = [(si, t) for si in range(n_strips) for t in range(plan.tiles)]
@@ -292,26 +299,124 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
     _load_maps(b, plan, hw, plan.strips[items[0][0]], 0)
     _load_weights(b, plan, hw, items[0][1], wbank(0))
     for i, (si, t) in enumerate(items):
-        prefetch: list = []
+        prefetch: list[Prefetch] = []
         nxt = i + 1
         whole = plan.strips[si].bank < 0
         if nxt < len(items):
             nsi, nt = items[nxt]
             if maps_slot[nxt] != maps_slot[i] and not whole:
-                prefetch.append(lambda nsi=nsi, nxt=nxt: _load_maps(b, plan, hw, plan.strips[nsi], maps_slot[nxt] % 2))
+                prefetch.append(lambda bb, nsi=nsi, nxt=nxt: _load_maps(bb, plan, hw, plan.strips[nsi], maps_slot[nxt] % 2))
             if w_slot[nxt] != w_slot[i] and plan.double_buffer_weights:
-                prefetch.append(lambda nt=nt, nxt=nxt: _load_weights(b, plan, hw, nt, wbank(nxt)))
+                prefetch.append(lambda bb, nt=nt, nxt=nxt: _load_weights(bb, plan, hw, nt, wbank(nxt)))
         if whole and i and maps_slot[i] != maps_slot[i - 1]:
             # the strip fills both banks: every earlier MAC must be done before it is replaced
             b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
             _load_maps(b, plan, hw, plan.strips[si], 0)
         base = 0 if whole else (maps_slot[i] % 2) * hw.maps_bank_elements
-        _kernel_tile(b, plan, hw, plan.strips[si], base, t, wbank(i), mask_last, prefetch)
+        c_off = s.c_base + (16 * t) // (s.k // s.groups) * s.c  # this tile's group's input channels
+        b.const(R_TW, wbank(i))
+        b.const(R_TT, 16 * t)
+        b.const(R_TO, 32 * t)
+        _kernel_tile(b, plan, hw, plan.strips[si], base, c_off, mask_last if t == plan.tiles - 1 else 0xFFFF,
+                     prefetch)
         if nxt < len(items) and w_slot[nxt] != w_slot[i] and not plan.double_buffer_weights:
             # the next kernels overwrite this tile's bank: wait for every pending MAC first
             b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
             _load_weights(b, plan, hw, items[nxt][1], 0)
     return b
+
+
+Prefetch = Callable[[AsmBuilder], None]
+KLOOP_BUDGET = 448  # a K-loop body must fit one icache bank with room for the bank-load prologue
+
+
+def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
+    """Kloop order, ungrouped: per maps strip, every kernel tile (C17 Figure 3); the next strip
+    is prefetched into the other maps bank during the strip's last tile."""
+    s = plan.shape
+    _load_maps(b, plan, hw, plan.strips[0], 0)
+    b.const(R_TW, 0)
+    _load_weights(b, plan, hw, 0, 0)
+    for si, strip in enumerate(plan.strips):
+        whole = strip.bank < 0
+        if whole and si:
+            # the strip fills both banks: every earlier MAC must be done before it is replaced
+            b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+            _load_maps(b, plan, hw, strip, 0)
+        more = si + 1 < len(plan.strips)
+        last_prefetch: list[Prefetch] = []
+        if more and not whole:
+            nxt = plan.strips[si + 1]
+            last_prefetch.append(lambda bb, nxt=nxt, bank=(si + 1) % 2: _load_maps(bb, plan, hw, nxt, bank))
+        base = 0 if whole else (si % 2) * hw.maps_bank_elements
+        _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch)
+
+
+def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
+                 more: bool, last_prefetch: list[Prefetch], bypass_base: int | None = None) -> None:
+    """Every kernel tile over one maps strip, tile 0's weights already loaded into bank R_TW.
+    Tiles 0..T-2 are one counted K loop when its body fits an icache bank (else unrolled): the
+    tile registers R_TW/R_TT/R_TO advance in its delay slots, R_WSRC walks the weights. The
+    last tile is peeled: the write-back mask of a partial tile, the next strip's data (`more`:
+    a strip follows, whose tile 0 it loads)."""
+    s = plan.shape
+    tiles = plan.tiles
+    b.const(R_TT, 0)
+    b.const(R_TO, 0)
+    if tiles > 1:
+        b.const(R_WSRC, plan.w_addr + 2 * 16 * s.kernel_words)
+
+    def tile(bb: AsmBuilder, mask: int, prefetch: list[Prefetch], load_next: bool) -> None:
+        """One tile; `load_next`: then load the weights at R_WSRC (the next tile's)."""
+        if load_next and plan.double_buffer_weights:
+            prefetch = [*prefetch, lambda bb_: _load_next_weights(bb_, plan, hw)]
+        _kernel_tile(bb, plan, hw, strip, base, s.c_base, mask, prefetch, bypass_base)
+        if load_next and not plan.double_buffer_weights:
+            # the next kernels overwrite this tile's bank: wait for every pending MAC first
+            bb.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+            _load_next_weights(bb, plan, hw)
+
+    advance = _advance_tile(plan, hw)
+    body_tiles = tiles - 1
+    if body_tiles >= 2:
+        loop = AsmBuilder(_labels=b._labels)
+        loop.const(R_TK, 1 - body_tiles)
+        top = loop.label("K")
+        tile(loop, 0xFFFF, [], True)
+        loop.loop_end(R_TK, 0, top, advance)
+        if sum(1 for op in loop.ops if not isinstance(op, sf.LabelOp)) <= KLOOP_BUDGET:
+            b.emit(*loop.ops)
+            body_tiles = 0
+    for _ in range(body_tiles):
+        tile(b, 0xFFFF, [], True)
+        b.emit(*_advance_tile(plan, hw))
+    if more:
+        b.const(R_WSRC, plan.w_addr)  # the next strip starts again at tile 0
+    tile(b, mask_last, last_prefetch, more)
+    if plan.double_buffer_weights:
+        b.emit(*_advance_tile(plan, hw)[:2])  # the next strip's tile 0 is in the other bank
+
+
+def _advance_tile(plan: ConvPlan, hw: SnowflakeConfig) -> list:
+    """R_TW to the other weights bank (double-buffered), R_TT += 16, R_TO += 32: four
+    instructions, one RAW pair, so they fill a K-loop branch's delay slots."""
+    toggle = [sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, hw.weights_bank_elements)] \
+        if plan.double_buffer_weights else [NOP(), NOP()]
+    return [*toggle, sf.AddiOp(R_TT, R_TT, 16), sf.AddiOp(R_TO, R_TO, 32)]
+
+
+def _load_next_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
+    """The 16 kernels at R_WSRC into the bank R_TW does not use (double-buffered) or bank 0;
+    R_WSRC moves on to the tile after."""
+    s = plan.shape
+    if plan.double_buffer_weights:
+        b.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TMP, R_TMP, hw.weights_bank_elements))
+    else:
+        b.emit(sf.MoviOp(R_TMP, 0))
+    b.const(R_LEN, s.kernel_words)
+    for j in range(16):
+        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, j % hw.load_units, j),
+               sf.AddiOp(R_WSRC, R_WSRC, 2 * s.kernel_words))
 
 
 def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
@@ -325,8 +430,8 @@ def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
     _load_maps(b, plan, hw, plan.strips[0], 0)
     bank = 0
     for t in range(plan.tiles):
-        b.const(R_MASK, mask_last if t == plan.tiles - 1 else 0xFFFF)
-        b.emit(sf.VmovOp(COOP, sf.VmovSelect.MASK, R_MASK))
+        b.const(R_TMP, mask_last if t == plan.tiles - 1 else 0xFFFF)
+        b.emit(sf.VmovOp(COOP, sf.VmovSelect.MASK, R_TMP))
         for ci, (off, n) in enumerate(chunks):
             last = ci == len(chunks) - 1
             wbuf = bank * hw.weights_bank_elements
@@ -337,8 +442,8 @@ def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
                 b.const(R_SRC, plan.w_addr + 2 * ((t * 16 + j) * s.kernel_words + off))
                 b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, j % hw.load_units, j))
             if last:
-                b.const(R_BIASA, wbuf + n)
-                b.emit(sf.VmovOp(COOP, sf.VmovSelect.BIAS, R_BIASA))
+                b.const(R_TMP, wbuf + n)
+                b.emit(sf.VmovOp(COOP, sf.VmovSelect.BIAS, R_TMP))
                 b.const(R_OUT, plan.out_addr + 2 * t * 16)
             b.const(R_MAPS, off)
             b.const(R_W, wbuf)
@@ -357,7 +462,7 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
     s = plan.shape
     out_row = s.ow * s.k
     row = s.w * s.cin
-    index = 0
+    b.const(R_TW, 0)
     for si, strip in enumerate(plan.strips):
         byp = (strip.r1 - strip.r0) * row + BYPASS_GUARD  # right above this strip's maps
         if si:
@@ -370,24 +475,9 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
             b.const(R_LEN, words)
             b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, c % hw.load_units, c))
         if si == 0:
-            _load_weights(b, plan, hw, 0, _wbuf(plan, hw, 0))
-        for t in range(plan.tiles):
-            nxt = index + 1
-            prefetch = []
-            last_item = si == len(plan.strips) - 1 and t == plan.tiles - 1
-            if not last_item and plan.double_buffer_weights:
-                nt = (t + 1) % plan.tiles
-                prefetch.append(lambda nt=nt, nxt=nxt: _load_weights(b, plan, hw, nt, _wbuf(plan, hw, nxt)))
-            _kernel_tile(b, plan, hw, strip, 0, t, _wbuf(plan, hw, index), mask_last, prefetch,
-                         bypass_base=byp + 16 * t - strip.y0 * out_row)
-            if not last_item and not plan.double_buffer_weights:
-                b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
-                _load_weights(b, plan, hw, (t + 1) % plan.tiles, 0)
-            index += 1
-
-
-def _wbuf(plan: ConvPlan, hw: SnowflakeConfig, index: int) -> int:
-    return (index % 2) * hw.weights_bank_elements if plan.double_buffer_weights else 0
+            _load_weights(b, plan, hw, 0, 0)
+        _strip_tiles(b, plan, hw, strip, 0, mask_last, si + 1 < len(plan.strips), [],
+                     bypass_base=byp - strip.y0 * out_row)
 
 
 def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, bank: int) -> None:
@@ -420,18 +510,19 @@ def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wb
 R_ROWSTEP, R_OUTSTEP, R_BYPSTEP = 24, 25, 26
 
 
-def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, t: int, wbuf: int,
-                 mask_last: int, prefetch: list, bypass_base: int | None = None) -> None:
-    """Compute one kernel tile over one maps strip; emit `prefetch` once 16 vector ops are queued
-    (the loads then overwrite banks only older, finished vector ops read)."""
+def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, c_off: int,
+                 mask: int, prefetch: list[Prefetch], bypass_base: int | None = None) -> None:
+    """Compute the kernel tile of the tile registers (R_TW weights bank, R_TT/R_TO its first
+    output channel) over one maps strip, reading input channels from `c_off`; emit `prefetch`
+    once 16 vector ops are queued (the loads then overwrite banks only older, finished vector
+    ops read)."""
     s = plan.shape
-    b.const(R_BIASA, wbuf + s.kh * s.kw * s.c)
-    b.emit(sf.VmovOp(COOP, sf.VmovSelect.BIAS, R_BIASA))
-    b.const(R_MASK, mask_last if t == plan.tiles - 1 else 0xFFFF)
-    b.emit(sf.VmovOp(COOP, sf.VmovSelect.MASK, R_MASK))
+    b.emit(sf.AddiOp(R_TMP, R_TW, s.kh * s.kw * s.c))
+    b.emit(sf.VmovOp(COOP, sf.VmovSelect.BIAS, R_TMP))
+    b.const(R_TMP, mask)
+    b.emit(sf.VmovOp(COOP, sf.VmovSelect.MASK, R_TMP))
     issued = 2
     row = s.w * s.cin
-    c_off = s.c_base + (16 * t) // (s.k // s.groups) * s.c  # this tile's group's input channels
     b.const(R_ROWSTEP, s.sy * row)
     b.const(R_OUTSTEP, 2 * s.ow * s.k)
     if bypass_base is not None:
@@ -441,7 +532,7 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     while y < strip.y1:
         if prefetch and issued >= hw.vector_queue_depth:
             for load in prefetch:
-                load()
+                load(b)
             prefetch = []
         iy = y * s.sy - s.pt
         ky0, ky1 = max(0, -iy), min(s.kh, s.h - iy)
@@ -450,30 +541,32 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
             while y_end < strip.y1 and y_end * s.sy - s.pt + s.kh <= s.h:
                 y_end += 1
         b.const(R_ROWBASE, base + (iy + ky0 - strip.r0) * row + c_off)
-        b.const(R_OUTROW, plan.out_addr + 2 * (y * s.ow * s.k + t * 16))
+        b.const(R_OUTROW, plan.out_addr + 2 * y * s.ow * s.k)
+        b.emit(sf.AddOp(R_OUTROW, R_OUTROW, R_TO))
         bypass = bypass_base is not None
         if bypass:
             b.const(R_BYPROW, bypass_base + y * s.ow * s.k)
+            b.emit(sf.AddOp(R_BYPROW, R_BYPROW, R_TT))
         if y_end - y > 1:
             b.const(R_Y, y)
             b.const(R_YEND, y_end - 1)
             top = b.label("Y")
-            _row(b, plan, wbuf, ky0, ky1 - ky0, bypass)
+            _row(b, plan, ky0, ky1 - ky0, bypass)
             b.emit(sf.AddiOp(R_Y, R_Y, 1), NOP(), NOP())
             b.emit(sf.BleOp(R_Y, R_YEND, top), sf.AddOp(R_ROWBASE, R_ROWBASE, R_ROWSTEP),
                    sf.AddOp(R_OUTROW, R_OUTROW, R_OUTSTEP),
                    sf.AddOp(R_BYPROW, R_BYPROW, R_BYPSTEP) if bypass else NOP(), NOP())
         else:
-            _row(b, plan, wbuf, ky0, ky1 - ky0, bypass)
+            _row(b, plan, ky0, ky1 - ky0, bypass)
         issued += (y_end - y) * s.ow * (ky1 - ky0) * chunks * (s.kw if s.cin != s.c else 1)
         y = y_end
     if prefetch:
         b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
         for load in prefetch:
-            load()
+            load(b)
 
 
-def _row(b: AsmBuilder, plan: ConvPlan, wbuf: int, ky0: int, rows: int, bypass: bool = False) -> None:
+def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = False) -> None:
     """One output row: R_ROWBASE = maps address of its first used input row, R_OUTROW = output address."""
     s = plan.shape
     row = s.w * s.cin
@@ -486,17 +579,17 @@ def _row(b: AsmBuilder, plan: ConvPlan, wbuf: int, ky0: int, rows: int, bypass: 
         _offset(b, R_OUT, R_OUTROW, 2 * x * s.k)
         if bypass:
             _offset(b, R_BYP, R_BYPROW, x * s.k)
-        b.const(R_W, wbuf + (ky0 * s.kw + kx0) * s.c)
+        _offset(b, R_W, R_TW, (ky0 * s.kw + kx0) * s.c)
         _macs(b, plan, rows, kx1 - kx0, row, bypass)
     short = s.kh == 1 and s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK and not bypass
     if short and xr - xl >= 2 * UNROLL:
-        xl = _unrolled_pixels(b, plan, wbuf, xl, xr)
+        xl = _unrolled_pixels(b, plan, xl, xr)
     if xr - xl >= 1:
         _offset(b, R_MAPS, R_ROWBASE, (xl * s.sx - s.pl) * s.cin)
         _offset(b, R_OUT, R_OUTROW, 2 * xl * s.k)
         if bypass:
             _offset(b, R_BYP, R_BYPROW, xl * s.k)
-        b.const(R_W, wbuf + ky0 * s.kw * s.c)
+        _offset(b, R_W, R_TW, ky0 * s.kw * s.c)
         b.const(R_X, xl)
         b.const(R_XEND, xr - 1)
         top = b.label("X")
@@ -504,7 +597,7 @@ def _row(b: AsmBuilder, plan: ConvPlan, wbuf: int, ky0: int, rows: int, bypass: 
         back = _macs(b, plan, rows, s.kw, row, bypass)
         b.emit(sf.BleOp(R_X, R_XEND, top))
         b.emit(sf.AddiOp(R_MAPS, R_MAPS, s.sx * s.cin - back),
-               sf.MoviOp(R_W, wbuf + ky0 * s.kw * s.c),
+               sf.AddiOp(R_W, R_TW, ky0 * s.kw * s.c),
                sf.AddiOp(R_OUT, R_OUT, 2 * s.k),
                sf.AddiOp(R_BYP, R_BYP, s.k) if bypass else NOP())
 
@@ -514,7 +607,7 @@ R_MAPS_U = (2, 4, 5, 12)  # free registers: one maps / output address per unroll
 R_OUT_U = (1, 13, 14, 15)
 
 
-def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, wbuf: int, xl: int, xr: int) -> int:
+def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, xl: int, xr: int) -> int:
     """1x1 convs have short traces (C/16 cycles), shorter than the loop bookkeeping of one pixel:
     run UNROLL pixels per X-loop iteration, each with its own address registers, so the CUs see
     a MAC every ~3.5 issue slots. Returns the first pixel left for the ordinary loop."""
@@ -523,7 +616,7 @@ def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, wbuf: int, xl: int, xr: int)
     for j in range(UNROLL):
         _offset(b, R_MAPS_U[j], R_ROWBASE, ((xl + j) * s.sx - s.pl) * s.cin)
         _offset(b, R_OUT_U[j], R_OUTROW, 2 * (xl + j) * s.k)
-    b.const(R_W, wbuf)
+    b.emit(sf.AddiOp(R_W, R_TW, 0))
     b.const(R_X, 1)
     b.const(R_XEND, n)
     top = b.label("XU")

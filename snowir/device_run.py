@@ -11,22 +11,25 @@ compared bit for bit with the golden model's.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
-from snowir.conv_codegen import LoweringError, align, conv_layout, generate_conv, pack_weights, plan_conv
+from snowir.conv_codegen import (ConvLayout, ConvPlan, ConvShape, LoweringError, align, conv_layout, generate_conv,
+                                 pack_weights, plan_conv)
 from snowir.dialects import nn
 from snowir.dialects import snowflake_asm as sf
 from snowir.golden import Golden, Q, _ints
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import conv_shape, layer_name
-from snowir.machine.image import assemble
+from snowir.machine.image import ProgramImage, assemble, segments_of
 from snowir.machine.run import run_image
+from snowir.passes.icache_banking import IcacheBankingPass
 from snowir.pool_codegen import PoolShape, generate_pool, plan_pool
 from snowir.resources import int16_resource
 
@@ -61,9 +64,10 @@ def _hwc(words: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(words[0].transpose(1, 2, 0)).ravel()
 
 
-def conv_program(op: nn.Conv2dOp, x: np.ndarray, w: np.ndarray, bias: np.ndarray, shift: int,
-                 hw: SnowflakeConfig, name: str) -> tuple[ModuleOp, Any]:
-    """The layer's program image: input `x`, weights `w`, output `y`, residual input `r`."""
+def conv_segments(op: nn.Conv2dOp, w: np.ndarray, bias: np.ndarray, shift: int,
+                  name: str) -> tuple[ConvShape, ConvLayout, list[sf.SegmentOp]]:
+    """The DRAM side of a conv layer's program image: input `x`, weights `w`, output `y`,
+    residual input `r`."""
     if any(d != 1 for d in _ints(op.dilations)):
         raise LoweringError(f"{name}: dilated convolution is not lowered yet")
     shape = replace(conv_shape(op), shift=shift)
@@ -72,8 +76,6 @@ def conv_program(op: nn.Conv2dOp, x: np.ndarray, w: np.ndarray, bias: np.ndarray
                         c_base=op.input.owner.start.value.data)
     wimg = pack_weights(w, bias, -(-shape.k // 16))
     lay = conv_layout(shape, op.bypass is not None)
-    plan = plan_conv(shape, hw, 0, lay.w_addr, lay.out_addr, bypass_addr=lay.r_addr)
-    code = generate_conv(plan, hw)
     segments = [
         sf.SegmentOp("x", sf.SegmentKind.INPUT, 0, lay.in_bytes),
         sf.SegmentOp("w", sf.SegmentKind.DATA, lay.w_addr, wimg.size * 2, int16_resource(f"{name}_w", wimg)),
@@ -81,27 +83,57 @@ def conv_program(op: nn.Conv2dOp, x: np.ndarray, w: np.ndarray, bias: np.ndarray
     ]
     if lay.r_addr is not None:
         segments.append(sf.SegmentOp("r", sf.SegmentKind.INPUT, lay.r_addr, lay.out_bytes))
-    return ModuleOp([*segments, sf.ProgramOp(_sym(name), code.ops)]), plan
+    return shape, lay, segments
 
 
-def pool_program(op: nn.MaxPoolOp, hw: SnowflakeConfig, name: str) -> ModuleOp:
+def conv_code(shape: ConvShape, lay: ConvLayout, hw: SnowflakeConfig) -> tuple[list[Operation], ConvPlan]:
+    plan = plan_conv(shape, hw, 0, lay.w_addr, lay.out_addr, bypass_addr=lay.r_addr)
+    return generate_conv(plan, hw).ops, plan
+
+
+def pool_segments(op: nn.MaxPoolOp) -> tuple[PoolShape, int, list[sf.SegmentOp]]:
     n, c, h, w = op.input.type.get_shape()
     _, _, oh, ow = op.output.type.get_shape()
     kh, kw = _ints(op.kernel)
     sy, sx = _ints(op.strides)
     pt, pl, _, _ = _ints(op.pads)
     shape = PoolShape(c, h, w, kh, kw, sy, sx, pt, pl, oh, ow)
-    plan_pool(shape, hw)
     in_b = h * w * c * 2
     out_addr = align(in_b)
-    code = generate_pool(shape, hw, 0, out_addr)
     out_b = oh * ow * c * 2
-    return ModuleOp([
+    return shape, out_addr, [
         sf.SegmentOp("x", sf.SegmentKind.INPUT, 0, in_b),
         sf.SegmentOp("y", sf.SegmentKind.OUTPUT, out_addr, out_b),
         sf.SegmentOp("slack", sf.SegmentKind.SCRATCH, out_addr + out_b, 64),  # partial-CU lanes
-        sf.ProgramOp(_sym(name), code.ops),
-    ])
+    ]
+
+
+def pool_code(shape: PoolShape, out_addr: int, hw: SnowflakeConfig) -> tuple[list[Operation], None]:
+    plan_pool(shape, hw)
+    return generate_pool(shape, hw, 0, out_addr).ops, None
+
+
+class ProgramCache:
+    """Layers of the same shape get the same program (only their DRAM data differ): generate,
+    bank and encode it once, reuse the instruction words (ResNet-50: 53 convs, 22 programs)."""
+
+    def __init__(self) -> None:
+        self._images: dict[Hashable, tuple[ProgramImage, ConvPlan | None]] = {}
+
+    def image(self, key: Hashable, name: str, segments: list[sf.SegmentOp],
+              code: Callable[[], tuple[list[Operation], ConvPlan | None]],
+              keep_module: bool) -> tuple[ProgramImage, ConvPlan | None, ModuleOp | None]:
+        """The layer's image; `keep_module`: also its snowflake_asm module (never from the cache)."""
+        hit = None if keep_module else self._images.get(key)
+        if hit is not None:
+            image, plan = hit
+            return replace(image, name=_sym(name), segments=segments_of(ModuleOp(segments))), plan, None
+        ops, plan = code()
+        prog = ModuleOp([*segments, sf.ProgramOp(_sym(name), ops)])
+        IcacheBankingPass().apply(None, prog)
+        image = assemble(prog)
+        self._images[key] = (image, plan)
+        return image, plan, prog
 
 
 def _sym(name: str) -> str:
@@ -116,8 +148,6 @@ def _compiled(op) -> bool:
 
 def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = None, engine: str = "fast",
                progress=None, record: bool = False) -> DeviceRun:
-    from snowir.passes.icache_banking import IcacheBankingPass
-
     hw = hw or SnowflakeConfig()
     golden = Golden(module)
     block = golden.main.body.block
@@ -130,6 +160,7 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
         raise LoweringError("the model is not quantised: run nn-prepare (or quantize) first")
     env: dict[SSAValue, Any] = {block.args[0]: Q(quantize(x, frac), frac)}
     result = DeviceRun([])
+    programs = ProgramCache()
     device_ops = [op for op in block.ops if _compiled(op)]
     for op in block.ops:
         if isinstance(op, func.ReturnOp):
@@ -153,14 +184,16 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
                 if isinstance(op, nn.Conv2dOp):
                     wq = env[op.weight]
                     bq = golden._q(env[op.bias], frac)
-                    prog, plan = conv_program(op, words, wq.words, bq, wq.frac, hw, name)
-                    mode, order = plan.mode, plan.loop_order
+                    shape, lay, segments = conv_segments(op, wq.words, bq, wq.frac, name)
+                    key, code = ("conv", shape, lay), lambda shape=shape, lay=lay: conv_code(shape, lay, hw)
                 else:
-                    prog = pool_program(op, hw, name)
+                    pshape, out_addr, segments = pool_segments(op)
+                    key, code = ("pool", pshape), lambda s=pshape, a=out_addr: pool_code(s, a, hw)
+                image, plan, prog = programs.image(key, name, segments, code, engine == "reference")
+                if plan is not None:
+                    mode, order = plan.mode, plan.loop_order
             except LoweringError as e:
                 raise LoweringError(f"layer '{name}' ({op.name}): {str(e).removeprefix(name + ': ')}") from None
-            IcacheBankingPass().apply(None, prog)
-            image = assemble(prog)
             compile_s = time.perf_counter() - t0
             inputs = {"x": _hwc(words)}
             if isinstance(op, nn.Conv2dOp) and op.bypass is not None:

@@ -151,7 +151,8 @@ def test_max_pool_bit_exact(c, k, s, p, hw_) -> None:
 
 
 def test_banking_keeps_loops_inside_banks() -> None:
-    run, got, want, _, image = conv_case(64, 13, 13, 128, 3, 3, 1, 1)
+    # Mloop is emitted tile by tile (no K loop), so this program is long
+    run, got, want, _, image = conv_case(64, 13, 13, 128, 3, 3, 1, 1, loop_order="Mloop")
     assert np.array_equal(got, want)
     assert len(image.code) > 1024  # streamed through the instruction cache
     assert run.timing.icache_generation >= 2  # the preload plus at least one bank refill
@@ -284,3 +285,25 @@ def test_strips_spanning_both_banks(order: str) -> None:
     run, got, want, plan, _ = conv_case(64, 9, 224, 32, 3, 3, 1, 1, loop_order=order)
     assert all(strip.bank == -1 for strip in plan.strips) and len(plan.strips) > 1
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("args", [
+    (64, 13, 13, 80, 3, 3, 1, 1),      # 5 tiles: K loop of 4, double-buffered weights
+    (256, 9, 9, 72, 3, 3, 1, 1),       # kernels > one weights bank (not double-buffered), partial last tile
+    (16, 60, 40, 48, 3, 3, 1, 1),      # several maps strips, each with its own K loop
+])
+def test_kloop_is_a_loop(args) -> None:
+    """The Kloop order emits tiles 0..T-2 as one counted loop (C17 Figure 3): the static program
+    does not grow with the number of kernel tiles, and the output stays bit-exact."""
+    run, got, want, plan, image = conv_case(*args)
+    assert np.array_equal(got, want)
+    assert plan.loop_order == "Kloop" and plan.tiles >= 3
+    c, h, w, k = args[:4]
+    _, _, _, _, fewer = conv_case(c, h, w, k + 32, *args[4:])
+    assert len(fewer.code) == len(image.code)
+
+
+def test_kloop_residual_bit_exact() -> None:
+    run, got, want, plan, image = conv_case(32, 8, 8, 80, 1, 1, 1, 0, bypass=True)
+    assert np.array_equal(got, want)
+    assert plan.tiles == 5 and run.machine.dynamic > len(image.code)

@@ -164,6 +164,18 @@ def assemble(module: ModuleOp) -> ProgramImage:
         raise ImageError(f"program does not verify: {str(e).splitlines()[0]}") from None
     instructions, labels = layout(program)
     words = np.array([encode(op, pc, labels) for pc, op in enumerate(instructions)], dtype=np.uint32)
+    segments = segments_of(module)
+    data_end = max((s.end for s in segments), default=0)
+    code_base = -(-data_end // CODE_ALIGN) * CODE_ALIGN
+    if program.code_base is not None:
+        if program.code_base.data < data_end:
+            raise ImageError(f"code_base {program.code_base.data} overlaps the data segments (end {data_end})")
+        code_base = program.code_base.data
+    return ProgramImage(program.sym_name.data, program.frac_bits.data, words, code_base, segments)
+
+
+def segments_of(module: ModuleOp) -> list[Segment]:
+    """The module's `snowflake_asm.segment`s with their data, checked not to overlap."""
     segments = [
         Segment(op.sym_name.data, op.kind.data, op.address.data, op.size.data, _segment_bytes(op))
         for op in module.ops if isinstance(op, sf.SegmentOp)
@@ -172,13 +184,7 @@ def assemble(module: ModuleOp) -> ProgramImage:
     for a, b in zip(ordered, ordered[1:]):
         if b.address < a.end:
             raise ImageError(f"segments @{a.name} and @{b.name} overlap")
-    data_end = max((s.end for s in segments), default=0)
-    code_base = -(-data_end // CODE_ALIGN) * CODE_ALIGN
-    if program.code_base is not None:
-        if program.code_base.data < data_end:
-            raise ImageError(f"code_base {program.code_base.data} overlaps the data segments (end {data_end})")
-        code_base = program.code_base.data
-    return ProgramImage(program.sym_name.data, program.frac_bits.data, words, code_base, segments)
+    return segments
 
 
 def disassemble(image: ProgramImage) -> ModuleOp:
