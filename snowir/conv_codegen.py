@@ -166,19 +166,17 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
     return ConvPlan(s, tuple(strips), tiles, double, in_addr, w_addr, out_addr, "COOP", order)
 
 
-BYPASS_GUARD = 16  # CU c's copy of the bypass rows starts 4c words lower
-
-
 def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
                  bypass_addr: int) -> ConvPlan:
     """A conv with a residual bypass holds two inputs at once (C17 §5.1): its maps strip at the
-    bottom of the maps buffer and the bypass rows of the same output rows above it (CU c's copy
-    4c words lower); Kloop, strips loaded in turn (not double-buffered)."""
+    bottom of the maps buffer and the bypass rows of the same output rows right above it, laid
+    out like the output (a `vmov bypass` hands vMAC v of CU c channel 4c + v of a 16-channel
+    block, as the write-back stores them); Kloop, strips loaded in turn (not double-buffered)."""
     if s.kernel_words > hw.weights_buffer_elements:
         raise LoweringError(f"kernel of {s.kernel_words} words does not fit the weights buffer")
     row = s.w * s.cin
     out_row = s.ow * s.k
-    room = hw.maps_buffer_elements - 2 * BYPASS_GUARD
+    room = hw.maps_buffer_elements
 
     def fits(y0: int, y1: int) -> bool:
         r0, r1 = _rows(s, y0, y1)
@@ -458,22 +456,17 @@ def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
 
 def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
     """Kloop over strips; per strip: maps at the bottom of the buffer, the strip's bypass rows
-    right above (CU c's copy 4c words lower, so one `vmov bypass` hands each vMAC its own channel)."""
+    right above, both broadcast to every CU."""
     s = plan.shape
     out_row = s.ow * s.k
     row = s.w * s.cin
     b.const(R_TW, 0)
     for si, strip in enumerate(plan.strips):
-        byp = (strip.r1 - strip.r0) * row + BYPASS_GUARD  # right above this strip's maps
+        byp = (strip.r1 - strip.r0) * row  # right above this strip's maps
         if si:
             b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
         _load_maps(b, plan, hw, strip, 0)
-        words = (strip.y1 - strip.y0) * out_row
-        for c in range(hw.cus):
-            b.const(R_TMP, byp - 4 * c)
-            b.const(R_SRC, plan.bypass_addr + 2 * strip.y0 * out_row)
-            b.const(R_LEN, words)
-            b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, c % hw.load_units, c))
+        _load_broadcast(b, hw, byp, plan.bypass_addr + 2 * strip.y0 * out_row, (strip.y1 - strip.y0) * out_row)
         if si == 0:
             _load_weights(b, plan, hw, 0, 0)
         _strip_tiles(b, plan, hw, strip, 0, mask_last, si + 1 < len(plan.strips), [],
@@ -481,19 +474,24 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
 
 
 def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, bank: int) -> None:
-    """One maps strip, broadcast to every CU, split over the load units."""
+    """One maps strip, broadcast to every CU."""
     s = plan.shape
     row = s.w * s.cin
-    base = bank * hw.maps_bank_elements
-    words = (strip.r1 - strip.r0) * row
+    _load_broadcast(b, hw, bank * hw.maps_bank_elements, plan.in_addr + 2 * strip.r0 * row,
+                    (strip.r1 - strip.r0) * row)
+
+
+def _load_broadcast(b: AsmBuilder, hw: SnowflakeConfig, dst: int, src: int, words: int) -> None:
+    """`words` elements from DRAM `src` to maps-buffer element `dst` of every CU, split over the
+    load units (C17 §6.3: one big load on one unit leaves the others idle)."""
     parts = min(hw.load_units, max(1, words // 512))
     step = -(-words // parts)
     for p in range(parts):
         lo, n = p * step, min(step, words - p * step)
         if n <= 0:
             continue
-        b.const(R_TMP, base + lo)
-        b.const(R_SRC, plan.in_addr + 2 * (strip.r0 * row + lo))
+        b.const(R_TMP, dst + lo)
+        b.const(R_SRC, src + 2 * lo)
         b.const(R_LEN, n)
         b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, p % hw.load_units, sf.SELECT_ALL))
 

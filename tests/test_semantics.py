@@ -102,7 +102,8 @@ def test_mac_indp_and_per_vmac_weights() -> None:
 def test_bypass_mask_and_stride() -> None:
     x = np.zeros(1024, np.int16)
     x[:16] = 256             # maps: 1.0
-    x[512:516] = [100, -200, 300, -400]   # bypass values for vMACs 0..3 of each CU
+    # bypass block as the write-back lays out outputs: CU c, vMAC v reads word 512 + 4c + v
+    x[512:528] = [100, -200, 300, -400, 7, 0, 0, 0, 0, -9, 0, 0, 0, 0, 0, 0]
     w = np.full(16, 256, np.int16)        # weights 1.0 -> each output = 16.0 + bypass
     body = [movi(1, 0), movi(3, 1024), movi(2, 2048), movi(4, 16),
             "snowflake_asm.ld maps r0, r1, r3 unit 0 to all", "snowflake_asm.ld weights r0, r2, r4 unit 1 to all",
@@ -115,8 +116,8 @@ def test_bypass_mask_and_stride() -> None:
     base = 16 * 256
     # bit b = cu*4 + v enabled -> element (cu*64 + 2v)/2 = cu*32 + v
     assert y[0] == base + 100 and y[1] == base - 200
-    assert y[32] == base + 100          # bit 4: CU 1, vMAC 0
-    assert y[64 + 1] == base - 200      # bit 9: CU 2, vMAC 1
+    assert y[32] == base + 7            # bit 4: CU 1, vMAC 0 (bypass word 4)
+    assert y[64 + 1] == base - 9        # bit 9: CU 2, vMAC 1 (bypass word 9)
     assert y[2] == 0 and y[3] == 0 and y[33] == 0 and y[96] == 0
 
 

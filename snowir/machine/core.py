@@ -144,8 +144,8 @@ class Machine:
         if select == "bias":
             w_b = _banks(value, value + hw.lanes, hw.weights_bank_elements)
         elif select == "bypass":
-            count = hw.vmacs_per_cu * (hw.lanes if indp else 1)
-            maps_b = _banks(value, value + count, hw.maps_bank_elements)
+            step, count = st.bypass_layout(indp)
+            maps_b = _banks(value, value + (hw.cus - 1) * step + count, hw.maps_bank_elements)
         self.timing.vector((rs1,), hw.vmov_cycles, maps_b, w_b, f"VMOV {select}")
 
     # ------------------------------------------------------------------ memory ops

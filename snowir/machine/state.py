@@ -97,6 +97,15 @@ class MachineState:
             return self.cu_stride
         return 2 * self.hw.vmacs_per_cu * lanes_per_vmac if indp else 2 * self.hw.vmacs_per_cu
 
+    def bypass_layout(self, indp: bool) -> tuple[int, int]:
+        """(elements between the CUs' blocks, elements per CU) a `vmov bypass` reads: the
+        write-back layout (CU stride S, so CU c starts c*S/2 elements on), so a residual
+        input stored like the output lines up with it in the maps buffer."""
+        stride = self._stride(indp, self.hw.lanes)
+        if stride % 2:
+            raise MachineFault(f"VMOV bypass with CU stride {stride}: not 16-bit aligned")
+        return stride // 2, self.hw.vmacs_per_cu * (self.hw.lanes if indp else 1)
+
     def _store(self, base: int, values: np.ndarray, per_cu_offsets: np.ndarray, stride: int,
                enabled: np.ndarray, what: str) -> tuple[int, int] | None:
         """Write values[c, j] to base + c*stride + per_cu_offsets[j] (bytes) where enabled[c, j]."""
@@ -181,9 +190,10 @@ class MachineState:
             self._weights_range(value, lanes, "VMOV bias")
             self.bias[:] = self.weights[:, :, value:value + lanes]
         elif select == "bypass":
-            count = hw.vmacs_per_cu * (lanes if indp else 1)
-            self._maps_range(value, count, "VMOV bypass")
-            block = self.maps[:, value:value + count].astype(np.int64)
+            step, count = self.bypass_layout(indp)
+            self._maps_range(value, (hw.cus - 1) * step + count, "VMOV bypass")
+            cus = np.arange(hw.cus)[:, None]
+            block = self.maps[cus, value + cus * step + np.arange(count)[None, :]].astype(np.int64)
             self.bypass[:] = 0
             if indp:
                 self.bypass[:] = block.reshape(hw.cus, hw.vmacs_per_cu, lanes)
