@@ -38,10 +38,13 @@ def plan_from_tile(layer: tile.LayerOp, hw: SnowflakeConfig) -> ConvPlan:
         raise PassFailedException(f"tile-to-asm: layer @{name} has no '{e.args[0]}' dram_region") from None
     order = layer.loop_order.data.value if layer.loop_order else None
     bypass = regions["bypass"].offset.value.data if "bypass" in regions else None
+    mode = layer.mode.data.value if layer.mode else None
     try:
-        default = plan_conv(s, hw, addr["maps"], addr["weights"], addr["output"], order, bypass)
+        default = plan_conv(s, hw, addr["maps"], addr["weights"], addr["output"], order, bypass, mode)
     except LoweringError as e:
         raise PassFailedException(f"tile-to-asm: layer @{name}: {e}") from None
+    if default.indp:
+        return default  # INDP row groups are fixed by the per-CU layout (indp_codegen)
     strips = []
     for i, mt in enumerate(op for op in layer.body.block.ops if isinstance(op, tile.MapsTileOp)):
         (y0, y1), (r0, r1) = mt._ints("out_rows"), mt._ints("in_rows")

@@ -113,19 +113,48 @@ class ConvPlan:
     mode: str = "COOP"
     loop_order: str = "Kloop"
     bypass_addr: int | None = None  # residual input (H', W', K) added at write-back
+    cu_rows: tuple[int, ...] = ()  # INDP: output rows per CU of each strip (a strip = one row group)
 
-    def dram_bytes(self) -> dict[str, int]:
+    @property
+    def indp(self) -> bool:
+        return self.mode == "INDP"
+
+    @property
+    def vector_mode(self) -> sf.VectorMode:
+        return sf.VectorMode.INDP if self.indp else sf.VectorMode.COOP
+
+    @property
+    def weight_step(self) -> int:
+        """Weights-buffer words per maps word of a trace: 16 interleaved kernels in INDP."""
+        return 16 if self.indp else 1
+
+    def dram_bytes(self, hw: SnowflakeConfig | None = None) -> dict[str, int]:
         s = self.shape
-        maps = sum((st.r1 - st.r0) * s.w * s.cin for st in self.strips) * 2
-        weights = self.tiles * 16 * s.kernel_words * 2
+        if self.indp:  # every CU loads its own rows; a tile is 4 vMACs of 16 interleaved kernels
+            from snowir.indp_codegen import indp_kernel_words
+
+            hw = hw or SnowflakeConfig()
+            rows = sum(r1 - r0 for st, r in zip(self.strips, self.cu_rows) for y in range(st.y0, st.y1, r)
+                       for r0, r1 in [input_rows(s.h, s.kh, s.sy, s.pt, y, y + r)])
+            maps = rows * s.w * s.cin * 2
+            weights = self.tiles * hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
+        else:
+            maps = sum((st.r1 - st.r0) * s.w * s.cin for st in self.strips) * 2
+            weights = self.tiles * 16 * s.kernel_words * 2
         kloop = maps + weights * len(self.strips)
         mloop = maps * self.tiles + weights
         return {"Kloop": kloop, "Mloop": mloop}
 
 
 def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
-              loop_order: str | None = None, bypass_addr: int | None = None) -> ConvPlan:
+              loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None) -> ConvPlan:
+    """The layer's decisions; `mode`/`loop_order` None = chosen here (indp_codegen.choose_mode,
+    fewer DRAM bytes)."""
+    from snowir.indp_codegen import choose_mode, plan_indp
+
     s = shape
+    if choose_mode(s, hw, bypass_addr is not None, mode) == "INDP":
+        return plan_indp(s, hw, in_addr, w_addr, out_addr)
     row = s.w * s.c
     if s.groups > 1 and (s.k // s.groups) % 16:
         raise LoweringError(f"grouped conv with {s.k // s.groups} output channels per group: only multiples of 16 "
@@ -241,10 +270,16 @@ class ConvLayout:
     r_addr: int | None
 
 
-def conv_layout(s: ConvShape, bypass: bool) -> ConvLayout:
+def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeConfig | None = None) -> ConvLayout:
     in_bytes = s.h * s.w * s.cin * 2
     w_addr = align(in_bytes)
-    w_bytes = math.ceil(s.k / 16) * 16 * s.kernel_words * 2
+    if mode == "INDP":
+        from snowir.indp_codegen import indp_kernel_words, kernels_per_tile
+
+        hw = hw or SnowflakeConfig()
+        w_bytes = math.ceil(s.k / kernels_per_tile(hw)) * hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
+    else:
+        w_bytes = math.ceil(s.k / 16) * 16 * s.kernel_words * 2
     out_addr = align(w_addr + w_bytes)
     out_bytes = s.oh * s.ow * s.k * 2
     return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, align(out_addr + out_bytes) if bypass else None)
@@ -279,6 +314,11 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
         return b
     if plan.bypass_addr is not None:
         _residual(b, plan, hw, mask_last)
+        return b
+    if plan.indp:
+        from snowir.indp_codegen import generate_indp
+
+        generate_indp(b, plan, hw)
         return b
     if plan.loop_order == "Kloop" and s.groups == 1:
         _kloop(b, plan, hw, mask_last)
@@ -515,8 +555,8 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     once 16 vector ops are queued (the loads then overwrite banks only older, finished vector
     ops read)."""
     s = plan.shape
-    b.emit(sf.AddiOp(R_TMP, R_TW, s.kh * s.kw * s.c))
-    b.emit(sf.VmovOp(COOP, sf.VmovSelect.BIAS, R_TMP))
+    b.emit(sf.AddiOp(R_TMP, R_TW, s.kh * s.kw * s.c * plan.weight_step))
+    b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BIAS, R_TMP))
     b.const(R_TMP, mask)
     b.emit(sf.VmovOp(COOP, sf.VmovSelect.MASK, R_TMP))
     issued = 2
@@ -577,9 +617,9 @@ def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = Fals
         _offset(b, R_OUT, R_OUTROW, 2 * x * s.k)
         if bypass:
             _offset(b, R_BYP, R_BYPROW, x * s.k)
-        _offset(b, R_W, R_TW, (ky0 * s.kw + kx0) * s.c)
+        _offset(b, R_W, R_TW, (ky0 * s.kw + kx0) * s.c * plan.weight_step)
         _macs(b, plan, rows, kx1 - kx0, row, bypass)
-    short = s.kh == 1 and s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK and not bypass
+    short = s.kh == 1 and s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK and not bypass and not plan.indp
     if short and xr - xl >= 2 * UNROLL:
         xl = _unrolled_pixels(b, plan, xl, xr)
     if xr - xl >= 1:
@@ -587,7 +627,7 @@ def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = Fals
         _offset(b, R_OUT, R_OUTROW, 2 * xl * s.k)
         if bypass:
             _offset(b, R_BYP, R_BYPROW, xl * s.k)
-        _offset(b, R_W, R_TW, ky0 * s.kw * s.c)
+        _offset(b, R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step)
         b.const(R_X, xl)
         b.const(R_XEND, xr - 1)
         top = b.label("X")
@@ -595,7 +635,7 @@ def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = Fals
         back = _macs(b, plan, rows, s.kw, row, bypass)
         b.emit(sf.BleOp(R_X, R_XEND, top))
         b.emit(sf.AddiOp(R_MAPS, R_MAPS, s.sx * s.cin - back),
-               sf.AddiOp(R_W, R_TW, ky0 * s.kw * s.c),
+               sf.AddiOp(R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step),
                sf.AddiOp(R_OUT, R_OUT, 2 * s.k),
                sf.AddiOp(R_BYP, R_BYP, s.k) if bypass else NOP())
 
@@ -642,6 +682,7 @@ def _macs(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row: int, bypass:
     §5.2); returns how far R_MAPS moved. Ungrouped: one trace per kernel row (taps x C contiguous
     words); grouped: one trace per tap (the group's channels), stepping a pixel between taps."""
     s = plan.shape
+    ws = plan.weight_step
     per_row = [(taps * s.c, 0)] if s.cin == s.c else [(s.c, j) for j in range(taps)]
     moved = 0
     for r in range(rows):
@@ -650,11 +691,11 @@ def _macs(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row: int, bypass:
             for ci, (off, n) in enumerate(chunks):
                 last = r == rows - 1 and j == len(per_row) - 1 and ci == len(chunks) - 1
                 if off:
-                    b.emit(sf.AddiOp(R_MAPS, R_MAPS, TRACE_CHUNK), sf.AddiOp(R_W, R_W, TRACE_CHUNK))
+                    b.emit(sf.AddiOp(R_MAPS, R_MAPS, TRACE_CHUNK), sf.AddiOp(R_W, R_W, TRACE_CHUNK * ws))
                     moved += TRACE_CHUNK
                 if last and bypass:
-                    b.emit(sf.VmovOp(COOP, sf.VmovSelect.BYPASS, R_BYP))
-                b.emit(sf.MacOp(COOP, R_OUT, R_MAPS, R_W, n, wb=last, relu=last and s.relu))
+                    b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BYPASS, R_BYP))
+                b.emit(sf.MacOp(plan.vector_mode, R_OUT, R_MAPS, R_W, n, wb=last, relu=last and s.relu))
             back = (len(chunks) - 1) * TRACE_CHUNK
             if j != len(per_row) - 1:  # next tap of a grouped conv: one pixel on
                 b.emit(sf.AddiOp(R_MAPS, R_MAPS, s.cin - back), sf.AddiOp(R_W, R_W, s.c - back))
@@ -663,6 +704,6 @@ def _macs(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row: int, bypass:
             back = (len(_chunks(per_row[-1][0])) - 1) * TRACE_CHUNK
             tap_back = (len(per_row) - 1) * s.cin if s.cin != s.c else 0
             w_step = s.kw * s.c - (len(per_row) - 1) * s.c if s.cin != s.c else s.kw * s.c
-            b.emit(sf.AddiOp(R_MAPS, R_MAPS, row - tap_back - back), sf.AddiOp(R_W, R_W, w_step - back))
+            b.emit(sf.AddiOp(R_MAPS, R_MAPS, row - tap_back - back), sf.AddiOp(R_W, R_W, (w_step - back) * ws))
             moved += row - tap_back - back
     return moved

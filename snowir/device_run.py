@@ -25,6 +25,7 @@ from snowir.conv_codegen import (ConvLayout, ConvPlan, ConvShape, LoweringError,
 from snowir.dialects import nn
 from snowir.dialects import snowflake_asm as sf
 from snowir.golden import Golden, Q, _ints
+from snowir.indp_codegen import choose_mode, pack_indp
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import conv_shape, layer_name
 from snowir.machine.image import ProgramImage, assemble, segments_of
@@ -64,18 +65,19 @@ def _hwc(words: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(words[0].transpose(1, 2, 0)).ravel()
 
 
-def conv_segments(op: nn.Conv2dOp, w: np.ndarray, bias: np.ndarray, shift: int,
-                  name: str) -> tuple[ConvShape, ConvLayout, list[sf.SegmentOp]]:
-    """The DRAM side of a conv layer's program image: input `x`, weights `w`, output `y`,
-    residual input `r`."""
+def conv_segments(op: nn.Conv2dOp, w: np.ndarray, bias: np.ndarray, shift: int, name: str,
+                  hw: SnowflakeConfig) -> tuple[ConvShape, str, ConvLayout, list[sf.SegmentOp]]:
+    """The DRAM side of a conv layer's program image (input `x`, weights `w` packed for the
+    layer's mode, output `y`, residual input `r`) and the mode."""
     if any(d != 1 for d in _ints(op.dilations)):
         raise LoweringError(f"{name}: dilated convolution is not lowered yet")
     shape = replace(conv_shape(op), shift=shift)
     if isinstance(op.input.owner, nn.ChannelSliceOp):  # read the slice in place: a strided view
         shape = replace(shape, cin_total=op.input.owner.input.type.get_shape()[1],
                         c_base=op.input.owner.start.value.data)
-    wimg = pack_weights(w, bias, -(-shape.k // 16))
-    lay = conv_layout(shape, op.bypass is not None)
+    mode = choose_mode(shape, hw, op.bypass is not None)
+    wimg = pack_indp(w, bias, hw) if mode == "INDP" else pack_weights(w, bias, -(-shape.k // 16))
+    lay = conv_layout(shape, op.bypass is not None, mode, hw)
     segments = [
         sf.SegmentOp("x", sf.SegmentKind.INPUT, 0, lay.in_bytes),
         sf.SegmentOp("w", sf.SegmentKind.DATA, lay.w_addr, wimg.size * 2, int16_resource(f"{name}_w", wimg)),
@@ -83,11 +85,11 @@ def conv_segments(op: nn.Conv2dOp, w: np.ndarray, bias: np.ndarray, shift: int,
     ]
     if lay.r_addr is not None:
         segments.append(sf.SegmentOp("r", sf.SegmentKind.INPUT, lay.r_addr, lay.out_bytes))
-    return shape, lay, segments
+    return shape, mode, lay, segments
 
 
-def conv_code(shape: ConvShape, lay: ConvLayout, hw: SnowflakeConfig) -> tuple[list[Operation], ConvPlan]:
-    plan = plan_conv(shape, hw, 0, lay.w_addr, lay.out_addr, bypass_addr=lay.r_addr)
+def conv_code(shape: ConvShape, mode: str, lay: ConvLayout, hw: SnowflakeConfig) -> tuple[list[Operation], ConvPlan]:
+    plan = plan_conv(shape, hw, 0, lay.w_addr, lay.out_addr, bypass_addr=lay.r_addr, mode=mode)
     return generate_conv(plan, hw).ops, plan
 
 
@@ -184,8 +186,9 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
                 if isinstance(op, nn.Conv2dOp):
                     wq = env[op.weight]
                     bq = golden._q(env[op.bias], frac)
-                    shape, lay, segments = conv_segments(op, wq.words, bq, wq.frac, name)
-                    key, code = ("conv", shape, lay), lambda shape=shape, lay=lay: conv_code(shape, lay, hw)
+                    shape, cmode, lay, segments = conv_segments(op, wq.words, bq, wq.frac, name, hw)
+                    key = ("conv", shape, cmode, lay)
+                    code = lambda shape=shape, cmode=cmode, lay=lay: conv_code(shape, cmode, lay, hw)  # noqa: E731
                 else:
                     pshape, out_addr, segments = pool_segments(op)
                     key, code = ("pool", pshape), lambda s=pshape, a=out_addr: pool_code(s, a, hw)

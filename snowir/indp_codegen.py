@@ -1,0 +1,181 @@
+"""
+INDP code generation for convolutions with few input channels (C17 §4, §5.3).
+
+Why: with C < 16 input channels a COOP trace (kw·C words) fills few of a vMAC's 16 lanes and
+lasts one or two cycles, shorter than a pixel's loop bookkeeping (ResNet's 7x7x3 conv1 ran at
+24% MAC utilisation in COOP). In INDP the 16 MACs of a vMAC take 16 kernels and the map value
+is broadcast: a trace of L words takes L cycles with every lane busy.
+
+Mapping: weights broadcast across CUs (LD select 16+v), so a kernel tile is 64 kernels — vMAC v
+holds kernels 64t+16v .. 64t+16v+15, interleaved (`w[16i + k]`, C17 §5.3 "in INDP we need to
+group 16 kernels in one vMAC weight buffer") — and the four CUs work on different output rows
+of a row group: CU c computes R rows starting c·R rows below the group's first, from its own
+input rows (LD select c) stored at the same buffer address, and `vmov stride` puts its outputs
+R rows further (S = 2·R·OW·K bytes). Row groups alternate maps banks (double buffering). Rows
+whose kernel rows are clipped by padding form single-row groups on CU 0 alone, so padding taps
+are still never computed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from snowir.asm_builder import AsmBuilder
+from snowir.conv_codegen import (R_LEN, R_SRC, R_TMP, R_TO, R_TT, R_TW, ConvPlan, ConvShape, LoweringError,
+                                 Prefetch, Strip, _kernel_tile, input_rows)
+from snowir.dialects import snowflake_asm as sf
+from snowir.hw import SnowflakeConfig
+
+INDP_GROUP_TARGET = 4  # aim for at least this many row groups, so the first (exposed) load is small
+
+
+def indp_kernel_words(s: ConvShape, hw: SnowflakeConfig) -> int:
+    """Weights-buffer words of one vMAC's 16 interleaved kernels plus their 16 biases."""
+    n = hw.lanes * (s.kh * s.kw * s.c + 1)
+    return n + n % 2
+
+
+def kernels_per_tile(hw: SnowflakeConfig) -> int:
+    return hw.vmacs_per_cu * hw.lanes
+
+
+def indp_fits(s: ConvShape, hw: SnowflakeConfig, bypass: bool) -> bool:
+    return (s.groups == 1 and s.cin == s.c and not bypass and s.k % hw.lanes == 0
+            and indp_kernel_words(s, hw) <= hw.weights_buffer_elements)
+
+
+def choose_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | None = None) -> str:
+    """COOP, or INDP for few input channels (C < 16) when INDP keeps at least as many lanes busy
+    (64 kernels per tile vs kw·C words per COOP trace) and 16 kernels fit a weights buffer."""
+    if mode == "INDP" and not indp_fits(s, hw, bypass):
+        raise LoweringError(f"INDP needs an ungrouped conv without bypass, output channels a multiple of "
+                            f"{hw.lanes} and {indp_kernel_words(s, hw)} <= {hw.weights_buffer_elements} weights words")
+    if mode in ("COOP", "INDP"):
+        return mode
+    if mode is not None:
+        raise LoweringError(f"mode must be COOP, INDP or auto, not '{mode}'")
+    if not indp_fits(s, hw, bypass) or s.c >= hw.lanes:
+        return "COOP"
+    trace = s.kw * s.c
+    coop_lanes = trace / (hw.lanes * math.ceil(trace / hw.lanes))
+    tile = kernels_per_tile(hw)
+    indp_lanes = s.k / (tile * math.ceil(s.k / tile))
+    return "INDP" if indp_lanes >= coop_lanes else "COOP"
+
+
+def pack_indp(w: np.ndarray, b: np.ndarray, hw: SnowflakeConfig) -> np.ndarray:
+    """(K, C, kh, kw) weights + (K,) bias -> per tile, per vMAC: taps (ky, kx, c) x 16 kernels
+    interleaved, then the 16 biases."""
+    k, c, kh, kw = w.shape
+    lanes, tile = hw.lanes, kernels_per_tile(hw)
+    tiles = -(-k // tile)
+    taps = kh * kw * c
+    s_words = lanes * (taps + 1)
+    s_words += s_words % 2
+    full = np.zeros((tiles * tile, taps), np.int16)
+    full[:k] = w.transpose(0, 2, 3, 1).reshape(k, taps)
+    bias = np.zeros(tiles * tile, np.int16)
+    bias[:k] = b
+    out = np.zeros((tiles * hw.vmacs_per_cu, s_words), np.int16)
+    groups = full.reshape(tiles * hw.vmacs_per_cu, lanes, taps)
+    out[:, :taps * lanes] = groups.transpose(0, 2, 1).reshape(-1, taps * lanes)
+    out[:, taps * lanes:taps * lanes + lanes] = bias.reshape(-1, lanes)
+    return out.ravel()
+
+
+def plan_indp(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int) -> ConvPlan:
+    row = s.w * s.cin
+    bank = hw.maps_bank_elements
+    interior = [y for y in range(s.oh) if y * s.sy - s.pt >= 0 and y * s.sy - s.pt + s.kh <= s.h]
+    top = interior[0] if interior else s.oh
+    bottom = interior[-1] + 1 if interior else s.oh
+    fit = (bank // row - s.kh) // s.sy + 1  # rows one CU can hold in a bank
+    if fit < 1:
+        raise LoweringError(f"{s.kh} input rows of {row} words do not fit a {bank}-word maps bank "
+                            f"(column tiling is not implemented yet)")
+    per_cu = max(1, min(fit, (bottom - top) // (hw.cus * INDP_GROUP_TARGET)))
+    groups: list[tuple[int, int, int]] = [(y, 1, 1) for y in range(top)]  # (first row, rows per CU, CUs)
+    y = top
+    while y < bottom:
+        left = bottom - y
+        r = min(per_cu, left // hw.cus) or 1
+        cus = min(hw.cus, left // r)
+        groups.append((y, r, cus))
+        y += r * cus
+    groups += [(y, 1, 1) for y in range(bottom, s.oh)]
+    strips = []
+    for i, (y0, r, cus) in enumerate(groups):
+        r0, _ = input_rows(s.h, s.kh, s.sy, s.pt, y0, y0 + r)
+        _, r1 = input_rows(s.h, s.kh, s.sy, s.pt, y0 + (cus - 1) * r, y0 + cus * r)
+        strips.append(Strip(y0, y0 + r * cus, r0, r1, i % 2))
+    tiles = -(-s.k // kernels_per_tile(hw))
+    double = indp_kernel_words(s, hw) <= hw.weights_bank_elements
+    return ConvPlan(s, tuple(strips), tiles, double, in_addr, w_addr, out_addr, "INDP", "Kloop",
+                    cu_rows=tuple(r for _, r, _ in groups))
+
+
+def _group(plan: ConvPlan, hw: SnowflakeConfig, gi: int) -> tuple[int, int, list[tuple[int, int]]]:
+    """(rows per CU, CUs, each CU's input rows) of row group `gi`."""
+    s, strip, r = plan.shape, plan.strips[gi], plan.cu_rows[gi]
+    cus = (strip.y1 - strip.y0) // r
+    rows = [input_rows(s.h, s.kh, s.sy, s.pt, strip.y0 + c * r, strip.y0 + (c + 1) * r) for c in range(cus)]
+    return r, cus, rows
+
+
+def _load_group(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, gi: int) -> None:
+    """Each CU's input rows into its own maps buffer, same address (bank of the group)."""
+    s = plan.shape
+    row = s.w * s.cin
+    _, _, rows = _group(plan, hw, gi)
+    for c, (r0, r1) in enumerate(rows):
+        b.const(R_TMP, plan.strips[gi].bank * hw.maps_bank_elements)
+        b.const(R_SRC, plan.in_addr + 2 * r0 * row)
+        b.const(R_LEN, (r1 - r0) * row)
+        b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, c % hw.load_units, c))
+
+
+def _load_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:
+    """Kernel tile t: vMAC v's 16 interleaved kernels, broadcast to vMAC v of every CU."""
+    words = indp_kernel_words(plan.shape, hw)
+    b.const(R_LEN, words)
+    b.const(R_TMP, wbuf)
+    for v in range(hw.vmacs_per_cu):
+        b.const(R_SRC, plan.w_addr + 2 * (t * hw.vmacs_per_cu + v) * words)
+        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, v % hw.load_units, hw.vmacs + v))
+
+
+def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
+    """Row groups in turn (maps double-buffered), every kernel tile per group (Kloop)."""
+    s = plan.shape
+    tile = kernels_per_tile(hw)
+    wbank = hw.weights_bank_elements if plan.double_buffer_weights else 0
+    items = [(gi, t) for gi in range(len(plan.strips)) for t in range(plan.tiles)]
+    _load_group(b, plan, hw, 0)
+    _load_tile(b, plan, hw, 0, 0)
+    slot = 0  # weights slot: a new tile takes the other bank when double-buffered
+    for i, (gi, t) in enumerate(items):
+        r, cus, rows = _group(plan, hw, gi)
+        if t == 0:
+            b.const(R_TMP, 2 * r * s.ow * s.k)
+            b.emit(sf.VmovOp(sf.VectorMode.INDP, sf.VmovSelect.STRIDE, R_TMP))
+        nxt = items[i + 1] if i + 1 < len(items) else None
+        new_tile = nxt is not None and nxt[1] != t
+        prefetch: list[Prefetch] = []
+        if nxt is not None and nxt[0] != gi:
+            prefetch.append(lambda bb, g=nxt[0]: _load_group(bb, plan, hw, g))
+        if new_tile and plan.double_buffer_weights:
+            prefetch.append(lambda bb, nt=nxt[1], buf=((slot + 1) % 2) * wbank: _load_tile(bb, plan, hw, nt, buf))
+        vmacs = [v for v in range(hw.vmacs_per_cu) if t * tile + v * hw.lanes < s.k]
+        mask = sum(1 << (c * hw.vmacs_per_cu + v) for c in range(cus) for v in vmacs)
+        b.const(R_TW, (slot % 2) * wbank)
+        b.const(R_TT, t * tile)
+        b.const(R_TO, 2 * t * tile)
+        strip = plan.strips[gi]
+        cu0 = Strip(strip.y0, strip.y0 + r, rows[0][0], rows[0][1], strip.bank)
+        _kernel_tile(b, plan, hw, cu0, strip.bank * hw.maps_bank_elements, 0, mask, prefetch)
+        if new_tile and not plan.double_buffer_weights:
+            b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+            _load_tile(b, plan, hw, nxt[1], 0)
+        slot += new_tile
