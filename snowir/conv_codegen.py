@@ -141,7 +141,7 @@ class ConvPlan:
         else:
             maps = sum((st.r1 - st.r0) * s.w * s.cin for st in self.strips) * 2
             weights = self.tiles * 16 * s.kernel_words * 2
-        kloop = maps + weights * len(self.strips)
+        kloop = maps + weights * (len(self.strips) if self.tiles > 1 else 1)
         mloop = maps * self.tiles + weights
         return {"Kloop": kloop, "Mloop": mloop}
 
@@ -428,10 +428,11 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     for _ in range(body_tiles):
         tile(b, 0xFFFF, [], True)
         b.emit(*_advance_tile(plan, hw))
-    if more:
+    reload = more and tiles > 1  # a single kernel tile stays in its bank for every strip
+    if reload:
         b.const(R_WSRC, plan.w_addr)  # the next strip starts again at tile 0
-    tile(b, mask_last, last_prefetch, more)
-    if plan.double_buffer_weights:
+    tile(b, mask_last, last_prefetch, reload)
+    if reload and plan.double_buffer_weights:
         b.emit(*_advance_tile(plan, hw)[:2])  # the next strip's tile 0 is in the other bank
 
 
