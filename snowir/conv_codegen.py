@@ -684,6 +684,9 @@ def _macs(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row: int, bypass:
     words); grouped: one trace per tap (the group's channels), stepping a pixel between taps."""
     s = plan.shape
     ws = plan.weight_step
+    if s.cin == s.c and 1 < rows and taps * s.c <= TRACE_CHUNK \
+            and (rows - 1) * max(row, s.kw * s.c * ws) < IMM17:
+        return _macs_pipelined(b, plan, rows, taps, row, bypass)
     per_row = [(taps * s.c, 0)] if s.cin == s.c else [(s.c, j) for j in range(taps)]
     moved = 0
     for r in range(rows):
@@ -708,3 +711,27 @@ def _macs(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row: int, bypass:
             b.emit(sf.AddiOp(R_MAPS, R_MAPS, row - tap_back - back), sf.AddiOp(R_W, R_W, (w_step - back) * ws))
             moved += row - tap_back - back
     return moved
+
+
+IMM17 = 1 << 16
+ROW_PAIRS = ((R_MAPS, R_W), (4, 5), (12, 13))  # (maps, weights) address of kernel row 0, odd rows, even rows
+
+
+def _macs_pipelined(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row: int, bypass: bool) -> int:
+    """One trace per kernel row, each row's addresses in a register pair of its own set before
+    the previous row's MAC: a MAC never waits on the ADDI just before it (up to 2 RAW cycles a
+    row, as long as a 2-3 cycle trace: AlexNet's 11x11x3 conv1 was bookkeeping-bound). R_MAPS
+    and R_W stay at the pixel's first row; returns 0 (R_MAPS did not move)."""
+    s = plan.shape
+    w_row = s.kw * s.c * plan.weight_step
+    pair = lambda r: ROW_PAIRS[0] if r == 0 else ROW_PAIRS[1 if r % 2 else 2]  # noqa: E731
+    for r in range(rows):
+        if r + 1 < rows:
+            m, w = pair(r + 1)
+            b.emit(sf.AddiOp(m, R_MAPS, (r + 1) * row), sf.AddiOp(w, R_W, (r + 1) * w_row))
+        last = r == rows - 1
+        if last and bypass:
+            b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BYPASS, R_BYP))
+        m, w = pair(r)
+        b.emit(sf.MacOp(plan.vector_mode, R_OUT, m, w, taps * s.c, wb=last, relu=last and s.relu))
+    return 0
