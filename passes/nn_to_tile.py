@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, StringA
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.conv_codegen import LoweringError, conv_layout, input_rows, plan_conv
+from snowir.conv_plan import LoweringError, conv_layout, input_rows, plan_conv
 from snowir.indp_codegen import choose_mode, indp_kernel_words, kernels_per_tile
 from snowir.dialects import nn, tile
 from snowir.nn_util import conv_shape, layer_name

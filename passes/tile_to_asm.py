@@ -19,7 +19,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.conv_codegen import ConvPlan, ConvShape, LoweringError, Strip, generate_conv, input_rows, plan_conv
+from snowir.conv_codegen import generate_conv
+from snowir.conv_plan import ConvPlan, ConvShape, LoweringError, Strip, input_rows, plan_conv
 from snowir.dialects import snowflake_asm as sf
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
@@ -78,7 +79,6 @@ class TileToAsmPass(ModulePass):
                 continue
             plan = plan_from_tile(layer, hw)
             name = layer.sym_name.data
-            s = plan.shape
             code = generate_conv(plan, hw)
             regions = {r.label.data: r for r in layer.body.block.ops if isinstance(r, tile.DramRegionOp)}
             segs = [sf.SegmentOp(f"{name}.x", sf.SegmentKind.INPUT, plan.in_addr, regions["maps"].size.value.data),

@@ -20,8 +20,9 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from snowir.conv_codegen import (ConvLayout, ConvPlan, ConvShape, LoweringError, align, conv_layout, generate_conv,
-                                 pack_weights, plan_conv)
+from snowir.conv_codegen import generate_conv
+from snowir.conv_plan import (ConvLayout, ConvPlan, ConvShape, LoweringError, align, conv_layout, pack_weights,
+                              plan_conv)
 from snowir.dialects import nn
 from snowir.dialects import snowflake_asm as sf
 from snowir.golden import Golden, Q, _ints

@@ -78,7 +78,7 @@ def layer_name(op: Operation, default: str = "layer") -> str:
 
 def conv_shape(op: nn.Conv2dOp):
     """The code generator's ConvShape of a (quantised) nn.conv2d; shift = the weights' fraction bits."""
-    from snowir.conv_codegen import ConvShape
+    from snowir.conv_plan import ConvShape
     from snowir.golden import _ints
 
     _, c, h, w = op.input.type.get_shape()

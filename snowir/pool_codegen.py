@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from snowir.asm_builder import NOP, AsmBuilder
-from snowir.conv_codegen import LoweringError, Strip, input_rows, interior_columns, row_strips
+from snowir.conv_plan import LoweringError, Strip, input_rows, interior_columns, row_strips
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 

@@ -1,0 +1,274 @@
+"""
+The decisions of a convolution layer (C17 §5.1 steps 3-4), shared by the code generators and
+the tile passes: the layer's shape, its maps tiles (output-row strips), kernel tiles, compute
+mode and loop order (`ConvPlan`), and its DRAM layout and weight image.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from snowir.dialects import snowflake_asm as sf
+from snowir.errors import SnowError
+from snowir.hw import SnowflakeConfig
+
+
+class LoweringError(SnowError):
+    pass
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    c: int
+    h: int
+    w: int
+    k: int
+    kh: int
+    kw: int
+    sy: int
+    sx: int
+    pt: int
+    pl: int
+    pb: int
+    pr: int
+    relu: bool
+    shift: int
+    groups: int = 1  # c is the channels per group; kernel tile t reads group 16t // (k / groups)
+    cin_total: int = 0  # > 0: the input is channels [c_base, c_base + c) of a cin_total-channel tensor
+    c_base: int = 0
+
+    @property
+    def cin(self) -> int:
+        """Input channels (the pixel stride of the maps)."""
+        return self.cin_total or self.c * self.groups
+
+    @property
+    def oh(self) -> int:
+        return (self.h + self.pt + self.pb - self.kh) // self.sy + 1
+
+    @property
+    def ow(self) -> int:
+        return (self.w + self.pl + self.pr - self.kw) // self.sx + 1
+
+    @property
+    def kernel_words(self) -> int:
+        n = self.kh * self.kw * self.c + 16
+        return n + n % 2
+
+    def valid_macs(self) -> int:
+        """Multiply-accumulates without padding taps."""
+        rows = sum(self._valid(y * self.sy - self.pt, self.kh, self.h) for y in range(self.oh))
+        cols = sum(self._valid(x * self.sx - self.pl, self.kw, self.w) for x in range(self.ow))
+        return rows * cols * self.c * self.k
+
+    @staticmethod
+    def _valid(start: int, k: int, size: int) -> int:
+        return max(0, min(start + k, size) - max(start, 0))
+
+
+@dataclass(frozen=True)
+class Strip:
+    y0: int
+    y1: int  # output rows [y0, y1)
+    r0: int
+    r1: int  # input rows held [r0, r1)
+    bank: int
+
+
+@dataclass(frozen=True)
+class ConvPlan:
+    shape: ConvShape
+    strips: tuple[Strip, ...]
+    tiles: int
+    double_buffer_weights: bool
+    in_addr: int
+    w_addr: int
+    out_addr: int
+    mode: str = "COOP"
+    loop_order: str = "Kloop"
+    bypass_addr: int | None = None  # residual input (H', W', K) added at write-back
+    cu_rows: tuple[int, ...] = ()  # INDP: output rows per CU of each strip (a strip = one row group)
+
+    @property
+    def indp(self) -> bool:
+        return self.mode == "INDP"
+
+    @property
+    def vector_mode(self) -> sf.VectorMode:
+        return sf.VectorMode.INDP if self.indp else sf.VectorMode.COOP
+
+    @property
+    def weight_step(self) -> int:
+        """Weights-buffer words per maps word of a trace: 16 interleaved kernels in INDP."""
+        return 16 if self.indp else 1
+
+    def dram_bytes(self, hw: SnowflakeConfig | None = None) -> dict[str, int]:
+        s = self.shape
+        if self.indp:  # every CU loads its own rows; a tile is 4 vMACs of 16 interleaved kernels
+            from snowir.indp_codegen import indp_kernel_words
+
+            hw = hw or SnowflakeConfig()
+            rows = sum(r1 - r0 for st, r in zip(self.strips, self.cu_rows) for y in range(st.y0, st.y1, r)
+                       for r0, r1 in [input_rows(s.h, s.kh, s.sy, s.pt, y, y + r)])
+            maps = rows * s.w * s.cin * 2
+            weights = self.tiles * hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
+        else:
+            maps = sum((st.r1 - st.r0) * s.w * s.cin for st in self.strips) * 2
+            weights = self.tiles * 16 * s.kernel_words * 2
+        kloop = maps + weights * (len(self.strips) if self.tiles > 1 else 1)
+        mloop = maps * self.tiles + weights
+        return {"Kloop": kloop, "Mloop": mloop}
+
+
+def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
+              loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None) -> ConvPlan:
+    """The layer's decisions; `mode`/`loop_order` None = chosen here (indp_codegen.choose_mode,
+    fewer DRAM bytes)."""
+    from snowir.indp_codegen import choose_mode, plan_indp
+
+    s = shape
+    if choose_mode(s, hw, bypass_addr is not None, mode) == "INDP":
+        return plan_indp(s, hw, in_addr, w_addr, out_addr)
+    row = s.w * s.c
+    if s.groups > 1 and (s.k // s.groups) % 16:
+        raise LoweringError(f"grouped conv with {s.k // s.groups} output channels per group: only multiples of 16 "
+                            f"are lowered (depthwise convs are not)")
+    row = s.w * s.cin
+    if bypass_addr is not None:
+        return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr)
+    if s.kernel_words > hw.weights_buffer_elements:
+        fc = s.oh == 1 and s.ow == 1 and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0) and s.kh == s.h and s.kw == s.w \
+            and s.groups == 1
+        if not fc:
+            raise LoweringError(f"kernel of {s.kernel_words} words does not fit the {hw.weights_buffer_elements}-word "
+                                f"weights buffer (channel splitting is implemented for fully connected layers only)")
+        if s.h * row > hw.maps_buffer_elements:
+            raise LoweringError(f"fully connected input of {s.h * row} words does not fit the maps buffer")
+        strip = Strip(0, 1, 0, s.h, 0)
+        return ConvPlan(s, (strip,), math.ceil(s.k / 16), True, in_addr, w_addr, out_addr, "COOP", "Kloop")
+    bank = hw.maps_bank_elements
+    max_rows = bank // row
+    whole = False  # strips spanning both banks: loaded one after the other, not double-buffered
+    if max_rows < s.kh:
+        max_rows = hw.maps_buffer_elements // row
+        whole = True
+        if max_rows < s.kh:
+            raise LoweringError(f"{s.kh} input rows of {row} words do not fit the {hw.maps_buffer_elements}-word "
+                                f"maps buffer (column tiling is not implemented yet)")
+    if s.h * row <= hw.maps_buffer_elements:
+        # the whole input fits the maps buffer (both banks): one strip, loaded once
+        max_rows = s.h
+    rows = lambda y0, y1: _rows(s, y0, y1)  # noqa: E731
+    strips = row_strips(s.oh, rows, lambda y0, y1: rows(y0, y1)[1] - rows(y0, y1)[0] <= max_rows,
+                        lambda i: -1 if whole else i % 2, "conv")
+    tiles = math.ceil(s.k / 16)
+    double = s.kernel_words <= hw.weights_bank_elements
+    plan = ConvPlan(s, tuple(strips), tiles, double, in_addr, w_addr, out_addr)
+    cost = plan.dram_bytes()
+    order = loop_order or ("Kloop" if cost["Kloop"] <= cost["Mloop"] else "Mloop")
+    return ConvPlan(s, tuple(strips), tiles, double, in_addr, w_addr, out_addr, "COOP", order)
+
+
+def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
+                 bypass_addr: int) -> ConvPlan:
+    """A conv with a residual bypass holds two inputs at once (C17 §5.1): its maps strip at the
+    bottom of the maps buffer and the bypass rows of the same output rows right above it, laid
+    out like the output (a `vmov bypass` hands vMAC v of CU c channel 4c + v of a 16-channel
+    block, as the write-back stores them); Kloop, strips loaded in turn (not double-buffered)."""
+    if s.kernel_words > hw.weights_buffer_elements:
+        raise LoweringError(f"kernel of {s.kernel_words} words does not fit the weights buffer")
+    row = s.w * s.cin
+    out_row = s.ow * s.k
+    room = hw.maps_buffer_elements
+
+    def fits(y0: int, y1: int) -> bool:
+        r0, r1 = _rows(s, y0, y1)
+        return (r1 - r0) * row + (y1 - y0) * out_row <= room
+
+    if not fits(0, 1) and not any(fits(y, y + 1) for y in range(s.oh)):
+        raise LoweringError(f"a residual conv needs {s.kh} input rows of {row} words and an output row of "
+                            f"{out_row} words in the {hw.maps_buffer_elements}-word maps buffer")
+    strips = row_strips(s.oh, lambda y0, y1: _rows(s, y0, y1), fits, lambda i: 0, "a residual conv")
+    return ConvPlan(s, tuple(strips), math.ceil(s.k / 16), s.kernel_words <= hw.weights_bank_elements,
+                    in_addr, w_addr, out_addr, "COOP", "Kloop", bypass_addr)
+
+
+def input_rows(h: int, kh: int, sy: int, pt: int, y0: int, y1: int) -> tuple[int, int]:
+    """Input rows [r0, r1) that output rows [y0, y1) of a window op read (padding rows excluded)."""
+    return max(0, y0 * sy - pt), min(h, (y1 - 1) * sy - pt + kh)
+
+
+def _rows(s: ConvShape, y0: int, y1: int) -> tuple[int, int]:
+    return input_rows(s.h, s.kh, s.sy, s.pt, y0, y1)
+
+
+def row_strips(oh: int, rows: Callable[[int, int], tuple[int, int]], fits: Callable[[int, int], bool],
+               bank: Callable[[int], int], what: str) -> list[Strip]:
+    """Maps tiles: output-row strips grown greedily while `fits(y0, y1)`; strip i gets `bank(i)`."""
+    strips: list[Strip] = []
+    y0 = 0
+    while y0 < oh:
+        y1 = y0 + 1
+        if not fits(y0, y1):
+            raise LoweringError(f"{what}: rows {y0}..{y1} do not fit the maps buffer")
+        while y1 < oh and fits(y0, y1 + 1):
+            y1 += 1
+        r0, r1 = rows(y0, y1)
+        strips.append(Strip(y0, y1, r0, r1, bank(len(strips))))
+        y0 = y1
+    return strips
+
+
+def interior_columns(ow: int, sx: int, pl: int, kw: int, w: int) -> tuple[int, int]:
+    """Output columns [xl, xr) whose whole window is inside the input (the rest are border pixels)."""
+    interior = [x for x in range(ow) if x * sx - pl >= 0 and x * sx - pl + kw <= w]
+    return (interior[0], interior[-1] + 1) if interior else (ow, ow)
+
+
+ALIGN = 256  # bytes between the DRAM regions of a layer's program image
+
+
+def align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+@dataclass(frozen=True)
+class ConvLayout:
+    """DRAM regions of a conv layer's program image: maps at 0, then weights, output, bypass."""
+
+    in_bytes: int
+    w_addr: int
+    w_bytes: int
+    out_addr: int
+    out_bytes: int
+    r_addr: int | None
+
+
+def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeConfig | None = None) -> ConvLayout:
+    in_bytes = s.h * s.w * s.cin * 2
+    w_addr = align(in_bytes)
+    if mode == "INDP":
+        from snowir.indp_codegen import indp_kernel_words, kernels_per_tile
+
+        hw = hw or SnowflakeConfig()
+        w_bytes = math.ceil(s.k / kernels_per_tile(hw)) * hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
+    else:
+        w_bytes = math.ceil(s.k / 16) * 16 * s.kernel_words * 2
+    out_addr = align(w_addr + w_bytes)
+    out_bytes = s.oh * s.ow * s.k * 2
+    return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, align(out_addr + out_bytes) if bypass else None)
+
+
+def pack_weights(w: np.ndarray, b: np.ndarray, tiles: int) -> np.ndarray:
+    """(K, C, kh, kw) int16 weights + (K,) bias -> the DRAM weight image (tiles*16 kernels)."""
+    k, c, kh, kw = w.shape
+    words = kh * kw * c + 16
+    words += words % 2
+    out = np.zeros((tiles * 16, words), np.int16)
+    out[:k, :kh * kw * c] = w.transpose(0, 2, 3, 1).reshape(k, -1)
+    out[:k, kh * kw * c] = b
+    return out.ravel()
