@@ -246,7 +246,7 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
         if si:
             b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
         _load_maps(b, plan, hw, strip, 0)
-        _load_broadcast(b, hw, byp, plan.bypass_addr + 2 * strip.y0 * out_row, (strip.y1 - strip.y0) * out_row)
+        load_broadcast(b, hw, byp, plan.bypass_addr + 2 * strip.y0 * out_row, (strip.y1 - strip.y0) * out_row)
         if si == 0:
             _load_weights(b, plan, hw, 0, 0)
         _strip_tiles(b, plan, hw, strip, 0, mask_last, si + 1 < len(plan.strips), [],
@@ -257,11 +257,11 @@ def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
     """One maps strip, broadcast to every CU."""
     s = plan.shape
     row = s.w * s.cin
-    _load_broadcast(b, hw, bank * hw.maps_bank_elements, plan.in_addr + 2 * strip.r0 * row,
+    load_broadcast(b, hw, bank * hw.maps_bank_elements, plan.in_addr + 2 * strip.r0 * row,
                     (strip.r1 - strip.r0) * row)
 
 
-def _load_broadcast(b: AsmBuilder, hw: SnowflakeConfig, dst: int, src: int, words: int) -> None:
+def load_broadcast(b: AsmBuilder, hw: SnowflakeConfig, dst: int, src: int, words: int) -> None:
     """`words` elements from DRAM `src` to maps-buffer element `dst` of every CU, split over the
     load units (C17 §6.3: one big load on one unit leaves the others idle)."""
     parts = min(hw.load_units, max(1, words // 512))

@@ -1,10 +1,11 @@
 """
 Code generation for max pooling on Snowflake's pool units (MAX instructions).
 
-Each CU's pool unit compares 16 lanes; to use all four, CU c gets the input strip loaded 16·c
-words lower in its maps buffer, so at one buffer address CU c sees channels 16c..16c+15 of a
-pixel and one MAX writes 64 contiguous channels (CU stride 32 bytes). A window row is one MAX
-trace of kw vectors stepping C words; padding taps are skipped by clamping, like the conv.
+Each CU's pool unit compares 16 lanes; to use all four, the input strip is loaded once,
+broadcast, and CU c's MAX reads 16·c words on (MAX reads mirror the write-back layout, CU
+stride 32 bytes: docs/isa.md), so CU c sees channels 16c..16c+15 of a pixel and one MAX writes
+64 contiguous channels. A window row is one MAX trace of kw vectors stepping C words; padding
+taps are skipped by clamping, like the conv.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from snowir.asm_builder import NOP, AsmBuilder
+from snowir.conv_codegen import load_broadcast
 from snowir.conv_plan import LoweringError, Strip, input_rows, interior_columns, row_strips
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 
 R_OUT, R_MAPS, R_STEP, R_X, R_XEND, R_TMP, R_SRC, R_LEN, R_MASK = 1, 2, 3, 4, 5, 6, 7, 8, 9
-GUARD = 64  # CU c's copy starts 16c words lower: keep the bank base clear of it
+GUARD = 64  # CU c reads 16c words past a pixel: room above a strip for the last CU's reads
 
 
 @dataclass(frozen=True)
@@ -60,15 +62,10 @@ def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int
     b.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.STRIDE, R_TMP))
     for si, strip in enumerate(strips):
         # bank -1: the strip spans both banks, so the previous one must be done (no double buffering)
-        base = max(strip.bank, 0) * hw.maps_bank_elements + GUARD
+        base = max(strip.bank, 0) * hw.maps_bank_elements
         if si >= 2 or (strip.bank < 0 and si >= 1):
             b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
-        words = (strip.r1 - strip.r0) * row
-        for c in range(hw.cus):
-            b.const(R_TMP, base - 16 * c)
-            b.const(R_SRC, in_addr + 2 * strip.r0 * row)
-            b.const(R_LEN, words)
-            b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, c % hw.load_units, c))
+        load_broadcast(b, hw, base, in_addr + 2 * strip.r0 * row, (strip.r1 - strip.r0) * row)
         for g in range(0, p.c, 16 * hw.cus):
             # a last, partial CU (channels not a multiple of 16, all in this one group) writes
             # its extra lanes into the next pixel's first channels, which that pixel's own

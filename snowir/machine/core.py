@@ -130,7 +130,7 @@ class Machine:
         out, a, step = regs[rd], regs[rs1], regs[rs2]
         written = st.max(out, a, step, trace, wb)
         lo = min(a, a + step * (trace - 1))
-        hi = max(a, a + step * (trace - 1)) + hw.lanes
+        hi = max(a, a + step * (trace - 1)) + hw.lanes + (hw.cus - 1) * (st.pool_stride() // 2)
         _, end = self.timing.vector((rd, rs1, rs2), trace, _banks(lo, hi, hw.maps_bank_elements),
                                     range(0), "MAX wb" if wb else "MAX")
         if written is not None:

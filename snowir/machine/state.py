@@ -168,17 +168,29 @@ class MachineState:
         self.acc[:] = 0
         return self._store(out_addr, vals, offsets, stride, enabled, "MAC")
 
+    def pool_stride(self) -> int:
+        """Bytes between the CUs' MAX write-backs, and (halved, in elements) between their reads."""
+        stride = self.cu_stride if self.cu_stride is not None else 2 * self.hw.lanes
+        if stride % 2:
+            raise MachineFault(f"MAX with CU stride {stride}: not 16-bit aligned")
+        return stride
+
     def max(self, out_addr: int, maps_addr: int, step: int, trace: int, wb: bool) -> tuple[int, int] | None:
-        lanes = self.hw.lanes
-        idx = maps_addr + step * np.arange(trace, dtype=np.int64)[:, None] + np.arange(lanes)[None, :]
+        hw = self.hw
+        lanes = hw.lanes
+        stride = self.pool_stride()
+        # CU c reads c*S/2 elements on, mirroring its write-back: with maps broadcast, one copy
+        # of a strip gives CU c channels 16c..16c+15 (S = 32 B) or rows c*R.. (S = R rows)
+        cus = np.arange(hw.cus, dtype=np.int64)[:, None, None]
+        idx = maps_addr + cus * (stride // 2) + step * np.arange(trace, dtype=np.int64)[None, :, None] \
+            + np.arange(lanes)[None, None, :]
         lo, hi = int(idx.min()), int(idx.max()) + 1
         self._maps_range(lo, hi - lo, "MAX")
-        window = self.maps[:, idx]  # cus x trace x lanes
+        window = self.maps[cus, idx]  # cus x trace x lanes
         self.pool = np.maximum(self.pool, window.max(axis=1))
         if not wb:
             return None
         offsets = 2 * np.arange(lanes, dtype=np.int64)
-        stride = self.cu_stride if self.cu_stride is not None else 2 * lanes
         written = self._store(out_addr, self.pool.copy(), offsets, stride, self._mask(lanes, 1), "MAX")
         self.pool[:] = INT16_MIN
         return written
