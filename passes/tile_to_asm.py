@@ -44,8 +44,8 @@ def plan_from_tile(layer: tile.LayerOp, hw: SnowflakeConfig) -> ConvPlan:
         default = plan_conv(s, hw, addr["maps"], addr["weights"], addr["output"], order, bypass, mode)
     except LoweringError as e:
         raise PassFailedException(f"tile-to-asm: layer @{name}: {e}") from None
-    if default.indp:
-        return default  # INDP row groups are fixed by the per-CU layout (indp_codegen)
+    if default.indp or default.gather:
+        return default  # INDP row groups / gathered strided-1x1 rows are fixed by their load layout
     strips = []
     for i, mt in enumerate(op for op in layer.body.block.ops if isinstance(op, tile.MapsTileOp)):
         (y0, y1), (r0, r1) = mt._ints("out_rows"), mt._ints("in_rows")

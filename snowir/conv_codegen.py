@@ -254,11 +254,27 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
 
 
 def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, bank: int) -> None:
-    """One maps strip, broadcast to every CU."""
+    """One maps strip, broadcast to every CU; a gathering plan (strided 1x1) loads each row's
+    pixels from every sy-th row and sx-th column of the DRAM input (one LD per run, spread
+    over the load units)."""
     s = plan.shape
     row = s.w * s.cin
-    load_broadcast(b, hw, bank * hw.maps_bank_elements, plan.in_addr + 2 * strip.r0 * row,
-                    (strip.r1 - strip.r0) * row)
+    base = bank * hw.maps_bank_elements
+    if plan.gather is None:
+        load_broadcast(b, hw, base, plan.in_addr + 2 * strip.r0 * row, (strip.r1 - strip.r0) * row)
+        return
+    sy, sx, w_in = plan.gather
+    if sx == 1:  # whole rows are contiguous
+        runs = [(base + (r - strip.r0) * row, plan.in_addr + 2 * r * sy * w_in * s.cin, row)
+                for r in range(strip.r0, strip.r1)]
+    else:
+        runs = [(base + (r - strip.r0) * row + x * s.cin, plan.in_addr + 2 * (r * sy * w_in + x * sx) * s.cin, s.cin)
+                for r in range(strip.r0, strip.r1) for x in range(s.w)]
+    b.const(R_LEN, runs[0][2])
+    for i, (dst, src, _) in enumerate(runs):
+        b.const(R_TMP, dst)
+        b.const(R_SRC, src)
+        b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, i % hw.load_units, sf.SELECT_ALL))
 
 
 def load_broadcast(b: AsmBuilder, hw: SnowflakeConfig, dst: int, src: int, words: int) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -92,6 +92,9 @@ class ConvPlan:
     loop_order: str = "Kloop"
     bypass_addr: int | None = None  # residual input (H', W', K) added at write-back
     cu_rows: tuple[int, ...] = ()  # INDP: output rows per CU of each strip (a strip = one row group)
+    # a strided 1x1 conv planned on the pixels it reads: (sy, sx, W) of the DRAM input the maps
+    # rows are gathered from (`shape` is then the compact stride-1 conv)
+    gather: tuple[int, int, int] | None = None
 
     @property
     def indp(self) -> bool:
@@ -140,6 +143,13 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
     row = s.w * s.cin
     if bypass_addr is not None:
         return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr)
+    if s.kh == s.kw == 1 and (s.sy, s.sx) != (1, 1) and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0) \
+            and s.groups == 1 and s.cin == s.c:
+        # a strided 1x1 conv reads 1/(sy*sx) of its input: load only those pixels, so more
+        # output rows share a maps strip and the weights are re-sent for fewer strips
+        compact = replace(s, h=s.oh, w=s.ow, sy=1, sx=1)
+        plan = plan_conv(compact, hw, in_addr, w_addr, out_addr, loop_order, None, "COOP")
+        return replace(plan, gather=(s.sy, s.sx, s.w))
     if s.kernel_words > hw.weights_buffer_elements:
         fc = s.oh == 1 and s.ow == 1 and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0) and s.kh == s.h and s.kw == s.w \
             and s.groups == 1

@@ -340,3 +340,20 @@ def test_indp_chosen_for_few_channels_and_faster() -> None:
     assert np.array_equal(got, want) and np.array_equal(got2, want2)
     # measured 15.7 k vs 26.4 k cycles (2.0x at 63x63: fewer single-CU border rows)
     assert indp.cycles * 3 < coop.cycles * 2
+
+
+@pytest.mark.parametrize("order", ["Kloop", "Mloop"])
+def test_strided_1x1_gathers_the_pixels_it_reads(order) -> None:
+    """A stride-2 1x1 conv reads a quarter of its input: the plan is the compact stride-1 conv
+    over those pixels, its maps strips gathered with one LD per pixel."""
+    run, got, want, plan, _ = conv_case(64, 11, 9, 48, 1, 1, 2, 0, loop_order=order)
+    assert plan.gather == (2, 2, 9) and (plan.shape.h, plan.shape.w, plan.shape.sy) == (6, 5, 1)
+    assert np.array_equal(got, want)
+
+
+def test_strided_1x1_fewer_strips_than_full_rows() -> None:
+    # C17 Table 3's layer, 1x1 1024->2048 stride 2 on 14x14: 7 output rows in one strip, not 7 strips
+    shape = ConvShape(1024, 14, 14, 2048, 1, 1, 2, 2, 0, 0, 0, 0, False, 14)
+    plan = plan_conv(shape, HW, 0, 1 << 20, 1 << 24)
+    assert plan.gather is not None and len(plan.strips) == 1
+    assert plan.dram_bytes()["Kloop"] < 2 * 2048 * 1040 * 2  # the weights go once
