@@ -141,15 +141,15 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
         raise LoweringError(f"grouped conv with {s.k // s.groups} output channels per group: only multiples of 16 "
                             f"are lowered (depthwise convs are not)")
     row = s.w * s.cin
-    if bypass_addr is not None:
-        return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr)
     if s.kh == s.kw == 1 and (s.sy, s.sx) != (1, 1) and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0) \
             and s.groups == 1 and s.cin == s.c:
         # a strided 1x1 conv reads 1/(sy*sx) of its input: load only those pixels, so more
         # output rows share a maps strip and the weights are re-sent for fewer strips
         compact = replace(s, h=s.oh, w=s.ow, sy=1, sx=1)
-        plan = plan_conv(compact, hw, in_addr, w_addr, out_addr, loop_order, None, "COOP")
+        plan = plan_conv(compact, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, "COOP")
         return replace(plan, gather=(s.sy, s.sx, s.w))
+    if bypass_addr is not None:
+        return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr)
     if s.kernel_words > hw.weights_buffer_elements:
         fc = s.oh == 1 and s.ow == 1 and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0) and s.kh == s.h and s.kw == s.w \
             and s.groups == 1

@@ -342,11 +342,12 @@ def test_indp_chosen_for_few_channels_and_faster() -> None:
     assert indp.cycles * 3 < coop.cycles * 2
 
 
-@pytest.mark.parametrize("order", ["Kloop", "Mloop"])
-def test_strided_1x1_gathers_the_pixels_it_reads(order) -> None:
+@pytest.mark.parametrize("order, bypass", [("Kloop", False), ("Mloop", False), ("Kloop", True)])
+def test_strided_1x1_gathers_the_pixels_it_reads(order, bypass) -> None:
     """A stride-2 1x1 conv reads a quarter of its input: the plan is the compact stride-1 conv
-    over those pixels, its maps strips gathered with one LD per pixel."""
-    run, got, want, plan, _ = conv_case(64, 11, 9, 48, 1, 1, 2, 0, loop_order=order)
+    over those pixels, its maps strips gathered with one LD per pixel (also with a residual
+    bypass: ResNet-50's downsample convs carry the block's add)."""
+    run, got, want, plan, _ = conv_case(64, 11, 9, 48, 1, 1, 2, 0, loop_order=order, bypass=bypass)
     assert plan.gather == (2, 2, 9) and (plan.shape.h, plan.shape.w, plan.shape.sy) == (6, 5, 1)
     assert np.array_equal(got, want)
 
