@@ -64,8 +64,11 @@ class MachineState:
         if self.dram.size % 2:
             raise ValueError("DRAM size must be even")
         self.dram16 = self.dram.view(np.int16)
-        self.maps = np.zeros((hw.cus, hw.maps_buffer_elements), np.int16)
-        self.weights = np.zeros((hw.cus, hw.vmacs_per_cu, hw.weights_buffer_elements), np.int16)
+        # 16-bit words (only LDs from DRAM write them) held as int64: the MAC arithmetic then
+        # reads views, not per-instruction int64 copies
+        self.maps = np.zeros((hw.cus, hw.maps_buffer_elements), np.int64)
+        self.weights = np.zeros((hw.cus, hw.vmacs_per_cu, hw.weights_buffer_elements), np.int64)
+        self._masks: dict[tuple[int, int, int], np.ndarray] = {}
         lanes = hw.lanes
         self.acc = np.zeros((hw.cus, hw.vmacs_per_cu, lanes), np.int64)
         self.bias = np.zeros((hw.cus, hw.vmacs_per_cu, lanes), np.int64)
@@ -125,6 +128,12 @@ class MachineState:
 
     def _mask(self, per_cu: int, bits_per_cu: int) -> np.ndarray:
         """enabled[c, j]: write-back enable of lane group j of CU c from the VMOV mask."""
+        key = (self.wb_mask, per_cu, bits_per_cu)
+        if key not in self._masks:
+            self._masks[key] = self._mask_of(per_cu, bits_per_cu)
+        return self._masks[key]
+
+    def _mask_of(self, per_cu: int, bits_per_cu: int) -> np.ndarray:
         hw = self.hw
         bits = np.array([(self.wb_mask >> (c * hw.vmacs_per_cu + v)) & 1
                          for c in range(hw.cus) for v in range(hw.vmacs_per_cu)], bool)
@@ -139,15 +148,15 @@ class MachineState:
         hw = self.hw
         lanes = hw.lanes
         self._maps_range(maps_addr, trace, "MAC")
-        m = self.maps[:, maps_addr:maps_addr + trace].astype(np.int64)
+        m = self.maps[:, maps_addr:maps_addr + trace]
         if indp:
             self._weights_range(w_addr, lanes * trace, "MAC")
-            w = self.weights[:, :, w_addr:w_addr + lanes * trace].astype(np.int64)
+            w = self.weights[:, :, w_addr:w_addr + lanes * trace]
             w = w.reshape(hw.cus, hw.vmacs_per_cu, trace, lanes)
             self.acc += np.einsum("cl,cvlk->cvk", m, w)
         else:
             self._weights_range(w_addr, trace, "MAC")
-            w = self.weights[:, :, w_addr:w_addr + trace].astype(np.int64)
+            w = self.weights[:, :, w_addr:w_addr + trace]
             self.acc[:, :, 0] += np.einsum("cl,cvl->cv", m, w)
         if not wb:
             return None
@@ -187,7 +196,7 @@ class MachineState:
         lo, hi = int(idx.min()), int(idx.max()) + 1
         self._maps_range(lo, hi - lo, "MAX")
         window = self.maps[cus, idx]  # cus x trace x lanes
-        self.pool = np.maximum(self.pool, window.max(axis=1))
+        self.pool = np.maximum(self.pool, window.max(axis=1).astype(np.int16))
         if not wb:
             return None
         offsets = 2 * np.arange(lanes, dtype=np.int64)
@@ -205,7 +214,7 @@ class MachineState:
             step, count = self.bypass_layout(indp)
             self._maps_range(value, (hw.cus - 1) * step + count, "VMOV bypass")
             cus = np.arange(hw.cus)[:, None]
-            block = self.maps[cus, value + cus * step + np.arange(count)[None, :]].astype(np.int64)
+            block = self.maps[cus, value + cus * step + np.arange(count)[None, :]]
             self.bypass[:] = 0
             if indp:
                 self.bypass[:] = block.reshape(hw.cus, hw.vmacs_per_cu, lanes)

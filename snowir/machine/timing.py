@@ -123,10 +123,15 @@ class Timing:
         self.vq: deque[int] = deque()
         self.cu_free = 0
         self.vector_seen = False
+        # per bank: when the last LD into it lands, per CU (a TMOV stores one CU) and over all
+        # CUs / vMACs (a vector op reads every CU); until when vector ops read it (they read
+        # every CU and vMAC alike, so one number per bank). Plain lists: numpy calls on these
+        # few elements cost more than the vector op's arithmetic.
         self.maps_ready = np.zeros((hw.cus, hw.maps_banks), np.int64)
-        self.maps_read = np.zeros((hw.cus, hw.maps_banks), np.int64)
-        self.weights_ready = np.zeros((hw.cus, hw.vmacs_per_cu, hw.weights_banks), np.int64)
-        self.weights_read = np.zeros((hw.cus, hw.vmacs_per_cu, hw.weights_banks), np.int64)
+        self.maps_ready_all = [0] * hw.maps_banks
+        self.maps_read = [0] * hw.maps_banks
+        self.weights_ready = [0] * hw.weights_banks
+        self.weights_read = [0] * hw.weights_banks
         self.unit_free = [0] * hw.load_units
         self.unit_busy = [0] * hw.load_units
         self.unit_bytes = [0] * hw.load_units
@@ -210,10 +215,12 @@ class Timing:
         """Dispatch a vector op reading the given banks (all CUs / vMACs); returns (start, end)."""
         d = self._vector_dispatch(reads)
         ready = 0
-        if len(maps_banks):
-            ready = int(self.maps_ready[:, maps_banks.start:maps_banks.stop].max())
-        if len(weights_banks):
-            ready = max(ready, int(self.weights_ready[:, :, weights_banks.start:weights_banks.stop].max()))
+        for b in maps_banks:
+            if self.maps_ready_all[b] > ready:
+                ready = self.maps_ready_all[b]
+        for b in weights_banks:
+            if self.weights_ready[b] > ready:
+                ready = self.weights_ready[b]
         issue = d + 1
         start = max(issue, self.cu_free, ready)
         if self.vector_seen and start > self.cu_free:
@@ -223,12 +230,12 @@ class Timing:
         end = start + cycles
         self.cu_free = end
         self.vq.append(end)
-        if len(maps_banks):
-            sl = self.maps_read[:, maps_banks.start:maps_banks.stop]
-            np.maximum(sl, end, out=sl)
-        if len(weights_banks):
-            sl = self.weights_read[:, :, weights_banks.start:weights_banks.stop]
-            np.maximum(sl, end, out=sl)
+        for b in maps_banks:
+            if self.maps_read[b] < end:
+                self.maps_read[b] = end
+        for b in weights_banks:
+            if self.weights_read[b] < end:
+                self.weights_read[b] = end
         self.busy_cycles += cycles
         self.macs += macs
         if end > self.end:
@@ -274,8 +281,9 @@ class Timing:
         self._event(f"load unit {unit}", name, request, done)
         return first, done
 
-    def _check_overwrite(self, read_until: np.ndarray, first: int, what: str) -> None:
-        until = int(read_until.max()) if read_until.size else 0
+    @staticmethod
+    def _check_overwrite(read_until: list[int], banks: range, first: int, what: str) -> None:
+        until = max((read_until[b] for b in banks), default=0)
         if until > first:
             raise MachineFault(
                 f"LD overwrites {what} while an earlier vector op still reads it (until cycle {until}, data arrives from cycle {first})")
@@ -287,16 +295,17 @@ class Timing:
         first, done = self._transfer(d, unit, nbytes, src, 0, f"LD {target} {nbytes} B")
         if target == "maps":
             cus = where
-            read = self.maps_read[np.ix_(cus, list(banks))]
-            self._check_overwrite(read, first, f"maps bank {banks.start} of CU {cus[0]}")
+            self._check_overwrite(self.maps_read, banks, first, f"maps bank {banks.start} of CU {cus[0]}")
             sl = self.maps_ready[np.ix_(cus, list(banks))]
             self.maps_ready[np.ix_(cus, list(banks))] = np.maximum(sl, done)
+            for b in banks:
+                self.maps_ready_all[b] = max(self.maps_ready_all[b], done)
         else:
-            for c, v in where:
-                read = self.weights_read[c, v, banks.start:banks.stop]
-                self._check_overwrite(read, first, f"weights bank {banks.start} of vMAC {c * self.hw.vmacs_per_cu + v}")
-                sl = self.weights_ready[c, v, banks.start:banks.stop]
-                np.maximum(sl, done, out=sl)
+            c, v = where[0]
+            self._check_overwrite(self.weights_read, banks, first,
+                                  f"weights bank {banks.start} of vMAC {c * self.hw.vmacs_per_cu + v}")
+            for b in banks:
+                self.weights_ready[b] = max(self.weights_ready[b], done)
         self.load_bytes += nbytes
         return done
 
