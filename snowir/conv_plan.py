@@ -126,6 +126,22 @@ class ConvPlan:
         mloop = maps * self.tiles + weights
         return {"Kloop": kloop, "Mloop": mloop}
 
+    def estimated_cycles(self, hw: SnowflakeConfig) -> float:
+        """The loop-order / tiling cost model: the larger of the padding-free compute and the
+        DRAM traffic of this loop order at the shared bandwidth, plus the loads nothing overlaps
+        (the first strip; every strip that fills the whole buffer; kernel tiles that are not
+        double-buffered)."""
+        s = self.shape
+        bw = hw.dram_bytes_per_cycle
+        strip_bytes = [(st.r1 - st.r0) * s.w * s.cin * 2 for st in self.strips]
+        repeats = self.tiles if self.loop_order == "Mloop" else 1
+        exposed = sum(strip_bytes) * repeats if self.strips[0].bank < 0 else strip_bytes[0]
+        if not self.double_buffer_weights:
+            loads = self.tiles * (len(self.strips) if self.loop_order == "Kloop" else 1)
+            exposed += loads * 16 * s.kernel_words * 2
+        traffic = self.dram_bytes(hw)[self.loop_order]
+        return max(s.valid_macs() / hw.macs, traffic / bw) + exposed / bw
+
 
 def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
               loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None) -> ConvPlan:
@@ -160,27 +176,28 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
             raise LoweringError(f"fully connected input of {s.h * row} words does not fit the maps buffer")
         strip = Strip(0, 1, 0, s.h, 0)
         return ConvPlan(s, (strip,), math.ceil(s.k / 16), True, in_addr, w_addr, out_addr, "COOP", "Kloop")
-    bank = hw.maps_bank_elements
-    max_rows = bank // row
-    whole = False  # strips spanning both banks: loaded one after the other, not double-buffered
-    if max_rows < s.kh:
-        max_rows = hw.maps_buffer_elements // row
-        whole = True
-        if max_rows < s.kh:
-            raise LoweringError(f"{s.kh} input rows of {row} words do not fit the {hw.maps_buffer_elements}-word "
-                                f"maps buffer (column tiling is not implemented yet)")
-    if s.h * row <= hw.maps_buffer_elements:
-        # the whole input fits the maps buffer (both banks): one strip, loaded once
-        max_rows = s.h
     rows = lambda y0, y1: _rows(s, y0, y1)  # noqa: E731
-    strips = row_strips(s.oh, rows, lambda y0, y1: rows(y0, y1)[1] - rows(y0, y1)[0] <= max_rows,
-                        lambda i: -1 if whole else i % 2, "conv")
+
+    def strips_of(max_rows: int, whole: bool) -> tuple[Strip, ...]:
+        return tuple(row_strips(s.oh, rows, lambda y0, y1: rows(y0, y1)[1] - rows(y0, y1)[0] <= max_rows,
+                                lambda i: -1 if whole else i % 2, "conv"))
+
+    # maps tilings: the whole input in one strip if it fits the buffer; else bank-sized strips
+    # (double-buffered) and buffer-sized strips (fewer, so weights are re-sent fewer times in
+    # Kloop, but each is loaded while nothing computes)
+    if s.h * row <= hw.maps_buffer_elements:
+        tilings = [strips_of(s.h, False)]
+    else:
+        tilings = [strips_of(n, whole) for n, whole in ((hw.maps_bank_elements // row, False),
+                                                        (hw.maps_buffer_elements // row, True)) if n >= s.kh]
+    if not tilings:
+        raise LoweringError(f"{s.kh} input rows of {row} words do not fit the {hw.maps_buffer_elements}-word "
+                            f"maps buffer (column tiling is not implemented yet)")
     tiles = math.ceil(s.k / 16)
     double = s.kernel_words <= hw.weights_bank_elements
-    plan = ConvPlan(s, tuple(strips), tiles, double, in_addr, w_addr, out_addr)
-    cost = plan.dram_bytes()
-    order = loop_order or ("Kloop" if cost["Kloop"] <= cost["Mloop"] else "Mloop")
-    return ConvPlan(s, tuple(strips), tiles, double, in_addr, w_addr, out_addr, "COOP", order)
+    plans = [ConvPlan(s, strips, tiles, double, in_addr, w_addr, out_addr, "COOP", order)
+             for strips in tilings for order in ([loop_order] if loop_order else ["Kloop", "Mloop"])]
+    return min(plans, key=lambda p: p.estimated_cycles(hw))
 
 
 def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,

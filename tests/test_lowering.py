@@ -358,3 +358,13 @@ def test_strided_1x1_fewer_strips_than_full_rows() -> None:
     plan = plan_conv(shape, HW, 0, 1 << 20, 1 << 24)
     assert plan.gather is not None and len(plan.strips) == 1
     assert plan.dram_bytes()["Kloop"] < 2 * 2048 * 1040 * 2  # the weights go once
+
+
+def test_tiling_by_estimated_cycles() -> None:
+    """A 7x7x2048 input does not fit the maps buffer: buffer-sized strips (2, loaded in turn)
+    re-send the 2 MB of weights half as often as bank-sized ones (4, double-buffered); the cost
+    model picks them, and the output stays bit-exact."""
+    plan = plan_conv(ConvShape(2048, 7, 7, 512, 1, 1, 1, 1, 0, 0, 0, 0, True, 14), HW, 0, 1 << 20, 1 << 24)
+    assert len(plan.strips) == 2 and plan.strips[0].bank == -1 and plan.loop_order == "Kloop"
+    run, got, want, small, _ = conv_case(2048, 7, 7, 48, 1, 1, 1, 0)
+    assert small.strips[0].bank == -1 and np.array_equal(got, want)
