@@ -366,5 +366,5 @@ def test_tiling_by_estimated_cycles() -> None:
     model picks them, and the output stays bit-exact."""
     plan = plan_conv(ConvShape(2048, 7, 7, 512, 1, 1, 1, 1, 0, 0, 0, 0, True, 14), HW, 0, 1 << 20, 1 << 24)
     assert len(plan.strips) == 2 and plan.strips[0].bank == -1 and plan.loop_order == "Kloop"
-    run, got, want, small, _ = conv_case(2048, 7, 7, 48, 1, 1, 1, 0)
+    run, got, want, small, _ = conv_case(2048, 7, 7, 256, 1, 1, 1, 0)
     assert small.strips[0].bank == -1 and np.array_equal(got, want)
