@@ -153,26 +153,30 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
             bb.flush_vector_queue(hw.vector_queue_depth, R_TMP)
             _load_next_weights(bb, plan, hw)
 
-    advance = _advance_tile(plan, hw)
-    body_tiles = tiles - 1
-    if body_tiles >= 2:
-        loop = AsmBuilder(_labels=b._labels)
-        loop.const(R_TK, 1 - body_tiles)
-        top = loop.label("K")
-        tile(loop, 0xFFFF, [], True)
-        loop.loop_end(R_TK, 0, top, advance)
-        if sum(1 for op in loop.ops if not isinstance(op, sf.LabelOp)) <= KLOOP_BUDGET:
-            b.emit(*loop.ops)
-            body_tiles = 0
-    for _ in range(body_tiles):
-        tile(b, 0xFFFF, [], True)
-        b.emit(*_advance_tile(plan, hw))
+    _repeat(b, tiles - 1, lambda bb: tile(bb, 0xFFFF, [], True), lambda: _advance_tile(plan, hw))
     reload = more and tiles > 1  # a single kernel tile stays in its bank for every strip
     if reload:
         b.const(R_WSRC, plan.w_addr)  # the next strip starts again at tile 0
     tile(b, mask_last, last_prefetch, reload)
     if reload and plan.double_buffer_weights:
         b.emit(*_advance_tile(plan, hw)[:2])  # the next strip's tile 0 is in the other bank
+
+
+def _repeat(b: AsmBuilder, n: int, body: Callable[[AsmBuilder], None], advance: Callable[[], list]) -> None:
+    """`body` then `advance` n times: one counted loop (counter R_TK from 1-n up to r0, the
+    advance in the branch's delay slots) when it fits an icache bank, else unrolled."""
+    if n >= 2:
+        loop = AsmBuilder(_labels=b._labels)
+        loop.const(R_TK, 1 - n)
+        top = loop.label("K")
+        body(loop)
+        loop.loop_end(R_TK, 0, top, advance())
+        if sum(1 for op in loop.ops if not isinstance(op, sf.LabelOp)) <= KLOOP_BUDGET:
+            b.emit(*loop.ops)
+            return
+    for _ in range(n):
+        body(b)
+        b.emit(*advance())
 
 
 def _advance_tile(plan: ConvPlan, hw: SnowflakeConfig) -> list:
@@ -199,39 +203,48 @@ def _load_next_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> No
 
 def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
     """A kernel larger than the weights buffer on a 1x1 output (an FC layer): stream each kernel
-    tile in chunks that alternate weights banks, accumulate across chunks, write back on the last
-    (its load also brings the bias block). FC layers are bandwidth-bound (C17 §6.1)."""
+    tile in chunks that alternate weights banks (R_TW toggles per chunk), accumulate across
+    chunks, write back on the last (its load also brings the bias block). Tiles 0..T-2 are one
+    counted loop when the tile fits an icache bank (R_WSRC: the tile's first kernel in DRAM,
+    R_TO: its output offset). FC layers are bandwidth-bound (C17 §6.1)."""
     s = plan.shape
     total = s.kh * s.kw * s.c  # the whole input, in the same (y, x, c) order as the kernel
     chunk = (hw.weights_bank_elements - 16) // 16 * 16
     chunks = [(o, min(chunk, total - o)) for o in range(0, total, chunk)]
     _load_maps(b, plan, hw, plan.strips[0], 0)
-    bank = 0
-    for t in range(plan.tiles):
-        b.const(R_TMP, mask_last if t == plan.tiles - 1 else 0xFFFF)
-        b.emit(sf.VmovOp(COOP, sf.VmovSelect.MASK, R_TMP))
+    b.const(R_TW, 0)
+    b.const(R_TO, 0)
+    b.const(R_WSRC, plan.w_addr)
+    b.const(R_TMP2, 2 * 16 * s.kernel_words)  # DRAM bytes of one kernel tile
+
+    def tile(bb: AsmBuilder, mask: int) -> None:
+        bb.const(R_TMP, mask)
+        bb.emit(sf.VmovOp(COOP, sf.VmovSelect.MASK, R_TMP))
         for ci, (off, n) in enumerate(chunks):
             last = ci == len(chunks) - 1
-            wbuf = bank * hw.weights_bank_elements
-            b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
-            b.const(R_LEN, n + (16 if last else 0))
-            b.const(R_TMP, wbuf)
+            bb.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+            bb.const(R_LEN, n + (16 if last else 0))
+            bb.emit(sf.AddiOp(R_TMP, R_TW, 0), sf.AddiOp(R_SRC, R_WSRC, 2 * off))
             for j in range(16):
-                b.const(R_SRC, plan.w_addr + 2 * ((t * 16 + j) * s.kernel_words + off))
-                b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, j % hw.load_units, j))
+                bb.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, j % hw.load_units, j),
+                        sf.AddiOp(R_SRC, R_SRC, 2 * s.kernel_words))
             if last:
-                b.const(R_TMP, wbuf + n)
-                b.emit(sf.VmovOp(COOP, sf.VmovSelect.BIAS, R_TMP))
-                b.const(R_OUT, plan.out_addr + 2 * t * 16)
-            b.const(R_MAPS, off)
-            b.const(R_W, wbuf)
+                bb.emit(sf.AddiOp(R_TMP, R_TW, n), sf.VmovOp(COOP, sf.VmovSelect.BIAS, R_TMP))
+                bb.const(R_OUT, plan.out_addr)
+                bb.emit(sf.AddOp(R_OUT, R_OUT, R_TO))
+            bb.const(R_MAPS, off)
+            bb.emit(sf.AddiOp(R_W, R_TW, 0))
             pieces = _chunks(n)
             for pi, (po, pn) in enumerate(pieces):
                 if po:
-                    b.emit(sf.AddiOp(R_MAPS, R_MAPS, TRACE_CHUNK), sf.AddiOp(R_W, R_W, TRACE_CHUNK))
+                    bb.emit(sf.AddiOp(R_MAPS, R_MAPS, TRACE_CHUNK), sf.AddiOp(R_W, R_W, TRACE_CHUNK))
                 wb = last and pi == len(pieces) - 1
-                b.emit(sf.MacOp(COOP, R_OUT, R_MAPS, R_W, pn, wb=wb, relu=wb and s.relu))
-            bank ^= 1
+                bb.emit(sf.MacOp(COOP, R_OUT, R_MAPS, R_W, pn, wb=wb, relu=wb and s.relu))
+            bb.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, hw.weights_bank_elements))
+
+    advance = lambda: [sf.AddOp(R_WSRC, R_WSRC, R_TMP2), sf.AddiOp(R_TO, R_TO, 32)]  # noqa: E731
+    _repeat(b, plan.tiles - 1, lambda bb: tile(bb, 0xFFFF), advance)
+    tile(b, mask_last)
 
 
 def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
