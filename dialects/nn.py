@@ -488,6 +488,38 @@ class ChannelSliceOp(NNOperation):
 
 
 @irdl_op_definition
+class SpaceToDepthOp(NNOperation):
+    """s x s pixel blocks of an NCHW tensor as channels, zero-padded by `pads` (top, left) and
+    as far bottom/right as the result needs: out[(a·s + b)·C + c, i, j] = in[c, s·i + a − t,
+    s·j + b − l]. The space-to-depth pass lays a model input out this way (on the host)."""
+
+    name = "nn.space_to_depth"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    block = prop_def(IntegerAttr[I64])
+    pads = prop_def(DenseArrayBase[I64])
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, block: int, pads: Sequence[int], result_type: TensorType):
+        super().__init__(operands=[input], result_types=[result_type],
+                         properties={"block": IntegerAttr(block, i64), "pads": i64_array(pads)})
+
+    def verify_(self) -> None:
+        n, c, h, w = self._rank(self.input, 4, "input")
+        s = self.block.value.data
+        pads = _ints(self.pads)
+        if s < 2:
+            self._fail(f"block must be at least 2, not {s}")
+        if len(pads) != 2 or min(pads) < 0 or pads[0] >= s * h or pads[1] >= s * w:
+            self._fail(f"pads must be (top, left), non-negative and inside the input, not {list(pads)}")
+        on, oc, oh, ow = self._rank(self.output, 4, "result")
+        if (on, oc) != (n, c * s * s) or oh < 1 or ow < 1:
+            self._fail(f"result must be {n}x{c * s * s}xHxW for {c} channels in {s}x{s} blocks, "
+                       f"not {on}x{oc}x{oh}x{ow}")
+        self._same_element(self.input, self.output)
+
+
+@irdl_op_definition
 class IdentityOp(ElementwiseUnary):
     """A no-op kept from the source graph (ONNX Identity, inference Dropout); drop-identity removes it."""
 
@@ -687,7 +719,7 @@ class HardSwishOp(ElementwiseUnary):
 
 DEVICE_OPS = (Conv2dOp, MaxPoolOp, AvgPoolOp, GlobalAvgPoolOp, DenseOp, AddOp, ReluOp,
               BatchNormOp, ConcatOp, FlattenOp, ReshapeOp, IdentityOp, ChannelSliceOp)
-HOST_OPS = (SoftmaxOp, LrnOp, TransposeOp, ClipOp, HardSigmoidOp, HardSwishOp, MulOp)
+HOST_OPS = (SoftmaxOp, LrnOp, TransposeOp, ClipOp, HardSigmoidOp, HardSwishOp, MulOp, SpaceToDepthOp)
 
 NN = Dialect(
     "nn",

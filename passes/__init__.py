@@ -25,6 +25,7 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "quantize": p("quantize", "QuantizePass"),
         "nn-prepare": p("nn_prepare", "NNPreparePass"),
         "split-kernels": p("split_kernels", "SplitKernelsPass"),
+        "space-to-depth": p("space_to_depth", "SpaceToDepthPass"),
         "icache-banking": p("icache_banking", "IcacheBankingPass"),
         "nn-to-tile": p("nn_to_tile", "NNToTilePass"),
         "tile-to-asm": p("tile_to_asm", "TileToAsmPass"),

@@ -1,7 +1,7 @@
 """
 nn-prepare{format=Q8.8}: the default nn-level pipeline, from an imported model to the
 fixed-point graph Snowflake runs: drop-identity, fold-batch-norm, fuse-residual-add,
-fuse-relu, fc-to-conv, avgpool-to-conv, split-kernels, partition-host, quantize.
+fuse-relu, fc-to-conv, avgpool-to-conv, split-kernels, space-to-depth, partition-host, quantize.
 """
 
 from dataclasses import dataclass
@@ -18,6 +18,7 @@ from snowir.passes.fuse_relu import FuseReluPass
 from snowir.passes.fuse_residual_add import FuseResidualAddPass
 from snowir.passes.partition_host import PartitionHostPass
 from snowir.passes.quantize import QuantizePass
+from snowir.passes.space_to_depth import SpaceToDepthPass
 from snowir.passes.split_kernels import SplitKernelsPass
 
 
@@ -29,7 +30,8 @@ class NNPreparePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         passes: list[ModulePass] = [DropIdentityPass(), FoldBatchNormPass(), FuseResidualAddPass(), FuseReluPass(),
-                                    FcToConvPass(), AvgPoolToConvPass(), SplitKernelsPass(), PartitionHostPass()]
+                                    FcToConvPass(), AvgPoolToConvPass(), SplitKernelsPass(), SpaceToDepthPass(),
+                                    PartitionHostPass()]
         if self.quantize:
             passes.append(QuantizePass(self.format))
         for p in passes:

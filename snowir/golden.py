@@ -107,6 +107,16 @@ def conv_sum(x: np.ndarray, w: np.ndarray, stride, pads, dil, groups: int, dtype
     return out
 
 
+def space_to_depth(x: np.ndarray, s: int, pads, oh: int, ow: int) -> np.ndarray:
+    """nn.space_to_depth: out[n, (a·s + b)·C + c, i, j] = x[n, c, s·i + a − t, s·j + b − l]."""
+    n, c, h, w = x.shape
+    t, l = pads
+    p = np.zeros((n, c, oh * s, ow * s), x.dtype)
+    r0, r1, c0, c1 = max(0, t), min(oh * s, t + h), max(0, l), min(ow * s, l + w)
+    p[:, :, r0:r1, c0:c1] = x[:, :, r0 - t:r1 - t, c0 - l:c1 - l]
+    return np.ascontiguousarray(p.reshape(n, c, oh, s, ow, s).transpose(0, 3, 5, 1, 2, 4).reshape(n, s * s * c, oh, ow))
+
+
 def pool(x: np.ndarray, kernel, stride, pads, ceil: bool, kind: str, count_include_pad: bool = False):
     n, c, h, w = x.shape
     oh = nn.window_out(h, kernel[0], stride[0], pads[0], pads[2], 1, ceil)
@@ -218,6 +228,11 @@ class Golden:
             if out_frac is not None:
                 return Q(np.maximum(self._q(x, out_frac), 0), out_frac)
             return np.maximum(self._float(x), 0)
+        if isinstance(op, nn.SpaceToDepthOp):
+            _, _, oh, ow = op.output.type.get_shape()
+            x = self._q(env[op.input], out_frac) if out_frac is not None else self._float(env[op.input])
+            y = space_to_depth(x, op.block.value.data, _ints(op.pads), oh, ow)
+            return Q(y, out_frac) if out_frac is not None else y
         if isinstance(op, nn.ChannelSliceOp):
             x = env[op.input]
             a, n = op.start.value.data, op.size.value.data

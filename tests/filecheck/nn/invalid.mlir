@@ -245,3 +245,21 @@ func.func @f(%x: tensor<1x8x2x2xf32>) {
   func.return
 }
 // CHECK: nn.channel_slice: channels [4, 12) are not inside the input's 8
+// -----
+func.func @f(%x: tensor<1x3x8x8xf32>) {
+  %y = nn.space_to_depth %x {block = 1 : i64, pads = array<i64: 0, 0>} : (tensor<1x3x8x8xf32>) -> tensor<1x3x8x8xf32>
+  func.return
+}
+// CHECK: nn.space_to_depth: block must be at least 2, not 1
+// -----
+func.func @f(%x: tensor<1x3x8x8xf32>) {
+  %y = nn.space_to_depth %x {block = 2 : i64, pads = array<i64: 1, -1>} : (tensor<1x3x8x8xf32>) -> tensor<1x12x4x4xf32>
+  func.return
+}
+// CHECK: nn.space_to_depth: pads must be (top, left), non-negative and inside the input, not [1, -1]
+// -----
+func.func @f(%x: tensor<1x3x8x8xf32>) {
+  %y = nn.space_to_depth %x {block = 2 : i64, pads = array<i64: 0, 0>} : (tensor<1x3x8x8xf32>) -> tensor<1x6x4x4xf32>
+  func.return
+}
+// CHECK: nn.space_to_depth: result must be 1x12xHxW for 3 channels in 2x2 blocks, not 1x6x4x4
