@@ -50,8 +50,14 @@ def choose_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | Non
     """COOP, or INDP for few input channels (C < 16) when INDP keeps at least as many lanes busy
     (64 kernels per tile vs kw·C words per COOP trace) and 16 kernels fit a weights buffer."""
     if mode == "INDP" and not indp_fits(s, hw, bypass):
-        raise LoweringError(f"INDP needs an ungrouped conv without bypass, output channels a multiple of "
-                            f"{hw.lanes} and {indp_kernel_words(s, hw)} <= {hw.weights_buffer_elements} weights words")
+        why = [text for bad, text in (
+            (s.groups != 1 or s.cin != s.c, "an ungrouped conv over its whole input"),
+            (bypass, "no residual bypass"),
+            (s.k % hw.lanes != 0, f"output channels a multiple of {hw.lanes} (not {s.k})"),
+            (indp_kernel_words(s, hw) > hw.weights_buffer_elements,
+             f"16 interleaved kernels within the weights buffer ({indp_kernel_words(s, hw)} words > "
+             f"{hw.weights_buffer_elements})")) if bad]
+        raise LoweringError(f"INDP needs {' and '.join(why)}")
     if mode in ("COOP", "INDP"):
         return mode
     if mode is not None:

@@ -1,6 +1,7 @@
 // RUN: snow-opt %s -p space-to-depth | filecheck %s
 // RUN: snow-opt %s -p space-to-depth | snow-opt --print-op-generic | snow-opt | filecheck %s
 // RUN: snow-opt %s -p nn-prepare | filecheck %s --check-prefix=PREP
+// RUN: not snow-opt %s -p 'nn-prepare,nn-to-tile{mode=INDP}' 2>&1 | filecheck %s --check-prefix=NOINDP
 
 // AlexNet's conv1: 11x11 stride 4 over 3 channels. 16 interleaved kernels need 5824 words, too
 // many for INDP, and a COOP trace of 33 words leaves lanes idle: the input's 4x4 pixel blocks
@@ -24,3 +25,4 @@ func.func @main(%x: tensor<1x3x35x35xf32>) -> tensor<1x16x3x3xf32> {
 
 // PREP:       nn.space_to_depth %x {{{.*}}place = "host"{{.*}}} : (tensor<1x3x35x35x!nn.fixed<8, 8>>) -> tensor<1x48x10x10x!nn.fixed<8, 8>>
 
+// NOINDP: nn-to-tile: layer 'conv1': INDP needs 16 interleaved kernels within the weights buffer (6928 words > 4096)
