@@ -283,11 +283,7 @@ def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
     else:
         runs = [(base + (r - strip.r0) * row + x * s.cin, plan.in_addr + 2 * (r * sy * w_in + x * sx) * s.cin, s.cin)
                 for r in range(strip.r0, strip.r1) for x in range(s.w)]
-    b.const(R_LEN, runs[0][2])
-    for i, (dst, src, _) in enumerate(runs):
-        b.const(R_TMP, dst)
-        b.const(R_SRC, src)
-        b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, i % hw.load_units, sf.SELECT_ALL))
+    load_runs(b, hw, [(dst, src, n, sf.SELECT_ALL) for dst, src, n in runs])
 
 
 def load_broadcast(b: AsmBuilder, hw: SnowflakeConfig, dst: int, src: int, words: int) -> None:
@@ -295,14 +291,23 @@ def load_broadcast(b: AsmBuilder, hw: SnowflakeConfig, dst: int, src: int, words
     load units (C17 §6.3: one big load on one unit leaves the others idle)."""
     parts = min(hw.load_units, max(1, words // 512))
     step = -(-words // parts)
-    for p in range(parts):
-        lo, n = p * step, min(step, words - p * step)
-        if n <= 0:
-            continue
-        b.const(R_TMP, dst + lo)
-        b.const(R_SRC, src + 2 * lo)
-        b.const(R_LEN, n)
-        b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, p % hw.load_units, sf.SELECT_ALL))
+    load_runs(b, hw, [(dst + lo, src + 2 * lo, min(step, words - lo), sf.SELECT_ALL)
+                      for lo in range(0, words, step)])
+
+
+def load_runs(b: AsmBuilder, hw: SnowflakeConfig, runs: list[tuple[int, int, int, int]]) -> None:
+    """One maps LD per (buffer element, DRAM byte, elements, select) run, round-robin over the
+    load units; the buffer address and length registers are set only when they change."""
+    dst_now = length = None
+    for i, (dst, src, n, select) in enumerate(runs):
+        if dst != dst_now:
+            b.const(R_TMP, dst)
+            dst_now = dst
+        b.const(R_SRC, src)
+        if n != length:
+            b.const(R_LEN, n)
+            length = n
+        b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, i % hw.load_units, select))
 
 
 def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:

@@ -152,7 +152,6 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
     s = shape
     if choose_mode(s, hw, bypass_addr is not None, mode) == "INDP":
         return plan_indp(s, hw, in_addr, w_addr, out_addr)
-    row = s.w * s.c
     if s.groups > 1 and (s.k // s.groups) % 16:
         raise LoweringError(f"grouped conv with {s.k // s.groups} output channels per group: only multiples of 16 "
                             f"are lowered (depthwise convs are not)")

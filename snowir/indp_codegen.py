@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from snowir.asm_builder import AsmBuilder
-from snowir.conv_codegen import R_LEN, R_SRC, R_TMP, R_TO, R_TT, R_TW, Prefetch, _kernel_tile
+from snowir.conv_codegen import R_LEN, R_SRC, R_TMP, R_TO, R_TT, R_TW, Prefetch, _kernel_tile, load_runs
 from snowir.conv_plan import ConvPlan, ConvShape, LoweringError, Strip, input_rows
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
@@ -135,11 +135,8 @@ def _load_group(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, gi: int) -> 
     s = plan.shape
     row = s.w * s.cin
     _, _, rows = _group(plan, hw, gi)
-    for c, (r0, r1) in enumerate(rows):
-        b.const(R_TMP, plan.strips[gi].bank * hw.maps_bank_elements)
-        b.const(R_SRC, plan.in_addr + 2 * r0 * row)
-        b.const(R_LEN, (r1 - r0) * row)
-        b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, c % hw.load_units, c))
+    base = plan.strips[gi].bank * hw.maps_bank_elements
+    load_runs(b, hw, [(base, plan.in_addr + 2 * r0 * row, (r1 - r0) * row, c) for c, (r0, r1) in enumerate(rows)])
 
 
 def _load_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:
