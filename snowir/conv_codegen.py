@@ -9,7 +9,7 @@ The decisions come as a `ConvPlan` (snowir/conv_plan.py): COOP mode with maps br
 the 16 vMACs of the 4 CUs take 16 kernels (a kernel tile) and every MAC writes 16 output
 channels of one pixel (INDP: snowir/indp_codegen.py); maps tiles are output-row strips whose
 input rows fit one 32K-element maps bank, strips alternate banks (double buffering); kernel
-tiles alternate weights banks when a kernel fits one bank; loop order Kloop (all kernel tiles
+tiles alternate weights slots (halves of the buffer) when a kernel fits one slot; loop order Kloop (all kernel tiles
 per maps strip, as one counted loop) or Mloop. Padding taps are never computed: border rows
 clamp the kernel-row range, border columns get their own shorter traces.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from snowir.asm_builder import NOP, AsmBuilder
-from snowir.conv_plan import ConvPlan, Strip, interior_columns
+from snowir.conv_plan import ConvPlan, Strip, interior_columns, weights_slot_elements
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 
@@ -30,7 +30,7 @@ COOP = sf.VectorMode.COOP
 R_OUT, R_MAPS, R_W, R_KY, R_KYEND, R_X, R_XEND, R_Y, R_YEND = 1, 2, 3, 4, 5, 6, 7, 8, 9
 R_ROWBASE, R_OUTROW, R_T, R_TEND, R_WBASE, R_OUTT, R_TMP, R_TMP2, R_LEN, R_SRC = 10, 11, 12, 13, 14, 15, 16, 17, 18, 19
 R_BYP, R_BYPROW = 22, 23
-# the kernel tile being computed: its weights bank base, 16*t (its first output channel), 32*t
+# the kernel tile being computed: its weights slot base, 16*t (its first output channel), 32*t
 # (the same in output bytes), the DRAM address of the next weights LD, the K-loop counter.
 # r30/r31 stay free for icache-banking.
 R_TW, R_TT, R_TO, R_WSRC, R_TK = 27, 28, 21, 29, 20
@@ -42,7 +42,7 @@ def _chunks(length: int) -> list[tuple[int, int]]:
 
 def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None = None) -> AsmBuilder:
     """The layer program: Kloop (kernel tiles inside each maps strip) or Mloop (strips inside
-    each kernel tile); maps and weights banks alternate so the next strip / tile loads while
+    each kernel tile); maps banks and weights slots alternate so the next strip / tile loads while
     the current one computes."""
     s = plan.shape
     b = AsmBuilder()
@@ -73,7 +73,7 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
     for (psi, pt_), (si, t) in zip(items, items[1:]):
         maps_slot.append(maps_slot[-1] + (si != psi))
         w_slot.append(w_slot[-1] + (t != pt_))
-    wbank = lambda i: (w_slot[i] % 2) * hw.weights_bank_elements if plan.double_buffer_weights else 0
+    wbank = lambda i: (w_slot[i] % 2) * weights_slot_elements(hw) if plan.double_buffer_weights else 0
     _load_maps(b, plan, hw, plan.strips[items[0][0]], 0)
     _load_weights(b, plan, hw, items[0][1], wbank(0))
     for i, (si, t) in enumerate(items):
@@ -180,9 +180,9 @@ def _repeat(b: AsmBuilder, n: int, body: Callable[[AsmBuilder], None], advance: 
 
 
 def _advance_tile(plan: ConvPlan, hw: SnowflakeConfig) -> list:
-    """R_TW to the other weights bank (double-buffered), R_TT += 16, R_TO += 32: four
+    """R_TW to the other weights slot (double-buffered), R_TT += 16, R_TO += 32: four
     instructions, one RAW pair, so they fill a K-loop branch's delay slots."""
-    toggle = [sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, hw.weights_bank_elements)] \
+    toggle = [sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, weights_slot_elements(hw))] \
         if plan.double_buffer_weights else [NOP(), NOP()]
     return [*toggle, sf.AddiOp(R_TT, R_TT, 16), sf.AddiOp(R_TO, R_TO, 32)]
 
@@ -192,7 +192,7 @@ def _load_next_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> No
     R_WSRC moves on to the tile after."""
     s = plan.shape
     if plan.double_buffer_weights:
-        b.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TMP, R_TMP, hw.weights_bank_elements))
+        b.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TMP, R_TMP, weights_slot_elements(hw)))
     else:
         b.emit(sf.MoviOp(R_TMP, 0))
     b.const(R_LEN, s.kernel_words)
@@ -203,13 +203,13 @@ def _load_next_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> No
 
 def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
     """A kernel larger than the weights buffer on a 1x1 output (an FC layer): stream each kernel
-    tile in chunks that alternate weights banks (R_TW toggles per chunk), accumulate across
+    tile in chunks that alternate weights slots (R_TW toggles per chunk), accumulate across
     chunks, write back on the last (its load also brings the bias block). Tiles 0..T-2 are one
     counted loop when the tile fits an icache bank (R_WSRC: the tile's first kernel in DRAM,
     R_TO: its output offset). FC layers are bandwidth-bound (C17 §6.1)."""
     s = plan.shape
     total = s.kh * s.kw * s.c  # the whole input, in the same (y, x, c) order as the kernel
-    chunk = (hw.weights_bank_elements - 16) // 16 * 16
+    chunk = (weights_slot_elements(hw) - 16) // 16 * 16
     chunks = [(o, min(chunk, total - o)) for o in range(0, total, chunk)]
     _load_maps(b, plan, hw, plan.strips[0], 0)
     b.const(R_TW, 0)
@@ -240,7 +240,7 @@ def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
                     bb.emit(sf.AddiOp(R_MAPS, R_MAPS, TRACE_CHUNK), sf.AddiOp(R_W, R_W, TRACE_CHUNK))
                 wb = last and pi == len(pieces) - 1
                 bb.emit(sf.MacOp(COOP, R_OUT, R_MAPS, R_W, pn, wb=wb, relu=wb and s.relu))
-            bb.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, hw.weights_bank_elements))
+            bb.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, weights_slot_elements(hw)))
 
     advance = lambda: [sf.AddOp(R_WSRC, R_WSRC, R_TMP2), sf.AddiOp(R_TO, R_TO, 32)]  # noqa: E731
     _repeat(b, plan.tiles - 1, lambda bb: tile(bb, 0xFFFF), advance)
@@ -324,7 +324,7 @@ R_ROWSTEP, R_OUTSTEP, R_BYPSTEP = 24, 25, 26
 
 def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, c_off: int,
                  mask: int, prefetch: list[Prefetch], bypass_base: int | None = None) -> None:
-    """Compute the kernel tile of the tile registers (R_TW weights bank, R_TT/R_TO its first
+    """Compute the kernel tile of the tile registers (R_TW weights slot, R_TT/R_TO its first
     output channel) over one maps strip, reading input channels from `c_off`; emit `prefetch`
     once 16 vector ops are queued (the loads then overwrite banks only older, finished vector
     ops read)."""

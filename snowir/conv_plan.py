@@ -193,7 +193,7 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
         raise LoweringError(f"{s.kh} input rows of {row} words do not fit the {hw.maps_buffer_elements}-word "
                             f"maps buffer (column tiling is not implemented yet)")
     tiles = math.ceil(s.k / 16)
-    double = s.kernel_words <= hw.weights_bank_elements
+    double = s.kernel_words <= weights_slot_elements(hw)
     plans = [ConvPlan(s, strips, tiles, double, in_addr, w_addr, out_addr, "COOP", order)
              for strips in tilings for order in ([loop_order] if loop_order else ["Kloop", "Mloop"])]
     return min(plans, key=lambda p: p.estimated_cycles(hw))
@@ -219,7 +219,7 @@ def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, o
         raise LoweringError(f"a residual conv needs {s.kh} input rows of {row} words and an output row of "
                             f"{out_row} words in the {hw.maps_buffer_elements}-word maps buffer")
     strips = row_strips(s.oh, lambda y0, y1: _rows(s, y0, y1), fits, lambda i: 0, "a residual conv")
-    return ConvPlan(s, tuple(strips), math.ceil(s.k / 16), s.kernel_words <= hw.weights_bank_elements,
+    return ConvPlan(s, tuple(strips), math.ceil(s.k / 16), s.kernel_words <= weights_slot_elements(hw),
                     in_addr, w_addr, out_addr, "COOP", "Kloop", bypass_addr)
 
 
@@ -253,6 +253,12 @@ def interior_columns(ow: int, sx: int, pl: int, kw: int, w: int) -> tuple[int, i
     """Output columns [xl, xr) whose whole window is inside the input (the rest are border pixels)."""
     interior = [x for x in range(ow) if x * sx - pl >= 0 and x * sx - pl + kw <= w]
     return (interior[0], interior[-1] + 1) if interior else (ow, ow)
+
+
+def weights_slot_elements(hw: SnowflakeConfig) -> int:
+    """Where the code generator double-buffers kernel tiles: two slots of half the weights
+    buffer each. A layout choice, not a hardware bank: the buffer interlocks by region."""
+    return hw.weights_buffer_elements // 2
 
 
 ALIGN = 256  # bytes between the DRAM regions of a layer's program image

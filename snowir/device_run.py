@@ -30,7 +30,7 @@ from snowir.indp_codegen import choose_mode, pack_indp
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import conv_shape, layer_name
 from snowir.machine.image import ProgramImage, assemble, segments_of
-from snowir.machine.run import run_image
+from snowir.machine.run import imbalance, run_image, stall_breakdown
 from snowir.passes.icache_banking import IcacheBankingPass
 from snowir.pool_codegen import PoolShape, generate_pool, plan_pool
 from snowir.resources import int16_resource
@@ -42,6 +42,7 @@ class LayerResult:
     op: str
     cycles: int
     macs: int
+    lane_macs: int
     dram_bytes: int
     instructions: int
     dynamic: int
@@ -213,13 +214,10 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
             got = run.outputs["y"].reshape(oh, ow, k).transpose(2, 0, 1)[None]
             exact = bool(np.array_equal(got, expected.words))
             t = run.timing
-            from snowir.machine.run import _imbalance
-
             result.layers.append(LayerResult(
-                op, name, op.name.removeprefix("nn."), run.cycles, t.macs,
-                t.load_bytes + t.store_bytes + run.machine.state.written_bytes, len(image.code), run.machine.dynamic,
-                {k_: int(v) for k_, v in t.stalls.items()}, mode, order, _imbalance(t.unit_bytes), exact,
-                run.simulate_s, compile_s))
+                op, name, op.name.removeprefix("nn."), run.cycles, t.macs, t.lane_macs, t.dram_bytes,
+                len(image.code), run.machine.dynamic, stall_breakdown(t.stalls), mode, order,
+                imbalance(t.unit_bytes), exact, run.simulate_s, compile_s))
             env[op.results[0]] = Q(got.astype(np.int16), frac)
             continue
         # reshapes are views and a channel concat is placement (its producers write side by
@@ -235,6 +233,8 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
 
 
 def device_report(run: DeviceRun, hw: SnowflakeConfig, model: str, host_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The DESIGN.md report: device layers with their machine numbers, host layers with their
+    estimated host time; `total.ms` is the device time (as C17 Table 2), `total.host_ms` beside it."""
     layers = []
     by_op = {id(layer.op_ref): layer for layer in run.layers}
     for row in host_rows:
@@ -243,19 +243,23 @@ def device_report(run: DeviceRun, hw: SnowflakeConfig, model: str, host_rows: li
             layers.append(row)
             continue
         ms = hw.cycles_to_ms(layer.cycles)
-        layers.append({"name": layer.name, "op": layer.op, "cycles": layer.cycles, "ms": ms, "macs": layer.macs,
-                       "mac_utilization": layer.macs / (layer.cycles * hw.macs) if layer.cycles else 0.0,
-                       "dram_bytes": layer.dram_bytes, "gbps": layer.dram_bytes / (ms * 1e6) if ms else 0.0,
-                       "mode": layer.mode, "loop_order": layer.loop_order, "load_imbalance_pct": layer.imbalance})
+        row.update({"cycles": layer.cycles, "ms": ms, "macs": layer.macs, "lane_macs": layer.lane_macs,
+                    "mac_utilization": layer.macs / (layer.cycles * hw.macs) if layer.cycles else 0.0,
+                    "dram_bytes": layer.dram_bytes, "gbps": layer.dram_bytes / (ms * 1e6) if ms else 0.0,
+                    "stall_cycles": layer.stalls, "mode": layer.mode, "loop_order": layer.loop_order,
+                    "load_imbalance_pct": layer.imbalance})
+        layers.append(row)
     cycles = sum(layer.cycles for layer in run.layers)
     macs = sum(layer.macs for layer in run.layers)
     dram = sum(layer.dram_bytes for layer in run.layers)
     ms = hw.cycles_to_ms(cycles)
-    stalls: dict[str, int] = {}
+    stalls = stall_breakdown({})
     for layer in run.layers:
         for k, v in layer.stalls.items():
-            stalls[k] = stalls.get(k, 0) + v
-    total = {"cycles": cycles, "ms": ms, "macs": macs, "mac_utilization": macs / (cycles * hw.macs) if cycles else 0.0,
+            stalls[k] += v
+    total = {"cycles": cycles, "ms": ms, "host_ms": sum(r["host_ms"] or 0.0 for r in layers), "macs": macs,
+             "lane_macs": sum(layer.lane_macs for layer in run.layers),
+             "mac_utilization": macs / (cycles * hw.macs) if cycles else 0.0,
              "dram_bytes": dram, "gbps": dram / (ms * 1e6) if ms else 0.0,
              "static_instructions": sum(layer.instructions for layer in run.layers),
              "dynamic_instructions": sum(layer.dynamic for layer in run.layers), "stall_cycles": stalls,

@@ -28,11 +28,11 @@ class SnowflakeConfig:
     macs_per_vmac: int = 16
     clock_mhz: float = 250.0
 
-    # --- on-chip buffers [S] sizes; [P] bank counts
+    # --- on-chip buffers [S] sizes (64 KB maps bank, 8 KB weights buffer per vMAC); [P] two
+    # maps banks per CU. Buffers interlock by address region (load IDs), not by bank.
     maps_bank_bytes: int = 64 * 1024
     maps_banks: int = 2
     weights_buffer_bytes: int = 8 * 1024
-    weights_banks: int = 2
     element_bytes: int = 2
 
     # --- instruction cache [S]
@@ -84,10 +84,6 @@ class SnowflakeConfig:
     @property
     def weights_buffer_elements(self) -> int:
         return self.weights_buffer_bytes // self.element_bytes
-
-    @property
-    def weights_bank_elements(self) -> int:
-        return self.weights_buffer_elements // self.weights_banks
 
     @property
     def dram_bytes_per_cycle(self) -> float:
@@ -148,7 +144,7 @@ class SnowflakeConfig:
     def validate(self, source: str = "<config>") -> None:
         positive = [
             "cus", "vmacs_per_cu", "macs_per_vmac", "maps_bank_bytes", "maps_banks",
-            "weights_buffer_bytes", "weights_banks", "icache_banks",
+            "weights_buffer_bytes", "icache_banks",
             "icache_bank_instructions", "registers", "scalar_latency",
             "vector_queue_depth", "load_units", "dram_bytes",
         ]

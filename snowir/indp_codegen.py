@@ -24,7 +24,7 @@ import numpy as np
 
 from snowir.asm_builder import AsmBuilder
 from snowir.conv_codegen import R_LEN, R_SRC, R_TMP, R_TO, R_TT, R_TW, Prefetch, _kernel_tile, load_runs
-from snowir.conv_plan import ConvPlan, ConvShape, LoweringError, Strip, input_rows
+from snowir.conv_plan import ConvPlan, ConvShape, LoweringError, Strip, input_rows, weights_slot_elements
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 
@@ -117,7 +117,7 @@ def plan_indp(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_
         _, r1 = input_rows(s.h, s.kh, s.sy, s.pt, y0 + (cus - 1) * r, y0 + cus * r)
         strips.append(Strip(y0, y0 + r * cus, r0, r1, i % 2))
     tiles = -(-s.k // kernels_per_tile(hw))
-    double = indp_kernel_words(s, hw) <= hw.weights_bank_elements
+    double = indp_kernel_words(s, hw) <= weights_slot_elements(hw)
     return ConvPlan(s, tuple(strips), tiles, double, in_addr, w_addr, out_addr, "INDP", "Kloop",
                     cu_rows=tuple(r for _, r, _ in groups))
 
@@ -153,7 +153,7 @@ def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     """Row groups in turn (maps double-buffered), every kernel tile per group (Kloop)."""
     s = plan.shape
     tile = kernels_per_tile(hw)
-    wbank = hw.weights_bank_elements if plan.double_buffer_weights else 0
+    wbank = weights_slot_elements(hw) if plan.double_buffer_weights else 0
     items = [(gi, t) for gi in range(len(plan.strips)) for t in range(plan.tiles)]
     _load_group(b, plan, hw, 0)
     _load_tile(b, plan, hw, 0, 0)

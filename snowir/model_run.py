@@ -79,24 +79,38 @@ def apply_pipeline(module: ModuleOp, pipeline: str) -> None:
     passes.apply(api.context(), module)
 
 
+def _format(op) -> str | None:
+    """The Qm.n of the layer's result, None for float."""
+    if not op.results or not hasattr(op.results[0].type, "get_element_type"):
+        return None
+    elem = op.results[0].type.get_element_type()
+    if isinstance(elem, nn.FixedType):
+        return f"Q{elem.int_bits.data}.{elem.frac_bits.data}"
+    return None
+
+
 def layer_rows(module: ModuleOp) -> list[dict[str, Any]]:
-    """One report row per nn layer of @main (key "_op" holds the op, dropped from reports)."""
+    """One report row per nn layer of @main (key "_op" holds the op, dropped from reports).
+    `macs` is the useful work (padding taps excluded), as the machine counts it; a host layer
+    carries its estimated Cortex-A9 time (snowir/host_model.py)."""
+    from snowir.host_model import host_ms, useful_macs
+
     rows = []
     for op in main_of(module).body.block.ops:
         if not op.name.startswith("nn.") or isinstance(op, nn.ConstantOp):
             continue
-        macs = 0
-        if isinstance(op, nn.Conv2dOp):
-            o, cg, kh, kw = op.weight.type.get_shape()
-            macs = int(np.prod(op.output.type.get_shape())) * cg * kh * kw
-        elif isinstance(op, nn.DenseOp):
-            macs = int(np.prod(op.output.type.get_shape())) * op.weight.type.get_shape()[1]
         place = op.attributes.get("place")
-        rows.append({"name": layer_name(op, op.name),
-                     "op": op.name.removeprefix("nn.") + (" (host)" if place and place.data == "host" else ""),
-                     "cycles": 0, "ms": 0.0, "macs": macs, "mac_utilization": 0.0, "dram_bytes": 0, "gbps": 0.0,
-                     "mode": None, "loop_order": None, "load_imbalance_pct": None, "_op": op})
+        on_host = place is not None and place.data == "host"
+        rows.append({"name": layer_name(op, op.name), "op": op.name.removeprefix("nn."),
+                     "where": "host" if on_host else "device", "cycles": 0, "ms": 0.0,
+                     "host_ms": host_ms(op) if on_host else None, "macs": useful_macs(op), "lane_macs": 0,
+                     "mac_utilization": 0.0, "dram_bytes": 0, "gbps": 0.0, "stall_cycles": {},
+                     "mode": None, "loop_order": None, "load_imbalance_pct": None, "format": _format(op), "_op": op})
     return rows
+
+
+def host_total_ms(rows: list[dict[str, Any]]) -> float:
+    return sum(r["host_ms"] or 0.0 for r in rows)
 
 
 def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | None = None,
@@ -125,7 +139,8 @@ def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | Non
     rows = layer_rows(module)
     for row in rows:
         row.pop("_op")
-    total = {"cycles": 0, "ms": 0.0, "macs": sum(r["macs"] for r in rows), "mac_utilization": 0.0,
+    total = {"cycles": 0, "ms": 0.0, "host_ms": host_total_ms(rows), "macs": sum(r["macs"] for r in rows),
+             "lane_macs": 0, "mac_utilization": 0.0,
              "dram_bytes": 0, "gbps": 0.0, "static_instructions": 0, "dynamic_instructions": 0,
              "stall_cycles": {}, "compile_s": compile_s, "simulate_s": simulate_s}
     report: dict[str, Any] = {"model": str(path), "hw": hw.to_json(), "total": total, "layers": rows, "check": None}

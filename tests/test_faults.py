@@ -41,10 +41,10 @@ CASES = {
         "the program ends inside branch delay slots"),
     "zero-length load": (
         ["snowflake_asm.ld weights r0, r0, r0 unit 1 to all"], "LD of length 0"),
-    "load overwrites a bank still being read": (
-        [movi(1, 0), movi(2, 2000), "snowflake_asm.ld maps r0, r1, r2 unit 0 to all",
-         "snowflake_asm.mac coop r0, r0, r0 trace 1000", "snowflake_asm.ld maps r2, r1, r2 unit 1 to all"],
-        "LD overwrites maps bank 0 of CU 0 while an earlier vector op still reads it"),
+    "load overwrites a region still being read": (
+        [movi(1, 0), movi(2, 2000), movi(3, 500), "snowflake_asm.ld maps r0, r1, r2 unit 0 to all",
+         "snowflake_asm.mac coop r0, r0, r0 trace 1000", "snowflake_asm.ld maps r3, r1, r2 unit 1 to all"],
+        "LD overwrites the maps buffer of CU 0 [500, 2500) while an earlier vector op still reads [0, 1000)"),
     "accumulator overflow": (
         [movi(1, 32767), movi(9, 0), movi(8, 140), "snowflake_asm.label @l",
          "snowflake_asm.mac coop r0, r0, r0 trace 1023", "snowflake_asm.addi r9, r9, 1",

@@ -189,6 +189,13 @@ def test_digits_cnn_end_to_end_on_the_machine(tmp_path: Path) -> None:
         # conv1 reads one input channel: INDP (16 kernels per vMAC, every lane busy)
         assert [layer["mode"] for layer in convs] == ["INDP", "COOP", "COOP"]
         assert r["total"]["cycles"] == sum(layer["cycles"] for layer in r["layers"])
+        # useful MACs: the golden model's padding-free count, layer by layer
+        golden = tmp_path / "g.json"
+        assert snow_run([str(DIGITS), "--engine", "golden", "--quiet", "--report", str(golden)]) == 0
+        g = {layer["name"]: layer["macs"] for layer in json.loads(golden.read_text())["layers"]}
+        assert {layer["name"]: layer["macs"] for layer in r["layers"]} == g
+        assert g["conv1"] == 22 * 22 * 16  # 8x8, 3x3 pad 1, 1 -> 16: 22 valid taps per axis
+        assert all(layer["gbps"] <= 4.2 and layer["macs"] <= layer["lane_macs"] for layer in convs)
 
 
 def test_tile_ir_decisions_drive_codegen(tmp_path: Path) -> None:
@@ -294,7 +301,7 @@ def test_strips_spanning_both_banks(order: str) -> None:
 
 @pytest.mark.parametrize("args", [
     (64, 13, 13, 80, 3, 3, 1, 1),      # 5 tiles: K loop of 4, double-buffered weights
-    (256, 9, 9, 72, 3, 3, 1, 1),       # kernels > one weights bank (not double-buffered), partial last tile
+    (256, 9, 9, 72, 3, 3, 1, 1),       # kernels > one weights slot (not double-buffered), partial last tile
     (16, 60, 40, 48, 3, 3, 1, 1),      # several maps strips, each with its own K loop
 ])
 def test_kloop_is_a_loop(args) -> None:

@@ -12,10 +12,11 @@ from snowir.tools.snow_opt import main as snow_opt
 from snowir.tools.snow_run import main as snow_run
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "conv3x3.mlir"
-TOTAL_KEYS = {"cycles", "ms", "macs", "mac_utilization", "dram_bytes", "gbps", "static_instructions",
-              "dynamic_instructions", "stall_cycles", "compile_s", "simulate_s"}
-LAYER_KEYS = {"name", "op", "cycles", "ms", "macs", "mac_utilization", "dram_bytes", "gbps", "mode",
-              "loop_order", "load_imbalance_pct"}
+# the report contract of shared/DESIGN.md
+TOTAL_KEYS = {"cycles", "ms", "host_ms", "macs", "lane_macs", "mac_utilization", "dram_bytes", "gbps",
+              "static_instructions", "dynamic_instructions", "stall_cycles", "compile_s", "simulate_s"}
+LAYER_KEYS = {"name", "op", "where", "cycles", "ms", "host_ms", "macs", "lane_macs", "mac_utilization", "dram_bytes",
+              "gbps", "stall_cycles", "mode", "loop_order", "load_imbalance_pct", "format"}
 
 
 def test_report_trace_and_outputs(tmp_path: Path, capsys) -> None:
@@ -29,6 +30,7 @@ def test_report_trace_and_outputs(tmp_path: Path, capsys) -> None:
     assert r["total"]["macs"] == 16 * 16 * 3 * 48 * 16
     assert r["total"]["mac_utilization"] == pytest.approx(r["total"]["macs"] / (r["total"]["cycles"] * 256))
     assert r["total"]["ms"] == pytest.approx(r["total"]["cycles"] / 250e3)
+    assert 0 < r["total"]["gbps"] <= 4.2
     assert r["hw"]["cus"] == 4 and r["check"] is None
     events = json.loads(trace.read_text())["traceEvents"]
     names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}

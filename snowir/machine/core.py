@@ -19,11 +19,6 @@ from snowir.machine.state import MachineFault, MachineState
 from snowir.machine.timing import Timing
 
 
-def _banks(lo: int, hi: int, bank_size: int) -> range:
-    """Banks touched by the element range [lo, hi)."""
-    return range(lo // bank_size, (hi - 1) // bank_size + 1)
-
-
 def delay_slot_raw_pairs(ops: list[sf.SnowflakeInstruction], pc: int, slots: int) -> int:
     """True RAW pairs among the delay-slot instructions of the branch at `pc`."""
     window = ops[pc + 1:pc + 1 + slots]
@@ -117,12 +112,14 @@ class Machine:
         written = st.mac(indp, out, a, b, trace, wb, relu)
         wlen = hw.lanes * trace if indp else trace
         cycles = trace if indp else -(-trace // hw.lanes)
-        macs = trace * hw.vmacs * (hw.lanes if indp else 1)
+        # useful work: every trace element of a vMAC whose result is kept (COOP: one kernel's
+        # channels, so the lanes past the trace's end in its last cycle are idle; INDP: 16 kernels)
+        per_vmac = trace * hw.lanes if indp else trace
         _, end = self.timing.vector(
-            (rd, rs1, rs2), cycles, _banks(a, a + trace, hw.maps_bank_elements),
-            _banks(b, b + wlen, hw.weights_bank_elements), "MAC wb" if wb else "MAC", macs)
+            (rd, rs1, rs2), cycles, (a, a + trace), (b, b + wlen), "MAC wb" if wb else "MAC",
+            per_vmac * st.enabled_vmacs(), cycles * hw.lanes * hw.vmacs)
         if written is not None:
-            self.timing.wrote_dram(written[0], written[1], self.timing.writeback_lands(end))
+            self.timing.writeback(end, written[2], written[:2])
 
     def max(self, rd: int, rs1: int, rs2: int, trace: int, wb: bool) -> None:
         hw, st = self.hw, self.state
@@ -131,40 +128,34 @@ class Machine:
         written = st.max(out, a, step, trace, wb)
         lo = min(a, a + step * (trace - 1))
         hi = max(a, a + step * (trace - 1)) + hw.lanes + (hw.cus - 1) * (st.pool_stride() // 2)
-        _, end = self.timing.vector((rd, rs1, rs2), trace, _banks(lo, hi, hw.maps_bank_elements),
-                                    range(0), "MAX wb" if wb else "MAX")
+        _, end = self.timing.vector((rd, rs1, rs2), trace, (lo, hi), None, "MAX wb" if wb else "MAX")
         if written is not None:
-            self.timing.wrote_dram(written[0], written[1], self.timing.writeback_lands(end))
+            self.timing.writeback(end, written[2], written[:2])
 
     def vmov(self, rs1: int, indp: bool, select: str) -> None:
         hw, st = self.hw, self.state
         value = st.regs[rs1]
         st.vmov(indp, select, value)
-        maps_b, w_b = range(0), range(0)
+        maps, weights = None, None
         if select == "bias":
-            w_b = _banks(value, value + hw.lanes, hw.weights_bank_elements)
+            weights = (value, value + hw.lanes)
         elif select == "bypass":
             step, count = st.bypass_layout(indp)
-            maps_b = _banks(value, value + (hw.cus - 1) * step + count, hw.maps_bank_elements)
-        self.timing.vector((rs1,), hw.vmov_cycles, maps_b, w_b, f"VMOV {select}")
+            maps = (value, value + (hw.cus - 1) * step + count)
+        self.timing.vector((rs1,), hw.vmov_cycles, maps, weights, f"VMOV {select}")
 
     # ------------------------------------------------------------------ memory ops
     def ld(self, pc: int, rd: int, rs1: int, rs2: int, unit: int, target: str, select: int) -> None:
-        hw, st = self.hw, self.state
+        st = self.state
         regs = st.regs
         buf, src, length = regs[rd], regs[rs1], regs[rs2]
         reads = (rd, rs1, rs2)
         if target == "icache":
             self._ld_icache(pc, reads, unit, select, src, length)
             return
-        if target == "maps":
-            cus = st.load_maps(buf, src, length, select)
-            self.timing.load(reads, unit, 2 * length, (src, src + 2 * length), "maps", cus,
-                             _banks(buf, buf + length, hw.maps_bank_elements))
-        else:
-            pairs = st.load_weights(buf, src, length, select)
-            self.timing.load(reads, unit, 2 * length, (src, src + 2 * length), "weights", pairs,
-                             _banks(buf, buf + length, hw.weights_bank_elements))
+        where = st.load_maps(buf, src, length, select) if target == "maps" \
+            else st.load_weights(buf, src, length, select)
+        self.timing.load(reads, unit, 2 * length, (src, src + 2 * length), target, where, (buf, buf + length))
 
     def _ld_icache(self, pc: int, reads: tuple[int, ...], unit: int, bank: int, src: int, count: int) -> None:
         hw, image = self.hw, self.image
@@ -182,8 +173,8 @@ class Machine:
         self.timing.load_icache(reads, unit, pc, bank, first, count, (src, src + 4 * count))
 
     def tmov(self, rd: int, rs1: int, rs2: int, unit: int, cu: int) -> None:
-        hw, st = self.hw, self.state
+        st = self.state
         regs = st.regs
         dst, buf, length = regs[rd], regs[rs1], regs[rs2]
         lo, hi = st.tmov(dst, buf, length, cu)
-        self.timing.store((rd, rs1, rs2), unit, cu, _banks(buf, buf + length, hw.maps_bank_elements), (lo, hi))
+        self.timing.store((rd, rs1, rs2), unit, cu, (buf, buf + length), (lo, hi))

@@ -228,14 +228,17 @@ class FastProgram:
         return "\n".join(lines) + "\n"
 
     def _resident(self, entry: list, pc: int) -> int | None:
-        """The bank holding the whole block with its branch target, None if there is none."""
+        """The bank a fetch of `pc` uses (`Timing.bank_of`) when it holds the whole block and
+        its branch target; None otherwise (the block then runs instruction by instruction)."""
         length, target = entry[1], entry[4]
-        for bank, (lo, hi, _) in enumerate(self.m.timing.icache):
-            if lo <= pc and pc + length <= hi:
-                if target is not None and not lo <= target < hi:
-                    return None
-                return bank
-        return None
+        try:
+            bank = self.m.timing.bank_of(pc)
+        except MachineFault:
+            return None
+        lo, hi, _ = self.m.timing.icache[bank]
+        if pc + length > hi or (target is not None and not lo <= target < hi):
+            return None
+        return bank
 
     # ------------------------------------------------------------------ execution
     def _step(self, pc: int, slots_left: int, pending: int | None) -> tuple[int, int, int | None]:

@@ -17,9 +17,9 @@ from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.machine.core import Machine
 from snowir.machine.image import ProgramImage, disassemble
+from snowir.machine.timing import STALL_CAUSES
 
 Engine = Literal["fast", "reference"]
-STALL_CAUSES = ("raw", "vector_queue", "icache", "cu_starved", "cu_load_wait", "dram_raw")
 
 
 @dataclass
@@ -65,6 +65,7 @@ def run_image(image: ProgramImage, hw: SnowflakeConfig | None = None, engine: En
     else:
         raise ValueError(f"unknown engine '{engine}' (fast, reference)")
     elapsed = time.perf_counter() - start
+    machine.timing.finish()
     outputs = {s.name: machine.read_segment(s.name) for s in image.of_kind(sf.SegmentKind.OUTPUT)}
     return RunResult(machine, outputs, machine.timing.total_cycles(), elapsed, engine)
 
@@ -74,31 +75,35 @@ def program_report(result: RunResult, hw: SnowflakeConfig, model: str, compile_s
     t = result.timing
     cycles = result.cycles
     ms = hw.cycles_to_ms(cycles)
-    dram = t.load_bytes + t.store_bytes + _writeback_bytes(result)
+    dram = t.dram_bytes
     total = {
         "cycles": cycles,
         "ms": ms,
+        "host_ms": 0.0,
         "macs": t.macs,
+        "lane_macs": t.lane_macs,
         "mac_utilization": t.macs / (cycles * hw.macs) if cycles else 0.0,
         "dram_bytes": dram,
         "gbps": dram / (ms * 1e6) if ms else 0.0,
         "static_instructions": result.machine.n,
         "dynamic_instructions": result.machine.dynamic,
-        "stall_cycles": {cause: int(t.stalls.get(cause, 0)) for cause in STALL_CAUSES},
+        "stall_cycles": stall_breakdown(t.stalls),
         "compile_s": compile_s,
         "simulate_s": result.simulate_s,
     }
-    layer = {k: total[k] for k in ("cycles", "ms", "macs", "mac_utilization", "dram_bytes", "gbps")}
-    layer.update({"name": result.machine.image.name, "op": "program", "mode": None,
-                  "loop_order": None, "load_imbalance_pct": _imbalance(t.unit_bytes)})
+    layer = {k: total[k] for k in ("cycles", "ms", "macs", "lane_macs", "mac_utilization", "dram_bytes", "gbps",
+                                   "stall_cycles")}
+    layer.update({"name": result.machine.image.name, "op": "program", "where": "device", "host_ms": None,
+                  "mode": None, "loop_order": None, "load_imbalance_pct": imbalance(t.unit_bytes), "format": None})
     return {"model": model, "hw": hw.to_json(), "total": total, "layers": [layer], "check": None}
 
 
-def _writeback_bytes(result: RunResult) -> int:
-    return int(result.machine.state.written_bytes)
+def stall_breakdown(stalls: dict[str, int]) -> dict[str, int]:
+    """Every stall cause of `STALL_CAUSES`, in that order (0 where none)."""
+    return {cause: int(stalls.get(cause, 0)) for cause in STALL_CAUSES}
 
 
-def _imbalance(per_unit: list[int]) -> float | None:
+def imbalance(per_unit: list[int]) -> float | None:
     """The paper's C_L = (L_max / mean - 1) * 100% over the bytes each load unit moved."""
     if not per_unit or sum(per_unit) == 0:
         return None

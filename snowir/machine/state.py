@@ -74,7 +74,6 @@ class MachineState:
         self.bias = np.zeros((hw.cus, hw.vmacs_per_cu, lanes), np.int64)
         self.bypass = np.zeros((hw.cus, hw.vmacs_per_cu, lanes), np.int64)
         self.pool = np.full((hw.cus, lanes), INT16_MIN, np.int16)
-        self.written_bytes = 0
 
     # ------------------------------------------------------------------ helpers
     def _dram_index(self, address: int, elements: int, what: str) -> int:
@@ -110,8 +109,9 @@ class MachineState:
         return stride // 2, self.hw.vmacs_per_cu * (self.hw.lanes if indp else 1)
 
     def _store(self, base: int, values: np.ndarray, per_cu_offsets: np.ndarray, stride: int,
-               enabled: np.ndarray, what: str) -> tuple[int, int] | None:
-        """Write values[c, j] to base + c*stride + per_cu_offsets[j] (bytes) where enabled[c, j]."""
+               enabled: np.ndarray, what: str) -> tuple[int, int, int] | None:
+        """Write values[c, j] to base + c*stride + per_cu_offsets[j] (bytes) where enabled[c, j];
+        returns the byte range touched and the bytes written."""
         if base % 2 or stride % 2:
             raise MachineFault(f"{what} write-back address {base:#x} / CU stride {stride} not 16-bit aligned")
         cus = values.shape[0]
@@ -123,8 +123,11 @@ class MachineState:
         if lo < 0 or hi > self.dram.size:
             raise MachineFault(f"{what} write-back [{lo:#x}, {hi:#x}) outside DRAM of {self.dram.size:#x} bytes")
         self.dram16[addr // 2] = values[enabled]
-        self.written_bytes += 2 * int(addr.size)
-        return lo, hi
+        return lo, hi, 2 * int(addr.size)
+
+    def enabled_vmacs(self) -> int:
+        """vMACs whose results the write-back mask keeps: the ones doing useful work."""
+        return bin(self.wb_mask & ((1 << self.hw.vmacs) - 1)).count("1")
 
     def _mask(self, per_cu: int, bits_per_cu: int) -> np.ndarray:
         """enabled[c, j]: write-back enable of lane group j of CU c from the VMOV mask."""
@@ -144,7 +147,7 @@ class MachineState:
 
     # ------------------------------------------------------------------ vector ops
     def mac(self, indp: bool, out_addr: int, maps_addr: int, w_addr: int, trace: int,
-            wb: bool, relu: bool) -> tuple[int, int] | None:
+            wb: bool, relu: bool) -> tuple[int, int, int] | None:
         hw = self.hw
         lanes = hw.lanes
         self._maps_range(maps_addr, trace, "MAC")
@@ -184,7 +187,7 @@ class MachineState:
             raise MachineFault(f"MAX with CU stride {stride}: not 16-bit aligned")
         return stride
 
-    def max(self, out_addr: int, maps_addr: int, step: int, trace: int, wb: bool) -> tuple[int, int] | None:
+    def max(self, out_addr: int, maps_addr: int, step: int, trace: int, wb: bool) -> tuple[int, int, int] | None:
         hw = self.hw
         lanes = hw.lanes
         stride = self.pool_stride()

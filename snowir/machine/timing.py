@@ -1,5 +1,5 @@
 """
-The cycle model of Snowflake (rules and constants in docs/machine.md, "Timing").
+The cycle model of Snowflake (rules, constants and their sources in docs/machine.md, "Timing").
 
 Both engines call these methods in program order, one call per dispatched
 instruction (the fast engine folds runs of scalar instructions into one closed-form
@@ -11,17 +11,22 @@ construction and the differential test checks the folding.
     branches execute their 4 delay slots, so a branch costs one issue slot;
   * vector unit: vector ops enter a queue of `vector_queue_depth` in-flight ops
     (full queue -> dispatch stall) and run in order on the CUs (all CUs in lock
-    step): start = max(dispatch + 1, CUs free, operand banks loaded);
-    COOP MAC ceil(L/16) cycles, INDP MAC L, MAX L, VMOV `vmov_cycles`; a write-back
-    lands in DRAM `result_latency` cycles after the trace ends;
-  * memory: each load unit serves its LD/TMOVs in order; a transfer starts
-    `ld_startup_cycles` after the request and moves data at most at the unit's port
-    bandwidth, sharing `dram_gbps` with the other units (earlier requests first);
-    an LD whose DRAM source is still being written by a pending write-back waits;
-    a vector op waits for every earlier LD into a bank it reads; an LD into a bank
-    that an earlier, unfinished vector op reads is a machine fault;
-  * instruction cache: a fetch from a bank still being loaded stalls; a fetch of
-    an address in no bank is a fault.
+    step); a vector op whose operand region still awaits a load holds dispatch until
+    the data lands ([P] SNOWFLAKE.md); start = max(dispatch + 1, CUs free, operands
+    loaded); COOP MAC ceil(L/16) cycles, INDP MAC L, MAX L, VMOV `vmov_cycles`;
+  * buffers interlock by region (C17 §5: load IDs, "different buffer regions"): a
+    vector op waits only for earlier LDs whose address range overlaps what it reads;
+    an LD whose range overlaps what an earlier, unfinished vector op reads is a
+    machine fault (the hardware does not hold it back: C17 §5.2 has the compiler
+    guarantee it);
+  * the bus: every transfer between DRAM and the chip - LD, TMOV, instruction-cache
+    fills including the host's initial one, and write-backs - takes its bytes from
+    one `BandwidthLedger` of `dram_gbps`; each is capped at one port's `unit_gbps`;
+    load units serve their LD/TMOVs in order, `ld_startup_cycles` after the request;
+    a write-back is requested `result_latency` cycles after its trace ends; an LD
+    whose DRAM source a pending write-back still writes waits for it;
+  * instruction cache: a fetch uses a bank holding the pc (the earliest ready, when
+    both do); from a bank still being loaded it stalls; from no bank it faults.
 """
 
 from __future__ import annotations
@@ -107,6 +112,17 @@ class Event:
     end: int
 
 
+STALL_CAUSES = ("raw", "vector_queue", "load_wait", "icache", "dram_raw", "cu_starved", "cu_load_wait", "cu_drain")
+"""Pipeline stalls (raw, vector_queue, load_wait: a vector op held at dispatch for its data,
+icache, dram_raw: an LD held for a pending write-back) and CU idle time (cu_starved: nothing
+dispatched, cu_load_wait: data late, cu_drain: after the last vector op until the program ends).
+CU busy cycles + the three cu_* causes = the program's cycles."""
+
+
+def _overlaps(lo: int, hi: int, a: int, b: int) -> bool:
+    return lo < b and a < hi
+
+
 @dataclass
 class Timing:
     hw: SnowflakeConfig
@@ -122,16 +138,14 @@ class Timing:
         self.reg_ready = [0] * hw.registers
         self.vq: deque[int] = deque()
         self.cu_free = 0
-        self.vector_seen = False
-        # per bank: when the last LD into it lands, per CU (a TMOV stores one CU) and over all
-        # CUs / vMACs (a vector op reads every CU); until when vector ops read it (they read
-        # every CU and vMAC alike, so one number per bank). Plain lists: numpy calls on these
-        # few elements cost more than the vector op's arithmetic.
-        self.maps_ready = np.zeros((hw.cus, hw.maps_banks), np.int64)
-        self.maps_ready_all = [0] * hw.maps_banks
-        self.maps_read = [0] * hw.maps_banks
-        self.weights_ready = [0] * hw.weights_banks
-        self.weights_read = [0] * hw.weights_banks
+        # Region interlocks. Pending LDs: (lo, hi, done[, CU bit mask]) in buffer elements,
+        # dropped once done <= the current dispatch. Pending reads of vector ops: (lo, hi,
+        # end); vector ops end in order, so a deque pruned from the left. TMOV reads: a list.
+        self.maps_loads: list[tuple[int, int, int, int]] = []
+        self.weights_loads: list[tuple[int, int, int]] = []
+        self.maps_reads: deque[tuple[int, int, int]] = deque()
+        self.weights_reads: deque[tuple[int, int, int]] = deque()
+        self.tmov_reads: list[tuple[int, int, int, int]] = []
         self.unit_free = [0] * hw.load_units
         self.unit_busy = [0] * hw.load_units
         self.unit_bytes = [0] * hw.load_units
@@ -142,24 +156,43 @@ class Timing:
         self.icache_generation = 0  # bumped whenever a bank's contents change
         self.end = 0
         self.macs = 0
+        self.lane_macs = 0
         self.load_bytes = 0
         self.store_bytes = 0
+        self.writeback_bytes = 0
         self.busy_cycles = 0
+
+    @property
+    def dram_bytes(self) -> int:
+        """Everything that crossed the bus: LDs, icache fills, TMOVs and write-backs."""
+        return self.load_bytes + self.store_bytes + self.writeback_bytes
 
     # ------------------------------------------------------------------ icache
     def preload_icache(self, n_instructions: int) -> None:
-        """The host's initial load: consecutive banks from instruction 0, ready at cycle 0."""
+        """The host's initial load (C17 §5.3): consecutive banks from instruction 0, each one
+        load of its block on its own load unit from cycle 0, over the shared bus."""
         size = self.hw.icache_bank_instructions
         for b in range(self.hw.icache_banks):
             lo = b * size
-            self.icache[b] = [lo, min(lo + size, max(n_instructions, lo)), 0]
+            count = min(size, n_instructions - lo)
+            if count <= 0:
+                self.icache[b] = [lo, lo, 0]
+                continue
+            _, done = self._transfer(-1, b % self.hw.load_units, 4 * count, None, 0,
+                                     f"icache preload bank {b}", count_unit=False)
+            self.icache[b] = [lo, lo + count, done]
+            self.load_bytes += 4 * count
         self.icache_generation += 1
 
     def bank_of(self, pc: int) -> int:
-        for b, (lo, hi, _) in enumerate(self.icache):
-            if lo <= pc < hi:
-                return b
-        raise MachineFault("instruction fetch from an address in no instruction-cache bank")
+        """The bank a fetch of `pc` uses: one holding it, the earliest ready when both do."""
+        best = -1
+        for b, (lo, hi, ready) in enumerate(self.icache):
+            if lo <= pc < hi and (best < 0 or ready < self.icache[best][2]):
+                best = b
+        if best < 0:
+            raise MachineFault("instruction fetch from an address in no instruction-cache bank")
+        return best
 
     def fetch(self, pc: int) -> int:
         b = self.bank_of(pc)
@@ -207,41 +240,83 @@ class Timing:
             d = free
             while vq and vq[0] <= d:
                 vq.popleft()
-        self.t = d + 1
         return d
 
-    def vector(self, reads: tuple[int, ...], cycles: int, maps_banks: range, weights_banks: range,
-               name: str, macs: int = 0) -> tuple[int, int]:
-        """Dispatch a vector op reading the given banks (all CUs / vMACs); returns (start, end)."""
-        d = self._vector_dispatch(reads)
+    def _operands_ready(self, d: int, maps: tuple[int, int] | None, weights: tuple[int, int] | None) -> int:
+        """When the last earlier LD into the regions read lands (LDs done by `d` are dropped)."""
         ready = 0
-        for b in maps_banks:
-            if self.maps_ready_all[b] > ready:
-                ready = self.maps_ready_all[b]
-        for b in weights_banks:
-            if self.weights_ready[b] > ready:
-                ready = self.weights_ready[b]
+        if self.maps_loads:
+            keep = []
+            for e in self.maps_loads:
+                if e[2] > d:
+                    keep.append(e)
+                    if maps is not None and e[2] > ready and e[0] < maps[1] and maps[0] < e[1]:
+                        ready = e[2]
+            self.maps_loads = keep
+        if self.weights_loads:
+            keep = []
+            for e in self.weights_loads:
+                if e[2] > d:
+                    keep.append(e)
+                    if weights is not None and e[2] > ready and e[0] < weights[1] and weights[0] < e[1]:
+                        ready = e[2]
+            self.weights_loads = keep
+        return ready
+
+    def vector(self, reads: tuple[int, ...], cycles: int, maps: tuple[int, int] | None,
+               weights: tuple[int, int] | None, name: str, macs: int = 0, lane_macs: int = 0) -> tuple[int, int]:
+        """Dispatch a vector op reading the element ranges `maps` / `weights` of every CU's maps
+        buffer / every vMAC's weights buffer; returns (start, end)."""
+        d = self._vector_dispatch(reads)
+        ready = self._operands_ready(d, maps, weights)
         issue = d + 1
+        if ready > issue:
+            # [P] dispatch holds a vector op until its operands have landed: the op leaves
+            # dispatch at ready - 1, and nothing behind it dispatches earlier
+            self.stalls["load_wait"] += ready - issue
+            self._event("control", "load wait", issue, ready)
+            self.t = ready
+        else:
+            self.t = issue
         start = max(issue, self.cu_free, ready)
-        if self.vector_seen and start > self.cu_free:
-            self.stalls["cu_starved"] += max(0, min(issue, start) - self.cu_free)
-            self.stalls["cu_load_wait"] += max(0, start - max(issue, self.cu_free))
-        self.vector_seen = True
+        if start > self.cu_free:
+            starved = min(issue, start) - self.cu_free
+            if starved > 0:
+                self.stalls["cu_starved"] += starved
+            late = start - max(issue, self.cu_free)
+            if late > 0:
+                self.stalls["cu_load_wait"] += late
         end = start + cycles
         self.cu_free = end
         self.vq.append(end)
-        for b in maps_banks:
-            if self.maps_read[b] < end:
-                self.maps_read[b] = end
-        for b in weights_banks:
-            if self.weights_read[b] < end:
-                self.weights_read[b] = end
+        if maps is not None:
+            self._read(self.maps_reads, maps, end, d)
+        if weights is not None:
+            self._read(self.weights_reads, weights, end, d)
         self.busy_cycles += cycles
         self.macs += macs
+        self.lane_macs += lane_macs
         if end > self.end:
             self.end = end
         self._event("CUs", name, start, end)
         return start, end
+
+    @staticmethod
+    def _read(reads: deque[tuple[int, int, int]], rng: tuple[int, int], end: int, now: int) -> None:
+        while reads and reads[0][2] <= now:
+            reads.popleft()
+        reads.append((rng[0], rng[1], end))
+
+    def writeback(self, end: int, nbytes: int, dst: tuple[int, int]) -> int:
+        """A vector op's results leave the result pipeline `result_latency` cycles after its
+        trace ends and cross the bus like any transfer; returns when they are in DRAM."""
+        hw = self.hw
+        request = end + hw.result_latency
+        done = math.ceil(self.dma.transfer(request, nbytes, hw.unit_bytes_per_cycle) - 1e-9)
+        self.writeback_bytes += nbytes
+        self.wrote_dram(dst[0], dst[1], done)
+        self._event("write-back", f"write-back {nbytes} B", request, done)
+        return done
 
     def wrote_dram(self, lo: int, hi: int, when: int) -> None:
         pages = self.page_written
@@ -251,9 +326,6 @@ class Timing:
         if when > self.end:
             self.end = when
 
-    def writeback_lands(self, end: int) -> int:
-        return end + self.hw.result_latency
-
     def _dram_dependency(self, lo: int, hi: int) -> int:
         pages = self.page_written
         if not pages:
@@ -262,7 +334,7 @@ class Timing:
 
     # ------------------------------------------------------------------ load units
     def _transfer(self, d: int, unit: int, nbytes: int, src: tuple[int, int] | None,
-                  not_before: int, name: str) -> tuple[int, int]:
+                  not_before: int, name: str, count_unit: bool = True) -> tuple[int, int]:
         hw = self.hw
         request = max(d + 1, self.unit_free[unit], not_before)
         if src is not None:
@@ -274,38 +346,37 @@ class Timing:
         self.dma.prune(d)
         done = math.ceil(self.dma.transfer(first, nbytes, hw.unit_bytes_per_cycle) - 1e-9)
         self.unit_free[unit] = done
-        self.unit_busy[unit] += done - request
-        self.unit_bytes[unit] += nbytes
+        if count_unit:
+            self.unit_busy[unit] += done - request
+            self.unit_bytes[unit] += nbytes
         if done > self.end:
             self.end = done
         self._event(f"load unit {unit}", name, request, done)
         return first, done
 
-    @staticmethod
-    def _check_overwrite(read_until: list[int], banks: range, first: int, what: str) -> None:
-        until = max((read_until[b] for b in banks), default=0)
-        if until > first:
-            raise MachineFault(
-                f"LD overwrites {what} while an earlier vector op still reads it (until cycle {until}, data arrives from cycle {first})")
+    def _check_overwrite(self, reads, lo: int, hi: int, first: int, what: str) -> None:
+        for rlo, rhi, until in reads:
+            if until > first and rlo < hi and lo < rhi:
+                raise MachineFault(
+                    f"LD overwrites {what} [{lo}, {hi}) while an earlier vector op still reads "
+                    f"[{rlo}, {rhi}) (until cycle {until}, data arrives from cycle {first})")
 
     def load(self, reads: tuple[int, ...], unit: int, nbytes: int, src: tuple[int, int],
-             target: str, where: list, banks: range) -> int:
+             target: str, where: list, rng: tuple[int, int]) -> int:
         d = self._issue(reads)
         self.t = d + 1
         first, done = self._transfer(d, unit, nbytes, src, 0, f"LD {target} {nbytes} B")
+        lo, hi = rng
         if target == "maps":
-            cus = where
-            self._check_overwrite(self.maps_read, banks, first, f"maps bank {banks.start} of CU {cus[0]}")
-            sl = self.maps_ready[np.ix_(cus, list(banks))]
-            self.maps_ready[np.ix_(cus, list(banks))] = np.maximum(sl, done)
-            for b in banks:
-                self.maps_ready_all[b] = max(self.maps_ready_all[b], done)
+            self._check_overwrite(self.maps_reads, lo, hi, first, f"the maps buffer of CU {where[0]}")
+            self._check_overwrite([(a, b, u) for a, b, u, m in self.tmov_reads if m & _cu_mask(where)],
+                                  lo, hi, first, f"the maps buffer of CU {where[0]}")
+            self.maps_loads.append((lo, hi, done, _cu_mask(where)))
         else:
             c, v = where[0]
-            self._check_overwrite(self.weights_read, banks, first,
-                                  f"weights bank {banks.start} of vMAC {c * self.hw.vmacs_per_cu + v}")
-            for b in banks:
-                self.weights_ready[b] = max(self.weights_ready[b], done)
+            self._check_overwrite(self.weights_reads, lo, hi, first,
+                                  f"the weights buffer of vMAC {c * self.hw.vmacs_per_cu + v}")
+            self.weights_loads.append((lo, hi, done))
         self.load_bytes += nbytes
         return done
 
@@ -321,12 +392,18 @@ class Timing:
         self.load_bytes += 4 * count
         return done
 
-    def store(self, reads: tuple[int, ...], unit: int, cu: int, banks: range, dst: tuple[int, int]) -> int:
+    def store(self, reads: tuple[int, ...], unit: int, cu: int, rng: tuple[int, int], dst: tuple[int, int]) -> int:
+        """TMOV: maps buffer of one CU -> DRAM, after every earlier LD into that range has landed."""
         d = self._issue(reads)
         self.t = d + 1
-        ready = int(self.maps_ready[cu, banks.start:banks.stop].max())
+        lo, hi = rng
+        bit = 1 << cu
+        self.maps_loads = [e for e in self.maps_loads if e[2] > d]
+        ready = max((e[2] for e in self.maps_loads if e[3] & bit and _overlaps(lo, hi, e[0], e[1])), default=0)
         nbytes = dst[1] - dst[0]
-        _, done = self._transfer(d, unit, nbytes, None, ready, f"TMOV {nbytes} B")
+        first, done = self._transfer(d, unit, nbytes, None, ready, f"TMOV {nbytes} B")
+        self.tmov_reads = [e for e in self.tmov_reads if e[2] > d]
+        self.tmov_reads.append((lo, hi, done, bit))
         self.wrote_dram(dst[0], dst[1], done)
         self.store_bytes += nbytes
         return done
@@ -335,6 +412,13 @@ class Timing:
     def total_cycles(self) -> int:
         return max(self.t, self.end)
 
+    def finish(self) -> None:
+        """Close the CU time line: idle time after the last vector op is `cu_drain`."""
+        total = self.total_cycles()
+        if total > self.cu_free:
+            self.stalls["cu_drain"] += total - self.cu_free
+            self.cu_free = total
+
     def _event(self, track: str, name: str, start: int, end: int) -> None:
         if not self.record:
             return
@@ -342,3 +426,10 @@ class Timing:
             self.events_dropped += 1
             return
         self.events.append(Event(track, name, start, end))
+
+
+def _cu_mask(cus: list[int]) -> int:
+    mask = 0
+    for c in cus:
+        mask |= 1 << c
+    return mask

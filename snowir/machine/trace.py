@@ -12,7 +12,8 @@ from snowir.machine.timing import Timing
 def trace_events(timing: Timing | None, hw: SnowflakeConfig, source: list | None = None) -> dict[str, Any]:
     """`source`: events to draw instead of `timing.events` (a whole model's layers on one time line)."""
     us_per_cycle = 1.0 / hw.clock_mhz
-    tracks = ["control"] + [f"CU {c}" for c in range(hw.cus)] + [f"load unit {u}" for u in range(hw.load_units)]
+    tracks = ["control"] + [f"CU {c}" for c in range(hw.cus)] + [f"load unit {u}" for u in range(hw.load_units)] \
+        + ["write-back"]
     tid = {name: i for i, name in enumerate(tracks)}
     events: list[dict[str, Any]] = [
         {"name": "thread_name", "ph": "M", "pid": 0, "tid": i, "args": {"name": name}}

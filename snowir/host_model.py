@@ -1,0 +1,103 @@
+"""
+What the work of an nn layer is, counted the same way for the golden model and the report:
+useful multiply-accumulates (padding taps excluded) and, for layers that stay on the host,
+an estimate of their time on the host CPU.
+
+The host is the ZC706's ARM Cortex-A9 (C17 §3: two cores at 666 MHz [S]). The time model
+is ours ([P], docs/machine.md "Host layers"): one core runs a host layer in float, at
+`ops_per_cycle` arithmetic operations per cycle (NEON, 4 fp32 lanes, taken at half rate for
+loads, stores and loop overhead), or at `gbps` of memory streaming, whichever is slower.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.ir import Operation
+
+from snowir.dialects import nn
+
+
+@dataclass(frozen=True)
+class HostCPU:
+    clock_mhz: float = 666.0
+    """[S] C17 §3: the Cortex-A9 host cores run at 666 MHz."""
+    ops_per_cycle: float = 2.0
+    """[P] sustained fp32 operations per cycle of one core (NEON 4 lanes at half rate)."""
+    gbps: float = 1.0
+    """[P] sustained memory streaming of one core (read + write)."""
+
+
+HOST = HostCPU()
+
+# [P] operations per output element of element-wise host work
+_PER_ELEMENT = {
+    "nn.softmax": 12.0,  # max, subtract, exp (~8), sum, divide
+    "nn.relu": 1.0, "nn.add": 1.0, "nn.mul": 1.0, "nn.clip": 2.0,
+    "nn.hard_sigmoid": 4.0, "nn.hard_swish": 5.0, "nn.batch_norm": 2.0,
+}
+_VIEWS = (nn.ConstantOp, nn.ReshapeOp, nn.FlattenOp, nn.IdentityOp)
+
+
+def _ints(attr) -> list[int]:
+    from snowir.golden import _ints as ints
+
+    return ints(attr)
+
+
+def _valid_taps(out: int, k: int, stride: int, pad: int, dil: int, size: int) -> int:
+    """Sum over the output positions of the kernel taps that fall inside the input."""
+    o = np.arange(out)[:, None] * stride - pad + np.arange(k)[None, :] * dil
+    return int(((o >= 0) & (o < size)).sum())
+
+
+def useful_macs(op: Operation) -> int:
+    """Multiply-accumulates a layer needs, padding taps excluded (0 for layers without MACs)."""
+    if isinstance(op, nn.Conv2dOp):
+        n, _, h, w = op.input.type.get_shape()
+        k, cg, kh, kw = op.weight.type.get_shape()
+        _, _, oh, ow = op.output.type.get_shape()
+        sy, sx = _ints(op.strides)
+        pt, pl, _, _ = _ints(op.pads)
+        dy, dx = _ints(op.dilations)
+        return n * k * cg * _valid_taps(oh, kh, sy, pt, dy, h) * _valid_taps(ow, kw, sx, pl, dx, w)
+    if isinstance(op, nn.DenseOp):
+        return int(np.prod(op.output.type.get_shape())) * op.weight.type.get_shape()[1]
+    return 0
+
+
+def _elements(op: Operation) -> int:
+    return int(sum(np.prod(r.type.get_shape()) for r in op.results if hasattr(r.type, "get_shape")))
+
+
+def host_ops(op: Operation) -> float:
+    """[P] arithmetic operations of the layer run in float on the host."""
+    if isinstance(op, _VIEWS):
+        return 0.0
+    macs = useful_macs(op)
+    if macs:
+        return 2.0 * macs
+    out = _elements(op)
+    if isinstance(op, nn.MaxPoolOp | nn.AvgPoolOp):
+        kh, kw = _ints(op.kernel)
+        return float(out * kh * kw)
+    if isinstance(op, nn.GlobalAvgPoolOp):
+        return float(np.prod(op.input.type.get_shape()))
+    if isinstance(op, nn.LrnOp):
+        return out * (2.0 * op.size.value.data + 10.0)  # window sum of squares, then a pow
+    return out * _PER_ELEMENT.get(op.name, 1.0)
+
+
+def host_bytes(op: Operation) -> int:
+    """fp32 bytes the host reads and writes for the layer (views move nothing)."""
+    if isinstance(op, _VIEWS):
+        return 0
+    values = list(op.operands) + list(op.results)
+    return 4 * int(sum(np.prod(v.type.get_shape()) for v in values if hasattr(v.type, "get_shape")))
+
+
+def host_ms(op: Operation, cpu: HostCPU = HOST) -> float:
+    compute = host_ops(op) / (cpu.ops_per_cycle * cpu.clock_mhz * 1e3)
+    memory = host_bytes(op) / (cpu.gbps * 1e6)
+    return max(compute, memory)
