@@ -46,7 +46,7 @@ from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import SpacedOpaqueSyntaxAttribute
 from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
-from xdsl.traits import NoTerminator, SymbolOpInterface
+from xdsl.traits import NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
@@ -821,8 +821,44 @@ INSTRUCTIONS: tuple[type[SnowflakeInstruction], ...] = (
 )
 BY_OPCODE: dict[int, type[SnowflakeInstruction]] = {op.OPCODE: op for op in INSTRUCTIONS}
 
+@irdl_op_definition
+class ImageOp(IRDLOperation):
+    """
+    One program image among several in a module: its DRAM segments and its program, in a
+    symbol table of their own (segment names are local to the image). A lowered model holds
+    one image per device layer; `@main`'s nn op names the image it runs as (`image = "..."`).
+    Discardable attributes carry the layer's decisions for the report (mode, loop order).
+    """
+
+    name = "snowflake_asm.image"
+    sym_name = prop_def(SymbolNameConstraint())
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator(), SymbolOpInterface(), SymbolTable())
+    assembly_format = "$sym_name attr-dict-with-keyword $body"
+
+    def __init__(self, name: str, ops: Sequence[Operation], attributes: dict[str, Attribute] | None = None):
+        from xdsl.ir import Block, Region
+
+        super().__init__(properties={"sym_name": StringAttr(name)}, regions=[Region(Block(ops))],
+                         attributes=attributes or {})
+
+    @property
+    def program(self) -> ProgramOp:
+        return next(op for op in self.body.block.ops if isinstance(op, ProgramOp))
+
+    def verify_(self) -> None:
+        programs = 0
+        for op in self.body.block.ops:
+            if isinstance(op, ProgramOp):
+                programs += 1
+            elif not isinstance(op, SegmentOp):
+                raise VerifyException(f"{self.name} @{self.sym_name.data}: '{op.name}' is not a segment or program")
+        if programs != 1:
+            raise VerifyException(f"{self.name} @{self.sym_name.data}: holds {programs} programs, needs exactly one")
+
+
 SnowflakeAsm = Dialect(
     "snowflake_asm",
-    [*INSTRUCTIONS, LabelOp, ProgramOp, SegmentOp],
+    [*INSTRUCTIONS, LabelOp, ProgramOp, SegmentOp, ImageOp],
     [RegisterType, VectorModeAttr, VmovSelectAttr, LoadTargetAttr, SegmentKindAttr],
 )

@@ -26,13 +26,15 @@ from xdsl.dialects.builtin import (
     I64,
     i64,
     DenseArrayBase,
+    DenseResourceAttr,
+    IntAttr,
     IntegerAttr,
     StringAttr,
     SymbolNameConstraint,
     UnitAttr,
 )
 from xdsl.dialects.utils import EnumAttribute
-from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SpacedOpaqueSyntaxAttribute
+from xdsl.ir import Attribute, Block, Dialect, Operation, ParametrizedAttribute, Region, SpacedOpaqueSyntaxAttribute
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
@@ -44,6 +46,8 @@ from xdsl.irdl import (
     traits_def,
 )
 from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
@@ -97,6 +101,89 @@ class BufferKindAttr(EnumAttribute[BufferKind], SpacedOpaqueSyntaxAttribute):
     name = "tile.buffer"
 
 
+class _NamedInts(ParametrizedAttribute):
+    """A layer geometry as named integers: `#tile.conv_shape<c = 64, h = 27, ...>`."""
+
+    FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def get(cls, **values: int):
+        missing = [f for f in cls.FIELDS if f not in values]
+        if missing:
+            raise ValueError(f"{cls.name}: missing {', '.join(missing)}")
+        return cls(*(IntAttr(int(values[f])) for f in cls.FIELDS))
+
+    def values(self) -> dict[str, int]:
+        return {f: p.data for f, p in zip(self.FIELDS, self.parameters)}
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        values: dict[str, int] = {}
+
+        def field() -> None:
+            key = parser.parse_identifier()
+            if key not in cls.FIELDS:
+                parser.raise_error(f"{cls.name} has no field '{key}' (fields: {', '.join(cls.FIELDS)})")
+            parser.parse_punctuation("=")
+            values[key] = parser.parse_integer(allow_boolean=False)
+
+        parser.parse_comma_separated_list(parser.Delimiter.ANGLE, field)
+        missing = [f for f in cls.FIELDS if f not in values]
+        if missing:
+            parser.raise_error(f"{cls.name} needs {', '.join(missing)}")
+        return tuple(IntAttr(values[f]) for f in cls.FIELDS)
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string("<" + ", ".join(f"{k} = {v}" for k, v in self.values().items()) + ">")
+
+
+@irdl_attr_definition
+class ConvShapeAttr(_NamedInts):
+    """A conv layer's geometry: C per group, input H x W, K kernels of kh x kw, strides, pads
+    (top, left, bottom, right), the weights' fraction bits (`shift`), fused ReLU, groups, and
+    for a channel slice read in place, the producer's channel count and the slice's start."""
+
+    name = "tile.conv_shape"
+    FIELDS = ("c", "h", "w", "k", "kh", "kw", "sy", "sx", "pt", "pl", "pb", "pr", "shift", "relu", "groups",
+              "cin_total", "c_base")
+    c: IntAttr
+    h: IntAttr
+    w: IntAttr
+    k: IntAttr
+    kh: IntAttr
+    kw: IntAttr
+    sy: IntAttr
+    sx: IntAttr
+    pt: IntAttr
+    pl: IntAttr
+    pb: IntAttr
+    pr: IntAttr
+    shift: IntAttr
+    relu: IntAttr
+    groups: IntAttr
+    cin_total: IntAttr
+    c_base: IntAttr
+
+
+@irdl_attr_definition
+class PoolShapeAttr(_NamedInts):
+    """A max pool's geometry: C channels of H x W, a kh x kw window, strides, top/left pads, output size."""
+
+    name = "tile.pool_shape"
+    FIELDS = ("c", "h", "w", "kh", "kw", "sy", "sx", "pt", "pl", "oh", "ow")
+    c: IntAttr
+    h: IntAttr
+    w: IntAttr
+    kh: IntAttr
+    kw: IntAttr
+    sy: IntAttr
+    sx: IntAttr
+    pt: IntAttr
+    pl: IntAttr
+    oh: IntAttr
+    ow: IntAttr
+
+
 def _i64(v: int) -> IntegerAttr:
     return IntegerAttr(v, i64)
 
@@ -144,6 +231,7 @@ class LayerOp(TileOperation):
     mloop_bytes = opt_prop_def(IntegerAttr[I64])
     kloop_bytes = opt_prop_def(IntegerAttr[I64])
     relu = opt_prop_def(UnitAttr)
+    shape = opt_prop_def(ConvShapeAttr | PoolShapeAttr)
     body = region_def("single_block")
     traits = traits_def(NoTerminator(), SymbolOpInterface())
     assembly_format = "$sym_name $kind attr-dict-with-keyword $body"
@@ -170,6 +258,10 @@ class LayerOp(TileOperation):
                 self._fail(f"'{op.name}' cannot appear directly in a layer")
         if self.relu is not None and kind == LayerKind.MAXPOOL:
             self._fail("relu is fused into MAC write-back; maxpool has none")
+        if self.shape is not None:
+            want = PoolShapeAttr if kind == LayerKind.MAXPOOL else ConvShapeAttr
+            if not isinstance(self.shape, want):
+                self._fail(f"a {kind.value} layer's shape is a #{want.name}")
 
 
 @irdl_op_definition
@@ -181,14 +273,19 @@ class DramRegionOp(TileOperation):
     offset = prop_def(IntegerAttr[I64])
     size = prop_def(IntegerAttr[I64])
     label = prop_def(StringAttr)
+    value = opt_prop_def(DenseResourceAttr)
+    """The region's initial contents (the weight image), when the layer carries them."""
     traits = traits_def(HasParent(LayerOp), SymbolOpInterface())
     assembly_format = "$sym_name attr-dict"
 
-    LABELS: ClassVar[tuple[str, ...]] = ("maps", "output", "weights", "bias", "bypass")
+    LABELS: ClassVar[tuple[str, ...]] = ("maps", "output", "weights", "bias", "bypass", "scratch")
 
-    def __init__(self, name: str, offset: int, size: int, label: str):
-        super().__init__(properties={"sym_name": StringAttr(name), "offset": _i64(offset),
-                                     "size": _i64(size), "label": StringAttr(label)})
+    def __init__(self, name: str, offset: int, size: int, label: str, value: DenseResourceAttr | None = None):
+        props: dict[str, Attribute] = {"sym_name": StringAttr(name), "offset": _i64(offset),
+                                       "size": _i64(size), "label": StringAttr(label)}
+        if value is not None:
+            props["value"] = value
+        super().__init__(properties=props)
 
     def verify_(self) -> None:
         self._nonneg("offset")
@@ -336,5 +433,5 @@ class WindowOp(TileOperation):
 Tile = Dialect(
     "tile",
     [LayerOp, DramRegionOp, KernelTileOp, MapsTileOp, LoadOp, WindowOp],
-    [ComputeModeAttr, LoopOrderAttr, LayerKindAttr, BufferKindAttr],
+    [ComputeModeAttr, LoopOrderAttr, LayerKindAttr, BufferKindAttr, ConvShapeAttr, PoolShapeAttr],
 )

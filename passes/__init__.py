@@ -28,6 +28,10 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "space-to-depth": p("space_to_depth", "SpaceToDepthPass"),
         "icache-banking": p("icache_banking", "IcacheBankingPass"),
         "nn-to-tile": p("nn_to_tile", "NNToTilePass"),
+        "tile-loop-order": p("tile_loop_order", "TileLoopOrderPass"),
         "tile-to-asm": p("tile_to_asm", "TileToAsmPass"),
+        "balance-loads": p("balance_loads", "BalanceLoadsPass"),
+        "schedule-asm": p("schedule_asm", "ScheduleAsmPass"),
+        "fill-delay-slots": p("fill_delay_slots", "FillDelaySlotsPass"),
         "snowflake-lower": p("snowflake_lower", "SnowflakeLowerPass"),
     }

@@ -7,7 +7,9 @@ banks (C17 §5.1-5.2). The host preloads blocks 0 and 1; this pass lays the prog
 block k+1 into the bank block k-1 occupied (which has finished; NOPs when there is no block
 k+1). Every loop (a label and the delay slots of the branch back to it) is kept inside one
 block by padding with NOPs before it; execution falls through from one block into the next.
-Programs of one block are left alone. r30 and r31 are reserved for the inserted loads.
+Programs of one block are left alone, and so are programs that already load the cache
+(banked before). Module-level programs and the programs of `snowflake_asm.image`s are
+banked. r30 and r31 are reserved for the inserted loads.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
+from snowir.asm_analysis import is_banked
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 
@@ -27,9 +30,11 @@ R_ADDR, R_COUNT = 30, 31
 PROLOGUE = 5  # movi / mov / addi (address), movi (count), ld
 
 
-def _code_base(module: ModuleOp) -> int:
-    end = max((op.address.data + op.size.data for op in module.ops if isinstance(op, sf.SegmentOp)), default=0)
+def _code_base(container: ModuleOp | sf.ImageOp) -> int:
+    end = max((op.address.data + op.size.data for op in container.body.block.ops if isinstance(op, sf.SegmentOp)),
+              default=0)
     return -(-end // 4096) * 4096
+
 
 
 def _regions(ops: list[Operation], slots: int) -> list[tuple[int, int]]:
@@ -132,7 +137,10 @@ class IcacheBankingPass(ModulePass):
     name = "icache-banking"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        base = _code_base(op)
-        for program in op.ops:
-            if isinstance(program, sf.ProgramOp):
-                bank_program(program, program.code_base.data if program.code_base else base, SnowflakeConfig())
+        hw = SnowflakeConfig()
+        containers = [op, *(o for o in op.ops if isinstance(o, sf.ImageOp))]
+        for container in containers:
+            base = _code_base(container)
+            for program in container.body.block.ops:
+                if isinstance(program, sf.ProgramOp) and not is_banked(program):
+                    bank_program(program, program.code_base.data if program.code_base else base, hw)

@@ -1,6 +1,14 @@
 """
-snowflake-lower{format=Q8.8 loop-order=auto}: the default lowering from an nn module to
-snowflake_asm: nn-prepare (unless already quantised), nn-to-tile, tile-to-asm, icache-banking.
+snowflake-lower{format=Q8.8 mode=auto loop-order=auto hw=path.json}: the default lowering
+from an nn module to one `snowflake_asm.image` per device layer, as the pass list `PIPELINE`:
+
+    nn-prepare, nn-to-tile, tile-loop-order, tile-to-asm,
+    balance-loads, schedule-asm, fill-delay-slots, icache-banking
+
+Spelled out with `-p` (options given to the pass they belong to), the same list gives the
+same module. Every pass skips what is already done (a quantised module is not re-quantised,
+layers with a tile or image keep it, set loop orders stay, balanced or banked programs stay
+as they are), so running it on a partly lowered module finishes the lowering.
 """
 
 from dataclasses import dataclass
@@ -10,10 +18,22 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from snowir.dialects import nn
+from snowir.passes.balance_loads import BalanceLoadsPass
+from snowir.passes.fill_delay_slots import FillDelaySlotsPass
 from snowir.passes.icache_banking import IcacheBankingPass
 from snowir.passes.nn_prepare import NNPreparePass
 from snowir.passes.nn_to_tile import NNToTilePass
+from snowir.passes.schedule_asm import ScheduleAsmPass
+from snowir.passes.tile_loop_order import TileLoopOrderPass
 from snowir.passes.tile_to_asm import TileToAsmPass
+
+PIPELINE = ("nn-prepare", "nn-to-tile", "tile-loop-order", "tile-to-asm", "balance-loads", "schedule-asm",
+            "fill-delay-slots", "icache-banking")
+
+
+def quantised(op: ModuleOp) -> bool:
+    return any(isinstance(getattr(v.type, "element_type", None), nn.FixedType)
+               for f in op.walk() if f.name == "func.func" for v in f.body.block.args)
 
 
 @dataclass(frozen=True)
@@ -21,12 +41,15 @@ class SnowflakeLowerPass(ModulePass):
     name = "snowflake-lower"
     format: str = "Q8.8"
     loop_order: str = "auto"
+    mode: str = "auto"
+    hw: str = ""
+
+    def passes(self, quantised_already: bool) -> list[ModulePass]:
+        steps: list[ModulePass] = [] if quantised_already else [NNPreparePass(self.format)]
+        return steps + [NNToTilePass(self.mode, self.hw), TileLoopOrderPass(self.loop_order, self.hw),
+                        TileToAsmPass(self.hw), BalanceLoadsPass(), ScheduleAsmPass(), FillDelaySlotsPass(),
+                        IcacheBankingPass()]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        quantised = any(isinstance(getattr(v.type, "element_type", None), nn.FixedType)
-                        for f in op.walk() if f.name == "func.func" for v in f.body.block.args)
-        if not quantised:
-            NNPreparePass(self.format).apply(ctx, op)
-        NNToTilePass(self.loop_order).apply(ctx, op)
-        TileToAsmPass().apply(ctx, op)
-        IcacheBankingPass().apply(ctx, op)
+        for p in self.passes(quantised(op)):
+            p.apply(ctx, op)

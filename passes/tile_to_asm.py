@@ -1,70 +1,135 @@
 """
-tile-to-asm: generate the snowflake_asm program of every conv `tile.layer`, following the
-decisions written in the tile IR (loop order, maps tiles), so an edited tile module compiles
-to different code. Each layer is replaced by `snowflake_asm.program @<layer>` with its DRAM segments
-`@<layer>.x` (input maps), `@<layer>.w` (weights), `@<layer>.y` (output).
+tile-to-asm{hw=path.json}: every `tile.layer` becomes a `snowflake_asm.image` (its DRAM
+segments and its program), following the decisions written in the tile IR.
 
-Code shape (C17 Figure 3, conv_codegen.py): shift/bias/mask VMOVs, maps and weight loads
-spread over the load units and prefetched into the idle bank, Y loops over rows whose kernel
-rows are all inside the input, X loops over interior columns, unrolled border pixels with
-shorter traces (padding taps are not computed), write-back on the last MAC of each pixel.
+Convs (C17 Figure 3, conv_codegen / indp_codegen): the geometry from `#tile.conv_shape`, the
+mode and loop order of the layer, the maps strips of its `tile.maps_tile`s (checked against
+the rows each needs), the DRAM regions and the weight image of its `tile.dram_region`s. Max
+pools (pool_codegen) from `#tile.pool_shape`. An edit either changes the code or is refused in
+one line. The code is straightforward: loads in program order as the generator places them,
+every LD on load unit 0 (`balance-loads` spreads them), delay slots left as no-ops where the
+generator has nothing of the loop's own to put (`fill-delay-slots` fills them), nothing
+reordered (`schedule-asm`). Layers whose plans are equal share one generated program (cloned).
+
+Segments inside an image: `@x` (input maps), `@w` (weights, with data), `@y` (output), `@r`
+(residual input), `@slack` (pool scratch); the program is `@code`. The nn op that named the
+layer (`tile = "..."`) now names the image (`image = "..."`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.conv_codegen import generate_conv
-from snowir.conv_plan import ConvPlan, ConvShape, LoweringError, Strip, input_rows, plan_conv
+from snowir.conv_plan import ConvPlan, LoweringError, Strip, input_rows, plan_conv
 from snowir.dialects import snowflake_asm as sf
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
+from snowir.pool_codegen import generate_pool
+from snowir.tile_build import conv_shape_of, pool_shape_of, regions_of
+
+SEGMENTS = {"maps": ("x", sf.SegmentKind.INPUT), "weights": ("w", sf.SegmentKind.DATA),
+            "output": ("y", sf.SegmentKind.OUTPUT), "bypass": ("r", sf.SegmentKind.INPUT),
+            "scratch": ("slack", sf.SegmentKind.SCRATCH)}
+
+
+def _fail(layer: tile.LayerOp, message: str) -> PassFailedException:
+    return PassFailedException(f"tile-to-asm: layer @{layer.sym_name.data}: {message}")
 
 
 def plan_from_tile(layer: tile.LayerOp, hw: SnowflakeConfig) -> ConvPlan:
-    name = layer.sym_name.data
-    if "shape" not in layer.attributes:
-        raise PassFailedException(f"tile-to-asm: layer @{name} has no `shape` attribute")
-    v = [int(x) for x in layer.attributes["shape"].get_values()]
-    s = ConvShape(*v[:12], relu=bool(v[13]), shift=v[12], groups=v[14] if len(v) > 14 else 1)
-    regions = {op.label.data: op for op in layer.body.block.ops if isinstance(op, tile.DramRegionOp)}
+    if not isinstance(layer.shape, tile.ConvShapeAttr):
+        raise _fail(layer, "a conv layer needs `shape = #tile.conv_shape<...>`")
+    s = conv_shape_of(layer.shape)
+    regions = regions_of(layer)
     try:
         addr = {k: regions[k].offset.value.data for k in ("maps", "weights", "output")}
     except KeyError as e:
-        raise PassFailedException(f"tile-to-asm: layer @{name} has no '{e.args[0]}' dram_region") from None
-    order = layer.loop_order.data.value if layer.loop_order else None
+        raise _fail(layer, f"no '{e.args[0]}' dram_region") from None
+    if layer.loop_order is None:
+        raise _fail(layer, "no loop order: run tile-loop-order first")
+    order = layer.loop_order.data.value
     bypass = regions["bypass"].offset.value.data if "bypass" in regions else None
     mode = layer.mode.data.value if layer.mode else None
     try:
-        default = plan_conv(s, hw, addr["maps"], addr["weights"], addr["output"], order, bypass, mode)
+        # the planner's own choice when the IR holds it, else its plan for the order the IR names
+        default = plan_conv(s, hw, addr["maps"], addr["weights"], addr["output"], None, bypass, mode)
+        if default.loop_order != order:
+            default = plan_conv(s, hw, addr["maps"], addr["weights"], addr["output"], order, bypass, mode)
     except LoweringError as e:
-        raise PassFailedException(f"tile-to-asm: layer @{name}: {e}") from None
-    if default.indp or default.gather:
-        return default  # INDP row groups / gathered strided-1x1 rows are fixed by their load layout
+        raise _fail(layer, str(e)) from None
+    if default.loop_order != order:
+        kind = "an INDP" if default.indp else "a residual" if bypass is not None else "this"
+        raise _fail(layer, f"loop order {order}: {kind} layer runs {default.loop_order} only")
+    if default.indp or default.gather or bypass is not None:
+        return default  # INDP row groups, gathered strided-1x1 rows, residual strips: fixed by their load layout
     strips = []
     for i, mt in enumerate(op for op in layer.body.block.ops if isinstance(op, tile.MapsTileOp)):
         (y0, y1), (r0, r1) = mt._ints("out_rows"), mt._ints("in_rows")
         need0, need1 = input_rows(s.h, s.kh, s.sy, s.pt, y0, y1)
         if r0 > need0 or r1 < need1 or r1 > s.h:
-            raise PassFailedException(f"tile-to-asm: layer @{name}: maps tile rows {y0}..{y1} need input rows "
-                                      f"{need0}..{need1}, the tile holds {r0}..{r1}")
+            raise _fail(layer, f"maps tile rows {y0}..{y1} need input rows {need0}..{need1}, the tile holds {r0}..{r1}")
         strips.append(Strip(y0, y1, need0, need1, i % 2))
-    if [(st.y0, st.y1) for st in strips] != [(a, b) for a, b in zip([0] + [st.y1 for st in strips[:-1]], [st.y1 for st in strips])] \
-            or not strips or strips[-1].y1 != s.oh:
-        raise PassFailedException(f"tile-to-asm: layer @{name}: maps tiles must cover output rows 0..{s.oh} in order")
+    if [(st.y0, st.y1, st.r0, st.r1) for st in strips] == [(st.y0, st.y1, st.r0, st.r1) for st in default.strips]:
+        return default  # the planner's own tiling (its bank choices included)
+    starts = [0] + [st.y1 for st in strips[:-1]]
+    if not strips or [st.y0 for st in strips] != starts or strips[-1].y1 != s.oh:
+        raise _fail(layer, f"maps tiles must cover output rows 0..{s.oh} in order")
     words = max((st.r1 - st.r0) * s.w * s.cin for st in strips)
     limit = hw.maps_buffer_elements if len(strips) == 1 else hw.maps_bank_elements
     if words > limit:
-        raise PassFailedException(f"tile-to-asm: layer @{name}: a maps tile of {words} words exceeds {limit}")
-    if bypass is not None:
-        return default  # a residual conv's strips are fixed by its two-bank layout
+        raise _fail(layer, f"a maps tile of {words} words exceeds {limit}")
+    if len(strips) == 1 and words > hw.maps_bank_elements:
+        strips = [Strip(st.y0, st.y1, st.r0, st.r1, -1) for st in strips]
     return ConvPlan(s, tuple(strips), default.tiles, default.double_buffer_weights, addr["maps"],
-                    addr["weights"], addr["output"], "COOP", default.loop_order)
+                    addr["weights"], addr["output"], "COOP", order)
+
+
+def layer_code(layer: tile.LayerOp, hw: SnowflakeConfig, cache: dict[Hashable, list[Operation]]) -> list[Operation]:
+    """The layer's instructions; layers with equal plans get clones of one generated program."""
+    if layer.kind.data == tile.LayerKind.CONV:
+        plan = plan_from_tile(layer, hw)
+        key: Hashable = ("conv", plan)
+        generate = lambda: generate_conv(plan, hw).ops  # noqa: E731
+    elif layer.kind.data == tile.LayerKind.MAXPOOL:
+        if not isinstance(layer.shape, tile.PoolShapeAttr):
+            raise _fail(layer, "a maxpool layer needs `shape = #tile.pool_shape<...>`")
+        p = pool_shape_of(layer.shape)
+        regions = regions_of(layer)
+        out_addr = regions["output"].offset.value.data
+        key = ("pool", p, regions["maps"].offset.value.data, out_addr)
+        generate = lambda: generate_pool(p, hw, regions["maps"].offset.value.data, out_addr).ops  # noqa: E731
+    else:
+        raise _fail(layer, f"{layer.kind.data.value} layers are not lowered to Snowflake")
+    if key not in cache:
+        try:
+            cache[key] = generate()
+        except LoweringError as e:
+            raise _fail(layer, str(e)) from None
+        return cache[key]
+    return [op.clone() for op in cache[key]]
+
+
+def layer_image(layer: tile.LayerOp, code: list[Operation]) -> sf.ImageOp:
+    segments = []
+    for label, region in regions_of(layer).items():
+        if label not in SEGMENTS:
+            continue
+        name, kind = SEGMENTS[label]
+        segments.append(sf.SegmentOp(name, kind, region.offset.value.data, region.size.value.data, region.value))
+    attrs = {"layer": StringAttr(layer.sym_name.data), "kind": StringAttr(layer.kind.data.value)}
+    if layer.mode is not None:
+        attrs["mode"] = StringAttr(layer.mode.data.value)
+    if layer.loop_order is not None:
+        attrs["loop_order"] = StringAttr(layer.loop_order.data.value)
+    return sf.ImageOp(layer.sym_name.data, [*segments, sf.ProgramOp("code", code)], attrs)
 
 
 @dataclass(frozen=True)
@@ -74,21 +139,16 @@ class TileToAsmPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
+        cache: dict[Hashable, list[Operation]] = {}
+        images: dict[str, str] = {}
         for layer in [o for o in op.ops if isinstance(o, tile.LayerOp)]:
-            if layer.kind.data != tile.LayerKind.CONV:
-                continue
-            plan = plan_from_tile(layer, hw)
-            name = layer.sym_name.data
-            code = generate_conv(plan, hw)
-            regions = {r.label.data: r for r in layer.body.block.ops if isinstance(r, tile.DramRegionOp)}
-            segs = [sf.SegmentOp(f"{name}.x", sf.SegmentKind.INPUT, plan.in_addr, regions["maps"].size.value.data),
-                    sf.SegmentOp(f"{name}.w", sf.SegmentKind.DATA, plan.w_addr, regions["weights"].size.value.data),
-                    sf.SegmentOp(f"{name}.y", sf.SegmentKind.OUTPUT, plan.out_addr, regions["output"].size.value.data)]
-            if "bypass" in regions:
-                segs.append(sf.SegmentOp(f"{name}.r", sf.SegmentKind.INPUT, regions["bypass"].offset.value.data,
-                                         regions["bypass"].size.value.data))
-            for seg in segs:
-                op.body.block.add_op(seg)
+            image = layer_image(layer, layer_code(layer, hw, cache))
+            images[layer.sym_name.data] = image.sym_name.data
+            op.body.block.insert_op_before(image, layer)
             layer.detach()
-            layer.erase()  # lowered: the program replaces the layer object
-            op.body.block.add_op(sf.ProgramOp(name, code.ops))
+            layer.erase()
+        for inner in op.walk():
+            ref = inner.attributes.get("tile")
+            if isinstance(ref, StringAttr) and ref.data in images:
+                del inner.attributes["tile"]
+                inner.attributes["image"] = StringAttr(images[ref.data])

@@ -1,11 +1,13 @@
 """
-A small builder for snowflake_asm programs: instructions, labels, counted loops with their
-delay slots, large constants, and a vector-queue flush. Used by the code generators.
+A small builder for snowflake_asm programs: instructions, labels, branches and counted loops
+(delay slots left as no-ops), large constants, and a vector-queue flush. Used by the code
+generators.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.ir import Operation
@@ -14,6 +16,7 @@ from snowir.dialects import snowflake_asm as sf
 
 NOP = lambda: sf.MovOp(0, 0)  # noqa: E731
 MOVI_MAX = (1 << 22) - 1
+DELAY_SLOTS = 4  # [S] C17 §4: the ISA's branch delay slots (hw.branch_delay_slots must match)
 
 
 @dataclass
@@ -37,15 +40,17 @@ class AsmBuilder:
         high, low = value >> 12, value & 0xFFF
         self.emit(sf.MoviOp(reg, high), sf.MovOp(reg, reg, 12), sf.AddiOp(reg, reg, low))
 
-    def loop_end(self, counter: int, limit: int, target: str, slots: list[Operation] | None = None) -> None:
-        """`counter += 1; if counter <= limit goto target`, delay slots filled with `slots` then NOPs."""
+    def branch(self, op: sf.BranchOperation, before: Sequence[Operation] = ()) -> None:
+        """`before` (the loop's own bookkeeping, none of which writes what `op` compares), the
+        branch, then its delay slots as no-ops: straightforward code. `fill-delay-slots` moves
+        independent instructions from before the branch into the slots."""
+        self.emit(*before, op)
+        self.emit(*(NOP() for _ in range(DELAY_SLOTS)))
+
+    def loop_end(self, counter: int, limit: int, target: str, before: Sequence[Operation] = ()) -> None:
+        """`counter += 1; (before); if counter <= limit goto target`."""
         self.emit(sf.AddiOp(counter, counter, 1))
-        body = list(slots or [])
-        # the branch reads `counter` written just before: one RAW stall of 2 cycles, or fill
-        self.emit(sf.BleOp(counter, limit, target))
-        while len(body) < 4:
-            body.append(NOP())
-        self.emit(*body[:4])
+        self.branch(sf.BleOp(counter, limit, target), before)
 
     def flush_vector_queue(self, depth: int, reg: int) -> None:
         """Issue `depth` VMOVs (write-back mask = all) so no older vector op is still pending

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from snowir.asm_builder import NOP, AsmBuilder
+from snowir.asm_builder import AsmBuilder
 from snowir.conv_plan import ConvPlan, Strip, interior_columns, weights_slot_elements
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
@@ -183,7 +183,7 @@ def _advance_tile(plan: ConvPlan, hw: SnowflakeConfig) -> list:
     """R_TW to the other weights slot (double-buffered), R_TT += 16, R_TO += 32: four
     instructions, one RAW pair, so they fill a K-loop branch's delay slots."""
     toggle = [sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, weights_slot_elements(hw))] \
-        if plan.double_buffer_weights else [NOP(), NOP()]
+        if plan.double_buffer_weights else []
     return [*toggle, sf.AddiOp(R_TT, R_TT, 16), sf.AddiOp(R_TO, R_TO, 32)]
 
 
@@ -197,7 +197,7 @@ def _load_next_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> No
         b.emit(sf.MoviOp(R_TMP, 0))
     b.const(R_LEN, s.kernel_words)
     for j in range(16):
-        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, j % hw.load_units, j),
+        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, j),
                sf.AddiOp(R_WSRC, R_WSRC, 2 * s.kernel_words))
 
 
@@ -226,7 +226,7 @@ def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
             bb.const(R_LEN, n + (16 if last else 0))
             bb.emit(sf.AddiOp(R_TMP, R_TW, 0), sf.AddiOp(R_SRC, R_WSRC, 2 * off))
             for j in range(16):
-                bb.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, j % hw.load_units, j),
+                bb.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, j),
                         sf.AddiOp(R_SRC, R_SRC, 2 * s.kernel_words))
             if last:
                 bb.emit(sf.AddiOp(R_TMP, R_TW, n), sf.VmovOp(COOP, sf.VmovSelect.BIAS, R_TMP))
@@ -287,17 +287,15 @@ def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
 
 
 def load_broadcast(b: AsmBuilder, hw: SnowflakeConfig, dst: int, src: int, words: int) -> None:
-    """`words` elements from DRAM `src` to maps-buffer element `dst` of every CU, split over the
-    load units (C17 §6.3: one big load on one unit leaves the others idle)."""
-    parts = min(hw.load_units, max(1, words // 512))
-    step = -(-words // parts)
-    load_runs(b, hw, [(dst + lo, src + 2 * lo, min(step, words - lo), sf.SELECT_ALL)
-                      for lo in range(0, words, step)])
+    """`words` elements from DRAM `src` to maps-buffer element `dst` of every CU: one LD
+    (`balance-loads` splits it over the load units, C17 §6.3)."""
+    load_runs(b, hw, [(dst, src, words, sf.SELECT_ALL)])
 
 
 def load_runs(b: AsmBuilder, hw: SnowflakeConfig, runs: list[tuple[int, int, int, int]]) -> None:
-    """One maps LD per (buffer element, DRAM byte, elements, select) run, round-robin over the
-    load units; the buffer address and length registers are set only when they change."""
+    """One maps LD per (buffer element, DRAM byte, elements, select) run, all on load unit 0
+    (`balance-loads` assigns units); the buffer address and length registers are set only
+    when they change."""
     dst_now = length = None
     for i, (dst, src, n, select) in enumerate(runs):
         if dst != dst_now:
@@ -307,7 +305,7 @@ def load_runs(b: AsmBuilder, hw: SnowflakeConfig, runs: list[tuple[int, int, int
         if n != length:
             b.const(R_LEN, n)
             length = n
-        b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, i % hw.load_units, select))
+        b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, 0, select))
 
 
 def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:
@@ -316,7 +314,7 @@ def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wb
     b.const(R_TMP, wbuf)
     for j in range(16):
         b.const(R_SRC, plan.w_addr + 2 * (t * 16 + j) * s.kernel_words)
-        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, j % hw.load_units, j))
+        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, j))
 
 
 R_ROWSTEP, R_OUTSTEP, R_BYPSTEP = 24, 25, 26
@@ -364,10 +362,10 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
             b.const(R_YEND, y_end - 1)
             top = b.label("Y")
             _row(b, plan, ky0, ky1 - ky0, bypass)
-            b.emit(sf.AddiOp(R_Y, R_Y, 1), NOP(), NOP())
-            b.emit(sf.BleOp(R_Y, R_YEND, top), sf.AddOp(R_ROWBASE, R_ROWBASE, R_ROWSTEP),
-                   sf.AddOp(R_OUTROW, R_OUTROW, R_OUTSTEP),
-                   sf.AddOp(R_BYPROW, R_BYPROW, R_BYPSTEP) if bypass else NOP(), NOP())
+            b.emit(sf.AddiOp(R_Y, R_Y, 1))
+            b.branch(sf.BleOp(R_Y, R_YEND, top), [
+                sf.AddOp(R_ROWBASE, R_ROWBASE, R_ROWSTEP), sf.AddOp(R_OUTROW, R_OUTROW, R_OUTSTEP),
+                *([sf.AddOp(R_BYPROW, R_BYPROW, R_BYPSTEP)] if bypass else [])])
         else:
             _row(b, plan, ky0, ky1 - ky0, bypass)
         issued += (y_end - y) * s.ow * (ky1 - ky0) * chunks * (s.kw if s.cin != s.c else 1)
@@ -407,11 +405,9 @@ def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = Fals
         top = b.label("X")
         b.emit(sf.AddiOp(R_X, R_X, 1))
         back = _macs(b, plan, rows, s.kw, row, bypass)
-        b.emit(sf.BleOp(R_X, R_XEND, top))
-        b.emit(sf.AddiOp(R_MAPS, R_MAPS, s.sx * s.cin - back),
-               sf.AddiOp(R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step),
-               sf.AddiOp(R_OUT, R_OUT, 2 * s.k),
-               sf.AddiOp(R_BYP, R_BYP, s.k) if bypass else NOP())
+        b.branch(sf.BleOp(R_X, R_XEND, top), [
+            sf.AddiOp(R_MAPS, R_MAPS, s.sx * s.cin - back), sf.AddiOp(R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step),
+            sf.AddiOp(R_OUT, R_OUT, 2 * s.k), *([sf.AddiOp(R_BYP, R_BYP, s.k)] if bypass else [])])
 
 
 UNROLL = 4
@@ -437,8 +433,7 @@ def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, xl: int, xr: int) -> int:
         b.emit(sf.MacOp(COOP, R_OUT_U[j], R_MAPS_U[j], R_W, s.c, wb=True, relu=s.relu))
     step_maps, step_out = UNROLL * s.sx * s.cin, 2 * UNROLL * s.k
     b.emit(*(sf.AddiOp(r, r, step_maps) for r in R_MAPS_U))
-    b.emit(sf.BleOp(R_X, R_XEND, top))
-    b.emit(*(sf.AddiOp(r, r, step_out) for r in R_OUT_U))
+    b.branch(sf.BleOp(R_X, R_XEND, top), [sf.AddiOp(r, r, step_out) for r in R_OUT_U])
     return xl + n * UNROLL
 
 

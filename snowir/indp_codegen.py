@@ -146,7 +146,7 @@ def _load_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf:
     b.const(R_TMP, wbuf)
     for v in range(hw.vmacs_per_cu):
         b.const(R_SRC, plan.w_addr + 2 * (t * hw.vmacs_per_cu + v) * words)
-        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, v % hw.load_units, hw.vmacs + v))
+        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, hw.vmacs + v))
 
 
 def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:

@@ -158,18 +158,49 @@ def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | Non
     return ModelRun(module, outputs, report)
 
 
+def lowered(module: ModuleOp) -> bool:
+    """Every device layer has its image and no tile.layer is left: nothing remains to lower."""
+    from snowir.dialects import tile
+    from snowir.passes.nn_to_tile import device_layers
+    from snowir.passes.snowflake_lower import quantised
+
+    return quantised(module) and not any(isinstance(op, tile.LayerOp) for op in module.ops) \
+        and all("image" in op.attributes for op in device_layers(module))
+
+
+def lower(module: ModuleOp, pipeline: str | None = None, hw: SnowflakeConfig | None = None) -> None:
+    """`pipeline` exactly as given (if any); then, unless every device layer already has its
+    image, the rest of the default lowering: `snowflake-lower` skips what is done (a quantised
+    module is not re-quantised, layers with a tile or image keep it, set loop orders stay,
+    balanced or banked programs stay as they are). A lowered module runs as it is. A
+    non-default `hw` reaches the passes as a JSON file, as `hw=` on the command line would."""
+    if pipeline is not None:
+        apply_pipeline(module, pipeline)
+    if lowered(module):
+        return
+    if hw is None or hw == SnowflakeConfig():
+        apply_pipeline(module, "snowflake-lower")
+        return
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "hw.json"
+        hw.save(path)
+        apply_pipeline(module, f"snowflake-lower{{hw={path}}}")
+
+
 def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline: str | None = None,
                         check: bool = False, input_shape: str | None = None, hw: SnowflakeConfig | None = None,
                         engine: str = "fast", seed: int = 0, progress=None, trace: str | None = None) -> ModelRun:
-    """Compile every device layer to Snowflake, run on the machine model, compare with golden and onnxruntime."""
+    """Lower (the remaining passes of the default pipeline, after `pipeline` if given), run every
+    device layer's image on the machine model, compare with golden and onnxruntime."""
     from snowir.device_run import device_report, run_device
 
     hw = hw or SnowflakeConfig()
+    t0 = time.perf_counter()
     module, onnx_path = load_model(path, input_shape)
-    if pipeline is not None:
-        apply_pipeline(module, pipeline)
-    elif not is_quantized(module):
-        apply_pipeline(module, DEFAULT_PIPELINE)
+    lower(module, pipeline, hw)
+    compile_s = time.perf_counter() - t0
     shape = list(main_of(module).body.block.args[0].type.get_shape())
     if x is None:
         x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
@@ -180,6 +211,7 @@ def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline:
     except SnowError as e:
         raise SnowError(f"{path}: {e}") from None
     report = device_report(run, hw, str(path), layer_rows(module))
+    report["total"]["compile_s"] += compile_s
     if trace is not None:
         from snowir.machine.trace import write_trace
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from snowir.asm_builder import NOP, AsmBuilder
+from snowir.asm_builder import AsmBuilder
 from snowir.conv_codegen import load_broadcast
 from snowir.conv_plan import LoweringError, Strip, input_rows, interior_columns, row_strips
 from snowir.dialects import snowflake_asm as sf
@@ -103,8 +103,8 @@ def _pool_row(b: AsmBuilder, p: PoolShape, row_base: int, out_row: int, rows: in
         top = b.label("PX")
         b.emit(sf.AddiOp(R_X, R_X, 1))
         moved = _window(b, rows, p.kw, row)
-        b.emit(sf.BleOp(R_X, R_XEND, top), sf.AddiOp(R_MAPS, R_MAPS, p.sx * p.c - moved),
-               sf.AddiOp(R_OUT, R_OUT, 2 * p.c), NOP(), NOP())
+        b.branch(sf.BleOp(R_X, R_XEND, top), [sf.AddiOp(R_MAPS, R_MAPS, p.sx * p.c - moved),
+                                               sf.AddiOp(R_OUT, R_OUT, 2 * p.c)])
     border([x for x in range(p.ow) if x >= max(xr, xl)])
 
 

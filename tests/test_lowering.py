@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
 from snowir.conv_codegen import generate_conv
@@ -22,18 +23,30 @@ from snowir.hw import SnowflakeConfig
 from snowir.indp_codegen import choose_mode, pack_indp
 from snowir.machine.image import assemble
 from snowir.machine.run import run_image
-from snowir.passes.icache_banking import IcacheBankingPass
+from snowir.passes.snowflake_lower import PIPELINE
+from snowir.passes.tile_to_asm import TileToAsmPass
 from snowir.pool_codegen import PoolShape, generate_pool
 from snowir.resources import int16_resource
+from snowir.tools.snow_opt import main as snow_opt
 from snowir.tools.snow_run import main as snow_run
 
 HW = SnowflakeConfig()
+ASM_PIPELINE = PIPELINE[PIPELINE.index("tile-to-asm") + 1:]
 DIGITS = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
 
 
+def asm_lower(module: ModuleOp, passes=ASM_PIPELINE) -> None:
+    """The asm passes of the default pipeline (or the ones named) on a generated program."""
+    from snowir.model_run import apply_pipeline
+
+    if passes:
+        apply_pipeline(module, ",".join(passes))
+
+
 def conv_case(c, h, w, k, kh, kw, s, p, relu=True, shift=14, seed=0, engine="fast", loop_order=None, bypass=False,
-              groups=1, mode=None):
-    """c: input channels per group; mode None = the compiler's choice."""
+              groups=1, mode=None, asm_passes=ASM_PIPELINE):
+    """c: input channels per group; mode None = the compiler's choice. The generated program
+    goes through `asm_passes` (default: the asm part of snowflake-lower)."""
     shape = ConvShape(c, h, w, k, kh, kw, s, s, p, p, p, p, relu, shift, groups)
     rng = np.random.default_rng(seed)
     x = rng.integers(-300, 300, (c * groups, h, w)).astype(np.int16)
@@ -54,7 +67,7 @@ def conv_case(c, h, w, k, kh, kw, s, p, relu=True, shift=14, seed=0, engine="fas
     if bypass:
         segments.append(sf.SegmentOp("r", sf.SegmentKind.INPUT, r_addr, out_b))
     module = ModuleOp([*segments, sf.ProgramOp("conv", generate_conv(plan, HW).ops)])
-    IcacheBankingPass().apply(None, module)
+    asm_lower(module, asm_passes)
     module.verify()
     image = assemble(module)
     inputs = {"x": x.transpose(1, 2, 0).ravel()}
@@ -146,7 +159,7 @@ def test_max_pool_bit_exact(c, k, s, p, hw_) -> None:
                        sf.SegmentOp("y", sf.SegmentKind.OUTPUT, out_addr, oh * oh * c * 2),
                        sf.SegmentOp("slack", sf.SegmentKind.SCRATCH, out_addr + oh * oh * c * 2, 64),
                        sf.ProgramOp("pool", generate_pool(shape, HW, 0, out_addr).ops)])
-    IcacheBankingPass().apply(None, module)
+    asm_lower(module)
     run = run_image(assemble(module), HW, "fast", {"x": x.transpose(1, 2, 0).ravel()})
     got = run.outputs["y"].reshape(oh, oh, c).transpose(2, 0, 1)
     want = pool(x[None], (k, k), (s, s), (p, p, p, p), False, "max")[0]
@@ -199,29 +212,30 @@ def test_digits_cnn_end_to_end_on_the_machine(tmp_path: Path) -> None:
 
 
 def test_tile_ir_decisions_drive_codegen(tmp_path: Path) -> None:
-    """Lower to tile, edit the loop order in the text, lower to asm: the program follows the edit
-    and still computes the same outputs."""
+    """Lower to tile, edit a loop order in the text, run the edited module: the program follows
+    the edit (report and code) and still computes the golden outputs; an edit the planner cannot
+    honour (Mloop on an INDP layer) is refused in one line."""
     from snowir import api
-    from snowir.passes.nn_prepare import NNPreparePass
-    from snowir.passes.nn_to_tile import NNToTilePass
-    from snowir.passes.tile_to_asm import TileToAsmPass
-    from snowir.passes.icache_banking import IcacheBankingPass
-    from snowir.onnx_import import import_onnx
-    from xdsl.context import Context
 
-    module = import_onnx(DIGITS)
-    NNPreparePass().apply(Context(), module)
-    NNToTilePass().apply(Context(), module)
-    text = str(module)
+    tiled = tmp_path / "tiled.mlir"
+    assert snow_opt([str(DIGITS), "-p", "nn-prepare,nn-to-tile,tile-loop-order", "-o", str(tiled)]) == 0
+    text = tiled.read_text()
     assert text.count("#tile<loop_order Kloop>") == 3
-    edited = api.parse_text(text.replace("#tile<loop_order Kloop>", "#tile<loop_order Mloop>", 1))
-    layer = next(op for op in edited.ops if op.name == "tile.layer")
-    assert layer.loop_order.data.value == "Mloop"
-    TileToAsmPass().apply(Context(), edited)
-    IcacheBankingPass().apply(Context(), edited)
-    programs = [op for op in edited.ops if isinstance(op, sf.ProgramOp)]
-    assert [p.sym_name.data for p in programs] == ["conv1", "conv2", "fc"]
-    assert all(len(p.instructions) > 10 for p in programs)
+    conv2 = text.index("tile.layer @conv2")
+    edited = tmp_path / "edited.mlir"
+    edited.write_text(text[:conv2] + text[conv2:].replace("#tile<loop_order Kloop>", "#tile<loop_order Mloop>", 1))
+    rep = tmp_path / "r.json"
+    assert snow_run([str(edited), "--check", "--quiet", "--report", str(rep)]) == 0
+    r = json.loads(rep.read_text())
+    assert r["check"]["golden_bit_exact"] is True
+    assert {layer["name"]: layer["loop_order"] for layer in r["layers"] if layer["op"] == "conv2d"} == \
+        {"conv1": "Kloop", "conv2": "Mloop", "fc": "Kloop"}
+    module = api.parse_mlir(edited)
+    TileToAsmPass().apply(Context(), module)
+    assert [op.sym_name.data for op in module.ops if isinstance(op, sf.ImageOp)] == ["conv1", "pool1", "conv2", "pool2", "fc"]
+    bad = tmp_path / "bad.mlir"
+    bad.write_text(text.replace("#tile<loop_order Kloop>", "#tile<loop_order Mloop>", 1))  # conv1 is INDP
+    assert snow_run([str(bad), "--quiet"]) == 1
 
 
 def _residual_block(tmp_path: Path) -> Path:
@@ -400,6 +414,27 @@ def test_space_to_depth_is_exact_and_runs_on_the_machine() -> None:
     assert any(op.name == "nn.space_to_depth" for op in with_s2d.walk())
     b = Golden(with_s2d).run(x)[0]
     assert np.array_equal(a, b)
+    apply_pipeline(with_s2d, "snowflake-lower")
     run = run_device(with_s2d, x)
     assert all(layer.bit_exact for layer in run.layers) and np.array_equal(run.outputs[0], b)
     assert run.layers[0].name == "conv1" and run.layers[0].op == "conv2d"
+
+
+def test_one_route_lowered_module_runs_as_the_model(tmp_path: Path) -> None:
+    """snowflake-lower spelled out gives the same module; the lowered module (one image per
+    device layer, weights inside) prints, parses and runs with --check, with the cycles of
+    `snow-run model.onnx`; a second snowflake-lower changes nothing."""
+    low, spelled, again = tmp_path / "low.mlir", tmp_path / "spelled.mlir", tmp_path / "again.mlir"
+    assert snow_opt([str(DIGITS), "-p", "snowflake-lower", "-o", str(low)]) == 0
+    assert snow_opt([str(DIGITS), "--pass-pipeline", f"builtin.module({','.join(PIPELINE)})", "-o", str(spelled)]) == 0
+    assert low.read_text() == spelled.read_text()
+    assert snow_opt([str(low), "-p", "snowflake-lower", "-o", str(again)]) == 0
+    assert again.read_text() == low.read_text()
+    assert low.read_text().count("snowflake_asm.image @") == 5
+    direct, lowered = tmp_path / "direct.json", tmp_path / "lowered.json"
+    assert snow_run([str(DIGITS), "--quiet", "--report", str(direct)]) == 0
+    assert snow_run([str(low), "--check", "--quiet", "--report", str(lowered)]) == 0
+    d, lw = json.loads(direct.read_text()), json.loads(lowered.read_text())
+    assert lw["check"]["golden_bit_exact"] is True
+    assert [(x["name"], x["cycles"]) for x in d["layers"]] == [(x["name"], x["cycles"]) for x in lw["layers"]]
+    assert all(x["load_imbalance_pct"] is not None for x in lw["layers"] if x["op"] == "conv2d")

@@ -12,6 +12,7 @@ Built on `xDSLOptMain`, so every xdsl-opt flag behaves the same. Additions:
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import IO
@@ -73,13 +74,27 @@ class SnowOptMain(xDSLOptMain):
             self.available_targets[name] = target
 
 
+_OPTION = re.compile(r"""([A-Za-z_][\w-]*)=([^\s"'{}=,]+)""")
+
+
+def _quote_option(m: re.Match) -> str:
+    """MLIR-style bare option values (`format=Q8.8`, `hw=configs/zc706.json`) as the quoted
+    strings xDSL's pipeline parser reads; numbers and booleans stay as they are."""
+    key, value = m.group(1), m.group(2)
+    if re.fullmatch(r"-?\d+(\.\d+)?([eE][-+]?\d+)?|true|false", value):
+        return m.group(0)
+    return f'{key}="{value}"'
+
+
 def unwrap_pipeline(spec: str) -> str:
-    """`builtin.module(a,b{k=v})` -> `a,b{k=v}` (MLIR's anchored pipeline spelling)."""
+    """`builtin.module(a,b{k=v})` -> `a,b{k=v}` (MLIR's anchored pipeline spelling), with bare
+    option values quoted for xDSL."""
     spec = spec.strip()
     for anchor in ("builtin.module(", "module("):
         if spec.startswith(anchor) and spec.endswith(")"):
-            return spec[len(anchor):-1].strip()
-    return spec
+            spec = spec[len(anchor):-1].strip()
+            break
+    return re.sub(r"\{[^{}]*\}", lambda block: _OPTION.sub(_quote_option, block.group(0)), spec)
 
 
 def rewrite_argv(argv: Sequence[str]) -> list[str]:
@@ -107,6 +122,9 @@ def _write_atomically(path: str, text: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from snowir.resources import reset_blobs
+
+    reset_blobs()  # one invocation, one blob table, as in a process of its own
     args = rewrite_argv(sys.argv[1:] if argv is None else argv)
     input_name = next((a for a in args if not a.startswith("-") and os.path.exists(a)), "<stdin>")
     try:

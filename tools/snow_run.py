@@ -29,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="snowflake_asm .mlir or .sfb program image")
     p.add_argument("--input", help=".npy input (float: quantised to the program's Qm.n; integer: raw words)")
     p.add_argument("--output", help=".npy of the output (float), .npz when there are several outputs")
-    p.add_argument("--report", help="write the JSON report here")
+    p.add_argument("--report", help="write the JSON report here ('-': standard output)")
     p.add_argument("--hw", help="hardware description JSON (SnowflakeConfig fields)")
     p.add_argument("--pipeline", help="lowering pipeline for nn/tile-level models")
     p.add_argument("--engine", choices=("fast", "reference", "golden"), default="fast")
@@ -76,6 +76,17 @@ def print_table(report: dict[str, Any], out=None) -> None:
         print(f"{r['name']:<{wn}} " + " ".join(f"{r['stall_cycles'].get(c, 0):>11,}" for c in causes), file=out)
 
 
+def _write_report(path: str, report: dict[str, Any]) -> None:
+    """The JSON report to `path`, or to stdout for `-` (FileCheck-able cycle counts)."""
+    text = json.dumps(report, indent=2) + "\n"
+    if path == "-":
+        sys.stdout.write(text)
+        return
+    from snowir.tools.io import write_text_atomic
+
+    write_text_atomic(path, text)
+
+
 class Progress:
     """At most one progress line per second on stderr while a long simulation runs."""
 
@@ -92,16 +103,16 @@ class Progress:
 
 
 def _is_nn_level(path: str) -> bool:
+    """ONNX, or a module with a graph (`func.func @main`: nn, tile or lowered to images);
+    otherwise a snowflake_asm program (or .sfb image)."""
     if path.endswith(".onnx"):
         return True
     if path.endswith(".mlir"):
-        from snowir import api
-
         try:
             text = open(path).read()
         except OSError:
             return False
-        return "snowflake_asm." not in text and ("nn." in text or "tile." in text)
+        return "func.func" in text
     return False
 
 
@@ -141,7 +152,7 @@ def run_nn(args: argparse.Namespace) -> int:
         else:
             save_npz_atomic(args.output, {f"output{i}": o for i, o in enumerate(result.outputs)})
     if args.report:
-        write_text_atomic(args.report, json.dumps(report, indent=2) + "\n")
+        _write_report(args.report, report)
     if args.check and not report["check"]["golden_bit_exact"]:
         print(f"snow-run: {args.model}: check failed: machine output differs from the golden model", file=sys.stderr)
         return 1
@@ -184,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             save_npz_atomic(args.output, outs)
     if args.report:
-        write_text_atomic(args.report, json.dumps(report, indent=2) + "\n")
+        _write_report(args.report, report)
     if args.trace:
         from snowir.machine.trace import write_trace
 

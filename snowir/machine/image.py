@@ -152,11 +152,15 @@ def _segment_bytes(op: sf.SegmentOp) -> bytes | None:
     return values.astype("<i2").tobytes()
 
 
-def assemble(module: ModuleOp) -> ProgramImage:
-    """Encode the module's single `snowflake_asm.program` and lay out its segments."""
-    programs = [op for op in module.ops if isinstance(op, sf.ProgramOp)]
+def assemble(module: ModuleOp | sf.ImageOp) -> ProgramImage:
+    """Encode the single `snowflake_asm.program` of a module (or of one `snowflake_asm.image`)
+    and lay out its segments."""
+    ops = list(module.body.block.ops)
+    programs = [op for op in ops if isinstance(op, sf.ProgramOp)]
     if len(programs) != 1:
-        raise ImageError(f"expected exactly one snowflake_asm.program, found {len(programs)}")
+        images = sum(1 for op in ops if isinstance(op, sf.ImageOp))
+        more = f" ({images} snowflake_asm.image ops: run the model, or assemble one image)" if images else ""
+        raise ImageError(f"expected exactly one snowflake_asm.program, found {len(programs)}{more}")
     program = programs[0]
     try:
         module.verify()
@@ -171,14 +175,15 @@ def assemble(module: ModuleOp) -> ProgramImage:
         if program.code_base.data < data_end:
             raise ImageError(f"code_base {program.code_base.data} overlaps the data segments (end {data_end})")
         code_base = program.code_base.data
-    return ProgramImage(program.sym_name.data, program.frac_bits.data, words, code_base, segments)
+    name = module.sym_name.data if isinstance(module, sf.ImageOp) else program.sym_name.data
+    return ProgramImage(name, program.frac_bits.data, words, code_base, segments)
 
 
-def segments_of(module: ModuleOp) -> list[Segment]:
-    """The module's `snowflake_asm.segment`s with their data, checked not to overlap."""
+def segments_of(module: ModuleOp | sf.ImageOp) -> list[Segment]:
+    """The `snowflake_asm.segment`s of a module or image with their data, checked not to overlap."""
     segments = [
         Segment(op.sym_name.data, op.kind.data, op.address.data, op.size.data, _segment_bytes(op))
-        for op in module.ops if isinstance(op, sf.SegmentOp)
+        for op in module.body.block.ops if isinstance(op, sf.SegmentOp)
     ]
     ordered = sorted(segments, key=lambda s: s.address)
     for a, b in zip(ordered, ordered[1:]):

@@ -122,9 +122,9 @@ class SnowflakeFunctions(InterpreterFunctions):
         return ()
 
 
-def run_reference(machine: Machine, module: ModuleOp, max_instructions: int | None = None) -> None:
-    """Execute the module's program on `machine` until the PC leaves the program."""
-    program = next(op for op in module.ops if isinstance(op, sf.ProgramOp))
+def run_reference(machine: Machine, module: ModuleOp | sf.ImageOp, max_instructions: int | None = None) -> None:
+    """Execute the program of the module (or image) on `machine` until the PC leaves the program."""
+    program = next(op for op in module.body.block.ops if isinstance(op, sf.ProgramOp))
     ops, labels = layout(program)
     if len(ops) != machine.n:
         raise MachineFault(f"module has {len(ops)} instructions, the image {machine.n}")

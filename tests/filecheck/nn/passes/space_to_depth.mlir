@@ -25,4 +25,4 @@ func.func @main(%x: tensor<1x3x35x35xf32>) -> tensor<1x16x3x3xf32> {
 
 // PREP:       nn.space_to_depth %x {{{.*}}place = "host"{{.*}}} : (tensor<1x3x35x35x!nn.fixed<8, 8>>) -> tensor<1x48x10x10x!nn.fixed<8, 8>>
 
-// NOINDP: nn-to-tile: layer 'conv1': INDP needs 16 interleaved kernels within the weights buffer (6928 words > 4096)
+// NOINDP: nn-to-tile: layer 'conv1' (nn.conv2d): INDP needs 16 interleaved kernels within the weights buffer (6928 words > 4096)

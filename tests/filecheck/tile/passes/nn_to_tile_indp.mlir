@@ -1,6 +1,6 @@
-// RUN: snow-opt %s -p 'nn-prepare,nn-to-tile' | filecheck %s
+// RUN: snow-opt %s -p 'nn-prepare,nn-to-tile,tile-loop-order' | filecheck %s
 // RUN: snow-opt %s -p 'nn-prepare,nn-to-tile{mode=COOP}' | filecheck %s --check-prefix=COOP
-// RUN: snow-opt %s -p 'nn-prepare,nn-to-tile,tile-to-asm' | filecheck %s --check-prefix=ASM
+// RUN: snow-opt %s -p 'nn-prepare,nn-to-tile,tile-loop-order,tile-to-asm' | filecheck %s --check-prefix=ASM
 // RUN: not snow-opt %s -p 'nn-prepare,nn-to-tile{mode=FOO}' 2>&1 | filecheck %s --check-prefix=BADOPT
 
 // A first layer (3 input channels, 7x7 stride 2, pad 3, 64 kernels): the compiler picks INDP,
@@ -13,7 +13,7 @@ func.func @main(%x: tensor<1x3x20x20xf32>) -> tensor<1x64x10x10xf32> {
   func.return %c : tensor<1x64x10x10xf32>
 }
 
-// CHECK:      tile.layer @conv1 conv attributes {{{.*}}mode = #tile<mode INDP>, loop_order = #tile<loop_order Kloop>
+// CHECK:      tile.layer @conv1 conv attributes {{{.*}}mode = #tile<mode INDP>{{.*}}loop_order = #tile<loop_order Kloop>
 // CHECK:        tile.kernel_tile attributes {first = 0 : i64, count = 64 : i64, repeat = 1 : i64} {
 // CHECK-COUNT-4:  tile.load {buffer = #tile<buffer weights>, length = 2368 : i64
 // top border rows: one CU; interior rows: a row group over the 4 CUs
@@ -23,7 +23,8 @@ func.func @main(%x: tensor<1x3x20x20xf32>) -> tensor<1x64x10x10xf32> {
 
 // COOP:       mode = #tile<mode COOP>
 
-// ASM:        snowflake_asm.program @conv1
+// ASM:        snowflake_asm.image @conv1
+// ASM:        snowflake_asm.program @code
 // ASM:        snowflake_asm.vmov indp stride
 // ASM:        snowflake_asm.mac indp
 

@@ -1,0 +1,156 @@
+"""
+balance-loads{metric=cl units=4 split=512}: spread the loads over the load units (C17 §6.3).
+
+Each load unit moves at most one port's bandwidth (2 GB/s) and all share the 4.2 GB/s bus,
+so loads queued on one unit leave the bus idle while the CUs wait. `tile-to-asm` puts every
+LD on unit 0. This pass, per group of loads issued together (LDs of one basic block not
+separated by a vector op: a tile's prefetch, a kernel tile's 16 weight loads):
+
+  * splits an LD larger than one unit's fair share of the group (and at least 2 x `split`
+    elements, addresses and length known from straight-line code) into parts of at least
+    `split` elements, setting the address registers per part and restoring them after, so
+    later code sees the registers unchanged;
+  * assigns units largest-first to the least-loaded unit (LPT), minimising the paper's
+    imbalance C_L = (L_max / mean L - 1) x 100% over the `units` units of the group.
+
+The bytes-weighted mean C_L over the groups (against all `hw` load units, so `units=2`
+reads ~100%) is recorded as `load_imbalance_pct` on the program's image (on the program when
+it has none), which the report shows per layer. `units` < the machine's units restricts the loads to the first units (the
+C17 Table 3 experiment). Instruction-cache loads are left alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import FloatAttr, IntAttr, ModuleOp, UnitAttr, f64
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from snowir.asm_analysis import known_registers, programs
+from snowir.dialects import snowflake_asm as sf
+from snowir.hw import SnowflakeConfig
+from snowir.asm_builder import MOVI_MAX, AsmBuilder
+
+
+def _data_ld(op: Operation) -> bool:
+    return isinstance(op, sf.LdOp) and op.target.data != sf.LoadTarget.ICACHE
+
+
+def _set(reg: int, value: int, known: int | None) -> list[Operation]:
+    """reg = value: an ADDI from its known value when the step fits, else a constant."""
+    if known is not None and -(1 << 16) <= value - known < (1 << 16):
+        return [sf.AddiOp(reg, reg, value - known)]
+    b = AsmBuilder()
+    b.const(reg, value)
+    return b.ops
+
+
+def _split(op: sf.LdOp, regs: dict[int, int], parts: int) -> list[Operation]:
+    """The LD as `parts` LDs over consecutive pieces; its registers hold their values again after."""
+    rd, rs1, rs2 = op.reg_index("rd"), op.reg_index("rs1"), op.reg_index("rs2")
+    dst, src, length = regs[rd], regs[rs1], regs[rs2]
+    step = -(-length // parts)
+    out: list[Operation] = []
+    at = (dst, src, length)
+    for lo in range(0, length, step):
+        n = min(step, length - lo)
+        want = (dst + lo, src + 2 * lo, n)
+        for reg, value, now in zip((rd, rs1, rs2), want, at):
+            if value != now:
+                out += [sf.MoviOp(reg, value)] if reg == rs2 else _set(reg, value, now)
+        at = want
+        out.append(sf.LdOp(op.target.data, rd, rs1, rs2, 0, op._int("select")))
+    for reg, value, now in zip((rd, rs1, rs2), (dst, src, length), at):
+        if value != now:
+            out += [sf.MoviOp(reg, value)] if reg == rs2 else _set(reg, value, now)
+    return out
+
+
+def _splittable(op: sf.LdOp, regs: dict[int, int]) -> bool:
+    rd, rs1, rs2 = op.reg_index("rd"), op.reg_index("rs1"), op.reg_index("rs2")
+    return 0 not in (rd, rs1, rs2) and len({rd, rs1, rs2}) == 3 and all(r in regs for r in (rd, rs1, rs2)) \
+        and 0 < regs[rs2] <= MOVI_MAX
+
+
+def balance_program(program: sf.ProgramOp, units: int, split: int, hw: SnowflakeConfig) -> float | None:
+    """Split and assign the data loads of one program; returns its bytes-weighted C_L (%)."""
+    ops = list(program.body.block.ops)
+    known = known_registers(ops, hw.branch_delay_slots)
+    out: list[list[Operation]] = []  # per original op, what replaces it
+    group: list[tuple[int, dict[int, int]]] = []  # (index in `out`, registers known before the LD)
+    stats: list[tuple[float, float]] = []
+
+    def close() -> None:
+        if not group:
+            return
+        lengths = [regs.get(out[i][0].reg_index("rs2")) for i, regs in group]
+        mean = sum(n for n in lengths if n) / max(1, sum(1 for n in lengths if n)) or 1.0
+        # a load larger than a unit's fair share of the group is split (C17 §6.3: "break a
+        # single large load transaction into multiple smaller loads")
+        share = sum(n or mean for n in lengths) / units
+        for (i, regs), n in zip(group, lengths):
+            if not n or n < 2 * split or n <= share or not _splittable(out[i][0], regs):
+                continue
+            parts = min(units, n // split, -(-n // int(share)) if share >= 1 else units)
+            if parts > 1:
+                out[i] = _split(out[i][0], regs, parts)
+        pieces: list[tuple[sf.LdOp, float]] = []
+        for (i, regs), n in zip(group, lengths):
+            lds = [o for o in out[i] if isinstance(o, sf.LdOp)]
+            pieces += [(ld, (n or mean) / len(lds)) for ld in lds]
+        load = [0.0] * units
+        for ld, size in sorted(pieces, key=lambda p: -p[1]):
+            u = min(range(units), key=lambda k: (load[k], k))
+            load[u] += size
+            ld.properties["unit"] = IntAttr(u)
+        total = sum(load)
+        if total and len(pieces) > 1:
+            stats.append(((max(load) / (total / hw.load_units) - 1) * 100, total))
+        group.clear()
+
+    for op, regs in zip(ops, known):
+        if _data_ld(op):
+            group.append((len(out), regs))
+        elif isinstance(op, sf.LabelOp | sf.BranchOperation) or (isinstance(op, sf.SnowflakeInstruction) and op.IS_VECTOR):
+            close()
+        out.append([op])
+    close()
+    block = program.body.block
+    for old in list(block.ops):
+        old.detach()
+    for new in (o for seq in out for o in seq):
+        block.add_op(new)
+    if not stats:
+        return None
+    return sum(c * w for c, w in stats) / sum(w for _, w in stats)
+
+
+@dataclass(frozen=True)
+class BalanceLoadsPass(ModulePass):
+    name = "balance-loads"
+    metric: str = "cl"
+    units: int = 0
+    """Load units to use (0: all of the machine's)."""
+    split: int = 512
+    """Split LDs of at least this many elements."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        hw = SnowflakeConfig()
+        if self.metric != "cl":
+            raise PassFailedException(f"balance-loads: metric must be cl, not '{self.metric}'")
+        units = self.units or hw.load_units
+        if not 1 <= units <= hw.load_units:
+            raise PassFailedException(f"balance-loads: units must be 1..{hw.load_units}, not {self.units}")
+        if self.split < 2:
+            raise PassFailedException(f"balance-loads: split must be >= 2, not {self.split}")
+        for program in programs(op, banked=False):
+            if "loads_balanced" in program.attributes:
+                continue
+            cl = balance_program(program, units, self.split, hw)
+            program.attributes["loads_balanced"] = UnitAttr()
+            if cl is not None:
+                holder = program.parent_op() if isinstance(program.parent_op(), sf.ImageOp) else program
+                holder.attributes["load_imbalance_pct"] = FloatAttr(round(cl, 3), f64)

@@ -1,0 +1,113 @@
+"""
+fill-delay-slots: move independent instructions into the no-ops of branch delay slots.
+
+A Snowflake branch has 4 delay slots that always execute (C17 §4); `tile-to-asm` leaves them
+as no-ops, each costing an issue cycle per loop iteration. This pass takes, for every branch,
+instructions from the end of its basic block (scanning back to the block's label) that can
+run after the branch instead of before it: one that writes no register the branch compares,
+and has no register dependency on (and, for vector ops and loads, no program-order relation
+with) the instructions it would jump over. Moved instructions keep their order and go
+before whatever non-no-op the slots already hold; the slots may hold at most one true RAW
+pair (C17 §4). In a loop, only as many are moved as make an iteration faster under the
+in-order issue model (a slot writing what the next iteration reads first can stall it), or
+as fast with its vector ops and loads dispatched earlier. The branch then dispatches earlier and the loop body is shorter by the slots
+filled. Semantics are unchanged: the slots run exactly once after the branch, taken or not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+
+from snowir.asm_analysis import depends, is_nop, issue_cycles, programs, raw_pairs
+from snowir.dialects import snowflake_asm as sf
+from snowir.hw import SnowflakeConfig
+
+
+def fill_ops(ops: list[Operation], slots: int, latency: int = 3) -> tuple[list[Operation], int]:
+    """`ops` (a program body) with the delay slots of every branch filled; the no-ops replaced."""
+    ops = list(ops)
+    filled = 0
+    i = 0
+    while i < len(ops):
+        op = ops[i]
+        if not isinstance(op, sf.BranchOperation):
+            i += 1
+            continue
+        window = ops[i + 1:i + 1 + slots]
+        free = sum(1 for o in window if is_nop(o))
+        if free == 0 or len(window) < slots or any(isinstance(o, sf.LabelOp) for o in window):
+            i += 1 + slots
+            continue
+        kept = [o for o in window if not is_nop(o)]
+        reads = set(op.reads())
+        moved: list[int] = []  # indices in `ops`, nearest the branch first
+        staying: list[sf.SnowflakeInstruction] = []
+        j = i - 1
+        while j >= 0 and len(moved) < free:
+            cand = ops[j]
+            if isinstance(cand, sf.LabelOp | sf.BranchOperation) or _in_slots(ops, j, slots):
+                break
+            ok = (not is_nop(cand) and not (cand.writes() and cand.writes() in reads)
+                  and not any(depends(cand, s) for s in staying)
+                  and raw_pairs([ops[k] for k in [j, *reversed(moved)]] + kept) <= 1)
+            if ok:
+                moved.append(j)
+            else:
+                staying.append(cand)
+            j -= 1
+        start = j + 1
+        while start > 0 and start < i and isinstance(ops[start - 1], sf.LabelOp | sf.BranchOperation) is False \
+                and not _in_slots(ops, start - 1, slots):
+            start -= 1
+        loop = start > 0 and isinstance(ops[start - 1], sf.LabelOp) and ops[start - 1].label.data == op.target.data
+
+        def variant(k: int) -> list[Operation]:
+            """The block, branch and slots with the k instructions nearest the branch moved."""
+            take = sorted(moved[:k])
+            body = [o for idx, o in enumerate(ops[start:i], start) if idx not in take]
+            slot_ops = [ops[idx] for idx in take] + kept
+            return body + [op] + slot_ops + [sf.MovOp(0, 0) for _ in range(slots - len(slot_ops))]
+
+        # a loop is filled only as far as it gets faster: a slot that writes what the next
+        # iteration's first instructions read can cost more than the no-op it replaces
+        best = min(range(len(moved) + 1), key=lambda k: (*issue_cycles(variant(k), latency, loop), k))
+        if best:
+            ops[start:i + 1 + slots] = variant(best)
+            filled += best
+        i = start + (i - start - best) + 1 + slots
+    return ops, filled
+
+
+def fill_program(program: sf.ProgramOp, slots: int) -> int:
+    """Fill the delay slots of one program; returns the no-ops replaced."""
+    ops, filled = fill_ops(list(program.body.block.ops), slots, SnowflakeConfig().scalar_latency)
+    if filled:
+        block = program.body.block
+        for old in list(block.ops):
+            old.detach()
+        for new in ops:
+            block.add_op(new)
+    return filled
+
+
+def _in_slots(ops: list, j: int, slots: int) -> bool:
+    """Whether ops[j] sits in the delay slots of an earlier branch."""
+    for k in range(max(0, j - slots), j):
+        if isinstance(ops[k], sf.BranchOperation):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class FillDelaySlotsPass(ModulePass):
+    name = "fill-delay-slots"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        slots = SnowflakeConfig().branch_delay_slots
+        for program in programs(op, banked=False):
+            fill_program(program, slots)

@@ -1,0 +1,68 @@
+"""
+tile-loop-order{order=auto|Kloop|Mloop hw=path.json}: the loop order of every conv `tile.layer`
+(C17 §6.2), and the maps tiling that goes with it.
+
+Kloop keeps a maps strip while every kernel tile passes over it (kernels re-sent per strip);
+Mloop keeps a kernel tile while every strip passes (maps re-sent per tile). `auto` takes the
+cheaper by the cost model of `ConvPlan.estimated_cycles`: the larger of the padding-free
+compute and the DRAM traffic at the shared bandwidth, plus the loads nothing overlaps; the
+strips are chosen with it (bank-sized or buffer-sized). A forced order re-tiles for that order.
+Layers that already have an order keep it under `auto`, so an edited order survives the
+default pipeline. The byte counts of both orders stay on the layer (mloop_bytes, kloop_bytes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from snowir.conv_plan import ConvLayout, LoweringError, plan_conv
+from snowir.dialects import tile
+from snowir.hw import SnowflakeConfig
+from snowir.tile_build import conv_shape_of, conv_tile_body, regions_of
+
+
+@dataclass(frozen=True)
+class TileLoopOrderPass(ModulePass):
+    name = "tile-loop-order"
+    order: str = "auto"
+    hw: str = ""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.order not in ("auto", "Kloop", "Mloop"):
+            raise PassFailedException(f"tile-loop-order: order must be auto, Kloop or Mloop, not '{self.order}'")
+        hw = SnowflakeConfig.load(self.hw or None)
+        for layer in [o for o in op.ops if isinstance(o, tile.LayerOp)]:
+            if layer.kind.data != tile.LayerKind.CONV or not isinstance(layer.shape, tile.ConvShapeAttr):
+                continue
+            if self.order == "auto" and layer.loop_order is not None:
+                continue
+            self._order(layer, hw, None if self.order == "auto" else self.order)
+
+    @staticmethod
+    def _order(layer: tile.LayerOp, hw: SnowflakeConfig, order: str | None) -> None:
+        s = conv_shape_of(layer.shape)
+        regions = regions_of(layer)
+        r = regions.get("bypass")
+        lay = ConvLayout(regions["maps"].size.value.data, regions["weights"].offset.value.data,
+                         regions["weights"].size.value.data, regions["output"].offset.value.data,
+                         regions["output"].size.value.data, r.offset.value.data if r is not None else None)
+        mode = layer.mode.data.value if layer.mode else None
+        try:
+            plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, order, lay.r_addr, mode)
+        except LoweringError as e:
+            raise PassFailedException(f"tile-loop-order: layer @{layer.sym_name.data}: {e}") from None
+        block = layer.body.block
+        for old in [o for o in block.ops if isinstance(o, tile.KernelTileOp | tile.MapsTileOp)]:
+            old.detach()
+            old.erase()
+        for new in conv_tile_body(s, plan, lay, hw):
+            block.add_op(new)
+        cost = plan.dram_bytes(hw)
+        layer.properties["loop_order"] = tile.LoopOrderAttr(tile.LoopOrder(plan.loop_order))
+        layer.properties["mloop_bytes"] = IntegerAttr(cost["Mloop"], i64)
+        layer.properties["kloop_bytes"] = IntegerAttr(cost["Kloop"], i64)

@@ -1,0 +1,152 @@
+"""
+What the snowflake_asm passes need to know about instructions: which are no-ops, which touch
+the machine (vector ops and loads/stores, kept in program order by every pass), which
+register dependencies order two instructions, where basic blocks and delay slots are, and
+which register values straight-line code makes known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from xdsl.ir import Operation
+
+from snowir.dialects import snowflake_asm as sf
+
+_SCALAR = (sf.MovOp, sf.MoviOp, sf.AddOp, sf.AddiOp, sf.MulOp, sf.MuliOp)
+
+
+def is_nop(op: Operation) -> bool:
+    """A scalar op writing r0 (which reads as zero): it only takes an issue slot."""
+    return isinstance(op, _SCALAR) and op.reg_index("rd") == 0
+
+
+def is_machine(op: Operation) -> bool:
+    """Vector ops and loads/stores: what the CUs, buffers and load units see. Passes keep
+    these in program order (buffer hazards, the vector queue and load IDs depend on it)."""
+    return isinstance(op, sf.SnowflakeInstruction) and (op.IS_VECTOR or isinstance(op, sf.MemoryOperation))
+
+
+def _writes(op: sf.SnowflakeInstruction) -> set[int]:
+    w = op.writes()
+    return {w} if w else set()
+
+
+def depends(earlier: sf.SnowflakeInstruction, later: sf.SnowflakeInstruction) -> bool:
+    """True when `later` must stay after `earlier`: a register read after write, write after
+    read or write after write (r0 excluded), or both touch the machine."""
+    if is_machine(earlier) and is_machine(later):
+        return True
+    we, wl = _writes(earlier), _writes(later)
+    return bool(we & set(later.reads()) or wl & set(earlier.reads()) or we & wl)
+
+
+def raw_pairs(window: Sequence[sf.SnowflakeInstruction]) -> int:
+    """True read-after-write pairs inside a delay-slot window (C17 §4 allows one)."""
+    pairs = 0
+    for i, producer in enumerate(window):
+        w = producer.writes()
+        if not w:
+            continue
+        for consumer in window[i + 1:]:
+            if w in consumer.reads():
+                pairs += 1
+            if consumer.writes() == w:
+                break
+    return pairs
+
+
+def programs(module: Operation, banked: bool = True) -> Iterator[sf.ProgramOp]:
+    """Every program of a module: top-level ones and those inside `snowflake_asm.image`s;
+    `banked=False` leaves out programs icache-banking has laid out (moving their instructions
+    would move loops across bank boundaries)."""
+    for op in module.walk():
+        if isinstance(op, sf.ProgramOp) and (banked or not is_banked(op)):
+            yield op
+
+
+def is_banked(program: sf.ProgramOp) -> bool:
+    """The program loads its own instruction cache: icache-banking (or its author) laid it out."""
+    return any(isinstance(op, sf.LdOp) and op.target.data == sf.LoadTarget.ICACHE for op in program.body.block.ops)
+
+
+def blocks(ops: Sequence[Operation], slots: int) -> list[tuple[int, int]]:
+    """[start, end) index ranges of straight-line code in `ops` (a program body): between a
+    label or the end of a branch's delay slots and the next label or branch. Branches and
+    their delay slots belong to no block."""
+    out: list[tuple[int, int]] = []
+    start = 0
+    i = 0
+    n = len(ops)
+    while i < n:
+        op = ops[i]
+        if isinstance(op, sf.LabelOp):
+            if start < i:
+                out.append((start, i))
+            start = i + 1
+        elif isinstance(op, sf.BranchOperation):
+            if start < i:
+                out.append((start, i))
+            i += slots  # the delay slots
+            start = i + 1
+        i += 1
+    if start < n:
+        out.append((start, n))
+    return out
+
+
+def known_registers(ops: Sequence[Operation], slots: int) -> list[dict[int, int]]:
+    """For each op, the register values known just before it from the straight-line code since
+    the last label (MOVI, MOV shl, ADDI, MULI, ADD/MUL of known values); r0 is 0."""
+    out: list[dict[int, int]] = []
+    known: dict[int, int] = {0: 0}
+    for op in ops:
+        out.append(dict(known))
+        if isinstance(op, sf.LabelOp):
+            known = {0: 0}
+            continue
+        if not isinstance(op, sf.SnowflakeInstruction):
+            continue
+        w = op.writes()
+        if not w:
+            continue
+        value = None
+        r = lambda name: known.get(op.reg_index(name))  # noqa: E731
+        if isinstance(op, sf.MoviOp):
+            value = op._int("imm")
+        elif isinstance(op, sf.MovOp) and r("rs1") is not None:
+            value = r("rs1") << op._int("shift")
+        elif isinstance(op, sf.AddiOp) and r("rs1") is not None:
+            value = r("rs1") + op._int("imm")
+        elif isinstance(op, sf.MuliOp) and r("rs1") is not None:
+            value = r("rs1") * op._int("imm")
+        elif isinstance(op, sf.AddOp) and r("rs1") is not None and r("rs2") is not None:
+            value = r("rs1") + r("rs2")
+        elif isinstance(op, sf.MulOp) and r("rs1") is not None and r("rs2") is not None:
+            value = r("rs1") * r("rs2")
+        if value is None or not -(1 << 31) <= value < (1 << 31):
+            known.pop(w, None)
+        else:
+            known[w] = value
+    return out
+
+
+def issue_cycles(seq: Sequence[Operation], latency: int, loop: bool = False) -> tuple[int, int]:
+    """(cycles, summed dispatch offsets of the vector ops and loads) of `seq` issued in order,
+    one per cycle, a scalar result readable `latency` cycles after its dispatch; a loop body
+    is measured on its second pass, so a result the next iteration reads early counts."""
+    t = start = machine = 0
+    ready: dict[int, int] = {}
+    for _ in range(2 if loop else 1):
+        start, machine = t, 0
+        for op in seq:
+            if not isinstance(op, sf.SnowflakeInstruction):
+                continue
+            d = max([t] + [ready.get(r, 0) for r in op.reads() if r])
+            if is_machine(op):
+                machine += d - start
+            t = d + 1
+            w = op.writes()
+            if w:
+                ready[w] = d + latency
+    return t - start, machine

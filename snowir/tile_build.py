@@ -1,0 +1,177 @@
+"""
+The `tile` IR of a layer, built from the planner's decisions, and read back.
+
+`nn-to-tile` builds a `tile.layer` per device conv / max pool (geometry as a typed
+`#tile.conv_shape` / `#tile.pool_shape`, DRAM regions with the packed weight image, kernel
+tile, maps tiles with their loads and windows); `tile-loop-order` rebuilds the maps tiles of
+a conv for the loop order it chooses; `tile-to-asm` reads the layer back (`conv_shape_of`,
+`regions_of`). One module, so the three agree on what each attribute means.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from xdsl.dialects.builtin import IntegerAttr, i64
+from xdsl.ir import Operation, SSAValue
+
+from snowir.conv_plan import ConvLayout, ConvPlan, ConvShape, conv_layout, input_rows, pack_weights, plan_conv
+from snowir.dialects import nn, tile
+from snowir.golden import Golden, Q, constant_array, element_frac, _ints
+from snowir.hw import SnowflakeConfig
+from snowir.indp_codegen import choose_mode, indp_kernel_words, kernels_per_tile, pack_indp
+from snowir.nn_util import conv_shape
+from snowir.pool_codegen import PoolShape, plan_pool
+from snowir.resources import int16_resource
+
+POOL_SLACK = 64  # bytes after a pool's output: the lanes of a partly used CU write there
+
+
+def conv_shape_attr(s: ConvShape) -> tile.ConvShapeAttr:
+    return tile.ConvShapeAttr.get(**{f: int(getattr(s, f)) for f in tile.ConvShapeAttr.FIELDS})
+
+
+def conv_shape_of(attr: tile.ConvShapeAttr) -> ConvShape:
+    v = attr.values()
+    return ConvShape(**{**v, "relu": bool(v["relu"])})
+
+
+def pool_shape_attr(p: PoolShape) -> tile.PoolShapeAttr:
+    return tile.PoolShapeAttr.get(**dataclasses.asdict(p))
+
+
+def pool_shape_of(attr: tile.PoolShapeAttr) -> PoolShape:
+    return PoolShape(**attr.values())
+
+
+def regions_of(layer: tile.LayerOp) -> dict[str, tile.DramRegionOp]:
+    return {op.label.data: op for op in layer.body.block.ops if isinstance(op, tile.DramRegionOp)}
+
+
+def device_input(op: nn.Conv2dOp | nn.MaxPoolOp) -> SSAValue:
+    """The tensor a device layer reads from DRAM: a conv over a channel slice reads the
+    slice's source in place (a strided view), everything else its input."""
+    if isinstance(op, nn.Conv2dOp) and isinstance(op.input.owner, nn.ChannelSliceOp):
+        return op.input.owner.input
+    return op.input
+
+
+def layer_conv_shape(op: nn.Conv2dOp) -> ConvShape:
+    s = conv_shape(op)
+    if isinstance(op.input.owner, nn.ChannelSliceOp):
+        s = dataclasses.replace(s, cin_total=op.input.owner.input.type.get_shape()[1],
+                                c_base=op.input.owner.start.value.data)
+    return s
+
+
+def _words(value: SSAValue, frac: int) -> np.ndarray:
+    """The int16 words of a quantised constant in Qm.`frac`."""
+    owner = value.owner
+    assert isinstance(owner, nn.ConstantOp)
+    return Golden._q(Q(constant_array(owner), element_frac(value)), frac)
+
+
+def weight_image(op: nn.Conv2dOp, s: ConvShape, mode: str, hw: SnowflakeConfig) -> np.ndarray:
+    """The DRAM weight image of a quantised conv: kernels + biases packed for the mode."""
+    w = constant_array(op.weight.owner)
+    bias = _words(op.bias, element_frac(op.input))
+    return pack_indp(w, bias, hw) if mode == "INDP" else pack_weights(w, bias, -(-s.k // 16))
+
+
+def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeConfig) -> list[Operation]:
+    """The kernel tile and the maps tiles (loads, windows) of a planned conv."""
+    w_addr, out_addr, r_addr = lay.w_addr, lay.out_addr, lay.r_addr
+    if plan.indp:  # vMAC v of every CU: 16 interleaved kernels (weights broadcast)
+        words = indp_kernel_words(s, hw)
+        kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, words, w_addr + 2 * v * words, 0, 0, hw.vmacs + v)
+                        for v in range(hw.vmacs_per_cu)]
+        per_tile = kernels_per_tile(hw)
+    else:
+        kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, s.kernel_words, w_addr + 2 * j * s.kernel_words, 0, 0, j)
+                        for j in range(16)] if s.kernel_words <= hw.weights_buffer_elements else []
+        per_tile = 16
+    ops: list[Operation] = [tile.KernelTileOp(0, per_tile, plan.tiles, kernel_loads)]
+    row = s.w * s.cin
+    prev_end = 0
+    for si, strip in enumerate(plan.strips):
+        words = (strip.r1 - strip.r0) * row
+        if plan.indp:  # each CU its own rows of the row group, at the same buffer address
+            r = plan.cu_rows[si]
+            cu_rows = [input_rows(s.h, s.kh, s.sy, s.pt, y, y + r) for y in range(strip.y0, strip.y1, r)]
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, (r1 - r0) * row, 2 * r0 * row, 0, 0, c)
+                     for c, (r0, r1) in enumerate(cu_rows)]
+        else:
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, words, 2 * strip.r0 * row, 0, 0, 31)]
+        windows = []
+        y = strip.y0
+        while y < strip.y1:
+            iy = y * s.sy - s.pt
+            ky0, ky1 = max(0, -iy), min(s.kh, s.h - iy)
+            y_end = y + 1
+            while y_end < strip.y1 and (max(0, -(y_end * s.sy - s.pt)),
+                                         min(s.kh, s.h - (y_end * s.sy - s.pt))) == (ky0, ky1):
+                y_end += 1
+            windows.append(tile.WindowOp(s.kw * s.c if s.groups == 1 else s.c, ky1 - ky0, s.ow, y_end - y,
+                                         s.sx * s.cin, s.sy * row,
+                                         (iy + ky0 - strip.r0) * row if iy + ky0 >= strip.r0 else 0,
+                                         out_addr + 2 * y * s.ow * s.k, bias_vmov=True,
+                                         bypass_vmov=r_addr is not None))
+            y = y_end
+        overlap = max(0, prev_end - strip.r0) if si else 0
+        prev_end = strip.r1
+        ops.append(tile.MapsTileOp((strip.y0, strip.y1), (strip.r0, strip.r1), overlap, -1, loads + windows))
+    return ops
+
+
+def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None) -> tile.LayerOp:
+    """The tile layer of a device conv: the mode chosen, the maps tiled for the cost model's
+    loop order (`tile-loop-order` decides the order and re-tiles if it changes it)."""
+    s = layer_conv_shape(op)
+    bypass = op.bypass is not None
+    mode = choose_mode(s, hw, bypass, mode)
+    lay = conv_layout(s, bypass, mode, hw)
+    plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
+    image = weight_image(op, s, mode, hw)
+    ops: list[Operation] = [
+        tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
+        tile.DramRegionOp(f"{name}.weights", lay.w_addr, lay.w_bytes, "weights",
+                          int16_resource(f"{name}_w", image)),
+        tile.DramRegionOp(f"{name}.output", lay.out_addr, lay.out_bytes, "output")]
+    if lay.r_addr is not None:
+        ops.append(tile.DramRegionOp(f"{name}.bypass", lay.r_addr, lay.out_bytes, "bypass"))
+    ops += conv_tile_body(s, plan, lay, hw)
+    cost = plan.dram_bytes(hw)
+    extra = {"mloop_bytes": IntegerAttr(cost["Mloop"], i64), "kloop_bytes": IntegerAttr(cost["Kloop"], i64),
+             "shape": conv_shape_attr(s)}
+    if s.relu:
+        extra["relu"] = nn.UnitAttr()
+    return tile.LayerOp(name, tile.LayerKind.CONV, ops, tile.ComputeMode(plan.mode), None, extra)
+
+
+def pool_shape(op: nn.MaxPoolOp) -> PoolShape:
+    _, c, h, w = op.input.type.get_shape()
+    _, _, oh, ow = op.output.type.get_shape()
+    kh, kw = _ints(op.kernel)
+    sy, sx = _ints(op.strides)
+    pt, pl, _, _ = _ints(op.pads)
+    return PoolShape(c, h, w, kh, kw, sy, sx, pt, pl, oh, ow)
+
+
+def pool_layer(op: nn.MaxPoolOp, name: str, hw: SnowflakeConfig) -> tile.LayerOp:
+    """A max pool on the pool units: maps strips (loads broadcast), no kernels."""
+    from snowir.conv_plan import align
+
+    p = pool_shape(op)
+    strips = plan_pool(p, hw)
+    in_b, out_b = p.h * p.w * p.c * 2, p.oh * p.ow * p.c * 2
+    out_addr = align(in_b)
+    ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, in_b, "maps"),
+                            tile.DramRegionOp(f"{name}.output", out_addr, out_b, "output"),
+                            tile.DramRegionOp(f"{name}.slack", out_addr + out_b, POOL_SLACK, "scratch")]
+    row = p.w * p.c
+    for st in strips:
+        ops.append(tile.MapsTileOp((st.y0, st.y1), (st.r0, st.r1), 0, -1,
+                                   [tile.LoadOp(tile.BufferKind.MAPS, (st.r1 - st.r0) * row, 2 * st.r0 * row,
+                                                0, 0, 31)]))
+    return tile.LayerOp(name, tile.LayerKind.MAXPOOL, ops, extra={"shape": pool_shape_attr(p)})
