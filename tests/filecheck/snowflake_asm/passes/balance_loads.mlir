@@ -29,8 +29,9 @@ snowflake_asm.program @p {
   snowflake_asm.mac coop r0, r0, r0 trace 16
 }
 
-// the strip: 4 parts of 4096 elements (the group's 20480 elements over 4 units = 5120 each)
-// CHECK:      snowflake_asm.program @p attributes {loads_balanced} {
+// the strip: 4 parts of 4096 elements (the group's 20480 elements over 4 units = 5120 each), one
+// kernel with each: every unit moves 5120 elements, C_L = 0
+// CHECK:      snowflake_asm.program @p attributes {loads_balanced, load_imbalance_pct = 0.000000e+00 : f64} {
 // CHECK:        snowflake_asm.movi r18, 4096
 // CHECK-NEXT:   snowflake_asm.ld maps r16, r19, r18 unit 0 to all
 // CHECK-NEXT:   snowflake_asm.addi r16, r16, 4096
