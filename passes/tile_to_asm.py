@@ -28,16 +28,23 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.conv_codegen import generate_conv
-from snowir.conv_plan import ConvPlan, LoweringError, Strip, input_rows, plan_conv
+from snowir.conv_plan import ConvLayout, ConvPlan, LoweringError, Strip, input_rows, plan_conv
 from snowir.dialects import snowflake_asm as sf
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
 from snowir.pool_codegen import generate_pool
-from snowir.tile_build import conv_shape_of, pool_shape_of, regions_of
+from snowir.tile_build import conv_shape_of, conv_tile_body, pool_shape_of, regions_of
 
 SEGMENTS = {"maps": ("x", sf.SegmentKind.INPUT), "weights": ("w", sf.SegmentKind.DATA),
             "output": ("y", sf.SegmentKind.OUTPUT), "bypass": ("r", sf.SegmentKind.INPUT),
             "scratch": ("slack", sf.SegmentKind.SCRATCH)}
+
+
+def _strips_edited(layer: tile.LayerOp, plan: ConvPlan) -> bool:
+    """Maps-tile rows that are not the planner's (an edit tile-to-asm follows; the loads and
+    windows inside those tiles are then derived from the new rows)."""
+    rows = [mt._ints("out_rows") for mt in layer.body.block.ops if isinstance(mt, tile.MapsTileOp)]
+    return plan.gather is None and not plan.indp and rows != [(st.y0, st.y1) for st in plan.strips]
 
 
 def _fail(layer: tile.LayerOp, message: str) -> PassFailedException:
@@ -92,10 +99,44 @@ def plan_from_tile(layer: tile.LayerOp, hw: SnowflakeConfig) -> ConvPlan:
                     addr["weights"], addr["output"], "COOP", order)
 
 
+def _schedule_key(op: Operation) -> tuple:
+    """What a tile op says about the schedule: its name, properties and children (load units
+    are balance-loads' decision, checked apart)."""
+    props = tuple(sorted((k, str(v)) for k, v in op.properties.items() if k != "unit"))
+    children = tuple(_schedule_key(c) for r in op.regions for c in r.block.ops) if op.regions else ()
+    return op.name, props, children
+
+
+def check_tiles(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None:
+    """The layer's kernel tile, maps tiles, loads and windows must be the ones its plan implies:
+    tile-to-asm generates code from the plan (shape, mode, loop order, maps-tile rows, regions),
+    so an edit of a load or window it would not follow is refused rather than ignored."""
+    regions = regions_of(layer)
+    r = regions.get("bypass")
+    lay = ConvLayout(regions["maps"].size.value.data, regions["weights"].offset.value.data,
+                     regions["weights"].size.value.data, regions["output"].offset.value.data,
+                     regions["output"].size.value.data, r.offset.value.data if r is not None else None)
+    have = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp | tile.MapsTileOp)]
+    want = conv_tile_body(plan.shape, plan, lay, hw)
+    for op in layer.walk():
+        if isinstance(op, tile.LoadOp) and op._int("unit") != 0:
+            raise _fail(layer, "tile.load unit: load units are balance-loads' decision "
+                               "(balance-loads{units=N}, or edit the snowflake_asm)")
+    if len(have) != len(want):
+        raise _fail(layer, f"{len(have)} kernel/maps tiles where its plan has {len(want)}")
+    for i, (a, b) in enumerate(zip(have, want)):
+        if _schedule_key(a) != _schedule_key(b):
+            what = "kernel tile" if isinstance(a, tile.KernelTileOp) else f"maps tile {i - 1}"
+            raise _fail(layer, f"{what}: its loads or windows differ from what its rows and the layer's "
+                               "decisions imply (tile-to-asm derives them; edit mode, loop_order or maps-tile rows)")
+
+
 def layer_code(layer: tile.LayerOp, hw: SnowflakeConfig, cache: dict[Hashable, list[Operation]]) -> list[Operation]:
     """The layer's instructions; layers with equal plans get clones of one generated program."""
     if layer.kind.data == tile.LayerKind.CONV:
         plan = plan_from_tile(layer, hw)
+        if not _strips_edited(layer, plan):
+            check_tiles(layer, plan, hw)
         key: Hashable = ("conv", plan)
         generate = lambda: generate_conv(plan, hw).ops  # noqa: E731
     elif layer.kind.data == tile.LayerKind.MAXPOOL:

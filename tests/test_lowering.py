@@ -236,6 +236,14 @@ def test_tile_ir_decisions_drive_codegen(tmp_path: Path) -> None:
     bad = tmp_path / "bad.mlir"
     bad.write_text(text.replace("#tile<loop_order Kloop>", "#tile<loop_order Mloop>", 1))  # conv1 is INDP
     assert snow_run([str(bad), "--quiet"]) == 1
+    # a window or load edit tile-to-asm would not follow is refused, not ignored
+    window = text.index("rows = 3", text.index("tile.window", conv2))
+    bad.write_text(text[:window] + "rows = 1" + text[window + len("rows = 3"):])
+    with pytest.raises(Exception, match="maps tile 0: its loads or windows differ"):
+        TileToAsmPass().apply(Context(), api.parse_mlir(bad))
+    bad.write_text(text.replace("unit = 0 : i64, select = 1 : i64", "unit = 2 : i64, select = 1 : i64", 1))
+    with pytest.raises(Exception, match="load units are balance-loads' decision"):
+        TileToAsmPass().apply(Context(), api.parse_mlir(bad))
 
 
 def _residual_block(tmp_path: Path) -> Path:
