@@ -6,10 +6,11 @@ so loads queued on one unit leave the bus idle while the CUs wait. `tile-to-asm`
 LD on unit 0. This pass, per group of loads issued together (LDs of one basic block not
 separated by a vector op: a tile's prefetch, a kernel tile's 16 weight loads):
 
-  * splits an LD larger than one unit's fair share of the group (and at least 2 x `split`
-    elements, addresses and length known from straight-line code) into parts of at least
-    `split` elements, setting the address registers per part and restoring them after, so
-    later code sees the registers unchanged;
+  * splits a large load (at least 2 x `split` elements and half a unit's fair share of the
+    group, addresses and length known from straight-line code) into up to `units` parts of at
+    least `split` elements, setting the address registers per part and restoring them after,
+    so later code sees them unchanged; loads come in the order they are needed, so the first
+    then lands at the bus's rate rather than one port's;
   * assigns units largest-first to the least-loaded unit (LPT), minimising the paper's
     imbalance C_L = (L_max / mean L - 1) x 100% over the `units` units of the group.
 
@@ -88,24 +89,29 @@ def balance_program(program: sf.ProgramOp, units: int, split: int, hw: Snowflake
             return
         lengths = [regs.get(out[i][0].reg_index("rs2")) for i, regs in group]
         mean = sum(n for n in lengths if n) / max(1, sum(1 for n in lengths if n)) or 1.0
-        # a load larger than a unit's fair share of the group is split (C17 §6.3: "break a
-        # single large load transaction into multiple smaller loads")
-        share = sum(n or mean for n in lengths) / units
-        for (i, regs), n in zip(group, lengths):
-            if not n or n < 2 * split or n <= share or not _splittable(out[i][0], regs):
-                continue
-            parts = min(units, n // split, -(-n // int(share)) if share >= 1 else units)
-            if parts > 1:
-                out[i] = _split(out[i][0], regs, parts)
-        pieces: list[tuple[sf.LdOp, float]] = []
-        for (i, regs), n in zip(group, lengths):
-            lds = [o for o in out[i] if isinstance(o, sf.LdOp)]
-            pieces += [(ld, (n or mean) / len(lds)) for ld in lds]
+        sizes = [n or mean for n in lengths]
+        # C17 §6.3: "break a single large load transaction into multiple smaller loads" -- a load
+        # of at least half a unit's fair share of the group goes to every unit (loads come in the
+        # order they are needed, so the first one then lands at the bus's rate, not one port's);
+        # many small loads (a kernel tile's 16) are only spread
+        share = sum(sizes) / units
+        parts = [min(units, n // split) if n and n >= 2 * split and 2 * n > share and _splittable(out[i][0], regs)
+                 else 1 for (i, regs), n in zip(group, lengths)]
         load = [0.0] * units
-        for ld, size in sorted(pieces, key=lambda p: -p[1]):
-            u = min(range(units), key=lambda k: (load[k], k))
+        where: list[list[int]] = [[] for _ in group]
+        pieces = sorted(((sizes[k] / parts[k], k) for k in range(len(group)) for _ in range(parts[k])),
+                        key=lambda p: (-p[0], p[1]))
+        for size, k in pieces:
+            u = min(range(units), key=lambda x: (load[x], x))
             load[u] += size
-            ld.properties["unit"] = IntAttr(u)
+            where[k].append(u)
+        for k, ((i, regs), n) in enumerate(zip(group, lengths)):
+            if parts[k] > 1:
+                out[i] = _split(out[i][0], regs, parts[k])
+            lds = [o for o in out[i] if isinstance(o, sf.LdOp)]
+            for ld, u in zip(lds, sorted(where[k])):
+                ld.properties["unit"] = IntAttr(u)
+        pieces = [ld for k in range(len(group)) for ld in out[group[k][0]] if isinstance(ld, sf.LdOp)]
         total = sum(load)
         if total and len(pieces) > 1:
             stats.append(((max(load) / (total / hw.load_units) - 1) * 100, total))

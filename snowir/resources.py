@@ -32,7 +32,7 @@ def put_blob(key: str, data: bytes) -> str:
     """Store `data` under a fresh key derived from `key`; returns the key used."""
     iface = _interface()
     used = iface.declare_resource(key)
-    iface._blob_storage[used] = "0x" + (_ALIGNMENT_PREFIX + data).hex().upper()
+    iface._blob_storage[used] = "0x" + (_ALIGNMENT_PREFIX + data).hex()
     return used
 
 
