@@ -63,6 +63,9 @@ class NNToTilePass(ModulePass):
         if self.mode not in ("auto", "COOP", "INDP"):
             raise PassFailedException(f"nn-to-tile: mode must be auto, COOP or INDP, not '{self.mode}'")
         hw = SnowflakeConfig.load(self.hw or None)
+        if (hw.cus, hw.vmacs_per_cu) != (4, 4):
+            raise PassFailedException(f"nn-to-tile: the code generator targets 4 CUs x 4 vMACs (16 kernels per "
+                                      f"COOP tile); the configuration has {hw.cus} x {hw.vmacs_per_cu}")
         mode = None if self.mode == "auto" else self.mode
         taken = {o.sym_name.data for o in op.walk() if hasattr(o, "sym_name") and isinstance(o.sym_name, StringAttr)}
         layers = []

@@ -9,7 +9,10 @@ pre-activation BN, average pools as convs) and average pools whose border window
 padding, and a ReLU / add that fuse-relu / fuse-residual-add could not fold into a conv,
 have no efficient Snowflake mapping — a MAC trace
 sums over contiguous channels — so they run on the host too, in the exact fixed-point
-arithmetic of the golden model. The runner and the reports follow this attribute.
+arithmetic of the golden model. So does any conv, max pool or concat the lowering cannot
+place (`snowir.lowerable.device_refusal`, the planners' own answer: a dilated conv, a max pool
+over 200 channels, a concat on the width axis), with the reason as `host_reason`. The runner
+and the reports follow these attributes.
 """
 
 from dataclasses import dataclass
@@ -19,6 +22,8 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 
 from snowir.dialects import nn
+from snowir.hw import SnowflakeConfig
+from snowir.lowerable import device_refusal
 
 DEVICE = (nn.Conv2dOp, nn.DenseOp, nn.MaxPoolOp, nn.AvgPoolOp, nn.GlobalAvgPoolOp, nn.AddOp, nn.ReluOp,
           nn.ConcatOp, nn.FlattenOp, nn.ReshapeOp, nn.IdentityOp, nn.ChannelSliceOp)
@@ -34,9 +39,14 @@ class PartitionHostPass(ModulePass):
     name = "partition-host"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        hw = SnowflakeConfig()
         for inner in op.walk():
             if inner.name.startswith("nn.") and not isinstance(inner, nn.ConstantOp):
                 device = isinstance(inner, DEVICE) and not _depthwise(inner)
+                reason = device_refusal(inner, hw) if device else None
+                if reason is not None:
+                    device = False
+                    inner.attributes["host_reason"] = StringAttr(reason)
                 inner.attributes["place"] = StringAttr("snowflake" if device else "host")
 
 

@@ -117,7 +117,7 @@ def check_tiles(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> Non
                      regions["weights"].size.value.data, regions["output"].offset.value.data,
                      regions["output"].size.value.data, r.offset.value.data if r is not None else None)
     have = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp | tile.MapsTileOp)]
-    want = conv_tile_body(plan.shape, plan, lay, hw)
+    want = conv_tile_body(conv_shape_of(layer.shape), plan, lay, hw)  # the layer's shape (a gathered plan's is compact)
     for op in layer.walk():
         if isinstance(op, tile.LoadOp) and op._int("unit") != 0:
             raise _fail(layer, "tile.load unit: load units are balance-loads' decision "

@@ -30,13 +30,23 @@ def _softmax_input(graph: onnx.GraphProto) -> str | None:
     return None
 
 
+ORT_MAX_IR_VERSION = 10
+"""The newest ONNX IR version the pinned onnxruntime loads; models are given it for --check."""
+
+
 def ort_logits(model: onnx.ModelProto | str, x: np.ndarray) -> np.ndarray:
+    """onnxruntime fp32 logits of the model as snowir imports it (opset upgraded, as the
+    importer does, so old operators ORT no longer implements still run)."""
     import onnxruntime as ort
 
+    from snowir.onnx_import import prepare
+
+    source = model if isinstance(model, str) else "<model>"
     if isinstance(model, str):
         model = onnx.load(model)
     probe = onnx.ModelProto()
-    probe.CopyFrom(model)
+    probe.CopyFrom(prepare(model, source))
+    probe.ir_version = min(probe.ir_version, ORT_MAX_IR_VERSION)
     logits = _softmax_input(probe.graph) or probe.graph.output[0].name
     if logits not in {o.name for o in probe.graph.output}:
         probe.graph.output.insert(0, helper.make_tensor_value_info(logits, onnx.TensorProto.FLOAT, None))
@@ -65,8 +75,12 @@ def golden_logits(module: ModuleOp, x: np.ndarray) -> np.ndarray:
     outputs = golden.run(x)
     if last_softmax_input is not None and "logits" not in captured:
         owner = last_softmax_input.owner
-        if not hasattr(owner, "results"):  # the softmax reads a block argument
-            captured["logits"] = x
+        if not hasattr(owner, "results"):  # the softmax reads a block argument: as the model holds it
+            from snowir.fixedpoint import dequantize
+            from snowir.golden import element_frac, quantize
+
+            frac = element_frac(last_softmax_input)
+            captured["logits"] = x if frac is None else dequantize(quantize(x, frac), frac)
     return np.asarray(captured.get("logits", outputs[0]), np.float32)
 
 

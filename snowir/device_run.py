@@ -60,8 +60,9 @@ class DeviceRun:
     events: list = field(default_factory=list)  # timing events of every layer, on one time line
 
 
-def _hwc(words: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(words[0].transpose(1, 2, 0)).ravel()
+def _hwc(image: np.ndarray) -> np.ndarray:
+    """One (C, H, W) image, channel-innermost as the device reads it."""
+    return np.ascontiguousarray(image.transpose(1, 2, 0)).ravel()
 
 
 def images_of(module: ModuleOp) -> dict[str, sf.ImageOp]:
@@ -127,25 +128,37 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
                 assembled[ref.data] = assemble(image_op)
             image = assembled[ref.data]
             compile_s = time.perf_counter() - t0
-            inputs = {"x": _hwc(golden._q(env[device_input(op)], frac))}
-            if isinstance(op, nn.Conv2dOp) and op.bypass is not None:
-                inputs["r"] = _hwc(golden._q(env[op.bypass], frac))
-            run = run_image(image, hw, engine, inputs, record, module=image_op if engine == "reference" else None)
-            if record:
-                from snowir.machine.timing import Event
-
-                start = sum(layer.cycles for layer in result.layers)
-                result.events.append(Event("control", f"layer {name}", start, start + run.cycles))
-                result.events.extend(Event(e.track, e.name, e.start + start, e.end + start) for e in run.timing.events)
+            words = golden._q(env[device_input(op)], frac)
+            bypass = golden._q(env[op.bypass], frac) if isinstance(op, nn.Conv2dOp) and op.bypass is not None else None
             n, k, oh, ow = op.results[0].type.get_shape()
-            got = run.outputs["y"].reshape(oh, ow, k).transpose(2, 0, 1)[None]
+            outs, runs = [], []
+            for i in range(n):  # one program run per image of the batch
+                inputs = {"x": _hwc(words[i])}
+                if bypass is not None:
+                    inputs["r"] = _hwc(bypass[i])
+                run = run_image(image, hw, engine, inputs, record, module=image_op if engine == "reference" else None)
+                if record:
+                    from snowir.machine.timing import Event
+
+                    start = sum(layer.cycles for layer in result.layers) + sum(r.cycles for r in runs)
+                    result.events.append(Event("control", f"layer {name}" + (f" image {i}" if n > 1 else ""),
+                                               start, start + run.cycles))
+                    result.events.extend(Event(e.track, e.name, e.start + start, e.end + start)
+                                         for e in run.timing.events)
+                outs.append(run.outputs["y"].reshape(oh, ow, k).transpose(2, 0, 1))
+                runs.append(run)
+            got = np.stack(outs)
             exact = bool(np.array_equal(got, expected.words))
-            t = run.timing
+            stalls = stall_breakdown({})
+            for r in runs:
+                for cause, v in r.timing.stalls.items():
+                    stalls[cause] += int(v)
+            unit_bytes = [sum(r.timing.unit_bytes[u] for r in runs) for u in range(hw.load_units)]
             result.layers.append(LayerResult(
-                op, name, op.name.removeprefix("nn."), run.cycles, t.macs, t.lane_macs, t.dram_bytes,
-                len(image.code), run.machine.dynamic, stall_breakdown(t.stalls), _attr(image_op, "mode"),
-                _attr(image_op, "loop_order"), _load_imbalance(image_op, t.unit_bytes), exact, run.simulate_s,
-                compile_s))
+                op, name, op.name.removeprefix("nn."), sum(r.cycles for r in runs), sum(r.timing.macs for r in runs),
+                sum(r.timing.lane_macs for r in runs), sum(r.timing.dram_bytes for r in runs), len(image.code),
+                sum(r.machine.dynamic for r in runs), stalls, _attr(image_op, "mode"), _attr(image_op, "loop_order"),
+                _load_imbalance(image_op, unit_bytes), exact, sum(r.simulate_s for r in runs), compile_s))
             env[op.results[0]] = Q(got.astype(np.int16), frac)
             continue
         if _unlowered(op):

@@ -17,6 +17,16 @@ def _first_line(text: str) -> str:
     return text.strip()
 
 
+def pipeline_error(e: BaseException) -> str:
+    """xDSL's pass-pipeline parse error ("Error parsing ...:\n<where>\n<spec>\n<caret>\n<reason>")
+    as one line that keeps where and why."""
+    message = str(e.args[0]) if e.args else type(e).__name__
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    where = next((line.removeprefix("pass-pipeline:") for line in lines if line.startswith("pass-pipeline:")), "?")
+    reason = lines[-1] if len(lines) > 1 else message
+    return f"bad pass pipeline (column {where.split(':')[-1]}): {reason}"
+
+
 def one_line(e: BaseException, input_name: str = "<input>") -> str:
     if isinstance(e, SnowError):
         return _first_line(str(e))
@@ -28,6 +38,8 @@ def one_line(e: BaseException, input_name: str = "<input>") -> str:
     if isinstance(e, (OSError,)) and getattr(e, "filename", None):
         return f"{e.filename}: {e.strerror}"
     message = str(e.args[0]) if e.args else type(e).__name__
+    if type(e).__name__ == "ArgSpecParseError":
+        return f"{input_name}: error: {pipeline_error(e)}"
     first = _first_line(message)
     if type(e).__name__ in ("VerifyException", "DiagnosticException"):
         return f"{input_name}: error: verification failed: {first}"

@@ -142,25 +142,43 @@ class SnowflakeConfig:
         return cls.from_json(data, str(p))
 
     def validate(self, source: str = "<config>") -> None:
-        positive = [
-            "cus", "vmacs_per_cu", "macs_per_vmac", "maps_bank_bytes", "maps_banks",
-            "weights_buffer_bytes", "icache_banks",
-            "icache_bank_instructions", "registers", "scalar_latency",
-            "vector_queue_depth", "load_units", "dram_bytes",
-        ]
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{source}: parameter '{name}' must be positive")
-        if self.clock_mhz <= 0 or self.dram_gbps <= 0 or self.unit_gbps <= 0:
-            raise ConfigError(f"{source}: clock and bandwidths must be positive")
-        if self.registers > 32:
-            raise ConfigError(f"{source}: the encoding has 5-bit register fields (<= 32)")
-        if self.load_units > 4:
-            raise ConfigError(f"{source}: the LD encoding has a 2-bit load-unit field (<= 4)")
-        if self.vmacs > 16 or self.cus > 4:
-            raise ConfigError(f"{source}: select fields address at most 4 CUs x 4 vMACs")
-        if self.element_bytes != 2:
-            raise ConfigError(f"{source}: only 16-bit elements are supported")
+        """Every field within its range (RANGES); one line naming the first field that is not."""
+        for name, (lo, hi, why) in RANGES.items():
+            value = getattr(self, name)
+            if not lo <= value <= hi:
+                span = f"= {lo}" if lo == hi else f">= {lo}" if hi == float("inf") else f"in [{lo}, {hi}]"
+                raise ConfigError(f"{source}: parameter '{name}' = {value} must be {span} ({why})")
+        if self.unit_gbps > self.dram_gbps:
+            raise ConfigError(f"{source}: parameter 'unit_gbps' = {self.unit_gbps} exceeds 'dram_gbps' = "
+                              f"{self.dram_gbps} (one port cannot be faster than the shared bus)")
+        if self.maps_bank_bytes % (2 * self.element_bytes) or self.weights_buffer_bytes % (2 * self.element_bytes):
+            raise ConfigError(f"{source}: buffer sizes must be whole multiples of 2 elements")
+
+
+_INF = float("inf")
+RANGES: dict[str, tuple[float, float, str]] = {
+    "cus": (1, 4, "the LD/VMOV select fields address 4 CUs"),
+    "vmacs_per_cu": (1, 4, "the select fields address 4 vMACs per CU"),
+    "macs_per_vmac": (16, 16, "[S] a vMAC is 16 MACs, 256 bits per cycle"),
+    "clock_mhz": (1.0, 10_000.0, "a clock in MHz"),
+    "maps_bank_bytes": (1024, 1 << 20, "element addresses are 16-bit wide per bank pair"),
+    "maps_banks": (1, 8, "banks per CU"),
+    "weights_buffer_bytes": (64, 1 << 17, "per vMAC"),
+    "element_bytes": (2, 2, "[S] 16-bit data"),
+    "icache_banks": (2, 2, "[S] the cache streams through 2 banks (C17 §5.2)"),
+    "icache_bank_instructions": (64, 4096, "instructions per bank"),
+    "registers": (32, 32, "[S] 32 registers; r30/r31 are icache-banking's"),
+    "scalar_latency": (1, 16, "cycles from dispatch to a readable result"),
+    "branch_delay_slots": (4, 4, "[S] C17 §4: 4 delay slots, which the code relies on"),
+    "vector_queue_depth": (1, 1024, "in-flight vector ops"),
+    "result_latency": (0, 1000, "cycles from a trace's end to its write-back request"),
+    "vmov_cycles": (1, 1000, "cycles of a VMOV on the CUs"),
+    "load_units": (1, 4, "the LD encoding has a 2-bit load-unit field"),
+    "dram_gbps": (0.001, 10_000.0, "shared DRAM bandwidth in GB/s"),
+    "unit_gbps": (0.001, 10_000.0, "one load unit's port in GB/s"),
+    "ld_startup_cycles": (0, 100_000, "cycles from an LD's request to its first data"),
+    "dram_bytes": (1 << 16, 1 << 32, "DRAM the machine model allocates"),
+}
 
 
 DEFAULT = SnowflakeConfig()

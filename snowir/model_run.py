@@ -32,6 +32,7 @@ class ModelRun:
     module: ModuleOp
     outputs: list[np.ndarray]
     report: dict[str, Any]
+    events: list | None = None  # timing events of every device layer (record=True)
 
 
 def load_model(path: str | Path, input_shape: str | None = None) -> tuple[ModuleOp, str | None]:
@@ -72,8 +73,13 @@ def apply_pipeline(module: ModuleOp, pipeline: str) -> None:
         return
     try:
         passes = PassPipeline.parse_spec(all_passes(), spec)
-    except Exception as e:  # noqa: BLE001 - unknown pass / bad option
-        raise SnowError(f"--pipeline '{pipeline}': {str(e).splitlines()[0]}") from None
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # noqa: BLE001 - xDSL's ArgSpecParseError is a BaseException
+        from snowir.errors import pipeline_error
+
+        reason = pipeline_error(e) if type(e).__name__ == "ArgSpecParseError" else str(e).splitlines()[0]
+        raise SnowError(f"--pipeline '{pipeline}': {reason}") from None
     from snowir import api
 
     passes.apply(api.context(), module)
@@ -87,6 +93,24 @@ def _format(op) -> str | None:
     if isinstance(elem, nn.FixedType):
         return f"Q{elem.int_bits.data}.{elem.frac_bits.data}"
     return None
+
+
+def check_input(x: np.ndarray, shape: list[int], source: str, module: ModuleOp) -> np.ndarray:
+    """The model input as float32, refused in one line when its shape is wrong or it holds
+    NaN or infinity (quantising those would give plausible-looking garbage)."""
+    name = main_of(module).body.block.args[0].name_hint or "input"
+    if list(x.shape) != shape:
+        raise SnowError(f"{source}: input '{name}' has shape {list(x.shape)}, the model expects {shape}")
+    if not np.issubdtype(x.dtype, np.number) or np.iscomplexobj(x):
+        raise SnowError(f"{source}: input '{name}' has element type {x.dtype}; give real numbers")
+    x = np.asarray(x, np.float32)
+    bad = ~np.isfinite(x)
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        kind = "NaN" if np.isnan(x[first]) else "infinity"
+        raise SnowError(f"{source}: input '{name}' holds {int(bad.sum())} NaN/infinite values (first: {kind} at "
+                        f"index {list(first)}); refused rather than quantised")
+    return x
 
 
 def layer_rows(module: ModuleOp) -> list[dict[str, Any]]:
@@ -131,8 +155,7 @@ def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | Non
     shape = list(args[0].type.get_shape())
     if x is None:
         x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-    elif list(x.shape) != shape:
-        raise SnowError(f"input has shape {list(x.shape)}, the model expects {shape}")
+    x = check_input(x, shape, str(path), module)
     t0 = time.perf_counter()
     outputs = Golden(module).run(x)
     simulate_s = time.perf_counter() - t0
@@ -191,7 +214,8 @@ def lower(module: ModuleOp, pipeline: str | None = None, hw: SnowflakeConfig | N
 
 def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline: str | None = None,
                         check: bool = False, input_shape: str | None = None, hw: SnowflakeConfig | None = None,
-                        engine: str = "fast", seed: int = 0, progress=None, trace: str | None = None) -> ModelRun:
+                        engine: str = "fast", seed: int = 0, progress=None, trace: str | None = None,
+                        record: bool = False) -> ModelRun:
     """Lower (the remaining passes of the default pipeline, after `pipeline` if given), run every
     device layer's image on the machine model, compare with golden and onnxruntime."""
     from snowir.device_run import device_report, run_device
@@ -204,10 +228,9 @@ def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline:
     shape = list(main_of(module).body.block.args[0].type.get_shape())
     if x is None:
         x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-    elif list(x.shape) != shape:
-        raise SnowError(f"input has shape {list(x.shape)}, the model expects {shape}")
+    x = check_input(x, shape, str(path), module)
     try:
-        run = run_device(module, x, hw, engine, progress, record=trace is not None)
+        run = run_device(module, x, hw, engine, progress, record=record or trace is not None)
     except SnowError as e:
         raise SnowError(f"{path}: {e}") from None
     report = device_report(run, hw, str(path), layer_rows(module))
@@ -226,4 +249,4 @@ def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline:
         cmp = compare(ref.reshape(run.logits.shape), run.logits)
         report["check"] = {"reference": reference, "max_abs_err": cmp["max_abs_err"], "snr_db": cmp["snr_db"],
                            "golden_bit_exact": exact, "top1_match": cmp["top1_match"]}
-    return ModelRun(module, run.outputs, report)
+    return ModelRun(module, run.outputs, report, run.events)

@@ -162,6 +162,9 @@ class Importer:
             if tt.elem_type != onnx.TensorProto.FLOAT:
                 raise OnnxImportError(f"{self.source}: input '{inp.name}' has element type "
                                       f"{onnx.TensorProto.DataType.Name(tt.elem_type)}; only float32 models are supported")
+            if any(d.HasField("dim_value") and d.dim_value == 0 for d in tt.shape.dim):
+                raise OnnxImportError(f"{self.source}: input '{inp.name}' has a zero-size dimension "
+                                      f"{[d.dim_value if d.HasField('dim_value') else d.dim_param for d in tt.shape.dim]}")
             dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tt.shape.dim]
             if "" in self.input_shapes and len(inputs) == 1:
                 self.input_shapes = {inp.name: self.input_shapes[""]}

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import pytest
@@ -16,6 +17,7 @@ def test_defaults_are_the_zc706_build() -> None:
 
 def test_json_round_trip(tmp_path) -> None:
     hw = SnowflakeConfig(cus=2, dram_gbps=8.0, ld_startup_cycles=10)
+    hw.validate()
     path = tmp_path / "hw.json"
     hw.save(path)
     assert SnowflakeConfig.load(path) == hw
@@ -26,9 +28,14 @@ def test_json_round_trip(tmp_path) -> None:
     [
         ({"nope": 1}, "unknown hardware parameter 'nope'"),
         ({"cus": "4"}, "parameter 'cus' must be int"),
-        ({"cus": 0}, "parameter 'cus' must be positive"),
-        ({"registers": 64}, "5-bit register fields"),
-        ({"dram_gbps": -1.0}, "bandwidths must be positive"),
+        ({"cus": 0}, r"parameter 'cus' = 0 must be in \[1, 4\]"),
+        ({"registers": 64}, r"parameter 'registers' = 64 must be = 32"),
+        ({"dram_gbps": -1.0}, r"parameter 'dram_gbps' = -1.0 must be in"),
+        ({"result_latency": -3}, r"parameter 'result_latency' = -3 must be in \[0, 1000\]"),
+        ({"vmov_cycles": 0}, r"parameter 'vmov_cycles' = 0"),
+        ({"branch_delay_slots": -1}, r"parameter 'branch_delay_slots' = -1 must be = 4"),
+        ({"ld_startup_cycles": -5}, r"parameter 'ld_startup_cycles' = -5"),
+        ({"unit_gbps": 5.0}, r"'unit_gbps' = 5.0 exceeds 'dram_gbps'"),
     ],
 )
 def test_bad_config_is_one_line_error(tmp_path, data, message) -> None:
@@ -44,3 +51,10 @@ def test_unreadable_config(tmp_path) -> None:
     path.write_text("{oops")
     with pytest.raises(ConfigError, match="invalid JSON"):
         SnowflakeConfig.load(path)
+
+
+def test_every_field_has_a_range() -> None:
+    from snowir.hw import RANGES
+
+    assert set(RANGES) == {f.name for f in dataclasses.fields(SnowflakeConfig)}
+    SnowflakeConfig().validate()  # the defaults are in range

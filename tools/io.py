@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
+
+from snowir.errors import SnowError
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
@@ -35,3 +38,55 @@ def save_npz_atomic(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     write_bytes_atomic(path, buf.getvalue())
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()
+
+
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+class Outputs:
+    """The files a command writes, written together at its end: all of them or none. Every
+    target directory is checked first; each file goes to a temporary name beside its target,
+    and only when all are written are they renamed into place. `-` is standard output."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, bytes]] = []
+
+    def add(self, path: str, data: bytes) -> None:
+        self.items.append((path, data))
+
+    def commit(self) -> None:
+        for path, _ in self.items:
+            if path == "-":
+                continue
+            parent = Path(path).resolve().parent
+            if not parent.is_dir():
+                raise SnowError(f"{path}: directory {parent} does not exist (nothing written)")
+        staged: list[tuple[str, str]] = []
+        try:
+            for path, data in self.items:
+                if path == "-":
+                    continue
+                tmp = f"{path}.tmp{os.getpid()}"
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                staged.append((tmp, path))
+            for tmp, path in staged:
+                os.replace(tmp, path)
+        except OSError as e:
+            raise SnowError(f"{e.filename or '?'}: cannot write: {e.strerror} (nothing written)") from None
+        finally:
+            for tmp, _ in staged:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        for path, data in self.items:
+            if path == "-":
+                sys.stdout.write(data.decode())

@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--input-shape", help="static shape for ONNX inputs with dynamic dimensions, e.g. 1,3,224,224")
     p.add_argument("--min-snr", type=float, default=30.0,
                    help="--check fails below this SNR (dB) of the logits against the reference (default 30)")
+    p.add_argument("--check-top1", action="store_true",
+                   help="--check passes on top-1 agreement with the reference instead of --min-snr "
+                        "(bit-exactness against golden is always required)")
     return p
 
 
@@ -76,17 +79,6 @@ def print_table(report: dict[str, Any], out=None) -> None:
         print(f"{r['name']:<{wn}} " + " ".join(f"{r['stall_cycles'].get(c, 0):>11,}" for c in causes), file=out)
 
 
-def _write_report(path: str, report: dict[str, Any]) -> None:
-    """The JSON report to `path`, or to stdout for `-` (FileCheck-able cycle counts)."""
-    text = json.dumps(report, indent=2) + "\n"
-    if path == "-":
-        sys.stdout.write(text)
-        return
-    from snowir.tools.io import write_text_atomic
-
-    write_text_atomic(path, text)
-
-
 class Progress:
     """At most one progress line per second on stderr while a long simulation runs."""
 
@@ -116,16 +108,30 @@ def _is_nn_level(path: str) -> bool:
     return False
 
 
+def _check_failure(args: argparse.Namespace, report: dict[str, Any]) -> str | None:
+    """Why --check fails, or None."""
+    c = report["check"]
+    if not args.check or c is None:
+        return None
+    if not c["golden_bit_exact"]:
+        return "machine output differs from the golden model"
+    if args.check_top1:
+        return None if c["top1_match"] else f"top-1 differs from {c['reference']}"
+    if c["snr_db"] < args.min_snr:
+        return f"SNR {c['snr_db']:.1f} dB < {args.min_snr} dB against {c['reference']}"
+    return None
+
+
 def run_nn(args: argparse.Namespace) -> int:
-    """ONNX / nn-level models: the golden model until nn -> snowflake_asm lowering lands."""
+    """ONNX / nn / tile / lowered modules: lowered (the rest of the default pipeline) and run
+    on the machine model, or on the golden model with --engine golden."""
     from snowir.model_run import run_model
-    from snowir.tools.io import save_npy_atomic, save_npz_atomic, write_text_atomic
 
     hw = SnowflakeConfig.load(args.hw)
     x = None
     if args.input:
         try:
-            x = np.load(args.input).astype(np.float32)
+            x = np.load(args.input)
         except (OSError, ValueError) as e:
             raise SnowError(f"{args.input}: cannot read input array: {e}") from None
     if not args.quiet:
@@ -138,7 +144,7 @@ def run_nn(args: argparse.Namespace) -> int:
 
         say = None if args.quiet else (lambda msg: print(f"snow-run: ... {msg}", file=sys.stderr, flush=True))
         result = run_model_on_device(args.model, x, args.pipeline, args.check, args.input_shape, hw, args.engine,
-                                     progress=say, trace=args.trace)
+                                     progress=say, record=bool(args.trace))
     report = result.report
     if not args.quiet:
         print_table(report)
@@ -146,20 +152,25 @@ def run_nn(args: argparse.Namespace) -> int:
             c = report["check"]
             print(f"check vs {c['reference']}: SNR {c['snr_db']:.1f} dB, max abs err {c['max_abs_err']:.4g}, "
                   f"top-1 {'match' if c['top1_match'] else 'MISMATCH'}, golden bit-exact {c['golden_bit_exact']}")
+    failure = _check_failure(args, report)
+    if failure:
+        print(f"snow-run: {args.model}: check failed: {failure} (nothing written)", file=sys.stderr)
+        return 1
+    from snowir.tools.io import Outputs, npy_bytes, npz_bytes
+
+    out = Outputs()
     if args.output:
         if len(result.outputs) == 1 and not args.output.endswith(".npz"):
-            save_npy_atomic(args.output, result.outputs[0])
+            out.add(args.output, npy_bytes(result.outputs[0]))
         else:
-            save_npz_atomic(args.output, {f"output{i}": o for i, o in enumerate(result.outputs)})
+            out.add(args.output, npz_bytes({f"output{i}": o for i, o in enumerate(result.outputs)}))
     if args.report:
-        _write_report(args.report, report)
-    if args.check and not report["check"]["golden_bit_exact"]:
-        print(f"snow-run: {args.model}: check failed: machine output differs from the golden model", file=sys.stderr)
-        return 1
-    if args.check and report["check"]["snr_db"] < args.min_snr:
-        print(f"snow-run: {args.model}: check failed: SNR {report['check']['snr_db']:.1f} dB < {args.min_snr} dB",
-              file=sys.stderr)
-        return 1
+        out.add(args.report, (json.dumps(report, indent=2) + "\n").encode())
+    if args.trace:
+        from snowir.machine.trace import trace_bytes
+
+        out.add(args.trace, trace_bytes(None, hw, result.events))
+    out.commit()
     return 0
 
 
@@ -170,7 +181,6 @@ def run(args: argparse.Namespace) -> int:
         return run_nn(args)
     from snowir.fixedpoint import dequantize
     from snowir.machine.run import program_report
-    from snowir.tools.io import save_npy_atomic, save_npz_atomic, write_text_atomic
 
     hw = SnowflakeConfig.load(args.hw)
     t0 = time.perf_counter()
@@ -188,18 +198,21 @@ def run(args: argparse.Namespace) -> int:
     report = program_report(result, hw, str(args.model), compile_s)
     if not args.quiet:
         print_table(report)
+    from snowir.machine.trace import trace_bytes
+    from snowir.tools.io import Outputs, npy_bytes, npz_bytes
+
+    out = Outputs()
     if args.output:
         outs = {k: dequantize(v, image.frac_bits) for k, v in result.outputs.items()}
         if len(outs) == 1 and not args.output.endswith(".npz"):
-            save_npy_atomic(args.output, next(iter(outs.values())))
+            out.add(args.output, npy_bytes(next(iter(outs.values()))))
         else:
-            save_npz_atomic(args.output, outs)
+            out.add(args.output, npz_bytes(outs))
     if args.report:
-        _write_report(args.report, report)
+        out.add(args.report, (json.dumps(report, indent=2) + "\n").encode())
     if args.trace:
-        from snowir.machine.trace import write_trace
-
-        write_trace(args.trace, result.timing, hw)
+        out.add(args.trace, trace_bytes(result.timing, hw))
+    out.commit()
     return 0
 
 

@@ -29,6 +29,10 @@ def trace_events(timing: Timing | None, hw: SnowflakeConfig, source: list | None
     return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": meta}
 
 
+def trace_bytes(timing: Timing | None, hw: SnowflakeConfig, events: list | None = None) -> bytes:
+    return json.dumps(trace_events(timing, hw, events)).encode()
+
+
 def write_trace(path: str, timing: Timing | None, hw: SnowflakeConfig, events: list | None = None) -> None:
     from snowir.tools.io import write_text_atomic
 
