@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from snowir.asm_builder import AsmBuilder
-from snowir.conv_plan import ConvPlan, Strip, interior_columns, weights_slot_elements
+from snowir.conv_plan import ConvPlan, Strip, interior_columns, weights_slot_elements, weights_stagger
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 
@@ -34,6 +34,9 @@ R_BYP, R_BYPROW = 22, 23
 # (the same in output bytes), the DRAM address of the next weights LD, the K-loop counter.
 # r30/r31 stay free for icache-banking.
 R_TW, R_TT, R_TO, R_WSRC, R_TK = 27, 28, 21, 29, 20
+# staggered kernel tiles (weights_stagger): 1 while the current tile sits at base 0, else 0.
+# r14 is otherwise only an unrolled 1x1's, whose kernels always fit a slot.
+R_PAR = 14
 
 
 def _chunks(length: int) -> list[tuple[int, int]]:
@@ -113,6 +116,8 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
     is prefetched into the other maps bank during the strip's last tile."""
     _load_maps(b, plan, hw, plan.strips[0], 0)
     b.const(R_TW, 0)
+    if _staggered(plan, hw):
+        b.const(R_PAR, 1)
     _load_weights(b, plan, hw, 0, 0)
     for si, strip in enumerate(plan.strips):
         whole = strip.bank < 0
@@ -143,23 +148,30 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     if tiles > 1:
         b.const(R_WSRC, plan.w_addr + 2 * 16 * s.kernel_words)
 
+    stagger = _staggered(plan, hw)
+
     def tile(bb: AsmBuilder, mask: int, prefetch: list[Prefetch], load_next: bool) -> None:
         """One tile; `load_next`: then load the weights at R_WSRC (the next tile's)."""
         if load_next and plan.double_buffer_weights:
             prefetch = [*prefetch, lambda bb_: _load_next_weights(bb_, plan, hw)]
+        if load_next and stagger:
+            prefetch = [*prefetch, lambda bb_: _load_next_free(bb_, plan, hw, stagger)]
         _kernel_tile(bb, plan, hw, strip, base, s.c_base, mask, prefetch, bypass_base)
         if load_next and not plan.double_buffer_weights:
-            # the next kernels overwrite this tile's bank: wait for every pending MAC first
+            # the next kernels overwrite this tile's region: wait for every pending MAC first
             bb.flush_vector_queue(hw.vector_queue_depth, R_TMP)
-            _load_next_weights(bb, plan, hw)
+            if stagger:
+                _load_next_overlap(bb, plan, stagger)
+            else:
+                _load_next_weights(bb, plan, hw)
 
     _repeat(b, tiles - 1, lambda bb: tile(bb, 0xFFFF, [], True), lambda: _advance_tile(plan, hw))
     reload = more and tiles > 1  # a single kernel tile stays in its bank for every strip
     if reload:
         b.const(R_WSRC, plan.w_addr)  # the next strip starts again at tile 0
     tile(b, mask_last, last_prefetch, reload)
-    if reload and plan.double_buffer_weights:
-        b.emit(*_advance_tile(plan, hw)[:2])  # the next strip's tile 0 is in the other bank
+    if reload and (plan.double_buffer_weights or stagger):
+        b.emit(*_toggle(plan, hw))  # the next strip's tile 0 is at the other base
 
 
 def _repeat(b: AsmBuilder, n: int, body: Callable[[AsmBuilder], None], advance: Callable[[], list]) -> None:
@@ -179,12 +191,54 @@ def _repeat(b: AsmBuilder, n: int, body: Callable[[AsmBuilder], None], advance: 
         b.emit(*advance())
 
 
+def _staggered(plan: ConvPlan, hw: SnowflakeConfig) -> int:
+    """F of weights_stagger when this plan's tiles go through _strip_tiles and stagger, else 0."""
+    s = plan.shape
+    if plan.double_buffer_weights or plan.indp or s.groups != 1 or plan.loop_order != "Kloop" \
+            or s.kernel_words > hw.weights_buffer_elements:
+        return 0
+    return weights_stagger(s, hw)
+
+
+def _toggle(plan: ConvPlan, hw: SnowflakeConfig) -> list:
+    """R_TW to the other base: the other slot (double-buffered) or 0 <-> F (staggered, R_PAR too)."""
+    if plan.double_buffer_weights:
+        return [sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, weights_slot_elements(hw))]
+    f = _staggered(plan, hw)
+    if f:
+        return [sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, f),
+                sf.MuliOp(R_TMP2, R_PAR, -1), sf.AddiOp(R_PAR, R_TMP2, 1)]
+    return []
+
+
 def _advance_tile(plan: ConvPlan, hw: SnowflakeConfig) -> list:
-    """R_TW to the other weights slot (double-buffered), R_TT += 16, R_TO += 32: four
-    instructions, one RAW pair, so they fill a K-loop branch's delay slots."""
-    toggle = [sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, weights_slot_elements(hw))] \
-        if plan.double_buffer_weights else []
-    return [*toggle, sf.AddiOp(R_TT, R_TT, 16), sf.AddiOp(R_TO, R_TO, 32)]
+    """R_TW to the next tile's base, R_TT += 16, R_TO += 32."""
+    return [*_toggle(plan, hw), sf.AddiOp(R_TT, R_TT, 16), sf.AddiOp(R_TO, R_TO, 32)]
+
+
+def _load_next_free(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, f: int) -> None:
+    """Staggered tiles, while the current one computes: the F words of each of the 16 kernels
+    at R_WSRC that miss the current tile's region. Current base 0 (R_PAR = 1): the next tile
+    sits at F and its last F words go to [K, K + F); current base F (R_PAR = 0): the next sits
+    at 0 and its first F words go to [0, F). R_WSRC stays."""
+    k = plan.shape.kernel_words
+    b.emit(sf.MuliOp(R_TMP, R_PAR, k), sf.MuliOp(R_SRC, R_PAR, 2 * (k - f)), sf.AddOp(R_SRC, R_SRC, R_WSRC))
+    b.const(R_LEN, f)
+    for j in range(16):
+        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, j), sf.AddiOp(R_SRC, R_SRC, 2 * k))
+
+
+def _load_next_overlap(b: AsmBuilder, plan: ConvPlan, f: int) -> None:
+    """Staggered tiles, after the current one drained: the K - F words of each next kernel that
+    overlap the current tile, always at [F, K): kernel words from R_TW (0 or F) on. R_WSRC moves
+    to the tile after."""
+    k = plan.shape.kernel_words
+    b.emit(sf.MoviOp(R_TMP, f), sf.MovOp(R_SRC, R_TW, 1), sf.AddOp(R_SRC, R_SRC, R_WSRC))
+    b.const(R_LEN, k - f)
+    for j in range(16):
+        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, j), sf.AddiOp(R_SRC, R_SRC, 2 * k))
+    b.const(R_TMP2, 2 * 16 * k)
+    b.emit(sf.AddOp(R_WSRC, R_WSRC, R_TMP2))
 
 
 def _load_next_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
@@ -254,6 +308,8 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
     out_row = s.ow * s.k
     row = s.w * s.cin
     b.const(R_TW, 0)
+    if _staggered(plan, hw):
+        b.const(R_PAR, 1)
     for si, strip in enumerate(plan.strips):
         byp = (strip.r1 - strip.r0) * row  # right above this strip's maps
         if si:

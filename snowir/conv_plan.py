@@ -138,7 +138,9 @@ class ConvPlan:
         exposed = sum(strip_bytes) * repeats if self.strips[0].bank < 0 else strip_bytes[0]
         if not self.double_buffer_weights:
             loads = self.tiles * (len(self.strips) if self.loop_order == "Kloop" else 1)
-            exposed += loads * 16 * s.kernel_words * 2
+            # Kloop staggers kernel tiles (weights_stagger): only the overlapping part waits
+            hidden = weights_stagger(s, hw) if self.loop_order == "Kloop" and s.groups == 1 else 0
+            exposed += loads * 16 * (s.kernel_words - hidden) * 2
         traffic = self.dram_bytes(hw)[self.loop_order]
         return max(s.valid_macs() / hw.macs, traffic / bw) + exposed / bw
 
@@ -259,6 +261,18 @@ def weights_slot_elements(hw: SnowflakeConfig) -> int:
     """Where the code generator double-buffers kernel tiles: two slots of half the weights
     buffer each. A layout choice, not a hardware bank: the buffer interlocks by region."""
     return hw.weights_buffer_elements // 2
+
+
+def weights_stagger(s: ConvShape, hw: SnowflakeConfig) -> int:
+    """For a kernel too large for a weights slot but within the buffer: F = buffer - kernel
+    words. Kernel tiles then alternate between bases 0 and F, and the F words of the next tile
+    that miss the current one stream in while it computes (the buffers interlock by region,
+    docs/machine.md); only the K - F overlapping words load after it. 0 when not applicable."""
+    if s.kernel_words <= weights_slot_elements(hw) or s.kernel_words > hw.weights_buffer_elements:
+        return 0
+    f = hw.weights_buffer_elements - s.kernel_words
+    f -= f % 2
+    return f if f >= 16 else 0
 
 
 ALIGN = 256  # bytes between the DRAM regions of a layer's program image

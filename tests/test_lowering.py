@@ -446,3 +446,21 @@ def test_one_route_lowered_module_runs_as_the_model(tmp_path: Path) -> None:
     assert lw["check"]["golden_bit_exact"] is True
     assert [(x["name"], x["cycles"]) for x in d["layers"]] == [(x["name"], x["cycles"]) for x in lw["layers"]]
     assert all(x["load_imbalance_pct"] is not None for x in lw["layers"] if x["op"] == "conv2d")
+
+
+def test_staggered_kernel_tiles_prefetch_what_does_not_overlap() -> None:
+    """3x3x256 kernels (2320 words) do not fit half the 8 KB weights buffer: tiles alternate
+    between bases 0 and F = 4096 - 2320 = 1776, the next tile's F non-overlapping words load
+    during the current tile and only 544 after it; bit-exact, and the CUs wait far less."""
+    from snowir.conv_plan import weights_stagger
+    from snowir.machine.image import disassemble
+
+    shape = ConvShape(256, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, True, 14)
+    assert weights_stagger(shape, HW) == 1776
+    run, got, want, plan, image = conv_case(256, 7, 7, 48, 3, 3, 1, 1)
+    assert np.array_equal(got, want) and plan.loop_order == "Kloop" and not plan.double_buffer_weights
+    text = str(disassemble(image))
+    assert "snowflake_asm.movi r18, 1776" in text and "snowflake_asm.movi r18, 544" in text
+    # the first tile's 74 KB (~4.4 k cycles at the bus rate) is exposed; the two later tiles wait
+    # only for their 544 overlapping words, not for a whole tile each (15.0 k cycles unstaggered)
+    assert run.timing.stalls["cu_load_wait"] < 2 * (16 * 2320 * 2 / 16.8)
