@@ -364,19 +364,27 @@ class LoadOp(TileOperation):
     buf_addr = prop_def(IntegerAttr[I64])
     unit = prop_def(IntegerAttr[I64])
     select = prop_def(IntegerAttr[I64])
+    load_id = opt_prop_def(IntegerAttr[I64])
+    """The layer's number for this load (C17 §5: load IDs are tracked); the tile it feeds is
+    the one it sits in."""
     traits = traits_def(HasParent(KernelTileOp, MapsTileOp))
     assembly_format = "attr-dict"
 
     def __init__(self, buffer: BufferKind, length: int, dram_addr: int, buf_addr: int,
-                 unit: int, select: int):
-        super().__init__(properties={
+                 unit: int, select: int, load_id: int | None = None):
+        props: dict[str, Attribute] = {
             "buffer": BufferKindAttr(buffer), "length": _i64(length), "dram_addr": _i64(dram_addr),
             "buf_addr": _i64(buf_addr), "unit": _i64(unit), "select": _i64(select),
-        })
+        }
+        if load_id is not None:
+            props["load_id"] = _i64(load_id)
+        super().__init__(properties=props)
 
     def verify_(self) -> None:
         self._positive("length")
         self._nonneg("dram_addr", "buf_addr", "unit", "select")
+        if self.load_id is not None:
+            self._nonneg("load_id")
         if self._int("unit") >= DEFAULT.load_units:
             self._fail(f"unit {self._int('unit')} >= {DEFAULT.load_units} load units")
         if self.buffer.data == BufferKind.MAPS:

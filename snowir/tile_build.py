@@ -92,6 +92,9 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
                         for j in range(16)] if s.kernel_words <= hw.weights_buffer_elements else []
         per_tile = 16
     ops: list[Operation] = [tile.KernelTileOp(0, per_tile, plan.tiles, kernel_loads)]
+    ids = iter(range(1 << 30))
+    for load in kernel_loads:
+        load.properties["load_id"] = IntegerAttr(next(ids), i64)
     row = s.w * s.cin
     prev_end = 0
     for si, strip in enumerate(plan.strips):
@@ -120,6 +123,8 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
             y = y_end
         overlap = max(0, prev_end - strip.r0) if si else 0
         prev_end = strip.r1
+        for load in loads:
+            load.properties["load_id"] = IntegerAttr(next(ids), i64)
         ops.append(tile.MapsTileOp((strip.y0, strip.y1), (strip.r0, strip.r1), overlap, -1, loads + windows))
     return ops
 

@@ -23,7 +23,15 @@ def program(body: str, segments: str = "", frac_bits: int = 8):
 def run(body: str, segments: str = "", engine: str = "fast", hw: SnowflakeConfig | None = None,
         inputs: dict[str, np.ndarray] | None = None, frac_bits: int = 8) -> RunResult:
     image, module = program(body, segments, frac_bits)
-    return run_image(image, hw, engine, inputs or {}, module=module)
+    result = run_image(image, hw, engine, inputs or {}, module=module)
+    assert_within_bus(result)
+    return result
+
+
+def assert_within_bus(result: RunResult) -> None:
+    """Nothing moves more bytes than the configured bus can in the program's cycles."""
+    hw = result.machine.hw
+    assert result.timing.dram_bytes <= result.cycles * hw.dram_bytes_per_cycle + 1e-6
 
 
 def run_both(body: str, segments: str = "", hw: SnowflakeConfig | None = None,

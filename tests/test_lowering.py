@@ -14,6 +14,7 @@ import pytest
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
+from machine_util import assert_within_bus
 from snowir.conv_codegen import generate_conv
 from snowir.conv_plan import ConvShape, LoweringError, pack_weights, plan_conv
 from snowir.dialects import snowflake_asm as sf
@@ -74,6 +75,7 @@ def conv_case(c, h, w, k, kh, kw, s, p, relu=True, shift=14, seed=0, engine="fas
     if bypass:
         inputs["r"] = byp.transpose(1, 2, 0).ravel()
     run = run_image(image, HW, engine, inputs, module=module)
+    assert_within_bus(run)
     got = run.outputs["y"].reshape(shape.oh, shape.ow, k).transpose(2, 0, 1)
     acc = conv_sum(x[None], wt, (s, s), (p, p, p, p), (1, 1), groups, dtype=np.float64)[0].astype(np.int64)
     want = writeback(acc, bias.reshape(-1, 1, 1).astype(np.int64), byp.astype(np.int64) if bypass else 0, shift, relu)
