@@ -30,7 +30,7 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.asm_analysis import known_registers, programs
+from snowir.asm_analysis import known_registers, programs, replace_body
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.asm_builder import MOVI_MAX, AsmBuilder
@@ -124,11 +124,7 @@ def balance_program(program: sf.ProgramOp, units: int, split: int, hw: Snowflake
             close()
         out.append([op])
     close()
-    block = program.body.block
-    for old in list(block.ops):
-        old.detach()
-    for new in (o for seq in out for o in seq):
-        block.add_op(new)
+    replace_body(program, [o for seq in out for o in seq])
     if not stats:
         return None
     return sum(c * w for c, w in stats) / sum(w for _, w in stats)

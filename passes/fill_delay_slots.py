@@ -23,7 +23,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from snowir.asm_analysis import depends, is_nop, issue_cycles, programs, raw_pairs
+from snowir.asm_analysis import depends, is_nop, issue_cycles, programs, raw_pairs, replace_body
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 
@@ -87,11 +87,7 @@ def fill_program(program: sf.ProgramOp, slots: int) -> int:
     """Fill the delay slots of one program; returns the no-ops replaced."""
     ops, filled = fill_ops(list(program.body.block.ops), slots, SnowflakeConfig().scalar_latency)
     if filled:
-        block = program.body.block
-        for old in list(block.ops):
-            old.detach()
-        for new in ops:
-            block.add_op(new)
+        replace_body(program, ops)
     return filled
 
 

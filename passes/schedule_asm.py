@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from snowir.asm_analysis import blocks, is_machine, is_nop, issue_cycles, programs
+from snowir.asm_analysis import blocks, is_machine, is_nop, issue_cycles, programs, replace_body
 from snowir.passes.fill_delay_slots import fill_ops
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
@@ -146,11 +146,7 @@ def schedule_program(program: sf.ProgramOp, hw: SnowflakeConfig) -> int:
             ops[start:end] = new
             changed += 1
     if changed:
-        block = program.body.block
-        for old in list(block.ops):
-            old.detach()
-        for op in ops:
-            block.add_op(op)
+        replace_body(program, ops)
     return changed
 
 

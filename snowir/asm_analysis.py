@@ -56,6 +56,17 @@ def raw_pairs(window: Sequence[sf.SnowflakeInstruction]) -> int:
     return pairs
 
 
+def replace_body(program: sf.ProgramOp, ops: Sequence[Operation]) -> None:
+    """The program's instructions and labels become `ops`, in that order."""
+    block = program.body.block
+    for old in list(block.ops):
+        old.detach()
+    for op in ops:
+        if op.parent is not None:
+            op.detach()
+        block.add_op(op)
+
+
 def programs(module: Operation, banked: bool = True) -> Iterator[sf.ProgramOp]:
     """Every program of a module: top-level ones and those inside `snowflake_asm.image`s;
     `banked=False` leaves out programs icache-banking has laid out (moving their instructions

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from snowir.asm_analysis import raw_pairs
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.machine.image import ProgramImage
@@ -21,18 +22,7 @@ from snowir.machine.timing import Timing
 
 def delay_slot_raw_pairs(ops: list[sf.SnowflakeInstruction], pc: int, slots: int) -> int:
     """True RAW pairs among the delay-slot instructions of the branch at `pc`."""
-    window = ops[pc + 1:pc + 1 + slots]
-    pairs = 0
-    for i, producer in enumerate(window):
-        w = producer.writes()
-        if not w:
-            continue
-        for consumer in window[i + 1:]:
-            if w in consumer.reads():
-                pairs += 1
-            if consumer.writes() == w:
-                break
-    return pairs
+    return raw_pairs(ops[pc + 1:pc + 1 + slots])
 
 
 def next_pc(pc: int, slots_left: int, pending: int | None, is_branch: bool, taken: int | None,

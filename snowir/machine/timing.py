@@ -246,21 +246,11 @@ class Timing:
         """When the last earlier LD into the regions read lands (LDs done by `d` are dropped)."""
         ready = 0
         if self.maps_loads:
-            keep = []
-            for e in self.maps_loads:
-                if e[2] > d:
-                    keep.append(e)
-                    if maps is not None and e[2] > ready and e[0] < maps[1] and maps[0] < e[1]:
-                        ready = e[2]
-            self.maps_loads = keep
+            self.maps_loads, r = _pending(self.maps_loads, d, maps)
+            ready = max(ready, r)
         if self.weights_loads:
-            keep = []
-            for e in self.weights_loads:
-                if e[2] > d:
-                    keep.append(e)
-                    if weights is not None and e[2] > ready and e[0] < weights[1] and weights[0] < e[1]:
-                        ready = e[2]
-            self.weights_loads = keep
+            self.weights_loads, r = _pending(self.weights_loads, d, weights)
+            ready = max(ready, r)
         return ready
 
     def vector(self, reads: tuple[int, ...], cycles: int, maps: tuple[int, int] | None,
@@ -426,6 +416,17 @@ class Timing:
             self.events_dropped += 1
             return
         self.events.append(Event(track, name, start, end))
+
+
+def _pending(loads: list, d: int, rng: tuple[int, int] | None) -> tuple[list, int]:
+    """(the loads still landing after `d`, when the last of them overlapping `rng` lands)."""
+    keep, ready = [], 0
+    for e in loads:
+        if e[2] > d:
+            keep.append(e)
+            if rng is not None and e[2] > ready and e[0] < rng[1] and rng[0] < e[1]:
+                ready = e[2]
+    return keep, ready
 
 
 def _cu_mask(cus: list[int]) -> int:
