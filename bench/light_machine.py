@@ -34,11 +34,12 @@ def main() -> None:
             print(f"  {name}: {e}", flush=True)
             continue
         r = run.report
-        ops = collections.Counter(layer["op"] for layer in r["layers"])
+        ops = collections.Counter((layer["op"], layer["where"]) for layer in r["layers"])
         rows.append({"model": name, "ms": r["total"]["ms"], "snr_db": r["check"]["snr_db"],
                      "golden_bit_exact": r["check"]["golden_bit_exact"], "top1_match": r["check"]["top1_match"],
-                     "device_convs": ops["conv2d"], "host_convs": ops["conv2d (host)"], "max_pools": ops["max_pool"],
-                     "host_ops": sum(v for k, v in ops.items() if k.endswith("(host)")),
+                     "device_convs": ops[("conv2d", "device")], "host_convs": ops[("conv2d", "host")],
+                     "max_pools": ops[("max_pool", "device")], "host_ops": sum(v for k, v in ops.items() if k[1] == "host"),
+                     "host_ms": r["total"]["host_ms"],
                      "mac_utilization": r["total"]["mac_utilization"], "gbps": r["total"]["gbps"],
                      "compile_s": r["total"]["compile_s"], "simulate_s": r["total"]["simulate_s"],
                      "wall_s": time.perf_counter() - t0})
