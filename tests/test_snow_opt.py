@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from snowir.tools.snow_opt import main, rewrite_argv, unwrap_pipeline
 
 PROGRAM = "snowflake_asm.program @p {\n  snowflake_asm.movi r1, 3\n}\n"
@@ -39,3 +41,16 @@ def test_failure_keeps_previous_output(tmp_path: Path) -> None:
     out.write_text("previous")
     assert main([str(src), "-o", str(out)]) == 1
     assert out.read_text() == "previous"
+
+
+def test_list_passes_describes_every_snowir_pass(capsys) -> None:
+    from snowir.passes import all_passes
+
+    assert main(["--list-passes"]) == 0
+    out = capsys.readouterr().out
+    for name in all_passes():
+        assert f"\n{name}" in "\n" + out
+    assert "balance-loads{metric=cl units=0 split=512}\n    spread the loads over the load units (C17 §6.3)." in out
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "--pass-pipeline" in capsys.readouterr().out

@@ -42,6 +42,11 @@ class SnowOptMain(xDSLOptMain):
     def register_all_arguments(self, arg_parser) -> None:
         super().register_all_arguments(arg_parser)
         arg_parser.add_argument(
+            "--pass-pipeline", default=None, metavar="PIPELINE",
+            help="MLIR spelling of -p: 'builtin.module(snowflake-lower{loop-order=Mloop})' or 'a,b{k=v}'")
+        arg_parser.add_argument("--list-passes", action="store_true",
+                                help="list snowir's passes with their descriptions and options, then exit")
+        arg_parser.add_argument(
             "--input-shape", default=None,
             help="static shape for ONNX inputs with dynamic dimensions: 1,3,224,224 or name:1,3,224,224[;name2:...]")
 
@@ -121,11 +126,31 @@ def _write_atomically(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
+def list_passes() -> str:
+    """Every snowir pass: name, the first line of its docstring, its options with defaults."""
+    import dataclasses
+
+    lines = []
+    for name, load in all_passes().items():
+        cls = load()
+        doc = (sys.modules[cls.__module__].__doc__ or "").strip()  # one pass per file: its module docstring
+        paragraph = " ".join(doc.split("\n\n", 1)[0].split())
+        first = paragraph.split(": ", 1)[1] if paragraph.startswith(name) and ": " in paragraph else paragraph
+        first = first.split(". ", 1)[0].rstrip(".:") + "."
+        options = " ".join(f"{f.name.replace('_', '-')}={f.default}" for f in dataclasses.fields(cls)
+                           if f.name != "name")
+        lines.append(f"{name}{'{' + options + '}' if options else ''}\n    {first}")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from snowir.resources import reset_blobs
 
     reset_blobs()  # one invocation, one blob table, as in a process of its own
     args = rewrite_argv(sys.argv[1:] if argv is None else argv)
+    if "--list-passes" in args:
+        sys.stdout.write(list_passes())
+        return 0
     input_name = next((a for a in args if not a.startswith("-") and os.path.exists(a)), "<stdin>")
     try:
         tool = SnowOptMain(description="snowir optimizer driver", args=args)
