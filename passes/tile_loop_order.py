@@ -20,10 +20,10 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.conv_plan import ConvLayout, LoweringError, plan_conv
+from snowir.conv_plan import LoweringError, plan_conv
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
-from snowir.tile_build import conv_shape_of, conv_tile_body, regions_of
+from snowir.tile_build import conv_shape_of, conv_tile_body, layout_of
 
 
 @dataclass(frozen=True)
@@ -46,11 +46,7 @@ class TileLoopOrderPass(ModulePass):
     @staticmethod
     def _order(layer: tile.LayerOp, hw: SnowflakeConfig, order: str | None) -> None:
         s = conv_shape_of(layer.shape)
-        regions = regions_of(layer)
-        r = regions.get("bypass")
-        lay = ConvLayout(regions["maps"].size.value.data, regions["weights"].offset.value.data,
-                         regions["weights"].size.value.data, regions["output"].offset.value.data,
-                         regions["output"].size.value.data, r.offset.value.data if r is not None else None)
+        lay = layout_of(layer)
         mode = layer.mode.data.value if layer.mode else None
         try:
             plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, order, lay.r_addr, mode)

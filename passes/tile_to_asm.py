@@ -28,12 +28,12 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.conv_codegen import generate_conv
-from snowir.conv_plan import ConvLayout, ConvPlan, LoweringError, Strip, input_rows, plan_conv
+from snowir.conv_plan import ConvPlan, LoweringError, Strip, input_rows, plan_conv
 from snowir.dialects import snowflake_asm as sf
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
 from snowir.pool_codegen import generate_pool
-from snowir.tile_build import conv_shape_of, conv_tile_body, pool_shape_of, regions_of
+from snowir.tile_build import conv_shape_of, conv_tile_body, layout_of, pool_shape_of, regions_of
 
 SEGMENTS = {"maps": ("x", sf.SegmentKind.INPUT), "weights": ("w", sf.SegmentKind.DATA),
             "output": ("y", sf.SegmentKind.OUTPUT), "bypass": ("r", sf.SegmentKind.INPUT),
@@ -111,11 +111,7 @@ def check_tiles(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> Non
     """The layer's kernel tile, maps tiles, loads and windows must be the ones its plan implies:
     tile-to-asm generates code from the plan (shape, mode, loop order, maps-tile rows, regions),
     so an edit of a load or window it would not follow is refused rather than ignored."""
-    regions = regions_of(layer)
-    r = regions.get("bypass")
-    lay = ConvLayout(regions["maps"].size.value.data, regions["weights"].offset.value.data,
-                     regions["weights"].size.value.data, regions["output"].offset.value.data,
-                     regions["output"].size.value.data, r.offset.value.data if r is not None else None)
+    lay = layout_of(layer)
     have = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp | tile.MapsTileOp)]
     want = conv_tile_body(conv_shape_of(layer.shape), plan, lay, hw)  # the layer's shape (a gathered plan's is compact)
     for op in layer.walk():

@@ -49,6 +49,15 @@ def regions_of(layer: tile.LayerOp) -> dict[str, tile.DramRegionOp]:
     return {op.label.data: op for op in layer.body.block.ops if isinstance(op, tile.DramRegionOp)}
 
 
+def layout_of(layer: tile.LayerOp) -> ConvLayout:
+    """The conv layer's DRAM layout as its `tile.dram_region`s record it."""
+    regions = regions_of(layer)
+    r = regions.get("bypass")
+    return ConvLayout(regions["maps"].size.value.data, regions["weights"].offset.value.data,
+                      regions["weights"].size.value.data, regions["output"].offset.value.data,
+                      regions["output"].size.value.data, r.offset.value.data if r is not None else None)
+
+
 def device_input(op: nn.Conv2dOp | nn.MaxPoolOp) -> SSAValue:
     """The tensor a device layer reads from DRAM: a conv over a channel slice reads the
     slice's source in place (a strided view), everything else its input."""

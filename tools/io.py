@@ -28,17 +28,6 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     write_bytes_atomic(path, text.encode())
 
 
-def save_npy_atomic(path: str | Path, array: np.ndarray) -> None:
-    buf = io.BytesIO()
-    np.save(buf, array)
-    write_bytes_atomic(path, buf.getvalue())
-
-
-def save_npz_atomic(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    write_bytes_atomic(path, buf.getvalue())
-
 
 def npy_bytes(array: np.ndarray) -> bytes:
     buf = io.BytesIO()

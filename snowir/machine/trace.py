@@ -34,6 +34,6 @@ def trace_bytes(timing: Timing | None, hw: SnowflakeConfig, events: list | None 
 
 
 def write_trace(path: str, timing: Timing | None, hw: SnowflakeConfig, events: list | None = None) -> None:
-    from snowir.tools.io import write_text_atomic
+    from snowir.tools.io import write_bytes_atomic
 
-    write_text_atomic(path, json.dumps(trace_events(timing, hw, events)))
+    write_bytes_atomic(path, trace_bytes(timing, hw, events))
