@@ -67,7 +67,7 @@ def model_ablation() -> list[dict]:
             pipeline = ",".join(x for x in PIPELINE if x != drop)
             t0 = time.perf_counter()
             r = run_model_on_device(path_fn(), pipeline=pipeline, check=True).report
-            conv = [layer for layer in r["layers"] if layer["cycles"] and not layer["name"].startswith("fc")]
+            conv = [layer for layer in r["layers"] if layer["cycles"] and layer["op"] != "dense"]
             row["full" if drop is None else f"-{drop}"] = sum(layer["cycles"] for layer in conv)
             row["bit_exact"] = row.get("bit_exact", True) and r["check"]["golden_bit_exact"]
             print(f"  {name} without {drop}: {time.perf_counter() - t0:.0f} s", flush=True)

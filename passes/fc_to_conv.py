@@ -37,6 +37,7 @@ class FcToConv(RewritePattern):
         w4 = new_constant(rewriter, op, w.reshape(m, c, h, wd), "fc_w")
         conv = nn.Conv2dOp(x, w4, op.bias, tensor([n, m, 1, 1], op.output), relu=op.relu is not None)
         conv.attributes.update(op.attributes)
+        conv.attributes["from_dense"] = UnitAttr()  # reports name it a dense layer (C17 Table 2 counts convs only)
         back = nn.ReshapeOp(conv.output, op.output.type)
         rewriter.replace(op, [conv, back])
         if isinstance(src, nn.FlattenOp) and not src.output.uses:

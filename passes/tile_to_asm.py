@@ -28,7 +28,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.conv_codegen import generate_conv
-from snowir.conv_plan import ConvPlan, LoweringError, Strip, input_rows, plan_conv
+from snowir.conv_plan import ConvPlan, LoweringError, Strip, input_rows, plan_conv, with_residency
 from snowir.dialects import snowflake_asm as sf
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
@@ -95,8 +95,8 @@ def plan_from_tile(layer: tile.LayerOp, hw: SnowflakeConfig) -> ConvPlan:
         raise _fail(layer, f"a maps tile of {words} words exceeds {limit}")
     if len(strips) == 1 and words > hw.maps_bank_elements:
         strips = [Strip(st.y0, st.y1, st.r0, st.r1, -1) for st in strips]
-    return ConvPlan(s, tuple(strips), default.tiles, default.double_buffer_weights, addr["maps"],
-                    addr["weights"], addr["output"], "COOP", order)
+    return with_residency(ConvPlan(s, tuple(strips), default.tiles, default.double_buffer_weights, addr["maps"],
+                                   addr["weights"], addr["output"], "COOP", order), hw)
 
 
 def _schedule_key(op: Operation) -> tuple:

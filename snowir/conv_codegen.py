@@ -119,6 +119,8 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
     if _staggered(plan, hw):
         b.const(R_PAR, 1)
     _load_weights(b, plan, hw, 0, 0)
+    if plan.resident_weights:
+        _load_resident_weights(b, plan)
     for si, strip in enumerate(plan.strips):
         whole = strip.bank < 0
         if whole and si:
@@ -143,20 +145,24 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     a strip follows, whose tile 0 it loads)."""
     s = plan.shape
     tiles = plan.tiles
-    b.const(R_TT, 0)
+    b.const(R_TT, 0)  # bypass slices: R_TT is the tile's slice, 0 or one slice on
     b.const(R_TO, 0)
+    if plan.resident_weights:
+        _resident_tiles(b, plan, hw, strip, base, mask_last, last_prefetch, bypass_base)
+        return
     if tiles > 1:
         b.const(R_WSRC, plan.w_addr + 2 * 16 * s.kernel_words)
 
     stagger = _staggered(plan, hw)
 
-    def tile(bb: AsmBuilder, mask: int, prefetch: list[Prefetch], load_next: bool) -> None:
-        """One tile; `load_next`: then load the weights at R_WSRC (the next tile's)."""
+    def tile(bb: AsmBuilder, mask: int, prefetch: list[Prefetch], load_next: bool, same_strip: bool = True) -> None:
+        """One tile; `load_next`: then load the weights at R_WSRC (the next tile's);
+        `same_strip`: the next tile is over this strip (its bypass slice loads meanwhile)."""
         if load_next and plan.double_buffer_weights:
             prefetch = [*prefetch, lambda bb_: _load_next_weights(bb_, plan, hw)]
         if load_next and stagger:
             prefetch = [*prefetch, lambda bb_: _load_next_free(bb_, plan, hw, stagger)]
-        _kernel_tile(bb, plan, hw, strip, base, s.c_base, mask, prefetch, bypass_base)
+        _kernel_tile(bb, plan, hw, strip, base, s.c_base, mask, prefetch, bypass_base, load_next and same_strip)
         if load_next and not plan.double_buffer_weights:
             # the next kernels overwrite this tile's region: wait for every pending MAC first
             bb.flush_vector_queue(hw.vector_queue_depth, R_TMP)
@@ -169,9 +175,44 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     reload = more and tiles > 1  # a single kernel tile stays in its bank for every strip
     if reload:
         b.const(R_WSRC, plan.w_addr)  # the next strip starts again at tile 0
-    tile(b, mask_last, last_prefetch, reload)
+    tile(b, mask_last, last_prefetch, reload, same_strip=False)
     if reload and (plan.double_buffer_weights or stagger):
         b.emit(*_toggle(plan, hw))  # the next strip's tile 0 is at the other base
+
+
+def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
+                    prefetch: list[Prefetch], bypass_base: int | None) -> None:
+    """Every kernel tile over one maps strip, the tiles resident (tile t at t x kernel words):
+    no weight loads, so the next strip's data loads during tile 0, as soon as the previous
+    strip's MACs are done with its bank, and has the whole strip to land. Tile 0 and the last
+    tile (partial write-back mask) are peeled around a counted loop."""
+    s = plan.shape
+    b.const(R_TW, 0)
+
+    def advance() -> list:
+        return [sf.AddiOp(R_TW, R_TW, s.kernel_words), *_advance_channels(plan)]
+
+    _kernel_tile(b, plan, hw, strip, base, s.c_base, 0xFFFF, prefetch, bypass_base, True)
+    b.emit(*advance())
+    _repeat(b, plan.tiles - 2,
+            lambda bb: _kernel_tile(bb, plan, hw, strip, base, s.c_base, 0xFFFF, [], bypass_base, True), advance)
+    _kernel_tile(b, plan, hw, strip, base, s.c_base, mask_last, [], bypass_base)
+
+
+def _load_resident_weights(b: AsmBuilder, plan: ConvPlan) -> None:
+    """Kernel tiles 1..T-1 behind tile 0, tile t at weights word t x K (one counted loop); each
+    tile's MACs wait only for their own region."""
+    k = plan.shape.kernel_words
+    b.const(R_WSRC, plan.w_addr + 2 * 16 * k)
+    b.const(R_TMP, k)
+    b.const(R_LEN, k)
+
+    def tile(bb: AsmBuilder) -> None:
+        for j in range(16):
+            bb.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, j),
+                    sf.AddiOp(R_WSRC, R_WSRC, 2 * k))
+
+    _repeat(b, plan.tiles - 1, tile, lambda: [sf.AddiOp(R_TMP, R_TMP, k)])
 
 
 def _repeat(b: AsmBuilder, n: int, body: Callable[[AsmBuilder], None], advance: Callable[[], list]) -> None:
@@ -194,7 +235,7 @@ def _repeat(b: AsmBuilder, n: int, body: Callable[[AsmBuilder], None], advance: 
 def _staggered(plan: ConvPlan, hw: SnowflakeConfig) -> int:
     """F of weights_stagger when this plan's tiles go through _strip_tiles and stagger, else 0."""
     s = plan.shape
-    if plan.double_buffer_weights or plan.indp or s.groups != 1 or plan.loop_order != "Kloop" \
+    if plan.double_buffer_weights or plan.resident_weights or plan.indp or s.groups != 1 or plan.loop_order != "Kloop" \
             or s.kernel_words > hw.weights_buffer_elements:
         return 0
     return weights_stagger(s, hw)
@@ -212,8 +253,19 @@ def _toggle(plan: ConvPlan, hw: SnowflakeConfig) -> list:
 
 
 def _advance_tile(plan: ConvPlan, hw: SnowflakeConfig) -> list:
-    """R_TW to the next tile's base, R_TT += 16, R_TO += 32."""
-    return [*_toggle(plan, hw), sf.AddiOp(R_TT, R_TT, 16), sf.AddiOp(R_TO, R_TO, 32)]
+    """R_TW to the next tile's base, then `_advance_channels`."""
+    return [*_toggle(plan, hw), *_advance_channels(plan)]
+
+
+def _advance_channels(plan: ConvPlan) -> list:
+    """R_TT += 16 (bypass slices: to the other slice), R_TO += 32."""
+    if plan.bypass_slices:
+        from snowir.bypass_slices import slice_words
+
+        tt = [sf.MuliOp(R_TMP2, R_TT, -1), sf.AddiOp(R_TT, R_TMP2, slice_words(plan))]
+    else:
+        tt = [sf.AddiOp(R_TT, R_TT, 16)]
+    return [*tt, sf.AddiOp(R_TO, R_TO, 32)]
 
 
 def _load_next_free(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, f: int) -> None:
@@ -310,6 +362,20 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
     b.const(R_TW, 0)
     if _staggered(plan, hw):
         b.const(R_PAR, 1)
+    if plan.bypass_slices:
+        from snowir.bypass_slices import load_first_slice
+
+        for si, strip in enumerate(plan.strips):
+            if si:  # the strip replaces the maps every earlier MAC read
+                b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+            _load_maps(b, plan, hw, strip, 0)
+            if si == 0:
+                _load_weights(b, plan, hw, 0, 0)
+                if plan.resident_weights:
+                    _load_resident_weights(b, plan)
+            load_first_slice(b, plan, hw, strip)
+            _strip_tiles(b, plan, hw, strip, 0, mask_last, si + 1 < len(plan.strips), [])
+        return
     for si, strip in enumerate(plan.strips):
         byp = (strip.r1 - strip.r0) * row  # right above this strip's maps
         if si:
@@ -318,6 +384,8 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
         load_broadcast(b, hw, byp, plan.bypass_addr + 2 * strip.y0 * out_row, (strip.y1 - strip.y0) * out_row)
         if si == 0:
             _load_weights(b, plan, hw, 0, 0)
+            if plan.resident_weights:
+                _load_resident_weights(b, plan)
         _strip_tiles(b, plan, hw, strip, 0, mask_last, si + 1 < len(plan.strips), [],
                      bypass_base=byp - strip.y0 * out_row)
 
@@ -377,7 +445,8 @@ R_ROWSTEP, R_OUTSTEP, R_BYPSTEP = 24, 25, 26
 
 
 def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, c_off: int,
-                 mask: int, prefetch: list[Prefetch], bypass_base: int | None = None) -> None:
+                 mask: int, prefetch: list[Prefetch], bypass_base: int | None = None,
+                 load_next: bool = False) -> None:
     """Compute the kernel tile of the tile registers (R_TW weights slot, R_TT/R_TO its first
     output channel) over one maps strip, reading input channels from `c_off`; emit `prefetch`
     once 16 vector ops are queued (the loads then overwrite banks only older, finished vector
@@ -387,6 +456,11 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BIAS, R_TMP))
     b.const(R_TMP, mask)
     b.emit(sf.VmovOp(COOP, sf.VmovSelect.MASK, R_TMP))
+    if plan.bypass_slices:
+        from snowir.bypass_slices import slice_tile
+
+        slice_tile(b, plan, hw, strip, base, prefetch, load_next)
+        return
     issued = 2
     row = s.w * s.cin
     b.const(R_ROWSTEP, s.sy * row)
@@ -406,6 +480,9 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         if (ky0, ky1) == (0, s.kh):
             while y_end < strip.y1 and y_end * s.sy - s.pt + s.kh <= s.h:
                 y_end += 1
+            if prefetch:  # end the block once 16 ops are queued: the prefetch goes there, not after the tile
+                per_row = s.ow * s.kh * len(_chunks(s.kw * s.c)) * (s.kw if s.cin != s.c else 1)
+                y_end = min(y_end, y + max(1, -(-(hw.vector_queue_depth - issued) // per_row)))
         b.const(R_ROWBASE, base + (iy + ky0 - strip.r0) * row + c_off)
         b.const(R_OUTROW, plan.out_addr + 2 * y * s.ow * s.k)
         b.emit(sf.AddOp(R_OUTROW, R_OUTROW, R_TO))

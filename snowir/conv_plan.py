@@ -95,6 +95,11 @@ class ConvPlan:
     # a strided 1x1 conv planned on the pixels it reads: (sy, sx, W) of the DRAM input the maps
     # rows are gathered from (`shape` is then the compact stride-1 conv)
     gather: tuple[int, int, int] | None = None
+    # every kernel tile held in the weights buffer at once (tile t at t x kernel words): loaded
+    # once for the layer, not once per maps strip (`weights_resident`)
+    resident_weights: bool = False
+    # a residual 1x1 conv with its bypass in per-kernel-tile slices (snowir/bypass_slices.py)
+    bypass_slices: bool = False
 
     @property
     def indp(self) -> bool:
@@ -122,7 +127,7 @@ class ConvPlan:
         else:
             maps = sum((st.r1 - st.r0) * s.w * s.cin for st in self.strips) * 2
             weights = self.tiles * 16 * s.kernel_words * 2
-        kloop = maps + weights * (len(self.strips) if self.tiles > 1 else 1)
+        kloop = maps + weights * (len(self.strips) if self.tiles > 1 and not self.resident_weights else 1)
         mloop = maps * self.tiles + weights
         return {"Kloop": kloop, "Mloop": mloop}
 
@@ -136,7 +141,7 @@ class ConvPlan:
         strip_bytes = [(st.r1 - st.r0) * s.w * s.cin * 2 for st in self.strips]
         repeats = self.tiles if self.loop_order == "Mloop" else 1
         exposed = sum(strip_bytes) * repeats if self.strips[0].bank < 0 else strip_bytes[0]
-        if not self.double_buffer_weights:
+        if not self.double_buffer_weights and not self.resident_weights:
             loads = self.tiles * (len(self.strips) if self.loop_order == "Kloop" else 1)
             # Kloop staggers kernel tiles (weights_stagger): only the overlapping part waits
             hidden = weights_stagger(s, hw) if self.loop_order == "Kloop" and s.groups == 1 else 0
@@ -196,9 +201,19 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
                             f"maps buffer (column tiling is not implemented yet)")
     tiles = math.ceil(s.k / 16)
     double = s.kernel_words <= weights_slot_elements(hw)
-    plans = [ConvPlan(s, strips, tiles, double, in_addr, w_addr, out_addr, "COOP", order)
+    plans = [with_residency(ConvPlan(s, strips, tiles, double, in_addr, w_addr, out_addr, "COOP", order), hw)
              for strips in tilings for order in ([loop_order] if loop_order else ["Kloop", "Mloop"])]
     return min(plans, key=lambda p: p.estimated_cycles(hw))
+
+
+def with_residency(plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
+    """The plan with `resident_weights` decided: in Kloop order over several maps strips, when
+    all kernel tiles fit the weights buffer together, each kernel is loaded once for the layer
+    (C17's Kloop otherwise re-sends every tile per strip), and the bus is left to the maps."""
+    s = plan.shape
+    resident = (not plan.indp and plan.loop_order == "Kloop" and s.groups == 1 and plan.tiles > 1
+                and len(plan.strips) > 1 and plan.tiles * s.kernel_words <= hw.weights_buffer_elements)
+    return replace(plan, resident_weights=resident)
 
 
 def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
@@ -217,12 +232,23 @@ def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, o
         r0, r1 = _rows(s, y0, y1)
         return (r1 - r0) * row + (y1 - y0) * out_row <= room
 
+    tiles, double = math.ceil(s.k / 16), s.kernel_words <= weights_slot_elements(hw)
+    if (s.kh, s.kw, s.sy, s.sx, s.pt, s.pl, s.pb, s.pr) == (1, 1, 1, 1, 0, 0, 0, 0) and s.groups == 1 \
+            and s.cin == s.c and row + 2 * 16 * s.ow <= room and tiles > 1:
+        # the bypass per kernel tile (snowir/bypass_slices.py): strips as long as the maps
+        # alone allow, so the weights are re-sent for few strips (measured on ResNet-50's
+        # residual 1x1 convs, 64-2048 channels: 1.3-3x faster than bypass rows, docs/lowering.md)
+        strips = row_strips(s.oh, lambda y0, y1: _rows(s, y0, y1),
+                            lambda y0, y1: (y1 - y0) * (row + 2 * 16 * s.ow) <= room, lambda i: 0, "a residual conv")
+        return with_residency(ConvPlan(s, tuple(strips), tiles, double, in_addr, w_addr, out_addr, "COOP", "Kloop",
+                                       bypass_addr, bypass_slices=True), hw)
     if not fits(0, 1) and not any(fits(y, y + 1) for y in range(s.oh)):
         raise LoweringError(f"a residual conv needs {s.kh} input rows of {row} words and an output row of "
                             f"{out_row} words in the {hw.maps_buffer_elements}-word maps buffer")
     strips = row_strips(s.oh, lambda y0, y1: _rows(s, y0, y1), fits, lambda i: 0, "a residual conv")
-    return ConvPlan(s, tuple(strips), math.ceil(s.k / 16), s.kernel_words <= weights_slot_elements(hw),
-                    in_addr, w_addr, out_addr, "COOP", "Kloop", bypass_addr)
+    return with_residency(ConvPlan(s, tuple(strips), math.ceil(s.k / 16),
+                                   s.kernel_words <= weights_slot_elements(hw), in_addr, w_addr, out_addr, "COOP",
+                                   "Kloop", bypass_addr), hw)
 
 
 def input_rows(h: int, kh: int, sy: int, pt: int, y0: int, y1: int) -> tuple[int, int]:

@@ -125,7 +125,8 @@ def layer_rows(module: ModuleOp) -> list[dict[str, Any]]:
             continue
         place = op.attributes.get("place")
         on_host = place is not None and place.data == "host"
-        rows.append({"name": layer_name(op, op.name), "op": op.name.removeprefix("nn."),
+        kind = "dense" if "from_dense" in op.attributes else op.name.removeprefix("nn.")
+        rows.append({"name": layer_name(op, op.name), "op": kind,
                      "where": "host" if on_host else "device", "cycles": 0, "ms": 0.0,
                      "host_ms": host_ms(op) if on_host else None, "macs": useful_macs(op), "lane_macs": 0,
                      "mac_utilization": 0.0, "dram_bytes": 0, "gbps": 0.0, "stall_cycles": {},

@@ -199,7 +199,8 @@ def test_digits_cnn_end_to_end_on_the_machine(tmp_path: Path) -> None:
         assert snow_run([str(DIGITS), "--engine", engine, "--check", "--quiet", "--report", str(rep)]) == 0
         r = json.loads(rep.read_text())
         assert r["check"]["golden_bit_exact"] is True and r["check"]["snr_db"] >= 30 and r["check"]["top1_match"]
-        convs = [layer for layer in r["layers"] if layer["op"] == "conv2d"]
+        convs = [layer for layer in r["layers"] if layer["op"] in ("conv2d", "dense")]
+        assert [layer["op"] for layer in convs] == ["conv2d", "conv2d", "dense"]
         assert len(convs) == 3 and all(layer["cycles"] > 0 for layer in convs)
         # conv1 reads one input channel: INDP (16 kernels per vMAC, every lane busy)
         assert [layer["mode"] for layer in convs] == ["INDP", "COOP", "COOP"]
@@ -230,7 +231,7 @@ def test_tile_ir_decisions_drive_codegen(tmp_path: Path) -> None:
     assert snow_run([str(edited), "--check", "--quiet", "--report", str(rep)]) == 0
     r = json.loads(rep.read_text())
     assert r["check"]["golden_bit_exact"] is True
-    assert {layer["name"]: layer["loop_order"] for layer in r["layers"] if layer["op"] == "conv2d"} == \
+    assert {layer["name"]: layer["loop_order"] for layer in r["layers"] if layer["op"] in ("conv2d", "dense")} == \
         {"conv1": "Kloop", "conv2": "Mloop", "fc": "Kloop"}
     module = api.parse_mlir(edited)
     TileToAsmPass().apply(Context(), module)
@@ -447,7 +448,7 @@ def test_one_route_lowered_module_runs_as_the_model(tmp_path: Path) -> None:
     d, lw = json.loads(direct.read_text()), json.loads(lowered.read_text())
     assert lw["check"]["golden_bit_exact"] is True
     assert [(x["name"], x["cycles"]) for x in d["layers"]] == [(x["name"], x["cycles"]) for x in lw["layers"]]
-    assert all(x["load_imbalance_pct"] is not None for x in lw["layers"] if x["op"] == "conv2d")
+    assert all(x["load_imbalance_pct"] is not None for x in lw["layers"] if x["op"] in ("conv2d", "dense"))
 
 
 def test_staggered_kernel_tiles_prefetch_what_does_not_overlap() -> None:

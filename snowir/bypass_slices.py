@@ -1,0 +1,110 @@
+"""
+Residual 1x1 convs with the bypass in per-kernel-tile slices (C17 §5.1 holds a residual
+conv's bypass rows, every channel, beside its maps; with 1024-2048 output channels those rows
+crowd the maps into many strips, and every strip re-sends all the weights).
+
+A kernel tile's write-backs read only its own 16 bypass channels. So the whole input stays in
+the maps buffer as one strip, and two slices of `oh x ow x 16` words at the top of the buffer
+take turns: while tile t computes from one, every pixel's MAC is followed by the LD of the
+same pixel's 16 channels of tile t+1 into the other (one 32-byte LD per pixel, four pixels'
+LDs together so `balance-loads` spreads them over the units). A slice is read a whole tile
+after it was loaded, and rewritten a whole tile after it was last read.
+"""
+
+from __future__ import annotations
+
+from snowir.asm_builder import AsmBuilder
+from snowir.conv_plan import ConvPlan, Strip
+from snowir.dialects import snowflake_asm as sf
+from snowir.hw import SnowflakeConfig
+
+# registers of the slice loads (free in a 1x1 residual conv: no kernel-row pairs, no unrolled pixels)
+R_BSRC, R_BDST, R_BLEN = 4, 5, 12
+PIXELS = 4  # pixels per loop iteration: their slice LDs form one group for balance-loads
+
+
+def slice_words(plan: ConvPlan) -> int:
+    """Words of one slice: 16 channels of the largest strip's pixels."""
+    return max(st.y1 - st.y0 for st in plan.strips) * plan.shape.ow * 16
+
+
+def slice_bases(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int]:
+    """Maps-buffer words of the two bypass slices, at the top of the buffer."""
+    n = slice_words(plan)
+    top = hw.maps_buffer_elements - 2 * n
+    return top, top + n
+
+
+def load_first_slice(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip) -> None:
+    """The strip's slice of tile 0 into slice 0, one LD per pixel (a counted loop of PIXELS)."""
+    from snowir.conv_codegen import R_X, R_XEND
+
+    s = plan.shape
+    b.const(R_BLEN, 16)
+    b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * s.k)
+    b.const(R_BDST, slice_bases(plan, hw)[0])
+    n = (strip.y1 - strip.y0) * s.ow
+    if n // PIXELS:
+        b.const(R_X, 1)
+        b.const(R_XEND, n // PIXELS)
+        top = b.label("BS")
+        _slice_loads(b, plan, PIXELS)
+        b.emit(sf.AddiOp(R_X, R_X, 1))
+        b.branch(sf.BleOp(R_X, R_XEND, top))
+    _slice_loads(b, plan, n % PIXELS)
+
+
+def _slice_loads(b: AsmBuilder, plan: ConvPlan, n: int) -> None:
+    for _ in range(n):
+        b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_BDST, R_BSRC, R_BLEN, 0, sf.SELECT_ALL),
+               sf.AddiOp(R_BSRC, R_BSRC, 2 * plan.shape.k), sf.AddiOp(R_BDST, R_BDST, 16))
+
+
+def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int,
+               prefetch: list, load_next: bool) -> None:
+    """The pixels of one kernel tile (bias and mask already set): R_TT holds its slice (0 or one
+    slice on from the first),
+    R_TO its output-channel byte offset. `load_next`: load tile t+1's slice meanwhile.
+    `prefetch` (the next kernel tile's weights) goes after the first 16 vector ops."""
+    from snowir.conv_codegen import R_BYP, R_MAPS, R_OUT, R_TMP, R_TO, R_TT, R_TW, R_W, R_X, R_XEND, _macs, _offset
+
+    s = plan.shape
+    row = s.w * s.cin
+    s0 = slice_bases(plan, hw)[0]
+    b.const(R_MAPS, base + (strip.y0 - strip.r0) * row + s.c_base)
+    b.const(R_OUT, plan.out_addr + 2 * strip.y0 * s.ow * s.k)
+    b.emit(sf.AddOp(R_OUT, R_OUT, R_TO), sf.AddiOp(R_W, R_TW, 0))
+    _offset(b, R_BYP, R_TT, s0)
+    if load_next:
+        b.const(R_BLEN, 16)
+        b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * s.k + 32)
+        b.emit(sf.AddOp(R_BSRC, R_BSRC, R_TO), sf.MuliOp(R_TMP, R_TT, -1), sf.AddiOp(R_TMP, R_TMP, slice_words(plan)))
+        _offset(b, R_BDST, R_TMP, s0)
+
+    def pixels(bb: AsmBuilder, n: int) -> None:
+        if load_next:
+            _slice_loads(bb, plan, n)
+        for _ in range(n):
+            moved = _macs(bb, plan, 1, 1, row, bypass=True)
+            bb.emit(sf.AddiOp(R_MAPS, R_MAPS, s.cin - moved), sf.AddiOp(R_OUT, R_OUT, 2 * s.k),
+                    sf.AddiOp(R_BYP, R_BYP, 16))
+            if moved:
+                bb.emit(sf.AddiOp(R_W, R_TW, 0))
+
+    n = (strip.y1 - strip.y0) * s.ow
+    head = min(n, 2 * PIXELS)  # 16 vector ops (a VMOV and a MAC per pixel) before the prefetch
+    pixels(b, head)
+    if prefetch:
+        if head < 2 * PIXELS:
+            b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+        for load in prefetch:
+            load(b)
+    rest = n - head
+    if rest // PIXELS:
+        b.const(R_X, 1)
+        b.const(R_XEND, rest // PIXELS)
+        top = b.label("XS")
+        pixels(b, PIXELS)
+        b.emit(sf.AddiOp(R_X, R_X, 1))
+        b.branch(sf.BleOp(R_X, R_XEND, top))
+    pixels(b, rest % PIXELS)
