@@ -376,36 +376,49 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
             load_first_slice(b, plan, hw, strip)
             _strip_tiles(b, plan, hw, strip, 0, mask_last, si + 1 < len(plan.strips), [])
         return
+    double = len(plan.strips) > 1 and plan.strips[1].bank == 1  # halves of the buffer in turn
+    half = hw.maps_buffer_elements // 2
+
+    def load(bb: AsmBuilder, strip: Strip) -> None:
+        base = strip.bank * half
+        _load_maps(bb, plan, hw, strip, strip.bank if double else 0, base)
+        load_broadcast(bb, hw, base + (strip.r1 - strip.r0) * row, plan.bypass_addr + 2 * strip.y0 * out_row,
+                       (strip.y1 - strip.y0) * out_row)
+
     for si, strip in enumerate(plan.strips):
-        byp = (strip.r1 - strip.r0) * row  # right above this strip's maps
-        if si:
+        base = strip.bank * half if double else 0
+        byp = base + (strip.r1 - strip.r0) * row  # right above this strip's maps
+        more = si + 1 < len(plan.strips)
+        if si and not double:
             b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
-        _load_maps(b, plan, hw, strip, 0)
-        load_broadcast(b, hw, byp, plan.bypass_addr + 2 * strip.y0 * out_row, (strip.y1 - strip.y0) * out_row)
+        if si == 0 or not double:
+            load(b, strip)
         if si == 0:
             _load_weights(b, plan, hw, 0, 0)
             if plan.resident_weights:
                 _load_resident_weights(b, plan)
-        _strip_tiles(b, plan, hw, strip, 0, mask_last, si + 1 < len(plan.strips), [],
-                     bypass_base=byp - strip.y0 * out_row)
+        prefetch = [lambda bb, nxt=plan.strips[si + 1]: load(bb, nxt)] if more and double else []
+        _strip_tiles(b, plan, hw, strip, base, mask_last, more, prefetch, bypass_base=byp - strip.y0 * out_row)
 
 
-def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, bank: int) -> None:
-    """One maps strip, broadcast to every CU; a gathering plan (strided 1x1) loads each row's
-    pixels from every sy-th row and sx-th column of the DRAM input (one LD per run, spread
-    over the load units)."""
+def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, bank: int,
+               base: int | None = None) -> None:
+    """One maps strip, broadcast to every CU; a gathering plan loads each row's pixels from
+    every sy-th row and sx-th column of the DRAM input, channels c0.. of each (one LD per run,
+    spread over the load units)."""
     s = plan.shape
     row = s.w * s.cin
-    base = bank * hw.maps_bank_elements
+    base = bank * hw.maps_bank_elements if base is None else base
     if plan.gather is None:
         load_broadcast(b, hw, base, plan.in_addr + 2 * strip.r0 * row, (strip.r1 - strip.r0) * row)
         return
-    sy, sx, w_in = plan.gather
-    if sx == 1:  # whole rows are contiguous
+    sy, sx, w_in, cin_in, c0 = plan.gather
+    if sx == 1 and cin_in == s.cin:  # whole rows are contiguous
         runs = [(base + (r - strip.r0) * row, plan.in_addr + 2 * r * sy * w_in * s.cin, row)
                 for r in range(strip.r0, strip.r1)]
     else:
-        runs = [(base + (r - strip.r0) * row + x * s.cin, plan.in_addr + 2 * (r * sy * w_in + x * sx) * s.cin, s.cin)
+        runs = [(base + (r - strip.r0) * row + x * s.cin,
+                 plan.in_addr + 2 * ((r * sy * w_in + x * sx) * cin_in + c0), s.cin)
                 for r in range(strip.r0, strip.r1) for x in range(s.w)]
     load_runs(b, hw, [(dst, src, n, sf.SELECT_ALL) for dst, src, n in runs])
 
@@ -420,16 +433,25 @@ def load_runs(b: AsmBuilder, hw: SnowflakeConfig, runs: list[tuple[int, int, int
     """One maps LD per (buffer element, DRAM byte, elements, select) run, all on load unit 0
     (`balance-loads` assigns units); the buffer address and length registers are set only
     when they change."""
-    dst_now = length = None
-    for i, (dst, src, n, select) in enumerate(runs):
-        if dst != dst_now:
-            b.const(R_TMP, dst)
-            dst_now = dst
-        b.const(R_SRC, src)
+    dst_now = src_now = length = None
+    for dst, src, n, select in runs:
+        _set_reg(b, R_TMP, dst, dst_now)
+        _set_reg(b, R_SRC, src, src_now)
+        dst_now, src_now = dst, src
         if n != length:
             b.const(R_LEN, n)
             length = n
         b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, 0, select))
+
+
+def _set_reg(b: AsmBuilder, reg: int, value: int, now: int | None) -> None:
+    """reg = value: nothing if it holds it, an ADDI from `now` when the step fits, else a constant."""
+    if value == now:
+        return
+    if now is not None and -(1 << 16) <= value - now < (1 << 16):
+        b.emit(sf.AddiOp(reg, reg, value - now))
+    else:
+        b.const(reg, value)
 
 
 def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:
@@ -524,9 +546,9 @@ def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = Fals
             _offset(b, R_BYP, R_BYPROW, x * s.k)
         _offset(b, R_W, R_TW, (ky0 * s.kw + kx0) * s.c * plan.weight_step)
         _macs(b, plan, rows, kx1 - kx0, row, bypass)
-    short = s.kh == 1 and s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK and not bypass and not plan.indp
+    short = s.kh == 1 and s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK and not plan.indp
     if short and xr - xl >= 2 * UNROLL:
-        xl = _unrolled_pixels(b, plan, xl, xr)
+        xl = _unrolled_pixels(b, plan, xl, xr, bypass)
     if xr - xl >= 1:
         _offset(b, R_MAPS, R_ROWBASE, (xl * s.sx - s.pl) * s.cin)
         _offset(b, R_OUT, R_OUTROW, 2 * xl * s.k)
@@ -546,26 +568,37 @@ def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = Fals
 UNROLL = 4
 R_MAPS_U = (2, 4, 5, 12)  # free registers: one maps / output address per unrolled pixel
 R_OUT_U = (1, 13, 14, 15)
+# a residual conv's bypass address per unrolled pixel: r22 and the prefetch temporaries (no
+# load is set up inside a row; a 1x1 conv neither staggers nor needs r17 for an offset there)
+R_BYP_U = (R_BYP, R_TMP2, R_LEN, R_SRC)
 
 
-def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, xl: int, xr: int) -> int:
+def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, xl: int, xr: int, bypass: bool = False) -> int:
     """1x1 convs have short traces (C/16 cycles), shorter than the loop bookkeeping of one pixel:
     run UNROLL pixels per X-loop iteration, each with its own address registers, so the CUs see
-    a MAC every ~3.5 issue slots. Returns the first pixel left for the ordinary loop."""
+    a MAC every ~3.5 issue slots (~5.5 with a residual's bypass VMOV). Returns the first pixel
+    left for the ordinary loop."""
     s = plan.shape
     n = (xr - xl) // UNROLL
     for j in range(UNROLL):
         _offset(b, R_MAPS_U[j], R_ROWBASE, ((xl + j) * s.sx - s.pl) * s.cin)
         _offset(b, R_OUT_U[j], R_OUTROW, 2 * (xl + j) * s.k)
+    if bypass:
+        for j in range(UNROLL):
+            b.emit(sf.AddiOp(R_BYP_U[j], R_BYPROW, (xl + j) * s.k))
     b.emit(sf.AddiOp(R_W, R_TW, 0))
     b.const(R_X, 1)
     b.const(R_XEND, n)
     top = b.label("XU")
     b.emit(sf.AddiOp(R_X, R_X, 1))
     for j in range(UNROLL):
+        if bypass:
+            b.emit(sf.VmovOp(COOP, sf.VmovSelect.BYPASS, R_BYP_U[j]))
         b.emit(sf.MacOp(COOP, R_OUT_U[j], R_MAPS_U[j], R_W, s.c, wb=True, relu=s.relu))
     step_maps, step_out = UNROLL * s.sx * s.cin, 2 * UNROLL * s.k
     b.emit(*(sf.AddiOp(r, r, step_maps) for r in R_MAPS_U))
+    if bypass:
+        b.emit(*(sf.AddiOp(r, r, UNROLL * s.k) for r in R_BYP_U))
     b.branch(sf.BleOp(R_X, R_XEND, top), [sf.AddiOp(r, r, step_out) for r in R_OUT_U])
     return xl + n * UNROLL
 

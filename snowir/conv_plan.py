@@ -92,9 +92,11 @@ class ConvPlan:
     loop_order: str = "Kloop"
     bypass_addr: int | None = None  # residual input (H', W', K) added at write-back
     cu_rows: tuple[int, ...] = ()  # INDP: output rows per CU of each strip (a strip = one row group)
-    # a strided 1x1 conv planned on the pixels it reads: (sy, sx, W) of the DRAM input the maps
-    # rows are gathered from (`shape` is then the compact stride-1 conv)
-    gather: tuple[int, int, int] | None = None
+    # maps gathered pixel by pixel, `shape` then being the compact conv over what is loaded: a
+    # strided 1x1 conv planned on the pixels it reads, a conv over a channel slice on its
+    # channels. (sy, sx, W, C, c0): pixel (r, x) of the compact input is DRAM pixel
+    # (r*sy, x*sx) of a W-wide, C-channel tensor, channels from c0
+    gather: tuple[int, int, int, int, int] | None = None
     # every kernel tile held in the weights buffer at once (tile t at t x kernel words): loaded
     # once for the layer, not once per maps strip (`weights_resident`)
     resident_weights: bool = False
@@ -163,13 +165,21 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
         raise LoweringError(f"grouped conv with {s.k // s.groups} output channels per group: only multiples of 16 "
                             f"are lowered (depthwise convs are not)")
     row = s.w * s.cin
+    if s.cin != s.c and s.groups == 1:
+        # a conv over a channel slice (split-kernels) read in place would load every channel of
+        # its rows: gather the slice's channels pixel by pixel, so strips hold twice the rows and
+        # traces span whole kernel rows
+        compact = replace(s, cin_total=0, c_base=0)
+        plan = plan_conv(compact, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, mode)
+        sy, sx, w_in = plan.gather[:3] if plan.gather else (1, 1, s.w)
+        return replace(plan, gather=(sy, sx, w_in, s.cin, s.c_base))
     if s.kh == s.kw == 1 and (s.sy, s.sx) != (1, 1) and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0) \
             and s.groups == 1 and s.cin == s.c:
         # a strided 1x1 conv reads 1/(sy*sx) of its input: load only those pixels, so more
         # output rows share a maps strip and the weights are re-sent for fewer strips
         compact = replace(s, h=s.oh, w=s.ow, sy=1, sx=1)
         plan = plan_conv(compact, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, "COOP")
-        return replace(plan, gather=(s.sy, s.sx, s.w))
+        return replace(plan, gather=(s.sy, s.sx, s.w, s.cin, 0))
     if bypass_addr is not None:
         return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr)
     if s.kernel_words > hw.weights_buffer_elements:
@@ -233,22 +243,54 @@ def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, o
         return (r1 - r0) * row + (y1 - y0) * out_row <= room
 
     tiles, double = math.ceil(s.k / 16), s.kernel_words <= weights_slot_elements(hw)
+    plan = lambda strips, **kw: with_residency(ConvPlan(s, tuple(strips), tiles, double, in_addr, w_addr,  # noqa: E731
+                                                        out_addr, "COOP", "Kloop", bypass_addr, **kw), hw)
+    rows = lambda y0, y1: _rows(s, y0, y1)  # noqa: E731
+    candidates = []
     if (s.kh, s.kw, s.sy, s.sx, s.pt, s.pl, s.pb, s.pr) == (1, 1, 1, 1, 0, 0, 0, 0) and s.groups == 1 \
             and s.cin == s.c and row + 2 * 16 * s.ow <= room and tiles > 1:
         # the bypass per kernel tile (snowir/bypass_slices.py): strips as long as the maps
-        # alone allow, so the weights are re-sent for few strips (measured on ResNet-50's
-        # residual 1x1 convs, 64-2048 channels: 1.3-3x faster than bypass rows, docs/lowering.md)
-        strips = row_strips(s.oh, lambda y0, y1: _rows(s, y0, y1),
-                            lambda y0, y1: (y1 - y0) * (row + 2 * 16 * s.ow) <= room, lambda i: 0, "a residual conv")
-        return with_residency(ConvPlan(s, tuple(strips), tiles, double, in_addr, w_addr, out_addr, "COOP", "Kloop",
-                                       bypass_addr, bypass_slices=True), hw)
-    if not fits(0, 1) and not any(fits(y, y + 1) for y in range(s.oh)):
+        # alone allow, so the weights are re-sent for few strips
+        candidates.append(plan(row_strips(s.oh, rows, lambda y0, y1: (y1 - y0) * (row + 2 * 16 * s.ow) <= room,
+                                          lambda i: 0, "a residual conv"), bypass_slices=True))
+    if fits(0, 1) or any(fits(y, y + 1) for y in range(s.oh)):
+        # bypass rows beside the maps, strips loaded in turn ...
+        candidates.append(plan(row_strips(s.oh, rows, fits, lambda i: 0, "a residual conv")))
+        half = lambda y0, y1: (rows(y0, y1)[1] - rows(y0, y1)[0]) * row + (y1 - y0) * out_row <= room // 2  # noqa: E731
+        if all(half(y, y + 1) for y in range(s.oh)):
+            # ... or in the two halves of the buffer in turn, the next strip loading meanwhile
+            candidates.append(plan(row_strips(s.oh, rows, half, lambda i: i % 2, "a residual conv")))
+    if not candidates:
         raise LoweringError(f"a residual conv needs {s.kh} input rows of {row} words and an output row of "
                             f"{out_row} words in the {hw.maps_buffer_elements}-word maps buffer")
-    strips = row_strips(s.oh, lambda y0, y1: _rows(s, y0, y1), fits, lambda i: 0, "a residual conv")
-    return with_residency(ConvPlan(s, tuple(strips), math.ceil(s.k / 16),
-                                   s.kernel_words <= weights_slot_elements(hw), in_addr, w_addr, out_addr, "COOP",
-                                   "Kloop", bypass_addr), hw)
+    return min(candidates, key=lambda p: residual_cycles(p, hw))
+
+
+# issue slots per output pixel of a residual conv's kernel tile: its bypass VMOV, MAC(s) and the
+# maps / output / bypass address steps; a bypass slice adds its LD and two address steps
+RESIDUAL_PIXEL_ISSUE, SLICE_PIXEL_ISSUE = 5, 3
+
+
+def residual_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
+    """The residual conv's cost model: the largest of the CUs' time (MAC traces and the bypass
+    VMOV of each output pixel), the control pipeline's issue time and the DRAM traffic, plus
+    the loads nothing overlaps (the first strip; every strip of a single-buffered plan)."""
+    s = plan.shape
+    bw = hw.dram_bytes_per_cycle
+    pixels = s.oh * s.ow * plan.tiles
+    trace = sum(-(-s.kw * s.c // hw.lanes) for _ in range(s.kh))
+    cu = pixels * (trace + hw.vmov_cycles)
+    issue = pixels * (RESIDUAL_PIXEL_ISSUE + (SLICE_PIXEL_ISSUE if plan.bypass_slices else 0))
+    row, out_row = s.w * s.cin, s.ow * s.k
+    strip_bytes = [2 * ((st.r1 - st.r0) * row + (0 if plan.bypass_slices else (st.y1 - st.y0) * out_row))
+                   for st in plan.strips]
+    weights = plan.tiles * 16 * s.kernel_words * 2
+    traffic = sum(strip_bytes) + 2 * s.oh * out_row + weights * (1 if plan.resident_weights else len(plan.strips))
+    double = len(plan.strips) > 1 and plan.strips[1].bank == 1
+    exposed = strip_bytes[0] if double else sum(strip_bytes)
+    if not plan.double_buffer_weights and not plan.resident_weights:
+        exposed += plan.tiles * len(plan.strips) * 16 * (s.kernel_words - weights_stagger(s, hw)) * 2
+    return max(cu, issue, traffic / bw) + exposed / bw
 
 
 def input_rows(h: int, kh: int, sy: int, pt: int, y0: int, y1: int) -> tuple[int, int]:

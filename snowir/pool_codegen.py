@@ -53,19 +53,41 @@ def plan_pool(p: PoolShape, hw: SnowflakeConfig) -> list[Strip]:
                       lambda i: -1 if whole else i % 2, "max pool")
 
 
+def ring_rows(p: PoolShape, hw: SnowflakeConfig) -> int:
+    """Input-row slots of the ring the pool keeps in the maps buffer (0: strips instead). Each
+    input row is loaded once, into slot r mod N, when the row it replaces is no longer read: a
+    window's rows are separate MAX traces, so they need not be contiguous. Needs room for a
+    window and the next output row's new rows, and 16 MAXs per output row (the previous row's
+    are then done when the loads behind it are issued)."""
+    n = (hw.maps_buffer_elements - GUARD - 16) // (p.w * p.c)
+    per_row = p.ow * min(p.kh, p.h) * -(-p.c // (16 * hw.cus))
+    return n if n >= p.kh + p.sy and per_row >= hw.vector_queue_depth and p.oh > 1 else 0
+
+
 def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int) -> AsmBuilder:
     b = AsmBuilder()
-    strips = plan_pool(p, hw)
     row = p.w * p.c
     b.const(R_STEP, p.c)
     b.const(R_TMP, 2 * 16)
     b.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.STRIDE, R_TMP))
+    n = ring_rows(p, hw)
+    if n:
+        _ring(b, p, hw, in_addr, out_addr, n)
+        return b
+    strips = plan_pool(p, hw)
+    load = lambda st: load_broadcast(b, hw, max(st.bank, 0) * hw.maps_bank_elements,  # noqa: E731
+                                     in_addr + 2 * st.r0 * row, (st.r1 - st.r0) * row)
+    load(strips[0])
     for si, strip in enumerate(strips):
         # bank -1: the strip spans both banks, so the previous one must be done (no double buffering)
         base = max(strip.bank, 0) * hw.maps_bank_elements
-        if si >= 2 or (strip.bank < 0 and si >= 1):
+        if strip.bank < 0 and si >= 1:
             b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
-        load_broadcast(b, hw, base, in_addr + 2 * strip.r0 * row, (strip.r1 - strip.r0) * row)
+            load(strip)
+        # double-buffered: the next strip loads into the other bank once 16 MAXs of this one are
+        # queued (the previous strip's, which read that bank, are then done)
+        nxt = strips[si + 1] if si + 1 < len(strips) and strip.bank >= 0 else None
+        issued = 0
         for g in range(0, p.c, 16 * hw.cus):
             # a last, partial CU (channels not a multiple of 16, all in this one group) writes
             # its extra lanes into the next pixel's first channels, which that pixel's own
@@ -74,15 +96,53 @@ def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int
             b.const(R_MASK, sum(1 << (hw.vmacs_per_cu * c) for c in range(cus)))
             b.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.MASK, R_MASK))
             for y in range(strip.y0, strip.y1):
+                if nxt is not None and issued >= hw.vector_queue_depth:
+                    load(nxt)
+                    nxt = None
                 iy = y * p.sy - p.pt
                 ky0, ky1 = max(0, -iy), min(p.kh, p.h - iy)
                 row_base = base + (iy + ky0 - strip.r0) * row + g
                 out_row = out_addr + 2 * (y * p.ow * p.c + g)
                 _pool_row(b, p, row_base, out_row, ky1 - ky0, row)
+                issued += p.ow * (ky1 - ky0)
+        if nxt is not None:
+            b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+            load(nxt)
     return b
 
 
-def _pool_row(b: AsmBuilder, p: PoolShape, row_base: int, out_row: int, rows: int, row: int) -> None:
+def _ring(b: AsmBuilder, p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int, n: int) -> None:
+    """Output rows in order over a ring of `n` input rows (`ring_rows`); after each output row,
+    the rows up to n past its first are loaded into the slots of rows no longer read."""
+    row = p.w * p.c
+    loaded = 0
+
+    def ensure(upto: int) -> None:
+        nonlocal loaded
+        upto = min(upto, p.h)
+        while loaded < upto:  # consecutive rows up to the ring's wrap in one LD
+            run = min(upto - loaded, n - loaded % n)
+            load_broadcast(b, hw, (loaded % n) * row, in_addr + 2 * loaded * row, run * row)
+            loaded += run
+
+    first = lambda y: max(0, y * p.sy - p.pt)  # noqa: E731
+    ensure(n)
+    for y in range(p.oh):
+        iy = y * p.sy - p.pt
+        ky0, ky1 = max(0, -iy), min(p.kh, p.h - iy)
+        slots = [((iy + ky) % n) * row for ky in range(ky0, ky1)]
+        steps = [b_ - a for a, b_ in zip(slots, slots[1:])]
+        for g in range(0, p.c, 16 * hw.cus):
+            cus = min(hw.cus, -(-(p.c - g) // 16))
+            b.const(R_MASK, sum(1 << (hw.vmacs_per_cu * c) for c in range(cus)))
+            b.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.MASK, R_MASK))
+            _pool_row(b, p, slots[0] + g, out_addr + 2 * (y * p.ow * p.c + g), ky1 - ky0, row, steps)
+        if y + 1 < p.oh:
+            ensure(first(y) + n)  # row r replaces r - n < first(y): read only by rows before y
+
+
+def _pool_row(b: AsmBuilder, p: PoolShape, row_base: int, out_row: int, rows: int, row: int,
+              steps: list[int] | None = None) -> None:
     xl, xr = interior_columns(p.ow, p.sx, p.pl, p.kw, p.w)
 
     def border(xs: list[int]) -> None:
@@ -91,7 +151,7 @@ def _pool_row(b: AsmBuilder, p: PoolShape, row_base: int, out_row: int, rows: in
             kx0, kx1 = max(0, -ix), min(p.kw, p.w - ix)
             b.const(R_MAPS, row_base + (ix + kx0) * p.c)
             b.const(R_OUT, out_row + 2 * x * p.c)
-            _window(b, rows, kx1 - kx0, row)
+            _window(b, rows, kx1 - kx0, row, steps)
 
     # pixels in order: a partial last CU writes into the next pixel, which must come later
     border([x for x in range(p.ow) if x < xl])
@@ -102,18 +162,20 @@ def _pool_row(b: AsmBuilder, p: PoolShape, row_base: int, out_row: int, rows: in
         b.const(R_XEND, xr - 1)
         top = b.label("PX")
         b.emit(sf.AddiOp(R_X, R_X, 1))
-        moved = _window(b, rows, p.kw, row)
+        moved = _window(b, rows, p.kw, row, steps)
         b.branch(sf.BleOp(R_X, R_XEND, top), [sf.AddiOp(R_MAPS, R_MAPS, p.sx * p.c - moved),
                                                sf.AddiOp(R_OUT, R_OUT, 2 * p.c)])
     border([x for x in range(p.ow) if x >= max(xr, xl)])
 
 
-def _window(b: AsmBuilder, rows: int, trace: int, row: int) -> int:
+def _window(b: AsmBuilder, rows: int, trace: int, row: int, steps: list[int] | None = None) -> int:
+    """One window: a MAX trace per window row, `steps[r]` words from row r to r+1 (`row`: contiguous)."""
     moved = 0
     for r in range(rows):
         last = r == rows - 1
         b.emit(sf.MaxOp(R_OUT, R_MAPS, R_STEP, trace, wb=last))
         if not last:
-            b.emit(sf.AddiOp(R_MAPS, R_MAPS, row))
-            moved += row
+            step = steps[r] if steps else row
+            b.emit(sf.AddiOp(R_MAPS, R_MAPS, step))
+            moved += step
     return moved

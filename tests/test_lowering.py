@@ -26,7 +26,7 @@ from snowir.machine.image import assemble
 from snowir.machine.run import run_image
 from snowir.passes.snowflake_lower import PIPELINE
 from snowir.passes.tile_to_asm import TileToAsmPass
-from snowir.pool_codegen import PoolShape, generate_pool
+from snowir.pool_codegen import PoolShape, generate_pool, ring_rows
 from snowir.resources import int16_resource
 from snowir.tools.snow_opt import main as snow_opt
 from snowir.tools.snow_run import main as snow_run
@@ -166,6 +166,68 @@ def test_max_pool_bit_exact(c, k, s, p, hw_) -> None:
     got = run.outputs["y"].reshape(oh, oh, c).transpose(2, 0, 1)
     want = pool(x[None], (k, k), (s, s), (p, p, p, p), False, "max")[0]
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("c, k, s, p, hw_", [(64, 3, 2, 1, 112), (256, 3, 2, 0, 27)])
+def test_max_pool_ring_loads_each_row_once(c, k, s, p, hw_) -> None:
+    """Large pools keep a ring of input rows (a window's rows are separate MAX traces): each
+    row is loaded once, not once per overlapping strip, so ResNet's 112x112 pool runs at the
+    bus's rate; outputs stay exact where the ring wraps."""
+    x = np.random.default_rng(c).integers(-3000, 3000, (c, hw_, hw_)).astype(np.int16)
+    oh = (hw_ + 2 * p - k) // s + 1
+    shape = PoolShape(c, hw_, hw_, k, k, s, s, p, p, oh, oh)
+    assert 0 < ring_rows(shape, HW) < hw_
+    in_b, out_b = x.size * 2, oh * oh * c * 2
+    out_addr = -(-in_b // 64) * 64
+    module = ModuleOp([sf.SegmentOp("x", sf.SegmentKind.INPUT, 0, in_b),
+                       sf.SegmentOp("y", sf.SegmentKind.OUTPUT, out_addr, out_b),
+                       sf.SegmentOp("slack", sf.SegmentKind.SCRATCH, out_addr + out_b, 64),
+                       sf.ProgramOp("pool", generate_pool(shape, HW, 0, out_addr).ops)])
+    asm_lower(module)
+    image = assemble(module)
+    run = run_image(image, HW, "fast", {"x": x.transpose(1, 2, 0).ravel()})
+    assert np.array_equal(run.outputs["y"].reshape(oh, oh, c).transpose(2, 0, 1),
+                          pool(x[None], (k, k), (s, s), (p, p, p, p), False, "max")[0])
+    # rows, write-backs and the program's instruction fetches: less than one row reloaded
+    assert 0 < run.timing.dram_bytes - (in_b + out_b) < hw_ * c * 2
+
+
+def test_resident_kernel_tiles_load_once_per_layer() -> None:
+    """All kernel tiles fit the weights buffer together: Kloop loads them once for the layer,
+    not once per maps strip, and the output stays exact."""
+    run, got, want, plan, _ = conv_case(256, 20, 20, 64, 1, 1, 1, 0)
+    assert plan.resident_weights and len(plan.strips) > 1 and plan.tiles == 4
+    assert np.array_equal(got, want)
+    maps, weights = 20 * 20 * 256 * 2, 4 * 16 * plan.shape.kernel_words * 2
+    assert plan.dram_bytes()["Kloop"] == maps + weights
+    assert run.timing.dram_bytes < maps + 2 * weights + 20 * 20 * 64 * 2 + 8192  # weights went once
+
+
+@pytest.mark.parametrize("c, h, k, s, engine", [(256, 14, 1024, 1, "fast"), (512, 12, 400, 1, "fast"),
+                                                (128, 22, 280, 2, "reference")])
+def test_bypass_slices(c, h, k, s, engine) -> None:
+    """A residual 1x1 conv with its bypass in per-kernel-tile slices (one strip; two strips;
+    a gathered stride-2 conv; a partial last tile): exact, on both engines."""
+    run, got, want, plan, _ = conv_case(c, h, h, k, 1, 1, s, 0, bypass=True, engine=engine)
+    assert plan.bypass_slices
+    assert np.array_equal(got, want)
+
+
+def test_residual_rows_double_buffered() -> None:
+    """A residual 1x1 conv with 4-cycle traces: bypass rows beside the maps in the two halves of
+    the buffer in turn (the cost model prefers them to slices, whose LDs would cost issue
+    slots), the kernels resident, pixels unrolled with the bypass VMOVs; exact."""
+    run, got, want, plan, _ = conv_case(64, 24, 24, 256, 1, 1, 1, 0, bypass=True)
+    assert not plan.bypass_slices and plan.resident_weights and [st.bank for st in plan.strips[:2]] == [0, 1]
+    assert np.array_equal(got, want)
+
+
+def test_channel_slice_conv_gathers_its_channels() -> None:
+    """A conv over channels [256, 512) of a 512-channel tensor (a split-kernels part) is planned
+    on the 256 channels it reads, gathered pixel by pixel."""
+    s = ConvShape(256, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, True, 14, cin_total=512, c_base=256)
+    plan = plan_conv(s, HW, 0, 1 << 20, 1 << 22)
+    assert plan.gather == (1, 1, 14, 512, 256) and plan.shape.cin == 256 and len(plan.strips) == 1
 
 
 def test_banking_keeps_loops_inside_banks() -> None:
@@ -380,7 +442,7 @@ def test_strided_1x1_gathers_the_pixels_it_reads(order, bypass) -> None:
     over those pixels, its maps strips gathered with one LD per pixel (also with a residual
     bypass: ResNet-50's downsample convs carry the block's add)."""
     run, got, want, plan, _ = conv_case(64, 11, 9, 48, 1, 1, 2, 0, loop_order=order, bypass=bypass)
-    assert plan.gather == (2, 2, 9) and (plan.shape.h, plan.shape.w, plan.shape.sy) == (6, 5, 1)
+    assert plan.gather == (2, 2, 9, 64, 0) and (plan.shape.h, plan.shape.w, plan.shape.sy) == (6, 5, 1)
     assert np.array_equal(got, want)
 
 
