@@ -108,3 +108,20 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
         b.emit(sf.AddiOp(R_X, R_X, 1))
         b.branch(sf.BleOp(R_X, R_XEND, top))
     pixels(b, rest % PIXELS)
+
+
+def row_slice_loads(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
+    """A k x k conv's slices: at the start of an output row (R_OUTROW / R_BYPROW set), the LDs
+    of the row's pixels' 16 channels of the next kernel tile into the other slice (one group:
+    `balance-loads` spreads them over the units)."""
+    from snowir.conv_codegen import R_BYPROW, R_LEN, R_OUTROW, R_SRC, R_TMP, R_TT
+
+    s = plan.shape
+    b.const(R_LEN, 16)
+    b.emit(sf.MuliOp(R_TMP, R_TT, -2), sf.AddOp(R_TMP, R_TMP, R_BYPROW), sf.AddiOp(R_TMP, R_TMP, slice_words(plan)))
+    b.const(R_SRC, plan.bypass_addr - plan.out_addr + 32)
+    b.emit(sf.AddOp(R_SRC, R_SRC, R_OUTROW))
+    for x in range(s.ow):
+        b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, 0, sf.SELECT_ALL))
+        if x + 1 < s.ow:
+            b.emit(sf.AddiOp(R_SRC, R_SRC, 2 * s.k), sf.AddiOp(R_TMP, R_TMP, 16))

@@ -129,20 +129,32 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
             _load_maps(b, plan, hw, strip, 0)
         more = si + 1 < len(plan.strips)
         last_prefetch: list[Prefetch] = []
+        spread = None
         if more and not whole:
             nxt = plan.strips[si + 1]
-            last_prefetch.append(lambda bb, nxt=nxt, bank=(si + 1) % 2: _load_maps(bb, plan, hw, nxt, bank))
+            if plan.resident_weights or plan.gather is not None or plan.tiles < 2:
+                last_prefetch.append(lambda bb, nxt=nxt, bank=(si + 1) % 2: _load_maps(bb, plan, hw, nxt, bank))
+            else:  # one piece per kernel tile, beside its weights
+                row = plan.shape.w * plan.shape.cin
+                spread = (((si + 1) % 2) * hw.maps_bank_elements, plan.in_addr + 2 * nxt.r0 * row,
+                          (nxt.r1 - nxt.r0) * row)
         base = 0 if whole else (si % 2) * hw.maps_bank_elements
-        _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch)
+        _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread)
+
+
+R_MDST, R_MSRC, R_MLEN = 22, 23, 26  # the next strip's spread maps load (no bypass registers in use)
 
 
 def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
-                 more: bool, last_prefetch: list[Prefetch], bypass_base: int | None = None) -> None:
+                 more: bool, last_prefetch: list[Prefetch], bypass_base: int | None = None,
+                 spread: tuple[int, int, int] | None = None) -> None:
     """Every kernel tile over one maps strip, tile 0's weights already loaded into bank R_TW.
     Tiles 0..T-2 are one counted K loop when its body fits an icache bank (else unrolled): the
     tile registers R_TW/R_TT/R_TO advance in its delay slots, R_WSRC walks the weights. The
     last tile is peeled: the write-back mask of a partial tile, the next strip's data (`more`:
-    a strip follows, whose tile 0 it loads)."""
+    a strip follows, whose tile 0 it loads). `spread` = (buffer element, DRAM byte, words) of
+    the next strip: loaded in T pieces, one per tile beside its weights, rather than all during
+    the last tile (where it held up the tile's own weights behind it on the bus)."""
     s = plan.shape
     tiles = plan.tiles
     b.const(R_TT, 0)  # bypass slices: R_TT is the tile's slice, 0 or one slice on
@@ -154,6 +166,18 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         b.const(R_WSRC, plan.w_addr + 2 * 16 * s.kernel_words)
 
     stagger = _staggered(plan, hw)
+    piece: list[Prefetch] = []
+    rest = 0
+    if spread is not None:
+        dst, src, words = spread
+        q = -(-words // tiles)
+        q += q % 2
+        rest = words - (tiles - 1) * q
+        b.const(R_MDST, dst)
+        b.const(R_MSRC, src)
+        b.const(R_MLEN, q)
+        piece = [lambda bb: bb.emit(sf.LdOp(sf.LoadTarget.MAPS, R_MDST, R_MSRC, R_MLEN, 0, sf.SELECT_ALL),
+                                    sf.AddiOp(R_MSRC, R_MSRC, 2 * q), sf.AddiOp(R_MDST, R_MDST, q))]
 
     def tile(bb: AsmBuilder, mask: int, prefetch: list[Prefetch], load_next: bool, same_strip: bool = True) -> None:
         """One tile; `load_next`: then load the weights at R_WSRC (the next tile's);
@@ -171,10 +195,12 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
             else:
                 _load_next_weights(bb, plan, hw)
 
-    _repeat(b, tiles - 1, lambda bb: tile(bb, 0xFFFF, [], True), lambda: _advance_tile(plan, hw))
+    _repeat(b, tiles - 1, lambda bb: tile(bb, 0xFFFF, piece, True), lambda: _advance_tile(plan, hw))
     reload = more and tiles > 1  # a single kernel tile stays in its bank for every strip
     if reload:
         b.const(R_WSRC, plan.w_addr)  # the next strip starts again at tile 0
+    if rest > 0:
+        last_prefetch = [lambda bb: bb.const(R_MLEN, rest), *piece, *last_prefetch]
     tile(b, mask_last, last_prefetch, reload, same_strip=False)
     if reload and (plan.double_buffer_weights or stagger):
         b.emit(*_toggle(plan, hw))  # the next strip's tile 0 is at the other base
@@ -363,7 +389,7 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
     if _staggered(plan, hw):
         b.const(R_PAR, 1)
     if plan.bypass_slices:
-        from snowir.bypass_slices import load_first_slice
+        from snowir.bypass_slices import load_first_slice, slice_bases
 
         for si, strip in enumerate(plan.strips):
             if si:  # the strip replaces the maps every earlier MAC read
@@ -374,7 +400,8 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
                 if plan.resident_weights:
                     _load_resident_weights(b, plan)
             load_first_slice(b, plan, hw, strip)
-            _strip_tiles(b, plan, hw, strip, 0, mask_last, si + 1 < len(plan.strips), [])
+            _strip_tiles(b, plan, hw, strip, 0, mask_last, si + 1 < len(plan.strips), [],
+                         bypass_base=slice_bases(plan, hw)[0] - strip.y0 * s.ow * 16)
         return
     double = len(plan.strips) > 1 and plan.strips[1].bank == 1  # halves of the buffer in turn
     half = hw.maps_buffer_elements // 2
@@ -478,17 +505,18 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BIAS, R_TMP))
     b.const(R_TMP, mask)
     b.emit(sf.VmovOp(COOP, sf.VmovSelect.MASK, R_TMP))
-    if plan.bypass_slices:
+    if plan.bypass_slices and s.kh == s.kw == 1:
         from snowir.bypass_slices import slice_tile
 
         slice_tile(b, plan, hw, strip, base, prefetch, load_next)
         return
+    slice_next = plan.bypass_slices and load_next  # a k x k conv's slices: per-row LDs (next tile)
     issued = 2
     row = s.w * s.cin
     b.const(R_ROWSTEP, s.sy * row)
     b.const(R_OUTSTEP, 2 * s.ow * s.k)
     if bypass_base is not None:
-        b.const(R_BYPSTEP, s.ow * s.k)
+        b.const(R_BYPSTEP, s.ow * _bypass_stride(plan))
     chunks = len(_chunks(s.kw * s.c))
     y = strip.y0
     while y < strip.y1:
@@ -510,18 +538,26 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         b.emit(sf.AddOp(R_OUTROW, R_OUTROW, R_TO))
         bypass = bypass_base is not None
         if bypass:
-            b.const(R_BYPROW, bypass_base + y * s.ow * s.k)
+            b.const(R_BYPROW, bypass_base + y * s.ow * _bypass_stride(plan))
             b.emit(sf.AddOp(R_BYPROW, R_BYPROW, R_TT))
         if y_end - y > 1:
             b.const(R_Y, y)
             b.const(R_YEND, y_end - 1)
             top = b.label("Y")
+            if slice_next:
+                from snowir.bypass_slices import row_slice_loads
+
+                row_slice_loads(b, plan, hw)
             _row(b, plan, ky0, ky1 - ky0, bypass)
             b.emit(sf.AddiOp(R_Y, R_Y, 1))
             b.branch(sf.BleOp(R_Y, R_YEND, top), [
                 sf.AddOp(R_ROWBASE, R_ROWBASE, R_ROWSTEP), sf.AddOp(R_OUTROW, R_OUTROW, R_OUTSTEP),
                 *([sf.AddOp(R_BYPROW, R_BYPROW, R_BYPSTEP)] if bypass else [])])
         else:
+            if slice_next:
+                from snowir.bypass_slices import row_slice_loads
+
+                row_slice_loads(b, plan, hw)
             _row(b, plan, ky0, ky1 - ky0, bypass)
         issued += (y_end - y) * s.ow * (ky1 - ky0) * chunks * (s.kw if s.cin != s.c else 1)
         y = y_end
@@ -543,7 +579,7 @@ def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = Fals
         _offset(b, R_MAPS, R_ROWBASE, (ix + kx0) * s.cin)
         _offset(b, R_OUT, R_OUTROW, 2 * x * s.k)
         if bypass:
-            _offset(b, R_BYP, R_BYPROW, x * s.k)
+            _offset(b, R_BYP, R_BYPROW, x * _bypass_stride(plan))
         _offset(b, R_W, R_TW, (ky0 * s.kw + kx0) * s.c * plan.weight_step)
         _macs(b, plan, rows, kx1 - kx0, row, bypass)
     short = s.kh == 1 and s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK and not plan.indp
@@ -553,7 +589,7 @@ def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = Fals
         _offset(b, R_MAPS, R_ROWBASE, (xl * s.sx - s.pl) * s.cin)
         _offset(b, R_OUT, R_OUTROW, 2 * xl * s.k)
         if bypass:
-            _offset(b, R_BYP, R_BYPROW, xl * s.k)
+            _offset(b, R_BYP, R_BYPROW, xl * _bypass_stride(plan))
         _offset(b, R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step)
         b.const(R_X, xl)
         b.const(R_XEND, xr - 1)
@@ -562,7 +598,7 @@ def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = Fals
         back = _macs(b, plan, rows, s.kw, row, bypass)
         b.branch(sf.BleOp(R_X, R_XEND, top), [
             sf.AddiOp(R_MAPS, R_MAPS, s.sx * s.cin - back), sf.AddiOp(R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step),
-            sf.AddiOp(R_OUT, R_OUT, 2 * s.k), *([sf.AddiOp(R_BYP, R_BYP, s.k)] if bypass else [])])
+            sf.AddiOp(R_OUT, R_OUT, 2 * s.k), *([sf.AddiOp(R_BYP, R_BYP, _bypass_stride(plan))] if bypass else [])])
 
 
 UNROLL = 4
@@ -585,7 +621,7 @@ def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, xl: int, xr: int, bypass: bo
         _offset(b, R_OUT_U[j], R_OUTROW, 2 * (xl + j) * s.k)
     if bypass:
         for j in range(UNROLL):
-            b.emit(sf.AddiOp(R_BYP_U[j], R_BYPROW, (xl + j) * s.k))
+            b.emit(sf.AddiOp(R_BYP_U[j], R_BYPROW, (xl + j) * _bypass_stride(plan)))
     b.emit(sf.AddiOp(R_W, R_TW, 0))
     b.const(R_X, 1)
     b.const(R_XEND, n)
@@ -598,9 +634,15 @@ def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, xl: int, xr: int, bypass: bo
     step_maps, step_out = UNROLL * s.sx * s.cin, 2 * UNROLL * s.k
     b.emit(*(sf.AddiOp(r, r, step_maps) for r in R_MAPS_U))
     if bypass:
-        b.emit(*(sf.AddiOp(r, r, UNROLL * s.k) for r in R_BYP_U))
+        b.emit(*(sf.AddiOp(r, r, UNROLL * _bypass_stride(plan)) for r in R_BYP_U))
     b.branch(sf.BleOp(R_X, R_XEND, top), [sf.AddiOp(r, r, step_out) for r in R_OUT_U])
     return xl + n * UNROLL
+
+
+def _bypass_stride(plan: ConvPlan) -> int:
+    """Words between the bypass values of consecutive output pixels: a row's K channels, or a
+    kernel tile's 16 in a bypass slice."""
+    return 16 if plan.bypass_slices else plan.shape.k
 
 
 def _offset(b: AsmBuilder, dst: int, base_reg: int, offset: int) -> None:

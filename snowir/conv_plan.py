@@ -247,12 +247,14 @@ def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, o
                                                         out_addr, "COOP", "Kloop", bypass_addr, **kw), hw)
     rows = lambda y0, y1: _rows(s, y0, y1)  # noqa: E731
     candidates = []
-    if (s.kh, s.kw, s.sy, s.sx, s.pt, s.pl, s.pb, s.pr) == (1, 1, 1, 1, 0, 0, 0, 0) and s.groups == 1 \
-            and s.cin == s.c and row + 2 * 16 * s.ow <= room and tiles > 1:
+    fits_slices = lambda y0, y1: (rows(y0, y1)[1] - rows(y0, y1)[0]) * row + 2 * 16 * (y1 - y0) * s.ow <= room  # noqa: E731
+    if (s.kh == s.kw == 1 and (s.sy, s.sx, s.pt, s.pl, s.pb, s.pr) == (1, 1, 0, 0, 0, 0)
+            or (s.kh, s.kw) != (1, 1)) and s.groups == 1 and s.cin == s.c and tiles > 1 \
+            and fits_slices(0, 1):
         # the bypass per kernel tile (snowir/bypass_slices.py): strips as long as the maps
         # alone allow, so the weights are re-sent for few strips
-        candidates.append(plan(row_strips(s.oh, rows, lambda y0, y1: (y1 - y0) * (row + 2 * 16 * s.ow) <= room,
-                                          lambda i: 0, "a residual conv"), bypass_slices=True))
+        candidates.append(plan(row_strips(s.oh, rows, fits_slices, lambda i: 0, "a residual conv"),
+                               bypass_slices=True))
     if fits(0, 1) or any(fits(y, y + 1) for y in range(s.oh)):
         # bypass rows beside the maps, strips loaded in turn ...
         candidates.append(plan(row_strips(s.oh, rows, fits, lambda i: 0, "a residual conv")))
