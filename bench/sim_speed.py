@@ -13,7 +13,6 @@ import platform
 import time
 from pathlib import Path
 
-from xdsl.parser import Parser
 
 from snowir import api
 from snowir.hw import SnowflakeConfig

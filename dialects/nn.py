@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import (
     I64,
     i64,
-    BoolAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
     DenseResourceAttr,

@@ -1,12 +1,21 @@
 """
-quantize{format=Q8.8}: move the module to Snowflake's 16-bit fixed point.
+quantize{format=Q8.8|auto calibration=inputs.npy samples=8 headroom=2.0}: move the module to
+Snowflake's 16-bit fixed point.
 
-Every tensor becomes `!nn.fixed<m, n>` (the chosen data format, default Q8.8). Weights of
-conv2d / dense get their own format per layer, the one with the most fraction bits that
-still holds the largest |w| (`!nn.fixed<16-f, f>`, f <= 15; recorded in the weight's type and
-as `w_frac` on the layer): the hardware's write-back shifts by f (docs/isa.md, `vmov shift`),
-so small weights keep their precision while activations stay Qm.n. Biases and every other
-constant use the data format. Values are rounded half away from zero and saturated.
+Every tensor becomes `!nn.fixed<m, n>`. Weights of conv2d / dense get their own format per
+layer, the one with the most fraction bits that still holds the largest |w|
+(`!nn.fixed<16-f, f>`, f <= 15; recorded in the weight's type and as `w_frac` on the layer).
+
+  * `format=Qm.n`: every activation, bias and other constant in that one data format; the
+    write-back shift is f (docs/isa.md, `vmov shift`).
+  * `format=auto`: each tensor its own format from calibration (snowir/calibration.py):
+    calibration inputs (`calibration`, a .npy of N inputs, else `samples` seeded N(0, 1)
+    inputs) run through the float module, and each group of tensors the hardware moves
+    without rescaling gets the most fraction bits that hold its largest value x `headroom`.
+    A conv / dense changes format at its write-back for free: shift = input fraction bits + f
+    - output fraction bits; its bias takes the output's format.
+
+Values are rounded half away from zero and saturated.
 """
 
 import math
@@ -21,7 +30,10 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
+from snowir.calibration import (DEFAULT_HEADROOM, DEFAULT_SAMPLES, calibration_inputs, choose_formats, frac_for,
+                                ranges)
 from snowir.dialects import nn
+from snowir.errors import SnowError
 from snowir.fixedpoint import quantize
 from snowir.golden import constant_array
 from snowir.resources import int16_resource
@@ -58,13 +70,21 @@ def _retype(value, new_type) -> None:
 class QuantizePass(ModulePass):
     name = "quantize"
     format: str = "Q8.8"
+    calibration: str = ""
+    """format=auto: a .npy of calibration inputs (N x the model input), else seeded N(0, 1)."""
+    samples: int = DEFAULT_SAMPLES
+    headroom: float = DEFAULT_HEADROOM
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        m, n = parse_format(self.format)
+        auto = self.format.strip().lower() == "auto"
+        m, n = (8, 8) if auto else parse_format(self.format)
         weight_of = {}
         for inner in op.walk():
             if isinstance(inner, nn.Conv2dOp | nn.DenseOp):
                 weight_of[inner.weight] = inner
+        tensor_frac: dict = {}
+        if auto:
+            tensor_frac = self._auto_formats(op, weight_of)
         for inner in list(op.walk()):
             if isinstance(inner, nn.ConstantOp):
                 if isinstance(inner.result.type.get_element_type(), nn.FixedType):
@@ -74,6 +94,9 @@ class QuantizePass(ModulePass):
                 if layer is not None and all(u.operation is layer and u.index == 1 for u in inner.result.uses):
                     f = weight_frac(values)
                     layer.attributes["w_frac"] = IntegerAttr(f, i64)
+                    fmt = (16 - f, f)
+                elif auto:
+                    f = self._constant_frac(inner, values, tensor_frac)
                     fmt = (16 - f, f)
                 else:
                     fmt = (m, n)
@@ -91,12 +114,41 @@ class QuantizePass(ModulePass):
                 inner.erase()
             elif inner.name.startswith("nn."):
                 for res in list(inner.results):
-                    _retype(res, _fixed(res.type, m, n))
+                    f = tensor_frac.get(res)
+                    _retype(res, _fixed(res.type, m, n) if f is None else _fixed(res.type, 16 - f, f))
         for fn in op.walk():
             if isinstance(fn, func.FuncOp):
                 for arg in list(fn.body.block.args):
-                    _retype(arg, _fixed(arg.type, m, n))
+                    f = tensor_frac.get(arg)
+                    _retype(arg, _fixed(arg.type, m, n) if f is None else _fixed(arg.type, 16 - f, f))
                 ins = [a.type for a in fn.body.block.args]
                 rets = [r for r in fn.body.block.ops if isinstance(r, func.ReturnOp)]
                 outs = [v.type for v in rets[0].arguments] if rets else list(fn.function_type.outputs.data)
                 fn.function_type = FunctionType.from_lists(ins, outs)
+
+    def _auto_formats(self, op: ModuleOp, weight_of: dict) -> dict:
+        if self.samples < 1 or not self.headroom >= 1.0:
+            raise PassFailedException(f"quantize: samples must be >= 1 and headroom >= 1 "
+                                      f"(got {self.samples}, {self.headroom})")
+        try:
+            x = calibration_inputs(op, self.calibration, self.samples)
+            peak = ranges(op, x)
+            wfrac = {layer: weight_frac(constant_array(w.owner)) for w, layer in weight_of.items()
+                     if isinstance(w.owner, nn.ConstantOp)}
+            return choose_formats(op, peak, wfrac, self.headroom)
+        except SnowError as e:
+            raise PassFailedException(f"quantize: {e}") from None
+
+    @staticmethod
+    def _constant_frac(const: nn.ConstantOp, values: np.ndarray, tensor_frac: dict) -> int:
+        """A non-weight constant in the format of what it feeds: a bias its layer's output, a
+        device op's operand the op's result; otherwise (host) its own range."""
+        for use in const.result.uses:
+            user = use.operation
+            if user.results and user.results[0] in tensor_frac:
+                if isinstance(user, nn.Conv2dOp | nn.DenseOp) and use.index != 2:
+                    continue
+                place = user.attributes.get("place")
+                if isinstance(user, nn.Conv2dOp | nn.DenseOp) or not (place is not None and place.data == "host"):
+                    return tensor_frac[user.results[0]]
+        return frac_for(float(np.abs(values).max()) if values.size else 0.0, 1.0)

@@ -14,6 +14,8 @@ after it was loaded, and rewritten a whole tile after it was last read.
 from __future__ import annotations
 
 from snowir.asm_builder import AsmBuilder
+from snowir.conv_pixels import (R_BYP, R_BYPROW, R_LEN, R_MAPS, R_OUT, R_OUTROW, R_SRC, R_TMP, R_TO, R_TT, R_TW, R_W,
+                                R_X, R_XEND, _macs, _offset)
 from snowir.conv_plan import ConvPlan, Strip
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
@@ -37,8 +39,6 @@ def slice_bases(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int]:
 
 def load_first_slice(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip) -> None:
     """The strip's slice of tile 0 into slice 0, one LD per pixel (a counted loop of PIXELS)."""
-    from snowir.conv_codegen import R_X, R_XEND
-
     s = plan.shape
     b.const(R_BLEN, 16)
     b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * s.k)
@@ -66,8 +66,6 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
     slice on from the first),
     R_TO its output-channel byte offset. `load_next`: load tile t+1's slice meanwhile.
     `prefetch` (the next kernel tile's weights) goes after the first 16 vector ops."""
-    from snowir.conv_codegen import R_BYP, R_MAPS, R_OUT, R_TMP, R_TO, R_TT, R_TW, R_W, R_X, R_XEND, _macs, _offset
-
     s = plan.shape
     row = s.w * s.cin
     s0 = slice_bases(plan, hw)[0]
@@ -114,8 +112,6 @@ def row_slice_loads(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     """A k x k conv's slices: at the start of an output row (R_OUTROW / R_BYPROW set), the LDs
     of the row's pixels' 16 channels of the next kernel tile into the other slice (one group:
     `balance-loads` spreads them over the units)."""
-    from snowir.conv_codegen import R_BYPROW, R_LEN, R_OUTROW, R_SRC, R_TMP, R_TT
-
     s = plan.shape
     b.const(R_LEN, 16)
     b.emit(sf.MuliOp(R_TMP, R_TT, -2), sf.AddOp(R_TMP, R_TMP, R_BYPROW), sf.AddiOp(R_TMP, R_TMP, slice_words(plan)))

@@ -128,8 +128,10 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
                 assembled[ref.data] = assemble(image_op)
             image = assembled[ref.data]
             compile_s = time.perf_counter() - t0
-            words = golden._q(env[device_input(op)], frac)
-            bypass = golden._q(env[op.bypass], frac) if isinstance(op, nn.Conv2dOp) and op.bypass is not None else None
+            # each tensor in its own format (one for all, or per tensor with quantize{format=auto})
+            words = golden._q(env[device_input(op)], element_frac(device_input(op)))
+            bypass = golden._q(env[op.bypass], element_frac(op.bypass)) \
+                if isinstance(op, nn.Conv2dOp) and op.bypass is not None else None
             n, k, oh, ow = op.results[0].type.get_shape()
             outs, runs = [], []
             for i in range(n):  # one program run per image of the batch
@@ -159,7 +161,7 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
                 sum(r.timing.lane_macs for r in runs), sum(r.timing.dram_bytes for r in runs), len(image.code),
                 sum(r.machine.dynamic for r in runs), stalls, _attr(image_op, "mode"), _attr(image_op, "loop_order"),
                 _load_imbalance(image_op, unit_bytes), exact, sum(r.simulate_s for r in runs), compile_s))
-            env[op.results[0]] = Q(got.astype(np.int16), frac)
+            env[op.results[0]] = Q(got.astype(np.int16), element_frac(op.results[0]))
             continue
         if _unlowered(op):
             raise LoweringError(f"layer '{name}' ({op.name}) is on the device but not lowered: "

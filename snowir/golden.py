@@ -272,7 +272,8 @@ class Golden:
         wq = env[op.weight]
         if not isinstance(wq, Q):
             raise GoldenError(f"{op.name}: fixed-point layer with float weights")
-        xq = self._q(x, out_frac)
+        in_frac = element_frac(op.input)
+        xq = self._q(x, in_frac)
         bq = self._q(env[op.bias], out_frac).astype(np.int64)
         if isinstance(op, nn.Conv2dOp):
             acc = conv_sum(xq, wq.words, *args, dtype=np.float64)
@@ -280,7 +281,8 @@ class Golden:
         else:
             acc = xq.astype(np.float64) @ wq.words.astype(np.float64).T
         byp = self._q(bypass, out_frac).astype(np.int64) if bypass is not None else 0
-        return Q(writeback(acc.astype(np.int64), bq, byp, wq.frac, relu), out_frac)
+        # the write-back shift takes the accumulator (input + weight fraction bits) to the output's
+        return Q(writeback(acc.astype(np.int64), bq, byp, in_frac + wq.frac - out_frac, relu), out_frac)
 
     def _avg(self, op, x: Value, out_frac: int | None) -> Value:
         if isinstance(op, nn.GlobalAvgPoolOp):

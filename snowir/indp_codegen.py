@@ -23,7 +23,8 @@ import math
 import numpy as np
 
 from snowir.asm_builder import AsmBuilder
-from snowir.conv_codegen import R_LEN, R_SRC, R_TMP, R_TO, R_TT, R_TW, Prefetch, _kernel_tile, load_runs
+from snowir.conv_codegen import load_runs
+from snowir.conv_pixels import R_LEN, R_SRC, R_TMP, R_TO, R_TT, R_TW, Prefetch, _kernel_tile
 from snowir.conv_plan import ConvPlan, ConvShape, LoweringError, Strip, input_rows, weights_slot_elements
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig

@@ -77,7 +77,7 @@ def layer_name(op: Operation, default: str = "layer") -> str:
 
 
 def conv_shape(op: nn.Conv2dOp):
-    """The code generator's ConvShape of a (quantised) nn.conv2d; shift = the weights' fraction bits."""
+    """The code generator's ConvShape of a (quantised) nn.conv2d."""
     from snowir.conv_plan import ConvShape
     from snowir.golden import _ints
 
@@ -85,6 +85,7 @@ def conv_shape(op: nn.Conv2dOp):
     k, cg, kh, kw = op.weight.type.get_shape()
     sy, sx = _ints(op.strides)
     pt, pl, pb, pr = _ints(op.pads)
-    frac = op.weight.type.get_element_type()
-    shift = frac.frac_bits.data if isinstance(frac, nn.FixedType) else 8
+    fw, fi, fo = (v.type.get_element_type() for v in (op.weight, op.input, op.output))
+    # the write-back shift: accumulator (input + weight fraction bits) to the output's format
+    shift = fw.frac_bits.data + fi.frac_bits.data - fo.frac_bits.data if isinstance(fw, nn.FixedType) else 8
     return ConvShape(cg, h, w, k, kh, kw, sy, sx, pt, pl, pb, pr, op.relu is not None, shift, c // cg)

@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import numpy_helper
-from xdsl.builder import Builder
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DenseResourceAttr, Float32Type, ModuleOp, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue

@@ -84,7 +84,7 @@ def _words(value: SSAValue, frac: int) -> np.ndarray:
 def weight_image(op: nn.Conv2dOp, s: ConvShape, mode: str, hw: SnowflakeConfig) -> np.ndarray:
     """The DRAM weight image of a quantised conv: kernels + biases packed for the mode."""
     w = constant_array(op.weight.owner)
-    bias = _words(op.bias, element_frac(op.input))
+    bias = _words(op.bias, element_frac(op.output))  # added at the write-back, in the output's format
     return pack_indp(w, bias, hw) if mode == "INDP" else pack_weights(w, bias, -(-s.k // 16))
 
 

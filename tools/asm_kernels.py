@@ -109,7 +109,6 @@ def conv3x3(h: int, w: int, seed: int = 0, relu: bool = True) -> Kernel:
 def write_example(path: str, h: int = 18, w: int = 18) -> None:
     """examples/conv3x3.mlir: the conv kernel with its weights in the file (a data segment)."""
     from xdsl.dialects.builtin import Builtin
-    from xdsl.parser import Parser
     from xdsl.printer import Printer
 
     from snowir import api

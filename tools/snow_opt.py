@@ -14,16 +14,14 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from snowir.dialects import all_dialects
-from snowir.errors import SnowError, one_line
+from snowir.errors import one_line
 from snowir.passes import all_passes
 from snowir.targets import BINARY_TARGETS
 

@@ -198,7 +198,7 @@ class FastProgram:
             # but by a faulting LD into this very bank)
             src = ("def block(budget):\n    n = 0\n    while True:\n        "
                    + "\n        ".join(body)
-                   + f"\n        n += 1\n        if not taken or n >= budget:\n            break\n"
+                   + "\n        n += 1\n        if not taken or n >= budget:\n            break\n"
                    + f"    return ({s} if taken else {e}), n\n")
         else:
             ret = f"({self.targets[b]} if taken else {e})" if b >= 0 else str(e)

@@ -35,7 +35,6 @@ import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from snowir.hw import SnowflakeConfig
 from snowir.machine.state import MachineFault

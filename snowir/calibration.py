@@ -1,0 +1,145 @@
+"""
+Per-tensor fixed-point formats from calibration (`quantize{format=auto}`, docs/accuracy.md).
+
+Calibration inputs run through the float nn module (the golden model's trace hook records every
+tensor's largest |value|). Tensors that one piece of hardware moves without rescaling must share
+a format: the operands and results of every device op except conv2d / dense, a conv's residual
+bypass and its output (the write-back adds it unshifted), the parts of a split kernel (chained
+through the bypass). Host ops convert at their boundaries, and a conv / dense rescales freely:
+its write-back shift is input fraction bits + weight fraction bits - output fraction bits. Each
+group gets the most fraction bits that still hold its largest value times `headroom`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Operation, SSAValue
+
+from snowir.dialects import nn
+from snowir.errors import SnowError
+
+DEFAULT_SAMPLES = 8
+DEFAULT_HEADROOM = 2.0  # one spare integer bit over the largest calibrated value
+
+
+class CalibrationError(SnowError):
+    pass
+
+
+def calibration_inputs(module: ModuleOp, path: str, samples: int) -> np.ndarray:
+    """The user's `.npy` (N inputs, or one), else `samples` seeded N(0, 1) inputs: the
+    distribution snow-run feeds by default."""
+    from snowir.golden import Golden
+
+    arg = Golden(module).main.body.block.args[0]
+    shape = list(arg.type.get_shape())
+    if path:
+        try:
+            x = np.load(Path(path))
+        except (OSError, ValueError) as e:
+            raise CalibrationError(f"{path}: cannot read calibration inputs ({e})") from None
+        x = np.asarray(x, np.float32)
+        if list(x.shape) == shape:
+            x = x[None]
+        if list(x.shape[1:]) != shape:
+            raise CalibrationError(f"{path}: calibration inputs of shape {list(x.shape)}, the model takes {shape} "
+                                   f"(or N x {shape})")
+        if not np.isfinite(x).all():
+            raise CalibrationError(f"{path}: calibration inputs hold NaN or infinity")
+        return x
+    rng = np.random.default_rng(0)
+    return rng.standard_normal([samples, *shape]).astype(np.float32)
+
+
+def ranges(module: ModuleOp, inputs: np.ndarray) -> dict[SSAValue, float]:
+    """The largest |value| of every tensor of @main over the calibration inputs (float model)."""
+    from snowir.golden import Golden
+
+    golden = Golden(module)
+    peak: dict[SSAValue, float] = {}
+
+    def record(op: Operation, out) -> None:
+        v = float(np.abs(np.asarray(out, np.float64)).max()) if np.size(out) else 0.0
+        peak[op.results[0]] = max(peak.get(op.results[0], 0.0), v)
+
+    golden.trace = record
+    arg = golden.main.body.block.args[0]
+    for x in inputs:
+        peak[arg] = max(peak.get(arg, 0.0), float(np.abs(x).max()))
+        golden.run(x)
+    return peak
+
+
+def _on_host(op: Operation) -> bool:
+    place = op.attributes.get("place")
+    return isinstance(place, StringAttr) and place.data == "host"
+
+
+class _Groups:
+    def __init__(self) -> None:
+        self.parent: dict[SSAValue, SSAValue] = {}
+
+    def find(self, v: SSAValue) -> SSAValue:
+        self.parent.setdefault(v, v)
+        while self.parent[v] is not v:
+            self.parent[v] = self.parent[self.parent[v]]
+            v = self.parent[v]
+        return v
+
+    def union(self, a: SSAValue, b: SSAValue) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+
+def frac_for(peak: float, headroom: float) -> int:
+    """Most fraction bits (0..15) of a 16-bit word that hold `peak` x `headroom`."""
+    if peak <= 0.0:
+        return 15
+    return int(max(0, min(15, math.floor(math.log2(32767.0 / (peak * headroom))))))
+
+
+def choose_formats(module: ModuleOp, peak: dict[SSAValue, float], weight_frac: dict[Operation, int],
+                   headroom: float) -> dict[SSAValue, int]:
+    """Fraction bits of every tensor of @main (non-constant values), by the groups above; a
+    conv / dense whose shift would fall below 1 lowers its output group's fraction bits."""
+    main = next(op for op in module.walk() if isinstance(op, func.FuncOp) and op.sym_name.data == "main")
+    groups = _Groups()
+    tensors: list[SSAValue] = list(main.body.block.args)
+    macs: list[nn.Conv2dOp | nn.DenseOp] = []
+    for op in main.body.block.ops:
+        if isinstance(op, nn.ConstantOp) or not op.name.startswith("nn."):
+            continue
+        tensors += list(op.results)
+        for r in op.results:
+            groups.find(r)
+        if isinstance(op, nn.Conv2dOp | nn.DenseOp):
+            macs.append(op)
+            if isinstance(op, nn.Conv2dOp) and op.bypass is not None:
+                groups.union(op.bypass, op.output)
+            continue
+        if _on_host(op):
+            continue
+        for v in op.operands:
+            if not isinstance(v.owner, nn.ConstantOp):
+                groups.union(v, op.results[0])
+    best: dict[SSAValue, float] = {}
+    for v in tensors:
+        root = groups.find(v)
+        best[root] = max(best.get(root, 0.0), peak.get(v, 0.0))
+    frac = {root: frac_for(p, headroom) for root, p in best.items()}
+    changed = True
+    while changed:  # shift = f_in + f_w - f_out >= 1
+        changed = False
+        for op in macs:
+            fi, fo = frac[groups.find(op.input)], frac[groups.find(op.output)]
+            limit = fi + weight_frac[op] - 1
+            if fo > limit:
+                if limit < 0:
+                    raise CalibrationError(f"{op.name}: no output format leaves a write-back shift >= 1")
+                frac[groups.find(op.output)] = limit
+                changed = True
+    return {v: frac[groups.find(v)] for v in tensors}
