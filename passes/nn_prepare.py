@@ -27,12 +27,14 @@ class NNPreparePass(ModulePass):
     name = "nn-prepare"
     format: str = "Q8.8"
     quantize: bool = True
+    calibration: str = ""
+    """format=auto: a .npy of calibration inputs (quantize)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         passes: list[ModulePass] = [DropIdentityPass(), FoldBatchNormPass(), FuseResidualAddPass(), FuseReluPass(),
                                     FcToConvPass(), AvgPoolToConvPass(), SplitKernelsPass(), SpaceToDepthPass(),
                                     PartitionHostPass()]
         if self.quantize:
-            passes.append(QuantizePass(self.format))
+            passes.append(QuantizePass(self.format, self.calibration))
         for p in passes:
             p.apply(ctx, op)

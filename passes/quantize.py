@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FunctionType, IntegerAttr, ModuleOp, TensorType, i64
+from xdsl.dialects.builtin import FloatAttr, FunctionType, IntegerAttr, ModuleOp, TensorType, f64, i64
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
@@ -48,11 +49,12 @@ def parse_format(text: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def weight_frac(w: np.ndarray) -> int:
+def weight_frac(w: np.ndarray, most: int = 15) -> int:
+    """Most fraction bits (up to `most`) that hold the largest |w| in 16 bits."""
     peak = float(np.abs(w).max()) if w.size else 0.0
     if peak == 0.0:
-        return 15
-    return int(max(0, min(15, math.floor(math.log2(32767.0 / peak)))))
+        return most
+    return int(max(0, min(most, math.floor(math.log2(32767.0 / peak)))))
 
 
 def _fixed(ty, m: int, n: int):
@@ -83,8 +85,9 @@ class QuantizePass(ModulePass):
             if isinstance(inner, nn.Conv2dOp | nn.DenseOp):
                 weight_of[inner.weight] = inner
         tensor_frac: dict = {}
+        layer_wfrac: dict = {}
         if auto:
-            tensor_frac = self._auto_formats(op, weight_of)
+            tensor_frac, layer_wfrac = self._auto_formats(op, weight_of)
         for inner in list(op.walk()):
             if isinstance(inner, nn.ConstantOp):
                 if isinstance(inner.result.type.get_element_type(), nn.FixedType):
@@ -92,7 +95,7 @@ class QuantizePass(ModulePass):
                 values = constant_array(inner)
                 layer = weight_of.get(inner.result)
                 if layer is not None and all(u.operation is layer and u.index == 1 for u in inner.result.uses):
-                    f = weight_frac(values)
+                    f = layer_wfrac.get(layer, weight_frac(values))
                     layer.attributes["w_frac"] = IntegerAttr(f, i64)
                     fmt = (16 - f, f)
                 elif auto:
@@ -126,18 +129,22 @@ class QuantizePass(ModulePass):
                 outs = [v.type for v in rets[0].arguments] if rets else list(fn.function_type.outputs.data)
                 fn.function_type = FunctionType.from_lists(ins, outs)
 
-    def _auto_formats(self, op: ModuleOp, weight_of: dict) -> dict:
+    def _auto_formats(self, op: ModuleOp, weight_of: dict) -> tuple[dict, dict]:
         if self.samples < 1 or not self.headroom >= 1.0:
             raise PassFailedException(f"quantize: samples must be >= 1 and headroom >= 1 "
                                       f"(got {self.samples}, {self.headroom})")
         try:
             x = calibration_inputs(op, self.calibration, self.samples)
             peak = ranges(op, x)
-            wfrac = {layer: weight_frac(constant_array(w.owner)) for w, layer in weight_of.items()
+            wfrac = {layer: weight_frac(constant_array(w.owner), nn.MAX_WEIGHT_FRAC) for w, layer in weight_of.items()
                      if isinstance(w.owner, nn.ConstantOp)}
-            return choose_formats(op, peak, wfrac, self.headroom)
+            formats = choose_formats(op, peak, wfrac, self.headroom)
         except SnowError as e:
             raise PassFailedException(f"quantize: {e}") from None
+        for value, p in peak.items():  # what the formats cover, for reports and plots
+            if isinstance(value.owner, Operation) and value.owner.name.startswith("nn."):
+                value.owner.attributes["calibrated_max"] = FloatAttr(round(p, 6), f64)
+        return formats
 
     @staticmethod
     def _constant_frac(const: nn.ConstantOp, values: np.ndarray, tensor_frac: dict) -> int:

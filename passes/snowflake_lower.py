@@ -1,5 +1,5 @@
 """
-snowflake-lower{format=Q8.8 mode=auto loop-order=auto hw=path.json}: the default lowering
+snowflake-lower{format=Q8.8|auto calibration=x.npy mode=auto loop-order=auto hw=path.json}: the default lowering
 from an nn module to one `snowflake_asm.image` per device layer, as the pass list `PIPELINE`:
 
     nn-prepare, nn-to-tile, tile-loop-order, tile-to-asm,
@@ -40,12 +40,14 @@ def quantised(op: ModuleOp) -> bool:
 class SnowflakeLowerPass(ModulePass):
     name = "snowflake-lower"
     format: str = "Q8.8"
+    calibration: str = ""
+    """format=auto: a .npy of calibration inputs (quantize)."""
     loop_order: str = "auto"
     mode: str = "auto"
     hw: str = ""
 
     def passes(self, quantised_already: bool) -> list[ModulePass]:
-        steps: list[ModulePass] = [] if quantised_already else [NNPreparePass(self.format)]
+        steps: list[ModulePass] = [] if quantised_already else [NNPreparePass(self.format, calibration=self.calibration)]
         return steps + [NNToTilePass(self.mode, self.hw), TileLoopOrderPass(self.loop_order, self.hw),
                         TileToAsmPass(self.hw), BalanceLoadsPass(), ScheduleAsmPass(), FillDelaySlotsPass(),
                         IcacheBankingPass()]

@@ -7,7 +7,8 @@ a format: the operands and results of every device op except conv2d / dense, a c
 bypass and its output (the write-back adds it unshifted), the parts of a split kernel (chained
 through the bypass). Host ops convert at their boundaries, and a conv / dense rescales freely:
 its write-back shift is input fraction bits + weight fraction bits - output fraction bits. Each
-group gets the most fraction bits that still hold its largest value times `headroom`.
+group gets the most fraction bits that still hold its largest value times `headroom` (a conv's
+bias counts toward its output's group: the write-back adds it in the output's format).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from xdsl.ir import Operation, SSAValue
 
 from snowir.dialects import nn
 from snowir.errors import SnowError
+from snowir.fixedpoint import MAX_WB_SHIFT
 
 DEFAULT_SAMPLES = 8
-DEFAULT_HEADROOM = 2.0  # one spare integer bit over the largest calibrated value
+DEFAULT_HEADROOM = 1.25  # a quarter over the largest calibrated value
 
 
 class CalibrationError(SnowError):
@@ -46,6 +48,8 @@ def calibration_inputs(module: ModuleOp, path: str, samples: int) -> np.ndarray:
         x = np.asarray(x, np.float32)
         if list(x.shape) == shape:
             x = x[None]
+        elif shape and shape[0] == 1 and list(x.shape[1:]) == shape[1:]:  # N samples of a batch-1 model
+            x = x[:, None]
         if list(x.shape[1:]) != shape:
             raise CalibrationError(f"{path}: calibration inputs of shape {list(x.shape)}, the model takes {shape} "
                                    f"(or N x {shape})")
@@ -103,9 +107,11 @@ def frac_for(peak: float, headroom: float) -> int:
 
 
 def choose_formats(module: ModuleOp, peak: dict[SSAValue, float], weight_frac: dict[Operation, int],
-                   headroom: float) -> dict[SSAValue, int]:
-    """Fraction bits of every tensor of @main (non-constant values), by the groups above; a
-    conv / dense whose shift would fall below 1 lowers its output group's fraction bits."""
+                   headroom: float) -> tuple[dict[SSAValue, int], dict[Operation, int]]:
+    """Fraction bits of every tensor of @main (non-constant values), by the groups above, and of
+    every conv / dense's weights. The write-back shift f_in + f_w - f_out must lie in
+    [1, MAX_WB_SHIFT]: a layer whose shift would fall below 1 lowers its output group's fraction
+    bits; one above MAX_WB_SHIFT keeps fewer weight fraction bits."""
     main = next(op for op in module.walk() if isinstance(op, func.FuncOp) and op.sym_name.data == "main")
     groups = _Groups()
     tensors: list[SSAValue] = list(main.body.block.args)
@@ -130,6 +136,13 @@ def choose_formats(module: ModuleOp, peak: dict[SSAValue, float], weight_frac: d
     for v in tensors:
         root = groups.find(v)
         best[root] = max(best.get(root, 0.0), peak.get(v, 0.0))
+    for op in macs:  # the bias is added at the write-back in the output's format: it must fit too
+        if isinstance(op.bias.owner, nn.ConstantOp):
+            from snowir.golden import constant_array
+
+            b = constant_array(op.bias.owner)
+            root = groups.find(op.output)
+            best[root] = max(best[root], float(np.abs(b).max()) if b.size else 0.0)
     frac = {root: frac_for(p, headroom) for root, p in best.items()}
     changed = True
     while changed:  # shift = f_in + f_w - f_out >= 1
@@ -142,4 +155,6 @@ def choose_formats(module: ModuleOp, peak: dict[SSAValue, float], weight_frac: d
                     raise CalibrationError(f"{op.name}: no output format leaves a write-back shift >= 1")
                 frac[groups.find(op.output)] = limit
                 changed = True
-    return {v: frac[groups.find(v)] for v in tensors}
+    wfrac = {op: min(weight_frac[op], MAX_WB_SHIFT - frac[groups.find(op.input)] + frac[groups.find(op.output)])
+             for op in macs}
+    return {v: frac[groups.find(v)] for v in tensors}, wfrac

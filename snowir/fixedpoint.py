@@ -19,6 +19,9 @@ import numpy as np
 
 ACC_BITS = 48
 ACC_LIMIT = 1 << (ACC_BITS - 1)
+# [choice] the write-back shift (`vmov shift`) takes 1..30: input + weight - output fraction
+# bits when each tensor has its own format (docs/isa.md); a 5-bit barrel shift of the 48-bit sum
+MAX_WB_SHIFT = 30
 INT16_MIN = -(1 << 15)
 INT16_MAX = (1 << 15) - 1
 

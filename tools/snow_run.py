@@ -32,6 +32,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--report", help="write the JSON report here ('-': standard output)")
     p.add_argument("--hw", help="hardware description JSON (SnowflakeConfig fields)")
     p.add_argument("--pipeline", help="lowering pipeline for nn/tile-level models")
+    p.add_argument("--format", help="fixed-point format of an ONNX / float nn model: Qm.n (default Q8.8) or auto "
+                                    "(per-tensor formats from calibration, docs/accuracy.md)")
+    p.add_argument("--calibration", help="--format auto: .npy of calibration inputs (N x the model's input; "
+                                         "default: 8 seeded N(0, 1) inputs)")
     p.add_argument("--engine", choices=("fast", "reference", "golden"), default="fast")
     p.add_argument("--trace", help="write a Chrome/Perfetto trace-event JSON here")
     p.add_argument("--check", action="store_true", help="compare with onnxruntime and the golden model")
@@ -128,6 +132,14 @@ def run_nn(args: argparse.Namespace) -> int:
     from snowir.model_run import run_model
 
     hw = SnowflakeConfig.load(args.hw)
+    if args.format or args.calibration:
+        if args.pipeline:
+            raise SnowError("give the format in --pipeline (nn-prepare{format=...}) or with --format, not both")
+        fmt = args.format or "auto"
+        if fmt.lower() != "auto" and args.calibration:
+            raise SnowError(f"--calibration is for --format auto, not {fmt}")
+        cal = f" calibration={args.calibration}" if args.calibration else ""
+        args.pipeline = f"nn-prepare{{format={fmt}{cal}}}"
     x = None
     if args.input:
         try:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from snowir.errors import SnowError
-from snowir.fixedpoint import INT16_MIN, accumulator_overflows, writeback
+from snowir.fixedpoint import INT16_MIN, MAX_WB_SHIFT, accumulator_overflows, writeback
 from snowir.hw import SnowflakeConfig
 
 SELECT_ALL = 31
@@ -228,8 +228,8 @@ class MachineState:
         elif select == "stride":
             self.cu_stride = value
         elif select == "shift":
-            if not 1 <= value <= 15:
-                raise MachineFault(f"VMOV shift {value} out of range [1, 15]")
+            if not 1 <= value <= MAX_WB_SHIFT:
+                raise MachineFault(f"VMOV shift {value} out of range [1, {MAX_WB_SHIFT}]")
             self.wb_shift = value
         else:  # pragma: no cover
             raise AssertionError(select)

@@ -6,7 +6,7 @@ func.func @f(%x: tensor<4x!nn.fixed<8, 9>>) {
 
   func.return
 }
-// CHECK: nn.fixed<8, 9>: Snowflake data is 16-bit Qm.n with m >= 1, m + n = 16
+// CHECK: nn.fixed<8, 9>: Snowflake data is 16-bit Qm.n with m + n = 16, m >= -8 (m < 1: small weights only)
 
 // -----
 "nn.constant"() <{value = dense<1.0> : tensor<2xf32>}> : () -> tensor<3xf32>
