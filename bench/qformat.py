@@ -115,15 +115,24 @@ def digits(work: Path) -> dict:
     return row
 
 
+def _evaluate(name: str, work: str) -> dict:
+    return digits(Path(work)) if name == "digits_cnn" else light(name, Path(work))
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("names", nargs="*", default=[*NAMES, "digits_cnn"])
     p.add_argument("--out", default=str(Path(__file__).parent / "results"), help="directory for qformat.json")
     args = p.parse_args()
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.names:
-            rows.append(digits(Path(tmp)) if name == "digits_cnn" else light(name, Path(tmp)))
+            # one process per model: imported weight blobs stay registered for the process's life
+            with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+                rows.append(pool.submit(_evaluate, name, tmp).result())
             r = rows[-1]
             print(f"  {name}: " + ", ".join(f"{f} {r[f]['snr_db']:.1f} dB" for f in FORMATS), flush=True)
     head = f"{'model':<14} " + " ".join(f"{f + ' dB':>10} {'top1':>5}" for f in FORMATS) + f" {'acc (digits)':>24}"

@@ -29,10 +29,12 @@ class NNPreparePass(ModulePass):
     quantize: bool = True
     calibration: str = ""
     """format=auto: a .npy of calibration inputs (quantize)."""
+    split_by_cost: bool = True
+    """split-kernels{by-cost}: also split convs whose channel parts the planner estimates faster."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         passes: list[ModulePass] = [DropIdentityPass(), FoldBatchNormPass(), FuseResidualAddPass(), FuseReluPass(),
-                                    FcToConvPass(), AvgPoolToConvPass(), SplitKernelsPass(), SpaceToDepthPass(),
+                                    FcToConvPass(), AvgPoolToConvPass(), SplitKernelsPass(by_cost=self.split_by_cost), SpaceToDepthPass(),
                                     PartitionHostPass()]
         if self.quantize:
             passes.append(QuantizePass(self.format, self.calibration))
