@@ -19,7 +19,6 @@ from snowir.passes.nn_prepare import NNPreparePass
 from snowir.tools.train_digits import load_split
 
 MODEL = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
-OUT = Path(__file__).parent / "results" / "digits_accuracy.json"
 
 
 def logits_of(module, images: np.ndarray) -> np.ndarray:
@@ -27,6 +26,11 @@ def logits_of(module, images: np.ndarray) -> np.ndarray:
 
 
 def main() -> None:
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", help="directory for digits_accuracy.json (default: bench/results)")
+    args = p.parse_args()
     _, _, xte, yte = load_split()
     import onnx
     from snowir.check import ort_logits
@@ -47,8 +51,10 @@ def main() -> None:
         snr = f"{r['snr_db']:.1f}" if r["snr_db"] is not None else "-"
         agree = f"{100 * r['top1_agree']:.1f}%" if "top1_agree" in r else "-"
         print(f"{r['format']:<22} {100 * r['accuracy']:>12.2f}% {snr:>13} {agree:>12}")
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps({"test_images": int(len(yte)), "rows": rows}, indent=2) + "\n")
+    from snowir.tools.io import bench_output
+
+    bench_output(__file__, "digits_accuracy.json", args.out).write_text(
+        json.dumps({"test_images": int(len(yte)), "rows": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -4,26 +4,29 @@ compare it bit for bit with the golden model and the logits with onnxruntime. Pr
 ms (all layers), device vs host conv counts, SNR, compile and simulator seconds; writes
 bench/results/light_machine.json. Takes several minutes (VGG-19 alone ~20 GMACs).
 
-    python bench/light_machine.py [names...]
+    python bench/light_machine.py [names...] [--out DIR]
 """
 
 from __future__ import annotations
 
 import collections
 import json
-import sys
 import time
-from pathlib import Path
 
 from snowir.errors import SnowError
 from snowir.model_run import run_model_on_device
 from snowir.tools.light_models import NAMES, build
 
-OUT = Path(__file__).parent / "results" / "light_machine.json"
 
 
 def main() -> None:
-    names = sys.argv[1:] or list(NAMES)
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("names", nargs="*", default=list(NAMES))
+    p.add_argument("--out", help="directory for light_machine.json (default: bench/results)")
+    args = p.parse_args()
+    names = args.names
     rows = []
     for name in names:
         t0 = time.perf_counter()
@@ -53,8 +56,9 @@ def main() -> None:
             continue
         print(f"{r['model']:<14} {r['ms']:>8.2f} {r['snr_db']:>7.1f} {str(r['golden_bit_exact']):>5} {r['device_convs']:>8} "
               f"{r['host_convs']:>9} {100 * r['mac_utilization']:>7.1f}% {r['gbps']:>5.2f} {r['simulate_s']:>6.1f}")
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps(rows, indent=2) + "\n")
+    from snowir.tools.io import bench_output
+
+    bench_output(__file__, "light_machine.json", args.out).write_text(json.dumps(rows, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -19,7 +18,6 @@ from snowir.check import compare, golden_logits, ort_logits
 from snowir.onnx_import import import_onnx
 from snowir.tools.light_models import NAMES, build
 
-OUT = Path(__file__).parent / "results" / "light_snr.json"
 
 
 def evaluate(name: str, fmt: str = "Q8.8", seed: int = 0) -> dict:
@@ -55,6 +53,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("names", nargs="*", default=list(NAMES))
     p.add_argument("--format", default="Q8.8")
+    p.add_argument("--out", help="directory for light_snr.json (default: bench/results)")
     args = p.parse_args()
     rows = []
     for name in args.names:
@@ -67,8 +66,9 @@ def main() -> None:
     for r in rows:
         print(f"{r['model']:<14} {r['float_rel_err']:>13.1e} {r['snr_db']:>7.1f} {str(r['top1_match']):>5} "
               f"{r['import_s']:>8.2f} {r['golden_float_s']:>12.2f} {r['golden_fixed_s']:>11.2f}")
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps(rows, indent=2) + "\n")
+    from snowir.tools.io import bench_output
+
+    bench_output(__file__, "light_snr.json", args.out).write_text(json.dumps(rows, indent=2) + "\n")
 
 
 if __name__ == "__main__":

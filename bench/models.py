@@ -5,26 +5,30 @@ padding-free compute bound. FC layers (op "dense", run as convs) run too but, as
 are not in the conv time.
 Models that cannot be lowered yet are listed with the reason.
 
-    python bench/models.py        # table + bench/results/models.json
+    python bench/models.py [--out DIR]   # table + bench/results/models.json (or DIR/)
 """
 
 from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
 from snowir.model_run import run_model_on_device
+from snowir.tools.io import bench_output
 from snowir.tools.bench_models import build as build_bench
 from snowir.tools.light_models import build as build_light
 
-OUT = Path(__file__).parent / "results" / "models.json"
 PAPER = {"alexnet_owt": (10.68, 9.36, 1.22), "resnet18": (46.77, 26.30, 2.25), "resnet50": (218.61, 61.66, 1.87)}
 
 
 def main() -> None:
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", help="directory for models.json (default: bench/results)")
+    args = p.parse_args()
     hw = SnowflakeConfig()
     rows = []
     for name, path_fn in (("alexnet_owt", lambda: build_bench("alexnet_owt")), ("resnet18", lambda: build_bench("resnet18")),
@@ -59,8 +63,7 @@ def main() -> None:
         print(f"{r['model']:<12} {r['conv_ms']:>8.2f} {r['paper_ms']:>8.2f} {r['bound_ms']:>8.2f} {r['conv_gbps']:>5.2f} "
               f"{r['paper_gbps']:>5.2f} {100 * r['conv_mac_utilization']:>7.1f}% {r['all_layers_ms']:>7.2f} "
               f"{r['compile_s']:>9.2f} {r['simulate_s']:>6.1f} {str(r['check']['golden_bit_exact']):>9}")
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps(rows, indent=2) + "\n")
+    bench_output(__file__, "models.json", args.out).write_text(json.dumps(rows, indent=2) + "\n")
 
 
 if __name__ == "__main__":

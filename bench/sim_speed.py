@@ -11,7 +11,6 @@ import argparse
 import json
 import platform
 import time
-from pathlib import Path
 
 
 from snowir import api
@@ -20,7 +19,6 @@ from snowir.machine.image import assemble
 from snowir.machine.run import run_image
 from snowir.tools.asm_kernels import conv3x3, scalar_loop
 
-OUT = Path(__file__).parent / "results" / "sim_speed.json"
 
 
 def measure(name: str, kernel, engine: str, repeat: int = 3) -> dict:
@@ -41,6 +39,7 @@ def measure(name: str, kernel, engine: str, repeat: int = 3) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--out", help="directory for sim_speed.json (default: bench/results)")
     args = p.parse_args()
     big = not args.quick
     cases = [
@@ -60,10 +59,12 @@ def main() -> None:
     for r in rows:
         print(f"{r['kernel']:<26} {r['engine']:<10} {r['dynamic_instructions']:>10,} {r['simulate_s']:>8.3f} "
               f"{r['minstr_per_s']:>10.2f} {r['cycles']:>10,} {r['ms']:>8.3f} {100 * r['mac_utilization']:>7.1f}%")
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps({"machine": platform.processor() or platform.machine(), "python": platform.python_version(),
+    from snowir.tools.io import bench_output
+
+    out = bench_output(__file__, "sim_speed.json", args.out)
+    out.write_text(json.dumps({"machine": platform.processor() or platform.machine(), "python": platform.python_version(),
                                "bench_s": time.perf_counter() - t0, "rows": rows}, indent=2) + "\n")
-    print(f"wrote {OUT}")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ from onnx_util import model, rand  # noqa: E402
 
 from snowir.hw import SnowflakeConfig  # noqa: E402
 
-OUT = Path(__file__).parent / "results" / "table1.json"
 LAYERS = [  # (C, H, W, K, kh, kw, stride, pad), paper hand / auto ms
     ((64, 27, 27, 192, 5, 5, 1, 2), 3.256, 3.261),
     ((192, 13, 13, 384, 3, 3, 1, 1), 1.627, 1.624),
@@ -32,6 +31,7 @@ LAYERS = [  # (C, H, W, K, kh, kw, stride, pad), paper hand / auto ms
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--hw")
+    p.add_argument("--out", help="directory for table1.json (default: bench/results; build/bench with --hw)")
     args = p.parse_args()
     hw = SnowflakeConfig.load(args.hw)
     import tempfile
@@ -74,8 +74,10 @@ def main() -> None:
     for r in rows:
         print(f"{r['layer']:<26} {r['ms']:>9.3f} {r['paper_hand_ms']:>8.3f} {r['vs_hand_pct']:>+6.1f}% {r['bound_ms']:>8.3f} "
               f"{r['of_bound_pct']:>7.1f}% {r['paper_of_bound_pct']:>5.1f}% {r['parts']:>5} {str(r['bit_exact']):>5}")
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps({"hw": hw.to_json(), "rows": rows}, indent=2) + "\n")
+    from snowir.tools.io import bench_output
+
+    bench_output(__file__, "table1.json", args.out, bool(args.hw)).write_text(
+        json.dumps({"hw": hw.to_json(), "rows": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -54,3 +54,31 @@ def test_list_passes_describes_every_snowir_pass(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "--pass-pipeline" in capsys.readouterr().out
+
+
+def test_version_names_snowir(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    out = capsys.readouterr().out
+    assert "snowir 0.1.0" in out and "xdsl" in out
+
+
+def test_time_passes_is_a_table_on_stderr(tmp_path: Path, capsys) -> None:
+    digits = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
+    assert main([str(digits), "-p", "nn-prepare,nn-to-tile", "--time-passes"]) == 0
+    captured = capsys.readouterr()
+    assert "took" not in captured.out and captured.out.lstrip().startswith("builtin.module")
+    rows = captured.err.strip().splitlines()
+    assert rows[0].split() == ["pass", "seconds", "share"]
+    assert [r.split()[0] for r in rows[1:]] == ["nn-prepare", "nn-to-tile", "total"]
+
+
+def test_bench_output_never_overwrites_tracked_results_for_a_custom_hw(tmp_path: Path, monkeypatch) -> None:
+    from snowir.tools.io import bench_output
+
+    script = str(Path(__file__).resolve().parent.parent / "bench" / "models.py")
+    assert bench_output(script, "m.json").parent.name == "results"
+    monkeypatch.chdir(tmp_path)
+    assert bench_output(script, "m.json", custom_hw=True) == Path("build") / "bench" / "m.json"
+    assert bench_output(script, "m.json", str(tmp_path / "x")) == tmp_path / "x" / "m.json"
+    assert (tmp_path / "x").is_dir()

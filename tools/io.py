@@ -79,3 +79,17 @@ class Outputs:
         for path, data in self.items:
             if path == "-":
                 sys.stdout.write(data.decode())
+
+
+def bench_output(script: str, name: str, out: str | None = None, custom_hw: bool = False) -> Path:
+    """Where a bench writes `name`: into `--out DIR` if given; else the tracked
+    bench/results/ for the default configuration, and build/bench/ for a run with a custom
+    --hw, so a what-if run never overwrites the tracked results. The directory is created."""
+    if out:
+        folder = Path(out)
+    elif custom_hw:
+        folder = Path("build") / "bench"
+    else:
+        folder = Path(script).resolve().parent / "results"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name

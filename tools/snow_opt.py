@@ -12,14 +12,17 @@ Built on `xDSLOptMain`, so every xdsl-opt flag behaves the same. Additions:
 from __future__ import annotations
 
 import os
+import dataclasses
 import re
 import sys
+import time
 from collections.abc import Sequence
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from snowir import __version__
 from snowir.dialects import all_dialects
 from snowir.errors import one_line
 from snowir.passes import all_passes
@@ -28,6 +31,31 @@ from snowir.targets import BINARY_TARGETS
 
 class SnowOptMain(xDSLOptMain):
     """xDSLOptMain with the snowir registrations (the only route they are registered by)."""
+
+    version_format = f"snow-opt (snowir {__version__}) built on xdsl {{xdsl_version}}"
+    pass_times: list[tuple[str, float]] | None = None
+
+    def setup_pipeline(self) -> None:
+        """--time-passes: each pass's seconds collected for a table on stderr (xdsl-opt prints
+        raw floats into stdout, beside the IR)."""
+        timing = self.args.time_passes
+        self.args.time_passes = False
+        super().setup_pipeline()
+        if not timing:
+            return
+        inner = self.pipeline.callback
+        times: list[tuple[str, float]] = []
+        self.pass_times = times
+        started = [time.perf_counter()]
+
+        def callback(previous, module, following) -> None:
+            if previous is not None:
+                times.append((previous.name, time.perf_counter() - started[0]))
+            if inner is not None:
+                inner(previous, module, following)
+            started[0] = time.perf_counter()
+
+        self.pipeline = dataclasses.replace(self.pipeline, callback=callback)
 
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
@@ -157,6 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             tool.run()
         else:
             _run_to_file(tool)
+        if tool.pass_times is not None:
+            _print_pass_times(tool.pass_times)
     except SystemExit:
         raise
     except KeyboardInterrupt:
@@ -166,6 +196,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"snow-opt: {one_line(e, input_name)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _print_pass_times(times: list[tuple[str, float]]) -> None:
+    total = sum(t for _, t in times) or 1.0
+    width = max([4, *(len(n) for n, _ in times)])
+    print(f"{'pass':<{width}} {'seconds':>9} {'share':>6}", file=sys.stderr)
+    for name, t in times:
+        print(f"{name:<{width}} {t:>9.3f} {100 * t / total:>5.1f}%", file=sys.stderr)
+    print(f"{'total':<{width}} {sum(t for _, t in times):>9.3f}", file=sys.stderr)
 
 
 def _run_to_file(tool: SnowOptMain) -> None:
