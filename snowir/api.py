@@ -82,8 +82,8 @@ def load_program(path: str | Path) -> tuple[ProgramImage, ModuleOp]:
     module = parse_mlir(path)
     level = level_of(module)
     if level != "snowflake_asm":
-        raise SnowError(f"{path}: a {level}-level module; snow-run executes snowflake_asm programs "
-                        f"and .sfb images (lowering from {level} is not available yet)")
+        raise SnowError(f"{path}: a {level}-level module; load_program takes snowflake_asm programs and .sfb "
+                        f"images (snow-run, or snowir.model_run.run_model_on_device, lowers and runs {level} modules)")
     try:
         return assemble(module), module
     except SnowError as e:

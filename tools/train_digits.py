@@ -26,7 +26,12 @@ SPLIT_SEED = 0
 
 def load_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Images scaled to [0, 1] as N x 1 x 8 x 8 float32; a fixed 80/20 split."""
-    from sklearn.datasets import load_digits
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        from snowir.errors import SnowError
+
+        raise SnowError("the digits dataset comes from scikit-learn: pip install -e '.[bench]'") from None
 
     digits = load_digits()
     x = (digits.images / 16.0).astype(np.float32)[:, None]
