@@ -5,6 +5,9 @@ Bytes <-> `dense_resource` blobs: big arrays (weights, segment data) live in the
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
 from xdsl.dialects.builtin import Builtin, DenseResourceAttr, IntegerType, TensorType
@@ -48,3 +51,18 @@ def int16_resource(key: str, values: np.ndarray) -> DenseResourceAttr:
     data = np.ascontiguousarray(values, dtype="<i2").tobytes()
     used = put_blob(key, data)
     return DenseResourceAttr.from_params(used, TensorType(IntegerType(16), [int(values.size)]))
+
+
+@contextmanager
+def elided_blobs(limit: int) -> Iterator[None]:
+    """While printing: blobs of more than `limit` bytes read `__elided__` (MLIR's spelling)."""
+    store = _interface()._blob_storage
+    kept = dict(store)
+    try:
+        for key, value in kept.items():
+            if value and (len(value) - 2) // 2 - len(_ALIGNMENT_PREFIX) > limit:
+                store[key] = "__elided__"
+        yield
+    finally:
+        store.clear()
+        store.update(kept)

@@ -82,3 +82,15 @@ def test_bench_output_never_overwrites_tracked_results_for_a_custom_hw(tmp_path:
     assert bench_output(script, "m.json", custom_hw=True) == Path("build") / "bench" / "m.json"
     assert bench_output(script, "m.json", str(tmp_path / "x")) == tmp_path / "x" / "m.json"
     assert (tmp_path / "x").is_dir()
+
+
+def test_elide_resources(capsys) -> None:
+    digits = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
+    assert main([str(digits), "-p", "nn-prepare"]) == 0
+    full = capsys.readouterr().out
+    assert main([str(digits), "-p", "nn-prepare", "--elide-resources-if-larger=64"]) == 0
+    short = capsys.readouterr().out
+    assert "__elided__" in short and "__elided__" not in full and len(short) < len(full) / 4
+    assert short.split("{-#")[0] == full.split("{-#")[0]  # the IR itself is untouched
+    assert main([str(digits), "-p", "nn-prepare"]) == 0  # blobs are back afterwards
+    assert capsys.readouterr().out == full

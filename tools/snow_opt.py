@@ -73,8 +73,21 @@ class SnowOptMain(xDSLOptMain):
         arg_parser.add_argument("--list-passes", action="store_true",
                                 help="list snowir's passes with their descriptions and options, then exit")
         arg_parser.add_argument(
+            "--elide-resources-if-larger", type=int, default=None, metavar="BYTES",
+            help="print dense_resource blobs (weights) larger than BYTES as __elided__: readable real-model "
+                 "IR that no longer parses back (as MLIR's --mlir-elide-resource-strings-if-larger)")
+        arg_parser.add_argument(
             "--input-shape", default=None,
             help="static shape for ONNX inputs with dynamic dimensions: 1,3,224,224 or name:1,3,224,224[;name2:...]")
+
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        limit = self.args.elide_resources_if_larger
+        if limit is None:
+            return super().output_resulting_program(prog)
+        from snowir.resources import elided_blobs
+
+        with elided_blobs(limit):
+            return super().output_resulting_program(prog)
 
     def register_all_passes(self) -> None:
         super().register_all_passes()
