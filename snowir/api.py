@@ -32,7 +32,8 @@ def context() -> Context:
     for name, factory in Universe.get_multiverse().all_dialects.items():
         ctx.register_dialect(name, factory)
     for name, factory in all_dialects().items():
-        ctx.register_dialect(name, factory)
+        if name not in ctx.registered_dialect_names:  # installed, the multiverse has them already
+            ctx.register_dialect(name, factory)
     return ctx
 
 

@@ -94,3 +94,17 @@ def test_elide_resources(capsys) -> None:
     assert short.split("{-#")[0] == full.split("{-#")[0]  # the IR itself is untouched
     assert main([str(digits), "-p", "nn-prepare"]) == 0  # blobs are back afterwards
     assert capsys.readouterr().out == full
+
+
+def test_plain_xdsl_opt_loads_snowir_as_a_plugin() -> None:
+    """snowir registers through xDSL's own extension mechanism (the xdsl.universe entry point)."""
+    import shutil
+    import subprocess
+    import sys
+
+    ops = Path(__file__).parent / "filecheck" / "nn" / "ops.mlir"
+    exe = shutil.which("xdsl-opt")
+    cmd = [exe] if exe else [sys.executable, "-m", "xdsl.tools.xdsl_opt"]
+    proc = subprocess.run([*cmd, str(ops), "-p", "drop-identity"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "nn.conv2d" in proc.stdout

@@ -30,7 +30,7 @@ from snowir.targets import BINARY_TARGETS
 
 
 class SnowOptMain(xDSLOptMain):
-    """xDSLOptMain with the snowir registrations (the only route they are registered by)."""
+    """xDSLOptMain with the snowir registrations (also an xDSL plugin: snowir/universe.py)."""
 
     version_format = f"snow-opt (snowir {__version__}) built on xdsl {{xdsl_version}}"
     pass_times: list[tuple[str, float]] | None = None
@@ -58,9 +58,10 @@ class SnowOptMain(xDSLOptMain):
         self.pipeline = dataclasses.replace(self.pipeline, callback=callback)
 
     def register_all_dialects(self) -> None:
-        super().register_all_dialects()
+        super().register_all_dialects()  # with snowir installed, its xdsl.universe entry point is among them
         for name, factory in all_dialects().items():
-            self.ctx.register_dialect(name, factory)
+            if name not in self.ctx.registered_dialect_names:  # also when run from a tree not installed
+                self.ctx.register_dialect(name, factory)
         # passes create dense_resource blobs; printing them needs builtin loaded even
         # when the input never names a builtin op
         self.ctx.get_optional_dialect("builtin")
