@@ -90,7 +90,9 @@ def _unlowered(op) -> bool:
 
 
 def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = None, engine: str = "fast",
-               progress=None, record: bool = False) -> DeviceRun:
+               progress=None, record: bool = False, record_layer=None) -> DeviceRun:
+    """`record`: keep every layer's timing events (a trace); `record_layer(name)`, if given,
+    limits them to the layers it accepts (a ResNet-50 trace is hundreds of MB)."""
     hw = hw or SnowflakeConfig()
     golden = Golden(module)
     block = golden.main.body.block
@@ -138,8 +140,9 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
                 inputs = {"x": _hwc(words[i])}
                 if bypass is not None:
                     inputs["r"] = _hwc(bypass[i])
-                run = run_image(image, hw, engine, inputs, record, module=image_op if engine == "reference" else None)
-                if record:
+                keep = record and (record_layer is None or record_layer(name))
+                run = run_image(image, hw, engine, inputs, keep, module=image_op if engine == "reference" else None)
+                if keep:
                     from snowir.machine.timing import Event
 
                     start = sum(layer.cycles for layer in result.layers) + sum(r.cycles for r in runs)

@@ -212,10 +212,20 @@ def lower(module: ModuleOp, pipeline: str | None = None, hw: SnowflakeConfig | N
         apply_pipeline(module, f"snowflake-lower{{hw={path}}}")
 
 
+def layer_filter(patterns: str | None):
+    """`conv1,layer4.*`: a predicate over layer names (shell-style patterns), None for all."""
+    if not patterns:
+        return None
+    import fnmatch
+
+    wanted = [p.strip() for p in patterns.split(",") if p.strip()]
+    return lambda name: any(fnmatch.fnmatchcase(name, p) for p in wanted)
+
+
 def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline: str | None = None,
                         check: bool = False, input_shape: str | None = None, hw: SnowflakeConfig | None = None,
                         engine: str = "fast", seed: int = 0, progress=None, trace: str | None = None,
-                        record: bool = False) -> ModelRun:
+                        record: bool = False, trace_layers: str | None = None) -> ModelRun:
     """Lower (the remaining passes of the default pipeline, after `pipeline` if given), run every
     device layer's image on the machine model, compare with golden and onnxruntime."""
     from snowir.device_run import device_report, run_device
@@ -230,7 +240,8 @@ def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline:
         x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     x = check_input(x, shape, str(path), module)
     try:
-        run = run_device(module, x, hw, engine, progress, record=record or trace is not None)
+        run = run_device(module, x, hw, engine, progress, record=record or trace is not None,
+                         record_layer=layer_filter(trace_layers))
     except SnowError as e:
         raise SnowError(f"{path}: {e}") from None
     report = device_report(run, hw, str(path), layer_rows(module))

@@ -108,3 +108,18 @@ def test_missing_and_wrong_level_models(tmp_path: Path, capsys) -> None:
     assert snow_run([str(nn), "--engine", "golden", "--check", "--quiet", "--report", str(rep)]) == 0
     check = json.loads(rep.read_text())["check"]
     assert check["reference"] == "golden-fp32" and check["snr_db"] > 40
+
+
+def test_trace_layers_keeps_only_the_chosen_layers(tmp_path: Path, capsys) -> None:
+    digits = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
+    full, some = tmp_path / "all.json", tmp_path / "conv.json"
+    assert snow_run([str(digits), "--quiet", "--trace", str(full)]) == 0
+    assert snow_run([str(digits), "--quiet", "--trace", str(some), "--trace-layers", "conv*,fc"]) == 0
+    layers = lambda p: {e["name"] for e in json.loads(p.read_text())["traceEvents"]  # noqa: E731
+                        if str(e.get("name", "")).startswith("layer ")}
+    assert layers(full) == {"layer conv1", "layer pool1", "layer conv2", "layer pool2", "layer fc"}
+    assert layers(some) == {"layer conv1", "layer conv2", "layer fc"}
+    assert len(some.read_bytes()) < len(full.read_bytes())
+    capsys.readouterr()
+    assert snow_run([str(digits), "--quiet", "--trace-layers", "conv1"]) == 1
+    assert "--trace" in capsys.readouterr().err

@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
                                          "default: 8 seeded N(0, 1) inputs)")
     p.add_argument("--engine", choices=("fast", "reference", "golden"), default="fast")
     p.add_argument("--trace", help="write a Chrome/Perfetto trace-event JSON here")
+    p.add_argument("--trace-layers", metavar="PATTERNS",
+                   help="--trace only these layers: comma-separated names or shell patterns (conv1,layer4.*)")
     p.add_argument("--check", action="store_true", help="compare with onnxruntime and the golden model")
     p.add_argument("--quiet", action="store_true", help="no table, no progress")
     p.add_argument("--input-shape", help="static shape for ONNX inputs with dynamic dimensions, e.g. 1,3,224,224")
@@ -156,7 +158,7 @@ def run_nn(args: argparse.Namespace) -> int:
 
         say = None if args.quiet else (lambda msg: print(f"snow-run: ... {msg}", file=sys.stderr, flush=True))
         result = run_model_on_device(args.model, x, args.pipeline, args.check, args.input_shape, hw, args.engine,
-                                     progress=say, record=bool(args.trace))
+                                     progress=say, record=bool(args.trace), trace_layers=args.trace_layers)
     report = result.report
     if not args.quiet:
         print_table(report)
@@ -189,8 +191,12 @@ def run_nn(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     from snowir import api
 
+    if args.trace_layers and not args.trace:
+        raise SnowError("--trace-layers selects the layers of a --trace: give --trace FILE too")
     if _is_nn_level(args.model):
         return run_nn(args)
+    if args.trace_layers:
+        raise SnowError("--trace-layers is for models (a program is one layer)")
     from snowir.fixedpoint import dequantize
     from snowir.machine.run import program_report
 
