@@ -41,11 +41,8 @@ def _data_ld(op: Operation) -> bool:
 
 
 def _set(reg: int, value: int, known: int | None) -> list[Operation]:
-    """reg = value: an ADDI from its known value when the step fits, else a constant."""
-    if known is not None and -(1 << 16) <= value - known < (1 << 16):
-        return [sf.AddiOp(reg, reg, value - known)]
     b = AsmBuilder()
-    b.const(reg, value)
+    b.set_reg(reg, value, known)
     return b.ops
 
 

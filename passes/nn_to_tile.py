@@ -29,7 +29,7 @@ from xdsl.utils.exceptions import PassFailedException
 from snowir.conv_plan import LoweringError
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
-from snowir.nn_util import layer_name
+from snowir.nn_util import layer_name, on_host
 from snowir.tile_build import conv_layer, pool_layer
 
 
@@ -37,10 +37,8 @@ def device_layers(module: ModuleOp) -> list[nn.Conv2dOp | nn.MaxPoolOp]:
     """The convs and max pools partition-host left on the device, in graph order."""
     out = []
     for op in module.walk():
-        if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp):
-            place = op.attributes.get("place")
-            if not (isinstance(place, StringAttr) and place.data == "host"):
-                out.append(op)
+        if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and not on_host(op):
+            out.append(op)
     return out
 
 

@@ -1,5 +1,5 @@
 """
-quantize{format=Q8.8|auto calibration=inputs.npy samples=8 headroom=2.0}: move the module to
+quantize{format=Q8.8|auto calibration=inputs.npy samples=8 headroom=1.25}: move the module to
 Snowflake's 16-bit fixed point.
 
 Every tensor becomes `!nn.fixed<m, n>`. Weights of conv2d / dense get their own format per
@@ -18,7 +18,6 @@ layer, the one with the most fraction bits that still holds the largest |w|
 Values are rounded half away from zero and saturated.
 """
 
-import math
 import re
 from dataclasses import dataclass
 
@@ -31,11 +30,11 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.calibration import (DEFAULT_HEADROOM, DEFAULT_SAMPLES, calibration_inputs, choose_formats, frac_for,
-                                ranges)
+from snowir.calibration import DEFAULT_HEADROOM, DEFAULT_SAMPLES, calibration_inputs, choose_formats, ranges
 from snowir.dialects import nn
 from snowir.errors import SnowError
-from snowir.fixedpoint import quantize
+from snowir.nn_util import on_host
+from snowir.fixedpoint import frac_for, quantize
 from snowir.golden import constant_array
 from snowir.resources import int16_resource
 
@@ -51,10 +50,7 @@ def parse_format(text: str) -> tuple[int, int]:
 
 def weight_frac(w: np.ndarray, most: int = 15) -> int:
     """Most fraction bits (up to `most`) that hold the largest |w| in 16 bits."""
-    peak = float(np.abs(w).max()) if w.size else 0.0
-    if peak == 0.0:
-        return most
-    return int(max(0, min(most, math.floor(math.log2(32767.0 / peak)))))
+    return frac_for(float(np.abs(w).max()) if w.size else 0.0, most)
 
 
 def _fixed(ty, m: int, n: int):
@@ -155,7 +151,6 @@ class QuantizePass(ModulePass):
             if user.results and user.results[0] in tensor_frac:
                 if isinstance(user, nn.Conv2dOp | nn.DenseOp) and use.index != 2:
                     continue
-                place = user.attributes.get("place")
-                if isinstance(user, nn.Conv2dOp | nn.DenseOp) or not (place is not None and place.data == "host"):
+                if isinstance(user, nn.Conv2dOp | nn.DenseOp) or not on_host(user):
                     return tensor_frac[user.results[0]]
-        return frac_for(float(np.abs(values).max()) if values.size else 0.0, 1.0)
+        return frac_for(float(np.abs(values).max()) if values.size else 0.0)

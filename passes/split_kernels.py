@@ -36,22 +36,23 @@ MIN_GAIN = 0.03  # a split for speed must save this share of the layer's estimat
 
 def _parts(c: int, count: int) -> list[tuple[int, int]]:
     """`count` balanced, 16-channel aligned input-channel slices."""
-    per = -(-(-(-c // count)) // 16) * 16
+    even = -(-c // count)
+    per = -(-even // 16) * 16
     return [(a, min(per, c - a)) for a in range(0, c, per)]
 
 
 def estimated_cycles(op: nn.Conv2dOp, parts: list[tuple[int, int]], hw: SnowflakeConfig) -> float:
     """The planner's estimate for the conv run as these channel parts (the first with the conv's
     own bypass if any, each later one with the previous part's output as its bypass)."""
-    from snowir.conv_plan import ConvShape, LoweringError, plan_conv, residual_cycles
+    from dataclasses import replace
 
-    k, _, kh, kw = shape_of(op.weight)
-    _, c, h, w = shape_of(op.input)
-    (sy, sx), (pt, pl, pb, pr) = [int(v) for v in op.strides.get_values()], [int(v) for v in op.pads.get_values()]
+    from snowir.conv_plan import LoweringError, plan_conv, residual_cycles
+    from snowir.nn_util import conv_shape
+
+    whole = conv_shape(op)
     total = 0.0
     for i, (a, size) in enumerate(parts):
-        s = ConvShape(size, h, w, k, kh, kw, sy, sx, pt, pl, pb, pr, False, 8,
-                      cin_total=c if len(parts) > 1 else 0, c_base=a)
+        s = replace(whole, c=size, cin_total=whole.c if len(parts) > 1 else 0, c_base=a)
         bypass = i > 0 or op.bypass is not None
         try:
             plan = plan_conv(s, hw, 0, 1 << 24, 1 << 25, None, 1 << 26 if bypass else None, "COOP")

@@ -40,6 +40,16 @@ class AsmBuilder:
         high, low = value >> 12, value & 0xFFF
         self.emit(sf.MoviOp(reg, high), sf.MovOp(reg, reg, 12), sf.AddiOp(reg, reg, low))
 
+    def set_reg(self, reg: int, value: int, known: int | None) -> None:
+        """reg = value when it is known to hold `known`: nothing if equal, an ADDI when the
+        step fits its immediate, else a constant."""
+        if value == known:
+            return
+        if known is not None and -(1 << 16) <= value - known < (1 << 16):
+            self.emit(sf.AddiOp(reg, reg, value - known))
+        else:
+            self.const(reg, value)
+
     def branch(self, op: sf.BranchOperation, before: Sequence[Operation] = ()) -> None:
         """`before` (the loop's own bookkeeping, none of which writes what `op` compares), the
         branch, then its delay slots as no-ops: straightforward code. `fill-delay-slots` moves

@@ -13,17 +13,18 @@ bias counts toward its output's group: the write-back adds it in the output's fo
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from snowir.dialects import nn
 from snowir.errors import SnowError
-from snowir.fixedpoint import MAX_WB_SHIFT
+from snowir.fixedpoint import MAX_WB_SHIFT, frac_for
+from snowir.golden import Golden, constant_array
+from snowir.nn_util import on_host
 
 DEFAULT_SAMPLES = 8
 DEFAULT_HEADROOM = 1.25  # a quarter over the largest calibrated value
@@ -36,8 +37,6 @@ class CalibrationError(SnowError):
 def calibration_inputs(module: ModuleOp, path: str, samples: int) -> np.ndarray:
     """The user's `.npy` (N inputs, or one), else `samples` seeded N(0, 1) inputs: the
     distribution snow-run feeds by default."""
-    from snowir.golden import Golden
-
     arg = Golden(module).main.body.block.args[0]
     shape = list(arg.type.get_shape())
     if path:
@@ -62,13 +61,13 @@ def calibration_inputs(module: ModuleOp, path: str, samples: int) -> np.ndarray:
 
 def ranges(module: ModuleOp, inputs: np.ndarray) -> dict[SSAValue, float]:
     """The largest |value| of every tensor of @main over the calibration inputs (float model)."""
-    from snowir.golden import Golden
-
     golden = Golden(module)
     peak: dict[SSAValue, float] = {}
 
     def record(op: Operation, out) -> None:
-        v = float(np.abs(np.asarray(out, np.float64)).max()) if np.size(out) else 0.0
+        if isinstance(op, nn.ConstantOp):  # weights are not activations: no format from them, no pass over them per input
+            return
+        v = float(np.abs(out).max()) if np.size(out) else 0.0
         peak[op.results[0]] = max(peak.get(op.results[0], 0.0), v)
 
     golden.trace = record
@@ -77,11 +76,6 @@ def ranges(module: ModuleOp, inputs: np.ndarray) -> dict[SSAValue, float]:
         peak[arg] = max(peak.get(arg, 0.0), float(np.abs(x).max()))
         golden.run(x)
     return peak
-
-
-def _on_host(op: Operation) -> bool:
-    place = op.attributes.get("place")
-    return isinstance(place, StringAttr) and place.data == "host"
 
 
 class _Groups:
@@ -97,13 +91,6 @@ class _Groups:
 
     def union(self, a: SSAValue, b: SSAValue) -> None:
         self.parent[self.find(a)] = self.find(b)
-
-
-def frac_for(peak: float, headroom: float) -> int:
-    """Most fraction bits (0..15) of a 16-bit word that hold `peak` x `headroom`."""
-    if peak <= 0.0:
-        return 15
-    return int(max(0, min(15, math.floor(math.log2(32767.0 / (peak * headroom))))))
 
 
 def choose_formats(module: ModuleOp, peak: dict[SSAValue, float], weight_frac: dict[Operation, int],
@@ -127,7 +114,7 @@ def choose_formats(module: ModuleOp, peak: dict[SSAValue, float], weight_frac: d
             if isinstance(op, nn.Conv2dOp) and op.bypass is not None:
                 groups.union(op.bypass, op.output)
             continue
-        if _on_host(op):
+        if on_host(op):
             continue
         for v in op.operands:
             if not isinstance(v.owner, nn.ConstantOp):
@@ -138,12 +125,10 @@ def choose_formats(module: ModuleOp, peak: dict[SSAValue, float], weight_frac: d
         best[root] = max(best.get(root, 0.0), peak.get(v, 0.0))
     for op in macs:  # the bias is added at the write-back in the output's format: it must fit too
         if isinstance(op.bias.owner, nn.ConstantOp):
-            from snowir.golden import constant_array
-
             b = constant_array(op.bias.owner)
             root = groups.find(op.output)
             best[root] = max(best[root], float(np.abs(b).max()) if b.size else 0.0)
-    frac = {root: frac_for(p, headroom) for root, p in best.items()}
+    frac = {root: frac_for(p * headroom) for root, p in best.items()}
     changed = True
     while changed:  # shift = f_in + f_w - f_out >= 1
         changed = False

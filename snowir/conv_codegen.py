@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from snowir.asm_builder import AsmBuilder
+from snowir.bypass_slices import load_first_slice, slice_bases, slice_words
 from snowir.conv_pixels import (COOP, R_LEN, R_MAPS, R_OUT, R_SRC, R_TK, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_W,
                                 R_WSRC, TRACE_CHUNK, Prefetch, _chunks, _kernel_tile)
 from snowir.conv_plan import ConvPlan, Strip, weights_slot_elements, weights_stagger
@@ -272,8 +273,6 @@ def _advance_tile(plan: ConvPlan, hw: SnowflakeConfig) -> list:
 def _advance_channels(plan: ConvPlan) -> list:
     """R_TT += 16 (bypass slices: to the other slice), R_TO += 32."""
     if plan.bypass_slices:
-        from snowir.bypass_slices import slice_words
-
         tt = [sf.MuliOp(R_TMP2, R_TT, -1), sf.AddiOp(R_TT, R_TMP2, slice_words(plan))]
     else:
         tt = [sf.AddiOp(R_TT, R_TT, 16)]
@@ -375,8 +374,6 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
     if _staggered(plan, hw):
         b.const(R_PAR, 1)
     if plan.bypass_slices:
-        from snowir.bypass_slices import load_first_slice, slice_bases
-
         for si, strip in enumerate(plan.strips):
             if si:  # the strip replaces the maps every earlier MAC read
                 b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
@@ -448,23 +445,14 @@ def load_runs(b: AsmBuilder, hw: SnowflakeConfig, runs: list[tuple[int, int, int
     when they change."""
     dst_now = src_now = length = None
     for dst, src, n, select in runs:
-        _set_reg(b, R_TMP, dst, dst_now)
-        _set_reg(b, R_SRC, src, src_now)
+        b.set_reg(R_TMP, dst, dst_now)
+        b.set_reg(R_SRC, src, src_now)
         dst_now, src_now = dst, src
         if n != length:
             b.const(R_LEN, n)
             length = n
         b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, 0, select))
 
-
-def _set_reg(b: AsmBuilder, reg: int, value: int, now: int | None) -> None:
-    """reg = value: nothing if it holds it, an ADDI from `now` when the step fits, else a constant."""
-    if value == now:
-        return
-    if now is not None and -(1 << 16) <= value - now < (1 << 16):
-        b.emit(sf.AddiOp(reg, reg, value - now))
-    else:
-        b.const(reg, value)
 
 
 def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:

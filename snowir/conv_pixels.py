@@ -48,12 +48,19 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BIAS, R_TMP))
     b.const(R_TMP, mask)
     b.emit(sf.VmovOp(COOP, sf.VmovSelect.MASK, R_TMP))
-    if plan.bypass_slices and s.kh == s.kw == 1:
-        from snowir.bypass_slices import slice_tile
+    if plan.bypass_slices:
+        from snowir.bypass_slices import row_slice_loads, slice_tile  # (bypass_slices imports this module)
 
-        slice_tile(b, plan, hw, strip, base, prefetch, load_next)
-        return
+        if s.kh == s.kw == 1:
+            slice_tile(b, plan, hw, strip, base, prefetch, load_next)
+            return
     slice_next = plan.bypass_slices and load_next  # a k x k conv's slices: per-row LDs (next tile)
+
+    def one_row(ky0: int, rows: int, bypass: bool) -> None:
+        if slice_next:
+            row_slice_loads(b, plan, hw)
+        _row(b, plan, ky0, rows, bypass)
+
     issued = 2
     row = s.w * s.cin
     b.const(R_ROWSTEP, s.sy * row)
@@ -61,6 +68,7 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     if bypass_base is not None:
         b.const(R_BYPSTEP, s.ow * _bypass_stride(plan))
     chunks = len(_chunks(s.kw * s.c))
+    ops_per_row = lambda kernel_rows: s.ow * kernel_rows * chunks * (s.kw if s.cin != s.c else 1)  # noqa: E731
     y = strip.y0
     while y < strip.y1:
         if prefetch and issued >= hw.vector_queue_depth:
@@ -74,8 +82,7 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
             while y_end < strip.y1 and y_end * s.sy - s.pt + s.kh <= s.h:
                 y_end += 1
             if prefetch:  # end the block once 16 ops are queued: the prefetch goes there, not after the tile
-                per_row = s.ow * s.kh * len(_chunks(s.kw * s.c)) * (s.kw if s.cin != s.c else 1)
-                y_end = min(y_end, y + max(1, -(-(hw.vector_queue_depth - issued) // per_row)))
+                y_end = min(y_end, y + max(1, -(-(hw.vector_queue_depth - issued) // ops_per_row(s.kh))))
         b.const(R_ROWBASE, base + (iy + ky0 - strip.r0) * row + c_off)
         b.const(R_OUTROW, plan.out_addr + 2 * y * s.ow * s.k)
         b.emit(sf.AddOp(R_OUTROW, R_OUTROW, R_TO))
@@ -87,22 +94,14 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
             b.const(R_Y, y)
             b.const(R_YEND, y_end - 1)
             top = b.label("Y")
-            if slice_next:
-                from snowir.bypass_slices import row_slice_loads
-
-                row_slice_loads(b, plan, hw)
-            _row(b, plan, ky0, ky1 - ky0, bypass)
+            one_row(ky0, ky1 - ky0, bypass)
             b.emit(sf.AddiOp(R_Y, R_Y, 1))
             b.branch(sf.BleOp(R_Y, R_YEND, top), [
                 sf.AddOp(R_ROWBASE, R_ROWBASE, R_ROWSTEP), sf.AddOp(R_OUTROW, R_OUTROW, R_OUTSTEP),
                 *([sf.AddOp(R_BYPROW, R_BYPROW, R_BYPSTEP)] if bypass else [])])
         else:
-            if slice_next:
-                from snowir.bypass_slices import row_slice_loads
-
-                row_slice_loads(b, plan, hw)
-            _row(b, plan, ky0, ky1 - ky0, bypass)
-        issued += (y_end - y) * s.ow * (ky1 - ky0) * chunks * (s.kw if s.cin != s.c else 1)
+            one_row(ky0, ky1 - ky0, bypass)
+        issued += (y_end - y) * ops_per_row(ky1 - ky0)
         y = y_end
     if prefetch:
         b.flush_vector_queue(hw.vector_queue_depth, R_TMP)

@@ -228,39 +228,38 @@ def with_residency(plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
 
 def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
                  bypass_addr: int) -> ConvPlan:
-    """A conv with a residual bypass holds two inputs at once (C17 §5.1): its maps strip at the
-    bottom of the maps buffer and the bypass rows of the same output rows right above it, laid
-    out like the output (a `vmov bypass` hands vMAC v of CU c channel 4c + v of a 16-channel
-    block, as the write-back stores them); Kloop, strips loaded in turn (not double-buffered)."""
+    """A conv with a residual bypass holds two inputs at once (C17 §5.1). Up to three plans,
+    the fewest `residual_cycles` wins: its maps strips with the bypass per kernel tile in two
+    slices at the top of the buffer (snowir/bypass_slices.py); its maps strip at the bottom of
+    the buffer and the bypass rows of the same output rows right above it, laid out like the
+    output (a `vmov bypass` hands vMAC v of CU c channel 4c + v of a 16-channel block, as the
+    write-back stores them), strips loaded in turn; or those strips in the two halves of the
+    buffer in turn, the next loading meanwhile. Kloop."""
     if s.kernel_words > hw.weights_buffer_elements:
         raise LoweringError(f"kernel of {s.kernel_words} words does not fit the weights buffer")
     row = s.w * s.cin
     out_row = s.ow * s.k
     room = hw.maps_buffer_elements
+    rows = lambda y0, y1: _rows(s, y0, y1)  # noqa: E731
 
-    def fits(y0: int, y1: int) -> bool:
-        r0, r1 = _rows(s, y0, y1)
-        return (r1 - r0) * row + (y1 - y0) * out_row <= room
+    def holds(per_output_row: int, limit: int) -> Callable[[int, int], bool]:
+        """Output rows [y0, y1) fit `limit` words: their input rows plus `per_output_row` each."""
+        return lambda y0, y1: (rows(y0, y1)[1] - rows(y0, y1)[0]) * row + (y1 - y0) * per_output_row <= limit
 
     tiles, double = math.ceil(s.k / 16), s.kernel_words <= weights_slot_elements(hw)
     plan = lambda strips, **kw: with_residency(ConvPlan(s, tuple(strips), tiles, double, in_addr, w_addr,  # noqa: E731
                                                         out_addr, "COOP", "Kloop", bypass_addr, **kw), hw)
-    rows = lambda y0, y1: _rows(s, y0, y1)  # noqa: E731
     candidates = []
-    fits_slices = lambda y0, y1: (rows(y0, y1)[1] - rows(y0, y1)[0]) * row + 2 * 16 * (y1 - y0) * s.ow <= room  # noqa: E731
+    fits_slices, fits, half = holds(2 * 16 * s.ow, room), holds(out_row, room), holds(out_row, room // 2)
     if (s.kh == s.kw == 1 and (s.sy, s.sx, s.pt, s.pl, s.pb, s.pr) == (1, 1, 0, 0, 0, 0)
             or (s.kh, s.kw) != (1, 1)) and s.groups == 1 and s.cin == s.c and tiles > 1 \
             and fits_slices(0, 1):
-        # the bypass per kernel tile (snowir/bypass_slices.py): strips as long as the maps
-        # alone allow, so the weights are re-sent for few strips
+        # strips as long as the maps alone allow, so the weights are re-sent for few strips
         candidates.append(plan(row_strips(s.oh, rows, fits_slices, lambda i: 0, "a residual conv"),
                                bypass_slices=True))
     if fits(0, 1) or any(fits(y, y + 1) for y in range(s.oh)):
-        # bypass rows beside the maps, strips loaded in turn ...
         candidates.append(plan(row_strips(s.oh, rows, fits, lambda i: 0, "a residual conv")))
-        half = lambda y0, y1: (rows(y0, y1)[1] - rows(y0, y1)[0]) * row + (y1 - y0) * out_row <= room // 2  # noqa: E731
         if all(half(y, y + 1) for y in range(s.oh)):
-            # ... or in the two halves of the buffer in turn, the next strip loading meanwhile
             candidates.append(plan(row_strips(s.oh, rows, half, lambda i: i % 2, "a residual conv")))
     if not candidates:
         raise LoweringError(f"a residual conv needs {s.kh} input rows of {row} words and an output row of "

@@ -28,7 +28,7 @@ from snowir.golden import Golden, Q
 from snowir.hw import SnowflakeConfig
 from snowir.machine.image import ProgramImage, assemble
 from snowir.machine.run import imbalance, run_image, stall_breakdown
-from snowir.nn_util import layer_name
+from snowir.nn_util import layer_name, on_host
 from snowir.tile_build import device_input
 
 
@@ -84,9 +84,7 @@ def _load_imbalance(image: sf.ImageOp, unit_bytes: list[int]) -> float | None:
 
 def _unlowered(op) -> bool:
     """A device conv / max pool the lowering has not turned into an image."""
-    place = op.attributes.get("place")
-    return isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and "image" not in op.attributes \
-        and not (place is not None and place.data == "host")
+    return isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and "image" not in op.attributes and not on_host(op)
 
 
 def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = None, engine: str = "fast",

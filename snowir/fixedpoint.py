@@ -15,6 +15,8 @@ saturation and accumulator width (docs/machine.md, "Arithmetic").
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 ACC_BITS = 48
@@ -41,6 +43,13 @@ def writeback(acc: np.ndarray, bias: np.ndarray | int, bypass: np.ndarray | int,
 
 def accumulator_overflows(acc: np.ndarray) -> bool:
     return bool(acc.size) and (int(acc.max()) >= ACC_LIMIT or int(acc.min()) < -ACC_LIMIT)
+
+
+def frac_for(peak: float, most: int = 15) -> int:
+    """Most fraction bits (0..`most`) of a 16-bit word that still hold `peak`."""
+    if peak <= 0.0:
+        return most
+    return int(max(0, min(most, math.floor(math.log2(INT16_MAX / peak)))))
 
 
 def quantize(x: np.ndarray, frac: int) -> np.ndarray:

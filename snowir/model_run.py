@@ -21,7 +21,7 @@ from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.golden import Golden
 from snowir.hw import SnowflakeConfig
-from snowir.nn_util import layer_name
+from snowir.nn_util import layer_name, on_host
 
 DEFAULT_PIPELINE = "nn-prepare"
 
@@ -122,12 +122,11 @@ def layer_rows(module: ModuleOp) -> list[dict[str, Any]]:
     for op in main_of(module).body.block.ops:
         if not op.name.startswith("nn.") or isinstance(op, nn.ConstantOp):
             continue
-        place = op.attributes.get("place")
-        on_host = place is not None and place.data == "host"
+        host = on_host(op)
         kind = "dense" if "from_dense" in op.attributes else op.name.removeprefix("nn.")
         rows.append({"name": layer_name(op, op.name), "op": kind,
-                     "where": "host" if on_host else "device", "cycles": 0, "ms": 0.0,
-                     "host_ms": host_ms(op) if on_host else None, "macs": useful_macs(op), "lane_macs": 0,
+                     "where": "host" if host else "device", "cycles": 0, "ms": 0.0,
+                     "host_ms": host_ms(op) if host else None, "macs": useful_macs(op), "lane_macs": 0,
                      "mac_utilization": 0.0, "dram_bytes": 0, "gbps": 0.0, "stall_cycles": {},
                      "mode": None, "loop_order": None, "load_imbalance_pct": None, "format": _format(op), "_op": op})
     return rows

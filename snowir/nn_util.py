@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import StringAttr, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.pattern_rewriter import PatternRewriter
@@ -67,6 +67,12 @@ def per_channel(array: np.ndarray | None, channels: int) -> np.ndarray | None:
     if a.size == 1:
         return np.full(channels, float(a.reshape(-1)[0]), np.float32)
     return None
+
+
+def on_host(op: Operation) -> bool:
+    """partition-host placed the op on the host CPU (`place = "host"`)."""
+    place = op.attributes.get("place")
+    return isinstance(place, StringAttr) and place.data == "host"
 
 
 def layer_name(op: Operation, default: str = "layer") -> str:

@@ -14,6 +14,7 @@ are one line on stderr with exit code 1.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from collections.abc import Sequence
@@ -102,7 +103,6 @@ def plot_breakdown(report: dict[str, Any], path: str) -> None:
     causes = sorted({c for layer in layers for c in layer["stall_cycles"] if c.startswith("cu_")})
     fig, ax = plt.subplots(figsize=(max(6.0, 0.18 * len(layers) + 2), 3.6))
     xs = range(len(layers))
-    bottom = [0.0] * len(layers)
     work = [layer["cycles"] - sum(layer["stall_cycles"].get(c, 0) for c in causes) for layer in layers]
     ax.bar(xs, work, label="CU work", color="0.55")
     bottom = work
@@ -115,8 +115,6 @@ def plot_breakdown(report: dict[str, Any], path: str) -> None:
     ax.set_title(f"{report['model']}: where each layer's cycles go")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    import io
-
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
