@@ -27,6 +27,7 @@ from xdsl.dialects.builtin import (
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
     DenseResourceAttr,
+    DictionaryAttr,
     Float32Type,
     FloatAttr,
     IntAttr,
@@ -53,6 +54,7 @@ from xdsl.irdl import (
     prop_def,
     result_def,
     var_operand_def,
+    var_result_def,
     traits_def,
 )
 from xdsl.parser import AttrParser, Parser
@@ -722,9 +724,66 @@ class HardSwishOp(ElementwiseUnary):
     name = "nn.hard_swish"
 
 
+@irdl_op_definition
+class HostOp(IRDLOperation):
+    """
+    An ONNX node kept as it is, for the host CPU: what Snowflake has no mapping for (Sigmoid,
+    Erf, Div, ConvTranspose, Resize, shape arithmetic on run-time tensors, ...). It carries
+    the node's op type, opset and attributes; its operands are the node's present inputs
+    (`slots`: their ONNX input positions, when an optional input is absent). The golden model
+    and the device runner evaluate it as ONNX defines it (snowir/onnx_host.py), in float on
+    dequantised data; results a device layer reads are quantised at that boundary.
+
+        %y = nn.host "Sigmoid"(%x) {attrs = {}, opset = 13 : i64} : (tensor<1x8xf32>) -> tensor<1x8xf32>
+    """
+
+    name = "nn.host"
+    op_type = prop_def(StringAttr)
+    opset = prop_def(IntegerAttr[I64])
+    attrs = prop_def(DictionaryAttr)
+    domain = opt_prop_def(StringAttr)
+    slots = opt_prop_def(DenseArrayBase)
+    n_slots = opt_prop_def(IntegerAttr[I64])
+    inputs = var_operand_def(TensorType)
+    outputs = var_result_def(TensorType)
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$op_type `(` $inputs `)` attr-dict `:` functional-type($inputs, $outputs)"
+
+    def __init__(self, op_type: str, opset: int, attrs: DictionaryAttr, inputs: Sequence[SSAValue],
+                 result_types: Sequence[Attribute], slots: Sequence[int] | None = None, n_slots: int | None = None,
+                 domain: str = ""):
+        props: dict[str, Attribute] = {"op_type": StringAttr(op_type), "opset": IntegerAttr(opset, i64),
+                                       "attrs": attrs}
+        if slots is not None and list(slots) != list(range(len(inputs))):
+            props["slots"] = i64_array(slots)
+        if n_slots is not None and n_slots != len(inputs):
+            props["n_slots"] = IntegerAttr(n_slots, i64)
+        if domain:
+            props["domain"] = StringAttr(domain)
+        super().__init__(operands=[list(inputs)], result_types=[list(result_types)], properties=props)
+
+    def input_slots(self) -> list[int]:
+        """The ONNX input position of each operand."""
+        return list(_ints(self.slots)) if self.slots is not None else list(range(len(self.inputs)))
+
+    def slot_count(self) -> int:
+        return self.n_slots.value.data if self.n_slots is not None else len(self.inputs)
+
+    def verify_(self) -> None:
+        if not self.op_type.data:
+            raise VerifyException(f"{self.name}: empty op_type")
+        slots = self.input_slots()
+        if len(slots) != len(self.inputs) or sorted(set(slots)) != slots or (slots and slots[-1] >= self.slot_count()):
+            raise VerifyException(f"{self.name} \"{self.op_type.data}\": slots {slots} do not place "
+                                  f"{len(self.inputs)} operands among {self.slot_count()} inputs")
+        if not self.outputs:
+            raise VerifyException(f"{self.name} \"{self.op_type.data}\": needs at least one result")
+
+
 DEVICE_OPS = (Conv2dOp, MaxPoolOp, AvgPoolOp, GlobalAvgPoolOp, DenseOp, AddOp, ReluOp,
               BatchNormOp, ConcatOp, FlattenOp, ReshapeOp, IdentityOp, ChannelSliceOp)
-HOST_OPS = (SoftmaxOp, LrnOp, TransposeOp, ClipOp, HardSigmoidOp, HardSwishOp, MulOp, SpaceToDepthOp)
+HOST_OPS = (SoftmaxOp, LrnOp, TransposeOp, ClipOp, HardSigmoidOp, HardSwishOp, MulOp, SpaceToDepthOp, HostOp)
 
 NN = Dialect(
     "nn",

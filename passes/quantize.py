@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FloatAttr, FunctionType, IntegerAttr, ModuleOp, TensorType, f64, i64
+from xdsl.dialects.builtin import Float32Type, FloatAttr, FunctionType, IntegerAttr, ModuleOp, StringAttr, TensorType, f64, i64
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
@@ -59,6 +59,11 @@ def _fixed(ty, m: int, n: int):
     return ty
 
 
+def _host_only(value) -> bool:
+    """Every user is an nn.host node or the function's return: the value never meets the device."""
+    return all(isinstance(u.operation, nn.HostOp | func.ReturnOp) for u in value.uses)
+
+
 def _retype(value, new_type) -> None:
     if value.type != new_type:
         Rewriter.replace_value_with_new_type(value, new_type)
@@ -86,8 +91,8 @@ class QuantizePass(ModulePass):
             tensor_frac, layer_wfrac = self._auto_formats(op, weight_of)
         for inner in list(op.walk()):
             if isinstance(inner, nn.ConstantOp):
-                if isinstance(inner.result.type.get_element_type(), nn.FixedType):
-                    continue
+                if not isinstance(inner.result.type.get_element_type(), Float32Type) or _host_only(inner.result):
+                    continue  # already fixed; or an nn.host operand only (shapes, scales): kept as ONNX gave it
                 values = constant_array(inner)
                 layer = weight_of.get(inner.result)
                 if layer is not None and all(u.operation is layer and u.index == 1 for u in inner.result.uses):
@@ -111,6 +116,11 @@ class QuantizePass(ModulePass):
                 block.insert_op_before(new, inner)
                 inner.detach()
                 inner.erase()
+            elif isinstance(inner, nn.HostOp):
+                for res in list(inner.results):  # fixed point only where a device or nn layer reads it
+                    if isinstance(res.type.get_element_type(), Float32Type) and not _host_only(res):
+                        f = tensor_frac.get(res)
+                        _retype(res, _fixed(res.type, m, n) if f is None else _fixed(res.type, 16 - f, f))
             elif inner.name.startswith("nn."):
                 for res in list(inner.results):
                     f = tensor_frac.get(res)
@@ -118,12 +128,16 @@ class QuantizePass(ModulePass):
         for fn in op.walk():
             if isinstance(fn, func.FuncOp):
                 for arg in list(fn.body.block.args):
+                    if not isinstance(arg.type.get_element_type(), Float32Type | nn.FixedType):
+                        continue  # integer inputs feed nn.host nodes as they are
                     f = tensor_frac.get(arg)
                     _retype(arg, _fixed(arg.type, m, n) if f is None else _fixed(arg.type, 16 - f, f))
                 ins = [a.type for a in fn.body.block.args]
                 rets = [r for r in fn.body.block.ops if isinstance(r, func.ReturnOp)]
                 outs = [v.type for v in rets[0].arguments] if rets else list(fn.function_type.outputs.data)
                 fn.function_type = FunctionType.from_lists(ins, outs)
+        # the mark that the module is quantised, also when no argument is a float (integer inputs)
+        op.attributes["nn.format"] = StringAttr(self.format)
 
     def _auto_formats(self, op: ModuleOp, weight_of: dict) -> tuple[dict, dict]:
         if self.samples < 1 or not self.headroom >= 1.0:

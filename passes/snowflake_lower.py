@@ -32,7 +32,7 @@ PIPELINE = ("nn-prepare", "nn-to-tile", "tile-loop-order", "tile-to-asm", "balan
 
 
 def quantised(op: ModuleOp) -> bool:
-    return any(isinstance(getattr(v.type, "element_type", None), nn.FixedType)
+    return "nn.format" in op.attributes or any(isinstance(getattr(v.type, "element_type", None), nn.FixedType)
                for f in op.walk() if f.name == "func.func" for v in f.body.block.args)
 
 

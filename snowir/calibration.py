@@ -64,11 +64,13 @@ def ranges(module: ModuleOp, inputs: np.ndarray) -> dict[SSAValue, float]:
     golden = Golden(module)
     peak: dict[SSAValue, float] = {}
 
-    def record(op: Operation, out) -> None:
-        if isinstance(op, nn.ConstantOp):  # weights are not activations: no format from them, no pass over them per input
+    def record(value: SSAValue, out) -> None:
+        if isinstance(value.owner, nn.ConstantOp):  # weights are not activations: no format from them, no pass over them per input
+            return
+        if isinstance(out, np.ndarray) and out.dtype.kind not in "fi":
             return
         v = float(np.abs(out).max()) if np.size(out) else 0.0
-        peak[op.results[0]] = max(peak.get(op.results[0], 0.0), v)
+        peak[value] = max(peak.get(value, 0.0), v)
 
     golden.trace = record
     arg = golden.main.body.block.args[0]

@@ -13,6 +13,7 @@ for bit with the golden model's output of the same nn op. Nothing is compiled he
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,22 +88,21 @@ def _unlowered(op) -> bool:
     return isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and "image" not in op.attributes and not on_host(op)
 
 
-def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = None, engine: str = "fast",
-               progress=None, record: bool = False, record_layer=None) -> DeviceRun:
-    """`record`: keep every layer's timing events (a trace); `record_layer(name)`, if given,
-    limits them to the layers it accepts (a ResNet-50 trace is hundreds of MB)."""
+def run_device(module: ModuleOp, x: np.ndarray | Sequence[np.ndarray], hw: SnowflakeConfig | None = None,
+               engine: str = "fast", progress=None, record: bool = False, record_layer=None) -> DeviceRun:
+    """`x`: the input, or one array per input of @main. `record`: keep every layer's timing
+    events (a trace); `record_layer(name)`, if given, limits them to the layers it accepts (a
+    ResNet-50 trace is hundreds of MB)."""
+    from snowir.golden import element_frac
+    from snowir.passes.snowflake_lower import quantised
+
     hw = hw or SnowflakeConfig()
     golden = Golden(module)
     block = golden.main.body.block
-    if len(block.args) != 1:
-        raise LoweringError("only single-input models run on the device")
-    from snowir.golden import element_frac, quantize
-
-    frac = element_frac(block.args[0])
-    if frac is None:
+    if not quantised(module):
         raise LoweringError("the model is not quantised: run nn-prepare (or quantize) first")
     images = images_of(module)
-    env: dict[SSAValue, Any] = {block.args[0]: Q(quantize(x, frac), frac)}
+    env: dict[SSAValue, Any] = golden.inputs([x] if isinstance(x, np.ndarray) else list(x))
     result = DeviceRun([])
     assembled: dict[str, ProgramImage] = {}
     device_ops = [op for op in block.ops if "image" in op.attributes]
@@ -174,7 +174,7 @@ def run_device(module: ModuleOp, x: np.ndarray, hw: SnowflakeConfig | None = Non
                                    | nn.ChannelSliceOp) \
                 and not (isinstance(op, nn.ConcatOp) and op.axis.value.data == 1):
             raise LoweringError(f"layer '{name}' ({op.name}) is not lowered to Snowflake yet")
-        env[op.results[0]] = golden._op(op, env)
+        golden.step(op, env)
     raise LoweringError("@main has no func.return")
 
 

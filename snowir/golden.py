@@ -25,6 +25,7 @@ from xdsl.ir import Operation, SSAValue
 from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.fixedpoint import INT16_MAX, INT16_MIN, dequantize, quantize, writeback
+from snowir.onnx_host import NodeRunner, numpy_dtype
 from snowir.resources import get_blob
 
 
@@ -59,15 +60,15 @@ def constant_array(op: nn.ConstantOp) -> np.ndarray:
     ty = op.result.type
     assert isinstance(ty, TensorType)
     shape = tuple(ty.get_shape())
-    fixed = isinstance(ty.get_element_type(), nn.FixedType)
+    dtype = numpy_dtype(ty.get_element_type())
     value = op.value
     if isinstance(value, DenseResourceAttr):
         blob = get_blob(value.resource_handle.data)
         if blob is None:
             raise GoldenError(f"nn.constant: resource '{value.resource_handle.data}' has no data")
-        arr = np.frombuffer(blob, "<i2" if fixed else "<f4")
+        arr = np.frombuffer(blob, dtype.newbyteorder("<"))
     elif isinstance(value, DenseIntOrFPElementsAttr):
-        arr = np.asarray(value.get_values(), np.int16 if fixed else np.float32)
+        arr = np.asarray(value.get_values(), dtype)
         if arr.size == 1:
             arr = np.full(math.prod(shape), arr.reshape(-1)[0])
     else:
@@ -78,7 +79,7 @@ def constant_array(op: nn.ConstantOp) -> np.ndarray:
             raise GoldenError(f"nn.constant: cannot read '{key}' from {path}: {e}") from None
     if arr.size != math.prod(shape):
         raise GoldenError(f"nn.constant: {arr.size} values for shape {list(shape)}")
-    return arr.reshape(shape).astype(np.int16 if fixed else np.float32)
+    return arr.reshape(shape).astype(dtype)
 
 
 # ---------------------------------------------------------------- float kernels
@@ -153,9 +154,13 @@ class Golden:
             raise GoldenError("the module needs a func.func @main (or exactly one function)")
         self.main = mains[0]
         self.constants: dict[SSAValue, np.ndarray] = {}
-        self.trace: Callable[[Operation, Value], None] | None = None
+        self.runners: dict[Operation, NodeRunner] = {}
+        self.trace: Callable[[SSAValue, Value], None] | None = None
+        """Called with every result of @main's ops and its value, as they are computed."""
 
-    def run(self, *inputs: np.ndarray) -> list[np.ndarray]:
+    def inputs(self, inputs: Sequence[np.ndarray]) -> dict[SSAValue, Value]:
+        """@main's arguments bound to `inputs`: quantised where the argument is fixed point, else in
+        the argument's own element type."""
         block = self.main.body.block
         if len(inputs) != len(block.args):
             raise GoldenError(f"@main takes {len(block.args)} inputs, got {len(inputs)}")
@@ -165,15 +170,25 @@ class Golden:
             if tuple(np.shape(x)) != shape:
                 raise GoldenError(f"input has shape {list(np.shape(x))}, @main expects {list(shape)}")
             frac = element_frac(arg)
-            env[arg] = Q(quantize(x, frac), frac) if frac is not None else np.asarray(x, np.float32)
-        for op in block.ops:
+            env[arg] = Q(quantize(x, frac), frac) if frac is not None \
+                else np.asarray(x, numpy_dtype(arg.type.get_element_type()))
+        return env
+
+    def run(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        env = self.inputs(inputs)
+        for op in self.main.body.block.ops:
             if isinstance(op, func.ReturnOp):
                 return [self._float(env[v]) for v in op.arguments]
-            out = self._op(op, env)
-            env[op.results[0]] = out
-            if self.trace is not None:
-                self.trace(op, out)
+            self.step(op, env)
         raise GoldenError("@main has no func.return")
+
+    def step(self, op: Operation, env: dict[SSAValue, Value]) -> None:
+        """Execute one op of @main, binding its results in `env`."""
+        outs = self._host_node(op, env) if isinstance(op, nn.HostOp) else [self._op(op, env)]
+        for result, out in zip(op.results, outs):
+            env[result] = out
+            if self.trace is not None:
+                self.trace(result, out)
 
     # -------------------------------------------------------------- helpers
     @staticmethod
@@ -242,14 +257,15 @@ class Golden:
         if isinstance(op, nn.ConcatOp | nn.FlattenOp | nn.ReshapeOp | nn.TransposeOp | nn.IdentityOp):
             return self._move(op, env, out_frac)
         if isinstance(op, nn.BatchNormOp):
-            if out_frac is not None:
-                raise GoldenError("nn.batch_norm in a fixed-point module: run fold-batch-norm before quantise")
+            # one fold-batch-norm could not fold (not after a conv, not rank 4): on the host, in float
             x = self._float(get(op.input))
-            s, b, m, v = (self._const(p) for p in (op.scale, op.bias, op.mean, op.var))
+            s, b, m, v = (self._float(Q(self._const(p), element_frac(p)) if element_frac(p) is not None
+                                      else self._const(p)) for p in (op.scale, op.bias, op.mean, op.var))
             eps = op.epsilon.value.data
             k = (s / np.sqrt(v + eps)).astype(np.float32)
             shape = (1, -1) + (1,) * (x.ndim - 2)
-            return (x - m.reshape(shape)) * k.reshape(shape) + b.reshape(shape)
+            r = (x - m.reshape(shape)) * k.reshape(shape) + b.reshape(shape)
+            return Q(quantize(r, out_frac), out_frac) if out_frac is not None else r
         return self._host(op, env, out_frac)
 
     def _mac_layer(self, op: nn.Conv2dOp | nn.DenseOp, env: dict[SSAValue, Value], out_frac: int | None) -> Value:
@@ -314,6 +330,35 @@ class Golden:
         else:
             data = data.reshape(shape)
         return Q(data, out_frac) if out_frac is not None else data
+
+    def _host_node(self, op: nn.HostOp, env: dict[SSAValue, Value]) -> list[Value]:
+        """An ONNX node on the host: as ONNX defines it, in float on dequantised operands;
+        a result typed fixed point (a device layer reads it) is quantised there."""
+        runner = self.runners.get(op)
+        if runner is None:
+            runner = self.runners[op] = NodeRunner(op.op_type.data, op.domain.data if op.domain else "",
+                                                   op.opset.value.data, op.attrs, op.input_slots(),
+                                                   op.slot_count(), len(op.outputs))
+        args = []
+        for v in op.inputs:
+            value = env[v]
+            args.append(self._float(value) if isinstance(value, Q) else value)
+        try:
+            outs = runner(*args)
+        except Exception as e:  # noqa: BLE001 - the reference evaluator's own message, in one line
+            raise GoldenError(f"nn.host \"{op.op_type.data}\": {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        results = []
+        for result, out in zip(op.results, outs):
+            frac = element_frac(result)
+            shape = tuple(result.type.get_shape())
+            if tuple(out.shape) != shape:
+                raise GoldenError(f"nn.host \"{op.op_type.data}\": result of shape {list(out.shape)}, "
+                                  f"the IR says {list(shape)}")
+            if frac is not None:
+                results.append(Q(quantize(np.asarray(out, np.float32), frac), frac))
+            else:
+                results.append(np.asarray(out, numpy_dtype(result.type.get_element_type())))
+        return results
 
     def _host(self, op, env, out_frac: int | None) -> Value:
         """Host-CPU ops: float math on dequantised data."""

@@ -60,7 +60,7 @@ def main_of(module: ModuleOp) -> func.FuncOp:
 
 def is_quantized(module: ModuleOp) -> bool:
     args = main_of(module).body.block.args
-    return any(isinstance(a.type.get_element_type(), nn.FixedType) for a in args)
+    return "nn.format" in module.attributes or any(isinstance(a.type.get_element_type(), nn.FixedType) for a in args)
 
 
 def apply_pipeline(module: ModuleOp, pipeline: str) -> None:
@@ -190,7 +190,8 @@ def lowered(module: ModuleOp) -> bool:
         and all("image" in op.attributes for op in device_layers(module))
 
 
-def lower(module: ModuleOp, pipeline: str | None = None, hw: SnowflakeConfig | None = None) -> None:
+def lower(module: ModuleOp, pipeline: str | None = None, hw: SnowflakeConfig | None = None,
+          format: str = "Q8.8") -> None:
     """`pipeline` exactly as given (if any); then, unless every device layer already has its
     image, the rest of the default lowering: `snowflake-lower` skips what is done (a quantised
     module is not re-quantised, layers with a tile or image keep it, set loop orders stay,
@@ -200,15 +201,16 @@ def lower(module: ModuleOp, pipeline: str | None = None, hw: SnowflakeConfig | N
         apply_pipeline(module, pipeline)
     if lowered(module):
         return
+    options = "" if format == "Q8.8" else f"format={format}"
     if hw is None or hw == SnowflakeConfig():
-        apply_pipeline(module, "snowflake-lower")
+        apply_pipeline(module, f"snowflake-lower{{{options}}}" if options else "snowflake-lower")
         return
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "hw.json"
         hw.save(path)
-        apply_pipeline(module, f"snowflake-lower{{hw={path}}}")
+        apply_pipeline(module, f"snowflake-lower{{hw={path} {options}}}")
 
 
 def layer_filter(patterns: str | None):

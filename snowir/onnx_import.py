@@ -4,9 +4,13 @@ The ONNX frontend: an ONNX model -> an `nn`-level module (`func.func @main`).
 Steps: load, `onnx.checker`, upgrade old opsets with `onnx.version_converter` (the onnx
 wheel's light models are opset 9), shape inference, then one pass over the nodes in
 order. Nodes whose inputs are all constant (Constant, ConstantOfShape, shape arithmetic,
-Unsqueeze of weights, ...) are folded with onnx's own reference evaluator; every other
-node maps to nn ops. Anything unsupported, or a dynamic dimension without an explicit
-input shape, is an `ImportError_` naming the node, its op type and why.
+Unsqueeze of weights, ...) are folded with onnx's own reference evaluator. A node with an
+nn mapping (conv, pools, gemm, add, ...) on float32 inputs becomes that nn op; every other
+node, and a mapped one whose form the mapping does not cover (a 1-D or 3-D conv, a dilated
+pool, a Gemm whose B is computed, ...), becomes `nn.host`: the node as it is, for the host.
+Doubles become float32. What cannot be carried (other domains, sub-graphs, outputs whose
+shape depends on the data, a dynamic dimension without an explicit input shape) is an
+`OnnxImportError` naming the node, its op type and why.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from snowir.dialects import nn
 from snowir.errors import SnowError
+from snowir.onnx_host import OnnxTypeError, element_type, numpy_dtype, onnx_type_of, to_mlir_attrs
 from snowir.resources import put_blob
 
 TARGET_OPSET = 13
@@ -34,10 +39,52 @@ class OnnxImportError(SnowError):
     pass
 
 
+class Unmapped(Exception):
+    """A handler's answer that the node, though valid, has no nn-op mapping: it becomes nn.host."""
+
+
 def f32_resource(key: str, array: np.ndarray) -> DenseResourceAttr:
-    data = np.ascontiguousarray(array, dtype="<f4")
+    data = np.array(array, dtype="<f4", order="C")  # ascontiguousarray would make a scalar 1-D
     used = put_blob(_identifier(key), data.tobytes())
     return DenseResourceAttr.from_params(used, TensorType(F32, list(data.shape)))
+
+
+def typed_resource(key: str, array: np.ndarray) -> DenseResourceAttr:
+    """A blob in the array's own element type (nn.host operands: int64 shapes, bool masks, ...)."""
+    if array.dtype == np.float32:
+        return f32_resource(key, array)
+    data = np.array(array, dtype=array.dtype.newbyteorder("<"), order="C")
+    used = put_blob(_identifier(key), data.tobytes())
+    return DenseResourceAttr.from_params(used, TensorType(_element(onnx_type_of(array.dtype)), list(data.shape)))
+
+
+def _single(array: np.ndarray) -> np.ndarray:
+    """Doubles become float32: snowir computes floats in fp32 at most (docs/frontend.md)."""
+    return array.astype(np.float32) if array.dtype == np.float64 else array
+
+
+def _element(onnx_type: int):
+    return F32 if onnx_type == onnx.TensorProto.DOUBLE else element_type(onnx_type)
+
+
+def _elem_of(value: SSAValue):
+    return value.type.get_element_type()
+
+
+def _value_types(graph: onnx.GraphProto) -> dict[str, TensorType]:
+    """Static tensor types the model declares or shape inference found (None-free only)."""
+    out = {}
+    for info in list(graph.input) + list(graph.value_info) + list(graph.output):
+        if not info.type.HasField("tensor_type"):
+            continue
+        tt = info.type.tensor_type
+        if not tt.HasField("shape") or not all(d.HasField("dim_value") for d in tt.shape.dim):
+            continue
+        try:
+            out[info.name] = TensorType(_element(tt.elem_type), [d.dim_value for d in tt.shape.dim])
+        except OnnxTypeError:
+            continue
+    return out
 
 
 def _identifier(name: str) -> str:
@@ -91,9 +138,10 @@ class Importer:
         self.source = source
         self.graph = model.graph
         self.input_shapes = input_shapes or {}
-        self.consts: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in self.graph.initializer}
+        self.consts: dict[str, np.ndarray] = {t.name: _single(numpy_helper.to_array(t)) for t in self.graph.initializer}
+        self.value_types = _value_types(self.graph)
         self.values: dict[str, SSAValue] = {}
-        self.const_ops: dict[str, SSAValue] = {}
+        self.const_ops: dict[tuple[str, str], SSAValue] = {}
         self.ops: list[Operation] = []
 
     # ------------------------------------------------------------------ helpers
@@ -105,13 +153,18 @@ class Importer:
         self.ops.append(op)
         return op
 
-    def const_value(self, name: str) -> SSAValue:
-        """An nn.constant for a folded constant (one per name)."""
-        if name not in self.const_ops:
-            op = self.emit(nn.ConstantOp(f32_resource(name, self.consts[name].astype(np.float32))))
+    def const_value(self, name: str, keep_dtype: bool = False) -> SSAValue:
+        """An nn.constant for a folded constant (one per name and kind): float32, or with
+        `keep_dtype` (operands of nn.host) in its own element type (doubles become float32)."""
+        array = np.asarray(self.consts[name])
+        if not keep_dtype or array.dtype.kind == "f":
+            array = array.astype(np.float32)
+        key = (name, array.dtype.str)
+        if key not in self.const_ops:
+            op = self.emit(nn.ConstantOp(typed_resource(name, array)))
             op.results[0].name_hint = _identifier(name)[:40]
-            self.const_ops[name] = op.results[0]
-        return self.const_ops[name]
+            self.const_ops[key] = op.results[0]
+        return self.const_ops[key]
 
     def new_const(self, name: str, array: np.ndarray) -> SSAValue:
         key = name
@@ -134,7 +187,7 @@ class Importer:
             raise self.fail(node, f"missing {what}")
         name = node.input[index]
         if name not in self.consts:
-            raise self.fail(node, f"{what} must be a constant (weights computed at run time are not supported)")
+            raise Unmapped(f"{what} is computed at run time")
         return self.consts[name]
 
     def shape(self, value: SSAValue) -> list[int]:
@@ -157,10 +210,14 @@ class Importer:
             raise OnnxImportError(f"{self.source}: the graph has no non-constant input")
         arg_types = []
         for inp in inputs:
+            if not inp.type.HasField("tensor_type"):
+                raise OnnxImportError(f"{self.source}: input '{inp.name}' is not a tensor (sequences, maps and "
+                                      f"optionals are not supported)")
             tt = inp.type.tensor_type
-            if tt.elem_type != onnx.TensorProto.FLOAT:
-                raise OnnxImportError(f"{self.source}: input '{inp.name}' has element type "
-                                      f"{onnx.TensorProto.DataType.Name(tt.elem_type)}; only float32 models are supported")
+            try:
+                elem = _element(tt.elem_type)
+            except OnnxTypeError as e:
+                raise OnnxImportError(f"{self.source}: input '{inp.name}': {e}") from None
             if any(d.HasField("dim_value") and d.dim_value == 0 for d in tt.shape.dim):
                 raise OnnxImportError(f"{self.source}: input '{inp.name}' has a zero-size dimension "
                                       f"{[d.dim_value if d.HasField('dim_value') else d.dim_param for d in tt.shape.dim]}")
@@ -175,7 +232,7 @@ class Importer:
             if any(d is None for d in dims):
                 raise OnnxImportError(f"{self.source}: input '{inp.name}' has a dynamic dimension {dims}; "
                                       f"give it with --input-shape")
-            arg_types.append(_tensor_type(dims))
+            arg_types.append(TensorType(elem, dims))
         block = Block(arg_types=arg_types)
         for inp, arg in zip(inputs, block.args):
             arg.name_hint = _identifier(inp.name)[:40]
@@ -184,10 +241,13 @@ class Importer:
             self.node(node)
         results = []
         for out in self.graph.output:
+            if not out.type.HasField("tensor_type"):
+                raise OnnxImportError(f"{self.source}: output '{out.name}' is not a tensor (sequences, maps and "
+                                      f"optionals are not supported)")
             if out.name in self.values:
                 results.append(self.values[out.name])
             elif out.name in self.consts:
-                results.append(self.const_value(out.name))
+                results.append(self.const_value(out.name, keep_dtype=True))
             else:
                 raise OnnxImportError(f"{self.source}: graph output '{out.name}' is never produced")
         for op in self.ops:
@@ -203,15 +263,79 @@ class Importer:
 
     def node(self, node: onnx.NodeProto) -> None:
         ins = [i for i in node.input if i]
-        if node.op_type in FOLDABLE or (ins and all(i in self.consts for i in ins) and node.op_type in FOLD_IF_CONST):
+        if node.domain not in ("", "ai.onnx"):
+            raise self.fail(node, f"operator domain '{node.domain}' not supported")
+        if node.op_type in FOLDABLE or (ins and all(i in self.consts for i in ins)
+                                        and not node.op_type.startswith("Random")):
             self.fold(node)
             return
         handler = HANDLERS.get(node.op_type)
-        if handler is None:
-            raise self.fail(node, "operator not supported by snowir")
-        if node.domain not in ("", "ai.onnx"):
-            raise self.fail(node, f"operator domain '{node.domain}' not supported")
-        handler(self, node)
+        floats = all(i in self.consts or (i in self.values and isinstance(_elem_of(self.values[i]), Float32Type))
+                     for i in ins)
+        if handler is not None and floats:
+            try:
+                handler(self, node)
+                return
+            except Unmapped:
+                pass
+        self.host(node)
+
+    def host(self, node: onnx.NodeProto) -> None:
+        """The node as it is, for the host CPU: nn.host with the node's opset and attributes."""
+        operands, slots = [], []
+        for slot, name in enumerate(node.input):
+            if name:
+                operands.append(self.value(node, name) if name in self.values else self.const_value(name, keep_dtype=True))
+                slots.append(slot)
+        try:
+            attrs = to_mlir_attrs(node)
+        except OnnxTypeError as e:
+            raise self.fail(node, str(e)) from None
+        outs = [o for o in node.output]
+        types = self.output_types(node, operands, slots)
+        op = self.emit(nn.HostOp(node.op_type, self.opset, attrs, operands, types, slots, len(node.input)))
+        for i, name in enumerate(outs):
+            if name:
+                op.results[i].name_hint = _identifier(name)[:40]
+                self.values[name] = op.results[i]
+        if node.name:
+            op.attributes["onnx_node"] = nn.StringAttr(node.name)
+
+    def output_types(self, node: onnx.NodeProto, operands: list[SSAValue], slots: list[int]) -> list[TensorType]:
+        """From the model's shape inference; else from inferring this node alone with its constant
+        inputs known (a Reshape to a folded shape); an output whose shape depends on data is refused."""
+        known = [self.value_types.get(o) for o in node.output]
+        if all(t is not None for t in known):
+            return known
+        from onnx import helper
+
+        inputs, inits = [], []
+        for name, value in zip([n for n in node.input if n], operands):
+            if name in self.consts:
+                inits.append(numpy_helper.from_array(np.asarray(self.consts[name]), name))
+            else:
+                ty = value.type
+                inputs.append(helper.make_tensor_value_info(name, onnx_type_of(numpy_dtype(ty.get_element_type())),
+                                                            list(ty.get_shape())))
+        graph = helper.make_graph([node], "one", inputs, [helper.make_empty_tensor_value_info(o) for o in node.output if o],
+                                  inits)
+        model = helper.make_model(graph, opset_imports=list(self.model.opset_import))
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+        except Exception as e:  # noqa: BLE001
+            raise self.fail(node, f"cannot infer the output shape: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        found = _value_types(inferred.graph)
+        types = []
+        for i, name in enumerate(node.output):
+            t = known[i] if known[i] is not None else found.get(name)
+            if t is None:
+                raise self.fail(node, f"output '{name}' has no static shape (it depends on the data); not supported")
+            types.append(t)
+        return types
+
+    @property
+    def opset(self) -> int:
+        return next((o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")), TARGET_OPSET)
 
     def fold(self, node: onnx.NodeProto) -> None:
         from onnx.reference import ReferenceEvaluator
@@ -228,7 +352,7 @@ class Importer:
         except Exception as e:  # noqa: BLE001
             raise self.fail(node, f"cannot evaluate constant node: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
         for name, value in zip(node.output, outs):
-            self.consts[name] = np.asarray(value)
+            self.consts[name] = _single(np.asarray(value))
 
 
 # ---------------------------------------------------------------- handlers
@@ -237,8 +361,10 @@ def _conv(imp: Importer, node: onnx.NodeProto) -> None:
     x = imp.value(node, node.input[0])
     w = imp.const(node, 1, "weight")
     if w.ndim != 4:
-        raise imp.fail(node, f"only 2-D convolution is supported (weight rank {w.ndim})")
+        raise Unmapped(f"only 2-D convolution is supported (weight rank {w.ndim})")
     b = imp.const(node, 2, "bias") if len(node.input) > 2 and node.input[2] else np.zeros(w.shape[0], np.float32)
+    if len(imp.shape(x)) != 4:
+        raise Unmapped(f"input of rank {len(imp.shape(x))}")
     n, c, h, wd = imp.shape(x)
     strides = list(a.get("strides", [1, 1]))
     dil = list(a.get("dilations", [1, 1]))
@@ -278,11 +404,13 @@ def _pads(imp: Importer, node: onnx.NodeProto, a: dict, size: Sequence[int], ker
 def _pool(imp: Importer, node: onnx.NodeProto) -> None:
     a = _attrs(node)
     x = imp.value(node, node.input[0])
+    if len(imp.shape(x)) != 4:
+        raise Unmapped(f"input of rank {len(imp.shape(x))}")
     n, c, h, w = imp.shape(x)
     k = list(a["kernel_shape"])
     s = list(a.get("strides", [1, 1]))
     if any(d != 1 for d in a.get("dilations", [1, 1])):
-        raise imp.fail(node, "dilated pooling is not supported")
+        raise Unmapped("dilated pooling is not supported")
     pads = _pads(imp, node, a, (h, w), k, s, (1, 1))
     ceil = bool(a.get("ceil_mode", 0))
     oh = nn.window_out(h, k[0], s[0], pads[0], pads[2], 1, ceil)
@@ -290,7 +418,7 @@ def _pool(imp: Importer, node: onnx.NodeProto) -> None:
     ty = _tensor_type([n, c, oh, ow])
     if node.op_type == "MaxPool":
         if len(node.output) > 1 and node.output[1]:
-            raise imp.fail(node, "MaxPool indices output is not supported")
+            raise Unmapped("MaxPool indices output is not supported")
         op = nn.MaxPoolOp(x, ty, k, s, pads, ceil)
     else:
         extra = {"count_include_pad": nn.UnitAttr()} if a.get("count_include_pad", 0) else {}
@@ -302,24 +430,24 @@ def _global_avg(imp: Importer, node: onnx.NodeProto) -> None:
     x = imp.value(node, node.input[0])
     shape = imp.shape(x)
     if len(shape) != 4:
-        raise imp.fail(node, "only NCHW inputs are supported")
+        raise Unmapped("only NCHW inputs are supported")
     imp.set_output(node, imp.emit(nn.GlobalAvgPoolOp(x, _tensor_type(shape[:2] + [1, 1]))))
 
 
 def _gemm(imp: Importer, node: onnx.NodeProto) -> None:
     a = _attrs(node)
     if a.get("transA", 0):
-        raise imp.fail(node, "transA=1 is not supported")
+        raise Unmapped("transA=1 is not supported")
     x = imp.value(node, node.input[0])
     if len(imp.shape(x)) != 2:
-        raise imp.fail(node, f"input must be 2-D, got {imp.shape(x)}")
+        raise Unmapped(f"input must be 2-D, got {imp.shape(x)}")
     w = imp.const(node, 1, "weight B").astype(np.float32) * float(a.get("alpha", 1.0))
     w = w if a.get("transB", 0) else w.T
     m = w.shape[0]
     if len(node.input) > 2 and node.input[2]:
         c = imp.const(node, 2, "bias C").astype(np.float32) * float(a.get("beta", 1.0))
         if c.size not in (1, m):
-            raise imp.fail(node, f"bias of shape {list(c.shape)} does not broadcast to {m} outputs")
+            raise Unmapped(f"bias of shape {list(c.shape)} does not broadcast to {m} outputs")
         c = np.broadcast_to(c.reshape(-1), (m,)).copy()
     else:
         c = np.zeros(m, np.float32)
@@ -329,10 +457,10 @@ def _gemm(imp: Importer, node: onnx.NodeProto) -> None:
 def _matmul(imp: Importer, node: onnx.NodeProto) -> None:
     x = imp.value(node, node.input[0])
     if len(imp.shape(x)) != 2:
-        raise imp.fail(node, f"only 2-D MatMul is supported, input is {imp.shape(x)}")
+        raise Unmapped(f"only 2-D MatMul is supported, input is {imp.shape(x)}")
     w = imp.const(node, 1, "right operand").astype(np.float32)
     if w.ndim != 2:
-        raise imp.fail(node, "right operand must be 2-D")
+        raise Unmapped("right operand must be 2-D")
     _dense(imp, node, x, w.T.copy(), np.zeros(w.shape[1], np.float32))
 
 
@@ -387,7 +515,7 @@ def _batch_norm(imp: Importer, node: onnx.NodeProto) -> None:
         imp.const(node, i, what)
     params = [imp.const_value(node.input[i]) for i in range(1, 5)]
     if any(o for o in node.output[1:]):
-        raise imp.fail(node, "training-mode outputs (running mean/var) are not supported")
+        raise Unmapped("training-mode outputs (running mean/var) are not supported")
     imp.set_output(node, imp.emit(nn.BatchNormOp(x, *params, float(a.get("epsilon", 1e-5)))))
 
 
@@ -403,7 +531,8 @@ def _concat(imp: Importer, node: onnx.NodeProto) -> None:
 def _flatten(imp: Importer, node: onnx.NodeProto) -> None:
     x = imp.value(node, node.input[0])
     shape = imp.shape(x)
-    axis = int(_attrs(node).get("axis", 1)) % (len(shape) + 1)
+    axis = int(_attrs(node).get("axis", 1))
+    axis = axis + len(shape) if axis < 0 else axis
     out = [int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))]
     imp.set_output(node, imp.emit(nn.FlattenOp(x, axis, _tensor_type(out))))
 
@@ -415,7 +544,7 @@ def _reshape(imp: Importer, node: onnx.NodeProto) -> None:
         target = [int(v) for v in imp.const(node, 1, "shape")]
         target = [shape[i] if v == 0 and not _attrs(node).get("allowzero", 0) else v for i, v in enumerate(target)]
         if target.count(-1) > 1:
-            raise imp.fail(node, "more than one -1 in the target shape")
+            raise Unmapped("more than one -1 in the target shape")
         if -1 in target:
             known = int(np.prod([v for v in target if v != -1]))
             target[target.index(-1)] = int(np.prod(shape)) // max(known, 1)
@@ -455,6 +584,8 @@ def _transpose(imp: Importer, node: onnx.NodeProto) -> None:
 
 
 def _passthrough(imp: Importer, node: onnx.NodeProto) -> None:
+    if any(node.output[1:]) or any(node.input[1:]):
+        raise Unmapped("a mask output or training-mode inputs")
     x = imp.value(node, node.input[0])
     op = imp.emit(nn.IdentityOp(x, node.op_type.lower()))
     imp.set_output(node, op)
@@ -464,7 +595,7 @@ def _softmax(imp: Importer, node: onnx.NodeProto, x: SSAValue) -> Operation:
     rank = len(imp.shape(x))
     axis = int(_attrs(node).get("axis", -1)) % rank
     if axis != rank - 1 and any(d != 1 for d in imp.shape(x)[axis + 1:]):
-        raise imp.fail(node, "softmax over a non-last axis is not supported")
+        raise Unmapped("softmax over a non-last axis is not supported")
     return nn.SoftmaxOp(x, props={"axis": nn.IntegerAttr(axis, nn.i64)})
 
 
@@ -510,8 +641,6 @@ HANDLERS: dict[str, Callable[[Importer, onnx.NodeProto], None]] = {
     "HardSwish": _unary(lambda imp, n, x: nn.HardSwishOp(x)),
 }
 FOLDABLE = {"Constant", "ConstantOfShape"}
-FOLD_IF_CONST = {"Unsqueeze", "Squeeze", "Reshape", "Shape", "Gather", "Concat", "Cast", "Mul", "Add", "Sub",
-                 "Div", "Transpose", "Flatten", "Identity", "Sum", "Sqrt", "Reciprocal", "Slice", "Range"}
 
 
 def import_onnx(path: str | Path, input_shapes: dict[str, list[int]] | None = None) -> ModuleOp:

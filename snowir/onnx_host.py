@@ -1,0 +1,178 @@
+"""
+ONNX nodes kept as they are: what `nn.host` needs to carry an ONNX node through the IR and
+to run it on the host CPU.
+
+  * element types: ONNX tensor types <-> MLIR element types <-> numpy dtypes (f32, f64, f16,
+    bf16, signless iN for ONNX's signed ints, ui8..ui64, i1 for bool);
+  * node attributes <-> an MLIR dictionary (ints -> i64, floats -> f32, strings, int / float
+    arrays -> `array<i64: ...>` / `array<f32: ...>`, string lists, tensors as `dense<...>`);
+  * evaluation: a one-node ONNX model at the node's own opset run by onnx's reference
+    evaluator (the ONNX specification's own executable semantics), built once per op.
+
+Sub-graph attributes (If, Loop, Scan) have no MLIR spelling here; such nodes are refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    BFloat16Type,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    Signedness,
+    StringAttr,
+    TensorType,
+    f32,
+    i64,
+)
+from xdsl.ir import Attribute
+
+from snowir.errors import SnowError
+
+_SIGNED = {TensorProto.INT8: 8, TensorProto.INT16: 16, TensorProto.INT32: 32, TensorProto.INT64: 64}
+_UNSIGNED = {TensorProto.UINT8: 8, TensorProto.UINT16: 16, TensorProto.UINT32: 32, TensorProto.UINT64: 64}
+
+
+class OnnxTypeError(SnowError):
+    pass
+
+
+def element_type(onnx_type: int) -> Attribute:
+    """The MLIR element type of an ONNX tensor element type."""
+    if onnx_type == TensorProto.FLOAT:
+        return Float32Type()
+    if onnx_type == TensorProto.DOUBLE:
+        return Float64Type()
+    if onnx_type == TensorProto.FLOAT16:
+        return Float16Type()
+    if onnx_type == TensorProto.BFLOAT16:
+        return BFloat16Type()
+    if onnx_type == TensorProto.BOOL:
+        return IntegerType(1)
+    if onnx_type in _SIGNED:
+        return IntegerType(_SIGNED[onnx_type])
+    if onnx_type in _UNSIGNED:
+        return IntegerType(_UNSIGNED[onnx_type], Signedness.UNSIGNED)
+    raise OnnxTypeError(f"element type {TensorProto.DataType.Name(onnx_type)} is not supported")
+
+
+def numpy_dtype(elem: Attribute) -> np.dtype:
+    """The numpy dtype holding values of an MLIR element type (fixed point: int16 words)."""
+    from snowir.dialects import nn
+
+    if isinstance(elem, nn.FixedType):
+        return np.dtype(np.int16)
+    if isinstance(elem, Float32Type):
+        return np.dtype(np.float32)
+    if isinstance(elem, Float64Type):
+        return np.dtype(np.float64)
+    if isinstance(elem, Float16Type):
+        return np.dtype(np.float16)
+    if isinstance(elem, BFloat16Type):
+        return np.dtype(np.float32)  # numpy has no bfloat16: values are held widened
+    if isinstance(elem, IntegerType):
+        width = elem.width.data
+        if width == 1:
+            return np.dtype(np.bool_)
+        unsigned = elem.signedness.data == Signedness.UNSIGNED
+        return np.dtype(f"{'u' if unsigned else ''}int{width}")
+    raise OnnxTypeError(f"no array type for element type {elem}")
+
+
+def onnx_type_of(dtype: np.dtype) -> int:
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
+# ---------------------------------------------------------------- attributes
+def to_mlir_attrs(node: onnx.NodeProto) -> DictionaryAttr:
+    out: dict[str, Attribute] = {}
+    for a in node.attribute:
+        out[a.name] = _to_mlir(a, node)
+    return DictionaryAttr(out)
+
+
+def _to_mlir(a: onnx.AttributeProto, node: onnx.NodeProto) -> Attribute:
+    A = onnx.AttributeProto
+    if a.type == A.INT:
+        return IntegerAttr(int(a.i), i64)
+    if a.type == A.FLOAT:
+        return FloatAttr(float(a.f), f32)
+    if a.type == A.STRING:
+        return StringAttr(a.s.decode("utf-8", "replace"))
+    if a.type == A.INTS:
+        return DenseArrayBase.from_list(i64, [int(v) for v in a.ints])
+    if a.type == A.FLOATS:
+        return DenseArrayBase.from_list(f32, [float(v) for v in a.floats])
+    if a.type == A.STRINGS:
+        return ArrayAttr([StringAttr(s.decode("utf-8", "replace")) for s in a.strings])
+    if a.type == A.TENSOR:
+        arr = numpy_helper.to_array(a.t)
+        ty = TensorType(element_type(a.t.data_type), list(arr.shape))
+        values = arr.reshape(-1).tolist()
+        return DenseIntOrFPElementsAttr.from_list(ty, [int(v) for v in values] if arr.dtype.kind in "iub" else values)
+    kind = A.AttributeType.Name(a.type)
+    raise OnnxTypeError(f"attribute '{a.name}' of kind {kind} (sub-graphs, type or sparse attributes) "
+                        f"cannot be carried by nn.host")
+
+
+def to_onnx_attrs(attrs: DictionaryAttr) -> list[onnx.AttributeProto]:
+    A = onnx.AttributeProto
+    out = []
+    for key, value in attrs.data.items():
+        if isinstance(value, IntegerAttr):
+            out.append(helper.make_attribute(key, int(value.value.data), attr_type=A.INT))
+        elif isinstance(value, FloatAttr):
+            out.append(helper.make_attribute(key, float(value.value.data), attr_type=A.FLOAT))
+        elif isinstance(value, StringAttr):
+            out.append(helper.make_attribute(key, value.data, attr_type=A.STRING))
+        elif isinstance(value, DenseArrayBase):
+            values = list(value.get_values())
+            is_int = isinstance(value.elt_type, IntegerType)
+            out.append(helper.make_attribute(key, [int(v) for v in values] if is_int else [float(v) for v in values],
+                                             attr_type=A.INTS if is_int else A.FLOATS))
+        elif isinstance(value, ArrayAttr):
+            out.append(helper.make_attribute(key, [s.data for s in value.data], attr_type=A.STRINGS))
+        elif isinstance(value, DenseIntOrFPElementsAttr):
+            ty = value.get_type()
+            dtype = numpy_dtype(ty.get_element_type())
+            arr = np.asarray(value.get_values(), dtype).reshape(list(ty.get_shape()))
+            out.append(helper.make_attribute(key, numpy_helper.from_array(arr), attr_type=A.TENSOR))
+        else:
+            raise OnnxTypeError(f"nn.host attribute '{key}' = {value} has no ONNX spelling")
+    return out
+
+
+# ---------------------------------------------------------------- evaluation
+class NodeRunner:
+    """One ONNX node as a callable on numpy arrays, through onnx's reference evaluator."""
+
+    def __init__(self, op_type: str, domain: str, opset: int, attrs: DictionaryAttr,
+                 slots: Sequence[int], n_inputs: int, n_outputs: int):
+        from onnx.reference import ReferenceEvaluator
+
+        names = [""] * n_inputs
+        for i, slot in enumerate(slots):
+            names[slot] = f"in{i}"
+        outs = [f"out{i}" for i in range(n_outputs)]
+        node = helper.make_node(op_type, names, outs, domain=domain or None)
+        node.attribute.extend(to_onnx_attrs(attrs))
+        self.inputs = [f"in{i}" for i in range(len(slots))]
+        graph = helper.make_graph([node], op_type, [helper.make_empty_tensor_value_info(n) for n in self.inputs],
+                                  [helper.make_empty_tensor_value_info(n) for n in outs])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid(domain or "", opset)])
+        self.evaluator = ReferenceEvaluator(model)
+
+    def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        return [np.asarray(v) for v in self.evaluator.run(None, dict(zip(self.inputs, arrays)))]
