@@ -21,6 +21,8 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "fuse-residual-add": p("fuse_residual_add", "FuseResidualAddPass"),
         "fc-to-conv": p("fc_to_conv", "FcToConvPass"),
         "avgpool-to-conv": p("avgpool_to_conv", "AvgPoolToConvPass"),
+        "depthwise-to-grouped": p("depthwise_to_grouped", "DepthwiseToGroupedPass"),
+        "fold-hard-swish": p("fold_hard_swish", "FoldHardSwishPass"),
         "partition-host": p("partition_host", "PartitionHostPass"),
         "quantize": p("quantize", "QuantizePass"),
         "nn-prepare": p("nn_prepare", "NNPreparePass"),

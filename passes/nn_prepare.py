@@ -1,7 +1,8 @@
 """
 nn-prepare{format=Q8.8}: the default nn-level pipeline, from an imported model to the
-fixed-point graph Snowflake runs: drop-identity, fold-batch-norm, fuse-residual-add,
-fuse-relu, fc-to-conv, avgpool-to-conv, split-kernels, space-to-depth, partition-host, quantize.
+fixed-point graph Snowflake runs: fold-hard-swish, drop-identity, fold-batch-norm,
+fuse-residual-add, fuse-relu, fc-to-conv, avgpool-to-conv, depthwise-to-grouped, split-kernels,
+space-to-depth, partition-host, quantize.
 """
 
 from dataclasses import dataclass
@@ -11,9 +12,11 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from snowir.passes.avgpool_to_conv import AvgPoolToConvPass
+from snowir.passes.depthwise_to_grouped import DepthwiseToGroupedPass
 from snowir.passes.drop_identity import DropIdentityPass
 from snowir.passes.fc_to_conv import FcToConvPass
 from snowir.passes.fold_batch_norm import FoldBatchNormPass
+from snowir.passes.fold_hard_swish import FoldHardSwishPass
 from snowir.passes.fuse_relu import FuseReluPass
 from snowir.passes.fuse_residual_add import FuseResidualAddPass
 from snowir.passes.partition_host import PartitionHostPass
@@ -33,9 +36,10 @@ class NNPreparePass(ModulePass):
     """split-kernels{by-cost}: also split convs whose channel parts the planner estimates faster."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        passes: list[ModulePass] = [DropIdentityPass(), FoldBatchNormPass(), FuseResidualAddPass(), FuseReluPass(),
-                                    FcToConvPass(), AvgPoolToConvPass(), SplitKernelsPass(by_cost=self.split_by_cost), SpaceToDepthPass(),
-                                    PartitionHostPass()]
+        passes: list[ModulePass] = [FoldHardSwishPass(), DropIdentityPass(), FoldBatchNormPass(),
+                                    FuseResidualAddPass(), FuseReluPass(), FcToConvPass(), AvgPoolToConvPass(),
+                                    DepthwiseToGroupedPass(), SplitKernelsPass(by_cost=self.split_by_cost),
+                                    SpaceToDepthPass(), PartitionHostPass()]
         if self.quantize:
             passes.append(QuantizePass(self.format, self.calibration))
         for p in passes:

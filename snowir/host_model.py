@@ -61,6 +61,8 @@ def useful_macs(op: Operation) -> int:
         sy, sx = _ints(op.strides)
         pt, pl, _, _ = _ints(op.pads)
         dy, dx = _ints(op.dilations)
+        if "block_diagonal" in op.attributes:
+            cg = 1  # depthwise-to-grouped: one channel of the group's kernel block is not zero
         return n * k * cg * _valid_taps(oh, kh, sy, pt, dy, h) * _valid_taps(ow, kw, sx, pl, dx, w)
     if isinstance(op, nn.DenseOp):
         return int(np.prod(op.output.type.get_shape())) * op.weight.type.get_shape()[1]

@@ -98,6 +98,8 @@ def check_input(x: np.ndarray, shape: list[int], source: str, module: ModuleOp) 
     """The model input as float32, refused in one line when its shape is wrong or it holds
     NaN or infinity (quantising those would give plausible-looking garbage)."""
     name = main_of(module).body.block.args[0].name_hint or "input"
+    if 0 in shape:
+        raise SnowError(f"{source}: input '{name}' has a zero-size dimension {shape}: nothing to run")
     if list(x.shape) != shape:
         raise SnowError(f"{source}: input '{name}' has shape {list(x.shape)}, the model expects {shape}")
     if not np.issubdtype(x.dtype, np.number) or np.iscomplexobj(x):
@@ -124,6 +126,8 @@ def layer_rows(module: ModuleOp) -> list[dict[str, Any]]:
             continue
         host = on_host(op)
         kind = "dense" if "from_dense" in op.attributes else op.name.removeprefix("nn.")
+        if isinstance(op, nn.HostOp):
+            kind = f"host:{op.op_type.data}"  # the ONNX node it carries
         rows.append({"name": layer_name(op, op.name), "op": kind,
                      "where": "host" if host else "device", "cycles": 0, "ms": 0.0,
                      "host_ms": host_ms(op) if host else None, "macs": useful_macs(op), "lane_macs": 0,

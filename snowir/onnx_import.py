@@ -218,10 +218,7 @@ class Importer:
                 elem = _element(tt.elem_type)
             except OnnxTypeError as e:
                 raise OnnxImportError(f"{self.source}: input '{inp.name}': {e}") from None
-            if any(d.HasField("dim_value") and d.dim_value == 0 for d in tt.shape.dim):
-                raise OnnxImportError(f"{self.source}: input '{inp.name}' has a zero-size dimension "
-                                      f"{[d.dim_value if d.HasField('dim_value') else d.dim_param for d in tt.shape.dim]}")
-            dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tt.shape.dim]
+            dims = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None for d in tt.shape.dim]
             if "" in self.input_shapes and len(inputs) == 1:
                 self.input_shapes = {inp.name: self.input_shapes[""]}
             if inp.name in self.input_shapes:
@@ -270,8 +267,9 @@ class Importer:
             self.fold(node)
             return
         handler = HANDLERS.get(node.op_type)
-        floats = all(i in self.consts or (i in self.values and isinstance(_elem_of(self.values[i]), Float32Type))
-                     for i in ins)
+        # device-mappable forms take non-empty float32 tensors; anything else is the host's
+        floats = all(i in self.consts or (i in self.values and isinstance(_elem_of(self.values[i]), Float32Type)
+                                          and 0 not in self.shape(self.values[i])) for i in ins)
         if handler is not None and floats:
             try:
                 handler(self, node)
@@ -291,8 +289,10 @@ class Importer:
             attrs = to_mlir_attrs(node)
         except OnnxTypeError as e:
             raise self.fail(node, str(e)) from None
-        outs = [o for o in node.output]
-        types = self.output_types(node, operands, slots)
+        outs = list(node.output)
+        while outs and not outs[-1]:  # absent optional outputs at the end: not computed
+            outs.pop()
+        types = self.output_types(node, operands, outs)
         op = self.emit(nn.HostOp(node.op_type, self.opset, attrs, operands, types, slots, len(node.input)))
         for i, name in enumerate(outs):
             if name:
@@ -301,10 +301,10 @@ class Importer:
         if node.name:
             op.attributes["onnx_node"] = nn.StringAttr(node.name)
 
-    def output_types(self, node: onnx.NodeProto, operands: list[SSAValue], slots: list[int]) -> list[TensorType]:
+    def output_types(self, node: onnx.NodeProto, operands: list[SSAValue], outs: list[str]) -> list[TensorType]:
         """From the model's shape inference; else from inferring this node alone with its constant
         inputs known (a Reshape to a folded shape); an output whose shape depends on data is refused."""
-        known = [self.value_types.get(o) for o in node.output]
+        known = [self.value_types.get(o) for o in outs]
         if all(t is not None for t in known):
             return known
         from onnx import helper
@@ -326,7 +326,9 @@ class Importer:
             raise self.fail(node, f"cannot infer the output shape: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
         found = _value_types(inferred.graph)
         types = []
-        for i, name in enumerate(node.output):
+        for i, name in enumerate(outs):
+            if not name:
+                raise self.fail(node, f"output {i} is left out before a present one; not supported")
             t = known[i] if known[i] is not None else found.get(name)
             if t is None:
                 raise self.fail(node, f"output '{name}' has no static shape (it depends on the data); not supported")

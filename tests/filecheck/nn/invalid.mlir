@@ -263,3 +263,10 @@ func.func @f(%x: tensor<1x3x8x8xf32>) {
   func.return
 }
 // CHECK: nn.space_to_depth: result must be 1x12xHxW for 3 channels in 2x2 blocks, not 1x6x4x4
+
+// -----
+func.func @f(%x: tensor<4xf32>) {
+  %c = nn.host "Clip"(%x) {attrs = {}, opset = 13 : i64, slots = array<i64: 3>, n_slots = 3 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  func.return
+}
+// CHECK: nn.host "Clip": slots [3] do not place 1 operands among 3 inputs

@@ -1,0 +1,63 @@
+"""A MobileNetV3-style network (hard-swish, ReLU6, depthwise, squeeze-excite, residual, shape
+arithmetic, MatMul head) end to end: float golden against onnxruntime, the machine bit-exact
+against the Q8.8 golden model, and what runs where."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mobilenet_util import mobilenet
+from onnx_util import ort_run
+from snowir.backend import FloatBackend, SnowflakeBackend
+from snowir.check import snr_db
+from snowir.device_run import run_device
+from snowir.golden import Golden
+
+
+@pytest.fixture(scope="module")
+def net():
+    m = mobilenet()
+    x = np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    return m, x, ort_run(m, x)
+
+
+def test_float_golden_matches_onnxruntime(net):
+    m, x, ref = net
+    (y,) = FloatBackend.prepare(m).run([x])
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
+
+
+def test_machine_bit_exact_against_q88_golden(net):
+    m, x, ref = net
+    rep = SnowflakeBackend.prepare(m, engine="machine")
+    run = run_device(rep.module, x)
+    assert run.layers and all(layer.bit_exact for layer in run.layers)
+    golden = Golden(rep.module).run(x)[0]
+    assert np.array_equal(run.outputs[0], golden)
+    (y,) = rep.run([x])
+    assert np.array_equal(y, golden) and snr_db(ref, y) > 40.0
+
+
+def test_mobile_blocks_are_placed(net):
+    m, x, _ = net
+    rep = SnowflakeBackend.prepare(m)
+    rep.run([x])
+    rows = {r["name"]: r for r in rep.report["layers"]}
+    # exporter hard-swish (Add, Clip, Mul, Div) folded into one host op; HardSwish likewise
+    assert rows["stem.bn.hswish"]["op"] == "hard_swish" and rows["stem.bn.hswish"]["where"] == "host"
+    assert not any(name.endswith(("hs_add", "hs_clip", "hs_mul")) for name in rows)
+    # the depthwise conv runs on the device as block-diagonal groups, its MACs counted depthwise
+    dw = rows["dw"]
+    assert dw["where"] == "device" and dw["cycles"] > 0 and dw["macs"] == _depthwise_useful(32, 16, 3)
+    # squeeze-excite: the two 1x1 convs on the device, the gate and the scale on the host
+    assert rows["se.fc1"]["where"] == rows["se.fc2"]["where"] == "device"
+    assert rows["se.gate"]["where"] == rows["se.scale"]["where"] == "host"
+    # the residual add is the project conv's write-back bypass
+    assert "block.add" not in rows and rows["project"]["where"] == "device"
+    assert rows["expand.relu6"]["op"] == "clip" and rows["expand.relu6"]["where"] == "host"
+
+
+def _depthwise_useful(c: int, size: int, k: int) -> int:
+    taps = sum(1 for y in range(size) for dy in range(k) if 0 <= y + dy - k // 2 < size)
+    return c * taps * taps
