@@ -16,7 +16,8 @@ agree bit for bit. The new conv carries `block_diagonal`: reports count its usef
 the depthwise shape, not from the lanes the machine keeps busy.
 
 Left alone: channel multipliers > 1, C not a multiple of 16 (ShuffleNet's 58-channel groups
-would pad lanes as well), and convs already grouped by 16.
+would pad lanes as well), convs already grouped by 16, and convs whose grouped form the
+planners refuse (a global pool over 16 x 16 pixels: 16 such kernels overflow the weights buffer).
 """
 
 from dataclasses import dataclass
@@ -25,11 +26,13 @@ import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, UnitAttr
 from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
 
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
-from snowir.nn_util import const_of, new_constant, shape_of
+from snowir.lowerable import device_refusal
+from snowir.nn_util import const_of, constant_op, shape_of
 
 LANES = SnowflakeConfig().macs_per_vmac
 """the channels one vMAC multiplies per trace word"""
@@ -52,12 +55,15 @@ class DepthwiseToGrouped(RewritePattern):
         w = const_of(op.weight)
         if w is None:
             return
-        wv = new_constant(rewriter, op, _block_diagonal(w), "w_diag")
-        conv = nn.Conv2dOp(op.input, wv, op.bias, op.output.type, [int(v) for v in op.strides.get_values()],
+        weight = constant_op(_block_diagonal(w), "w_diag")
+        conv = nn.Conv2dOp(op.input, weight.result, op.bias, op.output.type, [int(v) for v in op.strides.get_values()],
                            [int(v) for v in op.pads.get_values()], [int(v) for v in op.dilations.get_values()],
                            c // LANES, op.relu is not None, op.bypass)
         conv.attributes.update(op.attributes)
         conv.attributes["block_diagonal"] = UnitAttr()
+        if device_refusal(conv) is not None:
+            return  # a global pool's 16 x 16 kernel block would not fit the weights buffer: host as it was
+        rewriter.insert(weight, InsertPoint.before(op))
         old = op.weight.owner
         rewriter.replace(op, conv)
         if isinstance(old, nn.ConstantOp) and not old.result.uses:

@@ -24,10 +24,15 @@ def const_of(value: SSAValue) -> np.ndarray | None:
     return None
 
 
-def new_constant(rewriter: PatternRewriter, before: Operation, array: np.ndarray, hint: str) -> SSAValue:
+def constant_op(array: np.ndarray, hint: str) -> nn.ConstantOp:
+    """A float32 nn.constant holding `array` (a fresh blob), not yet in any block."""
     from snowir.onnx_import import f32_resource
 
-    op = nn.ConstantOp(f32_resource(f"{hint}_{next(_KEYS)}", np.asarray(array, np.float32)))
+    return nn.ConstantOp(f32_resource(f"{hint}_{next(_KEYS)}", np.asarray(array, np.float32)))
+
+
+def new_constant(rewriter: PatternRewriter, before: Operation, array: np.ndarray, hint: str) -> SSAValue:
+    op = constant_op(array, hint)
     rewriter.insert(op, InsertPoint.before(before))
     return op.result
 
