@@ -60,6 +60,7 @@ class SnowirRep(BackendRep):
         self.input_types = [a.type for a in self.golden.main.body.block.args]
         self.output_dtypes = _output_dtypes(model)
         self.report: dict[str, Any] | None = None
+        self.images: dict = {}  # program images, assembled at the first machine run
 
     def _inputs(self, inputs: Any) -> list[np.ndarray]:
         from snowir.onnx_host import numpy_dtype
@@ -94,7 +95,7 @@ class SnowirRep(BackendRep):
             from snowir.device_run import device_report, run_device
             from snowir.model_run import layer_rows
 
-            result = run_device(self.module, xs, self.hw)
+            result = run_device(self.module, xs, self.hw, assembled=self.images)
             self.report = device_report(result, self.hw or SnowflakeConfig(), "<backend>", layer_rows(self.module))
             return self._outputs(result.outputs)
         return self._outputs(self.golden.run(*xs))

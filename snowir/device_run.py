@@ -99,10 +99,12 @@ def _unlowered(op) -> bool:
 
 
 def run_device(module: ModuleOp, x: np.ndarray | Sequence[np.ndarray], hw: SnowflakeConfig | None = None,
-               engine: str = "fast", progress=None, record: bool = False, record_layer=None) -> DeviceRun:
+               engine: str = "fast", progress=None, record: bool = False, record_layer=None,
+               assembled: dict[str, ProgramImage] | None = None) -> DeviceRun:
     """`x`: the input, or one array per input of @main. `record`: keep every layer's timing
     events (a trace); `record_layer(name)`, if given, limits them to the layers it accepts (a
-    ResNet-50 trace is hundreds of MB)."""
+    ResNet-50 trace is hundreds of MB). `assembled`: program images by name, filled and reused
+    across runs of the same module (the ONNX backend runs one module many times)."""
     from snowir.golden import element_frac
     from snowir.passes.snowflake_lower import quantised
 
@@ -114,7 +116,7 @@ def run_device(module: ModuleOp, x: np.ndarray | Sequence[np.ndarray], hw: Snowf
     images = images_of(module)
     env: dict[SSAValue, Any] = golden.inputs([x] if isinstance(x, np.ndarray) else list(x))
     result = DeviceRun([])
-    assembled: dict[str, ProgramImage] = {}
+    assembled = {} if assembled is None else assembled
     device_ops = [op for op in block.ops if "image" in op.attributes]
     for op in block.ops:
         if isinstance(op, func.ReturnOp):
