@@ -50,7 +50,7 @@ from xdsl.traits import NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
-from snowir.hw import DEFAULT
+from snowir.hw import DEFAULT, ISA_CUS, ISA_LOAD_UNITS, ISA_VMACS_PER_CU
 
 # ---------------------------------------------------------------- field widths
 # The encoding's field widths (docs/isa.md); verifiers and the assembler share them.
@@ -597,7 +597,8 @@ class MemoryOperation(SnowflakeInstruction, ABC):
         return (self.reg_index("rd"), self.reg_index("rs1"), self.reg_index("rs2"))
 
     def verify_(self) -> None:
-        self._check_range("unit", 0, DEFAULT.load_units - 1)
+        # the encoding's range; a machine with fewer units faults on the others (docs/isa.md)
+        self._check_range("unit", 0, ISA_LOAD_UNITS - 1)
 
 
 @irdl_op_definition
@@ -627,9 +628,9 @@ class LdOp(MemoryOperation):
         select = self._int("select")
         target = self.target.data
         if target == LoadTarget.MAPS:
-            ok = select < DEFAULT.cus or select == SELECT_ALL
+            ok = select < ISA_CUS or select == SELECT_ALL
         elif target == LoadTarget.WEIGHTS:
-            ok = select < DEFAULT.vmacs + DEFAULT.vmacs_per_cu or select == SELECT_ALL
+            ok = select < ISA_CUS * ISA_VMACS_PER_CU + ISA_VMACS_PER_CU or select == SELECT_ALL
         else:
             ok = select < DEFAULT.icache_banks
         if not ok:
@@ -652,7 +653,7 @@ class TmovOp(MemoryOperation):
 
     def verify_(self) -> None:
         super().verify_()
-        self._check_range("select", 0, DEFAULT.cus - 1)
+        self._check_range("select", 0, ISA_CUS - 1)
 
 
 # ---------------------------------------------------------------- program structure

@@ -135,9 +135,11 @@ class BalanceLoadsPass(ModulePass):
     """Load units to use (0: all of the machine's)."""
     split: int = 512
     """Split LDs of at least this many elements."""
+    hw: str = ""
+    """A hardware description JSON (SnowflakeConfig fields); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        hw = SnowflakeConfig()
+        hw = SnowflakeConfig.load(self.hw or None)
         if self.metric != "cl":
             raise PassFailedException(f"balance-loads: metric must be cl, not '{self.metric}'")
         units = self.units or hw.load_units

@@ -46,6 +46,9 @@ def _block_diagonal(w: np.ndarray) -> np.ndarray:
 
 
 class DepthwiseToGrouped(RewritePattern):
+    def __init__(self, hw: SnowflakeConfig):
+        self.hw = hw
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: nn.Conv2dOp, rewriter: PatternRewriter) -> None:
         c = shape_of(op.input)[1]
@@ -61,7 +64,7 @@ class DepthwiseToGrouped(RewritePattern):
                            c // LANES, op.relu is not None, op.bypass)
         conv.attributes.update(op.attributes)
         conv.attributes["block_diagonal"] = UnitAttr()
-        if device_refusal(conv) is not None:
+        if device_refusal(conv, self.hw) is not None:
             return  # a global pool's 16 x 16 kernel block would not fit the weights buffer: host as it was
         rewriter.insert(weight, InsertPoint.before(op))
         old = op.weight.owner
@@ -73,6 +76,9 @@ class DepthwiseToGrouped(RewritePattern):
 @dataclass(frozen=True)
 class DepthwiseToGroupedPass(ModulePass):
     name = "depthwise-to-grouped"
+    hw: str = ""
+    """A hardware description JSON (SnowflakeConfig fields); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(DepthwiseToGrouped(), apply_recursively=False).rewrite_module(op)
+        hw = SnowflakeConfig.load(self.hw or None)
+        PatternRewriteWalker(DepthwiseToGrouped(hw), apply_recursively=False).rewrite_module(op)

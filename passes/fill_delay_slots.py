@@ -83,9 +83,9 @@ def fill_ops(ops: list[Operation], slots: int, latency: int = 3) -> tuple[list[O
     return ops, filled
 
 
-def fill_program(program: sf.ProgramOp, slots: int) -> int:
+def fill_program(program: sf.ProgramOp, slots: int, latency: int) -> int:
     """Fill the delay slots of one program; returns the no-ops replaced."""
-    ops, filled = fill_ops(list(program.body.block.ops), slots, SnowflakeConfig().scalar_latency)
+    ops, filled = fill_ops(list(program.body.block.ops), slots, latency)
     if filled:
         replace_body(program, ops)
     return filled
@@ -102,8 +102,10 @@ def _in_slots(ops: list, j: int, slots: int) -> bool:
 @dataclass(frozen=True)
 class FillDelaySlotsPass(ModulePass):
     name = "fill-delay-slots"
+    hw: str = ""
+    """A hardware description JSON (SnowflakeConfig fields); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        slots = SnowflakeConfig().branch_delay_slots
+        hw = SnowflakeConfig.load(self.hw or None)
         for program in programs(op, banked=False):
-            fill_program(program, slots)
+            fill_program(program, hw.branch_delay_slots, hw.scalar_latency)

@@ -83,7 +83,7 @@ def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> 
         nonlocal placed
         if placed >= size and placed % size == 0:
             loads.append((len(out), placed // size + 1))
-            out.extend(_prologue(0, 0, 0))
+            out.extend(_prologue(0, 0, 0, 0))
             placed += PROLOGUE
 
     pc = 0
@@ -115,7 +115,7 @@ def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> 
         final.extend(out[cursor:index])
         if block < blocks:
             count = min(size, total - block * size)
-            final.extend(_prologue(code_base + 4 * block * size, count, block % hw.icache_banks))
+            final.extend(_prologue(code_base + 4 * block * size, count, block % hw.icache_banks, hw.load_units - 1))
         else:
             final.extend(sf.MovOp(0, 0) for _ in range(PROLOGUE))
         cursor = index + PROLOGUE
@@ -127,17 +127,21 @@ def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> 
     program.properties["code_base"] = IntAttr(code_base)
 
 
-def _prologue(address: int, count: int, bank: int) -> list[Operation]:
+def _prologue(address: int, count: int, bank: int, unit: int) -> list[Operation]:
+    """Load the next block into `bank` on the last load unit (balance-loads spreads data loads
+    from unit 0 up, so instruction fetches meet the least data traffic there)."""
     return [sf.MoviOp(R_ADDR, address >> 12), sf.MovOp(R_ADDR, R_ADDR, 12), sf.AddiOp(R_ADDR, R_ADDR, address & 0xFFF),
-            sf.MoviOp(R_COUNT, count), sf.LdOp(sf.LoadTarget.ICACHE, 0, R_ADDR, R_COUNT, 3, bank)]
+            sf.MoviOp(R_COUNT, count), sf.LdOp(sf.LoadTarget.ICACHE, 0, R_ADDR, R_COUNT, unit, bank)]
 
 
 @dataclass(frozen=True)
 class IcacheBankingPass(ModulePass):
     name = "icache-banking"
+    hw: str = ""
+    """A hardware description JSON (SnowflakeConfig fields); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        hw = SnowflakeConfig()
+        hw = SnowflakeConfig.load(self.hw or None)
         containers = [op, *(o for o in op.ops if isinstance(o, sf.ImageOp))]
         for container in containers:
             base = _code_base(container)

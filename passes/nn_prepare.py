@@ -34,12 +34,15 @@ class NNPreparePass(ModulePass):
     """format=auto: a .npy of calibration inputs (quantize)."""
     split_by_cost: bool = True
     """split-kernels{by-cost}: also split convs whose channel parts the planner estimates faster."""
+    hw: str = ""
+    """A hardware description JSON for the passes that plan (split-kernels, space-to-depth,
+    depthwise-to-grouped, partition-host); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         passes: list[ModulePass] = [FoldHardSwishPass(), DropIdentityPass(), FoldBatchNormPass(),
                                     FuseResidualAddPass(), FuseReluPass(), FcToConvPass(), AvgPoolToConvPass(),
-                                    DepthwiseToGroupedPass(), SplitKernelsPass(by_cost=self.split_by_cost),
-                                    SpaceToDepthPass(), PartitionHostPass()]
+                                    DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
+                                    SpaceToDepthPass(self.hw), PartitionHostPass(self.hw)]
         if self.quantize:
             passes.append(QuantizePass(self.format, self.calibration))
         for p in passes:

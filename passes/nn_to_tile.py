@@ -29,6 +29,7 @@ from xdsl.utils.exceptions import PassFailedException
 from snowir.conv_plan import LoweringError
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
+from snowir.lowerable import config_refusal
 from snowir.nn_util import layer_name, on_host
 from snowir.tile_build import conv_layer, pool_layer
 
@@ -61,9 +62,9 @@ class NNToTilePass(ModulePass):
         if self.mode not in ("auto", "COOP", "INDP"):
             raise PassFailedException(f"nn-to-tile: mode must be auto, COOP or INDP, not '{self.mode}'")
         hw = SnowflakeConfig.load(self.hw or None)
-        if (hw.cus, hw.vmacs_per_cu) != (4, 4):
-            raise PassFailedException(f"nn-to-tile: the code generator targets 4 CUs x 4 vMACs (16 kernels per "
-                                      f"COOP tile); the configuration has {hw.cus} x {hw.vmacs_per_cu}")
+        refusal = config_refusal(hw)
+        if refusal is not None:
+            raise PassFailedException(f"nn-to-tile: {refusal}")
         mode = None if self.mode == "auto" else self.mode
         taken = {o.sym_name.data for o in op.walk() if hasattr(o, "sym_name") and isinstance(o.sym_name, StringAttr)}
         layers = []

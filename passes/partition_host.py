@@ -37,9 +37,11 @@ def placement(op) -> str | None:
 @dataclass(frozen=True)
 class PartitionHostPass(ModulePass):
     name = "partition-host"
+    hw: str = ""
+    """A hardware description JSON (SnowflakeConfig fields); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        hw = SnowflakeConfig()
+        hw = SnowflakeConfig.load(self.hw or None)
         for inner in op.walk():
             if inner.name.startswith("nn.") and not isinstance(inner, nn.ConstantOp):
                 device = isinstance(inner, DEVICE) and not _depthwise(inner)

@@ -153,8 +153,10 @@ def schedule_program(program: sf.ProgramOp, hw: SnowflakeConfig) -> int:
 @dataclass(frozen=True)
 class ScheduleAsmPass(ModulePass):
     name = "schedule-asm"
+    hw: str = ""
+    """A hardware description JSON (SnowflakeConfig fields); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        hw = SnowflakeConfig()
+        hw = SnowflakeConfig.load(self.hw or None)
         for program in programs(op, banked=False):
             schedule_program(program, hw)

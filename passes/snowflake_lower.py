@@ -47,10 +47,11 @@ class SnowflakeLowerPass(ModulePass):
     hw: str = ""
 
     def passes(self, quantised_already: bool) -> list[ModulePass]:
-        steps: list[ModulePass] = [] if quantised_already else [NNPreparePass(self.format, calibration=self.calibration)]
+        steps: list[ModulePass] = [] if quantised_already else \
+            [NNPreparePass(self.format, calibration=self.calibration, hw=self.hw)]
         return steps + [NNToTilePass(self.mode, self.hw), TileLoopOrderPass(self.loop_order, self.hw),
-                        TileToAsmPass(self.hw), BalanceLoadsPass(), ScheduleAsmPass(), FillDelaySlotsPass(),
-                        IcacheBankingPass()]
+                        TileToAsmPass(self.hw), BalanceLoadsPass(hw=self.hw), ScheduleAsmPass(self.hw),
+                        FillDelaySlotsPass(self.hw), IcacheBankingPass(self.hw)]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for p in self.passes(quantised(op)):

@@ -1,5 +1,5 @@
 """
-split-kernels{max-words=4080 by-cost=true}: split convolutions whose kernels do not fit a vMAC's
+split-kernels{max-words=0 by-cost=true hw=}: split convolutions whose kernels do not fit a vMAC's
 weights buffer -- or, with `by-cost`, whose parts the planner estimates faster (kernels that
 then fit a weights slot and double-buffer, maps that then fit the buffer so the weights go
 once) -- into convolutions over input-channel slices, chained through the bypass operand:
@@ -149,14 +149,16 @@ def _before(op):
 @dataclass(frozen=True)
 class SplitKernelsPass(ModulePass):
     name = "split-kernels"
-    max_words: int = 4080
+    max_words: int = 0
+    """Kernel words a part may hold; 0: the weights buffer less its 16-word bias block."""
     by_cost: bool = True
     """Also split where the planner estimates the parts faster (at least MIN_GAIN)."""
     hw: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
-        PatternRewriteWalker(SplitKernel(self.max_words, self.by_cost, hw), apply_recursively=False).rewrite_module(op)
+        max_words = self.max_words or hw.weights_buffer_elements - hw.macs_per_vmac
+        PatternRewriteWalker(SplitKernel(max_words, self.by_cost, hw), apply_recursively=False).rewrite_module(op)
         from snowir.passes.fold_batch_norm import _drop_dead_constants
 
         _drop_dead_constants(op)

@@ -16,6 +16,14 @@ from pathlib import Path
 from typing import Any
 
 
+# What the 32-bit encoding can name (docs/isa.md): LD/VMOV selects address 4 CUs x 4 vMACs;
+# LD/TMOV name 8 load units (imm[1:0] and imm[9]). Configurations stay within these, and a
+# verifier checks an instruction against them; a smaller machine faults on what it lacks.
+ISA_CUS = 4
+ISA_VMACS_PER_CU = 4
+ISA_LOAD_UNITS = 8
+
+
 class ConfigError(ValueError):
     """A hardware description file that cannot be used."""
 
@@ -157,8 +165,8 @@ class SnowflakeConfig:
 
 _INF = float("inf")
 RANGES: dict[str, tuple[float, float, str]] = {
-    "cus": (1, 4, "the LD/VMOV select fields address 4 CUs"),
-    "vmacs_per_cu": (1, 4, "the select fields address 4 vMACs per CU"),
+    "cus": (1, ISA_CUS, "the LD/VMOV select fields address 4 CUs"),
+    "vmacs_per_cu": (1, ISA_VMACS_PER_CU, "the select fields address 4 vMACs per CU"),
     "macs_per_vmac": (16, 16, "[S] a vMAC is 16 MACs, 256 bits per cycle"),
     "clock_mhz": (1.0, 10_000.0, "a clock in MHz"),
     "maps_bank_bytes": (1024, 1 << 20, "element addresses are 16-bit wide per bank pair"),
@@ -173,7 +181,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "vector_queue_depth": (1, 1024, "in-flight vector ops"),
     "result_latency": (0, 1000, "cycles from a trace's end to its write-back request"),
     "vmov_cycles": (1, 1000, "cycles of a VMOV on the CUs"),
-    "load_units": (1, 4, "the LD encoding has a 2-bit load-unit field"),
+    "load_units": (1, ISA_LOAD_UNITS, "the LD/TMOV encoding names 8 load units"),
     "dram_gbps": (0.001, 10_000.0, "shared DRAM bandwidth in GB/s"),
     "unit_gbps": (0.001, 10_000.0, "one load unit's port in GB/s"),
     "ld_startup_cycles": (0, 100_000, "cycles from an LD's request to its first data"),

@@ -41,8 +41,8 @@ def _instruction(draw, pc: int, n: int) -> sf.SnowflakeInstruction:
         select = {sf.LoadTarget.MAPS: st.sampled_from([0, 1, 2, 3, 31]),
                   sf.LoadTarget.WEIGHTS: st.sampled_from(list(range(20)) + [31]),
                   sf.LoadTarget.ICACHE: st.integers(0, 1)}[target]
-        return sf.LdOp(target, draw(REG), draw(REG), draw(REG), draw(st.integers(0, 3)), draw(select))
-    return sf.TmovOp(draw(REG), draw(REG), draw(REG), draw(st.integers(0, 3)), draw(st.integers(0, 3)))
+        return sf.LdOp(target, draw(REG), draw(REG), draw(REG), draw(st.integers(0, 7)), draw(select))
+    return sf.TmovOp(draw(REG), draw(REG), draw(REG), draw(st.integers(0, 7)), draw(st.integers(0, 3)))
 
 
 @st.composite
@@ -97,6 +97,10 @@ def test_field_positions() -> None:
     assert encode(sf.MoviOp(9, -1), 0, {}) == (1 << 28) | (9 << 23) | ((1 << 23) - 1)
     assert encode(sf.AddiOp(1, 2, -2), 0, {}) == (3 << 28) | (1 << 22) | (2 << 17) | ((1 << 17) - 2)
     assert encode(sf.BleOp(1, 2, "back"), 10, {"back": 4}) == (9 << 28) | (1 << 17) | (2 << 12) | (0xFFF & -6)
+    # load unit u: imm[1:0] and imm[9], so words of 4-unit programs did not change
+    ld = sf.LdOp(sf.LoadTarget.MAPS, 1, 2, 3, 6, 31)
+    assert encode(ld, 0, {}) == (12 << 28) | (1 << 22) | (2 << 17) | (3 << 12) | 2 | (31 << 4) | (1 << 9)
+    assert encode(sf.TmovOp(1, 2, 3, 3, 2), 0, {}) & 0xFFF == 3 | (2 << 4)
 
 
 @pytest.mark.parametrize("word, message", [
@@ -106,6 +110,7 @@ def test_field_positions() -> None:
     ((0 << 28) | (1 << 27), "reserved bits"),  # MOV with mode set
     ((6 << 28) | (1 << 10) | 5, "relu but no write-back"),
     ((12 << 28) | (3 << 2), "unknown target"),
+    ((12 << 28) | (1 << 10), "reserved bits"),  # LD imm[10]
 ])
 def test_bad_words(word: int, message: str) -> None:
     with pytest.raises(EncodingError, match=message):

@@ -39,6 +39,9 @@ CASES = {
     "program ends in delay slots": (
         ["snowflake_asm.label @a", "snowflake_asm.beq r0, r1, @a", NOP],
         "the program ends inside branch delay slots"),
+    "load unit the machine lacks": (
+        [movi(2, 16), "snowflake_asm.ld maps r0, r0, r2 unit 5 to all"],
+        "LD on load unit 5: the machine has 4 load units"),
     "zero-length load": (
         ["snowflake_asm.ld weights r0, r0, r0 unit 1 to all"], "LD of length 0"),
     "load overwrites a region still being read": (

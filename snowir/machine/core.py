@@ -140,6 +140,7 @@ class Machine:
         regs = st.regs
         buf, src, length = regs[rd], regs[rs1], regs[rs2]
         reads = (rd, rs1, rs2)
+        self._unit(unit, "LD")
         if target == "icache":
             self._ld_icache(pc, reads, unit, select, src, length)
             return
@@ -162,7 +163,12 @@ class Machine:
             raise MachineFault(f"LD icache of {count} instructions from {first} (bank holds {size}, program has {self.n})")
         self.timing.load_icache(reads, unit, pc, bank, first, count, (src, src + 4 * count))
 
+    def _unit(self, unit: int, what: str) -> None:
+        if unit >= self.hw.load_units:
+            raise MachineFault(f"{what} on load unit {unit}: the machine has {self.hw.load_units} load units")
+
     def tmov(self, rd: int, rs1: int, rs2: int, unit: int, cu: int) -> None:
+        self._unit(unit, "TMOV")
         st = self.state
         regs = st.regs
         dst, buf, length = regs[rd], regs[rs1], regs[rs2]

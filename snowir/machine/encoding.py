@@ -73,12 +73,22 @@ def encode(op: sf.SnowflakeInstruction, pc: int, labels: dict[str, int]) -> int:
             raise EncodingError(f"{op.name} at pc {pc}: branch offset {offset} does not fit 12 bits")
         return _reg_form(code, 0, 0, _r(op, "rs1"), _r(op, "rs2"), offset)
     if isinstance(op, sf.LdOp):
-        imm = op._int("unit") | (_TARGET_CODE[op.target.data] << 2) | (op._int("select") << 4)
+        imm = _unit_bits(op._int("unit")) | (_TARGET_CODE[op.target.data] << 2) | (op._int("select") << 4)
         return _reg_form(code, 0, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), imm)
     if isinstance(op, sf.TmovOp):
-        imm = op._int("unit") | (op._int("select") << 4)
+        imm = _unit_bits(op._int("unit")) | (op._int("select") << 4)
         return _reg_form(code, 0, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), imm)
     raise EncodingError(f"{op.name}: no encoding")  # pragma: no cover
+
+
+def _unit_bits(unit: int) -> int:
+    """Load unit u in imm[1:0] and imm[9] (the high bit came later, for up to 8 units: words of
+    4-unit programs are unchanged)."""
+    return (unit & 3) | ((unit >> 2) << 9)
+
+
+def _unit_of(imm: int) -> int:
+    return (imm & 3) | ((imm >> 9 & 1) << 2)
 
 
 def branch_label(target_pc: int) -> str:
@@ -135,14 +145,14 @@ def decode(word: int, pc: int) -> sf.SnowflakeInstruction:
         reserved(F_OP | F_RS1 | F_RS2 | 0xFFF)
         return cls(rs1, rs2, branch_label(pc + _s(imm, 12)))
     if cls is sf.LdOp:
-        reserved(F_OP | F_RD | F_RS1 | F_RS2 | 0x1FF)
+        reserved(F_OP | F_RD | F_RS1 | F_RS2 | 0x3FF)
         target = (imm >> 2) & 3
         if target not in _TARGET_OF:
             raise EncodingError(f"pc {pc}: LD with unknown target {target}")
-        return sf.LdOp(_TARGET_OF[target], rd, rs1, rs2, imm & 3, (imm >> 4) & 31)
+        return sf.LdOp(_TARGET_OF[target], rd, rs1, rs2, _unit_of(imm), (imm >> 4) & 31)
     if cls is sf.TmovOp:
-        reserved(F_OP | F_RD | F_RS1 | F_RS2 | 0x1F3)
-        return sf.TmovOp(rd, rs1, rs2, imm & 3, (imm >> 4) & 31)
+        reserved(F_OP | F_RD | F_RS1 | F_RS2 | 0x3F3)
+        return sf.TmovOp(rd, rs1, rs2, _unit_of(imm), (imm >> 4) & 31)
     raise EncodingError(f"pc {pc}: opcode {code} has no decoder")  # pragma: no cover
 
 

@@ -1,0 +1,95 @@
+"""snow-dse: sweep rows equal single snow-run --hw runs, in this process and on Ray; the cache;
+refused configurations; and every tunable hardware field the code generator honours bit-exact."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import helper
+
+from onnx_util import model, rand
+from snowir.hw import SnowflakeConfig
+from snowir.model_run import run_model_on_device
+from snowir.tools.snow_dse import main as snow_dse
+from snowir.tools.snow_run import main as snow_run
+
+SWEEP = ["--sweep", "dram_gbps=4.2,8.4", "--sweep", "load_units=2,8"]
+
+
+def _net(tmp_path: Path) -> Path:
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w1", "b1"], ["a"], name="c1", pads=[1, 1, 1, 1]), n("Relu", ["a"], ["r"]),
+             n("MaxPool", ["r"], ["p"], name="p1", kernel_shape=[2, 2], strides=[2, 2]),
+             n("Conv", ["p", "w2", "b2"], ["c"], name="c2"), n("Add", ["c", "p"], ["y"])]
+    inits = {"w1": rand(32, 8, 3, 3, seed=1, scale=0.2), "b1": rand(32, seed=2, scale=0.1),
+             "w2": rand(32, 32, 1, 1, seed=3, scale=0.1), "b2": rand(32, seed=4, scale=0.1)}
+    path = tmp_path / "net.onnx"
+    onnx.save(model(nodes, {"x": [1, 8, 24, 24]}, {"y": None}, inits), path)
+    return path
+
+
+def _rows(out: Path) -> list[dict]:
+    return json.loads((out / "results.json").read_text())["rows"]
+
+
+def _key(row: dict) -> tuple:
+    return row["dram_gbps"], row["load_units"]
+
+
+def test_rows_equal_snow_run_and_ray_equals_one_worker(tmp_path: Path, capsys) -> None:
+    net = _net(tmp_path)
+    one, many = tmp_path / "one", tmp_path / "ray"
+    assert snow_dse([str(net), *SWEEP, "--out", str(one), "--workers", "1"]) == 0
+    rows = _rows(one)
+    assert len(rows) == 4 and all(not r["cached"] for r in rows)
+    csv = (one / "results.csv").read_text().splitlines()
+    assert len(csv) == 5 and csv[0].startswith("cus,") and "stall_cu_load_wait" in csv[0]
+    assert (one / "pareto.png").read_bytes()[:4] == b"\x89PNG" and any(r["pareto"] for r in rows)
+    for row in rows:  # every row is the snow-run --hw of its configuration
+        hw = SnowflakeConfig(dram_gbps=row["dram_gbps"], load_units=row["load_units"])
+        hw_path = tmp_path / "hw.json"
+        hw.save(hw_path)
+        report = tmp_path / "r.json"
+        assert snow_run([str(net), "--hw", str(hw_path), "--quiet", "--report", str(report)]) == 0
+        total = json.loads(report.read_text())["total"]
+        assert (row["cycles"], row["dram_bytes"], row["ms"]) == (total["cycles"], total["dram_bytes"], total["ms"])
+        assert row["stall_cu_load_wait"] == total["stall_cycles"]["cu_load_wait"]
+    assert len({r["cycles"] for r in rows}) > 1  # the swept fields matter
+    # the same sweep on a local Ray runtime: the same rows
+    assert snow_dse([str(net), *SWEEP, "--out", str(many), "--workers", "2", "--quiet"]) == 0
+    strip = lambda r: {k: v for k, v in r.items() if k not in ("cached", "compile_s", "simulate_s")}
+    assert sorted(map(strip, _rows(many)), key=_key) == sorted(map(strip, rows), key=_key)
+    # a re-run computes nothing; a wider sweep only the new configurations
+    assert snow_dse([str(net), *SWEEP, "--out", str(one), "--workers", "1", "--quiet"]) == 0
+    assert all(r["cached"] for r in _rows(one))
+    assert snow_dse([str(net), "--sweep", "dram_gbps=4.2,8.4", "--sweep", "load_units=2,4,8", "--out", str(one),
+                     "--workers", "1", "--quiet"]) == 0
+    assert sum(not r["cached"] for r in _rows(one)) == 2
+
+
+@pytest.mark.parametrize("sweep, message", [
+    ("cus=2,4", "config cus=2: parameter 'cus': the code generator targets 4 CUs x 4 vMACs"),
+    ("load_units=4,9", "config load_units=9: parameter 'load_units' = 9 must be in [1, 8]"),
+    ("clock=250", "unknown hardware parameter 'clock'"),
+    ("dram_gbps=fast", "'fast' is not a float"),
+])
+def test_invalid_configurations_are_one_line(tmp_path: Path, capsys, sweep: str, message: str) -> None:
+    out = tmp_path / "out"
+    assert snow_dse([str(_net(tmp_path)), "--sweep", sweep, "--out", str(out), "--workers", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+    assert not (out / "results.json").exists()
+
+
+@pytest.mark.parametrize("fields", [
+    {"load_units": 1}, {"load_units": 3}, {"load_units": 8}, {"dram_gbps": 8.4, "unit_gbps": 4.2},
+    {"weights_buffer_bytes": 4096}, {"weights_buffer_bytes": 16384}, {"maps_bank_bytes": 16384},
+    {"maps_banks": 4}, {"clock_mhz": 500.0}, {"icache_bank_instructions": 1024}, {"ld_startup_cycles": 100},
+])
+def test_every_targetable_config_is_bit_exact(tmp_path: Path, fields: dict) -> None:
+    report = run_model_on_device(_net(tmp_path), hw=SnowflakeConfig(**fields), check=True).report
+    assert report["check"]["golden_bit_exact"] is True
+    assert report["hw"] == SnowflakeConfig(**fields).to_json() and report["total"]["cycles"] > 0

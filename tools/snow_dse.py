@@ -1,0 +1,97 @@
+"""
+snow-dse MODEL --sweep FIELD=v1,v2,... [--sweep ...] [--out DIR] [--address ADDR] [--workers N]:
+design-space exploration over hardware configurations on Ray (snowir/dse.py).
+
+Writes DIR/results.csv, DIR/results.json (one row per configuration: every config field, ms,
+GB/s, useful-MAC utilisation, stall cycles by cause, DRAM bytes) and DIR/pareto.png (ms against
+the resource proxy, Pareto front marked); rows are cached in DIR/cache, so a re-run computes
+only new configurations. Every row equals `snow-run MODEL --hw` of that configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from snowir.errors import SnowError, one_line
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="snow-dse", description=__doc__.split("\n\n")[0].strip(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="ONNX or nn-level .mlir model")
+    p.add_argument("--sweep", action="append", default=[], metavar="FIELD=v1,v2,...",
+                   help="a SnowflakeConfig field and its values (repeat for a cross product)")
+    p.add_argument("--hw", help="base hardware description JSON (default: the ZC706 build)")
+    p.add_argument("--out", default="build/dse", help="output directory (default build/dse)")
+    p.add_argument("--address", help="an existing Ray cluster (default: a local Ray runtime)")
+    p.add_argument("--workers", type=int, default=0,
+                   help="local Ray workers (default: one per core); 1 runs in this process without Ray")
+    p.add_argument("--pipeline", help="lowering pipeline, as snow-run --pipeline")
+    p.add_argument("--format", default="Q8.8", help="fixed-point format (Qm.n or auto), as snow-run --format")
+    p.add_argument("--input-shape", help="static shape for ONNX inputs with dynamic dimensions")
+    p.add_argument("--quiet", action="store_true", help="no progress, no table")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from snowir import dse
+    from snowir.hw import SnowflakeConfig
+    from snowir.tools.io import Outputs
+
+    if not Path(args.model).is_file():
+        raise SnowError(f"{args.model}: no such file")
+    if not args.sweep:
+        raise SnowError("give at least one --sweep FIELD=v1,v2,...")
+    if args.workers < 0 or (args.address and args.workers == 1):
+        raise SnowError("--workers must be >= 0 (1: no Ray, so not with --address)")
+    sweeps = [dse.parse_sweep(s) for s in args.sweep]
+    hws = dse.configs(SnowflakeConfig.load(args.hw), sweeps)
+    out = Path(args.out)
+    say = None if args.quiet else (lambda msg: print(f"snow-dse: {msg}", file=sys.stderr, flush=True))
+    explorer = dse.Explorer(args.model, out, args.pipeline, args.format, args.input_shape, args.workers,
+                            args.address, say)
+    rows = explorer.run(hws)
+    front = dse.pareto(rows)
+    for row, f in zip(rows, front):
+        row["pareto"] = f
+    fields = [s.field for s in sweeps]
+    files = Outputs()
+    files.add(str(out / "results.csv"), dse.csv_text(rows).encode())
+    files.add(str(out / "results.json"), (json.dumps({"model": args.model, "sweep": {s.field: list(s.values) for s in sweeps},
+                                                      "wall_s": explorer.wall_s, "rows": rows}, indent=2) + "\n").encode())
+    files.add(str(out / "pareto.png"), dse.plot(rows, fields, args.model))
+    files.commit()
+    if not args.quiet:
+        head = fields + ["ms", "GB/s", "util", "DRAM MB", "pareto"]
+        print("  ".join(f"{h:>12}" for h in head))
+        for row in rows:
+            cells = [str(row[f]) for f in fields] + [f"{row['ms']:.3f}", f"{row['gbps']:.2f}",
+                                                     f"{100 * row['mac_utilization']:.1f}%",
+                                                     f"{row['dram_bytes'] / 1e6:.2f}", "*" if row["pareto"] else ""]
+            print("  ".join(f"{c:>12}" for c in cells))
+        print(f"snow-dse: {len(rows)} configurations in {explorer.wall_s:.1f} s; wrote {out}/results.csv, "
+              f"results.json, pareto.png", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        print("snow-dse: interrupted", file=sys.stderr)
+        return 130
+    except BaseException as e:  # noqa: BLE001 - the one place errors become one line
+        if isinstance(e, SystemExit):
+            raise
+        print(f"snow-dse: {one_line(e, args.model)}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
