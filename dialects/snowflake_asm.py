@@ -50,7 +50,7 @@ from xdsl.traits import NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
-from snowir.hw import DEFAULT, ISA_CUS, ISA_LOAD_UNITS, ISA_VMACS_PER_CU
+from snowir.hw import CODE_ALIGN, DEFAULT, ISA_CUS, ISA_LOAD_UNITS, ISA_VMACS_PER_CU
 
 # ---------------------------------------------------------------- field widths
 # The encoding's field widths (docs/isa.md); verifiers and the assembler share them.
@@ -721,8 +721,8 @@ class ProgramOp(IRDLOperation):
     def verify_(self) -> None:
         if not 1 <= self.frac_bits.data <= 15:
             raise VerifyException(f"{self.name}: frac_bits {self.frac_bits.data} out of range [1, 15]")
-        if self.code_base is not None and self.code_base.data % 4096:
-            raise VerifyException(f"{self.name}: code_base {self.code_base.data} is not 4096-byte aligned")
+        if self.code_base is not None and self.code_base.data % CODE_ALIGN:
+            raise VerifyException(f"{self.name}: code_base {self.code_base.data} is not {CODE_ALIGN}-byte aligned")
         labels: set[str] = set()
         for op in self.body.block.ops:
             if isinstance(op, LabelOp):

@@ -24,7 +24,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from snowir.asm_analysis import is_banked
 from snowir.dialects import snowflake_asm as sf
-from snowir.hw import SnowflakeConfig
+from snowir.hw import CODE_ALIGN, SnowflakeConfig
 
 R_ADDR, R_COUNT = 30, 31
 PROLOGUE = 5  # movi / mov / addi (address), movi (count), ld
@@ -33,7 +33,7 @@ PROLOGUE = 5  # movi / mov / addi (address), movi (count), ld
 def _code_base(container: ModuleOp | sf.ImageOp) -> int:
     end = max((op.address.data + op.size.data for op in container.body.block.ops if isinstance(op, sf.SegmentOp)),
               default=0)
-    return -(-end // 4096) * 4096
+    return -(-end // CODE_ALIGN) * CODE_ALIGN
 
 
 

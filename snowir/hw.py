@@ -22,6 +22,8 @@ from typing import Any
 ISA_CUS = 4
 ISA_VMACS_PER_CU = 4
 ISA_LOAD_UNITS = 8
+CODE_ALIGN = 4096
+"""[choice] program images put their code at a 4 KB-aligned DRAM address (docs/isa.md)."""
 
 
 class ConfigError(ValueError):

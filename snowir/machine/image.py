@@ -19,12 +19,12 @@ from xdsl.utils.exceptions import VerifyException
 
 from snowir.dialects import snowflake_asm as sf
 from snowir.errors import SnowError
+from snowir.hw import CODE_ALIGN
 from snowir.machine.encoding import EncodingError, branch_label, decode, encode, layout
 from snowir.resources import get_blob, int16_resource
 
 MAGIC = b"SFB1"
 VERSION = 1
-CODE_ALIGN = 4096
 _KIND_CODE = {sf.SegmentKind.INPUT: 0, sf.SegmentKind.OUTPUT: 1, sf.SegmentKind.DATA: 2,
               sf.SegmentKind.SCRATCH: 3}
 _KIND_OF = {v: k for k, v in _KIND_CODE.items()}
