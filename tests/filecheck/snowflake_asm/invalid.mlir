@@ -57,9 +57,9 @@ snowflake_asm.program @p {
 
 // -----
 snowflake_asm.program @p {
-  snowflake_asm.ld maps r1, r2, r3 unit 4 to 0
+  snowflake_asm.ld maps r1, r2, r3 unit 8 to 0
 }
-// CHECK: snowflake_asm.ld: unit 4 out of range [0, 3]
+// CHECK: snowflake_asm.ld: unit 8 out of range [0, 7]
 
 // -----
 snowflake_asm.program @p {
