@@ -87,9 +87,9 @@ snowflake_asm.program @p {
 
 // -----
 snowflake_asm.program @p {
-  snowflake_asm.tmov r1, r2, r3 unit 7 from 0
+  snowflake_asm.tmov r1, r2, r3 unit 9 from 0
 }
-// CHECK: snowflake_asm.tmov: unit 7 out of range [0, 3]
+// CHECK: snowflake_asm.tmov: unit 9 out of range [0, 7]
 
 // -----
 snowflake_asm.program @p {
