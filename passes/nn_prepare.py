@@ -11,6 +11,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from snowir.pass_steps import run_steps
 from snowir.passes.avgpool_to_conv import AvgPoolToConvPass
 from snowir.passes.depthwise_to_grouped import DepthwiseToGroupedPass
 from snowir.passes.drop_identity import DropIdentityPass
@@ -45,5 +46,4 @@ class NNPreparePass(ModulePass):
                                     SpaceToDepthPass(self.hw), PartitionHostPass(self.hw)]
         if self.quantize:
             passes.append(QuantizePass(self.format, self.calibration))
-        for p in passes:
-            p.apply(ctx, op)
+        run_steps(ctx, op, passes)

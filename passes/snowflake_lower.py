@@ -26,6 +26,7 @@ from snowir.passes.nn_to_tile import NNToTilePass
 from snowir.passes.schedule_asm import ScheduleAsmPass
 from snowir.passes.tile_loop_order import TileLoopOrderPass
 from snowir.passes.tile_to_asm import TileToAsmPass
+from snowir.pass_steps import run_steps
 
 PIPELINE = ("nn-prepare", "nn-to-tile", "tile-loop-order", "tile-to-asm", "balance-loads", "schedule-asm",
             "fill-delay-slots", "icache-banking")
@@ -54,5 +55,4 @@ class SnowflakeLowerPass(ModulePass):
                         FillDelaySlotsPass(self.hw), IcacheBankingPass(self.hw)]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for p in self.passes(quantised(op)):
-            p.apply(ctx, op)
+        run_steps(ctx, op, self.passes(quantised(op)))

@@ -50,7 +50,7 @@ def test_list_passes_describes_every_snowir_pass(capsys) -> None:
     out = capsys.readouterr().out
     for name in all_passes():
         assert f"\n{name}" in "\n" + out
-    assert "balance-loads{metric=cl units=0 split=512}\n    spread the loads over the load units (C17 §6.3)." in out
+    assert "balance-loads{metric=cl units=0 split=512 hw=}\n    spread the loads over the load units (C17 §6.3)." in out
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "--pass-pipeline" in capsys.readouterr().out
@@ -108,3 +108,19 @@ def test_plain_xdsl_opt_loads_snowir_as_a_plugin() -> None:
     proc = subprocess.run([*cmd, str(ops), "-p", "drop-identity"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "nn.conv2d" in proc.stdout
+
+
+def test_print_ir_after_sees_inside_composite_passes(tmp_path: Path, capsys) -> None:
+    digits = str(Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx")
+    out = tmp_path / "o.mlir"
+    assert main([digits, "-p", "snowflake-lower", "--print-ir-after=fuse-relu,tile-to-asm,snowflake-lower",
+                     "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    dumps = [line for line in err.splitlines() if "IR Dump After" in line]
+    assert dumps == ["// -----// IR Dump After fuse-relu (in a composite pass) //----- //",
+                     "// -----// IR Dump After tile-to-asm (in a composite pass) //----- //",
+                     "// -----// IR Dump After snowflake-lower //----- //"]
+    after_relu = err.split(dumps[0])[1].split(dumps[1])[0]
+    assert "relu" in after_relu and "tile.layer" not in after_relu and "!nn.fixed" not in after_relu
+    assert main([digits, "-p", "nn-prepare", "--mlir-print-ir-after-all", "-o", str(out)]) == 0
+    assert capsys.readouterr().err.count("IR Dump After") == 13  # 12 parts, then nn-prepare itself

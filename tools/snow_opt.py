@@ -37,10 +37,13 @@ class SnowOptMain(xDSLOptMain):
 
     def setup_pipeline(self) -> None:
         """--time-passes: each pass's seconds collected for a table on stderr (xdsl-opt prints
-        raw floats into stdout, beside the IR)."""
+        raw floats into stdout, beside the IR). --print-ir-after / --mlir-print-ir-after-all:
+        the IR after the chosen passes on stderr, also the parts of composite passes
+        (snowir/pass_steps.py)."""
         timing = self.args.time_passes
         self.args.time_passes = False
         super().setup_pipeline()
+        self._print_after()
         if not timing:
             return
         inner = self.pipeline.callback
@@ -57,6 +60,40 @@ class SnowOptMain(xDSLOptMain):
 
         self.pipeline = dataclasses.replace(self.pipeline, callback=callback)
 
+    def _print_after(self) -> None:
+        wanted = {n.strip() for n in (self.args.print_ir_after or "").split(",") if n.strip()}
+        every = self.args.mlir_print_ir_after_all
+        if not wanted and not every:
+            return
+        from xdsl.printer import Printer
+
+        from snowir.pass_steps import observing
+
+        def dump(p, module: ModuleOp, depth: int) -> None:
+            if every or p.name in wanted:
+                print(f"// -----// IR Dump After {p.name}{' (in a composite pass)' if depth else ''} //----- //",
+                      file=sys.stderr)
+                Printer(stream=sys.stderr).print_op(module)
+                print(file=sys.stderr)
+
+        inner = self.pipeline.callback
+
+        def callback(previous, module, following) -> None:
+            if previous is not None:
+                dump(previous, module, 0)
+            if inner is not None:
+                inner(previous, module, following)
+
+        self.pipeline = dataclasses.replace(self.pipeline, callback=callback)
+        self._observing = observing(dump)
+
+    def run(self) -> None:
+        observer = getattr(self, "_observing", None)
+        if observer is None:
+            return super().run()
+        with observer:
+            return super().run()
+
     def register_all_dialects(self) -> None:
         super().register_all_dialects()  # with snowir installed, its xdsl.universe entry point is among them
         for name, factory in all_dialects().items():
@@ -71,6 +108,11 @@ class SnowOptMain(xDSLOptMain):
         arg_parser.add_argument(
             "--pass-pipeline", default=None, metavar="PIPELINE",
             help="MLIR spelling of -p: 'builtin.module(snowflake-lower{loop-order=Mloop})' or 'a,b{k=v}'")
+        arg_parser.add_argument("--print-ir-after", default=None, metavar="PASS[,PASS]",
+                                help="print the IR to stderr after these passes, also inside composite passes "
+                                     "(snowflake-lower, nn-prepare)")
+        arg_parser.add_argument("--mlir-print-ir-after-all", action="store_true",
+                                help="print the IR to stderr after every pass, also inside composite passes")
         arg_parser.add_argument("--list-passes", action="store_true",
                                 help="list snowir's passes with their descriptions and options, then exit")
         arg_parser.add_argument(
