@@ -1,3 +1,13 @@
 """snowir: an xDSL compiler from ONNX CNNs to the Snowflake accelerator."""
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """`snowir.compile`, `snowir.Compiled`, `snowir.Report`, ... (snowir/model_api.py), loaded on
+    first use so `import snowir` stays cheap."""
+    if name in ("compile", "Compiled", "Result", "Report", "LayerReport", "TotalReport", "CheckReport"):
+        from snowir import model_api
+
+        return getattr(model_api, name)
+    raise AttributeError(f"module 'snowir' has no attribute '{name}'")

@@ -11,7 +11,8 @@ and the way the ONNX backend test suite drives a runtime.
   * `SnowflakeBackend`: compiled once by `prepare` (nn-prepare, quantize, the whole lowering);
     `run` then executes the device layers on the machine model (`engine="machine"`, the fast
     engine) or the fixed-point golden model (`engine="golden"`), host layers as the host does.
-    `rep.report` holds the last machine run's report (cycles, ms, stalls; DESIGN.md shape).
+    `rep.report` holds the last machine run's typed `snowir.Report` (cycles, ms, stalls).
+    Built on `snowir.compile` (snowir/model_api.py).
 
 Outputs come back in the element types the graph declares (a double model computes in fp32
 and returns doubles). Inputs may be a list in graph-input order, a dict by name, or one array.
@@ -49,18 +50,18 @@ def _output_dtypes(model: onnx.ModelProto) -> list[np.dtype | None]:
 class SnowirRep(BackendRep):
     """A model compiled once; `run` as often as wanted."""
 
-    def __init__(self, model: onnx.ModelProto, module, engine: str, hw: SnowflakeConfig | None):
+    def __init__(self, model: onnx.ModelProto, module, engine: str, compiled=None):
         from snowir.golden import Golden
 
         self.module = module
         self.engine = engine
-        self.hw = hw
+        self.compiled = compiled
         self.golden = Golden(module)
         self.input_names = [i.name for i in _graph_inputs(model)]
         self.input_types = [a.type for a in self.golden.main.body.block.args]
         self.output_dtypes = _output_dtypes(model)
-        self.report: dict[str, Any] | None = None
-        self.images: dict = {}  # program images, assembled at the first machine run
+        self.report = None
+        """The last machine run's `snowir.Report` (typed; `.to_json()` is snow-run's JSON)."""
 
     def _inputs(self, inputs: Any) -> list[np.ndarray]:
         from snowir.onnx_host import numpy_dtype
@@ -92,11 +93,8 @@ class SnowirRep(BackendRep):
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:  # noqa: ARG002
         xs = self._inputs(inputs)
         if self.engine == "machine":
-            from snowir.device_run import device_report, run_device
-            from snowir.model_run import layer_rows
-
-            result = run_device(self.module, xs, self.hw, assembled=self.images)
-            self.report = device_report(result, self.hw or SnowflakeConfig(), "<backend>", layer_rows(self.module))
+            result = self.compiled.run(xs, engine="fast")
+            self.report = result.report
             return self._outputs(result.outputs)
         return self._outputs(self.golden.run(*xs))
 
@@ -109,7 +107,7 @@ class FloatBackend(Backend):
         from snowir.onnx_import import import_model
 
         super().prepare(model, device, **kwargs)
-        return SnowirRep(model, import_model(model, "<model>"), "float", None)
+        return SnowirRep(model, import_model(model, "<model>"), "float")
 
     @classmethod
     def supports_device(cls, device: str) -> bool:
@@ -127,15 +125,13 @@ class SnowflakeBackend(FloatBackend):
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", engine: str = "machine", format: str = "Q8.8",
                 hw: SnowflakeConfig | None = None, **kwargs: Any) -> SnowirRep:
-        from snowir.model_run import lower
-        from snowir.onnx_import import import_model
+        from snowir.model_api import compile
 
         Backend.prepare(model, device, **kwargs)
         if engine not in ENGINES:
             raise SnowError(f"prepare: engine '{engine}' is not one of {', '.join(ENGINES)}")
-        module = import_model(model, "<model>")
-        lower(module, None, hw, format=format)
-        return SnowirRep(model, module, engine, hw)
+        compiled = compile(model, hw=hw, format=format)
+        return SnowirRep(model, compiled.module, engine, compiled)
 
 
 prepare = SnowflakeBackend.prepare

@@ -232,37 +232,14 @@ def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline:
                         engine: str = "fast", seed: int = 0, progress=None, trace: str | None = None,
                         record: bool = False, trace_layers: str | None = None) -> ModelRun:
     """Lower (the remaining passes of the default pipeline, after `pipeline` if given), run every
-    device layer's image on the machine model, compare with golden and onnxruntime."""
-    from snowir.device_run import device_report, run_device
+    device layer's image on the machine model, compare with golden and onnxruntime: what
+    snow-run does, as `snowir.compile(...).run(...)` with the report as its JSON dict."""
+    from snowir.model_api import compile
 
-    hw = hw or SnowflakeConfig()
-    t0 = time.perf_counter()
-    module, onnx_path = load_model(path, input_shape)
-    lower(module, pipeline, hw)
-    compile_s = time.perf_counter() - t0
-    shape = list(main_of(module).body.block.args[0].type.get_shape())
-    if x is None:
-        x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-    x = check_input(x, shape, str(path), module)
-    try:
-        run = run_device(module, x, hw, engine, progress, record=record or trace is not None,
-                         record_layer=layer_filter(trace_layers))
-    except SnowError as e:
-        raise SnowError(f"{path}: {e}") from None
-    report = device_report(run, hw, str(path), layer_rows(module))
-    report["total"]["compile_s"] += compile_s
+    compiled = compile(path, pipeline, hw, input_shape=input_shape)
+    result = compiled.run(x, engine, check, progress, record or trace is not None, trace_layers, seed)
     if trace is not None:
         from snowir.machine.trace import write_trace
 
-        write_trace(trace, None, hw, run.events)
-    if check:
-        golden = golden_logits(module, x)
-        exact = all(layer.bit_exact for layer in run.layers) and bool(np.array_equal(golden, run.logits))
-        if onnx_path is not None:
-            ref, reference = ort_logits(onnx_path, x), "onnxruntime"
-        else:
-            ref, reference = golden, "golden"
-        cmp = compare(ref.reshape(run.logits.shape), run.logits)
-        report["check"] = {"reference": reference, "max_abs_err": cmp["max_abs_err"], "snr_db": cmp["snr_db"],
-                           "golden_bit_exact": exact, "top1_match": cmp["top1_match"]}
-    return ModelRun(module, run.outputs, report, run.events)
+        write_trace(trace, None, compiled.hw, result.events)
+    return ModelRun(compiled.module, result.outputs, result.report.to_json(), result.events)

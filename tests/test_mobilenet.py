@@ -43,7 +43,7 @@ def test_mobile_blocks_are_placed(net):
     m, x, _ = net
     rep = SnowflakeBackend.prepare(m)
     rep.run([x])
-    rows = {r["name"]: r for r in rep.report["layers"]}
+    rows = {r["name"]: r for r in rep.report.to_json()["layers"]}
     # exporter hard-swish (Add, Clip, Mul, Div) folded into one host op; HardSwish likewise
     assert rows["stem.bn.hswish"]["op"] == "hard_swish" and rows["stem.bn.hswish"]["where"] == "host"
     assert not any(name.endswith(("hs_add", "hs_clip", "hs_mul")) for name in rows)
