@@ -166,6 +166,9 @@ def layer_image(layer: tile.LayerOp, code: list[Operation]) -> sf.ImageOp:
         attrs["mode"] = StringAttr(layer.mode.data.value)
     if layer.loop_order is not None:
         attrs["loop_order"] = StringAttr(layer.loop_order.data.value)
+    for key in ("mloop_bytes", "kloop_bytes"):  # both orders' estimated traffic, for C17 Fig. 4 plots
+        if key in layer.properties:
+            attrs[key] = layer.properties[key]
     return sf.ImageOp(layer.sym_name.data, [*segments, sf.ProgramOp("code", code)], attrs)
 
 

@@ -216,3 +216,10 @@ def compile(model: str | Path | onnx.ModelProto | ModuleOp, pipeline: str | None
         progress(f"{source}: lowering")
     lower(module, pipeline, hw, format=format)
     return Compiled(module, hw, source, onnx_model, time.perf_counter() - t0)
+
+
+def run(model: str | Path | onnx.ModelProto | ModuleOp, x: np.ndarray | Sequence[np.ndarray] | None = None,
+        hw: SnowflakeConfig | None = None, engine: str = "fast", check: bool = False, pipeline: str | None = None,
+        format: str = "Q8.8", progress: Progress | None = None) -> Result:
+    """`compile(model, ...)` then `.run(x, ...)`, for one run."""
+    return compile(model, pipeline, hw, format, progress=progress).run(x, engine, check, progress)

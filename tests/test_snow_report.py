@@ -56,3 +56,25 @@ def test_errors_are_one_line(tmp_path: Path, capsys) -> None:
     good = tmp_path / "g.json"
     assert snow_run([str(DIGITS), "--quiet", "--report", str(good)]) == 0
     assert snow_report([str(good), "--plot", str(out)]) == 1 and not out.exists()
+
+
+def test_snow_run_plot_and_compact_traces(tmp_path: Path, monkeypatch) -> None:
+    import gzip
+
+    from snowir.tools import snow_report as sr
+
+    panels: list[int] = []
+    real = sr.plot_report
+    monkeypatch.setattr(sr, "plot_report", lambda report, path, loop=None: (panels.append(len(loop or {})),
+                                                                             real(report, path, loop)))
+    png, trace = tmp_path / "p.png", tmp_path / "t.json.gz"
+    assert snow_run([str(DIGITS), "--quiet", "--plot", str(png), "--trace", str(trace)]) == 0
+    assert png.read_bytes()[:4] == b"\x89PNG" and panels == [3]  # conv1, conv2, fc: Mloop/Kloop estimates
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    merged = [e for e in spans if e.get("args", {}).get("count", 1) > 1]
+    assert merged and all(e["name"].endswith(f"x{e['args']['count']}") for e in merged)
+    # one CU track (lock step); merged spans keep its time line: no two overlap
+    names = {e["args"]["name"]: e["tid"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    cus = sorted((e["ts"], e["ts"] + e["dur"]) for e in spans if e["tid"] == names["CUs (lock step)"])
+    assert cus and all(a[1] <= b[0] + 1e-3 for a, b in zip(cus, cus[1:]))

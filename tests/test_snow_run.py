@@ -34,7 +34,7 @@ def test_report_trace_and_outputs(tmp_path: Path, capsys) -> None:
     assert r["hw"]["cus"] == 4 and r["check"] is None
     events = json.loads(trace.read_text())["traceEvents"]
     names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
-    assert {"control", "CU 0", "CU 3", "load unit 0", "load unit 3"} <= names
+    assert {"control", "CUs (lock step)", "load unit 0", "load unit 3", "write-back"} <= names
     assert any(e["ph"] == "X" and e["name"].startswith("MAC") for e in events)
     y = np.load(out)
     assert y.dtype == np.float32 and y.shape == (16 * 16 * 16,) and (y >= 0).all()  # ReLU

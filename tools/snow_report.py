@@ -5,7 +5,9 @@ snow-report: read, compare and plot snow-run JSON reports.
     snow-report A.json B.json          per-layer and total differences, B against A: cycles, ms,
                                        GB/s, utilisation, stall cycles, loop order, mode
     snow-report A.json --plot t.png    per device layer, its cycles split into CU work and each
-                                       CU stall cause (where the time goes)
+                                       CU stall cause (where the time goes), and a per-layer
+                                       roofline; `snow-run MODEL --plot t.png` adds the DRAM
+                                       traffic of Mloop against Kloop per conv (C17 Figure 4)
 
 Layers are matched by name; a layer in one report only is listed as added / removed. Errors
 are one line on stderr with exit code 1.
@@ -88,8 +90,11 @@ def print_diff(a: dict[str, Any], b: dict[str, Any], out=None) -> None:
           f"{ta['gbps']:>6.2f} {tb['gbps']:>6.2f}", file=out)
 
 
-def plot_breakdown(report: dict[str, Any], path: str) -> None:
-    """Stacked bars: each device layer's cycles as CU work plus each CU stall cause."""
+def plot_report(report: dict[str, Any], path: str, loop_bytes: dict[str, tuple[int, int]] | None = None) -> None:
+    """The report's plots in one PNG: where each device layer's cycles go (CU work and each CU
+    stall cause), a per-layer roofline (attained MAC/s against MACs per DRAM byte, under the
+    bus and the MAC-array roofs), and, given the planner's estimates (`snow-run --plot`), the
+    DRAM traffic of Mloop against Kloop per conv (C17 Figure 4)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -100,8 +105,24 @@ def plot_breakdown(report: dict[str, Any], path: str) -> None:
     layers = [layer for layer in report["layers"] if layer["cycles"]]
     if not layers:
         raise SnowError(f"{report['model']}: no device layers to plot")
+    panels = 3 if loop_bytes else 2
+    width = max(7.0, 0.18 * len(layers) + 2)
+    fig, axes = plt.subplots(panels, 1, figsize=(width, 3.8 * panels))
+    _breakdown(axes[0], report, layers)
+    _roofline(axes[1], report, layers)
+    if loop_bytes:
+        _loop_orders(axes[2], report, layers, loop_bytes)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    outs = Outputs()
+    outs.add(path, buf.getvalue())
+    outs.commit()
+
+
+def _breakdown(ax, report: dict[str, Any], layers: list[dict[str, Any]]) -> None:
     causes = sorted({c for layer in layers for c in layer["stall_cycles"] if c.startswith("cu_")})
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.18 * len(layers) + 2), 3.6))
     xs = range(len(layers))
     work = [layer["cycles"] - sum(layer["stall_cycles"].get(c, 0) for c in causes) for layer in layers]
     ax.bar(xs, work, label="CU work", color="0.55")
@@ -114,19 +135,59 @@ def plot_breakdown(report: dict[str, Any], path: str) -> None:
     ax.set_xticks(list(xs), [layer["name"] for layer in layers], rotation=90, fontsize=6)
     ax.set_title(f"{report['model']}: where each layer's cycles go")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    outs = Outputs()
-    outs.add(path, buf.getvalue())
-    outs.commit()
+
+
+def _roofline(ax, report: dict[str, Any], layers: list[dict[str, Any]]) -> None:
+    hw = report["hw"]
+    peak = hw["cus"] * hw["vmacs_per_cu"] * hw["macs_per_vmac"] * hw["clock_mhz"] * 1e6  # MAC/s
+    bus = hw["dram_gbps"] * 1e9  # bytes/s
+    pts = [(layer["macs"] / layer["dram_bytes"], layer["macs"] / (layer["ms"] * 1e-3), layer)
+           for layer in layers if layer["dram_bytes"] and layer["ms"] and layer["macs"]]
+    if not pts:
+        ax.set_title("roofline: no layer with MACs")
+        return
+    lo = min(p[0] for p in pts) / 2
+    hi = max(max(p[0] for p in pts) * 2, 2 * peak / bus)
+    xs = [lo * (hi / lo) ** (i / 100) for i in range(101)]
+    ax.plot(xs, [min(peak, bus * x) for x in xs], color="k", lw=1.2,
+            label=f"roofs: {hw['dram_gbps']} GB/s, {peak / 1e9:.0f} GMAC/s")
+    colours = {"COOP": "tab:blue", "INDP": "tab:orange"}
+    for x, y, layer in pts:
+        ax.scatter(x, y, s=14, color=colours.get(layer["mode"], "tab:green"), zorder=3)
+    for mode, c in colours.items():
+        ax.scatter([], [], color=c, label=mode, s=14)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity: useful MACs per DRAM byte")
+    ax.set_ylabel("attained useful MAC/s")
+    ax.set_title("per-layer roofline")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+
+
+def _loop_orders(ax, report: dict[str, Any], layers: list[dict[str, Any]],
+                 loop_bytes: dict[str, tuple[int, int]]) -> None:
+    convs = [layer for layer in layers if layer["name"] in loop_bytes]
+    xs = range(len(convs))
+    m = [loop_bytes[layer["name"]][0] / 1e6 for layer in convs]
+    k = [loop_bytes[layer["name"]][1] / 1e6 for layer in convs]
+    ax.bar([x - 0.2 for x in xs], m, width=0.4, label="Mloop (estimated)", color="tab:purple")
+    ax.bar([x + 0.2 for x in xs], k, width=0.4, label="Kloop (estimated)", color="tab:olive")
+    chosen = [(x + (-0.2 if layer["loop_order"] == "Mloop" else 0.2), layer["dram_bytes"] / 1e6)
+              for x, layer in zip(xs, convs)]
+    ax.scatter([c[0] for c in chosen], [c[1] for c in chosen], marker="_", s=80, color="k", zorder=3,
+               label="measured, chosen order")
+    ax.set_xticks(list(xs), [layer["name"] for layer in convs], rotation=90, fontsize=6)
+    ax.set_ylabel("DRAM MB per layer")
+    ax.set_title("Mloop against Kloop (C17 Figure 4)")
+    ax.legend(fontsize=7)
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="snow-report", description="Print, compare and plot snow-run reports.")
     p.add_argument("reports", nargs="+", help="one report (table) or two (B against A)")
-    p.add_argument("--plot", help="write a PNG of the first report's per-layer cycle breakdown here")
+    p.add_argument("--plot", help="write a PNG of the first report's plots here: per-layer cycle breakdown "
+                                  "and roofline (snow-run --plot adds Mloop against Kloop)")
     return p
 
 
@@ -141,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print_diff(*reports)
         if args.plot:
-            plot_breakdown(reports[0], args.plot)
+            plot_report(reports[0], args.plot)
         return 0
     except BaseException as e:  # noqa: BLE001 - the one place errors become one line
         if isinstance(e, SystemExit | KeyboardInterrupt):

@@ -37,9 +37,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--calibration", help="--format auto: .npy of calibration inputs (N x the model's input; "
                                          "default: 8 seeded N(0, 1) inputs)")
     p.add_argument("--engine", choices=("fast", "reference", "golden"), default="fast")
-    p.add_argument("--trace", help="write a Chrome/Perfetto trace-event JSON here")
+    p.add_argument("--trace", help="write a Chrome/Perfetto trace-event JSON here (.json.gz: gzip-compressed); "
+                   "identical back-to-back events are one span with a count")
     p.add_argument("--trace-layers", metavar="PATTERNS",
                    help="--trace only these layers: comma-separated names or shell patterns (conv1,layer4.*)")
+    p.add_argument("--plot", help="write the report's plots here (PNG): cycle breakdown, roofline, Mloop vs Kloop")
     p.add_argument("--check", action="store_true", help="compare with onnxruntime and the golden model")
     p.add_argument("--quiet", action="store_true", help="no table, no progress")
     p.add_argument("--input-shape", help="static shape for ONNX inputs with dynamic dimensions, e.g. 1,3,224,224")
@@ -183,9 +185,29 @@ def run_nn(args: argparse.Namespace) -> int:
     if args.trace:
         from snowir.machine.trace import trace_bytes
 
-        out.add(args.trace, trace_bytes(None, hw, result.events))
+        out.add(args.trace, trace_bytes(None, hw, result.events, gz=args.trace.endswith(".gz")))
     out.commit()
+    if args.plot:
+        from snowir.tools.snow_report import plot_report
+
+        plot_report(report, args.plot, _loop_bytes(result.module))
     return 0
+
+
+def _loop_bytes(module) -> dict[str, tuple[int, int]]:
+    """Per conv layer, the planner's DRAM bytes for Mloop and for Kloop (on its image)."""
+    from xdsl.dialects.builtin import IntegerAttr
+
+    from snowir.dialects import snowflake_asm as sf
+
+    out = {}
+    for image in module.ops:
+        if isinstance(image, sf.ImageOp):
+            m, k = image.attributes.get("mloop_bytes"), image.attributes.get("kloop_bytes")
+            layer = image.attributes.get("layer")
+            if isinstance(m, IntegerAttr) and isinstance(k, IntegerAttr) and layer is not None:
+                out[layer.data] = (m.value.data, k.value.data)
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -229,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         out.add(args.report, (json.dumps(report, indent=2) + "\n").encode())
     if args.trace:
-        out.add(args.trace, trace_bytes(result.timing, hw))
+        out.add(args.trace, trace_bytes(result.timing, hw, gz=args.trace.endswith(".gz")))
     out.commit()
     return 0
 

@@ -109,6 +109,8 @@ class Event:
     name: str
     start: int
     end: int
+    count: int = 1
+    """Identical back-to-back events merged into this span (a MAC loop is one span, not 10^5)."""
 
 
 STALL_CAUSES = ("raw", "vector_queue", "load_wait", "icache", "dram_raw", "cu_starved", "cu_load_wait", "cu_drain")
@@ -134,6 +136,7 @@ class Timing:
 
     def __post_init__(self) -> None:
         hw = self.hw
+        self._last: dict[str, Event] = {}  # each track's latest event, which a repeat extends
         self.reg_ready = [0] * hw.registers
         self.vq: deque[int] = deque()
         self.cu_free = 0
@@ -411,10 +414,17 @@ class Timing:
     def _event(self, track: str, name: str, start: int, end: int) -> None:
         if not self.record:
             return
+        last = self._last.get(track)
+        if last is not None and last.name == name and last.end == start:
+            last.end = end
+            last.count += 1
+            return
         if len(self.events) >= self.max_events:
             self.events_dropped += 1
             return
-        self.events.append(Event(track, name, start, end))
+        event = Event(track, name, start, end)
+        self._last[track] = event
+        self.events.append(event)
 
 
 def _pending(loads: list, d: int, rng: tuple[int, int] | None) -> tuple[list, int]:
