@@ -158,7 +158,7 @@ def run_device(module: ModuleOp, x: np.ndarray | Sequence[np.ndarray], hw: Snowf
                     start = sum(layer.cycles for layer in result.layers) + sum(r.cycles for r in runs)
                     result.events.append(Event("control", f"layer {name}" + (f" image {i}" if n > 1 else ""),
                                                start, start + run.cycles))
-                    result.events.extend(Event(e.track, e.name, e.start + start, e.end + start, e.count)
+                    result.events.extend(Event(e.track, e.name, e.start + start, e.end + start, e.count, e.mix)
                                          for e in run.timing.events)
                 outs.append(run.outputs["y"].reshape(oh, ow, k).transpose(2, 0, 1))
                 runs.append(run)

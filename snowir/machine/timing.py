@@ -110,7 +110,20 @@ class Event:
     start: int
     end: int
     count: int = 1
-    """Identical back-to-back events merged into this span (a MAC loop is one span, not 10^5)."""
+    """Events merged into this span (a MAC loop is one span, not 10^5): `mix` counts them by name."""
+    mix: dict[str, int] | None = None
+
+    @property
+    def label(self) -> str:
+        if self.count == 1:
+            return self.name
+        mix = self.mix or {self.name: self.count}
+        return " + ".join(f"{name} x{n}" for name, n in sorted(mix.items(), key=lambda kv: -kv[1]))
+
+
+MERGE_GAP = 16
+"""Control-pipeline stalls of one kind closer than this many cycles are one span (a queue-full
+stall before every vector op of a loop reads as one stretch of queue-full time)."""
 
 
 STALL_CAUSES = ("raw", "vector_queue", "load_wait", "icache", "dram_raw", "cu_starved", "cu_load_wait", "cu_drain")
@@ -415,8 +428,13 @@ class Timing:
         if not self.record:
             return
         last = self._last.get(track)
-        if last is not None and last.name == name and last.end == start:
-            last.end = end
+        if last is not None and (last.end == start and (track == "CUs" or last.name == name)
+                                 or track == "control" and last.name == name and start - last.end <= MERGE_GAP):
+            # the CUs: any back-to-back ops form one busy span (gaps are the stalls worth seeing)
+            if last.name != name or last.mix is not None:
+                last.mix = last.mix or {last.name: last.count}
+                last.mix[name] = last.mix.get(name, 0) + 1
+            last.end = max(last.end, end)
             last.count += 1
             return
         if len(self.events) >= self.max_events:

@@ -27,7 +27,7 @@ def _records(timing: Timing | None, hw: SnowflakeConfig, source: list | None) ->
         yield {"name": "thread_name", "ph": "M", "pid": 0, "tid": i, "args": {"name": name}}
     yield {"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "Snowflake"}}
     for e in (timing.events if source is None else source):
-        record = {"name": e.name if e.count == 1 else f"{e.name} x{e.count}", "ph": "X", "pid": 0,
+        record = {"name": e.label, "ph": "X", "pid": 0,
                   "tid": tid[CUS if e.track == "CUs" else e.track],
                   "ts": round(e.start * us_per_cycle, 4), "dur": round(max(e.end - e.start, 0) * us_per_cycle, 4)}
         if e.count > 1:
