@@ -90,7 +90,7 @@ def _useful(op, runs) -> int:
         from snowir.host_model import useful_macs
 
         return useful_macs(op)
-    return sum(r.timing.macs for r in runs)
+    return sum(r.macs for r in runs)
 
 
 def _unlowered(op) -> bool:
@@ -98,17 +98,78 @@ def _unlowered(op) -> bool:
     return isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and "image" not in op.attributes and not on_host(op)
 
 
+@dataclass
+class ImageRun:
+    """What one program run on the machine gave: small, so worker processes can return it."""
+
+    y: np.ndarray
+    cycles: int
+    stalls: dict[str, int]
+    macs: int
+    lane_macs: int
+    dram_bytes: int
+    unit_bytes: list[int]
+    dynamic: int
+    simulate_s: float
+    events: list
+
+
+def _simulate(image: ProgramImage, hw: SnowflakeConfig, engine: str, inputs: dict[str, np.ndarray], keep: bool,
+              image_op: sf.ImageOp | None) -> ImageRun:
+    run = run_image(image, hw, engine, inputs, keep, module=image_op if engine == "reference" else None)
+    t = run.timing
+    return ImageRun(run.outputs["y"], run.cycles, {c: int(v) for c, v in t.stalls.items()}, t.macs, t.lane_macs,
+                    t.dram_bytes, list(t.unit_bytes), run.machine.dynamic, run.simulate_s,
+                    list(t.events) if keep else [])
+
+
+_JOBS: list[tuple] = []
+"""The pending image runs of a parallel run_device, inherited by forked workers (no pickling of
+images or inputs; only the small ImageRun comes back)."""
+
+
+def _job(i: int) -> ImageRun:
+    return _simulate(*_JOBS[i])
+
+
+def _parallel(jobs: list[tuple], workers: int) -> list[ImageRun]:
+    import multiprocessing
+
+    _JOBS[:] = jobs
+    try:
+        # reference-engine jobs hold xDSL ops (image_op), which only fork shares without pickling
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            return pool.map(_job, range(len(jobs)), chunksize=1)
+    finally:
+        _JOBS.clear()
+
+
 def run_device(module: ModuleOp, x: np.ndarray | Sequence[np.ndarray], hw: SnowflakeConfig | None = None,
                engine: str = "fast", progress=None, record: bool = False, record_layer=None,
-               assembled: dict[str, ProgramImage] | None = None) -> DeviceRun:
+               assembled: dict[str, ProgramImage] | None = None, jobs: int = 1) -> DeviceRun:
     """`x`: the input, or one array per input of @main. `record`: keep every layer's timing
     events (a trace); `record_layer(name)`, if given, limits them to the layers it accepts (a
     ResNet-50 trace is hundreds of MB). `assembled`: program images by name, filled and reused
-    across runs of the same module (the ONNX backend runs one module many times)."""
+    across runs of the same module (the ONNX backend runs one module many times).
+
+    `jobs` > 1: layers are independent programs, so they simulate in that many processes at
+    once. Each device layer then reads the golden model's value of its input (what the machine
+    computes when every earlier layer is bit-exact); if a layer is not bit-exact, the model is
+    run again one layer after another, so outputs are always the machine's own. Reports are
+    identical either way."""
+    hw = hw or SnowflakeConfig()
+    if jobs > 1:
+        result = _run_device(module, x, hw, engine, progress, record, record_layer, assembled, jobs)
+        if all(layer.bit_exact for layer in result.layers):
+            return result
+    return _run_device(module, x, hw, engine, progress, record, record_layer, assembled, 1)
+
+
+def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress, record: bool, record_layer,
+                assembled: dict[str, ProgramImage] | None, jobs: int) -> DeviceRun:
     from snowir.golden import element_frac
     from snowir.passes.snowflake_lower import quantised
 
-    hw = hw or SnowflakeConfig()
     golden = Golden(module)
     block = golden.main.body.block
     if not quantised(module):
@@ -118,12 +179,11 @@ def run_device(module: ModuleOp, x: np.ndarray | Sequence[np.ndarray], hw: Snowf
     result = DeviceRun([])
     assembled = {} if assembled is None else assembled
     device_ops = [op for op in block.ops if "image" in op.attributes]
+    pending: list[tuple] = []  # (op, name, image_op, image, expected, compile_s, first job, images of the batch)
+    jobs_list: list[tuple] = []
     for op in block.ops:
         if isinstance(op, func.ReturnOp):
-            result.outputs = [golden._float(env[v]) for v in op.arguments]
-            if result.logits is None:
-                result.logits = result.outputs[0]
-            return result
+            break
         if isinstance(op, nn.SoftmaxOp):
             result.logits = golden._float(env[op.input])
         ref = op.attributes.get("image")
@@ -144,37 +204,22 @@ def run_device(module: ModuleOp, x: np.ndarray | Sequence[np.ndarray], hw: Snowf
             words = golden._q(env[device_input(op)], element_frac(device_input(op)))
             bypass = golden._q(env[op.bypass], element_frac(op.bypass)) \
                 if isinstance(op, nn.Conv2dOp) and op.bypass is not None else None
-            n, k, oh, ow = op.results[0].type.get_shape()
-            outs, runs = [], []
+            n = op.results[0].type.get_shape()[0]
+            keep = record and (record_layer is None or record_layer(name))
+            batch = []
             for i in range(n):  # one program run per image of the batch
                 inputs = {"x": _hwc(words[i])}
                 if bypass is not None:
                     inputs["r"] = _hwc(bypass[i])
-                keep = record and (record_layer is None or record_layer(name))
-                run = run_image(image, hw, engine, inputs, keep, module=image_op if engine == "reference" else None)
-                if keep:
-                    from snowir.machine.timing import Event
-
-                    start = sum(layer.cycles for layer in result.layers) + sum(r.cycles for r in runs)
-                    result.events.append(Event("control", f"layer {name}" + (f" image {i}" if n > 1 else ""),
-                                               start, start + run.cycles))
-                    result.events.extend(Event(e.track, e.name, e.start + start, e.end + start, e.count, e.mix)
-                                         for e in run.timing.events)
-                outs.append(run.outputs["y"].reshape(oh, ow, k).transpose(2, 0, 1))
-                runs.append(run)
-            got = np.stack(outs)
-            exact = bool(np.array_equal(got, expected.words))
-            stalls = stall_breakdown({})
-            for r in runs:
-                for cause, v in r.timing.stalls.items():
-                    stalls[cause] += int(v)
-            unit_bytes = [sum(r.timing.unit_bytes[u] for r in runs) for u in range(hw.load_units)]
-            result.layers.append(LayerResult(
-                op, name, op.name.removeprefix("nn."), sum(r.cycles for r in runs), _useful(op, runs),
-                sum(r.timing.lane_macs for r in runs), sum(r.timing.dram_bytes for r in runs), len(image.code),
-                sum(r.machine.dynamic for r in runs), stalls, _attr(image_op, "mode"), _attr(image_op, "loop_order"),
-                _load_imbalance(image_op, unit_bytes), exact, sum(r.simulate_s for r in runs), compile_s))
-            env[op.results[0]] = Q(got.astype(np.int16), element_frac(op.results[0]))
+                batch.append((image, hw, engine, inputs, keep, image_op))
+            if jobs > 1:
+                pending.append((op, name, image_op, image, expected, compile_s, len(jobs_list), n))
+                jobs_list.extend(batch)
+                env[op.results[0]] = expected  # the machine's value when it is bit-exact (checked below)
+            else:
+                runs = [_simulate(*job) for job in batch]
+                got = _record_layer(result, op, name, image_op, image, expected, compile_s, runs, hw, keep)
+                env[op.results[0]] = Q(got.astype(np.int16), element_frac(op.results[0]))
             continue
         if _unlowered(op):
             raise LoweringError(f"layer '{name}' ({op.name}) is on the device but not lowered: "
@@ -187,7 +232,47 @@ def run_device(module: ModuleOp, x: np.ndarray | Sequence[np.ndarray], hw: Snowf
                 and not (isinstance(op, nn.ConcatOp) and op.axis.value.data == 1):
             raise LoweringError(f"layer '{name}' ({op.name}) is not lowered to Snowflake yet")
         golden.step(op, env)
-    raise LoweringError("@main has no func.return")
+    else:
+        raise LoweringError("@main has no func.return")
+    ret = op
+    if pending:
+        runs = _parallel(jobs_list, jobs)
+        for layer, name, image_op, image, expected, compile_s, first, n in pending:
+            keep = record and (record_layer is None or record_layer(name))
+            _record_layer(result, layer, name, image_op, image, expected, compile_s, runs[first:first + n], hw, keep)
+    result.outputs = [golden._float(env[v]) for v in ret.arguments]
+    if result.logits is None:
+        result.logits = result.outputs[0]
+    return result
+
+
+def _record_layer(result: DeviceRun, op, name: str, image_op: sf.ImageOp, image: ProgramImage, expected: Q,
+                  compile_s: float, runs: list[ImageRun], hw: SnowflakeConfig, keep: bool) -> np.ndarray:
+    """Add the layer's LayerResult (and its events, on the model's time line); its output."""
+    n, k, oh, ow = op.results[0].type.get_shape()
+    if keep:
+        from snowir.machine.timing import Event
+
+        start = sum(layer.cycles for layer in result.layers)
+        for i, run in enumerate(runs):
+            result.events.append(Event("control", f"layer {name}" + (f" image {i}" if n > 1 else ""),
+                                       start, start + run.cycles))
+            result.events.extend(Event(e.track, e.name, e.start + start, e.end + start, e.count, e.mix)
+                                 for e in run.events)
+            start += run.cycles
+    got = np.stack([run.y.reshape(oh, ow, k).transpose(2, 0, 1) for run in runs])
+    stalls = stall_breakdown({})
+    for r in runs:
+        for cause, v in r.stalls.items():
+            stalls[cause] += v
+    unit_bytes = [sum(r.unit_bytes[u] for r in runs) for u in range(hw.load_units)]
+    result.layers.append(LayerResult(
+        op, name, op.name.removeprefix("nn."), sum(r.cycles for r in runs), _useful(op, runs),
+        sum(r.lane_macs for r in runs), sum(r.dram_bytes for r in runs), len(image.code),
+        sum(r.dynamic for r in runs), stalls, _attr(image_op, "mode"), _attr(image_op, "loop_order"),
+        _load_imbalance(image_op, unit_bytes), bool(np.array_equal(got, expected.words)),
+        sum(r.simulate_s for r in runs), compile_s))
+    return got
 
 
 def device_report(run: DeviceRun, hw: SnowflakeConfig, model: str, host_rows: list[dict[str, Any]]) -> dict[str, Any]:

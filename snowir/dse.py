@@ -33,7 +33,7 @@ from snowir.hw import ConfigError, SnowflakeConfig
 from snowir.lowerable import config_refusal
 
 STALLS = ("raw", "load_wait", "icache", "cu_starved", "cu_load_wait", "cu_drain")
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,9 @@ def summarise(report: dict[str, Any], hw: SnowflakeConfig) -> dict[str, Any]:
     total = report["total"]
     stalls = total.get("stall_cycles", {})
     row: dict[str, Any] = dict(hw.to_json())
-    row.update({"cycles": total["cycles"], "ms": total["ms"], "gbps": total["gbps"],
+    conv = [layer for layer in report["layers"] if layer["where"] == "device" and layer["op"] != "dense"]
+    row.update({"cycles": total["cycles"], "ms": total["ms"], "conv_ms": sum(layer["ms"] for layer in conv),
+                "gbps": total["gbps"],
                 "mac_utilization": total["mac_utilization"], "dram_bytes": total["dram_bytes"],
                 "host_ms": total["host_ms"], "resource_proxy": resource_proxy(hw),
                 "compile_s": total["compile_s"], "simulate_s": total["simulate_s"]})

@@ -132,10 +132,11 @@ class Compiled:
 
     def run(self, x: np.ndarray | Sequence[np.ndarray] | None = None, engine: str = "fast", check: bool = False,
             progress: Progress | None = None, record: bool = False, trace_layers: str | None = None,
-            seed: int = 0) -> Result:
+            seed: int = 0, jobs: int = 1) -> Result:
         """Run on the machine model (`fast` / `reference` engine) or the fixed-point golden model
         (`golden`); `x` is the input (or one per input; default: seeded N(0, 1)); `check` compares
-        with the golden model bit for bit and with onnxruntime fp32 (an ONNX source)."""
+        with the golden model bit for bit and with onnxruntime fp32 (an ONNX source); `jobs`:
+        device layers simulated in that many processes at once (same outputs and report)."""
         from snowir.check import compare, golden_logits, ort_logits
         from snowir.device_run import device_report, run_device
         from snowir.golden import Golden
@@ -164,7 +165,7 @@ class Compiled:
         else:
             try:
                 run = run_device(self.module, xs, self.hw, engine, progress, record=record,
-                                 record_layer=layer_filter(trace_layers), assembled=self._images)
+                                 record_layer=layer_filter(trace_layers), assembled=self._images, jobs=jobs)
             except SnowError as e:
                 raise SnowError(f"{self.source}: {e}") from None
             data = device_report(run, self.hw, self.source, layer_rows(self.module))

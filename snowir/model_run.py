@@ -230,14 +230,14 @@ def layer_filter(patterns: str | None):
 def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline: str | None = None,
                         check: bool = False, input_shape: str | None = None, hw: SnowflakeConfig | None = None,
                         engine: str = "fast", seed: int = 0, progress=None, trace: str | None = None,
-                        record: bool = False, trace_layers: str | None = None) -> ModelRun:
+                        record: bool = False, trace_layers: str | None = None, jobs: int = 1) -> ModelRun:
     """Lower (the remaining passes of the default pipeline, after `pipeline` if given), run every
     device layer's image on the machine model, compare with golden and onnxruntime: what
     snow-run does, as `snowir.compile(...).run(...)` with the report as its JSON dict."""
     from snowir.model_api import compile
 
     compiled = compile(path, pipeline, hw, input_shape=input_shape)
-    result = compiled.run(x, engine, check, progress, record or trace is not None, trace_layers, seed)
+    result = compiled.run(x, engine, check, progress, record or trace is not None, trace_layers, seed, jobs)
     if trace is not None:
         from snowir.machine.trace import write_trace
 

@@ -31,8 +31,8 @@ DIGITS = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cn
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_light_model(name: str) -> None:
-    path = build(name)
+def test_light_model(name: str, models_dir: Path) -> None:
+    path = build(name, models_dir)
     module = import_onnx(path)
     shape = list(module.body.block.ops.first.body.block.args[0].type.get_shape())
     x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
@@ -44,8 +44,8 @@ def test_light_model(name: str) -> None:
     assert compare(ref.reshape(fixed.shape), fixed)["snr_db"] >= 30.0
 
 
-def test_resnet50_prints_compactly_and_round_trips() -> None:
-    module = import_onnx(build("resnet50"))
+def test_resnet50_prints_compactly_and_round_trips(models_dir: Path) -> None:
+    module = import_onnx(build("resnet50", models_dir))
     out = io.StringIO()
     printer = Printer(stream=out)
     printer.print_op(module)
@@ -56,7 +56,7 @@ def test_resnet50_prints_compactly_and_round_trips() -> None:
     again.verify()
     assert len(list(again.walk())) == len(list(module.walk()))
     x = np.random.default_rng(3).standard_normal((1, 3, 224, 224)).astype(np.float32)
-    np.testing.assert_array_equal(golden_logits(again, x), golden_logits(import_onnx(build("resnet50")), x))
+    np.testing.assert_array_equal(golden_logits(again, x), golden_logits(import_onnx(build("resnet50", models_dir)), x))
 
 
 def test_digits_accuracy_in_q8_8() -> None:
@@ -82,11 +82,11 @@ def test_snow_run_digits_check(tmp_path: Path) -> None:
     assert y.shape == (1, 10) and abs(float(y.sum()) - 1.0) < 0.05  # softmax probabilities (Q8.8)
 
 
-def test_caffe_alexnet_runs_end_to_end_on_the_machine(tmp_path: Path) -> None:
+def test_caffe_alexnet_runs_end_to_end_on_the_machine(tmp_path: Path, models_dir: Path) -> None:
     """The light bvlc_alexnet (grouped convs, LRN on the host, FC layers streamed) compiled and run
     layer by layer on the machine model: every device layer bit-exact with the golden model."""
     rep = tmp_path / "r.json"
-    assert snow_run([str(build("bvlc_alexnet")), "--check", "--quiet", "--report", str(rep)]) == 0
+    assert snow_run([str(build("bvlc_alexnet", models_dir)), "--check", "--quiet", "--report", str(rep)]) == 0
     r = json.loads(rep.read_text())
     assert r["check"]["golden_bit_exact"] is True and r["check"]["snr_db"] >= 30 and r["check"]["top1_match"]
     device = [layer for layer in r["layers"] if layer["cycles"]]

@@ -2,8 +2,8 @@
 snow-dse MODEL --sweep FIELD=v1,v2,... [--sweep ...] [--out DIR] [--address ADDR] [--workers N]:
 design-space exploration over hardware configurations on Ray (snowir/dse.py).
 
-Writes DIR/results.csv, DIR/results.json (one row per configuration: every config field, ms,
-GB/s, useful-MAC utilisation, stall cycles by cause, DRAM bytes) and DIR/pareto.png (ms against
+Writes DIR/results.csv, DIR/results.json (one row per configuration: every config field, ms
+(device), conv_ms (device layers but fully connected ones, as C17 Table 2), GB/s, useful-MAC utilisation, stall cycles by cause, DRAM bytes) and DIR/pareto.png (ms against
 the resource proxy, Pareto front marked); rows are cached in DIR/cache, so a re-run computes
 only new configurations. Every row equals `snow-run MODEL --hw` of that configuration.
 """
@@ -67,10 +67,10 @@ def run(args: argparse.Namespace) -> int:
     files.add(str(out / "pareto.png"), dse.plot(rows, fields, args.model))
     files.commit()
     if not args.quiet:
-        head = fields + ["ms", "GB/s", "util", "DRAM MB", "pareto"]
+        head = fields + ["ms", "conv ms", "GB/s", "util", "DRAM MB", "pareto"]
         print("  ".join(f"{h:>12}" for h in head))
         for row in rows:
-            cells = [str(row[f]) for f in fields] + [f"{row['ms']:.3f}", f"{row['gbps']:.2f}",
+            cells = [str(row[f]) for f in fields] + [f"{row['ms']:.3f}", f"{row['conv_ms']:.3f}", f"{row['gbps']:.2f}",
                                                      f"{100 * row['mac_utilization']:.1f}%",
                                                      f"{row['dram_bytes'] / 1e6:.2f}", "*" if row["pareto"] else ""]
             print("  ".join(f"{c:>12}" for c in cells))

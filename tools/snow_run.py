@@ -12,6 +12,7 @@ atomically and only after a successful run.
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import sys
 import time
@@ -41,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
                    "identical back-to-back events are one span with a count")
     p.add_argument("--trace-layers", metavar="PATTERNS",
                    help="--trace only these layers: comma-separated names or shell patterns (conv1,layer4.*)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="device layers simulated in parallel processes (default: one per core; same results)")
     p.add_argument("--plot", help="write the report's plots here (PNG): cycle breakdown, roofline, Mloop vs Kloop")
     p.add_argument("--check", action="store_true", help="compare with onnxruntime and the golden model")
     p.add_argument("--quiet", action="store_true", help="no table, no progress")
@@ -160,7 +163,8 @@ def run_nn(args: argparse.Namespace) -> int:
 
         say = None if args.quiet else (lambda msg: print(f"snow-run: ... {msg}", file=sys.stderr, flush=True))
         result = run_model_on_device(args.model, x, args.pipeline, args.check, args.input_shape, hw, args.engine,
-                                     progress=say, record=bool(args.trace), trace_layers=args.trace_layers)
+                                     progress=say, record=bool(args.trace), trace_layers=args.trace_layers,
+                                     jobs=args.jobs)
     report = result.report
     if not args.quiet:
         print_table(report)
