@@ -140,6 +140,7 @@ class Importer:
         self.input_shapes = input_shapes or {}
         self.consts: dict[str, np.ndarray] = {t.name: _single(numpy_helper.to_array(t)) for t in self.graph.initializer}
         self.value_types = _value_types(self.graph)
+        self.consumed = {i for n in self.graph.node for i in n.input} | {o.name for o in self.graph.output}
         self.values: dict[str, SSAValue] = {}
         self.const_ops: dict[tuple[str, str], SSAValue] = {}
         self.ops: list[Operation] = []
@@ -586,8 +587,11 @@ def _transpose(imp: Importer, node: onnx.NodeProto) -> None:
 
 
 def _passthrough(imp: Importer, node: onnx.NodeProto) -> None:
-    if any(node.output[1:]) or any(node.input[1:]):
-        raise Unmapped("a mask output or training-mode inputs")
+    # inference Dropout is the identity; a mask someone reads, or training mode, is the host's
+    if any(o in imp.consumed for o in node.output[1:] if o):
+        raise Unmapped("its mask output is used")
+    if len(node.input) > 2 and node.input[2] and not (node.input[2] in imp.consts and not imp.consts[node.input[2]].any()):
+        raise Unmapped("training mode")
     x = imp.value(node, node.input[0])
     op = imp.emit(nn.IdentityOp(x, node.op_type.lower()))
     imp.set_output(node, op)
