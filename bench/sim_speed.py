@@ -1,8 +1,14 @@
 """
-Simulator speed: simulated instructions per second of the fast and the reference engine
-on a long scalar loop and on a MAC loop nest (a 3x3 16->16 convolution, tools/asm_kernels.py).
+Simulator speed, side by side in one run:
 
-    python bench/sim_speed.py [--quick]     # prints a table, writes bench/results/sim_speed.json
+  * kernels: simulated instructions and MACs per second of the fast and the reference engine on
+    a long scalar loop and on a MAC loop nest (a 3x3 16->16 convolution, tools/asm_kernels.py);
+  * a whole layer (ResNet-50's 56x56 3x3 64->64 conv, compiled through the pipeline);
+  * models: ResNet-18 and ResNet-50 compile seconds and full functional + cycle simulation wall
+    seconds, one process and one process per core (`--jobs`), against onnxruntime's fp32 time
+    per image on the same machine.
+
+    python bench/sim_speed.py [--quick] [--no-models]   # table, bench/results/sim_speed.json
 """
 
 from __future__ import annotations
@@ -32,13 +38,76 @@ def measure(name: str, kernel, engine: str, repeat: int = 3) -> dict:
     hw = SnowflakeConfig()
     return {"kernel": name, "engine": engine, "dynamic_instructions": best.machine.dynamic,
             "simulate_s": best.simulate_s, "minstr_per_s": best.machine.dynamic / best.simulate_s / 1e6,
+            "mmac_per_s": best.timing.macs / best.simulate_s / 1e6,
             "cycles": best.cycles, "ms": hw.cycles_to_ms(best.cycles),
             "mac_utilization": best.timing.macs / (best.cycles * hw.macs)}
 
 
+def layer_case() -> dict:
+    """ResNet-50's 56x56 3x3 64->64 conv + ReLU as an ONNX model through the whole pipeline."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    import snowir
+
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((64, 64, 3, 3)) * 0.06).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                           helper.make_node("Relu", ["c"], ["y"])], "layer",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 56, 56])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 56, 56])],
+                          [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    compiled = snowir.compile(model)
+    result = compiled.run()
+    t = result.report.total
+    return {"kernel": "layer 56x56 3x3 64->64", "engine": "fast", "dynamic_instructions": t.dynamic_instructions,
+            "simulate_s": t.simulate_s, "minstr_per_s": t.dynamic_instructions / t.simulate_s / 1e6,
+            "mmac_per_s": t.macs / t.simulate_s / 1e6, "cycles": t.cycles, "ms": t.ms,
+            "mac_utilization": t.mac_utilization}
+
+
+def model_case(name: str, path, jobs: int) -> dict:
+    import numpy as np
+    import onnxruntime as ort
+
+    import snowir
+
+    t0 = time.perf_counter()
+    compiled = snowir.compile(path)
+    compile_s = time.perf_counter() - t0
+    x = np.random.default_rng(0).standard_normal(compiled.input_shapes[0]).astype(np.float32)
+    walls = {}
+    for j in sorted({1, jobs}):
+        t0 = time.perf_counter()
+        result = compiled.run(x, jobs=j)
+        walls[j] = time.perf_counter() - t0
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    sess = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    feed = {sess.get_inputs()[0].name: x}
+    sess.run(None, feed)
+    t0 = time.perf_counter()
+    for _ in range(5):
+        sess.run(None, feed)
+    ort_s = (time.perf_counter() - t0) / 5
+    t = result.report.total
+    return {"model": name, "compile_s": compile_s, "simulate_wall_s_1": walls[1], "jobs": jobs,
+            "simulate_wall_s_jobs": walls[jobs], "dynamic_instructions": t.dynamic_instructions,
+            "minstr_per_s": t.dynamic_instructions / walls[jobs] / 1e6, "cycles": t.cycles, "ms": t.ms,
+            "ort_ms_per_image": 1e3 * ort_s, "slowdown_vs_ort": walls[jobs] / ort_s}
+
+
 def main() -> None:
+    import os
+
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--no-models", action="store_true", help="kernels and the layer only")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--out", help="directory for sim_speed.json (default: bench/results)")
     args = p.parse_args()
     big = not args.quick
@@ -53,17 +122,38 @@ def main() -> None:
     for name, kernel, engine in cases:
         rows.append(measure(name, kernel, engine, 3 if big else 1))
         print(f"  measured {name} / {engine}", flush=True)
-    head = f"{'kernel':<26} {'engine':<10} {'instr':>10} {'sim s':>8} {'M instr/s':>10} {'cycles':>10} {'sim ms':>8} {'MAC util':>8}"
+    rows.append(layer_case())
+    print("  measured the 56x56 layer", flush=True)
+    head = (f"{'kernel':<26} {'engine':<10} {'instr':>10} {'sim s':>8} {'M instr/s':>10} {'M MAC/s':>9} {'cycles':>10} "
+            f"{'sim ms':>8} {'MAC util':>8}")
     print(head)
     print("-" * len(head))
     for r in rows:
         print(f"{r['kernel']:<26} {r['engine']:<10} {r['dynamic_instructions']:>10,} {r['simulate_s']:>8.3f} "
-              f"{r['minstr_per_s']:>10.2f} {r['cycles']:>10,} {r['ms']:>8.3f} {100 * r['mac_utilization']:>7.1f}%")
+              f"{r['minstr_per_s']:>10.2f} {r['mmac_per_s']:>9.1f} {r['cycles']:>10,} {r['ms']:>8.3f} "
+              f"{100 * r['mac_utilization']:>7.1f}%")
+    models = []
+    if not args.no_models:
+        from snowir.tools.bench_models import build as build_bench
+        from snowir.tools.light_models import build as build_light
+
+        for name, path in (("resnet18", build_bench("resnet18")), ("resnet50", build_light("resnet50"))):
+            models.append(model_case(name, path, args.jobs))
+            print(f"  measured {name}", flush=True)
+        head = (f"{'model':<10} {'compile s':>9} {'sim s (1)':>9} {f'sim s ({args.jobs})':>10} {'M instr/s':>10} "
+                f"{'sim ms':>8} {'ort ms':>8} {'x ort':>8}")
+        print(head)
+        print("-" * len(head))
+        for m in models:
+            print(f"{m['model']:<10} {m['compile_s']:>9.2f} {m['simulate_wall_s_1']:>9.2f} "
+                  f"{m['simulate_wall_s_jobs']:>10.2f} {m['minstr_per_s']:>10.2f} {m['ms']:>8.2f} "
+                  f"{m['ort_ms_per_image']:>8.2f} {m['slowdown_vs_ort']:>8.0f}")
     from snowir.tools.io import bench_output
 
     out = bench_output(__file__, "sim_speed.json", args.out)
     out.write_text(json.dumps({"machine": platform.processor() or platform.machine(), "python": platform.python_version(),
-                               "bench_s": time.perf_counter() - t0, "rows": rows}, indent=2) + "\n")
+                               "cores": os.cpu_count(), "bench_s": time.perf_counter() - t0, "rows": rows,
+                               "models": models}, indent=2) + "\n")
     print(f"wrote {out}")
 
 
