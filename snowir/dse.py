@@ -186,9 +186,10 @@ class Explorer:
         started = not ray.is_initialized()
         if started:
             if self.address:
-                ray.init(address=self.address, log_to_driver=False)
+                ray.init(address=self.address, log_to_driver=False, logging_level="ERROR")
             else:
-                ray.init(num_cpus=self.workers or os.cpu_count(), include_dashboard=False, log_to_driver=False)
+                ray.init(num_cpus=self.workers or os.cpu_count(), include_dashboard=False, log_to_driver=False,
+                         logging_level="ERROR")
         try:
             # one task per worker process: xDSL's resource-blob table is process-wide, so a fresh
             # process per configuration keeps memory flat over a long sweep
