@@ -7,11 +7,12 @@ channel, so a depthwise conv (one channel per output) has no dense mapping (docs
 "Depthwise convs"). The grouped form is one Snowflake runs: each vMAC still reads its group's
 16 channels, 15 of them against zero weights.
 That wastes 15/16 of the MACs, and the code generator reaches ~20% of the rest (16-kernel
-groups, short traces), yet measured against the host estimate (Cortex-A9, docs/machine.md) it
-is never slower: 3x3 depthwise 32x112², 64x56², 384x14², 960x7² take 4.61 / 2.29 / 0.86 /
-0.51 ms on the device against 5.36 / 2.65 / 0.92 / 0.52 ms on the host; 1x1 (a BN left without
-a conv) 0.50 ms against the host's memory-bound 1.61 ms. And the tensor stays on the device in
-fixed point. The integer sums are the depthwise ones (zero products add nothing), so golden and machine
+groups, short traces), so it is a cost decision: the rewrite happens only where the planner's
+estimate for the grouped conv beats the host estimate (Cortex-A9, docs/machine.md). Measured:
+3x3 depthwise 32x112², 64x56², 384x14², 960x7² take 4.61 / 2.29 / 0.86 / 0.51 ms on the device
+against 5.36 / 2.65 / 0.92 / 0.52 ms on the host; 1x1 (a BN left without a conv) 0.50 ms against
+the host's memory-bound 1.61 ms; a 7x7 global pool over 512 channels (one output pixel per
+16-lane trace) would take 0.26 ms against 0.2 ms, so it stays on the host. The integer sums are the depthwise ones (zero products add nothing), so golden and machine
 agree bit for bit. The new conv carries `block_diagonal`: reports count its useful MACs from
 the depthwise shape, not from the lanes the machine keeps busy.
 
@@ -30,12 +31,29 @@ from xdsl.rewriter import InsertPoint
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
 
 from snowir.dialects import nn
+from snowir.host_model import host_ms
 from snowir.hw import SnowflakeConfig
 from snowir.lowerable import device_refusal
 from snowir.nn_util import const_of, constant_op, shape_of
 
 LANES = SnowflakeConfig().macs_per_vmac
 """the channels one vMAC multiplies per trace word"""
+
+
+def _device_ms(conv: nn.Conv2dOp, hw: SnowflakeConfig) -> float:
+    """The planner's estimate for the grouped conv (what tile-loop-order would choose)."""
+    from snowir.conv_plan import LoweringError, conv_layout, plan_conv
+    from snowir.indp_codegen import choose_mode
+    from snowir.tile_build import layer_conv_shape
+
+    s = layer_conv_shape(conv)
+    try:
+        mode = choose_mode(s, hw, conv.bypass is not None)
+        lay = conv_layout(s, conv.bypass is not None, mode, hw)
+        plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
+    except LoweringError:
+        return float("inf")
+    return hw.cycles_to_ms(plan.estimated_cycles(hw))
 
 
 def _block_diagonal(w: np.ndarray) -> np.ndarray:
@@ -64,8 +82,8 @@ class DepthwiseToGrouped(RewritePattern):
                            c // LANES, op.relu is not None, op.bypass)
         conv.attributes.update(op.attributes)
         conv.attributes["block_diagonal"] = UnitAttr()
-        if device_refusal(conv, self.hw) is not None:
-            return  # a global pool's 16 x 16 kernel block would not fit the weights buffer: host as it was
+        if device_refusal(conv, self.hw) is not None or _device_ms(conv, self.hw) >= host_ms(op):
+            return  # the planners refuse it, or the host is estimated faster: host as it was
         rewriter.insert(weight, InsertPoint.before(op))
         old = op.weight.owner
         rewriter.replace(op, conv)
