@@ -46,3 +46,16 @@ def test_compile_refuses_what_the_code_generator_cannot_target() -> None:
         snowir.compile(DIGITS, hw=SnowflakeConfig(cus=2))
     with pytest.raises(SnowError, match="engine 'turbo'"):
         snowir.compile(DIGITS).run(engine="turbo")
+
+
+def test_layers_in_parallel_processes_give_the_same_run() -> None:
+    compiled = snowir.compile(DIGITS)
+    x = np.random.default_rng(5).standard_normal(compiled.input_shapes[0]).astype(np.float32)
+    one = compiled.run(x, record=True, jobs=1)
+    two = compiled.run(x, record=True, jobs=2)
+    assert np.array_equal(one.outputs[0], two.outputs[0])
+    strip = lambda r: {**r.to_json(), "total": {k: v for k, v in r.total.__dict__.items() if not k.endswith("_s")},
+                       "layers": [{k: v for k, v in layer.__dict__.items()} for layer in r.layers]}
+    assert strip(one.report) == strip(two.report)
+    assert [(e.track, e.name, e.start, e.end, e.count) for e in one.events] == \
+        [(e.track, e.name, e.start, e.end, e.count) for e in two.events]
