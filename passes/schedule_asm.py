@@ -109,10 +109,35 @@ def _cost(seq: list[Operation], branch: Operation | None, window: list[Operation
     return issue_cycles(seq, latency, loop)
 
 
+def _shape(op: Operation) -> tuple:
+    """What scheduling and slot filling read of an op: its kind and its registers."""
+    if not isinstance(op, sf.SnowflakeInstruction):
+        return (type(op).__name__,)
+    return type(op).__name__, tuple(op.reads()), op.writes(), is_nop(op)
+
+
+_DECISIONS: dict[tuple, tuple[int, ...] | None] = {}
+"""schedule_block's answers by block shape: a network repeats the same loops layer after layer
+with other addresses, and the decision depends only on kinds and registers (ResNet-50: 5031
+blocks, a few hundred shapes)."""
+
+
 def schedule_block(body: list[sf.SnowflakeInstruction], latency: int, branch: sf.SnowflakeInstruction | None = None,
                    window: list[Operation] = (), loop: bool = False, slots: int = 4) -> list[sf.SnowflakeInstruction] | None:
     """The block reordered, or None when the original order is as good. `branch` (the block's
     closing branch, kept last) with its delay-slot `window`; `loop`: it branches back to the block."""
+    key = (tuple(map(_shape, body)), _shape(branch) if branch is not None else None, tuple(map(_shape, window)),
+           loop, slots, latency)
+    if key not in _DECISIONS:
+        best = _schedule_block(body, latency, branch, window, loop, slots)
+        index = {id(op): i for i, op in enumerate(body)}
+        _DECISIONS[key] = None if best is None else tuple(index[id(op)] for op in best)
+    order = _DECISIONS[key]
+    return None if order is None else [body[i] for i in order]
+
+
+def _schedule_block(body: list[sf.SnowflakeInstruction], latency: int, branch: sf.SnowflakeInstruction | None,
+                    window: list[Operation], loop: bool, slots: int) -> list[sf.SnowflakeInstruction] | None:
     ops = [op for op in body if not is_nop(op)]
     with_branch = ops + ([branch] if branch is not None else [])
     last = len(ops) if branch is not None else -1
