@@ -8,7 +8,6 @@ from snowir import api
 from snowir.hw import SnowflakeConfig
 from snowir.machine.image import assemble
 from snowir.machine.run import RunResult, run_image
-from xdsl.parser import Parser
 
 
 def program(body: str, segments: str = "", frac_bits: int = 8):

@@ -5,7 +5,6 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import Float32Type, ModuleOp, TensorType
 from xdsl.dialects.test import TestOp as _TestOp
 from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from snowir.dialects import all_dialects
