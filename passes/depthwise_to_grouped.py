@@ -33,27 +33,12 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 from snowir.dialects import nn
 from snowir.host_model import host_ms
 from snowir.hw import SnowflakeConfig
-from snowir.lowerable import device_refusal
+from snowir.conv_plan import LoweringError
+from snowir.lowerable import conv_plan_of
 from snowir.nn_util import const_of, constant_op, shape_of
 
 LANES = SnowflakeConfig().macs_per_vmac
 """the channels one vMAC multiplies per trace word"""
-
-
-def _device_ms(conv: nn.Conv2dOp, hw: SnowflakeConfig) -> float:
-    """The planner's estimate for the grouped conv (what tile-loop-order would choose)."""
-    from snowir.conv_plan import LoweringError, conv_layout, plan_conv
-    from snowir.indp_codegen import choose_mode
-    from snowir.tile_build import layer_conv_shape
-
-    s = layer_conv_shape(conv)
-    try:
-        mode = choose_mode(s, hw, conv.bypass is not None)
-        lay = conv_layout(s, conv.bypass is not None, mode, hw)
-        plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
-    except LoweringError:
-        return float("inf")
-    return hw.cycles_to_ms(plan.estimated_cycles(hw))
 
 
 def _block_diagonal(w: np.ndarray) -> np.ndarray:
@@ -82,8 +67,12 @@ class DepthwiseToGrouped(RewritePattern):
                            c // LANES, op.relu is not None, op.bypass)
         conv.attributes.update(op.attributes)
         conv.attributes["block_diagonal"] = UnitAttr()
-        if device_refusal(conv, self.hw) is not None or _device_ms(conv, self.hw) >= host_ms(op):
-            return  # the planners refuse it, or the host is estimated faster: host as it was
+        try:
+            plan = conv_plan_of(conv, self.hw)
+        except LoweringError:
+            return  # the planners refuse it: host as it was
+        if self.hw.cycles_to_ms(plan.estimated_cycles(self.hw)) >= host_ms(op):
+            return  # the host is estimated faster
         rewriter.insert(weight, InsertPoint.before(op))
         old = op.weight.owner
         rewriter.replace(op, conv)

@@ -147,9 +147,9 @@ class Explorer:
         cache.mkdir(parents=True, exist_ok=True)
         sha = model_hash(self.model)
         rows: list[dict[str, Any] | None] = [None] * len(hws)
+        paths = [cache / f"{cache_key(sha, hw, self.pipeline, self.format)}.json" for hw in hws]
         todo = []
-        for i, hw in enumerate(hws):
-            path = cache / f"{cache_key(sha, hw, self.pipeline, self.format)}.json"
+        for i, (hw, path) in enumerate(zip(hws, paths)):
             if path.exists():
                 rows[i] = {**json.loads(path.read_text()), "cached": True}
             else:
@@ -158,14 +158,13 @@ class Explorer:
         self._say(done, len(hws), f"{done} cached, {len(todo)} to run"
                   + ("" if not todo else " in this process" if self.workers == 1 else " on Ray"))
         t0 = time.perf_counter()
-        for i, row in self._execute(todo):
-            hw, path = hws[i], next(p for j, _, p in todo if j == i)
-            from snowir.tools.io import write_text_atomic
+        from snowir.tools.io import write_text_atomic
 
-            write_text_atomic(path, json.dumps(row, sort_keys=True))
+        for i, row in self._execute(todo):
+            write_text_atomic(paths[i], json.dumps(row, sort_keys=True))
             rows[i] = {**row, "cached": False}
             done += 1
-            self._say(done, len(hws), f"{_label(hw, hws)}: {row['ms']:.3f} ms")
+            self._say(done, len(hws), f"{_label(hws[i], hws)}: {row['ms']:.3f} ms")
         self.wall_s = time.perf_counter() - t0
         return [r for r in rows if r is not None]
 

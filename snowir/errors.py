@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+
 from xdsl.utils.exceptions import ParseError
 
 
@@ -25,6 +28,21 @@ def pipeline_error(e: BaseException) -> str:
     where = next((line.removeprefix("pass-pipeline:") for line in lines if line.startswith("pass-pipeline:")), "?")
     reason = lines[-1] if len(lines) > 1 else message
     return f"bad pass pipeline (column {where.split(':')[-1]}): {reason}"
+
+
+def run_cli(prog: str, body: Callable[[], int], input_name: str) -> int:
+    """A command's body with every failure as one line on stderr (`prog: where: what`), exit 1;
+    Ctrl-C exits 130; argparse's own exits pass through."""
+    try:
+        return body()
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except BaseException as e:  # noqa: BLE001 - the one place errors become one line
+        if isinstance(e, SystemExit):
+            raise
+        print(f"{prog}: {one_line(e, input_name)}", file=sys.stderr)
+        return 1
 
 
 def one_line(e: BaseException, input_name: str = "<input>") -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from xdsl.ir import Operation
 
-from snowir.conv_plan import LoweringError, conv_layout, plan_conv
+from snowir.conv_plan import ConvPlan, LoweringError, conv_layout, plan_conv
 from snowir.dialects import nn
 from snowir.golden import _ints
 from snowir.hw import SnowflakeConfig
@@ -40,17 +40,23 @@ def device_refusal(op: Operation, hw: SnowflakeConfig | None = None) -> str | No
             return str(e)
         return None
     if isinstance(op, nn.Conv2dOp):
-        if any(d != 1 for d in _ints(op.dilations)):
-            return "dilated convolution (traces need contiguous taps)"
-        from snowir.indp_codegen import choose_mode
-        from snowir.tile_build import layer_conv_shape
-
-        s = layer_conv_shape(op)
-        bypass = op.bypass is not None
         try:
-            mode = choose_mode(s, hw, bypass)
-            lay = conv_layout(s, bypass, mode, hw)
-            plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
+            conv_plan_of(op, hw)
         except LoweringError as e:
             return str(e)
     return None
+
+
+def conv_plan_of(op: nn.Conv2dOp, hw: SnowflakeConfig) -> ConvPlan:
+    """The plan the lowering would make for `op` (mode and loop order as nn-to-tile and
+    tile-loop-order choose them); LoweringError when it cannot place it."""
+    if any(d != 1 for d in _ints(op.dilations)):
+        raise LoweringError("dilated convolution (traces need contiguous taps)")
+    from snowir.indp_codegen import choose_mode
+    from snowir.tile_build import layer_conv_shape
+
+    s = layer_conv_shape(op)
+    bypass = op.bypass is not None
+    mode = choose_mode(s, hw, bypass)
+    lay = conv_layout(s, bypass, mode, hw)
+    return plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)

@@ -140,7 +140,7 @@ class Compiled:
         from snowir.check import compare, golden_logits, ort_logits
         from snowir.device_run import device_report, run_device
         from snowir.golden import Golden
-        from snowir.model_run import check_input, layer_filter, layer_rows
+        from snowir.model_run import check_input, golden_report, layer_filter, layer_rows
 
         if engine not in ENGINES:
             raise SnowError(f"engine '{engine}' is not one of {', '.join(ENGINES)}")
@@ -153,14 +153,7 @@ class Compiled:
         if engine == "golden":
             t0 = time.perf_counter()
             outputs = Golden(self.module).run(*xs)
-            rows = layer_rows(self.module)
-            for row in rows:
-                row.pop("_op")
-            total = {"cycles": 0, "ms": 0.0, "host_ms": sum(r["host_ms"] or 0.0 for r in rows),
-                     "macs": sum(r["macs"] for r in rows), "lane_macs": 0, "mac_utilization": 0.0, "dram_bytes": 0,
-                     "gbps": 0.0, "static_instructions": 0, "dynamic_instructions": 0, "stall_cycles": {},
-                     "compile_s": self.compile_s, "simulate_s": time.perf_counter() - t0}
-            data = {"model": self.source, "hw": self.hw.to_json(), "total": total, "layers": rows, "check": None}
+            data = golden_report(self.module, self.source, self.hw, self.compile_s, time.perf_counter() - t0)
             events, logits, exact = [], None, True
         else:
             try:

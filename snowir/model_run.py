@@ -140,6 +140,20 @@ def host_total_ms(rows: list[dict[str, Any]]) -> float:
     return sum(r["host_ms"] or 0.0 for r in rows)
 
 
+def golden_report(module: ModuleOp, source: str, hw: SnowflakeConfig, compile_s: float,
+                  simulate_s: float) -> dict[str, Any]:
+    """The DESIGN.md report of a golden-model run: the layers and their useful MACs and host
+    estimates, no hardware timing (cycles 0)."""
+    rows = layer_rows(module)
+    for row in rows:
+        row.pop("_op")
+    total = {"cycles": 0, "ms": 0.0, "host_ms": host_total_ms(rows), "macs": sum(r["macs"] for r in rows),
+             "lane_macs": 0, "mac_utilization": 0.0,
+             "dram_bytes": 0, "gbps": 0.0, "static_instructions": 0, "dynamic_instructions": 0,
+             "stall_cycles": {}, "compile_s": compile_s, "simulate_s": simulate_s}
+    return {"model": source, "hw": hw.to_json(), "total": total, "layers": rows, "check": None}
+
+
 def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | None = None,
               check: bool = False, input_shape: str | None = None, hw: SnowflakeConfig | None = None,
               seed: int = 0) -> ModelRun:
@@ -161,15 +175,7 @@ def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | Non
     x = check_input(x, shape, str(path), module)
     t0 = time.perf_counter()
     outputs = Golden(module).run(x)
-    simulate_s = time.perf_counter() - t0
-    rows = layer_rows(module)
-    for row in rows:
-        row.pop("_op")
-    total = {"cycles": 0, "ms": 0.0, "host_ms": host_total_ms(rows), "macs": sum(r["macs"] for r in rows),
-             "lane_macs": 0, "mac_utilization": 0.0,
-             "dram_bytes": 0, "gbps": 0.0, "static_instructions": 0, "dynamic_instructions": 0,
-             "stall_cycles": {}, "compile_s": compile_s, "simulate_s": simulate_s}
-    report: dict[str, Any] = {"model": str(path), "hw": hw.to_json(), "total": total, "layers": rows, "check": None}
+    report = golden_report(module, str(path), hw, compile_s, time.perf_counter() - t0)
     if check:
         logits = golden_logits(module, x)
         if onnx_path is not None:

@@ -15,7 +15,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from snowir.errors import SnowError, one_line
+from snowir.errors import SnowError, run_cli
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,16 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    try:
-        return run(args)
-    except KeyboardInterrupt:
-        print("snow-dse: interrupted", file=sys.stderr)
-        return 130
-    except BaseException as e:  # noqa: BLE001 - the one place errors become one line
-        if isinstance(e, SystemExit):
-            raise
-        print(f"snow-dse: {one_line(e, args.model)}", file=sys.stderr)
-        return 1
+    return run_cli("snow-dse", lambda: run(args), args.model)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from snowir.errors import SnowError, one_line
+from snowir.errors import SnowError, run_cli
 from snowir.hw import SnowflakeConfig
 
 
@@ -262,16 +262,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    try:
-        return run(args)
-    except KeyboardInterrupt:
-        print("snow-run: interrupted", file=sys.stderr)
-        return 130
-    except BaseException as e:  # noqa: BLE001 - the one place errors become one line
-        if isinstance(e, SystemExit):
-            raise
-        print(f"snow-run: {one_line(e, args.model)}", file=sys.stderr)
-        return 1
+    return run_cli("snow-run", lambda: run(args), args.model)
 
 
 if __name__ == "__main__":

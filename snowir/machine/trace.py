@@ -35,17 +35,19 @@ def _records(timing: Timing | None, hw: SnowflakeConfig, source: list | None) ->
         yield record
 
 
+def _meta(timing: Timing | None, hw: SnowflakeConfig) -> dict[str, Any]:
+    return {"clock_mhz": hw.clock_mhz, "events_dropped": timing.events_dropped if timing else 0}
+
+
 def trace_events(timing: Timing | None, hw: SnowflakeConfig, source: list | None = None) -> dict[str, Any]:
     """`source`: events to draw instead of `timing.events` (a whole model's layers on one time line)."""
-    meta = {"clock_mhz": hw.clock_mhz, "events_dropped": timing.events_dropped if timing else 0}
-    return {"traceEvents": list(_records(timing, hw, source)), "displayTimeUnit": "ns", "otherData": meta}
+    return {"traceEvents": list(_records(timing, hw, source)), "displayTimeUnit": "ns", "otherData": _meta(timing, hw)}
 
 
 def _chunks(timing: Timing | None, hw: SnowflakeConfig, source: list | None) -> Iterator[bytes]:
     """The trace JSON in pieces, one event at a time: memory stays bounded by the events, not
     by their text (a ResNet-50 trace's text was 4.5 GB of Python strings)."""
-    meta = {"clock_mhz": hw.clock_mhz, "events_dropped": timing.events_dropped if timing else 0}
-    yield b'{"displayTimeUnit": "ns", "otherData": ' + json.dumps(meta).encode() + b', "traceEvents": [\n'
+    yield b'{"displayTimeUnit": "ns", "otherData": ' + json.dumps(_meta(timing, hw)).encode() + b', "traceEvents": [\n'
     first = True
     for record in _records(timing, hw, source):
         yield (b"" if first else b",\n") + json.dumps(record, separators=(",", ":")).encode()
