@@ -16,6 +16,7 @@ from snowir.asm_analysis import raw_pairs
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.machine.image import ProgramImage
+from snowir.machine.mac_batch import DeferredMacs
 from snowir.machine.state import MachineFault, MachineState
 from snowir.machine.timing import Timing
 
@@ -72,6 +73,18 @@ class Machine:
         self.progress_every = 1 << 18
         self.next_progress = 1 << 62
         self.opcounts: Counter[str] = Counter()
+        # the fast engine defers MAC arithmetic (mac_batch.py); None: every MAC computes at once
+        self.deferred: DeferredMacs | None = None
+        self.lanes, self.lanes_all = hw.lanes, hw.lanes * hw.vmacs
+        self._enabled: dict[int, int] = {}  # write-back mask -> vMACs it enables
+
+    def defer_macs(self, describe: Callable[[int], str]) -> None:
+        self.deferred = DeferredMacs(self.state, describe)
+
+    def flush(self) -> None:
+        """Complete deferred MACs: before anything that reads or changes what they use or write."""
+        if self.deferred is not None and len(self.deferred):
+            self.deferred.flush()
 
     def set_progress(self, callback: Callable[[int, int], None] | None) -> None:
         self.progress = callback
@@ -91,27 +104,36 @@ class Machine:
         self.state.dram[seg.address:seg.end] = raw
 
     def read_segment(self, name: str) -> np.ndarray:
+        self.flush()
         seg = self.image.segment(name)
         return self.state.dram[seg.address:seg.end].view("<i2").copy()
 
     # ------------------------------------------------------------------ vector ops
     def mac(self, rd: int, rs1: int, rs2: int, trace: int, indp: bool, wb: bool, relu: bool) -> None:
-        hw, st = self.hw, self.state
+        st = self.state
         regs = st.regs
         out, a, b = regs[rd], regs[rs1], regs[rs2]
-        written = st.mac(indp, out, a, b, trace, wb, relu)
-        wlen = hw.lanes * trace if indp else trace
-        cycles = trace if indp else -(-trace // hw.lanes)
+        if self.deferred is not None:
+            written = self.deferred.add(self.pc, indp, out, a, b, trace, wb, relu)
+        else:
+            written = st.mac(indp, out, a, b, trace, wb, relu)
+        lanes = self.lanes
+        wlen = lanes * trace if indp else trace
+        cycles = trace if indp else -(-trace // lanes)
         # useful work: every trace element of a vMAC whose result is kept (COOP: one kernel's
         # channels, so the lanes past the trace's end in its last cycle are idle; INDP: 16 kernels)
-        per_vmac = trace * hw.lanes if indp else trace
+        per_vmac = wlen
+        enabled = self._enabled.get(st.wb_mask)
+        if enabled is None:
+            enabled = self._enabled[st.wb_mask] = st.enabled_vmacs()
         _, end = self.timing.vector(
             (rd, rs1, rs2), cycles, (a, a + trace), (b, b + wlen), "MAC wb" if wb else "MAC",
-            per_vmac * st.enabled_vmacs(), cycles * hw.lanes * hw.vmacs)
+            per_vmac * enabled, cycles * self.lanes_all)
         if written is not None:
             self.timing.writeback(end, written[2], written[:2])
 
     def max(self, rd: int, rs1: int, rs2: int, trace: int, wb: bool) -> None:
+        self.flush()
         hw, st = self.hw, self.state
         regs = st.regs
         out, a, step = regs[rd], regs[rs1], regs[rs2]
@@ -123,6 +145,10 @@ class Machine:
             self.timing.writeback(end, written[2], written[:2])
 
     def vmov(self, rs1: int, indp: bool, select: str) -> None:
+        if select in ("bias", "bypass") and self.deferred is not None:
+            self.deferred.operands_changed = True  # deferred write-backs keep what they saw
+        else:
+            self.flush()
         hw, st = self.hw, self.state
         value = st.regs[rs1]
         st.vmov(indp, select, value)
@@ -136,6 +162,7 @@ class Machine:
 
     # ------------------------------------------------------------------ memory ops
     def ld(self, pc: int, rd: int, rs1: int, rs2: int, unit: int, target: str, select: int) -> None:
+        self.flush()
         st = self.state
         regs = st.regs
         buf, src, length = regs[rd], regs[rs1], regs[rs2]
@@ -168,6 +195,7 @@ class Machine:
             raise MachineFault(f"{what} on load unit {unit}: the machine has {self.hw.load_units} load units")
 
     def tmov(self, rd: int, rs1: int, rs2: int, unit: int, cu: int) -> None:
+        self.flush()
         self._unit(unit, "TMOV")
         st = self.state
         regs = st.regs

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from types import CodeType
 
 from snowir.dialects import snowflake_asm as sf
 from snowir.machine.core import Machine, delay_slot_raw_pairs, next_pc
@@ -28,6 +29,9 @@ _WRAP = "((({x}) + 2147483648) & 4294967295) - 2147483648"
 _SCALAR = (sf.MovOp, sf.MoviOp, sf.AddOp, sf.AddiOp, sf.MulOp, sf.MuliOp)
 
 BlockFn = Callable[[int], tuple[int, int]]
+
+_CODE: dict[str, CodeType] = {}
+"""Compiled block functions by source text (position-independent), shared by every program."""
 
 
 def _scalar_expr(op: sf.SnowflakeInstruction) -> str:
@@ -47,7 +51,8 @@ def _scalar_expr(op: sf.SnowflakeInstruction) -> str:
     raise AssertionError(op.name)  # pragma: no cover
 
 
-def _dynamic_call(op: sf.SnowflakeInstruction, pc: int) -> str:
+def _dynamic_call(op: sf.SnowflakeInstruction, pc: str) -> str:
+    """The Machine call of a data-path instruction; `pc` is an expression of its address."""
     r = op.reg_index
     if isinstance(op, sf.MacOp):
         return (f"M.mac({r('rd')}, {r('rs1')}, {r('rs2')}, {op._int('trace')}, "
@@ -186,8 +191,10 @@ class FastProgram:
                 run.add(op.reads(), None)
             else:
                 flush()
-                body.append(f"M.pc = {pc}")
-                body.append(_dynamic_call(op, pc))
+                # addresses relative to the block's start P: blocks of one shape at different
+                # places (every layer of a network has a few) share one compiled code object
+                body.append(f"M.pc = P + {pc - s}")
+                body.append(_dynamic_call(op, "M.pc"))
                 body.append("t = T.t")
         flush()
         if self_loop and not any(line.startswith("M.") for line in body):
@@ -199,13 +206,18 @@ class FastProgram:
             src = ("def block(budget):\n    n = 0\n    while True:\n        "
                    + "\n        ".join(body)
                    + "\n        n += 1\n        if not taken or n >= budget:\n            break\n"
-                   + f"    return ({s} if taken else {e}), n\n")
+                   + f"    return (P if taken else P + {e - s}), n\n")
         else:
-            ret = f"({self.targets[b]} if taken else {e})" if b >= 0 else str(e)
+            ret = f"(P + {self.targets[b] - s} if taken else P + {e - s})" if b >= 0 else f"P + {e - s}"
             src = "def block(budget):\n    " + "\n    ".join(body) + f"\n    return {ret}, 1\n"
         env = {"T": m.timing, "M": m, "R": m.state.regs, "rr": m.timing.reg_ready,
-               "S": m.timing.stalls, "max": max}
-        exec(compile(src, f"<block {s}>", "exec"), env)
+               "S": m.timing.stalls, "max": max, "P": s}
+        code = _CODE.get(src)
+        if code is None:
+            if len(_CODE) > 50_000:  # a long-lived process (a sweep) does not grow without bound
+                _CODE.clear()
+            code = _CODE[src] = compile(src, "<block>", "exec")
+        exec(code, env)
         return [env["block"], e - s, -1, None, self.targets[b] if b >= 0 else None]
 
     @staticmethod
@@ -224,7 +236,7 @@ class FastProgram:
         lines += ["    while True:"] + ["        " + line for line in text.splitlines() if line.strip()]
         lines += ["        n += 1", "        if not taken or n >= budget:", "            break"]
         lines += [f"    R[{k}] = x{k}" for k in regs] + [f"    rr[{k}] = q{k}" for k in ready]
-        lines += ["    T.t = t", f"    return ({s} if taken else {e}), n"]
+        lines += ["    T.t = t", f"    return (P if taken else P + {e - s}), n"]
         return "\n".join(lines) + "\n"
 
     def _resident(self, entry: list, pc: int) -> int | None:
@@ -268,13 +280,32 @@ class FastProgram:
                     taken = target
             else:
                 m.pc = pc
-                eval(_dynamic_call(op, pc), {"M": m})
+                eval(_dynamic_call(op, str(pc)), {"M": m})
         except MachineFault as fault:
             raise fault.at(pc, str(op).strip())
         m.dynamic += 1
         return next_pc(pc, slots_left, pending, op.IS_BRANCH, taken, self.slots)
 
+    def _earliest(self, fault: MachineFault) -> MachineFault:
+        """The first fault in program order: a deferred MAC's overflow comes before `fault`."""
+        try:
+            self.m.flush()
+        except MachineFault as earlier:
+            return earlier
+        return fault
+
     def run(self, max_instructions: int | None = None) -> None:
+        m = self.m
+        m.defer_macs(lambda pc: str(self.ops[pc]).strip())
+        try:
+            self._run(max_instructions)
+            m.flush()
+        except MachineFault as fault:
+            raise self._earliest(fault)
+        finally:
+            m.deferred = None
+
+    def _run(self, max_instructions: int | None = None) -> None:
         m = self.m
         n = self.n
         limit = max_instructions if max_instructions is not None else 1 << 62

@@ -32,6 +32,7 @@ construction and the differential test checks the folding.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
@@ -57,14 +58,7 @@ class BandwidthLedger:
 
     def _split(self, t: float) -> int:
         times = self.times
-        lo, hi = 0, len(times)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if times[mid] <= t:
-                lo = mid + 1
-            else:
-                hi = mid
-        i = lo - 1
+        i = bisect_right(times, t) - 1
         if times[i] == t:
             return i
         times.insert(i + 1, t)
