@@ -54,9 +54,17 @@ def frac_for(peak: float, most: int = 15) -> int:
 
 def quantize(x: np.ndarray, frac: int) -> np.ndarray:
     """float -> int16 Qm.n: round half away from zero, saturate."""
-    scaled = np.asarray(x, np.float64) * (1 << frac)
-    rounded = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)
-    return np.clip(rounded, INT16_MIN, INT16_MAX).astype(np.int16)
+    x = np.asarray(x)
+    out = np.empty(x.shape, np.int16)
+    flat, dst = x.reshape(-1), out.reshape(-1)
+    step = 1 << 20  # in chunks: a few MB of float64 temporaries, not 8 bytes per weight of VGG-19
+    for lo in range(0, flat.size, step):
+        scaled = flat[lo:lo + step].astype(np.float64) * (1 << frac)
+        rounded = np.floor(np.abs(scaled) + 0.5)
+        np.copysign(rounded, scaled, out=rounded)
+        np.clip(rounded, INT16_MIN, INT16_MAX, out=rounded)
+        dst[lo:lo + step] = rounded
+    return out
 
 
 def dequantize(q: np.ndarray, frac: int) -> np.ndarray:

@@ -15,6 +15,8 @@ shape depends on the data, a dynamic dimension without an explicit input shape) 
 
 from __future__ import annotations
 
+import math
+
 import re
 from pathlib import Path
 
@@ -106,6 +108,7 @@ def prepare(model: onnx.ModelProto, source: str) -> onnx.ModelProto:
     except onnx.checker.ValidationError as e:
         raise OnnxImportError(f"{source}: invalid ONNX model: {str(e).splitlines()[0]}") from None
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), TARGET_OPSET)
+    model, weights = _without_weights(model)
     if opset < TARGET_OPSET:
         try:
             model = onnx.version_converter.convert_version(model, TARGET_OPSET)
@@ -115,7 +118,29 @@ def prepare(model: onnx.ModelProto, source: str) -> onnx.ModelProto:
         model = onnx.shape_inference.infer_shapes(model)
     except Exception as e:  # noqa: BLE001
         raise OnnxImportError(f"{source}: shape inference failed: {str(e).splitlines()[0]}") from None
+    for tensor in model.graph.initializer:
+        if tensor.name in weights:
+            tensor.CopyFrom(weights[tensor.name])
     return model
+
+
+LIGHT_TENSOR = 10_000
+"""Initializers above this many elements are weights: no opset adapter or shape function reads
+their values (shape operands are small), so they cross the converter and shape inference
+without their data (VGG-19: 17 s of copying 548 MB through protobuf -> 0.1 s)."""
+
+
+def _without_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto]]:
+    """A copy of `model` whose large initializers keep name, type and dims but no data, and the data."""
+    weights = {t.name: t for t in model.graph.initializer if math.prod(t.dims) > LIGHT_TENSOR}
+    if not weights:
+        return model, {}
+    light = onnx.ModelProto()
+    light.CopyFrom(model)
+    for t in light.graph.initializer:
+        if t.name in weights:
+            t.CopyFrom(onnx.TensorProto(name=t.name, data_type=t.data_type, dims=list(t.dims)))
+    return light, weights
 
 
 class Importer:

@@ -15,9 +15,27 @@ from xdsl.dialects.builtin import Builtin, DenseResourceAttr, IntegerType, Tenso
 _ALIGNMENT_PREFIX = (8).to_bytes(4, "little")  # MLIR blob header: alignment
 
 
+class _Blobs(dict):
+    """xDSL's blob table, holding the bytes a pass stored as bytes: the hex text MLIR prints is
+    made only when the printer asks for it (VGG-19's 548 MB of weights were hex-encoded and
+    decoded again between passes: ~20 s and twice the memory). Parsed blobs arrive as text."""
+
+    def __getitem__(self, key: str) -> str:
+        value = dict.__getitem__(self, key)
+        return "0x" + (_ALIGNMENT_PREFIX + value).hex() if isinstance(value, bytes) else value
+
+    def get(self, key: str, default=None):
+        return self[key] if key in self else default
+
+    def raw(self, key: str) -> bytes | str | None:
+        return dict.get(self, key)
+
+
 def _interface() -> OpAsmDialectInterface:
     iface = Builtin.get_interface(OpAsmDialectInterface)
     assert iface is not None
+    if not isinstance(iface._blob_storage, _Blobs):
+        iface._blob_storage = _Blobs(iface._blob_storage)
     return iface
 
 
@@ -35,16 +53,19 @@ def put_blob(key: str, data: bytes) -> str:
     """Store `data` under a fresh key derived from `key`; returns the key used."""
     iface = _interface()
     used = iface.declare_resource(key)
-    iface._blob_storage[used] = "0x" + (_ALIGNMENT_PREFIX + data).hex()
+    iface._blob_storage[used] = bytes(data)
     return used
 
 
 def get_blob(key: str) -> bytes | None:
-    value = _interface().lookup(key)
+    store = _interface()._blob_storage
+    value = store.raw(key)
     if not value:
         return None
-    raw = bytes.fromhex(value[2:])
-    return raw[4:]
+    if isinstance(value, str):  # parsed text: decode once, keep the bytes
+        value = bytes.fromhex(value[2:])[len(_ALIGNMENT_PREFIX):]
+        dict.__setitem__(store, key, value)
+    return value
 
 
 def int16_resource(key: str, values: np.ndarray) -> DenseResourceAttr:
@@ -57,10 +78,11 @@ def int16_resource(key: str, values: np.ndarray) -> DenseResourceAttr:
 def elided_blobs(limit: int) -> Iterator[None]:
     """While printing: blobs of more than `limit` bytes read `__elided__` (MLIR's spelling)."""
     store = _interface()._blob_storage
-    kept = dict(store)
+    kept = dict(store)  # the raw values (bytes or text)
     try:
         for key, value in kept.items():
-            if value and (len(value) - 2) // 2 - len(_ALIGNMENT_PREFIX) > limit:
+            size = len(value) if isinstance(value, bytes) else (len(value) - 2) // 2 - len(_ALIGNMENT_PREFIX)
+            if value and size > limit:
                 store[key] = "__elided__"
         yield
     finally:
