@@ -42,17 +42,20 @@ def ort_logits(model: onnx.ModelProto | str, x: np.ndarray) -> np.ndarray:
     from snowir.onnx_import import prepare
 
     source = model if isinstance(model, str) else "<model>"
-    if isinstance(model, str):
-        model = onnx.load(model)
-    probe = onnx.ModelProto()
-    probe.CopyFrom(prepare(model, source))
+    probe = prepare(onnx.load(model) if isinstance(model, str) else model, source)
+    if probe is model:  # prepare changed nothing: do not edit the caller's model
+        probe = onnx.ModelProto()
+        probe.CopyFrom(model)
     probe.ir_version = min(probe.ir_version, ORT_MAX_IR_VERSION)
     logits = _softmax_input(probe.graph) or probe.graph.output[0].name
     if logits not in {o.name for o in probe.graph.output}:
         probe.graph.output.insert(0, helper.make_tensor_value_info(logits, onnx.TensorProto.FLOAT, None))
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    sess = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    data = probe.SerializeToString()
+    del probe  # a big model's weights: once in `data`, once in the session, not a third time
+    sess = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    del data
     inputs = [i for i in sess.get_inputs()]
     out = sess.run([logits], {inputs[0].name: x})[0]
     return np.asarray(out, np.float32)

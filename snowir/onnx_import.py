@@ -42,8 +42,8 @@ class OnnxImportError(SnowError):
 
 
 def f32_resource(key: str, array: np.ndarray) -> DenseResourceAttr:
-    data = np.array(array, dtype="<f4", order="C")  # ascontiguousarray would make a scalar 1-D
-    used = put_blob(_identifier(key), data.tobytes())
+    data = np.asarray(array, dtype="<f4", order="C")  # ascontiguousarray would make a scalar 1-D
+    used = put_blob(_identifier(key), data)
     return DenseResourceAttr.from_params(used, TensorType(F32, list(data.shape)))
 
 
@@ -51,8 +51,8 @@ def typed_resource(key: str, array: np.ndarray) -> DenseResourceAttr:
     """A blob in the array's own element type (nn.host operands: int64 shapes, bool masks, ...)."""
     if array.dtype == np.float32:
         return f32_resource(key, array)
-    data = np.array(array, dtype=array.dtype.newbyteorder("<"), order="C")
-    used = put_blob(_identifier(key), data.tobytes())
+    data = np.asarray(array, dtype=array.dtype.newbyteorder("<"), order="C")
+    used = put_blob(_identifier(key), data)
     return DenseResourceAttr.from_params(used, TensorType(_element(onnx_type_of(array.dtype)), list(data.shape)))
 
 
@@ -102,13 +102,27 @@ def _load(path: str | Path) -> onnx.ModelProto:
 
 
 def prepare(model: onnx.ModelProto, source: str) -> onnx.ModelProto:
-    """checker, opset upgrade, shape inference."""
+    """checker, opset upgrade, shape inference: the whole model (what onnxruntime is given)."""
+    light, weights, added = prepare_apart(model, source)
+    if not weights:
+        return light
+    graph = light.graph
+    kept = [i for i in graph.input if i.name not in added]
+    del graph.input[:]
+    graph.input.extend(kept)
+    graph.initializer.extend(weights.values())
+    return light
+
+
+def prepare_apart(model: onnx.ModelProto, source: str) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto], set[str]]:
+    """`prepare` with the weights kept out of the model: (the prepared model, in which each weight
+    is a graph input of its type and shape; the weights by name; the inputs that are weights only)."""
+    model, weights, added = _without_weights(model)
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as e:
         raise OnnxImportError(f"{source}: invalid ONNX model: {str(e).splitlines()[0]}") from None
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), TARGET_OPSET)
-    model, weights = _without_weights(model)
     if opset < TARGET_OPSET:
         try:
             model = onnx.version_converter.convert_version(model, TARGET_OPSET)
@@ -118,40 +132,63 @@ def prepare(model: onnx.ModelProto, source: str) -> onnx.ModelProto:
         model = onnx.shape_inference.infer_shapes(model)
     except Exception as e:  # noqa: BLE001
         raise OnnxImportError(f"{source}: shape inference failed: {str(e).splitlines()[0]}") from None
-    for tensor in model.graph.initializer:
-        if tensor.name in weights:
-            tensor.CopyFrom(weights[tensor.name])
-    return model
+    return model, weights, added
 
 
 LIGHT_TENSOR = 10_000
-"""Initializers above this many elements are weights: no opset adapter or shape function reads
-their values (shape operands are small), so they cross the converter and shape inference
-without their data (VGG-19: 17 s of copying 548 MB through protobuf -> 0.1 s)."""
+"""Initializers above this many elements are weights: no checker rule, opset adapter or shape
+function needs their values (shape operands are small), so the checker, the converter and
+shape inference see them as graph inputs of their type and shape. VGG-19: 17 s and 2.5 GB of
+copying 548 MB through protobuf -> 0.1 s."""
 
 
-def _without_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto]]:
-    """A copy of `model` whose large initializers keep name, type and dims but no data, and the data."""
-    weights = {t.name: t for t in model.graph.initializer if math.prod(t.dims) > LIGHT_TENSOR}
+def _without_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto], set[str]]:
+    """A copy of `model` (without copying the weights) whose large initializers are inputs."""
+    graph = model.graph
+    weights = {t.name: t for t in graph.initializer
+               if math.prod(t.dims) > LIGHT_TENSOR and t.data_location != onnx.TensorProto.EXTERNAL}
     if not weights:
-        return model, {}
+        return model, {}, set()
     light = onnx.ModelProto()
-    light.CopyFrom(model)
-    for t in light.graph.initializer:
-        if t.name in weights:
-            t.CopyFrom(onnx.TensorProto(name=t.name, data_type=t.data_type, dims=list(t.dims)))
-    return light, weights
+    _copy_fields(model, light, skip="graph")
+    _copy_fields(graph, light.graph, skip="initializer")
+    light.graph.initializer.extend(t for t in graph.initializer if t.name not in weights)
+    inputs = {i.name for i in graph.input}
+    added = {name for name in weights if name not in inputs}
+    for name in sorted(added):
+        t = weights[name]
+        light.graph.input.append(onnx.helper.make_tensor_value_info(name, t.data_type, list(t.dims)))
+    return light, weights, added
+
+
+def _copy_fields(src, dst, skip: str) -> None:
+    for field, value in src.ListFields():
+        if field.name == skip:
+            continue
+        repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
+        if repeated:
+            getattr(dst, field.name).extend(value)
+        elif field.type == field.TYPE_MESSAGE:
+            getattr(dst, field.name).CopyFrom(value)
+        else:
+            setattr(dst, field.name, value)
 
 
 class Importer:
     """Walks an ONNX graph once, folding constants and building nn ops."""
 
-    def __init__(self, model: onnx.ModelProto, source: str, input_shapes: dict[str, list[int]] | None = None):
+    def __init__(self, model: onnx.ModelProto, source: str, input_shapes: dict[str, list[int]] | None = None,
+                 weights: dict[str, onnx.TensorProto] | None = None):
         self.model = model
         self.source = source
         self.graph = model.graph
         self.input_shapes = input_shapes or {}
-        self.consts: dict[str, np.ndarray] = {t.name: _single(numpy_helper.to_array(t)) for t in self.graph.initializer}
+        self.consts: dict[str, np.ndarray] = {}
+        for t in [*self.graph.initializer, *(weights or {}).values()]:
+            try:
+                self.consts[t.name] = _single(numpy_helper.to_array(t))
+            except Exception as e:  # noqa: BLE001 - protobuf / numpy errors vary
+                raise OnnxImportError(f"{source}: initializer '{t.name}' is malformed: {str(e).splitlines()[0]}") from None
         self.value_types = _value_types(self.graph)
         self.consumed = {i for n in self.graph.node for i in n.input} | {o.name for o in self.graph.output}
         self.values: dict[str, SSAValue] = {}
@@ -381,8 +418,8 @@ def import_onnx(path: str | Path, input_shapes: dict[str, list[int]] | None = No
 
 def import_model(model: onnx.ModelProto, source: str = "<onnx>",
                  input_shapes: dict[str, list[int]] | None = None) -> ModuleOp:
-    model = prepare(model, source)
-    return Importer(model, source, input_shapes).run()
+    prepared, weights, _ = prepare_apart(model, source)
+    return Importer(prepared, source, input_shapes, weights).run()
 
 
 def parse_input_shape(spec: str, default_name: str | None = None) -> dict[str, list[int]]:

@@ -22,12 +22,12 @@ class _Blobs(dict):
 
     def __getitem__(self, key: str) -> str:
         value = dict.__getitem__(self, key)
-        return "0x" + (_ALIGNMENT_PREFIX + value).hex() if isinstance(value, bytes) else value
+        return value if isinstance(value, str) else "0x" + (_ALIGNMENT_PREFIX + value).hex()
 
     def get(self, key: str, default=None):
         return self[key] if key in self else default
 
-    def raw(self, key: str) -> bytes | str | None:
+    def raw(self, key: str) -> bytes | memoryview | str | None:
         return dict.get(self, key)
 
 
@@ -49,15 +49,19 @@ def reset_blobs() -> None:
     _interface()._blob_storage.clear()
 
 
-def put_blob(key: str, data: bytes) -> str:
-    """Store `data` under a fresh key derived from `key`; returns the key used."""
+def put_blob(key: str, data: bytes | np.ndarray) -> str:
+    """Store `data` under a fresh key derived from `key`; returns the key used. An array is
+    kept as a read-only view of its bytes (no copy: an importer's weights and the module's
+    blobs are one buffer)."""
     iface = _interface()
     used = iface.declare_resource(key)
-    iface._blob_storage[used] = bytes(data)
+    if isinstance(data, np.ndarray):
+        data = memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8)).toreadonly()
+    iface._blob_storage[used] = data
     return used
 
 
-def get_blob(key: str) -> bytes | None:
+def get_blob(key: str) -> bytes | memoryview | None:
     store = _interface()._blob_storage
     value = store.raw(key)
     if not value:
@@ -69,8 +73,7 @@ def get_blob(key: str) -> bytes | None:
 
 
 def int16_resource(key: str, values: np.ndarray) -> DenseResourceAttr:
-    data = np.ascontiguousarray(values, dtype="<i2").tobytes()
-    used = put_blob(key, data)
+    used = put_blob(key, np.ascontiguousarray(values, dtype="<i2"))
     return DenseResourceAttr.from_params(used, TensorType(IntegerType(16), [int(values.size)]))
 
 
@@ -81,7 +84,7 @@ def elided_blobs(limit: int) -> Iterator[None]:
     kept = dict(store)  # the raw values (bytes or text)
     try:
         for key, value in kept.items():
-            size = len(value) if isinstance(value, bytes) else (len(value) - 2) // 2 - len(_ALIGNMENT_PREFIX)
+            size = (len(value) - 2) // 2 - len(_ALIGNMENT_PREFIX) if isinstance(value, str) else len(value)
             if value and size > limit:
                 store[key] = "__elided__"
         yield

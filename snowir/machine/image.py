@@ -139,7 +139,7 @@ def _segment_bytes(op: sf.SegmentOp) -> bytes | None:
             raise ImageError(f"segment @{op.sym_name.data}: resource {value.resource_handle.data} has no data")
         if len(blob) != op.size.data:
             raise ImageError(f"segment @{op.sym_name.data}: resource holds {len(blob)} bytes, size is {op.size.data}")
-        return blob
+        return bytes(blob)
     assert isinstance(value, DenseIntOrFPElementsAttr)
     elem = value.get_type().get_element_type()
     if not isinstance(elem, IntegerType) or elem.width.data != 16:
