@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from abc import ABC
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, lru_cache
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -101,6 +101,12 @@ def _parse_register_index(parser: AttrParser) -> int:
     if len(name) < 2 or name[0] != "r" or not name[1:].isdigit():
         parser.raise_error(f"expected a register r0..r31, got '{name}'", pos, parser.pos)
     return int(name[1:])
+
+
+@lru_cache(maxsize=1 << 16)
+def const(value: int) -> IntAttr:
+    """A shared `IntAttr` (immediates, traces, units: few distinct values over 10^5 instructions)."""
+    return IntAttr(value)
 
 
 @cache
@@ -311,7 +317,7 @@ class ScalarRdRsImm(SnowflakeInstruction, ABC):
     imm = prop_def(IntAttr)
 
     def __init__(self, rd: int, rs1: int, imm: int):
-        self._build({"rd": reg(rd), "rs1": reg(rs1), "imm": IntAttr(imm)})
+        self._build({"rd": reg(rd), "rs1": reg(rs1), "imm": const(imm)})
 
     def verify_(self) -> None:
         self._check_signed("imm", IMM17_BITS)
@@ -336,7 +342,7 @@ class MovOp(SnowflakeInstruction):
     shift = prop_def(IntAttr)
 
     def __init__(self, rd: int, rs1: int, shift: int = 0):
-        self._build({"rd": reg(rd), "rs1": reg(rs1), "shift": IntAttr(shift)})
+        self._build({"rd": reg(rd), "rs1": reg(rs1), "shift": const(shift)})
 
     def verify_(self) -> None:
         self._check_range("shift", 0, SHIFT_MAX)
@@ -359,7 +365,7 @@ class MoviOp(SnowflakeInstruction):
     imm = prop_def(IntAttr)
 
     def __init__(self, rd: int, imm: int):
-        self._build({"rd": reg(rd), "imm": IntAttr(imm)})
+        self._build({"rd": reg(rd), "imm": const(imm)})
 
     def verify_(self) -> None:
         self._check_signed("imm", IMM23_BITS)
@@ -428,7 +434,7 @@ class MacOp(SnowflakeInstruction):
                  *, wb: bool = False, relu: bool = False):
         props: dict[str, Attribute] = {
             "mode": VectorModeAttr(mode), "rd": reg(rd), "rs1": reg(rs1),
-            "rs2": reg(rs2), "trace": IntAttr(trace),
+            "rs2": reg(rs2), "trace": const(trace),
         }
         if wb:
             props["wb"] = UnitAttr()
@@ -465,7 +471,7 @@ class MaxOp(SnowflakeInstruction):
 
     def __init__(self, rd: int, rs1: int, rs2: int, trace: int, *, wb: bool = False):
         props: dict[str, Attribute] = {
-            "rd": reg(rd), "rs1": reg(rs1), "rs2": reg(rs2), "trace": IntAttr(trace),
+            "rd": reg(rd), "rs1": reg(rs1), "rs2": reg(rs2), "trace": const(trace),
         }
         if wb:
             props["wb"] = UnitAttr()
@@ -620,7 +626,7 @@ class LdOp(MemoryOperation):
                  select: int):
         self._build({
             "target": LoadTargetAttr(target), "rd": reg(rd), "rs1": reg(rs1),
-            "rs2": reg(rs2), "unit": IntAttr(unit), "select": IntAttr(select),
+            "rs2": reg(rs2), "unit": const(unit), "select": const(select),
         })
 
     def verify_(self) -> None:
@@ -648,7 +654,7 @@ class TmovOp(MemoryOperation):
     def __init__(self, rd: int, rs1: int, rs2: int, unit: int, select: int):
         self._build({
             "rd": reg(rd), "rs1": reg(rs1), "rs2": reg(rs2),
-            "unit": IntAttr(unit), "select": IntAttr(select),
+            "unit": const(unit), "select": const(select),
         })
 
     def verify_(self) -> None:

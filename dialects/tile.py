@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from abc import ABC
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -184,7 +185,9 @@ class PoolShapeAttr(_NamedInts):
     ow: IntAttr
 
 
+@lru_cache(maxsize=1 << 16)
 def _i64(v: int) -> IntegerAttr:
+    # attributes are immutable: a network's tiles repeat a few hundred values 10^4 times
     return IntegerAttr(v, i64)
 
 

@@ -23,7 +23,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from snowir.asm_analysis import depends, is_nop, issue_cycles, programs, raw_pairs, replace_body
+from snowir.asm_analysis import depends, is_machine, is_nop, issue_cycles, programs, raw_pairs, replace_body
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 
@@ -32,6 +32,7 @@ def fill_ops(ops: list[Operation], slots: int, latency: int = 3) -> tuple[list[O
     """`ops` (a program body) with the delay slots of every branch filled; the no-ops replaced."""
     ops = list(ops)
     filled = 0
+    decided: dict[tuple, tuple[int, ...]] = {}  # block shape -> positions moved into the slots
     i = 0
     while i < len(ops):
         op = ops[i]
@@ -43,44 +44,66 @@ def fill_ops(ops: list[Operation], slots: int, latency: int = 3) -> tuple[list[O
         if free == 0 or len(window) < slots or any(isinstance(o, sf.LabelOp) for o in window):
             i += 1 + slots
             continue
-        kept = [o for o in window if not is_nop(o)]
-        reads = set(op.reads())
-        moved: list[int] = []  # indices in `ops`, nearest the branch first
-        staying: list[sf.SnowflakeInstruction] = []
-        j = i - 1
-        while j >= 0 and len(moved) < free:
-            cand = ops[j]
-            if isinstance(cand, sf.LabelOp | sf.BranchOperation) or _in_slots(ops, j, slots):
-                break
-            ok = (not is_nop(cand) and not (cand.writes() and cand.writes() in reads)
-                  and not any(depends(cand, s) for s in staying)
-                  and raw_pairs([ops[k] for k in [j, *reversed(moved)]] + kept) <= 1)
-            if ok:
-                moved.append(j)
-            else:
-                staying.append(cand)
-            j -= 1
-        start = j + 1
-        while start > 0 and start < i and isinstance(ops[start - 1], sf.LabelOp | sf.BranchOperation) is False \
+        start = i
+        while start > 0 and not isinstance(ops[start - 1], sf.LabelOp | sf.BranchOperation) \
                 and not _in_slots(ops, start - 1, slots):
             start -= 1
         loop = start > 0 and isinstance(ops[start - 1], sf.LabelOp) and ops[start - 1].label.data == op.target.data
-
-        def variant(k: int) -> list[Operation]:
-            """The block, branch and slots with the k instructions nearest the branch moved."""
-            take = sorted(moved[:k])
-            body = [o for idx, o in enumerate(ops[start:i], start) if idx not in take]
-            slot_ops = [ops[idx] for idx in take] + kept
-            return body + [op] + slot_ops + [sf.MovOp(0, 0) for _ in range(slots - len(slot_ops))]
-
-        # a loop is filled only as far as it gets faster: a slot that writes what the next
-        # iteration's first instructions read can cost more than the no-op it replaces
-        best = min(range(len(moved) + 1), key=lambda k: (*issue_cycles(variant(k), latency, loop), k))
-        if best:
-            ops[start:i + 1 + slots] = variant(best)
-            filled += best
-        i = start + (i - start - best) + 1 + slots
+        # the choice depends only on registers read and written and on which ops touch the
+        # machine: blocks of one shape (unrolled pixels, every tile of a layer) decide once
+        key = (loop, *map(_shape, ops[start:i + 1 + slots]))
+        take = decided.get(key)
+        if take is None:
+            take = decided[key] = _choose(ops, start, i, slots, latency, loop)
+        if take:
+            moved = [ops[start + k] for k in take]
+            kept = [o for o in window if not is_nop(o)]
+            body = [o for k, o in enumerate(ops[start:i]) if k not in take]
+            slot_ops = moved + kept
+            ops[start:i + 1 + slots] = body + [op] + slot_ops + [sf.MovOp(0, 0) for _ in range(slots - len(slot_ops))]
+            filled += len(take)
+        i = start + (i - start - len(take)) + 1 + slots
     return ops, filled
+
+
+def _shape(op: Operation) -> tuple:
+    if not isinstance(op, sf.SnowflakeInstruction):
+        return (op.name,)
+    return op.name, op.reads(), op.writes(), is_machine(op)
+
+
+def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, loop: bool) -> tuple[int, ...]:
+    """Positions (from `start`) of the block's instructions to move into the slots of the branch at `i`."""
+    op = ops[i]
+    window = ops[i + 1:i + 1 + slots]
+    free = sum(1 for o in window if is_nop(o))
+    kept = [o for o in window if not is_nop(o)]
+    reads = set(op.reads())
+    moved: list[int] = []  # indices in `ops`, nearest the branch first
+    staying: list[sf.SnowflakeInstruction] = []
+    j = i - 1
+    while j >= start and len(moved) < free:
+        cand = ops[j]
+        ok = (not is_nop(cand) and not (cand.writes() and cand.writes() in reads)
+              and not any(depends(cand, s) for s in staying)
+              and raw_pairs([ops[k] for k in [j, *reversed(moved)]] + kept) <= 1)
+        if ok:
+            moved.append(j)
+        else:
+            staying.append(cand)
+        j -= 1
+
+    def variant(k: int) -> list[Operation]:
+        """The block, branch and slots with the k instructions nearest the branch moved."""
+        take = sorted(moved[:k])
+        body = [o for idx, o in enumerate(ops[start:i], start) if idx not in take]
+        slot_ops = [ops[idx] for idx in take] + kept
+        return body + [op] + slot_ops + [sf.MovOp(0, 0) for _ in range(slots - len(slot_ops))]
+
+    # a loop is filled only as far as it gets faster: a slot that writes what the next
+    # iteration's first instructions read can cost more than the no-op it replaces
+    best = min(range(len(moved) + 1), key=lambda k: (*issue_cycles(variant(k), latency, loop), k))
+    return tuple(idx - start for idx in sorted(moved[:best]))
 
 
 def fill_program(program: sf.ProgramOp, slots: int, latency: int) -> int:
