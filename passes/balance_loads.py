@@ -30,7 +30,7 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.asm_analysis import known_registers, programs, replace_body
+from snowir.asm_analysis import body_ops, known_registers, programs, replace_body
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.asm_builder import MOVI_MAX, AsmBuilder
@@ -75,7 +75,7 @@ def _splittable(op: sf.LdOp, regs: dict[int, int]) -> bool:
 
 def balance_program(program: sf.ProgramOp, units: int, split: int, hw: SnowflakeConfig) -> float | None:
     """Split and assign the data loads of one program; returns its bytes-weighted C_L (%)."""
-    ops = list(program.body.block.ops)
+    ops = body_ops(program)
     known = known_registers(ops, hw.branch_delay_slots)
     out: list[list[Operation]] = []  # per original op, what replaces it
     group: list[tuple[int, dict[int, int]]] = []  # (index in `out`, registers known before the LD)

@@ -23,7 +23,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from snowir.asm_analysis import depends, is_machine, is_nop, issue_cycles, programs, raw_pairs, replace_body
+from snowir.asm_analysis import body_ops, depends, is_machine, is_nop, issue_cycles, programs, raw_pairs, replace_body
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 
@@ -108,7 +108,7 @@ def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, 
 
 def fill_program(program: sf.ProgramOp, slots: int, latency: int) -> int:
     """Fill the delay slots of one program; returns the no-ops replaced."""
-    ops, filled = fill_ops(list(program.body.block.ops), slots, latency)
+    ops, filled = fill_ops(body_ops(program), slots, latency)
     if filled:
         replace_body(program, ops)
     return filled

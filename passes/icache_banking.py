@@ -22,7 +22,7 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.asm_analysis import is_banked
+from snowir.asm_analysis import body_ops, is_banked
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import CODE_ALIGN, SnowflakeConfig
 
@@ -66,7 +66,7 @@ def _regions(ops: list[Operation], slots: int) -> list[tuple[int, int]]:
 
 
 def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> None:
-    ops = list(program.body.block.ops)
+    ops = body_ops(program)
     size = hw.icache_bank_instructions
     n = sum(1 for op in ops if not isinstance(op, sf.LabelOp))
     if n <= size:
@@ -120,7 +120,7 @@ def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> 
             final.extend(sf.MovOp(0, 0) for _ in range(PROLOGUE))
         cursor = index + PROLOGUE
     final.extend(out[cursor:])
-    for op in list(program.body.block.ops):
+    for op in body_ops(program):
         op.detach()
     for op in final:
         program.body.block.add_op(op)

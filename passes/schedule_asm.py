@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from snowir.asm_analysis import blocks, is_machine, is_nop, issue_cycles, programs, replace_body
+from snowir.asm_analysis import blocks, body_ops, is_machine, is_nop, issue_cycles, programs, replace_body
 from snowir.passes.fill_delay_slots import fill_ops
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
@@ -158,7 +158,7 @@ def _schedule_block(body: list[sf.SnowflakeInstruction], latency: int, branch: s
 
 def schedule_program(program: sf.ProgramOp, hw: SnowflakeConfig) -> int:
     """Reschedule every block of a program; returns the blocks changed."""
-    ops: list[Operation] = list(program.body.block.ops)
+    ops: list[Operation] = body_ops(program)
     slots = hw.branch_delay_slots
     changed = 0
     for start, end in reversed(blocks(ops, slots)):

@@ -56,12 +56,23 @@ def raw_pairs(window: Sequence[sf.SnowflakeInstruction]) -> int:
     return pairs
 
 
+def body_ops(program: sf.ProgramOp) -> list[Operation]:
+    """The program's instructions and labels in order (`list(block.ops)` walks the block twice:
+    once to size the list)."""
+    out: list[Operation] = []
+    op = program.body.block.first_op
+    while op is not None:
+        out.append(op)
+        op = op.next_op
+    return out
+
+
 def replace_body(program: sf.ProgramOp, ops: Sequence[Operation]) -> None:
     """The program's instructions and labels become `ops`, in that order. Only what moves is
     moved: a pass that reorders a few instructions of 10^4 does not relink the other 10^4."""
     block = program.body.block
     wanted = {id(op) for op in ops}
-    for old in list(block.ops):
+    for old in body_ops(program):
         if id(old) not in wanted:
             old.detach()
     at = block.first_op
@@ -99,7 +110,12 @@ def _outside_programs(op: Operation) -> Iterator[Operation]:
 
 def is_banked(program: sf.ProgramOp) -> bool:
     """The program loads its own instruction cache: icache-banking (or its author) laid it out."""
-    return any(isinstance(op, sf.LdOp) and op.target.data == sf.LoadTarget.ICACHE for op in program.body.block.ops)
+    op = program.body.block.first_op
+    while op is not None:
+        if type(op) is sf.LdOp and op.target.data == sf.LoadTarget.ICACHE:
+            return True
+        op = op.next_op
+    return False
 
 
 def blocks(ops: Sequence[Operation], slots: int) -> list[tuple[int, int]]:
