@@ -105,6 +105,17 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
     for load in kernel_loads:
         load.properties["load_id"] = IntegerAttr(next(ids), i64)
     row = s.w * s.cin
+    in_row, stride_rows, c_base = row, 1, 0
+    if plan.gather is not None:
+        # the layer loads only what it reads (conv_plan's `gather`: a channel slice's channels,
+        # a strided 1x1's pixels): strips, loads and windows are over that compact image
+        if s.cin != s.c:
+            c_base = s.c_base
+            s = dataclasses.replace(s, cin_total=0, c_base=0)
+        if s.kh == s.kw == 1 and (s.sy, s.sx) != (1, 1):
+            stride_rows = s.sy
+            s = dataclasses.replace(s, h=s.oh, w=s.ow, sy=1, sx=1)
+        row = s.w * s.cin
     prev_end = 0
     for si, strip in enumerate(plan.strips):
         words = (strip.r1 - strip.r0) * row
@@ -114,7 +125,7 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
             loads = [tile.LoadOp(tile.BufferKind.MAPS, (r1 - r0) * row, 2 * r0 * row, 0, 0, c)
                      for c, (r0, r1) in enumerate(cu_rows)]
         else:
-            loads = [tile.LoadOp(tile.BufferKind.MAPS, words, 2 * strip.r0 * row, 0, 0, 31)]
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, words, 2 * (strip.r0 * stride_rows * in_row + c_base), 0, 0, 31)]
         windows = []
         y = strip.y0
         while y < strip.y1:

@@ -124,3 +124,33 @@ def test_print_ir_after_sees_inside_composite_passes(tmp_path: Path, capsys) -> 
     assert "relu" in after_relu and "tile.layer" not in after_relu and "!nn.fixed" not in after_relu
     assert main([digits, "-p", "nn-prepare", "--mlir-print-ir-after-all", "-o", str(out)]) == 0
     assert capsys.readouterr().err.count("IR Dump After") == 13  # 12 parts, then nn-prepare itself
+
+
+def test_each_pass_of_the_default_pipeline_verifies_on_a_downsample_block(tmp_path: Path) -> None:
+    """Pass by pass, the IR verifies at every level: a strided 1x1 residual conv (ResNet's
+    downsample) loads only the pixels it reads, and its tile.load says so; it used to describe
+    the uncompacted rows (114688 words in a 65536-word buffer) and fail verification between
+    passes, which the composite snowflake-lower did not check."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from snowir.passes.snowflake_lower import PIPELINE
+
+    rng = np.random.default_rng(0)
+    wa = (rng.standard_normal((512, 256, 1, 1)) * 0.05).astype(np.float32)
+    wb = (rng.standard_normal((512, 256, 1, 1)) * 0.05).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], strides=[2, 2]),
+             helper.make_node("Conv", ["x", "wb"], ["b"], strides=[2, 2]),
+             helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    g = helper.make_graph(nodes, "down", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256, 56, 56])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 512, 28, 28])],
+                          [numpy_helper.from_array(wa, "wa"), numpy_helper.from_array(wb, "wb")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    path = tmp_path / "down.onnx"
+    onnx.save(model, path)
+    tiled = tmp_path / "tiled.mlir"
+    assert main([str(path), "-p", ",".join(PIPELINE[:3]), "-o", str(tiled)]) == 0
+    text = tiled.read_text()
+    assert "bypass" in text and "65536" not in text  # the residual conv is tiled, its loads fit
+    assert main([str(tiled), "-p", ",".join(PIPELINE[3:]), "-o", str(tmp_path / "asm.mlir")]) == 0
