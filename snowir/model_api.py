@@ -190,25 +190,27 @@ def compile(model: str | Path | onnx.ModelProto | ModuleOp, pipeline: str | None
     `pipeline` first if given, then the rest of the default lowering (snowflake-lower)."""
     from snowir.lowerable import config_refusal
     from snowir.model_run import load_model, lower
+    from snowir.pass_steps import gc_paused
 
     hw = hw or SnowflakeConfig()
     refusal = config_refusal(hw)
     if refusal is not None:
         raise SnowError(refusal)
     t0 = time.perf_counter()
-    if isinstance(model, onnx.ModelProto):
-        from snowir.onnx_import import import_model, parse_input_shape
+    with gc_paused():  # the importer and the passes build 10^5 IR objects (pass_steps.py)
+        if isinstance(model, onnx.ModelProto):
+            from snowir.onnx_import import import_model, parse_input_shape
 
-        module = import_model(model, "<model>", parse_input_shape(input_shape) if input_shape else None)
-        source, onnx_model = "<model>", model
-    elif isinstance(model, ModuleOp):
-        module, source, onnx_model = model, "<module>", None
-    else:
-        module, onnx_model = load_model(model, input_shape)
-        source = str(model)
-    if progress:
-        progress(f"{source}: lowering")
-    lower(module, pipeline, hw, format=format)
+            module = import_model(model, "<model>", parse_input_shape(input_shape) if input_shape else None)
+            source, onnx_model = "<model>", model
+        elif isinstance(model, ModuleOp):
+            module, source, onnx_model = model, "<module>", None
+        else:
+            module, onnx_model = load_model(model, input_shape)
+            source = str(model)
+        if progress:
+            progress(f"{source}: lowering")
+        lower(module, pipeline, hw, format=format)
     return Compiled(module, hw, source, onnx_model, time.perf_counter() - t0)
 
 

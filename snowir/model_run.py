@@ -80,8 +80,10 @@ def apply_pipeline(module: ModuleOp, pipeline: str) -> None:
         reason = pipeline_error(e) if type(e).__name__ == "ArgSpecParseError" else str(e).splitlines()[0]
         raise SnowError(f"--pipeline '{pipeline}': {reason}") from None
     from snowir import api
+    from snowir.pass_steps import gc_paused
 
-    passes.apply(api.context(), module)
+    with gc_paused():
+        passes.apply(api.context(), module)
 
 
 def _format(op) -> str | None:

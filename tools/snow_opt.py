@@ -226,6 +226,7 @@ def list_passes() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from snowir.pass_steps import gc_paused
     from snowir.resources import reset_blobs
 
     reset_blobs()  # one invocation, one blob table, as in a process of its own
@@ -237,10 +238,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         tool = SnowOptMain(description="snowir optimizer driver", args=args)
         input_name = tool.args.input_file or "<stdin>"
-        if tool.args.output_file is None and tool.args.target not in BINARY_TARGETS:
-            tool.run()
-        else:
-            _run_to_file(tool)
+        with gc_paused():  # snowir/pass_steps.py: the collector re-scans the whole IR otherwise
+            if tool.args.output_file is None and tool.args.target not in BINARY_TARGETS:
+                tool.run()
+            else:
+                _run_to_file(tool)
         if tool.pass_times is not None:
             _print_pass_times(tool.pass_times)
     except SystemExit:
