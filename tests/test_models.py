@@ -30,6 +30,7 @@ from snowir.tools.snow_run import main as snow_run
 DIGITS = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", NAMES)
 def test_light_model(name: str, models_dir: Path) -> None:
     path = build(name, models_dir)
@@ -44,6 +45,7 @@ def test_light_model(name: str, models_dir: Path) -> None:
     assert compare(ref.reshape(fixed.shape), fixed)["snr_db"] >= 30.0
 
 
+@pytest.mark.heavy
 def test_resnet50_prints_compactly_and_round_trips(models_dir: Path) -> None:
     module = import_onnx(build("resnet50", models_dir))
     out = io.StringIO()
@@ -82,6 +84,7 @@ def test_snow_run_digits_check(tmp_path: Path) -> None:
     assert y.shape == (1, 10) and abs(float(y.sum()) - 1.0) < 0.05  # softmax probabilities (Q8.8)
 
 
+@pytest.mark.heavy
 def test_caffe_alexnet_runs_end_to_end_on_the_machine(tmp_path: Path, models_dir: Path) -> None:
     """The light bvlc_alexnet (grouped convs, LRN on the host, FC layers streamed) compiled and run
     layer by layer on the machine model: every device layer bit-exact with the golden model."""
