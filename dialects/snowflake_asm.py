@@ -113,7 +113,12 @@ def const(value: int) -> IntAttr:
 def reg(index: int) -> RegisterType:
     # attributes are immutable values: code generators build hundreds of thousands of
     # instructions over 32 registers, so share one attribute per register
-    return RegisterType(index)
+    attr = RegisterType(index)
+    _SHARED_REGISTERS[id(attr)] = index  # kept alive by the cache, so the id stays its own
+    return attr
+
+
+_SHARED_REGISTERS: dict[int, int] = {}
 
 
 class VectorMode(StrEnum):
@@ -270,6 +275,9 @@ class SnowflakeInstruction(IRDLOperation, ABC):
 
     def reg_index(self, name: str) -> int:
         attr = self.properties[name]
+        index = _SHARED_REGISTERS.get(id(attr))  # passes ask 10^6 times: no type check for reg()'s
+        if index is not None:
+            return index
         assert isinstance(attr, RegisterType)
         return attr.index.data
 

@@ -41,14 +41,14 @@ def fill_ops(ops: list[Operation], slots: int, latency: int = 3) -> tuple[list[O
             continue
         window = ops[i + 1:i + 1 + slots]
         free = sum(1 for o in window if is_nop(o))
-        if free == 0 or len(window) < slots or any(isinstance(o, sf.LabelOp) for o in window):
+        if free == 0 or len(window) < slots or any(type(o) is sf.LabelOp for o in window):
             i += 1 + slots
             continue
         start = i
         while start > 0 and not isinstance(ops[start - 1], sf.LabelOp | sf.BranchOperation) \
                 and not _in_slots(ops, start - 1, slots):
             start -= 1
-        loop = start > 0 and isinstance(ops[start - 1], sf.LabelOp) and ops[start - 1].label.data == op.target.data
+        loop = start > 0 and type(ops[start - 1]) is sf.LabelOp and ops[start - 1].label.data == op.target.data
         # the choice depends only on registers read and written and on which ops touch the
         # machine: blocks of one shape (unrolled pixels, every tile of a layer) decide once
         key = (loop, *map(_shape, ops[start:i + 1 + slots]))

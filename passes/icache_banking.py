@@ -42,14 +42,14 @@ def _regions(ops: list[Operation], slots: int) -> list[tuple[int, int]]:
     pcs: dict[str, int] = {}
     n = 0
     for op in ops:
-        if isinstance(op, sf.LabelOp):
+        if type(op) is sf.LabelOp:
             pcs[op.label.data] = n
         else:
             n += 1
     spans = []
     pc = 0
     for op in ops:
-        if isinstance(op, sf.LabelOp):
+        if type(op) is sf.LabelOp:
             continue
         if isinstance(op, sf.BranchOperation):
             target = pcs[op.target.data]
@@ -68,7 +68,7 @@ def _regions(ops: list[Operation], slots: int) -> list[tuple[int, int]]:
 def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> None:
     ops = body_ops(program)
     size = hw.icache_bank_instructions
-    n = sum(1 for op in ops if not isinstance(op, sf.LabelOp))
+    n = sum(1 for op in ops if not type(op) is sf.LabelOp)
     if n <= size:
         return  # one block: nothing can cross a bank
     for op in ops:
@@ -88,7 +88,7 @@ def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> 
 
     pc = 0
     for op in ops:
-        if isinstance(op, sf.LabelOp):
+        if type(op) is sf.LabelOp:
             out.append(op)
             continue
         block_start()
@@ -98,7 +98,7 @@ def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> 
         left = size - placed % size
         if span > left:
             labels = []
-            while out and isinstance(out[-1], sf.LabelOp):
+            while out and type(out[-1]) is sf.LabelOp:
                 labels.insert(0, out.pop())
             out.extend(sf.MovOp(0, 0) for _ in range(left))
             placed += left

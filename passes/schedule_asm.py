@@ -164,7 +164,7 @@ def schedule_program(program: sf.ProgramOp, hw: SnowflakeConfig) -> int:
     for start, end in reversed(blocks(ops, slots)):
         branch = ops[end] if end < len(ops) and isinstance(ops[end], sf.BranchOperation) else None
         window = ops[end + 1:end + 1 + slots] if branch is not None else []
-        loop = branch is not None and start > 0 and isinstance(ops[start - 1], sf.LabelOp) \
+        loop = branch is not None and start > 0 and type(ops[start - 1]) is sf.LabelOp \
             and ops[start - 1].label.data == branch.target.data
         new = schedule_block(ops[start:end], hw.scalar_latency, branch, window, loop, slots)
         if new is not None:

@@ -14,17 +14,26 @@ from xdsl.ir import Operation
 from snowir.dialects import snowflake_asm as sf
 
 _SCALAR = (sf.MovOp, sf.MoviOp, sf.AddOp, sf.AddiOp, sf.MulOp, sf.MuliOp)
+_SCALAR_TYPES = frozenset(_SCALAR)
 
 
 def is_nop(op: Operation) -> bool:
     """A scalar op writing r0 (which reads as zero): it only takes an issue slot."""
-    return isinstance(op, _SCALAR) and op.reg_index("rd") == 0
+    return type(op) in _SCALAR_TYPES and op.reg_index("rd") == 0
 
 
 def is_machine(op: Operation) -> bool:
     """Vector ops and loads/stores: what the CUs, buffers and load units see. Passes keep
     these in program order (buffer hazards, the vector queue and load IDs depend on it)."""
-    return isinstance(op, sf.SnowflakeInstruction) and (op.IS_VECTOR or isinstance(op, sf.MemoryOperation))
+    kind = type(op)
+    machine = _MACHINE.get(kind)
+    if machine is None:
+        machine = _MACHINE[kind] = issubclass(kind, sf.SnowflakeInstruction) and (
+            kind.IS_VECTOR or issubclass(kind, sf.MemoryOperation))
+    return machine
+
+
+_MACHINE: dict[type, bool] = {}
 
 
 def _writes(op: sf.SnowflakeInstruction) -> set[int]:
@@ -128,7 +137,7 @@ def blocks(ops: Sequence[Operation], slots: int) -> list[tuple[int, int]]:
     n = len(ops)
     while i < n:
         op = ops[i]
-        if isinstance(op, sf.LabelOp):
+        if type(op) is sf.LabelOp:
             if start < i:
                 out.append((start, i))
             start = i + 1
@@ -150,27 +159,28 @@ def known_registers(ops: Sequence[Operation], slots: int) -> list[dict[int, int]
     known: dict[int, int] = {0: 0}
     for op in ops:
         out.append(dict(known))
-        if isinstance(op, sf.LabelOp):
+        kind = type(op)  # exact classes: a type test, not an isinstance chain, per op
+        if kind is sf.LabelOp:
             known = {0: 0}
             continue
-        if not isinstance(op, sf.SnowflakeInstruction):
+        if kind not in _SCALAR_TYPES and not isinstance(op, sf.SnowflakeInstruction):
             continue
         w = op.writes()
         if not w:
             continue
         value = None
         r = lambda name: known.get(op.reg_index(name))  # noqa: E731
-        if isinstance(op, sf.MoviOp):
+        if kind is sf.MoviOp:
             value = op._int("imm")
-        elif isinstance(op, sf.MovOp) and r("rs1") is not None:
+        elif kind is sf.MovOp and r("rs1") is not None:
             value = r("rs1") << op._int("shift")
-        elif isinstance(op, sf.AddiOp) and r("rs1") is not None:
+        elif kind is sf.AddiOp and r("rs1") is not None:
             value = r("rs1") + op._int("imm")
-        elif isinstance(op, sf.MuliOp) and r("rs1") is not None:
+        elif kind is sf.MuliOp and r("rs1") is not None:
             value = r("rs1") * op._int("imm")
-        elif isinstance(op, sf.AddOp) and r("rs1") is not None and r("rs2") is not None:
+        elif kind is sf.AddOp and r("rs1") is not None and r("rs2") is not None:
             value = r("rs1") + r("rs2")
-        elif isinstance(op, sf.MulOp) and r("rs1") is not None and r("rs2") is not None:
+        elif kind is sf.MulOp and r("rs1") is not None and r("rs2") is not None:
             value = r("rs1") * r("rs2")
         if value is None or not -(1 << 31) <= value < (1 << 31):
             known.pop(w, None)
