@@ -76,7 +76,7 @@ def _splittable(op: sf.LdOp, regs: dict[int, int]) -> bool:
 def balance_program(program: sf.ProgramOp, units: int, split: int, hw: SnowflakeConfig) -> float | None:
     """Split and assign the data loads of one program; returns its bytes-weighted C_L (%)."""
     ops = body_ops(program)
-    known = known_registers(ops, hw.branch_delay_slots)
+    known = known_registers(ops, hw.branch_delay_slots, _data_ld)
     out: list[list[Operation]] = []  # per original op, what replaces it
     group: list[tuple[int, dict[int, int]]] = []  # (index in `out`, registers known before the LD)
     stats: list[tuple[float, float]] = []

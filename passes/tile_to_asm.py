@@ -27,6 +27,7 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
+from snowir.asm_analysis import outside_programs
 from snowir.conv_codegen import generate_conv
 from snowir.conv_plan import ConvPlan, LoweringError, Strip, input_rows, plan_conv, with_residency
 from snowir.dialects import snowflake_asm as sf
@@ -187,7 +188,7 @@ class TileToAsmPass(ModulePass):
             op.body.block.insert_op_before(image, layer)
             layer.detach()
             layer.erase()
-        for inner in op.walk():
+        for inner in outside_programs(op):  # the nn ops naming the layers, not 10^5 instructions
             ref = inner.attributes.get("tile")
             if isinstance(ref, StringAttr) and ref.data in images:
                 del inner.attributes["tile"]

@@ -7,7 +7,7 @@ which register values straight-line code makes known.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from xdsl.ir import Operation
 
@@ -101,12 +101,12 @@ def programs(module: Operation, banked: bool = True) -> Iterator[sf.ProgramOp]:
     """Every program of a module: top-level ones and those inside `snowflake_asm.image`s;
     `banked=False` leaves out programs icache-banking has laid out (moving their instructions
     would move loops across bank boundaries)."""
-    for op in _outside_programs(module):
+    for op in outside_programs(module):
         if isinstance(op, sf.ProgramOp) and (banked or not is_banked(op)):
             yield op
 
 
-def _outside_programs(op: Operation) -> Iterator[Operation]:
+def outside_programs(op: Operation) -> Iterator[Operation]:
     """`op` and what it holds, not descending into programs (10^5 instructions a walk)."""
     yield op
     if isinstance(op, sf.ProgramOp):
@@ -114,7 +114,7 @@ def _outside_programs(op: Operation) -> Iterator[Operation]:
     for region in op.regions:
         for block in region.blocks:
             for inner in block.ops:
-                yield from _outside_programs(inner)
+                yield from outside_programs(inner)
 
 
 def is_banked(program: sf.ProgramOp) -> bool:
@@ -152,13 +152,15 @@ def blocks(ops: Sequence[Operation], slots: int) -> list[tuple[int, int]]:
     return out
 
 
-def known_registers(ops: Sequence[Operation], slots: int) -> list[dict[int, int]]:
+def known_registers(ops: Sequence[Operation], slots: int,
+                    wanted: Callable[[Operation], bool] | None = None) -> list[dict[int, int] | None]:
     """For each op, the register values known just before it from the straight-line code since
-    the last label (MOVI, MOV shl, ADDI, MULI, ADD/MUL of known values); r0 is 0."""
-    out: list[dict[int, int]] = []
+    the last label (MOVI, MOV shl, ADDI, MULI, ADD/MUL of known values); r0 is 0. With `wanted`,
+    only the ops it accepts get their values (the others None: a copy per op of 10^5 adds up)."""
+    out: list[dict[int, int] | None] = []
     known: dict[int, int] = {0: 0}
     for op in ops:
-        out.append(dict(known))
+        out.append(dict(known) if wanted is None or wanted(op) else None)
         kind = type(op)  # exact classes: a type test, not an isinstance chain, per op
         if kind is sf.LabelOp:
             known = {0: 0}
