@@ -69,6 +69,22 @@ def _dynamic_call(op: sf.SnowflakeInstruction, pc: str) -> str:
     raise AssertionError(op.name)  # pragma: no cover
 
 
+_DECODED: dict[int, sf.SnowflakeInstruction] = {}
+
+
+def _decoded(word: int, pc: int) -> sf.SnowflakeInstruction:
+    """`decode`, shared by word for all but branches (whose label names their pc): the engine
+    only reads these ops, and a network's programs repeat a few thousand distinct words."""
+    op = _DECODED.get(word)
+    if op is None:
+        op = decode(word, pc)
+        if not op.IS_BRANCH:
+            if len(_DECODED) > 200_000:
+                _DECODED.clear()
+            _DECODED[word] = op
+    return op
+
+
 class _Run:
     """Closed-form timing of a run of scalar-pipeline instructions (Timing.scalar rules)."""
 
@@ -120,7 +136,7 @@ class _Run:
 class FastProgram:
     def __init__(self, machine: Machine):
         self.m = machine
-        self.ops = [decode(int(w), pc) for pc, w in enumerate(machine.image.code.tolist())]
+        self.ops = [_decoded(w, pc) for pc, w in enumerate(machine.image.code.tolist())]
         self.n = len(self.ops)
         hw = machine.hw
         self.slots = hw.branch_delay_slots
