@@ -25,7 +25,9 @@ from snowir.fixedpoint import ACC_LIMIT, writeback
 from snowir.machine.state import MachineFault, MachineState
 
 FLUSH_AT = 3000
-"""MACs recorded before a flush is forced (bounds the gathered windows' memory)."""
+"""MACs recorded before a flush is forced."""
+GATHER_WORDS = 1 << 20
+"""Maps words gathered for one matrix product (8 MB of float64 at most)."""
 
 
 class DeferredMacs:
@@ -130,17 +132,20 @@ class DeferredMacs:
         out = np.empty((n, cus, width), np.float64)
         maps_at = np.asarray(self.maps_at, np.int64)
         for (trace, w), members in self.groups.items():
-            idx = np.asarray(members, np.int64)
             view = self._windows.get(trace)
             if view is None:  # st.maps is only ever written in place, so the view stays valid
                 view = self._windows[trace] = sliding_window_view(st.maps, trace, axis=1)
-            windows = view[:, maps_at[idx]].astype(np.float64)
             if self.indp:
                 wt = st.weights[:, :, w:w + lanes * trace].reshape(cus, vmacs, trace, lanes)
                 wt = wt.transpose(0, 2, 1, 3).reshape(cus, trace, width)
             else:
                 wt = st.weights[:, :, w:w + trace].transpose(0, 2, 1)
-            out[idx] = np.matmul(windows, wt.astype(np.float64)).transpose(1, 0, 2)
+            wt = wt.astype(np.float64)
+            step = max(1, GATHER_WORDS // (cus * trace))
+            for lo in range(0, len(members), step):
+                idx = np.asarray(members[lo:lo + step], np.int64)
+                windows = view[:, maps_at[idx]].astype(np.float64)
+                out[idx] = np.matmul(windows, wt).transpose(1, 0, 2)
         return out.astype(np.int64).reshape((n, cus, vmacs, lanes) if self.indp else (n, cus, vmacs))
 
     def _evaluate(self, n: int) -> None:
