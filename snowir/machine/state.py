@@ -69,6 +69,7 @@ class MachineState:
         self.maps = np.zeros((hw.cus, hw.maps_buffer_elements), np.int64)
         self.weights = np.zeros((hw.cus, hw.vmacs_per_cu, hw.weights_buffer_elements), np.int64)
         self._masks: dict[tuple[int, int, int], np.ndarray] = {}
+        self._bypass_offsets: dict[tuple[int, int], np.ndarray] = {}
         lanes = hw.lanes
         self.acc = np.zeros((hw.cus, hw.vmacs_per_cu, lanes), np.int64)
         self.bias = np.zeros((hw.cus, hw.vmacs_per_cu, lanes), np.int64)
@@ -216,8 +217,12 @@ class MachineState:
         elif select == "bypass":
             step, count = self.bypass_layout(indp)
             self._maps_range(value, (hw.cus - 1) * step + count, "VMOV bypass")
-            cus = np.arange(hw.cus)[:, None]
-            block = self.maps[cus, value + cus * step + np.arange(count)[None, :]]
+            offsets = self._bypass_offsets.get((step, count))
+            if offsets is None:  # element c*S/2 + j of CU c's buffer, as a flat index (one per pixel in ResNet)
+                cus = np.arange(hw.cus)[:, None]
+                offsets = self._bypass_offsets[(step, count)] = (
+                    cus * (hw.maps_buffer_elements + step) + np.arange(count)[None, :])
+            block = self.maps.reshape(-1)[value + offsets]
             self.bypass[:] = 0
             if indp:
                 self.bypass[:] = block.reshape(hw.cus, hw.vmacs_per_cu, lanes)
