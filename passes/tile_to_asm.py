@@ -18,6 +18,8 @@ layer (`tile = "..."`) now names the image (`image = "..."`).
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Hashable
 from dataclasses import dataclass
 
@@ -182,8 +184,10 @@ class TileToAsmPass(ModulePass):
         hw = SnowflakeConfig.load(self.hw or None)
         cache: dict[Hashable, list[Operation]] = {}
         images: dict[str, str] = {}
+        built_for = StringAttr(json.dumps(hw.code_fields(), separators=(",", ":")))
         for layer in [o for o in op.ops if isinstance(o, tile.LayerOp)]:
             image = layer_image(layer, layer_code(layer, hw, cache))
+            image.attributes["hw"] = built_for  # what the program is only correct for (hw.CODE_FIELDS)
             images[layer.sym_name.data] = image.sym_name.data
             op.body.block.insert_op_before(image, layer)
             layer.detach()

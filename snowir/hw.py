@@ -26,6 +26,15 @@ CODE_ALIGN = 4096
 """[choice] program images put their code at a 4 KB-aligned DRAM address (docs/isa.md)."""
 
 
+CODE_FIELDS = ("cus", "vmacs_per_cu", "macs_per_vmac", "maps_bank_bytes", "maps_banks", "weights_buffer_bytes",
+               "element_bytes", "icache_banks", "icache_bank_instructions", "registers", "branch_delay_slots",
+               "load_units")
+"""The parameters a program is only correct for: its buffer addresses, selects, load units and
+icache layout follow them. The others (clock, bandwidth, latencies, queue depth) change its
+timing only, so an image may run on a machine that differs in them (a what-if); program
+images record these fields (`.sfb` version 2, the `hw` attribute of `snowflake_asm.image`)."""
+
+
 class ConfigError(ValueError):
     """A hardware description file that cannot be used."""
 
@@ -113,6 +122,17 @@ class SnowflakeConfig:
     # ------------------------------------------------------------------ JSON
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def code_fields(self) -> dict[str, Any]:
+        """The `CODE_FIELDS` of this configuration: what a program built for it records."""
+        return {k: getattr(self, k) for k in CODE_FIELDS}
+
+    def code_mismatch(self, built_for: dict[str, Any]) -> str | None:
+        """Why a program built for `built_for` (recorded `CODE_FIELDS`) cannot run on this
+        configuration, or None when it can."""
+        diff = [f"{k} {built_for[k]} (this machine: {getattr(self, k)})"
+                for k in CODE_FIELDS if k in built_for and built_for[k] != getattr(self, k)]
+        return "built for " + ", ".join(diff) if diff else None
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_json(), indent=2) + "\n")

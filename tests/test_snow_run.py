@@ -123,3 +123,37 @@ def test_trace_layers_keeps_only_the_chosen_layers(tmp_path: Path, capsys) -> No
     capsys.readouterr()
     assert snow_run([str(digits), "--quiet", "--trace-layers", "conv1"]) == 1
     assert "--trace" in capsys.readouterr().err
+
+
+def test_sfb_records_the_configuration_it_was_built_for(tmp_path: Path, capsys) -> None:
+    """A compiled layer's image records hw.CODE_FIELDS; a machine that differs in one of them is
+    refused in one line, one that differs only in timing (clock, bandwidth) runs it."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    import snowir
+    from snowir.dialects import snowflake_asm as sf
+    from snowir.hw import CODE_FIELDS, SnowflakeConfig
+    from snowir.machine.image import ProgramImage, assemble
+
+    w = (np.random.default_rng(0).standard_normal((16, 16, 3, 3)) * 0.1).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "c",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 12, 12])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 12, 12])],
+                          [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    built = SnowflakeConfig(load_units=2)
+    compiled = snowir.compile(model, hw=built)
+    image_op = next(op for op in compiled.module.walk() if isinstance(op, sf.ImageOp))
+    image = assemble(image_op)
+    assert image.built_for == {k: getattr(built, k) for k in CODE_FIELDS}
+    sfb = tmp_path / "layer.sfb"
+    sfb.write_bytes(image.to_bytes())
+    assert ProgramImage.from_bytes(sfb.read_bytes()).built_for == image.built_for
+    assert snow_run([str(sfb), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "built for load_units 2 (this machine: 4)" in err and "Traceback" not in err
+    faster = tmp_path / "hw.json"
+    faster.write_text(json.dumps({"load_units": 2, "clock_mhz": 500.0, "dram_gbps": 8.4}))
+    assert snow_run([str(sfb), "--quiet", "--hw", str(faster), "--report", str(tmp_path / "r.json")]) == 0
+    assert json.loads((tmp_path / "r.json").read_text())["hw"]["clock_mhz"] == 500.0

@@ -9,22 +9,25 @@ weights, scratch), with initial contents where the program has them.
 
 from __future__ import annotations
 
+import json
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DenseResourceAttr, IntegerType, ModuleOp
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DenseResourceAttr, IntegerType, ModuleOp, StringAttr
 from xdsl.ir import Operation
 from xdsl.utils.exceptions import VerifyException
 
 from snowir.dialects import snowflake_asm as sf
 from snowir.errors import SnowError
-from snowir.hw import CODE_ALIGN
+from snowir.hw import CODE_ALIGN, SnowflakeConfig
 from snowir.machine.encoding import EncodingError, branch_label, decode, encode, layout
 from snowir.resources import get_blob, int16_resource
 
 MAGIC = b"SFB1"
-VERSION = 1
+VERSION = 2
+"""2: the configuration the program was built for (hw.CODE_FIELDS, JSON) follows the name; 1 reads too."""
 _KIND_CODE = {sf.SegmentKind.INPUT: 0, sf.SegmentKind.OUTPUT: 1, sf.SegmentKind.DATA: 2,
               sf.SegmentKind.SCRATCH: 3}
 _KIND_OF = {v: k for k, v in _KIND_CODE.items()}
@@ -54,6 +57,16 @@ class ProgramImage:
     code: np.ndarray  # uint32 words
     code_base: int
     segments: list[Segment] = field(default_factory=list)
+    built_for: dict[str, Any] | None = None
+    """The hw.CODE_FIELDS of the configuration the program was compiled for; None: not recorded
+    (hand-written assembly, version-1 images)."""
+
+    def check_machine(self, hw: SnowflakeConfig) -> None:
+        """Refuse, in one line, a machine this program is not correct for."""
+        if self.built_for is not None:
+            why = hw.code_mismatch(self.built_for)
+            if why is not None:
+                raise ImageError(f"program @{self.name} was {why}: recompile it with that --hw")
 
     @property
     def code_end(self) -> int:
@@ -71,9 +84,10 @@ class ProgramImage:
     # ------------------------------------------------------------------ .sfb bytes
     def to_bytes(self) -> bytes:
         name = self.name.encode()
+        built = json.dumps(self.built_for, separators=(",", ":")).encode() if self.built_for is not None else b""
         out = [MAGIC, struct.pack("<HHIII", VERSION, self.frac_bits, self.code_base,
                                   len(self.code), len(self.segments)),
-               struct.pack("<H", len(name)), name]
+               struct.pack("<H", len(name)), name, struct.pack("<I", len(built)), built]
         for s in self.segments:
             sname = s.name.encode()
             out.append(struct.pack("<BBH", _KIND_CODE[s.kind], int(s.data is not None), len(sname)))
@@ -97,13 +111,22 @@ class ProgramImage:
         if data[:4] != MAGIC:
             raise ValueError("bad magic, not a .sfb program image")
         version, frac, code_base, n_code, n_seg = struct.unpack_from("<HHIII", data, 4)
-        if version != VERSION:
+        if version not in (1, VERSION):
             raise ValueError(f"unsupported version {version}")
         pos = 4 + 16
         (name_len,) = struct.unpack_from("<H", data, pos)
         pos += 2
         name = data[pos:pos + name_len].decode()
         pos += name_len
+        built_for = None
+        if version >= 2:
+            (built_len,) = struct.unpack_from("<I", data, pos)
+            pos += 4
+            if built_len:
+                built_for = json.loads(data[pos:pos + built_len].decode())
+                if not isinstance(built_for, dict):
+                    raise ValueError("the recorded configuration is not a JSON object")
+                pos += built_len
         headers: list[tuple[sf.SegmentKind, bool, str, int, int]] = []
         for _ in range(n_seg):
             kind, has_data, slen = struct.unpack_from("<BBH", data, pos)
@@ -126,7 +149,7 @@ class ProgramImage:
             segments.append(Segment(sname, kind, address, size, blob))
         if pos != len(data):
             raise ValueError(f"{len(data) - pos} trailing bytes")
-        return cls(name, frac, code, code_base, segments)
+        return cls(name, frac, code, code_base, segments, built_for)
 
 
 def _segment_bytes(op: sf.SegmentOp) -> bytes | None:
@@ -176,7 +199,14 @@ def assemble(module: ModuleOp | sf.ImageOp) -> ProgramImage:
             raise ImageError(f"code_base {program.code_base.data} overlaps the data segments (end {data_end})")
         code_base = program.code_base.data
     name = module.sym_name.data if isinstance(module, sf.ImageOp) else program.sym_name.data
-    return ProgramImage(name, program.frac_bits.data, words, code_base, segments)
+    built_for = None
+    recorded = module.attributes.get("hw") if isinstance(module, sf.ImageOp) else None
+    if isinstance(recorded, StringAttr):
+        try:
+            built_for = json.loads(recorded.data)
+        except json.JSONDecodeError:
+            raise ImageError(f"image @{name}: its hw attribute is not JSON") from None
+    return ProgramImage(name, program.frac_bits.data, words, code_base, segments, built_for)
 
 
 def segments_of(module: ModuleOp | sf.ImageOp) -> list[Segment]:

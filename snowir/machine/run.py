@@ -49,6 +49,7 @@ def run_image(image: ProgramImage, hw: SnowflakeConfig | None = None, engine: En
               module: ModuleOp | None = None, max_instructions: int | None = None,
               progress: Callable[[int, int], None] | None = None) -> RunResult:
     hw = hw or SnowflakeConfig()
+    image.check_machine(hw)
     machine = Machine(image, hw, record)
     machine.set_progress(progress)
     for name, data in (default_inputs(image) if inputs is None else inputs).items():
