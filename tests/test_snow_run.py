@@ -128,7 +128,6 @@ def test_trace_layers_keeps_only_the_chosen_layers(tmp_path: Path, capsys) -> No
 def test_sfb_records_the_configuration_it_was_built_for(tmp_path: Path, capsys) -> None:
     """A compiled layer's image records hw.CODE_FIELDS; a machine that differs in one of them is
     refused in one line, one that differs only in timing (clock, bandwidth) runs it."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     import snowir
