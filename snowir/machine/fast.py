@@ -34,20 +34,29 @@ _CODE: dict[str, CodeType] = {}
 """Compiled block functions by source text (position-independent), shared by every program."""
 
 
-def _scalar_expr(op: sf.SnowflakeInstruction) -> str:
+def _scalar_expr(op: sf.SnowflakeInstruction, consts: list[int] | None = None) -> str:
+    """The value an instruction writes; with `consts`, immediates become `K[i]` (appended there)
+    so blocks that differ only in addresses and offsets share one compiled code object."""
     r = op.reg_index
+
+    def imm(value: int) -> str:
+        if consts is None:
+            return str(value)
+        consts.append(value)
+        return f"K[{len(consts) - 1}]"
+
     if isinstance(op, sf.MoviOp):
-        return str(op._int("imm"))
+        return imm(op._int("imm"))
     if isinstance(op, sf.MovOp):
         return _WRAP.format(x=f"R[{r('rs1')}] << {op._int('shift')}")
     if isinstance(op, sf.AddOp):
         return _WRAP.format(x=f"R[{r('rs1')}] + R[{r('rs2')}]")
     if isinstance(op, sf.AddiOp):
-        return _WRAP.format(x=f"R[{r('rs1')}] + {op._int('imm')}")
+        return _WRAP.format(x=f"R[{r('rs1')}] + {imm(op._int('imm'))}")
     if isinstance(op, sf.MulOp):
         return _WRAP.format(x=f"R[{r('rs1')}] * R[{r('rs2')}]")
     if isinstance(op, sf.MuliOp):
-        return _WRAP.format(x=f"R[{r('rs1')}] * {op._int('imm')}")
+        return _WRAP.format(x=f"R[{r('rs1')}] * {imm(op._int('imm'))}")
     raise AssertionError(op.name)  # pragma: no cover
 
 
@@ -185,6 +194,7 @@ class FastProgram:
         latency = m.hw.scalar_latency
         self_loop = b >= 0 and self.targets[b] == s
         body: list[str] = ["t = T.t"]
+        consts: list[int] = []
         run = _Run(latency)
 
         def flush() -> None:
@@ -198,7 +208,7 @@ class FastProgram:
             if isinstance(op, _SCALAR):
                 rd = op.reg_index("rd")
                 if rd:
-                    body.append(f"R[{rd}] = {_scalar_expr(op)}")
+                    body.append(f"R[{rd}] = {_scalar_expr(op, consts)}")
                 run.add(op.reads(), rd)
             elif isinstance(op, sf.BranchOperation):
                 a, c = op.reg_index("rs1"), op.reg_index("rs2")
@@ -227,7 +237,7 @@ class FastProgram:
             ret = f"(P + {self.targets[b] - s} if taken else P + {e - s})" if b >= 0 else f"P + {e - s}"
             src = "def block(budget):\n    " + "\n    ".join(body) + f"\n    return {ret}, 1\n"
         env = {"T": m.timing, "M": m, "R": m.state.regs, "rr": m.timing.reg_ready,
-               "S": m.timing.stalls, "max": max, "P": s}
+               "S": m.timing.stalls, "max": max, "P": s, "K": tuple(consts)}
         code = _CODE.get(src)
         if code is None:
             if len(_CODE) > 50_000:  # a long-lived process (a sweep) does not grow without bound
@@ -244,11 +254,14 @@ class FastProgram:
         ready = sorted({int(k) for k in re.findall(r"rr\[(\d+)\]", text)})
         text = re.sub(r"(?<![r\w])R\[(\d+)\]", r"x\1", text)
         text = re.sub(r"rr\[(\d+)\]", r"q\1", text)
+        hoisted = sorted({int(k) for k in re.findall(r"K\[(\d+)\]", text)})
+        text = re.sub(r"K\[(\d+)\]", r"k\1", text)
         text = text.replace("T.t = t\n", "").removesuffix("T.t = t")
         assert text.startswith("t = T.t\n")
         text = text.removeprefix("t = T.t\n")
         lines = ["def block(budget):", "    n = 0", "    t = T.t"]
         lines += [f"    x{k} = R[{k}]" for k in regs] + [f"    q{k} = rr[{k}]" for k in ready]
+        lines += [f"    k{k} = K[{k}]" for k in hoisted]
         lines += ["    while True:"] + ["        " + line for line in text.splitlines() if line.strip()]
         lines += ["        n += 1", "        if not taken or n >= budget:", "            break"]
         lines += [f"    R[{k}] = x{k}" for k in regs] + [f"    rr[{k}] = q{k}" for k in ready]
