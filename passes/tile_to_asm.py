@@ -105,7 +105,8 @@ def plan_from_tile(layer: tile.LayerOp, hw: SnowflakeConfig) -> ConvPlan:
 def _schedule_key(op: Operation) -> tuple:
     """What a tile op says about the schedule: its name, properties and children (load units
     are balance-loads' decision, checked apart)."""
-    props = tuple(sorted((k, str(v)) for k, v in op.properties.items() if k != "unit"))
+    # attributes compare by value: no need to print them (str() of 3 * 10^4 attributes per model)
+    props = tuple(sorted(((k, v) for k, v in op.properties.items() if k != "unit"), key=lambda kv: kv[0]))
     children = tuple(_schedule_key(c) for r in op.regions for c in r.block.ops) if op.regions else ()
     return op.name, props, children
 
