@@ -22,7 +22,7 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.asm_analysis import body_ops, is_banked
+from snowir.asm_analysis import body_ops, is_banked, replace_body
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import CODE_ALIGN, SnowflakeConfig
 
@@ -120,10 +120,7 @@ def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> 
             final.extend(sf.MovOp(0, 0) for _ in range(PROLOGUE))
         cursor = index + PROLOGUE
     final.extend(out[cursor:])
-    for op in body_ops(program):
-        op.detach()
-    for op in final:
-        program.body.block.add_op(op)
+    replace_body(program, final)
     program.properties["code_base"] = IntAttr(code_base)
 
 
