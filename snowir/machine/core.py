@@ -76,7 +76,6 @@ class Machine:
         # the fast engine defers MAC arithmetic (mac_batch.py); None: every MAC computes at once
         self.deferred: DeferredMacs | None = None
         self.lanes, self.lanes_all = hw.lanes, hw.lanes * hw.vmacs
-        self._enabled: dict[int, int] = {}  # write-back mask -> vMACs it enables
 
     def defer_macs(self, describe: Callable[[int], str]) -> None:
         self.deferred = DeferredMacs(self.state, describe)
@@ -122,13 +121,9 @@ class Machine:
         cycles = trace if indp else -(-trace // lanes)
         # useful work: every trace element of a vMAC whose result is kept (COOP: one kernel's
         # channels, so the lanes past the trace's end in its last cycle are idle; INDP: 16 kernels)
-        per_vmac = wlen
-        enabled = self._enabled.get(st.wb_mask)
-        if enabled is None:
-            enabled = self._enabled[st.wb_mask] = st.enabled_vmacs()
         _, end = self.timing.vector(
             (rd, rs1, rs2), cycles, (a, a + trace), (b, b + wlen), "MAC wb" if wb else "MAC",
-            per_vmac * enabled, cycles * self.lanes_all)
+            wlen * st.enabled_vmacs(), cycles * self.lanes_all)
         if written is not None:
             self.timing.writeback(end, written[2], written[:2])
 

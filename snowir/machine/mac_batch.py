@@ -49,7 +49,6 @@ class DeferredMacs:
         self.operands_changed = True
         self._windows: dict[int, np.ndarray] = {}
         self._marks: np.ndarray | None = None
-        self._spans: dict[tuple[bool, int, int | None], tuple[int, int, int] | None] = {}
 
     def __len__(self) -> int:
         return len(self.pcs)
@@ -88,29 +87,17 @@ class DeferredMacs:
         return written
 
     def _written(self, indp: bool, base: int) -> tuple[int, int, int] | None:
-        """The DRAM bytes a write-back at `base` touches (the checks of `MachineState._store`)."""
+        """The DRAM bytes a write-back at `base` touches, checked as `MachineState._store` does."""
         st = self.st
-        stride = st._stride(indp, st.hw.lanes)
-        if base % 2 or stride % 2:
-            raise MachineFault(f"MAC write-back address {base:#x} / CU stride {stride} not 16-bit aligned")
-        key = (indp, st.wb_mask, stride)
-        span = self._spans.get(key, False)
-        if span is False:
-            addr = self._addresses(indp, stride)
-            span = self._spans[key] = (int(addr.min()), int(addr.max()) + 2, 2 * int(addr.size)) if addr.size else None
+        span = st.writeback_span(base, self._per_cu(indp), st.hw.vmacs_per_cu, st._stride(indp, st.hw.lanes), "MAC")
         if span is None:
             return None
-        lo, hi = base + span[0], base + span[1]
-        if lo < 0 or hi > st.dram.size:
-            raise MachineFault(f"MAC write-back [{lo:#x}, {hi:#x}) outside DRAM of {st.dram.size:#x} bytes")
-        return lo, hi, span[2]
+        offsets, lo, hi = span
+        return lo, hi, 2 * int(offsets.size)
 
-    def _addresses(self, indp: bool, stride: int) -> np.ndarray:
-        """Byte offsets from the write-back base of the enabled results, in `_store`'s order."""
+    def _per_cu(self, indp: bool) -> int:
         hw = self.st.hw
-        per_cu = hw.vmacs_per_cu * (hw.lanes if indp else 1)
-        offsets = np.arange(hw.cus, dtype=np.int64)[:, None] * stride + 2 * np.arange(per_cu, dtype=np.int64)[None, :]
-        return offsets[self.st._mask(per_cu, hw.vmacs_per_cu)]
+        return hw.vmacs_per_cu * (hw.lanes if indp else 1)
 
     # ------------------------------------------------------------------ evaluation
     def flush(self) -> None:
@@ -187,12 +174,14 @@ class DeferredMacs:
         relu = np.asarray(self.relu[:k], bool)
         if relu.any():
             vals[relu] = np.maximum(vals[relu], 0)
-        stride = st._stride(self.indp, hw.lanes)
-        per_cu = vals.shape[2]
-        enabled = st._mask(per_cu, hw.vmacs_per_cu)
-        offsets = self._addresses(self.indp, stride)
-        if not offsets.size:
+        # every write-back of the run has the same layout (a mask or stride VMOV ends the run);
+        # its address checks were made when each MAC was recorded
+        per_cu = self._per_cu(self.indp)
+        span = st.writeback_span(self.out_at[0], per_cu, hw.vmacs_per_cu, st._stride(self.indp, hw.lanes), "MAC")
+        if span is None:
             return
+        offsets = span[0]
+        enabled = st._mask(per_cu, hw.vmacs_per_cu)
         out = np.asarray(self.out_at[:k], np.int64)
         addr = (out[:, None] + offsets[None, :]).ravel() // 2
         values = vals[:, enabled].ravel()

@@ -70,6 +70,8 @@ class MachineState:
         self.weights = np.zeros((hw.cus, hw.vmacs_per_cu, hw.weights_buffer_elements), np.int64)
         self._masks: dict[tuple[int, int, int], np.ndarray] = {}
         self._bypass_offsets: dict[tuple[int, int], np.ndarray] = {}
+        self._layouts: dict[tuple[int, int, int, int], tuple[np.ndarray, int, int] | None] = {}
+        self._enabled: dict[int, int] = {}
         lanes = hw.lanes
         self.acc = np.zeros((hw.cus, hw.vmacs_per_cu, lanes), np.int64)
         self.bias = np.zeros((hw.cus, hw.vmacs_per_cu, lanes), np.int64)
@@ -109,26 +111,45 @@ class MachineState:
             raise MachineFault(f"VMOV bypass with CU stride {stride}: not 16-bit aligned")
         return stride // 2, self.hw.vmacs_per_cu * (self.hw.lanes if indp else 1)
 
-    def _store(self, base: int, values: np.ndarray, per_cu_offsets: np.ndarray, stride: int,
-               enabled: np.ndarray, what: str) -> tuple[int, int, int] | None:
-        """Write values[c, j] to base + c*stride + per_cu_offsets[j] (bytes) where enabled[c, j];
-        returns the byte range touched and the bytes written."""
+    def writeback_span(self, base: int, per_cu: int, bits_per_cu: int, stride: int,
+                       what: str) -> tuple[np.ndarray, int, int] | None:
+        """Check a write-back of `per_cu` results per CU at `base` (CU c's at c*stride bytes on,
+        result j at 2j): (byte offsets from `base` of the results the mask enables, in store
+        order; the byte range touched), None when it enables none."""
         if base % 2 or stride % 2:
             raise MachineFault(f"{what} write-back address {base:#x} / CU stride {stride} not 16-bit aligned")
-        cus = values.shape[0]
-        addr = base + np.arange(cus, dtype=np.int64)[:, None] * stride + per_cu_offsets[None, :]
-        addr = addr[enabled]
-        if addr.size == 0:
+        key = (self.wb_mask, per_cu, bits_per_cu, stride)
+        layout = self._layouts.get(key)
+        if layout is None:
+            offsets = np.arange(self.hw.cus, dtype=np.int64)[:, None] * stride \
+                + 2 * np.arange(per_cu, dtype=np.int64)[None, :]
+            offsets = offsets[self._mask(per_cu, bits_per_cu)]
+            layout = self._layouts[key] = (offsets, int(offsets.min()), int(offsets.max()) + 2) if offsets.size else None
+        if layout is None:
             return None
-        lo, hi = int(addr.min()), int(addr.max()) + 2
+        offsets, lo, hi = layout
+        lo, hi = base + lo, base + hi
         if lo < 0 or hi > self.dram.size:
             raise MachineFault(f"{what} write-back [{lo:#x}, {hi:#x}) outside DRAM of {self.dram.size:#x} bytes")
-        self.dram16[addr // 2] = values[enabled]
-        return lo, hi, 2 * int(addr.size)
+        return offsets, lo, hi
+
+    def _store(self, base: int, values: np.ndarray, per_cu: int, bits_per_cu: int, stride: int,
+               what: str) -> tuple[int, int, int] | None:
+        """Write values[c, j] where the mask enables it (`writeback_span`); returns the byte range
+        touched and the bytes written."""
+        span = self.writeback_span(base, per_cu, bits_per_cu, stride, what)
+        if span is None:
+            return None
+        offsets, lo, hi = span
+        self.dram16[(base + offsets) // 2] = values[self._mask(per_cu, bits_per_cu)]
+        return lo, hi, 2 * int(offsets.size)
 
     def enabled_vmacs(self) -> int:
         """vMACs whose results the write-back mask keeps: the ones doing useful work."""
-        return bin(self.wb_mask & ((1 << self.hw.vmacs) - 1)).count("1")
+        count = self._enabled.get(self.wb_mask)
+        if count is None:  # asked once per MAC
+            count = self._enabled[self.wb_mask] = bin(self.wb_mask & ((1 << self.hw.vmacs) - 1)).count("1")
+        return count
 
     def _mask(self, per_cu: int, bits_per_cu: int) -> np.ndarray:
         """enabled[c, j]: write-back enable of lane group j of CU c from the VMOV mask."""
@@ -170,16 +191,10 @@ class MachineState:
         if indp:
             vals = writeback(self.acc, self.bias, self.bypass, shift, relu)
             vals = vals.reshape(hw.cus, hw.vmacs_per_cu * lanes)
-            offsets = 2 * np.arange(hw.vmacs_per_cu * lanes, dtype=np.int64)
-            enabled = self._mask(hw.vmacs_per_cu * lanes, hw.vmacs_per_cu)
-            stride = self._stride(True, lanes)
         else:
             vals = writeback(self.acc[:, :, 0], self.bias[:, :, 0], self.bypass[:, :, 0], shift, relu)
-            offsets = 2 * np.arange(hw.vmacs_per_cu, dtype=np.int64)
-            enabled = self._mask(hw.vmacs_per_cu, hw.vmacs_per_cu)
-            stride = self._stride(False, 1)
         self.acc[:] = 0
-        return self._store(out_addr, vals, offsets, stride, enabled, "MAC")
+        return self._store(out_addr, vals, vals.shape[1], hw.vmacs_per_cu, self._stride(indp, lanes), "MAC")
 
     def pool_stride(self) -> int:
         """Bytes between the CUs' MAX write-backs, and (halved, in elements) between their reads."""
@@ -203,8 +218,7 @@ class MachineState:
         self.pool = np.maximum(self.pool, window.max(axis=1).astype(np.int16))
         if not wb:
             return None
-        offsets = 2 * np.arange(lanes, dtype=np.int64)
-        written = self._store(out_addr, self.pool.copy(), offsets, stride, self._mask(lanes, 1), "MAX")
+        written = self._store(out_addr, self.pool.copy(), lanes, 1, stride, "MAX")
         self.pool[:] = INT16_MIN
         return written
 
