@@ -108,13 +108,11 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
     in_row, stride_rows, c_base = row, 1, 0
     if plan.gather is not None:
         # the layer loads only what it reads (conv_plan's `gather`: a channel slice's channels,
-        # a strided 1x1's pixels): strips, loads and windows are over that compact image
-        if s.cin != s.c:
-            c_base = s.c_base
-            s = dataclasses.replace(s, cin_total=0, c_base=0)
-        if s.kh == s.kw == 1 and (s.sy, s.sx) != (1, 1):
-            stride_rows = s.sy
-            s = dataclasses.replace(s, h=s.oh, w=s.ow, sy=1, sx=1)
+        # a strided 1x1's pixels): strips, loads and windows are over the compact image the
+        # plan was made for, compact row r being DRAM row r * sy from channel c0 on
+        stride_rows, _, w_in, cin_row, c_base = plan.gather
+        in_row = w_in * cin_row
+        s = plan.shape
         row = s.w * s.cin
     prev_end = 0
     for si, strip in enumerate(plan.strips):
