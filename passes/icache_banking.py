@@ -68,7 +68,7 @@ def _regions(ops: list[Operation], slots: int) -> list[tuple[int, int]]:
 def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> None:
     ops = body_ops(program)
     size = hw.icache_bank_instructions
-    n = sum(1 for op in ops if not type(op) is sf.LabelOp)
+    n = sum(1 for op in ops if type(op) is not sf.LabelOp)
     if n <= size:
         return  # one block: nothing can cross a bank
     for op in ops:

@@ -42,10 +42,7 @@ def ort_logits(model: onnx.ModelProto | str, x: np.ndarray) -> np.ndarray:
     from snowir.onnx_import import prepare
 
     source = model if isinstance(model, str) else "<model>"
-    probe = prepare(onnx.load(model) if isinstance(model, str) else model, source)
-    if probe is model:  # prepare changed nothing: do not edit the caller's model
-        probe = onnx.ModelProto()
-        probe.CopyFrom(model)
+    probe = prepare(onnx.load(model) if isinstance(model, str) else model, source)  # a new model: edited below
     probe.ir_version = min(probe.ir_version, ORT_MAX_IR_VERSION)
     logits = _softmax_input(probe.graph) or probe.graph.output[0].name
     if logits not in {o.name for o in probe.graph.output}:

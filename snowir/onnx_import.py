@@ -102,7 +102,8 @@ def _load(path: str | Path) -> onnx.ModelProto:
 
 
 def prepare(model: onnx.ModelProto, source: str) -> onnx.ModelProto:
-    """checker, opset upgrade, shape inference: the whole model (what onnxruntime is given)."""
+    """checker, opset upgrade, shape inference: the whole model (what onnxruntime is given), as a
+    new ModelProto (shape inference always returns one; the caller's model is not changed)."""
     light, weights, added = prepare_apart(model, source)
     if not weights:
         return light
