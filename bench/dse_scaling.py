@@ -1,10 +1,7 @@
 """
 Scaling study on snow-dse: AlexNet-OWT and ResNet-50 conv time (device layers but fully
-connected ones, C17 Table 2's measure) against compute and DRAM bandwidth.
-
-Compute is scaled by the clock (125 / 250 / 500 / 1000 MHz: 0.5x to 4x the ZC706 build's MAC
-rate) because the code generator targets 4 CUs x 4 vMACs only (docs/machine.md); at a fixed
-GB/s, a faster clock gives each cycle fewer bytes, which is what more CUs would meet too.
+connected ones, C17 Table 2's measure) for 1 / 2 / 4 / 8 / 16 CUs (4 vMACs each: 0.25x to 4x
+the ZC706 build's MACs) at 4.2 and 8.4 GB/s of shared DRAM bandwidth.
 
     python bench/dse_scaling.py [--workers N] [--out DIR]   # runs (or reuses) the sweeps; table,
                                                              # JSON and docs/img/scaling.png
@@ -21,13 +18,13 @@ from snowir.hw import SnowflakeConfig
 from snowir.tools.bench_models import build as build_bench
 from snowir.tools.light_models import build as build_light
 
-CLOCKS = (125.0, 250.0, 500.0, 1000.0)
+CUS = (1, 2, 4, 8, 16)
 BUSES = (4.2, 8.4)
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def sweep(name: str, model: Path, out: Path, workers: int) -> list[dict]:
-    hws = dse.configs(SnowflakeConfig(), [dse.Sweep("clock_mhz", CLOCKS), dse.Sweep("dram_gbps", BUSES)])
+    hws = dse.configs(SnowflakeConfig(), [dse.Sweep("cus", CUS), dse.Sweep("dram_gbps", BUSES)])
     explorer = dse.Explorer(str(model), out / name, workers=workers,
                             progress=lambda msg: print(f"  {name}: {msg}", flush=True))
     return explorer.run(hws)
@@ -41,15 +38,15 @@ def plot(results: dict[str, list[dict]], path: Path) -> None:
 
     fig, axes = plt.subplots(1, len(results), figsize=(5.2 * len(results), 3.9))
     for ax, (name, rows) in zip(axes, results.items()):
-        base = next(r for r in rows if r["clock_mhz"] == 250.0 and r["dram_gbps"] == 4.2)
+        base = next(r for r in rows if r["cus"] == 4 and r["dram_gbps"] == 4.2)
         for bus, colour in zip(BUSES, ("tab:blue", "tab:orange")):
-            pts = sorted((r["clock_mhz"] / 250.0, r["conv_ms"]) for r in rows if r["dram_gbps"] == bus)
+            pts = sorted((r["cus"], r["conv_ms"]) for r in rows if r["dram_gbps"] == bus)
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=colour, label=f"{bus} GB/s")
-        xs = [c / 250.0 for c in CLOCKS]
-        ax.plot(xs, [base["conv_ms"] / x for x in xs], "k--", lw=1, label="compute-bound (1/x)")
+        ax.plot(CUS, [base["conv_ms"] * 4 / c for c in CUS], "k--", lw=1, label="linear in CUs (from 4)")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("compute relative to the ZC706 build (clock / 250 MHz)")
+        ax.set_xticks(CUS, [str(c) for c in CUS])
+        ax.set_xlabel("CUs (4 vMACs each; the ZC706 build has 4)")
         ax.set_ylabel("conv ms")
         ax.set_title(name)
         ax.grid(alpha=0.3, which="both")
@@ -68,14 +65,15 @@ def main() -> None:
     args = p.parse_args()
     models = {"alexnet_owt": build_bench("alexnet_owt"), "resnet50": build_light("resnet50")}
     results = {name: sweep(name, path, args.out, args.workers) for name, path in models.items()}
-    print(f"{'model':<12} {'clock MHz':>9} {'GB/s':>5} {'conv ms':>8} {'speed-up':>8} {'ideal':>6} {'GB/s used':>9} "
-          f"{'cu_load_wait %':>14}")
+    print(f"{'model':<12} {'CUs':>4} {'GB/s':>5} {'conv ms':>8} {'speed-up':>8} {'ideal':>6} {'GB/s used':>9} "
+          f"{'MAC util %':>10} {'cu_load_wait %':>14}")
     for name, rows in results.items():
-        base = next(r for r in rows if r["clock_mhz"] == 250.0 and r["dram_gbps"] == 4.2)
-        for r in sorted(rows, key=lambda r: (r["dram_gbps"], r["clock_mhz"])):
+        base = next(r for r in rows if r["cus"] == 4 and r["dram_gbps"] == 4.2)
+        for r in sorted(rows, key=lambda r: (r["dram_gbps"], r["cus"])):
             wait = 100 * r["stall_cu_load_wait"] / r["cycles"] if r["cycles"] else 0.0
-            print(f"{name:<12} {r['clock_mhz']:>9.0f} {r['dram_gbps']:>5} {r['conv_ms']:>8.3f} "
-                  f"{base['conv_ms'] / r['conv_ms']:>7.2f}x {r['clock_mhz'] / 250:>5.1f}x {r['gbps']:>9.2f} {wait:>13.1f}%")
+            print(f"{name:<12} {r['cus']:>4} {r['dram_gbps']:>5} {r['conv_ms']:>8.3f} "
+                  f"{base['conv_ms'] / r['conv_ms']:>7.2f}x {r['cus'] / 4:>5.2f}x {r['gbps']:>9.2f} "
+                  f"{100 * r['mac_utilization']:>10.1f} {wait:>13.1f}%")
     plot(results, args.plot)
     out = args.out / "scaling.json"
     out.write_text(json.dumps(results, indent=2) + "\n")

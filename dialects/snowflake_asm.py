@@ -50,7 +50,7 @@ from xdsl.traits import NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
-from snowir.hw import CODE_ALIGN, DEFAULT, ISA_CUS, ISA_LOAD_UNITS, ISA_VMACS_PER_CU
+from snowir.hw import CODE_ALIGN, DEFAULT, ISA_CUS, ISA_LOAD_UNITS, ISA_MASK_WORDS, ISA_SELECT_BITS, ISA_VMACS_PER_CU
 
 # ---------------------------------------------------------------- field widths
 # The encoding's field widths (docs/isa.md); verifiers and the assembler share them.
@@ -59,7 +59,9 @@ IMM17_BITS = 17
 IMM23_BITS = 23
 TRACE_MAX = (1 << 10) - 1
 SHIFT_MAX = 31
-SELECT_ALL = 31
+SELECT_ALL = (1 << ISA_SELECT_BITS) - 1
+"""`all` in an LD select: the widest select field's all-ones value. A machine decodes its own
+width (hw.select_bits: 5 bits, 31, on the 4 x 4 machine), the assembler encodes for it."""
 
 
 def _fits_signed(value: int, bits: int) -> bool:
@@ -505,23 +507,28 @@ class VmovOp(SnowflakeInstruction):
     """
     Fill a CU operand register: `bias` (16 lanes per vMAC from its weights buffer at
     rs1), `bypass` (residual values from each CU's maps buffer at rs1), `mask`
-    (write-back enable bit per vMAC = rs1), `stride` (DRAM bytes between the
-    write-back blocks of consecutive CUs = rs1) or `shift` (write-back shift = the
-    weights' fraction bits, rs1).
+    (write-back enable bits of vMACs 32w..32w+31 = rs1, `word w`, absent = 0), `stride`
+    (DRAM bytes between the write-back blocks of consecutive CUs = rs1) or `shift`
+    (write-back shift = the weights' fraction bits, rs1).
     """
 
     name = "snowflake_asm.vmov"
     OPCODE: ClassVar[int] = 8
     IS_VECTOR: ClassVar[bool] = True
-    SYNTAX: ClassVar[tuple[FieldSpec, ...]] = (("enum", "mode", VectorModeAttr), ("enum", "select", VmovSelectAttr), "rs1")
+    SYNTAX: ClassVar[tuple[FieldSpec, ...]] = (("enum", "mode", VectorModeAttr), ("enum", "select", VmovSelectAttr), "rs1",
+                                               ("okw", "word", "word"))
     mode = prop_def(VectorModeAttr)
     select = prop_def(VmovSelectAttr)
     rs1 = prop_def(RegisterType)
+    word = prop_def(IntAttr)
 
-    def __init__(self, mode: VectorMode, select: VmovSelect, rs1: int):
+    def __init__(self, mode: VectorMode, select: VmovSelect, rs1: int, word: int = 0):
         self._build({
-            "mode": VectorModeAttr(mode), "select": VmovSelectAttr(select), "rs1": reg(rs1),
+            "mode": VectorModeAttr(mode), "select": VmovSelectAttr(select), "rs1": reg(rs1), "word": const(word),
         })
+
+    def verify_(self) -> None:
+        self._check_range("word", 0, ISA_MASK_WORDS - 1 if self.select.data == VmovSelect.MASK else 0)
 
     def reads(self) -> tuple[int, ...]:
         return (self.reg_index("rs1"),)
@@ -628,8 +635,9 @@ class LdOp(MemoryOperation):
     """
     Load `rs2` elements (instructions for icache) from DRAM byte address rs1 into
     buffer address rd of the selected buffer(s), on load unit `unit`.
-    select: maps 0..3 = one CU, all = every CU; weights 0..15 = one vMAC (cu*4+v),
-    16..19 = vMAC v of every CU, all = every vMAC; icache 0..1 = bank.
+    select: maps 0..C-1 = one CU, all = every CU; weights 0..C*V-1 = one vMAC (cu*V+v),
+    C*V + v = vMAC v of every CU, all = every vMAC (C CUs of V vMACs: 16..19 on the 4 x 4
+    machine); icache 0..1 = bank.
     """
 
     name = "snowflake_asm.ld"

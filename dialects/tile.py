@@ -7,7 +7,7 @@ This is the Snowball paper's Figure 2 data structure as IR (C17 §5.1, steps 2-5
       tile.dram_region @conv2.in {offset = 0 : i64, size = 186624 : i64, label = "maps"}
       tile.kernel_tile {first = 0 : i64, count = 16 : i64, repeat = 12 : i64} { tile.load ... }
       tile.maps_tile {out_rows = array<i64: 0, 4>, in_rows = array<i64: 0, 8>, overlap = 4 : i64, cu = -1 : i64} {
-        tile.load {buffer = #tile<buffer maps>, length = ..., dram_addr = ..., buf_addr = ..., unit = 0 : i64, select = 31 : i64}
+        tile.load {buffer = #tile<buffer maps>, length = ..., dram_addr = ..., buf_addr = ..., unit = 0 : i64, select = 127 : i64}
         tile.window {trace_length = 320 : i64, repeat_x = 27 : i64, repeat_y = 4 : i64, ...}
       }
     }
@@ -52,7 +52,7 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
-from snowir.hw import DEFAULT
+from snowir.hw import ISA_CUS, ISA_LOAD_UNITS, MAX_MAPS_BUFFER_ELEMENTS, MAX_WEIGHTS_BUFFER_ELEMENTS
 
 
 class ComputeMode(StrEnum):
@@ -349,8 +349,8 @@ class MapsTileOp(TileOperation):
             if len(rows) != 2 or not 0 <= rows[0] < rows[1]:
                 self._fail(f"{name} must be [start, end) with 0 <= start < end")
         self._nonneg("overlap")
-        if not -1 <= self._int("cu") < DEFAULT.cus:
-            self._fail(f"cu must be -1 (broadcast) or a CU index < {DEFAULT.cus}")
+        if not -1 <= self._int("cu") < ISA_CUS:
+            self._fail(f"cu must be -1 (broadcast) or a CU index < {ISA_CUS}")
         for op in self.body.block.ops:
             if not isinstance(op, LoadOp | WindowOp):
                 self._fail(f"'{op.name}' cannot appear in a maps tile")
@@ -388,12 +388,14 @@ class LoadOp(TileOperation):
         self._nonneg("dram_addr", "buf_addr", "unit", "select")
         if self.load_id is not None:
             self._nonneg("load_id")
-        if self._int("unit") >= DEFAULT.load_units:
-            self._fail(f"unit {self._int('unit')} >= {DEFAULT.load_units} load units")
+        # what any valid configuration allows: the configuration in use is tile-to-asm's to check
+        # (a tile module does not say which machine it is for)
+        if self._int("unit") >= ISA_LOAD_UNITS:
+            self._fail(f"unit {self._int('unit')} >= {ISA_LOAD_UNITS} load units (the encoding's)")
         if self.buffer.data == BufferKind.MAPS:
-            limit = DEFAULT.maps_buffer_elements
+            limit = MAX_MAPS_BUFFER_ELEMENTS
         else:
-            limit = DEFAULT.weights_buffer_elements
+            limit = MAX_WEIGHTS_BUFFER_ELEMENTS
         if self._int("buf_addr") + self._int("length") > limit:
             self._fail(f"[{self._int('buf_addr')}, +{self._int('length')}) overflows the "
                        f"{limit}-element {self.buffer.data.value} buffer")

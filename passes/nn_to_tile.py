@@ -5,8 +5,9 @@ Every device conv2d and max_pool of a quantised nn module becomes one `tile.laye
 paper's Figure 2 object, with every decision as IR a researcher can read and edit:
 
   * the geometry as a typed `#tile.conv_shape` / `#tile.pool_shape`;
-  * `mode`: COOP (16 kernels per tile, maps broadcast to every CU) or INDP for few input
-    channels (64 kernels per tile, each CU its own output rows), by lane occupancy;
+  * `mode`: COOP (one kernel per vMAC in a tile, 16 on 4 CUs x 4 vMACs, maps broadcast to every
+    CU) or INDP for few input channels (16 kernels per vMAC of a CU: 64, each CU its own output
+    rows), by lane occupancy;
   * `tile.dram_region`s of the layer's program image: input maps, weights (carrying the
     weight image packed for the mode), output, residual bypass;
   * a `tile.kernel_tile` (single-kernel granularity, repeated over the kernel tiles) with
@@ -29,7 +30,6 @@ from xdsl.utils.exceptions import PassFailedException
 from snowir.conv_plan import LoweringError
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
-from snowir.lowerable import config_refusal
 from snowir.nn_util import layer_name, on_host
 from snowir.tile_build import conv_layer, pool_layer
 
@@ -62,9 +62,6 @@ class NNToTilePass(ModulePass):
         if self.mode not in ("auto", "COOP", "INDP"):
             raise PassFailedException(f"nn-to-tile: mode must be auto, COOP or INDP, not '{self.mode}'")
         hw = SnowflakeConfig.load(self.hw or None)
-        refusal = config_refusal(hw)
-        if refusal is not None:
-            raise PassFailedException(f"nn-to-tile: {refusal}")
         mode = None if self.mode == "auto" else self.mode
         taken = {o.sym_name.data for o in op.walk() if hasattr(o, "sym_name") and isinstance(o.sym_name, StringAttr)}
         layers = []

@@ -98,7 +98,7 @@ def plan_from_tile(layer: tile.LayerOp, hw: SnowflakeConfig) -> ConvPlan:
         raise _fail(layer, f"a maps tile of {words} words exceeds {limit}")
     if len(strips) == 1 and words > hw.maps_bank_elements:
         strips = [Strip(st.y0, st.y1, st.r0, st.r1, -1) for st in strips]
-    return with_residency(ConvPlan(s, tuple(strips), default.tiles, default.double_buffer_weights, addr["maps"],
+    return with_residency(ConvPlan(s, tuple(strips), default.tiles, default.kernels, default.double_buffer_weights, addr["maps"],
                                    addr["weights"], addr["output"], "COOP", order), hw)
 
 

@@ -70,8 +70,9 @@ def level_of(module: ModuleOp) -> str:
     return "builtin"
 
 
-def load_program(path: str | Path) -> tuple[ProgramImage, ModuleOp]:
-    """A snowflake_asm-level `.mlir` or a `.sfb` image, as (image, module)."""
+def load_program(path: str | Path, hw: SnowflakeConfig | None = None) -> tuple[ProgramImage, ModuleOp]:
+    """A snowflake_asm-level `.mlir` or a `.sfb` image, as (image, module); a `.mlir` program is
+    assembled for `hw` (default: the ZC706 build) unless it records its machine."""
     path = Path(path)
     if path.suffix == ".sfb":
         try:
@@ -86,7 +87,7 @@ def load_program(path: str | Path) -> tuple[ProgramImage, ModuleOp]:
         raise SnowError(f"{path}: a {level}-level module; load_program takes snowflake_asm programs and .sfb "
                         f"images (snow-run, or snowir.model_run.run_model_on_device, lowers and runs {level} modules)")
     try:
-        return assemble(module), module
+        return assemble(module, hw), module
     except SnowError as e:
         raise SnowError(f"{path}: {e}") from None
 

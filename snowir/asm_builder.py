@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from xdsl.ir import Operation
 
 from snowir.dialects import snowflake_asm as sf
+from snowir.hw import MASK_WORD_BITS, SnowflakeConfig
+
+MASK_WORD_MAX = (1 << MASK_WORD_BITS) - 1
 
 NOP = lambda: sf.MovOp(0, 0)  # noqa: E731
 MOVI_MAX = (1 << 22) - 1
@@ -62,9 +65,17 @@ class AsmBuilder:
         self.emit(sf.AddiOp(counter, counter, 1))
         self.branch(sf.BleOp(counter, limit, target), before)
 
-    def flush_vector_queue(self, depth: int, reg: int) -> None:
-        """Issue `depth` VMOVs (write-back mask = all) so no older vector op is still pending
-        when the next LD lands (C17 §5.2: fill the trace buffer with new vector ops)."""
-        self.emit(sf.MoviOp(reg, 0xFFFF))
-        for _ in range(depth):
+    def flush_vector_queue(self, hw: SnowflakeConfig, reg: int, mask: int | None = None) -> None:
+        """Issue a vector queue's depth of VMOVs so no older vector op is still pending when the
+        next LD lands (C17 §5.2: fill the trace buffer with new vector ops). They write mask
+        word 0 with `mask`'s (default: every vMAC), so a flush inside a kernel tile keeps the
+        tile's write-back mask."""
+        self.const(reg, (hw.all_vmacs_mask if mask is None else mask) & MASK_WORD_MAX)
+        for _ in range(hw.vector_queue_depth):
             self.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.MASK, reg))
+
+    def write_mask(self, hw: SnowflakeConfig, reg: int, mask: int) -> None:
+        """The write-back mask (one enable per vMAC), one VMOV per 32-bit mask word."""
+        for word in range(hw.mask_words):
+            self.const(reg, (mask >> (MASK_WORD_BITS * word)) & MASK_WORD_MAX)
+            self.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.MASK, reg, word))

@@ -3,11 +3,12 @@ Residual 1x1 convs with the bypass in per-kernel-tile slices (C17 §5.1 holds a 
 conv's bypass rows, every channel, beside its maps; with 1024-2048 output channels those rows
 crowd the maps into many strips, and every strip re-sends all the weights).
 
-A kernel tile's write-backs read only its own 16 bypass channels. So the whole input stays in
-the maps buffer as one strip, and two slices of `oh x ow x 16` words at the top of the buffer
-take turns: while tile t computes from one, every pixel's MAC is followed by the LD of the
-same pixel's 16 channels of tile t+1 into the other (one 32-byte LD per pixel, four pixels'
-LDs together so `balance-loads` spreads them over the units). A slice is read a whole tile
+A kernel tile's write-backs read only its own K bypass channels (K = `plan.kernels`, 16 on the
+4 x 4 machine). So the whole input stays in the maps buffer as one strip, and two slices of
+`oh x ow x K` words at the top of the buffer take turns: while tile t computes from one, every
+pixel's MAC is followed by the LD of the same pixel's K channels of tile t+1 into the other
+(one 2K-byte LD per pixel, four pixels' LDs together so `balance-loads` spreads them over the
+units). A slice is read a whole tile
 after it was loaded, and rewritten a whole tile after it was last read.
 """
 
@@ -26,8 +27,8 @@ PIXELS = 4  # pixels per loop iteration: their slice LDs form one group for bala
 
 
 def slice_words(plan: ConvPlan) -> int:
-    """Words of one slice: 16 channels of the largest strip's pixels."""
-    return max(st.y1 - st.y0 for st in plan.strips) * plan.shape.ow * 16
+    """Words of one slice: a kernel tile's channels of the largest strip's pixels."""
+    return max(st.y1 - st.y0 for st in plan.strips) * plan.shape.ow * plan.kernels
 
 
 def slice_bases(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int]:
@@ -40,7 +41,7 @@ def slice_bases(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int]:
 def load_first_slice(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip) -> None:
     """The strip's slice of tile 0 into slice 0, one LD per pixel (a counted loop of PIXELS)."""
     s = plan.shape
-    b.const(R_BLEN, 16)
+    b.const(R_BLEN, plan.kernels)
     b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * s.k)
     b.const(R_BDST, slice_bases(plan, hw)[0])
     n = (strip.y1 - strip.y0) * s.ow
@@ -57,7 +58,7 @@ def load_first_slice(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: 
 def _slice_loads(b: AsmBuilder, plan: ConvPlan, n: int) -> None:
     for _ in range(n):
         b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_BDST, R_BSRC, R_BLEN, 0, sf.SELECT_ALL),
-               sf.AddiOp(R_BSRC, R_BSRC, 2 * plan.shape.k), sf.AddiOp(R_BDST, R_BDST, 16))
+               sf.AddiOp(R_BSRC, R_BSRC, 2 * plan.shape.k), sf.AddiOp(R_BDST, R_BDST, plan.kernels))
 
 
 def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int,
@@ -74,8 +75,8 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
     b.emit(sf.AddOp(R_OUT, R_OUT, R_TO), sf.AddiOp(R_W, R_TW, 0))
     _offset(b, R_BYP, R_TT, s0)
     if load_next:
-        b.const(R_BLEN, 16)
-        b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * s.k + 32)
+        b.const(R_BLEN, plan.kernels)
+        b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * s.k + 2 * plan.kernels)
         b.emit(sf.AddOp(R_BSRC, R_BSRC, R_TO), sf.MuliOp(R_TMP, R_TT, -1), sf.AddiOp(R_TMP, R_TMP, slice_words(plan)))
         _offset(b, R_BDST, R_TMP, s0)
 
@@ -85,7 +86,7 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
         for _ in range(n):
             moved = _macs(bb, plan, 1, 1, row, bypass=True)
             bb.emit(sf.AddiOp(R_MAPS, R_MAPS, s.cin - moved), sf.AddiOp(R_OUT, R_OUT, 2 * s.k),
-                    sf.AddiOp(R_BYP, R_BYP, 16))
+                    sf.AddiOp(R_BYP, R_BYP, plan.kernels))
             if moved:
                 bb.emit(sf.AddiOp(R_W, R_TW, 0))
 
@@ -94,7 +95,7 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
     pixels(b, head)
     if prefetch:
         if head < 2 * PIXELS:
-            b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+            b.flush_vector_queue(hw, R_TMP)
         for load in prefetch:
             load(b)
     rest = n - head
@@ -110,14 +111,14 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
 
 def row_slice_loads(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     """A k x k conv's slices: at the start of an output row (R_OUTROW / R_BYPROW set), the LDs
-    of the row's pixels' 16 channels of the next kernel tile into the other slice (one group:
+    of the row's pixels' K channels of the next kernel tile into the other slice (one group:
     `balance-loads` spreads them over the units)."""
     s = plan.shape
-    b.const(R_LEN, 16)
+    b.const(R_LEN, plan.kernels)
     b.emit(sf.MuliOp(R_TMP, R_TT, -2), sf.AddOp(R_TMP, R_TMP, R_BYPROW), sf.AddiOp(R_TMP, R_TMP, slice_words(plan)))
-    b.const(R_SRC, plan.bypass_addr - plan.out_addr + 32)
+    b.const(R_SRC, plan.bypass_addr - plan.out_addr + 2 * plan.kernels)
     b.emit(sf.AddOp(R_SRC, R_SRC, R_OUTROW))
     for x in range(s.ow):
         b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, 0, sf.SELECT_ALL))
         if x + 1 < s.ow:
-            b.emit(sf.AddiOp(R_SRC, R_SRC, 2 * s.k), sf.AddiOp(R_TMP, R_TMP, 16))
+            b.emit(sf.AddiOp(R_SRC, R_SRC, 2 * s.k), sf.AddiOp(R_TMP, R_TMP, plan.kernels))

@@ -6,8 +6,8 @@ trace of kw*C elements. Weights: per kernel, kh*kw*C words in (ky, kx, c) order,
 16-word bias block (lane 0 = bias), padded to an even count.
 
 The decisions come as a `ConvPlan` (snowir/conv_plan.py): COOP mode with maps broadcast, so
-the 16 vMACs of the 4 CUs take 16 kernels (a kernel tile) and every MAC writes 16 output
-channels of one pixel (INDP: snowir/indp_codegen.py); maps tiles are output-row strips whose
+the vMACs of all CUs take one kernel each (a kernel tile of `plan.kernels`: 16 on 4 CUs x 4
+vMACs, 64 on 16 CUs) and every MAC writes that many output channels of one pixel (INDP: snowir/indp_codegen.py); maps tiles are output-row strips whose
 input rows fit one 32K-element maps bank, strips alternate banks (double buffering); kernel
 tiles alternate weights slots (halves of the buffer) when a kernel fits one slot; loop order Kloop (all kernel tiles
 per maps strip, as one counted loop) or Mloop. Padding taps are never computed: border rows
@@ -22,7 +22,7 @@ from snowir.asm_builder import AsmBuilder
 from snowir.bypass_slices import load_first_slice, slice_bases, slice_words
 from snowir.conv_pixels import (COOP, R_LEN, R_MAPS, R_OUT, R_SRC, R_TK, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_W,
                                 R_WSRC, TRACE_CHUNK, Prefetch, _chunks, _kernel_tile)
-from snowir.conv_plan import ConvPlan, Strip, weights_slot_elements, weights_stagger
+from snowir.conv_plan import BIAS_BLOCK, ConvPlan, Strip, input_rows, weights_slot_elements, weights_stagger
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 
@@ -39,7 +39,7 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
     b = AsmBuilder()
     b.const(R_TMP, s.shift)
     b.emit(sf.VmovOp(COOP, sf.VmovSelect.SHIFT, R_TMP))
-    mask_last = (1 << (s.k - 16 * (plan.tiles - 1))) - 1
+    mask_last = (1 << (s.k - plan.kernels * (plan.tiles - 1))) - 1
     if s.kernel_words > hw.weights_buffer_elements:
         _fully_connected(b, plan, hw, mask_last)
         return b
@@ -65,8 +65,8 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
         maps_slot.append(maps_slot[-1] + (si != psi))
         w_slot.append(w_slot[-1] + (t != pt_))
     wbank = lambda i: (w_slot[i] % 2) * weights_slot_elements(hw) if plan.double_buffer_weights else 0
-    _load_maps(b, plan, hw, plan.strips[items[0][0]], 0)
     _load_weights(b, plan, hw, items[0][1], wbank(0))
+    _load_first_strip(b, plan, hw, plan.strips[items[0][0]])
     for i, (si, t) in enumerate(items):
         prefetch: list[Prefetch] = []
         nxt = i + 1
@@ -79,40 +79,43 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
                 prefetch.append(lambda bb, nt=nt, nxt=nxt: _load_weights(bb, plan, hw, nt, wbank(nxt)))
         if whole and i and maps_slot[i] != maps_slot[i - 1]:
             # the strip fills both banks: every earlier MAC must be done before it is replaced
-            b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+            b.flush_vector_queue(hw, R_TMP)
             _load_maps(b, plan, hw, plan.strips[si], 0)
         base = 0 if whole else (maps_slot[i] % 2) * hw.maps_bank_elements
-        c_off = s.c_base + (16 * t) // (s.k // s.groups) * s.c  # this tile's group's input channels
+        c_off = s.c_base + (plan.kernels * t) // (s.k // s.groups) * s.c  # this tile's group's input channels
         b.const(R_TW, wbank(i))
-        b.const(R_TT, 16 * t)
-        b.const(R_TO, 32 * t)
-        _kernel_tile(b, plan, hw, plan.strips[si], base, c_off, mask_last if t == plan.tiles - 1 else 0xFFFF,
+        b.const(R_TT, plan.kernels * t)
+        b.const(R_TO, 2 * plan.kernels * t)
+        _kernel_tile(b, plan, hw, plan.strips[si], base, c_off, mask_last if t == plan.tiles - 1 else hw.all_vmacs_mask,
                      prefetch)
         if nxt < len(items) and w_slot[nxt] != w_slot[i] and not plan.double_buffer_weights:
             # the next kernels overwrite this tile's bank: wait for every pending MAC first
-            b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+            b.flush_vector_queue(hw, R_TMP)
             _load_weights(b, plan, hw, items[nxt][1], 0)
     return b
 
 
-KLOOP_BUDGET = 448  # a K-loop body must fit one icache bank with room for the bank-load prologue
+def kloop_budget(hw: SnowflakeConfig) -> int:
+    """Instructions a counted K loop may take: one icache bank less room for the bank-load
+    prologue icache-banking puts before it (448 of 512)."""
+    return hw.icache_bank_instructions * 7 // 8
 
 
 def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
     """Kloop order, ungrouped: per maps strip, every kernel tile (C17 Figure 3); the next strip
     is prefetched into the other maps bank during the strip's last tile."""
-    _load_maps(b, plan, hw, plan.strips[0], 0)
     b.const(R_TW, 0)
     if _staggered(plan, hw):
         b.const(R_PAR, 1)
     _load_weights(b, plan, hw, 0, 0)
+    _load_first_strip(b, plan, hw, plan.strips[0])
     if plan.resident_weights:
-        _load_resident_weights(b, plan)
+        _load_resident_weights(b, plan, hw)
     for si, strip in enumerate(plan.strips):
         whole = strip.bank < 0
         if whole and si:
             # the strip fills both banks: every earlier MAC must be done before it is replaced
-            b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+            b.flush_vector_queue(hw, R_TMP)
             _load_maps(b, plan, hw, strip, 0)
         more = si + 1 < len(plan.strips)
         last_prefetch: list[Prefetch] = []
@@ -150,7 +153,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         _resident_tiles(b, plan, hw, strip, base, mask_last, last_prefetch, bypass_base)
         return
     if tiles > 1:
-        b.const(R_WSRC, plan.w_addr + 2 * 16 * s.kernel_words)
+        b.const(R_WSRC, plan.w_addr + 2 * plan.kernels * s.kernel_words)
 
     stagger = _staggered(plan, hw)
     piece: list[Prefetch] = []
@@ -176,13 +179,13 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         _kernel_tile(bb, plan, hw, strip, base, s.c_base, mask, prefetch, bypass_base, load_next and same_strip)
         if load_next and not plan.double_buffer_weights:
             # the next kernels overwrite this tile's region: wait for every pending MAC first
-            bb.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+            bb.flush_vector_queue(hw, R_TMP)
             if stagger:
                 _load_next_overlap(bb, plan, stagger)
             else:
                 _load_next_weights(bb, plan, hw)
 
-    _repeat(b, tiles - 1, lambda bb: tile(bb, 0xFFFF, piece, True), lambda: _advance_tile(plan, hw))
+    _repeat(b, hw, tiles - 1, lambda bb: tile(bb, hw.all_vmacs_mask, piece, True), lambda: _advance_tile(plan, hw))
     reload = more and tiles > 1  # a single kernel tile stays in its bank for every strip
     if reload:
         b.const(R_WSRC, plan.w_addr)  # the next strip starts again at tile 0
@@ -205,30 +208,32 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
     def advance() -> list:
         return [sf.AddiOp(R_TW, R_TW, s.kernel_words), *_advance_channels(plan)]
 
-    _kernel_tile(b, plan, hw, strip, base, s.c_base, 0xFFFF, prefetch, bypass_base, True)
+    _kernel_tile(b, plan, hw, strip, base, s.c_base, hw.all_vmacs_mask, prefetch, bypass_base, True)
     b.emit(*advance())
-    _repeat(b, plan.tiles - 2,
-            lambda bb: _kernel_tile(bb, plan, hw, strip, base, s.c_base, 0xFFFF, [], bypass_base, True), advance)
+    _repeat(b, hw, plan.tiles - 2,
+            lambda bb: _kernel_tile(bb, plan, hw, strip, base, s.c_base, hw.all_vmacs_mask, [], bypass_base, True),
+            advance)
     _kernel_tile(b, plan, hw, strip, base, s.c_base, mask_last, [], bypass_base)
 
 
-def _load_resident_weights(b: AsmBuilder, plan: ConvPlan) -> None:
+def _load_resident_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     """Kernel tiles 1..T-1 behind tile 0, tile t at weights word t x K (one counted loop); each
     tile's MACs wait only for their own region."""
     k = plan.shape.kernel_words
-    b.const(R_WSRC, plan.w_addr + 2 * 16 * k)
+    b.const(R_WSRC, plan.w_addr + 2 * plan.kernels * k)
     b.const(R_TMP, k)
     b.const(R_LEN, k)
 
     def tile(bb: AsmBuilder) -> None:
-        for j in range(16):
+        for j in range(plan.kernels):
             bb.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, j),
                     sf.AddiOp(R_WSRC, R_WSRC, 2 * k))
 
-    _repeat(b, plan.tiles - 1, tile, lambda: [sf.AddiOp(R_TMP, R_TMP, k)])
+    _repeat(b, hw, plan.tiles - 1, tile, lambda: [sf.AddiOp(R_TMP, R_TMP, k)])
 
 
-def _repeat(b: AsmBuilder, n: int, body: Callable[[AsmBuilder], None], advance: Callable[[], list]) -> None:
+def _repeat(b: AsmBuilder, hw: SnowflakeConfig, n: int, body: Callable[[AsmBuilder], None],
+            advance: Callable[[], list]) -> None:
     """`body` then `advance` n times: one counted loop (counter R_TK from 1-n up to r0, the
     advance in the branch's delay slots) when it fits an icache bank, else unrolled."""
     if n >= 2:
@@ -237,7 +242,7 @@ def _repeat(b: AsmBuilder, n: int, body: Callable[[AsmBuilder], None], advance: 
         top = loop.label("K")
         body(loop)
         loop.loop_end(R_TK, 0, top, advance())
-        if sum(1 for op in loop.ops if not isinstance(op, sf.LabelOp)) <= KLOOP_BUDGET:
+        if sum(1 for op in loop.ops if not isinstance(op, sf.LabelOp)) <= kloop_budget(hw):
             b.emit(*loop.ops)
             return
     for _ in range(n):
@@ -271,23 +276,23 @@ def _advance_tile(plan: ConvPlan, hw: SnowflakeConfig) -> list:
 
 
 def _advance_channels(plan: ConvPlan) -> list:
-    """R_TT += 16 (bypass slices: to the other slice), R_TO += 32."""
+    """R_TT += K (bypass slices: to the other slice), R_TO += 2K (K kernels per tile)."""
     if plan.bypass_slices:
         tt = [sf.MuliOp(R_TMP2, R_TT, -1), sf.AddiOp(R_TT, R_TMP2, slice_words(plan))]
     else:
-        tt = [sf.AddiOp(R_TT, R_TT, 16)]
-    return [*tt, sf.AddiOp(R_TO, R_TO, 32)]
+        tt = [sf.AddiOp(R_TT, R_TT, plan.kernels)]
+    return [*tt, sf.AddiOp(R_TO, R_TO, 2 * plan.kernels)]
 
 
 def _load_next_free(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, f: int) -> None:
-    """Staggered tiles, while the current one computes: the F words of each of the 16 kernels
+    """Staggered tiles, while the current one computes: the F words of each of the tile's kernels
     at R_WSRC that miss the current tile's region. Current base 0 (R_PAR = 1): the next tile
     sits at F and its last F words go to [K, K + F); current base F (R_PAR = 0): the next sits
     at 0 and its first F words go to [0, F). R_WSRC stays."""
     k = plan.shape.kernel_words
     b.emit(sf.MuliOp(R_TMP, R_PAR, k), sf.MuliOp(R_SRC, R_PAR, 2 * (k - f)), sf.AddOp(R_SRC, R_SRC, R_WSRC))
     b.const(R_LEN, f)
-    for j in range(16):
+    for j in range(plan.kernels):
         b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, j), sf.AddiOp(R_SRC, R_SRC, 2 * k))
 
 
@@ -298,14 +303,14 @@ def _load_next_overlap(b: AsmBuilder, plan: ConvPlan, f: int) -> None:
     k = plan.shape.kernel_words
     b.emit(sf.MoviOp(R_TMP, f), sf.MovOp(R_SRC, R_TW, 1), sf.AddOp(R_SRC, R_SRC, R_WSRC))
     b.const(R_LEN, k - f)
-    for j in range(16):
+    for j in range(plan.kernels):
         b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, j), sf.AddiOp(R_SRC, R_SRC, 2 * k))
-    b.const(R_TMP2, 2 * 16 * k)
+    b.const(R_TMP2, 2 * plan.kernels * k)
     b.emit(sf.AddOp(R_WSRC, R_WSRC, R_TMP2))
 
 
 def _load_next_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
-    """The 16 kernels at R_WSRC into the bank R_TW does not use (double-buffered) or bank 0;
+    """The tile's kernels at R_WSRC into the bank R_TW does not use (double-buffered) or bank 0;
     R_WSRC moves on to the tile after."""
     s = plan.shape
     if plan.double_buffer_weights:
@@ -313,7 +318,7 @@ def _load_next_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> No
     else:
         b.emit(sf.MoviOp(R_TMP, 0))
     b.const(R_LEN, s.kernel_words)
-    for j in range(16):
+    for j in range(plan.kernels):
         b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, j),
                sf.AddiOp(R_WSRC, R_WSRC, 2 * s.kernel_words))
 
@@ -326,23 +331,22 @@ def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
     R_TO: its output offset). FC layers are bandwidth-bound (C17 §6.1)."""
     s = plan.shape
     total = s.kh * s.kw * s.c  # the whole input, in the same (y, x, c) order as the kernel
-    chunk = (weights_slot_elements(hw) - 16) // 16 * 16
+    chunk = (weights_slot_elements(hw) - BIAS_BLOCK) // hw.lanes * hw.lanes
     chunks = [(o, min(chunk, total - o)) for o in range(0, total, chunk)]
     _load_maps(b, plan, hw, plan.strips[0], 0)
     b.const(R_TW, 0)
     b.const(R_TO, 0)
     b.const(R_WSRC, plan.w_addr)
-    b.const(R_TMP2, 2 * 16 * s.kernel_words)  # DRAM bytes of one kernel tile
+    b.const(R_TMP2, 2 * plan.kernels * s.kernel_words)  # DRAM bytes of one kernel tile
 
     def tile(bb: AsmBuilder, mask: int) -> None:
-        bb.const(R_TMP, mask)
-        bb.emit(sf.VmovOp(COOP, sf.VmovSelect.MASK, R_TMP))
+        bb.write_mask(hw, R_TMP, mask)
         for ci, (off, n) in enumerate(chunks):
             last = ci == len(chunks) - 1
-            bb.flush_vector_queue(hw.vector_queue_depth, R_TMP)
-            bb.const(R_LEN, n + (16 if last else 0))
+            bb.flush_vector_queue(hw, R_TMP, mask)
+            bb.const(R_LEN, n + (BIAS_BLOCK if last else 0))
             bb.emit(sf.AddiOp(R_TMP, R_TW, 0), sf.AddiOp(R_SRC, R_WSRC, 2 * off))
-            for j in range(16):
+            for j in range(plan.kernels):
                 bb.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, j),
                         sf.AddiOp(R_SRC, R_SRC, 2 * s.kernel_words))
             if last:
@@ -359,8 +363,8 @@ def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
                 bb.emit(sf.MacOp(COOP, R_OUT, R_MAPS, R_W, pn, wb=wb, relu=wb and s.relu))
             bb.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, weights_slot_elements(hw)))
 
-    advance = lambda: [sf.AddOp(R_WSRC, R_WSRC, R_TMP2), sf.AddiOp(R_TO, R_TO, 32)]  # noqa: E731
-    _repeat(b, plan.tiles - 1, lambda bb: tile(bb, 0xFFFF), advance)
+    advance = lambda: [sf.AddOp(R_WSRC, R_WSRC, R_TMP2), sf.AddiOp(R_TO, R_TO, 2 * plan.kernels)]  # noqa: E731
+    _repeat(b, hw, plan.tiles - 1, lambda bb: tile(bb, hw.all_vmacs_mask), advance)
     tile(b, mask_last)
 
 
@@ -376,15 +380,16 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
     if plan.bypass_slices:
         for si, strip in enumerate(plan.strips):
             if si:  # the strip replaces the maps every earlier MAC read
-                b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
-            _load_maps(b, plan, hw, strip, 0)
-            if si == 0:
+                b.flush_vector_queue(hw, R_TMP)
+                _load_maps(b, plan, hw, strip, 0)
+            else:
                 _load_weights(b, plan, hw, 0, 0)
+                _load_first_strip(b, plan, hw, strip)
                 if plan.resident_weights:
-                    _load_resident_weights(b, plan)
+                    _load_resident_weights(b, plan, hw)
             load_first_slice(b, plan, hw, strip)
             _strip_tiles(b, plan, hw, strip, 0, mask_last, si + 1 < len(plan.strips), [],
-                         bypass_base=slice_bases(plan, hw)[0] - strip.y0 * s.ow * 16)
+                         bypass_base=slice_bases(plan, hw)[0] - strip.y0 * s.ow * plan.kernels)
         return
     double = len(plan.strips) > 1 and plan.strips[1].bank == 1  # halves of the buffer in turn
     half = hw.maps_buffer_elements // 2
@@ -400,37 +405,70 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
         byp = base + (strip.r1 - strip.r0) * row  # right above this strip's maps
         more = si + 1 < len(plan.strips)
         if si and not double:
-            b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
-        if si == 0 or not double:
+            b.flush_vector_queue(hw, R_TMP)
             load(b, strip)
         if si == 0:
             _load_weights(b, plan, hw, 0, 0)
+            _load_first_strip(b, plan, hw, strip, byp - strip.y0 * out_row)
             if plan.resident_weights:
-                _load_resident_weights(b, plan)
+                _load_resident_weights(b, plan, hw)
         prefetch = [lambda bb, nxt=plan.strips[si + 1]: load(bb, nxt)] if more and double else []
         _strip_tiles(b, plan, hw, strip, base, mask_last, more, prefetch, bypass_base=byp - strip.y0 * out_row)
 
 
 def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, bank: int,
-               base: int | None = None) -> None:
+               base: int | None = None, rows: tuple[int, int] | None = None) -> None:
     """One maps strip, broadcast to every CU; a gathering plan loads each row's pixels from
     every sy-th row and sx-th column of the DRAM input, channels c0.. of each (one LD per run,
     spread over the load units)."""
     s = plan.shape
     row = s.w * s.cin
     base = bank * hw.maps_bank_elements if base is None else base
+    r_from, r_to = rows or (strip.r0, strip.r1)  # of the strip's rows, these (a first strip's pieces)
+    base += (r_from - strip.r0) * row
     if plan.gather is None:
-        load_broadcast(b, hw, base, plan.in_addr + 2 * strip.r0 * row, (strip.r1 - strip.r0) * row)
+        load_broadcast(b, hw, base, plan.in_addr + 2 * r_from * row, (r_to - r_from) * row)
         return
     sy, sx, w_in, cin_in, c0 = plan.gather
     if sx == 1 and cin_in == s.cin:  # whole rows are contiguous
-        runs = [(base + (r - strip.r0) * row, plan.in_addr + 2 * r * sy * w_in * s.cin, row)
-                for r in range(strip.r0, strip.r1)]
+        runs = [(base + (r - r_from) * row, plan.in_addr + 2 * r * sy * w_in * s.cin, row)
+                for r in range(r_from, r_to)]
     else:
-        runs = [(base + (r - strip.r0) * row + x * s.cin,
+        runs = [(base + (r - r_from) * row + x * s.cin,
                  plan.in_addr + 2 * ((r * sy * w_in + x * sx) * cin_in + c0), s.cin)
-                for r in range(strip.r0, strip.r1) for x in range(s.w)]
+                for r in range(r_from, r_to) for x in range(s.w)]
     load_runs(b, hw, [(dst, src, n, sf.SELECT_ALL) for dst, src, n in runs])
+
+
+FIRST_STRIP_PIECES = 4
+
+
+def _load_first_strip(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
+                      bypass_base: int | None = None) -> None:
+    """A layer's first maps strip (at the bottom of bank 0), after its first kernel tile, in
+    pieces in the order the output rows need them: the first output row's input rows (and
+    bypass row, a residual conv's, laid out from buffer word `bypass_base` + y x the output
+    row), then the rest in parts. The buffers interlock by region, so the first MACs wait for
+    the kernels and one piece rather than for the whole strip; later strips load while an
+    earlier one computes."""
+    s = plan.shape
+    rest = strip.y1 - strip.y0 - 1
+    step = max(1, -(-rest // (FIRST_STRIP_PIECES - 1)))
+    cuts = sorted({strip.y0, strip.y0 + 1, *range(strip.y0 + 1, strip.y1, step), strip.y1})
+    loaded = strip.r0
+    for ya, yb in zip(cuts, cuts[1:]):
+        need = strip.r1 if yb == strip.y1 else min(strip.r1, input_rows(s.h, s.kh, s.sy, s.pt, ya, yb)[1])
+        if need > loaded:
+            _load_maps(b, plan, hw, strip, 0, 0, (loaded, need))
+            loaded = need
+        if bypass_base is not None:
+            _load_bypass_rows(b, plan, hw, bypass_base, ya, yb)
+
+
+def _load_bypass_rows(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, bypass_base: int, y0: int, y1: int) -> None:
+    """A residual conv's bypass rows [y0, y1), laid out like the output from `bypass_base`."""
+    out_row = plan.shape.ow * plan.shape.k
+    load_broadcast(b, hw, bypass_base + y0 * out_row, plan.bypass_addr + 2 * y0 * out_row, (y1 - y0) * out_row)
 
 
 def load_broadcast(b: AsmBuilder, hw: SnowflakeConfig, dst: int, src: int, words: int) -> None:
@@ -459,8 +497,8 @@ def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wb
     s = plan.shape
     b.const(R_LEN, s.kernel_words)
     b.const(R_TMP, wbuf)
-    for j in range(16):
-        b.const(R_SRC, plan.w_addr + 2 * (t * 16 + j) * s.kernel_words)
+    for j in range(plan.kernels):
+        b.const(R_SRC, plan.w_addr + 2 * (t * plan.kernels + j) * s.kernel_words)
         b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, j))
 
 

@@ -21,8 +21,8 @@ COOP = sf.VectorMode.COOP
 R_OUT, R_MAPS, R_W, R_KY, R_KYEND, R_X, R_XEND, R_Y, R_YEND = 1, 2, 3, 4, 5, 6, 7, 8, 9
 R_ROWBASE, R_OUTROW, R_T, R_TEND, R_WBASE, R_OUTT, R_TMP, R_TMP2, R_LEN, R_SRC = 10, 11, 12, 13, 14, 15, 16, 17, 18, 19
 R_BYP, R_BYPROW = 22, 23
-# the kernel tile being computed: its weights slot base, 16*t (its first output channel; with
-# bypass slices, its slice), 32*t (the same in output bytes), the DRAM address of the next
+# the kernel tile being computed: its weights slot base, K*t (its first output channel, K kernels
+# a tile; with bypass slices, its slice), 2K*t (the same in output bytes), the DRAM address of the next
 # weights LD, the K-loop counter. r30/r31 stay free for icache-banking.
 R_TW, R_TT, R_TO, R_WSRC, R_TK = 27, 28, 21, 29, 20
 
@@ -46,8 +46,7 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     s = plan.shape
     b.emit(sf.AddiOp(R_TMP, R_TW, s.kh * s.kw * s.c * plan.weight_step))
     b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BIAS, R_TMP))
-    b.const(R_TMP, mask)
-    b.emit(sf.VmovOp(COOP, sf.VmovSelect.MASK, R_TMP))
+    b.write_mask(hw, R_TMP, mask)
     if plan.bypass_slices:
         from snowir.bypass_slices import row_slice_loads, slice_tile  # (bypass_slices imports this module)
 
@@ -104,7 +103,7 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         issued += (y_end - y) * ops_per_row(ky1 - ky0)
         y = y_end
     if prefetch:
-        b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+        b.flush_vector_queue(hw, R_TMP)
         for load in prefetch:
             load(b)
 
@@ -183,8 +182,8 @@ def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, xl: int, xr: int, bypass: bo
 
 def _bypass_stride(plan: ConvPlan) -> int:
     """Words between the bypass values of consecutive output pixels: a row's K channels, or a
-    kernel tile's 16 in a bypass slice."""
-    return 16 if plan.bypass_slices else plan.shape.k
+    kernel tile's in a bypass slice."""
+    return plan.kernels if plan.bypass_slices else plan.shape.k
 
 
 def _offset(b: AsmBuilder, dst: int, base_reg: int, offset: int) -> None:

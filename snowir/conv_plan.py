@@ -14,11 +14,22 @@ import numpy as np
 
 from snowir.dialects import snowflake_asm as sf
 from snowir.errors import SnowError
-from snowir.hw import SnowflakeConfig
+from snowir.hw import DEFAULT, SnowflakeConfig
 
 
 class LoweringError(SnowError):
     pass
+
+
+BIAS_BLOCK = DEFAULT.lanes
+"""Words after each kernel: its bias in lane 0 of a block `vmov bias` reads whole, one word per
+MAC lane (`macs_per_vmac` is [S] 16 on every configuration, hw.RANGES)."""
+
+
+def coop_kernels(hw: SnowflakeConfig) -> int:
+    """Kernels of a COOP kernel tile: one per vMAC of every CU, the maps broadcast (C17 §5.1;
+    16 on the 4 x 4 machine). One MAC then writes that many output channels of a pixel."""
+    return hw.vmacs
 
 
 @dataclass(frozen=True)
@@ -37,7 +48,7 @@ class ConvShape:
     pr: int
     relu: bool
     shift: int
-    groups: int = 1  # c is the channels per group; kernel tile t reads group 16t // (k / groups)
+    groups: int = 1  # c is the channels per group; kernel tile t of K kernels reads group Kt // (k / groups)
     cin_total: int = 0  # > 0: the input is channels [c_base, c_base + c) of a cin_total-channel tensor
     c_base: int = 0
 
@@ -56,7 +67,7 @@ class ConvShape:
 
     @property
     def kernel_words(self) -> int:
-        n = self.kh * self.kw * self.c + 16
+        n = self.kh * self.kw * self.c + BIAS_BLOCK
         return n + n % 2
 
     def valid_macs(self) -> int:
@@ -84,6 +95,7 @@ class ConvPlan:
     shape: ConvShape
     strips: tuple[Strip, ...]
     tiles: int
+    kernels: int  # per kernel tile: one per vMAC (COOP, `coop_kernels`), 16 per vMAC of a CU (INDP)
     double_buffer_weights: bool
     in_addr: int
     w_addr: int
@@ -128,7 +140,7 @@ class ConvPlan:
             weights = self.tiles * hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
         else:
             maps = sum((st.r1 - st.r0) * s.w * s.cin for st in self.strips) * 2
-            weights = self.tiles * 16 * s.kernel_words * 2
+            weights = self.tiles * self.kernels * s.kernel_words * 2
         kloop = maps + weights * (len(self.strips) if self.tiles > 1 and not self.resident_weights else 1)
         mloop = maps * self.tiles + weights
         return {"Kloop": kloop, "Mloop": mloop}
@@ -147,7 +159,7 @@ class ConvPlan:
             loads = self.tiles * (len(self.strips) if self.loop_order == "Kloop" else 1)
             # Kloop staggers kernel tiles (weights_stagger): only the overlapping part waits
             hidden = weights_stagger(s, hw) if self.loop_order == "Kloop" and s.groups == 1 else 0
-            exposed += loads * 16 * (s.kernel_words - hidden) * 2
+            exposed += loads * self.kernels * (s.kernel_words - hidden) * 2
         traffic = self.dram_bytes(hw)[self.loop_order]
         return max(s.valid_macs() / hw.macs, traffic / bw) + exposed / bw
 
@@ -161,9 +173,10 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
     s = shape
     if choose_mode(s, hw, bypass_addr is not None, mode) == "INDP":
         return plan_indp(s, hw, in_addr, w_addr, out_addr)
-    if s.groups > 1 and (s.k // s.groups) % 16:
-        raise LoweringError(f"grouped conv with {s.k // s.groups} output channels per group: only multiples of 16 "
-                            f"are lowered (depthwise convs are not)")
+    kernels = coop_kernels(hw)
+    if s.groups > 1 and (s.k // s.groups) % kernels:
+        raise LoweringError(f"grouped conv with {s.k // s.groups} output channels per group: only multiples of "
+                            f"{kernels} (a kernel tile) are lowered (depthwise convs are not)")
     row = s.w * s.cin
     if s.cin != s.c and s.groups == 1:
         # a conv over a channel slice (split-kernels) read in place would load every channel of
@@ -191,7 +204,7 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
         if s.h * row > hw.maps_buffer_elements:
             raise LoweringError(f"fully connected input of {s.h * row} words does not fit the maps buffer")
         strip = Strip(0, 1, 0, s.h, 0)
-        return ConvPlan(s, (strip,), math.ceil(s.k / 16), True, in_addr, w_addr, out_addr, "COOP", "Kloop")
+        return ConvPlan(s, (strip,), math.ceil(s.k / kernels), kernels, True, in_addr, w_addr, out_addr, "COOP", "Kloop")
     rows = lambda y0, y1: _rows(s, y0, y1)  # noqa: E731
 
     def strips_of(max_rows: int, whole: bool) -> tuple[Strip, ...]:
@@ -209,9 +222,9 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
     if not tilings:
         raise LoweringError(f"{s.kh} input rows of {row} words do not fit the {hw.maps_buffer_elements}-word "
                             f"maps buffer (column tiling is not implemented yet)")
-    tiles = math.ceil(s.k / 16)
+    tiles = math.ceil(s.k / kernels)
     double = s.kernel_words <= weights_slot_elements(hw)
-    plans = [with_residency(ConvPlan(s, strips, tiles, double, in_addr, w_addr, out_addr, "COOP", order), hw)
+    plans = [with_residency(ConvPlan(s, strips, tiles, kernels, double, in_addr, w_addr, out_addr, "COOP", order), hw)
              for strips in tilings for order in ([loop_order] if loop_order else ["Kloop", "Mloop"])]
     return min(plans, key=lambda p: p.estimated_cycles(hw))
 
@@ -246,11 +259,12 @@ def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, o
         """Output rows [y0, y1) fit `limit` words: their input rows plus `per_output_row` each."""
         return lambda y0, y1: (rows(y0, y1)[1] - rows(y0, y1)[0]) * row + (y1 - y0) * per_output_row <= limit
 
-    tiles, double = math.ceil(s.k / 16), s.kernel_words <= weights_slot_elements(hw)
-    plan = lambda strips, **kw: with_residency(ConvPlan(s, tuple(strips), tiles, double, in_addr, w_addr,  # noqa: E731
+    kernels = coop_kernels(hw)
+    tiles, double = math.ceil(s.k / kernels), s.kernel_words <= weights_slot_elements(hw)
+    plan = lambda strips, **kw: with_residency(ConvPlan(s, tuple(strips), tiles, kernels, double, in_addr, w_addr,  # noqa: E731
                                                         out_addr, "COOP", "Kloop", bypass_addr, **kw), hw)
     candidates = []
-    fits_slices, fits, half = holds(2 * 16 * s.ow, room), holds(out_row, room), holds(out_row, room // 2)
+    fits_slices, fits, half = holds(2 * kernels * s.ow, room), holds(out_row, room), holds(out_row, room // 2)
     if (s.kh == s.kw == 1 and (s.sy, s.sx, s.pt, s.pl, s.pb, s.pr) == (1, 1, 0, 0, 0, 0)
             or (s.kh, s.kw) != (1, 1)) and s.groups == 1 and s.cin == s.c and tiles > 1 \
             and fits_slices(0, 1):
@@ -285,12 +299,12 @@ def residual_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
     row, out_row = s.w * s.cin, s.ow * s.k
     strip_bytes = [2 * ((st.r1 - st.r0) * row + (0 if plan.bypass_slices else (st.y1 - st.y0) * out_row))
                    for st in plan.strips]
-    weights = plan.tiles * 16 * s.kernel_words * 2
+    weights = plan.tiles * plan.kernels * s.kernel_words * 2
     traffic = sum(strip_bytes) + 2 * s.oh * out_row + weights * (1 if plan.resident_weights else len(plan.strips))
     double = len(plan.strips) > 1 and plan.strips[1].bank == 1
     exposed = strip_bytes[0] if double else sum(strip_bytes)
     if not plan.double_buffer_weights and not plan.resident_weights:
-        exposed += plan.tiles * len(plan.strips) * 16 * (s.kernel_words - weights_stagger(s, hw)) * 2
+        exposed += plan.tiles * len(plan.strips) * plan.kernels * (s.kernel_words - weights_stagger(s, hw)) * 2
     return max(cu, issue, traffic / bw) + exposed / bw
 
 
@@ -372,18 +386,21 @@ def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeCon
         hw = hw or SnowflakeConfig()
         w_bytes = math.ceil(s.k / kernels_per_tile(hw)) * hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
     else:
-        w_bytes = math.ceil(s.k / 16) * 16 * s.kernel_words * 2
+        hw = hw or SnowflakeConfig()
+        kernels = coop_kernels(hw)
+        w_bytes = math.ceil(s.k / kernels) * kernels * s.kernel_words * 2
     out_addr = align(w_addr + w_bytes)
     out_bytes = s.oh * s.ow * s.k * 2
     return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, align(out_addr + out_bytes) if bypass else None)
 
 
-def pack_weights(w: np.ndarray, b: np.ndarray, tiles: int) -> np.ndarray:
-    """(K, C, kh, kw) int16 weights + (K,) bias -> the DRAM weight image (tiles*16 kernels)."""
+def pack_weights(w: np.ndarray, b: np.ndarray, tiles: int, kernels: int) -> np.ndarray:
+    """(K, C, kh, kw) int16 weights + (K,) bias -> the DRAM weight image (tiles x `kernels`
+    kernels, each followed by its bias block)."""
     k, c, kh, kw = w.shape
-    words = kh * kw * c + 16
+    words = kh * kw * c + BIAS_BLOCK
     words += words % 2
-    out = np.zeros((tiles * 16, words), np.int16)
+    out = np.zeros((tiles * kernels, words), np.int16)
     out[:k, :kh * kw * c] = w.transpose(0, 2, 3, 1).reshape(k, -1)
     out[:k, kh * kw * c] = b
     return out.ravel()

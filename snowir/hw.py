@@ -16,12 +16,28 @@ from pathlib import Path
 from typing import Any
 
 
-# What the 32-bit encoding can name (docs/isa.md): LD/VMOV selects address 4 CUs x 4 vMACs;
-# LD/TMOV name 8 load units (imm[1:0] and imm[9]). Configurations stay within these, and a
-# verifier checks an instruction against them; a smaller machine faults on what it lacks.
-ISA_CUS = 4
+# What the 32-bit encoding can name (docs/isa.md): the LD select field (imm[8:4] and imm[11:10],
+# 7 bits) names up to 16 CUs x 4 vMACs; the VMOV mask word (imm[5:3]) sets 32 write-back enables
+# at a time; LD/TMOV name 8 load units (imm[1:0] and imm[9]). Configurations stay within these,
+# and a verifier checks an instruction against them; a smaller machine faults on what it lacks.
+ISA_CUS = 16
 ISA_VMACS_PER_CU = 4
 ISA_LOAD_UNITS = 8
+ISA_SELECT_BITS = 7
+ISA_MASK_WORDS = 8
+MASK_WORD_BITS = 32
+
+
+def select_bits(cus: int, vmacs_per_cu: int) -> int:
+    """Width of the LD select field a machine decodes: the fewest bits, at least the 5 of the
+    4 x 4 machine, whose all-ones value (`all`) names no CU and no vMAC. So a 4 x 4 machine's
+    words are the ones it always had, and a 16 x 4 machine reads imm[11:10] too."""
+    bits = 5
+    while (1 << bits) - 1 < max(cus, cus * vmacs_per_cu + vmacs_per_cu):
+        bits += 1
+    return bits
+
+
 CODE_ALIGN = 4096
 """[choice] program images put their code at a 4 KB-aligned DRAM address (docs/isa.md)."""
 
@@ -83,6 +99,19 @@ class SnowflakeConfig:
     @property
     def vmacs(self) -> int:
         return self.cus * self.vmacs_per_cu
+
+    @property
+    def select_bits(self) -> int:
+        return select_bits(self.cus, self.vmacs_per_cu)
+
+    @property
+    def mask_words(self) -> int:
+        """32-bit words of the write-back mask (one enable per vMAC)."""
+        return -(-self.vmacs // MASK_WORD_BITS)
+
+    @property
+    def all_vmacs_mask(self) -> int:
+        return (1 << self.vmacs) - 1
 
     @property
     def macs(self) -> int:
@@ -187,8 +216,8 @@ class SnowflakeConfig:
 
 _INF = float("inf")
 RANGES: dict[str, tuple[float, float, str]] = {
-    "cus": (1, ISA_CUS, "the LD/VMOV select fields address 4 CUs"),
-    "vmacs_per_cu": (1, ISA_VMACS_PER_CU, "the select fields address 4 vMACs per CU"),
+    "cus": (1, ISA_CUS, "the 7-bit LD select field names up to 16 CUs x 4 vMACs"),
+    "vmacs_per_cu": (1, ISA_VMACS_PER_CU, "[S] a CU has 4 vMACs; the LD select field names up to 4 per CU"),
     "macs_per_vmac": (16, 16, "[S] a vMAC is 16 MACs, 256 bits per cycle"),
     "clock_mhz": (1.0, 10_000.0, "a clock in MHz"),
     "maps_bank_bytes": (1024, 1 << 20, "element addresses are 16-bit wide per bank pair"),
@@ -212,3 +241,5 @@ RANGES: dict[str, tuple[float, float, str]] = {
 
 
 DEFAULT = SnowflakeConfig()
+MAX_MAPS_BUFFER_ELEMENTS = int(RANGES["maps_banks"][1] * RANGES["maps_bank_bytes"][1]) // DEFAULT.element_bytes
+MAX_WEIGHTS_BUFFER_ELEMENTS = int(RANGES["weights_buffer_bytes"][1]) // DEFAULT.element_bytes

@@ -119,7 +119,7 @@ def plan_indp(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_
         strips.append(Strip(y0, y0 + r * cus, r0, r1, i % 2))
     tiles = -(-s.k // kernels_per_tile(hw))
     double = indp_kernel_words(s, hw) <= weights_slot_elements(hw)
-    return ConvPlan(s, tuple(strips), tiles, double, in_addr, w_addr, out_addr, "INDP", "Kloop",
+    return ConvPlan(s, tuple(strips), tiles, kernels_per_tile(hw), double, in_addr, w_addr, out_addr, "INDP", "Kloop",
                     cu_rows=tuple(r for _, r, _ in groups))
 
 
@@ -180,6 +180,6 @@ def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
         cu0 = Strip(strip.y0, strip.y0 + r, rows[0][0], rows[0][1], strip.bank)
         _kernel_tile(b, plan, hw, cu0, strip.bank * hw.maps_bank_elements, 0, mask, prefetch)
         if new_tile and not plan.double_buffer_weights:
-            b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+            b.flush_vector_queue(hw, R_TMP)
             _load_tile(b, plan, hw, nxt[1], 0)
         slot += new_tile

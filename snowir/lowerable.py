@@ -14,16 +14,6 @@ from snowir.golden import _ints
 from snowir.hw import SnowflakeConfig
 
 
-def config_refusal(hw: SnowflakeConfig) -> str | None:
-    """Why the code generators cannot target `hw` (a valid machine all the same), naming the
-    field; None when they can. Asked before anything compiles or runs (nn-to-tile, snow-dse)."""
-    if (hw.cus, hw.vmacs_per_cu) != (4, 4):
-        field = "cus" if hw.cus != 4 else "vmacs_per_cu"
-        return (f"parameter '{field}': the code generator targets 4 CUs x 4 vMACs (a kernel tile is 16 kernels, "
-                f"one per vMAC); the configuration has {hw.cus} x {hw.vmacs_per_cu}")
-    return None
-
-
 def device_refusal(op: Operation, hw: SnowflakeConfig | None = None) -> str | None:
     """Why the lowering cannot run `op` on Snowflake; None when it can (or the op needs no lowering)."""
     hw = hw or SnowflakeConfig()

@@ -188,14 +188,10 @@ def compile(model: str | Path | onnx.ModelProto | ModuleOp, pipeline: str | None
             progress: Progress | None = None) -> Compiled:
     """An ONNX file or model, an nn-level `.mlir` file, or an nn module, lowered for `hw`:
     `pipeline` first if given, then the rest of the default lowering (snowflake-lower)."""
-    from snowir.lowerable import config_refusal
     from snowir.model_run import load_model, lower
     from snowir.pass_steps import gc_paused
 
     hw = hw or SnowflakeConfig()
-    refusal = config_refusal(hw)
-    if refusal is not None:
-        raise SnowError(refusal)
     t0 = time.perf_counter()
     with gc_paused():  # the importer and the passes build 10^5 IR objects (pass_steps.py)
         if isinstance(model, onnx.ModelProto):

@@ -82,7 +82,7 @@ def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int
         # bank -1: the strip spans both banks, so the previous one must be done (no double buffering)
         base = max(strip.bank, 0) * hw.maps_bank_elements
         if strip.bank < 0 and si >= 1:
-            b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+            b.flush_vector_queue(hw, R_TMP)
             load(strip)
         # double-buffered: the next strip loads into the other bank once 16 MAXs of this one are
         # queued (the previous strip's, which read that bank, are then done)
@@ -93,8 +93,7 @@ def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int
             # its extra lanes into the next pixel's first channels, which that pixel's own
             # write-back (issued later, in pixel order) overwrites; the output has 16 words slack
             cus = min(hw.cus, -(-(p.c - g) // 16))
-            b.const(R_MASK, sum(1 << (hw.vmacs_per_cu * c) for c in range(cus)))
-            b.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.MASK, R_MASK))
+            b.write_mask(hw, R_MASK, sum(1 << (hw.vmacs_per_cu * c) for c in range(cus)))
             for y in range(strip.y0, strip.y1):
                 if nxt is not None and issued >= hw.vector_queue_depth:
                     load(nxt)
@@ -106,7 +105,7 @@ def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int
                 _pool_row(b, p, row_base, out_row, ky1 - ky0, row)
                 issued += p.ow * (ky1 - ky0)
         if nxt is not None:
-            b.flush_vector_queue(hw.vector_queue_depth, R_TMP)
+            b.flush_vector_queue(hw, R_TMP)
             load(nxt)
     return b
 
@@ -134,8 +133,7 @@ def _ring(b: AsmBuilder, p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_ad
         steps = [b_ - a for a, b_ in zip(slots, slots[1:])]
         for g in range(0, p.c, 16 * hw.cus):
             cus = min(hw.cus, -(-(p.c - g) // 16))
-            b.const(R_MASK, sum(1 << (hw.vmacs_per_cu * c) for c in range(cus)))
-            b.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.MASK, R_MASK))
+            b.write_mask(hw, R_MASK, sum(1 << (hw.vmacs_per_cu * c) for c in range(cus)))
             _pool_row(b, p, slots[0] + g, out_addr + 2 * (y * p.ow * p.c + g), ky1 - ky0, row, steps)
         if y + 1 < p.oh:
             ensure(first(y) + n)  # row r replaces r - n < first(y): read only by rows before y

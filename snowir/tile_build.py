@@ -16,8 +16,10 @@ import numpy as np
 from xdsl.dialects.builtin import IntegerAttr, i64
 from xdsl.ir import Operation, SSAValue
 
-from snowir.conv_plan import ConvLayout, ConvPlan, ConvShape, conv_layout, input_rows, pack_weights, plan_conv
+from snowir.conv_plan import (ConvLayout, ConvPlan, ConvShape, conv_layout, coop_kernels, input_rows, pack_weights,
+                               plan_conv)
 from snowir.dialects import nn, tile
+from snowir.dialects import snowflake_asm as sf
 from snowir.golden import Golden, Q, constant_array, element_frac, _ints
 from snowir.hw import SnowflakeConfig
 from snowir.indp_codegen import choose_mode, indp_kernel_words, kernels_per_tile, pack_indp
@@ -85,7 +87,7 @@ def weight_image(op: nn.Conv2dOp, s: ConvShape, mode: str, hw: SnowflakeConfig) 
     """The DRAM weight image of a quantised conv: kernels + biases packed for the mode."""
     w = constant_array(op.weight.owner)
     bias = _words(op.bias, element_frac(op.output))  # added at the write-back, in the output's format
-    return pack_indp(w, bias, hw) if mode == "INDP" else pack_weights(w, bias, -(-s.k // 16))
+    return pack_indp(w, bias, hw) if mode == "INDP" else pack_weights(w, bias, -(-s.k // coop_kernels(hw)), coop_kernels(hw))
 
 
 def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeConfig) -> list[Operation]:
@@ -97,9 +99,9 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
                         for v in range(hw.vmacs_per_cu)]
         per_tile = kernels_per_tile(hw)
     else:
+        per_tile = plan.kernels
         kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, s.kernel_words, w_addr + 2 * j * s.kernel_words, 0, 0, j)
-                        for j in range(16)] if s.kernel_words <= hw.weights_buffer_elements else []
-        per_tile = 16
+                        for j in range(per_tile)] if s.kernel_words <= hw.weights_buffer_elements else []
     ops: list[Operation] = [tile.KernelTileOp(0, per_tile, plan.tiles, kernel_loads)]
     ids = iter(range(1 << 30))
     for load in kernel_loads:
@@ -123,7 +125,7 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
             loads = [tile.LoadOp(tile.BufferKind.MAPS, (r1 - r0) * row, 2 * r0 * row, 0, 0, c)
                      for c, (r0, r1) in enumerate(cu_rows)]
         else:
-            loads = [tile.LoadOp(tile.BufferKind.MAPS, words, 2 * (strip.r0 * stride_rows * in_row + c_base), 0, 0, 31)]
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, words, 2 * (strip.r0 * stride_rows * in_row + c_base), 0, 0, sf.SELECT_ALL)]
         windows = []
         y = strip.y0
         while y < strip.y1:
@@ -196,5 +198,5 @@ def pool_layer(op: nn.MaxPoolOp, name: str, hw: SnowflakeConfig) -> tile.LayerOp
     for st in strips:
         ops.append(tile.MapsTileOp((st.y0, st.y1), (st.r0, st.r1), 0, -1,
                                    [tile.LoadOp(tile.BufferKind.MAPS, (st.r1 - st.r0) * row, 2 * st.r0 * row,
-                                                0, 0, 31)]))
+                                                0, 0, sf.SELECT_ALL)]))
     return tile.LayerOp(name, tile.LayerKind.MAXPOOL, ops, extra={"shape": pool_shape_attr(p)})

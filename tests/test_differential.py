@@ -49,7 +49,7 @@ def random_body(draw, depth: int = 0) -> list[str]:
         elif kind == "ld":
             lines.append(f"snowflake_asm.movi r8, {draw(st.integers(1, 300))}")
             target = draw(st.sampled_from(["maps", "weights"]))
-            select = draw(st.sampled_from([0, 3, 31] if target == "maps" else [0, 5, 17, 31]))
+            select = draw(st.sampled_from([0, 3, "all"] if target == "maps" else [0, 5, 17, "all"]))
             lines.append(f"snowflake_asm.ld {target} {r()}, {r()}, r8 unit {draw(st.integers(0, 3))} to {select}")
         elif kind == "loop":
             counter = 9 + depth

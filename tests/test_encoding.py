@@ -33,13 +33,15 @@ def _instruction(draw, pc: int, n: int) -> sf.SnowflakeInstruction:
     if cls is sf.MaxOp:
         return sf.MaxOp(draw(REG), draw(REG), draw(REG), draw(st.integers(1, 1023)), wb=draw(st.booleans()))
     if cls is sf.VmovOp:
-        return sf.VmovOp(draw(st.sampled_from(list(sf.VectorMode))), draw(st.sampled_from(list(sf.VmovSelect))), draw(REG))
+        select = draw(st.sampled_from(list(sf.VmovSelect)))
+        word = draw(st.integers(0, 7)) if select == sf.VmovSelect.MASK else 0
+        return sf.VmovOp(draw(st.sampled_from(list(sf.VectorMode))), select, draw(REG), word)
     if issubclass(cls, sf.BranchOperation):
         return cls(draw(REG), draw(REG), f"L{draw(st.integers(0, n))}")
     if cls is sf.LdOp:
         target = draw(st.sampled_from(list(sf.LoadTarget)))
-        select = {sf.LoadTarget.MAPS: st.sampled_from([0, 1, 2, 3, 31]),
-                  sf.LoadTarget.WEIGHTS: st.sampled_from(list(range(20)) + [31]),
+        select = {sf.LoadTarget.MAPS: st.sampled_from([0, 1, 2, 3, sf.SELECT_ALL]),
+                  sf.LoadTarget.WEIGHTS: st.sampled_from(list(range(20)) + [sf.SELECT_ALL]),
                   sf.LoadTarget.ICACHE: st.integers(0, 1)}[target]
         return sf.LdOp(target, draw(REG), draw(REG), draw(REG), draw(st.integers(0, 7)), draw(select))
     return sf.TmovOp(draw(REG), draw(REG), draw(REG), draw(st.integers(0, 7)), draw(st.integers(0, 3)))
@@ -98,7 +100,7 @@ def test_field_positions() -> None:
     assert encode(sf.AddiOp(1, 2, -2), 0, {}) == (3 << 28) | (1 << 22) | (2 << 17) | ((1 << 17) - 2)
     assert encode(sf.BleOp(1, 2, "back"), 10, {"back": 4}) == (9 << 28) | (1 << 17) | (2 << 12) | (0xFFF & -6)
     # load unit u: imm[1:0] and imm[9], so words of 4-unit programs did not change
-    ld = sf.LdOp(sf.LoadTarget.MAPS, 1, 2, 3, 6, 31)
+    ld = sf.LdOp(sf.LoadTarget.MAPS, 1, 2, 3, 6, sf.SELECT_ALL)
     assert encode(ld, 0, {}) == (12 << 28) | (1 << 22) | (2 << 17) | (3 << 12) | 2 | (31 << 4) | (1 << 9)
     assert encode(sf.TmovOp(1, 2, 3, 3, 2), 0, {}) & 0xFFF == 3 | (2 << 4)
 
@@ -110,7 +112,8 @@ def test_field_positions() -> None:
     ((0 << 28) | (1 << 27), "reserved bits"),  # MOV with mode set
     ((6 << 28) | (1 << 10) | 5, "relu but no write-back"),
     ((12 << 28) | (3 << 2), "unknown target"),
-    ((12 << 28) | (1 << 10), "reserved bits"),  # LD imm[10]
+    ((12 << 28) | (1 << 10), "reserved bits"),  # LD imm[10]: a select bit of machines past 31 selects
+    ((8 << 28) | (1 << 3), "reserved bits"),  # VMOV bias with a mask word
 ])
 def test_bad_words(word: int, message: str) -> None:
     with pytest.raises(EncodingError, match=message):

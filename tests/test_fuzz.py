@@ -89,7 +89,7 @@ class Gen:
         length = self.i(1, 1000)
         limit = 65536 if target == "maps" else 4096
         buf = self.i(0, limit - length) if buf is None else min(buf, limit - length)
-        select = self.pick(*([0, 3, 31] if target == "maps" else [0, 5, 17, 31]))
+        select = self.pick(*([0, 3, "all"] if target == "maps" else [0, 5, 17, "all"]))
         return [f"snowflake_asm.movi r14, {length}", f"snowflake_asm.movi r15, {2 * self.i(0, 4096 - length)}",
                 f"snowflake_asm.movi r11, {buf}",
                 f"snowflake_asm.ld {target} r11, r15, r14 unit {self.i(0, 3)} to {select}"]

@@ -28,7 +28,7 @@ def test_json_round_trip(tmp_path) -> None:
     [
         ({"nope": 1}, "unknown hardware parameter 'nope'"),
         ({"cus": "4"}, "parameter 'cus' must be int"),
-        ({"cus": 0}, r"parameter 'cus' = 0 must be in \[1, 4\]"),
+        ({"cus": 0}, r"parameter 'cus' = 0 must be in \[1, 16\]"),
         ({"registers": 64}, r"parameter 'registers' = 64 must be = 32"),
         ({"dram_gbps": -1.0}, r"parameter 'dram_gbps' = -1.0 must be in"),
         ({"result_latency": -3}, r"parameter 'result_latency' = -3 must be in \[0, 1000\]"),

@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from machine_util import assert_within_bus
 from snowir.conv_codegen import generate_conv
-from snowir.conv_plan import ConvShape, LoweringError, pack_weights, plan_conv
+from snowir.conv_plan import ConvShape, LoweringError, coop_kernels, pack_weights, plan_conv
 from snowir.dialects import snowflake_asm as sf
 from snowir.fixedpoint import writeback
 from snowir.golden import conv_sum, pool
@@ -36,16 +36,22 @@ ASM_PIPELINE = PIPELINE[PIPELINE.index("tile-to-asm") + 1:]
 DIGITS = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
 
 
-def asm_lower(module: ModuleOp, passes=ASM_PIPELINE) -> None:
-    """The asm passes of the default pipeline (or the ones named) on a generated program."""
+def asm_lower(module: ModuleOp, passes=ASM_PIPELINE, hw: SnowflakeConfig = HW) -> None:
+    """The asm passes of the default pipeline (or the ones named) on a generated program, for `hw`."""
     from snowir.model_run import apply_pipeline
 
+    if passes and hw != HW:
+        import tempfile
+
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            f.write(json.dumps(hw.to_json()))
+        passes = [f"{p}{{hw={f.name}}}" for p in passes]
     if passes:
         apply_pipeline(module, ",".join(passes))
 
 
 def conv_case(c, h, w, k, kh, kw, s, p, relu=True, shift=14, seed=0, engine="fast", loop_order=None, bypass=False,
-              groups=1, mode=None, asm_passes=ASM_PIPELINE):
+              groups=1, mode=None, asm_passes=ASM_PIPELINE, hw=HW):
     """c: input channels per group; mode None = the compiler's choice. The generated program
     goes through `asm_passes` (default: the asm part of snowflake-lower)."""
     shape = ConvShape(c, h, w, k, kh, kw, s, s, p, p, p, p, relu, shift, groups)
@@ -53,28 +59,29 @@ def conv_case(c, h, w, k, kh, kw, s, p, relu=True, shift=14, seed=0, engine="fas
     x = rng.integers(-300, 300, (c * groups, h, w)).astype(np.int16)
     wt = rng.integers(-3000, 3000, (k, c, kh, kw)).astype(np.int16)
     bias = rng.integers(-300, 300, k).astype(np.int16)
-    mode = choose_mode(shape, HW, bypass, mode)
-    wimg = pack_indp(wt, bias, HW) if mode == "INDP" else pack_weights(wt, bias, -(-k // 16))
+    mode = choose_mode(shape, hw, bypass, mode)
+    kernels = coop_kernels(hw)
+    wimg = pack_indp(wt, bias, hw) if mode == "INDP" else pack_weights(wt, bias, -(-k // kernels), kernels)
     in_b = h * w * c * groups * 2
     w_addr = -(-in_b // 64) * 64
     out_addr = -(-(w_addr + wimg.size * 2) // 64) * 64
     out_b = shape.oh * shape.ow * k * 2
     r_addr = -(-(out_addr + out_b) // 64) * 64 if bypass else None
-    plan = plan_conv(shape, HW, 0, w_addr, out_addr, loop_order, r_addr, mode)
+    plan = plan_conv(shape, hw, 0, w_addr, out_addr, loop_order, r_addr, mode)
     segments = [sf.SegmentOp("x", sf.SegmentKind.INPUT, 0, in_b),
                 sf.SegmentOp("w", sf.SegmentKind.DATA, w_addr, wimg.size * 2, int16_resource("w", wimg)),
                 sf.SegmentOp("y", sf.SegmentKind.OUTPUT, out_addr, out_b)]
     byp = rng.integers(-3000, 3000, (k, shape.oh, shape.ow)).astype(np.int16)
     if bypass:
         segments.append(sf.SegmentOp("r", sf.SegmentKind.INPUT, r_addr, out_b))
-    module = ModuleOp([*segments, sf.ProgramOp("conv", generate_conv(plan, HW).ops)])
-    asm_lower(module, asm_passes)
+    module = ModuleOp([*segments, sf.ProgramOp("conv", generate_conv(plan, hw).ops)])
+    asm_lower(module, asm_passes, hw)
     module.verify()
-    image = assemble(module)
+    image = assemble(module, hw)
     inputs = {"x": x.transpose(1, 2, 0).ravel()}
     if bypass:
         inputs["r"] = byp.transpose(1, 2, 0).ravel()
-    run = run_image(image, HW, engine, inputs, module=module)
+    run = run_image(image, hw, engine, inputs, module=module)
     assert_within_bus(run)
     got = run.outputs["y"].reshape(shape.oh, shape.ow, k).transpose(2, 0, 1)
     acc = conv_sum(x[None], wt, (s, s), (p, p, p, p), (1, 1), groups, dtype=np.float64)[0].astype(np.int64)

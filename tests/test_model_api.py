@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import snowir
+from snowir.dialects import snowflake_asm as sf
 from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
 from snowir.tools.snow_run import main as snow_run
@@ -41,9 +42,11 @@ def test_compile_once_run_many_typed_reports(tmp_path: Path) -> None:
     assert snowir.Report.from_json(json.loads(json.dumps(mine))) == first.report
 
 
-def test_compile_refuses_what_the_code_generator_cannot_target() -> None:
-    with pytest.raises(SnowError, match="parameter 'cus': the code generator targets 4 CUs x 4 vMACs"):
-        snowir.compile(DIGITS, hw=SnowflakeConfig(cus=2))
+def test_compile_for_another_machine_shape_and_refuse_an_unknown_engine() -> None:
+    compiled = snowir.compile(DIGITS, hw=SnowflakeConfig(cus=2))
+    images = [op for op in compiled.module.walk() if isinstance(op, sf.ImageOp)]
+    assert images and all(json.loads(op.attributes["hw"].data)["cus"] == 2 for op in images)
+    assert compiled.run(check=True).report.check.golden_bit_exact is True
     with pytest.raises(SnowError, match="engine 'turbo'"):
         snowir.compile(DIGITS).run(engine="turbo")
 

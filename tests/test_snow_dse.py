@@ -71,7 +71,7 @@ def test_rows_equal_snow_run_and_ray_equals_one_worker(tmp_path: Path, capsys) -
 
 
 @pytest.mark.parametrize("sweep, message", [
-    ("cus=2,4", "config cus=2: parameter 'cus': the code generator targets 4 CUs x 4 vMACs"),
+    ("cus=2,17", "config cus=17: parameter 'cus' = 17 must be in [1, 16]"),
     ("load_units=4,9", "config load_units=9: parameter 'load_units' = 9 must be in [1, 8]"),
     ("clock=250", "unknown hardware parameter 'clock'"),
     ("dram_gbps=fast", "'fast' is not a float"),
@@ -88,6 +88,7 @@ def test_invalid_configurations_are_one_line(tmp_path: Path, capsys, sweep: str,
     {"load_units": 1}, {"load_units": 3}, {"load_units": 8}, {"dram_gbps": 8.4, "unit_gbps": 4.2},
     {"weights_buffer_bytes": 4096}, {"weights_buffer_bytes": 16384}, {"maps_bank_bytes": 16384},
     {"maps_banks": 4}, {"clock_mhz": 500.0}, {"icache_bank_instructions": 1024}, {"ld_startup_cycles": 100},
+    {"cus": 1}, {"cus": 2}, {"cus": 8}, {"cus": 16}, {"vmacs_per_cu": 2}, {"cus": 16, "vmacs_per_cu": 1},
 ])
 def test_every_targetable_config_is_bit_exact(tmp_path: Path, fields: dict) -> None:
     report = run_model_on_device(_net(tmp_path), hw=SnowflakeConfig(**fields), check=True).report

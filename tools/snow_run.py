@@ -228,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
 
     hw = SnowflakeConfig.load(args.hw)
     t0 = time.perf_counter()
-    image, module = api.load_program(args.model)
+    image, module = api.load_program(args.model, hw)
     compile_s = time.perf_counter() - t0
     if args.engine == "golden":
         raise SnowError(f"{args.model}: --engine golden runs nn-level models; this is a snowflake_asm program")

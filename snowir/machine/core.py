@@ -139,14 +139,14 @@ class Machine:
         if written is not None:
             self.timing.writeback(end, written[2], written[:2])
 
-    def vmov(self, rs1: int, indp: bool, select: str) -> None:
+    def vmov(self, rs1: int, indp: bool, select: str, word: int = 0) -> None:
         if select in ("bias", "bypass") and self.deferred is not None:
             self.deferred.operands_changed = True  # deferred write-backs keep what they saw
         else:
             self.flush()
         hw, st = self.hw, self.state
         value = st.regs[rs1]
-        st.vmov(indp, select, value)
+        st.vmov(indp, select, value, word)
         maps, weights = None, None
         if select == "bias":
             weights = (value, value + hw.lanes)

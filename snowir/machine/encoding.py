@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from snowir.dialects import snowflake_asm as sf
 from snowir.errors import SnowError
+from snowir.hw import DEFAULT
 
 
 class EncodingError(SnowError):
@@ -43,8 +44,13 @@ def _reg_form(opcode: int, mode: int, rd: int, rs1: int, rs2: int, imm: int) -> 
     return (opcode << 28) | (mode << 27) | (rd << 22) | (rs1 << 17) | (rs2 << 12) | _u(imm, 12)
 
 
-def encode(op: sf.SnowflakeInstruction, pc: int, labels: dict[str, int]) -> int:
-    """The 32-bit word of `op` placed at instruction index `pc`."""
+DEFAULT_SELECT_BITS = DEFAULT.select_bits
+
+
+def encode(op: sf.SnowflakeInstruction, pc: int, labels: dict[str, int],
+           select_bits: int = DEFAULT_SELECT_BITS) -> int:
+    """The 32-bit word of `op` placed at instruction index `pc`, for a machine whose LD select
+    field is `select_bits` wide (`SnowflakeConfig.select_bits`: where `all` is)."""
     code = op.OPCODE
     if isinstance(op, sf.MoviOp):
         return (code << 28) | (_r(op, "rd") << 23) | _u(op._int("imm"), 23)
@@ -63,7 +69,7 @@ def encode(op: sf.SnowflakeInstruction, pc: int, labels: dict[str, int]) -> int:
         return _reg_form(code, 0, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), imm)
     if isinstance(op, sf.VmovOp):
         mode = int(op.mode.data == sf.VectorMode.INDP)
-        return _reg_form(code, mode, 0, _r(op, "rs1"), 0, _VMOV_CODE[op.select.data])
+        return _reg_form(code, mode, 0, _r(op, "rs1"), 0, _VMOV_CODE[op.select.data] | (op._int("word") << 3))
     if isinstance(op, sf.BranchOperation):
         target = op.target.data
         if target not in labels:
@@ -73,7 +79,8 @@ def encode(op: sf.SnowflakeInstruction, pc: int, labels: dict[str, int]) -> int:
             raise EncodingError(f"{op.name} at pc {pc}: branch offset {offset} does not fit 12 bits")
         return _reg_form(code, 0, 0, _r(op, "rs1"), _r(op, "rs2"), offset)
     if isinstance(op, sf.LdOp):
-        imm = _unit_bits(op._int("unit")) | (_TARGET_CODE[op.target.data] << 2) | (op._int("select") << 4)
+        imm = _unit_bits(op._int("unit")) | (_TARGET_CODE[op.target.data] << 2) \
+            | _select_bits_of(op._int("select"), select_bits, pc)
         return _reg_form(code, 0, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), imm)
     if isinstance(op, sf.TmovOp):
         imm = _unit_bits(op._int("unit")) | (op._int("select") << 4)
@@ -91,12 +98,27 @@ def _unit_of(imm: int) -> int:
     return (imm & 3) | ((imm >> 9 & 1) << 2)
 
 
+def _select_bits_of(select: int, width: int, pc: int) -> int:
+    """An LD select in imm[8:4] (low 5 bits) and imm[11:10] (the 2 bits machines with more
+    than 31 selects use); `all` is the all-ones value of the machine's `width`."""
+    field = (1 << width) - 1 if select == sf.SELECT_ALL else select
+    if select != sf.SELECT_ALL and select >= (1 << width) - 1:
+        raise EncodingError(f"ld at pc {pc}: select {select} does not fit this machine's {width}-bit select field")
+    return ((field & 31) << 4) | ((field >> 5) << 10)
+
+
+def _select_of(imm: int, width: int) -> int:
+    field = ((imm >> 4) & 31) | ((imm >> 10 & 3) << 5)
+    return sf.SELECT_ALL if field == (1 << width) - 1 else field
+
+
 def branch_label(target_pc: int) -> str:
     return f"L{target_pc}"
 
 
-def decode(word: int, pc: int) -> sf.SnowflakeInstruction:
-    """The instruction of `word` at `pc`; branch targets become labels `L<pc>`."""
+def decode(word: int, pc: int, select_bits: int = DEFAULT_SELECT_BITS) -> sf.SnowflakeInstruction:
+    """The instruction of `word` at `pc` on a machine whose LD select field is `select_bits`
+    wide; branch targets become labels `L<pc>`."""
     if not 0 <= word < (1 << 32):
         raise EncodingError(f"pc {pc}: {word:#x} is not a 32-bit word")
     code = word >> 28
@@ -137,19 +159,20 @@ def decode(word: int, pc: int) -> sf.SnowflakeInstruction:
             raise EncodingError(f"pc {pc}: MAX with trace length 0")
         return sf.MaxOp(rd, rs1, rs2, imm & 0x3FF, wb=bool(imm >> 11 & 1))
     if cls is sf.VmovOp:
-        reserved(F_OP | F_MODE | F_RS1 | 0x7)
         if imm & 7 not in _VMOV_OF:
             raise EncodingError(f"pc {pc}: VMOV with unknown select {imm & 7}")
-        return sf.VmovOp(sf.VectorMode.INDP if mode else sf.VectorMode.COOP, _VMOV_OF[imm & 7], rs1)
+        select = _VMOV_OF[imm & 7]
+        reserved(F_OP | F_MODE | F_RS1 | (0x3F if select == sf.VmovSelect.MASK else 0x7))
+        return sf.VmovOp(sf.VectorMode.INDP if mode else sf.VectorMode.COOP, select, rs1, imm >> 3 & 7)
     if issubclass(cls, sf.BranchOperation):
         reserved(F_OP | F_RS1 | F_RS2 | 0xFFF)
         return cls(rs1, rs2, branch_label(pc + _s(imm, 12)))
     if cls is sf.LdOp:
-        reserved(F_OP | F_RD | F_RS1 | F_RS2 | 0x3FF)
+        reserved(F_OP | F_RD | F_RS1 | F_RS2 | 0x3FF | (((1 << select_bits) - 1) >> 5 << 10))
         target = (imm >> 2) & 3
         if target not in _TARGET_OF:
             raise EncodingError(f"pc {pc}: LD with unknown target {target}")
-        return sf.LdOp(_TARGET_OF[target], rd, rs1, rs2, _unit_of(imm), (imm >> 4) & 31)
+        return sf.LdOp(_TARGET_OF[target], rd, rs1, rs2, _unit_of(imm), _select_of(imm, select_bits))
     if cls is sf.TmovOp:
         reserved(F_OP | F_RD | F_RS1 | F_RS2 | 0x3F3)
         return sf.TmovOp(rd, rs1, rs2, _unit_of(imm), (imm >> 4) & 31)

@@ -69,7 +69,7 @@ def _dynamic_call(op: sf.SnowflakeInstruction, pc: str) -> str:
     if isinstance(op, sf.MaxOp):
         return f"M.max({r('rd')}, {r('rs1')}, {r('rs2')}, {op._int('trace')}, {op.wb is not None})"
     if isinstance(op, sf.VmovOp):
-        return f"M.vmov({r('rs1')}, {op.mode.data == sf.VectorMode.INDP}, {op.select.data.value!r})"
+        return f"M.vmov({r('rs1')}, {op.mode.data == sf.VectorMode.INDP}, {op.select.data.value!r}, {op._int('word')})"
     if isinstance(op, sf.LdOp):
         return (f"M.ld({pc}, {r('rd')}, {r('rs1')}, {r('rs2')}, {op._int('unit')}, "
                 f"{op.target.data.value!r}, {op._int('select')})")
@@ -78,19 +78,19 @@ def _dynamic_call(op: sf.SnowflakeInstruction, pc: str) -> str:
     raise AssertionError(op.name)  # pragma: no cover
 
 
-_DECODED: dict[int, sf.SnowflakeInstruction] = {}
+_DECODED: dict[tuple[int, int], sf.SnowflakeInstruction] = {}
 
 
-def _decoded(word: int, pc: int) -> sf.SnowflakeInstruction:
+def _decoded(word: int, pc: int, select_bits: int) -> sf.SnowflakeInstruction:
     """`decode`, shared by word for all but branches (whose label names their pc): the engine
     only reads these ops, and a network's programs repeat a few thousand distinct words."""
-    op = _DECODED.get(word)
+    op = _DECODED.get((word, select_bits))
     if op is None:
-        op = decode(word, pc)
+        op = decode(word, pc, select_bits)
         if not op.IS_BRANCH:
             if len(_DECODED) > 200_000:
                 _DECODED.clear()
-            _DECODED[word] = op
+            _DECODED[(word, select_bits)] = op
     return op
 
 
@@ -145,7 +145,8 @@ class _Run:
 class FastProgram:
     def __init__(self, machine: Machine):
         self.m = machine
-        self.ops = [_decoded(w, pc) for pc, w in enumerate(machine.image.code.tolist())]
+        bits = machine.hw.select_bits
+        self.ops = [_decoded(w, pc, bits) for pc, w in enumerate(machine.image.code.tolist())]
         self.n = len(self.ops)
         hw = machine.hw
         self.slots = hw.branch_delay_slots

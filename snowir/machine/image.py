@@ -21,7 +21,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from snowir.dialects import snowflake_asm as sf
 from snowir.errors import SnowError
-from snowir.hw import CODE_ALIGN, SnowflakeConfig
+from snowir.hw import CODE_ALIGN, DEFAULT, SnowflakeConfig, select_bits
 from snowir.machine.encoding import EncodingError, branch_label, decode, encode, layout
 from snowir.resources import get_blob, int16_resource
 
@@ -175,9 +175,10 @@ def _segment_bytes(op: sf.SegmentOp) -> bytes | None:
     return values.astype("<i2").tobytes()
 
 
-def assemble(module: ModuleOp | sf.ImageOp) -> ProgramImage:
+def assemble(module: ModuleOp | sf.ImageOp, hw: SnowflakeConfig | None = None) -> ProgramImage:
     """Encode the single `snowflake_asm.program` of a module (or of one `snowflake_asm.image`)
-    and lay out its segments."""
+    and lay out its segments, for the machine the image records (its `hw` attribute), else for
+    `hw`, else for the default machine: the LD select width follows the machine's CUs x vMACs."""
     ops = list(module.body.block.ops)
     programs = [op for op in ops if isinstance(op, sf.ProgramOp)]
     if len(programs) != 1:
@@ -189,15 +190,6 @@ def assemble(module: ModuleOp | sf.ImageOp) -> ProgramImage:
         module.verify()
     except VerifyException as e:
         raise ImageError(f"program does not verify: {str(e).splitlines()[0]}") from None
-    instructions, labels = layout(program)
-    words = np.array([encode(op, pc, labels) for pc, op in enumerate(instructions)], dtype=np.uint32)
-    segments = segments_of(module)
-    data_end = max((s.end for s in segments), default=0)
-    code_base = -(-data_end // CODE_ALIGN) * CODE_ALIGN
-    if program.code_base is not None:
-        if program.code_base.data < data_end:
-            raise ImageError(f"code_base {program.code_base.data} overlaps the data segments (end {data_end})")
-        code_base = program.code_base.data
     name = module.sym_name.data if isinstance(module, sf.ImageOp) else program.sym_name.data
     built_for = None
     recorded = module.attributes.get("hw") if isinstance(module, sf.ImageOp) else None
@@ -206,7 +198,25 @@ def assemble(module: ModuleOp | sf.ImageOp) -> ProgramImage:
             built_for = json.loads(recorded.data)
         except json.JSONDecodeError:
             raise ImageError(f"image @{name}: its hw attribute is not JSON") from None
+    instructions, labels = layout(program)
+    width = _select_width(built_for) if built_for or hw is None else hw.select_bits
+    words = np.array([encode(op, pc, labels, width) for pc, op in enumerate(instructions)], dtype=np.uint32)
+    segments = segments_of(module)
+    data_end = max((s.end for s in segments), default=0)
+    code_base = -(-data_end // CODE_ALIGN) * CODE_ALIGN
+    if program.code_base is not None:
+        if program.code_base.data < data_end:
+            raise ImageError(f"code_base {program.code_base.data} overlaps the data segments (end {data_end})")
+        code_base = program.code_base.data
     return ProgramImage(name, program.frac_bits.data, words, code_base, segments, built_for)
+
+
+def _select_width(built_for: dict[str, Any] | None) -> int:
+    """The LD select width of the machine a program was built for (the default machine's when
+    not recorded, as for hand-written assembly)."""
+    if not built_for:
+        return DEFAULT.select_bits
+    return select_bits(int(built_for.get("cus", DEFAULT.cus)), int(built_for.get("vmacs_per_cu", DEFAULT.vmacs_per_cu)))
 
 
 def segments_of(module: ModuleOp | sf.ImageOp) -> list[Segment]:
@@ -225,8 +235,9 @@ def segments_of(module: ModuleOp | sf.ImageOp) -> list[Segment]:
 def disassemble(image: ProgramImage) -> ModuleOp:
     """The snowflake_asm module of an image; labels `L<pc>` at every branch target."""
     instructions: list[sf.SnowflakeInstruction] = []
+    width = _select_width(image.built_for)
     for pc, word in enumerate(image.code.tolist()):
-        op = decode(int(word), pc)
+        op = decode(int(word), pc, width)
         try:
             op.verify()
         except VerifyException as e:

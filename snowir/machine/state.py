@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from snowir.dialects.snowflake_asm import SELECT_ALL
 from snowir.errors import SnowError
 from snowir.fixedpoint import INT16_MIN, MAX_WB_SHIFT, accumulator_overflows, writeback
-from snowir.hw import SnowflakeConfig
+from snowir.hw import MASK_WORD_BITS, SnowflakeConfig
 
-SELECT_ALL = 31
+MASK_WORD_MAX = (1 << MASK_WORD_BITS) - 1
 
 
 class MachineFault(SnowError):
@@ -55,7 +56,7 @@ class MachineState:
     bias: np.ndarray = field(init=False)
     bypass: np.ndarray = field(init=False)
     pool: np.ndarray = field(init=False)
-    wb_mask: int = 0xFFFF
+    wb_mask: int = -1  # reset: every vMAC enabled (set from hw in __post_init__)
     cu_stride: int | None = None
     wb_shift: int | None = None  # None: the program's frac_bits
 
@@ -64,6 +65,8 @@ class MachineState:
         if self.dram.size % 2:
             raise ValueError("DRAM size must be even")
         self.dram16 = self.dram.view(np.int16)
+        if self.wb_mask < 0:
+            self.wb_mask = hw.all_vmacs_mask
         # 16-bit words (only LDs from DRAM write them) held as int64: the MAC arithmetic then
         # reads views, not per-instruction int64 copies
         self.maps = np.zeros((hw.cus, hw.maps_buffer_elements), np.int64)
@@ -222,7 +225,7 @@ class MachineState:
         self.pool[:] = INT16_MIN
         return written
 
-    def vmov(self, indp: bool, select: str, value: int) -> None:
+    def vmov(self, indp: bool, select: str, value: int, word: int = 0) -> None:
         hw = self.hw
         lanes = hw.lanes
         if select == "bias":
@@ -243,7 +246,11 @@ class MachineState:
             else:
                 self.bypass[:, :, 0] = block
         elif select == "mask":
-            self.wb_mask = value & 0xFFFF
+            if word >= hw.mask_words:
+                raise MachineFault(f"VMOV mask word {word} names no vMAC (this machine has {hw.vmacs})")
+            at = MASK_WORD_BITS * word
+            kept = self.wb_mask & ~(MASK_WORD_MAX << at)
+            self.wb_mask = (kept | (value & MASK_WORD_MAX) << at) & hw.all_vmacs_mask
         elif select == "stride":
             self.cu_stride = value
         elif select == "shift":

@@ -63,15 +63,21 @@ snowflake_asm.program @p {
 
 // -----
 snowflake_asm.program @p {
-  snowflake_asm.ld maps r1, r2, r3 unit 0 to 4
+  snowflake_asm.ld maps r1, r2, r3 unit 0 to 16
 }
-// CHECK: snowflake_asm.ld: select 4 is not valid for maps
+// CHECK: snowflake_asm.ld: select 16 is not valid for maps
 
 // -----
 snowflake_asm.program @p {
-  snowflake_asm.ld weights r1, r2, r3 unit 0 to 20
+  snowflake_asm.ld weights r1, r2, r3 unit 0 to 68
 }
-// CHECK: snowflake_asm.ld: select 20 is not valid for weights
+// CHECK: snowflake_asm.ld: select 68 is not valid for weights
+
+// -----
+snowflake_asm.program @p {
+  snowflake_asm.vmov coop bias r1 word 1
+}
+// CHECK: snowflake_asm.vmov: word 1 out of range [0, 0]
 
 // -----
 snowflake_asm.program @p {
@@ -81,9 +87,9 @@ snowflake_asm.program @p {
 
 // -----
 snowflake_asm.program @p {
-  snowflake_asm.tmov r1, r2, r3 unit 0 from 4
+  snowflake_asm.tmov r1, r2, r3 unit 0 from 16
 }
-// CHECK: snowflake_asm.tmov: select 4 out of range [0, 3]
+// CHECK: snowflake_asm.tmov: select 16 out of range [0, 15]
 
 // -----
 snowflake_asm.program @p {

@@ -51,7 +51,7 @@ tile.dram_region @r {offset = 0 : i64, size = 16 : i64, label = "maps"}
 // -----
 tile.layer @l conv attributes {mode = #tile<mode COOP>} {
   tile.kernel_tile attributes {first = 0 : i64, count = 0 : i64, repeat = 1 : i64} {
-    tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 31 : i64}
+    tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 127 : i64}
   }
 }
 // CHECK: tile.kernel_tile: count must be >= 1, got 0
@@ -59,7 +59,7 @@ tile.layer @l conv attributes {mode = #tile<mode COOP>} {
 // -----
 tile.layer @l conv attributes {mode = #tile<mode COOP>} {
   tile.kernel_tile attributes {first = -2 : i64, count = 1 : i64, repeat = 1 : i64} {
-    tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 31 : i64}
+    tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 127 : i64}
   }
 }
 // CHECK: tile.kernel_tile: first must be >= 0, got -2
@@ -67,7 +67,7 @@ tile.layer @l conv attributes {mode = #tile<mode COOP>} {
 // -----
 tile.layer @l conv attributes {mode = #tile<mode COOP>} {
   tile.kernel_tile attributes {first = 0 : i64, count = 1 : i64, repeat = 0 : i64} {
-    tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 31 : i64}
+    tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 127 : i64}
   }
 }
 // CHECK: tile.kernel_tile: repeat must be >= 1, got 0
@@ -106,11 +106,11 @@ tile.layer @l conv attributes {mode = #tile<mode COOP>} {
 
 // -----
 tile.layer @l conv attributes {mode = #tile<mode COOP>} {
-  tile.maps_tile attributes {out_rows = array<i64: 0, 1>, in_rows = array<i64: 0, 3>, overlap = 2 : i64, cu = 4 : i64} {
+  tile.maps_tile attributes {out_rows = array<i64: 0, 1>, in_rows = array<i64: 0, 3>, overlap = 2 : i64, cu = 16 : i64} {
     tile.window {trace_length = 16 : i64, rows = 3 : i64, repeat_x = 4 : i64, repeat_y = 1 : i64, offset_x = 16 : i64, offset_y = 0 : i64, start = 0 : i64, out_addr = 0 : i64}
   }
 }
-// CHECK: tile.maps_tile: cu must be -1 (broadcast) or a CU index < 4
+// CHECK: tile.maps_tile: cu must be -1 (broadcast) or a CU index < 16
 
 // -----
 tile.layer @l conv attributes {mode = #tile<mode COOP>} {
@@ -123,7 +123,7 @@ tile.layer @l conv attributes {mode = #tile<mode COOP>} {
 // -----
 tile.layer @l conv attributes {mode = #tile<mode COOP>} {
   tile.maps_tile attributes {out_rows = array<i64: 0, 1>, in_rows = array<i64: 0, 3>, overlap = 2 : i64, cu = -1 : i64} {
-    tile.load {buffer = #tile<buffer maps>, length = 0 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 31 : i64}
+    tile.load {buffer = #tile<buffer maps>, length = 0 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 127 : i64}
   }
 }
 // CHECK: tile.load: length must be >= 1, got 0
@@ -131,7 +131,7 @@ tile.layer @l conv attributes {mode = #tile<mode COOP>} {
 // -----
 tile.layer @l conv attributes {mode = #tile<mode COOP>} {
   tile.maps_tile attributes {out_rows = array<i64: 0, 1>, in_rows = array<i64: 0, 3>, overlap = 2 : i64, cu = -1 : i64} {
-    tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = -4 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 31 : i64}
+    tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = -4 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 127 : i64}
   }
 }
 // CHECK: tile.load: dram_addr must be >= 0, got -4
@@ -139,32 +139,32 @@ tile.layer @l conv attributes {mode = #tile<mode COOP>} {
 // -----
 tile.layer @l conv attributes {mode = #tile<mode COOP>} {
   tile.maps_tile attributes {out_rows = array<i64: 0, 1>, in_rows = array<i64: 0, 3>, overlap = 2 : i64, cu = -1 : i64} {
-    tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 4 : i64, select = 31 : i64}
+    tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 8 : i64, select = 127 : i64}
   }
 }
-// CHECK: tile.load: unit 4 >= 4 load units
+// CHECK: tile.load: unit 8 >= 8 load units (the encoding's)
 
 // -----
 tile.layer @l conv attributes {mode = #tile<mode COOP>} {
   tile.maps_tile attributes {out_rows = array<i64: 0, 1>, in_rows = array<i64: 0, 3>, overlap = 2 : i64, cu = -1 : i64} {
-    tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = 0 : i64, buf_addr = 65530 : i64, unit = 0 : i64, select = 31 : i64}
+    tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = 0 : i64, buf_addr = 4194300 : i64, unit = 0 : i64, select = 127 : i64}
   }
 }
-// CHECK: tile.load: [65530, +16) overflows the 65536-element maps buffer
+// CHECK: tile.load: [4194300, +16) overflows the 4194304-element maps buffer
 
 // -----
 tile.layer @l conv attributes {mode = #tile<mode COOP>} {
   tile.kernel_tile attributes {first = 0 : i64, count = 4 : i64, repeat = 1 : i64} {
-    tile.load {buffer = #tile<buffer weights>, length = 4097 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 31 : i64}
+    tile.load {buffer = #tile<buffer weights>, length = 65537 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 127 : i64}
   }
 }
-// CHECK: tile.load: [0, +4097) overflows the 4096-element weights buffer
+// CHECK: tile.load: [0, +65537) overflows the 65536-element weights buffer
 
 // -----
 tile.layer @l conv attributes {mode = #tile<mode COOP>} {
   tile.dram_region @r {offset = 0 : i64, size = 16 : i64, label = "maps"}
 }
-tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 31 : i64}
+tile.load {buffer = #tile<buffer maps>, length = 16 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 127 : i64}
 // CHECK: 'tile.load' expects parent op to be one of 'tile.kernel_tile', 'tile.maps_tile'
 
 // -----

@@ -6,10 +6,10 @@
 tile.layer @conv2 conv attributes {mode = #tile<mode COOP>, loop_order = #tile<loop_order Kloop>, relu} {
   tile.dram_region @conv2.in {offset = 0 : i64, size = 186624 : i64, label = "maps"}
   tile.kernel_tile attributes {first = 0 : i64, count = 16 : i64, repeat = 12 : i64} {
-    tile.load {buffer = #tile<buffer weights>, length = 3200 : i64, dram_addr = 4096 : i64, buf_addr = 0 : i64, unit = 1 : i64, select = 31 : i64}
+    tile.load {buffer = #tile<buffer weights>, length = 3200 : i64, dram_addr = 4096 : i64, buf_addr = 0 : i64, unit = 1 : i64, select = 127 : i64}
   }
   tile.maps_tile attributes {out_rows = array<i64: 0, 4>, in_rows = array<i64: 0, 8>, overlap = 4 : i64, cu = -1 : i64} {
-    tile.load {buffer = #tile<buffer maps>, length = 1000 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 31 : i64}
+    tile.load {buffer = #tile<buffer maps>, length = 1000 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 127 : i64}
     tile.window {trace_length = 320 : i64, rows = 5 : i64, repeat_x = 27 : i64, repeat_y = 4 : i64, offset_x = 64 : i64, offset_y = 1984 : i64, start = 0 : i64, out_addr = 0 : i64, bias_vmov}
   }
 }
@@ -38,10 +38,10 @@ tile.layer @sum add {
 // CHECK-NEXT: tile.layer @conv2 conv attributes {mode = #tile<mode COOP>, loop_order = #tile<loop_order Kloop>, relu} {
 // CHECK-NEXT: tile.dram_region @conv2.in {offset = 0 : i64, size = 186624 : i64, label = "maps"}
 // CHECK-NEXT: tile.kernel_tile attributes {first = 0 : i64, count = 16 : i64, repeat = 12 : i64} {
-// CHECK-NEXT: tile.load {buffer = #tile<buffer weights>, length = 3200 : i64, dram_addr = 4096 : i64, buf_addr = 0 : i64, unit = 1 : i64, select = 31 : i64}
+// CHECK-NEXT: tile.load {buffer = #tile<buffer weights>, length = 3200 : i64, dram_addr = 4096 : i64, buf_addr = 0 : i64, unit = 1 : i64, select = 127 : i64}
 // CHECK-NEXT: }
 // CHECK-NEXT: tile.maps_tile attributes {out_rows = array<i64: 0, 4>, in_rows = array<i64: 0, 8>, overlap = 4 : i64, cu = -1 : i64} {
-// CHECK-NEXT: tile.load {buffer = #tile<buffer maps>, length = 1000 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 31 : i64}
+// CHECK-NEXT: tile.load {buffer = #tile<buffer maps>, length = 1000 : i64, dram_addr = 0 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 127 : i64}
 // CHECK-NEXT: tile.window {trace_length = 320 : i64, rows = 5 : i64, repeat_x = 27 : i64, repeat_y = 4 : i64, offset_x = 64 : i64, offset_y = 1984 : i64, start = 0 : i64, out_addr = 0 : i64, bias_vmov}
 // CHECK-NEXT: }
 // CHECK-NEXT: }
