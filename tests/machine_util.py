@@ -51,6 +51,9 @@ def assert_same(a: RunResult, b: RunResult) -> None:
     assert dict(a.timing.stalls) == dict(b.timing.stalls)
     assert a.machine.dynamic == b.machine.dynamic
     assert a.timing.macs == b.timing.macs
+    for counter in ("lane_macs", "busy_cycles", "load_bytes", "store_bytes", "writeback_bytes", "end"):
+        assert getattr(a.timing, counter) == getattr(b.timing, counter), counter
+    assert a.timing.page_written == b.timing.page_written  # when each DRAM page's last write lands
 
 
 def movi(reg: int, value: int) -> str:

@@ -166,3 +166,69 @@ def test_deferred_overflow_is_the_first_fault(then: str) -> None:
     fast, fast_fault = _run("fast", image, None, x)
     assert ref_fault is not None and ref_fault == fast_fault
     assert "accumulator overflow" in ref_fault[1]
+
+
+# ---------------------------------------------------------------- steady loops (steady.py)
+def _both(body: list[str], seed: int = 3):
+    image, module = _mac_program(body)
+    x = np.random.default_rng(seed).integers(-3000, 3000, 4096).astype(np.int16)
+    ref, ref_fault = _run("reference", image, module, x)
+    fast, fast_fault = _run("fast", image, None, x)
+    assert ref_fault is None and fast_fault is None, (ref_fault, fast_fault)
+    assert_same(ref, fast)
+    assert all(np.array_equal(ref.outputs[k], fast.outputs[k]) for k in ref.outputs)
+    return fast
+
+
+STEADY_LOOPS = {
+    # a pixel loop: a MAC per kernel row, write-back on the last, addresses stepping
+    "coop pixels": ["snowflake_asm.movi r3, 8192", "snowflake_asm.movi r4, 0", "snowflake_asm.movi r5, 64",
+                    *_loop("p", 300, ["snowflake_asm.mac coop r3, r4, r5 trace 48",
+                                      "snowflake_asm.mac coop r3, r4, r5 trace 48 wb relu",
+                                      "snowflake_asm.addi r4, r4, 7", "snowflake_asm.addi r3, r3, 8"])],
+    # a residual conv's pixel: bypass VMOV then MAC, counted up with BLE
+    "bypass, counted up": ["snowflake_asm.movi r3, 8192", "snowflake_asm.movi r4, 16", "snowflake_asm.movi r6, 1",
+                           "snowflake_asm.movi r7, 250", "snowflake_asm.label @q",
+                           "snowflake_asm.vmov coop bypass r4", "snowflake_asm.mac coop r3, r4, r0 trace 24 wb",
+                           "snowflake_asm.addi r6, r6, 1", "snowflake_asm.addi r4, r4, 5",
+                           "snowflake_asm.ble r6, r7, @q", "snowflake_asm.addi r3, r3, 8",
+                           *["snowflake_asm.mov r0, r0"] * 3],
+    # short traces: the write-backs, not the CUs, set the pace
+    "bus-bound write-backs": ["snowflake_asm.movi r3, 8192", *_loop("w", 400, [
+        "snowflake_asm.mac coop r3, r0, r0 trace 2 wb", "snowflake_asm.addi r3, r3, 8"])],
+    # INDP write-backs of 256 words share the bus with each other
+    "indp": ["snowflake_asm.movi r3, 8192", "snowflake_asm.movi r4, 0", *_loop("i", 120, [
+        "snowflake_asm.mac indp r3, r4, r0 trace 9 wb", "snowflake_asm.addi r4, r4, 1"])],
+    # pool rows: MAX with write-back
+    "max": ["snowflake_asm.movi r3, 8192", "snowflake_asm.movi r4, 0", "snowflake_asm.movi r5, 64", *_loop("m", 200, [
+        "snowflake_asm.max r3, r4, r5 trace 3 wb", "snowflake_asm.addi r4, r4, 16", "snowflake_asm.addi r3, r3, 8"])],
+}
+
+
+@pytest.mark.parametrize("name", STEADY_LOOPS)
+def test_steady_loops_agree_with_stepping(name: str) -> None:
+    """Loops timed in closed form once periodic: outputs, cycles, stalls, bus bytes and when
+    every DRAM page was last written are the reference engine's."""
+    fast = _both(STEADY_LOOPS[name])
+    if name in ("coop pixels", "bypass, counted up", "max"):
+        assert fast.machine.steady_iterations > 100  # the closed form was really used
+
+
+def test_steady_loop_waits_out_a_load_landing_mid_loop() -> None:
+    """An LD still landing when the loop starts (a prefetch) keeps the state from being
+    periodic until it has landed; the loop's MACs that read its region wait for it."""
+    body = ["snowflake_asm.movi r3, 8192", "snowflake_asm.movi r4, 0", "snowflake_asm.movi r11, 30000",
+            "snowflake_asm.movi r12, 0", "snowflake_asm.movi r13, 3000",
+            "snowflake_asm.ld maps r11, r12, r13 unit 2 to all"]
+    body += _loop("l", 500, ["snowflake_asm.mac coop r3, r4, r0 trace 32 wb", "snowflake_asm.addi r4, r4, 64",
+                             "snowflake_asm.addi r3, r3, 8"])
+    fast = _both(body)
+    assert fast.machine.steady_iterations > 0 and fast.timing.stalls["load_wait"] > 0
+
+
+def test_steady_loop_respects_the_instruction_limit() -> None:
+    image, module = _mac_program(STEADY_LOOPS["coop pixels"])
+    x = np.zeros(4096, np.int16)
+    for engine, mod in (("reference", module), ("fast", None)):
+        with pytest.raises(MachineFault, match="instruction limit 2000"):
+            run_image(image, engine=engine, inputs={"x": x}, module=mod, max_instructions=2000)

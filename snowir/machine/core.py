@@ -76,6 +76,7 @@ class Machine:
         # the fast engine defers MAC arithmetic (mac_batch.py); None: every MAC computes at once
         self.deferred: DeferredMacs | None = None
         self.lanes, self.lanes_all = hw.lanes, hw.lanes * hw.vmacs
+        self.steady_iterations = 0  # loop iterations the fast engine timed in closed form (steady.py)
 
     def defer_macs(self, describe: Callable[[int], str]) -> None:
         self.deferred = DeferredMacs(self.state, describe)
@@ -126,6 +127,23 @@ class Machine:
             wlen * st.enabled_vmacs(), cycles * self.lanes_all)
         if written is not None:
             self.timing.writeback(end, written[2], written[:2])
+
+    # the arithmetic alone, for loop iterations whose timing is known in closed form (steady.py)
+    def mac_f(self, rd: int, rs1: int, rs2: int, trace: int, indp: bool, wb: bool,
+              relu: bool) -> tuple[int, int, int] | None:
+        regs = self.state.regs
+        assert self.deferred is not None
+        return self.deferred.add(self.pc, indp, regs[rd], regs[rs1], regs[rs2], trace, wb, relu)
+
+    def max_f(self, rd: int, rs1: int, rs2: int, trace: int, wb: bool) -> tuple[int, int, int] | None:
+        self.flush()
+        regs = self.state.regs
+        return self.state.max(regs[rd], regs[rs1], regs[rs2], trace, wb)
+
+    def vmov_f(self, rs1: int, indp: bool, select: str, word: int = 0) -> None:
+        assert select in ("bias", "bypass") and self.deferred is not None
+        self.deferred.operands_changed = True
+        self.state.vmov(indp, select, self.state.regs[rs1], word)
 
     def max(self, rd: int, rs1: int, rs2: int, trace: int, wb: bool) -> None:
         self.flush()

@@ -24,11 +24,35 @@ from snowir.dialects import snowflake_asm as sf
 from snowir.machine.core import Machine, delay_slot_raw_pairs, next_pc
 from snowir.machine.encoding import decode
 from snowir.machine.state import MachineFault
+from snowir.machine.steady import SteadyLoop
 
 _WRAP = "((({x}) + 2147483648) & 4294967295) - 2147483648"
 _SCALAR = (sf.MovOp, sf.MoviOp, sf.AddOp, sf.AddiOp, sf.MulOp, sf.MuliOp)
 
 BlockFn = Callable[[int], tuple[int, int]]
+
+_COMPARE = {"snowflake_asm.ble": "<=", "snowflake_asm.bgt": ">", "snowflake_asm.beq": "=="}
+
+
+def _steady_block(ops: list[sf.SnowflakeInstruction]) -> bool:
+    """A self-loop steady.py may time in closed form: vector ops that neither load nor change
+    the write-back layout (MAC, MAX, VMOV bias / bypass), and linear scalar code (a MUL only by
+    a register the block does not write)."""
+    written = {op.writes() for op in ops if isinstance(op, _SCALAR)}
+    vector = False
+    for op in ops:
+        if isinstance(op, sf.MacOp | sf.MaxOp):
+            vector = True
+        elif isinstance(op, sf.VmovOp):
+            if op.select.data not in (sf.VmovSelect.BIAS, sf.VmovSelect.BYPASS):
+                return False
+        elif isinstance(op, sf.MulOp):
+            if op.reg_index("rs1") in written and op.reg_index("rs2") in written:
+                return False
+        elif not isinstance(op, (*_SCALAR, sf.BranchOperation)):
+            return False
+    return vector
+
 
 _CODE: dict[str, CodeType] = {}
 """Compiled block functions by source text (position-independent), shared by every program."""
@@ -194,6 +218,7 @@ class FastProgram:
         m = self.m
         latency = m.hw.scalar_latency
         self_loop = b >= 0 and self.targets[b] == s
+        steady = self_loop and _steady_block(self.ops[s:e])
         body: list[str] = ["t = T.t"]
         consts: list[int] = []
         run = _Run(latency)
@@ -213,8 +238,8 @@ class FastProgram:
                 run.add(op.reads(), rd)
             elif isinstance(op, sf.BranchOperation):
                 a, c = op.reg_index("rs1"), op.reg_index("rs2")
-                cmp = {"snowflake_asm.ble": "<=", "snowflake_asm.bgt": ">", "snowflake_asm.beq": "=="}[op.name]
-                body.append(f"taken = R[{a}] {cmp} R[{c}]")
+                cmp = _COMPARE[op.name]
+                body.append(f"ba = R[{a}]; bb = R[{c}]; taken = ba {cmp} bb" if steady else f"taken = R[{a}] {cmp} R[{c}]")
                 run.add(op.reads(), None)
             else:
                 flush()
@@ -226,6 +251,13 @@ class FastProgram:
         flush()
         if self_loop and not any(line.startswith("M.") for line in body):
             src = self._scalar_loop_source(body, s, e)
+        elif steady:
+            # a vector loop: stepped, and timed in closed form once it is periodic (steady.py)
+            src = ("def block(budget):\n    n = 0\n    while True:\n        "
+                   + "\n        ".join(body)
+                   + "\n        n += 1\n        if not taken or n >= budget:\n            break\n"
+                   + "        if n == X.next:\n            n += X.watch(n, budget, ba, bb)\n"
+                   + f"    X.stop()\n    return (P if taken else P + {e - s}), n\n")
         elif self_loop:
             # a loop that branches to its own start: iterate here (the bank and the
             # branch target were checked when the block was entered and cannot change
@@ -239,6 +271,8 @@ class FastProgram:
             src = "def block(budget):\n    " + "\n    ".join(body) + f"\n    return {ret}, 1\n"
         env = {"T": m.timing, "M": m, "R": m.state.regs, "rr": m.timing.reg_ready,
                "S": m.timing.stalls, "max": max, "P": s, "K": tuple(consts)}
+        if steady:
+            env["X"] = self._steady_loop(s, e)
         code = _CODE.get(src)
         if code is None:
             if len(_CODE) > 50_000:  # a long-lived process (a sweep) does not grow without bound
@@ -246,6 +280,38 @@ class FastProgram:
             code = _CODE[src] = compile(src, "<block>", "exec")
         exec(code, env)
         return [env["block"], e - s, -1, None, self.targets[b] if b >= 0 else None]
+
+    def _steady_loop(self, s: int, e: int) -> SteadyLoop:
+        """The watcher of the vector self-loop [s, e), with its functional twin: the block's
+        register arithmetic and data-path effects without their timing."""
+        m = self.m
+        consts: list[int] = []
+        lines: list[str] = []
+        cmp = "<="
+        for pc in range(s, e):
+            op = self.ops[pc]
+            if isinstance(op, _SCALAR):
+                rd = op.reg_index("rd")
+                if rd:
+                    lines.append(f"R[{rd}] = {_scalar_expr(op, consts)}")
+            elif isinstance(op, sf.BranchOperation):
+                cmp = _COMPARE[op.name]
+                lines.append(f"taken = R[{op.reg_index('rs1')}] {cmp} R[{op.reg_index('rs2')}]")
+            else:
+                lines.append(f"M.pc = P + {pc - s}")
+                call = _dynamic_call(op, "M.pc").replace("M.mac(", "M.mac_f(").replace("M.max(", "M.max_f(")
+                call = call.replace("M.vmov(", "M.vmov_f(")
+                lines.append(f"w = {call}\n        if w is not None: WB(w)" if not isinstance(op, sf.VmovOp) else call)
+        src = ("def fblock(k):\n    i = 0\n    taken = True\n    while i < k:\n        " + "\n        ".join(lines)
+               + "\n        i += 1\n        if not taken:\n            break\n    return i, taken\n")
+        code = _CODE.get(src)
+        if code is None:
+            code = _CODE[src] = compile(src, "<fblock>", "exec")
+        loop = SteadyLoop(m, lambda k: (0, True), cmp, sum(1 for op in self.ops[s:e] if op.IS_VECTOR))
+        env = {"M": m, "R": m.state.regs, "P": s, "K": tuple(consts), "WB": loop.ranges.append}
+        exec(code, env)
+        loop.fblock = env["fblock"]
+        return loop
 
     @staticmethod
     def _scalar_loop_source(body: list[str], s: int, e: int) -> str:

@@ -170,6 +170,8 @@ class Timing:
         self.store_bytes = 0
         self.writeback_bytes = 0
         self.busy_cycles = 0
+        # the steady-state watcher's log of write-backs (lo, hi, done) while it looks (steady.py)
+        self.wb_log: list[tuple[int, int, int]] | None = None
 
     @property
     def dram_bytes(self) -> int:
@@ -314,6 +316,8 @@ class Timing:
         done = math.ceil(self.dma.transfer(request, nbytes, hw.unit_bytes_per_cycle) - 1e-9)
         self.writeback_bytes += nbytes
         self.wrote_dram(dst[0], dst[1], done)
+        if self.wb_log is not None:
+            self.wb_log.append((dst[0], dst[1], done))
         self._event("write-back", f"write-back {nbytes} B", request, done)
         return done
 
