@@ -68,6 +68,33 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         b.const(R_BYPSTEP, s.ow * _bypass_stride(plan))
     chunks = len(_chunks(s.kw * s.c))
     ops_per_row = lambda kernel_rows: s.ow * kernel_rows * chunks * (s.kw if s.cin != s.c else 1)  # noqa: E731
+
+    def row_block(y: int, issued: int, pending: bool) -> tuple[int, int, int]:
+        """(end, first, last kernel row) of the block of output rows from y: the rows with the
+        same kernel rows, cut once a pending prefetch has its 16 ops queued."""
+        iy = y * s.sy - s.pt
+        ky0, ky1 = max(0, -iy), min(s.kh, s.h - iy)
+        y_end = y + 1
+        if (ky0, ky1) == (0, s.kh):
+            while y_end < strip.y1 and y_end * s.sy - s.pt + s.kh <= s.h:
+                y_end += 1
+            if pending:  # end the block once 16 ops are queued: the prefetch goes there, not after the tile
+                y_end = min(y_end, y + max(1, -(-(hw.vector_queue_depth - issued) // ops_per_row(s.kh))))
+        return y_end, ky0, ky1
+
+    if prefetch:
+        # no block boundary inside the tile with 16 ops queued (a strip of one row): the loads
+        # go first, behind a flush, to overlap this tile rather than wait after it
+        y, n = strip.y0, issued
+        while y < strip.y1 and n < hw.vector_queue_depth:
+            y_next, ky0, ky1 = row_block(y, n, True)
+            n += (y_next - y) * ops_per_row(ky1 - ky0)
+            y = y_next
+        if y >= strip.y1:
+            b.flush_vector_queue(hw, R_TMP, mask)
+            for load in prefetch:
+                load(b)
+            prefetch = []
     y = strip.y0
     while y < strip.y1:
         if prefetch and issued >= hw.vector_queue_depth:
@@ -75,13 +102,7 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
                 load(b)
             prefetch = []
         iy = y * s.sy - s.pt
-        ky0, ky1 = max(0, -iy), min(s.kh, s.h - iy)
-        y_end = y + 1
-        if (ky0, ky1) == (0, s.kh):
-            while y_end < strip.y1 and y_end * s.sy - s.pt + s.kh <= s.h:
-                y_end += 1
-            if prefetch:  # end the block once 16 ops are queued: the prefetch goes there, not after the tile
-                y_end = min(y_end, y + max(1, -(-(hw.vector_queue_depth - issued) // ops_per_row(s.kh))))
+        y_end, ky0, ky1 = row_block(y, issued, bool(prefetch))
         b.const(R_ROWBASE, base + (iy + ky0 - strip.r0) * row + c_off)
         b.const(R_OUTROW, plan.out_addr + 2 * y * s.ow * s.k)
         b.emit(sf.AddOp(R_OUTROW, R_OUTROW, R_TO))

@@ -26,6 +26,12 @@ BIAS_BLOCK = DEFAULT.lanes
 MAC lane (`macs_per_vmac` is [S] 16 on every configuration, hw.RANGES)."""
 
 
+FLUSH_COST = 4
+"""[P] CU cycles lost per vector-queue slot when a kernel tile starts behind a flush (the
+queue drains, the flush VMOVs run, the next MACs refill it): about 60 cycles per flush on the
+16-deep queue, measured on ResNet-50's one-row strips (n39, n44 at 8.4 GB/s)."""
+
+
 def coop_kernels(hw: SnowflakeConfig) -> int:
     """Kernels of a COOP kernel tile: one per vMAC of every CU, the maps broadcast (C17 §5.1;
     16 on the 4 x 4 machine). One MAC then writes that many output channels of a pixel."""
@@ -145,6 +151,31 @@ class ConvPlan:
         mloop = maps * self.tiles + weights
         return {"Kloop": kloop, "Mloop": mloop}
 
+    def load_count(self) -> int:
+        """LDs of this plan's loop order, about (each one pays a load unit's start-up): one per
+        kernel per kernel tile loaded, one per maps strip, or per pixel run when gathering."""
+        s = self.shape
+        strips = len(self.strips)
+        weights = self.tiles * (self.kernels if not self.indp else 1)
+        if self.loop_order == "Kloop" and self.tiles > 1 and not self.resident_weights:
+            weights *= strips
+        per_strip = 1
+        if self.gather is not None:
+            sy, sx, _, cin_in, _ = self.gather
+            rows = sum(st.r1 - st.r0 for st in self.strips)
+            per_strip = (rows * (1 if sx == 1 and cin_in == s.cin else s.w)) / strips
+        maps = strips * per_strip * (self.tiles if self.loop_order == "Mloop" else 1)
+        return int(weights + maps)
+
+    def flush_cycles(self, hw: SnowflakeConfig) -> float:
+        """CU time lost to the flush each kernel tile over a one-row strip starts with: its
+        prefetch has no later row boundary with a queue's depth of ops issued, so it goes first,
+        behind a flush of the vector queue (conv_pixels._kernel_tile)."""
+        if self.indp or len(self.strips) * self.tiles < 2:
+            return 0.0
+        short = sum(1 for st in self.strips if st.y1 - st.y0 == 1)
+        return short * self.tiles * FLUSH_COST * hw.vector_queue_depth
+
     def estimated_cycles(self, hw: SnowflakeConfig) -> float:
         """The loop-order / tiling cost model: the larger of the padding-free compute and the
         DRAM traffic of this loop order at the shared bandwidth, plus the loads nothing overlaps
@@ -161,7 +192,17 @@ class ConvPlan:
             hidden = weights_stagger(s, hw) if self.loop_order == "Kloop" and s.groups == 1 else 0
             exposed += loads * self.kernels * (s.kernel_words - hidden) * 2
         traffic = self.dram_bytes(hw)[self.loop_order]
-        return max(s.valid_macs() / hw.macs, traffic / bw) + exposed / bw
+        return max(s.valid_macs() / hw.macs, load_cycles(hw, traffic, self.load_count())) + exposed / bw \
+            + self.flush_cycles(hw)
+
+
+def load_cycles(hw: SnowflakeConfig, nbytes: float, lds: int) -> float:
+    """Cycles the load units need for `lds` LDs moving `nbytes`: the shared bus's rate, or the
+    units' own when that is slower — each LD waits its start-up on its unit and moves at one
+    port's rate (timing.py), the units working side by side. Short LDs (a bypass slice's 32
+    bytes per pixel, one row of kernels per strip) are start-up-bound, not bandwidth-bound."""
+    per_unit = (lds * hw.ld_startup_cycles + nbytes / hw.unit_bytes_per_cycle) / hw.load_units
+    return max(nbytes / hw.dram_bytes_per_cycle, per_unit)
 
 
 def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
@@ -301,11 +342,13 @@ def residual_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
                    for st in plan.strips]
     weights = plan.tiles * plan.kernels * s.kernel_words * 2
     traffic = sum(strip_bytes) + 2 * s.oh * out_row + weights * (1 if plan.resident_weights else len(plan.strips))
+    # LDs: the plan's own, and the bypass: a row block per strip, or one per pixel per kernel tile
+    lds = plan.load_count() + (s.oh * s.ow * plan.tiles if plan.bypass_slices else len(plan.strips))
     double = len(plan.strips) > 1 and plan.strips[1].bank == 1
     exposed = strip_bytes[0] if double else sum(strip_bytes)
     if not plan.double_buffer_weights and not plan.resident_weights:
         exposed += plan.tiles * len(plan.strips) * plan.kernels * (s.kernel_words - weights_stagger(s, hw)) * 2
-    return max(cu, issue, traffic / bw) + exposed / bw
+    return max(cu, issue, load_cycles(hw, traffic, lds)) + exposed / bw + plan.flush_cycles(hw)
 
 
 def input_rows(h: int, kh: int, sy: int, pt: int, y0: int, y1: int) -> tuple[int, int]:
