@@ -232,3 +232,38 @@ def test_steady_loop_respects_the_instruction_limit() -> None:
     for engine, mod in (("reference", module), ("fast", None)):
         with pytest.raises(MachineFault, match="instruction limit 2000"):
             run_image(image, engine=engine, inputs={"x": x}, module=mod, max_instructions=2000)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_steady_loops_agree(seed: int) -> None:
+    """Random pixel loops (MAC / MAX / VMOV bias|bypass mixes, traces from write-back-bound to
+    CU-bound, address steps, trip counts, BGT or BLE, an LD landing or not): stepping and the
+    closed form agree on everything the reference engine computes."""
+    rng = np.random.default_rng(seed)
+    i = lambda lo, hi: int(rng.integers(lo, hi + 1))  # noqa: E731
+    body = ["snowflake_asm.movi r3, 8192", f"snowflake_asm.movi r4, {i(0, 2000)}", f"snowflake_asm.movi r5, {i(0, 200)}",
+            f"snowflake_asm.movi r6, {i(0, 500)}"]
+    if rng.random() < 0.4:  # a prefetch still landing when the loop starts
+        body += [f"snowflake_asm.movi r11, {i(40000, 60000)}", "snowflake_asm.movi r12, 0",
+                 f"snowflake_asm.movi r13, {i(100, 4000)}", f"snowflake_asm.ld maps r11, r12, r13 unit {i(0, 3)} to all"]
+    ops = []
+    for _ in range(i(1, 4)):
+        kind = rng.choice(["mac", "mac", "max", "bias", "bypass"])
+        if kind == "mac":
+            indp = rng.random() < 0.25
+            trace = i(1, 20) if indp else i(1, 200)
+            wb = " wb" if rng.random() < 0.6 else ""
+            ops.append(f"snowflake_asm.mac {'indp' if indp else 'coop'} r3, r4, r5 trace {trace}{wb}")
+        elif kind == "max":
+            ops.append(f"snowflake_asm.max r3, r4, r6 trace {i(1, 4)}{rng.choice(['', ' wb'])}")
+        else:
+            ops.append(f"snowflake_asm.vmov coop {kind} r{5 if kind == 'bias' else 4}")
+    steps = [f"snowflake_asm.addi r4, r4, {i(0, 40)}", f"snowflake_asm.addi r3, r3, {2 * i(0, 40)}"]
+    count = i(20, 300)
+    if rng.random() < 0.5:
+        body += _loop("s", count, ops + steps)
+    else:
+        body += ["snowflake_asm.movi r9, 1", f"snowflake_asm.movi r10, {count}", "snowflake_asm.label @s", *ops,
+                 "snowflake_asm.addi r9, r9, 1", steps[0], "snowflake_asm.ble r9, r10, @s", steps[1],
+                 *["snowflake_asm.mov r0, r0"] * 3]
+    _both(body, seed)

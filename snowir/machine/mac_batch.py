@@ -149,6 +149,15 @@ class DeferredMacs:
             over = (done >= ACC_LIMIT) | (done < -ACC_LIMIT)
             bad = over.reshape(k, -1).any(axis=1)
             first_bad = int(np.argmax(bad)) if bad.any() else k
+            if not self.indp:
+                # lanes 1..15 still hold what an INDP MAC without write-back left; a COOP
+                # write-back checks and clears every lane, as MachineState.mac does
+                rest = st.acc[:, :, 1:]
+                if rest.any():
+                    if ((rest >= ACC_LIMIT) | (rest < -ACC_LIMIT)).any():
+                        first_bad = 0
+                    else:
+                        rest[...] = 0
             self._store(done[:first_bad], first_bad)
             if first_bad < k:
                 st.acc[:] = 0
