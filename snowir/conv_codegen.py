@@ -22,7 +22,7 @@ from snowir.asm_builder import AsmBuilder
 from snowir.bypass_slices import load_first_slice, slice_bases, slice_words
 from snowir.conv_pixels import (COOP, R_LEN, R_MAPS, R_OUT, R_SRC, R_TK, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_W,
                                 R_WSRC, TRACE_CHUNK, Prefetch, _chunks, _kernel_tile)
-from snowir.conv_plan import BIAS_BLOCK, ConvPlan, Strip, input_rows, weights_slot_elements, weights_stagger
+from snowir.conv_plan import BIAS_BLOCK, ConvPlan, Strip, full_mask, input_rows, weights_slot_elements, weights_stagger
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 
@@ -86,7 +86,7 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
         b.const(R_TW, wbank(i))
         b.const(R_TT, plan.kernels * t)
         b.const(R_TO, 2 * plan.kernels * t)
-        _kernel_tile(b, plan, hw, plan.strips[si], base, c_off, mask_last if t == plan.tiles - 1 else hw.all_vmacs_mask,
+        _kernel_tile(b, plan, hw, plan.strips[si], base, c_off, mask_last if t == plan.tiles - 1 else full_mask(plan),
                      prefetch)
         if nxt < len(items) and w_slot[nxt] != w_slot[i] and not plan.double_buffer_weights:
             # the next kernels overwrite this tile's bank: wait for every pending MAC first
@@ -185,7 +185,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
             else:
                 _load_next_weights(bb, plan, hw)
 
-    _repeat(b, hw, tiles - 1, lambda bb: tile(bb, hw.all_vmacs_mask, piece, True), lambda: _advance_tile(plan, hw))
+    _repeat(b, hw, tiles - 1, lambda bb: tile(bb, full_mask(plan), piece, True), lambda: _advance_tile(plan, hw))
     reload = more and tiles > 1  # a single kernel tile stays in its bank for every strip
     if reload:
         b.const(R_WSRC, plan.w_addr)  # the next strip starts again at tile 0
@@ -208,10 +208,10 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
     def advance() -> list:
         return [sf.AddiOp(R_TW, R_TW, s.kernel_words), *_advance_channels(plan)]
 
-    _kernel_tile(b, plan, hw, strip, base, s.c_base, hw.all_vmacs_mask, prefetch, bypass_base, True)
+    _kernel_tile(b, plan, hw, strip, base, s.c_base, full_mask(plan), prefetch, bypass_base, True)
     b.emit(*advance())
     _repeat(b, hw, plan.tiles - 2,
-            lambda bb: _kernel_tile(bb, plan, hw, strip, base, s.c_base, hw.all_vmacs_mask, [], bypass_base, True),
+            lambda bb: _kernel_tile(bb, plan, hw, strip, base, s.c_base, full_mask(plan), [], bypass_base, True),
             advance)
     _kernel_tile(b, plan, hw, strip, base, s.c_base, mask_last, [], bypass_base)
 
@@ -364,7 +364,7 @@ def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
             bb.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, weights_slot_elements(hw)))
 
     advance = lambda: [sf.AddOp(R_WSRC, R_WSRC, R_TMP2), sf.AddiOp(R_TO, R_TO, 2 * plan.kernels)]  # noqa: E731
-    _repeat(b, hw, plan.tiles - 1, lambda bb: tile(bb, hw.all_vmacs_mask), advance)
+    _repeat(b, hw, plan.tiles - 1, lambda bb: tile(bb, full_mask(plan)), advance)
     tile(b, mask_last)
 
 

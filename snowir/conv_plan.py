@@ -32,10 +32,19 @@ queue drains, the flush VMOVs run, the next MACs refill it): about 60 cycles per
 16-deep queue, measured on ResNet-50's one-row strips (n39, n44 at 8.4 GB/s)."""
 
 
-def coop_kernels(hw: SnowflakeConfig) -> int:
+def coop_kernels(hw: SnowflakeConfig, s: ConvShape | None = None) -> int:
     """Kernels of a COOP kernel tile: one per vMAC of every CU, the maps broadcast (C17 §5.1;
-    16 on the 4 x 4 machine). One MAC then writes that many output channels of a pixel."""
+    16 on the 4 x 4 machine). One MAC then writes that many output channels of a pixel. A
+    tile never spans two groups of a grouped conv, whose kernels read other channels: groups
+    narrower than the machine's vMACs take one tile each, the vMACs past them masked off."""
+    if s is not None and s.groups > 1:
+        return min(hw.vmacs, s.k // s.groups)
     return hw.vmacs
+
+
+def full_mask(plan: ConvPlan) -> int:
+    """The write-back mask of a whole COOP kernel tile: its kernels' vMACs."""
+    return (1 << plan.kernels) - 1
 
 
 @dataclass(frozen=True)
@@ -214,7 +223,7 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
     s = shape
     if choose_mode(s, hw, bypass_addr is not None, mode) == "INDP":
         return plan_indp(s, hw, in_addr, w_addr, out_addr)
-    kernels = coop_kernels(hw)
+    kernels = coop_kernels(hw, s)
     if s.groups > 1 and (s.k // s.groups) % kernels:
         raise LoweringError(f"grouped conv with {s.k // s.groups} output channels per group: only multiples of "
                             f"{kernels} (a kernel tile) are lowered (depthwise convs are not)")
@@ -430,7 +439,7 @@ def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeCon
         w_bytes = math.ceil(s.k / kernels_per_tile(hw)) * hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
     else:
         hw = hw or SnowflakeConfig()
-        kernels = coop_kernels(hw)
+        kernels = coop_kernels(hw, s)
         w_bytes = math.ceil(s.k / kernels) * kernels * s.kernel_words * 2
     out_addr = align(w_addr + w_bytes)
     out_bytes = s.oh * s.ow * s.k * 2

@@ -87,7 +87,7 @@ def weight_image(op: nn.Conv2dOp, s: ConvShape, mode: str, hw: SnowflakeConfig) 
     """The DRAM weight image of a quantised conv: kernels + biases packed for the mode."""
     w = constant_array(op.weight.owner)
     bias = _words(op.bias, element_frac(op.output))  # added at the write-back, in the output's format
-    return pack_indp(w, bias, hw) if mode == "INDP" else pack_weights(w, bias, -(-s.k // coop_kernels(hw)), coop_kernels(hw))
+    return pack_indp(w, bias, hw) if mode == "INDP" else pack_weights(w, bias, -(-s.k // coop_kernels(hw, s)), coop_kernels(hw, s))
 
 
 def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeConfig) -> list[Operation]:

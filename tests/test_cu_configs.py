@@ -28,6 +28,8 @@ LAYERS = {  # conv_case arguments: (c, h, w, k, kh, kw, stride, pad), options
     "residual 1x1": ((64, 14, 14, 96, 1, 1, 1, 0), {"bypass": True}),
     "residual 3x3": ((32, 12, 12, 48, 3, 3, 1, 1), {"bypass": True}),
     "grouped": ((16, 8, 8, 128, 3, 3, 1, 1), {"groups": 2}),
+    # groups of 16 (depthwise-to-grouped's): narrower than 32 or 64 vMACs, one tile per group
+    "narrow groups": ((16, 9, 9, 64, 3, 3, 1, 1), {"groups": 4}),
     "fully connected": ((4096, 1, 1, 70, 1, 1, 1, 0), {"relu": False}),
     "INDP": ((3, 20, 20, 80, 5, 5, 1, 2), {"mode": "INDP"}),
 }
@@ -38,13 +40,14 @@ LAYERS = {  # conv_case arguments: (c, h, w, k, kh, kw, stride, pad), options
 def test_layers_bit_exact_on_every_machine_shape(hw: SnowflakeConfig, layer: str) -> None:
     args, options = LAYERS[layer]
     groups = options.get("groups", 1)
-    if groups > 1 and (args[3] // groups) % hw.vmacs:
+    per_group = args[3] // groups
+    if groups > 1 and per_group >= hw.vmacs and per_group % hw.vmacs:
         # a kernel tile may not span two groups: a clear refusal (partition-host runs it on the host)
         with pytest.raises(LoweringError, match=f"only multiples of {hw.vmacs} \\(a kernel tile\\)"):
             conv_case(*args, hw=hw, **options)
         return
     run, got, want, plan, _ = conv_case(*args, hw=hw, **options)
-    assert plan.kernels == (hw.vmacs_per_cu * hw.lanes if plan.indp else hw.vmacs)
+    assert plan.kernels == (hw.vmacs_per_cu * hw.lanes if plan.indp else min(hw.vmacs, per_group) if groups > 1 else hw.vmacs)
     assert np.array_equal(got, want)
     assert 0 < run.timing.macs <= run.cycles * hw.macs  # useful MACs within what the machine can do
 

@@ -60,7 +60,7 @@ def conv_case(c, h, w, k, kh, kw, s, p, relu=True, shift=14, seed=0, engine="fas
     wt = rng.integers(-3000, 3000, (k, c, kh, kw)).astype(np.int16)
     bias = rng.integers(-300, 300, k).astype(np.int16)
     mode = choose_mode(shape, hw, bypass, mode)
-    kernels = coop_kernels(hw)
+    kernels = coop_kernels(hw, shape)
     wimg = pack_indp(wt, bias, hw) if mode == "INDP" else pack_weights(wt, bias, -(-k // kernels), kernels)
     in_b = h * w * c * groups * 2
     w_addr = -(-in_b // 64) * 64
