@@ -36,9 +36,12 @@ def coop_kernels(hw: SnowflakeConfig, s: ConvShape | None = None) -> int:
     """Kernels of a COOP kernel tile: one per vMAC of every CU, the maps broadcast (C17 §5.1;
     16 on the 4 x 4 machine). One MAC then writes that many output channels of a pixel. A
     tile never spans two groups of a grouped conv, whose kernels read other channels: groups
-    narrower than the machine's vMACs take one tile each, the vMACs past them masked off."""
-    if s is not None and s.groups > 1:
-        return min(hw.vmacs, s.k // s.groups)
+    narrower than the machine's vMACs take one tile each, the vMACs past them masked off, when
+    they are whole multiples of 16 kernels (depthwise-to-grouped's; a depthwise conv's one
+    kernel per group would leave 15 of 16 lanes and most vMACs idle, so it stays refused)."""
+    per_group = s.k // s.groups if s is not None and s.groups > 1 else 0
+    if 0 < per_group < hw.vmacs and per_group % hw.lanes == 0:
+        return per_group
     return hw.vmacs
 
 
