@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import hashlib
 import io
 import itertools
@@ -92,9 +93,25 @@ def model_hash(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+@functools.cache
+def compiler_fingerprint() -> str:
+    """A digest of the compiler's and machine model's sources: a cached row was computed by this
+    very code, so a changed planner or timing rule recomputes it rather than serving stale rows."""
+    digest = hashlib.sha256()
+    root = Path(__file__).resolve().parent
+    for path in sorted(root.rglob("*.py")):  # snowir/ with dialects/ and passes/ when installed as one
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    for extra in ("dialects", "passes"):  # a source checkout keeps them beside snowir/
+        for path in sorted((root.parent / extra).glob("*.py")):
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def cache_key(model_sha: str, hw: SnowflakeConfig, pipeline: str | None, fmt: str) -> str:
     key = json.dumps({"v": CACHE_VERSION, "model": model_sha, "hw": hw.to_json(), "pipeline": pipeline,
-                      "format": fmt}, sort_keys=True)
+                      "format": fmt, "compiler": compiler_fingerprint()}, sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 

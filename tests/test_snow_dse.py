@@ -94,3 +94,15 @@ def test_every_targetable_config_is_bit_exact(tmp_path: Path, fields: dict) -> N
     report = run_model_on_device(_net(tmp_path), hw=SnowflakeConfig(**fields), check=True).report
     assert report["check"]["golden_bit_exact"] is True
     assert report["hw"] == SnowflakeConfig(**fields).to_json() and report["total"]["cycles"] > 0
+
+
+def test_cache_key_follows_the_compiler(monkeypatch) -> None:
+    """A cached row belongs to the compiler that computed it: another compiler's sources give
+    another key, so an upgraded planner recomputes the sweep instead of serving stale rows."""
+    from snowir import dse
+
+    hw = SnowflakeConfig()
+    key = dse.cache_key("m", hw, None, "Q8.8")
+    assert key == dse.cache_key("m", hw, None, "Q8.8")
+    monkeypatch.setattr(dse, "compiler_fingerprint", lambda: "another compiler")
+    assert dse.cache_key("m", hw, None, "Q8.8") != key
