@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 from xdsl.ir import Operation
 
 from snowir.dialects import snowflake_asm as sf
-from snowir.hw import MASK_WORD_BITS, SnowflakeConfig
-
-MASK_WORD_MAX = (1 << MASK_WORD_BITS) - 1
+from snowir.hw import MASK_WORD_BITS, MASK_WORD_MAX, SnowflakeConfig
 
 NOP = lambda: sf.MovOp(0, 0)  # noqa: E731
 MOVI_MAX = (1 << 22) - 1

@@ -397,8 +397,7 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
     def load(bb: AsmBuilder, strip: Strip) -> None:
         base = strip.bank * half
         _load_maps(bb, plan, hw, strip, strip.bank if double else 0, base)
-        load_broadcast(bb, hw, base + (strip.r1 - strip.r0) * row, plan.bypass_addr + 2 * strip.y0 * out_row,
-                       (strip.y1 - strip.y0) * out_row)
+        _load_bypass_rows(bb, plan, hw, base + (strip.r1 - strip.r0) * row - strip.y0 * out_row, strip.y0, strip.y1)
 
     for si, strip in enumerate(plan.strips):
         base = strip.bank * half if double else 0

@@ -26,6 +26,7 @@ ISA_LOAD_UNITS = 8
 ISA_SELECT_BITS = 7
 ISA_MASK_WORDS = 8
 MASK_WORD_BITS = 32
+MASK_WORD_MAX = (1 << MASK_WORD_BITS) - 1
 
 
 def select_bits(cus: int, vmacs_per_cu: int) -> int:

@@ -146,11 +146,9 @@ class Machine:
         self.state.vmov(indp, select, self.state.regs[rs1], word)
 
     def max(self, rd: int, rs1: int, rs2: int, trace: int, wb: bool) -> None:
-        self.flush()
+        written = self.max_f(rd, rs1, rs2, trace, wb)
         hw, st = self.hw, self.state
-        regs = st.regs
-        out, a, step = regs[rd], regs[rs1], regs[rs2]
-        written = st.max(out, a, step, trace, wb)
+        a, step = st.regs[rs1], st.regs[rs2]
         lo = min(a, a + step * (trace - 1))
         hi = max(a, a + step * (trace - 1)) + hw.lanes + (hw.cus - 1) * (st.pool_stride() // 2)
         _, end = self.timing.vector((rd, rs1, rs2), trace, (lo, hi), None, "MAX wb" if wb else "MAX")
@@ -158,13 +156,13 @@ class Machine:
             self.timing.writeback(end, written[2], written[:2])
 
     def vmov(self, rs1: int, indp: bool, select: str, word: int = 0) -> None:
-        if select in ("bias", "bypass") and self.deferred is not None:
-            self.deferred.operands_changed = True  # deferred write-backs keep what they saw
-        else:
-            self.flush()
         hw, st = self.hw, self.state
         value = st.regs[rs1]
-        st.vmov(indp, select, value, word)
+        if select in ("bias", "bypass") and self.deferred is not None:
+            self.vmov_f(rs1, indp, select, word)  # deferred write-backs keep what they saw
+        else:
+            self.flush()
+            st.vmov(indp, select, value, word)
         maps, weights = None, None
         if select == "bias":
             weights = (value, value + hw.lanes)

@@ -84,16 +84,18 @@ def _scalar_expr(op: sf.SnowflakeInstruction, consts: list[int] | None = None) -
     raise AssertionError(op.name)  # pragma: no cover
 
 
-def _dynamic_call(op: sf.SnowflakeInstruction, pc: str) -> str:
-    """The Machine call of a data-path instruction; `pc` is an expression of its address."""
+def _dynamic_call(op: sf.SnowflakeInstruction, pc: str, functional: bool = False) -> str:
+    """The Machine call of a data-path instruction; `pc` is an expression of its address.
+    `functional`: its arithmetic alone (`Machine.mac_f` and friends, steady.py)."""
     r = op.reg_index
+    f = "_f" if functional else ""
     if isinstance(op, sf.MacOp):
-        return (f"M.mac({r('rd')}, {r('rs1')}, {r('rs2')}, {op._int('trace')}, "
+        return (f"M.mac{f}({r('rd')}, {r('rs1')}, {r('rs2')}, {op._int('trace')}, "
                 f"{op.mode.data == sf.VectorMode.INDP}, {op.wb is not None}, {op.relu is not None})")
     if isinstance(op, sf.MaxOp):
-        return f"M.max({r('rd')}, {r('rs1')}, {r('rs2')}, {op._int('trace')}, {op.wb is not None})"
+        return f"M.max{f}({r('rd')}, {r('rs1')}, {r('rs2')}, {op._int('trace')}, {op.wb is not None})"
     if isinstance(op, sf.VmovOp):
-        return f"M.vmov({r('rs1')}, {op.mode.data == sf.VectorMode.INDP}, {op.select.data.value!r}, {op._int('word')})"
+        return f"M.vmov{f}({r('rs1')}, {op.mode.data == sf.VectorMode.INDP}, {op.select.data.value!r}, {op._int('word')})"
     if isinstance(op, sf.LdOp):
         return (f"M.ld({pc}, {r('rd')}, {r('rs1')}, {r('rs2')}, {op._int('unit')}, "
                 f"{op.target.data.value!r}, {op._int('select')})")
@@ -251,21 +253,16 @@ class FastProgram:
         flush()
         if self_loop and not any(line.startswith("M.") for line in body):
             src = self._scalar_loop_source(body, s, e)
-        elif steady:
-            # a vector loop: stepped, and timed in closed form once it is periodic (steady.py)
-            src = ("def block(budget):\n    n = 0\n    while True:\n        "
-                   + "\n        ".join(body)
-                   + "\n        n += 1\n        if not taken or n >= budget:\n            break\n"
-                   + "        if n == X.next:\n            n += X.watch(n, budget, ba, bb)\n"
-                   + f"    X.stop()\n    return (P if taken else P + {e - s}), n\n")
         elif self_loop:
             # a loop that branches to its own start: iterate here (the bank and the
             # branch target were checked when the block was entered and cannot change
-            # but by a faulting LD into this very bank)
+            # but by a faulting LD into this very bank); a vector loop is timed in closed
+            # form once it is periodic (steady.py)
+            watch = "        if n == X.next:\n            n += X.watch(n, budget, ba, bb)\n" if steady else ""
             src = ("def block(budget):\n    n = 0\n    while True:\n        "
                    + "\n        ".join(body)
-                   + "\n        n += 1\n        if not taken or n >= budget:\n            break\n"
-                   + f"    return (P if taken else P + {e - s}), n\n")
+                   + "\n        n += 1\n        if not taken or n >= budget:\n            break\n" + watch
+                   + ("    X.stop()\n" if steady else "") + f"    return (P if taken else P + {e - s}), n\n")
         else:
             ret = f"(P + {self.targets[b] - s} if taken else P + {e - s})" if b >= 0 else f"P + {e - s}"
             src = "def block(budget):\n    " + "\n    ".join(body) + f"\n    return {ret}, 1\n"
@@ -299,8 +296,7 @@ class FastProgram:
                 lines.append(f"taken = R[{op.reg_index('rs1')}] {cmp} R[{op.reg_index('rs2')}]")
             else:
                 lines.append(f"M.pc = P + {pc - s}")
-                call = _dynamic_call(op, "M.pc").replace("M.mac(", "M.mac_f(").replace("M.max(", "M.max_f(")
-                call = call.replace("M.vmov(", "M.vmov_f(")
+                call = _dynamic_call(op, "M.pc", functional=True)
                 lines.append(f"w = {call}\n        if w is not None: WB(w)" if not isinstance(op, sf.VmovOp) else call)
         src = ("def fblock(k):\n    i = 0\n    taken = True\n    while i < k:\n        " + "\n        ".join(lines)
                + "\n        i += 1\n        if not taken:\n            break\n    return i, taken\n")

@@ -17,9 +17,7 @@ import numpy as np
 from snowir.dialects.snowflake_asm import SELECT_ALL
 from snowir.errors import SnowError
 from snowir.fixedpoint import INT16_MIN, MAX_WB_SHIFT, accumulator_overflows, writeback
-from snowir.hw import MASK_WORD_BITS, SnowflakeConfig
-
-MASK_WORD_MAX = (1 << MASK_WORD_BITS) - 1
+from snowir.hw import MASK_WORD_BITS, MASK_WORD_MAX, SnowflakeConfig
 
 
 class MachineFault(SnowError):

@@ -29,6 +29,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable
 
+from snowir.fixedpoint import wrap32
 from snowir.machine.core import Machine
 
 WATCH = 48
@@ -37,13 +38,8 @@ ops, so a loop settles within a few dozen iterations); after that the loop steps
 RETRY = 8
 """Iterations between looks while an LD is still landing."""
 
-_MASK32 = (1 << 32) - 1
 _INT32 = 1 << 31
 _COUNTERS = ("macs", "lane_macs", "busy_cycles", "writeback_bytes", "load_bytes", "store_bytes")
-
-
-def _wrap(x: int) -> int:
-    return ((x + _INT32) & _MASK32) - _INT32
 
 
 class SteadyLoop:
@@ -110,8 +106,8 @@ class SteadyLoop:
         delta = s2[1] - s1[1]
         if s1[1] - s0[1] != delta or delta <= 0:
             return 0
-        d_regs = [_wrap(b - a) for a, b in zip(s1[2], s2[2])]
-        if d_regs != [_wrap(b - a) for a, b in zip(s0[2], s1[2])]:
+        d_regs = [wrap32(b - a) for a, b in zip(s1[2], s2[2])]
+        if d_regs != [wrap32(b - a) for a, b in zip(s0[2], s1[2])]:
             return 0
         grow = [b - a for a, b in zip(s1[3], s2[3])]
         if grow != [b - a for a, b in zip(s0[3], s1[3])]:
