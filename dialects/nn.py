@@ -527,6 +527,41 @@ class SpaceToDepthOp(NNOperation):
 
 
 @irdl_op_definition
+class UnfoldRowsOp(NNOperation):
+    """The `kernel` input rows each output row of a conv reads (stride `stride`, zero-padded by
+    `pads` = (top, bottom)) stacked as channels: out[ky·C + c, i, j] = in[c, stride·i + ky − t, j].
+    A conv with a kh x kw kernel over `in` is a 1 x kw conv over `out`, whose window is one
+    contiguous trace. The unfold-rows pass lays a model input out this way (on the host)."""
+
+    name = "nn.unfold_rows"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    kernel = prop_def(IntegerAttr[I64])
+    stride = prop_def(IntegerAttr[I64])
+    pads = prop_def(DenseArrayBase[I64])
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, kernel: int, stride: int, pads: Sequence[int], result_type: TensorType):
+        super().__init__(operands=[input], result_types=[result_type],
+                         properties={"kernel": IntegerAttr(kernel, i64), "stride": IntegerAttr(stride, i64),
+                                     "pads": i64_array(pads)})
+
+    def verify_(self) -> None:
+        n, c, h, w = self._rank(self.input, 4, "input")
+        kh, sy = self.kernel.value.data, self.stride.value.data
+        pads = _ints(self.pads)
+        if kh < 2 or sy < 1:
+            self._fail(f"kernel must be at least 2 rows and stride at least 1, not {kh} and {sy}")
+        if len(pads) != 2 or min(pads) < 0 or max(pads) >= kh:
+            self._fail(f"pads must be (top, bottom), non-negative and less than the kernel, not {list(pads)}")
+        oh = (h + pads[0] + pads[1] - kh) // sy + 1
+        if oh < 1:
+            self._fail(f"{kh} rows (pads {list(pads)}) do not fit an input of {h} rows")
+        self._expect_result((n, c * kh, oh, w))
+        self._same_element(self.input, self.output)
+
+
+@irdl_op_definition
 class IdentityOp(ElementwiseUnary):
     """A no-op kept from the source graph (ONNX Identity, inference Dropout); drop-identity removes it."""
 
@@ -783,7 +818,7 @@ class HostOp(IRDLOperation):
 
 DEVICE_OPS = (Conv2dOp, MaxPoolOp, AvgPoolOp, GlobalAvgPoolOp, DenseOp, AddOp, ReluOp,
               BatchNormOp, ConcatOp, FlattenOp, ReshapeOp, IdentityOp, ChannelSliceOp)
-HOST_OPS = (SoftmaxOp, LrnOp, TransposeOp, ClipOp, HardSigmoidOp, HardSwishOp, MulOp, SpaceToDepthOp, HostOp)
+HOST_OPS = (SoftmaxOp, LrnOp, TransposeOp, ClipOp, HardSigmoidOp, HardSwishOp, MulOp, SpaceToDepthOp, UnfoldRowsOp, HostOp)
 
 NN = Dialect(
     "nn",

@@ -28,6 +28,7 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "nn-prepare": p("nn_prepare", "NNPreparePass"),
         "split-kernels": p("split_kernels", "SplitKernelsPass"),
         "space-to-depth": p("space_to_depth", "SpaceToDepthPass"),
+        "unfold-rows": p("unfold_rows", "UnfoldRowsPass"),
         "icache-banking": p("icache_banking", "IcacheBankingPass"),
         "nn-to-tile": p("nn_to_tile", "NNToTilePass"),
         "tile-loop-order": p("tile_loop_order", "TileLoopOrderPass"),

@@ -2,7 +2,7 @@
 nn-prepare{format=Q8.8}: the default nn-level pipeline, from an imported model to the
 fixed-point graph Snowflake runs: fold-hard-swish, drop-identity, fold-batch-norm,
 fuse-residual-add, fuse-relu, fc-to-conv, avgpool-to-conv, depthwise-to-grouped, split-kernels,
-space-to-depth, partition-host, quantize.
+unfold-rows, space-to-depth, partition-host, quantize.
 """
 
 from dataclasses import dataclass
@@ -24,6 +24,7 @@ from snowir.passes.partition_host import PartitionHostPass
 from snowir.passes.quantize import QuantizePass
 from snowir.passes.space_to_depth import SpaceToDepthPass
 from snowir.passes.split_kernels import SplitKernelsPass
+from snowir.passes.unfold_rows import UnfoldRowsPass
 
 
 @dataclass(frozen=True)
@@ -36,14 +37,14 @@ class NNPreparePass(ModulePass):
     split_by_cost: bool = True
     """split-kernels{by-cost}: also split convs whose channel parts the planner estimates faster."""
     hw: str = ""
-    """A hardware description JSON for the passes that plan (split-kernels, space-to-depth,
+    """A hardware description JSON for the passes that plan (split-kernels, unfold-rows, space-to-depth,
     depthwise-to-grouped, partition-host); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         passes: list[ModulePass] = [FoldHardSwishPass(), DropIdentityPass(), FoldBatchNormPass(),
                                     FuseResidualAddPass(), FuseReluPass(), FcToConvPass(), AvgPoolToConvPass(),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
-                                    SpaceToDepthPass(self.hw), PartitionHostPass(self.hw)]
+                                    UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), PartitionHostPass(self.hw)]
         if self.quantize:
             passes.append(QuantizePass(self.format, self.calibration))
         run_steps(ctx, op, passes)

@@ -34,6 +34,7 @@ from xdsl.rewriter import InsertPoint
 
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
+from snowir.input_layout import indp_fits
 from snowir.nn_util import const_of, new_constant, shape_of, tensor
 
 MAX_CHANNELS = 64  # C·s² beyond this gains no lanes (COOP traces are already long)
@@ -64,7 +65,7 @@ class SpaceToDepthConv(RewritePattern):
                 or sy != sx or sy < 2 or c * sy * sy > MAX_CHANNELS \
                 or any(int(d) != 1 for d in op.dilations.get_values()):
             return
-        if self.hw.lanes * (kh * kw * c + 1) <= self.hw.weights_buffer_elements and k % self.hw.lanes == 0:
+        if indp_fits(k, kh * kw * c, self.hw):
             return  # INDP runs it without zero taps
         weights, bias = const_of(op.weight), const_of(op.bias)
         if weights is None or bias is None:

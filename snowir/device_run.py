@@ -85,8 +85,9 @@ def _load_imbalance(image: sf.ImageOp, unit_bytes: list[int]) -> float | None:
 
 def _useful(op, runs) -> int:
     """MACs the machine did that the layer needed: a block-diagonal conv (depthwise-to-grouped)
-    keeps all lanes busy, 15 of 16 against zero weights, so its count is the depthwise one."""
-    if "block_diagonal" in op.attributes:
+    keeps all lanes busy, 15 of 16 against zero weights, so its count is the depthwise one; an
+    unfolded conv's first and last rows multiply the rows' padding (zero channels)."""
+    if "block_diagonal" in op.attributes or isinstance(op.input.owner, nn.UnfoldRowsOp):
         from snowir.host_model import useful_macs
 
         return useful_macs(op)

@@ -118,6 +118,17 @@ def space_to_depth(x: np.ndarray, s: int, pads, oh: int, ow: int) -> np.ndarray:
     return np.ascontiguousarray(p.reshape(n, c, oh, s, ow, s).transpose(0, 3, 5, 1, 2, 4).reshape(n, s * s * c, oh, ow))
 
 
+def unfold_rows(x: np.ndarray, kh: int, sy: int, top: int, oh: int) -> np.ndarray:
+    """nn.unfold_rows: out[n, ky·C + c, i, j] = x[n, c, sy·i + ky − top, j] (0 outside x)."""
+    n, c, h, w = x.shape
+    out = np.zeros((n, kh, c, oh, w), x.dtype)
+    for ky in range(kh):
+        rows = np.arange(oh) * sy + ky - top
+        ok = (rows >= 0) & (rows < h)
+        out[:, ky, :, ok] = x[:, :, rows[ok]].transpose(2, 0, 1, 3)
+    return out.reshape(n, kh * c, oh, w)
+
+
 def pool(x: np.ndarray, kernel, stride, pads, ceil: bool, kind: str, count_include_pad: bool = False):
     n, c, h, w = x.shape
     oh = nn.window_out(h, kernel[0], stride[0], pads[0], pads[2], 1, ceil)
@@ -247,6 +258,11 @@ class Golden:
             _, _, oh, ow = op.output.type.get_shape()
             x = self._q(env[op.input], out_frac) if out_frac is not None else self._float(env[op.input])
             y = space_to_depth(x, op.block.value.data, _ints(op.pads), oh, ow)
+            return Q(y, out_frac) if out_frac is not None else y
+        if isinstance(op, nn.UnfoldRowsOp):
+            oh = op.output.type.get_shape()[2]
+            x = self._q(env[op.input], out_frac) if out_frac is not None else self._float(env[op.input])
+            y = unfold_rows(x, op.kernel.value.data, op.stride.value.data, _ints(op.pads)[0], oh)
             return Q(y, out_frac) if out_frac is not None else y
         if isinstance(op, nn.ChannelSliceOp):
             x = env[op.input]

@@ -63,7 +63,13 @@ def useful_macs(op: Operation) -> int:
         dy, dx = _ints(op.dilations)
         if "block_diagonal" in op.attributes:
             cg = 1  # depthwise-to-grouped: one channel of the group's kernel block is not zero
-        return n * k * cg * _valid_taps(oh, kh, sy, pt, dy, h) * _valid_taps(ow, kw, sx, pl, dx, w)
+        rows = _valid_taps(oh, kh, sy, pt, dy, h)
+        unfold = op.input.owner
+        if isinstance(unfold, nn.UnfoldRowsOp):  # kernel rows as channels: the rows' padding is zero channels
+            kh0 = unfold.kernel.value.data
+            cg //= kh0
+            rows = _valid_taps(oh, kh0, unfold.stride.value.data, _ints(unfold.pads)[0], 1, unfold.input.type.get_shape()[2])
+        return n * k * cg * rows * _valid_taps(ow, kw, sx, pl, dx, w)
     if isinstance(op, nn.DenseOp):
         return int(np.prod(op.output.type.get_shape())) * op.weight.type.get_shape()[1]
     return 0

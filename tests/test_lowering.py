@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from xdsl.dialects.builtin import StringAttr
 import pytest
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -490,7 +491,8 @@ def test_space_to_depth_is_exact_and_runs_on_the_machine() -> None:
                             "avgpool-to-conv,split-kernels,partition-host,quantize")
     a = Golden(without).run(x)[0]  # before the next parse drops this module's weight blobs
     with_s2d = api.parse_text(text)
-    apply_pipeline(with_s2d, "nn-prepare")
+    apply_pipeline(with_s2d, "drop-identity,fold-batch-norm,fuse-residual-add,fuse-relu,fc-to-conv,"
+                             "avgpool-to-conv,split-kernels,space-to-depth,partition-host,quantize")
     assert any(op.name == "nn.space_to_depth" for op in with_s2d.walk())
     b = Golden(with_s2d).run(x)[0]
     assert np.array_equal(a, b)
@@ -498,6 +500,44 @@ def test_space_to_depth_is_exact_and_runs_on_the_machine() -> None:
     run = run_device(with_s2d, x)
     assert all(layer.bit_exact for layer in run.layers) and np.array_equal(run.outputs[0], b)
     assert run.layers[0].name == "conv1" and run.layers[0].op == "conv2d"
+
+
+UNFOLD_MODEL = Path(__file__).parent / "filecheck" / "nn" / "passes" / "unfold_rows.mlir"
+
+
+def test_unfold_rows_is_exact_runs_on_the_machine_and_beats_space_to_depth() -> None:
+    """nn-prepare unfolds AlexNet's 11x11/4 conv1 (kernel rows as channels): the same integer
+    products, so the golden model equals the original graph's bit for bit, the machine matches
+    it, the report counts only the original conv's useful MACs (not the padding rows' zero
+    channels), and the layer takes fewer cycles than with space-to-depth."""
+    from snowir import api
+    from snowir.device_run import run_device
+    from snowir.golden import Golden
+    from snowir.host_model import useful_macs
+    from snowir.model_run import apply_pipeline
+
+    text = UNFOLD_MODEL.read_text()
+    x = np.random.default_rng(4).standard_normal((1, 3, 35, 35)).astype(np.float32)
+    plain = "drop-identity,fold-batch-norm,fuse-residual-add,fuse-relu,fc-to-conv,avgpool-to-conv,split-kernels,"
+    without = api.parse_text(text)
+    apply_pipeline(without, plain + "partition-host,quantize")
+    want = Golden(without).run(x)
+    original_macs = useful_macs(next(op for op in without.walk() if op.attributes.get("onnx_node") == StringAttr("conv1")))
+    s2d = api.parse_text(text)  # (each parse drops the previous module's weight blobs: use it first)
+    apply_pipeline(s2d, plain + "space-to-depth,partition-host,quantize,snowflake-lower")
+    s2d_cycles = run_device(s2d, x).layers[0].cycles
+    unfolded = api.parse_text(text)
+    apply_pipeline(unfolded, "nn-prepare")
+    assert [op.name for op in unfolded.walk() if op.name in ("nn.unfold_rows", "nn.space_to_depth")] == ["nn.unfold_rows"]
+    got = Golden(unfolded).run(x)
+    assert all(np.array_equal(a, b) for a, b in zip(want, got))
+    apply_pipeline(unfolded, "snowflake-lower")
+    run = run_device(unfolded, x)
+    assert all(layer.bit_exact for layer in run.layers)
+    assert all(np.array_equal(a, b) for a, b in zip(run.outputs, got))
+    conv1 = run.layers[0]
+    assert conv1.name == "conv1" and conv1.macs == original_macs
+    assert conv1.cycles < s2d_cycles
 
 
 def test_one_route_lowered_module_runs_as_the_model(tmp_path: Path) -> None:

@@ -263,6 +263,24 @@ func.func @f(%x: tensor<1x3x8x8xf32>) {
   func.return
 }
 // CHECK: nn.space_to_depth: result must be 1x12xHxW for 3 channels in 2x2 blocks, not 1x6x4x4
+// -----
+func.func @f(%x: tensor<1x3x8x8xf32>) {
+  %y = nn.unfold_rows %x {kernel = 1 : i64, stride = 1 : i64, pads = array<i64: 0, 0>} : (tensor<1x3x8x8xf32>) -> tensor<1x3x8x8xf32>
+  func.return
+}
+// CHECK: nn.unfold_rows: kernel must be at least 2 rows and stride at least 1, not 1 and 1
+// -----
+func.func @f(%x: tensor<1x3x8x8xf32>) {
+  %y = nn.unfold_rows %x {kernel = 3 : i64, stride = 2 : i64, pads = array<i64: 3, 0>} : (tensor<1x3x8x8xf32>) -> tensor<1x9x4x8xf32>
+  func.return
+}
+// CHECK: nn.unfold_rows: pads must be (top, bottom), non-negative and less than the kernel, not [3, 0]
+// -----
+func.func @f(%x: tensor<1x3x8x8xf32>) {
+  %y = nn.unfold_rows %x {kernel = 3 : i64, stride = 2 : i64, pads = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>) -> tensor<1x9x3x8xf32>
+  func.return
+}
+// CHECK: nn.unfold_rows: result shape 1x9x3x8 does not match the computed 1x9x4x8
 
 // -----
 func.func @f(%x: tensor<4xf32>) {

@@ -1,0 +1,88 @@
+"""
+The cost model behind the layouts the host may give a model input (space-to-depth,
+unfold-rows): COOP cycles of one output pixel and one kernel tile, for the traces each layout
+makes of a conv's window.
+
+A trace of L words takes ⌈L/16⌉ cycles; a pixel whose traces are shorter than its bookkeeping
+is issue-bound instead: the X loop costs PIXEL_SLOTS issue slots (counter, branch, its delay
+slots carrying the address steps), and each trace a MAC plus the two address ADDIs of the next
+kernel row (conv_pixels._macs_pipelined). The estimate only ranks layouts; the machine model
+measures the result (docs/lowering.md, "Model-input layouts").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from snowir.hw import SnowflakeConfig
+
+PIXEL_SLOTS = 4
+TRACE_SLOTS = 3
+TRACE_CHUNK = 1008  # conv_pixels.TRACE_CHUNK: longest single trace
+
+
+@dataclass(frozen=True)
+class StemConv:
+    """The geometry of a conv reading the model input."""
+
+    c: int
+    h: int
+    w: int
+    kh: int
+    kw: int
+    sy: int
+    sx: int
+    oh: int
+    ow: int
+    k: int
+
+
+def indp_fits(k: int, words: int, hw: SnowflakeConfig) -> bool:
+    """INDP runs the conv without zero taps: its 16 interleaved kernels (and bias) fit a
+    weights buffer. The input layouts are for the convs it cannot take."""
+    return hw.lanes * (words + 1) <= hw.weights_buffer_elements and k % hw.lanes == 0
+
+
+def pixel_cycles(traces: list[int], hw: SnowflakeConfig) -> int:
+    """Cycles of one output pixel (one kernel tile) whose window is `traces` (words each)."""
+    chunks = [min(TRACE_CHUNK, t - o) for t in traces for o in range(0, t, TRACE_CHUNK)]
+    compute = sum(-(-n // hw.lanes) for n in chunks)
+    return max(compute, PIXEL_SLOTS + TRACE_SLOTS * len(chunks))
+
+
+def direct_cycles(s: StemConv, hw: SnowflakeConfig) -> int:
+    return pixel_cycles([s.kw * s.c] * s.kh, hw)
+
+
+def space_to_depth_cycles(s: StemConv, hw: SnowflakeConfig) -> int | None:
+    """None when the layout does not apply (square strides of 2 or more only)."""
+    if s.sy != s.sx or s.sy < 2:
+        return None
+    b = s.sy
+    return pixel_cycles([-(-s.kw // b) * b * b * s.c] * -(-s.kh // b), hw)
+
+
+def unfold_rows_cycles(s: StemConv, hw: SnowflakeConfig) -> int:
+    return pixel_cycles([s.kw * s.kh * s.c], hw)
+
+
+def lane_slots(traces: list[int], hw: SnowflakeConfig) -> int:
+    """MAC lanes the traces occupy, used or not."""
+    return sum(-(-t // hw.lanes) for t in traces) * hw.lanes
+
+
+def unfold_rows_fills_lanes(s: StemConv, hw: SnowflakeConfig) -> bool:
+    """Unfolded, the window occupies fewer lanes than as kh kernel-row traces (rows whose trace
+    is a whole number of lane groups gain nothing but bookkeeping, for kh times the traffic)."""
+    return lane_slots([s.kh * s.kw * s.c], hw) < lane_slots([s.kw * s.c] * s.kh, hw)
+
+
+def unfold_rows_fits(s: StemConv, hw: SnowflakeConfig) -> bool:
+    """The unfolded input costs kh/sy times the input's traffic: it must leave the bus at least
+    half free while the conv computes, and a row of it must fit half a maps bank (strips of
+    whole rows, double-buffered)."""
+    row = s.w * s.kh * s.c
+    tiles = -(-s.k // hw.vmacs)
+    compute = s.oh * s.ow * tiles * unfold_rows_cycles(s, hw)
+    bus = 2 * s.oh * row / hw.dram_bytes_per_cycle
+    return row <= hw.maps_bank_elements // 2 and bus <= compute / 2
