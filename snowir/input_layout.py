@@ -1,7 +1,7 @@
 """
 The cost model behind the layouts the host may give a model input (space-to-depth,
-unfold-rows): COOP cycles of one output pixel and one kernel tile, for the traces each layout
-makes of a conv's window.
+unfold-rows): the layer's cycles, from the COOP cycles of one output pixel and one kernel tile for the traces
+each layout makes of a conv's window, or the DRAM traffic each layout costs if that is longer.
 
 A trace of L words takes ⌈L/16⌉ cycles; a pixel whose traces are shorter than its bookkeeping
 is issue-bound instead: the X loop costs PIXEL_SLOTS issue slots (counter, branch, its delay
@@ -50,20 +50,32 @@ def pixel_cycles(traces: list[int], hw: SnowflakeConfig) -> int:
     return max(compute, PIXEL_SLOTS + TRACE_SLOTS * len(chunks))
 
 
-def direct_cycles(s: StemConv, hw: SnowflakeConfig) -> int:
-    return pixel_cycles([s.kw * s.c] * s.kh, hw)
+def layer_cycles(s: StemConv, pixel: int, input_words: int, hw: SnowflakeConfig) -> float:
+    """The layer: its pixels' cycles over every kernel tile, or the DRAM traffic of its input
+    and output at the bus's rate if that is longer (kernels are small beside them)."""
+    compute = s.oh * s.ow * -(-s.k // hw.vmacs) * pixel
+    bus = 2 * (input_words + s.oh * s.ow * s.k) / hw.dram_bytes_per_cycle
+    return max(compute, bus)
 
 
-def space_to_depth_cycles(s: StemConv, hw: SnowflakeConfig) -> int | None:
+def direct_cycles(s: StemConv, hw: SnowflakeConfig) -> float:
+    return layer_cycles(s, pixel_cycles([s.kw * s.c] * s.kh, hw), s.c * s.h * s.w, hw)
+
+
+def space_to_depth_cycles(s: StemConv, hw: SnowflakeConfig) -> float | None:
     """None when the layout does not apply (square strides of 2 or more only)."""
     if s.sy != s.sx or s.sy < 2:
         return None
     b = s.sy
-    return pixel_cycles([-(-s.kw // b) * b * b * s.c] * -(-s.kh // b), hw)
+    kh2, kw2 = -(-s.kh // b), -(-s.kw // b)
+    pixel = pixel_cycles([kw2 * b * b * s.c] * kh2, hw)
+    return layer_cycles(s, pixel, b * b * s.c * (s.oh + kh2 - 1) * (s.ow + kw2 - 1), hw)
 
 
-def unfold_rows_cycles(s: StemConv, hw: SnowflakeConfig) -> int:
-    return pixel_cycles([s.kw * s.kh * s.c], hw)
+def unfold_rows_cycles(s: StemConv, hw: SnowflakeConfig) -> float:
+    """kh/sy times the input's words: a compute-bound first layer hides them, a fast machine
+    on a slow bus may not."""
+    return layer_cycles(s, pixel_cycles([s.kw * s.kh * s.c], hw), s.oh * s.w * s.kh * s.c, hw)
 
 
 def lane_slots(traces: list[int], hw: SnowflakeConfig) -> int:
@@ -78,11 +90,5 @@ def unfold_rows_fills_lanes(s: StemConv, hw: SnowflakeConfig) -> bool:
 
 
 def unfold_rows_fits(s: StemConv, hw: SnowflakeConfig) -> bool:
-    """The unfolded input costs kh/sy times the input's traffic: it must leave the bus at least
-    half free while the conv computes, and a row of it must fit half a maps bank (strips of
-    whole rows, double-buffered)."""
-    row = s.w * s.kh * s.c
-    tiles = -(-s.k // hw.vmacs)
-    compute = s.oh * s.ow * tiles * unfold_rows_cycles(s, hw)
-    bus = 2 * s.oh * row / hw.dram_bytes_per_cycle
-    return row <= hw.maps_bank_elements // 2 and bus <= compute / 2
+    """A row of the unfolded input fits half a maps bank (strips of whole rows, double-buffered)."""
+    return s.w * s.kh * s.c <= hw.maps_bank_elements // 2

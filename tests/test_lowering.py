@@ -540,6 +540,21 @@ def test_unfold_rows_is_exact_runs_on_the_machine_and_beats_space_to_depth() -> 
     assert conv1.cycles < s2d_cycles
 
 
+@pytest.mark.parametrize(("gbps", "layout"), [(4.2, "nn.unfold_rows"), (2.0, "nn.space_to_depth")])
+def test_unfold_rows_gives_way_to_space_to_depth_on_a_slow_bus(tmp_path: Path, gbps: float, layout: str) -> None:
+    """The unfolded input is 2.75x AlexNet conv1's: on 16 CUs it still wins at 4.2 GB/s (measured
+    75 k vs 87 k cycles) but not at 2 GB/s (157 k vs 103 k), and the layer estimate says so."""
+    from snowir import api
+    from snowir.model_run import apply_pipeline
+
+    hw = tmp_path / "hw.json"
+    SnowflakeConfig(cus=16, dram_gbps=gbps, unit_gbps=min(2.0, gbps)).save(hw)
+    module = api.parse_text(UNFOLD_MODEL.read_text().replace("35x35", "224x224").replace("8x8", "55x55")
+                            .replace("3x3xf32", "27x27xf32").replace("15x15", "109x109"))
+    apply_pipeline(module, f"nn-prepare{{hw={hw}}}")
+    assert [op.name for op in module.walk() if op.name in ("nn.unfold_rows", "nn.space_to_depth")] == [layout]
+
+
 def test_one_route_lowered_module_runs_as_the_model(tmp_path: Path) -> None:
     """snowflake-lower spelled out gives the same module; the lowered module (one image per
     device layer, weights inside) prints, parses and runs with --check, with the cycles of
