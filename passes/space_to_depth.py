@@ -26,16 +26,14 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.ir import BlockArgument
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
-from xdsl.rewriter import InsertPoint
 
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
-from snowir.input_layout import indp_fits
-from snowir.nn_util import const_of, new_constant, shape_of, tensor
+from snowir.input_layout import indp_fits, plain_stem, relayout_conv
+from snowir.nn_util import const_of, shape_of, tensor
 
 MAX_CHANNELS = 64  # C·s² beyond this gains no lanes (COOP traces are already long)
 
@@ -61,9 +59,7 @@ class SpaceToDepthConv(RewritePattern):
         k, c, kh, kw = shape_of(op.weight)
         sy, sx = (int(v) for v in op.strides.get_values())
         pt, pl, pb, pr = (int(v) for v in op.pads.get_values())
-        if not isinstance(op.input, BlockArgument) or op.groups.value.data != 1 or op.bypass is not None \
-                or sy != sx or sy < 2 or c * sy * sy > MAX_CHANNELS \
-                or any(int(d) != 1 for d in op.dilations.get_values()):
+        if not plain_stem(op) or sy != sx or sy < 2 or c * sy * sy > MAX_CHANNELS:
             return
         if indp_fits(k, kh * kw * c, self.hw):
             return  # INDP runs it without zero taps
@@ -73,17 +69,8 @@ class SpaceToDepthConv(RewritePattern):
         s = sy
         n, _, oh, ow = shape_of(op.output)
         kh2, kw2 = -(-kh // s), -(-kw // s)
-        x2 = nn.SpaceToDepthOp(op.input, s, (pt, pl), tensor([n, s * s * c, oh + kh2 - 1, ow + kw2 - 1], op.input))
-        if "onnx_node" in op.attributes:
-            x2.attributes["onnx_node"] = StringAttr(f"{op.attributes['onnx_node'].data}.space_to_depth")
-        rewriter.insert(x2, InsertPoint.before(op))
-        wv = new_constant(rewriter, op, space_to_depth_weights(weights, s), "w_s2d")
-        conv = nn.Conv2dOp(x2.output, wv, op.bias, op.output.type, relu=op.relu is not None,
-                           strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1])
-        conv.attributes.update(op.attributes)
-        rewriter.insert(conv, InsertPoint.before(op))
-        rewriter.replace(op, [], [conv.output])
-
+        relayout_conv(rewriter, op, nn.SpaceToDepthOp(op.input, s, (pt, pl), tensor([n, s * s * c, oh + kh2 - 1, ow + kw2 - 1], op.input)),
+                      space_to_depth_weights(weights, s), "s2d", [1, 1], [0, 0, 0, 0])
 
 @dataclass(frozen=True)
 class SpaceToDepthPass(ModulePass):

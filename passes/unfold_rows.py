@@ -33,17 +33,15 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.ir import BlockArgument
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
-from xdsl.rewriter import InsertPoint
 
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
-from snowir.input_layout import (StemConv, direct_cycles, indp_fits, space_to_depth_cycles, unfold_rows_cycles,
-                                 unfold_rows_fills_lanes, unfold_rows_fits)
-from snowir.nn_util import const_of, new_constant, shape_of, tensor
+from snowir.input_layout import (StemConv, direct_cycles, indp_fits, plain_stem, relayout_conv,
+                                 space_to_depth_cycles, unfold_rows_cycles, unfold_rows_fills_lanes, unfold_rows_fits)
+from snowir.nn_util import const_of, shape_of, tensor
 
 
 def unfold_rows_weights(w: np.ndarray) -> np.ndarray:
@@ -62,8 +60,7 @@ class UnfoldRowsConv(RewritePattern):
         k, c, kh, kw = shape_of(op.weight)
         sy, sx = (int(v) for v in op.strides.get_values())
         pt, pl, pb, pr = (int(v) for v in op.pads.get_values())
-        if not isinstance(op.input, BlockArgument) or op.groups.value.data != 1 or op.bypass is not None \
-                or kh < 2 or pt >= kh or pb >= kh or any(int(d) != 1 for d in op.dilations.get_values()):
+        if not plain_stem(op) or kh < 2 or pt >= kh or pb >= kh:
             return
         if indp_fits(k, kh * kw * c, self.hw):
             return
@@ -78,17 +75,8 @@ class UnfoldRowsConv(RewritePattern):
         weights, bias = const_of(op.weight), const_of(op.bias)
         if weights is None or bias is None:
             return
-        x2 = nn.UnfoldRowsOp(op.input, kh, sy, (pt, pb), tensor([n, kh * c, oh, w], op.input))
-        if "onnx_node" in op.attributes:
-            x2.attributes["onnx_node"] = StringAttr(f"{op.attributes['onnx_node'].data}.unfold_rows")
-        rewriter.insert(x2, InsertPoint.before(op))
-        wv = new_constant(rewriter, op, unfold_rows_weights(weights), "w_unfold")
-        conv = nn.Conv2dOp(x2.output, wv, op.bias, op.output.type, relu=op.relu is not None,
-                           strides=[1, sx], pads=[0, pl, 0, pr], dilations=[1, 1])
-        conv.attributes.update(op.attributes)
-        rewriter.insert(conv, InsertPoint.before(op))
-        rewriter.replace(op, [], [conv.output])
-
+        relayout_conv(rewriter, op, nn.UnfoldRowsOp(op.input, kh, sy, (pt, pb), tensor([n, kh * c, oh, w], op.input)),
+                      unfold_rows_weights(weights), "unfold", [1, sx], [0, pl, 0, pr])
 
 @dataclass(frozen=True)
 class UnfoldRowsPass(ModulePass):

@@ -12,9 +12,18 @@ measures the result (docs/lowering.md, "Model-input layouts").
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import BlockArgument, Operation
+from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint
+
+from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
+from snowir.nn_util import new_constant
 
 PIXEL_SLOTS = 4
 TRACE_SLOTS = 3
@@ -92,3 +101,25 @@ def unfold_rows_fills_lanes(s: StemConv, hw: SnowflakeConfig) -> bool:
 def unfold_rows_fits(s: StemConv, hw: SnowflakeConfig) -> bool:
     """A row of the unfolded input fits half a maps bank (strips of whole rows, double-buffered)."""
     return s.w * s.kh * s.c <= hw.maps_bank_elements // 2
+
+
+def plain_stem(op: nn.Conv2dOp) -> bool:
+    """A conv the host can lay the input out for: it reads the model input, ungrouped,
+    undilated, without a residual bypass."""
+    return isinstance(op.input, BlockArgument) and op.groups.value.data == 1 and op.bypass is None \
+        and all(int(d) == 1 for d in op.dilations.get_values())
+
+
+def relayout_conv(rewriter: PatternRewriter, op: nn.Conv2dOp, layout: Operation, weights: np.ndarray,
+                  what: str, strides: Sequence[int], pads: Sequence[int]) -> None:
+    """Replace `op` by the same conv over the host's `layout` of its input (named after the
+    conv's ONNX node), with its kernels rearranged to match (`weights`, constant `w_<what>`)."""
+    if "onnx_node" in op.attributes:
+        layout.attributes["onnx_node"] = StringAttr(f"{op.attributes['onnx_node'].data}.{layout.name.removeprefix('nn.')}")
+    rewriter.insert(layout, InsertPoint.before(op))
+    wv = new_constant(rewriter, op, weights, f"w_{what}")
+    conv = nn.Conv2dOp(layout.results[0], wv, op.bias, op.output.type, relu=op.relu is not None,
+                       strides=list(strides), pads=list(pads), dilations=[1, 1])
+    conv.attributes.update(op.attributes)
+    rewriter.insert(conv, InsertPoint.before(op))
+    rewriter.replace(op, [], [conv.output])
