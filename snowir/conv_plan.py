@@ -347,7 +347,9 @@ def residual_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
     bw = hw.dram_bytes_per_cycle
     pixels = s.oh * s.ow * plan.tiles
     trace = sum(-(-s.kw * s.c // hw.lanes) for _ in range(s.kh))
-    cu = pixels * (trace + hw.vmov_cycles)
+    # padding taps are not computed (border pixels clamp their traces): the padding-free MACs,
+    # with a full window's lane rounding, plus the bypass VMOV of every write-back
+    cu = s.valid_macs() / hw.macs * trace * hw.lanes / (s.kh * s.kw * s.c) + pixels * hw.vmov_cycles
     issue = pixels * (RESIDUAL_PIXEL_ISSUE + (SLICE_PIXEL_ISSUE if plan.bypass_slices else 0))
     row, out_row = s.w * s.cin, s.ow * s.k
     strip_bytes = [2 * ((st.r1 - st.r0) * row + (0 if plan.bypass_slices else (st.y1 - st.y0) * out_row))
