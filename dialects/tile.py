@@ -235,6 +235,9 @@ class LayerOp(TileOperation):
     kloop_bytes = opt_prop_def(IntegerAttr[I64])
     relu = opt_prop_def(UnitAttr)
     shape = opt_prop_def(ConvShapeAttr | PoolShapeAttr)
+    pool = opt_prop_def(PoolShapeAttr)
+    """A conv layer's fused max pool: the pool reading its output runs in its program
+    (snowir/fused_pool.py); its `output` region is then the pool's, `conv_output` the conv's."""
     body = region_def("single_block")
     traits = traits_def(NoTerminator(), SymbolOpInterface())
     assembly_format = "$sym_name $kind attr-dict-with-keyword $body"
@@ -261,6 +264,12 @@ class LayerOp(TileOperation):
                 self._fail(f"'{op.name}' cannot appear directly in a layer")
         if self.relu is not None and kind == LayerKind.MAXPOOL:
             self._fail("relu is fused into MAC write-back; maxpool has none")
+        if self.pool is not None:
+            labels = {op.label.data for op in self.body.block.ops if isinstance(op, DramRegionOp)}
+            if kind != LayerKind.CONV:
+                self._fail("only a conv layer fuses the max pool that reads it")
+            if "conv_output" not in labels:
+                self._fail("a fused max pool needs a 'conv_output' dram_region for the conv's own output")
         if self.shape is not None:
             want = PoolShapeAttr if kind == LayerKind.MAXPOOL else ConvShapeAttr
             if not isinstance(self.shape, want):
@@ -281,7 +290,7 @@ class DramRegionOp(TileOperation):
     traits = traits_def(HasParent(LayerOp), SymbolOpInterface())
     assembly_format = "$sym_name attr-dict"
 
-    LABELS: ClassVar[tuple[str, ...]] = ("maps", "output", "weights", "bias", "bypass", "scratch")
+    LABELS: ClassVar[tuple[str, ...]] = ("maps", "output", "weights", "bias", "bypass", "scratch", "conv_output")
 
     def __init__(self, name: str, offset: int, size: int, label: str, value: DenseResourceAttr | None = None):
         props: dict[str, Attribute] = {"sym_name": StringAttr(name), "offset": _i64(offset),

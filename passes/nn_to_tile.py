@@ -12,7 +12,10 @@ paper's Figure 2 object, with every decision as IR a researcher can read and edi
     weight image packed for the mode), output, residual bypass;
   * a `tile.kernel_tile` (single-kernel granularity, repeated over the kernel tiles) with
     its weight loads, and a `tile.maps_tile` per output-row strip sized to the maps buffer
-    of the `hw` configuration, with its loads and `tile.window`s.
+    of the `hw` configuration, with its loads and `tile.window`s;
+  * `pool` (`fuse-pool`, on by default): a max pool that is the only reader of an INDP conv is
+    computed by the conv's program (one row per CU per row group, the pool's loads and MAXs
+    between the groups' MACs); both nn ops name the layer.
 
 The loop order is left to `tile-loop-order`. Loads are all on unit 0 here (`balance-loads`
 spreads them). The nn op keeps its place in `@main` and names its layer (`tile = "..."`).
@@ -31,7 +34,7 @@ from snowir.conv_plan import LoweringError
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name, on_host
-from snowir.tile_build import conv_layer, pool_layer
+from snowir.tile_build import conv_layer, fusable_pool, pool_layer
 
 
 def device_layers(module: ModuleOp) -> list[nn.Conv2dOp | nn.MaxPoolOp]:
@@ -57,6 +60,9 @@ class NNToTilePass(ModulePass):
     name = "nn-to-tile"
     mode: str = "auto"
     hw: str = ""
+    fuse_pool: bool = True
+    """A max pool that is the only reader of an INDP conv runs in the conv's program (one
+    `tile.layer` with `pool`, named by both nn ops; snowir/fused_pool.py)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.mode not in ("auto", "COOP", "INDP"):
@@ -73,11 +79,14 @@ class NNToTilePass(ModulePass):
             name = layer_name(inner, inner.name.removeprefix("nn."))
             sym = unique_symbol(name, taken)
             try:
-                layer = conv_layer(inner, sym, hw, mode) if isinstance(inner, nn.Conv2dOp) \
+                pool = fusable_pool(inner, hw, mode) if self.fuse_pool and isinstance(inner, nn.Conv2dOp) else None
+                layer = conv_layer(inner, sym, hw, mode, pool) if isinstance(inner, nn.Conv2dOp) \
                     else pool_layer(inner, sym, hw)
             except LoweringError as e:
                 raise PassFailedException(f"nn-to-tile: layer '{name}' ({inner.name}): {e}") from None
             inner.attributes["tile"] = StringAttr(sym)
+            if pool is not None:
+                pool.attributes["tile"] = StringAttr(sym)  # computed by the conv's program
             layers.append(layer)
         for layer in layers:
             op.body.block.add_op(layer)

@@ -23,7 +23,7 @@ from xdsl.utils.exceptions import PassFailedException
 from snowir.conv_plan import LoweringError, plan_conv
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
-from snowir.tile_build import conv_shape_of, conv_tile_body, layout_of
+from snowir.tile_build import conv_shape_of, conv_tile_body, layout_of, with_layer_pool
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class TileLoopOrderPass(ModulePass):
         lay = layout_of(layer)
         mode = layer.mode.data.value if layer.mode else None
         try:
-            plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, order, lay.r_addr, mode)
+            plan = with_layer_pool(layer, plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, order, lay.r_addr, mode), hw)
         except LoweringError as e:
             raise PassFailedException(f"tile-loop-order: layer @{layer.sym_name.data}: {e}") from None
         block = layer.body.block

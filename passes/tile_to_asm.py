@@ -12,7 +12,9 @@ generator has nothing of the loop's own to put (`fill-delay-slots` fills them), 
 reordered (`schedule-asm`). Layers whose plans are equal share one generated program (cloned).
 
 Segments inside an image: `@x` (input maps), `@w` (weights, with data), `@y` (output), `@r`
-(residual input), `@slack` (pool scratch); the program is `@code`. The nn op that named the
+(residual input), `@slack` (pool scratch), `@t` (a fused pool's conv output, scratch); the
+program is `@code`. A conv layer with a fused max pool (`pool`) gives one image, `fused =
+"max_pool"`, whose `@y` is the pool's output; both nn ops name it. The nn op that named the
 layer (`tile = "..."`) now names the image (`image = "..."`).
 """
 
@@ -36,11 +38,11 @@ from snowir.dialects import snowflake_asm as sf
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
 from snowir.pool_codegen import generate_pool
-from snowir.tile_build import conv_shape_of, conv_tile_body, layout_of, pool_shape_of, regions_of
+from snowir.tile_build import conv_shape_of, conv_tile_body, layout_of, pool_shape_of, regions_of, with_layer_pool
 
 SEGMENTS = {"maps": ("x", sf.SegmentKind.INPUT), "weights": ("w", sf.SegmentKind.DATA),
             "output": ("y", sf.SegmentKind.OUTPUT), "bypass": ("r", sf.SegmentKind.INPUT),
-            "scratch": ("slack", sf.SegmentKind.SCRATCH)}
+            "scratch": ("slack", sf.SegmentKind.SCRATCH), "conv_output": ("t", sf.SegmentKind.SCRATCH)}
 
 
 def _strips_edited(layer: tile.LayerOp, plan: ConvPlan) -> bool:
@@ -63,6 +65,8 @@ def plan_from_tile(layer: tile.LayerOp, hw: SnowflakeConfig) -> ConvPlan:
         addr = {k: regions[k].offset.value.data for k in ("maps", "weights", "output")}
     except KeyError as e:
         raise _fail(layer, f"no '{e.args[0]}' dram_region") from None
+    if "conv_output" in regions:  # a fused max pool's layer: `output` is the pool's
+        addr["output"] = regions["conv_output"].offset.value.data
     if layer.loop_order is None:
         raise _fail(layer, "no loop order: run tile-loop-order first")
     order = layer.loop_order.data.value
@@ -78,6 +82,10 @@ def plan_from_tile(layer: tile.LayerOp, hw: SnowflakeConfig) -> ConvPlan:
     if default.loop_order != order:
         kind = "an INDP" if default.indp else "a residual" if bypass is not None else "this"
         raise _fail(layer, f"loop order {order}: {kind} layer runs {default.loop_order} only")
+    try:
+        default = with_layer_pool(layer, default, hw)
+    except LoweringError as e:
+        raise _fail(layer, str(e)) from None
     if default.indp or default.gather or bypass is not None:
         return default  # INDP row groups, gathered strided-1x1 rows, residual strips: fixed by their load layout
     strips = []
@@ -170,6 +178,8 @@ def layer_image(layer: tile.LayerOp, code: list[Operation]) -> sf.ImageOp:
         attrs["mode"] = StringAttr(layer.mode.data.value)
     if layer.loop_order is not None:
         attrs["loop_order"] = StringAttr(layer.loop_order.data.value)
+    if layer.pool is not None:
+        attrs["fused"] = StringAttr("max_pool")  # its @y is the max pool's output
     for key in ("mloop_bytes", "kloop_bytes"):  # both orders' estimated traffic, for C17 Fig. 4 plots
         if key in layer.properties:
             attrs[key] = layer.properties[key]

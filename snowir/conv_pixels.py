@@ -38,7 +38,7 @@ R_ROWSTEP, R_OUTSTEP, R_BYPSTEP = 24, 25, 26
 
 def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, c_off: int,
                  mask: int, prefetch: list[Prefetch], bypass_base: int | None = None,
-                 load_next: bool = False) -> None:
+                 load_next: bool = False, mid_row: Prefetch | None = None) -> None:
     """Compute the kernel tile of the tile registers (R_TW weights slot, R_TT/R_TO its first
     output channel) over one maps strip, reading input channels from `c_off`; emit `prefetch`
     once 16 vector ops are queued (the loads then overwrite banks only older, finished vector
@@ -55,10 +55,12 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
             return
     slice_next = plan.bypass_slices and load_next  # a k x k conv's slices: per-row LDs (next tile)
 
-    def one_row(ky0: int, rows: int, bypass: bool) -> None:
+    mid = [mid_row] if mid_row is not None else []  # halfway through the tile's first single row
+
+    def one_row(ky0: int, rows: int, bypass: bool, single: bool = False) -> None:
         if slice_next:
             row_slice_loads(b, plan, hw)
-        _row(b, plan, ky0, rows, bypass)
+        _row(b, plan, ky0, rows, bypass, mid.pop() if single and mid else None)
 
     issued = 2
     row = s.w * s.cin
@@ -111,6 +113,8 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
             b.const(R_BYPROW, bypass_base + y * s.ow * _bypass_stride(plan))
             b.emit(sf.AddOp(R_BYPROW, R_BYPROW, R_TT))
         if y_end - y > 1:
+            if mid:  # not inside a Y loop: before it
+                mid.pop()(b)
             b.const(R_Y, y)
             b.const(R_YEND, y_end - 1)
             top = b.label("Y")
@@ -120,17 +124,21 @@ def _kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
                 sf.AddOp(R_ROWBASE, R_ROWBASE, R_ROWSTEP), sf.AddOp(R_OUTROW, R_OUTROW, R_OUTSTEP),
                 *([sf.AddOp(R_BYPROW, R_BYPROW, R_BYPSTEP)] if bypass else [])])
         else:
-            one_row(ky0, ky1 - ky0, bypass)
+            one_row(ky0, ky1 - ky0, bypass, single=True)
         issued += (y_end - y) * ops_per_row(ky1 - ky0)
         y = y_end
+    if mid:
+        mid.pop()(b)
     if prefetch:
         b.flush_vector_queue(hw, R_TMP)
         for load in prefetch:
             load(b)
 
 
-def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = False) -> None:
-    """One output row: R_ROWBASE = maps address of its first used input row, R_OUTROW = output address."""
+def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = False,
+         mid: Prefetch | None = None) -> None:
+    """One output row: R_ROWBASE = maps address of its first used input row, R_OUTROW = output
+    address; `mid` is emitted halfway through its pixels."""
     s = plan.shape
     row = s.w * s.cin
     xl, xr = interior_columns(s.ow, s.sx, s.pl, s.kw, s.w)
@@ -147,20 +155,29 @@ def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = Fals
     short = s.kh == 1 and s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK and not plan.indp
     if short and xr - xl >= 2 * UNROLL:
         xl = _unrolled_pixels(b, plan, xl, xr, bypass)
-    if xr - xl >= 1:
-        _offset(b, R_MAPS, R_ROWBASE, (xl * s.sx - s.pl) * s.cin)
-        _offset(b, R_OUT, R_OUTROW, 2 * xl * s.k)
+    # `mid` (a fused pool's work, snowir/fused_pool.py) goes between the two halves of the row's
+    # pixel loop: it may use r1-r9, which each half sets up afresh
+    halves = [(xl, (xl + xr) // 2), ((xl + xr) // 2, xr)] if mid is not None and xr - xl >= 2 else [(xl, xr)]
+    for half, (x0, x1) in enumerate(halves):
+        if half:
+            mid(b)
+        if x1 - x0 < 1:
+            continue
+        _offset(b, R_MAPS, R_ROWBASE, (x0 * s.sx - s.pl) * s.cin)
+        _offset(b, R_OUT, R_OUTROW, 2 * x0 * s.k)
         if bypass:
-            _offset(b, R_BYP, R_BYPROW, xl * _bypass_stride(plan))
+            _offset(b, R_BYP, R_BYPROW, x0 * _bypass_stride(plan))
         _offset(b, R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step)
-        b.const(R_X, xl)
-        b.const(R_XEND, xr - 1)
+        b.const(R_X, x0)
+        b.const(R_XEND, x1 - 1)
         top = b.label("X")
         b.emit(sf.AddiOp(R_X, R_X, 1))
         back = _macs(b, plan, rows, s.kw, row, bypass)
         b.branch(sf.BleOp(R_X, R_XEND, top), [
             sf.AddiOp(R_MAPS, R_MAPS, s.sx * s.cin - back), sf.AddiOp(R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step),
             sf.AddiOp(R_OUT, R_OUT, 2 * s.k), *([sf.AddiOp(R_BYP, R_BYP, _bypass_stride(plan))] if bypass else [])])
+    if mid is not None and len(halves) == 1:
+        mid(b)
 
 
 UNROLL = 4

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -15,6 +16,9 @@ import numpy as np
 from snowir.dialects import snowflake_asm as sf
 from snowir.errors import SnowError
 from snowir.hw import DEFAULT, SnowflakeConfig
+
+if TYPE_CHECKING:
+    from snowir.pool_codegen import PoolShape
 
 
 class LoweringError(SnowError):
@@ -132,6 +136,10 @@ class ConvPlan:
     resident_weights: bool = False
     # a residual 1x1 conv with its bypass in per-kernel-tile slices (snowir/bypass_slices.py)
     bypass_slices: bool = False
+    # the max pool reading this conv's output, run in the same program (snowir/fused_pool.py):
+    # its shape and the DRAM byte address of the pooled output; `out_addr` is then scratch
+    pool: PoolShape | None = None
+    pool_out_addr: int = 0
 
     @property
     def indp(self) -> bool:

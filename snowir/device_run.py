@@ -180,8 +180,9 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
     result = DeviceRun([])
     assembled = {} if assembled is None else assembled
     device_ops = [op for op in block.ops if "image" in op.attributes]
-    pending: list[tuple] = []  # (op, name, image_op, image, expected, compile_s, first job, images of the batch)
+    pending: list[tuple] = []  # (op, name, image_op, image, expected, compile_s, first job, images, output op)
     jobs_list: list[tuple] = []
+    computed: set[int] = set()  # max pools their conv's program computed
     for op in block.ops:
         if isinstance(op, func.ReturnOp):
             break
@@ -190,12 +191,19 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
         ref = op.attributes.get("image")
         name = layer_name(op, op.name)
         if isinstance(ref, StringAttr):
+            if id(op) in computed:
+                continue
             if ref.data not in images:
                 raise LoweringError(f"layer '{name}' ({op.name}) names image @{ref.data}, which the module lacks")
             image_op = images[ref.data]
             if progress:
                 progress(f"layer {device_ops.index(op) + 1}/{len(device_ops)}: {name}")
             expected = golden._op(op, env)
+            out_op = _fused_pool(op, image_op) or op
+            if out_op is not op:  # the image's @y is the pool's output; the conv's stays in its scratch
+                env[op.results[0]] = expected
+                expected = golden._op(out_op, env)
+                computed.add(id(out_op))
             t0 = time.perf_counter()
             if ref.data not in assembled:
                 assembled[ref.data] = assemble(image_op)
@@ -205,7 +213,7 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
             words = golden._q(env[device_input(op)], element_frac(device_input(op)))
             bypass = golden._q(env[op.bypass], element_frac(op.bypass)) \
                 if isinstance(op, nn.Conv2dOp) and op.bypass is not None else None
-            n = op.results[0].type.get_shape()[0]
+            n = out_op.results[0].type.get_shape()[0]
             keep = record and (record_layer is None or record_layer(name))
             batch = []
             for i in range(n):  # one program run per image of the batch
@@ -214,13 +222,13 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
                     inputs["r"] = _hwc(bypass[i])
                 batch.append((image, hw, engine, inputs, keep, image_op))
             if jobs > 1:
-                pending.append((op, name, image_op, image, expected, compile_s, len(jobs_list), n))
+                pending.append((op, name, image_op, image, expected, compile_s, len(jobs_list), n, out_op))
                 jobs_list.extend(batch)
-                env[op.results[0]] = expected  # the machine's value when it is bit-exact (checked below)
+                env[out_op.results[0]] = expected  # the machine's value when it is bit-exact (checked below)
             else:
                 runs = [_simulate(*job) for job in batch]
-                got = _record_layer(result, op, name, image_op, image, expected, compile_s, runs, hw, keep)
-                env[op.results[0]] = Q(got.astype(np.int16), element_frac(op.results[0]))
+                got = _record_layer(result, op, name, image_op, image, expected, compile_s, runs, hw, keep, out_op)
+                env[out_op.results[0]] = Q(got.astype(np.int16), element_frac(out_op.results[0]))
             continue
         if _unlowered(op):
             raise LoweringError(f"layer '{name}' ({op.name}) is on the device but not lowered: "
@@ -238,19 +246,34 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
     ret = op
     if pending:
         runs = _parallel(jobs_list, jobs)
-        for layer, name, image_op, image, expected, compile_s, first, n in pending:
+        for layer, name, image_op, image, expected, compile_s, first, n, out_op in pending:
             keep = record and (record_layer is None or record_layer(name))
-            _record_layer(result, layer, name, image_op, image, expected, compile_s, runs[first:first + n], hw, keep)
+            _record_layer(result, layer, name, image_op, image, expected, compile_s, runs[first:first + n], hw, keep,
+                          out_op)
     result.outputs = [golden._float(env[v]) for v in ret.arguments]
     if result.logits is None:
         result.logits = result.outputs[0]
     return result
 
 
+def _fused_pool(op, image_op: sf.ImageOp):
+    """The max pool whose output `op`'s image computes (tile-to-asm's `fused`), else None."""
+    if _attr(image_op, "fused") != "max_pool":
+        return None
+    uses = list(op.results[0].uses)
+    pool = uses[0].operation if len(uses) == 1 else None
+    if not isinstance(pool, nn.MaxPoolOp) or pool.attributes.get("image") != op.attributes.get("image"):
+        raise LoweringError(f"image @{op.attributes['image'].data} computes a fused max pool, but "
+                            f"'{layer_name(op, op.name)}' is not read by one max pool naming it")
+    return pool
+
+
 def _record_layer(result: DeviceRun, op, name: str, image_op: sf.ImageOp, image: ProgramImage, expected: Q,
-                  compile_s: float, runs: list[ImageRun], hw: SnowflakeConfig, keep: bool) -> np.ndarray:
-    """Add the layer's LayerResult (and its events, on the model's time line); its output."""
-    n, k, oh, ow = op.results[0].type.get_shape()
+                  compile_s: float, runs: list[ImageRun], hw: SnowflakeConfig, keep: bool, out_op=None) -> np.ndarray:
+    """Add the layer's LayerResult (and its events, on the model's time line); its output (that
+    of `out_op`, a max pool its program computed, if given)."""
+    out_op = out_op or op
+    n, k, oh, ow = out_op.results[0].type.get_shape()
     if keep:
         from snowir.machine.timing import Event
 
@@ -267,8 +290,9 @@ def _record_layer(result: DeviceRun, op, name: str, image_op: sf.ImageOp, image:
         for cause, v in r.stalls.items():
             stalls[cause] += v
     unit_bytes = [sum(r.unit_bytes[u] for r in runs) for u in range(hw.load_units)]
+    kind = op.name.removeprefix("nn.") + ("" if out_op is op else "+" + out_op.name.removeprefix("nn."))
     result.layers.append(LayerResult(
-        op, name, op.name.removeprefix("nn."), sum(r.cycles for r in runs), _useful(op, runs),
+        op, name, kind, sum(r.cycles for r in runs), _useful(op, runs),
         sum(r.lane_macs for r in runs), sum(r.dram_bytes for r in runs), len(image.code),
         sum(r.dynamic for r in runs), stalls, _attr(image_op, "mode"), _attr(image_op, "loop_order"),
         _load_imbalance(image_op, unit_bytes), bool(np.array_equal(got, expected.words)),
@@ -287,6 +311,8 @@ def device_report(run: DeviceRun, hw: SnowflakeConfig, model: str, host_rows: li
             layers.append(row)
             continue
         ms = hw.cycles_to_ms(layer.cycles)
+        if "+" in layer.op:  # its program computed the max pool reading it (that row: 0 cycles)
+            row["op"] += layer.op[layer.op.index("+"):]
         row.update({"cycles": layer.cycles, "ms": ms, "macs": layer.macs, "lane_macs": layer.lane_macs,
                     "mac_utilization": layer.macs / (layer.cycles * hw.macs) if layer.cycles else 0.0,
                     "dram_bytes": layer.dram_bytes, "gbps": layer.dram_bytes / (ms * 1e6) if ms else 0.0,

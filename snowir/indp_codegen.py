@@ -92,7 +92,10 @@ def pack_indp(w: np.ndarray, b: np.ndarray, hw: SnowflakeConfig) -> np.ndarray:
     return out.ravel()
 
 
-def plan_indp(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int) -> ConvPlan:
+def plan_indp(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
+              rows_per_cu: int | None = None) -> ConvPlan:
+    """Row groups of `rows_per_cu` output rows per CU (default: as many as fit a bank, at most
+    a quarter of the interior rows per CU, so at least INDP_GROUP_TARGET groups)."""
     row = s.w * s.cin
     bank = hw.maps_bank_elements
     interior = [y for y in range(s.oh) if y * s.sy - s.pt >= 0 and y * s.sy - s.pt + s.kh <= s.h]
@@ -102,7 +105,8 @@ def plan_indp(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_
     if fit < 1:
         raise LoweringError(f"{s.kh} input rows of {row} words do not fit a {bank}-word maps bank "
                             f"(column tiling is not implemented yet)")
-    per_cu = max(1, min(fit, (bottom - top) // (hw.cus * INDP_GROUP_TARGET)))
+    per_cu = max(1, min(fit, (bottom - top) // (hw.cus * INDP_GROUP_TARGET))) if rows_per_cu is None \
+        else max(1, min(fit, rows_per_cu))
     groups: list[tuple[int, int, int]] = [(y, 1, 1) for y in range(top)]  # (first row, rows per CU, CUs)
     y = top
     while y < bottom:
@@ -156,6 +160,13 @@ def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     tile = kernels_per_tile(hw)
     wbank = weights_slot_elements(hw) if plan.double_buffer_weights else 0
     items = [(gi, t) for gi in range(len(plan.strips)) for t in range(plan.tiles)]
+    ring = None
+    if plan.pool is not None:
+        from snowir.fused_pool import load_rows, plan_ring, pool_rows
+
+        ring = plan_ring(plan, plan.pool, hw)
+        if ring is None:
+            raise LoweringError("the max pool does not fit beside this conv's row groups")
     _load_group(b, plan, hw, 0)
     _load_tile(b, plan, hw, 0, 0)
     slot = 0  # weights slot: a new tile takes the other bank when double-buffered
@@ -178,8 +189,22 @@ def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
         b.const(R_TO, 2 * t * tile)
         strip = plan.strips[gi]
         cu0 = Strip(strip.y0, strip.y0 + r, rows[0][0], rows[0][1], strip.bank)
-        _kernel_tile(b, plan, hw, cu0, strip.bank * hw.maps_bank_elements, 0, mask, prefetch)
+        mid = None
+        if ring is not None and t == 0:
+            a, b_, p, q = ring.steps[gi]
+            load_rows(b, plan, ring, (a, b_), hw)
+            if q > p:
+                mid = lambda bb, p=p, q=q, stride=2 * r * s.ow * s.k, mask=mask: \
+                    pool_rows(bb, plan, ring, (p, q), hw, (stride, mask))  # noqa: E731
+        _kernel_tile(b, plan, hw, cu0, strip.bank * hw.maps_bank_elements, 0, mask, prefetch, mid_row=mid)
         if new_tile and not plan.double_buffer_weights:
             b.flush_vector_queue(hw, R_TMP)
             _load_tile(b, plan, hw, nxt[1], 0)
         slot += new_tile
+    if ring is not None:
+        # the last group's rows: their slots were last read halfway through it (flush: the
+        # group may be short), and the MAXs wait for these loads
+        a, b_, p, q = ring.tail
+        b.flush_vector_queue(hw, R_TMP)
+        load_rows(b, plan, ring, (a, b_), hw)
+        pool_rows(b, plan, ring, (p, q), hw, None)

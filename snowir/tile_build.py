@@ -55,9 +55,10 @@ def layout_of(layer: tile.LayerOp) -> ConvLayout:
     """The conv layer's DRAM layout as its `tile.dram_region`s record it."""
     regions = regions_of(layer)
     r = regions.get("bypass")
+    out = regions.get("conv_output", regions["output"])  # a fused pool's layer: the conv's own output
     return ConvLayout(regions["maps"].size.value.data, regions["weights"].offset.value.data,
-                      regions["weights"].size.value.data, regions["output"].offset.value.data,
-                      regions["output"].size.value.data, r.offset.value.data if r is not None else None)
+                      regions["weights"].size.value.data, out.offset.value.data,
+                      out.size.value.data, r.offset.value.data if r is not None else None)
 
 
 def device_input(op: nn.Conv2dOp | nn.MaxPoolOp) -> SSAValue:
@@ -149,9 +150,48 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
     return ops
 
 
-def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None) -> tile.LayerOp:
+def with_layer_pool(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
+    """`plan` with the layer's fused max pool (`pool`, output region) in its program, if any."""
+    from snowir.conv_plan import LoweringError
+    from snowir.fused_pool import fuse
+
+    if layer.pool is None:
+        return plan
+    fused = fuse(plan, pool_shape_of(layer.pool), regions_of(layer)["output"].offset.value.data, hw)
+    if fused is None:
+        raise LoweringError("its max pool cannot run in its program (an INDP conv's row groups, and room "
+                            "beside them for the pool's rows, are needed)")
+    return fused
+
+
+def fusable_pool(op: nn.Conv2dOp, hw: SnowflakeConfig, mode: str | None) -> nn.MaxPoolOp | None:
+    """The device max pool that is the only reader of this conv's output, when the conv's plan
+    can run it in its own program (snowir/fused_pool.py: INDP row groups with room beside them)."""
+    from snowir.fused_pool import fuse
+    from snowir.nn_util import on_host
+
+    uses = list(op.output.uses)
+    if len(uses) != 1 or not isinstance(uses[0].operation, nn.MaxPoolOp) or on_host(uses[0].operation):
+        return None
+    pool_op = uses[0].operation
+    s = layer_conv_shape(op)
+    mode = choose_mode(s, hw, op.bypass is not None, mode)
+    if mode != "INDP" or s.cin != s.c:
+        return None
+    lay = conv_layout(s, False, mode, hw)
+    plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, None, mode)
+    return pool_op if fuse(plan, pool_shape(pool_op), 0, hw) is not None else None
+
+
+def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None,
+               pool_op: nn.MaxPoolOp | None = None) -> tile.LayerOp:
     """The tile layer of a device conv: the mode chosen, the maps tiled for the cost model's
-    loop order (`tile-loop-order` decides the order and re-tiles if it changes it)."""
+    loop order (`tile-loop-order` decides the order and re-tiles if it changes it). With
+    `pool_op` (`fusable_pool`), the max pool reading the conv runs in the same program: the
+    conv's output goes to a `conv_output` region, the pool's to `output`."""
+    from snowir.conv_plan import align
+    from snowir.fused_pool import fuse
+
     s = layer_conv_shape(op)
     bypass = op.bypass is not None
     mode = choose_mode(s, hw, bypass, mode)
@@ -161,14 +201,26 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     ops: list[Operation] = [
         tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
         tile.DramRegionOp(f"{name}.weights", lay.w_addr, lay.w_bytes, "weights",
-                          int16_resource(f"{name}_w", image)),
-        tile.DramRegionOp(f"{name}.output", lay.out_addr, lay.out_bytes, "output")]
+                          int16_resource(f"{name}_w", image))]
+    extra: dict = {}
+    if pool_op is None:
+        ops.append(tile.DramRegionOp(f"{name}.output", lay.out_addr, lay.out_bytes, "output"))
+    else:
+        p = pool_shape(pool_op)
+        pool_addr, pool_bytes = align(lay.out_addr + lay.out_bytes), p.oh * p.ow * p.c * 2
+        fused = fuse(plan, p, pool_addr, hw)
+        assert fused is not None, "fusable_pool said yes"
+        plan = fused
+        ops += [tile.DramRegionOp(f"{name}.conv_output", lay.out_addr, lay.out_bytes, "conv_output"),
+                tile.DramRegionOp(f"{name}.output", pool_addr, pool_bytes, "output"),
+                tile.DramRegionOp(f"{name}.slack", pool_addr + pool_bytes, POOL_SLACK, "scratch")]
+        extra["pool"] = pool_shape_attr(p)
     if lay.r_addr is not None:
         ops.append(tile.DramRegionOp(f"{name}.bypass", lay.r_addr, lay.out_bytes, "bypass"))
     ops += conv_tile_body(s, plan, lay, hw)
     cost = plan.dram_bytes(hw)
-    extra = {"mloop_bytes": IntegerAttr(cost["Mloop"], i64), "kloop_bytes": IntegerAttr(cost["Kloop"], i64),
-             "shape": conv_shape_attr(s)}
+    extra |= {"mloop_bytes": IntegerAttr(cost["Mloop"], i64), "kloop_bytes": IntegerAttr(cost["Kloop"], i64),
+              "shape": conv_shape_attr(s)}
     if s.relu:
         extra["relu"] = nn.UnitAttr()
     return tile.LayerOp(name, tile.LayerKind.CONV, ops, tile.ComputeMode(plan.mode), None, extra)

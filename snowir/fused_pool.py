@@ -1,0 +1,138 @@
+"""
+A max pool run inside the program of the INDP conv whose output it reads.
+
+Why: C17 §7 counts "non-overlapped Maxpool layers" among its compiler's losses. A pool layer on
+its own is bound by the bus — it reads the conv's whole output back (ResNet's 112², 64-channel
+stem output: 1.6 MB, 120 k cycles at 4.2 GB/s) — while the conv before it, computing, leaves
+most of the bus idle. Run in the conv's program, the pool's loads share that idle bus and its
+MAX traces slot in between the conv's MACs.
+
+Schedule (`plan_ring`): the conv's row groups take one output row per CU, so each group
+completes consecutive rows, in order. At the start of group g, the conv rows group g - 1
+completed are loaded (broadcast) from the conv's output in DRAM into a ring of row slots in
+the maps buffer beside the groups' own regions; an LD still waiting for a write-back waits in
+its load unit (dram_raw), not in the control pipeline. Halfway through group g's pixels
+(conv_pixels._row's `mid`), the pool rows those loads complete are computed: MAX traces as in
+pool_codegen, one per window row (the slots need not be adjacent), then the conv's CU stride
+and write-back mask are restored. Before a slot is reloaded, the MAXs that read it have half a
+group of MACs behind them, so they are done. What the last group completes is pooled after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from snowir.asm_builder import AsmBuilder
+from snowir.conv_codegen import load_broadcast
+from snowir.conv_plan import ConvPlan
+from snowir.dialects import snowflake_asm as sf
+from snowir.hw import SnowflakeConfig
+from snowir.pool_codegen import GUARD, R_MASK, R_STEP, R_TMP, PoolShape, _pool_row
+
+ROWS_PER_CU = 1  # row groups of one row per CU: each group completes consecutive rows
+
+
+@dataclass(frozen=True)
+class PoolRing:
+    """Row slots (maps-buffer element addresses, all CUs) and, per row group of the conv, the
+    conv rows [a, b) loaded at its start and the pool rows [p, q) computed halfway through it;
+    `tail`: the same after the last group."""
+
+    slots: tuple[int, ...]
+    steps: tuple[tuple[int, int, int, int], ...]
+    tail: tuple[int, int, int, int]
+
+
+def _first_row(p: PoolShape, j: int) -> int:
+    return max(0, j * p.sy - p.pt)
+
+
+def _end_row(p: PoolShape, j: int) -> int:
+    return min(p.h, j * p.sy - p.pt + p.kh)
+
+
+def plan_ring(plan: ConvPlan, p: PoolShape, hw: SnowflakeConfig) -> PoolRing | None:
+    """The ring and schedule for pooling `plan`'s output, None when the pool cannot run in the
+    conv's program (not INDP row groups, channels the pool unit does not take, or no room
+    beside the groups' maps for the rows the pool needs at once)."""
+    s = plan.shape
+    if not plan.indp or (p.c, p.h, p.w) != (s.k, s.oh, s.ow) or (p.c % 16 and p.c > 16 * hw.cus):
+        return None
+    done, loaded, pooled, steps, span = 0, 0, 0, [], 1
+    for strip in plan.strips:
+        q = pooled
+        while q < p.oh and _end_row(p, q) <= done:
+            q += 1
+        steps.append((loaded, done, pooled, q))
+        span = max(span, done - _first_row(p, pooled) if pooled < p.oh else 0)
+        loaded, pooled, done = done, q, strip.y1
+    tail = (loaded, p.h, pooled, p.oh)
+    span = max(span, p.h - _first_row(p, pooled) if pooled < p.oh else 0)
+    # rows the groups' maps take in each bank; the slots go above them
+    from snowir.indp_codegen import _group
+
+    row_in = s.w * s.cin
+    used = [0, 0]
+    for gi, strip in enumerate(plan.strips):
+        _, _, rows = _group(plan, hw, gi)
+        used[strip.bank] = max(used[strip.bank], max((r1 - r0) * row_in for r0, r1 in rows))
+    size = p.w * p.c + GUARD
+    slots: list[int] = []
+    for bank in (0, 1):
+        lo, hi = bank * hw.maps_bank_elements + used[bank], (bank + 1) * hw.maps_bank_elements
+        lo += lo % 2
+        while lo + size <= hi and len(slots) < span:
+            slots.append(lo)
+            lo += size
+    if len(slots) < span:
+        return None
+    return PoolRing(tuple(slots), tuple(steps), tail)
+
+
+def load_rows(b: AsmBuilder, plan: ConvPlan, ring: PoolRing, rows: tuple[int, int], hw: SnowflakeConfig) -> None:
+    """Conv output rows [a, b) from DRAM into their ring slots, broadcast to every CU."""
+    p = plan.pool
+    assert p is not None
+    row = p.w * p.c
+    n = len(ring.slots)
+    for r in range(*rows):
+        load_broadcast(b, hw, ring.slots[r % n], plan.out_addr + 2 * r * row, row)
+
+
+def pool_rows(b: AsmBuilder, plan: ConvPlan, ring: PoolRing, rows: tuple[int, int], hw: SnowflakeConfig,
+              restore: tuple[int, int] | None) -> None:
+    """The MAX traces of pool rows [p, q) from the ring, then (`restore`) the conv's CU stride
+    and write-back mask again (r1-r9 are the pool's here: the conv sets them up afresh after)."""
+    p = plan.pool
+    assert p is not None
+    if rows[0] >= rows[1]:
+        return
+    row, n = p.w * p.c, len(ring.slots)
+    b.const(R_STEP, p.c)
+    b.const(R_TMP, 2 * 16)  # CU c compares channels 16c.. of a pixel (pool_codegen)
+    b.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.STRIDE, R_TMP))
+    for y in range(*rows):
+        iy = y * p.sy - p.pt
+        ky0, ky1 = max(0, -iy), min(p.kh, p.h - iy)
+        slots = [ring.slots[(iy + ky) % n] for ky in range(ky0, ky1)]
+        steps = [b_ - a for a, b_ in zip(slots, slots[1:])]
+        for g in range(0, p.c, 16 * hw.cus):
+            cus = min(hw.cus, -(-(p.c - g) // 16))
+            b.write_mask(hw, R_MASK, sum(1 << (hw.vmacs_per_cu * c) for c in range(cus)))
+            _pool_row(b, p, slots[0] + g, plan.pool_out_addr + 2 * (y * p.ow * p.c + g), ky1 - ky0, row, steps)
+    if restore is not None:
+        b.const(R_TMP, restore[0])
+        b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.STRIDE, R_TMP))
+        b.write_mask(hw, R_MASK, restore[1])
+
+
+def fuse(plan: ConvPlan, p: PoolShape, pool_out_addr: int, hw: SnowflakeConfig) -> ConvPlan | None:
+    """`plan` with the pool in its program (row groups of ROWS_PER_CU rows per CU), or None
+    when it cannot take it (plan_ring)."""
+    from snowir.indp_codegen import plan_indp
+
+    if not plan.indp:
+        return None
+    fused = replace(plan_indp(plan.shape, hw, plan.in_addr, plan.w_addr, plan.out_addr, rows_per_cu=ROWS_PER_CU),
+                    pool=p, pool_out_addr=pool_out_addr)
+    return fused if plan_ring(fused, p, hw) is not None else None

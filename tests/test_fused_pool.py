@@ -1,0 +1,62 @@
+"""A max pool computed by the program of the INDP conv it reads (snowir/fused_pool.py):
+bit-exact against the golden model, both engines alike, and faster than the two layers apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from onnx_util import model, rand
+from snowir.model_run import run_model_on_device
+
+
+def _stem(path: Path, size: int, batch: int = 1) -> Path:
+    """conv 7x7/2 (3 -> 64) + ReLU + max pool 3x3/2, ResNet's stem."""
+    conv = (size + 6 - 7) // 2 + 1
+    pooled = (conv + 2 - 3) // 2 + 1
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[7, 7], strides=[2, 2], pads=[3] * 4),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["o"], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)]
+    onnx.save(model(nodes, {"x": [batch, 3, size, size]}, {"o": [batch, 64, pooled, pooled]},
+                    {"w": rand(64, 3, 7, 7, seed=1, scale=0.08), "b": rand(64, seed=2, scale=0.1)}), path)
+    return path
+
+
+@pytest.mark.parametrize("size, batch", [(40, 1), (27, 2)])
+def test_the_pool_runs_in_the_conv_program_bit_exact_and_faster(tmp_path: Path, size: int, batch: int) -> None:
+    path = _stem(tmp_path / "stem.onnx", size, batch)
+    fused = run_model_on_device(path, check=True).report
+    apart = run_model_on_device(path, pipeline="nn-prepare,nn-to-tile{fuse-pool=false}", check=True).report
+    for report in (fused, apart):
+        assert report["check"]["golden_bit_exact"], report["check"]
+        assert report["check"]["snr_db"] > 30
+    conv, pool = fused["layers"]
+    assert conv["op"] == "conv2d+max_pool" and conv["cycles"] > 0
+    assert pool["op"] == "max_pool" and pool["cycles"] == 0 and pool["where"] == "device"
+    assert [layer["op"] for layer in apart["layers"] if layer["cycles"]] == ["conv2d", "max_pool"]
+    assert conv["macs"] == apart["layers"][0]["macs"]  # the MAXs are not MACs
+    assert fused["total"]["cycles"] < apart["total"]["cycles"]
+
+
+def test_both_engines_time_the_fused_program_alike(tmp_path: Path) -> None:
+    path = _stem(tmp_path / "stem.onnx", 32)
+    fast = run_model_on_device(path, engine="fast").report
+    reference = run_model_on_device(path, engine="reference").report
+    assert fast["total"]["cycles"] == reference["total"]["cycles"]
+    assert fast["total"]["stall_cycles"] == reference["total"]["stall_cycles"]
+
+
+def test_a_pool_with_another_reader_of_the_conv_is_not_fused(tmp_path: Path) -> None:
+    """The conv's output also leaves the graph: the pool stays its own layer."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[7, 7], strides=[2, 2], pads=[3] * 4),
+             helper.make_node("MaxPool", ["c"], ["o"], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)]
+    path = tmp_path / "two.onnx"
+    onnx.save(model(nodes, {"x": [1, 3, 32, 32]}, {"o": [1, 64, 8, 8], "c": [1, 64, 16, 16]},
+                    {"w": rand(64, 3, 7, 7, seed=1, scale=0.08), "b": rand(64, seed=2, scale=0.1)}), path)
+    report = run_model_on_device(path, check=True).report
+    assert [layer["op"] for layer in report["layers"] if layer["cycles"]] == ["conv2d", "max_pool"]
+    assert np.isfinite(report["check"]["snr_db"])
