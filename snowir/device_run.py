@@ -51,6 +51,7 @@ class LayerResult:
     bit_exact: bool
     simulate_s: float
     compile_s: float
+    fused: str | None = None  # the max pool this layer's program computed (its report row: `computes`)
 
 
 @dataclass
@@ -290,13 +291,12 @@ def _record_layer(result: DeviceRun, op, name: str, image_op: sf.ImageOp, image:
         for cause, v in r.stalls.items():
             stalls[cause] += v
     unit_bytes = [sum(r.unit_bytes[u] for r in runs) for u in range(hw.load_units)]
-    kind = op.name.removeprefix("nn.") + ("" if out_op is op else "+" + out_op.name.removeprefix("nn."))
     result.layers.append(LayerResult(
-        op, name, kind, sum(r.cycles for r in runs), _useful(op, runs),
+        op, name, op.name.removeprefix("nn."), sum(r.cycles for r in runs), _useful(op, runs),
         sum(r.lane_macs for r in runs), sum(r.dram_bytes for r in runs), len(image.code),
         sum(r.dynamic for r in runs), stalls, _attr(image_op, "mode"), _attr(image_op, "loop_order"),
         _load_imbalance(image_op, unit_bytes), bool(np.array_equal(got, expected.words)),
-        sum(r.simulate_s for r in runs), compile_s))
+        sum(r.simulate_s for r in runs), compile_s, None if out_op is op else layer_name(out_op, out_op.name)))
     return got
 
 
@@ -305,14 +305,17 @@ def device_report(run: DeviceRun, hw: SnowflakeConfig, model: str, host_rows: li
     estimated host time; `total.ms` is the device time (as C17 Table 2), `total.host_ms` beside it."""
     layers = []
     by_op = {id(layer.op_ref): layer for layer in run.layers}
+    computed_by = {layer.fused: layer.name for layer in run.layers if layer.fused is not None}
     for row in host_rows:
         layer = by_op.get(id(row.pop("_op", None)))
         if layer is None:
+            if row["name"] in computed_by:  # 0 cycles of its own: in the conv's
+                row["computed_by"] = computed_by[row["name"]]
             layers.append(row)
             continue
         ms = hw.cycles_to_ms(layer.cycles)
-        if "+" in layer.op:  # its program computed the max pool reading it (that row: 0 cycles)
-            row["op"] += layer.op[layer.op.index("+"):]
+        if layer.fused is not None:  # its program also computed the max pool reading it
+            row["computes"] = layer.fused
         row.update({"cycles": layer.cycles, "ms": ms, "macs": layer.macs, "lane_macs": layer.lane_macs,
                     "mac_utilization": layer.macs / (layer.cycles * hw.macs) if layer.cycles else 0.0,
                     "dram_bytes": layer.dram_bytes, "gbps": layer.dram_bytes / (ms * 1e6) if ms else 0.0,

@@ -48,6 +48,17 @@ class LayerReport:
     loop_order: str | None
     load_imbalance_pct: float | None
     format: str | None
+    # only where a max pool ran in its conv's program (snowir/fused_pool.py): the conv's row
+    # names the pool it `computes`, the pool's row (0 cycles) the conv it is `computed_by`
+    computes: str | None = None
+    computed_by: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        for key in ("computes", "computed_by"):
+            if data[key] is None:
+                del data[key]
+        return data
 
 
 @dataclass(frozen=True)
@@ -86,7 +97,7 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         return {"model": self.model, "hw": self.hw.to_json(), "total": dataclasses.asdict(self.total),
-                "layers": [dataclasses.asdict(layer) for layer in self.layers],
+                "layers": [layer.to_json() for layer in self.layers],
                 "check": dataclasses.asdict(self.check) if self.check else None}
 
     @classmethod

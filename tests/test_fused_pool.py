@@ -35,8 +35,9 @@ def test_the_pool_runs_in_the_conv_program_bit_exact_and_faster(tmp_path: Path, 
         assert report["check"]["golden_bit_exact"], report["check"]
         assert report["check"]["snr_db"] > 30
     conv, pool = fused["layers"]
-    assert conv["op"] == "conv2d+max_pool" and conv["cycles"] > 0
-    assert pool["op"] == "max_pool" and pool["cycles"] == 0 and pool["where"] == "device"
+    assert conv["op"] == "conv2d" and conv["cycles"] > 0 and conv["computes"] == pool["name"]
+    assert pool["op"] == "max_pool" and pool["cycles"] == 0 and pool["computed_by"] == conv["name"]
+    assert "computes" not in apart["layers"][0] and "computed_by" not in apart["layers"][1]
     assert [layer["op"] for layer in apart["layers"] if layer["cycles"]] == ["conv2d", "max_pool"]
     assert conv["macs"] == apart["layers"][0]["macs"]  # the MAXs are not MACs
     assert fused["total"]["cycles"] < apart["total"]["cycles"]
