@@ -153,7 +153,12 @@ def _pool_row(b: AsmBuilder, p: PoolShape, row_base: int, out_row: int, rows: in
 
     # pixels in order: a partial last CU writes into the next pixel, which must come later
     border([x for x in range(p.ow) if x < xl])
-    if xr > xl:
+    offsets = [0]
+    for r in range(rows - 1):
+        offsets.append(offsets[-1] + (steps[r] if steps else row))
+    if xr > xl and rows <= len(R_WINDOW_ROWS) and max(map(abs, offsets)) < 1 << 16:
+        _pixels_pipelined(b, p, row_base + (xl * p.sx - p.pl) * p.c, out_row, xl, xr, offsets)
+    elif xr > xl:
         b.const(R_MAPS, row_base + (xl * p.sx - p.pl) * p.c)
         b.const(R_OUT, out_row + 2 * xl * p.c)
         b.const(R_X, xl)
@@ -164,6 +169,28 @@ def _pool_row(b: AsmBuilder, p: PoolShape, row_base: int, out_row: int, rows: in
         b.branch(sf.BleOp(R_X, R_XEND, top), [sf.AddiOp(R_MAPS, R_MAPS, p.sx * p.c - moved),
                                                sf.AddiOp(R_OUT, R_OUT, 2 * p.c)])
     border([x for x in range(p.ow) if x >= max(xr, xl)])
+
+
+R_WINDOW_ROWS = (R_MAPS, R_SRC, R_LEN)  # a window row's address each, stepped in the branch's delay slots
+
+
+def _pixels_pipelined(b: AsmBuilder, p: PoolShape, first: int, out_row: int, xl: int, xr: int,
+                      offsets: list[int]) -> None:
+    """Interior pixels [xl, xr) with a register per window row, all stepped in the branch's
+    delay slots: a pixel is the output step, its MAX traces and the branch (9 issue slots for 3
+    rows of 3 cycles), and no MAX waits on the ADDI of its address (a pool computed in a conv's
+    program runs on the CUs' time, snowir/fused_pool.py). The loop ends on the output address."""
+    regs = R_WINDOW_ROWS[:len(offsets)]
+    b.const(R_MAPS, first)
+    for reg, off in zip(regs[1:], offsets[1:]):
+        b.emit(sf.AddiOp(reg, R_MAPS, off))
+    b.const(R_OUT, out_row + 2 * (xl - 1) * p.c)  # stepped first thing in the loop
+    b.const(R_XEND, out_row + 2 * (xr - 2) * p.c)  # the last pixel's branch falls through
+    top = b.label("PXP")
+    b.emit(sf.AddiOp(R_OUT, R_OUT, 2 * p.c))
+    for r, reg in enumerate(regs):
+        b.emit(sf.MaxOp(R_OUT, reg, R_STEP, p.kw, wb=r == len(regs) - 1))
+    b.branch(sf.BleOp(R_OUT, R_XEND, top), [sf.AddiOp(reg, reg, p.sx * p.c) for reg in regs])
 
 
 def _window(b: AsmBuilder, rows: int, trace: int, row: int, steps: list[int] | None = None) -> int:
