@@ -15,7 +15,7 @@ its load unit (dram_raw), not in the control pipeline. Halfway through group g's
 (conv_pixels._row's `mid`), the pool rows those loads complete are computed: MAX traces as in
 pool_codegen, one per window row (the slots need not be adjacent), then the conv's CU stride
 and write-back mask are restored. Before a slot is reloaded, the MAXs that read it have half a
-group of MACs behind them, so they are done. What the last group completes is pooled after it.
+group of MACs behind them, so they are done. What the last group completes is pooled after it. nn-to-tile fuses when `fusing_pays`.
 """
 
 from __future__ import annotations
@@ -136,3 +136,24 @@ def fuse(plan: ConvPlan, p: PoolShape, pool_out_addr: int, hw: SnowflakeConfig) 
     fused = replace(plan_indp(plan.shape, hw, plan.in_addr, plan.w_addr, plan.out_addr, rows_per_cu=ROWS_PER_CU),
                     pool=p, pool_out_addr=pool_out_addr)
     return fused if plan_ring(fused, p, hw) is not None else None
+
+
+MIN_GAIN = 0.03  # fusing must save this share of the two layers' estimated cycles
+
+
+def fusing_pays(plan: ConvPlan, p: PoolShape, hw: SnowflakeConfig) -> bool:
+    """Apart, the pool layer is bus-bound (its input read back, its output written) after the
+    conv; fused, the MAX traces add to the conv's CU time and all the traffic shares one
+    program's bus. A conv that computes for long hides the pool's traffic (ResNet's 7x7 stem:
+    573 k estimated apart, 482 k fused); a short one does not (SqueezeNet's 3x3 stem: its own
+    output and the pool's traffic are longer than its MACs, 202 k apart, 232 k fused)."""
+    bw = hw.dram_bytes_per_cycle
+    s = plan.shape
+    compute = s.valid_macs() / hw.macs
+    conv_bytes = plan.dram_bytes(hw)[plan.loop_order] + 2 * s.oh * s.ow * s.k
+    pool_bytes = 2 * (p.h * p.w * p.c + p.oh * p.ow * p.c)
+    rows = min(p.kh, p.h)
+    maxs = p.oh * p.ow * rows * p.kw * -(-p.c // (16 * hw.cus))
+    apart = max(compute, conv_bytes / bw) + pool_bytes / bw
+    fused = max(compute + maxs, (conv_bytes + pool_bytes) / bw)
+    return fused < apart * (1 - MIN_GAIN)

@@ -166,8 +166,9 @@ def with_layer_pool(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) ->
 
 def fusable_pool(op: nn.Conv2dOp, hw: SnowflakeConfig, mode: str | None) -> nn.MaxPoolOp | None:
     """The device max pool that is the only reader of this conv's output, when the conv's plan
-    can run it in its own program (snowir/fused_pool.py: INDP row groups with room beside them)."""
-    from snowir.fused_pool import fuse
+    can run it in its own program (snowir/fused_pool.py: INDP row groups with room beside them)
+    and the estimate says that is faster than the two layers apart (`fusing_pays`)."""
+    from snowir.fused_pool import fuse, fusing_pays
     from snowir.nn_util import on_host
 
     uses = list(op.output.uses)
@@ -180,7 +181,8 @@ def fusable_pool(op: nn.Conv2dOp, hw: SnowflakeConfig, mode: str | None) -> nn.M
         return None
     lay = conv_layout(s, False, mode, hw)
     plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, None, mode)
-    return pool_op if fuse(plan, pool_shape(pool_op), 0, hw) is not None else None
+    p = pool_shape(pool_op)
+    return pool_op if fusing_pays(plan, p, hw) and fuse(plan, p, 0, hw) is not None else None
 
 
 def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None,

@@ -271,12 +271,11 @@ def test_digits_cnn_end_to_end_on_the_machine(tmp_path: Path) -> None:
         convs = [layer for layer in r["layers"] if layer["op"] in ("conv2d", "dense")]
         assert [layer["op"] for layer in convs] == ["conv2d", "conv2d", "dense"]
         assert len(convs) == 3 and all(layer["cycles"] > 0 for layer in convs)
-        # conv1 reads one input channel: INDP (16 kernels per vMAC, every lane busy), and its
-        # program computes pool1 (snowir/fused_pool.py); pool2 follows a COOP conv: its own layer
+        # conv1 reads one input channel: INDP (16 kernels per vMAC, every lane busy); pool1 stays
+        # its own layer: so short a conv would not hide the pool's traffic (fused_pool.fusing_pays)
         assert [layer["mode"] for layer in convs] == ["INDP", "COOP", "COOP"]
         pools = {layer["name"]: layer for layer in r["layers"] if layer["op"] == "max_pool"}
-        assert convs[0]["computes"] == "pool1" and pools["pool1"]["computed_by"] == "conv1"
-        assert pools["pool1"]["cycles"] == 0 and pools["pool2"]["cycles"] > 0 and "computed_by" not in pools["pool2"]
+        assert "computes" not in convs[0] and pools["pool1"]["cycles"] > 0 and "computed_by" not in pools["pool1"]
         assert r["total"]["cycles"] == sum(layer["cycles"] for layer in r["layers"])
         # useful MACs: the golden model's padding-free count, layer by layer
         golden = tmp_path / "g.json"
@@ -308,7 +307,7 @@ def test_tile_ir_decisions_drive_codegen(tmp_path: Path) -> None:
         {"conv1": "Kloop", "conv2": "Mloop", "fc": "Kloop"}
     module = api.parse_mlir(edited)
     TileToAsmPass().apply(Context(), module)
-    assert [op.sym_name.data for op in module.ops if isinstance(op, sf.ImageOp)] == ["conv1", "conv2", "pool2", "fc"]
+    assert [op.sym_name.data for op in module.ops if isinstance(op, sf.ImageOp)] == ["conv1", "pool1", "conv2", "pool2", "fc"]
     bad = tmp_path / "bad.mlir"
     bad.write_text(text.replace("#tile<loop_order Kloop>", "#tile<loop_order Mloop>", 1))  # conv1 is INDP
     assert snow_run([str(bad), "--quiet"]) == 1
@@ -359,7 +358,7 @@ def test_model_trace_has_every_layer(tmp_path: Path) -> None:
     assert snow_run([str(DIGITS), "--quiet", "--trace", str(trace)]) == 0
     events = json.loads(trace.read_text())["traceEvents"]
     layers = [e for e in events if e["ph"] == "X" and e["name"].startswith("layer ")]
-    assert [e["name"] for e in layers] == ["layer conv1", "layer conv2", "layer pool2", "layer fc"]  # conv1 computes pool1
+    assert [e["name"] for e in layers] == ["layer conv1", "layer pool1", "layer conv2", "layer pool2", "layer fc"]
     assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-9 for a, b in zip(layers, layers[1:]))
     assert any(e["ph"] == "X" and e["name"].startswith("MAX") for e in events)
 
@@ -568,7 +567,7 @@ def test_one_route_lowered_module_runs_as_the_model(tmp_path: Path) -> None:
     assert low.read_text() == spelled.read_text()
     assert snow_opt([str(low), "-p", "snowflake-lower", "-o", str(again)]) == 0
     assert again.read_text() == low.read_text()
-    assert low.read_text().count("snowflake_asm.image @") == 4  # conv1's program computes pool1
+    assert low.read_text().count("snowflake_asm.image @") == 5
     direct, lowered = tmp_path / "direct.json", tmp_path / "lowered.json"
     assert snow_run([str(DIGITS), "--quiet", "--report", str(direct)]) == 0
     assert snow_run([str(low), "--check", "--quiet", "--report", str(lowered)]) == 0
