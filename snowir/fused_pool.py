@@ -27,7 +27,7 @@ from snowir.conv_codegen import load_broadcast
 from snowir.conv_plan import ConvPlan
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.pool_codegen import GUARD, R_MASK, R_STEP, R_TMP, PoolShape, _pool_row
+from snowir.pool_codegen import GUARD, R_MASK, R_STEP, R_TMP, PoolShape, ring_output_row
 
 ROWS_PER_CU = 1  # row groups of one row per CU: each group completes consecutive rows
 
@@ -107,19 +107,12 @@ def pool_rows(b: AsmBuilder, plan: ConvPlan, ring: PoolRing, rows: tuple[int, in
     assert p is not None
     if rows[0] >= rows[1]:
         return
-    row, n = p.w * p.c, len(ring.slots)
+    n = len(ring.slots)
     b.const(R_STEP, p.c)
     b.const(R_TMP, 2 * 16)  # CU c compares channels 16c.. of a pixel (pool_codegen)
     b.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.STRIDE, R_TMP))
     for y in range(*rows):
-        iy = y * p.sy - p.pt
-        ky0, ky1 = max(0, -iy), min(p.kh, p.h - iy)
-        slots = [ring.slots[(iy + ky) % n] for ky in range(ky0, ky1)]
-        steps = [b_ - a for a, b_ in zip(slots, slots[1:])]
-        for g in range(0, p.c, 16 * hw.cus):
-            cus = min(hw.cus, -(-(p.c - g) // 16))
-            b.write_mask(hw, R_MASK, sum(1 << (hw.vmacs_per_cu * c) for c in range(cus)))
-            _pool_row(b, p, slots[0] + g, plan.pool_out_addr + 2 * (y * p.ow * p.c + g), ky1 - ky0, row, steps)
+        ring_output_row(b, p, hw, y, lambda r: ring.slots[r % n], plan.pool_out_addr)
     if restore is not None:
         b.const(R_TMP, restore[0])
         b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.STRIDE, R_TMP))

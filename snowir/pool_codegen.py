@@ -10,6 +10,7 @@ taps are skipped by clamping, like the conv.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from snowir.asm_builder import AsmBuilder
@@ -127,16 +128,24 @@ def _ring(b: AsmBuilder, p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_ad
     first = lambda y: max(0, y * p.sy - p.pt)  # noqa: E731
     ensure(n)
     for y in range(p.oh):
-        iy = y * p.sy - p.pt
-        ky0, ky1 = max(0, -iy), min(p.kh, p.h - iy)
-        slots = [((iy + ky) % n) * row for ky in range(ky0, ky1)]
-        steps = [b_ - a for a, b_ in zip(slots, slots[1:])]
-        for g in range(0, p.c, 16 * hw.cus):
-            cus = min(hw.cus, -(-(p.c - g) // 16))
-            b.write_mask(hw, R_MASK, sum(1 << (hw.vmacs_per_cu * c) for c in range(cus)))
-            _pool_row(b, p, slots[0] + g, out_addr + 2 * (y * p.ow * p.c + g), ky1 - ky0, row, steps)
+        ring_output_row(b, p, hw, y, lambda r: (r % n) * row, out_addr)
         if y + 1 < p.oh:
             ensure(first(y) + n)  # row r replaces r - n < first(y): read only by rows before y
+
+
+def ring_output_row(b: AsmBuilder, p: PoolShape, hw: SnowflakeConfig, y: int, slot: Callable[[int], int],
+                    out_addr: int) -> None:
+    """Output row y from input rows held in slots (`slot(r)`: buffer element address of input
+    row r): a MAX trace per window row, so the slots need not be adjacent; each group of 16 x CUs
+    channels with its write-back mask."""
+    iy = y * p.sy - p.pt
+    ky0, ky1 = max(0, -iy), min(p.kh, p.h - iy)
+    slots = [slot(iy + ky) for ky in range(ky0, ky1)]
+    steps = [b_ - a for a, b_ in zip(slots, slots[1:])]
+    for g in range(0, p.c, 16 * hw.cus):
+        cus = min(hw.cus, -(-(p.c - g) // 16))
+        b.write_mask(hw, R_MASK, sum(1 << (hw.vmacs_per_cu * c) for c in range(cus)))
+        _pool_row(b, p, slots[0] + g, out_addr + 2 * (y * p.ow * p.c + g), ky1 - ky0, p.w * p.c, steps)
 
 
 def _pool_row(b: AsmBuilder, p: PoolShape, row_base: int, out_row: int, rows: int, row: int,
