@@ -3,6 +3,7 @@ bit-exact against the golden model, both engines alike, and faster than the two 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,9 @@ import pytest
 from onnx import helper
 
 from onnx_util import model, rand
+from snowir.model_api import Report
 from snowir.model_run import run_model_on_device
+from snowir.tools.snow_run import main as snow_run
 
 
 def _stem(path: Path, size: int, batch: int = 1) -> Path:
@@ -77,3 +80,13 @@ def test_a_short_conv_keeps_its_pool_apart(tmp_path: Path) -> None:
     assert report["check"]["golden_bit_exact"]
     conv, pool = report["layers"]
     assert conv["mode"] == "INDP" and "computes" not in conv and pool["cycles"] > 0
+
+
+def test_snow_run_shows_where_the_pool_ran(tmp_path: Path, capsys) -> None:
+    path, rep = _stem(tmp_path / "stem.onnx", 32), tmp_path / "r.json"
+    assert snow_run([str(path), "--report", str(rep)]) == 0
+    table = capsys.readouterr().out
+    pool_line = next(line for line in table.splitlines() if line.startswith("o "))
+    assert "in c" in pool_line  # the pool row names the conv whose program computed it
+    report = Report.from_json(json.loads(rep.read_text()))  # the two extra keys read back
+    assert report.layer("o").computed_by == "c" and report.layer("c").computes == "o"
