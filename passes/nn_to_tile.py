@@ -34,7 +34,7 @@ from snowir.conv_plan import LoweringError
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name, on_host
-from snowir.tile_build import conv_layer, fusable_pool, pool_layer
+from snowir.tile_build import conv_layer, pool_layer
 
 
 def device_layers(module: ModuleOp) -> list[nn.Conv2dOp | nn.MaxPoolOp]:
@@ -79,9 +79,8 @@ class NNToTilePass(ModulePass):
             name = layer_name(inner, inner.name.removeprefix("nn."))
             sym = unique_symbol(name, taken)
             try:
-                pool = fusable_pool(inner, hw, mode) if self.fuse_pool and isinstance(inner, nn.Conv2dOp) else None
-                layer = conv_layer(inner, sym, hw, mode, pool) if isinstance(inner, nn.Conv2dOp) \
-                    else pool_layer(inner, sym, hw)
+                layer, pool = conv_layer(inner, sym, hw, mode, self.fuse_pool) if isinstance(inner, nn.Conv2dOp) \
+                    else (pool_layer(inner, sym, hw), None)
             except LoweringError as e:
                 raise PassFailedException(f"nn-to-tile: layer '{name}' ({inner.name}): {e}") from None
             inner.attributes["tile"] = StringAttr(sym)

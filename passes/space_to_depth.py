@@ -32,8 +32,9 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
-from snowir.input_layout import indp_fits, plain_stem, relayout_conv
-from snowir.nn_util import const_of, shape_of, tensor
+from snowir.input_layout import plain_stem, relayout_conv
+from snowir.indp_codegen import indp_fits
+from snowir.nn_util import const_of, conv_shape, shape_of, tensor
 
 MAX_CHANNELS = 64  # C·s² beyond this gains no lanes (COOP traces are already long)
 
@@ -61,8 +62,8 @@ class SpaceToDepthConv(RewritePattern):
         pt, pl, pb, pr = (int(v) for v in op.pads.get_values())
         if not plain_stem(op) or sy != sx or sy < 2 or c * sy * sy > MAX_CHANNELS:
             return
-        if indp_fits(k, kh * kw * c, self.hw):
-            return  # INDP runs it without zero taps
+        if indp_fits(conv_shape(op), self.hw, False):  # INDP runs it without zero taps
+            return
         weights, bias = const_of(op.weight), const_of(op.bias)
         if weights is None or bias is None:
             return
@@ -71,6 +72,7 @@ class SpaceToDepthConv(RewritePattern):
         kh2, kw2 = -(-kh // s), -(-kw // s)
         relayout_conv(rewriter, op, nn.SpaceToDepthOp(op.input, s, (pt, pl), tensor([n, s * s * c, oh + kh2 - 1, ow + kw2 - 1], op.input)),
                       space_to_depth_weights(weights, s), "s2d", [1, 1], [0, 0, 0, 0])
+
 
 @dataclass(frozen=True)
 class SpaceToDepthPass(ModulePass):

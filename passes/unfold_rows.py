@@ -39,9 +39,10 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
-from snowir.input_layout import (StemConv, direct_cycles, indp_fits, plain_stem, relayout_conv,
+from snowir.input_layout import (StemConv, direct_cycles, plain_stem, relayout_conv,
                                  space_to_depth_cycles, unfold_rows_cycles, unfold_rows_fills_lanes, unfold_rows_fits)
-from snowir.nn_util import const_of, shape_of, tensor
+from snowir.indp_codegen import indp_fits
+from snowir.nn_util import const_of, conv_shape, shape_of, tensor
 
 
 def unfold_rows_weights(w: np.ndarray) -> np.ndarray:
@@ -62,7 +63,7 @@ class UnfoldRowsConv(RewritePattern):
         pt, pl, pb, pr = (int(v) for v in op.pads.get_values())
         if not plain_stem(op) or kh < 2 or pt >= kh or pb >= kh:
             return
-        if indp_fits(k, kh * kw * c, self.hw):
+        if indp_fits(conv_shape(op), self.hw, False):  # INDP runs it without zero taps
             return
         n, _, h, w = shape_of(op.input)
         _, _, oh, ow = shape_of(op.output)

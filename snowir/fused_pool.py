@@ -27,7 +27,7 @@ from snowir.conv_codegen import load_broadcast
 from snowir.conv_plan import ConvPlan
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.pool_codegen import GUARD, R_MASK, R_STEP, R_TMP, PoolShape, ring_output_row
+from snowir.pool_codegen import GUARD, R_MASK, R_TMP, PoolShape, ring_output_row, set_up_max
 
 ROWS_PER_CU = 1  # row groups of one row per CU: each group completes consecutive rows
 
@@ -108,9 +108,7 @@ def pool_rows(b: AsmBuilder, plan: ConvPlan, ring: PoolRing, rows: tuple[int, in
     if rows[0] >= rows[1]:
         return
     n = len(ring.slots)
-    b.const(R_STEP, p.c)
-    b.const(R_TMP, 2 * 16)  # CU c compares channels 16c.. of a pixel (pool_codegen)
-    b.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.STRIDE, R_TMP))
+    set_up_max(b, p)
     for y in range(*rows):
         ring_output_row(b, p, hw, y, lambda r: ring.slots[r % n], plan.pool_out_addr)
     if restore is not None:

@@ -254,15 +254,11 @@ class Golden:
             if out_frac is not None:
                 return Q(np.maximum(self._q(x, out_frac), 0), out_frac)
             return np.maximum(self._float(x), 0)
-        if isinstance(op, nn.SpaceToDepthOp):
+        if isinstance(op, nn.SpaceToDepthOp | nn.UnfoldRowsOp):  # the host's layouts of a model input
             _, _, oh, ow = op.output.type.get_shape()
             x = self._q(env[op.input], out_frac) if out_frac is not None else self._float(env[op.input])
-            y = space_to_depth(x, op.block.value.data, _ints(op.pads), oh, ow)
-            return Q(y, out_frac) if out_frac is not None else y
-        if isinstance(op, nn.UnfoldRowsOp):
-            oh = op.output.type.get_shape()[2]
-            x = self._q(env[op.input], out_frac) if out_frac is not None else self._float(env[op.input])
-            y = unfold_rows(x, op.kernel.value.data, op.stride.value.data, _ints(op.pads)[0], oh)
+            y = space_to_depth(x, op.block.value.data, _ints(op.pads), oh, ow) if isinstance(op, nn.SpaceToDepthOp) \
+                else unfold_rows(x, op.kernel.value.data, op.stride.value.data, _ints(op.pads)[0], oh)
             return Q(y, out_frac) if out_frac is not None else y
         if isinstance(op, nn.ChannelSliceOp):
             x = env[op.input]

@@ -21,13 +21,13 @@ from xdsl.ir import BlockArgument, Operation
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
+from snowir.conv_pixels import TRACE_CHUNK
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import new_constant
 
 PIXEL_SLOTS = 4
 TRACE_SLOTS = 3
-TRACE_CHUNK = 1008  # conv_pixels.TRACE_CHUNK: longest single trace
 
 
 @dataclass(frozen=True)
@@ -44,12 +44,6 @@ class StemConv:
     oh: int
     ow: int
     k: int
-
-
-def indp_fits(k: int, words: int, hw: SnowflakeConfig) -> bool:
-    """INDP runs the conv without zero taps: its 16 interleaved kernels (and bias) fit a
-    weights buffer. The input layouts are for the convs it cannot take."""
-    return hw.lanes * (words + 1) <= hw.weights_buffer_elements and k % hw.lanes == 0
 
 
 def pixel_cycles(traces: list[int], hw: SnowflakeConfig) -> int:

@@ -65,12 +65,18 @@ def ring_rows(p: PoolShape, hw: SnowflakeConfig) -> int:
     return n if n >= p.kh + p.sy and per_row >= hw.vector_queue_depth and p.oh > 1 else 0
 
 
-def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int) -> AsmBuilder:
-    b = AsmBuilder()
-    row = p.w * p.c
+def set_up_max(b: AsmBuilder, p: PoolShape) -> None:
+    """R_STEP = the channel count (a MAX trace steps a pixel) and the CU stride: CU c compares
+    channels 16c.. of a pixel and writes them there (32 bytes a CU)."""
     b.const(R_STEP, p.c)
     b.const(R_TMP, 2 * 16)
     b.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.STRIDE, R_TMP))
+
+
+def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int) -> AsmBuilder:
+    b = AsmBuilder()
+    row = p.w * p.c
+    set_up_max(b, p)
     n = ring_rows(p, hw)
     if n:
         _ring(b, p, hw, in_addr, out_addr, n)

@@ -164,35 +164,32 @@ def with_layer_pool(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) ->
     return fused
 
 
-def fusable_pool(op: nn.Conv2dOp, hw: SnowflakeConfig, mode: str | None) -> nn.MaxPoolOp | None:
-    """The device max pool that is the only reader of this conv's output, when the conv's plan
-    can run it in its own program (snowir/fused_pool.py: INDP row groups with room beside them)
-    and the estimate says that is faster than the two layers apart (`fusing_pays`)."""
+def fusable_pool(op: nn.Conv2dOp, plan: ConvPlan, pool_addr: int,
+                 hw: SnowflakeConfig) -> tuple[nn.MaxPoolOp, ConvPlan] | None:
+    """The device max pool that is the only reader of this conv's output and `plan` with it in
+    its program, when the conv can run it (snowir/fused_pool.py: INDP row groups with room beside
+    them) and the estimate says that is faster than the two layers apart (`fusing_pays`)."""
     from snowir.fused_pool import fuse, fusing_pays
     from snowir.nn_util import on_host
 
     uses = list(op.output.uses)
-    if len(uses) != 1 or not isinstance(uses[0].operation, nn.MaxPoolOp) or on_host(uses[0].operation):
+    if not plan.indp or len(uses) != 1 or not isinstance(uses[0].operation, nn.MaxPoolOp) \
+            or on_host(uses[0].operation):
         return None
     pool_op = uses[0].operation
-    s = layer_conv_shape(op)
-    mode = choose_mode(s, hw, op.bypass is not None, mode)
-    if mode != "INDP" or s.cin != s.c:
-        return None
-    lay = conv_layout(s, False, mode, hw)
-    plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, None, mode)
     p = pool_shape(pool_op)
-    return pool_op if fusing_pays(plan, p, hw) and fuse(plan, p, 0, hw) is not None else None
+    fused = fuse(plan, p, pool_addr, hw) if fusing_pays(plan, p, hw) else None
+    return (pool_op, fused) if fused is not None else None
 
 
 def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None,
-               pool_op: nn.MaxPoolOp | None = None) -> tile.LayerOp:
+               fuse_pool: bool = False) -> tuple[tile.LayerOp, nn.MaxPoolOp | None]:
     """The tile layer of a device conv: the mode chosen, the maps tiled for the cost model's
     loop order (`tile-loop-order` decides the order and re-tiles if it changes it). With
-    `pool_op` (`fusable_pool`), the max pool reading the conv runs in the same program: the
-    conv's output goes to a `conv_output` region, the pool's to `output`."""
+    `fuse_pool`, a max pool reading the conv may run in the same program (`fusable_pool`; it is
+    returned beside the layer): the conv's output goes to a `conv_output` region, the pool's to
+    `output`."""
     from snowir.conv_plan import align
-    from snowir.fused_pool import fuse
 
     s = layer_conv_shape(op)
     bypass = op.bypass is not None
@@ -205,14 +202,16 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
         tile.DramRegionOp(f"{name}.weights", lay.w_addr, lay.w_bytes, "weights",
                           int16_resource(f"{name}_w", image))]
     extra: dict = {}
-    if pool_op is None:
+    pool_addr = align(lay.out_addr + lay.out_bytes)
+    fused = fusable_pool(op, plan, pool_addr, hw) if fuse_pool else None
+    pool_op = None
+    if fused is None:
         ops.append(tile.DramRegionOp(f"{name}.output", lay.out_addr, lay.out_bytes, "output"))
     else:
-        p = pool_shape(pool_op)
-        pool_addr, pool_bytes = align(lay.out_addr + lay.out_bytes), p.oh * p.ow * p.c * 2
-        fused = fuse(plan, p, pool_addr, hw)
-        assert fused is not None, "fusable_pool said yes"
-        plan = fused
+        pool_op, plan = fused
+        p = plan.pool
+        assert p is not None
+        pool_bytes = p.oh * p.ow * p.c * 2
         ops += [tile.DramRegionOp(f"{name}.conv_output", lay.out_addr, lay.out_bytes, "conv_output"),
                 tile.DramRegionOp(f"{name}.output", pool_addr, pool_bytes, "output"),
                 tile.DramRegionOp(f"{name}.slack", pool_addr + pool_bytes, POOL_SLACK, "scratch")]
@@ -225,7 +224,7 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
               "shape": conv_shape_attr(s)}
     if s.relu:
         extra["relu"] = nn.UnitAttr()
-    return tile.LayerOp(name, tile.LayerKind.CONV, ops, tile.ComputeMode(plan.mode), None, extra)
+    return tile.LayerOp(name, tile.LayerKind.CONV, ops, tile.ComputeMode(plan.mode), None, extra), pool_op
 
 
 def pool_shape(op: nn.MaxPoolOp) -> PoolShape:
