@@ -102,6 +102,22 @@ class BufferKindAttr(EnumAttribute[BufferKind], SpacedOpaqueSyntaxAttribute):
     name = "tile.buffer"
 
 
+class MapsBuffering(StrEnum):
+    DOUBLE = "double"
+    WHOLE = "whole"
+    SINGLE = "single"
+
+
+@irdl_attr_definition
+class MapsBufferingAttr(EnumAttribute[MapsBuffering], SpacedOpaqueSyntaxAttribute):
+    """Where a layer's maps tiles sit in the maps buffer. double: tile i in bank i mod 2 (a
+    residual conv: half i mod 2 of the buffer), the next loading while the current computes;
+    whole: each tile may fill the whole buffer, loaded once the previous tile's MACs are done;
+    single: a residual conv's tiles in turn at the bottom of the buffer, bypass rows above."""
+
+    name = "tile.buffering"
+
+
 class _NamedInts(ParametrizedAttribute):
     """A layer geometry as named integers: `#tile.conv_shape<c = 64, h = 27, ...>`."""
 
@@ -167,6 +183,21 @@ class ConvShapeAttr(_NamedInts):
 
 
 @irdl_attr_definition
+class GatherAttr(_NamedInts):
+    """Maps gathered pixel by pixel (a strided 1x1 conv's pixels, a channel slice's channels):
+    compact input pixel (r, x) is DRAM pixel (r*sy, x*sx) of a `w`-wide, `cin`-channel tensor,
+    channels from `c0`. Maps tiles, loads and windows are then over the compact input."""
+
+    name = "tile.gather"
+    FIELDS = ("sy", "sx", "w", "cin", "c0")
+    sy: IntAttr
+    sx: IntAttr
+    w: IntAttr
+    cin: IntAttr
+    c0: IntAttr
+
+
+@irdl_attr_definition
 class PoolShapeAttr(_NamedInts):
     """A max pool's geometry: C channels of H x W, a kh x kw window, strides, top/left pads, output size."""
 
@@ -211,6 +242,12 @@ class TileOperation(IRDLOperation, ABC):
     def _fail(self, message: str) -> None:
         raise VerifyException(f"{self.name}: {message}")
 
+    def _no_stray_attributes(self) -> None:
+        """An attribute the op does not define would be silently ignored by every pass: refuse it."""
+        for key in self.attributes:
+            known = ", ".join(sorted(self.properties.keys() | {n for n in type(self).get_irdl_definition().properties}))
+            self._fail(f"unknown attribute '{key}' (this op's attributes: {known})")
+
     def _nonneg(self, *names: str) -> None:
         for n in names:
             if self._int(n) < 0:
@@ -220,6 +257,14 @@ class TileOperation(IRDLOperation, ABC):
         for n in names:
             if self._int(n) < 1:
                 self._fail(f"{n} must be >= 1, got {self._int(n)}")
+
+
+def body_ops(op: Operation) -> list[Operation]:
+    """The ops of a tile's body; none when it was written empty (`{}`: to be derived)."""
+    region = op.regions[0]
+    if len(region.blocks) > 1:
+        raise VerifyException(f"{op.name}: its body is one block")
+    return list(region.blocks[0].ops) if region.blocks else []
 
 
 @irdl_op_definition
@@ -238,6 +283,14 @@ class LayerOp(TileOperation):
     pool = opt_prop_def(PoolShapeAttr)
     """A conv layer's fused max pool: the pool reading its output runs in its program
     (snowir/fused_pool.py); its `output` region is then the pool's, `conv_output` the conv's."""
+    pool_slots = opt_prop_def(DenseArrayBase[I64])
+    """A fused max pool's row ring: the maps-buffer words of its row slots (conv output row r
+    goes to slot r mod N)."""
+    maps_buffering = opt_prop_def(MapsBufferingAttr)
+    gather = opt_prop_def(GatherAttr)
+    bypass_slices = opt_prop_def(DenseArrayBase[I64])
+    """A residual conv's bypass in per-kernel-tile slices (snowir/bypass_slices.py): the
+    maps-buffer words of the two slices the kernel tiles take in turn."""
     body = region_def("single_block")
     traits = traits_def(NoTerminator(), SymbolOpInterface())
     assembly_format = "$sym_name $kind attr-dict-with-keyword $body"
@@ -254,6 +307,7 @@ class LayerOp(TileOperation):
         super().__init__(properties=props, regions=[Region(Block(ops))])
 
     def verify_(self) -> None:
+        self._no_stray_attributes()
         kind = self.kind.data
         if kind in (LayerKind.CONV, LayerKind.FC, LayerKind.AVGPOOL) and self.mode is None:
             self._fail(f"a {kind.value} layer needs a compute mode (COOP or INDP)")
@@ -270,6 +324,22 @@ class LayerOp(TileOperation):
                 self._fail("only a conv layer fuses the max pool that reads it")
             if "conv_output" not in labels:
                 self._fail("a fused max pool needs a 'conv_output' dram_region for the conv's own output")
+            if self.pool_slots is None:
+                self._fail("a fused max pool needs `pool_slots` (its row ring in the maps buffer)")
+        elif self.pool_slots is not None:
+            self._fail("pool_slots belong to a fused max pool (`pool`)")
+        if self.shape is not None and isinstance(self.shape, ConvShapeAttr) and self.relu is not None \
+                and not self.shape.relu.data:
+            self._fail("relu: the ReLU is #tile.conv_shape's `relu` field (relu = 1); the layer's `relu` mirrors it")
+        if self.shape is not None and isinstance(self.shape, ConvShapeAttr) and self.relu is None \
+                and self.shape.relu.data:
+            self._fail("relu: #tile.conv_shape has relu = 1, the layer has no `relu` (edit both: the shape's field decides)")
+        if self.bypass_slices is not None:
+            labels = {op.label.data for op in self.body.block.ops if isinstance(op, DramRegionOp)}
+            if "bypass" not in labels or len(self.bypass_slices.get_values()) != 2:
+                self._fail("bypass_slices: two slice bases, on a layer with a 'bypass' dram_region")
+        if self.gather is not None and kind != LayerKind.CONV:
+            self._fail("gather: only a conv layer gathers its maps")
         if self.shape is not None:
             want = PoolShapeAttr if kind == LayerKind.MAXPOOL else ConvShapeAttr
             if not isinstance(self.shape, want):
@@ -287,6 +357,10 @@ class DramRegionOp(TileOperation):
     label = prop_def(StringAttr)
     value = opt_prop_def(DenseResourceAttr)
     """The region's initial contents (the weight image), when the layer carries them."""
+    packing = opt_prop_def(ComputeModeAttr)
+    """The weight image's layout: COOP (kernel after kernel, each with its bias block) or INDP
+    (16 kernels interleaved per vMAC); `packed_kernels` kernels per kernel tile."""
+    packed_kernels = opt_prop_def(IntegerAttr[I64])
     traits = traits_def(HasParent(LayerOp), SymbolOpInterface())
     assembly_format = "$sym_name attr-dict"
 
@@ -300,8 +374,13 @@ class DramRegionOp(TileOperation):
         super().__init__(properties=props)
 
     def verify_(self) -> None:
+        self._no_stray_attributes()
         self._nonneg("offset")
         self._positive("size")
+        if (self.packing is None) != (self.packed_kernels is None):
+            self._fail("packing and packed_kernels go together")
+        if self.packing is not None and self.label.data != "weights":
+            self._fail("packing describes a 'weights' region")
         if self.label.data not in self.LABELS:
             self._fail(f"label '{self.label.data}' is not one of {', '.join(self.LABELS)}")
 
@@ -314,7 +393,16 @@ class KernelTileOp(TileOperation):
     first = prop_def(IntegerAttr[I64])
     count = prop_def(IntegerAttr[I64])
     repeat = prop_def(IntegerAttr[I64])
-    body = region_def("single_block")
+    slot = opt_prop_def(IntegerAttr[I64])
+    """Double-buffered kernel tiles: the weights-buffer word of the second slot (tiles
+    alternate between words 0 and `slot`, the next loading while the current computes)."""
+    stagger = opt_prop_def(IntegerAttr[I64])
+    """A kernel too large for a slot: tiles alternate between bases 0 and F = `stagger`, the F
+    words of the next tile that miss the current one loading while it computes."""
+    resident = opt_prop_def(UnitAttr)
+    """Every kernel tile held at once (tile t at t x kernel words), loaded once for the layer."""
+    body = region_def()
+    """Its loads; written empty (`{}`), they are derived from the attributes (tile-derive)."""
     traits = traits_def(NoTerminator(), HasParent(LayerOp))
     assembly_format = "attr-dict-with-keyword $body"
 
@@ -323,9 +411,16 @@ class KernelTileOp(TileOperation):
                                      "repeat": _i64(repeat)}, regions=[Region(Block(ops))])
 
     def verify_(self) -> None:
+        self._no_stray_attributes()
         self._nonneg("first")
         self._positive("count", "repeat")
-        for op in self.body.block.ops:
+        if self.slot is not None:
+            self._positive("slot")
+        if self.stagger is not None:
+            self._positive("stagger")
+        if sum(x is not None for x in (self.slot, self.stagger, self.resident)) > 1:
+            self._fail("slot, stagger and resident are three ways to hold kernel tiles: at most one")
+        for op in body_ops(self):
             if not isinstance(op, LoadOp):
                 self._fail("a kernel tile holds only loads (windows belong to maps tiles)")
 
@@ -342,7 +437,13 @@ class MapsTileOp(TileOperation):
     in_rows = prop_def(DenseArrayBase[I64])
     overlap = prop_def(IntegerAttr[I64])
     cu = prop_def(IntegerAttr[I64])
-    body = region_def("single_block")
+    cu_rows = opt_prop_def(IntegerAttr[I64])
+    """INDP: the tile is a row group, each CU `cu_rows` consecutive output rows of it."""
+    ring = opt_prop_def(IntegerAttr[I64])
+    """A max pool's tile run over a ring of `ring` input-row slots (each input row loaded
+    once, into slot r mod N, when the row it replaces is no longer read) instead of loaded whole."""
+    body = region_def()
+    """Its loads and windows; written empty (`{}`), they are derived from the attributes."""
     traits = traits_def(NoTerminator(), HasParent(LayerOp))
     assembly_format = "attr-dict-with-keyword $body"
 
@@ -353,6 +454,11 @@ class MapsTileOp(TileOperation):
                          regions=[Region(Block(ops))])
 
     def verify_(self) -> None:
+        self._no_stray_attributes()
+        if self.cu_rows is not None:
+            self._positive("cu_rows")
+        if self.ring is not None:
+            self._positive("ring")
         for name in ("out_rows", "in_rows"):
             rows = self._ints(name)
             if len(rows) != 2 or not 0 <= rows[0] < rows[1]:
@@ -360,7 +466,7 @@ class MapsTileOp(TileOperation):
         self._nonneg("overlap")
         if not -1 <= self._int("cu") < ISA_CUS:
             self._fail(f"cu must be -1 (broadcast) or a CU index < {ISA_CUS}")
-        for op in self.body.block.ops:
+        for op in body_ops(self):
             if not isinstance(op, LoadOp | WindowOp):
                 self._fail(f"'{op.name}' cannot appear in a maps tile")
 
@@ -393,6 +499,7 @@ class LoadOp(TileOperation):
         super().__init__(properties=props)
 
     def verify_(self) -> None:
+        self._no_stray_attributes()
         self._positive("length")
         self._nonneg("dram_addr", "buf_addr", "unit", "select")
         if self.load_id is not None:
@@ -448,6 +555,7 @@ class WindowOp(TileOperation):
         super().__init__(properties=props)
 
     def verify_(self) -> None:
+        self._no_stray_attributes()
         self._positive("trace_length", "rows", "repeat_x", "repeat_y")
         self._nonneg("start", "out_addr")
 
@@ -455,5 +563,6 @@ class WindowOp(TileOperation):
 Tile = Dialect(
     "tile",
     [LayerOp, DramRegionOp, KernelTileOp, MapsTileOp, LoadOp, WindowOp],
-    [ComputeModeAttr, LoopOrderAttr, LayerKindAttr, BufferKindAttr, ConvShapeAttr, PoolShapeAttr],
+    [ComputeModeAttr, LoopOrderAttr, LayerKindAttr, BufferKindAttr, MapsBufferingAttr, ConvShapeAttr, GatherAttr,
+     PoolShapeAttr],
 )

@@ -82,9 +82,15 @@ def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> 
     def block_start() -> None:
         nonlocal placed
         if placed >= size and placed % size == 0:
+            # a label here names the block's first instruction, after the bank load: a loop
+            # starting the block must not run the load again each iteration
+            labels = []
+            while out and type(out[-1]) is sf.LabelOp:
+                labels.insert(0, out.pop())
             loads.append((len(out), placed // size + 1))
             out.extend(_prologue(0, 0, 0, 0))
             placed += PROLOGUE
+            out.extend(labels)
 
     pc = 0
     for op in ops:

@@ -5,16 +5,17 @@ vector ops and loads dispatch as early as their operands allow.
 A scalar result is readable 3 cycles after its dispatch (docs/machine.md); an instruction
 that reads it sooner stalls decode, and with it every vector op behind it. Within each basic
 block (between labels, branches and delay slots, which stay as they are; a block's closing
-branch stays last and its register reads count) this pass builds the
-dependency graph (register RAW with the scalar latency, WAR and WAW; vector ops and loads in
-their program order, which the buffer-region hazards and the vector queue depend on), drops
-no-ops, and reissues the block cycle by cycle: a ready vector op or load first, else the ready
-scalar with the longest latency path to the block's end, else a stall until the earliest is
-ready (tried with vector ops and loads first, and by latency path alone). A new order is kept
-only when it beats the original under the in-order issue model, evaluated after
-fill-delay-slots would fill the branch's slots and, for a loop, on its second iteration (so a
-result the next iteration reads counts): fewer cycles, or as many with the vector ops and
-loads dispatched earlier in total.
+branch stays last and its register reads count) this pass builds the dependency graph
+(register RAW with the scalar latency, WAR and WAW; vector ops and loads in their program
+order, which the buffer-region hazards and the vector queue depend on), drops no-ops (but one
+when they end the program: a label before them is a branch target, which must stay an
+instruction of the program, not the pc past its end), and reissues the block cycle by cycle:
+a ready vector op or load first, else the ready scalar with the longest latency path to the
+block's end, else a stall until the earliest is ready (tried with vector ops and loads first,
+and by latency path alone). A new order is kept only when it beats the original under the
+in-order issue model, evaluated after fill-delay-slots would fill the branch's slots and, for
+a loop, on its second iteration (so a result the next iteration reads counts): fewer cycles,
+or as many with the vector ops and loads dispatched earlier in total.
 """
 
 from __future__ import annotations
@@ -123,13 +124,17 @@ blocks, a few hundred shapes)."""
 
 
 def schedule_block(body: list[sf.SnowflakeInstruction], latency: int, branch: sf.SnowflakeInstruction | None = None,
-                   window: list[Operation] = (), loop: bool = False, slots: int = 4) -> list[sf.SnowflakeInstruction] | None:
+                   window: list[Operation] = (), loop: bool = False, slots: int = 4,
+                   tail: bool = False) -> list[sf.SnowflakeInstruction] | None:
     """The block reordered, or None when the original order is as good. `branch` (the block's
-    closing branch, kept last) with its delay-slot `window`; `loop`: it branches back to the block."""
+    closing branch, kept last) with its delay-slot `window`; `loop`: it branches back to the block;
+    `tail`: it holds the program's last instruction (then it keeps an instruction even when all
+    are no-ops: a label before it -- a branch target -- must name an instruction of the program,
+    not the pc past its end, which is outside the instruction-cache bank)."""
     key = (tuple(map(_shape, body)), _shape(branch) if branch is not None else None, tuple(map(_shape, window)),
-           loop, slots, latency)
+           loop, slots, latency, tail)
     if key not in _DECISIONS:
-        best = _schedule_block(body, latency, branch, window, loop, slots)
+        best = _schedule_block(body, latency, branch, window, loop, slots, tail)
         index = {id(op): i for i, op in enumerate(body)}
         _DECISIONS[key] = None if best is None else tuple(index[id(op)] for op in best)
     order = _DECISIONS[key]
@@ -137,8 +142,9 @@ def schedule_block(body: list[sf.SnowflakeInstruction], latency: int, branch: sf
 
 
 def _schedule_block(body: list[sf.SnowflakeInstruction], latency: int, branch: sf.SnowflakeInstruction | None,
-                    window: list[Operation], loop: bool, slots: int) -> list[sf.SnowflakeInstruction] | None:
-    ops = [op for op in body if not is_nop(op)]
+                    window: list[Operation], loop: bool, slots: int,
+                    tail: bool) -> list[sf.SnowflakeInstruction] | None:
+    ops = [op for op in body if not is_nop(op)] or (body[-1:] if tail else [])
     with_branch = ops + ([branch] if branch is not None else [])
     last = len(ops) if branch is not None else -1
     preds = _graph(with_branch, latency)
@@ -160,13 +166,16 @@ def schedule_program(program: sf.ProgramOp, hw: SnowflakeConfig) -> int:
     """Reschedule every block of a program; returns the blocks changed."""
     ops: list[Operation] = body_ops(program)
     slots = hw.branch_delay_slots
+    # past the program's last instruction: the block holding it is scheduled first (blocks go
+    # last to first), so no earlier change moves it
+    tail_end = next((k + 1 for k in range(len(ops) - 1, -1, -1) if type(ops[k]) is not sf.LabelOp), 0)
     changed = 0
     for start, end in reversed(blocks(ops, slots)):
         branch = ops[end] if end < len(ops) and isinstance(ops[end], sf.BranchOperation) else None
         window = ops[end + 1:end + 1 + slots] if branch is not None else []
         loop = branch is not None and start > 0 and type(ops[start - 1]) is sf.LabelOp \
             and ops[start - 1].label.data == branch.target.data
-        new = schedule_block(ops[start:end], hw.scalar_latency, branch, window, loop, slots)
+        new = schedule_block(ops[start:end], hw.scalar_latency, branch, window, loop, slots, end >= tail_end)
         if new is not None:
             ops[start:end] = new
             changed += 1

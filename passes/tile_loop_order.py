@@ -13,17 +13,18 @@ default pipeline. The byte counts of both orders stay on the layer (mloop_bytes,
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.conv_plan import LoweringError, plan_conv
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
-from snowir.tile_build import conv_shape_of, conv_tile_body, layout_of, with_layer_pool
+from snowir.tile_build import conv_shape_of, layout_of, set_conv_plan, with_layer_pool
 
 
 @dataclass(frozen=True)
@@ -52,13 +53,9 @@ class TileLoopOrderPass(ModulePass):
             plan = with_layer_pool(layer, plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, order, lay.r_addr, mode), hw)
         except LoweringError as e:
             raise PassFailedException(f"tile-loop-order: layer @{layer.sym_name.data}: {e}") from None
-        block = layer.body.block
-        for old in [o for o in block.ops if isinstance(o, tile.KernelTileOp | tile.MapsTileOp)]:
-            old.detach()
-            old.erase()
-        for new in conv_tile_body(s, plan, lay, hw):
-            block.add_op(new)
-        cost = plan.dram_bytes(hw)
-        layer.properties["loop_order"] = tile.LoopOrderAttr(tile.LoopOrder(plan.loop_order))
-        layer.properties["mloop_bytes"] = IntegerAttr(cost["Mloop"], i64)
-        layer.properties["kloop_bytes"] = IntegerAttr(cost["Kloop"], i64)
+        if order is not None and plan.loop_order != order:
+            # one line per layer the forced order cannot apply to: reported, not skipped silently
+            kind = "an INDP" if plan.indp else "a residual" if lay.r_addr is not None else "this"
+            print(f"tile-loop-order: layer @{layer.sym_name.data} keeps {plan.loop_order}: {kind} layer runs "
+                  f"{plan.loop_order} only", file=sys.stderr)
+        set_conv_plan(layer, plan, hw)

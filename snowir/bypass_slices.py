@@ -31,11 +31,10 @@ def slice_words(plan: ConvPlan) -> int:
     return max(st.y1 - st.y0 for st in plan.strips) * plan.shape.ow * plan.kernels
 
 
-def slice_bases(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int]:
-    """Maps-buffer words of the two bypass slices, at the top of the buffer."""
-    n = slice_words(plan)
-    top = hw.maps_buffer_elements - 2 * n
-    return top, top + n
+def slice_gap(plan: ConvPlan) -> int:
+    """Words from the first bypass slice to the second (`plan.slice_bases`, the tile IR's
+    `bypass_slices`): R_TT toggles between 0 and this."""
+    return plan.slice_bases[1] - plan.slice_bases[0]
 
 
 def load_first_slice(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip) -> None:
@@ -43,7 +42,7 @@ def load_first_slice(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: 
     s = plan.shape
     b.const(R_BLEN, plan.kernels)
     b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * s.k)
-    b.const(R_BDST, slice_bases(plan, hw)[0])
+    b.const(R_BDST, plan.slice_bases[0])
     n = (strip.y1 - strip.y0) * s.ow
     if n // PIXELS:
         b.const(R_X, 1)
@@ -69,7 +68,7 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
     `prefetch` (the next kernel tile's weights) goes after the first 16 vector ops."""
     s = plan.shape
     row = s.w * s.cin
-    s0 = slice_bases(plan, hw)[0]
+    s0 = plan.slice_bases[0]
     b.const(R_MAPS, base + (strip.y0 - strip.r0) * row + s.c_base)
     b.const(R_OUT, plan.out_addr + 2 * strip.y0 * s.ow * s.k)
     b.emit(sf.AddOp(R_OUT, R_OUT, R_TO), sf.AddiOp(R_W, R_TW, 0))
@@ -77,7 +76,7 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
     if load_next:
         b.const(R_BLEN, plan.kernels)
         b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * s.k + 2 * plan.kernels)
-        b.emit(sf.AddOp(R_BSRC, R_BSRC, R_TO), sf.MuliOp(R_TMP, R_TT, -1), sf.AddiOp(R_TMP, R_TMP, slice_words(plan)))
+        b.emit(sf.AddOp(R_BSRC, R_BSRC, R_TO), sf.MuliOp(R_TMP, R_TT, -1), sf.AddiOp(R_TMP, R_TMP, slice_gap(plan)))
         _offset(b, R_BDST, R_TMP, s0)
 
     def pixels(bb: AsmBuilder, n: int) -> None:
@@ -115,7 +114,7 @@ def row_slice_loads(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     `balance-loads` spreads them over the units)."""
     s = plan.shape
     b.const(R_LEN, plan.kernels)
-    b.emit(sf.MuliOp(R_TMP, R_TT, -2), sf.AddOp(R_TMP, R_TMP, R_BYPROW), sf.AddiOp(R_TMP, R_TMP, slice_words(plan)))
+    b.emit(sf.MuliOp(R_TMP, R_TT, -2), sf.AddOp(R_TMP, R_TMP, R_BYPROW), sf.AddiOp(R_TMP, R_TMP, slice_gap(plan)))
     b.const(R_SRC, plan.bypass_addr - plan.out_addr + 2 * plan.kernels)
     b.emit(sf.AddOp(R_SRC, R_SRC, R_OUTROW))
     for x in range(s.ow):

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from snowir.asm_builder import AsmBuilder
-from snowir.bypass_slices import load_first_slice, slice_bases, slice_words
+from snowir.bypass_slices import load_first_slice, slice_gap
 from snowir.conv_pixels import (COOP, R_LEN, R_MAPS, R_OUT, R_SRC, R_TK, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_W,
                                 R_WSRC, TRACE_CHUNK, Prefetch, _chunks, _kernel_tile)
-from snowir.conv_plan import BIAS_BLOCK, ConvPlan, Strip, full_mask, input_rows, weights_slot_elements, weights_stagger
+from snowir.conv_plan import BIAS_BLOCK, ConvPlan, Strip, full_mask, input_rows
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 
@@ -64,7 +64,7 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
     for (psi, pt_), (si, t) in zip(items, items[1:]):
         maps_slot.append(maps_slot[-1] + (si != psi))
         w_slot.append(w_slot[-1] + (t != pt_))
-    wbank = lambda i: (w_slot[i] % 2) * weights_slot_elements(hw) if plan.double_buffer_weights else 0
+    wbank = lambda i: (w_slot[i] % 2) * plan.w_slot if plan.double_buffer_weights else 0
     _load_weights(b, plan, hw, items[0][1], wbank(0))
     _load_first_strip(b, plan, hw, plan.strips[items[0][0]])
     for i, (si, t) in enumerate(items):
@@ -105,7 +105,7 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
     """Kloop order, ungrouped: per maps strip, every kernel tile (C17 Figure 3); the next strip
     is prefetched into the other maps bank during the strip's last tile."""
     b.const(R_TW, 0)
-    if _staggered(plan, hw):
+    if plan.stagger:
         b.const(R_PAR, 1)
     _load_weights(b, plan, hw, 0, 0)
     _load_first_strip(b, plan, hw, plan.strips[0])
@@ -155,7 +155,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     if tiles > 1:
         b.const(R_WSRC, plan.w_addr + 2 * plan.kernels * s.kernel_words)
 
-    stagger = _staggered(plan, hw)
+    stagger = plan.stagger
     piece: list[Prefetch] = []
     rest = 0
     if spread is not None:
@@ -250,20 +250,11 @@ def _repeat(b: AsmBuilder, hw: SnowflakeConfig, n: int, body: Callable[[AsmBuild
         b.emit(*advance())
 
 
-def _staggered(plan: ConvPlan, hw: SnowflakeConfig) -> int:
-    """F of weights_stagger when this plan's tiles go through _strip_tiles and stagger, else 0."""
-    s = plan.shape
-    if plan.double_buffer_weights or plan.resident_weights or plan.indp or s.groups != 1 or plan.loop_order != "Kloop" \
-            or s.kernel_words > hw.weights_buffer_elements:
-        return 0
-    return weights_stagger(s, hw)
-
-
 def _toggle(plan: ConvPlan, hw: SnowflakeConfig) -> list:
     """R_TW to the other base: the other slot (double-buffered) or 0 <-> F (staggered, R_PAR too)."""
     if plan.double_buffer_weights:
-        return [sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, weights_slot_elements(hw))]
-    f = _staggered(plan, hw)
+        return [sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, plan.w_slot)]
+    f = plan.stagger
     if f:
         return [sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, f),
                 sf.MuliOp(R_TMP2, R_PAR, -1), sf.AddiOp(R_PAR, R_TMP2, 1)]
@@ -278,7 +269,7 @@ def _advance_tile(plan: ConvPlan, hw: SnowflakeConfig) -> list:
 def _advance_channels(plan: ConvPlan) -> list:
     """R_TT += K (bypass slices: to the other slice), R_TO += 2K (K kernels per tile)."""
     if plan.bypass_slices:
-        tt = [sf.MuliOp(R_TMP2, R_TT, -1), sf.AddiOp(R_TT, R_TMP2, slice_words(plan))]
+        tt = [sf.MuliOp(R_TMP2, R_TT, -1), sf.AddiOp(R_TT, R_TMP2, slice_gap(plan))]
     else:
         tt = [sf.AddiOp(R_TT, R_TT, plan.kernels)]
     return [*tt, sf.AddiOp(R_TO, R_TO, 2 * plan.kernels)]
@@ -314,7 +305,7 @@ def _load_next_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> No
     R_WSRC moves on to the tile after."""
     s = plan.shape
     if plan.double_buffer_weights:
-        b.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TMP, R_TMP, weights_slot_elements(hw)))
+        b.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TMP, R_TMP, plan.w_slot))
     else:
         b.emit(sf.MoviOp(R_TMP, 0))
     b.const(R_LEN, s.kernel_words)
@@ -331,7 +322,7 @@ def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
     R_TO: its output offset). FC layers are bandwidth-bound (C17 §6.1)."""
     s = plan.shape
     total = s.kh * s.kw * s.c  # the whole input, in the same (y, x, c) order as the kernel
-    chunk = (weights_slot_elements(hw) - BIAS_BLOCK) // hw.lanes * hw.lanes
+    chunk = (plan.w_slot - BIAS_BLOCK) // hw.lanes * hw.lanes
     chunks = [(o, min(chunk, total - o)) for o in range(0, total, chunk)]
     _load_maps(b, plan, hw, plan.strips[0], 0)
     b.const(R_TW, 0)
@@ -361,7 +352,7 @@ def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
                     bb.emit(sf.AddiOp(R_MAPS, R_MAPS, TRACE_CHUNK), sf.AddiOp(R_W, R_W, TRACE_CHUNK))
                 wb = last and pi == len(pieces) - 1
                 bb.emit(sf.MacOp(COOP, R_OUT, R_MAPS, R_W, pn, wb=wb, relu=wb and s.relu))
-            bb.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, weights_slot_elements(hw)))
+            bb.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, plan.w_slot))
 
     advance = lambda: [sf.AddOp(R_WSRC, R_WSRC, R_TMP2), sf.AddiOp(R_TO, R_TO, 2 * plan.kernels)]  # noqa: E731
     _repeat(b, hw, plan.tiles - 1, lambda bb: tile(bb, full_mask(plan)), advance)
@@ -375,7 +366,7 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
     out_row = s.ow * s.k
     row = s.w * s.cin
     b.const(R_TW, 0)
-    if _staggered(plan, hw):
+    if plan.stagger:
         b.const(R_PAR, 1)
     if plan.bypass_slices:
         for si, strip in enumerate(plan.strips):
@@ -389,7 +380,7 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
                     _load_resident_weights(b, plan, hw)
             load_first_slice(b, plan, hw, strip)
             _strip_tiles(b, plan, hw, strip, 0, mask_last, si + 1 < len(plan.strips), [],
-                         bypass_base=slice_bases(plan, hw)[0] - strip.y0 * s.ow * plan.kernels)
+                         bypass_base=plan.slice_bases[0] - strip.y0 * s.ow * plan.kernels)
         return
     double = len(plan.strips) > 1 and plan.strips[1].bank == 1  # halves of the buffer in turn
     half = hw.maps_buffer_elements // 2

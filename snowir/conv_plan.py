@@ -140,6 +140,13 @@ class ConvPlan:
     # its shape and the DRAM byte address of the pooled output; `out_addr` is then scratch
     pool: PoolShape | None = None
     pool_out_addr: int = 0
+    # the placements the code follows (`settle` decides them, the tile IR records them):
+    # the second weights slot's word when double-buffered (FC: its chunk slot), staggered kernel
+    # tiles' F, the bypass slices' bases, a fused pool's row-ring slots
+    w_slot: int = 0
+    stagger: int = 0
+    slice_bases: tuple[int, ...] = ()
+    pool_slots: tuple[int, ...] = ()
 
     @property
     def indp(self) -> bool:
@@ -225,10 +232,36 @@ def load_cycles(hw: SnowflakeConfig, nbytes: float, lds: int) -> float:
     return max(nbytes / hw.dram_bytes_per_cycle, per_unit)
 
 
+def settle(plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
+    """The plan with its buffer placements decided for `hw`: the weights slot of double-buffered
+    (or chunked FC) kernel tiles, the stagger of kernel tiles too large for a slot (Kloop,
+    ungrouped COOP), the bypass slices' bases. What the code generators follow, recorded in the
+    tile IR (the generators never compute them)."""
+    s = plan.shape
+    fc = s.kernel_words > hw.weights_buffer_elements
+    w_slot = weights_slot_elements(hw) if plan.double_buffer_weights or fc else 0
+    stagger = 0
+    if not (plan.double_buffer_weights or plan.resident_weights or plan.indp or s.groups != 1
+            or plan.loop_order != "Kloop" or fc):
+        stagger = weights_stagger(s, hw)
+    bases: tuple[int, ...] = ()
+    if plan.bypass_slices:
+        from snowir.bypass_slices import slice_words
+
+        n = slice_words(plan)
+        bases = (hw.maps_buffer_elements - 2 * n, hw.maps_buffer_elements - n)
+    return replace(plan, w_slot=w_slot, stagger=stagger, slice_bases=bases)
+
+
 def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
               loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None) -> ConvPlan:
     """The layer's decisions; `mode`/`loop_order` None = chosen here (indp_codegen.choose_mode,
     fewer DRAM bytes)."""
+    return settle(_plan_conv(shape, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, mode), hw)
+
+
+def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
+               loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None) -> ConvPlan:
     from snowir.indp_codegen import choose_mode, plan_indp
 
     s = shape
@@ -244,7 +277,7 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
         # its rows: gather the slice's channels pixel by pixel, so strips hold twice the rows and
         # traces span whole kernel rows
         compact = replace(s, cin_total=0, c_base=0)
-        plan = plan_conv(compact, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, mode)
+        plan = _plan_conv(compact, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, mode)
         sy, sx, w_in = plan.gather[:3] if plan.gather else (1, 1, s.w)
         return replace(plan, gather=(sy, sx, w_in, s.cin, s.c_base))
     if s.kh == s.kw == 1 and (s.sy, s.sx) != (1, 1) and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0) \
@@ -252,7 +285,7 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
         # a strided 1x1 conv reads 1/(sy*sx) of its input: load only those pixels, so more
         # output rows share a maps strip and the weights are re-sent for fewer strips
         compact = replace(s, h=s.oh, w=s.ow, sy=1, sx=1)
-        plan = plan_conv(compact, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, "COOP")
+        plan = _plan_conv(compact, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, "COOP")
         return replace(plan, gather=(s.sy, s.sx, s.w, s.cin, 0))
     if bypass_addr is not None:
         return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr)
@@ -297,7 +330,8 @@ def with_residency(plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
     s = plan.shape
     resident = (not plan.indp and plan.loop_order == "Kloop" and s.groups == 1 and plan.tiles > 1
                 and len(plan.strips) > 1 and plan.tiles * s.kernel_words <= hw.weights_buffer_elements)
-    return replace(plan, resident_weights=resident)
+    # resident tiles each have their own place: no slots to alternate
+    return replace(plan, resident_weights=resident, double_buffer_weights=plan.double_buffer_weights and not resident)
 
 
 def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,

@@ -51,13 +51,10 @@ def _end_row(p: PoolShape, j: int) -> int:
     return min(p.h, j * p.sy - p.pt + p.kh)
 
 
-def plan_ring(plan: ConvPlan, p: PoolShape, hw: SnowflakeConfig) -> PoolRing | None:
-    """The ring and schedule for pooling `plan`'s output, None when the pool cannot run in the
-    conv's program (not INDP row groups, channels the pool unit does not take, or no room
-    beside the groups' maps for the rows the pool needs at once)."""
-    s = plan.shape
-    if not plan.indp or (p.c, p.h, p.w) != (s.k, s.oh, s.ow) or (p.c % 16 and p.c > 16 * hw.cus):
-        return None
+def ring_schedule(plan: ConvPlan, p: PoolShape) -> tuple[tuple[tuple[int, int, int, int], ...], tuple[int, int, int, int], int]:
+    """Per row group of the conv, the conv rows [a, b) loaded at its start and the pool rows
+    [p, q) computed halfway through it; the same after the last group; and the slots the ring
+    needs at once. Follows from the row groups and the pool's shape alone."""
     done, loaded, pooled, steps, span = 0, 0, 0, [], 1
     for strip in plan.strips:
         q = pooled
@@ -68,14 +65,35 @@ def plan_ring(plan: ConvPlan, p: PoolShape, hw: SnowflakeConfig) -> PoolRing | N
         loaded, pooled, done = done, q, strip.y1
     tail = (loaded, p.h, pooled, p.oh)
     span = max(span, p.h - _first_row(p, pooled) if pooled < p.oh else 0)
-    # rows the groups' maps take in each bank; the slots go above them
-    from snowir.indp_codegen import _group
+    return tuple(steps), tail, span
 
+
+def group_rows_words(plan: ConvPlan) -> list[int]:
+    """Maps-buffer words each bank's row groups take (the ring's slots go above them)."""
+    from snowir.indp_codegen import group_of
+
+    s = plan.shape
     row_in = s.w * s.cin
     used = [0, 0]
     for gi, strip in enumerate(plan.strips):
-        _, _, rows = _group(plan, hw, gi)
+        _, _, rows = group_of(plan, gi)
         used[strip.bank] = max(used[strip.bank], max((r1 - r0) * row_in for r0, r1 in rows))
+    return used
+
+
+def fusable(plan: ConvPlan, p: PoolShape, hw: SnowflakeConfig) -> bool:
+    """An INDP conv whose output is the pool's input, channels the pool unit takes."""
+    s = plan.shape
+    return plan.indp and (p.c, p.h, p.w) == (s.k, s.oh, s.ow) and not (p.c % 16 and p.c > 16 * hw.cus)
+
+
+def place_ring(plan: ConvPlan, p: PoolShape, hw: SnowflakeConfig) -> tuple[int, ...] | None:
+    """The ring's row slots above each bank's row groups, or None when the pool cannot run in
+    the conv's program (`fusable`, or no room for the rows the pool needs at once)."""
+    if not fusable(plan, p, hw):
+        return None
+    span = ring_schedule(plan, p)[2]
+    used = group_rows_words(plan)
     size = p.w * p.c + GUARD
     slots: list[int] = []
     for bank in (0, 1):
@@ -84,9 +102,14 @@ def plan_ring(plan: ConvPlan, p: PoolShape, hw: SnowflakeConfig) -> PoolRing | N
         while lo + size <= hi and len(slots) < span:
             slots.append(lo)
             lo += size
-    if len(slots) < span:
-        return None
-    return PoolRing(tuple(slots), tuple(steps), tail)
+    return tuple(slots) if len(slots) >= span else None
+
+
+def ring_of(plan: ConvPlan) -> PoolRing:
+    """The plan's ring: its recorded slots (`pool_slots`) and the schedule its groups imply."""
+    assert plan.pool is not None
+    steps, tail, _ = ring_schedule(plan, plan.pool)
+    return PoolRing(plan.pool_slots, steps, tail)
 
 
 def load_rows(b: AsmBuilder, plan: ConvPlan, ring: PoolRing, rows: tuple[int, int], hw: SnowflakeConfig) -> None:
@@ -119,14 +142,16 @@ def pool_rows(b: AsmBuilder, plan: ConvPlan, ring: PoolRing, rows: tuple[int, in
 
 def fuse(plan: ConvPlan, p: PoolShape, pool_out_addr: int, hw: SnowflakeConfig) -> ConvPlan | None:
     """`plan` with the pool in its program (row groups of ROWS_PER_CU rows per CU), or None
-    when it cannot take it (plan_ring)."""
+    when it cannot take it (place_ring)."""
+    from snowir.conv_plan import settle
     from snowir.indp_codegen import plan_indp
 
     if not plan.indp:
         return None
-    fused = replace(plan_indp(plan.shape, hw, plan.in_addr, plan.w_addr, plan.out_addr, rows_per_cu=ROWS_PER_CU),
+    fused = replace(settle(plan_indp(plan.shape, hw, plan.in_addr, plan.w_addr, plan.out_addr, rows_per_cu=ROWS_PER_CU), hw),
                     pool=p, pool_out_addr=pool_out_addr)
-    return fused if plan_ring(fused, p, hw) is not None else None
+    slots = place_ring(fused, p, hw)
+    return replace(fused, pool_slots=slots) if slots is not None else None
 
 
 MIN_GAIN = 0.03  # fusing must save this share of the two layers' estimated cycles

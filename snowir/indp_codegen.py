@@ -92,42 +92,68 @@ def pack_indp(w: np.ndarray, b: np.ndarray, hw: SnowflakeConfig) -> np.ndarray:
     return out.ravel()
 
 
-def plan_indp(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
-              rows_per_cu: int | None = None) -> ConvPlan:
-    """Row groups of `rows_per_cu` output rows per CU (default: as many as fit a bank, at most
-    a quarter of the interior rows per CU, so at least INDP_GROUP_TARGET groups)."""
+def rows_per_cu_fit(s: ConvShape, hw: SnowflakeConfig) -> int:
+    """Output rows one CU's input rows for can hold in a maps bank."""
     row = s.w * s.cin
     bank = hw.maps_bank_elements
-    interior = [y for y in range(s.oh) if y * s.sy - s.pt >= 0 and y * s.sy - s.pt + s.kh <= s.h]
-    top = interior[0] if interior else s.oh
-    bottom = interior[-1] + 1 if interior else s.oh
-    fit = (bank // row - s.kh) // s.sy + 1  # rows one CU can hold in a bank
+    fit = (bank // row - s.kh) // s.sy + 1
     if fit < 1:
         raise LoweringError(f"{s.kh} input rows of {row} words do not fit a {bank}-word maps bank "
                             f"(column tiling is not implemented yet)")
-    per_cu = max(1, min(fit, (bottom - top) // (hw.cus * INDP_GROUP_TARGET))) if rows_per_cu is None \
-        else max(1, min(fit, rows_per_cu))
-    groups: list[tuple[int, int, int]] = [(y, 1, 1) for y in range(top)]  # (first row, rows per CU, CUs)
-    y = top
-    while y < bottom:
-        left = bottom - y
+    return fit
+
+
+def default_rows_per_cu(s: ConvShape, hw: SnowflakeConfig) -> int:
+    """Output rows per CU of a row group: as many as fit a bank, at most a quarter of the
+    interior rows per CU, so at least INDP_GROUP_TARGET groups."""
+    top, bottom = _interior(s)
+    return max(1, min(rows_per_cu_fit(s, hw), (bottom - top) // (hw.cus * INDP_GROUP_TARGET)))
+
+
+def _interior(s: ConvShape) -> tuple[int, int]:
+    """Output rows [top, bottom) whose kernel rows are not clipped by padding."""
+    interior = [y for y in range(s.oh) if y * s.sy - s.pt >= 0 and y * s.sy - s.pt + s.kh <= s.h]
+    return (interior[0], interior[-1] + 1) if interior else (s.oh, s.oh)
+
+
+def indp_groups(s: ConvShape, hw: SnowflakeConfig, y0: int, y1: int, per_cu: int) -> list[tuple[int, int, int]]:
+    """Output rows [y0, y1) as row groups (first row, rows per CU, CUs): up to `per_cu` rows on
+    each of the CUs; rows whose kernel rows padding clips are single-row groups on CU 0 alone."""
+    top, bottom = _interior(s)
+    lo, hi = max(y0, min(top, y1)), min(y1, max(bottom, y0))
+    groups: list[tuple[int, int, int]] = [(y, 1, 1) for y in range(y0, lo)]
+    y = lo
+    while y < hi:
+        left = hi - y
         r = min(per_cu, left // hw.cus) or 1
         cus = min(hw.cus, left // r)
         groups.append((y, r, cus))
         y += r * cus
-    groups += [(y, 1, 1) for y in range(bottom, s.oh)]
+    return groups + [(y, 1, 1) for y in range(max(hi, lo), y1)]
+
+
+def group_strips(s: ConvShape, groups: list[tuple[int, int, int]]) -> list[Strip]:
+    """The maps tiles of row groups: rows [y0, y0 + r x CUs), the input rows of all its CUs."""
     strips = []
     for i, (y0, r, cus) in enumerate(groups):
         r0, _ = input_rows(s.h, s.kh, s.sy, s.pt, y0, y0 + r)
         _, r1 = input_rows(s.h, s.kh, s.sy, s.pt, y0 + (cus - 1) * r, y0 + cus * r)
         strips.append(Strip(y0, y0 + r * cus, r0, r1, i % 2))
+    return strips
+
+
+def plan_indp(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
+              rows_per_cu: int | None = None) -> ConvPlan:
+    """Row groups of `rows_per_cu` output rows per CU (default_rows_per_cu), Kloop."""
+    per_cu = default_rows_per_cu(s, hw) if rows_per_cu is None else max(1, min(rows_per_cu_fit(s, hw), rows_per_cu))
+    groups = indp_groups(s, hw, 0, s.oh, per_cu)
     tiles = -(-s.k // kernels_per_tile(hw))
     double = indp_kernel_words(s, hw) <= weights_slot_elements(hw)
-    return ConvPlan(s, tuple(strips), tiles, kernels_per_tile(hw), double, in_addr, w_addr, out_addr, "INDP", "Kloop",
-                    cu_rows=tuple(r for _, r, _ in groups))
+    return ConvPlan(s, tuple(group_strips(s, groups)), tiles, kernels_per_tile(hw), double, in_addr, w_addr, out_addr,
+                    "INDP", "Kloop", cu_rows=tuple(r for _, r, _ in groups))
 
 
-def _group(plan: ConvPlan, hw: SnowflakeConfig, gi: int) -> tuple[int, int, list[tuple[int, int]]]:
+def group_of(plan: ConvPlan, gi: int) -> tuple[int, int, list[tuple[int, int]]]:
     """(rows per CU, CUs, each CU's input rows) of row group `gi`."""
     s, strip, r = plan.shape, plan.strips[gi], plan.cu_rows[gi]
     cus = (strip.y1 - strip.y0) // r
@@ -139,7 +165,7 @@ def _load_group(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, gi: int) -> 
     """Each CU's input rows into its own maps buffer, same address (bank of the group)."""
     s = plan.shape
     row = s.w * s.cin
-    _, _, rows = _group(plan, hw, gi)
+    _, _, rows = group_of(plan, gi)
     base = plan.strips[gi].bank * hw.maps_bank_elements
     load_runs(b, hw, [(base, plan.in_addr + 2 * r0 * row, (r1 - r0) * row, c) for c, (r0, r1) in enumerate(rows)])
 
@@ -158,20 +184,18 @@ def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     """Row groups in turn (maps double-buffered), every kernel tile per group (Kloop)."""
     s = plan.shape
     tile = kernels_per_tile(hw)
-    wbank = weights_slot_elements(hw) if plan.double_buffer_weights else 0
+    wbank = plan.w_slot if plan.double_buffer_weights else 0
     items = [(gi, t) for gi in range(len(plan.strips)) for t in range(plan.tiles)]
     ring = None
     if plan.pool is not None:
-        from snowir.fused_pool import load_rows, plan_ring, pool_rows
+        from snowir.fused_pool import load_rows, pool_rows, ring_of
 
-        ring = plan_ring(plan, plan.pool, hw)
-        if ring is None:
-            raise LoweringError("the max pool does not fit beside this conv's row groups")
+        ring = ring_of(plan)
     _load_group(b, plan, hw, 0)
     _load_tile(b, plan, hw, 0, 0)
     slot = 0  # weights slot: a new tile takes the other bank when double-buffered
     for i, (gi, t) in enumerate(items):
-        r, cus, rows = _group(plan, hw, gi)
+        r, cus, rows = group_of(plan, gi)
         if t == 0:
             b.const(R_TMP, 2 * r * s.ow * s.k)
             b.emit(sf.VmovOp(sf.VectorMode.INDP, sf.VmovSelect.STRIDE, R_TMP))

@@ -10,7 +10,7 @@ taps are skipped by clamping, like the conv.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from snowir.asm_builder import AsmBuilder
@@ -38,20 +38,47 @@ class PoolShape:
     ow: int
 
 
-def plan_pool(p: PoolShape, hw: SnowflakeConfig) -> list[Strip]:
+@dataclass(frozen=True)
+class PoolTile:
+    """A max pool's maps tile: output rows [y0, y1) from input rows [r0, r1), loaded whole into
+    bank `bank` (-1: the whole buffer), or run over a ring of `ring` input-row slots."""
+
+    strip: Strip
+    ring: int = 0
+
+
+def max_pool_rows(p: PoolShape, hw: SnowflakeConfig, whole: bool) -> int:
+    """Input rows a pool strip may hold: a bank's (or the whole buffer's), less the guard."""
+    room = hw.maps_buffer_elements if whole else hw.maps_bank_elements
+    return (room - GUARD - 16) // (p.w * p.c)
+
+
+def check_pool_channels(p: PoolShape, hw: SnowflakeConfig) -> None:
     if p.c % 16 and p.c > 16 * hw.cus:
         raise LoweringError(f"max pool over {p.c} channels: only multiples of 16, or fewer than "
                             f"{16 * hw.cus}, are lowered")
-    row = p.w * p.c
-    max_rows = (hw.maps_bank_elements - GUARD - 16) // row
+
+
+def plan_pool(p: PoolShape, hw: SnowflakeConfig) -> list[Strip]:
+    check_pool_channels(p, hw)
+    max_rows = max_pool_rows(p, hw, False)
     whole = max_rows < p.kh  # strips then use the whole buffer, one at a time
     if whole:
-        max_rows = (hw.maps_buffer_elements - GUARD - 16) // row
+        max_rows = max_pool_rows(p, hw, True)
         if max_rows < p.kh:
-            raise LoweringError(f"max pool: {p.kh} rows of {row} words do not fit the maps buffer")
+            raise LoweringError(f"max pool: {p.kh} rows of {p.w * p.c} words do not fit the maps buffer")
     rows = lambda y0, y1: input_rows(p.h, p.kh, p.sy, p.pt, y0, y1)  # noqa: E731
     return row_strips(p.oh, rows, lambda y0, y1: rows(y0, y1)[1] - rows(y0, y1)[0] <= max_rows,
                       lambda i: -1 if whole else i % 2, "max pool")
+
+
+def plan_pool_tiles(p: PoolShape, hw: SnowflakeConfig) -> list[PoolTile]:
+    """The pool's maps tiles: one ring over every row when it fits (`ring_rows`), else strips."""
+    check_pool_channels(p, hw)
+    n = ring_rows(p, hw)
+    if n:
+        return [PoolTile(Strip(0, p.oh, *input_rows(p.h, p.kh, p.sy, p.pt, 0, p.oh), -1), n)]
+    return [PoolTile(st) for st in plan_pool(p, hw)]
 
 
 def ring_rows(p: PoolShape, hw: SnowflakeConfig) -> int:
@@ -65,6 +92,30 @@ def ring_rows(p: PoolShape, hw: SnowflakeConfig) -> int:
     return n if n >= p.kh + p.sy and per_row >= hw.vector_queue_depth and p.oh > 1 else 0
 
 
+def ring_loads(p: PoolShape, t: PoolTile) -> list[tuple[int, int, int]]:
+    """A ring tile's loads in program order: (output row after which it is issued, -1 before
+    the first; its first input row; rows). Input row r goes to slot (r - r0) mod N; rows past
+    the last window of the layer's last tile are loaded too, as the ring always did."""
+    st, n = t.strip, t.ring
+    end = p.h if st.y1 == p.oh else st.r1
+    out: list[tuple[int, int, int]] = []
+    loaded = st.r0
+
+    def ensure(after: int, upto: int) -> None:
+        nonlocal loaded
+        upto = min(upto, end)
+        while loaded < upto:  # consecutive rows up to the ring's wrap in one LD
+            run = min(upto - loaded, n - (loaded - st.r0) % n)
+            out.append((after, loaded, run))
+            loaded += run
+
+    ensure(-1, st.r0 + n)
+    for y in range(st.y0, st.y1):
+        if y + 1 < st.y1:
+            ensure(y, max(0, y * p.sy - p.pt) + n)  # row r replaces r - n < first(y): read only by rows before y
+    return out
+
+
 def set_up_max(b: AsmBuilder, p: PoolShape) -> None:
     """R_STEP = the channel count (a MAX trace steps a pixel) and the CU stride: CU c compares
     channels 16c.. of a pixel and writes them there (32 bytes a CU)."""
@@ -73,27 +124,33 @@ def set_up_max(b: AsmBuilder, p: PoolShape) -> None:
     b.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.STRIDE, R_TMP))
 
 
-def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int) -> AsmBuilder:
+def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int,
+                  tiles: Sequence[PoolTile]) -> AsmBuilder:
+    """The pool's maps tiles in order: rings, or strips (double-buffered in the two banks, or
+    each filling the buffer once the previous one's MAXs are done)."""
     b = AsmBuilder()
     row = p.w * p.c
     set_up_max(b, p)
-    n = ring_rows(p, hw)
-    if n:
-        _ring(b, p, hw, in_addr, out_addr, n)
-        return b
-    strips = plan_pool(p, hw)
     load = lambda st: load_broadcast(b, hw, max(st.bank, 0) * hw.maps_bank_elements,  # noqa: E731
                                      in_addr + 2 * st.r0 * row, (st.r1 - st.r0) * row)
-    load(strips[0])
-    for si, strip in enumerate(strips):
+    if not tiles[0].ring:
+        load(tiles[0].strip)
+    for ti, t in enumerate(tiles):
+        strip = t.strip
+        if t.ring:
+            if ti:  # the ring's first loads overwrite what earlier MAXs read
+                b.flush_vector_queue(hw, R_TMP)
+            _ring(b, p, hw, in_addr, out_addr, t)
+            continue
         # bank -1: the strip spans both banks, so the previous one must be done (no double buffering)
         base = max(strip.bank, 0) * hw.maps_bank_elements
-        if strip.bank < 0 and si >= 1:
+        if (strip.bank < 0 or tiles[ti - 1].ring) and ti >= 1:
             b.flush_vector_queue(hw, R_TMP)
             load(strip)
         # double-buffered: the next strip loads into the other bank once 16 MAXs of this one are
         # queued (the previous strip's, which read that bank, are then done)
-        nxt = strips[si + 1] if si + 1 < len(strips) and strip.bank >= 0 else None
+        nxt = tiles[ti + 1].strip if ti + 1 < len(tiles) and strip.bank >= 0 and not tiles[ti + 1].ring \
+            and tiles[ti + 1].strip.bank >= 0 else None
         issued = 0
         for g in range(0, p.c, 16 * hw.cus):
             # a last, partial CU (channels not a multiple of 16, all in this one group) writes
@@ -117,26 +174,22 @@ def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int
     return b
 
 
-def _ring(b: AsmBuilder, p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int, n: int) -> None:
-    """Output rows in order over a ring of `n` input rows (`ring_rows`); after each output row,
-    the rows up to n past its first are loaded into the slots of rows no longer read."""
+def _ring(b: AsmBuilder, p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int, t: PoolTile) -> None:
+    """Output rows in order over a ring of `t.ring` input rows; after each output row, the rows
+    `ring_loads` places there are loaded into the slots of rows no longer read."""
     row = p.w * p.c
-    loaded = 0
+    st, n = t.strip, t.ring
+    loads = ring_loads(p, t)
 
-    def ensure(upto: int) -> None:
-        nonlocal loaded
-        upto = min(upto, p.h)
-        while loaded < upto:  # consecutive rows up to the ring's wrap in one LD
-            run = min(upto - loaded, n - loaded % n)
-            load_broadcast(b, hw, (loaded % n) * row, in_addr + 2 * loaded * row, run * row)
-            loaded += run
+    def issue(after: int) -> None:
+        for a, r, rows in loads:
+            if a == after:
+                load_broadcast(b, hw, ((r - st.r0) % n) * row, in_addr + 2 * r * row, rows * row)
 
-    first = lambda y: max(0, y * p.sy - p.pt)  # noqa: E731
-    ensure(n)
-    for y in range(p.oh):
-        ring_output_row(b, p, hw, y, lambda r: (r % n) * row, out_addr)
-        if y + 1 < p.oh:
-            ensure(first(y) + n)  # row r replaces r - n < first(y): read only by rows before y
+    issue(-1)
+    for y in range(st.y0, st.y1):
+        ring_output_row(b, p, hw, y, lambda r: ((r - st.r0) % n) * row, out_addr)
+        issue(y)
 
 
 def ring_output_row(b: AsmBuilder, p: PoolShape, hw: SnowflakeConfig, y: int, slot: Callable[[int], int],

@@ -91,3 +91,11 @@ def elided_blobs(limit: int) -> Iterator[None]:
     finally:
         store.clear()
         store.update(kept)
+
+
+def int16_array(value: DenseResourceAttr) -> np.ndarray:
+    """The int16 values of a resource `int16_resource` made (or parsed text of one)."""
+    blob = get_blob(value.resource_handle.data)
+    if blob is None:
+        raise KeyError(f"resource '{value.resource_handle.data}' has no data")
+    return np.frombuffer(blob, dtype="<i2").astype(np.int16)

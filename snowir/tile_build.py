@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from xdsl.dialects.builtin import IntegerAttr, i64
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, UnitAttr, i64
+from xdsl.ir import Attribute, Operation, SSAValue
 
-from snowir.conv_plan import (ConvLayout, ConvPlan, ConvShape, conv_layout, coop_kernels, input_rows, pack_weights,
+from snowir.conv_plan import (ConvLayout, ConvPlan, ConvShape, Strip, conv_layout, coop_kernels, input_rows, pack_weights,
                                plan_conv)
 from snowir.dialects import nn, tile
 from snowir.dialects import snowflake_asm as sf
@@ -24,7 +24,7 @@ from snowir.golden import Golden, Q, constant_array, element_frac, _ints
 from snowir.hw import SnowflakeConfig
 from snowir.indp_codegen import choose_mode, indp_kernel_words, kernels_per_tile, pack_indp
 from snowir.nn_util import conv_shape
-from snowir.pool_codegen import PoolShape, plan_pool
+from snowir.pool_codegen import PoolShape, PoolTile, plan_pool_tiles, ring_loads
 from snowir.resources import int16_resource
 
 POOL_SLACK = 64  # bytes after a pool's output: the lanes of a partly used CU write there
@@ -84,11 +84,24 @@ def _words(value: SSAValue, frac: int) -> np.ndarray:
     return Golden._q(Q(constant_array(owner), element_frac(value)), frac)
 
 
+def packed_kernels(s: ConvShape, mode: str, hw: SnowflakeConfig) -> int:
+    """Kernels per kernel tile of the weight image packed for `mode`."""
+    return kernels_per_tile(hw) if mode == "INDP" else coop_kernels(hw, s)
+
+
 def weight_image(op: nn.Conv2dOp, s: ConvShape, mode: str, hw: SnowflakeConfig) -> np.ndarray:
     """The DRAM weight image of a quantised conv: kernels + biases packed for the mode."""
     w = constant_array(op.weight.owner)
     bias = _words(op.bias, element_frac(op.output))  # added at the write-back, in the output's format
     return pack_indp(w, bias, hw) if mode == "INDP" else pack_weights(w, bias, -(-s.k // coop_kernels(hw, s)), coop_kernels(hw, s))
+
+
+def tile_base(plan: ConvPlan, strip: Strip, hw: SnowflakeConfig) -> int:
+    """The maps-buffer word a maps tile's input rows start at: its bank (a residual conv's
+    half of the buffer), 0 when it fills the buffer or the layer's tiles take turns there."""
+    if strip.bank <= 0:
+        return 0
+    return strip.bank * (hw.maps_buffer_elements // 2 if plan.bypass_addr is not None else hw.maps_bank_elements)
 
 
 def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeConfig) -> list[Operation]:
@@ -103,7 +116,14 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
         per_tile = plan.kernels
         kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, s.kernel_words, w_addr + 2 * j * s.kernel_words, 0, 0, j)
                         for j in range(per_tile)] if s.kernel_words <= hw.weights_buffer_elements else []
-    ops: list[Operation] = [tile.KernelTileOp(0, per_tile, plan.tiles, kernel_loads)]
+    ktile = tile.KernelTileOp(0, per_tile, plan.tiles, kernel_loads)
+    if plan.double_buffer_weights:
+        ktile.properties["slot"] = IntegerAttr(plan.w_slot, i64)
+    if plan.stagger:
+        ktile.properties["stagger"] = IntegerAttr(plan.stagger, i64)
+    if plan.resident_weights:
+        ktile.properties["resident"] = UnitAttr()
+    ops: list[Operation] = [ktile]
     ids = iter(range(1 << 30))
     for load in kernel_loads:
         load.properties["load_id"] = IntegerAttr(next(ids), i64)
@@ -120,13 +140,15 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
     prev_end = 0
     for si, strip in enumerate(plan.strips):
         words = (strip.r1 - strip.r0) * row
+        base = tile_base(plan, strip, hw)
         if plan.indp:  # each CU its own rows of the row group, at the same buffer address
             r = plan.cu_rows[si]
             cu_rows = [input_rows(s.h, s.kh, s.sy, s.pt, y, y + r) for y in range(strip.y0, strip.y1, r)]
-            loads = [tile.LoadOp(tile.BufferKind.MAPS, (r1 - r0) * row, 2 * r0 * row, 0, 0, c)
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, (r1 - r0) * row, 2 * r0 * row, base, 0, c)
                      for c, (r0, r1) in enumerate(cu_rows)]
         else:
-            loads = [tile.LoadOp(tile.BufferKind.MAPS, words, 2 * (strip.r0 * stride_rows * in_row + c_base), 0, 0, sf.SELECT_ALL)]
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, words, 2 * (strip.r0 * stride_rows * in_row + c_base), base, 0,
+                                 sf.SELECT_ALL)]
         windows = []
         y = strip.y0
         while y < strip.y1:
@@ -146,8 +168,56 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
         prev_end = strip.r1
         for load in loads:
             load.properties["load_id"] = IntegerAttr(next(ids), i64)
-        ops.append(tile.MapsTileOp((strip.y0, strip.y1), (strip.r0, strip.r1), overlap, -1, loads + windows))
+        mt = tile.MapsTileOp((strip.y0, strip.y1), (strip.r0, strip.r1), overlap, -1, loads + windows)
+        if plan.indp:
+            mt.properties["cu_rows"] = IntegerAttr(plan.cu_rows[si], i64)
+        ops.append(mt)
     return ops
+
+
+def maps_buffering(plan: ConvPlan) -> tile.MapsBuffering:
+    """Where the plan's maps tiles sit (tile.MapsBufferingAttr)."""
+    strips = plan.strips
+    if strips[0].bank < 0:
+        return tile.MapsBuffering.WHOLE
+    if plan.bypass_addr is not None and not (len(strips) > 1 and strips[1].bank == 1):
+        return tile.MapsBuffering.SINGLE
+    return tile.MapsBuffering.DOUBLE
+
+
+LAYER_DECISIONS = ("maps_buffering", "gather", "bypass_slices", "pool_slots")
+
+
+def layer_decisions(plan: ConvPlan) -> dict[str, Attribute]:
+    """The layer-level decisions of a conv plan, as `tile.layer` properties."""
+    props: dict[str, Attribute] = {"maps_buffering": tile.MapsBufferingAttr(maps_buffering(plan))}
+    if plan.gather is not None:
+        props["gather"] = tile.GatherAttr.get(**dict(zip(tile.GatherAttr.FIELDS, plan.gather)))
+    if plan.bypass_slices:
+        props["bypass_slices"] = DenseArrayBase.from_list(i64, list(plan.slice_bases))
+    if plan.pool is not None:
+        props["pool"] = pool_shape_attr(plan.pool)
+        props["pool_slots"] = DenseArrayBase.from_list(i64, list(plan.pool_slots))
+    return props
+
+
+def set_conv_plan(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None:
+    """Write `plan` into the conv layer: its decisions, its kernel and maps tiles (rebuilt),
+    its loop order and both orders' traffic."""
+    for key in LAYER_DECISIONS:
+        layer.properties.pop(key, None)
+    layer.properties.update(layer_decisions(plan))
+    layer.properties["mode"] = tile.ComputeModeAttr(tile.ComputeMode(plan.mode))
+    layer.properties["loop_order"] = tile.LoopOrderAttr(tile.LoopOrder(plan.loop_order))
+    cost = plan.dram_bytes(hw)
+    layer.properties["mloop_bytes"] = IntegerAttr(cost["Mloop"], i64)
+    layer.properties["kloop_bytes"] = IntegerAttr(cost["Kloop"], i64)
+    block = layer.body.block
+    for old in [o for o in block.ops if isinstance(o, tile.KernelTileOp | tile.MapsTileOp)]:
+        old.detach()
+        old.erase()
+    for new in conv_tile_body(conv_shape_of(layer.shape), plan, layout_of(layer), hw):
+        block.add_op(new)
 
 
 def with_layer_pool(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
@@ -201,6 +271,8 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
         tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
         tile.DramRegionOp(f"{name}.weights", lay.w_addr, lay.w_bytes, "weights",
                           int16_resource(f"{name}_w", image))]
+    ops[1].properties["packing"] = tile.ComputeModeAttr(tile.ComputeMode(mode))
+    ops[1].properties["packed_kernels"] = IntegerAttr(packed_kernels(s, mode, hw), i64)
     extra: dict = {}
     pool_addr = align(lay.out_addr + lay.out_bytes)
     fused = fusable_pool(op, plan, pool_addr, hw) if fuse_pool else None
@@ -215,13 +287,12 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
         ops += [tile.DramRegionOp(f"{name}.conv_output", lay.out_addr, lay.out_bytes, "conv_output"),
                 tile.DramRegionOp(f"{name}.output", pool_addr, pool_bytes, "output"),
                 tile.DramRegionOp(f"{name}.slack", pool_addr + pool_bytes, POOL_SLACK, "scratch")]
-        extra["pool"] = pool_shape_attr(p)
     if lay.r_addr is not None:
         ops.append(tile.DramRegionOp(f"{name}.bypass", lay.r_addr, lay.out_bytes, "bypass"))
     ops += conv_tile_body(s, plan, lay, hw)
     cost = plan.dram_bytes(hw)
     extra |= {"mloop_bytes": IntegerAttr(cost["Mloop"], i64), "kloop_bytes": IntegerAttr(cost["Kloop"], i64),
-              "shape": conv_shape_attr(s)}
+              "shape": conv_shape_attr(s), **layer_decisions(plan)}
     if s.relu:
         extra["relu"] = nn.UnitAttr()
     return tile.LayerOp(name, tile.LayerKind.CONV, ops, tile.ComputeMode(plan.mode), None, extra), pool_op
@@ -236,20 +307,66 @@ def pool_shape(op: nn.MaxPoolOp) -> PoolShape:
     return PoolShape(c, h, w, kh, kw, sy, sx, pt, pl, oh, ow)
 
 
+def pool_tile_body(p: PoolShape, tiles: list[PoolTile], hw: SnowflakeConfig) -> list[Operation]:
+    """A max pool's maps tiles with their loads (broadcast): a strip's rows in one LD, a ring's
+    LDs in the order `ring_loads` issues them, into slot (r - r0) mod N."""
+    row = p.w * p.c
+    ops: list[Operation] = []
+    for t in tiles:
+        st = t.strip
+        if t.ring:
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, rows * row, 2 * r * row, ((r - st.r0) % t.ring) * row, 0,
+                                 sf.SELECT_ALL) for _, r, rows in ring_loads(p, t)]
+        else:
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, (st.r1 - st.r0) * row, 2 * st.r0 * row,
+                                 max(st.bank, 0) * hw.maps_bank_elements, 0, sf.SELECT_ALL)]
+        mt = tile.MapsTileOp((st.y0, st.y1), (st.r0, st.r1), 0, -1, loads)
+        if t.ring:
+            mt.properties["ring"] = IntegerAttr(t.ring, i64)
+        ops.append(mt)
+    return ops
+
+
 def pool_layer(op: nn.MaxPoolOp, name: str, hw: SnowflakeConfig) -> tile.LayerOp:
-    """A max pool on the pool units: maps strips (loads broadcast), no kernels."""
+    """A max pool on the pool units: maps tiles (strips or a ring, loads broadcast), no kernels."""
+    return bare_pool_layer(name, pool_shape(op), hw)
+
+
+def bare_conv_layer(name: str, s: ConvShape, weights: np.ndarray, bias: np.ndarray, hw: SnowflakeConfig,
+                    mode: str | None = None, bypass: bool = False, loop_order: str | None = None) -> tile.LayerOp:
+    """A conv layer from int16 arrays ((K, C, kh, kw) weights, (K,) bias) rather than an nn op:
+    its regions, packed weights and the planner's decisions, as nn-to-tile and tile-loop-order
+    would write them (tests and benches lower it with tile-to-asm like any other layer)."""
+    mode = choose_mode(s, hw, bypass, mode)
+    lay = conv_layout(s, bypass, mode, hw)
+    kernels = packed_kernels(s, mode, hw)
+    image = pack_indp(weights, bias, hw) if mode == "INDP" else pack_weights(weights, bias, -(-s.k // kernels), kernels)
+    w = tile.DramRegionOp(f"{name}.weights", lay.w_addr, lay.w_bytes, "weights", int16_resource(f"{name}_w", image))
+    w.properties["packing"] = tile.ComputeModeAttr(tile.ComputeMode(mode))
+    w.properties["packed_kernels"] = IntegerAttr(kernels, i64)
+    ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"), w,
+                            tile.DramRegionOp(f"{name}.output", lay.out_addr, lay.out_bytes, "output")]
+    if lay.r_addr is not None:
+        ops.append(tile.DramRegionOp(f"{name}.bypass", lay.r_addr, lay.out_bytes, "bypass"))
+    extra: dict[str, Attribute] = {"shape": conv_shape_attr(s)}
+    if s.relu:
+        extra["relu"] = UnitAttr()
+    layer = tile.LayerOp(name, tile.LayerKind.CONV, ops, tile.ComputeMode(mode), None, extra)
+    set_conv_plan(layer, plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, loop_order, lay.r_addr, mode), hw)
+    return layer
+
+
+def bare_pool_layer(name: str, p: PoolShape, hw: SnowflakeConfig) -> tile.LayerOp:
+    """A max pool layer from its shape (as nn-to-tile writes it)."""
     from snowir.conv_plan import align
 
-    p = pool_shape(op)
-    strips = plan_pool(p, hw)
+    tiles = plan_pool_tiles(p, hw)
     in_b, out_b = p.h * p.w * p.c * 2, p.oh * p.ow * p.c * 2
     out_addr = align(in_b)
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, in_b, "maps"),
                             tile.DramRegionOp(f"{name}.output", out_addr, out_b, "output"),
                             tile.DramRegionOp(f"{name}.slack", out_addr + out_b, POOL_SLACK, "scratch")]
-    row = p.w * p.c
-    for st in strips:
-        ops.append(tile.MapsTileOp((st.y0, st.y1), (st.r0, st.r1), 0, -1,
-                                   [tile.LoadOp(tile.BufferKind.MAPS, (st.r1 - st.r0) * row, 2 * st.r0 * row,
-                                                0, 0, sf.SELECT_ALL)]))
-    return tile.LayerOp(name, tile.LayerKind.MAXPOOL, ops, extra={"shape": pool_shape_attr(p)})
+    ops += pool_tile_body(p, tiles, hw)
+    buffering = tile.MapsBuffering.WHOLE if tiles[0].strip.bank < 0 else tile.MapsBuffering.DOUBLE
+    return tile.LayerOp(name, tile.LayerKind.MAXPOOL, ops, extra={"shape": pool_shape_attr(p),
+                                                                  "maps_buffering": tile.MapsBufferingAttr(buffering)})

@@ -15,9 +15,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from machine_util import assert_within_bus
-from snowir.conv_codegen import generate_conv
 from snowir.conv_plan import ConvShape, LoweringError, coop_kernels, pack_weights, plan_conv
 from snowir.dialects import snowflake_asm as sf
+from snowir.dialects import tile
 from snowir.fixedpoint import writeback
 from snowir.golden import conv_sum, pool
 from snowir.hw import SnowflakeConfig
@@ -26,8 +26,10 @@ from snowir.machine.image import assemble
 from snowir.machine.run import run_image
 from snowir.passes.snowflake_lower import PIPELINE
 from snowir.passes.tile_to_asm import TileToAsmPass
-from snowir.pool_codegen import PoolShape, generate_pool, ring_rows
+from snowir.pool_codegen import PoolShape, ring_rows
 from snowir.resources import int16_resource
+from snowir.tile_build import bare_conv_layer, bare_pool_layer
+from snowir.tile_read import conv_plan_of
 from snowir.tools.snow_opt import main as snow_opt
 from snowir.tools.snow_run import main as snow_run
 
@@ -36,57 +38,73 @@ ASM_PIPELINE = PIPELINE[PIPELINE.index("tile-to-asm") + 1:]
 DIGITS = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
 
 
+def _hw_options(hw: SnowflakeConfig) -> str:
+    if hw == HW:
+        return ""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        f.write(json.dumps(hw.to_json()))
+    return f"{{hw={f.name}}}"
+
+
 def asm_lower(module: ModuleOp, passes=ASM_PIPELINE, hw: SnowflakeConfig = HW) -> None:
     """The asm passes of the default pipeline (or the ones named) on a generated program, for `hw`."""
     from snowir.model_run import apply_pipeline
 
-    if passes and hw != HW:
-        import tempfile
-
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            f.write(json.dumps(hw.to_json()))
-        passes = [f"{p}{{hw={f.name}}}" for p in passes]
     if passes:
-        apply_pipeline(module, ",".join(passes))
+        apply_pipeline(module, ",".join(f"{p}{_hw_options(hw)}" for p in passes))
+
+
+def lower_layer(layer: tile.LayerOp, hw: SnowflakeConfig = HW, asm_passes=ASM_PIPELINE) -> sf.ImageOp:
+    """One tile layer through tile-to-asm and the asm passes: its program image op."""
+    from snowir.model_run import apply_pipeline
+
+    module = ModuleOp([layer])
+    apply_pipeline(module, f"tile-to-asm{_hw_options(hw)}")
+    asm_lower(module, asm_passes, hw)
+    module.verify()
+    (image,) = [op for op in module.body.block.ops if isinstance(op, sf.ImageOp)]
+    return image
 
 
 def conv_case(c, h, w, k, kh, kw, s, p, relu=True, shift=14, seed=0, engine="fast", loop_order=None, bypass=False,
               groups=1, mode=None, asm_passes=ASM_PIPELINE, hw=HW):
-    """c: input channels per group; mode None = the compiler's choice. The generated program
-    goes through `asm_passes` (default: the asm part of snowflake-lower)."""
+    """c: input channels per group; mode None = the compiler's choice. The layer is decided as
+    nn-to-tile and tile-loop-order{order=loop_order} decide it (tile_build.bare_conv_layer),
+    lowered by tile-to-asm from its tile IR, then `asm_passes` (default: the asm part of
+    snowflake-lower)."""
     shape = ConvShape(c, h, w, k, kh, kw, s, s, p, p, p, p, relu, shift, groups)
     rng = np.random.default_rng(seed)
     x = rng.integers(-300, 300, (c * groups, h, w)).astype(np.int16)
     wt = rng.integers(-3000, 3000, (k, c, kh, kw)).astype(np.int16)
     bias = rng.integers(-300, 300, k).astype(np.int16)
-    mode = choose_mode(shape, hw, bypass, mode)
-    kernels = coop_kernels(hw, shape)
-    wimg = pack_indp(wt, bias, hw) if mode == "INDP" else pack_weights(wt, bias, -(-k // kernels), kernels)
-    in_b = h * w * c * groups * 2
-    w_addr = -(-in_b // 64) * 64
-    out_addr = -(-(w_addr + wimg.size * 2) // 64) * 64
-    out_b = shape.oh * shape.ow * k * 2
-    r_addr = -(-(out_addr + out_b) // 64) * 64 if bypass else None
-    plan = plan_conv(shape, hw, 0, w_addr, out_addr, loop_order, r_addr, mode)
-    segments = [sf.SegmentOp("x", sf.SegmentKind.INPUT, 0, in_b),
-                sf.SegmentOp("w", sf.SegmentKind.DATA, w_addr, wimg.size * 2, int16_resource("w", wimg)),
-                sf.SegmentOp("y", sf.SegmentKind.OUTPUT, out_addr, out_b)]
+    layer = bare_conv_layer("conv", shape, wt, bias, hw, mode, bypass, loop_order)
+    plan = conv_plan_of(layer)
+    image_op = lower_layer(layer, hw, asm_passes)
+    image = assemble(image_op, hw)
     byp = rng.integers(-3000, 3000, (k, shape.oh, shape.ow)).astype(np.int16)
-    if bypass:
-        segments.append(sf.SegmentOp("r", sf.SegmentKind.INPUT, r_addr, out_b))
-    module = ModuleOp([*segments, sf.ProgramOp("conv", generate_conv(plan, hw).ops)])
-    asm_lower(module, asm_passes, hw)
-    module.verify()
-    image = assemble(module, hw)
     inputs = {"x": x.transpose(1, 2, 0).ravel()}
     if bypass:
         inputs["r"] = byp.transpose(1, 2, 0).ravel()
-    run = run_image(image, hw, engine, inputs, module=module)
+    run = run_image(image, hw, engine, inputs, module=image_op)
     assert_within_bus(run)
     got = run.outputs["y"].reshape(shape.oh, shape.ow, k).transpose(2, 0, 1)
     acc = conv_sum(x[None], wt, (s, s), (p, p, p, p), (1, 1), groups, dtype=np.float64)[0].astype(np.int64)
     want = writeback(acc, bias.reshape(-1, 1, 1).astype(np.int64), byp.astype(np.int64) if bypass else 0, shift, relu)
     return run, got, want, plan, image
+
+
+def pool_case(x: np.ndarray, k: int, s: int, p: int, asm_passes=ASM_PIPELINE, hw=HW):
+    """A max pool decided as nn-to-tile decides it, lowered by tile-to-asm: (run, got, want, image)."""
+    c, hh, ww = x.shape
+    oh, ow = (hh + 2 * p - k) // s + 1, (ww + 2 * p - k) // s + 1
+    shape = PoolShape(c, hh, ww, k, k, s, s, p, p, oh, ow)
+    image_op = lower_layer(bare_pool_layer("pool", shape, hw), hw, asm_passes)
+    image = assemble(image_op, hw)
+    run = run_image(image, hw, "fast", {"x": x.transpose(1, 2, 0).ravel()}, module=image_op)
+    got = run.outputs["y"].reshape(oh, ow, c).transpose(2, 0, 1)
+    return run, got, pool(x[None], (k, k), (s, s), (p, p, p, p), False, "max")[0], image
 
 
 @pytest.mark.parametrize("args", [
@@ -160,18 +178,7 @@ def test_fully_connected_streams_kernel_chunks(args) -> None:
                                              (24, 3, 2, 1, 9), (40, 2, 2, 0, 6)])  # partial last CU
 def test_max_pool_bit_exact(c, k, s, p, hw_) -> None:
     x = np.random.default_rng(c).integers(-3000, 3000, (c, hw_, hw_)).astype(np.int16)
-    oh = (hw_ + 2 * p - k) // s + 1
-    shape = PoolShape(c, hw_, hw_, k, k, s, s, p, p, oh, oh)
-    in_b = x.size * 2
-    out_addr = -(-in_b // 64) * 64
-    module = ModuleOp([sf.SegmentOp("x", sf.SegmentKind.INPUT, 0, in_b),
-                       sf.SegmentOp("y", sf.SegmentKind.OUTPUT, out_addr, oh * oh * c * 2),
-                       sf.SegmentOp("slack", sf.SegmentKind.SCRATCH, out_addr + oh * oh * c * 2, 64),
-                       sf.ProgramOp("pool", generate_pool(shape, HW, 0, out_addr).ops)])
-    asm_lower(module)
-    run = run_image(assemble(module), HW, "fast", {"x": x.transpose(1, 2, 0).ravel()})
-    got = run.outputs["y"].reshape(oh, oh, c).transpose(2, 0, 1)
-    want = pool(x[None], (k, k), (s, s), (p, p, p, p), False, "max")[0]
+    _, got, want, _ = pool_case(x, k, s, p)
     assert np.array_equal(got, want)
 
 
@@ -182,19 +189,10 @@ def test_max_pool_ring_loads_each_row_once(c, k, s, p, hw_) -> None:
     bus's rate; outputs stay exact where the ring wraps."""
     x = np.random.default_rng(c).integers(-3000, 3000, (c, hw_, hw_)).astype(np.int16)
     oh = (hw_ + 2 * p - k) // s + 1
-    shape = PoolShape(c, hw_, hw_, k, k, s, s, p, p, oh, oh)
-    assert 0 < ring_rows(shape, HW) < hw_
+    assert 0 < ring_rows(PoolShape(c, hw_, hw_, k, k, s, s, p, p, oh, oh), HW) < hw_
+    run, got, want, _ = pool_case(x, k, s, p)
+    assert np.array_equal(got, want)
     in_b, out_b = x.size * 2, oh * oh * c * 2
-    out_addr = -(-in_b // 64) * 64
-    module = ModuleOp([sf.SegmentOp("x", sf.SegmentKind.INPUT, 0, in_b),
-                       sf.SegmentOp("y", sf.SegmentKind.OUTPUT, out_addr, out_b),
-                       sf.SegmentOp("slack", sf.SegmentKind.SCRATCH, out_addr + out_b, 64),
-                       sf.ProgramOp("pool", generate_pool(shape, HW, 0, out_addr).ops)])
-    asm_lower(module)
-    image = assemble(module)
-    run = run_image(image, HW, "fast", {"x": x.transpose(1, 2, 0).ravel()})
-    assert np.array_equal(run.outputs["y"].reshape(oh, oh, c).transpose(2, 0, 1),
-                          pool(x[None], (k, k), (s, s), (p, p, p, p), False, "max")[0])
     # rows, write-backs and the program's instruction fetches: less than one row reloaded
     assert 0 < run.timing.dram_bytes - (in_b + out_b) < hw_ * c * 2
 
@@ -314,7 +312,7 @@ def test_tile_ir_decisions_drive_codegen(tmp_path: Path) -> None:
     # a window or load edit tile-to-asm would not follow is refused, not ignored
     window = text.index("rows = 3", text.index("tile.window", conv2))
     bad.write_text(text[:window] + "rows = 1" + text[window + len("rows = 3"):])
-    with pytest.raises(Exception, match="maps tile 0: its loads or windows differ"):
+    with pytest.raises(Exception, match="maps tile 0: its loads and windows differ from what its attributes imply"):
         TileToAsmPass().apply(Context(), api.parse_mlir(bad))
     bad.write_text(text.replace("unit = 0 : i64, select = 1 : i64", "unit = 2 : i64, select = 1 : i64", 1))
     with pytest.raises(Exception, match="load units are balance-loads' decision"):
