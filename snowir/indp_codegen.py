@@ -106,11 +106,11 @@ def rows_per_cu_fit(s: ConvShape, hw: SnowflakeConfig) -> int:
 def default_rows_per_cu(s: ConvShape, hw: SnowflakeConfig) -> int:
     """Output rows per CU of a row group: as many as fit a bank, at most a quarter of the
     interior rows per CU, so at least INDP_GROUP_TARGET groups."""
-    top, bottom = _interior(s)
+    top, bottom = interior_rows(s)
     return max(1, min(rows_per_cu_fit(s, hw), (bottom - top) // (hw.cus * INDP_GROUP_TARGET)))
 
 
-def _interior(s: ConvShape) -> tuple[int, int]:
+def interior_rows(s: ConvShape) -> tuple[int, int]:
     """Output rows [top, bottom) whose kernel rows are not clipped by padding."""
     interior = [y for y in range(s.oh) if y * s.sy - s.pt >= 0 and y * s.sy - s.pt + s.kh <= s.h]
     return (interior[0], interior[-1] + 1) if interior else (s.oh, s.oh)
@@ -119,7 +119,7 @@ def _interior(s: ConvShape) -> tuple[int, int]:
 def indp_groups(s: ConvShape, hw: SnowflakeConfig, y0: int, y1: int, per_cu: int) -> list[tuple[int, int, int]]:
     """Output rows [y0, y1) as row groups (first row, rows per CU, CUs): up to `per_cu` rows on
     each of the CUs; rows whose kernel rows padding clips are single-row groups on CU 0 alone."""
-    top, bottom = _interior(s)
+    top, bottom = interior_rows(s)
     lo, hi = max(y0, min(top, y1)), min(y1, max(bottom, y0))
     groups: list[tuple[int, int, int]] = [(y, 1, 1) for y in range(y0, lo)]
     y = lo

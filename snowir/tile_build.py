@@ -16,7 +16,7 @@ import numpy as np
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, UnitAttr, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from snowir.conv_plan import (ConvLayout, ConvPlan, ConvShape, Strip, conv_layout, coop_kernels, input_rows, pack_weights,
+from snowir.conv_plan import (ConvLayout, ConvPlan, ConvShape, Strip, align, conv_layout, coop_kernels, input_rows, pack_weights,
                                plan_conv)
 from snowir.dialects import nn, tile
 from snowir.dialects import snowflake_asm as sf
@@ -25,7 +25,7 @@ from snowir.hw import SnowflakeConfig
 from snowir.indp_codegen import choose_mode, indp_kernel_words, kernels_per_tile, pack_indp
 from snowir.nn_util import conv_shape
 from snowir.pool_codegen import PoolShape, PoolTile, plan_pool_tiles, ring_loads
-from snowir.resources import int16_resource
+from snowir.resources import int16_array, int16_resource
 
 POOL_SLACK = 64  # bytes after a pool's output: the lanes of a partly used CU write there
 
@@ -202,8 +202,9 @@ def layer_decisions(plan: ConvPlan) -> dict[str, Attribute]:
 
 
 def set_conv_plan(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None:
-    """Write `plan` into the conv layer: its decisions, its kernel and maps tiles (rebuilt),
-    its loop order and both orders' traffic."""
+    """Write `plan` into the conv layer: its decisions, its weights packed for its mode and
+    kernel tile, its kernel and maps tiles (rebuilt), its loop order and both orders' traffic."""
+    repack(layer, plan.mode, plan.kernels, hw)
     for key in LAYER_DECISIONS:
         layer.properties.pop(key, None)
     layer.properties.update(layer_decisions(plan))
@@ -370,3 +371,50 @@ def bare_pool_layer(name: str, p: PoolShape, hw: SnowflakeConfig) -> tile.LayerO
     buffering = tile.MapsBuffering.WHOLE if tiles[0].strip.bank < 0 else tile.MapsBuffering.DOUBLE
     return tile.LayerOp(name, tile.LayerKind.MAXPOOL, ops, extra={"shape": pool_shape_attr(p),
                                                                   "maps_buffering": tile.MapsBufferingAttr(buffering)})
+
+
+def repack(layer: tile.LayerOp, mode_name: str, count: int, hw: SnowflakeConfig) -> None:
+    """The weights region's image packed for `mode_name` with `count` kernels a tile, when it is
+    not (regions above the weights move up if the image grows)."""
+    w = regions_of(layer).get("weights")
+    if w is None or w.value is None or w.packing is None:
+        return
+    mode = tile.ComputeMode(mode_name)
+    if w.packing.data == mode and w.packed_kernels.value.data == count:  # type: ignore[union-attr]
+        return
+    s = conv_shape_of(layer.shape)
+    weights, bias = _unpack(s, w, hw)
+    if mode == tile.ComputeMode.INDP:
+        image = pack_indp(weights, bias, hw)
+    else:
+        if count < 1:
+            return
+        image = pack_weights(weights, bias, -(-s.k // count), count)
+    w.properties["value"] = int16_resource(f"{layer.sym_name.data}_w_{mode.value}{count}", image)
+    w.properties["packing"] = tile.ComputeModeAttr(mode)
+    w.properties["packed_kernels"] = IntegerAttr(count, i64)
+    grow = image.size * 2 - w.size.value.data
+    w.properties["size"] = IntegerAttr(image.size * 2, i64)
+    if grow > 0:  # the regions above the weights move up to make room (a layer's own image layout)
+        end = w.offset.value.data + image.size * 2
+        for r in sorted(regions_of(layer).values(), key=lambda r: r.offset.value.data):
+            if r.offset.value.data > w.offset.value.data:
+                new = max(r.offset.value.data, align(end))
+                r.properties["offset"] = IntegerAttr(new, i64)
+                end = new + r.size.value.data
+
+
+def _unpack(s: ConvShape, region: tile.DramRegionOp, hw: SnowflakeConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(K, C, kh, kw) weights and (K,) biases from a packed image (the inverse of the packers)."""
+    image = int16_array(region.value)  # type: ignore[arg-type]
+    taps = s.kh * s.kw * s.c
+    if region.packing.data == tile.ComputeMode.INDP:  # type: ignore[union-attr]
+        words = hw.lanes * (taps + 1)
+        words += words % 2
+        blocks = image.reshape(-1, words)
+        w = blocks[:, :taps * hw.lanes].reshape(-1, taps, hw.lanes).transpose(0, 2, 1).reshape(-1, taps)[:s.k]
+        b = blocks[:, taps * hw.lanes:taps * hw.lanes + hw.lanes].reshape(-1)[:s.k]
+    else:
+        rows = image.reshape(-1, s.kernel_words)
+        w, b = rows[:s.k, :taps], rows[:s.k, taps]
+    return w.reshape(s.k, s.kh, s.kw, s.c).transpose(0, 3, 1, 2).copy(), b.copy()

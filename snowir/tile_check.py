@@ -18,20 +18,18 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-import numpy as np
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, i64
 from xdsl.ir import Block, Operation
 
 from snowir.bypass_slices import slice_words
-from snowir.conv_plan import BIAS_BLOCK, ConvPlan, ConvShape, align, coop_kernels, input_rows, pack_weights
+from snowir.conv_plan import BIAS_BLOCK, ConvPlan, ConvShape, coop_kernels, input_rows
 from snowir.dialects import tile
 from snowir.fused_pool import fusable, group_rows_words, ring_schedule
 from snowir.hw import SnowflakeConfig
-from snowir.indp_codegen import (_interior, default_rows_per_cu, group_strips, indp_groups, indp_kernel_words,
-                                 kernels_per_tile, pack_indp)
+from snowir.indp_codegen import (default_rows_per_cu, group_strips, indp_groups, indp_kernel_words, interior_rows,
+                                 kernels_per_tile)
 from snowir.pool_codegen import GUARD, max_pool_rows
-from snowir.resources import int16_array, int16_resource
-from snowir.tile_build import conv_shape_of, conv_tile_body, layout_of, pool_tile_body, regions_of
+from snowir.tile_build import conv_shape_of, conv_tile_body, layout_of, pool_tile_body, regions_of, repack
 from snowir.tile_read import TileError, compact_shape, conv_plan_of, kernel_tile_of, maps_tiles_of, pool_tiles_of
 
 
@@ -86,6 +84,7 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
             _set(kt, "count", kernels_per_tile(hw))
         _set(kt, "repeat", -(-full.k // max(1, kt._int("count"))))
         _repack(layer, kt, hw)
+        _keep_holding(layer, kt, s, hw)
     maps = [op for op in tiles if isinstance(op, tile.MapsTileOp)]
     for mt in maps:
         if not _empty(mt):
@@ -125,50 +124,27 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
                 _fill(a, tile.body_ops(b))
 
 
+def _keep_holding(layer: tile.LayerOp, kt: tile.KernelTileOp, s: ConvShape, hw: SnowflakeConfig) -> None:
+    """An empty kernel tile keeps its slot, stagger or residency while the (new) kernels still
+    fit it; one that no longer fits is dropped: the tiles are then single-buffered."""
+    indp = layer.mode.data == tile.ComputeMode.INDP  # type: ignore[union-attr]
+    words = indp_kernel_words(s, hw) if indp else s.kernel_words
+    if words > hw.weights_buffer_elements:
+        return  # a kernel streamed in chunks: its slot is the chunks'
+    tiles = kt._int("repeat")
+    kloop_coop = not indp and layer.loop_order is not None and layer.loop_order.data == tile.LoopOrder.KLOOP \
+        and conv_shape_of(layer.shape).groups == 1
+    if kt.slot is not None and (words > kt._int("slot") or kt._int("slot") + words > hw.weights_buffer_elements):
+        _set(kt, "slot", None)
+    if kt.stagger is not None and (not kloop_coop or kt._int("stagger") >= words
+                                   or words + kt._int("stagger") > hw.weights_buffer_elements):
+        _set(kt, "stagger", None)
+    if kt.resident is not None and (not kloop_coop or tiles * words > hw.weights_buffer_elements):
+        kt.properties.pop("resident")
+
+
 def _repack(layer: tile.LayerOp, kt: tile.KernelTileOp, hw: SnowflakeConfig) -> None:
-    """The weights region's image packed for the layer's mode and kernel tile, when it is not."""
-    w = regions_of(layer).get("weights")
-    if w is None or w.value is None or w.packing is None:
-        return
-    mode, count = layer.mode.data, kt._int("count")  # type: ignore[union-attr]
-    if w.packing.data == mode and w.packed_kernels.value.data == count:  # type: ignore[union-attr]
-        return
-    s = conv_shape_of(layer.shape)
-    weights, bias = _unpack(s, w, hw)
-    if mode == tile.ComputeMode.INDP:
-        image = pack_indp(weights, bias, hw)
-    else:
-        if count < 1:
-            return
-        image = pack_weights(weights, bias, -(-s.k // count), count)
-    w.properties["value"] = int16_resource(f"{layer.sym_name.data}_w_{mode.value}{count}", image)
-    w.properties["packing"] = tile.ComputeModeAttr(mode)
-    w.properties["packed_kernels"] = IntegerAttr(count, i64)
-    grow = image.size * 2 - w.size.value.data
-    w.properties["size"] = IntegerAttr(image.size * 2, i64)
-    if grow > 0:  # the regions above the weights move up to make room (a layer's own image layout)
-        end = w.offset.value.data + image.size * 2
-        for r in sorted(regions_of(layer).values(), key=lambda r: r.offset.value.data):
-            if r.offset.value.data > w.offset.value.data:
-                new = max(r.offset.value.data, align(end))
-                r.properties["offset"] = IntegerAttr(new, i64)
-                end = new + r.size.value.data
-
-
-def _unpack(s: ConvShape, region: tile.DramRegionOp, hw: SnowflakeConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(K, C, kh, kw) weights and (K,) biases from a packed image (the inverse of the packers)."""
-    image = int16_array(region.value)  # type: ignore[arg-type]
-    taps = s.kh * s.kw * s.c
-    if region.packing.data == tile.ComputeMode.INDP:  # type: ignore[union-attr]
-        words = hw.lanes * (taps + 1)
-        words += words % 2
-        blocks = image.reshape(-1, words)
-        w = blocks[:, :taps * hw.lanes].reshape(-1, taps, hw.lanes).transpose(0, 2, 1).reshape(-1, taps)[:s.k]
-        b = blocks[:, taps * hw.lanes:taps * hw.lanes + hw.lanes].reshape(-1)[:s.k]
-    else:
-        rows = image.reshape(-1, s.kernel_words)
-        w, b = rows[:s.k, :taps], rows[:s.k, taps]
-    return w.reshape(s.k, s.kh, s.kw, s.c).transpose(0, 3, 1, 2).copy(), b.copy()
+    repack(layer, layer.mode.data.value, kt._int("count"), hw)  # type: ignore[union-attr]
 
 
 def _derive_pool(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
@@ -196,8 +172,9 @@ def _derive_pool(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
 
 def _schedule_key(op: Operation) -> Hashable:
     """What a tile op says about the schedule: its name, properties and children (load units
-    are balance-loads' decision, checked apart)."""
-    props = tuple(sorted(((k, v) for k, v in op.properties.items() if k != "unit"), key=lambda kv: kv[0]))
+    are balance-loads' decision, checked apart; load IDs number the layer's loads, a label)."""
+    props = tuple(sorted(((k, v) for k, v in op.properties.items() if k not in ("unit", "load_id")),
+                         key=lambda kv: kv[0]))
     children = tuple(_schedule_key(c) for r in op.regions for c in tile.body_ops(op)) if op.regions else ()
     return op.name, props, children
 
@@ -218,7 +195,7 @@ def check_bodies(layer: tile.LayerOp, want: list[Operation]) -> None:
     for a, b in zip(have, want):
         if _schedule_key(a) != _schedule_key(b):
             ka, kb = dict(a.properties), dict(b.properties)
-            diff = sorted(k for k in ka.keys() | kb.keys() if k != "unit" and ka.get(k) != kb.get(k))
+            diff = sorted(k for k in ka.keys() | kb.keys() if k not in ("unit", "load_id") and ka.get(k) != kb.get(k))
             if diff:
                 raise TileError(layer, f"{_what(layer, a)}: {diff[0]} is derived from the other attributes "
                                        f"(write the tile's body empty `{{}}` to recompute it)")
@@ -381,7 +358,7 @@ def _check_maps_room(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig, f
     if plan.indp:
         if buffering != tile.MapsBuffering.DOUBLE:
             raise TileError(layer, f"maps_buffering {buffering.value}: INDP row groups are double-buffered")
-        top, bottom = _interior(s)
+        top, bottom = interior_rows(s)
         for i, st in enumerate(strips):
             r = plan.cu_rows[i]
             if (st.y1 - st.y0) % r or (st.y1 - st.y0) // r > hw.cus:

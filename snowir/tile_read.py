@@ -43,7 +43,7 @@ def kernel_tile_of(layer: tile.LayerOp) -> tile.KernelTileOp:
 def maps_tiles_of(layer: tile.LayerOp) -> list[tile.MapsTileOp]:
     tiles = [op for op in layer.body.block.ops if isinstance(op, tile.MapsTileOp)]
     if not tiles:
-        raise TileError(layer, "no tile.maps_tile: maps tiles must cover the output rows")
+        raise TileError(layer, "no tile.maps_tile: maps tiles cover output rows 0..OH in order")
     return tiles
 
 

@@ -1,0 +1,225 @@
+"""
+Edits of the tile IR a researcher makes by hand: each is followed by tile-to-asm (different
+code, still bit-exact with the golden model) or refused in one line naming the layer and
+what may be edited instead; none is silently ignored or miscompiled.
+
+The model: a plain 3x3 conv (stem), a residual block (branch_b adds the stem's output), a
+2x2 max pool and a 48-kernel head (three kernel tiles).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from snowir.tools.snow_opt import main as snow_opt
+from snowir.tools.snow_run import main as snow_run
+
+
+def _model(path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    w = lambda *s, fan: (rng.standard_normal(s) * np.sqrt(2.0 / fan)).astype(np.float32)  # noqa: E731
+    inits = [numpy_helper.from_array(a, n) for a, n in (
+        (w(32, 16, 3, 3, fan=144), "w0"), (np.zeros(32, np.float32), "b0"),
+        (w(32, 32, 3, 3, fan=288), "w1"), (np.full(32, 0.1, np.float32), "b1"),
+        (w(32, 32, 3, 3, fan=288) * 0.3, "w2"), (np.zeros(32, np.float32), "b2"),
+        (w(48, 32, 3, 3, fan=288), "w3"), (np.zeros(48, np.float32), "b3"))]
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w0", "b0"], ["c0"], name="stem", pads=[1, 1, 1, 1]), n("Relu", ["c0"], ["r0"]),
+             n("Conv", ["r0", "w1", "b1"], ["c1"], name="branch_a", pads=[1, 1, 1, 1]), n("Relu", ["c1"], ["r1"]),
+             n("Conv", ["r1", "w2", "b2"], ["c2"], name="branch_b", pads=[1, 1, 1, 1]),
+             n("Add", ["c2", "r0"], ["s"], name="residual"), n("Relu", ["s"], ["y0"]),
+             n("MaxPool", ["y0"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+             n("Conv", ["p", "w3", "b3"], ["y"], name="head", pads=[1, 1, 1, 1])]
+    g = helper.make_graph(nodes, "edits", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 20, 20])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 48, 10, 10])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, int]]:
+    """The model at the tile level (after tile-loop-order), and each layer's cycles as it is."""
+    d = tmp_path_factory.mktemp("edits")
+    out = d / "t.mlir"
+    assert snow_opt([str(_model(d / "m.onnx")), "-p", "nn-prepare,nn-to-tile,tile-loop-order", "-o", str(out)]) == 0
+    text = out.read_text()
+    return text, _cycles(d, text)[1]
+
+
+def _cycles(d: Path, text: str) -> tuple[int, dict[str, int]]:
+    src, rep = d / "edited.mlir", d / "r.json"
+    src.write_text(text)
+    rc = snow_run([str(src), "--check", "--quiet", "--report", str(rep)])
+    if rc != 0:
+        return rc, {}
+    r = json.loads(rep.read_text())
+    assert r["check"]["golden_bit_exact"] is True
+    return 0, {layer["name"]: layer["cycles"] for layer in r["layers"]}
+
+
+def _layer(text: str, name: str) -> tuple[int, int]:
+    """[start, end) of `tile.layer @name` in the text."""
+    start = text.index(f"tile.layer @{name} ")
+    nxt = text.find("\n  tile.layer @", start + 1)
+    end = text.index("\n  }\n", start) + 4 if nxt < 0 else nxt
+    return start, end
+
+
+def _in_layer(text: str, name: str, edit) -> str:
+    a, b = _layer(text, name)
+    return text[:a] + edit(text[a:b]) + text[b:]
+
+
+def _maps_tiles(body: str) -> list[tuple[int, int, str, str]]:
+    """(start, end, header, body) of each maps tile in a layer's text."""
+    out = []
+    for m in re.finditer(r"tile\.maps_tile attributes \{([^}]*)\} \{", body):
+        end = body.index("\n    }", m.end()) + len("\n    }")
+        out.append((m.start(), end, m.group(1), body[m.end():end]))
+    return out
+
+
+def _split_rows(body: str, s: int = 1, oh: int | None = None) -> str:
+    """The layer's first maps tile split in two at half its rows, both bodies written empty."""
+    start, end, header, _ = _maps_tiles(body)[0]
+    y0, y1 = map(int, re.search(r"out_rows = array<i64: (\d+), (\d+)>", header).groups())
+    mid = (y0 + y1) // 2
+
+    def tile_text(a: int, b: int) -> str:
+        h = re.sub(r"out_rows = array<i64: \d+, \d+>", f"out_rows = array<i64: {a}, {b}>", header)
+        return f"tile.maps_tile attributes {{{h}}} {{}}"
+
+    return body[:start] + tile_text(y0, mid) + "\n    " + tile_text(mid, y1) + body[end:]
+
+
+def _empty_bodies(body: str) -> str:
+    body = re.sub(r"(tile\.kernel_tile attributes \{[^}]*\}) \{.*?\n    \}", r"\1 {}", body, flags=re.S)
+    return re.sub(r"(tile\.maps_tile attributes \{[^}]*\}) \{.*?\n    \}", r"\1 {}", body, flags=re.S)
+
+
+def _header(body: str, old: str, new: str) -> str:
+    assert old in body.split("\n", 1)[0], old
+    first, rest = body.split("\n", 1)
+    return first.replace(old, new, 1) + "\n" + rest
+
+
+FOLLOWED = {
+    "plain conv: maps tile split in two, bodies empty": ("stem", lambda b: _split_rows(b)),
+    "residual conv: maps tile split in two, bodies empty": ("branch_b", lambda b: _split_rows(b)),
+    "max pool: maps tile split in two, bodies empty": ("pool", lambda b: _split_rows(b)),
+    "mode COOP -> INDP, bodies empty": ("stem", lambda b: _empty_bodies(_header(b, "#tile<mode COOP>", "#tile<mode INDP>"))),
+    "kernel tile 16 -> 8, body empty": ("stem", lambda b: re.sub(
+        r"(tile\.kernel_tile attributes \{first = 0 : i64, )count = 16 : i64(.*?\}) \{.*?\n    \}", r"\1count = 8 : i64\2 {}",
+        b, count=1, flags=re.S)),
+}
+
+
+@pytest.mark.parametrize("what", list(FOLLOWED))
+def test_edit_is_followed(tiled, tmp_path: Path, what: str) -> None:
+    text, before = tiled
+    layer, edit = FOLLOWED[what]
+    edited = _in_layer(text, layer, edit)
+    assert edited != text
+    rc, after = _cycles(tmp_path, edited)
+    assert rc == 0, what
+    assert after[layer] != before[layer], f"{what}: same cycles ({after[layer]}), the edit was ignored"
+
+
+def _first_load(body: str, key: str, value: str, tile_index: int = 0) -> str:
+    start, end, _, inner = _maps_tiles(body)[tile_index]
+    new = re.sub(rf"{key} = \d+ : i64", f"{key} = {value} : i64", inner, count=1)
+    assert new != inner
+    return body[:start] + body[start:end].replace(inner, new) + body[end:]
+
+
+def _halve_length(body: str) -> str:
+    start, end, _, inner = _maps_tiles(body)[0]
+    n = int(re.search(r"length = (\d+) : i64", inner).group(1))
+    return body[:start] + body[start:end].replace(f"length = {n} : i64", f"length = {n // 2} : i64", 1) + body[end:]
+
+
+def _delete_maps_tile(body: str) -> str:
+    start, end, _, _ = _maps_tiles(body)[-1]
+    return body[:start] + body[end:]
+
+
+def _rows_kept_loads(body: str) -> str:
+    """The first maps tile's rows shortened, its loads and windows left as they were."""
+    start, end, header, inner = _maps_tiles(body)[0]
+    y1 = int(re.search(r"out_rows = array<i64: \d+, (\d+)>", header).group(1))
+    h = re.sub(r"out_rows = array<i64: (\d+), \d+>", rf"out_rows = array<i64: \1, {y1 - 1}>", header)
+    return body[:start] + f"tile.maps_tile attributes {{{h}}} {{{inner}" + body[end:]
+
+
+REFUSED = {  # layer, edit, what the one-line refusal says
+    "max pool: a load's length halved": ("pool", _halve_length, "loads and windows differ"),
+    "max pool: a load's unit": ("pool", lambda b: _first_load(b, "unit", "2"), "balance-loads"),
+    "max pool: cu": ("pool", lambda b: b.replace("cu = -1 : i64", "cu = 2 : i64", 1), "broadcast"),
+    "max pool: maps tile deleted": ("pool", _delete_maps_tile, "cover output rows"),
+    "residual conv: rows edited, loads kept": ("branch_b", _rows_kept_loads, "maps tile"),
+    "plain conv: rows edited, loads kept": ("stem", _rows_kept_loads, "maps tile"),
+    "plain conv: relu dropped from the layer": ("stem", lambda b: _header(b, "relu, ", ""), "relu"),
+    "plain conv: mode COOP -> INDP, bodies kept": ("stem", lambda b: _header(b, "#tile<mode COOP>", "#tile<mode INDP>"),
+                                                   "stem"),
+    "plain conv: kernel tile 16 -> 8, body kept": ("stem", lambda b: b.replace("count = 16 : i64", "count = 8 : i64", 1),
+                                                   "kernel tile"),
+    "residual conv: loop order Mloop": ("branch_b", lambda b: _header(b, "#tile<loop_order Kloop>",
+                                                                      "#tile<loop_order Mloop>"), "Kloop only"),
+    "plain conv: a window's rows": ("stem", lambda b: re.sub(r"rows = 3 : i64", "rows = 1 : i64", b, count=1),
+                                    "loads and windows differ"),
+    "plain conv: stagger on double-buffered tiles": ("stem", lambda b: b.replace("slot = 2048 : i64", "slot = 2048 : i64, "
+                                                                                 "stagger = 8 : i64", 1), "stagger"),
+    "plain conv: an unknown attribute": ("stem", lambda b: b.replace("slot = 2048 : i64", "slto = 2048 : i64", 1),
+                                         "unknown attribute 'slto'"),
+}
+
+
+@pytest.mark.parametrize("what", list(REFUSED))
+def test_edit_is_refused_in_one_line(tiled, tmp_path: Path, capsys, what: str) -> None:
+    text, _ = tiled
+    layer, edit, says = REFUSED[what]
+    edited = _in_layer(text, layer, edit)
+    assert edited != text, what
+    capsys.readouterr()
+    rc, _ = _cycles(tmp_path, edited)
+    err = capsys.readouterr().err.strip()
+    assert rc == 1, f"{what}: accepted"
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert says in err, err
+
+
+def test_forced_mloop_reports_the_layers_it_cannot_apply_to(tiled, tmp_path: Path, capsys) -> None:
+    text, _ = tiled
+    src = tmp_path / "a.mlir"
+    src.write_text(re.sub(r"loop_order = #tile<loop_order \w+>, ", "", text))
+    capsys.readouterr()
+    assert snow_opt([str(src), "-p", "tile-loop-order{order=Mloop}", "-o", str(tmp_path / "b.mlir")]) == 0
+    err = capsys.readouterr().err
+    assert "layer @branch_b keeps Kloop: a residual layer runs Kloop only" in err
+    out = (tmp_path / "b.mlir").read_text()
+    a, b = _layer(out, "head")
+    assert "#tile<loop_order Mloop>" in out[a:b]
+
+
+def test_mode_change_rebuilt_by_tile_loop_order_repacks_the_weights(tiled, tmp_path: Path) -> None:
+    """COOP -> INDP, then tile-loop-order{order=Kloop} rebuilds the tiles: the weights are
+    repacked for INDP (they were read past their region before)."""
+    text, before = tiled
+    edited = _in_layer(text, "stem", lambda b: _header(b, "#tile<mode COOP>", "#tile<mode INDP>"))
+    src, out = tmp_path / "a.mlir", tmp_path / "b.mlir"
+    src.write_text(edited)
+    assert snow_opt([str(src), "-p", "tile-loop-order{order=Kloop}", "-o", str(out)]) == 0
+    rebuilt = out.read_text()
+    a, b = _layer(rebuilt, "stem")
+    assert "packing = #tile<mode INDP>" in rebuilt[a:b]
+    rc, after = _cycles(tmp_path, rebuilt)
+    assert rc == 0 and after["stem"] != before["stem"]
