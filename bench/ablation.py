@@ -92,20 +92,21 @@ def table3() -> list[dict]:
 
 
 def _cl(spec: str) -> float:
-    """C_L that balance-loads records for the Table 3 layer under `spec`."""
+    """C_L that balance-loads records for the Table 3 layer under `spec` (after tile-to-asm)."""
     from xdsl.dialects.builtin import ModuleOp
 
-    from snowir.conv_codegen import generate_conv
-    from snowir.conv_plan import ConvShape, plan_conv
+    from snowir.conv_plan import ConvShape
     from snowir.dialects import snowflake_asm as sf
     from snowir.model_run import apply_pipeline
+    from snowir.tile_build import bare_conv_layer
 
     c, h, w, k, kh, kw, s, p = TABLE3_LAYER
     shape = ConvShape(c, h, w, k, kh, kw, s, s, p, p, p, p, True, 14)
-    plan = plan_conv(shape, SnowflakeConfig(), 0, 1 << 20, 1 << 23)
-    program = sf.ProgramOp("conv", generate_conv(plan, SnowflakeConfig()).ops)
-    apply_pipeline(ModuleOp([program]), spec)
-    return float(program.attributes["load_imbalance_pct"].value.data)
+    zeros = np.zeros((k, c, kh, kw), np.int16)
+    module = ModuleOp([bare_conv_layer("conv", shape, zeros, np.zeros(k, np.int16), SnowflakeConfig())])
+    apply_pipeline(module, f"tile-to-asm,{spec}")
+    (image,) = [op for op in module.walk() if isinstance(op, sf.ImageOp)]
+    return float(image.attributes["load_imbalance_pct"].value.data)
 
 
 def main() -> None:

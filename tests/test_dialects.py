@@ -91,3 +91,17 @@ def test_tile_layer_built_in_python_round_trips() -> None:
     module.verify()
     text = _round_trip(module)
     assert "#tile<mode COOP>" in text and "#tile<loop_order Kloop>" in text
+
+
+def test_every_tile_attribute_says_what_it_means_for_the_code() -> None:
+    """Each property of each tile op has its meaning in tile.FIELD_DOCS, and docs/dialects.md
+    (generated from it by tools/gen_dialect_docs.py) is up to date."""
+    from pathlib import Path
+
+    from snowir.dialects.tile import FIELD_DOCS, Tile
+
+    keys = {f"{op.name}.{name}" for op in Tile.operations for name in op.get_irdl_definition().properties}
+    assert keys == set(FIELD_DOCS)
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "dialects.md").read_text()
+    for key, text in FIELD_DOCS.items():
+        assert f"| `{key}` | {text} |" in doc, f"{key}: run python tools/gen_dialect_docs.py"

@@ -223,3 +223,34 @@ def test_mode_change_rebuilt_by_tile_loop_order_repacks_the_weights(tiled, tmp_p
     assert "packing = #tile<mode INDP>" in rebuilt[a:b]
     rc, after = _cycles(tmp_path, rebuilt)
     assert rc == 0 and after["stem"] != before["stem"]
+
+
+@pytest.mark.parametrize("drop", ["pool", "pool and its slots", "pool, slots and regions"])
+def test_dropping_a_fused_pool_is_refused(tmp_path: Path, capsys, drop: str) -> None:
+    """A conv whose max pool runs in its program: dropping the pool (it compiled, then faulted
+    at run time) is refused in one line, however much of it is dropped."""
+    from test_fused_pool import _stem
+
+    out = tmp_path / "t.mlir"
+    assert snow_opt([str(_stem(tmp_path / "stem.onnx", 40)), "-p", "nn-prepare,nn-to-tile,tile-loop-order",
+                     "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "pool_slots" in text
+
+    def edit(body: str) -> str:
+        first, rest = body.split("\n", 1)
+        first = re.sub(r"pool = #tile\.pool_shape<[^>]*>, ", "", first)
+        if drop != "pool":
+            first = re.sub(r"pool_slots = array<i64[^>]*>, ", "", first)
+        if drop == "pool, slots and regions":
+            rest = "\n".join(line for line in rest.split("\n") if 'label = "conv_output"' not in line)
+        return first + "\n" + rest
+
+    name = re.search(r"tile\.layer @(\S+) conv", text).group(1)
+    edited = _in_layer(text, name, edit)
+    assert edited != text
+    capsys.readouterr()
+    rc, _ = _cycles(tmp_path, edited)
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "pool" in err

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from snowir.dialects.nn import NN
 from snowir.dialects.snowflake_asm import SnowflakeAsm
-from snowir.dialects.tile import Tile
+from snowir.dialects.tile import FIELD_DOCS, Tile
 
 ROOT = Path(__file__).resolve().parent.parent
 INTRO = {
@@ -51,6 +51,15 @@ def main() -> None:
             example = _example(op.name, dialect.name).replace("|", "\\|")
             out.append(f"| `{op.name}` | {_meaning(op)} | `{example}` |")
         out += ["", "Attributes and types: " + ", ".join(f"`{a.name}`" for a in attrs), ""]
+        if dialect is Tile:
+            out += ["### What each `tile` attribute means for the generated code", "",
+                    "tile-to-asm generates code from these alone (no planner runs there). *Derived* "
+                    "attributes are recomputed for a tile written with an empty body `{}`; written "
+                    "out, they must agree. Anything else the code cannot follow is refused in one "
+                    "line naming the layer, the op and what may be edited instead.", "",
+                    "| attribute | meaning |", "|---|---|"]
+            out += [f"| `{key}` | {text} |" for key, text in FIELD_DOCS.items()]
+            out += [""]
     (ROOT / "docs" / "dialects.md").write_text("\n".join(out))
 
 
