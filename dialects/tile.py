@@ -402,7 +402,7 @@ class KernelTileOp(TileOperation):
     resident = opt_prop_def(UnitAttr)
     """Every kernel tile held at once (tile t at t x kernel words), loaded once for the layer."""
     body = region_def()
-    """Its loads; written empty (`{}`), they are derived from the attributes (tile-derive)."""
+    """Its loads; written empty (`{}`), they are derived from the attributes (at tile-to-asm)."""
     traits = traits_def(NoTerminator(), HasParent(LayerOp))
     assembly_format = "attr-dict-with-keyword $body"
 

@@ -32,6 +32,7 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "icache-banking": p("icache_banking", "IcacheBankingPass"),
         "nn-to-tile": p("nn_to_tile", "NNToTilePass"),
         "tile-loop-order": p("tile_loop_order", "TileLoopOrderPass"),
+        "tile-rows": p("tile_rows", "TileRowsPass"),
         "tile-to-asm": p("tile_to_asm", "TileToAsmPass"),
         "balance-loads": p("balance_loads", "BalanceLoadsPass"),
         "schedule-asm": p("schedule_asm", "ScheduleAsmPass"),

@@ -1,21 +1,23 @@
 """
-tile-rows{rows=N}: re-tile every conv (plain, residual) and every max pool `tile.layer` into
-maps tiles of at most N output rows.
+tile-rows{rows=N}: re-tile every COOP conv (plain, residual) and every max pool into maps
+tiles of at most N output rows.
 
-A maps tile of more than N rows is cut into pieces of N (the last may be shorter); tiles of
-N rows or fewer are kept, so the pass only ever splits. The new tiles are written with an
-empty body: tile-to-asm derives their `in_rows`, `overlap`, loads and windows from `out_rows`
-(snowir/tile_edit.py), and refuses in one line a tile the configuration cannot hold. Smaller
-tiles take less of the maps buffer but re-load the rows their neighbours share (`overlap`),
-and each costs its own loads: `snow-report` shows which way a layer goes.
+A maps tile of more than N rows is cut into tiles of N (the last may be shorter); tiles of N
+rows or fewer are kept, so the pass only splits. The new tiles are written with an empty body `{}`
+(snowir/tile_edit.py): tile-to-asm derives their `in_rows`, `overlap`, loads and windows from
+`out_rows`, checks the layer for the hardware configuration, and refuses in one line a tile
+it cannot hold. Smaller tiles need less of the maps buffer, but each loads again the input
+rows it shares with its neighbour and, in Kloop, the kernels: `snow-report` shows which way
+a layer goes.
 
-INDP convs are left alone: their maps tiles are row groups, one strip of rows per CU, and
-their size follows the CU count, not a strip height. A conv that computes a fused max pool
-is left alone too (its row groups feed the pool's ring).
+INDP convs keep their tiles (one line on stderr says so): those are row groups, `cu_rows`
+rows on each CU, and a group cut below `cu_rows` x the CU count leaves CUs idle. A max pool
+fused into an INDP conv stays in that conv's program.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -32,22 +34,20 @@ class TileRowsPass(ModulePass):
     name = "tile-rows"
 
     rows: int
-    """The most output rows a maps tile keeps (>= 1)."""
+    """The most output rows a maps tile keeps (at least 1)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.rows < 1:
             raise PassFailedException(f"tile-rows: rows must be >= 1, not {self.rows}")
         for layer in op.ops:
-            if isinstance(layer, tile.LayerOp) and self._retiled(layer):
-                old = maps_rows(layer)
-                new = split_rows(old, self.rows)
-                if new != old:
-                    set_maps_rows(layer, new)
-
-    @staticmethod
-    def _retiled(layer: tile.LayerOp) -> bool:
-        """Max pools, and convs that run COOP without a fused pool."""
-        if layer.kind.data == tile.LayerKind.MAXPOOL:
-            return True
-        return (layer.kind.data == tile.LayerKind.CONV and layer.mode is not None
-                and layer.mode.data == tile.ComputeMode.COOP and layer.pool is None)
+            if not isinstance(layer, tile.LayerOp):
+                continue
+            rows = maps_rows(layer)
+            if all(y1 - y0 <= self.rows for y0, y1 in rows):
+                continue  # nothing to split: the layer stays as it is
+            kind = layer.kind.data
+            if kind == tile.LayerKind.CONV and layer.mode is not None and layer.mode.data == tile.ComputeMode.INDP:
+                print(f"tile-rows: layer @{layer.sym_name.data} keeps its maps tiles: an INDP layer's tiles are "
+                      "row groups (cu_rows rows on each CU)", file=sys.stderr)
+            elif kind in (tile.LayerKind.CONV, tile.LayerKind.MAXPOOL):
+                set_maps_rows(layer, split_rows(rows, self.rows))

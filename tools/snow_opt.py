@@ -219,7 +219,7 @@ def list_passes() -> str:
         paragraph = " ".join(doc.split("\n\n", 1)[0].split())
         first = paragraph.split(": ", 1)[1] if paragraph.startswith(name) and ": " in paragraph else paragraph
         first = first.split(". ", 1)[0].rstrip(".:") + "."
-        options = " ".join(f"{f.name.replace('_', '-')}={f.default}" for f in dataclasses.fields(cls)
+        options = " ".join(f"{f.name.replace('_', '-')}={'' if f.default is dataclasses.MISSING else f.default}" for f in dataclasses.fields(cls)
                            if f.name != "name")
         lines.append(f"{name}{'{' + options + '}' if options else ''}\n    {first}")
     return "\n".join(lines) + "\n"
