@@ -25,6 +25,7 @@ from snowir.conv_plan import LoweringError, plan_conv
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
 from snowir.tile_build import conv_shape_of, layout_of, set_conv_plan, with_layer_pool
+from snowir.tile_read import tile_layers
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class TileLoopOrderPass(ModulePass):
         if self.order not in ("auto", "Kloop", "Mloop"):
             raise PassFailedException(f"tile-loop-order: order must be auto, Kloop or Mloop, not '{self.order}'")
         hw = SnowflakeConfig.load(self.hw or None)
-        for layer in [o for o in op.ops if isinstance(o, tile.LayerOp)]:
+        for layer in tile_layers(op, self.name):
             if layer.kind.data != tile.LayerKind.CONV or not isinstance(layer.shape, tile.ConvShapeAttr):
                 continue
             if self.order == "auto" and layer.loop_order is not None:

@@ -27,6 +27,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import tile
 from snowir.tile_edit import maps_rows, set_maps_rows, split_rows
+from snowir.tile_read import tile_layers
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,7 @@ class TileRowsPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.rows < 1:
             raise PassFailedException(f"tile-rows: rows must be >= 1, not {self.rows}")
-        for layer in op.ops:
-            if not isinstance(layer, tile.LayerOp):
-                continue
+        for layer in tile_layers(op, self.name):
             rows = maps_rows(layer)
             if all(y1 - y0 <= self.rows for y0, y1 in rows):
                 continue  # nothing to split: the layer stays as it is

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import PassFailedException
+
 from snowir.conv_plan import ConvPlan, ConvShape, Strip
-from snowir.dialects import tile
+from snowir.dialects import nn, tile
 from snowir.errors import SnowError
+from snowir.nn_util import on_host
 from snowir.pool_codegen import PoolShape, PoolTile
 from snowir.tile_build import conv_shape_of, pool_shape_of, regions_of
 
@@ -114,3 +118,16 @@ def pool_tiles_of(layer: tile.LayerOp) -> tuple[PoolShape, list[PoolTile]]:
     strips = strips_of(layer, tiles)
     return pool_shape_of(layer.shape), [PoolTile(st, mt._int("ring") if mt.ring is not None else 0)
                                         for st, mt in zip(strips, tiles)]
+
+
+def tile_layers(module: ModuleOp, pass_name: str) -> list[tile.LayerOp]:
+    """The module's tile layers, for a tile pass; a module whose device layers are still nn ops
+    is refused in one line (the pass would otherwise do nothing without saying so)."""
+    layers = [op for op in module.ops if isinstance(op, tile.LayerOp)]
+    if not layers:
+        pending = [op for op in module.walk() if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and not on_host(op)
+                   and "tile" not in op.attributes and "image" not in op.attributes]
+        if pending:
+            raise PassFailedException(f"{pass_name}: no tile.layer in the module: run nn-to-tile first "
+                                      f"(e.g. nn-prepare,nn-to-tile,tile-loop-order,{pass_name})")
+    return layers
