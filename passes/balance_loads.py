@@ -7,10 +7,11 @@ LD on unit 0. This pass, per group of loads issued together (LDs of one basic bl
 separated by a vector op: a tile's prefetch, a kernel tile's 16 weight loads):
 
   * splits a large load (at least 2 x `split` elements and half a unit's fair share of the
-    group, addresses and length known from straight-line code) into up to `units` parts of at
-    least `split` elements, setting the address registers per part and restoring them after,
-    so later code sees them unchanged; loads come in the order they are needed, so the first
-    then lands at the bus's rate rather than one port's;
+    group, addresses and length known from straight-line code; not one in a branch's delay
+    slots, which hold only so many instructions) into up to `units` parts of at least `split`
+    elements, setting the address registers per part and restoring them after, so later code
+    sees them unchanged; loads come in the order they are needed, so the first then lands at
+    the bus's rate rather than one port's;
   * assigns units largest-first to the least-loaded unit (LPT), minimising the paper's
     imbalance C_L = (L_max / mean L - 1) x 100% over the `units` units of the group.
 
@@ -79,6 +80,7 @@ def balance_program(program: sf.ProgramOp, units: int, split: int, hw: Snowflake
     known = known_registers(ops, hw.branch_delay_slots, _data_ld)
     out: list[list[Operation]] = []  # per original op, what replaces it
     group: list[tuple[int, dict[int, int]]] = []  # (index in `out`, registers known before the LD)
+    in_slots: set[int] = set()  # indices in `out` of LDs in a branch's delay slots
     stats: list[tuple[float, float]] = []
 
     def close() -> None:
@@ -92,7 +94,10 @@ def balance_program(program: sf.ProgramOp, units: int, split: int, hw: Snowflake
         # order they are needed, so the first one then lands at the bus's rate, not one port's);
         # many small loads (a kernel tile's 16) are only spread
         share = sum(sizes) / units
-        parts = [min(units, n // split) if n and n >= 2 * split and 2 * n > share and _splittable(out[i][0], regs)
+        # an LD in a branch's delay slots stays one instruction: its parts and register updates
+        # would run past the slots, on the fall-through path only
+        parts = [min(units, n // split)
+                 if n and n >= 2 * split and 2 * n > share and i not in in_slots and _splittable(out[i][0], regs)
                  else 1 for (i, regs), n in zip(group, lengths)]
         load = [0.0] * units
         where: list[list[int]] = [[] for _ in group]
@@ -114,11 +119,18 @@ def balance_program(program: sf.ProgramOp, units: int, split: int, hw: Snowflake
             stats.append(((max(load) / (total / hw.load_units) - 1) * 100, total))
         group.clear()
 
+    slot = 0  # delay slots left of the last branch
     for op, regs in zip(ops, known):
         if _data_ld(op):
+            if slot:
+                in_slots.add(len(out))
             group.append((len(out), regs))
         elif isinstance(op, sf.LabelOp | sf.BranchOperation) or (isinstance(op, sf.SnowflakeInstruction) and op.IS_VECTOR):
             close()
+        if isinstance(op, sf.BranchOperation):
+            slot = hw.branch_delay_slots
+        elif slot and type(op) is not sf.LabelOp:
+            slot -= 1
         out.append([op])
     close()
     replace_body(program, [o for seq in out for o in seq])

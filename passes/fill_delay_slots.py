@@ -115,10 +115,16 @@ def fill_program(program: sf.ProgramOp, slots: int, latency: int) -> int:
 
 
 def _in_slots(ops: list, j: int, slots: int) -> bool:
-    """Whether ops[j] sits in the delay slots of an earlier branch."""
-    for k in range(max(0, j - slots), j):
+    """Whether ops[j] sits in the delay slots of an earlier branch: the `slots` instructions
+    after it, labels among them not counted (a label is no instruction)."""
+    seen = 0  # instructions between ops[k] and ops[j]
+    for k in range(j - 1, -1, -1):
         if isinstance(ops[k], sf.BranchOperation):
             return True
+        if type(ops[k]) is not sf.LabelOp:
+            seen += 1
+            if seen == slots:
+                return False
     return False
 
 
