@@ -27,7 +27,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from snowir.asm_analysis import body_ops, is_machine, is_nop, issue_cycles, programs, replace_body
+from snowir.asm_analysis import blocks, body_ops, is_machine, is_nop, issue_cycles, programs, replace_body
 from snowir.passes.fill_delay_slots import fill_ops
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
@@ -162,35 +162,6 @@ def _schedule_block(body: list[sf.SnowflakeInstruction], latency: int, branch: s
     return best
 
 
-def _blocks(ops: list[Operation], slots: int) -> list[tuple[int, int]]:
-    """[start, end) index ranges of straight-line code in `ops` (a program body): between a
-    label or the end of a branch's delay slots and the next label or branch. The delay slots
-    are the `slots` instructions after the branch: a label among them is no instruction, and
-    the instruction after it is still a slot (`asm_analysis.blocks` counts the label as one)."""
-    out: list[tuple[int, int]] = []
-    start = i = 0
-    n = len(ops)
-    while i < n:
-        op = ops[i]
-        if type(op) is sf.LabelOp:
-            if start < i:
-                out.append((start, i))
-            start = i + 1
-        elif isinstance(op, sf.BranchOperation):
-            if start < i:
-                out.append((start, i))
-            left = slots
-            while left and i + 1 < n:  # past the delay slots
-                i += 1
-                if type(ops[i]) is not sf.LabelOp:
-                    left -= 1
-            start = i + 1
-        i += 1
-    if start < n:
-        out.append((start, n))
-    return out
-
-
 def schedule_program(program: sf.ProgramOp, hw: SnowflakeConfig) -> int:
     """Reschedule every block of a program; returns the blocks changed."""
     ops: list[Operation] = body_ops(program)
@@ -199,7 +170,7 @@ def schedule_program(program: sf.ProgramOp, hw: SnowflakeConfig) -> int:
     # last to first), so no earlier change moves it
     tail_end = next((k + 1 for k in range(len(ops) - 1, -1, -1) if type(ops[k]) is not sf.LabelOp), 0)
     changed = 0
-    for start, end in reversed(_blocks(ops, slots)):
+    for start, end in reversed(blocks(ops, slots)):
         branch = ops[end] if end < len(ops) and isinstance(ops[end], sf.BranchOperation) else None
         window = ops[end + 1:end + 1 + slots] if branch is not None else []
         loop = branch is not None and start > 0 and type(ops[start - 1]) is sf.LabelOp \

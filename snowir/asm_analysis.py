@@ -130,10 +130,10 @@ def is_banked(program: sf.ProgramOp) -> bool:
 def blocks(ops: Sequence[Operation], slots: int) -> list[tuple[int, int]]:
     """[start, end) index ranges of straight-line code in `ops` (a program body): between a
     label or the end of a branch's delay slots and the next label or branch. Branches and
-    their delay slots belong to no block."""
+    their delay slots belong to no block; the slots are the `slots` instructions after the
+    branch (a label among them is no instruction: the one after it is still a slot)."""
     out: list[tuple[int, int]] = []
-    start = 0
-    i = 0
+    start = i = 0
     n = len(ops)
     while i < n:
         op = ops[i]
@@ -144,7 +144,11 @@ def blocks(ops: Sequence[Operation], slots: int) -> list[tuple[int, int]]:
         elif isinstance(op, sf.BranchOperation):
             if start < i:
                 out.append((start, i))
-            i += slots  # the delay slots
+            left = slots
+            while left and i + 1 < n:  # past the delay slots
+                i += 1
+                if type(ops[i]) is not sf.LabelOp:
+                    left -= 1
             start = i + 1
         i += 1
     if start < n:
