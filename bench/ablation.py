@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_lowering import ASM_PIPELINE, conv_case  # noqa: E402 - one layer = the harness the tests use
 
 from snowir.hw import SnowflakeConfig  # noqa: E402
-from snowir.passes.snowflake_lower import PIPELINE  # noqa: E402
+from snowir.passes.pipelines import PIPELINE  # noqa: E402
 
 ABLATED = ("balance-loads", "schedule-asm", "fill-delay-slots")
 TABLE1 = [(64, 27, 27, 192, 5, 5, 1, 2), (192, 13, 13, 384, 3, 3, 1, 1), (384, 13, 13, 256, 3, 3, 1, 1),
@@ -55,7 +55,7 @@ def table1_ablation() -> list[dict]:
 
 
 def model_ablation() -> list[dict]:
-    from snowir.model_run import run_model_on_device
+    from snowir.driver.model_run import run_model_on_device
     from snowir.tools.bench_models import build as build_bench
     from snowir.tools.light_models import build as build_light
 
@@ -95,10 +95,10 @@ def _cl(spec: str) -> float:
     """C_L that balance-loads records for the Table 3 layer under `spec` (after tile-to-asm)."""
     from xdsl.dialects.builtin import ModuleOp
 
-    from snowir.conv_plan import ConvShape
+    from snowir.plan.shapes import ConvShape
     from snowir.dialects import snowflake_asm as sf
-    from snowir.model_run import apply_pipeline
-    from snowir.tile_build import bare_conv_layer
+    from snowir.driver.model_run import apply_pipeline
+    from snowir.tile.build import bare_conv_layer
 
     c, h, w, k, kh, kw, s, p = TABLE3_LAYER
     shape = ConvShape(c, h, w, k, kh, kw, s, s, p, p, p, p, True, 14)

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 from xdsl.context import Context
 
-from snowir.check import golden_logits, snr_db
-from snowir.onnx_import import import_onnx
-from snowir.passes.nn_prepare import NNPreparePass
+from snowir.driver.check import golden_logits, snr_db
+from snowir.frontend.onnx_import import import_onnx
+from snowir.passes.pipelines import NNPreparePass
 from snowir.tools.train_digits import load_split
 
 MODEL = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
@@ -33,7 +33,7 @@ def main() -> None:
     args = p.parse_args()
     _, _, xte, yte = load_split()
     import onnx
-    from snowir.check import ort_logits
+    from snowir.driver.check import ort_logits
 
     model = onnx.load(str(MODEL))
     ref = np.array([ort_logits(model, img[None]).reshape(-1) for img in xte])

@@ -14,7 +14,7 @@ import json
 import time
 
 from snowir.errors import SnowError
-from snowir.model_run import run_model_on_device
+from snowir.driver.model_run import run_model_on_device
 from snowir.tools.light_models import NAMES, build
 
 

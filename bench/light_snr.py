@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from snowir.check import compare, golden_logits, ort_logits
-from snowir.onnx_import import import_onnx
+from snowir.driver.check import compare, golden_logits, ort_logits
+from snowir.frontend.onnx_import import import_onnx
 from snowir.tools.light_models import NAMES, build
 
 
@@ -23,7 +23,7 @@ from snowir.tools.light_models import NAMES, build
 def evaluate(name: str, fmt: str = "Q8.8", seed: int = 0) -> dict:
     from xdsl.context import Context
 
-    from snowir.passes.nn_prepare import NNPreparePass
+    from snowir.passes.pipelines import NNPreparePass
 
     path = build(name)
     t0 = time.perf_counter()

@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 from xdsl.context import Context  # noqa: E402
 
-from snowir.check import golden_logits, ort_logits, snr_db
-from snowir.onnx_import import import_onnx
-from snowir.passes.nn_prepare import NNPreparePass
+from snowir.driver.check import golden_logits, ort_logits, snr_db
+from snowir.frontend.onnx_import import import_onnx
+from snowir.passes.pipelines import NNPreparePass
 from snowir.tools.light_models import NAMES, build
 
 FORMATS = ("Q8.8", "Q5.11", "auto")

@@ -39,8 +39,8 @@ def main() -> None:
     import onnx
     from onnx import helper
 
-    from snowir.conv_plan import ConvShape
-    from snowir.model_run import run_model_on_device
+    from snowir.plan.shapes import ConvShape
+    from snowir.driver.model_run import run_model_on_device
 
     rows = []
     for shape, hand, auto in LAYERS:

@@ -766,7 +766,7 @@ class HostOp(IRDLOperation):
     Erf, Div, ConvTranspose, Resize, shape arithmetic on run-time tensors, ...). It carries
     the node's op type, opset and attributes; its operands are the node's present inputs
     (`slots`: their ONNX input positions, when an optional input is absent). The golden model
-    and the device runner evaluate it as ONNX defines it (snowir/onnx_host.py), in float on
+    and the device runner evaluate it as ONNX defines it (snowir/frontend/onnx_host.py), in float on
     dequantised data; results a device layer reads are quantised at that boundary.
 
         %y = nn.host "Sigmoid"(%x) {attrs = {}, opset = 13 : i64} : (tensor<1x8xf32>) -> tensor<1x8xf32>

@@ -282,14 +282,14 @@ class LayerOp(TileOperation):
     shape = opt_prop_def(ConvShapeAttr | PoolShapeAttr)
     pool = opt_prop_def(PoolShapeAttr)
     """A conv layer's fused max pool: the pool reading its output runs in its program
-    (snowir/fused_pool.py); its `output` region is then the pool's, `conv_output` the conv's."""
+    (snowir/plan/fused_pool.py); its `output` region is then the pool's, `conv_output` the conv's."""
     pool_slots = opt_prop_def(DenseArrayBase[I64])
     """A fused max pool's row ring: the maps-buffer words of its row slots (conv output row r
     goes to slot r mod N)."""
     maps_buffering = opt_prop_def(MapsBufferingAttr)
     gather = opt_prop_def(GatherAttr)
     bypass_slices = opt_prop_def(DenseArrayBase[I64])
-    """A residual conv's bypass in per-kernel-tile slices (snowir/bypass_slices.py): the
+    """A residual conv's bypass in per-kernel-tile slices (snowir/codegen/bypass_slices.py): the
     maps-buffer words of the two slices the kernel tiles take in turn."""
     body = region_def("single_block")
     traits = traits_def(NoTerminator(), SymbolOpInterface())

@@ -4,7 +4,7 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    """`snowir.compile`, `snowir.Compiled`, `snowir.Report`, ... (snowir/model_api.py), loaded on
+    """`snowir.compile`, `snowir.Compiled`, `snowir.Report`, ... (snowir/driver/model_api.py), loaded on
     first use so `import snowir` stays cheap."""
     if name in ("compile", "run", "Compiled", "Result", "Report", "LayerReport", "TotalReport", "CheckReport"):
         from snowir import model_api

@@ -12,7 +12,7 @@ and the way the ONNX backend test suite drives a runtime.
     `run` then executes the device layers on the machine model (`engine="machine"`, the fast
     engine) or the fixed-point golden model (`engine="golden"`), host layers as the host does.
     `rep.report` holds the last machine run's typed `snowir.Report` (cycles, ms, stalls).
-    Built on `snowir.compile` (snowir/model_api.py).
+    Built on `snowir.compile` (snowir/driver/model_api.py).
 
 Outputs come back in the element types the graph declares (a double model computes in fp32
 and returns doubles). Inputs may be a list in graph-input order, a dict by name, or one array.
@@ -64,7 +64,7 @@ class SnowirRep(BackendRep):
         """The last machine run's `snowir.Report` (typed; `.to_json()` is snow-run's JSON)."""
 
     def _inputs(self, inputs: Any) -> list[np.ndarray]:
-        from snowir.onnx_host import numpy_dtype
+        from snowir.frontend.onnx_host import numpy_dtype
 
         if isinstance(inputs, dict):
             missing = [n for n in self.input_names if n not in inputs]
@@ -104,7 +104,7 @@ class FloatBackend(Backend):
 
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> SnowirRep:
-        from snowir.onnx_import import import_model
+        from snowir.frontend.onnx_import import import_model
 
         super().prepare(model, device, **kwargs)
         return SnowirRep(model, import_model(model, "<model>"), "float")
@@ -125,7 +125,7 @@ class SnowflakeBackend(FloatBackend):
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", engine: str = "machine", format: str = "Q8.8",
                 hw: SnowflakeConfig | None = None, **kwargs: Any) -> SnowirRep:
-        from snowir.model_api import compile
+        from snowir.driver.model_api import compile
 
         Backend.prepare(model, device, **kwargs)
         if engine not in ENGINES:

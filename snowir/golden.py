@@ -25,7 +25,7 @@ from xdsl.ir import Operation, SSAValue
 from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.fixedpoint import INT16_MAX, INT16_MIN, dequantize, quantize, writeback
-from snowir.onnx_host import NodeRunner, numpy_dtype
+from snowir.frontend.onnx_host import NodeRunner, numpy_dtype
 from snowir.resources import get_blob
 
 

@@ -26,7 +26,7 @@ def const_of(value: SSAValue) -> np.ndarray | None:
 
 def constant_op(array: np.ndarray, hint: str) -> nn.ConstantOp:
     """A float32 nn.constant holding `array` (a fresh blob), not yet in any block."""
-    from snowir.onnx_import import f32_resource
+    from snowir.frontend.onnx_import import f32_resource
 
     return nn.ConstantOp(f32_resource(f"{hint}_{next(_KEYS)}", np.asarray(array, np.float32)))
 
@@ -89,7 +89,7 @@ def layer_name(op: Operation, default: str = "layer") -> str:
 
 def conv_shape(op: nn.Conv2dOp):
     """The code generator's ConvShape of a (quantised) nn.conv2d."""
-    from snowir.conv_plan import ConvShape
+    from snowir.plan.shapes import ConvShape
     from snowir.golden import _ints
 
     _, c, h, w = op.input.type.get_shape()

@@ -52,7 +52,7 @@ from snowir.hw import SnowflakeConfig
 from snowir.machine.image import assemble
 from snowir.machine.run import run_image
 from snowir.machine.state import MachineFault
-from snowir.passes.snowflake_lower import PIPELINE, SnowflakeLowerPass
+from snowir.passes.pipelines import PIPELINE, SnowflakeLowerPass
 from test_fuzz import NOP, SEG, Gen, _code_base
 
 PROGRAMS = 1000

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from snowir.asm_builder import AsmBuilder
-from snowir.conv_plan import LoweringError
+from snowir.codegen.builder import AsmBuilder
+from snowir.plan.shapes import LoweringError
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.machine.encoding import decode, encode

@@ -12,7 +12,7 @@ from onnx import helper, numpy_helper
 
 from onnx_util import model, ort_run, rand
 from snowir.golden import run_golden
-from snowir.onnx_import import OnnxImportError, import_model, import_onnx
+from snowir.frontend.onnx_import import OnnxImportError, import_model, import_onnx
 from snowir.tools.snow_opt import main as snow_opt
 
 X = [1, 4, 8, 8]

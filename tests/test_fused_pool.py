@@ -1,4 +1,4 @@
-"""A max pool computed by the program of the INDP conv it reads (snowir/fused_pool.py):
+"""A max pool computed by the program of the INDP conv it reads (snowir/plan/fused_pool.py):
 bit-exact against the golden model, both engines alike, and faster than the two layers apart."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from onnx import helper
 
 from onnx_util import model, rand
-from snowir.model_api import Report
-from snowir.model_run import run_model_on_device
+from snowir.driver.model_api import Report
+from snowir.driver.model_run import run_model_on_device
 from snowir.tools.snow_run import main as snow_run
 
 

@@ -12,7 +12,7 @@ ROOT = Path(__file__).parent.parent
 HARDWARE = {"4096", "4080", "2048", "8192", "16384", "32768", "65536", "1023", "1024", "512", "250", "250.0",
             "4.2", "8.4", "666", "666.0"}
 ALLOWED = {
-    ("passes/balance_loads.py", "512"): "the split option's default: a tuning knob in elements, not hardware",
+    ("passes/asm/balance_loads.py", "512"): "the split option's default: a tuning knob in elements, not hardware",
     ("snowir/api.py", "32768"): "int16 range of raw input words",
     ("snowir/golden.py", "32768.0"): "Q1.15 reciprocal of an average's count",
     ("snowir/host_model.py", "666.0"): "the host CPU's clock, in HostCPU (the host is not Snowflake)",

@@ -15,21 +15,21 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from machine_util import assert_within_bus
-from snowir.conv_plan import ConvShape, LoweringError, coop_kernels, pack_weights, plan_conv
+from snowir.plan.shapes import ConvShape, LoweringError
+from snowir.plan.conv import plan_conv
 from snowir.dialects import snowflake_asm as sf
 from snowir.dialects import tile
 from snowir.fixedpoint import writeback
 from snowir.golden import conv_sum, pool
 from snowir.hw import SnowflakeConfig
-from snowir.indp_codegen import choose_mode, pack_indp
 from snowir.machine.image import assemble
 from snowir.machine.run import run_image
-from snowir.passes.snowflake_lower import PIPELINE
-from snowir.passes.tile_to_asm import TileToAsmPass
-from snowir.pool_codegen import PoolShape, ring_rows
-from snowir.resources import int16_resource
-from snowir.tile_build import bare_conv_layer, bare_pool_layer
-from snowir.tile_read import conv_plan_of
+from snowir.passes.pipelines import PIPELINE
+from snowir.passes.convert.tile_to_asm import TileToAsmPass
+from snowir.plan.shapes import PoolShape
+from snowir.plan.pool import ring_rows
+from snowir.tile.build import bare_conv_layer, bare_pool_layer
+from snowir.tile.read import conv_plan_of
 from snowir.tools.snow_opt import main as snow_opt
 from snowir.tools.snow_run import main as snow_run
 
@@ -50,7 +50,7 @@ def _hw_options(hw: SnowflakeConfig) -> str:
 
 def asm_lower(module: ModuleOp, passes=ASM_PIPELINE, hw: SnowflakeConfig = HW) -> None:
     """The asm passes of the default pipeline (or the ones named) on a generated program, for `hw`."""
-    from snowir.model_run import apply_pipeline
+    from snowir.driver.model_run import apply_pipeline
 
     if passes:
         apply_pipeline(module, ",".join(f"{p}{_hw_options(hw)}" for p in passes))
@@ -58,7 +58,7 @@ def asm_lower(module: ModuleOp, passes=ASM_PIPELINE, hw: SnowflakeConfig = HW) -
 
 def lower_layer(layer: tile.LayerOp, hw: SnowflakeConfig = HW, asm_passes=ASM_PIPELINE) -> sf.ImageOp:
     """One tile layer through tile-to-asm and the asm passes: its program image op."""
-    from snowir.model_run import apply_pipeline
+    from snowir.driver.model_run import apply_pipeline
 
     module = ModuleOp([layer])
     apply_pipeline(module, f"tile-to-asm{_hw_options(hw)}")
@@ -428,7 +428,7 @@ def test_indp_bit_exact(args, engine) -> None:
 
 
 def test_indp_chosen_for_few_channels_and_faster() -> None:
-    from snowir.indp_codegen import choose_mode
+    from snowir.plan.indp import choose_mode
 
     conv1 = ConvShape(3, 32, 32, 64, 7, 7, 2, 2, 3, 3, 3, 3, True, 14)
     assert choose_mode(conv1, HW, False) == "INDP"
@@ -480,9 +480,9 @@ def test_space_to_depth_is_exact_and_runs_on_the_machine() -> None:
     graph equals the original's bit for bit, and the machine matches it (conv1 in COOP over 48
     channels instead of 3)."""
     from snowir import api
-    from snowir.device_run import run_device
+    from snowir.driver.device_run import run_device
     from snowir.golden import Golden
-    from snowir.model_run import apply_pipeline
+    from snowir.driver.model_run import apply_pipeline
 
     text = S2D_MODEL.read_text()
     x = np.random.default_rng(3).standard_normal((1, 3, 35, 35)).astype(np.float32)
@@ -511,10 +511,10 @@ def test_unfold_rows_is_exact_runs_on_the_machine_and_beats_space_to_depth() -> 
     it, the report counts only the original conv's useful MACs (not the padding rows' zero
     channels), and the layer takes fewer cycles than with space-to-depth."""
     from snowir import api
-    from snowir.device_run import run_device
+    from snowir.driver.device_run import run_device
     from snowir.golden import Golden
     from snowir.host_model import useful_macs
-    from snowir.model_run import apply_pipeline
+    from snowir.driver.model_run import apply_pipeline
 
     text = UNFOLD_MODEL.read_text()
     x = np.random.default_rng(4).standard_normal((1, 3, 35, 35)).astype(np.float32)
@@ -545,7 +545,7 @@ def test_unfold_rows_gives_way_to_space_to_depth_on_a_slow_bus(tmp_path: Path, g
     """The unfolded input is 2.75x AlexNet conv1's: on 16 CUs it still wins at 4.2 GB/s (measured
     75 k vs 87 k cycles) but not at 2 GB/s (157 k vs 103 k), and the layer estimate says so."""
     from snowir import api
-    from snowir.model_run import apply_pipeline
+    from snowir.driver.model_run import apply_pipeline
 
     hw = tmp_path / "hw.json"
     SnowflakeConfig(cus=16, dram_gbps=gbps, unit_gbps=min(2.0, gbps)).save(hw)
@@ -579,7 +579,7 @@ def test_staggered_kernel_tiles_prefetch_what_does_not_overlap() -> None:
     """3x3x256 kernels (2320 words) do not fit half the 8 KB weights buffer: tiles alternate
     between bases 0 and F = 4096 - 2320 = 1776, the next tile's F non-overlapping words load
     during the current tile and only 544 after it; bit-exact, and the CUs wait far less."""
-    from snowir.conv_plan import weights_stagger
+    from snowir.plan.shapes import weights_stagger
     from snowir.machine.image import disassemble
 
     shape = ConvShape(256, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, True, 14)
@@ -616,7 +616,7 @@ def test_a_faster_bus_keeps_a_kernel_split_that_pays(tmp_path: Path) -> None:
     import onnx
     from onnx import helper
     from onnx_util import model, rand
-    from snowir.model_run import run_model_on_device
+    from snowir.driver.model_run import run_model_on_device
 
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["y"], ["o"])]

@@ -10,8 +10,8 @@ import pytest
 from mobilenet_util import mobilenet
 from onnx_util import ort_run
 from snowir.backend import FloatBackend, SnowflakeBackend
-from snowir.check import snr_db
-from snowir.device_run import run_device
+from snowir.driver.check import snr_db
+from snowir.driver.device_run import run_device
 from snowir.golden import Golden
 
 

@@ -21,9 +21,9 @@ from xdsl.dialects.builtin import Builtin
 from xdsl.printer import Printer
 
 from snowir import api
-from snowir.check import compare, golden_logits, ort_logits
-from snowir.onnx_import import import_onnx
-from snowir.passes.nn_prepare import NNPreparePass
+from snowir.driver.check import compare, golden_logits, ort_logits
+from snowir.frontend.onnx_import import import_onnx
+from snowir.passes.pipelines import NNPreparePass
 from snowir.tools.light_models import NAMES, build
 from snowir.tools.snow_run import main as snow_run
 

@@ -144,7 +144,7 @@ def test_every_onnx_node_model_imports_or_is_refused_in_one_line():
     from onnx.backend.test.case.node import collect_testcases
 
     from snowir.errors import SnowError
-    from snowir.onnx_import import import_model
+    from snowir.frontend.onnx_import import import_model
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

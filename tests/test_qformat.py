@@ -16,10 +16,10 @@ from xdsl.context import Context
 
 from snowir.dialects import nn
 from snowir.fixedpoint import MAX_WB_SHIFT
-from snowir.model_run import run_model_on_device
+from snowir.driver.model_run import run_model_on_device
 from snowir.nn_util import conv_shape
-from snowir.onnx_import import import_onnx
-from snowir.passes.nn_prepare import NNPreparePass
+from snowir.frontend.onnx_import import import_onnx
+from snowir.passes.pipelines import NNPreparePass
 from snowir.tools.snow_run import main as snow_run_main
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -12,7 +12,7 @@ from onnx import helper
 
 from onnx_util import model, rand
 from snowir.hw import SnowflakeConfig
-from snowir.model_run import run_model_on_device
+from snowir.driver.model_run import run_model_on_device
 from snowir.tools.snow_dse import main as snow_dse
 from snowir.tools.snow_run import main as snow_run
 

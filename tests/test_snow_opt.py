@@ -135,7 +135,7 @@ def test_each_pass_of_the_default_pipeline_verifies_on_a_downsample_block(tmp_pa
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    from snowir.passes.snowflake_lower import PIPELINE
+    from snowir.passes.pipelines import PIPELINE
 
     rng = np.random.default_rng(0)
     wa = (rng.standard_normal((512, 256, 1, 1)) * 0.05).astype(np.float32)

@@ -16,9 +16,9 @@ from onnx import helper
 from xdsl.context import Context
 
 from snowir.dialects import nn
-from snowir.model_run import run_model_on_device
-from snowir.onnx_import import import_onnx
-from snowir.passes.split_kernels import SplitKernelsPass
+from snowir.driver.model_run import run_model_on_device
+from snowir.frontend.onnx_import import import_onnx
+from snowir.passes.nn.split_kernels import SplitKernelsPass
 
 sys.path.insert(0, str(Path(__file__).parent))
 from onnx_util import model, rand  # noqa: E402

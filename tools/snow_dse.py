@@ -1,6 +1,6 @@
 """
 snow-dse MODEL --sweep FIELD=v1,v2,... [--sweep ...] [--out DIR] [--address ADDR] [--workers N]:
-design-space exploration over hardware configurations on Ray (snowir/dse.py).
+design-space exploration over hardware configurations on Ray (snowir/driver/dse.py).
 
 Writes DIR/results.csv, DIR/results.json (one row per configuration: every config field, ms
 (device), conv_ms (device layers but fully connected ones, as C17 Table 2), GB/s, useful-MAC utilisation, stall cycles by cause, DRAM bytes) and DIR/pareto.png (ms against

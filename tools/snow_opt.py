@@ -26,7 +26,7 @@ from snowir import __version__
 from snowir.dialects import all_dialects
 from snowir.errors import one_line
 from snowir.passes import all_passes
-from snowir.targets import BINARY_TARGETS
+from snowir.driver.targets import BINARY_TARGETS
 
 
 class SnowOptMain(xDSLOptMain):
@@ -39,7 +39,7 @@ class SnowOptMain(xDSLOptMain):
         """--time-passes: each pass's seconds collected for a table on stderr (xdsl-opt prints
         raw floats into stdout, beside the IR). --print-ir-after / --mlir-print-ir-after-all:
         the IR after the chosen passes on stderr, also the parts of composite passes
-        (snowir/pass_steps.py)."""
+        (snowir/driver/pass_steps.py)."""
         timing = self.args.time_passes
         self.args.time_passes = False
         super().setup_pipeline()
@@ -67,7 +67,7 @@ class SnowOptMain(xDSLOptMain):
             return
         from xdsl.printer import Printer
 
-        from snowir.pass_steps import observing
+        from snowir.driver.pass_steps import observing
 
         def dump(p, module: ModuleOp, depth: int) -> None:
             if every or p.name in wanted:
@@ -148,14 +148,14 @@ class SnowOptMain(xDSLOptMain):
             return parse_mlir(stream)
 
         self.available_frontends["mlir"] = parse_fresh
-        from snowir.frontends import all_frontends
+        from snowir.frontend.frontends import all_frontends
 
         for ext, frontend in all_frontends(self).items():
             self.available_frontends[ext] = frontend
 
     def register_all_targets(self) -> None:
         super().register_all_targets()
-        from snowir.targets import all_targets
+        from snowir.driver.targets import all_targets
 
         for name, target in all_targets().items():
             self.available_targets[name] = target
@@ -226,7 +226,7 @@ def list_passes() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from snowir.pass_steps import gc_paused
+    from snowir.driver.pass_steps import gc_paused
     from snowir.resources import reset_blobs
 
     reset_blobs()  # one invocation, one blob table, as in a process of its own
@@ -238,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         tool = SnowOptMain(description="snowir optimizer driver", args=args)
         input_name = tool.args.input_file or "<stdin>"
-        with gc_paused():  # snowir/pass_steps.py: the collector re-scans the whole IR otherwise
+        with gc_paused():  # snowir/driver/pass_steps.py: the collector re-scans the whole IR otherwise
             if tool.args.output_file is None and tool.args.target not in BINARY_TARGETS:
                 tool.run()
             else:
@@ -277,7 +277,7 @@ def _run_to_file(tool: SnowOptMain) -> None:
     text = captured.getvalue()
     original_close()
     if tool.args.target in BINARY_TARGETS:
-        from snowir.targets import write_binary_text
+        from snowir.driver.targets import write_binary_text
 
         write_binary_text(tool.args.output_file, text)
     else:

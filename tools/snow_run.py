@@ -139,7 +139,7 @@ def _check_failure(args: argparse.Namespace, report: dict[str, Any]) -> str | No
 def run_nn(args: argparse.Namespace) -> int:
     """ONNX / nn / tile / lowered modules: lowered (the rest of the default pipeline) and run
     on the machine model, or on the golden model with --engine golden."""
-    from snowir.model_run import run_model
+    from snowir.driver.model_run import run_model
 
     hw = SnowflakeConfig.load(args.hw)
     if args.format or args.calibration:
@@ -162,7 +162,7 @@ def run_nn(args: argparse.Namespace) -> int:
     if args.engine == "golden":
         result = run_model(args.model, x, args.pipeline, args.check, args.input_shape, hw)
     else:
-        from snowir.model_run import run_model_on_device
+        from snowir.driver.model_run import run_model_on_device
 
         say = None if args.quiet else (lambda msg: print(f"snow-run: ... {msg}", file=sys.stderr, flush=True))
         result = run_model_on_device(args.model, x, args.pipeline, args.check, args.input_shape, hw, args.engine,

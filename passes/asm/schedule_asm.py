@@ -1,0 +1,196 @@
+"""
+schedule-asm: list scheduling inside basic blocks, so RAW latencies are hidden and the
+vector ops and loads dispatch as early as their operands allow.
+
+A scalar result is readable 3 cycles after its dispatch (docs/machine.md); an instruction
+that reads it sooner stalls decode, and with it every vector op behind it. Within each basic
+block (between labels, branches and delay slots, which stay as they are; a block's closing
+branch stays last and its register reads count) this pass builds the dependency graph
+(register RAW with the scalar latency, WAR and WAW; vector ops and loads in their program
+order, which the buffer-region hazards and the vector queue depend on), drops no-ops (but one
+when they end the program: a label before them is a branch target, which must stay an
+instruction of the program, not the pc past its end), and reissues the block cycle by cycle:
+a ready vector op or load first, else the ready scalar with the longest latency path to the
+block's end, else a stall until the earliest is ready (tried with vector ops and loads first,
+and by latency path alone). A new order is kept only when it beats the original under the
+in-order issue model, evaluated after fill-delay-slots would fill the branch's slots and, for
+a loop, on its second iteration (so a result the next iteration reads counts): fewer cycles,
+or as many with the vector ops and loads dispatched earlier in total.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+
+from snowir.asm_analysis import blocks, body_ops, is_machine, is_nop, issue_cycles, programs, replace_body
+from snowir.passes.asm.fill_delay_slots import fill_ops
+from snowir.dialects import snowflake_asm as sf
+from snowir.hw import SnowflakeConfig
+
+
+def _graph(body: list[sf.SnowflakeInstruction], latency: int) -> list[list[tuple[int, int]]]:
+    """preds[j] = [(i, cycles from i's dispatch until j may dispatch)]."""
+    preds: list[list[tuple[int, int]]] = [[] for _ in body]
+    writer: dict[int, int] = {}
+    readers: dict[int, list[int]] = {}
+    last_machine = -1
+    for j, op in enumerate(body):
+        edges: dict[int, int] = {}
+        for r in op.reads():
+            if r and r in writer:
+                i = writer[r]
+                edges[i] = max(edges.get(i, 0), latency)
+        w = op.writes()
+        if w:
+            for i in readers.get(w, []):
+                edges[i] = max(edges.get(i, 0), 1)
+            if w in writer:
+                edges[writer[w]] = max(edges.get(writer[w], 0), 1)
+        if is_machine(op):
+            if last_machine >= 0:
+                edges[last_machine] = max(edges.get(last_machine, 0), 1)
+            last_machine = j
+        preds[j] = list(edges.items())
+        for r in op.reads():
+            if r:
+                readers.setdefault(r, []).append(j)
+        if w:
+            writer[w] = j
+            readers[w] = []
+    return preds
+
+
+def _list_schedule(ops: list[sf.SnowflakeInstruction], preds: list[list[tuple[int, int]]], last: int,
+                   machine_first: bool) -> list[int]:
+    """Cycle-by-cycle list scheduling; `last` (the closing branch, or -1) is issued last."""
+    n = len(ops)
+    succs: list[list[tuple[int, int]]] = [[] for _ in ops]
+    for j, ps in enumerate(preds):
+        for i, lat in ps:
+            succs[i].append((j, lat))
+    height = [1] * n
+    for i in range(n - 1, -1, -1):
+        for j, lat in succs[i]:
+            height[i] = max(height[i], lat + height[j])
+    waiting = [len(ps) for ps in preds]
+    ready_at = [0] * n
+    free = [j for j in range(n) if not waiting[j]]
+    order: list[int] = []
+    t = 0
+    while free:
+        pool = [j for j in free if j != last] or free
+        now = [j for j in pool if ready_at[j] <= t]
+        if now:
+            pick = min(now, key=lambda j: (machine_first and not is_machine(ops[j]), -height[j], j))
+        else:
+            pick = min(pool, key=lambda j: (ready_at[j], -height[j], j))
+            t = ready_at[pick]
+        free.remove(pick)
+        order.append(pick)
+        for j, lat in succs[pick]:
+            ready_at[j] = max(ready_at[j], t + lat)
+            waiting[j] -= 1
+            if not waiting[j]:
+                free.append(j)
+        t += 1
+    return order
+
+
+def _cost(seq: list[Operation], branch: Operation | None, window: list[Operation], loop: bool,
+          slots: int, latency: int) -> tuple[int, int]:
+    """The block under the in-order issue model after fill-delay-slots would fill the branch's
+    slots (`issue_cycles`; a loop measured on its second iteration)."""
+    if branch is not None:
+        seq, _ = fill_ops([*seq, branch, *window], slots, latency)
+    return issue_cycles(seq, latency, loop)
+
+
+def _shape(op: Operation) -> tuple:
+    """What scheduling and slot filling read of an op: its kind and its registers."""
+    if not isinstance(op, sf.SnowflakeInstruction):
+        return (type(op).__name__,)
+    return type(op).__name__, tuple(op.reads()), op.writes(), is_nop(op)
+
+
+_DECISIONS: dict[tuple, tuple[int, ...] | None] = {}
+"""schedule_block's answers by block shape: a network repeats the same loops layer after layer
+with other addresses, and the decision depends only on kinds and registers (ResNet-50: 5031
+blocks, a few hundred shapes)."""
+
+
+def schedule_block(body: list[sf.SnowflakeInstruction], latency: int, branch: sf.SnowflakeInstruction | None = None,
+                   window: list[Operation] = (), loop: bool = False, slots: int = 4,
+                   tail: bool = False) -> list[sf.SnowflakeInstruction] | None:
+    """The block reordered, or None when the original order is as good. `branch` (the block's
+    closing branch, kept last) with its delay-slot `window`; `loop`: it branches back to the block;
+    `tail`: it holds the program's last instruction (then it keeps an instruction even when all
+    are no-ops: a label before it -- a branch target -- must name an instruction of the program,
+    not the pc past its end, which is outside the instruction-cache bank)."""
+    key = (tuple(map(_shape, body)), _shape(branch) if branch is not None else None, tuple(map(_shape, window)),
+           loop, slots, latency, tail)
+    if key not in _DECISIONS:
+        best = _schedule_block(body, latency, branch, window, loop, slots, tail)
+        index = {id(op): i for i, op in enumerate(body)}
+        _DECISIONS[key] = None if best is None else tuple(index[id(op)] for op in best)
+    order = _DECISIONS[key]
+    return None if order is None else [body[i] for i in order]
+
+
+def _schedule_block(body: list[sf.SnowflakeInstruction], latency: int, branch: sf.SnowflakeInstruction | None,
+                    window: list[Operation], loop: bool, slots: int,
+                    tail: bool) -> list[sf.SnowflakeInstruction] | None:
+    ops = [op for op in body if not is_nop(op)] or (body[-1:] if tail else [])
+    with_branch = ops + ([branch] if branch is not None else [])
+    last = len(ops) if branch is not None else -1
+    preds = _graph(with_branch, latency)
+    if branch is not None:
+        # fill-delay-slots may move up to `slots` instructions from before the branch to after
+        # it: keep what the branch compares that much further ahead
+        preds[last] = [(i, lat + slots) for i, lat in preds[last]]
+    best, best_cost = None, _cost(list(body), branch, list(window), loop, slots, latency)
+    for machine_first in (True, False):
+        order = [j for j in _list_schedule(with_branch, preds, last, machine_first) if j != last]
+        candidate = [ops[j] for j in order]
+        cost = _cost(candidate, branch, list(window), loop, slots, latency)
+        if cost < best_cost:
+            best, best_cost = candidate, cost
+    return best
+
+
+def schedule_program(program: sf.ProgramOp, hw: SnowflakeConfig) -> int:
+    """Reschedule every block of a program; returns the blocks changed."""
+    ops: list[Operation] = body_ops(program)
+    slots = hw.branch_delay_slots
+    # past the program's last instruction: the block holding it is scheduled first (blocks go
+    # last to first), so no earlier change moves it
+    tail_end = next((k + 1 for k in range(len(ops) - 1, -1, -1) if type(ops[k]) is not sf.LabelOp), 0)
+    changed = 0
+    for start, end in reversed(blocks(ops, slots)):
+        branch = ops[end] if end < len(ops) and isinstance(ops[end], sf.BranchOperation) else None
+        window = ops[end + 1:end + 1 + slots] if branch is not None else []
+        loop = branch is not None and start > 0 and type(ops[start - 1]) is sf.LabelOp \
+            and ops[start - 1].label.data == branch.target.data
+        new = schedule_block(ops[start:end], hw.scalar_latency, branch, window, loop, slots, end >= tail_end)
+        if new is not None:
+            ops[start:end] = new
+            changed += 1
+    if changed:
+        replace_body(program, ops)
+    return changed
+
+
+@dataclass(frozen=True)
+class ScheduleAsmPass(ModulePass):
+    name = "schedule-asm"
+    hw: str = ""
+    """A hardware description JSON (SnowflakeConfig fields); default: the ZC706 build."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        hw = SnowflakeConfig.load(self.hw or None)
+        for program in programs(op, banked=False):
+            schedule_program(program, hw)

@@ -1,0 +1,123 @@
+"""
+tile-to-asm{hw=path.json}: every `tile.layer` becomes a `snowflake_asm.image` (its DRAM
+segments and its program), generated from the tile IR alone: no planner runs here.
+
+Each layer is read back as its decisions (snowir/tile/read.py: the geometry, mode, loop order,
+maps tiles with their rows, buffering and row groups, kernel tiles with their count, slots,
+stagger or residency, the weights packing, bypass slices, gather, a fused pool and its ring
+slots, a pool's strips or rings), after tiles written with an empty body `{}` have been
+derived (snowir/tile/check.py: derive_layer) and the layer checked against the configuration
+in use (check_layer). An edit either changes the code or is refused in one line naming what
+may be edited instead. The code is straightforward: loads in program order as the generator places them,
+every LD on load unit 0 (`balance-loads` spreads them), delay slots left as no-ops where the
+generator has nothing of the loop's own to put (`fill-delay-slots` fills them), nothing
+reordered (`schedule-asm`). Layers whose plans are equal share one generated program (cloned).
+
+Segments inside an image: `@x` (input maps), `@w` (weights, with data), `@y` (output), `@r`
+(residual input), `@slack` (pool scratch), `@t` (a fused pool's conv output, scratch); the
+program is `@code`. A conv layer with a fused max pool (`pool`) gives one image, `fused =
+"max_pool"`, whose `@y` is the pool's output; both nn ops name it. The nn op that named the
+layer (`tile = "..."`) now names the image (`image = "..."`).
+"""
+
+from __future__ import annotations
+
+import json
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from snowir.asm_analysis import outside_programs
+from snowir.codegen.conv import generate_conv
+from snowir.plan.shapes import LoweringError
+from snowir.dialects import snowflake_asm as sf
+from snowir.dialects import tile
+from snowir.hw import SnowflakeConfig
+from snowir.codegen.pool import generate_pool
+from snowir.tile.build import regions_of
+from snowir.tile.check import check_layer, derive_layer
+from snowir.tile.read import TileError, conv_plan_of, pool_tiles_of
+
+SEGMENTS = {"maps": ("x", sf.SegmentKind.INPUT), "weights": ("w", sf.SegmentKind.DATA),
+            "output": ("y", sf.SegmentKind.OUTPUT), "bypass": ("r", sf.SegmentKind.INPUT),
+            "scratch": ("slack", sf.SegmentKind.SCRATCH), "conv_output": ("t", sf.SegmentKind.SCRATCH)}
+
+
+def _fail(layer: tile.LayerOp, message: str) -> PassFailedException:
+    return PassFailedException(f"tile-to-asm: layer @{layer.sym_name.data}: {message}")
+
+
+def layer_code(layer: tile.LayerOp, hw: SnowflakeConfig, cache: dict[Hashable, list[Operation]]) -> list[Operation]:
+    """The layer's instructions, from its tile IR alone (derived bodies filled in, then checked
+    for `hw`); layers with equal decisions get clones of one generated program."""
+    try:
+        derive_layer(layer, hw)
+        check_layer(layer, hw)
+        if layer.kind.data == tile.LayerKind.CONV:
+            plan = conv_plan_of(layer)
+            key: Hashable = ("conv", plan)
+            generate = lambda: generate_conv(plan, hw).ops  # noqa: E731
+        else:
+            p, tiles = pool_tiles_of(layer)
+            regions = regions_of(layer)
+            addrs = (regions["maps"].offset.value.data, regions["output"].offset.value.data)
+            key = ("pool", p, addrs, tuple(tiles))
+            generate = lambda: generate_pool(p, hw, *addrs, tiles).ops  # noqa: E731
+        if key not in cache:
+            cache[key] = generate()
+            return cache[key]
+    except TileError as e:
+        raise PassFailedException(f"tile-to-asm: {e}") from None
+    except LoweringError as e:
+        raise _fail(layer, str(e)) from None
+    return [op.clone() for op in cache[key]]
+
+
+def layer_image(layer: tile.LayerOp, code: list[Operation]) -> sf.ImageOp:
+    segments = []
+    for label, region in regions_of(layer).items():
+        if label not in SEGMENTS:
+            continue
+        name, kind = SEGMENTS[label]
+        segments.append(sf.SegmentOp(name, kind, region.offset.value.data, region.size.value.data, region.value))
+    attrs = {"layer": StringAttr(layer.sym_name.data), "kind": StringAttr(layer.kind.data.value)}
+    if layer.mode is not None:
+        attrs["mode"] = StringAttr(layer.mode.data.value)
+    if layer.loop_order is not None:
+        attrs["loop_order"] = StringAttr(layer.loop_order.data.value)
+    if layer.pool is not None:
+        attrs["fused"] = StringAttr("max_pool")  # its @y is the max pool's output
+    for key in ("mloop_bytes", "kloop_bytes"):  # both orders' estimated traffic, for C17 Fig. 4 plots
+        if key in layer.properties:
+            attrs[key] = layer.properties[key]
+    return sf.ImageOp(layer.sym_name.data, [*segments, sf.ProgramOp("code", code)], attrs)
+
+
+@dataclass(frozen=True)
+class TileToAsmPass(ModulePass):
+    name = "tile-to-asm"
+    hw: str = ""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        hw = SnowflakeConfig.load(self.hw or None)
+        cache: dict[Hashable, list[Operation]] = {}
+        images: dict[str, str] = {}
+        built_for = StringAttr(json.dumps(hw.code_fields(), separators=(",", ":")))
+        for layer in [o for o in op.ops if isinstance(o, tile.LayerOp)]:
+            image = layer_image(layer, layer_code(layer, hw, cache))
+            image.attributes["hw"] = built_for  # what the program is only correct for (hw.CODE_FIELDS)
+            images[layer.sym_name.data] = image.sym_name.data
+            op.body.block.insert_op_before(image, layer)
+            layer.detach()
+            layer.erase()
+        for inner in outside_programs(op):  # the nn ops naming the layers, not 10^5 instructions
+            ref = inner.attributes.get("tile")
+            if isinstance(ref, StringAttr) and ref.data in images:
+                del inner.attributes["tile"]
+                inner.attributes["image"] = StringAttr(images[ref.data])

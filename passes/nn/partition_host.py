@@ -1,0 +1,62 @@
+"""
+partition-host: mark every nn op `place = "snowflake"` or `place = "host"`.
+
+Snowflake runs MAC/MAX work (conv, dense, pools, residual add, ReLU) and data movement;
+everything else (softmax, LRN, transpose, clip, hard-sigmoid/swish, element-wise multiply,
+an unfolded batch_norm) runs on the host CPU in float, reading and writing DRAM between
+device layers. Depthwise convs (a group with fewer than 16 output channels: DenseNet's
+pre-activation BN, average pools as convs) and average pools whose border windows exclude the
+padding, and a ReLU / add that fuse-relu / fuse-residual-add could not fold into a conv,
+have no efficient Snowflake mapping — a MAC trace
+sums over contiguous channels — so they run on the host too, in the exact fixed-point
+arithmetic of the golden model. So does any conv, max pool or concat the lowering cannot
+place (`snowir.lowerable.device_refusal`, the planners' own answer: a dilated conv, a max pool
+over 200 channels, a concat on the width axis), with the reason as `host_reason`. The runner
+and the reports follow these attributes.
+"""
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.passes import ModulePass
+
+from snowir.dialects import nn
+from snowir.hw import SnowflakeConfig
+from snowir.plan.lowerable import device_refusal
+
+DEVICE = (nn.Conv2dOp, nn.DenseOp, nn.MaxPoolOp, nn.AvgPoolOp, nn.GlobalAvgPoolOp, nn.AddOp, nn.ReluOp,
+          nn.ConcatOp, nn.FlattenOp, nn.ReshapeOp, nn.IdentityOp, nn.ChannelSliceOp)
+
+
+def placement(op) -> str | None:
+    attr = op.attributes.get("place")
+    return attr.data if isinstance(attr, StringAttr) else None
+
+
+@dataclass(frozen=True)
+class PartitionHostPass(ModulePass):
+    name = "partition-host"
+    hw: str = ""
+    """A hardware description JSON (SnowflakeConfig fields); default: the ZC706 build."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        hw = SnowflakeConfig.load(self.hw or None)
+        for inner in op.walk():
+            if inner.name.startswith("nn.") and not isinstance(inner, nn.ConstantOp):
+                device = isinstance(inner, DEVICE) and not _depthwise(inner)
+                reason = device_refusal(inner, hw) if device else None
+                if reason is not None:
+                    device = False
+                    inner.attributes["host_reason"] = StringAttr(reason)
+                inner.attributes["place"] = StringAttr("snowflake" if device else "host")
+
+
+def _depthwise(op) -> bool:
+    if isinstance(op, nn.ReluOp | nn.AddOp | nn.GlobalAvgPoolOp | nn.DenseOp):
+        return True  # left unfused / unconverted by the earlier passes: element-wise work for the host
+    if isinstance(op, nn.AvgPoolOp):
+        return True  # avgpool-to-conv left it: windows that exclude padding differ per border
+    if not isinstance(op, nn.Conv2dOp) or op.groups.value.data == 1:
+        return False
+    return (op.output.type.get_shape()[1] // op.groups.value.data) % 16 != 0

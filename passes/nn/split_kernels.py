@@ -1,0 +1,165 @@
+"""
+split-kernels{max-words=0 by-cost=true hw=}: split convolutions whose kernels do not fit a vMAC's
+weights buffer -- or, with `by-cost`, whose parts the planner estimates faster (kernels that
+then fit a weights slot and double-buffer, maps that then fit the buffer so the weights go
+once) -- into convolutions over input-channel slices, chained through the bypass operand:
+
+    conv(x, W, b) -> y1 = conv(slice(x, 0..c1), W[:, 0..c1], b [, bypass r])
+                     y2 = conv(slice(x, c1..c2), W[:, c1..c2], 0, bypass y1) ... (relu on the last)
+
+A 3x3x512 kernel (4624 words with its bias block) cannot live in the 4096-word weights buffer,
+and the 48-bit accumulator cannot be carried across a weights reload for every pixel, so the
+partial result goes through DRAM as a fixed-point tensor and is added back at the next part's
+write-back. The rewrite is explicit in the graph, so the golden model rounds the partial
+result exactly where the hardware does. Fully connected layers (1x1 output) are left alone:
+the code generator streams their kernels without rounding. Run before quantize.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
+
+from snowir.dialects import nn
+from snowir.hw import SnowflakeConfig
+from snowir.nn_util import const_of, new_constant, shape_of, tensor
+
+
+MAX_PARTS_BY_COST = 4
+MIN_GAIN = 0.03  # a split for speed must save this share of the layer's estimated cycles
+
+
+def _parts(c: int, count: int) -> list[tuple[int, int]]:
+    """`count` balanced, 16-channel aligned input-channel slices."""
+    even = -(-c // count)
+    per = -(-even // 16) * 16
+    return [(a, min(per, c - a)) for a in range(0, c, per)]
+
+
+def estimated_cycles(op: nn.Conv2dOp, parts: list[tuple[int, int]], hw: SnowflakeConfig) -> float:
+    """The planner's estimate for the conv run as these channel parts (the first with the conv's
+    own bypass if any, each later one with the previous part's output as its bypass)."""
+    from dataclasses import replace
+
+    from snowir.plan.shapes import LoweringError
+    from snowir.plan.conv import plan_conv, residual_cycles
+    from snowir.nn_util import conv_shape
+
+    whole = conv_shape(op)
+    total = 0.0
+    for i, (a, size) in enumerate(parts):
+        s = replace(whole, c=size, cin_total=whole.c if len(parts) > 1 else 0, c_base=a)
+        bypass = i > 0 or op.bypass is not None
+        try:
+            plan = plan_conv(s, hw, 0, 1 << 24, 1 << 25, None, 1 << 26 if bypass else None, "COOP")
+        except LoweringError:
+            return float("inf")
+        total += residual_cycles(plan, hw) if bypass else plan.estimated_cycles(hw)
+    return total
+
+
+class SplitKernel(RewritePattern):
+    def __init__(self, max_words: int, by_cost: bool, hw: SnowflakeConfig):
+        super().__init__()
+        self.max_words = max_words
+        self.by_cost = by_cost
+        self.hw = hw
+
+    def _count_by_cost(self, op: nn.Conv2dOp, c: int) -> int:
+        """Parts that make the layer faster by the planner's estimate: a kernel that cannot be
+        double-buffered (staggered, its overlap loaded while nothing computes) or maps that
+        need several strips (every strip re-sends the weights) can become parts whose kernels
+        fit a weights slot and whose maps fit the buffer. 1: no split."""
+        from snowir.plan.shapes import weights_slot_elements
+
+        if c < 32:
+            return 1
+        _, _, kh, kw = shape_of(op.weight)
+        _, _, h, w = shape_of(op.input)
+        slot, room = weights_slot_elements(self.hw), self.hw.maps_buffer_elements
+        best, best_cycles = 1, estimated_cycles(op, [(0, c)], self.hw)
+        for count in range(2, MAX_PARTS_BY_COST + 1):
+            if c // count < 16:
+                break
+            parts = _parts(c, count)
+            size = max(n for _, n in parts)
+            # only splits with a structural gain: kernels that now double-buffer, or maps that
+            # now fit one strip (so each part sends its weights once); the estimate decides
+            double = kh * kw * c + 16 > slot >= kh * kw * size + 16
+            one_strip = h * w * c > room >= h * w * size
+            if not (double or one_strip):
+                continue
+            cycles = estimated_cycles(op, parts, self.hw)
+            if cycles < best_cycles * (1 - MIN_GAIN):
+                best, best_cycles = count, cycles
+        return best
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: nn.Conv2dOp, rewriter: PatternRewriter) -> None:
+        k, cg, kh, kw = shape_of(op.weight)
+        n, c, h, w = shape_of(op.input)
+        _, _, oh, ow = shape_of(op.output)
+        if op.groups.value.data != 1 or (oh == 1 and ow == 1) or "split" in op.attributes:
+            return
+        weights, bias = const_of(op.weight), const_of(op.bias)
+        if weights is None or bias is None:
+            return
+        if kh * kw * cg + 16 > self.max_words:
+            per = (self.max_words - 16) // (kh * kw) // 16 * 16
+            if per < 16:
+                return
+            count = -(-c // per)
+        else:
+            count = self._count_by_cost(op, c) if self.by_cost else 1
+            if count == 1:
+                return
+        parts = _parts(c, count)
+        args = dict(strides=[int(v) for v in op.strides.get_values()], pads=[int(v) for v in op.pads.get_values()],
+                    dilations=[int(v) for v in op.dilations.get_values()])
+        acc = op.bypass
+        new_ops = []
+        for i, (a, size) in enumerate(parts):
+            last = i == len(parts) - 1
+            part = nn.ChannelSliceOp(op.input, a, size, tensor([n, size, h, w], op.input))
+            rewriter.insert(part, _before(op))
+            wv = new_constant(rewriter, op, weights[:, a:a + size], "w_part")
+            bv = new_constant(rewriter, op, bias if i == 0 else np.zeros_like(bias), "b_part")
+            conv = nn.Conv2dOp(part.output, wv, bv, op.output.type, relu=last and op.relu is not None,
+                               bypass=acc, **args)
+            conv.attributes.update(op.attributes)
+            conv.attributes["split"] = nn.UnitAttr()
+            if "onnx_node" in op.attributes:
+                conv.attributes["onnx_node"] = nn.StringAttr(f"{op.attributes['onnx_node'].data}.part{i}")
+            rewriter.insert(conv, _before(op))
+            acc = conv.output
+            new_ops.append(conv)
+        rewriter.replace(op, [], [acc])
+
+
+def _before(op):
+    from xdsl.rewriter import InsertPoint
+
+    return InsertPoint.before(op)
+
+
+@dataclass(frozen=True)
+class SplitKernelsPass(ModulePass):
+    name = "split-kernels"
+    max_words: int = 0
+    """Kernel words a part may hold; 0: the weights buffer less its 16-word bias block."""
+    by_cost: bool = True
+    """Also split where the planner estimates the parts faster (at least MIN_GAIN)."""
+    hw: str = ""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        hw = SnowflakeConfig.load(self.hw or None)
+        max_words = self.max_words or hw.weights_buffer_elements - hw.macs_per_vmac
+        PatternRewriteWalker(SplitKernel(max_words, self.by_cost, hw), apply_recursively=False).rewrite_module(op)
+        from snowir.passes.nn.fold_batch_norm import _drop_dead_constants
+
+        _drop_dead_constants(op)

@@ -1,0 +1,101 @@
+"""
+The two pipelines, as pass lists in one place.
+
+nn-prepare{format=Q8.8}: from an imported model to the fixed-point graph Snowflake runs:
+fold-hard-swish, drop-identity, fold-batch-norm, fuse-residual-add, fuse-relu, fc-to-conv,
+avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth,
+partition-host, quantize.
+
+snowflake-lower{format=Q8.8|auto calibration=x.npy mode=auto loop-order=auto hw=path.json}: the
+default lowering from an nn module to one `snowflake_asm.image` per device layer, as the pass
+list `PIPELINE`:
+
+    nn-prepare, nn-to-tile, tile-loop-order, tile-to-asm,
+    balance-loads, schedule-asm, fill-delay-slots, icache-banking
+
+Spelled out with `-p` (options given to the pass they belong to), the same list gives the
+same module. Every pass skips what is already done (a quantised module is not re-quantised,
+layers with a tile or image keep it, set loop orders stay, balanced or banked programs stay
+as they are), so running it on a partly lowered module finishes the lowering.
+"""
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from snowir.dialects import nn
+from snowir.driver.pass_steps import run_steps
+from snowir.passes.asm.balance_loads import BalanceLoadsPass
+from snowir.passes.asm.fill_delay_slots import FillDelaySlotsPass
+from snowir.passes.asm.icache_banking import IcacheBankingPass
+from snowir.passes.asm.schedule_asm import ScheduleAsmPass
+from snowir.passes.convert.nn_to_tile import NNToTilePass
+from snowir.passes.convert.tile_to_asm import TileToAsmPass
+from snowir.passes.nn.avgpool_to_conv import AvgPoolToConvPass
+from snowir.passes.nn.depthwise_to_grouped import DepthwiseToGroupedPass
+from snowir.passes.nn.drop_identity import DropIdentityPass
+from snowir.passes.nn.fc_to_conv import FcToConvPass
+from snowir.passes.nn.fold_batch_norm import FoldBatchNormPass
+from snowir.passes.nn.fold_hard_swish import FoldHardSwishPass
+from snowir.passes.nn.fuse_relu import FuseReluPass
+from snowir.passes.nn.fuse_residual_add import FuseResidualAddPass
+from snowir.passes.nn.partition_host import PartitionHostPass
+from snowir.passes.nn.quantize import QuantizePass
+from snowir.passes.nn.space_to_depth import SpaceToDepthPass
+from snowir.passes.nn.split_kernels import SplitKernelsPass
+from snowir.passes.nn.unfold_rows import UnfoldRowsPass
+from snowir.passes.tile.tile_loop_order import TileLoopOrderPass
+
+PIPELINE = ("nn-prepare", "nn-to-tile", "tile-loop-order", "tile-to-asm", "balance-loads", "schedule-asm",
+            "fill-delay-slots", "icache-banking")
+
+
+@dataclass(frozen=True)
+class NNPreparePass(ModulePass):
+    name = "nn-prepare"
+    format: str = "Q8.8"
+    quantize: bool = True
+    calibration: str = ""
+    """format=auto: a .npy of calibration inputs (quantize)."""
+    split_by_cost: bool = True
+    """split-kernels{by-cost}: also split convs whose channel parts the planner estimates faster."""
+    hw: str = ""
+    """A hardware description JSON for the passes that plan (split-kernels, unfold-rows, space-to-depth,
+    depthwise-to-grouped, partition-host); default: the ZC706 build."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        passes: list[ModulePass] = [FoldHardSwishPass(), DropIdentityPass(), FoldBatchNormPass(),
+                                    FuseResidualAddPass(), FuseReluPass(), FcToConvPass(), AvgPoolToConvPass(),
+                                    DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
+                                    UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), PartitionHostPass(self.hw)]
+        if self.quantize:
+            passes.append(QuantizePass(self.format, self.calibration))
+        run_steps(ctx, op, passes)
+
+
+def quantised(op: ModuleOp) -> bool:
+    return "nn.format" in op.attributes or any(isinstance(getattr(v.type, "element_type", None), nn.FixedType)
+               for f in op.walk() if f.name == "func.func" for v in f.body.block.args)
+
+
+@dataclass(frozen=True)
+class SnowflakeLowerPass(ModulePass):
+    name = "snowflake-lower"
+    format: str = "Q8.8"
+    calibration: str = ""
+    """format=auto: a .npy of calibration inputs (quantize)."""
+    loop_order: str = "auto"
+    mode: str = "auto"
+    hw: str = ""
+
+    def passes(self, quantised_already: bool) -> list[ModulePass]:
+        steps: list[ModulePass] = [] if quantised_already else \
+            [NNPreparePass(self.format, calibration=self.calibration, hw=self.hw)]
+        return steps + [NNToTilePass(self.mode, self.hw), TileLoopOrderPass(self.loop_order, self.hw),
+                        TileToAsmPass(self.hw), BalanceLoadsPass(hw=self.hw), ScheduleAsmPass(self.hw),
+                        FillDelaySlotsPass(self.hw), IcacheBankingPass(self.hw)]
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        run_steps(ctx, op, self.passes(quantised(op)))

@@ -1,0 +1,116 @@
+"""
+Residual 1x1 convs with the bypass in per-kernel-tile slices (C17 §5.1 holds a residual
+conv's bypass rows beside its maps; with 1024-2048 output channels those rows crowd the maps
+into many strips). A kernel tile's write-backs read only its own K bypass channels: the whole
+input stays in the maps buffer, and two slices at the layer's `bypass_slices` bases take
+turns: while tile t computes from one, every pixel's MAC is followed by the LD of the same
+pixel's K channels of tile t+1 into the other (four pixels' LDs together, so `balance-loads`
+spreads them).
+"""
+
+from __future__ import annotations
+
+from snowir.codegen.builder import AsmBuilder
+from snowir.codegen.traces import R_BYP, R_BYPROW, R_LEN, R_MAPS, R_OUT, R_OUTROW, R_SRC, R_TMP, R_TO, R_TT, R_TW, R_W, R_X, R_XEND, macs, add_offset
+from snowir.plan.shapes import ConvPlan, Strip
+from snowir.dialects import snowflake_asm as sf
+from snowir.hw import SnowflakeConfig
+
+
+# registers of the slice loads (free in a 1x1 residual conv: no kernel-row pairs, no unrolled pixels)
+R_BSRC, R_BDST, R_BLEN = 4, 5, 12
+
+
+PIXELS = 4  # pixels per loop iteration: their slice LDs form one group for balance-loads
+
+
+def slice_gap(plan: ConvPlan) -> int:
+    """Words from the first bypass slice to the second (`plan.slice_bases`, the tile IR's
+    `bypass_slices`): R_TT toggles between 0 and this."""
+    return plan.slice_bases[1] - plan.slice_bases[0]
+
+
+def load_first_slice(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip) -> None:
+    """The strip's slice of tile 0 into slice 0, one LD per pixel (a counted loop of PIXELS)."""
+    s = plan.shape
+    b.const(R_BLEN, plan.kernels)
+    b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * s.k)
+    b.const(R_BDST, plan.slice_bases[0])
+    n = (strip.y1 - strip.y0) * s.ow
+    if n // PIXELS:
+        b.const(R_X, 1)
+        b.const(R_XEND, n // PIXELS)
+        top = b.label("BS")
+        _slice_loads(b, plan, PIXELS)
+        b.emit(sf.AddiOp(R_X, R_X, 1))
+        b.branch(sf.BleOp(R_X, R_XEND, top))
+    _slice_loads(b, plan, n % PIXELS)
+
+
+def _slice_loads(b: AsmBuilder, plan: ConvPlan, n: int) -> None:
+    for _ in range(n):
+        b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_BDST, R_BSRC, R_BLEN, 0, sf.SELECT_ALL),
+               sf.AddiOp(R_BSRC, R_BSRC, 2 * plan.shape.k), sf.AddiOp(R_BDST, R_BDST, plan.kernels))
+
+
+def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int,
+               prefetch: list, load_next: bool) -> None:
+    """The pixels of one kernel tile (bias and mask already set): R_TT holds its slice (0 or one
+    slice on from the first),
+    R_TO its output-channel byte offset. `load_next`: load tile t+1's slice meanwhile.
+    `prefetch` (the next kernel tile's weights) goes after the first 16 vector ops."""
+    s = plan.shape
+    row = s.w * s.cin
+    s0 = plan.slice_bases[0]
+    b.const(R_MAPS, base + (strip.y0 - strip.r0) * row + s.c_base)
+    b.const(R_OUT, plan.out_addr + 2 * strip.y0 * s.ow * s.k)
+    b.emit(sf.AddOp(R_OUT, R_OUT, R_TO), sf.AddiOp(R_W, R_TW, 0))
+    add_offset(b, R_BYP, R_TT, s0)
+    if load_next:
+        b.const(R_BLEN, plan.kernels)
+        b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * s.k + 2 * plan.kernels)
+        b.emit(sf.AddOp(R_BSRC, R_BSRC, R_TO), sf.MuliOp(R_TMP, R_TT, -1), sf.AddiOp(R_TMP, R_TMP, slice_gap(plan)))
+        add_offset(b, R_BDST, R_TMP, s0)
+
+    def pixels(bb: AsmBuilder, n: int) -> None:
+        if load_next:
+            _slice_loads(bb, plan, n)
+        for _ in range(n):
+            moved = macs(bb, plan, 1, 1, row, bypass=True)
+            bb.emit(sf.AddiOp(R_MAPS, R_MAPS, s.cin - moved), sf.AddiOp(R_OUT, R_OUT, 2 * s.k),
+                    sf.AddiOp(R_BYP, R_BYP, plan.kernels))
+            if moved:
+                bb.emit(sf.AddiOp(R_W, R_TW, 0))
+
+    n = (strip.y1 - strip.y0) * s.ow
+    head = min(n, 2 * PIXELS)  # 16 vector ops (a VMOV and a MAC per pixel) before the prefetch
+    pixels(b, head)
+    if prefetch:
+        if head < 2 * PIXELS:
+            b.flush_vector_queue(hw, R_TMP)
+        for load in prefetch:
+            load(b)
+    rest = n - head
+    if rest // PIXELS:
+        b.const(R_X, 1)
+        b.const(R_XEND, rest // PIXELS)
+        top = b.label("XS")
+        pixels(b, PIXELS)
+        b.emit(sf.AddiOp(R_X, R_X, 1))
+        b.branch(sf.BleOp(R_X, R_XEND, top))
+    pixels(b, rest % PIXELS)
+
+
+def row_slice_loads(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
+    """A k x k conv's slices: at the start of an output row (R_OUTROW / R_BYPROW set), the LDs
+    of the row's pixels' K channels of the next kernel tile into the other slice (one group:
+    `balance-loads` spreads them over the units)."""
+    s = plan.shape
+    b.const(R_LEN, plan.kernels)
+    b.emit(sf.MuliOp(R_TMP, R_TT, -2), sf.AddOp(R_TMP, R_TMP, R_BYPROW), sf.AddiOp(R_TMP, R_TMP, slice_gap(plan)))
+    b.const(R_SRC, plan.bypass_addr - plan.out_addr + 2 * plan.kernels)
+    b.emit(sf.AddOp(R_SRC, R_SRC, R_OUTROW))
+    for x in range(s.ow):
+        b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, 0, sf.SELECT_ALL))
+        if x + 1 < s.ow:
+            b.emit(sf.AddiOp(R_SRC, R_SRC, 2 * s.k), sf.AddiOp(R_TMP, R_TMP, plan.kernels))

@@ -1,0 +1,457 @@
+"""TODO"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from snowir.codegen.builder import AsmBuilder
+from snowir.codegen.bypass_slices import load_first_slice, slice_gap
+from snowir.codegen.traces import COOP, Prefetch, R_LEN, R_MAPS, R_OUT, R_SRC, R_TK, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_W, R_WSRC, TRACE_CHUNK, trace_chunks
+from snowir.codegen.pixels import kernel_tile
+from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, full_mask, input_rows
+from snowir.dialects import snowflake_asm as sf
+from snowir.hw import SnowflakeConfig
+from snowir.codegen.loads import load_broadcast, load_runs
+
+
+# staggered kernel tiles (weights_stagger): 1 while the current tile sits at base 0, else 0.
+# r14 is otherwise only an unrolled 1x1's, whose kernels always fit a slot.
+R_PAR = 14
+
+
+def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None = None) -> AsmBuilder:
+    """The layer program: Kloop (kernel tiles inside each maps strip) or Mloop (strips inside
+    each kernel tile); maps banks and weights slots alternate so the next strip / tile loads while
+    the current one computes."""
+    s = plan.shape
+    b = AsmBuilder()
+    b.const(R_TMP, s.shift)
+    b.emit(sf.VmovOp(COOP, sf.VmovSelect.SHIFT, R_TMP))
+    mask_last = (1 << (s.k - plan.kernels * (plan.tiles - 1))) - 1
+    if s.kernel_words > hw.weights_buffer_elements:
+        _fully_connected(b, plan, hw, mask_last)
+        return b
+    if plan.bypass_addr is not None:
+        _residual(b, plan, hw, mask_last)
+        return b
+    if plan.indp:
+        from snowir.codegen.indp import generate_indp
+
+        generate_indp(b, plan, hw)
+        return b
+    if plan.loop_order == "Kloop" and s.groups == 1:
+        _kloop(b, plan, hw, mask_last)
+        return b
+    n_strips = len(plan.strips)
+    if plan.loop_order == "Kloop":
+        items = [(si, t) for si in range(n_strips) for t in range(plan.tiles)]
+    else:
+        items = [(si, t) for t in range(plan.tiles) for si in range(n_strips)]
+    # running slot numbers: a new strip / tile takes the other bank
+    maps_slot, w_slot = [0], [0]
+    for (psi, pt_), (si, t) in zip(items, items[1:]):
+        maps_slot.append(maps_slot[-1] + (si != psi))
+        w_slot.append(w_slot[-1] + (t != pt_))
+    wbank = lambda i: (w_slot[i] % 2) * plan.w_slot if plan.double_buffer_weights else 0
+    _load_weights(b, plan, hw, items[0][1], wbank(0))
+    _load_first_strip(b, plan, hw, plan.strips[items[0][0]])
+    for i, (si, t) in enumerate(items):
+        prefetch: list[Prefetch] = []
+        nxt = i + 1
+        whole = plan.strips[si].bank < 0
+        if nxt < len(items):
+            nsi, nt = items[nxt]
+            if maps_slot[nxt] != maps_slot[i] and not whole:
+                prefetch.append(lambda bb, nsi=nsi, nxt=nxt: _load_maps(bb, plan, hw, plan.strips[nsi], maps_slot[nxt] % 2))
+            if w_slot[nxt] != w_slot[i] and plan.double_buffer_weights:
+                prefetch.append(lambda bb, nt=nt, nxt=nxt: _load_weights(bb, plan, hw, nt, wbank(nxt)))
+        if whole and i and maps_slot[i] != maps_slot[i - 1]:
+            # the strip fills both banks: every earlier MAC must be done before it is replaced
+            b.flush_vector_queue(hw, R_TMP)
+            _load_maps(b, plan, hw, plan.strips[si], 0)
+        base = 0 if whole else (maps_slot[i] % 2) * hw.maps_bank_elements
+        c_off = s.c_base + (plan.kernels * t) // (s.k // s.groups) * s.c  # this tile's group's input channels
+        b.const(R_TW, wbank(i))
+        b.const(R_TT, plan.kernels * t)
+        b.const(R_TO, 2 * plan.kernels * t)
+        kernel_tile(b, plan, hw, plan.strips[si], base, c_off, mask_last if t == plan.tiles - 1 else full_mask(plan),
+                     prefetch)
+        if nxt < len(items) and w_slot[nxt] != w_slot[i] and not plan.double_buffer_weights:
+            # the next kernels overwrite this tile's bank: wait for every pending MAC first
+            b.flush_vector_queue(hw, R_TMP)
+            _load_weights(b, plan, hw, items[nxt][1], 0)
+    return b
+
+
+def kloop_budget(hw: SnowflakeConfig) -> int:
+    """Instructions a counted K loop may take: one icache bank less room for the bank-load
+    prologue icache-banking puts before it (448 of 512)."""
+    return hw.icache_bank_instructions * 7 // 8
+
+
+def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
+    """Kloop order, ungrouped: per maps strip, every kernel tile (C17 Figure 3); the next strip
+    is prefetched into the other maps bank during the strip's last tile."""
+    b.const(R_TW, 0)
+    if plan.stagger:
+        b.const(R_PAR, 1)
+    _load_weights(b, plan, hw, 0, 0)
+    _load_first_strip(b, plan, hw, plan.strips[0])
+    if plan.resident_weights:
+        _load_resident_weights(b, plan, hw)
+    for si, strip in enumerate(plan.strips):
+        whole = strip.bank < 0
+        if whole and si:
+            # the strip fills both banks: every earlier MAC must be done before it is replaced
+            b.flush_vector_queue(hw, R_TMP)
+            _load_maps(b, plan, hw, strip, 0)
+        more = si + 1 < len(plan.strips)
+        last_prefetch: list[Prefetch] = []
+        spread = None
+        if more and not whole:
+            nxt = plan.strips[si + 1]
+            if plan.resident_weights or plan.gather is not None or plan.tiles < 2:
+                last_prefetch.append(lambda bb, nxt=nxt, bank=(si + 1) % 2: _load_maps(bb, plan, hw, nxt, bank))
+            else:  # one piece per kernel tile, beside its weights
+                row = plan.shape.w * plan.shape.cin
+                spread = (((si + 1) % 2) * hw.maps_bank_elements, plan.in_addr + 2 * nxt.r0 * row,
+                          (nxt.r1 - nxt.r0) * row)
+        base = 0 if whole else (si % 2) * hw.maps_bank_elements
+        _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread)
+
+
+R_MDST, R_MSRC, R_MLEN = 22, 23, 26  # the next strip's spread maps load (no bypass registers in use)
+
+
+def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
+                 more: bool, last_prefetch: list[Prefetch], bypass_base: int | None = None,
+                 spread: tuple[int, int, int] | None = None) -> None:
+    """Every kernel tile over one maps strip, tile 0's weights already loaded into bank R_TW.
+    Tiles 0..T-2 are one counted K loop when its body fits an icache bank (else unrolled): the
+    tile registers R_TW/R_TT/R_TO advance in its delay slots, R_WSRC walks the weights. The
+    last tile is peeled: the write-back mask of a partial tile, the next strip's data (`more`:
+    a strip follows, whose tile 0 it loads). `spread` = (buffer element, DRAM byte, words) of
+    the next strip: loaded in T pieces, one per tile beside its weights, rather than all during
+    the last tile (where it held up the tile's own weights behind it on the bus)."""
+    s = plan.shape
+    tiles = plan.tiles
+    b.const(R_TT, 0)  # bypass slices: R_TT is the tile's slice, 0 or one slice on
+    b.const(R_TO, 0)
+    if plan.resident_weights:
+        _resident_tiles(b, plan, hw, strip, base, mask_last, last_prefetch, bypass_base)
+        return
+    if tiles > 1:
+        b.const(R_WSRC, plan.w_addr + 2 * plan.kernels * s.kernel_words)
+
+    stagger = plan.stagger
+    piece: list[Prefetch] = []
+    rest = 0
+    if spread is not None:
+        dst, src, words = spread
+        q = -(-words // tiles)
+        q += q % 2
+        rest = words - (tiles - 1) * q
+        b.const(R_MDST, dst)
+        b.const(R_MSRC, src)
+        b.const(R_MLEN, q)
+        piece = [lambda bb: bb.emit(sf.LdOp(sf.LoadTarget.MAPS, R_MDST, R_MSRC, R_MLEN, 0, sf.SELECT_ALL),
+                                    sf.AddiOp(R_MSRC, R_MSRC, 2 * q), sf.AddiOp(R_MDST, R_MDST, q))]
+
+    def tile(bb: AsmBuilder, mask: int, prefetch: list[Prefetch], load_next: bool, same_strip: bool = True) -> None:
+        """One tile; `load_next`: then load the weights at R_WSRC (the next tile's);
+        `same_strip`: the next tile is over this strip (its bypass slice loads meanwhile)."""
+        if load_next and plan.double_buffer_weights:
+            prefetch = [*prefetch, lambda bb_: _load_next_weights(bb_, plan, hw)]
+        if load_next and stagger:
+            prefetch = [*prefetch, lambda bb_: _load_next_free(bb_, plan, hw, stagger)]
+        kernel_tile(bb, plan, hw, strip, base, s.c_base, mask, prefetch, bypass_base, load_next and same_strip)
+        if load_next and not plan.double_buffer_weights:
+            # the next kernels overwrite this tile's region: wait for every pending MAC first
+            bb.flush_vector_queue(hw, R_TMP)
+            if stagger:
+                _load_next_overlap(bb, plan, stagger)
+            else:
+                _load_next_weights(bb, plan, hw)
+
+    _repeat(b, hw, tiles - 1, lambda bb: tile(bb, full_mask(plan), piece, True), lambda: _advance_tile(plan, hw))
+    reload = more and tiles > 1  # a single kernel tile stays in its bank for every strip
+    if reload:
+        b.const(R_WSRC, plan.w_addr)  # the next strip starts again at tile 0
+    if rest > 0:
+        last_prefetch = [lambda bb: bb.const(R_MLEN, rest), *piece, *last_prefetch]
+    tile(b, mask_last, last_prefetch, reload, same_strip=False)
+    if reload and (plan.double_buffer_weights or stagger):
+        b.emit(*_toggle(plan, hw))  # the next strip's tile 0 is at the other base
+
+
+def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
+                    prefetch: list[Prefetch], bypass_base: int | None) -> None:
+    """Every kernel tile over one maps strip, the tiles resident (tile t at t x kernel words):
+    no weight loads, so the next strip's data loads during tile 0, as soon as the previous
+    strip's MACs are done with its bank, and has the whole strip to land. Tile 0 and the last
+    tile (partial write-back mask) are peeled around a counted loop."""
+    s = plan.shape
+    b.const(R_TW, 0)
+
+    def advance() -> list:
+        return [sf.AddiOp(R_TW, R_TW, s.kernel_words), *_advance_channels(plan)]
+
+    kernel_tile(b, plan, hw, strip, base, s.c_base, full_mask(plan), prefetch, bypass_base, True)
+    b.emit(*advance())
+    _repeat(b, hw, plan.tiles - 2,
+            lambda bb: kernel_tile(bb, plan, hw, strip, base, s.c_base, full_mask(plan), [], bypass_base, True),
+            advance)
+    kernel_tile(b, plan, hw, strip, base, s.c_base, mask_last, [], bypass_base)
+
+
+def _load_resident_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
+    """Kernel tiles 1..T-1 behind tile 0, tile t at weights word t x K (one counted loop); each
+    tile's MACs wait only for their own region."""
+    k = plan.shape.kernel_words
+    b.const(R_WSRC, plan.w_addr + 2 * plan.kernels * k)
+    b.const(R_TMP, k)
+    b.const(R_LEN, k)
+
+    def tile(bb: AsmBuilder) -> None:
+        for j in range(plan.kernels):
+            bb.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, j),
+                    sf.AddiOp(R_WSRC, R_WSRC, 2 * k))
+
+    _repeat(b, hw, plan.tiles - 1, tile, lambda: [sf.AddiOp(R_TMP, R_TMP, k)])
+
+
+def _repeat(b: AsmBuilder, hw: SnowflakeConfig, n: int, body: Callable[[AsmBuilder], None],
+            advance: Callable[[], list]) -> None:
+    """`body` then `advance` n times: one counted loop (counter R_TK from 1-n up to r0, the
+    advance in the branch's delay slots) when it fits an icache bank, else unrolled."""
+    if n >= 2:
+        loop = AsmBuilder(_labels=b._labels)
+        loop.const(R_TK, 1 - n)
+        top = loop.label("K")
+        body(loop)
+        loop.loop_end(R_TK, 0, top, advance())
+        if sum(1 for op in loop.ops if not isinstance(op, sf.LabelOp)) <= kloop_budget(hw):
+            b.emit(*loop.ops)
+            return
+    for _ in range(n):
+        body(b)
+        b.emit(*advance())
+
+
+def _toggle(plan: ConvPlan, hw: SnowflakeConfig) -> list:
+    """R_TW to the other base: the other slot (double-buffered) or 0 <-> F (staggered, R_PAR too)."""
+    if plan.double_buffer_weights:
+        return [sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, plan.w_slot)]
+    f = plan.stagger
+    if f:
+        return [sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, f),
+                sf.MuliOp(R_TMP2, R_PAR, -1), sf.AddiOp(R_PAR, R_TMP2, 1)]
+    return []
+
+
+def _advance_tile(plan: ConvPlan, hw: SnowflakeConfig) -> list:
+    """R_TW to the next tile's base, then `_advance_channels`."""
+    return [*_toggle(plan, hw), *_advance_channels(plan)]
+
+
+def _advance_channels(plan: ConvPlan) -> list:
+    """R_TT += K (bypass slices: to the other slice), R_TO += 2K (K kernels per tile)."""
+    if plan.bypass_slices:
+        tt = [sf.MuliOp(R_TMP2, R_TT, -1), sf.AddiOp(R_TT, R_TMP2, slice_gap(plan))]
+    else:
+        tt = [sf.AddiOp(R_TT, R_TT, plan.kernels)]
+    return [*tt, sf.AddiOp(R_TO, R_TO, 2 * plan.kernels)]
+
+
+def _load_next_free(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, f: int) -> None:
+    """Staggered tiles, while the current one computes: the F words of each of the tile's kernels
+    at R_WSRC that miss the current tile's region. Current base 0 (R_PAR = 1): the next tile
+    sits at F and its last F words go to [K, K + F); current base F (R_PAR = 0): the next sits
+    at 0 and its first F words go to [0, F). R_WSRC stays."""
+    k = plan.shape.kernel_words
+    b.emit(sf.MuliOp(R_TMP, R_PAR, k), sf.MuliOp(R_SRC, R_PAR, 2 * (k - f)), sf.AddOp(R_SRC, R_SRC, R_WSRC))
+    b.const(R_LEN, f)
+    for j in range(plan.kernels):
+        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, j), sf.AddiOp(R_SRC, R_SRC, 2 * k))
+
+
+def _load_next_overlap(b: AsmBuilder, plan: ConvPlan, f: int) -> None:
+    """Staggered tiles, after the current one drained: the K - F words of each next kernel that
+    overlap the current tile, always at [F, K): kernel words from R_TW (0 or F) on. R_WSRC moves
+    to the tile after."""
+    k = plan.shape.kernel_words
+    b.emit(sf.MoviOp(R_TMP, f), sf.MovOp(R_SRC, R_TW, 1), sf.AddOp(R_SRC, R_SRC, R_WSRC))
+    b.const(R_LEN, k - f)
+    for j in range(plan.kernels):
+        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, j), sf.AddiOp(R_SRC, R_SRC, 2 * k))
+    b.const(R_TMP2, 2 * plan.kernels * k)
+    b.emit(sf.AddOp(R_WSRC, R_WSRC, R_TMP2))
+
+
+def _load_next_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
+    """The tile's kernels at R_WSRC into the bank R_TW does not use (double-buffered) or bank 0;
+    R_WSRC moves on to the tile after."""
+    s = plan.shape
+    if plan.double_buffer_weights:
+        b.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TMP, R_TMP, plan.w_slot))
+    else:
+        b.emit(sf.MoviOp(R_TMP, 0))
+    b.const(R_LEN, s.kernel_words)
+    for j in range(plan.kernels):
+        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, j),
+               sf.AddiOp(R_WSRC, R_WSRC, 2 * s.kernel_words))
+
+
+def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
+    """A kernel larger than the weights buffer on a 1x1 output (an FC layer): stream each kernel
+    tile in chunks that alternate weights slots (R_TW toggles per chunk), accumulate across
+    chunks, write back on the last (its load also brings the bias block). Tiles 0..T-2 are one
+    counted loop when the tile fits an icache bank (R_WSRC: the tile's first kernel in DRAM,
+    R_TO: its output offset). FC layers are bandwidth-bound (C17 §6.1)."""
+    s = plan.shape
+    total = s.kh * s.kw * s.c  # the whole input, in the same (y, x, c) order as the kernel
+    chunk = (plan.w_slot - BIAS_BLOCK) // hw.lanes * hw.lanes
+    chunks = [(o, min(chunk, total - o)) for o in range(0, total, chunk)]
+    _load_maps(b, plan, hw, plan.strips[0], 0)
+    b.const(R_TW, 0)
+    b.const(R_TO, 0)
+    b.const(R_WSRC, plan.w_addr)
+    b.const(R_TMP2, 2 * plan.kernels * s.kernel_words)  # DRAM bytes of one kernel tile
+
+    def tile(bb: AsmBuilder, mask: int) -> None:
+        bb.write_mask(hw, R_TMP, mask)
+        for ci, (off, n) in enumerate(chunks):
+            last = ci == len(chunks) - 1
+            bb.flush_vector_queue(hw, R_TMP, mask)
+            bb.const(R_LEN, n + (BIAS_BLOCK if last else 0))
+            bb.emit(sf.AddiOp(R_TMP, R_TW, 0), sf.AddiOp(R_SRC, R_WSRC, 2 * off))
+            for j in range(plan.kernels):
+                bb.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, j),
+                        sf.AddiOp(R_SRC, R_SRC, 2 * s.kernel_words))
+            if last:
+                bb.emit(sf.AddiOp(R_TMP, R_TW, n), sf.VmovOp(COOP, sf.VmovSelect.BIAS, R_TMP))
+                bb.const(R_OUT, plan.out_addr)
+                bb.emit(sf.AddOp(R_OUT, R_OUT, R_TO))
+            bb.const(R_MAPS, off)
+            bb.emit(sf.AddiOp(R_W, R_TW, 0))
+            pieces = trace_chunks(n)
+            for pi, (po, pn) in enumerate(pieces):
+                if po:
+                    bb.emit(sf.AddiOp(R_MAPS, R_MAPS, TRACE_CHUNK), sf.AddiOp(R_W, R_W, TRACE_CHUNK))
+                wb = last and pi == len(pieces) - 1
+                bb.emit(sf.MacOp(COOP, R_OUT, R_MAPS, R_W, pn, wb=wb, relu=wb and s.relu))
+            bb.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, plan.w_slot))
+
+    advance = lambda: [sf.AddOp(R_WSRC, R_WSRC, R_TMP2), sf.AddiOp(R_TO, R_TO, 2 * plan.kernels)]  # noqa: E731
+    _repeat(b, hw, plan.tiles - 1, lambda bb: tile(bb, full_mask(plan)), advance)
+    tile(b, mask_last)
+
+
+def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
+    """Kloop over strips; per strip: maps at the bottom of the buffer, the strip's bypass rows
+    right above, both broadcast to every CU."""
+    s = plan.shape
+    out_row = s.ow * s.k
+    row = s.w * s.cin
+    b.const(R_TW, 0)
+    if plan.stagger:
+        b.const(R_PAR, 1)
+    if plan.bypass_slices:
+        for si, strip in enumerate(plan.strips):
+            if si:  # the strip replaces the maps every earlier MAC read
+                b.flush_vector_queue(hw, R_TMP)
+                _load_maps(b, plan, hw, strip, 0)
+            else:
+                _load_weights(b, plan, hw, 0, 0)
+                _load_first_strip(b, plan, hw, strip)
+                if plan.resident_weights:
+                    _load_resident_weights(b, plan, hw)
+            load_first_slice(b, plan, hw, strip)
+            _strip_tiles(b, plan, hw, strip, 0, mask_last, si + 1 < len(plan.strips), [],
+                         bypass_base=plan.slice_bases[0] - strip.y0 * s.ow * plan.kernels)
+        return
+    double = len(plan.strips) > 1 and plan.strips[1].bank == 1  # halves of the buffer in turn
+    half = hw.maps_buffer_elements // 2
+
+    def load(bb: AsmBuilder, strip: Strip) -> None:
+        base = strip.bank * half
+        _load_maps(bb, plan, hw, strip, strip.bank if double else 0, base)
+        _load_bypass_rows(bb, plan, hw, base + (strip.r1 - strip.r0) * row - strip.y0 * out_row, strip.y0, strip.y1)
+
+    for si, strip in enumerate(plan.strips):
+        base = strip.bank * half if double else 0
+        byp = base + (strip.r1 - strip.r0) * row  # right above this strip's maps
+        more = si + 1 < len(plan.strips)
+        if si and not double:
+            b.flush_vector_queue(hw, R_TMP)
+            load(b, strip)
+        if si == 0:
+            _load_weights(b, plan, hw, 0, 0)
+            _load_first_strip(b, plan, hw, strip, byp - strip.y0 * out_row)
+            if plan.resident_weights:
+                _load_resident_weights(b, plan, hw)
+        prefetch = [lambda bb, nxt=plan.strips[si + 1]: load(bb, nxt)] if more and double else []
+        _strip_tiles(b, plan, hw, strip, base, mask_last, more, prefetch, bypass_base=byp - strip.y0 * out_row)
+
+
+def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, bank: int,
+               base: int | None = None, rows: tuple[int, int] | None = None) -> None:
+    """One maps strip, broadcast to every CU; a gathering plan loads each row's pixels from
+    every sy-th row and sx-th column of the DRAM input, channels c0.. of each (one LD per run,
+    spread over the load units)."""
+    s = plan.shape
+    row = s.w * s.cin
+    base = bank * hw.maps_bank_elements if base is None else base
+    r_from, r_to = rows or (strip.r0, strip.r1)  # of the strip's rows, these (a first strip's pieces)
+    base += (r_from - strip.r0) * row
+    if plan.gather is None:
+        load_broadcast(b, hw, base, plan.in_addr + 2 * r_from * row, (r_to - r_from) * row)
+        return
+    sy, sx, w_in, cin_in, c0 = plan.gather
+    if sx == 1 and cin_in == s.cin:  # whole rows are contiguous
+        runs = [(base + (r - r_from) * row, plan.in_addr + 2 * r * sy * w_in * s.cin, row)
+                for r in range(r_from, r_to)]
+    else:
+        runs = [(base + (r - r_from) * row + x * s.cin,
+                 plan.in_addr + 2 * ((r * sy * w_in + x * sx) * cin_in + c0), s.cin)
+                for r in range(r_from, r_to) for x in range(s.w)]
+    load_runs(b, hw, [(dst, src, n, sf.SELECT_ALL) for dst, src, n in runs])
+
+
+FIRST_STRIP_PIECES = 4
+
+
+def _load_first_strip(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
+                      bypass_base: int | None = None) -> None:
+    """A layer's first maps strip (at the bottom of bank 0), after its first kernel tile, in
+    pieces in the order the output rows need them: the first output row's input rows (and
+    bypass row, a residual conv's, laid out from buffer word `bypass_base` + y x the output
+    row), then the rest in parts. The buffers interlock by region, so the first MACs wait for
+    the kernels and one piece rather than for the whole strip; later strips load while an
+    earlier one computes."""
+    s = plan.shape
+    rest = strip.y1 - strip.y0 - 1
+    step = max(1, -(-rest // (FIRST_STRIP_PIECES - 1)))
+    cuts = sorted({strip.y0, strip.y0 + 1, *range(strip.y0 + 1, strip.y1, step), strip.y1})
+    loaded = strip.r0
+    for ya, yb in zip(cuts, cuts[1:]):
+        need = strip.r1 if yb == strip.y1 else min(strip.r1, input_rows(s.h, s.kh, s.sy, s.pt, ya, yb)[1])
+        if need > loaded:
+            _load_maps(b, plan, hw, strip, 0, 0, (loaded, need))
+            loaded = need
+        if bypass_base is not None:
+            _load_bypass_rows(b, plan, hw, bypass_base, ya, yb)
+
+
+def _load_bypass_rows(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, bypass_base: int, y0: int, y1: int) -> None:
+    """A residual conv's bypass rows [y0, y1), laid out like the output from `bypass_base`."""
+    out_row = plan.shape.ow * plan.shape.k
+    load_broadcast(b, hw, bypass_base + y0 * out_row, plan.bypass_addr + 2 * y0 * out_row, (y1 - y0) * out_row)
+
+
+def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:
+    s = plan.shape
+    b.const(R_LEN, s.kernel_words)
+    b.const(R_TMP, wbuf)
+    for j in range(plan.kernels):
+        b.const(R_SRC, plan.w_addr + 2 * (t * plan.kernels + j) * s.kernel_words)
+        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, j))

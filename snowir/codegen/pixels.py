@@ -1,0 +1,207 @@
+"""
+One kernel tile over one maps strip (C17 Figure 3's Y/X/T loops): output rows in classes of
+equal kernel-row clipping, each row its border pixels and an X loop over the interior (unrolled
+pixels for short traces), the tile's prefetches after its first 16 vector ops.
+"""
+
+from __future__ import annotations
+
+from snowir.codegen.builder import AsmBuilder
+from snowir.plan.shapes import ConvPlan, Strip, interior_columns
+from snowir.dialects import snowflake_asm as sf
+from snowir.hw import SnowflakeConfig
+from snowir.codegen.traces import COOP, Prefetch, R_BYP, R_BYPROW, R_BYPSTEP, R_LEN, R_MAPS, R_OUT, R_OUTROW, R_OUTSTEP, R_ROWBASE, R_ROWSTEP, R_SRC, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_W, R_X, R_XEND, R_Y, R_YEND, TRACE_CHUNK, add_offset, trace_chunks, macs
+
+
+def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, c_off: int,
+                 mask: int, prefetch: list[Prefetch], bypass_base: int | None = None,
+                 load_next: bool = False, mid_row: Prefetch | None = None) -> None:
+    """Compute the kernel tile of the tile registers (R_TW weights slot, R_TT/R_TO its first
+    output channel) over one maps strip, reading input channels from `c_off`; emit `prefetch`
+    once 16 vector ops are queued (the loads then overwrite banks only older, finished vector
+    ops read)."""
+    s = plan.shape
+    b.emit(sf.AddiOp(R_TMP, R_TW, s.kh * s.kw * s.c * plan.weight_step))
+    b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BIAS, R_TMP))
+    b.write_mask(hw, R_TMP, mask)
+    if plan.bypass_slices:
+        from snowir.codegen.bypass_slices import row_slice_loads, slice_tile  # (bypass_slices imports this module)
+
+        if s.kh == s.kw == 1:
+            slice_tile(b, plan, hw, strip, base, prefetch, load_next)
+            return
+    slice_next = plan.bypass_slices and load_next  # a k x k conv's slices: per-row LDs (next tile)
+
+    mid = [mid_row] if mid_row is not None else []  # halfway through the tile's first single row
+
+    def one_row(ky0: int, rows: int, bypass: bool, single: bool = False) -> None:
+        if slice_next:
+            row_slice_loads(b, plan, hw)
+        _row(b, plan, ky0, rows, bypass, mid.pop() if single and mid else None)
+
+    issued = 2
+    row = s.w * s.cin
+    b.const(R_ROWSTEP, s.sy * row)
+    b.const(R_OUTSTEP, 2 * s.ow * s.k)
+    if bypass_base is not None:
+        b.const(R_BYPSTEP, s.ow * _bypass_stride(plan))
+    chunks = len(trace_chunks(s.kw * s.c))
+    ops_per_row = lambda kernel_rows: s.ow * kernel_rows * chunks * (s.kw if s.cin != s.c else 1)  # noqa: E731
+
+    def row_block(y: int, issued: int, pending: bool) -> tuple[int, int, int]:
+        """(end, first, last kernel row) of the block of output rows from y: the rows with the
+        same kernel rows, cut once a pending prefetch has its 16 ops queued."""
+        iy = y * s.sy - s.pt
+        ky0, ky1 = max(0, -iy), min(s.kh, s.h - iy)
+        y_end = y + 1
+        if (ky0, ky1) == (0, s.kh):
+            while y_end < strip.y1 and y_end * s.sy - s.pt + s.kh <= s.h:
+                y_end += 1
+            if pending:  # end the block once 16 ops are queued: the prefetch goes there, not after the tile
+                y_end = min(y_end, y + max(1, -(-(hw.vector_queue_depth - issued) // ops_per_row(s.kh))))
+        return y_end, ky0, ky1
+
+    if prefetch:
+        # no block boundary inside the tile with 16 ops queued (a strip of one row): the loads
+        # go first, behind a flush, to overlap this tile rather than wait after it
+        y, n = strip.y0, issued
+        while y < strip.y1 and n < hw.vector_queue_depth:
+            y_next, ky0, ky1 = row_block(y, n, True)
+            n += (y_next - y) * ops_per_row(ky1 - ky0)
+            y = y_next
+        if y >= strip.y1:
+            b.flush_vector_queue(hw, R_TMP, mask)
+            for load in prefetch:
+                load(b)
+            prefetch = []
+    y = strip.y0
+    while y < strip.y1:
+        if prefetch and issued >= hw.vector_queue_depth:
+            for load in prefetch:
+                load(b)
+            prefetch = []
+        iy = y * s.sy - s.pt
+        y_end, ky0, ky1 = row_block(y, issued, bool(prefetch))
+        b.const(R_ROWBASE, base + (iy + ky0 - strip.r0) * row + c_off)
+        b.const(R_OUTROW, plan.out_addr + 2 * y * s.ow * s.k)
+        b.emit(sf.AddOp(R_OUTROW, R_OUTROW, R_TO))
+        bypass = bypass_base is not None
+        if bypass:
+            b.const(R_BYPROW, bypass_base + y * s.ow * _bypass_stride(plan))
+            b.emit(sf.AddOp(R_BYPROW, R_BYPROW, R_TT))
+        if y_end - y > 1:
+            if mid:  # not inside a Y loop: before it
+                mid.pop()(b)
+            b.const(R_Y, y)
+            b.const(R_YEND, y_end - 1)
+            top = b.label("Y")
+            one_row(ky0, ky1 - ky0, bypass)
+            b.emit(sf.AddiOp(R_Y, R_Y, 1))
+            b.branch(sf.BleOp(R_Y, R_YEND, top), [
+                sf.AddOp(R_ROWBASE, R_ROWBASE, R_ROWSTEP), sf.AddOp(R_OUTROW, R_OUTROW, R_OUTSTEP),
+                *([sf.AddOp(R_BYPROW, R_BYPROW, R_BYPSTEP)] if bypass else [])])
+        else:
+            one_row(ky0, ky1 - ky0, bypass, single=True)
+        issued += (y_end - y) * ops_per_row(ky1 - ky0)
+        y = y_end
+    if mid:
+        mid.pop()(b)
+    if prefetch:
+        b.flush_vector_queue(hw, R_TMP)
+        for load in prefetch:
+            load(b)
+
+
+def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = False,
+         mid: Prefetch | None = None) -> None:
+    """One output row: R_ROWBASE = maps address of its first used input row, R_OUTROW = output
+    address; `mid` is emitted halfway through its pixels."""
+    s = plan.shape
+    row = s.w * s.cin
+    xl, xr = interior_columns(s.ow, s.sx, s.pl, s.kw, s.w)
+    border = [x for x in range(s.ow) if not xl <= x < xr]
+    for x in border:
+        ix = x * s.sx - s.pl
+        kx0, kx1 = max(0, -ix), min(s.kw, s.w - ix)
+        add_offset(b, R_MAPS, R_ROWBASE, (ix + kx0) * s.cin)
+        add_offset(b, R_OUT, R_OUTROW, 2 * x * s.k)
+        if bypass:
+            add_offset(b, R_BYP, R_BYPROW, x * _bypass_stride(plan))
+        add_offset(b, R_W, R_TW, (ky0 * s.kw + kx0) * s.c * plan.weight_step)
+        macs(b, plan, rows, kx1 - kx0, row, bypass)
+    short = s.kh == 1 and s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK and not plan.indp
+    if short and xr - xl >= 2 * UNROLL:
+        xl = _unrolled_pixels(b, plan, xl, xr, bypass)
+    # `mid` (a fused pool's work, snowir/plan/fused_pool.py) goes between the two halves of the row's
+    # pixel loop: it may use r1-r9, which each half sets up afresh
+    halves = [(xl, (xl + xr) // 2), ((xl + xr) // 2, xr)] if mid is not None and xr - xl >= 2 else [(xl, xr)]
+    for half, (x0, x1) in enumerate(halves):
+        if half:
+            mid(b)
+        if x1 - x0 < 1:
+            continue
+        add_offset(b, R_MAPS, R_ROWBASE, (x0 * s.sx - s.pl) * s.cin)
+        add_offset(b, R_OUT, R_OUTROW, 2 * x0 * s.k)
+        if bypass:
+            add_offset(b, R_BYP, R_BYPROW, x0 * _bypass_stride(plan))
+        add_offset(b, R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step)
+        b.const(R_X, x0)
+        b.const(R_XEND, x1 - 1)
+        top = b.label("X")
+        b.emit(sf.AddiOp(R_X, R_X, 1))
+        back = macs(b, plan, rows, s.kw, row, bypass)
+        b.branch(sf.BleOp(R_X, R_XEND, top), [
+            sf.AddiOp(R_MAPS, R_MAPS, s.sx * s.cin - back), sf.AddiOp(R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step),
+            sf.AddiOp(R_OUT, R_OUT, 2 * s.k), *([sf.AddiOp(R_BYP, R_BYP, _bypass_stride(plan))] if bypass else [])])
+    if mid is not None and len(halves) == 1:
+        mid(b)
+
+
+UNROLL = 4
+
+
+R_MAPS_U = (2, 4, 5, 12)  # free registers: one maps / output address per unrolled pixel
+
+
+R_OUT_U = (1, 13, 14, 15)
+
+
+# a residual conv's bypass address per unrolled pixel: r22 and the prefetch temporaries (no
+# load is set up inside a row; a 1x1 conv neither staggers nor needs r17 for an offset there)
+R_BYP_U = (R_BYP, R_TMP2, R_LEN, R_SRC)
+
+
+def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, xl: int, xr: int, bypass: bool = False) -> int:
+    """1x1 convs have short traces (C/16 cycles), shorter than the loop bookkeeping of one pixel:
+    run UNROLL pixels per X-loop iteration, each with its own address registers, so the CUs see
+    a MAC every ~3.5 issue slots (~5.5 with a residual's bypass VMOV). Returns the first pixel
+    left for the ordinary loop."""
+    s = plan.shape
+    n = (xr - xl) // UNROLL
+    for j in range(UNROLL):
+        add_offset(b, R_MAPS_U[j], R_ROWBASE, ((xl + j) * s.sx - s.pl) * s.cin)
+        add_offset(b, R_OUT_U[j], R_OUTROW, 2 * (xl + j) * s.k)
+    if bypass:
+        for j in range(UNROLL):
+            b.emit(sf.AddiOp(R_BYP_U[j], R_BYPROW, (xl + j) * _bypass_stride(plan)))
+    b.emit(sf.AddiOp(R_W, R_TW, 0))
+    b.const(R_X, 1)
+    b.const(R_XEND, n)
+    top = b.label("XU")
+    b.emit(sf.AddiOp(R_X, R_X, 1))
+    for j in range(UNROLL):
+        if bypass:
+            b.emit(sf.VmovOp(COOP, sf.VmovSelect.BYPASS, R_BYP_U[j]))
+        b.emit(sf.MacOp(COOP, R_OUT_U[j], R_MAPS_U[j], R_W, s.c, wb=True, relu=s.relu))
+    step_maps, step_out = UNROLL * s.sx * s.cin, 2 * UNROLL * s.k
+    b.emit(*(sf.AddiOp(r, r, step_maps) for r in R_MAPS_U))
+    if bypass:
+        b.emit(*(sf.AddiOp(r, r, UNROLL * _bypass_stride(plan)) for r in R_BYP_U))
+    b.branch(sf.BleOp(R_X, R_XEND, top), [sf.AddiOp(r, r, step_out) for r in R_OUT_U])
+    return xl + n * UNROLL
+
+
+def _bypass_stride(plan: ConvPlan) -> int:
+    """Words between the bypass values of consecutive output pixels: a row's K channels, or a
+    kernel tile's in a bypass slice."""
+    return plan.kernels if plan.bypass_slices else plan.shape.k

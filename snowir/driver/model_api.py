@@ -1,0 +1,228 @@
+"""
+The model-level Python API: compile once, run many times, typed reports.
+
+    import snowir
+    compiled = snowir.compile("model.onnx", hw=None, pipeline=None, format="Q8.8")
+    result = compiled.run(x, engine="fast", check=True, progress=print)
+    result.report.total.ms, result.report.layers[0].stall_cycles, result.report.to_json()
+
+`Report.to_json()` is exactly the JSON report of `snow-run --report` (DESIGN.md); `Report.from_json`
+reads one back. The ONNX backend (snowir/backend.py) is built on this.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from xdsl.dialects.builtin import ModuleOp
+
+from snowir.errors import SnowError
+from snowir.hw import SnowflakeConfig
+
+Progress = Callable[[str], None]
+ENGINES = ("fast", "reference", "golden")
+
+
+@dataclass(frozen=True)
+class LayerReport:
+    name: str
+    op: str
+    where: str
+    cycles: int
+    ms: float
+    host_ms: float | None
+    macs: int
+    lane_macs: int
+    mac_utilization: float
+    dram_bytes: int
+    gbps: float
+    stall_cycles: dict[str, int]
+    mode: str | None
+    loop_order: str | None
+    load_imbalance_pct: float | None
+    format: str | None
+    # only where a max pool ran in its conv's program (snowir/plan/fused_pool.py): the conv's row
+    # names the pool it `computes`, the pool's row (0 cycles) the conv it is `computed_by`
+    computes: str | None = None
+    computed_by: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        for key in ("computes", "computed_by"):
+            if data[key] is None:
+                del data[key]
+        return data
+
+
+@dataclass(frozen=True)
+class TotalReport:
+    cycles: int
+    ms: float
+    host_ms: float
+    macs: int
+    lane_macs: int
+    mac_utilization: float
+    dram_bytes: int
+    gbps: float
+    static_instructions: int
+    dynamic_instructions: int
+    stall_cycles: dict[str, int]
+    compile_s: float
+    simulate_s: float
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    reference: str
+    max_abs_err: float
+    snr_db: float
+    golden_bit_exact: bool
+    top1_match: bool
+
+
+@dataclass(frozen=True)
+class Report:
+    model: str
+    hw: SnowflakeConfig
+    total: TotalReport
+    layers: tuple[LayerReport, ...]
+    check: CheckReport | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "hw": self.hw.to_json(), "total": dataclasses.asdict(self.total),
+                "layers": [layer.to_json() for layer in self.layers],
+                "check": dataclasses.asdict(self.check) if self.check else None}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Report:
+        try:
+            return cls(data["model"], SnowflakeConfig.from_json(data["hw"], "report hw"),
+                       TotalReport(**data["total"]), tuple(LayerReport(**layer) for layer in data["layers"]),
+                       CheckReport(**data["check"]) if data.get("check") else None)
+        except (KeyError, TypeError) as e:
+            raise SnowError(f"not a snowir report: {e}") from None
+
+    def layer(self, name: str) -> LayerReport:
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise KeyError(name)
+
+
+@dataclass
+class Result:
+    outputs: list[np.ndarray]
+    report: Report
+    events: list = field(default_factory=list)
+    """Timing events of the recorded layers (`record=True`), on one time line."""
+
+
+@dataclass
+class Compiled:
+    """A model lowered for one machine: `module` holds every device layer's program image."""
+
+    module: ModuleOp
+    hw: SnowflakeConfig
+    source: str
+    onnx_model: onnx.ModelProto | str | None
+    compile_s: float
+    _images: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def input_shapes(self) -> list[list[int]]:
+        from snowir.driver.model_run import main_of
+
+        return [list(a.type.get_shape()) for a in main_of(self.module).body.block.args]
+
+    def run(self, x: np.ndarray | Sequence[np.ndarray] | None = None, engine: str = "fast", check: bool = False,
+            progress: Progress | None = None, record: bool = False, trace_layers: str | None = None,
+            seed: int = 0, jobs: int = 1) -> Result:
+        """Run on the machine model (`fast` / `reference` engine) or the fixed-point golden model
+        (`golden`); `x` is the input (or one per input; default: seeded N(0, 1)); `check` compares
+        with the golden model bit for bit and with onnxruntime fp32 (an ONNX source); `jobs`:
+        device layers simulated in that many processes at once (same outputs and report)."""
+        from snowir.driver.check import compare, golden_logits, ort_logits
+        from snowir.driver.device_run import device_report, run_device
+        from snowir.golden import Golden
+        from snowir.driver.model_run import check_input, golden_report, layer_filter, layer_rows
+
+        if engine not in ENGINES:
+            raise SnowError(f"engine '{engine}' is not one of {', '.join(ENGINES)}")
+        shapes = self.input_shapes
+        if x is None:
+            x = np.random.default_rng(seed).standard_normal(shapes[0]).astype(np.float32)
+        xs = [x] if isinstance(x, np.ndarray) else list(x)
+        if len(xs) == 1 and len(shapes) == 1:
+            xs = [check_input(xs[0], shapes[0], self.source, self.module)]
+        if engine == "golden":
+            t0 = time.perf_counter()
+            outputs = Golden(self.module).run(*xs)
+            data = golden_report(self.module, self.source, self.hw, self.compile_s, time.perf_counter() - t0)
+            events, logits, exact = [], None, True
+        else:
+            try:
+                run = run_device(self.module, xs, self.hw, engine, progress, record=record,
+                                 record_layer=layer_filter(trace_layers), assembled=self._images, jobs=jobs)
+            except SnowError as e:
+                raise SnowError(f"{self.source}: {e}") from None
+            data = device_report(run, self.hw, self.source, layer_rows(self.module))
+            data["total"]["compile_s"] += self.compile_s
+            outputs, events, logits = run.outputs, run.events, run.logits
+            exact = all(layer.bit_exact for layer in run.layers)
+        if check:
+            if len(xs) != 1:
+                raise SnowError(f"{self.source}: check compares single-input models")
+            golden = golden_logits(self.module, xs[0])
+            if logits is not None:
+                exact = exact and bool(np.array_equal(golden, logits))
+            got = golden if logits is None else logits
+            if self.onnx_model is not None:
+                ref, reference = ort_logits(self.onnx_model, xs[0]), "onnxruntime"
+            else:
+                ref, reference = golden, "golden"
+            cmp = compare(ref.reshape(got.shape), got)
+            data["check"] = {"reference": reference, "max_abs_err": float(cmp["max_abs_err"]),
+                             "snr_db": float(cmp["snr_db"]), "golden_bit_exact": bool(exact),
+                             "top1_match": bool(cmp["top1_match"])}
+        return Result(outputs, Report.from_json(data), events)
+
+
+def compile(model: str | Path | onnx.ModelProto | ModuleOp, pipeline: str | None = None,
+            hw: SnowflakeConfig | None = None, format: str = "Q8.8", input_shape: str | None = None,
+            progress: Progress | None = None) -> Compiled:
+    """An ONNX file or model, an nn-level `.mlir` file, or an nn module, lowered for `hw`:
+    `pipeline` first if given, then the rest of the default lowering (snowflake-lower)."""
+    from snowir.driver.model_run import load_model, lower
+    from snowir.driver.pass_steps import gc_paused
+
+    hw = hw or SnowflakeConfig()
+    t0 = time.perf_counter()
+    with gc_paused():  # the importer and the passes build 10^5 IR objects (pass_steps.py)
+        if isinstance(model, onnx.ModelProto):
+            from snowir.frontend.onnx_import import import_model, parse_input_shape
+
+            module = import_model(model, "<model>", parse_input_shape(input_shape) if input_shape else None)
+            source, onnx_model = "<model>", model
+        elif isinstance(model, ModuleOp):
+            module, source, onnx_model = model, "<module>", None
+        else:
+            module, onnx_model = load_model(model, input_shape)
+            source = str(model)
+        if progress:
+            progress(f"{source}: lowering")
+        lower(module, pipeline, hw, format=format)
+    return Compiled(module, hw, source, onnx_model, time.perf_counter() - t0)
+
+
+def run(model: str | Path | onnx.ModelProto | ModuleOp, x: np.ndarray | Sequence[np.ndarray] | None = None,
+        hw: SnowflakeConfig | None = None, engine: str = "fast", check: bool = False, pipeline: str | None = None,
+        format: str = "Q8.8", progress: Progress | None = None) -> Result:
+    """`compile(model, ...)` then `.run(x, ...)`, for one run."""
+    return compile(model, pipeline, hw, format, progress=progress).run(x, engine, check, progress)

@@ -1,0 +1,253 @@
+"""
+Running nn-level models (an ONNX file or an nn `.mlir`): prepare (the nn pipeline, default
+`nn-prepare`), execute with the golden model, compare with onnxruntime fp32. The report has
+the DESIGN.md shape; the golden model has no hardware timing, so cycles are 0.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import PassPipeline
+
+from snowir.driver.check import compare, golden_logits, ort_logits
+from snowir.dialects import nn
+from snowir.errors import SnowError
+from snowir.golden import Golden
+from snowir.hw import SnowflakeConfig
+from snowir.nn_util import layer_name, on_host
+
+DEFAULT_PIPELINE = "nn-prepare"
+
+
+@dataclass
+class ModelRun:
+    module: ModuleOp
+    outputs: list[np.ndarray]
+    report: dict[str, Any]
+    events: list | None = None  # timing events of every device layer (record=True)
+
+
+def load_model(path: str | Path, input_shape: str | None = None) -> tuple[ModuleOp, str | None]:
+    """An nn module from `.onnx` or `.mlir`; the ONNX path is returned for the reference."""
+    from snowir import api
+
+    path = Path(path)
+    if path.suffix == ".onnx":
+        from snowir.frontend.onnx_import import import_onnx, parse_input_shape
+
+        return import_onnx(path, parse_input_shape(input_shape) if input_shape else None), str(path)
+    module = api.parse_mlir(path)
+    return module, None
+
+
+def main_of(module: ModuleOp) -> func.FuncOp:
+    """`@main`, or the module's only function."""
+    funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
+    for op in funcs:
+        if op.sym_name.data == "main":
+            return op
+    if len(funcs) == 1:
+        return funcs[0]
+    raise SnowError("the module has no func.func @main")
+
+
+def is_quantized(module: ModuleOp) -> bool:
+    args = main_of(module).body.block.args
+    return "nn.format" in module.attributes or any(isinstance(a.type.get_element_type(), nn.FixedType) for a in args)
+
+
+def apply_pipeline(module: ModuleOp, pipeline: str) -> None:
+    from snowir.passes import all_passes
+    from snowir.tools.snow_opt import unwrap_pipeline
+
+    spec = unwrap_pipeline(pipeline)
+    if not spec:
+        return
+    try:
+        passes = PassPipeline.parse_spec(all_passes(), spec)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # noqa: BLE001 - xDSL's ArgSpecParseError is a BaseException
+        from snowir.errors import pipeline_error
+
+        reason = pipeline_error(e) if type(e).__name__ == "ArgSpecParseError" else str(e).splitlines()[0]
+        raise SnowError(f"--pipeline '{pipeline}': {reason}") from None
+    from snowir import api
+    from snowir.driver.pass_steps import gc_paused
+
+    with gc_paused():
+        passes.apply(api.context(), module)
+
+
+def _format(op) -> str | None:
+    """The Qm.n of the layer's result, None for float."""
+    if not op.results or not hasattr(op.results[0].type, "get_element_type"):
+        return None
+    elem = op.results[0].type.get_element_type()
+    if isinstance(elem, nn.FixedType):
+        return f"Q{elem.int_bits.data}.{elem.frac_bits.data}"
+    return None
+
+
+def check_input(x: np.ndarray, shape: list[int], source: str, module: ModuleOp) -> np.ndarray:
+    """The model input as float32, refused in one line when its shape is wrong or it holds
+    NaN or infinity (quantising those would give plausible-looking garbage)."""
+    name = main_of(module).body.block.args[0].name_hint or "input"
+    if 0 in shape:
+        raise SnowError(f"{source}: input '{name}' has a zero-size dimension {shape}: nothing to run")
+    if list(x.shape) != shape:
+        raise SnowError(f"{source}: input '{name}' has shape {list(x.shape)}, the model expects {shape}")
+    if not np.issubdtype(x.dtype, np.number) or np.iscomplexobj(x):
+        raise SnowError(f"{source}: input '{name}' has element type {x.dtype}; give real numbers")
+    x = np.asarray(x, np.float32)
+    bad = ~np.isfinite(x)
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        kind = "NaN" if np.isnan(x[first]) else "infinity"
+        raise SnowError(f"{source}: input '{name}' holds {int(bad.sum())} NaN/infinite values (first: {kind} at "
+                        f"index {list(first)}); refused rather than quantised")
+    return x
+
+
+def layer_rows(module: ModuleOp) -> list[dict[str, Any]]:
+    """One report row per nn layer of @main (key "_op" holds the op, dropped from reports).
+    `macs` is the useful work (padding taps excluded), as the machine counts it; a host layer
+    carries its estimated Cortex-A9 time (snowir/host_model.py)."""
+    from snowir.host_model import host_ms, useful_macs
+
+    rows = []
+    for op in main_of(module).body.block.ops:
+        if not op.name.startswith("nn.") or isinstance(op, nn.ConstantOp):
+            continue
+        host = on_host(op)
+        kind = "dense" if "from_dense" in op.attributes else op.name.removeprefix("nn.")
+        if isinstance(op, nn.HostOp):
+            kind = f"host:{op.op_type.data}"  # the ONNX node it carries
+        rows.append({"name": layer_name(op, op.name), "op": kind,
+                     "where": "host" if host else "device", "cycles": 0, "ms": 0.0,
+                     "host_ms": host_ms(op) if host else None, "macs": useful_macs(op), "lane_macs": 0,
+                     "mac_utilization": 0.0, "dram_bytes": 0, "gbps": 0.0, "stall_cycles": {},
+                     "mode": None, "loop_order": None, "load_imbalance_pct": None, "format": _format(op), "_op": op})
+    return rows
+
+
+def host_total_ms(rows: list[dict[str, Any]]) -> float:
+    return sum(r["host_ms"] or 0.0 for r in rows)
+
+
+def golden_report(module: ModuleOp, source: str, hw: SnowflakeConfig, compile_s: float,
+                  simulate_s: float) -> dict[str, Any]:
+    """The DESIGN.md report of a golden-model run: the layers and their useful MACs and host
+    estimates, no hardware timing (cycles 0)."""
+    rows = layer_rows(module)
+    for row in rows:
+        row.pop("_op")
+    total = {"cycles": 0, "ms": 0.0, "host_ms": host_total_ms(rows), "macs": sum(r["macs"] for r in rows),
+             "lane_macs": 0, "mac_utilization": 0.0,
+             "dram_bytes": 0, "gbps": 0.0, "static_instructions": 0, "dynamic_instructions": 0,
+             "stall_cycles": {}, "compile_s": compile_s, "simulate_s": simulate_s}
+    return {"model": source, "hw": hw.to_json(), "total": total, "layers": rows, "check": None}
+
+
+def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | None = None,
+              check: bool = False, input_shape: str | None = None, hw: SnowflakeConfig | None = None,
+              seed: int = 0) -> ModelRun:
+    hw = hw or SnowflakeConfig()
+    t0 = time.perf_counter()
+    module, onnx_path = load_model(path, input_shape)
+    float_module = None
+    if check and onnx_path is None and not is_quantized(module):
+        float_module = module.clone()
+    if pipeline is not None:
+        apply_pipeline(module, pipeline)
+    elif not is_quantized(module):
+        apply_pipeline(module, DEFAULT_PIPELINE)
+    compile_s = time.perf_counter() - t0
+    args = main_of(module).body.block.args
+    shape = list(args[0].type.get_shape())
+    if x is None:
+        x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    x = check_input(x, shape, str(path), module)
+    t0 = time.perf_counter()
+    outputs = Golden(module).run(x)
+    report = golden_report(module, str(path), hw, compile_s, time.perf_counter() - t0)
+    if check:
+        logits = golden_logits(module, x)
+        if onnx_path is not None:
+            ref, reference = ort_logits(onnx_path, x), "onnxruntime"
+        elif float_module is not None:
+            ref, reference = golden_logits(float_module, x), "golden-fp32"
+        else:
+            raise SnowError(f"{path}: --check needs a float model (ONNX or an unquantised nn module)")
+        cmp = compare(ref.reshape(logits.shape), logits)
+        report["check"] = {"reference": reference, "max_abs_err": cmp["max_abs_err"], "snr_db": cmp["snr_db"],
+                           "golden_bit_exact": True, "top1_match": cmp["top1_match"]}
+    return ModelRun(module, outputs, report)
+
+
+def lowered(module: ModuleOp) -> bool:
+    """Every device layer has its image and no tile.layer is left: nothing remains to lower."""
+    from snowir.dialects import tile
+    from snowir.passes.convert.nn_to_tile import device_layers
+    from snowir.passes.pipelines import quantised
+
+    return quantised(module) and not any(isinstance(op, tile.LayerOp) for op in module.ops) \
+        and all("image" in op.attributes for op in device_layers(module))
+
+
+def lower(module: ModuleOp, pipeline: str | None = None, hw: SnowflakeConfig | None = None,
+          format: str = "Q8.8") -> None:
+    """`pipeline` exactly as given (if any); then, unless every device layer already has its
+    image, the rest of the default lowering: `snowflake-lower` skips what is done (a quantised
+    module is not re-quantised, layers with a tile or image keep it, set loop orders stay,
+    balanced or banked programs stay as they are). A lowered module runs as it is. A
+    non-default `hw` reaches the passes as a JSON file, as `hw=` on the command line would."""
+    if pipeline is not None:
+        apply_pipeline(module, pipeline)
+    if lowered(module):
+        return
+    options = "" if format == "Q8.8" else f"format={format}"
+    if hw is None or hw == SnowflakeConfig():
+        apply_pipeline(module, f"snowflake-lower{{{options}}}" if options else "snowflake-lower")
+        return
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "hw.json"
+        hw.save(path)
+        apply_pipeline(module, f"snowflake-lower{{hw={path} {options}}}")
+
+
+def layer_filter(patterns: str | None):
+    """`conv1,layer4.*`: a predicate over layer names (shell-style patterns), None for all."""
+    if not patterns:
+        return None
+    import fnmatch
+
+    wanted = [p.strip() for p in patterns.split(",") if p.strip()]
+    return lambda name: any(fnmatch.fnmatchcase(name, p) for p in wanted)
+
+
+def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline: str | None = None,
+                        check: bool = False, input_shape: str | None = None, hw: SnowflakeConfig | None = None,
+                        engine: str = "fast", seed: int = 0, progress=None, trace: str | None = None,
+                        record: bool = False, trace_layers: str | None = None, jobs: int = 1) -> ModelRun:
+    """Lower (the remaining passes of the default pipeline, after `pipeline` if given), run every
+    device layer's image on the machine model, compare with golden and onnxruntime: what
+    snow-run does, as `snowir.compile(...).run(...)` with the report as its JSON dict."""
+    from snowir.driver.model_api import compile
+
+    compiled = compile(path, pipeline, hw, input_shape=input_shape)
+    result = compiled.run(x, engine, check, progress, record or trace is not None, trace_layers, seed, jobs)
+    if trace is not None:
+        from snowir.machine.trace import write_trace
+
+        write_trace(trace, None, compiled.hw, result.events)
+    return ModelRun(compiled.module, result.outputs, result.report.to_json(), result.events)

@@ -1,0 +1,325 @@
+"""
+The ONNX frontend's node handlers: one function per ONNX operator with an nn mapping
+(snowir/frontend/onnx_import.py walks the graph and calls them). A handler builds the nn op, or raises
+`Unmapped` when the node, though valid, is in a form the mapping does not cover (a 1-D conv, a
+dilated pool, a Gemm whose B is computed, ...): the importer then keeps it as `nn.host`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import onnx
+from xdsl.dialects.builtin import Float32Type, TensorType
+from xdsl.ir import Operation, SSAValue
+
+from snowir.dialects import nn
+
+if TYPE_CHECKING:
+    from snowir.frontend.onnx_import import Importer
+
+
+class Unmapped(Exception):
+    """A handler's answer that the node, though valid, has no nn-op mapping: it becomes nn.host."""
+
+
+def tensor_type(shape: Sequence[int]) -> TensorType:
+    return TensorType(Float32Type(), list(shape))
+
+
+def _attrs(node: onnx.NodeProto) -> dict:
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+_tensor_type = tensor_type
+
+
+def _conv(imp: Importer, node: onnx.NodeProto) -> None:
+    a = _attrs(node)
+    x = imp.value(node, node.input[0])
+    w = imp.const(node, 1, "weight")
+    if w.ndim != 4:
+        raise Unmapped(f"only 2-D convolution is supported (weight rank {w.ndim})")
+    b = imp.const(node, 2, "bias") if len(node.input) > 2 and node.input[2] else np.zeros(w.shape[0], np.float32)
+    if len(imp.shape(x)) != 4:
+        raise Unmapped(f"input of rank {len(imp.shape(x))}")
+    n, c, h, wd = imp.shape(x)
+    strides = list(a.get("strides", [1, 1]))
+    dil = list(a.get("dilations", [1, 1]))
+    pads = _pads(imp, node, a, (h, wd), w.shape[2:], strides, dil)
+    groups = int(a.get("group", 1))
+    oh = nn.window_out(h, w.shape[2], strides[0], pads[0], pads[2], dil[0])
+    ow = nn.window_out(wd, w.shape[3], strides[1], pads[1], pads[3], dil[1])
+    wv = imp.const_value(node.input[1])
+    if len(node.input) > 2 and node.input[2]:
+        bv = imp.const_value(node.input[2])
+    else:
+        bv = imp.new_const(f"{node.output[0]}_bias", b)
+    op = imp.emit(nn.Conv2dOp(x, wv, bv, _tensor_type([n, w.shape[0], oh, ow]), strides, pads, dil, groups))
+    imp.set_output(node, op)
+
+
+def _pads(imp: Importer, node: onnx.NodeProto, a: dict, size: Sequence[int], kernel: Sequence[int],
+          strides: Sequence[int], dil: Sequence[int]) -> list[int]:
+    auto = a.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    if auto in ("NOTSET", ""):
+        pads = list(a.get("pads", [0, 0, 0, 0]))
+        if len(pads) != 4:
+            raise imp.fail(node, f"pads {pads} must have 4 entries")
+        return pads
+    if auto == "VALID":
+        return [0, 0, 0, 0]
+    out = []
+    for i in range(2):
+        o = -(-size[i] // strides[i])
+        total = max(0, (o - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - size[i])
+        lo = total // 2 if auto == "SAME_UPPER" else total - total // 2
+        out.append((lo, total - lo))
+    return [out[0][0], out[1][0], out[0][1], out[1][1]]
+
+
+def _pool(imp: Importer, node: onnx.NodeProto) -> None:
+    a = _attrs(node)
+    x = imp.value(node, node.input[0])
+    if len(imp.shape(x)) != 4:
+        raise Unmapped(f"input of rank {len(imp.shape(x))}")
+    n, c, h, w = imp.shape(x)
+    k = list(a["kernel_shape"])
+    s = list(a.get("strides", [1, 1]))
+    if any(d != 1 for d in a.get("dilations", [1, 1])):
+        raise Unmapped("dilated pooling is not supported")
+    pads = _pads(imp, node, a, (h, w), k, s, (1, 1))
+    ceil = bool(a.get("ceil_mode", 0))
+    oh = nn.window_out(h, k[0], s[0], pads[0], pads[2], 1, ceil)
+    ow = nn.window_out(w, k[1], s[1], pads[1], pads[3], 1, ceil)
+    ty = _tensor_type([n, c, oh, ow])
+    if node.op_type == "MaxPool":
+        if len(node.output) > 1 and node.output[1]:
+            raise Unmapped("MaxPool indices output is not supported")
+        op = nn.MaxPoolOp(x, ty, k, s, pads, ceil)
+    else:
+        extra = {"count_include_pad": nn.UnitAttr()} if a.get("count_include_pad", 0) else {}
+        op = nn.AvgPoolOp(x, ty, k, s, pads, ceil, extra)
+    imp.set_output(node, imp.emit(op))
+
+
+def _global_avg(imp: Importer, node: onnx.NodeProto) -> None:
+    x = imp.value(node, node.input[0])
+    shape = imp.shape(x)
+    if len(shape) != 4:
+        raise Unmapped("only NCHW inputs are supported")
+    imp.set_output(node, imp.emit(nn.GlobalAvgPoolOp(x, _tensor_type(shape[:2] + [1, 1]))))
+
+
+def _gemm(imp: Importer, node: onnx.NodeProto) -> None:
+    a = _attrs(node)
+    if a.get("transA", 0):
+        raise Unmapped("transA=1 is not supported")
+    x = imp.value(node, node.input[0])
+    if len(imp.shape(x)) != 2:
+        raise Unmapped(f"input must be 2-D, got {imp.shape(x)}")
+    w = imp.const(node, 1, "weight B").astype(np.float32) * float(a.get("alpha", 1.0))
+    w = w if a.get("transB", 0) else w.T
+    m = w.shape[0]
+    if len(node.input) > 2 and node.input[2]:
+        c = imp.const(node, 2, "bias C").astype(np.float32) * float(a.get("beta", 1.0))
+        if c.size not in (1, m):
+            raise Unmapped(f"bias of shape {list(c.shape)} does not broadcast to {m} outputs")
+        c = np.broadcast_to(c.reshape(-1), (m,)).copy()
+    else:
+        c = np.zeros(m, np.float32)
+    _dense(imp, node, x, w, c)
+
+
+def _matmul(imp: Importer, node: onnx.NodeProto) -> None:
+    x = imp.value(node, node.input[0])
+    if len(imp.shape(x)) != 2:
+        raise Unmapped(f"only 2-D MatMul is supported, input is {imp.shape(x)}")
+    w = imp.const(node, 1, "right operand").astype(np.float32)
+    if w.ndim != 2:
+        raise Unmapped("right operand must be 2-D")
+    _dense(imp, node, x, w.T.copy(), np.zeros(w.shape[1], np.float32))
+
+
+def _dense(imp: Importer, node: onnx.NodeProto, x: SSAValue, w: np.ndarray, b: np.ndarray) -> None:
+    n, k = imp.shape(x)
+    if w.shape[1] != k:
+        raise imp.fail(node, f"weight expects {w.shape[1]} features, input has {k}")
+    wv = imp.new_const(f"{node.output[0]}_w", w)
+    bv = imp.new_const(f"{node.output[0]}_b", b)
+    imp.set_output(node, imp.emit(nn.DenseOp(x, wv, bv, _tensor_type([n, w.shape[0]]))))
+
+
+def _binary(cls: type) -> Callable[[Importer, onnx.NodeProto], None]:
+    def handler(imp: Importer, node: onnx.NodeProto) -> None:
+        operands = [imp.value(node, name) for name in node.input if name]
+        if not operands:
+            raise imp.fail(node, "needs inputs")
+        acc = operands[0]
+        for i, rhs in enumerate(operands[1:]):
+            shape = list(np.broadcast_shapes(tuple(imp.shape(acc)), tuple(imp.shape(rhs))))
+            op = imp.emit(cls(acc, rhs, _tensor_type(shape)))
+            acc = op.results[0]
+        if len(operands) == 1:
+            imp.values[node.output[0]] = acc
+            return
+        imp.set_output(node, op)
+
+    return handler
+
+
+def _unary(build: Callable[[Importer, onnx.NodeProto, SSAValue], Operation]) -> Callable[[Importer, onnx.NodeProto], None]:
+    def handler(imp: Importer, node: onnx.NodeProto) -> None:
+        imp.set_output(node, imp.emit(build(imp, node, imp.value(node, node.input[0]))))
+
+    return handler
+
+
+def _clip(imp: Importer, node: onnx.NodeProto, x: SSAValue) -> Operation:
+    a = _attrs(node)
+    lo, hi = a.get("min", -3.4e38), a.get("max", 3.4e38)
+    if len(node.input) > 1 and node.input[1]:
+        lo = float(imp.const(node, 1, "min"))
+    if len(node.input) > 2 and node.input[2]:
+        hi = float(imp.const(node, 2, "max"))
+    return nn.ClipOp(x, props={"min": nn.FloatAttr(float(lo), 32), "max": nn.FloatAttr(float(hi), 32)})
+
+
+def _batch_norm(imp: Importer, node: onnx.NodeProto) -> None:
+    a = _attrs(node)
+    x = imp.value(node, node.input[0])
+    for i, what in ((1, "scale"), (2, "bias"), (3, "mean"), (4, "var")):
+        imp.const(node, i, what)
+    params = [imp.const_value(node.input[i]) for i in range(1, 5)]
+    if any(o for o in node.output[1:]):
+        raise Unmapped("training-mode outputs (running mean/var) are not supported")
+    imp.set_output(node, imp.emit(nn.BatchNormOp(x, *params, float(a.get("epsilon", 1e-5)))))
+
+
+def _concat(imp: Importer, node: onnx.NodeProto) -> None:
+    xs = [imp.value(node, name) for name in node.input]
+    rank = len(imp.shape(xs[0]))
+    axis = int(_attrs(node)["axis"]) % rank
+    shape = imp.shape(xs[0])
+    shape[axis] = sum(imp.shape(v)[axis] for v in xs)
+    imp.set_output(node, imp.emit(nn.ConcatOp(xs, axis, _tensor_type(shape))))
+
+
+def _flatten(imp: Importer, node: onnx.NodeProto) -> None:
+    x = imp.value(node, node.input[0])
+    shape = imp.shape(x)
+    axis = int(_attrs(node).get("axis", 1))
+    axis = axis + len(shape) if axis < 0 else axis
+    out = [int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))]
+    imp.set_output(node, imp.emit(nn.FlattenOp(x, axis, _tensor_type(out))))
+
+
+def _reshape(imp: Importer, node: onnx.NodeProto) -> None:
+    x = imp.value(node, node.input[0])
+    shape = imp.shape(x)
+    if node.op_type == "Reshape":
+        target = [int(v) for v in imp.const(node, 1, "shape")]
+        target = [shape[i] if v == 0 and not _attrs(node).get("allowzero", 0) else v for i, v in enumerate(target)]
+        if target.count(-1) > 1:
+            raise Unmapped("more than one -1 in the target shape")
+        if -1 in target:
+            known = int(np.prod([v for v in target if v != -1]))
+            target[target.index(-1)] = int(np.prod(shape)) // max(known, 1)
+    else:  # Unsqueeze / Squeeze of a run-time tensor
+        axes = [int(v) for v in (imp.const(node, 1, "axes") if len(node.input) > 1 else _attrs(node).get("axes", []))]
+        target = _squeeze_shape(shape, axes, node.op_type == "Unsqueeze")
+    if int(np.prod(target)) != int(np.prod(shape)):
+        raise imp.fail(node, f"cannot reshape {shape} into {target}")
+    imp.set_output(node, imp.emit(nn.ReshapeOp(x, _tensor_type(target))))
+
+
+def _squeeze_shape(shape: list[int], axes: list[int], unsqueeze: bool) -> list[int]:
+    if unsqueeze:
+        out = list(shape)
+        rank = len(shape) + len(axes)
+        for ax in sorted(a % rank for a in axes):
+            out.insert(ax, 1)
+        return out
+    rank = len(shape)
+    drop = {a % rank for a in axes} if axes else {i for i, d in enumerate(shape) if d == 1}
+    return [d for i, d in enumerate(shape) if i not in drop]
+
+
+def _shape_of(imp: Importer, node: onnx.NodeProto) -> None:
+    """Shape of a run-time tensor is static here: it becomes a constant for later folding."""
+    shape = np.array(imp.shape(imp.value(node, node.input[0])), np.int64)
+    a = _attrs(node)
+    start, end = a.get("start", 0), a.get("end", None)
+    imp.consts[node.output[0]] = shape[start:end]
+
+
+def _transpose(imp: Importer, node: onnx.NodeProto) -> None:
+    x = imp.value(node, node.input[0])
+    shape = imp.shape(x)
+    perm = list(_attrs(node).get("perm", list(reversed(range(len(shape))))))
+    imp.set_output(node, imp.emit(nn.TransposeOp(x, perm, _tensor_type([shape[p] for p in perm]))))
+
+
+def _passthrough(imp: Importer, node: onnx.NodeProto) -> None:
+    # inference Dropout is the identity; a mask someone reads, or training mode, is the host's
+    if any(o in imp.consumed for o in node.output[1:] if o):
+        raise Unmapped("its mask output is used")
+    if len(node.input) > 2 and node.input[2] and not (node.input[2] in imp.consts and not imp.consts[node.input[2]].any()):
+        raise Unmapped("training mode")
+    x = imp.value(node, node.input[0])
+    op = imp.emit(nn.IdentityOp(x, node.op_type.lower()))
+    imp.set_output(node, op)
+
+
+def _softmax(imp: Importer, node: onnx.NodeProto, x: SSAValue) -> Operation:
+    rank = len(imp.shape(x))
+    axis = int(_attrs(node).get("axis", -1)) % rank
+    if axis != rank - 1 and any(d != 1 for d in imp.shape(x)[axis + 1:]):
+        raise Unmapped("softmax over a non-last axis is not supported")
+    return nn.SoftmaxOp(x, props={"axis": nn.IntegerAttr(axis, nn.i64)})
+
+
+def _lrn(imp: Importer, node: onnx.NodeProto, x: SSAValue) -> Operation:
+    a = _attrs(node)
+    return nn.LrnOp(x, props={"size": nn.IntegerAttr(int(a["size"]), nn.i64),
+                              "alpha": nn.FloatAttr(float(a.get("alpha", 1e-4)), 32),
+                              "beta": nn.FloatAttr(float(a.get("beta", 0.75)), 32),
+                              "bias": nn.FloatAttr(float(a.get("bias", 1.0)), 32)})
+
+
+def _hard_sigmoid(imp: Importer, node: onnx.NodeProto, x: SSAValue) -> Operation:
+    a = _attrs(node)
+    return nn.HardSigmoidOp(x, props={"alpha": nn.FloatAttr(float(a.get("alpha", 0.2)), 32),
+                                      "beta": nn.FloatAttr(float(a.get("beta", 0.5)), 32)})
+
+
+HANDLERS: dict[str, Callable[[Importer, onnx.NodeProto], None]] = {
+    "Conv": _conv,
+    "Relu": _unary(lambda imp, n, x: nn.ReluOp(x)),
+    "Clip": _unary(_clip),
+    "MaxPool": _pool,
+    "AveragePool": _pool,
+    "GlobalAveragePool": _global_avg,
+    "Gemm": _gemm,
+    "MatMul": _matmul,
+    "Add": _binary(nn.AddOp),
+    "Sum": _binary(nn.AddOp),
+    "Mul": _binary(nn.MulOp),
+    "BatchNormalization": _batch_norm,
+    "Concat": _concat,
+    "Flatten": _flatten,
+    "Reshape": _reshape,
+    "Unsqueeze": _reshape,
+    "Squeeze": _reshape,
+    "Transpose": _transpose,
+    "Shape": _shape_of,
+    "Dropout": _passthrough,
+    "Identity": _passthrough,
+    "Softmax": _unary(_softmax),
+    "LRN": _unary(_lrn),
+    "HardSigmoid": _unary(_hard_sigmoid),
+    "HardSwish": _unary(lambda imp, n, x: nn.HardSwishOp(x)),
+}

@@ -1,0 +1,438 @@
+"""
+The ONNX frontend: an ONNX model -> an `nn`-level module (`func.func @main`).
+
+Steps: load, `onnx.checker`, upgrade old opsets with `onnx.version_converter` (the onnx
+wheel's light models are opset 9), shape inference, then one pass over the nodes in
+order. Nodes whose inputs are all constant (Constant, ConstantOfShape, shape arithmetic,
+Unsqueeze of weights, ...) are folded with onnx's own reference evaluator. A node with an
+nn mapping (conv, pools, gemm, add, ...) on float32 inputs becomes that nn op; every other
+node, and a mapped one whose form the mapping does not cover (a 1-D or 3-D conv, a dilated
+pool, a Gemm whose B is computed, ...), becomes `nn.host`: the node as it is, for the host.
+Doubles become float32. What cannot be carried (other domains, sub-graphs, outputs whose
+shape depends on the data, a dynamic dimension without an explicit input shape) is an
+`OnnxImportError` naming the node, its op type and why.
+"""
+
+from __future__ import annotations
+
+import math
+
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DenseResourceAttr, Float32Type, ModuleOp, TensorType
+from xdsl.ir import Block, Operation, Region, SSAValue
+
+from snowir.dialects import nn
+from snowir.errors import SnowError
+from snowir.frontend.onnx_handlers import HANDLERS, Unmapped
+from snowir.frontend.onnx_host import OnnxTypeError, element_type, numpy_dtype, onnx_type_of, to_mlir_attrs
+from snowir.resources import put_blob
+
+TARGET_OPSET = 13
+F32 = Float32Type()
+
+
+class OnnxImportError(SnowError):
+    pass
+
+
+def f32_resource(key: str, array: np.ndarray) -> DenseResourceAttr:
+    data = np.asarray(array, dtype="<f4", order="C")  # ascontiguousarray would make a scalar 1-D
+    used = put_blob(_identifier(key), data)
+    return DenseResourceAttr.from_params(used, TensorType(F32, list(data.shape)))
+
+
+def typed_resource(key: str, array: np.ndarray) -> DenseResourceAttr:
+    """A blob in the array's own element type (nn.host operands: int64 shapes, bool masks, ...)."""
+    if array.dtype == np.float32:
+        return f32_resource(key, array)
+    data = np.asarray(array, dtype=array.dtype.newbyteorder("<"), order="C")
+    used = put_blob(_identifier(key), data)
+    return DenseResourceAttr.from_params(used, TensorType(_element(onnx_type_of(array.dtype)), list(data.shape)))
+
+
+def _single(array: np.ndarray) -> np.ndarray:
+    """Doubles become float32: snowir computes floats in fp32 at most (docs/frontend.md)."""
+    return array.astype(np.float32) if array.dtype == np.float64 else array
+
+
+def _element(onnx_type: int):
+    return F32 if onnx_type == onnx.TensorProto.DOUBLE else element_type(onnx_type)
+
+
+def _elem_of(value: SSAValue):
+    return value.type.get_element_type()
+
+
+def _value_types(graph: onnx.GraphProto) -> dict[str, TensorType]:
+    """Static tensor types the model declares or shape inference found (None-free only)."""
+    out = {}
+    for info in list(graph.input) + list(graph.value_info) + list(graph.output):
+        if not info.type.HasField("tensor_type"):
+            continue
+        tt = info.type.tensor_type
+        if not tt.HasField("shape") or not all(d.HasField("dim_value") for d in tt.shape.dim):
+            continue
+        try:
+            out[info.name] = TensorType(_element(tt.elem_type), [d.dim_value for d in tt.shape.dim])
+        except OnnxTypeError:
+            continue
+    return out
+
+
+def _identifier(name: str) -> str:
+    ident = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return ident if ident and not ident[0].isdigit() else "v" + ident
+
+
+def _load(path: str | Path) -> onnx.ModelProto:
+    path = Path(path)
+    try:
+        model = onnx.load(str(path))
+    except FileNotFoundError:
+        raise OnnxImportError(f"{path}: no such file") from None
+    except Exception as e:  # noqa: BLE001 - protobuf errors vary
+        raise OnnxImportError(f"{path}: not an ONNX model ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    return model
+
+
+def prepare(model: onnx.ModelProto, source: str) -> onnx.ModelProto:
+    """checker, opset upgrade, shape inference: the whole model (what onnxruntime is given), as a
+    new ModelProto (shape inference always returns one; the caller's model is not changed)."""
+    light, weights, added = prepare_apart(model, source)
+    if not weights:
+        return light
+    graph = light.graph
+    kept = [i for i in graph.input if i.name not in added]
+    del graph.input[:]
+    graph.input.extend(kept)
+    graph.initializer.extend(weights.values())
+    return light
+
+
+def prepare_apart(model: onnx.ModelProto, source: str) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto], set[str]]:
+    """`prepare` with the weights kept out of the model: (the prepared model, in which each weight
+    is a graph input of its type and shape; the weights by name; the inputs that are weights only)."""
+    model, weights, added = _without_weights(model)
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as e:
+        raise OnnxImportError(f"{source}: invalid ONNX model: {str(e).splitlines()[0]}") from None
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), TARGET_OPSET)
+    if opset < TARGET_OPSET:
+        try:
+            model = onnx.version_converter.convert_version(model, TARGET_OPSET)
+        except Exception:  # noqa: BLE001 - keep the old opset; handlers read old attributes too
+            pass
+    try:
+        model = onnx.shape_inference.infer_shapes(model)
+    except Exception as e:  # noqa: BLE001
+        raise OnnxImportError(f"{source}: shape inference failed: {str(e).splitlines()[0]}") from None
+    return model, weights, added
+
+
+LIGHT_TENSOR = 10_000
+"""Initializers above this many elements are weights: no checker rule, opset adapter or shape
+function needs their values (shape operands are small), so the checker, the converter and
+shape inference see them as graph inputs of their type and shape. VGG-19: 17 s and 2.5 GB of
+copying 548 MB through protobuf -> 0.1 s."""
+
+
+def _without_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto], set[str]]:
+    """A copy of `model` (without copying the weights) whose large initializers are inputs."""
+    graph = model.graph
+    weights = {t.name: t for t in graph.initializer
+               if math.prod(t.dims) > LIGHT_TENSOR and t.data_location != onnx.TensorProto.EXTERNAL}
+    if not weights:
+        return model, {}, set()
+    light = onnx.ModelProto()
+    _copy_fields(model, light, skip="graph")
+    _copy_fields(graph, light.graph, skip="initializer")
+    light.graph.initializer.extend(t for t in graph.initializer if t.name not in weights)
+    inputs = {i.name for i in graph.input}
+    added = {name for name in weights if name not in inputs}
+    for name in sorted(added):
+        t = weights[name]
+        light.graph.input.append(onnx.helper.make_tensor_value_info(name, t.data_type, list(t.dims)))
+    return light, weights, added
+
+
+def _copy_fields(src, dst, skip: str) -> None:
+    for field, value in src.ListFields():
+        if field.name == skip:
+            continue
+        repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
+        if repeated:
+            getattr(dst, field.name).extend(value)
+        elif field.type == field.TYPE_MESSAGE:
+            getattr(dst, field.name).CopyFrom(value)
+        else:
+            setattr(dst, field.name, value)
+
+
+class Importer:
+    """Walks an ONNX graph once, folding constants and building nn ops."""
+
+    def __init__(self, model: onnx.ModelProto, source: str, input_shapes: dict[str, list[int]] | None = None,
+                 weights: dict[str, onnx.TensorProto] | None = None):
+        self.model = model
+        self.source = source
+        self.graph = model.graph
+        self.input_shapes = input_shapes or {}
+        self.consts: dict[str, np.ndarray] = {}
+        for t in [*self.graph.initializer, *(weights or {}).values()]:
+            try:
+                self.consts[t.name] = _single(numpy_helper.to_array(t))
+            except Exception as e:  # noqa: BLE001 - protobuf / numpy errors vary
+                raise OnnxImportError(f"{source}: initializer '{t.name}' is malformed: {str(e).splitlines()[0]}") from None
+        self.value_types = _value_types(self.graph)
+        self.consumed = {i for n in self.graph.node for i in n.input} | {o.name for o in self.graph.output}
+        self.values: dict[str, SSAValue] = {}
+        self.const_ops: dict[tuple[str, str], SSAValue] = {}
+        self.ops: list[Operation] = []
+
+    # ------------------------------------------------------------------ helpers
+    def fail(self, node: onnx.NodeProto, why: str) -> OnnxImportError:
+        name = node.name or (node.output[0] if node.output else "?")
+        return OnnxImportError(f"{self.source}: node '{name}' ({node.op_type}): {why}")
+
+    def emit(self, op: Operation) -> Operation:
+        self.ops.append(op)
+        return op
+
+    def const_value(self, name: str, keep_dtype: bool = False) -> SSAValue:
+        """An nn.constant for a folded constant (one per name and kind): float32, or with
+        `keep_dtype` (operands of nn.host) in its own element type (doubles become float32)."""
+        array = np.asarray(self.consts[name])
+        if not keep_dtype or array.dtype.kind == "f":
+            array = array.astype(np.float32)
+        key = (name, array.dtype.str)
+        if key not in self.const_ops:
+            op = self.emit(nn.ConstantOp(typed_resource(name, array)))
+            op.results[0].name_hint = _identifier(name)[:40]
+            self.const_ops[key] = op.results[0]
+        return self.const_ops[key]
+
+    def new_const(self, name: str, array: np.ndarray) -> SSAValue:
+        key = name
+        i = 0
+        while key in self.consts:
+            i += 1
+            key = f"{name}_{i}"
+        self.consts[key] = array.astype(np.float32)
+        return self.const_value(key)
+
+    def value(self, node: onnx.NodeProto, name: str) -> SSAValue:
+        if name in self.values:
+            return self.values[name]
+        if name in self.consts:
+            return self.const_value(name)
+        raise self.fail(node, f"input '{name}' is not produced by any earlier node")
+
+    def const(self, node: onnx.NodeProto, index: int, what: str) -> np.ndarray:
+        if index >= len(node.input) or not node.input[index]:
+            raise self.fail(node, f"missing {what}")
+        name = node.input[index]
+        if name not in self.consts:
+            raise Unmapped(f"{what} is computed at run time")
+        return self.consts[name]
+
+    def shape(self, value: SSAValue) -> list[int]:
+        ty = value.type
+        assert isinstance(ty, TensorType)
+        return list(ty.get_shape())
+
+    def set_output(self, node: onnx.NodeProto, op: Operation, index: int = 0) -> None:
+        result = op.results[0]
+        result.name_hint = _identifier(node.output[index])[:40]
+        self.values[node.output[index]] = result
+        if node.name:
+            op.attributes["onnx_node"] = nn.StringAttr(node.name)
+
+    # ------------------------------------------------------------------ the walk
+    def run(self) -> ModuleOp:
+        init_names = set(self.consts)
+        inputs = [i for i in self.graph.input if i.name not in init_names]
+        if not inputs:
+            raise OnnxImportError(f"{self.source}: the graph has no non-constant input")
+        arg_types = []
+        for inp in inputs:
+            if not inp.type.HasField("tensor_type"):
+                raise OnnxImportError(f"{self.source}: input '{inp.name}' is not a tensor (sequences, maps and "
+                                      f"optionals are not supported)")
+            tt = inp.type.tensor_type
+            try:
+                elem = _element(tt.elem_type)
+            except OnnxTypeError as e:
+                raise OnnxImportError(f"{self.source}: input '{inp.name}': {e}") from None
+            dims = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None for d in tt.shape.dim]
+            if "" in self.input_shapes and len(inputs) == 1:
+                self.input_shapes = {inp.name: self.input_shapes[""]}
+            if inp.name in self.input_shapes:
+                given = self.input_shapes[inp.name]
+                if len(given) != len(dims) or any(d is not None and d != g for d, g in zip(dims, given)):
+                    raise OnnxImportError(f"{self.source}: --input-shape {given} does not fit input '{inp.name}' {dims}")
+                dims = given
+            if any(d is None for d in dims):
+                raise OnnxImportError(f"{self.source}: input '{inp.name}' has a dynamic dimension {dims}; "
+                                      f"give it with --input-shape")
+            arg_types.append(TensorType(elem, dims))
+        block = Block(arg_types=arg_types)
+        for inp, arg in zip(inputs, block.args):
+            arg.name_hint = _identifier(inp.name)[:40]
+            self.values[inp.name] = arg
+        for node in self.graph.node:
+            self.node(node)
+        results = []
+        for out in self.graph.output:
+            if not out.type.HasField("tensor_type"):
+                raise OnnxImportError(f"{self.source}: output '{out.name}' is not a tensor (sequences, maps and "
+                                      f"optionals are not supported)")
+            if out.name in self.values:
+                results.append(self.values[out.name])
+            elif out.name in self.consts:
+                results.append(self.const_value(out.name, keep_dtype=True))
+            else:
+                raise OnnxImportError(f"{self.source}: graph output '{out.name}' is never produced")
+        for op in self.ops:
+            block.add_op(op)
+        block.add_op(func.ReturnOp(*results))
+        fn = func.FuncOp("main", ([a.type for a in block.args], [r.type for r in results]), Region(block))
+        module = ModuleOp([fn])
+        try:
+            module.verify()
+        except Exception as e:  # noqa: BLE001
+            raise OnnxImportError(f"{self.source}: imported module does not verify: {str(e).splitlines()[0]}") from None
+        return module
+
+    def node(self, node: onnx.NodeProto) -> None:
+        ins = [i for i in node.input if i]
+        if node.domain not in ("", "ai.onnx"):
+            raise self.fail(node, f"operator domain '{node.domain}' not supported")
+        if node.op_type in FOLDABLE or (ins and all(i in self.consts for i in ins)
+                                        and not node.op_type.startswith("Random")):
+            self.fold(node)
+            return
+        handler = HANDLERS.get(node.op_type)
+        # device-mappable forms take non-empty float32 tensors; anything else is the host's
+        floats = all(i in self.consts or (i in self.values and isinstance(_elem_of(self.values[i]), Float32Type)
+                                          and 0 not in self.shape(self.values[i])) for i in ins)
+        if handler is not None and floats:
+            try:
+                handler(self, node)
+                return
+            except Unmapped:
+                pass
+        self.host(node)
+
+    def host(self, node: onnx.NodeProto) -> None:
+        """The node as it is, for the host CPU: nn.host with the node's opset and attributes."""
+        operands, slots = [], []
+        for slot, name in enumerate(node.input):
+            if name:
+                operands.append(self.value(node, name) if name in self.values else self.const_value(name, keep_dtype=True))
+                slots.append(slot)
+        try:
+            attrs = to_mlir_attrs(node)
+        except OnnxTypeError as e:
+            raise self.fail(node, str(e)) from None
+        outs = list(node.output)
+        while outs and not outs[-1]:  # absent optional outputs at the end: not computed
+            outs.pop()
+        types = self.output_types(node, operands, outs)
+        op = self.emit(nn.HostOp(node.op_type, self.opset, attrs, operands, types, slots, len(node.input)))
+        for i, name in enumerate(outs):
+            if name:
+                op.results[i].name_hint = _identifier(name)[:40]
+                self.values[name] = op.results[i]
+        if node.name:
+            op.attributes["onnx_node"] = nn.StringAttr(node.name)
+
+    def output_types(self, node: onnx.NodeProto, operands: list[SSAValue], outs: list[str]) -> list[TensorType]:
+        """From the model's shape inference; else from inferring this node alone with its constant
+        inputs known (a Reshape to a folded shape); an output whose shape depends on data is refused."""
+        known = [self.value_types.get(o) for o in outs]
+        if all(t is not None for t in known):
+            return known
+        from onnx import helper
+
+        inputs, inits = [], []
+        for name, value in zip([n for n in node.input if n], operands):
+            if name in self.consts:
+                inits.append(numpy_helper.from_array(np.asarray(self.consts[name]), name))
+            else:
+                ty = value.type
+                inputs.append(helper.make_tensor_value_info(name, onnx_type_of(numpy_dtype(ty.get_element_type())),
+                                                            list(ty.get_shape())))
+        graph = helper.make_graph([node], "one", inputs, [helper.make_empty_tensor_value_info(o) for o in node.output if o],
+                                  inits)
+        model = helper.make_model(graph, opset_imports=list(self.model.opset_import))
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+        except Exception as e:  # noqa: BLE001
+            raise self.fail(node, f"cannot infer the output shape: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        found = _value_types(inferred.graph)
+        types = []
+        for i, name in enumerate(outs):
+            if not name:
+                raise self.fail(node, f"output {i} is left out before a present one; not supported")
+            t = known[i] if known[i] is not None else found.get(name)
+            if t is None:
+                raise self.fail(node, f"output '{name}' has no static shape (it depends on the data); not supported")
+            types.append(t)
+        return types
+
+    @property
+    def opset(self) -> int:
+        return next((o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")), TARGET_OPSET)
+
+    def fold(self, node: onnx.NodeProto) -> None:
+        from onnx.reference import ReferenceEvaluator
+
+        feeds = {}
+        for name in node.input:
+            if not name:
+                continue
+            if name not in self.consts:
+                raise self.fail(node, f"input '{name}' must be constant here")
+            feeds[name] = self.consts[name]
+        try:
+            outs = ReferenceEvaluator(node).run(None, feeds)
+        except Exception as e:  # noqa: BLE001
+            raise self.fail(node, f"cannot evaluate constant node: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        for name, value in zip(node.output, outs):
+            self.consts[name] = _single(np.asarray(value))
+
+
+FOLDABLE = {"Constant", "ConstantOfShape"}
+
+
+def import_onnx(path: str | Path, input_shapes: dict[str, list[int]] | None = None) -> ModuleOp:
+    model = _load(path)
+    return import_model(model, str(path), input_shapes)
+
+
+def import_model(model: onnx.ModelProto, source: str = "<onnx>",
+                 input_shapes: dict[str, list[int]] | None = None) -> ModuleOp:
+    prepared, weights, _ = prepare_apart(model, source)
+    return Importer(prepared, source, input_shapes, weights).run()
+
+
+def parse_input_shape(spec: str, default_name: str | None = None) -> dict[str, list[int]]:
+    """`1,3,224,224` or `name:1,3,224,224[;name2:...]`."""
+    out: dict[str, list[int]] = {}
+    for part in filter(None, spec.split(";")):
+        name, _, dims = part.rpartition(":")
+        try:
+            shape = [int(d) for d in dims.replace("x", ",").split(",") if d]
+        except ValueError:
+            raise OnnxImportError(f"--input-shape '{spec}': dimensions must be integers") from None
+        if not shape or any(d <= 0 for d in shape):
+            raise OnnxImportError(f"--input-shape '{spec}': dimensions must be positive")
+        out[name or (default_name or "")] = shape
+    return out

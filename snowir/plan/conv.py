@@ -1,0 +1,214 @@
+"""
+The conv planner (C17 §5.1 steps 3-4): the maps tiling, kernel tiles, loop order and buffer
+placements of a conv layer, by the cost models below. Called by the passes that decide
+(nn-to-tile, tile-loop-order, partition-host's can-it-run question), never by tile-to-asm.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+from dataclasses import replace
+from snowir.hw import SnowflakeConfig
+from snowir.plan.shapes import ConvPlan, ConvShape, LoweringError, Strip, coop_kernels, input_rows, load_cycles, weights_slot_elements, weights_stagger
+
+
+if TYPE_CHECKING:
+    pass
+
+
+def settle(plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
+    """The plan with its buffer placements decided for `hw`: the weights slot of double-buffered
+    (or chunked FC) kernel tiles, the stagger of kernel tiles too large for a slot (Kloop,
+    ungrouped COOP), the bypass slices' bases. What the code generators follow, recorded in the
+    tile IR (the generators never compute them)."""
+    s = plan.shape
+    fc = s.kernel_words > hw.weights_buffer_elements
+    w_slot = weights_slot_elements(hw) if plan.double_buffer_weights or fc else 0
+    stagger = 0
+    if not (plan.double_buffer_weights or plan.resident_weights or plan.indp or s.groups != 1
+            or plan.loop_order != "Kloop" or fc):
+        stagger = weights_stagger(s, hw)
+    bases: tuple[int, ...] = ()
+    if plan.bypass_slices:
+        from snowir.plan.shapes import slice_words
+
+        n = slice_words(plan)
+        bases = (hw.maps_buffer_elements - 2 * n, hw.maps_buffer_elements - n)
+    return replace(plan, w_slot=w_slot, stagger=stagger, slice_bases=bases)
+
+
+def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
+              loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None) -> ConvPlan:
+    """The layer's decisions; `mode`/`loop_order` None = chosen here (indp_codegen.choose_mode,
+    fewer DRAM bytes)."""
+    return settle(_plan_conv(shape, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, mode), hw)
+
+
+def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
+               loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None) -> ConvPlan:
+    from snowir.plan.indp import choose_mode, plan_indp
+
+    s = shape
+    if choose_mode(s, hw, bypass_addr is not None, mode) == "INDP":
+        return plan_indp(s, hw, in_addr, w_addr, out_addr)
+    kernels = coop_kernels(hw, s)
+    if s.groups > 1 and (s.k // s.groups) % kernels:
+        raise LoweringError(f"grouped conv with {s.k // s.groups} output channels per group: only multiples of "
+                            f"{kernels} (a kernel tile) are lowered (depthwise convs are not)")
+    row = s.w * s.cin
+    if s.cin != s.c and s.groups == 1:
+        # a conv over a channel slice (split-kernels) read in place would load every channel of
+        # its rows: gather the slice's channels pixel by pixel, so strips hold twice the rows and
+        # traces span whole kernel rows
+        compact = replace(s, cin_total=0, c_base=0)
+        plan = _plan_conv(compact, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, mode)
+        sy, sx, w_in = plan.gather[:3] if plan.gather else (1, 1, s.w)
+        return replace(plan, gather=(sy, sx, w_in, s.cin, s.c_base))
+    if s.kh == s.kw == 1 and (s.sy, s.sx) != (1, 1) and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0) \
+            and s.groups == 1 and s.cin == s.c:
+        # a strided 1x1 conv reads 1/(sy*sx) of its input: load only those pixels, so more
+        # output rows share a maps strip and the weights are re-sent for fewer strips
+        compact = replace(s, h=s.oh, w=s.ow, sy=1, sx=1)
+        plan = _plan_conv(compact, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, "COOP")
+        return replace(plan, gather=(s.sy, s.sx, s.w, s.cin, 0))
+    if bypass_addr is not None:
+        return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr)
+    if s.kernel_words > hw.weights_buffer_elements:
+        fc = s.oh == 1 and s.ow == 1 and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0) and s.kh == s.h and s.kw == s.w \
+            and s.groups == 1
+        if not fc:
+            raise LoweringError(f"kernel of {s.kernel_words} words does not fit the {hw.weights_buffer_elements}-word "
+                                f"weights buffer (channel splitting is implemented for fully connected layers only)")
+        if s.h * row > hw.maps_buffer_elements:
+            raise LoweringError(f"fully connected input of {s.h * row} words does not fit the maps buffer")
+        strip = Strip(0, 1, 0, s.h, 0)
+        return ConvPlan(s, (strip,), math.ceil(s.k / kernels), kernels, True, in_addr, w_addr, out_addr, "COOP", "Kloop")
+    rows = lambda y0, y1: _rows(s, y0, y1)  # noqa: E731
+
+    def strips_of(max_rows: int, whole: bool) -> tuple[Strip, ...]:
+        return tuple(row_strips(s.oh, rows, lambda y0, y1: rows(y0, y1)[1] - rows(y0, y1)[0] <= max_rows,
+                                lambda i: -1 if whole else i % 2, "conv"))
+
+    # maps tilings: the whole input in one strip if it fits the buffer; else bank-sized strips
+    # (double-buffered) and buffer-sized strips (fewer, so weights are re-sent fewer times in
+    # Kloop, but each is loaded while nothing computes)
+    if s.h * row <= hw.maps_buffer_elements:
+        tilings = [strips_of(s.h, False)]
+    else:
+        tilings = [strips_of(n, whole) for n, whole in ((hw.maps_bank_elements // row, False),
+                                                        (hw.maps_buffer_elements // row, True)) if n >= s.kh]
+    if not tilings:
+        raise LoweringError(f"{s.kh} input rows of {row} words do not fit the {hw.maps_buffer_elements}-word "
+                            f"maps buffer (column tiling is not implemented yet)")
+    tiles = math.ceil(s.k / kernels)
+    double = s.kernel_words <= weights_slot_elements(hw)
+    plans = [with_residency(ConvPlan(s, strips, tiles, kernels, double, in_addr, w_addr, out_addr, "COOP", order), hw)
+             for strips in tilings for order in ([loop_order] if loop_order else ["Kloop", "Mloop"])]
+    return min(plans, key=lambda p: p.estimated_cycles(hw))
+
+
+def with_residency(plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
+    """The plan with `resident_weights` decided: in Kloop order over several maps strips, when
+    all kernel tiles fit the weights buffer together, each kernel is loaded once for the layer
+    (C17's Kloop otherwise re-sends every tile per strip), and the bus is left to the maps."""
+    s = plan.shape
+    resident = (not plan.indp and plan.loop_order == "Kloop" and s.groups == 1 and plan.tiles > 1
+                and len(plan.strips) > 1 and plan.tiles * s.kernel_words <= hw.weights_buffer_elements)
+    # resident tiles each have their own place: no slots to alternate
+    return replace(plan, resident_weights=resident, double_buffer_weights=plan.double_buffer_weights and not resident)
+
+
+def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
+                 bypass_addr: int) -> ConvPlan:
+    """A conv with a residual bypass holds two inputs at once (C17 §5.1). Up to three plans,
+    the fewest `residual_cycles` wins: its maps strips with the bypass per kernel tile in two
+    slices at the top of the buffer (snowir/codegen/bypass_slices.py); its maps strip at the bottom of
+    the buffer and the bypass rows of the same output rows right above it, laid out like the
+    output (a `vmov bypass` hands vMAC v of CU c channel 4c + v of a 16-channel block, as the
+    write-back stores them), strips loaded in turn; or those strips in the two halves of the
+    buffer in turn, the next loading meanwhile. Kloop."""
+    if s.kernel_words > hw.weights_buffer_elements:
+        raise LoweringError(f"kernel of {s.kernel_words} words does not fit the weights buffer")
+    row = s.w * s.cin
+    out_row = s.ow * s.k
+    room = hw.maps_buffer_elements
+    rows = lambda y0, y1: _rows(s, y0, y1)  # noqa: E731
+
+    def holds(per_output_row: int, limit: int) -> Callable[[int, int], bool]:
+        """Output rows [y0, y1) fit `limit` words: their input rows plus `per_output_row` each."""
+        return lambda y0, y1: (rows(y0, y1)[1] - rows(y0, y1)[0]) * row + (y1 - y0) * per_output_row <= limit
+
+    kernels = coop_kernels(hw)
+    tiles, double = math.ceil(s.k / kernels), s.kernel_words <= weights_slot_elements(hw)
+    plan = lambda strips, **kw: with_residency(ConvPlan(s, tuple(strips), tiles, kernels, double, in_addr, w_addr,  # noqa: E731
+                                                        out_addr, "COOP", "Kloop", bypass_addr, **kw), hw)
+    candidates = []
+    fits_slices, fits, half = holds(2 * kernels * s.ow, room), holds(out_row, room), holds(out_row, room // 2)
+    if (s.kh == s.kw == 1 and (s.sy, s.sx, s.pt, s.pl, s.pb, s.pr) == (1, 1, 0, 0, 0, 0)
+            or (s.kh, s.kw) != (1, 1)) and s.groups == 1 and s.cin == s.c and tiles > 1 \
+            and fits_slices(0, 1):
+        # strips as long as the maps alone allow, so the weights are re-sent for few strips
+        candidates.append(plan(row_strips(s.oh, rows, fits_slices, lambda i: 0, "a residual conv"),
+                               bypass_slices=True))
+    if fits(0, 1) or any(fits(y, y + 1) for y in range(s.oh)):
+        candidates.append(plan(row_strips(s.oh, rows, fits, lambda i: 0, "a residual conv")))
+        if all(half(y, y + 1) for y in range(s.oh)):
+            candidates.append(plan(row_strips(s.oh, rows, half, lambda i: i % 2, "a residual conv")))
+    if not candidates:
+        raise LoweringError(f"a residual conv needs {s.kh} input rows of {row} words and an output row of "
+                            f"{out_row} words in the {hw.maps_buffer_elements}-word maps buffer")
+    return min(candidates, key=lambda p: residual_cycles(p, hw))
+
+
+# issue slots per output pixel of a residual conv's kernel tile: its bypass VMOV, MAC(s) and the
+# maps / output / bypass address steps; a bypass slice adds its LD and two address steps
+RESIDUAL_PIXEL_ISSUE, SLICE_PIXEL_ISSUE = 5, 3
+
+
+def residual_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
+    """The residual conv's cost model: the largest of the CUs' time (MAC traces and the bypass
+    VMOV of each output pixel), the control pipeline's issue time and the DRAM traffic, plus
+    the loads nothing overlaps (the first strip; every strip of a single-buffered plan)."""
+    s = plan.shape
+    bw = hw.dram_bytes_per_cycle
+    pixels = s.oh * s.ow * plan.tiles
+    trace = sum(-(-s.kw * s.c // hw.lanes) for _ in range(s.kh))
+    # padding taps are not computed (border pixels clamp their traces): the padding-free MACs,
+    # with a full window's lane rounding, plus the bypass VMOV of every write-back
+    cu = s.valid_macs() / hw.macs * trace * hw.lanes / (s.kh * s.kw * s.c) + pixels * hw.vmov_cycles
+    issue = pixels * (RESIDUAL_PIXEL_ISSUE + (SLICE_PIXEL_ISSUE if plan.bypass_slices else 0))
+    row, out_row = s.w * s.cin, s.ow * s.k
+    strip_bytes = [2 * ((st.r1 - st.r0) * row + (0 if plan.bypass_slices else (st.y1 - st.y0) * out_row))
+                   for st in plan.strips]
+    weights = plan.tiles * plan.kernels * s.kernel_words * 2
+    traffic = sum(strip_bytes) + 2 * s.oh * out_row + weights * (1 if plan.resident_weights else len(plan.strips))
+    # LDs: the plan's own, and the bypass: a row block per strip, or one per pixel per kernel tile
+    lds = plan.load_count() + (s.oh * s.ow * plan.tiles if plan.bypass_slices else len(plan.strips))
+    double = len(plan.strips) > 1 and plan.strips[1].bank == 1
+    exposed = strip_bytes[0] if double else sum(strip_bytes)
+    if not plan.double_buffer_weights and not plan.resident_weights:
+        exposed += plan.tiles * len(plan.strips) * plan.kernels * (s.kernel_words - weights_stagger(s, hw)) * 2
+    return max(cu, issue, load_cycles(hw, traffic, lds)) + exposed / bw + plan.flush_cycles(hw)
+
+
+def _rows(s: ConvShape, y0: int, y1: int) -> tuple[int, int]:
+    return input_rows(s.h, s.kh, s.sy, s.pt, y0, y1)
+
+
+def row_strips(oh: int, rows: Callable[[int, int], tuple[int, int]], fits: Callable[[int, int], bool],
+               bank: Callable[[int], int], what: str) -> list[Strip]:
+    """Maps tiles: output-row strips grown greedily while `fits(y0, y1)`; strip i gets `bank(i)`."""
+    strips: list[Strip] = []
+    y0 = 0
+    while y0 < oh:
+        y1 = y0 + 1
+        if not fits(y0, y1):
+            raise LoweringError(f"{what}: rows {y0}..{y1} do not fit the maps buffer")
+        while y1 < oh and fits(y0, y1 + 1):
+            y1 += 1
+        r0, r1 = rows(y0, y1)
+        strips.append(Strip(y0, y1, r0, r1, bank(len(strips))))
+        y0 = y1
+    return strips

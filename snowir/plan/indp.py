@@ -1,0 +1,104 @@
+"""
+INDP planning (C17 §4, §5.3): when a conv with few input channels runs INDP, and its row groups
+(each CU its own output rows of a group, rows clipped by padding alone on CU 0).
+"""
+
+from __future__ import annotations
+
+import math
+from snowir.plan.shapes import ConvPlan, ConvShape, LoweringError, Strip, indp_kernel_words, input_rows, kernels_per_tile, weights_slot_elements
+from snowir.hw import SnowflakeConfig
+
+
+INDP_GROUP_TARGET = 4  # aim for at least this many row groups, so the first (exposed) load is small
+
+
+def indp_fits(s: ConvShape, hw: SnowflakeConfig, bypass: bool) -> bool:
+    return (s.groups == 1 and s.cin == s.c and not bypass and s.k % hw.lanes == 0
+            and indp_kernel_words(s, hw) <= hw.weights_buffer_elements)
+
+
+def choose_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | None = None) -> str:
+    """COOP, or INDP for few input channels (C < 16) when INDP keeps at least as many lanes busy
+    (64 kernels per tile vs kw·C words per COOP trace) and 16 kernels fit a weights buffer."""
+    if mode == "INDP" and not indp_fits(s, hw, bypass):
+        why = [text for bad, text in (
+            (s.groups != 1 or s.cin != s.c, "an ungrouped conv over its whole input"),
+            (bypass, "no residual bypass"),
+            (s.k % hw.lanes != 0, f"output channels a multiple of {hw.lanes} (not {s.k})"),
+            (indp_kernel_words(s, hw) > hw.weights_buffer_elements,
+             f"16 interleaved kernels within the weights buffer ({indp_kernel_words(s, hw)} words > "
+             f"{hw.weights_buffer_elements})")) if bad]
+        raise LoweringError(f"INDP needs {' and '.join(why)}")
+    if mode in ("COOP", "INDP"):
+        return mode
+    if mode is not None:
+        raise LoweringError(f"mode must be COOP, INDP or auto, not '{mode}'")
+    if not indp_fits(s, hw, bypass) or s.c >= hw.lanes:
+        return "COOP"
+    trace = s.kw * s.c
+    coop_lanes = trace / (hw.lanes * math.ceil(trace / hw.lanes))
+    tile = kernels_per_tile(hw)
+    indp_lanes = s.k / (tile * math.ceil(s.k / tile))
+    return "INDP" if indp_lanes >= coop_lanes else "COOP"
+
+
+def rows_per_cu_fit(s: ConvShape, hw: SnowflakeConfig) -> int:
+    """Output rows one CU's input rows for can hold in a maps bank."""
+    row = s.w * s.cin
+    bank = hw.maps_bank_elements
+    fit = (bank // row - s.kh) // s.sy + 1
+    if fit < 1:
+        raise LoweringError(f"{s.kh} input rows of {row} words do not fit a {bank}-word maps bank "
+                            f"(column tiling is not implemented yet)")
+    return fit
+
+
+def default_rows_per_cu(s: ConvShape, hw: SnowflakeConfig) -> int:
+    """Output rows per CU of a row group: as many as fit a bank, at most a quarter of the
+    interior rows per CU, so at least INDP_GROUP_TARGET groups."""
+    top, bottom = interior_rows(s)
+    return max(1, min(rows_per_cu_fit(s, hw), (bottom - top) // (hw.cus * INDP_GROUP_TARGET)))
+
+
+def interior_rows(s: ConvShape) -> tuple[int, int]:
+    """Output rows [top, bottom) whose kernel rows are not clipped by padding."""
+    interior = [y for y in range(s.oh) if y * s.sy - s.pt >= 0 and y * s.sy - s.pt + s.kh <= s.h]
+    return (interior[0], interior[-1] + 1) if interior else (s.oh, s.oh)
+
+
+def indp_groups(s: ConvShape, hw: SnowflakeConfig, y0: int, y1: int, per_cu: int) -> list[tuple[int, int, int]]:
+    """Output rows [y0, y1) as row groups (first row, rows per CU, CUs): up to `per_cu` rows on
+    each of the CUs; rows whose kernel rows padding clips are single-row groups on CU 0 alone."""
+    top, bottom = interior_rows(s)
+    lo, hi = max(y0, min(top, y1)), min(y1, max(bottom, y0))
+    groups: list[tuple[int, int, int]] = [(y, 1, 1) for y in range(y0, lo)]
+    y = lo
+    while y < hi:
+        left = hi - y
+        r = min(per_cu, left // hw.cus) or 1
+        cus = min(hw.cus, left // r)
+        groups.append((y, r, cus))
+        y += r * cus
+    return groups + [(y, 1, 1) for y in range(max(hi, lo), y1)]
+
+
+def group_strips(s: ConvShape, groups: list[tuple[int, int, int]]) -> list[Strip]:
+    """The maps tiles of row groups: rows [y0, y0 + r x CUs), the input rows of all its CUs."""
+    strips = []
+    for i, (y0, r, cus) in enumerate(groups):
+        r0, _ = input_rows(s.h, s.kh, s.sy, s.pt, y0, y0 + r)
+        _, r1 = input_rows(s.h, s.kh, s.sy, s.pt, y0 + (cus - 1) * r, y0 + cus * r)
+        strips.append(Strip(y0, y0 + r * cus, r0, r1, i % 2))
+    return strips
+
+
+def plan_indp(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
+              rows_per_cu: int | None = None) -> ConvPlan:
+    """Row groups of `rows_per_cu` output rows per CU (default_rows_per_cu), Kloop."""
+    per_cu = default_rows_per_cu(s, hw) if rows_per_cu is None else max(1, min(rows_per_cu_fit(s, hw), rows_per_cu))
+    groups = indp_groups(s, hw, 0, s.oh, per_cu)
+    tiles = -(-s.k // kernels_per_tile(hw))
+    double = indp_kernel_words(s, hw) <= weights_slot_elements(hw)
+    return ConvPlan(s, tuple(group_strips(s, groups)), tiles, kernels_per_tile(hw), double, in_addr, w_addr, out_addr,
+                    "INDP", "Kloop", cu_rows=tuple(r for _, r, _ in groups))

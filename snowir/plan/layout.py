@@ -1,0 +1,76 @@
+"""
+A conv layer's DRAM image: its regions (maps at 0, then weights, output, bypass) and its weight
+image packed for COOP (kernel after kernel, each with its bias block) or INDP (16 kernels
+interleaved per vMAC).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+import numpy as np
+from snowir.hw import SnowflakeConfig
+from snowir.plan.shapes import BIAS_BLOCK, ConvShape, align, coop_kernels, kernels_per_tile
+
+
+@dataclass(frozen=True)
+class ConvLayout:
+    """DRAM regions of a conv layer's program image: maps at 0, then weights, output, bypass."""
+
+    in_bytes: int
+    w_addr: int
+    w_bytes: int
+    out_addr: int
+    out_bytes: int
+    r_addr: int | None
+
+
+def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeConfig | None = None) -> ConvLayout:
+    in_bytes = s.h * s.w * s.cin * 2
+    w_addr = align(in_bytes)
+    if mode == "INDP":
+        from snowir.plan.shapes import indp_kernel_words, kernels_per_tile
+
+        hw = hw or SnowflakeConfig()
+        w_bytes = math.ceil(s.k / kernels_per_tile(hw)) * hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
+    else:
+        hw = hw or SnowflakeConfig()
+        kernels = coop_kernels(hw, s)
+        w_bytes = math.ceil(s.k / kernels) * kernels * s.kernel_words * 2
+    out_addr = align(w_addr + w_bytes)
+    out_bytes = s.oh * s.ow * s.k * 2
+    return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, align(out_addr + out_bytes) if bypass else None)
+
+
+def pack_weights(w: np.ndarray, b: np.ndarray, tiles: int, kernels: int) -> np.ndarray:
+    """(K, C, kh, kw) int16 weights + (K,) bias -> the DRAM weight image (tiles x `kernels`
+    kernels, each followed by its bias block)."""
+    k, c, kh, kw = w.shape
+    words = kh * kw * c + BIAS_BLOCK
+    words += words % 2
+    out = np.zeros((tiles * kernels, words), np.int16)
+    out[:k, :kh * kw * c] = w.transpose(0, 2, 3, 1).reshape(k, -1)
+    out[:k, kh * kw * c] = b
+    return out.ravel()
+
+
+
+
+def pack_indp(w: np.ndarray, b: np.ndarray, hw: SnowflakeConfig) -> np.ndarray:
+    """(K, C, kh, kw) weights + (K,) bias -> per tile, per vMAC: taps (ky, kx, c) x 16 kernels
+    interleaved, then the 16 biases."""
+    k, c, kh, kw = w.shape
+    lanes, tile = hw.lanes, kernels_per_tile(hw)
+    tiles = -(-k // tile)
+    taps = kh * kw * c
+    s_words = lanes * (taps + 1)
+    s_words += s_words % 2
+    full = np.zeros((tiles * tile, taps), np.int16)
+    full[:k] = w.transpose(0, 2, 3, 1).reshape(k, taps)
+    bias = np.zeros(tiles * tile, np.int16)
+    bias[:k] = b
+    out = np.zeros((tiles * hw.vmacs_per_cu, s_words), np.int16)
+    groups = full.reshape(tiles * hw.vmacs_per_cu, lanes, taps)
+    out[:, :taps * lanes] = groups.transpose(0, 2, 1).reshape(-1, taps * lanes)
+    out[:, taps * lanes:taps * lanes + lanes] = bias.reshape(-1, lanes)
+    return out.ravel()

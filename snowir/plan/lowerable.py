@@ -1,0 +1,54 @@
+"""
+Whether the lowering can put an nn op on Snowflake: one predicate, asked by partition-host
+(which sends what cannot be lowered to the host, labelled with the reason) and answered by the
+planners nn-to-tile uses, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import Operation
+
+from snowir.plan.shapes import ConvPlan, LoweringError
+from snowir.plan.layout import conv_layout
+from snowir.plan.conv import plan_conv
+from snowir.dialects import nn
+from snowir.golden import _ints
+from snowir.hw import SnowflakeConfig
+
+
+def device_refusal(op: Operation, hw: SnowflakeConfig | None = None) -> str | None:
+    """Why the lowering cannot run `op` on Snowflake; None when it can (or the op needs no lowering)."""
+    hw = hw or SnowflakeConfig()
+    if isinstance(op, nn.ConcatOp):
+        axis = op.axis.value.data
+        return None if axis == 1 else f"concat on axis {axis} (only channel concats are DRAM placement)"
+    if isinstance(op, nn.MaxPoolOp):
+        from snowir.plan.pool import plan_pool
+        from snowir.tile.build import pool_shape
+
+        try:
+            plan_pool(pool_shape(op), hw)
+        except LoweringError as e:
+            return str(e)
+        return None
+    if isinstance(op, nn.Conv2dOp):
+        try:
+            conv_plan_of(op, hw)
+        except LoweringError as e:
+            return str(e)
+    return None
+
+
+def conv_plan_of(op: nn.Conv2dOp, hw: SnowflakeConfig) -> ConvPlan:
+    """The plan the lowering would make for `op` (mode and loop order as nn-to-tile and
+    tile-loop-order choose them); LoweringError when it cannot place it."""
+    if any(d != 1 for d in _ints(op.dilations)):
+        raise LoweringError("dilated convolution (traces need contiguous taps)")
+    from snowir.plan.indp import choose_mode
+    from snowir.tile.build import layer_conv_shape
+
+    s = layer_conv_shape(op)
+    bypass = op.bypass is not None
+    mode = choose_mode(s, hw, bypass)
+    lay = conv_layout(s, bypass, mode, hw)
+    return plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)

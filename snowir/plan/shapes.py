@@ -1,0 +1,362 @@
+"""
+The data a layer's decisions are made of, below the planners that make them and the code
+generators that follow them: a conv's shape, maps strips and plan (`ConvPlan`, with the cost
+figures its planners compare), a max pool's shape and maps tiles, a fused pool's row ring, and
+the small facts about the hardware's tiles they share (kernels per COOP / INDP tile, weights
+slots, staggering, bypass slices).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from snowir.dialects import snowflake_asm as sf
+from snowir.errors import SnowError
+from snowir.hw import DEFAULT, SnowflakeConfig
+
+
+class LoweringError(SnowError):
+    pass
+
+
+BIAS_BLOCK = DEFAULT.lanes
+"""Words after each kernel: its bias in lane 0 of a block `vmov bias` reads whole, one word per
+MAC lane (`macs_per_vmac` is [S] 16 on every configuration, hw.RANGES)."""
+
+
+FLUSH_COST = 4
+"""[P] CU cycles lost per vector-queue slot when a kernel tile starts behind a flush (the
+queue drains, the flush VMOVs run, the next MACs refill it): about 60 cycles per flush on the
+16-deep queue, measured on ResNet-50's one-row strips (n39, n44 at 8.4 GB/s)."""
+
+
+def coop_kernels(hw: SnowflakeConfig, s: ConvShape | None = None) -> int:
+    """Kernels of a COOP kernel tile: one per vMAC of every CU, the maps broadcast (C17 §5.1;
+    16 on the 4 x 4 machine). One MAC then writes that many output channels of a pixel. A
+    tile never spans two groups of a grouped conv, whose kernels read other channels: groups
+    narrower than the machine's vMACs take one tile each, the vMACs past them masked off, when
+    they are whole multiples of 16 kernels (depthwise-to-grouped's; a depthwise conv's one
+    kernel per group would leave 15 of 16 lanes and most vMACs idle, so it stays refused)."""
+    per_group = s.k // s.groups if s is not None and s.groups > 1 else 0
+    if 0 < per_group < hw.vmacs and per_group % hw.lanes == 0:
+        return per_group
+    return hw.vmacs
+
+
+def full_mask(plan: ConvPlan) -> int:
+    """The write-back mask of a whole COOP kernel tile: its kernels' vMACs."""
+    return (1 << plan.kernels) - 1
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    c: int
+    h: int
+    w: int
+    k: int
+    kh: int
+    kw: int
+    sy: int
+    sx: int
+    pt: int
+    pl: int
+    pb: int
+    pr: int
+    relu: bool
+    shift: int
+    groups: int = 1  # c is the channels per group; kernel tile t of K kernels reads group Kt // (k / groups)
+    cin_total: int = 0  # > 0: the input is channels [c_base, c_base + c) of a cin_total-channel tensor
+    c_base: int = 0
+
+    @property
+    def cin(self) -> int:
+        """Input channels (the pixel stride of the maps)."""
+        return self.cin_total or self.c * self.groups
+
+    @property
+    def oh(self) -> int:
+        return (self.h + self.pt + self.pb - self.kh) // self.sy + 1
+
+    @property
+    def ow(self) -> int:
+        return (self.w + self.pl + self.pr - self.kw) // self.sx + 1
+
+    @property
+    def kernel_words(self) -> int:
+        n = self.kh * self.kw * self.c + BIAS_BLOCK
+        return n + n % 2
+
+    def valid_macs(self) -> int:
+        """Multiply-accumulates without padding taps."""
+        rows = sum(self._valid(y * self.sy - self.pt, self.kh, self.h) for y in range(self.oh))
+        cols = sum(self._valid(x * self.sx - self.pl, self.kw, self.w) for x in range(self.ow))
+        return rows * cols * self.c * self.k
+
+    @staticmethod
+    def _valid(start: int, k: int, size: int) -> int:
+        return max(0, min(start + k, size) - max(start, 0))
+
+
+@dataclass(frozen=True)
+class Strip:
+    y0: int
+    y1: int  # output rows [y0, y1)
+    r0: int
+    r1: int  # input rows held [r0, r1)
+    bank: int
+
+
+@dataclass(frozen=True)
+class ConvPlan:
+    shape: ConvShape
+    strips: tuple[Strip, ...]
+    tiles: int
+    kernels: int  # per kernel tile: one per vMAC (COOP, `coop_kernels`), 16 per vMAC of a CU (INDP)
+    double_buffer_weights: bool
+    in_addr: int
+    w_addr: int
+    out_addr: int
+    mode: str = "COOP"
+    loop_order: str = "Kloop"
+    bypass_addr: int | None = None  # residual input (H', W', K) added at write-back
+    cu_rows: tuple[int, ...] = ()  # INDP: output rows per CU of each strip (a strip = one row group)
+    # maps gathered pixel by pixel, `shape` then being the compact conv over what is loaded: a
+    # strided 1x1 conv planned on the pixels it reads, a conv over a channel slice on its
+    # channels. (sy, sx, W, C, c0): pixel (r, x) of the compact input is DRAM pixel
+    # (r*sy, x*sx) of a W-wide, C-channel tensor, channels from c0
+    gather: tuple[int, int, int, int, int] | None = None
+    # every kernel tile held in the weights buffer at once (tile t at t x kernel words): loaded
+    # once for the layer, not once per maps strip (`weights_resident`)
+    resident_weights: bool = False
+    # a residual 1x1 conv with its bypass in per-kernel-tile slices (snowir/codegen/bypass_slices.py)
+    bypass_slices: bool = False
+    # the max pool reading this conv's output, run in the same program (snowir/plan/fused_pool.py):
+    # its shape and the DRAM byte address of the pooled output; `out_addr` is then scratch
+    pool: PoolShape | None = None
+    pool_out_addr: int = 0
+    # the placements the code follows (`settle` decides them, the tile IR records them):
+    # the second weights slot's word when double-buffered (FC: its chunk slot), staggered kernel
+    # tiles' F, the bypass slices' bases, a fused pool's row-ring slots
+    w_slot: int = 0
+    stagger: int = 0
+    slice_bases: tuple[int, ...] = ()
+    pool_slots: tuple[int, ...] = ()
+
+    @property
+    def indp(self) -> bool:
+        return self.mode == "INDP"
+
+    @property
+    def vector_mode(self) -> sf.VectorMode:
+        return sf.VectorMode.INDP if self.indp else sf.VectorMode.COOP
+
+    @property
+    def weight_step(self) -> int:
+        """Weights-buffer words per maps word of a trace: 16 interleaved kernels in INDP."""
+        return 16 if self.indp else 1
+
+    def dram_bytes(self, hw: SnowflakeConfig | None = None) -> dict[str, int]:
+        s = self.shape
+        if self.indp:  # every CU loads its own rows; a tile is 4 vMACs of 16 interleaved kernels
+            from snowir.plan.shapes import indp_kernel_words
+
+            hw = hw or SnowflakeConfig()
+            rows = sum(r1 - r0 for st, r in zip(self.strips, self.cu_rows) for y in range(st.y0, st.y1, r)
+                       for r0, r1 in [input_rows(s.h, s.kh, s.sy, s.pt, y, y + r)])
+            maps = rows * s.w * s.cin * 2
+            weights = self.tiles * hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
+        else:
+            maps = sum((st.r1 - st.r0) * s.w * s.cin for st in self.strips) * 2
+            weights = self.tiles * self.kernels * s.kernel_words * 2
+        kloop = maps + weights * (len(self.strips) if self.tiles > 1 and not self.resident_weights else 1)
+        mloop = maps * self.tiles + weights
+        return {"Kloop": kloop, "Mloop": mloop}
+
+    def load_count(self) -> int:
+        """LDs of this plan's loop order, about (each one pays a load unit's start-up): one per
+        kernel per kernel tile loaded, one per maps strip, or per pixel run when gathering."""
+        s = self.shape
+        strips = len(self.strips)
+        weights = self.tiles * (self.kernels if not self.indp else 1)
+        if self.loop_order == "Kloop" and self.tiles > 1 and not self.resident_weights:
+            weights *= strips
+        per_strip = 1
+        if self.gather is not None:
+            sy, sx, _, cin_in, _ = self.gather
+            rows = sum(st.r1 - st.r0 for st in self.strips)
+            per_strip = (rows * (1 if sx == 1 and cin_in == s.cin else s.w)) / strips
+        maps = strips * per_strip * (self.tiles if self.loop_order == "Mloop" else 1)
+        return int(weights + maps)
+
+    def flush_cycles(self, hw: SnowflakeConfig) -> float:
+        """CU time lost to the flush each kernel tile over a one-row strip starts with: its
+        prefetch has no later row boundary with a queue's depth of ops issued, so it goes first,
+        behind a flush of the vector queue (conv_pixels._kernel_tile)."""
+        if self.indp or len(self.strips) * self.tiles < 2:
+            return 0.0
+        short = sum(1 for st in self.strips if st.y1 - st.y0 == 1)
+        return short * self.tiles * FLUSH_COST * hw.vector_queue_depth
+
+    def estimated_cycles(self, hw: SnowflakeConfig) -> float:
+        """The loop-order / tiling cost model: the larger of the padding-free compute and the
+        DRAM traffic of this loop order at the shared bandwidth, plus the loads nothing overlaps
+        (the first strip; every strip that fills the whole buffer; kernel tiles that are not
+        double-buffered)."""
+        s = self.shape
+        bw = hw.dram_bytes_per_cycle
+        strip_bytes = [(st.r1 - st.r0) * s.w * s.cin * 2 for st in self.strips]
+        repeats = self.tiles if self.loop_order == "Mloop" else 1
+        exposed = sum(strip_bytes) * repeats if self.strips[0].bank < 0 else strip_bytes[0]
+        if not self.double_buffer_weights and not self.resident_weights:
+            loads = self.tiles * (len(self.strips) if self.loop_order == "Kloop" else 1)
+            # Kloop staggers kernel tiles (weights_stagger): only the overlapping part waits
+            hidden = weights_stagger(s, hw) if self.loop_order == "Kloop" and s.groups == 1 else 0
+            exposed += loads * self.kernels * (s.kernel_words - hidden) * 2
+        traffic = self.dram_bytes(hw)[self.loop_order]
+        return max(s.valid_macs() / hw.macs, load_cycles(hw, traffic, self.load_count())) + exposed / bw \
+            + self.flush_cycles(hw)
+
+
+def load_cycles(hw: SnowflakeConfig, nbytes: float, lds: int) -> float:
+    """Cycles the load units need for `lds` LDs moving `nbytes`: the shared bus's rate, or the
+    units' own when that is slower — each LD waits its start-up on its unit and moves at one
+    port's rate (timing.py), the units working side by side. Short LDs (a bypass slice's 32
+    bytes per pixel, one row of kernels per strip) are start-up-bound, not bandwidth-bound."""
+    per_unit = (lds * hw.ld_startup_cycles + nbytes / hw.unit_bytes_per_cycle) / hw.load_units
+    return max(nbytes / hw.dram_bytes_per_cycle, per_unit)
+
+
+def input_rows(h: int, kh: int, sy: int, pt: int, y0: int, y1: int) -> tuple[int, int]:
+    """Input rows [r0, r1) that output rows [y0, y1) of a window op read (padding rows excluded)."""
+    return max(0, y0 * sy - pt), min(h, (y1 - 1) * sy - pt + kh)
+
+
+def interior_columns(ow: int, sx: int, pl: int, kw: int, w: int) -> tuple[int, int]:
+    """Output columns [xl, xr) whose whole window is inside the input (the rest are border pixels)."""
+    interior = [x for x in range(ow) if x * sx - pl >= 0 and x * sx - pl + kw <= w]
+    return (interior[0], interior[-1] + 1) if interior else (ow, ow)
+
+
+def weights_slot_elements(hw: SnowflakeConfig) -> int:
+    """Where the code generator double-buffers kernel tiles: two slots of half the weights
+    buffer each. A layout choice, not a hardware bank: the buffer interlocks by region."""
+    return hw.weights_buffer_elements // 2
+
+
+def weights_stagger(s: ConvShape, hw: SnowflakeConfig) -> int:
+    """For a kernel too large for a weights slot but within the buffer: F = buffer - kernel
+    words. Kernel tiles then alternate between bases 0 and F, and the F words of the next tile
+    that miss the current one stream in while it computes (the buffers interlock by region,
+    docs/machine.md); only the K - F overlapping words load after it. 0 when not applicable."""
+    if s.kernel_words <= weights_slot_elements(hw) or s.kernel_words > hw.weights_buffer_elements:
+        return 0
+    f = hw.weights_buffer_elements - s.kernel_words
+    f -= f % 2
+    return f if f >= 16 else 0
+
+
+ALIGN = 256  # bytes between the DRAM regions of a layer's program image
+
+
+def align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+
+
+def indp_kernel_words(s: ConvShape, hw: SnowflakeConfig) -> int:
+    """Weights-buffer words of one vMAC's 16 interleaved kernels plus their 16 biases."""
+    n = hw.lanes * (s.kh * s.kw * s.c + 1)
+    return n + n % 2
+
+
+def kernels_per_tile(hw: SnowflakeConfig) -> int:
+    return hw.vmacs_per_cu * hw.lanes
+
+
+def group_of(plan: ConvPlan, gi: int) -> tuple[int, int, list[tuple[int, int]]]:
+    """(rows per CU, CUs, each CU's input rows) of row group `gi`."""
+    s, strip, r = plan.shape, plan.strips[gi], plan.cu_rows[gi]
+    cus = (strip.y1 - strip.y0) // r
+    rows = [input_rows(s.h, s.kh, s.sy, s.pt, strip.y0 + c * r, strip.y0 + (c + 1) * r) for c in range(cus)]
+    return r, cus, rows
+
+
+
+
+GUARD = 64  # CU c reads 16c words past a pixel: room above a strip for the last CU's reads
+
+
+@dataclass(frozen=True)
+class PoolShape:
+    c: int
+    h: int
+    w: int
+    kh: int
+    kw: int
+    sy: int
+    sx: int
+    pt: int
+    pl: int
+    oh: int
+    ow: int
+
+
+@dataclass(frozen=True)
+class PoolTile:
+    """A max pool's maps tile: output rows [y0, y1) from input rows [r0, r1), loaded whole into
+    bank `bank` (-1: the whole buffer), or run over a ring of `ring` input-row slots."""
+
+    strip: Strip
+    ring: int = 0
+
+
+
+
+@dataclass(frozen=True)
+class PoolRing:
+    """Row slots (maps-buffer element addresses, all CUs) and, per row group of the conv, the
+    conv rows [a, b) loaded at its start and the pool rows [p, q) computed halfway through it;
+    `tail`: the same after the last group."""
+
+    slots: tuple[int, ...]
+    steps: tuple[tuple[int, int, int, int], ...]
+    tail: tuple[int, int, int, int]
+
+
+def _first_row(p: PoolShape, j: int) -> int:
+    return max(0, j * p.sy - p.pt)
+
+
+def _end_row(p: PoolShape, j: int) -> int:
+    return min(p.h, j * p.sy - p.pt + p.kh)
+
+
+def ring_schedule(plan: ConvPlan, p: PoolShape) -> tuple[tuple[tuple[int, int, int, int], ...], tuple[int, int, int, int], int]:
+    """Per row group of the conv, the conv rows [a, b) loaded at its start and the pool rows
+    [p, q) computed halfway through it; the same after the last group; and the slots the ring
+    needs at once. Follows from the row groups and the pool's shape alone."""
+    done, loaded, pooled, steps, span = 0, 0, 0, [], 1
+    for strip in plan.strips:
+        q = pooled
+        while q < p.oh and _end_row(p, q) <= done:
+            q += 1
+        steps.append((loaded, done, pooled, q))
+        span = max(span, done - _first_row(p, pooled) if pooled < p.oh else 0)
+        loaded, pooled, done = done, q, strip.y1
+    tail = (loaded, p.h, pooled, p.oh)
+    span = max(span, p.h - _first_row(p, pooled) if pooled < p.oh else 0)
+    return tuple(steps), tail, span
+
+
+def ring_of(plan: ConvPlan) -> PoolRing:
+    """The plan's ring: its recorded slots (`pool_slots`) and the schedule its groups imply."""
+    assert plan.pool is not None
+    steps, tail, _ = ring_schedule(plan, plan.pool)
+    return PoolRing(plan.pool_slots, steps, tail)
+
+
+
+
+def slice_words(plan: ConvPlan) -> int:
+    """Words of one slice: a kernel tile's channels of the largest strip's pixels."""
+    return max(st.y1 - st.y0 for st in plan.strips) * plan.shape.ow * plan.kernels

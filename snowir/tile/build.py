@@ -1,0 +1,424 @@
+"""
+The `tile` IR of a layer, built from the planner's decisions, and read back.
+
+`nn-to-tile` builds a `tile.layer` per device conv / max pool (geometry as a typed
+`#tile.conv_shape` / `#tile.pool_shape`, DRAM regions with the packed weight image, kernel
+tile, maps tiles with their loads and windows); `tile-loop-order` rebuilds the maps tiles of
+a conv for the loop order it chooses; `tile-to-asm` reads the layer back (`conv_shape_of`,
+`regions_of`). One module, so the three agree on what each attribute means.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, UnitAttr, i64
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from snowir.plan.layout import ConvLayout, conv_layout, pack_weights
+from snowir.plan.shapes import ConvPlan, ConvShape, Strip, align, coop_kernels, input_rows
+from snowir.plan.conv import plan_conv
+from snowir.dialects import nn, tile
+from snowir.dialects import snowflake_asm as sf
+from snowir.golden import Golden, Q, constant_array, element_frac, _ints
+from snowir.hw import SnowflakeConfig
+from snowir.plan.indp import choose_mode
+from snowir.plan.shapes import indp_kernel_words, kernels_per_tile
+from snowir.plan.layout import pack_indp
+from snowir.nn_util import conv_shape
+from snowir.plan.shapes import PoolShape, PoolTile
+from snowir.plan.pool import plan_pool_tiles, ring_loads
+from snowir.resources import int16_array, int16_resource
+
+POOL_SLACK = 64  # bytes after a pool's output: the lanes of a partly used CU write there
+
+
+def conv_shape_attr(s: ConvShape) -> tile.ConvShapeAttr:
+    return tile.ConvShapeAttr.get(**{f: int(getattr(s, f)) for f in tile.ConvShapeAttr.FIELDS})
+
+
+def conv_shape_of(attr: tile.ConvShapeAttr) -> ConvShape:
+    v = attr.values()
+    return ConvShape(**{**v, "relu": bool(v["relu"])})
+
+
+def pool_shape_attr(p: PoolShape) -> tile.PoolShapeAttr:
+    return tile.PoolShapeAttr.get(**dataclasses.asdict(p))
+
+
+def pool_shape_of(attr: tile.PoolShapeAttr) -> PoolShape:
+    return PoolShape(**attr.values())
+
+
+def regions_of(layer: tile.LayerOp) -> dict[str, tile.DramRegionOp]:
+    return {op.label.data: op for op in layer.body.block.ops if isinstance(op, tile.DramRegionOp)}
+
+
+def layout_of(layer: tile.LayerOp) -> ConvLayout:
+    """The conv layer's DRAM layout as its `tile.dram_region`s record it."""
+    regions = regions_of(layer)
+    r = regions.get("bypass")
+    out = regions.get("conv_output", regions["output"])  # a fused pool's layer: the conv's own output
+    return ConvLayout(regions["maps"].size.value.data, regions["weights"].offset.value.data,
+                      regions["weights"].size.value.data, out.offset.value.data,
+                      out.size.value.data, r.offset.value.data if r is not None else None)
+
+
+def device_input(op: nn.Conv2dOp | nn.MaxPoolOp) -> SSAValue:
+    """The tensor a device layer reads from DRAM: a conv over a channel slice reads the
+    slice's source in place (a strided view), everything else its input."""
+    if isinstance(op, nn.Conv2dOp) and isinstance(op.input.owner, nn.ChannelSliceOp):
+        return op.input.owner.input
+    return op.input
+
+
+def layer_conv_shape(op: nn.Conv2dOp) -> ConvShape:
+    s = conv_shape(op)
+    if isinstance(op.input.owner, nn.ChannelSliceOp):
+        s = dataclasses.replace(s, cin_total=op.input.owner.input.type.get_shape()[1],
+                                c_base=op.input.owner.start.value.data)
+    return s
+
+
+def _words(value: SSAValue, frac: int) -> np.ndarray:
+    """The int16 words of a quantised constant in Qm.`frac`."""
+    owner = value.owner
+    assert isinstance(owner, nn.ConstantOp)
+    return Golden._q(Q(constant_array(owner), element_frac(value)), frac)
+
+
+def packed_kernels(s: ConvShape, mode: str, hw: SnowflakeConfig) -> int:
+    """Kernels per kernel tile of the weight image packed for `mode`."""
+    return kernels_per_tile(hw) if mode == "INDP" else coop_kernels(hw, s)
+
+
+def weight_image(op: nn.Conv2dOp, s: ConvShape, mode: str, hw: SnowflakeConfig) -> np.ndarray:
+    """The DRAM weight image of a quantised conv: kernels + biases packed for the mode."""
+    w = constant_array(op.weight.owner)
+    bias = _words(op.bias, element_frac(op.output))  # added at the write-back, in the output's format
+    return pack_indp(w, bias, hw) if mode == "INDP" else pack_weights(w, bias, -(-s.k // coop_kernels(hw, s)), coop_kernels(hw, s))
+
+
+def tile_base(plan: ConvPlan, strip: Strip, hw: SnowflakeConfig) -> int:
+    """The maps-buffer word a maps tile's input rows start at: its bank (a residual conv's
+    half of the buffer), 0 when it fills the buffer or the layer's tiles take turns there."""
+    if strip.bank <= 0:
+        return 0
+    return strip.bank * (hw.maps_buffer_elements // 2 if plan.bypass_addr is not None else hw.maps_bank_elements)
+
+
+def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeConfig) -> list[Operation]:
+    """The kernel tile and the maps tiles (loads, windows) of a planned conv."""
+    w_addr, out_addr, r_addr = lay.w_addr, lay.out_addr, lay.r_addr
+    if plan.indp:  # vMAC v of every CU: 16 interleaved kernels (weights broadcast)
+        words = indp_kernel_words(s, hw)
+        kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, words, w_addr + 2 * v * words, 0, 0, hw.vmacs + v)
+                        for v in range(hw.vmacs_per_cu)]
+        per_tile = kernels_per_tile(hw)
+    else:
+        per_tile = plan.kernels
+        kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, s.kernel_words, w_addr + 2 * j * s.kernel_words, 0, 0, j)
+                        for j in range(per_tile)] if s.kernel_words <= hw.weights_buffer_elements else []
+    ktile = tile.KernelTileOp(0, per_tile, plan.tiles, kernel_loads)
+    if plan.double_buffer_weights:
+        ktile.properties["slot"] = IntegerAttr(plan.w_slot, i64)
+    if plan.stagger:
+        ktile.properties["stagger"] = IntegerAttr(plan.stagger, i64)
+    if plan.resident_weights:
+        ktile.properties["resident"] = UnitAttr()
+    ops: list[Operation] = [ktile]
+    ids = iter(range(1 << 30))
+    for load in kernel_loads:
+        load.properties["load_id"] = IntegerAttr(next(ids), i64)
+    row = s.w * s.cin
+    in_row, stride_rows, c_base = row, 1, 0
+    if plan.gather is not None:
+        # the layer loads only what it reads (conv_plan's `gather`: a channel slice's channels,
+        # a strided 1x1's pixels): strips, loads and windows are over the compact image the
+        # plan was made for, compact row r being DRAM row r * sy from channel c0 on
+        stride_rows, _, w_in, cin_row, c_base = plan.gather
+        in_row = w_in * cin_row
+        s = plan.shape
+        row = s.w * s.cin
+    prev_end = 0
+    for si, strip in enumerate(plan.strips):
+        words = (strip.r1 - strip.r0) * row
+        base = tile_base(plan, strip, hw)
+        if plan.indp:  # each CU its own rows of the row group, at the same buffer address
+            r = plan.cu_rows[si]
+            cu_rows = [input_rows(s.h, s.kh, s.sy, s.pt, y, y + r) for y in range(strip.y0, strip.y1, r)]
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, (r1 - r0) * row, 2 * r0 * row, base, 0, c)
+                     for c, (r0, r1) in enumerate(cu_rows)]
+        else:
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, words, 2 * (strip.r0 * stride_rows * in_row + c_base), base, 0,
+                                 sf.SELECT_ALL)]
+        windows = []
+        y = strip.y0
+        while y < strip.y1:
+            iy = y * s.sy - s.pt
+            ky0, ky1 = max(0, -iy), min(s.kh, s.h - iy)
+            y_end = y + 1
+            while y_end < strip.y1 and (max(0, -(y_end * s.sy - s.pt)),
+                                         min(s.kh, s.h - (y_end * s.sy - s.pt))) == (ky0, ky1):
+                y_end += 1
+            windows.append(tile.WindowOp(s.kw * s.c if s.groups == 1 else s.c, ky1 - ky0, s.ow, y_end - y,
+                                         s.sx * s.cin, s.sy * row,
+                                         (iy + ky0 - strip.r0) * row if iy + ky0 >= strip.r0 else 0,
+                                         out_addr + 2 * y * s.ow * s.k, bias_vmov=True,
+                                         bypass_vmov=r_addr is not None))
+            y = y_end
+        overlap = max(0, prev_end - strip.r0) if si else 0
+        prev_end = strip.r1
+        for load in loads:
+            load.properties["load_id"] = IntegerAttr(next(ids), i64)
+        mt = tile.MapsTileOp((strip.y0, strip.y1), (strip.r0, strip.r1), overlap, -1, loads + windows)
+        if plan.indp:
+            mt.properties["cu_rows"] = IntegerAttr(plan.cu_rows[si], i64)
+        ops.append(mt)
+    return ops
+
+
+def maps_buffering(plan: ConvPlan) -> tile.MapsBuffering:
+    """Where the plan's maps tiles sit (tile.MapsBufferingAttr)."""
+    strips = plan.strips
+    if strips[0].bank < 0:
+        return tile.MapsBuffering.WHOLE
+    if plan.bypass_addr is not None and not (len(strips) > 1 and strips[1].bank == 1):
+        return tile.MapsBuffering.SINGLE
+    return tile.MapsBuffering.DOUBLE
+
+
+LAYER_DECISIONS = ("maps_buffering", "gather", "bypass_slices", "pool_slots")
+
+
+def layer_decisions(plan: ConvPlan) -> dict[str, Attribute]:
+    """The layer-level decisions of a conv plan, as `tile.layer` properties."""
+    props: dict[str, Attribute] = {"maps_buffering": tile.MapsBufferingAttr(maps_buffering(plan))}
+    if plan.gather is not None:
+        props["gather"] = tile.GatherAttr.get(**dict(zip(tile.GatherAttr.FIELDS, plan.gather)))
+    if plan.bypass_slices:
+        props["bypass_slices"] = DenseArrayBase.from_list(i64, list(plan.slice_bases))
+    if plan.pool is not None:
+        props["pool"] = pool_shape_attr(plan.pool)
+        props["pool_slots"] = DenseArrayBase.from_list(i64, list(plan.pool_slots))
+    return props
+
+
+def set_conv_plan(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None:
+    """Write `plan` into the conv layer: its decisions, its weights packed for its mode and
+    kernel tile, its kernel and maps tiles (rebuilt), its loop order and both orders' traffic."""
+    repack(layer, plan.mode, plan.kernels, hw)
+    for key in LAYER_DECISIONS:
+        layer.properties.pop(key, None)
+    layer.properties.update(layer_decisions(plan))
+    layer.properties["mode"] = tile.ComputeModeAttr(tile.ComputeMode(plan.mode))
+    layer.properties["loop_order"] = tile.LoopOrderAttr(tile.LoopOrder(plan.loop_order))
+    cost = plan.dram_bytes(hw)
+    layer.properties["mloop_bytes"] = IntegerAttr(cost["Mloop"], i64)
+    layer.properties["kloop_bytes"] = IntegerAttr(cost["Kloop"], i64)
+    block = layer.body.block
+    for old in [o for o in block.ops if isinstance(o, tile.KernelTileOp | tile.MapsTileOp)]:
+        old.detach()
+        old.erase()
+    for new in conv_tile_body(conv_shape_of(layer.shape), plan, layout_of(layer), hw):
+        block.add_op(new)
+
+
+def with_layer_pool(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
+    """`plan` with the layer's fused max pool (`pool`, output region) in its program, if any."""
+    from snowir.plan.shapes import LoweringError
+    from snowir.plan.fused_pool import fuse
+
+    if layer.pool is None:
+        return plan
+    fused = fuse(plan, pool_shape_of(layer.pool), regions_of(layer)["output"].offset.value.data, hw)
+    if fused is None:
+        raise LoweringError("its max pool cannot run in its program (an INDP conv's row groups, and room "
+                            "beside them for the pool's rows, are needed)")
+    return fused
+
+
+def fusable_pool(op: nn.Conv2dOp, plan: ConvPlan, pool_addr: int,
+                 hw: SnowflakeConfig) -> tuple[nn.MaxPoolOp, ConvPlan] | None:
+    """The device max pool that is the only reader of this conv's output and `plan` with it in
+    its program, when the conv can run it (snowir/plan/fused_pool.py: INDP row groups with room beside
+    them) and the estimate says that is faster than the two layers apart (`fusing_pays`)."""
+    from snowir.plan.fused_pool import fuse, fusing_pays
+    from snowir.nn_util import on_host
+
+    uses = list(op.output.uses)
+    if not plan.indp or len(uses) != 1 or not isinstance(uses[0].operation, nn.MaxPoolOp) \
+            or on_host(uses[0].operation):
+        return None
+    pool_op = uses[0].operation
+    p = pool_shape(pool_op)
+    fused = fuse(plan, p, pool_addr, hw) if fusing_pays(plan, p, hw) else None
+    return (pool_op, fused) if fused is not None else None
+
+
+def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None,
+               fuse_pool: bool = False) -> tuple[tile.LayerOp, nn.MaxPoolOp | None]:
+    """The tile layer of a device conv: the mode chosen, the maps tiled for the cost model's
+    loop order (`tile-loop-order` decides the order and re-tiles if it changes it). With
+    `fuse_pool`, a max pool reading the conv may run in the same program (`fusable_pool`; it is
+    returned beside the layer): the conv's output goes to a `conv_output` region, the pool's to
+    `output`."""
+    from snowir.plan.shapes import align
+
+    s = layer_conv_shape(op)
+    bypass = op.bypass is not None
+    mode = choose_mode(s, hw, bypass, mode)
+    lay = conv_layout(s, bypass, mode, hw)
+    plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
+    image = weight_image(op, s, mode, hw)
+    ops: list[Operation] = [
+        tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
+        tile.DramRegionOp(f"{name}.weights", lay.w_addr, lay.w_bytes, "weights",
+                          int16_resource(f"{name}_w", image))]
+    ops[1].properties["packing"] = tile.ComputeModeAttr(tile.ComputeMode(mode))
+    ops[1].properties["packed_kernels"] = IntegerAttr(packed_kernels(s, mode, hw), i64)
+    extra: dict = {}
+    pool_addr = align(lay.out_addr + lay.out_bytes)
+    fused = fusable_pool(op, plan, pool_addr, hw) if fuse_pool else None
+    pool_op = None
+    if fused is None:
+        ops.append(tile.DramRegionOp(f"{name}.output", lay.out_addr, lay.out_bytes, "output"))
+    else:
+        pool_op, plan = fused
+        p = plan.pool
+        assert p is not None
+        pool_bytes = p.oh * p.ow * p.c * 2
+        ops += [tile.DramRegionOp(f"{name}.conv_output", lay.out_addr, lay.out_bytes, "conv_output"),
+                tile.DramRegionOp(f"{name}.output", pool_addr, pool_bytes, "output"),
+                tile.DramRegionOp(f"{name}.slack", pool_addr + pool_bytes, POOL_SLACK, "scratch")]
+    if lay.r_addr is not None:
+        ops.append(tile.DramRegionOp(f"{name}.bypass", lay.r_addr, lay.out_bytes, "bypass"))
+    ops += conv_tile_body(s, plan, lay, hw)
+    cost = plan.dram_bytes(hw)
+    extra |= {"mloop_bytes": IntegerAttr(cost["Mloop"], i64), "kloop_bytes": IntegerAttr(cost["Kloop"], i64),
+              "shape": conv_shape_attr(s), **layer_decisions(plan)}
+    if s.relu:
+        extra["relu"] = nn.UnitAttr()
+    return tile.LayerOp(name, tile.LayerKind.CONV, ops, tile.ComputeMode(plan.mode), None, extra), pool_op
+
+
+def pool_shape(op: nn.MaxPoolOp) -> PoolShape:
+    _, c, h, w = op.input.type.get_shape()
+    _, _, oh, ow = op.output.type.get_shape()
+    kh, kw = _ints(op.kernel)
+    sy, sx = _ints(op.strides)
+    pt, pl, _, _ = _ints(op.pads)
+    return PoolShape(c, h, w, kh, kw, sy, sx, pt, pl, oh, ow)
+
+
+def pool_tile_body(p: PoolShape, tiles: list[PoolTile], hw: SnowflakeConfig) -> list[Operation]:
+    """A max pool's maps tiles with their loads (broadcast): a strip's rows in one LD, a ring's
+    LDs in the order `ring_loads` issues them, into slot (r - r0) mod N."""
+    row = p.w * p.c
+    ops: list[Operation] = []
+    for t in tiles:
+        st = t.strip
+        if t.ring:
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, rows * row, 2 * r * row, ((r - st.r0) % t.ring) * row, 0,
+                                 sf.SELECT_ALL) for _, r, rows in ring_loads(p, t)]
+        else:
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, (st.r1 - st.r0) * row, 2 * st.r0 * row,
+                                 max(st.bank, 0) * hw.maps_bank_elements, 0, sf.SELECT_ALL)]
+        mt = tile.MapsTileOp((st.y0, st.y1), (st.r0, st.r1), 0, -1, loads)
+        if t.ring:
+            mt.properties["ring"] = IntegerAttr(t.ring, i64)
+        ops.append(mt)
+    return ops
+
+
+def pool_layer(op: nn.MaxPoolOp, name: str, hw: SnowflakeConfig) -> tile.LayerOp:
+    """A max pool on the pool units: maps tiles (strips or a ring, loads broadcast), no kernels."""
+    return bare_pool_layer(name, pool_shape(op), hw)
+
+
+def bare_conv_layer(name: str, s: ConvShape, weights: np.ndarray, bias: np.ndarray, hw: SnowflakeConfig,
+                    mode: str | None = None, bypass: bool = False, loop_order: str | None = None) -> tile.LayerOp:
+    """A conv layer from int16 arrays ((K, C, kh, kw) weights, (K,) bias) rather than an nn op:
+    its regions, packed weights and the planner's decisions, as nn-to-tile and tile-loop-order
+    would write them (tests and benches lower it with tile-to-asm like any other layer)."""
+    mode = choose_mode(s, hw, bypass, mode)
+    lay = conv_layout(s, bypass, mode, hw)
+    kernels = packed_kernels(s, mode, hw)
+    image = pack_indp(weights, bias, hw) if mode == "INDP" else pack_weights(weights, bias, -(-s.k // kernels), kernels)
+    w = tile.DramRegionOp(f"{name}.weights", lay.w_addr, lay.w_bytes, "weights", int16_resource(f"{name}_w", image))
+    w.properties["packing"] = tile.ComputeModeAttr(tile.ComputeMode(mode))
+    w.properties["packed_kernels"] = IntegerAttr(kernels, i64)
+    ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"), w,
+                            tile.DramRegionOp(f"{name}.output", lay.out_addr, lay.out_bytes, "output")]
+    if lay.r_addr is not None:
+        ops.append(tile.DramRegionOp(f"{name}.bypass", lay.r_addr, lay.out_bytes, "bypass"))
+    extra: dict[str, Attribute] = {"shape": conv_shape_attr(s)}
+    if s.relu:
+        extra["relu"] = UnitAttr()
+    layer = tile.LayerOp(name, tile.LayerKind.CONV, ops, tile.ComputeMode(mode), None, extra)
+    set_conv_plan(layer, plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, loop_order, lay.r_addr, mode), hw)
+    return layer
+
+
+def bare_pool_layer(name: str, p: PoolShape, hw: SnowflakeConfig) -> tile.LayerOp:
+    """A max pool layer from its shape (as nn-to-tile writes it)."""
+    from snowir.plan.shapes import align
+
+    tiles = plan_pool_tiles(p, hw)
+    in_b, out_b = p.h * p.w * p.c * 2, p.oh * p.ow * p.c * 2
+    out_addr = align(in_b)
+    ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, in_b, "maps"),
+                            tile.DramRegionOp(f"{name}.output", out_addr, out_b, "output"),
+                            tile.DramRegionOp(f"{name}.slack", out_addr + out_b, POOL_SLACK, "scratch")]
+    ops += pool_tile_body(p, tiles, hw)
+    buffering = tile.MapsBuffering.WHOLE if tiles[0].strip.bank < 0 else tile.MapsBuffering.DOUBLE
+    return tile.LayerOp(name, tile.LayerKind.MAXPOOL, ops, extra={"shape": pool_shape_attr(p),
+                                                                  "maps_buffering": tile.MapsBufferingAttr(buffering)})
+
+
+def repack(layer: tile.LayerOp, mode_name: str, count: int, hw: SnowflakeConfig) -> None:
+    """The weights region's image packed for `mode_name` with `count` kernels a tile, when it is
+    not (regions above the weights move up if the image grows)."""
+    w = regions_of(layer).get("weights")
+    if w is None or w.value is None or w.packing is None:
+        return
+    mode = tile.ComputeMode(mode_name)
+    if w.packing.data == mode and w.packed_kernels.value.data == count:  # type: ignore[union-attr]
+        return
+    s = conv_shape_of(layer.shape)
+    weights, bias = _unpack(s, w, hw)
+    if mode == tile.ComputeMode.INDP:
+        image = pack_indp(weights, bias, hw)
+    else:
+        if count < 1:
+            return
+        image = pack_weights(weights, bias, -(-s.k // count), count)
+    w.properties["value"] = int16_resource(f"{layer.sym_name.data}_w_{mode.value}{count}", image)
+    w.properties["packing"] = tile.ComputeModeAttr(mode)
+    w.properties["packed_kernels"] = IntegerAttr(count, i64)
+    grow = image.size * 2 - w.size.value.data
+    w.properties["size"] = IntegerAttr(image.size * 2, i64)
+    if grow > 0:  # the regions above the weights move up to make room (a layer's own image layout)
+        end = w.offset.value.data + image.size * 2
+        for r in sorted(regions_of(layer).values(), key=lambda r: r.offset.value.data):
+            if r.offset.value.data > w.offset.value.data:
+                new = max(r.offset.value.data, align(end))
+                r.properties["offset"] = IntegerAttr(new, i64)
+                end = new + r.size.value.data
+
+
+def _unpack(s: ConvShape, region: tile.DramRegionOp, hw: SnowflakeConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(K, C, kh, kw) weights and (K,) biases from a packed image (the inverse of the packers)."""
+    image = int16_array(region.value)  # type: ignore[arg-type]
+    taps = s.kh * s.kw * s.c
+    if region.packing.data == tile.ComputeMode.INDP:  # type: ignore[union-attr]
+        words = hw.lanes * (taps + 1)
+        words += words % 2
+        blocks = image.reshape(-1, words)
+        w = blocks[:, :taps * hw.lanes].reshape(-1, taps, hw.lanes).transpose(0, 2, 1).reshape(-1, taps)[:s.k]
+        b = blocks[:, taps * hw.lanes:taps * hw.lanes + hw.lanes].reshape(-1)[:s.k]
+    else:
+        rows = image.reshape(-1, s.kernel_words)
+        w, b = rows[:s.k, :taps], rows[:s.k, taps]
+    return w.reshape(s.k, s.kh, s.kw, s.c).transpose(0, 3, 1, 2).copy(), b.copy()

@@ -1,0 +1,460 @@
+"""
+The tile verifier for one hardware configuration, and the derivation of what a researcher
+leaves empty.
+
+`derive_layer`: a `tile.kernel_tile` / `tile.maps_tile` written with an empty body `{}` gets
+its derived attributes recomputed (a maps tile's `in_rows` and `overlap` from its `out_rows`;
+an INDP maps tile over several row groups' rows split into its row groups; a kernel tile's
+`repeat`, and in INDP its `count`), the weights repacked when the layer's mode or kernel count
+no longer matches the image's `packing`, and then its loads and windows derived.
+
+`check_layer`: every rule the code generators rely on, one line naming the layer, the op and
+the rule when broken (and what may be edited instead). Loads and windows written out must be
+the ones the attributes imply: the generators follow the attributes, so a load edited alone
+is refused rather than ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, i64
+from xdsl.ir import Block, Operation
+
+from snowir.plan.shapes import slice_words
+from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, ConvShape, coop_kernels, input_rows
+from snowir.dialects import tile
+from snowir.plan.fused_pool import fusable, group_rows_words
+from snowir.plan.shapes import ring_schedule
+from snowir.hw import SnowflakeConfig
+from snowir.plan.indp import default_rows_per_cu, group_strips, indp_groups, interior_rows
+from snowir.plan.shapes import indp_kernel_words, kernels_per_tile
+from snowir.plan.shapes import GUARD
+from snowir.plan.pool import max_pool_rows
+from snowir.tile.build import conv_shape_of, conv_tile_body, layout_of, pool_tile_body, regions_of, repack
+from snowir.tile.read import TileError, compact_shape, conv_plan_of, kernel_tile_of, maps_tiles_of, pool_tiles_of
+
+
+def _empty(op: Operation) -> bool:
+    return not tile.body_ops(op)
+
+
+def _set(op: Operation, name: str, value: int | None) -> None:
+    if value is None:
+        op.properties.pop(name, None)
+    else:
+        op.properties[name] = IntegerAttr(value, i64)
+
+
+def _fill(op: Operation, ops: list[Operation]) -> None:
+    """`op`'s body becomes `ops` (a derived tile's loads and windows)."""
+    region = op.regions[0]
+    if not region.blocks:
+        region.add_block(Block())
+    for o in ops:
+        o.detach() if o.parent is not None else None
+        region.block.add_op(o)
+
+
+# ---------------------------------------------------------------------------------- derive
+
+def derive_layer(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
+    """Recompute what empty-bodied tiles leave to derivation, then fill their bodies."""
+    if layer.kind.data == tile.LayerKind.MAXPOOL:
+        _derive_pool(layer, hw)
+    elif layer.kind.data == tile.LayerKind.CONV and isinstance(layer.shape, tile.ConvShapeAttr):
+        _derive_conv(layer, hw)
+
+
+def _conv_shape(layer: tile.LayerOp) -> ConvShape:
+    s = conv_shape_of(layer.shape)
+    if layer.gather is not None:
+        s = compact_shape(s, tuple(layer.gather.values().values()))  # type: ignore[arg-type]
+    return s
+
+
+def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
+    tiles = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp | tile.MapsTileOp)]
+    if not any(_empty(op) for op in tiles) or layer.mode is None:
+        return
+    full = conv_shape_of(layer.shape)
+    s = _conv_shape(layer)
+    indp = layer.mode.data == tile.ComputeMode.INDP
+    kt = kernel_tile_of(layer)
+    if _empty(kt):
+        if indp:
+            _set(kt, "count", kernels_per_tile(hw))
+        _set(kt, "repeat", -(-full.k // max(1, kt._int("count"))))
+        _repack(layer, kt, hw)
+        _keep_holding(layer, kt, s, hw)
+    maps = [op for op in tiles if isinstance(op, tile.MapsTileOp)]
+    for mt in maps:
+        if not _empty(mt):
+            continue
+        y0, y1 = mt._ints("out_rows")
+        if indp:
+            per_cu = mt._int("cu_rows") if mt.cu_rows is not None else default_rows_per_cu(s, hw)
+            groups = indp_groups(s, hw, y0, min(y1, s.oh), per_cu)
+            if len(groups) > 1 or groups[0][1] * groups[0][2] != y1 - y0:
+                # one maps tile over several row groups' rows: its row groups
+                for (g0, r, cus), st in zip(groups, group_strips(s, groups)):
+                    new = tile.MapsTileOp((st.y0, st.y1), (st.r0, st.r1), 0, -1)
+                    _set(new, "cu_rows", r)
+                    layer.body.block.insert_op_before(new, mt)
+                mt.detach()
+                mt.erase()
+                continue
+            _set(mt, "cu_rows", groups[0][1])
+        else:
+            _set(mt, "cu_rows", None)
+        r0, r1 = input_rows(s.h, s.kh, s.sy, s.pt, y0, y1)
+        mt.properties["in_rows"] = DenseArrayBase.from_list(i64, [r0, max(r1, r0 + 1)])
+    if indp and all(_empty(mt) for mt in maps_tiles_of(layer)):
+        layer.properties["maps_buffering"] = tile.MapsBufferingAttr(tile.MapsBuffering.DOUBLE)
+    prev = 0
+    for i, mt in enumerate(maps_tiles_of(layer)):
+        r0, r1 = mt._ints("in_rows")
+        if _empty(mt):
+            _set(mt, "overlap", max(0, prev - r0) if i else 0)
+        prev = r1
+    plan = conv_plan_of(layer)
+    want = conv_tile_body(full, plan, layout_of(layer), hw)
+    have = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp | tile.MapsTileOp)]
+    if len(want) == len(have):
+        for a, b in zip(have, want):
+            if _empty(a):
+                _fill(a, tile.body_ops(b))
+
+
+def _keep_holding(layer: tile.LayerOp, kt: tile.KernelTileOp, s: ConvShape, hw: SnowflakeConfig) -> None:
+    """An empty kernel tile keeps its slot, stagger or residency while the (new) kernels still
+    fit it; one that no longer fits is dropped: the tiles are then single-buffered."""
+    indp = layer.mode.data == tile.ComputeMode.INDP  # type: ignore[union-attr]
+    words = indp_kernel_words(s, hw) if indp else s.kernel_words
+    if words > hw.weights_buffer_elements:
+        return  # a kernel streamed in chunks: its slot is the chunks'
+    tiles = kt._int("repeat")
+    kloop_coop = not indp and layer.loop_order is not None and layer.loop_order.data == tile.LoopOrder.KLOOP \
+        and conv_shape_of(layer.shape).groups == 1
+    if kt.slot is not None and (words > kt._int("slot") or kt._int("slot") + words > hw.weights_buffer_elements):
+        _set(kt, "slot", None)
+    if kt.stagger is not None and (not kloop_coop or kt._int("stagger") >= words
+                                   or words + kt._int("stagger") > hw.weights_buffer_elements):
+        _set(kt, "stagger", None)
+    if kt.resident is not None and (not kloop_coop or tiles * words > hw.weights_buffer_elements):
+        kt.properties.pop("resident")
+
+
+def _repack(layer: tile.LayerOp, kt: tile.KernelTileOp, hw: SnowflakeConfig) -> None:
+    repack(layer, layer.mode.data.value, kt._int("count"), hw)  # type: ignore[union-attr]
+
+
+def _derive_pool(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
+    if not isinstance(layer.shape, tile.PoolShapeAttr):
+        return
+    maps = [op for op in layer.body.block.ops if isinstance(op, tile.MapsTileOp)]
+    if not any(_empty(mt) for mt in maps):
+        return
+    from snowir.tile.build import pool_shape_of
+
+    p = pool_shape_of(layer.shape)
+    for mt in maps:
+        if _empty(mt):
+            y0, y1 = mt._ints("out_rows")
+            r0, r1 = input_rows(p.h, p.kh, p.sy, p.pt, y0, y1)
+            mt.properties["in_rows"] = DenseArrayBase.from_list(i64, [r0, max(r1, r0 + 1)])
+            _set(mt, "overlap", 0)
+    _, tiles = pool_tiles_of(layer)
+    for mt, op in zip(maps, pool_tile_body(p, tiles, hw)):
+        if _empty(mt):
+            _fill(mt, tile.body_ops(op))
+
+
+# ---------------------------------------------------------------------------------- check
+
+def _schedule_key(op: Operation) -> Hashable:
+    """What a tile op says about the schedule: its name, properties and children (load units
+    are balance-loads' decision, checked apart; load IDs number the layer's loads, a label)."""
+    props = tuple(sorted(((k, v) for k, v in op.properties.items() if k not in ("unit", "load_id")),
+                         key=lambda kv: kv[0]))
+    children = tuple(_schedule_key(c) for r in op.regions for c in tile.body_ops(op)) if op.regions else ()
+    return op.name, props, children
+
+
+def _what(layer: tile.LayerOp, op: Operation) -> str:
+    if isinstance(op, tile.KernelTileOp):
+        return "kernel tile"
+    return f"maps tile {[o for o in layer.body.block.ops if isinstance(o, tile.MapsTileOp)].index(op)}"
+
+
+def check_bodies(layer: tile.LayerOp, want: list[Operation]) -> None:
+    """Loads and windows written out must be the ones the tiles' attributes imply."""
+    for op in layer.walk():
+        if isinstance(op, tile.LoadOp) and op._int("unit") != 0:
+            raise TileError(layer, "tile.load unit: load units are balance-loads' decision "
+                                   "(run balance-loads{units=N}, or edit the snowflake_asm)")
+    have = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp | tile.MapsTileOp)]
+    for a, b in zip(have, want):
+        if _schedule_key(a) != _schedule_key(b):
+            ka, kb = dict(a.properties), dict(b.properties)
+            diff = sorted(k for k in ka.keys() | kb.keys() if k not in ("unit", "load_id") and ka.get(k) != kb.get(k))
+            if diff:
+                raise TileError(layer, f"{_what(layer, a)}: {diff[0]} is derived from the other attributes "
+                                       f"(write the tile's body empty `{{}}` to recompute it)")
+            raise TileError(layer, f"{_what(layer, a)}: its loads and windows differ from what its attributes imply; "
+                                   "they are derived: edit the attributes (out_rows, count, cu_rows, ring, the "
+                                   "layer's mode, loop_order, maps_buffering, ...) and write the body empty `{}`")
+
+
+def _cover(layer: tile.LayerOp, rows: list[tuple[int, int]], oh: int) -> None:
+    starts = [0] + [y1 for _, y1 in rows[:-1]]
+    for i, ((y0, y1), want) in enumerate(zip(rows, starts)):
+        if y0 != want:
+            raise TileError(layer, f"maps tile {i}: out_rows start at {y0}, not {want}: maps tiles cover output "
+                                   f"rows 0..{oh} in order")
+    if rows[-1][1] != oh:
+        raise TileError(layer, f"maps tile {len(rows) - 1}: out_rows end at {rows[-1][1]}, not {oh}: maps tiles "
+                               f"cover output rows 0..{oh} in order")
+
+
+def _in_rows(layer: tile.LayerOp, i: int, mt: tile.MapsTileOp, want: tuple[int, int], prev: int) -> None:
+    if mt._ints("in_rows") != want:
+        raise TileError(layer, f"maps tile {i}: in_rows {list(mt._ints('in_rows'))} are not the {list(want)} its "
+                               "out_rows read (derived: write the body empty `{}` to recompute)")
+    overlap = max(0, prev - want[0]) if i else 0
+    if mt._int("overlap") != overlap:
+        raise TileError(layer, f"maps tile {i}: overlap {mt._int('overlap')} is not {overlap} (derived: write the "
+                               "body empty `{}` to recompute)")
+
+
+def _regions(layer: tile.LayerOp, sizes: dict[str, int]) -> None:
+    regions = regions_of(layer)
+    for label, need in sizes.items():
+        r = regions.get(label)
+        if r is None:
+            raise TileError(layer, f"no '{label}' tile.dram_region")
+        if r.size.value.data < need:
+            raise TileError(layer, f"tile.dram_region @{r.sym_name.data}: {r.size.value.data} bytes, the layer "
+                                   f"moves {need} there")
+    spans = sorted((r.offset.value.data, r.offset.value.data + r.size.value.data, r.sym_name.data)
+                   for r in regions.values())
+    for (a0, a1, an), (b0, _, bn) in zip(spans, spans[1:]):
+        if b0 < a1:
+            raise TileError(layer, f"tile.dram_region @{bn} overlaps @{an}")
+
+
+def check_layer(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
+    if layer.kind.data == tile.LayerKind.CONV:
+        check_conv(layer, conv_plan_of(layer), hw)
+    elif layer.kind.data == tile.LayerKind.MAXPOOL:
+        check_pool(layer, hw)
+    else:
+        raise TileError(layer, f"{layer.kind.data.value} layers are not lowered to Snowflake")
+
+
+def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None:
+    full = conv_shape_of(layer.shape)
+    s = plan.shape
+    kt = kernel_tile_of(layer)
+    tiles = maps_tiles_of(layer)
+    regions = regions_of(layer)
+    indp = plan.indp
+    fc = s.kernel_words > hw.weights_buffer_elements
+    # kernel tiles
+    if kt._int("first") != 0:
+        raise TileError(layer, "kernel tile: first must be 0 (the tile repeats over kernels count x repeat; edit count)")
+    if indp and plan.kernels != kernels_per_tile(hw):
+        raise TileError(layer, f"kernel tile: count {plan.kernels}: an INDP tile is {kernels_per_tile(hw)} kernels "
+                               "(16 per vMAC; write the body empty `{}` to derive it)")
+    if not indp:
+        if plan.kernels > hw.vmacs:
+            raise TileError(layer, f"kernel tile: count {plan.kernels} > the {hw.vmacs} vMACs (one kernel each in COOP)")
+        per_group = full.k // full.groups
+        if full.groups > 1 and per_group % plan.kernels:
+            raise TileError(layer, f"kernel tile: count {plan.kernels} does not divide a group's {per_group} kernels "
+                                   "(a tile never spans two groups)")
+        if full.groups > 1 and plan.kernels != coop_kernels(hw, full):
+            raise TileError(layer, f"kernel tile: count {plan.kernels}: a grouped conv takes {coop_kernels(hw, full)} "
+                                   "kernels a tile (edit count on ungrouped layers)")
+    if plan.tiles != -(-full.k // plan.kernels):
+        raise TileError(layer, f"kernel tile: repeat {plan.tiles} is not ceil({full.k} / {plan.kernels}) = "
+                               f"{-(-full.k // plan.kernels)} (derived: write the body empty `{{}}` to recompute)")
+    w = regions.get("weights")
+    if w is not None and w.packing is not None:
+        packed = (w.packing.data.value, w.packed_kernels.value.data)  # type: ignore[union-attr]
+        if packed != (plan.mode, plan.kernels):
+            raise TileError(layer, f"tile.dram_region @{w.sym_name.data}: weights packed for {packed[0]}, "
+                                   f"{packed[1]} kernels a tile; the layer runs {plan.mode} with {plan.kernels} (write "
+                                   "the kernel tile's body empty `{}` to repack them)")
+    words = indp_kernel_words(s, hw) if indp else s.kernel_words
+    if plan.double_buffer_weights:
+        if fc:
+            chunk = (plan.w_slot - BIAS_BLOCK) // hw.lanes * hw.lanes
+            if chunk < hw.lanes or plan.w_slot + chunk + BIAS_BLOCK > hw.weights_buffer_elements:
+                raise TileError(layer, f"kernel tile: slot {plan.w_slot}: two chunks of a kernel larger than the "
+                                       f"buffer must fit its {hw.weights_buffer_elements} words")
+        elif words > plan.w_slot or plan.w_slot + words > hw.weights_buffer_elements:
+            raise TileError(layer, f"kernel tile: slot {plan.w_slot}: a kernel's {words} words must fit below it and "
+                                   f"above it within the {hw.weights_buffer_elements}-word weights buffer")
+    elif fc:
+        raise TileError(layer, "kernel tile: a kernel larger than the weights buffer streams in chunks: it needs a slot")
+    elif words > hw.weights_buffer_elements:
+        raise TileError(layer, f"kernel tile: {words} words a kernel exceed the {hw.weights_buffer_elements}-word buffer")
+    kloop_coop = not indp and plan.loop_order == "Kloop" and full.groups == 1
+    if plan.stagger:
+        if not kloop_coop or fc:
+            raise TileError(layer, "kernel tile: stagger applies to ungrouped COOP Kloop layers (remove it)")
+        if plan.stagger % 2 or plan.stagger >= words or words + plan.stagger > hw.weights_buffer_elements:
+            raise TileError(layer, f"kernel tile: stagger {plan.stagger} must be even, below the kernel's {words} words, "
+                                   f"and the kernel at it within the {hw.weights_buffer_elements}-word buffer")
+    if plan.resident_weights:
+        if not kloop_coop or fc:
+            raise TileError(layer, "kernel tile: resident applies to ungrouped COOP Kloop layers (remove it)")
+        if plan.tiles * words > hw.weights_buffer_elements:
+            raise TileError(layer, f"kernel tile: resident: {plan.tiles} tiles of {words} words exceed the "
+                                   f"{hw.weights_buffer_elements}-word weights buffer")
+    # loop order
+    if plan.loop_order == "Mloop" and (indp or plan.bypass_addr is not None or plan.pool is not None or fc):
+        kind = "an INDP" if indp else "a residual" if plan.bypass_addr is not None else "a fully connected"
+        raise TileError(layer, f"loop_order Mloop: {kind} layer runs Kloop only")
+    # maps tiles
+    rows = [(st.y0, st.y1) for st in plan.strips]
+    _cover(layer, rows, s.oh)
+    prev = 0
+    for i, (mt, st) in enumerate(zip(tiles, plan.strips)):
+        if mt._int("cu") != -1:
+            raise TileError(layer, f"maps tile {i}: cu {mt._int('cu')}: maps tiles are broadcast (-1); an INDP "
+                                   "row group spreads its rows over the CUs by cu_rows")
+        if mt.ring is not None:
+            raise TileError(layer, f"maps tile {i}: ring belongs to max pool layers")
+        if not indp and mt.cu_rows is not None:
+            raise TileError(layer, f"maps tile {i}: cu_rows belongs to INDP row groups (write the body empty `{{}}`)")
+        _in_rows(layer, i, mt, input_rows(s.h, s.kh, s.sy, s.pt, st.y0, st.y1), prev)
+        prev = st.r1
+    _check_maps_room(layer, plan, hw, fc)
+    if plan.pool is not None:
+        _check_ring(layer, plan, hw)
+    elif "conv_output" in regions:
+        raise TileError(layer, "a 'conv_output' region is a fused pool's: without `pool` the conv writes 'output' "
+                               "(remove the pool's regions, or keep `pool`)")
+    if plan.bypass_slices and (plan.bypass_addr is None or indp):
+        raise TileError(layer, "bypass_slices: a COOP residual conv's")
+    _regions(layer, {"maps": full.h * full.w * full.cin * 2, "output" if plan.pool is None else "conv_output":
+                     full.oh * full.ow * full.k * 2, **({"bypass": full.oh * full.ow * full.k * 2}
+                                                        if plan.bypass_addr is not None else {})})
+    want = conv_tile_body(full, plan, layout_of(layer), hw)
+    if len(want) != 1 + len(tiles):
+        raise TileError(layer, f"{len(tiles)} maps tiles where its rows give {len(want) - 1}")
+    check_bodies(layer, want)
+
+
+def _check_maps_room(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig, fc: bool) -> None:
+    s = plan.shape
+    row = s.w * s.cin
+    buffering = layer.maps_buffering.data  # type: ignore[union-attr]
+    strips = plan.strips
+    if fc:
+        if len(strips) != 1 or s.h * row > hw.maps_buffer_elements:
+            raise TileError(layer, "a kernel larger than the weights buffer needs the whole input in one maps tile")
+        return
+    if plan.indp:
+        if buffering != tile.MapsBuffering.DOUBLE:
+            raise TileError(layer, f"maps_buffering {buffering.value}: INDP row groups are double-buffered")
+        top, bottom = interior_rows(s)
+        for i, st in enumerate(strips):
+            r = plan.cu_rows[i]
+            if (st.y1 - st.y0) % r or (st.y1 - st.y0) // r > hw.cus:
+                raise TileError(layer, f"maps tile {i}: {st.y1 - st.y0} rows are not up to {hw.cus} CUs x cu_rows {r}")
+            cus = (st.y1 - st.y0) // r
+            if (cus > 1 or r > 1) and (st.y0 < top or st.y1 > bottom):
+                raise TileError(layer, f"maps tile {i}: rows whose kernel rows padding clips form single-row groups "
+                                       "(cu_rows = 1 on one CU)")
+            need = max(b - a for a, b in (input_rows(s.h, s.kh, s.sy, s.pt, st.y0 + c * r, st.y0 + (c + 1) * r)
+                                          for c in range(cus))) * row
+            if need > hw.maps_bank_elements:
+                raise TileError(layer, f"maps tile {i}: a CU's {need} words exceed a {hw.maps_bank_elements}-word bank")
+        return
+    if plan.bypass_addr is not None:
+        out_row = s.ow * s.k
+        if plan.bypass_slices:
+            n = slice_words(plan)
+            b0, b1 = plan.slice_bases
+            if b1 - b0 < n or b1 + n > hw.maps_buffer_elements:
+                raise TileError(layer, f"bypass_slices {[b0, b1]}: two slices of {n} words within the buffer")
+            limit, extra = b0, 0
+        else:
+            double = buffering == tile.MapsBuffering.DOUBLE and len(strips) > 1
+            if buffering == tile.MapsBuffering.WHOLE:
+                raise TileError(layer, "maps_buffering whole: a residual conv's tiles are single or double (halves)")
+            limit, extra = (hw.maps_buffer_elements // 2 if double else hw.maps_buffer_elements), out_row
+        for i, st in enumerate(strips):
+            need = (st.r1 - st.r0) * row + (st.y1 - st.y0) * extra
+            if need > limit:
+                raise TileError(layer, f"maps tile {i}: {need} words (maps{' + bypass rows' if extra else ''}) exceed "
+                                       f"the {limit} words its buffering gives (split the tile)")
+        return
+    if buffering == tile.MapsBuffering.SINGLE:
+        raise TileError(layer, "maps_buffering single is a residual conv's (double or whole)")
+    limit = hw.maps_buffer_elements if buffering == tile.MapsBuffering.WHOLE or len(strips) == 1 \
+        else hw.maps_bank_elements
+    for i, st in enumerate(strips):
+        need = (st.r1 - st.r0) * row
+        if need > limit:
+            raise TileError(layer, f"maps tile {i}: {need} words exceed the {limit}-word "
+                                   f"{'buffer' if limit == hw.maps_buffer_elements else 'bank'} (split the tile, or "
+                                   "maps_buffering = whole)")
+
+
+def _check_ring(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None:
+    p = plan.pool
+    assert p is not None
+    if not fusable(plan, p, hw):
+        raise TileError(layer, "pool: a fused max pool reads an INDP conv's output whole (its shape), channels the "
+                               "pool unit takes")
+    span = ring_schedule(plan, p)[2]
+    slots = plan.pool_slots
+    size = p.w * p.c + GUARD
+    if len(slots) < span:
+        raise TileError(layer, f"pool_slots: {len(slots)} slots, the pool needs {span} rows at once")
+    used = group_rows_words(plan)
+    for a in slots:
+        bank = a // hw.maps_bank_elements
+        if bank > 1 or a % 2 or a < bank * hw.maps_bank_elements + used[bank] or \
+                a + size > (bank + 1) * hw.maps_bank_elements:
+            raise TileError(layer, f"pool_slots: slot {a} must be even and hold {size} words above the row groups' "
+                                   "maps, within its bank")
+    ordered = sorted(slots)
+    if any(b < a + size for a, b in zip(ordered, ordered[1:])):
+        raise TileError(layer, f"pool_slots: slots of {size} words overlap")
+
+
+def check_pool(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
+    p, tiles = pool_tiles_of(layer)
+    if p.c % 16 and p.c > 16 * hw.cus:
+        raise TileError(layer, f"max pool over {p.c} channels: multiples of 16, or fewer than {16 * hw.cus}")
+    maps = maps_tiles_of(layer)
+    _cover(layer, [(t.strip.y0, t.strip.y1) for t in tiles], p.oh)
+    buffering = layer.maps_buffering.data  # type: ignore[union-attr]
+    if buffering == tile.MapsBuffering.SINGLE:
+        raise TileError(layer, "maps_buffering single is a residual conv's (double or whole)")
+    row = p.w * p.c
+    for i, (mt, t) in enumerate(zip(maps, tiles)):
+        st = t.strip
+        if mt._int("cu") != -1 or mt.cu_rows is not None:
+            raise TileError(layer, f"maps tile {i}: a max pool's maps are broadcast to every CU (cu = -1, no cu_rows)")
+        _in_rows(layer, i, mt, input_rows(p.h, p.kh, p.sy, p.pt, st.y0, st.y1), 0)
+        if t.ring:
+            per_row = p.ow * min(p.kh, p.h) * -(-p.c // (16 * hw.cus))
+            if t.ring < p.kh + p.sy or t.ring * row + GUARD + 16 > hw.maps_buffer_elements:
+                raise TileError(layer, f"maps tile {i}: ring {t.ring}: at least {p.kh + p.sy} rows (a window and the "
+                                       f"next row's) and at most {max_pool_rows(p, hw, True)} in the buffer")
+            if per_row < hw.vector_queue_depth and st.y1 - st.y0 > 1:
+                raise TileError(layer, f"maps tile {i}: ring: an output row of {per_row} MAXs is shorter than the "
+                                       f"{hw.vector_queue_depth}-deep vector queue (slots would be reloaded while "
+                                       "read): use strips (remove ring)")
+        elif st.r1 - st.r0 > max_pool_rows(p, hw, buffering == tile.MapsBuffering.WHOLE):
+            raise TileError(layer, f"maps tile {i}: {st.r1 - st.r0} input rows exceed the "
+                                   f"{max_pool_rows(p, hw, buffering == tile.MapsBuffering.WHOLE)} its "
+                                   f"{'buffer' if buffering == tile.MapsBuffering.WHOLE else 'bank'} holds")
+    _regions(layer, {"maps": p.h * row * 2, "output": p.oh * p.ow * p.c * 2})
+    check_bodies(layer, [*pool_tile_body(p, tiles, hw)])

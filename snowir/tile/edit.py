@@ -1,0 +1,102 @@
+"""
+Edits of a `tile.layer` for passes that retile: the documented way to change a layer's maps
+tiles or kernel tile without calling the planner or building loads and windows by hand.
+
+Each helper rewrites the attributes and leaves the affected tiles with an empty body; tile-to-asm
+(or `rederive`) derives their loads and windows, their `in_rows` and `overlap`, an INDP layer's
+row groups, the kernel tile's `repeat`, and repacks the weights when the kernel count changes,
+then checks the layer for the configuration (snowir/tile/check.py). A layer the edit makes
+impossible (rows that do not fit a bank, say) is refused there in one line.
+
+    from snowir.tile_edit import maps_rows, set_maps_rows, split_rows
+    for layer in module.ops:
+        if isinstance(layer, tile.LayerOp):
+            set_maps_rows(layer, split_rows(maps_rows(layer), 4))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import IntegerAttr, i64
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from snowir.plan.shapes import input_rows
+from snowir.dialects import tile
+from snowir.hw import SnowflakeConfig
+from snowir.tile.build import conv_shape_of, pool_shape_of
+from snowir.tile.check import derive_layer
+from snowir.tile.read import compact_shape
+
+
+def maps_rows(layer: tile.LayerOp) -> list[tuple[int, int]]:
+    """The output rows [y0, y1) of the layer's maps tiles, in order."""
+    return [tuple(mt._ints("out_rows")) for mt in layer.body.block.ops  # type: ignore[misc]
+            if isinstance(mt, tile.MapsTileOp)]
+
+
+def split_rows(rows: Sequence[tuple[int, int]], most: int) -> list[tuple[int, int]]:
+    """Each [y0, y1) cut into pieces of at most `most` rows."""
+    return [(y, min(y + most, y1)) for y0, y1 in rows for y in range(y0, y1, most)]
+
+
+def set_maps_rows(layer: tile.LayerOp, rows: Sequence[tuple[int, int]]) -> None:
+    """The layer's maps tiles become one empty-bodied tile per [y0, y1) of `rows` (which must
+    cover the output rows in order). A tile keeps the `ring` of the first old tile it overlaps
+    (a max pool's); an INDP layer's new tiles are split into row groups when derived."""
+    old = [mt for mt in layer.body.block.ops if isinstance(mt, tile.MapsTileOp)]
+    if not old:
+        raise ValueError(f"layer @{layer.sym_name.data} has no maps tiles to retile")
+    prev = 0
+    for i, (y0, y1) in enumerate(rows):
+        source = next((mt for mt in old if mt._ints("out_rows")[0] < y1 and mt._ints("out_rows")[1] > y0), old[-1])
+        r0, r1 = tile_input_rows(layer, y0, y1)
+        new = tile.MapsTileOp((y0, y1), (r0, r1), max(0, prev - r0) if i else 0, -1)
+        prev = r1
+        _empty(new)  # written empty: derived at tile-to-asm
+        for key in ("ring",):
+            if key in source.properties:
+                new.properties[key] = source.properties[key]
+        Rewriter.insert_op(new, InsertPoint.before(old[0]))
+    for mt in old:
+        Rewriter.erase_op(mt)
+
+
+def tile_input_rows(layer: tile.LayerOp, y0: int, y1: int) -> tuple[int, int]:
+    """Input rows [r0, r1) output rows [y0, y1) of the layer read (of a gathering conv's compact input)."""
+    if isinstance(layer.shape, tile.PoolShapeAttr):
+        p = pool_shape_of(layer.shape)
+        r0, r1 = input_rows(p.h, p.kh, p.sy, p.pt, y0, y1)
+    else:
+        s = conv_shape_of(layer.shape)  # type: ignore[arg-type]
+        if layer.gather is not None:
+            s = compact_shape(s, tuple(layer.gather.values().values()))  # type: ignore[arg-type]
+        r0, r1 = input_rows(s.h, s.kh, s.sy, s.pt, y0, y1)
+    return r0, max(r1, r0 + 1)
+
+
+def _empty(op: tile.KernelTileOp | tile.MapsTileOp) -> None:
+    region = op.regions[0]
+    for block in list(region.blocks):
+        region.detach_block(block)
+
+
+def set_kernel_count(layer: tile.LayerOp, count: int) -> None:
+    """Kernels per kernel tile (COOP: at most one per vMAC); the kernel tile's body is emptied,
+    so its `repeat` is derived and the weights are repacked."""
+    (kt,) = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp)]
+    kt.properties["count"] = IntegerAttr(count, i64)
+    _empty(kt)
+
+
+def empty_bodies(layer: tile.LayerOp) -> None:
+    """Every kernel and maps tile of the layer written empty: all derived again (after a mode
+    change, say)."""
+    for op in layer.body.block.ops:
+        if isinstance(op, tile.KernelTileOp | tile.MapsTileOp):
+            _empty(op)
+
+
+def rederive(layer: tile.LayerOp, hw: SnowflakeConfig | None = None) -> None:
+    """Fill the layer's empty tiles now (tile-to-asm does it too), to print or inspect them."""
+    derive_layer(layer, hw or SnowflakeConfig())

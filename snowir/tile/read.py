@@ -1,0 +1,133 @@
+"""
+A `tile.layer` read back as the decisions the code generators follow: a conv's `ConvPlan`, a
+max pool's `PoolTile`s. Pure reading, no planner and no hardware configuration: every
+decision the generated code depends on is an attribute or op of the layer (docs/dialects.md
+lists them), so an edit of any of them changes the plan, and tile-to-asm's code with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import PassFailedException
+
+from snowir.plan.shapes import ConvPlan, ConvShape, Strip
+from snowir.dialects import nn, tile
+from snowir.errors import SnowError
+from snowir.nn_util import on_host
+from snowir.plan.shapes import PoolShape, PoolTile
+from snowir.tile.build import conv_shape_of, pool_shape_of, regions_of
+
+
+class TileError(SnowError):
+    """A tile layer the code generators cannot follow: one line naming the layer, the op and the rule."""
+
+    def __init__(self, layer: tile.LayerOp, message: str):
+        super().__init__(f"layer @{layer.sym_name.data}: {message}")
+
+
+def compact_shape(s: ConvShape, gather: tuple[int, int, int, int, int]) -> ConvShape:
+    """The conv over what a gathering layer loads: a channel slice's own channels, and a strided
+    1x1's pixels (each kept pixel a unit step)."""
+    sy, sx = gather[:2]
+    c = replace(s, cin_total=0, c_base=0)
+    if (sy, sx) != (1, 1):
+        c = replace(c, h=c.oh, w=c.ow, sy=1, sx=1)
+    return c
+
+
+def kernel_tile_of(layer: tile.LayerOp) -> tile.KernelTileOp:
+    ktiles = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp)]
+    if len(ktiles) != 1:
+        raise TileError(layer, f"a conv layer has one tile.kernel_tile (it repeats over the kernel tiles), found {len(ktiles)}")
+    return ktiles[0]
+
+
+def maps_tiles_of(layer: tile.LayerOp) -> list[tile.MapsTileOp]:
+    tiles = [op for op in layer.body.block.ops if isinstance(op, tile.MapsTileOp)]
+    if not tiles:
+        raise TileError(layer, "no tile.maps_tile: maps tiles cover output rows 0..OH in order")
+    return tiles
+
+
+def _offset(layer: tile.LayerOp, regions: dict[str, tile.DramRegionOp], label: str) -> int:
+    if label not in regions:
+        raise TileError(layer, f"no '{label}' tile.dram_region")
+    return regions[label].offset.value.data
+
+
+def buffering_of(layer: tile.LayerOp) -> tile.MapsBuffering:
+    if layer.maps_buffering is None:
+        raise TileError(layer, "no maps_buffering (double, whole or single): where its maps tiles sit")
+    return layer.maps_buffering.data
+
+
+def strips_of(layer: tile.LayerOp, tiles: list[tile.MapsTileOp]) -> tuple[Strip, ...]:
+    """The maps tiles as strips, each in the bank its index and the layer's buffering give."""
+    buffering = buffering_of(layer)
+    strips = []
+    for i, mt in enumerate(tiles):
+        (y0, y1), (r0, r1) = mt._ints("out_rows"), mt._ints("in_rows")
+        bank = -1 if buffering == tile.MapsBuffering.WHOLE else 0 if buffering == tile.MapsBuffering.SINGLE else i % 2
+        strips.append(Strip(y0, y1, r0, r1, bank))
+    return tuple(strips)
+
+
+def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
+    """The conv layer's decisions exactly as its IR states them."""
+    if not isinstance(layer.shape, tile.ConvShapeAttr):
+        raise TileError(layer, "a conv layer needs `shape = #tile.conv_shape<...>`")
+    if layer.loop_order is None:
+        raise TileError(layer, "no loop_order: run tile-loop-order first (or write Kloop / Mloop)")
+    if layer.mode is None:
+        raise TileError(layer, "no mode (COOP or INDP)")
+    s = conv_shape_of(layer.shape)
+    regions = regions_of(layer)
+    in_addr, w_addr = _offset(layer, regions, "maps"), _offset(layer, regions, "weights")
+    pool = pool_shape_of(layer.pool) if layer.pool is not None else None
+    out_addr = _offset(layer, regions, "conv_output" if pool is not None else "output")
+    pool_out = _offset(layer, regions, "output") if pool is not None else 0
+    bypass = _offset(layer, regions, "bypass") if "bypass" in regions else None
+    kt = kernel_tile_of(layer)
+    tiles = maps_tiles_of(layer)
+    gather = tuple(layer.gather.values().values()) if layer.gather is not None else None
+    mode = layer.mode.data.value
+    slices = tuple(int(v) for v in layer.bypass_slices.get_values()) if layer.bypass_slices is not None else ()
+    cu_rows: tuple[int, ...] = ()
+    if mode == "INDP":
+        missing = [i for i, mt in enumerate(tiles) if mt.cu_rows is None]
+        if missing:
+            raise TileError(layer, f"maps tile {missing[0]}: an INDP maps tile (a row group) needs cu_rows "
+                                   "(or write its body empty `{}` to derive it)")
+        cu_rows = tuple(mt._int("cu_rows") for mt in tiles)
+    return ConvPlan(
+        compact_shape(s, gather) if gather is not None else s,  # type: ignore[arg-type]
+        strips_of(layer, tiles), kt._int("repeat"), kt._int("count"), kt.slot is not None,
+        in_addr, w_addr, out_addr, mode, layer.loop_order.data.value, bypass, cu_rows,
+        gather, kt.resident is not None, bool(slices), pool, pool_out,  # type: ignore[arg-type]
+        kt._int("slot") if kt.slot is not None else 0, kt._int("stagger") if kt.stagger is not None else 0,
+        slices, tuple(int(v) for v in layer.pool_slots.get_values()) if layer.pool_slots is not None else ())
+
+
+def pool_tiles_of(layer: tile.LayerOp) -> tuple[PoolShape, list[PoolTile]]:
+    """A max pool layer's shape and maps tiles (strips in their banks, or rings)."""
+    if not isinstance(layer.shape, tile.PoolShapeAttr):
+        raise TileError(layer, "a maxpool layer needs `shape = #tile.pool_shape<...>`")
+    tiles = maps_tiles_of(layer)
+    strips = strips_of(layer, tiles)
+    return pool_shape_of(layer.shape), [PoolTile(st, mt._int("ring") if mt.ring is not None else 0)
+                                        for st, mt in zip(strips, tiles)]
+
+
+def tile_layers(module: ModuleOp, pass_name: str) -> list[tile.LayerOp]:
+    """The module's tile layers, for a tile pass; a module whose device layers are still nn ops
+    is refused in one line (the pass would otherwise do nothing without saying so)."""
+    layers = [op for op in module.ops if isinstance(op, tile.LayerOp)]
+    if not layers:
+        pending = [op for op in module.walk() if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and not on_host(op)
+                   and "tile" not in op.attributes and "image" not in op.attributes]
+        if pending:
+            raise PassFailedException(f"{pass_name}: no tile.layer in the module: run nn-to-tile first "
+                                      f"(e.g. nn-prepare,nn-to-tile,tile-loop-order,{pass_name})")
+    return layers
