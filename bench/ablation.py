@@ -55,7 +55,7 @@ def table1_ablation() -> list[dict]:
 
 
 def model_ablation() -> list[dict]:
-    from snowir.driver.model_run import run_model_on_device
+    from snowir.driver.model_api import run_model_on_device
     from snowir.tools.bench_models import build as build_bench
     from snowir.tools.light_models import build as build_light
 

@@ -51,7 +51,7 @@ def main() -> None:
         snr = f"{r['snr_db']:.1f}" if r["snr_db"] is not None else "-"
         agree = f"{100 * r['top1_agree']:.1f}%" if "top1_agree" in r else "-"
         print(f"{r['format']:<22} {100 * r['accuracy']:>12.2f}% {snr:>13} {agree:>12}")
-    from snowir.tools.io import bench_output
+    from snowir.driver.files import bench_output
 
     bench_output(__file__, "digits_accuracy.json", args.out).write_text(
         json.dumps({"test_images": int(len(yte)), "rows": rows}, indent=2) + "\n")

@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from snowir import dse
+from snowir.driver import dse
 from snowir.hw import SnowflakeConfig
 from snowir.tools.bench_models import build as build_bench
 from snowir.tools.light_models import build as build_light

@@ -14,7 +14,7 @@ import json
 import time
 
 from snowir.errors import SnowError
-from snowir.driver.model_run import run_model_on_device
+from snowir.driver.model_api import run_model_on_device
 from snowir.tools.light_models import NAMES, build
 
 
@@ -56,7 +56,7 @@ def main() -> None:
             continue
         print(f"{r['model']:<14} {r['ms']:>8.2f} {r['snr_db']:>7.1f} {str(r['golden_bit_exact']):>5} {r['device_convs']:>8} "
               f"{r['host_convs']:>9} {100 * r['mac_utilization']:>7.1f}% {r['gbps']:>5.2f} {r['simulate_s']:>6.1f}")
-    from snowir.tools.io import bench_output
+    from snowir.driver.files import bench_output
 
     bench_output(__file__, "light_machine.json", args.out).write_text(json.dumps(rows, indent=2) + "\n")
 

@@ -66,7 +66,7 @@ def main() -> None:
     for r in rows:
         print(f"{r['model']:<14} {r['float_rel_err']:>13.1e} {r['snr_db']:>7.1f} {str(r['top1_match']):>5} "
               f"{r['import_s']:>8.2f} {r['golden_float_s']:>12.2f} {r['golden_fixed_s']:>11.2f}")
-    from snowir.tools.io import bench_output
+    from snowir.driver.files import bench_output
 
     bench_output(__file__, "light_snr.json", args.out).write_text(json.dumps(rows, indent=2) + "\n")
 

@@ -148,7 +148,7 @@ def main() -> None:
             print(f"{m['model']:<10} {m['compile_s']:>9.2f} {m['simulate_wall_s_1']:>9.2f} "
                   f"{m['simulate_wall_s_jobs']:>10.2f} {m['minstr_per_s']:>10.2f} {m['ms']:>8.2f} "
                   f"{m['ort_ms_per_image']:>8.2f} {m['slowdown_vs_ort']:>8.0f}")
-    from snowir.tools.io import bench_output
+    from snowir.driver.files import bench_output
 
     out = bench_output(__file__, "sim_speed.json", args.out)
     out.write_text(json.dumps({"machine": platform.processor() or platform.machine(), "python": platform.python_version(),

@@ -40,7 +40,7 @@ def main() -> None:
     from onnx import helper
 
     from snowir.plan.shapes import ConvShape
-    from snowir.driver.model_run import run_model_on_device
+    from snowir.driver.model_api import run_model_on_device
 
     rows = []
     for shape, hand, auto in LAYERS:
@@ -74,7 +74,7 @@ def main() -> None:
     for r in rows:
         print(f"{r['layer']:<26} {r['ms']:>9.3f} {r['paper_hand_ms']:>8.3f} {r['vs_hand_pct']:>+6.1f}% {r['bound_ms']:>8.3f} "
               f"{r['of_bound_pct']:>7.1f}% {r['paper_of_bound_pct']:>5.1f}% {r['parts']:>5} {str(r['bit_exact']):>5}")
-    from snowir.tools.io import bench_output
+    from snowir.driver.files import bench_output
 
     bench_output(__file__, "table1.json", args.out, bool(args.hw)).write_text(
         json.dumps({"hw": hw.to_json(), "rows": rows}, indent=2) + "\n")

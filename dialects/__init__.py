@@ -4,21 +4,11 @@ from collections.abc import Callable
 
 from xdsl.ir import Dialect
 
+from snowir.dialects.nn import NN
+from snowir.dialects.snowflake_asm import SnowflakeAsm
+from snowir.dialects.tile import Tile
+
 
 def all_dialects() -> dict[str, Callable[[], Dialect]]:
-    def nn() -> Dialect:
-        from snowir.dialects.nn import NN
-
-        return NN
-
-    def tile() -> Dialect:
-        from snowir.dialects.tile import Tile
-
-        return Tile
-
-    def snowflake_asm() -> Dialect:
-        from snowir.dialects.snowflake_asm import SnowflakeAsm
-
-        return SnowflakeAsm
-
-    return {"nn": nn, "tile": tile, "snowflake_asm": snowflake_asm}
+    """Name -> factory, as xDSL's registries take them."""
+    return {"nn": lambda: NN, "tile": lambda: Tile, "snowflake_asm": lambda: SnowflakeAsm}

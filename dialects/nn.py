@@ -148,7 +148,7 @@ def _elem(value: SSAValue) -> Attribute:
     return ty.get_element_type()
 
 
-def _ints(attr: DenseArrayBase | None) -> tuple[int, ...]:
+def int_values(attr: DenseArrayBase | None) -> tuple[int, ...]:
     return () if attr is None else tuple(int(v) for v in attr.get_values())
 
 
@@ -203,8 +203,8 @@ class NNOperation(IRDLOperation, ABC):
         return shape
 
     def _window_props(self, spatial: int = 2) -> None:
-        strides = _ints(getattr(self, "strides"))
-        pads = _ints(getattr(self, "pads"))
+        strides = int_values(getattr(self, "strides"))
+        pads = int_values(getattr(self, "pads"))
         if len(strides) != spatial or any(s < 1 for s in strides):
             self._fail(f"strides must be {spatial} positive integers")
         if len(pads) != 2 * spatial or any(p < 0 for p in pads):
@@ -282,7 +282,7 @@ class Conv2dOp(NNOperation):
         n, c, h, w = self._rank(self.input, 4, "input")
         o, cg, kh, kw = self._rank(self.weight, 4, "weight")
         self._window_props()
-        dil = _ints(self.dilations)
+        dil = int_values(self.dilations)
         if len(dil) != 2 or any(d < 1 for d in dil):
             self._fail("dilations must be 2 positive integers")
         g = self.groups.value.data
@@ -292,7 +292,7 @@ class Conv2dOp(NNOperation):
             self._fail(f"weight has {cg} channels per group, input has {c} channels in {g} groups")
         if _shape(self.bias) != (o,):
             self._fail(f"bias must have shape {o}")
-        s, p = _ints(self.strides), _ints(self.pads)
+        s, p = int_values(self.strides), int_values(self.pads)
         oh = window_out(h, kh, s[0], p[0], p[2], dil[0])
         ow = window_out(w, kw, s[1], p[1], p[3], dil[1])
         if oh < 1 or ow < 1:
@@ -328,10 +328,10 @@ class PoolOperation(NNOperation, ABC):
     def verify_(self) -> None:
         n, c, h, w = self._rank(self.input, 4, "input")
         self._window_props()
-        k = _ints(self.kernel)
+        k = int_values(self.kernel)
         if len(k) != 2 or any(v < 1 for v in k):
             self._fail("kernel must be 2 positive integers")
-        s, p = _ints(self.strides), _ints(self.pads)
+        s, p = int_values(self.strides), int_values(self.pads)
         if p[0] >= k[0] or p[2] >= k[0] or p[1] >= k[1] or p[3] >= k[1]:
             self._fail("padding must be smaller than the kernel")
         ceil = self.ceil_mode is not None
@@ -514,7 +514,7 @@ class SpaceToDepthOp(NNOperation):
     def verify_(self) -> None:
         n, c, h, w = self._rank(self.input, 4, "input")
         s = self.block.value.data
-        pads = _ints(self.pads)
+        pads = int_values(self.pads)
         if s < 2:
             self._fail(f"block must be at least 2, not {s}")
         if len(pads) != 2 or min(pads) < 0 or pads[0] >= s * h or pads[1] >= s * w:
@@ -549,7 +549,7 @@ class UnfoldRowsOp(NNOperation):
     def verify_(self) -> None:
         n, c, h, w = self._rank(self.input, 4, "input")
         kh, sy = self.kernel.value.data, self.stride.value.data
-        pads = _ints(self.pads)
+        pads = int_values(self.pads)
         if kh < 2 or sy < 1:
             self._fail(f"kernel must be at least 2 rows and stride at least 1, not {kh} and {sy}")
         if len(pads) != 2 or min(pads) < 0 or max(pads) >= kh:
@@ -722,7 +722,7 @@ class TransposeOp(NNOperation):
 
     def verify_(self) -> None:
         shape = _shape(self.input)
-        perm = _ints(self.perm)
+        perm = int_values(self.perm)
         if sorted(perm) != list(range(len(shape))):
             self._fail(f"perm {list(perm)} is not a permutation of {len(shape)} dimensions")
         self._expect_result([shape[p] for p in perm])
@@ -800,7 +800,7 @@ class HostOp(IRDLOperation):
 
     def input_slots(self) -> list[int]:
         """The ONNX input position of each operand."""
-        return list(_ints(self.slots)) if self.slots is not None else list(range(len(self.inputs)))
+        return list(int_values(self.slots)) if self.slots is not None else list(range(len(self.inputs)))
 
     def slot_count(self) -> int:
         return self.n_slots.value.data if self.n_slots is not None else len(self.inputs)

@@ -22,6 +22,8 @@ from snowir.errors import SnowError, one_line
 from snowir.hw import SnowflakeConfig
 from snowir.machine.image import ProgramImage, assemble, disassemble
 from snowir.machine.run import Engine, RunResult, run_image
+from snowir.resources import reset_blobs
+from snowir.fixedpoint import quantize
 
 
 def context() -> Context:
@@ -55,8 +57,6 @@ def parse_mlir(path: str | Path, ctx: Context | None = None) -> ModuleOp:
 
 def parse_text(text: str, name: str = "<text>", ctx: Context | None = None) -> ModuleOp:
     """Parse MLIR text (any snowir level); blobs of earlier parses are dropped (resources.reset_blobs)."""
-    from snowir.resources import reset_blobs
-
     reset_blobs()
     return Parser(ctx or context(), text, name).parse_module()
 
@@ -104,8 +104,6 @@ def read_input(path: str | Path, image: ProgramImage) -> dict[str, np.ndarray]:
     if x.size != seg.size // 2:
         raise SnowError(f"{path}: input has {x.size} elements, segment @{seg.name} holds {seg.size // 2}")
     if np.issubdtype(x.dtype, np.floating):
-        from snowir.fixedpoint import quantize
-
         words = quantize(x.ravel(), image.frac_bits)
     elif np.issubdtype(x.dtype, np.integer):
         if x.min(initial=0) < -32768 or x.max(initial=0) > 32767:

@@ -30,6 +30,10 @@ from onnx.backend.base import Backend, BackendRep
 from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
+from snowir.golden import Golden
+from snowir.frontend.onnx_host import numpy_dtype
+from snowir.frontend.onnx_import import import_model
+from snowir.driver.model_api import compile
 
 ENGINES = ("machine", "golden")
 
@@ -51,8 +55,6 @@ class SnowirRep(BackendRep):
     """A model compiled once; `run` as often as wanted."""
 
     def __init__(self, model: onnx.ModelProto, module, engine: str, compiled=None):
-        from snowir.golden import Golden
-
         self.module = module
         self.engine = engine
         self.compiled = compiled
@@ -64,8 +66,6 @@ class SnowirRep(BackendRep):
         """The last machine run's `snowir.Report` (typed; `.to_json()` is snow-run's JSON)."""
 
     def _inputs(self, inputs: Any) -> list[np.ndarray]:
-        from snowir.frontend.onnx_host import numpy_dtype
-
         if isinstance(inputs, dict):
             missing = [n for n in self.input_names if n not in inputs]
             if missing:
@@ -104,8 +104,6 @@ class FloatBackend(Backend):
 
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> SnowirRep:
-        from snowir.frontend.onnx_import import import_model
-
         super().prepare(model, device, **kwargs)
         return SnowirRep(model, import_model(model, "<model>"), "float")
 
@@ -125,8 +123,6 @@ class SnowflakeBackend(FloatBackend):
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", engine: str = "machine", format: str = "Q8.8",
                 hw: SnowflakeConfig | None = None, **kwargs: Any) -> SnowirRep:
-        from snowir.driver.model_api import compile
-
         Backend.prepare(model, device, **kwargs)
         if engine not in ENGINES:
             raise SnowError(f"prepare: engine '{engine}' is not one of {', '.join(ENGINES)}")

@@ -150,7 +150,7 @@ def pool(x: np.ndarray, kernel, stride, pads, ceil: bool, kind: str, count_inclu
     return sums, counted
 
 
-def _ints(attr) -> list[int]:
+def int_values(attr) -> list[int]:
     return [int(v) for v in attr.get_values()]
 
 
@@ -233,7 +233,7 @@ class Golden:
             return self._mac_layer(op, env, out_frac)
         if isinstance(op, nn.MaxPoolOp):
             x = get(op.input)
-            args = (_ints(op.kernel), _ints(op.strides), _ints(op.pads), op.ceil_mode is not None, "max")
+            args = (int_values(op.kernel), int_values(op.strides), int_values(op.pads), op.ceil_mode is not None, "max")
             if out_frac is not None:
                 return Q(pool(self._q(x, out_frac), *args).astype(np.int16), out_frac)
             return pool(self._float(x), *args).astype(np.float32)
@@ -257,8 +257,8 @@ class Golden:
         if isinstance(op, nn.SpaceToDepthOp | nn.UnfoldRowsOp):  # the host's layouts of a model input
             _, _, oh, ow = op.output.type.get_shape()
             x = self._q(env[op.input], out_frac) if out_frac is not None else self._float(env[op.input])
-            y = space_to_depth(x, op.block.value.data, _ints(op.pads), oh, ow) if isinstance(op, nn.SpaceToDepthOp) \
-                else unfold_rows(x, op.kernel.value.data, op.stride.value.data, _ints(op.pads)[0], oh)
+            y = space_to_depth(x, op.block.value.data, int_values(op.pads), oh, ow) if isinstance(op, nn.SpaceToDepthOp) \
+                else unfold_rows(x, op.kernel.value.data, op.stride.value.data, int_values(op.pads)[0], oh)
             return Q(y, out_frac) if out_frac is not None else y
         if isinstance(op, nn.ChannelSliceOp):
             x = env[op.input]
@@ -285,7 +285,7 @@ class Golden:
         relu = op.relu is not None
         bypass = env[op.bypass] if isinstance(op, nn.Conv2dOp) and op.bypass is not None else None
         if isinstance(op, nn.Conv2dOp):
-            args = (_ints(op.strides), _ints(op.pads), _ints(op.dilations), op.groups.value.data)
+            args = (int_values(op.strides), int_values(op.pads), int_values(op.dilations), op.groups.value.data)
         if out_frac is None:
             w = self._float(env[op.weight])
             b = self._float(env[op.bias])
@@ -317,7 +317,7 @@ class Golden:
             h, w = op.input.type.get_shape()[2:]
             kernel, stride, pads, ceil, cip = (h, w), (1, 1), (0, 0, 0, 0), False, False
         else:
-            kernel, stride, pads = _ints(op.kernel), _ints(op.strides), _ints(op.pads)
+            kernel, stride, pads = int_values(op.kernel), int_values(op.strides), int_values(op.pads)
             ceil, cip = op.ceil_mode is not None, op.count_include_pad is not None
         if out_frac is None:
             sums, counted = pool(self._float(x), kernel, stride, pads, ceil, "avg", cip)
@@ -338,7 +338,7 @@ class Golden:
         shape = tuple(op.results[0].type.get_shape())
         data = self._q(x, out_frac) if out_frac is not None else self._float(x)
         if isinstance(op, nn.TransposeOp):
-            data = data.transpose(_ints(op.perm))
+            data = data.transpose(int_values(op.perm))
         else:
             data = data.reshape(shape)
         return Q(data, out_frac) if out_frac is not None else data

@@ -17,6 +17,7 @@ import numpy as np
 from xdsl.ir import Operation
 
 from snowir.dialects import nn
+from snowir.golden import int_values as ints
 
 
 @dataclass(frozen=True)
@@ -40,9 +41,7 @@ _PER_ELEMENT = {
 _VIEWS = (nn.ConstantOp, nn.ReshapeOp, nn.FlattenOp, nn.IdentityOp)
 
 
-def _ints(attr) -> list[int]:
-    from snowir.golden import _ints as ints
-
+def int_values(attr) -> list[int]:
     return ints(attr)
 
 
@@ -58,9 +57,9 @@ def useful_macs(op: Operation) -> int:
         n, _, h, w = op.input.type.get_shape()
         k, cg, kh, kw = op.weight.type.get_shape()
         _, _, oh, ow = op.output.type.get_shape()
-        sy, sx = _ints(op.strides)
-        pt, pl, _, _ = _ints(op.pads)
-        dy, dx = _ints(op.dilations)
+        sy, sx = int_values(op.strides)
+        pt, pl, _, _ = int_values(op.pads)
+        dy, dx = int_values(op.dilations)
         if "block_diagonal" in op.attributes:
             cg = 1  # depthwise-to-grouped: one channel of the group's kernel block is not zero
         rows = _valid_taps(oh, kh, sy, pt, dy, h)
@@ -68,7 +67,7 @@ def useful_macs(op: Operation) -> int:
         if isinstance(unfold, nn.UnfoldRowsOp):  # kernel rows as channels: the rows' padding is zero channels
             kh0 = unfold.kernel.value.data
             cg //= kh0
-            rows = _valid_taps(oh, kh0, unfold.stride.value.data, _ints(unfold.pads)[0], 1, unfold.input.type.get_shape()[2])
+            rows = _valid_taps(oh, kh0, unfold.stride.value.data, int_values(unfold.pads)[0], 1, unfold.input.type.get_shape()[2])
         return n * k * cg * rows * _valid_taps(ow, kw, sx, pl, dx, w)
     if isinstance(op, nn.DenseOp):
         return int(np.prod(op.output.type.get_shape())) * op.weight.type.get_shape()[1]
@@ -88,7 +87,7 @@ def host_ops(op: Operation) -> float:
         return 2.0 * macs
     out = _elements(op)
     if isinstance(op, nn.MaxPoolOp | nn.AvgPoolOp):
-        kh, kw = _ints(op.kernel)
+        kh, kw = int_values(op.kernel)
         return float(out * kh * kw)
     if isinstance(op, nn.GlobalAvgPoolOp):
         return float(np.prod(op.input.type.get_shape()))

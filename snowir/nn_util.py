@@ -6,12 +6,15 @@ import itertools
 
 import numpy as np
 from xdsl.dialects.builtin import StringAttr, TensorType
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.pattern_rewriter import PatternRewriter
 
 from snowir.dialects import nn
-from snowir.golden import constant_array
+from snowir.golden import constant_array, int_values
+from snowir.resources import f32_resource
+from snowir.plan.shapes import ConvShape
 
 _KEYS = itertools.count()
 
@@ -26,8 +29,6 @@ def const_of(value: SSAValue) -> np.ndarray | None:
 
 def constant_op(array: np.ndarray, hint: str) -> nn.ConstantOp:
     """A float32 nn.constant holding `array` (a fresh blob), not yet in any block."""
-    from snowir.frontend.onnx_import import f32_resource
-
     return nn.ConstantOp(f32_resource(f"{hint}_{next(_KEYS)}", np.asarray(array, np.float32)))
 
 
@@ -89,14 +90,19 @@ def layer_name(op: Operation, default: str = "layer") -> str:
 
 def conv_shape(op: nn.Conv2dOp):
     """The code generator's ConvShape of a (quantised) nn.conv2d."""
-    from snowir.plan.shapes import ConvShape
-    from snowir.golden import _ints
-
     _, c, h, w = op.input.type.get_shape()
     k, cg, kh, kw = op.weight.type.get_shape()
-    sy, sx = _ints(op.strides)
-    pt, pl, pb, pr = _ints(op.pads)
+    sy, sx = int_values(op.strides)
+    pt, pl, pb, pr = int_values(op.pads)
     fw, fi, fo = (v.type.get_element_type() for v in (op.weight, op.input, op.output))
     # the write-back shift: accumulator (input + weight fraction bits) to the output's format
     shift = fw.frac_bits.data + fi.frac_bits.data - fo.frac_bits.data if isinstance(fw, nn.FixedType) else 8
     return ConvShape(cg, h, w, k, kh, kw, sy, sx, pt, pl, pb, pr, op.relu is not None, shift, c // cg)
+
+
+def drop_dead_constants(module: ModuleOp) -> None:
+    """Erase nn.constants nothing reads any more (after a rewrite replaced their users)."""
+    for op in list(module.walk()):
+        if isinstance(op, nn.ConstantOp) and not op.result.uses:
+            op.detach()
+            op.erase()

@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import re
+
 import numpy as np
 from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
-from xdsl.dialects.builtin import Builtin, DenseResourceAttr, IntegerType, TensorType
+from xdsl.dialects.builtin import Builtin, DenseResourceAttr, Float32Type, IntegerType, TensorType
 
 _ALIGNMENT_PREFIX = (8).to_bytes(4, "little")  # MLIR blob header: alignment
 
@@ -99,3 +101,15 @@ def int16_array(value: DenseResourceAttr) -> np.ndarray:
     if blob is None:
         raise KeyError(f"resource '{value.resource_handle.data}' has no data")
     return np.frombuffer(blob, dtype="<i2").astype(np.int16)
+
+
+def identifier(name: str) -> str:
+    """`name` as an MLIR identifier (blob keys, SSA name hints)."""
+    ident = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return ident if ident and not ident[0].isdigit() else "v" + ident
+
+
+def f32_resource(key: str, array: np.ndarray) -> DenseResourceAttr:
+    data = np.asarray(array, dtype="<f4", order="C")  # ascontiguousarray would make a scalar 1-D
+    used = put_blob(identifier(key), data)
+    return DenseResourceAttr.from_params(used, TensorType(Float32Type(), list(data.shape)))

@@ -13,7 +13,7 @@ from onnx import helper
 
 from onnx_util import model, rand
 from snowir.driver.model_api import Report
-from snowir.driver.model_run import run_model_on_device
+from snowir.driver.model_api import run_model_on_device
 from snowir.tools.snow_run import main as snow_run
 
 

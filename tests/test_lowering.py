@@ -616,7 +616,7 @@ def test_a_faster_bus_keeps_a_kernel_split_that_pays(tmp_path: Path) -> None:
     import onnx
     from onnx import helper
     from onnx_util import model, rand
-    from snowir.driver.model_run import run_model_on_device
+    from snowir.driver.model_api import run_model_on_device
 
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["y"], ["o"])]

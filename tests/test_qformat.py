@@ -16,7 +16,7 @@ from xdsl.context import Context
 
 from snowir.dialects import nn
 from snowir.fixedpoint import MAX_WB_SHIFT
-from snowir.driver.model_run import run_model_on_device
+from snowir.driver.model_api import run_model_on_device
 from snowir.nn_util import conv_shape
 from snowir.frontend.onnx_import import import_onnx
 from snowir.passes.pipelines import NNPreparePass

@@ -16,7 +16,7 @@ from onnx import helper
 
 from onnx_util import model, rand
 from snowir.errors import SnowError
-from snowir.driver.model_run import run_model_on_device
+from snowir.driver.model_api import run_model_on_device
 from snowir.tools.snow_run import main as snow_run
 
 

@@ -12,7 +12,7 @@ from onnx import helper
 
 from onnx_util import model, rand
 from snowir.hw import SnowflakeConfig
-from snowir.driver.model_run import run_model_on_device
+from snowir.driver.model_api import run_model_on_device
 from snowir.tools.snow_dse import main as snow_dse
 from snowir.tools.snow_run import main as snow_run
 
@@ -99,7 +99,7 @@ def test_every_targetable_config_is_bit_exact(tmp_path: Path, fields: dict) -> N
 def test_cache_key_follows_the_compiler(monkeypatch) -> None:
     """A cached row belongs to the compiler that computed it: another compiler's sources give
     another key, so an upgraded planner recomputes the sweep instead of serving stale rows."""
-    from snowir import dse
+    from snowir.driver import dse
 
     hw = SnowflakeConfig()
     key = dse.cache_key("m", hw, None, "Q8.8")

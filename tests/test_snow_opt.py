@@ -74,7 +74,7 @@ def test_time_passes_is_a_table_on_stderr(tmp_path: Path, capsys) -> None:
 
 
 def test_bench_output_never_overwrites_tracked_results_for_a_custom_hw(tmp_path: Path, monkeypatch) -> None:
-    from snowir.tools.io import bench_output
+    from snowir.driver.files import bench_output
 
     script = str(Path(__file__).resolve().parent.parent / "bench" / "models.py")
     assert bench_output(script, "m.json").parent.name == "results"

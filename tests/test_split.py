@@ -16,7 +16,7 @@ from onnx import helper
 from xdsl.context import Context
 
 from snowir.dialects import nn
-from snowir.driver.model_run import run_model_on_device
+from snowir.driver.model_api import run_model_on_device
 from snowir.frontend.onnx_import import import_onnx
 from snowir.passes.nn.split_kernels import SplitKernelsPass
 

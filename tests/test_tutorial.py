@@ -37,7 +37,7 @@ def _blocks(lang: str) -> list[str]:
 
 def test_the_pass_and_its_filecheck_test_are_the_repositorys_files() -> None:
     pass_file, registration = _blocks("python")
-    assert pass_file == (ROOT / "passes" / "tile_rows.py").read_text()
+    assert pass_file == (ROOT / "passes" / "tile" / "tile_rows.py").read_text()
     assert registration.strip() in (ROOT / "passes" / "__init__.py").read_text()
     (lit,) = _blocks("mlir")
     assert lit == (ROOT / "tests" / "filecheck" / "tile" / "passes" / "tile_rows.mlir").read_text()

@@ -132,7 +132,7 @@ def write_example(path: str, h: int = 18, w: int = 18) -> None:
     printer = Printer(stream=out)
     printer.print_op(module)
     printer.print_metadata([Builtin])
-    from snowir.tools.io import write_text_atomic
+    from snowir.driver.files import write_text_atomic
 
     write_text_atomic(path, out.getvalue() + "\n")
 

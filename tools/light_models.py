@@ -181,10 +181,10 @@ def scale_classifier(model: onnx.ModelProto, target_rms: float = 3.0, seed: int 
     """Rescale the weights and bias of the layer that feeds the final Softmax to logits of RMS `target_rms`."""
     import onnxruntime as ort
 
-    from snowir.driver.check import _softmax_input
+    from snowir.driver.check import softmax_input
 
     graph = model.graph
-    logits = _softmax_input(graph)
+    logits = softmax_input(graph)
     if logits is None:
         return model
     producers = {o: n for n in graph.node for o in n.output}

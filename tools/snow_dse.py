@@ -39,9 +39,9 @@ def _parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from snowir import dse
+    from snowir.driver import dse
     from snowir.hw import SnowflakeConfig
-    from snowir.tools.io import Outputs
+    from snowir.driver.files import Outputs
 
     if not Path(args.model).is_file():
         raise SnowError(f"{args.model}: no such file")

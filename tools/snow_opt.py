@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import dataclasses
-import re
 import sys
 import time
 from collections.abc import Sequence
@@ -24,6 +23,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from snowir import __version__
 from snowir.dialects import all_dialects
+from snowir.driver.pipeline_spec import unwrap_pipeline
 from snowir.errors import one_line
 from snowir.passes import all_passes
 from snowir.driver.targets import BINARY_TARGETS
@@ -159,29 +159,6 @@ class SnowOptMain(xDSLOptMain):
 
         for name, target in all_targets().items():
             self.available_targets[name] = target
-
-
-_OPTION = re.compile(r"""([A-Za-z_][\w-]*)=([^\s"'{}=,]+)""")
-
-
-def _quote_option(m: re.Match) -> str:
-    """MLIR-style bare option values (`format=Q8.8`, `hw=configs/zc706.json`) as the quoted
-    strings xDSL's pipeline parser reads; numbers and booleans stay as they are."""
-    key, value = m.group(1), m.group(2)
-    if re.fullmatch(r"-?\d+(\.\d+)?([eE][-+]?\d+)?|true|false", value):
-        return m.group(0)
-    return f'{key}="{value}"'
-
-
-def unwrap_pipeline(spec: str) -> str:
-    """`builtin.module(a,b{k=v})` -> `a,b{k=v}` (MLIR's anchored pipeline spelling), with bare
-    option values quoted for xDSL."""
-    spec = spec.strip()
-    for anchor in ("builtin.module(", "module("):
-        if spec.startswith(anchor) and spec.endswith(")"):
-            spec = spec[len(anchor):-1].strip()
-            break
-    return re.sub(r"\{[^{}]*\}", lambda block: _OPTION.sub(_quote_option, block.group(0)), spec)
 
 
 def rewrite_argv(argv: Sequence[str]) -> list[str]:

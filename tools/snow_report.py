@@ -100,7 +100,7 @@ def plot_report(report: dict[str, Any], path: str, loop_bytes: dict[str, tuple[i
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from snowir.tools.io import Outputs
+    from snowir.driver.files import Outputs
 
     layers = [layer for layer in report["layers"] if layer["cycles"]]
     if not layers:

@@ -162,7 +162,7 @@ def run_nn(args: argparse.Namespace) -> int:
     if args.engine == "golden":
         result = run_model(args.model, x, args.pipeline, args.check, args.input_shape, hw)
     else:
-        from snowir.driver.model_run import run_model_on_device
+        from snowir.driver.model_api import run_model_on_device
 
         say = None if args.quiet else (lambda msg: print(f"snow-run: ... {msg}", file=sys.stderr, flush=True))
         result = run_model_on_device(args.model, x, args.pipeline, args.check, args.input_shape, hw, args.engine,
@@ -179,7 +179,7 @@ def run_nn(args: argparse.Namespace) -> int:
     if failure:
         print(f"snow-run: {args.model}: check failed: {failure} (nothing written)", file=sys.stderr)
         return 1
-    from snowir.tools.io import Outputs, npy_bytes, npz_bytes
+    from snowir.driver.files import Outputs, npy_bytes, npz_bytes
 
     out = Outputs()
     if args.output:
@@ -246,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print_table(report)
     from snowir.machine.trace import trace_bytes
-    from snowir.tools.io import Outputs, npy_bytes, npz_bytes
+    from snowir.driver.files import Outputs, npy_bytes, npz_bytes
 
     out = Outputs()
     if args.output:

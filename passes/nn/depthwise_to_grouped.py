@@ -34,7 +34,7 @@ from snowir.dialects import nn
 from snowir.host_model import host_ms
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import LoweringError
-from snowir.plan.lowerable import conv_plan_of
+from snowir.tile.lowerable import conv_plan_of
 from snowir.nn_util import const_of, constant_op, shape_of
 
 LANES = SnowflakeConfig().macs_per_vmac

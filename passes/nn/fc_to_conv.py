@@ -15,7 +15,7 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 from xdsl.rewriter import InsertPoint
 
 from snowir.dialects import nn
-from snowir.nn_util import const_of, new_constant, shape_of, tensor
+from snowir.nn_util import const_of, drop_dead_constants, new_constant, shape_of, tensor
 
 
 class FcToConv(RewritePattern):
@@ -50,6 +50,5 @@ class FcToConvPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(FcToConv()).rewrite_module(op)
-        from snowir.passes.nn.fold_batch_norm import _drop_dead_constants
 
-        _drop_dead_constants(op)
+        drop_dead_constants(op)

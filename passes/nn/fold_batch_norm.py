@@ -21,6 +21,7 @@ from xdsl.pattern_rewriter import (GreedyRewritePatternApplier, PatternRewriter,
                                    RewritePattern, op_type_rewrite_pattern)
 
 from snowir.dialects import nn
+from snowir.nn_util import drop_dead_constants
 from snowir.nn_util import const_of, new_constant, per_channel, shape_of, single_use
 
 
@@ -106,11 +107,6 @@ class FoldBatchNormPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(GreedyRewritePatternApplier([FoldBatchNorm(), FoldChannelScale()])).rewrite_module(op)
-        _drop_dead_constants(op)
+        drop_dead_constants(op)
 
 
-def _drop_dead_constants(module: ModuleOp) -> None:
-    for op in list(module.walk()):
-        if isinstance(op, nn.ConstantOp) and not op.result.uses:
-            op.detach()
-            op.erase()

@@ -23,7 +23,7 @@ from xdsl.passes import ModulePass
 
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
-from snowir.plan.lowerable import device_refusal
+from snowir.tile.lowerable import device_refusal
 
 DEVICE = (nn.Conv2dOp, nn.DenseOp, nn.MaxPoolOp, nn.AvgPoolOp, nn.GlobalAvgPoolOp, nn.AddOp, nn.ReluOp,
           nn.ConcatOp, nn.FlattenOp, nn.ReshapeOp, nn.IdentityOp, nn.ChannelSliceOp)

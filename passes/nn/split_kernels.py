@@ -27,7 +27,9 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
-from snowir.nn_util import const_of, new_constant, shape_of, tensor
+from snowir.nn_util import const_of, conv_shape, drop_dead_constants, new_constant, shape_of, tensor
+from snowir.plan.shapes import LoweringError, weights_slot_elements
+from snowir.plan.conv import plan_conv, residual_cycles
 
 
 MAX_PARTS_BY_COST = 4
@@ -46,9 +48,6 @@ def estimated_cycles(op: nn.Conv2dOp, parts: list[tuple[int, int]], hw: Snowflak
     own bypass if any, each later one with the previous part's output as its bypass)."""
     from dataclasses import replace
 
-    from snowir.plan.shapes import LoweringError
-    from snowir.plan.conv import plan_conv, residual_cycles
-    from snowir.nn_util import conv_shape
 
     whole = conv_shape(op)
     total = 0.0
@@ -75,8 +74,6 @@ class SplitKernel(RewritePattern):
         double-buffered (staggered, its overlap loaded while nothing computes) or maps that
         need several strips (every strip re-sends the weights) can become parts whose kernels
         fit a weights slot and whose maps fit the buffer. 1: no split."""
-        from snowir.plan.shapes import weights_slot_elements
-
         if c < 32:
             return 1
         _, _, kh, kw = shape_of(op.weight)
@@ -160,6 +157,5 @@ class SplitKernelsPass(ModulePass):
         hw = SnowflakeConfig.load(self.hw or None)
         max_words = self.max_words or hw.weights_buffer_elements - hw.macs_per_vmac
         PatternRewriteWalker(SplitKernel(max_words, self.by_cost, hw), apply_recursively=False).rewrite_module(op)
-        from snowir.passes.nn.fold_batch_norm import _drop_dead_constants
 
-        _drop_dead_constants(op)
+        drop_dead_constants(op)

@@ -39,9 +39,9 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
-from snowir.plan.input_layout import StemConv, direct_cycles, plain_stem, relayout_conv, space_to_depth_cycles, unfold_rows_cycles, unfold_rows_fills_lanes, unfold_rows_fits
+from snowir.passes.nn.input_layout import StemConv, direct_cycles, plain_stem, relayout_conv, space_to_depth_cycles, unfold_rows_cycles, unfold_rows_fills_lanes, unfold_rows_fits
 from snowir.plan.indp import indp_fits
-from snowir.nn_util import const_of, conv_shape, shape_of, tensor
+from snowir.nn_util import const_of, conv_shape, drop_dead_constants, shape_of, tensor
 
 
 def unfold_rows_weights(w: np.ndarray) -> np.ndarray:
@@ -86,6 +86,5 @@ class UnfoldRowsPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
         PatternRewriteWalker(UnfoldRowsConv(hw), apply_recursively=False).rewrite_module(op)
-        from snowir.passes.nn.fold_batch_norm import _drop_dead_constants
 
-        _drop_dead_constants(op)
+        drop_dead_constants(op)

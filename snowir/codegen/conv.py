@@ -1,4 +1,19 @@
-"""TODO"""
+"""
+Code generation for a convolution layer on Snowflake (C17 §5.1-5.2, Figure 3).
+
+Data layout in DRAM: tensors channel-innermost (H, W, C) int16, so one kernel row is one
+trace of kw*C elements. Weights: per kernel, kh*kw*C words in (ky, kx, c) order, then a
+16-word bias block (lane 0 = bias), padded to an even count.
+
+The decisions come as a `ConvPlan` (snowir/plan/shapes.py, read from the tile IR by tile-to-asm): COOP mode with maps broadcast, so
+the vMACs of all CUs take one kernel each (a kernel tile of `plan.kernels`: 16 on 4 CUs x 4
+vMACs, 64 on 16 CUs) and every MAC writes that many output channels of one pixel (INDP: codegen/indp.py); maps tiles are output-row strips whose
+input rows fit one 32K-element maps bank, strips alternate banks (double buffering); kernel
+tiles alternate weights slots (halves of the buffer) when a kernel fits one slot; loop order Kloop (all kernel tiles
+per maps strip, as one counted loop) or Mloop. Padding taps are never computed: border rows
+clamp the kernel-row range, border columns get their own shorter traces.
+"""
+
 
 from __future__ import annotations
 
@@ -11,6 +26,7 @@ from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, full_mask, input_row
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.codegen.loads import load_broadcast, load_runs
+from snowir.codegen.indp import generate_indp
 
 
 # staggered kernel tiles (weights_stagger): 1 while the current tile sits at base 0, else 0.
@@ -34,8 +50,6 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
         _residual(b, plan, hw, mask_last)
         return b
     if plan.indp:
-        from snowir.codegen.indp import generate_indp
-
         generate_indp(b, plan, hw)
         return b
     if plan.loop_order == "Kloop" and s.groups == 1:

@@ -11,9 +11,10 @@ from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.loads import load_runs
 from snowir.codegen.traces import R_LEN, R_SRC, R_TMP, R_TO, R_TT, R_TW, Prefetch
 from snowir.codegen.pixels import kernel_tile
-from snowir.plan.shapes import ConvPlan, Strip, group_of, indp_kernel_words, kernels_per_tile
+from snowir.plan.shapes import ConvPlan, Strip, group_of, indp_kernel_words, kernels_per_tile, ring_of
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
+from snowir.codegen.fused_pool import load_rows, pool_rows
 
 
 def _load_group(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, gi: int) -> None:
@@ -43,9 +44,6 @@ def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     items = [(gi, t) for gi in range(len(plan.strips)) for t in range(plan.tiles)]
     ring = None
     if plan.pool is not None:
-        from snowir.codegen.fused_pool import load_rows, pool_rows
-        from snowir.plan.shapes import ring_of
-
         ring = ring_of(plan)
     _load_group(b, plan, hw, 0)
     _load_tile(b, plan, hw, 0, 0)

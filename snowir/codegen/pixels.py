@@ -11,6 +11,7 @@ from snowir.plan.shapes import ConvPlan, Strip, interior_columns
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.codegen.traces import COOP, Prefetch, R_BYP, R_BYPROW, R_BYPSTEP, R_LEN, R_MAPS, R_OUT, R_OUTROW, R_OUTSTEP, R_ROWBASE, R_ROWSTEP, R_SRC, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_W, R_X, R_XEND, R_Y, R_YEND, TRACE_CHUNK, add_offset, trace_chunks, macs
+from snowir.codegen.bypass_slices import row_slice_loads, slice_tile
 
 
 def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, c_off: int,
@@ -25,8 +26,6 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
     b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BIAS, R_TMP))
     b.write_mask(hw, R_TMP, mask)
     if plan.bypass_slices:
-        from snowir.codegen.bypass_slices import row_slice_loads, slice_tile  # (bypass_slices imports this module)
-
         if s.kh == s.kw == 1:
             slice_tile(b, plan, hw, strip, base, prefetch, load_next)
             return

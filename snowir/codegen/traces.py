@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from snowir.codegen.builder import AsmBuilder
-from snowir.plan.shapes import ConvPlan
+from snowir.plan.shapes import ConvPlan, TRACE_CHUNK
 from snowir.dialects import snowflake_asm as sf
 
 
-TRACE_CHUNK = 1008  # longest trace we emit: a multiple of 16 below the 1023 limit
 
 
 COOP = sf.VectorMode.COOP

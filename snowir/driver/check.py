@@ -11,10 +11,12 @@ from onnx import helper
 from xdsl.dialects.builtin import ModuleOp
 
 from snowir.dialects import nn
-from snowir.golden import Golden
+from snowir.golden import Golden, element_frac, quantize
+from snowir.frontend.onnx_import import prepare
+from snowir.fixedpoint import dequantize
 
 
-def _softmax_input(graph: onnx.GraphProto) -> str | None:
+def softmax_input(graph: onnx.GraphProto) -> str | None:
     """The tensor feeding the Softmax that produces the (first) graph output, if any."""
     producers = {o: n for n in graph.node for o in n.output}
     name = graph.output[0].name
@@ -39,12 +41,11 @@ def ort_logits(model: onnx.ModelProto | str, x: np.ndarray) -> np.ndarray:
     importer does, so old operators ORT no longer implements still run)."""
     import onnxruntime as ort
 
-    from snowir.frontend.onnx_import import prepare
 
     source = model if isinstance(model, str) else "<model>"
     probe = prepare(onnx.load(model) if isinstance(model, str) else model, source)  # a new model: edited below
     probe.ir_version = min(probe.ir_version, ORT_MAX_IR_VERSION)
-    logits = _softmax_input(probe.graph) or probe.graph.output[0].name
+    logits = softmax_input(probe.graph) or probe.graph.output[0].name
     if logits not in {o.name for o in probe.graph.output}:
         probe.graph.output.insert(0, helper.make_tensor_value_info(logits, onnx.TensorProto.FLOAT, None))
     options = ort.SessionOptions()
@@ -62,24 +63,22 @@ def golden_logits(module: ModuleOp, x: np.ndarray) -> np.ndarray:
     """The input of the last nn.softmax (or the output if there is none), dequantised."""
     golden = Golden(module)
     captured: dict[str, np.ndarray] = {}
-    last_softmax_input = None
+    lastsoftmax_input = None
     for op in golden.main.body.block.ops:
         if isinstance(op, nn.SoftmaxOp):
-            last_softmax_input = op.input
+            lastsoftmax_input = op.input
 
     def trace(result, value) -> None:
-        if last_softmax_input is not None and result is last_softmax_input:
+        if lastsoftmax_input is not None and result is lastsoftmax_input:
             captured["logits"] = golden._float(value)
 
     golden.trace = trace
     outputs = golden.run(x)
-    if last_softmax_input is not None and "logits" not in captured:
-        owner = last_softmax_input.owner
+    if lastsoftmax_input is not None and "logits" not in captured:
+        owner = lastsoftmax_input.owner
         if not hasattr(owner, "results"):  # the softmax reads a block argument: as the model holds it
-            from snowir.fixedpoint import dequantize
-            from snowir.golden import element_frac, quantize
 
-            frac = element_frac(last_softmax_input)
+            frac = element_frac(lastsoftmax_input)
             captured["logits"] = x if frac is None else dequantize(quantize(x, frac), frac)
     return np.asarray(captured.get("logits", outputs[0]), np.float32)
 

@@ -25,12 +25,15 @@ from xdsl.ir import SSAValue
 from snowir.plan.shapes import LoweringError
 from snowir.dialects import nn
 from snowir.dialects import snowflake_asm as sf
-from snowir.golden import Golden, Q
+from snowir.golden import Golden, Q, element_frac
 from snowir.hw import SnowflakeConfig
 from snowir.machine.image import ProgramImage, assemble
 from snowir.machine.run import imbalance, run_image, stall_breakdown
 from snowir.nn_util import layer_name, on_host
 from snowir.tile.build import device_input
+from snowir.host_model import useful_macs
+from snowir.passes.pipelines import quantised
+from snowir.machine.timing import Event
 
 
 @dataclass
@@ -89,8 +92,6 @@ def _useful(op, runs) -> int:
     keeps all lanes busy, 15 of 16 against zero weights, so its count is the depthwise one; an
     unfolded conv's first and last rows multiply the rows' padding (zero channels)."""
     if "block_diagonal" in op.attributes or isinstance(op.input.owner, nn.UnfoldRowsOp):
-        from snowir.host_model import useful_macs
-
         return useful_macs(op)
     return sum(r.macs for r in runs)
 
@@ -169,9 +170,6 @@ def run_device(module: ModuleOp, x: np.ndarray | Sequence[np.ndarray], hw: Snowf
 
 def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress, record: bool, record_layer,
                 assembled: dict[str, ProgramImage] | None, jobs: int) -> DeviceRun:
-    from snowir.golden import element_frac
-    from snowir.passes.pipelines import quantised
-
     golden = Golden(module)
     block = golden.main.body.block
     if not quantised(module):
@@ -276,8 +274,6 @@ def _record_layer(result: DeviceRun, op, name: str, image_op: sf.ImageOp, image:
     out_op = out_op or op
     n, k, oh, ow = out_op.results[0].type.get_shape()
     if keep:
-        from snowir.machine.timing import Event
-
         start = sum(layer.cycles for layer in result.layers)
         for i, run in enumerate(runs):
             result.events.append(Event("control", f"layer {name}" + (f" image {i}" if n > 1 else ""),

@@ -31,6 +31,8 @@ from typing import Any
 
 from snowir.errors import SnowError
 from snowir.hw import ConfigError, SnowflakeConfig
+from snowir.driver.model_api import run_model_on_device
+from snowir.driver.files import write_text_atomic
 
 STALLS = ("raw", "load_wait", "icache", "cu_starved", "cu_load_wait", "cu_drain")
 CACHE_VERSION = 2
@@ -98,13 +100,13 @@ def compiler_fingerprint() -> str:
     """A digest of the compiler's and machine model's sources: a cached row was computed by this
     very code, so a changed planner or timing rule recomputes it rather than serving stale rows."""
     digest = hashlib.sha256()
-    root = Path(__file__).resolve().parent
-    for path in sorted(root.rglob("*.py")):  # snowir/ with dialects/ and passes/ when installed as one
+    root = Path(__file__).resolve().parent.parent  # snowir/
+    for path in sorted(root.rglob("*.py")):  # with dialects/ and passes/ when installed as one
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
     for extra in ("dialects", "passes"):  # a source checkout keeps them beside snowir/
-        for path in sorted((root.parent / extra).glob("*.py")):
-            digest.update(path.name.encode())
+        for path in sorted((root.parent / extra).rglob("*.py")):
+            digest.update(path.relative_to(root.parent).as_posix().encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -134,8 +136,6 @@ def summarise(report: dict[str, Any], hw: SnowflakeConfig) -> dict[str, Any]:
 def run_one(model: str, hw_json: dict[str, Any], pipeline: str | None, fmt: str,
             input_shape: str | None) -> dict[str, Any]:
     """One configuration, as `snow-run MODEL --hw` runs it (also the Ray task's body)."""
-    from snowir.driver.model_run import run_model_on_device
-
     hw = SnowflakeConfig.from_json(hw_json)
     if pipeline is None and fmt != "Q8.8":
         pipeline = f"nn-prepare{{format={fmt}}}"
@@ -171,7 +171,6 @@ class Explorer:
         self._say(done, len(hws), f"{done} cached, {len(todo)} to run"
                   + ("" if not todo else " in this process" if self.workers == 1 else " on Ray"))
         t0 = time.perf_counter()
-        from snowir.tools.io import write_text_atomic
 
         for i, row in self._execute(todo):
             write_text_atomic(paths[i], json.dumps(row, sort_keys=True))

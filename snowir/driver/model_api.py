@@ -25,6 +25,13 @@ from xdsl.dialects.builtin import ModuleOp
 
 from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
+from snowir.driver.model_run import ModelRun, check_input, golden_report, layer_filter, layer_rows, load_model, lower, main_of
+from snowir.driver.pass_steps import gc_paused
+from snowir.frontend.onnx_import import import_model, parse_input_shape
+from snowir.driver.check import compare, golden_logits, ort_logits
+from snowir.driver.device_run import device_report, run_device
+from snowir.golden import Golden
+from snowir.machine.trace import write_trace
 
 Progress = Callable[[str], None]
 ENGINES = ("fast", "reference", "golden")
@@ -137,8 +144,6 @@ class Compiled:
 
     @property
     def input_shapes(self) -> list[list[int]]:
-        from snowir.driver.model_run import main_of
-
         return [list(a.type.get_shape()) for a in main_of(self.module).body.block.args]
 
     def run(self, x: np.ndarray | Sequence[np.ndarray] | None = None, engine: str = "fast", check: bool = False,
@@ -148,11 +153,6 @@ class Compiled:
         (`golden`); `x` is the input (or one per input; default: seeded N(0, 1)); `check` compares
         with the golden model bit for bit and with onnxruntime fp32 (an ONNX source); `jobs`:
         device layers simulated in that many processes at once (same outputs and report)."""
-        from snowir.driver.check import compare, golden_logits, ort_logits
-        from snowir.driver.device_run import device_report, run_device
-        from snowir.golden import Golden
-        from snowir.driver.model_run import check_input, golden_report, layer_filter, layer_rows
-
         if engine not in ENGINES:
             raise SnowError(f"engine '{engine}' is not one of {', '.join(ENGINES)}")
         shapes = self.input_shapes
@@ -199,15 +199,10 @@ def compile(model: str | Path | onnx.ModelProto | ModuleOp, pipeline: str | None
             progress: Progress | None = None) -> Compiled:
     """An ONNX file or model, an nn-level `.mlir` file, or an nn module, lowered for `hw`:
     `pipeline` first if given, then the rest of the default lowering (snowflake-lower)."""
-    from snowir.driver.model_run import load_model, lower
-    from snowir.driver.pass_steps import gc_paused
-
     hw = hw or SnowflakeConfig()
     t0 = time.perf_counter()
     with gc_paused():  # the importer and the passes build 10^5 IR objects (pass_steps.py)
         if isinstance(model, onnx.ModelProto):
-            from snowir.frontend.onnx_import import import_model, parse_input_shape
-
             module = import_model(model, "<model>", parse_input_shape(input_shape) if input_shape else None)
             source, onnx_model = "<model>", model
         elif isinstance(model, ModuleOp):
@@ -226,3 +221,17 @@ def run(model: str | Path | onnx.ModelProto | ModuleOp, x: np.ndarray | Sequence
         format: str = "Q8.8", progress: Progress | None = None) -> Result:
     """`compile(model, ...)` then `.run(x, ...)`, for one run."""
     return compile(model, pipeline, hw, format, progress=progress).run(x, engine, check, progress)
+
+
+def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline: str | None = None,
+                        check: bool = False, input_shape: str | None = None, hw: SnowflakeConfig | None = None,
+                        engine: str = "fast", seed: int = 0, progress=None, trace: str | None = None,
+                        record: bool = False, trace_layers: str | None = None, jobs: int = 1) -> ModelRun:
+    """Lower (the remaining passes of the default pipeline, after `pipeline` if given), run every
+    device layer's image on the machine model, compare with golden and onnxruntime: what
+    snow-run does, as `snowir.compile(...).run(...)` with the report as its JSON dict."""
+    compiled = compile(path, pipeline, hw, input_shape=input_shape)
+    result = compiled.run(x, engine, check, progress, record or trace is not None, trace_layers, seed, jobs)
+    if trace is not None:
+        write_trace(trace, None, compiled.hw, result.events)
+    return ModelRun(compiled.module, result.outputs, result.report.to_json(), result.events)

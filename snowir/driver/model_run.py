@@ -17,11 +17,19 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import PassPipeline
 
 from snowir.driver.check import compare, golden_logits, ort_logits
-from snowir.dialects import nn
-from snowir.errors import SnowError
+from snowir.dialects import nn, tile
+from snowir.errors import SnowError, pipeline_error
 from snowir.golden import Golden
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name, on_host
+from snowir import api
+from snowir.frontend.onnx_import import import_onnx, parse_input_shape
+from snowir.passes import all_passes
+from snowir.driver.pipeline_spec import unwrap_pipeline
+from snowir.driver.pass_steps import gc_paused
+from snowir.host_model import host_ms, useful_macs
+from snowir.passes.convert.nn_to_tile import device_layers
+from snowir.passes.pipelines import quantised
 
 DEFAULT_PIPELINE = "nn-prepare"
 
@@ -36,12 +44,8 @@ class ModelRun:
 
 def load_model(path: str | Path, input_shape: str | None = None) -> tuple[ModuleOp, str | None]:
     """An nn module from `.onnx` or `.mlir`; the ONNX path is returned for the reference."""
-    from snowir import api
-
     path = Path(path)
     if path.suffix == ".onnx":
-        from snowir.frontend.onnx_import import import_onnx, parse_input_shape
-
         return import_onnx(path, parse_input_shape(input_shape) if input_shape else None), str(path)
     module = api.parse_mlir(path)
     return module, None
@@ -64,9 +68,6 @@ def is_quantized(module: ModuleOp) -> bool:
 
 
 def apply_pipeline(module: ModuleOp, pipeline: str) -> None:
-    from snowir.passes import all_passes
-    from snowir.tools.snow_opt import unwrap_pipeline
-
     spec = unwrap_pipeline(pipeline)
     if not spec:
         return
@@ -75,12 +76,9 @@ def apply_pipeline(module: ModuleOp, pipeline: str) -> None:
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as e:  # noqa: BLE001 - xDSL's ArgSpecParseError is a BaseException
-        from snowir.errors import pipeline_error
 
         reason = pipeline_error(e) if type(e).__name__ == "ArgSpecParseError" else str(e).splitlines()[0]
         raise SnowError(f"--pipeline '{pipeline}': {reason}") from None
-    from snowir import api
-    from snowir.driver.pass_steps import gc_paused
 
     with gc_paused():
         passes.apply(api.context(), module)
@@ -120,8 +118,6 @@ def layer_rows(module: ModuleOp) -> list[dict[str, Any]]:
     """One report row per nn layer of @main (key "_op" holds the op, dropped from reports).
     `macs` is the useful work (padding taps excluded), as the machine counts it; a host layer
     carries its estimated Cortex-A9 time (snowir/host_model.py)."""
-    from snowir.host_model import host_ms, useful_macs
-
     rows = []
     for op in main_of(module).body.block.ops:
         if not op.name.startswith("nn.") or isinstance(op, nn.ConstantOp):
@@ -194,10 +190,6 @@ def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | Non
 
 def lowered(module: ModuleOp) -> bool:
     """Every device layer has its image and no tile.layer is left: nothing remains to lower."""
-    from snowir.dialects import tile
-    from snowir.passes.convert.nn_to_tile import device_layers
-    from snowir.passes.pipelines import quantised
-
     return quantised(module) and not any(isinstance(op, tile.LayerOp) for op in module.ops) \
         and all("image" in op.attributes for op in device_layers(module))
 
@@ -233,21 +225,3 @@ def layer_filter(patterns: str | None):
 
     wanted = [p.strip() for p in patterns.split(",") if p.strip()]
     return lambda name: any(fnmatch.fnmatchcase(name, p) for p in wanted)
-
-
-def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline: str | None = None,
-                        check: bool = False, input_shape: str | None = None, hw: SnowflakeConfig | None = None,
-                        engine: str = "fast", seed: int = 0, progress=None, trace: str | None = None,
-                        record: bool = False, trace_layers: str | None = None, jobs: int = 1) -> ModelRun:
-    """Lower (the remaining passes of the default pipeline, after `pipeline` if given), run every
-    device layer's image on the machine model, compare with golden and onnxruntime: what
-    snow-run does, as `snowir.compile(...).run(...)` with the report as its JSON dict."""
-    from snowir.driver.model_api import compile
-
-    compiled = compile(path, pipeline, hw, input_shape=input_shape)
-    result = compiled.run(x, engine, check, progress, record or trace is not None, trace_layers, seed, jobs)
-    if trace is not None:
-        from snowir.machine.trace import write_trace
-
-        write_trace(trace, None, compiled.hw, result.events)
-    return ModelRun(compiled.module, result.outputs, result.report.to_json(), result.events)

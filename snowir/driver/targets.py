@@ -14,13 +14,12 @@ from collections.abc import Callable
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
+from snowir.machine.image import assemble
 
 BINARY_TARGETS = ("snowflake-bin",)
 
 
 def emit_snowflake_bin(module: ModuleOp, output: IO[str]) -> None:
-    from snowir.machine.image import assemble
-
     output.write(assemble(module).to_bytes().decode("latin-1"))
 
 

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from xdsl.dialects.builtin import ModuleOp
+from snowir.machine.image import ProgramImage, disassemble
+from snowir.frontend.onnx_import import OnnxImportError, import_model, parse_input_shape
 
 
 def parse_sfb(stream: IO[bytes], source: str = "<sfb>") -> ModuleOp:
-    from snowir.machine.image import ProgramImage, disassemble
-
     return disassemble(ProgramImage.from_bytes(stream.read(), source))
 
 
@@ -25,7 +25,6 @@ def all_frontends(tool: Any) -> dict[str, Callable[[IO[bytes]], ModuleOp]]:
     def onnx_frontend(stream: IO[bytes]) -> ModuleOp:
         import onnx
 
-        from snowir.frontend.onnx_import import OnnxImportError, import_model, parse_input_shape
 
         tool.ctx.get_optional_dialect("builtin")
         tool.ctx.get_optional_dialect("nn")

@@ -8,7 +8,6 @@ dilated pool, a Gemm whose B is computed, ...): the importer then keeps it as `n
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -16,9 +15,8 @@ from xdsl.dialects.builtin import Float32Type, TensorType
 from xdsl.ir import Operation, SSAValue
 
 from snowir.dialects import nn
+from snowir.frontend.context import ImportContext
 
-if TYPE_CHECKING:
-    from snowir.frontend.onnx_import import Importer
 
 
 class Unmapped(Exception):
@@ -36,7 +34,7 @@ def _attrs(node: onnx.NodeProto) -> dict:
 _tensor_type = tensor_type
 
 
-def _conv(imp: Importer, node: onnx.NodeProto) -> None:
+def _conv(imp: ImportContext, node: onnx.NodeProto) -> None:
     a = _attrs(node)
     x = imp.value(node, node.input[0])
     w = imp.const(node, 1, "weight")
@@ -61,7 +59,7 @@ def _conv(imp: Importer, node: onnx.NodeProto) -> None:
     imp.set_output(node, op)
 
 
-def _pads(imp: Importer, node: onnx.NodeProto, a: dict, size: Sequence[int], kernel: Sequence[int],
+def _pads(imp: ImportContext, node: onnx.NodeProto, a: dict, size: Sequence[int], kernel: Sequence[int],
           strides: Sequence[int], dil: Sequence[int]) -> list[int]:
     auto = a.get("auto_pad", b"NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
@@ -81,7 +79,7 @@ def _pads(imp: Importer, node: onnx.NodeProto, a: dict, size: Sequence[int], ker
     return [out[0][0], out[1][0], out[0][1], out[1][1]]
 
 
-def _pool(imp: Importer, node: onnx.NodeProto) -> None:
+def _pool(imp: ImportContext, node: onnx.NodeProto) -> None:
     a = _attrs(node)
     x = imp.value(node, node.input[0])
     if len(imp.shape(x)) != 4:
@@ -106,7 +104,7 @@ def _pool(imp: Importer, node: onnx.NodeProto) -> None:
     imp.set_output(node, imp.emit(op))
 
 
-def _global_avg(imp: Importer, node: onnx.NodeProto) -> None:
+def _global_avg(imp: ImportContext, node: onnx.NodeProto) -> None:
     x = imp.value(node, node.input[0])
     shape = imp.shape(x)
     if len(shape) != 4:
@@ -114,7 +112,7 @@ def _global_avg(imp: Importer, node: onnx.NodeProto) -> None:
     imp.set_output(node, imp.emit(nn.GlobalAvgPoolOp(x, _tensor_type(shape[:2] + [1, 1]))))
 
 
-def _gemm(imp: Importer, node: onnx.NodeProto) -> None:
+def _gemm(imp: ImportContext, node: onnx.NodeProto) -> None:
     a = _attrs(node)
     if a.get("transA", 0):
         raise Unmapped("transA=1 is not supported")
@@ -134,7 +132,7 @@ def _gemm(imp: Importer, node: onnx.NodeProto) -> None:
     _dense(imp, node, x, w, c)
 
 
-def _matmul(imp: Importer, node: onnx.NodeProto) -> None:
+def _matmul(imp: ImportContext, node: onnx.NodeProto) -> None:
     x = imp.value(node, node.input[0])
     if len(imp.shape(x)) != 2:
         raise Unmapped(f"only 2-D MatMul is supported, input is {imp.shape(x)}")
@@ -144,7 +142,7 @@ def _matmul(imp: Importer, node: onnx.NodeProto) -> None:
     _dense(imp, node, x, w.T.copy(), np.zeros(w.shape[1], np.float32))
 
 
-def _dense(imp: Importer, node: onnx.NodeProto, x: SSAValue, w: np.ndarray, b: np.ndarray) -> None:
+def _dense(imp: ImportContext, node: onnx.NodeProto, x: SSAValue, w: np.ndarray, b: np.ndarray) -> None:
     n, k = imp.shape(x)
     if w.shape[1] != k:
         raise imp.fail(node, f"weight expects {w.shape[1]} features, input has {k}")
@@ -153,8 +151,8 @@ def _dense(imp: Importer, node: onnx.NodeProto, x: SSAValue, w: np.ndarray, b: n
     imp.set_output(node, imp.emit(nn.DenseOp(x, wv, bv, _tensor_type([n, w.shape[0]]))))
 
 
-def _binary(cls: type) -> Callable[[Importer, onnx.NodeProto], None]:
-    def handler(imp: Importer, node: onnx.NodeProto) -> None:
+def _binary(cls: type) -> Callable[[ImportContext, onnx.NodeProto], None]:
+    def handler(imp: ImportContext, node: onnx.NodeProto) -> None:
         operands = [imp.value(node, name) for name in node.input if name]
         if not operands:
             raise imp.fail(node, "needs inputs")
@@ -171,14 +169,14 @@ def _binary(cls: type) -> Callable[[Importer, onnx.NodeProto], None]:
     return handler
 
 
-def _unary(build: Callable[[Importer, onnx.NodeProto, SSAValue], Operation]) -> Callable[[Importer, onnx.NodeProto], None]:
-    def handler(imp: Importer, node: onnx.NodeProto) -> None:
+def _unary(build: Callable[[ImportContext, onnx.NodeProto, SSAValue], Operation]) -> Callable[[ImportContext, onnx.NodeProto], None]:
+    def handler(imp: ImportContext, node: onnx.NodeProto) -> None:
         imp.set_output(node, imp.emit(build(imp, node, imp.value(node, node.input[0]))))
 
     return handler
 
 
-def _clip(imp: Importer, node: onnx.NodeProto, x: SSAValue) -> Operation:
+def _clip(imp: ImportContext, node: onnx.NodeProto, x: SSAValue) -> Operation:
     a = _attrs(node)
     lo, hi = a.get("min", -3.4e38), a.get("max", 3.4e38)
     if len(node.input) > 1 and node.input[1]:
@@ -188,7 +186,7 @@ def _clip(imp: Importer, node: onnx.NodeProto, x: SSAValue) -> Operation:
     return nn.ClipOp(x, props={"min": nn.FloatAttr(float(lo), 32), "max": nn.FloatAttr(float(hi), 32)})
 
 
-def _batch_norm(imp: Importer, node: onnx.NodeProto) -> None:
+def _batch_norm(imp: ImportContext, node: onnx.NodeProto) -> None:
     a = _attrs(node)
     x = imp.value(node, node.input[0])
     for i, what in ((1, "scale"), (2, "bias"), (3, "mean"), (4, "var")):
@@ -199,7 +197,7 @@ def _batch_norm(imp: Importer, node: onnx.NodeProto) -> None:
     imp.set_output(node, imp.emit(nn.BatchNormOp(x, *params, float(a.get("epsilon", 1e-5)))))
 
 
-def _concat(imp: Importer, node: onnx.NodeProto) -> None:
+def _concat(imp: ImportContext, node: onnx.NodeProto) -> None:
     xs = [imp.value(node, name) for name in node.input]
     rank = len(imp.shape(xs[0]))
     axis = int(_attrs(node)["axis"]) % rank
@@ -208,7 +206,7 @@ def _concat(imp: Importer, node: onnx.NodeProto) -> None:
     imp.set_output(node, imp.emit(nn.ConcatOp(xs, axis, _tensor_type(shape))))
 
 
-def _flatten(imp: Importer, node: onnx.NodeProto) -> None:
+def _flatten(imp: ImportContext, node: onnx.NodeProto) -> None:
     x = imp.value(node, node.input[0])
     shape = imp.shape(x)
     axis = int(_attrs(node).get("axis", 1))
@@ -217,7 +215,7 @@ def _flatten(imp: Importer, node: onnx.NodeProto) -> None:
     imp.set_output(node, imp.emit(nn.FlattenOp(x, axis, _tensor_type(out))))
 
 
-def _reshape(imp: Importer, node: onnx.NodeProto) -> None:
+def _reshape(imp: ImportContext, node: onnx.NodeProto) -> None:
     x = imp.value(node, node.input[0])
     shape = imp.shape(x)
     if node.op_type == "Reshape":
@@ -248,7 +246,7 @@ def _squeeze_shape(shape: list[int], axes: list[int], unsqueeze: bool) -> list[i
     return [d for i, d in enumerate(shape) if i not in drop]
 
 
-def _shape_of(imp: Importer, node: onnx.NodeProto) -> None:
+def _shape_of(imp: ImportContext, node: onnx.NodeProto) -> None:
     """Shape of a run-time tensor is static here: it becomes a constant for later folding."""
     shape = np.array(imp.shape(imp.value(node, node.input[0])), np.int64)
     a = _attrs(node)
@@ -256,14 +254,14 @@ def _shape_of(imp: Importer, node: onnx.NodeProto) -> None:
     imp.consts[node.output[0]] = shape[start:end]
 
 
-def _transpose(imp: Importer, node: onnx.NodeProto) -> None:
+def _transpose(imp: ImportContext, node: onnx.NodeProto) -> None:
     x = imp.value(node, node.input[0])
     shape = imp.shape(x)
     perm = list(_attrs(node).get("perm", list(reversed(range(len(shape))))))
     imp.set_output(node, imp.emit(nn.TransposeOp(x, perm, _tensor_type([shape[p] for p in perm]))))
 
 
-def _passthrough(imp: Importer, node: onnx.NodeProto) -> None:
+def _passthrough(imp: ImportContext, node: onnx.NodeProto) -> None:
     # inference Dropout is the identity; a mask someone reads, or training mode, is the host's
     if any(o in imp.consumed for o in node.output[1:] if o):
         raise Unmapped("its mask output is used")
@@ -274,7 +272,7 @@ def _passthrough(imp: Importer, node: onnx.NodeProto) -> None:
     imp.set_output(node, op)
 
 
-def _softmax(imp: Importer, node: onnx.NodeProto, x: SSAValue) -> Operation:
+def _softmax(imp: ImportContext, node: onnx.NodeProto, x: SSAValue) -> Operation:
     rank = len(imp.shape(x))
     axis = int(_attrs(node).get("axis", -1)) % rank
     if axis != rank - 1 and any(d != 1 for d in imp.shape(x)[axis + 1:]):
@@ -282,7 +280,7 @@ def _softmax(imp: Importer, node: onnx.NodeProto, x: SSAValue) -> Operation:
     return nn.SoftmaxOp(x, props={"axis": nn.IntegerAttr(axis, nn.i64)})
 
 
-def _lrn(imp: Importer, node: onnx.NodeProto, x: SSAValue) -> Operation:
+def _lrn(imp: ImportContext, node: onnx.NodeProto, x: SSAValue) -> Operation:
     a = _attrs(node)
     return nn.LrnOp(x, props={"size": nn.IntegerAttr(int(a["size"]), nn.i64),
                               "alpha": nn.FloatAttr(float(a.get("alpha", 1e-4)), 32),
@@ -290,13 +288,13 @@ def _lrn(imp: Importer, node: onnx.NodeProto, x: SSAValue) -> Operation:
                               "bias": nn.FloatAttr(float(a.get("bias", 1.0)), 32)})
 
 
-def _hard_sigmoid(imp: Importer, node: onnx.NodeProto, x: SSAValue) -> Operation:
+def _hard_sigmoid(imp: ImportContext, node: onnx.NodeProto, x: SSAValue) -> Operation:
     a = _attrs(node)
     return nn.HardSigmoidOp(x, props={"alpha": nn.FloatAttr(float(a.get("alpha", 0.2)), 32),
                                       "beta": nn.FloatAttr(float(a.get("beta", 0.5)), 32)})
 
 
-HANDLERS: dict[str, Callable[[Importer, onnx.NodeProto], None]] = {
+HANDLERS: dict[str, Callable[[ImportContext, onnx.NodeProto], None]] = {
     "Conv": _conv,
     "Relu": _unary(lambda imp, n, x: nn.ReluOp(x)),
     "Clip": _unary(_clip),

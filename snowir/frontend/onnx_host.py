@@ -40,6 +40,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute
 
 from snowir.errors import SnowError
+from snowir.dialects import nn
 
 _SIGNED = {TensorProto.INT8: 8, TensorProto.INT16: 16, TensorProto.INT32: 32, TensorProto.INT64: 64}
 _UNSIGNED = {TensorProto.UINT8: 8, TensorProto.UINT16: 16, TensorProto.UINT32: 32, TensorProto.UINT64: 64}
@@ -70,8 +71,6 @@ def element_type(onnx_type: int) -> Attribute:
 
 def numpy_dtype(elem: Attribute) -> np.dtype:
     """The numpy dtype holding values of an MLIR element type (fixed point: int16 words)."""
-    from snowir.dialects import nn
-
     if isinstance(elem, nn.FixedType):
         return np.dtype(np.int16)
     if isinstance(elem, Float32Type):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +30,7 @@ from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.frontend.onnx_handlers import HANDLERS, Unmapped
 from snowir.frontend.onnx_host import OnnxTypeError, element_type, numpy_dtype, onnx_type_of, to_mlir_attrs
-from snowir.resources import put_blob
+from snowir.resources import f32_resource, identifier, put_blob
 
 TARGET_OPSET = 13
 F32 = Float32Type()
@@ -41,18 +40,12 @@ class OnnxImportError(SnowError):
     pass
 
 
-def f32_resource(key: str, array: np.ndarray) -> DenseResourceAttr:
-    data = np.asarray(array, dtype="<f4", order="C")  # ascontiguousarray would make a scalar 1-D
-    used = put_blob(_identifier(key), data)
-    return DenseResourceAttr.from_params(used, TensorType(F32, list(data.shape)))
-
-
 def typed_resource(key: str, array: np.ndarray) -> DenseResourceAttr:
     """A blob in the array's own element type (nn.host operands: int64 shapes, bool masks, ...)."""
     if array.dtype == np.float32:
         return f32_resource(key, array)
     data = np.asarray(array, dtype=array.dtype.newbyteorder("<"), order="C")
-    used = put_blob(_identifier(key), data)
+    used = put_blob(identifier(key), data)
     return DenseResourceAttr.from_params(used, TensorType(_element(onnx_type_of(array.dtype)), list(data.shape)))
 
 
@@ -83,11 +76,6 @@ def _value_types(graph: onnx.GraphProto) -> dict[str, TensorType]:
         except OnnxTypeError:
             continue
     return out
-
-
-def _identifier(name: str) -> str:
-    ident = re.sub(r"[^A-Za-z0-9_]", "_", name)
-    return ident if ident and not ident[0].isdigit() else "v" + ident
 
 
 def _load(path: str | Path) -> onnx.ModelProto:
@@ -214,7 +202,7 @@ class Importer:
         key = (name, array.dtype.str)
         if key not in self.const_ops:
             op = self.emit(nn.ConstantOp(typed_resource(name, array)))
-            op.results[0].name_hint = _identifier(name)[:40]
+            op.results[0].name_hint = identifier(name)[:40]
             self.const_ops[key] = op.results[0]
         return self.const_ops[key]
 
@@ -249,7 +237,7 @@ class Importer:
 
     def set_output(self, node: onnx.NodeProto, op: Operation, index: int = 0) -> None:
         result = op.results[0]
-        result.name_hint = _identifier(node.output[index])[:40]
+        result.name_hint = identifier(node.output[index])[:40]
         self.values[node.output[index]] = result
         if node.name:
             op.attributes["onnx_node"] = nn.StringAttr(node.name)
@@ -284,7 +272,7 @@ class Importer:
             arg_types.append(TensorType(elem, dims))
         block = Block(arg_types=arg_types)
         for inp, arg in zip(inputs, block.args):
-            arg.name_hint = _identifier(inp.name)[:40]
+            arg.name_hint = identifier(inp.name)[:40]
             self.values[inp.name] = arg
         for node in self.graph.node:
             self.node(node)
@@ -348,7 +336,7 @@ class Importer:
         op = self.emit(nn.HostOp(node.op_type, self.opset, attrs, operands, types, slots, len(node.input)))
         for i, name in enumerate(outs):
             if name:
-                op.results[i].name_hint = _identifier(name)[:40]
+                op.results[i].name_hint = identifier(name)[:40]
                 self.values[name] = op.results[i]
         if node.name:
             op.attributes["onnx_node"] = nn.StringAttr(node.name)

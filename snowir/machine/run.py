@@ -18,6 +18,8 @@ from snowir.hw import SnowflakeConfig
 from snowir.machine.core import Machine
 from snowir.machine.image import ProgramImage, disassemble
 from snowir.machine.timing import STALL_CAUSES
+from snowir.machine.reference import run_reference
+from snowir.machine.fast import run_fast
 
 Engine = Literal["fast", "reference"]
 
@@ -56,12 +58,8 @@ def run_image(image: ProgramImage, hw: SnowflakeConfig | None = None, engine: En
         machine.write_segment(name, data)
     start = time.perf_counter()
     if engine == "reference":
-        from snowir.machine.reference import run_reference
-
         run_reference(machine, module if module is not None else disassemble(image), max_instructions)
     elif engine == "fast":
-        from snowir.machine.fast import run_fast
-
         run_fast(machine, max_instructions)
     else:
         raise ValueError(f"unknown engine '{engine}' (fast, reference)")

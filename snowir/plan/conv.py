@@ -11,7 +11,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from dataclasses import replace
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import ConvPlan, ConvShape, LoweringError, Strip, coop_kernels, input_rows, load_cycles, weights_slot_elements, weights_stagger
+from snowir.plan.shapes import ConvPlan, ConvShape, LoweringError, Strip, coop_kernels, input_rows, load_cycles, slice_words, weights_slot_elements, weights_stagger
+from snowir.plan.indp import choose_mode, plan_indp
 
 
 if TYPE_CHECKING:
@@ -32,8 +33,6 @@ def settle(plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
         stagger = weights_stagger(s, hw)
     bases: tuple[int, ...] = ()
     if plan.bypass_slices:
-        from snowir.plan.shapes import slice_words
-
         n = slice_words(plan)
         bases = (hw.maps_buffer_elements - 2 * n, hw.maps_buffer_elements - n)
     return replace(plan, w_slot=w_slot, stagger=stagger, slice_bases=bases)
@@ -48,8 +47,6 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
 
 def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
                loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None) -> ConvPlan:
-    from snowir.plan.indp import choose_mode, plan_indp
-
     s = shape
     if choose_mode(s, hw, bypass_addr is not None, mode) == "INDP":
         return plan_indp(s, hw, in_addr, w_addr, out_addr)

@@ -8,9 +8,11 @@ above the row groups: `place_ring`) and whether it pays (`fusing_pays`). The sch
 from __future__ import annotations
 
 from dataclasses import replace
-from snowir.plan.shapes import ConvPlan, ring_schedule
+from snowir.plan.shapes import ConvPlan, group_of, ring_schedule
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import GUARD, PoolShape
+from snowir.plan.conv import settle
+from snowir.plan.indp import plan_indp
 
 
 ROWS_PER_CU = 1  # row groups of one row per CU: each group completes consecutive rows
@@ -18,8 +20,6 @@ ROWS_PER_CU = 1  # row groups of one row per CU: each group completes consecutiv
 
 def group_rows_words(plan: ConvPlan) -> list[int]:
     """Maps-buffer words each bank's row groups take (the ring's slots go above them)."""
-    from snowir.plan.shapes import group_of
-
     s = plan.shape
     row_in = s.w * s.cin
     used = [0, 0]
@@ -56,9 +56,6 @@ def place_ring(plan: ConvPlan, p: PoolShape, hw: SnowflakeConfig) -> tuple[int, 
 def fuse(plan: ConvPlan, p: PoolShape, pool_out_addr: int, hw: SnowflakeConfig) -> ConvPlan | None:
     """`plan` with the pool in its program (row groups of ROWS_PER_CU rows per CU), or None
     when it cannot take it (place_ring)."""
-    from snowir.plan.conv import settle
-    from snowir.plan.indp import plan_indp
-
     if not plan.indp:
         return None
     fused = replace(settle(plan_indp(plan.shape, hw, plan.in_addr, plan.w_addr, plan.out_addr, rows_per_cu=ROWS_PER_CU), hw),

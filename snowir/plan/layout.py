@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 import numpy as np
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import BIAS_BLOCK, ConvShape, align, coop_kernels, kernels_per_tile
+from snowir.plan.shapes import BIAS_BLOCK, ConvShape, align, coop_kernels, indp_kernel_words, kernels_per_tile
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,6 @@ def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeCon
     in_bytes = s.h * s.w * s.cin * 2
     w_addr = align(in_bytes)
     if mode == "INDP":
-        from snowir.plan.shapes import indp_kernel_words, kernels_per_tile
-
         hw = hw or SnowflakeConfig()
         w_bytes = math.ceil(s.k / kernels_per_tile(hw)) * hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
     else:

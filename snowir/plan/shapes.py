@@ -23,6 +23,8 @@ BIAS_BLOCK = DEFAULT.lanes
 MAC lane (`macs_per_vmac` is [S] 16 on every configuration, hw.RANGES)."""
 
 
+TRACE_CHUNK = 1008  # longest trace the code emits: a multiple of 16 below the 1023 limit
+
 FLUSH_COST = 4
 """[P] CU cycles lost per vector-queue slot when a kernel tile starts behind a flush (the
 queue drains, the flush VMOVs run, the next MACs refill it): about 60 cycles per flush on the
@@ -157,7 +159,6 @@ class ConvPlan:
     def dram_bytes(self, hw: SnowflakeConfig | None = None) -> dict[str, int]:
         s = self.shape
         if self.indp:  # every CU loads its own rows; a tile is 4 vMACs of 16 interleaved kernels
-            from snowir.plan.shapes import indp_kernel_words
 
             hw = hw or SnowflakeConfig()
             rows = sum(r1 - r0 for st, r in zip(self.strips, self.cu_rows) for y in range(st.y0, st.y1, r)

@@ -17,19 +17,20 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, UnitAttr, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from snowir.plan.layout import ConvLayout, conv_layout, pack_weights
-from snowir.plan.shapes import ConvPlan, ConvShape, Strip, align, coop_kernels, input_rows
+from snowir.plan.shapes import ConvPlan, ConvShape, LoweringError, Strip, align, coop_kernels, input_rows
 from snowir.plan.conv import plan_conv
 from snowir.dialects import nn, tile
 from snowir.dialects import snowflake_asm as sf
-from snowir.golden import Golden, Q, constant_array, element_frac, _ints
+from snowir.golden import Golden, Q, constant_array, element_frac, int_values
 from snowir.hw import SnowflakeConfig
 from snowir.plan.indp import choose_mode
 from snowir.plan.shapes import indp_kernel_words, kernels_per_tile
 from snowir.plan.layout import pack_indp
-from snowir.nn_util import conv_shape
+from snowir.nn_util import conv_shape, on_host
 from snowir.plan.shapes import PoolShape, PoolTile
 from snowir.plan.pool import plan_pool_tiles, ring_loads
 from snowir.resources import int16_array, int16_resource
+from snowir.plan.fused_pool import fuse, fusing_pays
 
 POOL_SLACK = 64  # bytes after a pool's output: the lanes of a partly used CU write there
 
@@ -227,9 +228,6 @@ def set_conv_plan(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> N
 
 def with_layer_pool(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
     """`plan` with the layer's fused max pool (`pool`, output region) in its program, if any."""
-    from snowir.plan.shapes import LoweringError
-    from snowir.plan.fused_pool import fuse
-
     if layer.pool is None:
         return plan
     fused = fuse(plan, pool_shape_of(layer.pool), regions_of(layer)["output"].offset.value.data, hw)
@@ -244,9 +242,6 @@ def fusable_pool(op: nn.Conv2dOp, plan: ConvPlan, pool_addr: int,
     """The device max pool that is the only reader of this conv's output and `plan` with it in
     its program, when the conv can run it (snowir/plan/fused_pool.py: INDP row groups with room beside
     them) and the estimate says that is faster than the two layers apart (`fusing_pays`)."""
-    from snowir.plan.fused_pool import fuse, fusing_pays
-    from snowir.nn_util import on_host
-
     uses = list(op.output.uses)
     if not plan.indp or len(uses) != 1 or not isinstance(uses[0].operation, nn.MaxPoolOp) \
             or on_host(uses[0].operation):
@@ -264,8 +259,6 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     `fuse_pool`, a max pool reading the conv may run in the same program (`fusable_pool`; it is
     returned beside the layer): the conv's output goes to a `conv_output` region, the pool's to
     `output`."""
-    from snowir.plan.shapes import align
-
     s = layer_conv_shape(op)
     bypass = op.bypass is not None
     mode = choose_mode(s, hw, bypass, mode)
@@ -306,9 +299,9 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
 def pool_shape(op: nn.MaxPoolOp) -> PoolShape:
     _, c, h, w = op.input.type.get_shape()
     _, _, oh, ow = op.output.type.get_shape()
-    kh, kw = _ints(op.kernel)
-    sy, sx = _ints(op.strides)
-    pt, pl, _, _ = _ints(op.pads)
+    kh, kw = int_values(op.kernel)
+    sy, sx = int_values(op.strides)
+    pt, pl, _, _ = int_values(op.pads)
     return PoolShape(c, h, w, kh, kw, sy, sx, pt, pl, oh, ow)
 
 
@@ -363,8 +356,6 @@ def bare_conv_layer(name: str, s: ConvShape, weights: np.ndarray, bias: np.ndarr
 
 def bare_pool_layer(name: str, p: PoolShape, hw: SnowflakeConfig) -> tile.LayerOp:
     """A max pool layer from its shape (as nn-to-tile writes it)."""
-    from snowir.plan.shapes import align
-
     tiles = plan_pool_tiles(p, hw)
     in_b, out_b = p.h * p.w * p.c * 2, p.oh * p.ow * p.c * 2
     out_addr = align(in_b)

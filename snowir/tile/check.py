@@ -31,7 +31,7 @@ from snowir.plan.indp import default_rows_per_cu, group_strips, indp_groups, int
 from snowir.plan.shapes import indp_kernel_words, kernels_per_tile
 from snowir.plan.shapes import GUARD
 from snowir.plan.pool import max_pool_rows
-from snowir.tile.build import conv_shape_of, conv_tile_body, layout_of, pool_tile_body, regions_of, repack
+from snowir.tile.build import conv_shape_of, conv_tile_body, layout_of, pool_shape_of, pool_tile_body, regions_of, repack
 from snowir.tile.read import TileError, compact_shape, conv_plan_of, kernel_tile_of, maps_tiles_of, pool_tiles_of
 
 
@@ -155,7 +155,6 @@ def _derive_pool(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
     maps = [op for op in layer.body.block.ops if isinstance(op, tile.MapsTileOp)]
     if not any(_empty(mt) for mt in maps):
         return
-    from snowir.tile.build import pool_shape_of
 
     p = pool_shape_of(layer.shape)
     for mt in maps:

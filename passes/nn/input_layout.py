@@ -21,7 +21,7 @@ from xdsl.ir import BlockArgument, Operation
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
-from snowir.codegen.traces import TRACE_CHUNK
+from snowir.plan.shapes import TRACE_CHUNK
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import new_constant

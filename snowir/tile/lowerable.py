@@ -12,8 +12,11 @@ from snowir.plan.shapes import ConvPlan, LoweringError
 from snowir.plan.layout import conv_layout
 from snowir.plan.conv import plan_conv
 from snowir.dialects import nn
-from snowir.golden import _ints
+from snowir.golden import int_values
 from snowir.hw import SnowflakeConfig
+from snowir.plan.pool import plan_pool
+from snowir.tile.build import layer_conv_shape, pool_shape
+from snowir.plan.indp import choose_mode
 
 
 def device_refusal(op: Operation, hw: SnowflakeConfig | None = None) -> str | None:
@@ -23,9 +26,6 @@ def device_refusal(op: Operation, hw: SnowflakeConfig | None = None) -> str | No
         axis = op.axis.value.data
         return None if axis == 1 else f"concat on axis {axis} (only channel concats are DRAM placement)"
     if isinstance(op, nn.MaxPoolOp):
-        from snowir.plan.pool import plan_pool
-        from snowir.tile.build import pool_shape
-
         try:
             plan_pool(pool_shape(op), hw)
         except LoweringError as e:
@@ -42,10 +42,8 @@ def device_refusal(op: Operation, hw: SnowflakeConfig | None = None) -> str | No
 def conv_plan_of(op: nn.Conv2dOp, hw: SnowflakeConfig) -> ConvPlan:
     """The plan the lowering would make for `op` (mode and loop order as nn-to-tile and
     tile-loop-order choose them); LoweringError when it cannot place it."""
-    if any(d != 1 for d in _ints(op.dilations)):
+    if any(d != 1 for d in int_values(op.dilations)):
         raise LoweringError("dilated convolution (traces need contiguous taps)")
-    from snowir.plan.indp import choose_mode
-    from snowir.tile.build import layer_conv_shape
 
     s = layer_conv_shape(op)
     bypass = op.bypass is not None
