@@ -13,8 +13,8 @@ import collections
 import json
 import time
 
-from snowir.errors import SnowError
 from snowir.driver.model_api import run_model_on_device
+from snowir.errors import SnowError
 from snowir.tools.light_models import NAMES, build
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import time
 
+from snowir.driver.files import bench_output
+from snowir.driver.model_api import run_model_on_device
 from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
-from snowir.driver.model_api import run_model_on_device
-from snowir.driver.files import bench_output
 from snowir.tools.bench_models import build as build_bench
 from snowir.tools.light_models import build as build_light
 

@@ -240,7 +240,12 @@ class TileOperation(IRDLOperation, ABC):
         return tuple(int(v) for v in attr.get_values())
 
     def _fail(self, message: str) -> None:
-        raise VerifyException(f"{self.name}: {message}")
+        layer = self if isinstance(self, LayerOp) else self.parent_op()
+        while layer is not None and not isinstance(layer, LayerOp):
+            layer = layer.parent_op()
+        where = f"tile.layer @{layer.sym_name.data}: " if isinstance(layer, LayerOp) else ""
+        what = "" if layer is self else f"{self.name}: "
+        raise VerifyException(f"{where}{what}{message}")
 
     def _no_stray_attributes(self) -> None:
         """An attribute the op does not define would be silently ignored by every pass: refuse it."""

@@ -16,14 +16,13 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError
 
-from snowir.dialects import all_dialects
-from snowir.dialects import snowflake_asm as sf
+from snowir.dialects import all_dialects, snowflake_asm as sf
 from snowir.errors import SnowError, one_line
+from snowir.fixedpoint import quantize
 from snowir.hw import SnowflakeConfig
 from snowir.machine.image import ProgramImage, assemble, disassemble
 from snowir.machine.run import Engine, RunResult, run_image
 from snowir.resources import reset_blobs
-from snowir.fixedpoint import quantize
 
 
 def context() -> Context:

@@ -28,12 +28,12 @@ import onnx
 from onnx.backend.base import Backend, BackendRep
 
 from snowir.dialects import nn
+from snowir.driver.model_api import compile
 from snowir.errors import SnowError
-from snowir.hw import SnowflakeConfig
-from snowir.golden import Golden
 from snowir.frontend.onnx_host import numpy_dtype
 from snowir.frontend.onnx_import import import_model
-from snowir.driver.model_api import compile
+from snowir.golden import Golden
+from snowir.hw import SnowflakeConfig
 
 ENGINES = ("machine", "golden")
 

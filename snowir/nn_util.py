@@ -13,8 +13,8 @@ from xdsl.pattern_rewriter import PatternRewriter
 
 from snowir.dialects import nn
 from snowir.golden import constant_array, int_values
-from snowir.resources import f32_resource
 from snowir.plan.shapes import ConvShape
+from snowir.resources import f32_resource
 
 _KEYS = itertools.count()
 

@@ -7,8 +7,7 @@ from xdsl.dialects.test import TestOp as _TestOp
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
 
-from snowir.dialects import all_dialects
-from snowir.dialects import nn, snowflake_asm as sf, tile
+from snowir.dialects import all_dialects, nn, snowflake_asm as sf, tile
 
 
 def _ctx() -> Context:

@@ -12,8 +12,7 @@ import pytest
 from onnx import helper
 
 from onnx_util import model, rand
-from snowir.driver.model_api import Report
-from snowir.driver.model_api import run_model_on_device
+from snowir.driver.model_api import Report, run_model_on_device
 from snowir.tools.snow_run import main as snow_run
 
 

@@ -15,10 +15,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from machine_util import assert_within_bus
-from snowir.plan.shapes import ConvShape, LoweringError
+from snowir.plan.shapes import ConvShape, LoweringError, PoolShape
 from snowir.plan.conv import plan_conv
-from snowir.dialects import snowflake_asm as sf
-from snowir.dialects import tile
+from snowir.dialects import snowflake_asm as sf, tile
 from snowir.fixedpoint import writeback
 from snowir.golden import conv_sum, pool
 from snowir.hw import SnowflakeConfig
@@ -26,7 +25,6 @@ from snowir.machine.image import assemble
 from snowir.machine.run import run_image
 from snowir.passes.pipelines import PIPELINE
 from snowir.passes.convert.tile_to_asm import TileToAsmPass
-from snowir.plan.shapes import PoolShape
 from snowir.plan.pool import ring_rows
 from snowir.tile.build import bare_conv_layer, bare_pool_layer
 from snowir.tile.read import conv_plan_of

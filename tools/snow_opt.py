@@ -24,9 +24,9 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from snowir import __version__
 from snowir.dialects import all_dialects
 from snowir.driver.pipeline_spec import unwrap_pipeline
+from snowir.driver.targets import BINARY_TARGETS
 from snowir.errors import one_line
 from snowir.passes import all_passes
-from snowir.driver.targets import BINARY_TARGETS
 
 
 class SnowOptMain(xDSLOptMain):

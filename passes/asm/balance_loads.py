@@ -32,9 +32,9 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.asm_analysis import body_ops, known_registers, programs, replace_body
+from snowir.codegen.builder import MOVI_MAX, AsmBuilder
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.codegen.builder import MOVI_MAX, AsmBuilder
 
 
 def _data_ld(op: Operation) -> bool:

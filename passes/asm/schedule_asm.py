@@ -28,9 +28,9 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from snowir.asm_analysis import blocks, body_ops, is_machine, is_nop, issue_cycles, programs, replace_body
-from snowir.passes.asm.fill_delay_slots import fill_ops
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
+from snowir.passes.asm.fill_delay_slots import fill_ops
 
 
 def _graph(body: list[sf.SnowflakeInstruction], latency: int) -> list[list[tuple[int, int]]]:

@@ -30,10 +30,10 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.plan.shapes import LoweringError
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name, on_host
+from snowir.plan.shapes import LoweringError
 from snowir.tile.build import conv_layer, pool_layer
 
 

@@ -35,11 +35,10 @@ from xdsl.utils.exceptions import PassFailedException
 
 from snowir.asm_analysis import outside_programs
 from snowir.codegen.conv import generate_conv
-from snowir.plan.shapes import LoweringError
-from snowir.dialects import snowflake_asm as sf
-from snowir.dialects import tile
-from snowir.hw import SnowflakeConfig
 from snowir.codegen.pool import generate_pool
+from snowir.dialects import snowflake_asm as sf, tile
+from snowir.hw import SnowflakeConfig
+from snowir.plan.shapes import LoweringError
 from snowir.tile.build import regions_of
 from snowir.tile.check import check_layer, derive_layer
 from snowir.tile.read import TileError, conv_plan_of, pool_tiles_of

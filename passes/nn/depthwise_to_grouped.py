@@ -33,9 +33,9 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 from snowir.dialects import nn
 from snowir.host_model import host_ms
 from snowir.hw import SnowflakeConfig
+from snowir.nn_util import const_of, constant_op, shape_of
 from snowir.plan.shapes import LoweringError
 from snowir.tile.lowerable import conv_plan_of
-from snowir.nn_util import const_of, constant_op, shape_of
 
 LANES = SnowflakeConfig().macs_per_vmac
 """the channels one vMAC multiplies per trace word"""

@@ -21,8 +21,7 @@ from xdsl.pattern_rewriter import (GreedyRewritePatternApplier, PatternRewriter,
                                    RewritePattern, op_type_rewrite_pattern)
 
 from snowir.dialects import nn
-from snowir.nn_util import drop_dead_constants
-from snowir.nn_util import const_of, new_constant, per_channel, shape_of, single_use
+from snowir.nn_util import const_of, drop_dead_constants, new_constant, per_channel, shape_of, single_use
 
 
 def _foldable_conv(value: SSAValue) -> nn.Conv2dOp | None:

@@ -21,10 +21,10 @@ from xdsl.ir import BlockArgument, Operation
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
-from snowir.plan.shapes import TRACE_CHUNK
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import new_constant
+from snowir.plan.shapes import TRACE_CHUNK
 
 PIXEL_SLOTS = 4
 TRACE_SLOTS = 3

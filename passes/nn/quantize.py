@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import Float32Type, FloatAttr, FunctionType, IntegerAttr, ModuleOp, StringAttr, TensorType, f64, i64
+from xdsl.dialects.builtin import (Float32Type, FloatAttr, FunctionType, IntegerAttr, ModuleOp, StringAttr, TensorType,
+                                   f64, i64)
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
@@ -33,9 +34,9 @@ from xdsl.utils.exceptions import PassFailedException
 from snowir.calibration import DEFAULT_HEADROOM, DEFAULT_SAMPLES, calibration_inputs, choose_formats, ranges
 from snowir.dialects import nn
 from snowir.errors import SnowError
-from snowir.nn_util import on_host
 from snowir.fixedpoint import frac_for, quantize
 from snowir.golden import constant_array
+from snowir.nn_util import on_host
 from snowir.resources import int16_resource
 
 _FORMAT = re.compile(r"^[Qq](\d+)\.(\d+)$")

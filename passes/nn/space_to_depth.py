@@ -32,9 +32,9 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
+from snowir.nn_util import const_of, conv_shape, drop_dead_constants, shape_of, tensor
 from snowir.passes.nn.input_layout import plain_stem, relayout_conv
 from snowir.plan.indp import indp_fits
-from snowir.nn_util import const_of, conv_shape, drop_dead_constants, shape_of, tensor
 
 MAX_CHANNELS = 64  # C·s² beyond this gains no lanes (COOP traces are already long)
 

@@ -28,8 +28,8 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, conv_shape, drop_dead_constants, new_constant, shape_of, tensor
-from snowir.plan.shapes import LoweringError, weights_slot_elements
 from snowir.plan.conv import plan_conv, residual_cycles
+from snowir.plan.shapes import LoweringError, weights_slot_elements
 
 
 MAX_PARTS_BY_COST = 4

@@ -39,9 +39,10 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
-from snowir.passes.nn.input_layout import StemConv, direct_cycles, plain_stem, relayout_conv, space_to_depth_cycles, unfold_rows_cycles, unfold_rows_fills_lanes, unfold_rows_fits
-from snowir.plan.indp import indp_fits
 from snowir.nn_util import const_of, conv_shape, drop_dead_constants, shape_of, tensor
+from snowir.passes.nn.input_layout import (StemConv, direct_cycles, plain_stem, relayout_conv, space_to_depth_cycles,
+                                           unfold_rows_cycles, unfold_rows_fills_lanes, unfold_rows_fits)
+from snowir.plan.indp import indp_fits
 
 
 def unfold_rows_weights(w: np.ndarray) -> np.ndarray:

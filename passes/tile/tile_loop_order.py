@@ -21,10 +21,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.plan.shapes import LoweringError
-from snowir.plan.conv import plan_conv
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
+from snowir.plan.conv import plan_conv
+from snowir.plan.shapes import LoweringError
 from snowir.tile.build import conv_shape_of, layout_of, set_conv_plan, with_layer_pool
 from snowir.tile.read import tile_layers
 

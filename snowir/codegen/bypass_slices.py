@@ -11,10 +11,11 @@ spreads them).
 from __future__ import annotations
 
 from snowir.codegen.builder import AsmBuilder
-from snowir.codegen.traces import R_BYP, R_BYPROW, R_LEN, R_MAPS, R_OUT, R_OUTROW, R_SRC, R_TMP, R_TO, R_TT, R_TW, R_W, R_X, R_XEND, macs, add_offset
-from snowir.plan.shapes import ConvPlan, Strip
+from snowir.codegen.traces import (R_BYP, R_BYPROW, R_LEN, R_MAPS, R_OUT, R_OUTROW, R_SRC, R_TMP, R_TO, R_TT, R_TW,
+                                   R_W, R_X, R_XEND, macs, add_offset)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
+from snowir.plan.shapes import ConvPlan, Strip
 
 
 # registers of the slice loads (free in a 1x1 residual conv: no kernel-row pairs, no unrolled pixels)

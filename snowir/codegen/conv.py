@@ -20,13 +20,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.bypass_slices import load_first_slice, slice_gap
-from snowir.codegen.traces import COOP, Prefetch, R_LEN, R_MAPS, R_OUT, R_SRC, R_TK, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_W, R_WSRC, TRACE_CHUNK, trace_chunks
+from snowir.codegen.indp import generate_indp
+from snowir.codegen.loads import load_broadcast, load_runs
 from snowir.codegen.pixels import kernel_tile
-from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, full_mask, input_rows
+from snowir.codegen.traces import (COOP, Prefetch, R_LEN, R_MAPS, R_OUT, R_SRC, R_TK, R_TMP, R_TMP2, R_TO, R_TT, R_TW,
+                                   R_W, R_WSRC, TRACE_CHUNK, trace_chunks)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.codegen.loads import load_broadcast, load_runs
-from snowir.codegen.indp import generate_indp
+from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, full_mask, input_rows
 
 
 # staggered kernel tiles (weights_stagger): 1 while the current tile sits at base 0, else 0.

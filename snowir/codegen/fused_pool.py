@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.loads import load_broadcast
-from snowir.plan.shapes import ConvPlan, PoolRing
+from snowir.codegen.pool import R_MASK, R_TMP, ring_output_row, set_up_max
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.codegen.pool import R_MASK, R_TMP, ring_output_row, set_up_max
+from snowir.plan.shapes import ConvPlan, PoolRing
 
 
 def load_rows(b: AsmBuilder, plan: ConvPlan, ring: PoolRing, rows: tuple[int, int], hw: SnowflakeConfig) -> None:

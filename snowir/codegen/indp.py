@@ -8,13 +8,13 @@ rows further. Row groups alternate maps banks.
 from __future__ import annotations
 
 from snowir.codegen.builder import AsmBuilder
+from snowir.codegen.fused_pool import load_rows, pool_rows
 from snowir.codegen.loads import load_runs
-from snowir.codegen.traces import R_LEN, R_SRC, R_TMP, R_TO, R_TT, R_TW, Prefetch
 from snowir.codegen.pixels import kernel_tile
-from snowir.plan.shapes import ConvPlan, Strip, group_of, indp_kernel_words, kernels_per_tile, ring_of
+from snowir.codegen.traces import R_LEN, R_SRC, R_TMP, R_TO, R_TT, R_TW, Prefetch
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.codegen.fused_pool import load_rows, pool_rows
+from snowir.plan.shapes import ConvPlan, Strip, group_of, indp_kernel_words, kernels_per_tile, ring_of
 
 
 def _load_group(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, gi: int) -> None:

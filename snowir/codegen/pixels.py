@@ -7,11 +7,13 @@ pixels for short traces), the tile's prefetches after its first 16 vector ops.
 from __future__ import annotations
 
 from snowir.codegen.builder import AsmBuilder
-from snowir.plan.shapes import ConvPlan, Strip, interior_columns
+from snowir.codegen.bypass_slices import row_slice_loads, slice_tile
+from snowir.codegen.traces import (COOP, Prefetch, R_BYP, R_BYPROW, R_BYPSTEP, R_LEN, R_MAPS, R_OUT, R_OUTROW,
+                                   R_OUTSTEP, R_ROWBASE, R_ROWSTEP, R_SRC, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_W, R_X,
+                                   R_XEND, R_Y, R_YEND, TRACE_CHUNK, add_offset, trace_chunks, macs)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.codegen.traces import COOP, Prefetch, R_BYP, R_BYPROW, R_BYPSTEP, R_LEN, R_MAPS, R_OUT, R_OUTROW, R_OUTSTEP, R_ROWBASE, R_ROWSTEP, R_SRC, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_W, R_X, R_XEND, R_Y, R_YEND, TRACE_CHUNK, add_offset, trace_chunks, macs
-from snowir.codegen.bypass_slices import row_slice_loads, slice_tile
+from snowir.plan.shapes import ConvPlan, Strip, interior_columns
 
 
 def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, c_off: int,

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.loads import load_broadcast
-from snowir.plan.shapes import PoolShape, PoolTile, interior_columns
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.plan.pool import ring_loads
+from snowir.plan.shapes import PoolShape, PoolTile, interior_columns
 
 
 R_OUT, R_MAPS, R_STEP, R_X, R_XEND, R_TMP, R_SRC, R_LEN, R_MASK = 1, 2, 3, 4, 5, 6, 7, 8, 9

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from snowir.codegen.builder import AsmBuilder
-from snowir.plan.shapes import ConvPlan, TRACE_CHUNK
 from snowir.dialects import snowflake_asm as sf
+from snowir.plan.shapes import ConvPlan, TRACE_CHUNK
 
 
 

@@ -11,9 +11,9 @@ from onnx import helper
 from xdsl.dialects.builtin import ModuleOp
 
 from snowir.dialects import nn
-from snowir.golden import Golden, element_frac, quantize
-from snowir.frontend.onnx_import import prepare
 from snowir.fixedpoint import dequantize
+from snowir.frontend.onnx_import import prepare
+from snowir.golden import Golden, element_frac, quantize
 
 
 def softmax_input(graph: onnx.GraphProto) -> str | None:

@@ -22,18 +22,17 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import FloatAttr, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 
-from snowir.plan.shapes import LoweringError
-from snowir.dialects import nn
-from snowir.dialects import snowflake_asm as sf
+from snowir.dialects import nn, snowflake_asm as sf
 from snowir.golden import Golden, Q, element_frac
+from snowir.host_model import useful_macs
 from snowir.hw import SnowflakeConfig
 from snowir.machine.image import ProgramImage, assemble
 from snowir.machine.run import imbalance, run_image, stall_breakdown
-from snowir.nn_util import layer_name, on_host
-from snowir.tile.build import device_input
-from snowir.host_model import useful_macs
-from snowir.passes.pipelines import quantised
 from snowir.machine.timing import Event
+from snowir.nn_util import layer_name, on_host
+from snowir.passes.pipelines import quantised
+from snowir.plan.shapes import LoweringError
+from snowir.tile.build import device_input
 
 
 @dataclass

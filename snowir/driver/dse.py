@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from snowir.driver.files import write_text_atomic
+from snowir.driver.model_api import run_model_on_device
 from snowir.errors import SnowError
 from snowir.hw import ConfigError, SnowflakeConfig
-from snowir.driver.model_api import run_model_on_device
-from snowir.driver.files import write_text_atomic
 
 STALLS = ("raw", "load_wait", "icache", "cu_starved", "cu_load_wait", "cu_drain")
 CACHE_VERSION = 2

@@ -16,18 +16,18 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import PassPipeline
 
-from snowir.driver.check import compare, golden_logits, ort_logits
+from snowir import api
 from snowir.dialects import nn, tile
+from snowir.driver.check import compare, golden_logits, ort_logits
+from snowir.driver.pass_steps import gc_paused
+from snowir.driver.pipeline_spec import unwrap_pipeline
 from snowir.errors import SnowError, pipeline_error
+from snowir.frontend.onnx_import import import_onnx, parse_input_shape
 from snowir.golden import Golden
+from snowir.host_model import host_ms, useful_macs
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name, on_host
-from snowir import api
-from snowir.frontend.onnx_import import import_onnx, parse_input_shape
 from snowir.passes import all_passes
-from snowir.driver.pipeline_spec import unwrap_pipeline
-from snowir.driver.pass_steps import gc_paused
-from snowir.host_model import host_ms, useful_macs
 from snowir.passes.convert.nn_to_tile import device_layers
 from snowir.passes.pipelines import quantised
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from xdsl.dialects.builtin import ModuleOp
-from snowir.machine.image import ProgramImage, disassemble
 from snowir.frontend.onnx_import import OnnxImportError, import_model, parse_input_shape
+from snowir.machine.image import ProgramImage, disassemble
 
 
 def parse_sfb(stream: IO[bytes], source: str = "<sfb>") -> ModuleOp:

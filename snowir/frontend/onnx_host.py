@@ -39,8 +39,8 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute
 
-from snowir.errors import SnowError
 from snowir.dialects import nn
+from snowir.errors import SnowError
 
 _SIGNED = {TensorProto.INT8: 8, TensorProto.INT16: 16, TensorProto.INT32: 32, TensorProto.INT64: 64}
 _UNSIGNED = {TensorProto.UINT8: 8, TensorProto.UINT16: 16, TensorProto.UINT32: 32, TensorProto.UINT64: 64}

@@ -16,10 +16,10 @@ from xdsl.dialects.builtin import ModuleOp
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.machine.core import Machine
-from snowir.machine.image import ProgramImage, disassemble
-from snowir.machine.timing import STALL_CAUSES
-from snowir.machine.reference import run_reference
 from snowir.machine.fast import run_fast
+from snowir.machine.image import ProgramImage, disassemble
+from snowir.machine.reference import run_reference
+from snowir.machine.timing import STALL_CAUSES
 
 Engine = Literal["fast", "reference"]
 

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from dataclasses import replace
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import ConvPlan, ConvShape, LoweringError, Strip, coop_kernels, input_rows, load_cycles, slice_words, weights_slot_elements, weights_stagger
 from snowir.plan.indp import choose_mode, plan_indp
+from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, Strip, coop_kernels, input_rows, load_cycles,
+                                slice_words, weights_slot_elements, weights_stagger)
 
 
 if TYPE_CHECKING:

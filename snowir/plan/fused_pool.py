@@ -8,11 +8,10 @@ above the row groups: `place_ring`) and whether it pays (`fusing_pays`). The sch
 from __future__ import annotations
 
 from dataclasses import replace
-from snowir.plan.shapes import ConvPlan, group_of, ring_schedule
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import GUARD, PoolShape
 from snowir.plan.conv import settle
 from snowir.plan.indp import plan_indp
+from snowir.plan.shapes import ConvPlan, GUARD, PoolShape, group_of, ring_schedule
 
 
 ROWS_PER_CU = 1  # row groups of one row per CU: each group completes consecutive rows

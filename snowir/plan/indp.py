@@ -6,8 +6,9 @@ INDP planning (C17 §4, §5.3): when a conv with few input channels runs INDP, a
 from __future__ import annotations
 
 import math
-from snowir.plan.shapes import ConvPlan, ConvShape, LoweringError, Strip, indp_kernel_words, input_rows, kernels_per_tile, weights_slot_elements
 from snowir.hw import SnowflakeConfig
+from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, Strip, indp_kernel_words, input_rows,
+                                kernels_per_tile, weights_slot_elements)
 
 
 INDP_GROUP_TARGET = 4  # aim for at least this many row groups, so the first (exposed) load is small

@@ -5,9 +5,9 @@ row slots when a window's rows and the next row's fit it.
 
 from __future__ import annotations
 
-from snowir.plan.shapes import GUARD, LoweringError, PoolShape, PoolTile, Strip, input_rows
-from snowir.plan.conv import row_strips
 from snowir.hw import SnowflakeConfig
+from snowir.plan.conv import row_strips
+from snowir.plan.shapes import GUARD, LoweringError, PoolShape, PoolTile, Strip, input_rows
 
 
 def max_pool_rows(p: PoolShape, hw: SnowflakeConfig, whole: bool) -> int:

@@ -16,21 +16,18 @@ import numpy as np
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, UnitAttr, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from snowir.plan.layout import ConvLayout, conv_layout, pack_weights
-from snowir.plan.shapes import ConvPlan, ConvShape, LoweringError, Strip, align, coop_kernels, input_rows
-from snowir.plan.conv import plan_conv
-from snowir.dialects import nn, tile
-from snowir.dialects import snowflake_asm as sf
+from snowir.dialects import nn, snowflake_asm as sf, tile
 from snowir.golden import Golden, Q, constant_array, element_frac, int_values
 from snowir.hw import SnowflakeConfig
-from snowir.plan.indp import choose_mode
-from snowir.plan.shapes import indp_kernel_words, kernels_per_tile
-from snowir.plan.layout import pack_indp
 from snowir.nn_util import conv_shape, on_host
-from snowir.plan.shapes import PoolShape, PoolTile
-from snowir.plan.pool import plan_pool_tiles, ring_loads
-from snowir.resources import int16_array, int16_resource
+from snowir.plan.conv import plan_conv
 from snowir.plan.fused_pool import fuse, fusing_pays
+from snowir.plan.indp import choose_mode
+from snowir.plan.layout import ConvLayout, conv_layout, pack_indp, pack_weights
+from snowir.plan.pool import plan_pool_tiles, ring_loads
+from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align, coop_kernels,
+                                indp_kernel_words, input_rows, kernels_per_tile)
+from snowir.resources import int16_array, int16_resource
 
 POOL_SLACK = 64  # bytes after a pool's output: the lanes of a partly used CU write there
 
@@ -87,6 +84,13 @@ def _words(value: SSAValue, frac: int) -> np.ndarray:
     owner = value.owner
     assert isinstance(owner, nn.ConstantOp)
     return Golden._q(Q(constant_array(owner), element_frac(value)), frac)
+
+
+def packed_words(s: ConvShape, mode: str, kernels: int, hw: SnowflakeConfig) -> int:
+    """Words of the weight image of a conv packed for `mode` with `kernels` a tile."""
+    if mode == "INDP":
+        return -(-s.k // kernels_per_tile(hw)) * hw.vmacs_per_cu * indp_kernel_words(s, hw)
+    return -(-s.k // kernels) * kernels * s.kernel_words
 
 
 def packed_kernels(s: ConvShape, mode: str, hw: SnowflakeConfig) -> int:
@@ -378,7 +382,7 @@ def repack(layer: tile.LayerOp, mode_name: str, count: int, hw: SnowflakeConfig)
     if w.packing.data == mode and w.packed_kernels.value.data == count:  # type: ignore[union-attr]
         return
     s = conv_shape_of(layer.shape)
-    weights, bias = _unpack(s, w, hw)
+    weights, bias = unpack_weights(s, w, hw)
     if mode == tile.ComputeMode.INDP:
         image = pack_indp(weights, bias, hw)
     else:
@@ -399,9 +403,14 @@ def repack(layer: tile.LayerOp, mode_name: str, count: int, hw: SnowflakeConfig)
                 end = new + r.size.value.data
 
 
-def _unpack(s: ConvShape, region: tile.DramRegionOp, hw: SnowflakeConfig) -> tuple[np.ndarray, np.ndarray]:
+def unpack_weights(s: ConvShape, region: tile.DramRegionOp, hw: SnowflakeConfig) -> tuple[np.ndarray, np.ndarray]:
     """(K, C, kh, kw) weights and (K,) biases from a packed image (the inverse of the packers)."""
     image = int16_array(region.value)  # type: ignore[arg-type]
+    want = packed_words(s, region.packing.data.value, region.packed_kernels.value.data, hw)  # type: ignore[union-attr]
+    if image.size != want:
+        raise LoweringError(f"tile.dram_region @{region.sym_name.data}: its image of {image.size} words is not "
+                            f"{region.packing.data.value}-packed with {region.packed_kernels.value.data} kernels a tile "  # type: ignore[union-attr]
+                            f"({want} words): packing and packed_kernels describe the image as it is")
     taps = s.kh * s.kw * s.c
     if region.packing.data == tile.ComputeMode.INDP:  # type: ignore[union-attr]
         words = hw.lanes * (taps + 1)

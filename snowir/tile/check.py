@@ -21,17 +21,16 @@ from collections.abc import Hashable
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, i64
 from xdsl.ir import Block, Operation
 
-from snowir.plan.shapes import slice_words
-from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, ConvShape, coop_kernels, input_rows
 from snowir.dialects import tile
-from snowir.plan.fused_pool import fusable, group_rows_words
-from snowir.plan.shapes import ring_schedule
 from snowir.hw import SnowflakeConfig
+from snowir.plan.fused_pool import fusable, group_rows_words
 from snowir.plan.indp import default_rows_per_cu, group_strips, indp_groups, interior_rows
-from snowir.plan.shapes import indp_kernel_words, kernels_per_tile
-from snowir.plan.shapes import GUARD
 from snowir.plan.pool import max_pool_rows
-from snowir.tile.build import conv_shape_of, conv_tile_body, layout_of, pool_shape_of, pool_tile_body, regions_of, repack
+from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, TRACE_CHUNK, coop_kernels, indp_kernel_words,
+                                input_rows, kernels_per_tile, ring_schedule, slice_words)
+from snowir.resources import int16_array
+from snowir.tile.build import (conv_shape_of, conv_tile_body, layout_of, packed_words, pool_shape_of, pool_tile_body,
+                               regions_of, repack)
 from snowir.tile.read import TileError, compact_shape, conv_plan_of, kernel_tile_of, maps_tiles_of, pool_tiles_of
 
 
@@ -251,6 +250,17 @@ def check_layer(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
         raise TileError(layer, f"{layer.kind.data.value} layers are not lowered to Snowflake")
 
 
+def gather_of(s: ConvShape) -> tuple[int, int, int, int, int] | None:
+    """The gather a conv's shape implies when it gathers (plan/conv.py's choice): a channel
+    slice's channels (and a strided 1x1's pixels); a strided 1x1's pixels. None: it cannot."""
+    strided_1x1 = s.kh == s.kw == 1 and (s.sy, s.sx) != (1, 1) and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0)
+    if s.cin != s.c and s.groups == 1:
+        return (s.sy, s.sx, s.w, s.cin, s.c_base) if strided_1x1 else (1, 1, s.w, s.cin, s.c_base)
+    if strided_1x1 and s.groups == 1:
+        return (s.sy, s.sx, s.w, s.cin, 0)
+    return None
+
+
 def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     full = conv_shape_of(layer.shape)
     s = plan.shape
@@ -303,6 +313,10 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
     if plan.stagger:
         if not kloop_coop or fc:
             raise TileError(layer, "kernel tile: stagger applies to ungrouped COOP Kloop layers (remove it)")
+        unrolled = s.cin == s.c and s.c <= TRACE_CHUNK  # codegen/pixels.py unrolls such pixels, on r14
+        if s.kh == s.kw == 1 and (unrolled or plan.bypass_addr is not None):
+            raise TileError(layer, "kernel tile: stagger: this 1x1 conv's pixel code uses the stagger's registers "
+                                   "(remove it)")
         if plan.stagger % 2 or plan.stagger >= words or words + plan.stagger > hw.weights_buffer_elements:
             raise TileError(layer, f"kernel tile: stagger {plan.stagger} must be even, below the kernel's {words} words, "
                                    f"and the kernel at it within the {hw.weights_buffer_elements}-word buffer")
@@ -336,11 +350,23 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
     elif "conv_output" in regions:
         raise TileError(layer, "a 'conv_output' region is a fused pool's: without `pool` the conv writes 'output' "
                                "(remove the pool's regions, or keep `pool`)")
+    if plan.gather is not None and plan.gather != gather_of(full):
+        want = gather_of(full)
+        raise TileError(layer, f"gather {list(plan.gather)}: " + (
+            f"follows from the shape: {list(want)} (or remove it to read the input in place)" if want else
+            "only a strided 1x1 conv or a conv over a channel slice gathers its maps (remove it)"))
     if plan.bypass_slices and (plan.bypass_addr is None or indp):
         raise TileError(layer, "bypass_slices: a COOP residual conv's")
-    _regions(layer, {"maps": full.h * full.w * full.cin * 2, "output" if plan.pool is None else "conv_output":
-                     full.oh * full.ow * full.k * 2, **({"bypass": full.oh * full.ow * full.k * 2}
-                                                        if plan.bypass_addr is not None else {})})
+    sizes = {"maps": full.h * full.w * full.cin * 2, "weights": 2 * packed_words(full, plan.mode, plan.kernels, hw),
+             "output" if plan.pool is None else "conv_output": full.oh * full.ow * full.k * 2}
+    if plan.bypass_addr is not None:
+        sizes["bypass"] = full.oh * full.ow * full.k * 2
+    if plan.pool is not None:
+        sizes["output"] = plan.pool.oh * plan.pool.ow * plan.pool.c * 2
+    _regions(layer, sizes)
+    if w is not None and w.value is not None and 2 * int16_array(w.value).size > w.size.value.data:
+        raise TileError(layer, f"tile.dram_region @{w.sym_name.data}: {w.size.value.data} bytes hold no image of "
+                               f"{2 * int16_array(w.value).size}")
     want = conv_tile_body(full, plan, layout_of(layer), hw)
     if len(want) != 1 + len(tiles):
         raise TileError(layer, f"{len(tiles)} maps tiles where its rows give {len(want) - 1}")
@@ -376,6 +402,9 @@ def _check_maps_room(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig, f
     if plan.bypass_addr is not None:
         out_row = s.ow * s.k
         if plan.bypass_slices:
+            if buffering != tile.MapsBuffering.SINGLE:
+                raise TileError(layer, f"maps_buffering {buffering.value}: with bypass slices the maps tiles take "
+                                       "turns at the bottom of the buffer (single)")
             n = slice_words(plan)
             b0, b1 = plan.slice_bases
             if b1 - b0 < n or b1 + n > hw.maps_buffer_elements:

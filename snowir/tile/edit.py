@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import IntegerAttr, i64
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from snowir.plan.shapes import input_rows
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
+from snowir.plan.shapes import input_rows
 from snowir.tile.build import conv_shape_of, pool_shape_of
 from snowir.tile.check import derive_layer
 from snowir.tile.read import compact_shape

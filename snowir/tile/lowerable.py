@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from xdsl.ir import Operation
 
-from snowir.plan.shapes import ConvPlan, LoweringError
-from snowir.plan.layout import conv_layout
-from snowir.plan.conv import plan_conv
 from snowir.dialects import nn
 from snowir.golden import int_values
 from snowir.hw import SnowflakeConfig
-from snowir.plan.pool import plan_pool
-from snowir.tile.build import layer_conv_shape, pool_shape
+from snowir.plan.conv import plan_conv
 from snowir.plan.indp import choose_mode
+from snowir.plan.layout import conv_layout
+from snowir.plan.pool import plan_pool
+from snowir.plan.shapes import ConvPlan, LoweringError
+from snowir.tile.build import layer_conv_shape, pool_shape
 
 
 def device_refusal(op: Operation, hw: SnowflakeConfig | None = None) -> str | None:

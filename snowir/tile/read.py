@@ -12,11 +12,10 @@ from dataclasses import replace
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.plan.shapes import ConvPlan, ConvShape, Strip
 from snowir.dialects import nn, tile
 from snowir.errors import SnowError
 from snowir.nn_util import on_host
-from snowir.plan.shapes import PoolShape, PoolTile
+from snowir.plan.shapes import ConvPlan, ConvShape, PoolShape, PoolTile, Strip
 from snowir.tile.build import conv_shape_of, pool_shape_of, regions_of
 
 

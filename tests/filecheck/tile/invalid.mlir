@@ -5,38 +5,38 @@
 tile.layer @l conv attributes {} {
   tile.dram_region @r {offset = 0 : i64, size = 16 : i64, label = "maps"}
 }
-// CHECK: tile.layer: a conv layer needs a compute mode (COOP or INDP)
+// CHECK: tile.layer @{{[^:]*}}: a conv layer needs a compute mode (COOP or INDP)
 
 // -----
 tile.layer @l maxpool attributes {mode = #tile<mode COOP>} {
   tile.dram_region @r {offset = 0 : i64, size = 16 : i64, label = "maps"}
 }
-// CHECK: tile.layer: maxpool runs on the pool unit; it has no COOP/INDP mode
+// CHECK: tile.layer @{{[^:]*}}: maxpool runs on the pool unit; it has no COOP/INDP mode
 
 // -----
 tile.layer @l maxpool attributes {relu} {
   tile.dram_region @r {offset = 0 : i64, size = 16 : i64, label = "maps"}
 }
-// CHECK: tile.layer: relu is fused into MAC write-back; maxpool has none
+// CHECK: tile.layer @{{[^:]*}}: relu is fused into MAC write-back; maxpool has none
 
 // -----
 tile.layer @l conv attributes {mode = #tile<mode INDP>, pool = #tile.pool_shape<c = 64, h = 16, w = 16, kh = 3, kw = 3, sy = 2, sx = 2, pt = 1, pl = 1, oh = 8, ow = 8>} {
   tile.dram_region @r {offset = 0 : i64, size = 16 : i64, label = "output"}
 }
-// CHECK: tile.layer: a fused max pool needs a 'conv_output' dram_region for the conv's own output
+// CHECK: tile.layer @{{[^:]*}}: a fused max pool needs a 'conv_output' dram_region for the conv's own output
 
 // -----
 tile.layer @l maxpool attributes {pool = #tile.pool_shape<c = 64, h = 16, w = 16, kh = 3, kw = 3, sy = 2, sx = 2, pt = 1, pl = 1, oh = 8, ow = 8>} {
   tile.dram_region @r {offset = 0 : i64, size = 16 : i64, label = "conv_output"}
 }
-// CHECK: tile.layer: only a conv layer fuses the max pool that reads it
+// CHECK: tile.layer @{{[^:]*}}: only a conv layer fuses the max pool that reads it
 
 // -----
 tile.layer @l conv attributes {mode = #tile<mode COOP>} {
   tile.dram_region @r {offset = 0 : i64, size = 16 : i64, label = "maps"}
   "test.op"() : () -> ()
 }
-// CHECK: tile.layer: 'test.op' cannot appear directly in a layer
+// CHECK: tile.layer @{{[^:]*}}: 'test.op' cannot appear directly in a layer
 
 // -----
 tile.layer @l conv attributes {mode = #tile<mode COOP>} {

@@ -1,0 +1,1074 @@
+"""
+An edit fuzzer for the tile IR (issue 25 item 7): seeded random edits of decided layers, each
+lowered by the IR verifier, tile-to-asm (derive -> check -> generate) and the asm passes, then
+run on the machine model. Every edit must end one of three ways:
+
+  * refused: the IR verifier or tile-to-asm raises a one-line refusal naming the layer
+    (`@name`); any other exception is a crash;
+  * followed: the program runs without a machine fault and its output equals the golden
+    model's bit for bit ("accepted then faulted" and a wrong output are failures);
+  * no-op: the program (code and segments) is the unedited layer's, and then the edit must
+    mean nothing: the decoded plan (conv_plan_of / pool_tiles_of, after derive_layer) and the
+    DRAM regions are the unedited layer's, else the edit was silently ignored. Edits that mean
+    nothing by definition (bodies emptied alone, load IDs) must give the unedited program.
+
+Edits (EDITS, drawn by weight): maps-tile rows split / merged / shifted / retiled (set_maps_rows)
+with and without emptying bodies, kernel count, repeat, first, mode, loop order, maps
+buffering, the kernel tile's slot / stagger / resident (added, removed, changed, switched), cu,
+cu_rows, ring, in_rows / overlap, load and window fields, loads and windows deleted or
+duplicated, DRAM region offsets and sizes, the weights' recorded packing, relu (layer, shape,
+both), pool_slots, bypass_slices, gather, tiles deleted or duplicated, bodies emptied alone, and
+pairs of edits.
+
+Layers (KINDS): plain COOP convs (Kloop, Mloop, staggered kernel tiles), residual convs (bypass
+rows; bypass slices), an INDP conv (c = 3, 7x7/2), a gathered strided 1x1 conv, an INDP conv
+with a fused max pool (built once through the ONNX path) and max pools (strips; a ring). Small
+shapes and, for most, a small configuration (SMALL, MID) so that they have several maps tiles;
+the configuration goes to every pass as `hw=` json.
+
+Each test is a batch of EDITS_PER_BATCH edits of one layer kind; its edits draw from
+`random.Random(f"{kind}:{seed}")`, seed = batch * EDITS_PER_BATCH + i, so a failure names the
+layer kind, the seed and the edit. Replay one: `replay("conv_kloop", 17)`, or
+`python tests/test_tile_edit_fuzz.py conv_kloop 17`. `pytest -s` prints the outcomes per kind.
+"""
+from __future__ import annotations
+
+import random
+import sys
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, UnitAttr, i64
+from xdsl.ir import Operation
+from xdsl.utils.exceptions import DiagnosticException, PassFailedException, VerifyException
+
+from snowir.plan.shapes import ConvShape, LoweringError  # noqa: E402
+from snowir.dialects import snowflake_asm as sf  # noqa: E402
+from snowir.dialects import tile  # noqa: E402
+from snowir.fixedpoint import writeback  # noqa: E402
+from snowir.golden import conv_sum, pool  # noqa: E402
+from snowir.hw import SnowflakeConfig  # noqa: E402
+from snowir.plan.shapes import indp_kernel_words, kernels_per_tile  # noqa: E402
+from snowir.machine.image import assemble  # noqa: E402
+from snowir.machine.run import run_image  # noqa: E402
+from snowir.passes.pipelines import PIPELINE  # noqa: E402
+from snowir.plan.shapes import GUARD, PoolShape, PoolTile  # noqa: E402
+from snowir.resources import get_blob, int16_array, put_blob  # noqa: E402
+from snowir.tile.build import bare_conv_layer, bare_pool_layer, conv_shape_of, pool_shape_of, regions_of  # noqa: E402
+from snowir.tile.check import derive_layer  # noqa: E402
+from snowir.tile.edit import empty_bodies, maps_rows, set_kernel_count, set_maps_rows  # noqa: E402
+from snowir.tile.read import TileError, conv_plan_of, pool_tiles_of  # noqa: E402
+
+ASM_PASSES = PIPELINE[PIPELINE.index("tile-to-asm") + 1:]
+REFUSALS = (PassFailedException, VerifyException, DiagnosticException, TileError, LoweringError)
+SMALL = SnowflakeConfig(maps_bank_bytes=4096, weights_buffer_bytes=2048)  # 2048-word banks, 1024-word weights
+MID = SnowflakeConfig(maps_bank_bytes=2048)  # 1024-word banks, 4096-word weights (16 kernels of INDP fit)
+DEFAULT = SnowflakeConfig()
+
+EDITS_PER_BATCH = 12
+BATCHES = 10  # per layer kind: 10 kinds x 10 x 12 = 1200 edits a run
+
+
+# ------------------------------------------------------------------------------ base layers
+
+@dataclass
+class Base:
+    """A decided layer, its configuration, inputs and golden output, and what it lowers to."""
+
+    kind: str
+    layer: tile.LayerOp  # pristine: edits work on clones
+    hw: SnowflakeConfig
+    inputs: dict[str, np.ndarray]
+    golden: Callable[[bool], np.ndarray]  # relu -> the output segment's expected words
+    relu: bool
+    hw_opt: str = ""
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    code: np.ndarray | None = None
+    segments: tuple = ()
+    meaning: tuple = ()
+    dynamic: int = 0
+
+
+def _conv_base(kind: str, c: int, h: int, k: int, kh: int, s: int, p: int, hw: SnowflakeConfig, *,
+               mode: str | None = None, bypass: bool = False, loop_order: str | None = None) -> Base:
+    shape = ConvShape(c, h, h, k, kh, kh, s, s, p, p, p, p, True, 14, 1)
+    rng = np.random.default_rng(len(kind))
+    x = rng.integers(-300, 300, (c, h, h)).astype(np.int16)
+    wt = rng.integers(-3000, 3000, (k, c, kh, kh)).astype(np.int16)
+    bias = rng.integers(-300, 300, k).astype(np.int16)
+    byp = rng.integers(-3000, 3000, (k, shape.oh, shape.ow)).astype(np.int16)
+    layer = bare_conv_layer(kind, shape, wt, bias, hw, mode, bypass, loop_order)
+    acc = conv_sum(x[None], wt, (s, s), (p, p, p, p), (1, 1), 1, dtype=np.float64)[0].astype(np.int64)
+
+    def golden(relu: bool) -> np.ndarray:
+        out = writeback(acc, bias.reshape(-1, 1, 1).astype(np.int64), byp.astype(np.int64) if bypass else 0, 14, relu)
+        return out.transpose(1, 2, 0).ravel()
+
+    inputs = {"x": x.transpose(1, 2, 0).ravel()}
+    if bypass:
+        inputs["r"] = byp.transpose(1, 2, 0).ravel()
+    return Base(kind, layer, hw, inputs, golden, True)
+
+
+def _pool_base(kind: str, c: int, h: int, k: int, s: int, p: int, hw: SnowflakeConfig) -> Base:
+    oh = (h + 2 * p - k) // s + 1
+    x = np.random.default_rng(len(kind)).integers(-3000, 3000, (c, h, h)).astype(np.int16)
+    layer = bare_pool_layer(kind, PoolShape(c, h, h, k, k, s, s, p, p, oh, oh), hw)
+    want = pool(x[None], (k, k), (s, s), (p, p, p, p), False, "max")[0].transpose(1, 2, 0).ravel()
+    return Base(kind, layer, hw, {"x": x.transpose(1, 2, 0).ravel()}, lambda relu: want, False)
+
+
+def _fused_base(kind: str, tmp: Path, size: int = 20) -> Base:
+    """ResNet's stem at `size` (conv 7x7/2, 3 -> 64, ReLU, max pool 3x3/2) through nn-to-tile:
+    the INDP conv's layer computes the pool (`pool`, `pool_slots`, a `conv_output` region)."""
+    import onnx
+    from onnx import helper
+
+    from onnx_util import model, rand
+    from snowir.driver.model_run import apply_pipeline, load_model
+    from snowir.tile.build import unpack_weights
+
+    conv = (size + 6 - 7) // 2 + 1
+    pooled = (conv + 2 - 3) // 2 + 1
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name=kind, kernel_shape=[7, 7], strides=[2, 2],
+                              pads=[3] * 4),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["o"], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)]
+    path = tmp / f"{kind}.onnx"
+    onnx.save(model(nodes, {"x": [1, 3, size, size]}, {"o": [1, 64, pooled, pooled]},
+                    {"w": rand(64, 3, 7, 7, seed=1, scale=0.08), "b": rand(64, seed=2, scale=0.1)}), path)
+    module, _ = load_model(path)
+    apply_pipeline(module, "nn-prepare,nn-to-tile,tile-loop-order")
+    (layer,) = [op for op in module.walk() if isinstance(op, tile.LayerOp)]
+    assert layer.pool is not None, "the stem's pool is not fused: pick another size"
+    layer.detach()
+    s, ps = conv_shape_of(layer.shape), pool_shape_of(layer.pool)
+    wt, bias = unpack_weights(s, regions_of(layer)["weights"], DEFAULT)
+    x = np.random.default_rng(3).integers(-300, 300, (s.c, s.h, s.w)).astype(np.int16)
+    acc = conv_sum(x[None], wt, (s.sy, s.sx), (s.pt, s.pl, s.pb, s.pr), (1, 1), 1, dtype=np.float64)[0]
+
+    def golden(relu: bool) -> np.ndarray:
+        out = writeback(acc.astype(np.int64), bias.reshape(-1, 1, 1).astype(np.int64), 0, s.shift, relu)
+        pooled_ = pool(out[None], (ps.kh, ps.kw), (ps.sy, ps.sx), (ps.pt, ps.pl, ps.pt, ps.pl), False, "max")[0]
+        return pooled_[:, :ps.oh, :ps.ow].transpose(1, 2, 0).ravel()
+
+    return Base(kind, layer, DEFAULT, {"x": x.transpose(1, 2, 0).ravel()}, golden, bool(s.relu))
+
+
+KINDS: dict[str, Callable[[Path], Base]] = {
+    # 8 strips double-buffered in the banks, 2 resident kernel tiles; few channels: INDP would fit
+    "conv_kloop": lambda tmp: _conv_base("conv_kloop", 8, 24, 32, 3, 1, 1, MID, loop_order="Kloop"),
+    # 5 strips, 3 kernel tiles (the last partial) in two weights slots
+    "conv_mloop": lambda tmp: _conv_base("conv_mloop", 16, 20, 40, 3, 1, 1, SMALL, loop_order="Mloop"),
+    # kernels too large for a slot: staggered kernel tiles
+    "conv_stagger": lambda tmp: _conv_base("conv_stagger", 64, 10, 40, 3, 1, 1, SMALL, loop_order="Kloop"),
+    # bypass rows beside the maps, resident kernel tiles
+    "residual": lambda tmp: _conv_base("residual", 16, 10, 32, 3, 1, 1, SMALL, bypass=True),
+    # a residual 1x1 conv with its bypass in per-kernel-tile slices (2 strips, 16 kernel tiles)
+    "bypass_slices": lambda tmp: _conv_base("bypass_slices", 64, 8, 256, 1, 1, 0, SMALL, bypass=True),
+    "indp": lambda tmp: _conv_base("indp", 3, 20, 32, 7, 2, 3, DEFAULT, mode="INDP"),
+    # a strided 1x1 conv gathered pixel by pixel, over several strips
+    "gathered": lambda tmp: _conv_base("gathered", 64, 20, 32, 1, 2, 0, SMALL),
+    "fused_pool": lambda tmp: _fused_base("fused_pool", tmp),
+    "pool_strips": lambda tmp: _pool_base("pool_strips", 64, 8, 3, 2, 1, SMALL),
+    "pool_ring": lambda tmp: _pool_base("pool_ring", 32, 20, 3, 2, 1, SMALL),
+}
+
+
+def _hw_opt(kind: str, hw: SnowflakeConfig, tmp: Path) -> str:
+    """The `{hw=...}` option of every pass lowering the layer (none for the default machine)."""
+    if hw == DEFAULT:
+        return ""
+    path = tmp / f"{kind}.hw.json"
+    hw.save(path)
+    return f"{{hw={path}}}"
+
+
+def _blob_keys(layer: tile.LayerOp) -> list[str]:
+    return [r.value.resource_handle.data for r in regions_of(layer).values() if r.value is not None]
+
+
+def restore_blobs(base: Base) -> None:
+    """conftest empties xDSL's blob table after every test: put the base layer's weights back."""
+    for key, data in base.blobs.items():
+        if get_blob(key) is None:
+            assert put_blob(key, data) == key
+
+
+def meaning(layer: tile.LayerOp, hw: SnowflakeConfig) -> tuple:
+    """What the layer means to the code generators, after derivation: its decoded plan (or pool
+    tiles) and its DRAM regions (label, offset, size, packing, the image's words). Encodings
+    that mean the same are written one way (a lone maps tile's bank; `_one_way_pool`)."""
+    derive_layer(layer, hw)
+    if layer.kind.data == tile.LayerKind.MAXPOOL:
+        p, tiles = pool_tiles_of(layer)
+        plan: object = (p, _one_way_pool(p, tiles))
+    else:
+        plan = conv_plan_of(layer)
+        if len(plan.strips) == 1:  # one maps tile sits at word 0 whatever its buffering
+            plan = replace(plan, strips=(replace(plan.strips[0], bank=0),))
+    regions = tuple(sorted(
+        (label, r.offset.value.data, r.size.value.data,
+         r.packing.data.value if r.packing is not None else None,
+         r.packed_kernels.value.data if r.packed_kernels is not None else None,
+         int16_array(r.value).tobytes() if r.value is not None else None)
+        for label, r in regions_of(layer).items()))
+    return plan, regions
+
+
+def _one_way_pool(p: PoolShape, tiles: list[PoolTile]) -> tuple[PoolTile, ...]:
+    """A ring's slots start at word 0 whatever the buffering says (its bank means nothing); a
+    ring over one output row that never wraps is a strip at word 0; so is a lone strip."""
+    out = []
+    for t in tiles:
+        st = t.strip
+        if t.ring:
+            end = p.h if st.y1 == p.oh else st.r1
+            t = PoolTile(replace(st, bank=0), 0 if st.y1 - st.y0 == 1 and t.ring >= end - st.r0 else t.ring)
+        elif len(tiles) == 1:
+            t = PoolTile(replace(st, bank=0))
+        out.append(t)
+    return tuple(out)
+
+
+def _segments(image) -> tuple:
+    return tuple((s.name, s.kind, s.address, s.size, bytes(s.data) if s.data is not None else None)
+                 for s in image.segments)
+
+
+def lower(layer: tile.LayerOp, base: Base, stage: list[str] | None = None) -> sf.ImageOp:
+    """The IR verifier, tile-to-asm and the asm passes for the base's configuration: the layer's
+    image op. `stage` gets the step under way appended (for a refusal's report)."""
+    from snowir.driver.model_run import apply_pipeline
+
+    stage = [] if stage is None else stage
+    module = ModuleOp([layer])
+    stage.append("the IR verifier")
+    module.verify()
+    stage.append("tile-to-asm")
+    apply_pipeline(module, f"tile-to-asm{base.hw_opt}")
+    stage.append("the asm passes (after tile-to-asm accepted)")
+    apply_pipeline(module, ",".join(f"{p}{base.hw_opt}" for p in ASM_PASSES))
+    module.verify()
+    (image,) = [op for op in module.body.block.ops if isinstance(op, sf.ImageOp)]
+    return image
+
+
+def run(image_op: sf.ImageOp, base: Base, max_instructions: int | None = None):
+    image = assemble(image_op, base.hw)
+    inputs = {}
+    for seg in image.of_kind(sf.SegmentKind.INPUT):
+        data = base.inputs[seg.name]  # a larger region: its extra words are zeros
+        inputs[seg.name] = np.concatenate([data, np.zeros(max(0, seg.size // 2 - data.size), np.int16)])
+    result = run_image(image, base.hw, "fast", inputs, module=image_op, max_instructions=max_instructions)
+    return image, result
+
+
+def build(kind: str, tmp: Path) -> Base:
+    base = KINDS[kind](tmp)
+    base.hw_opt = _hw_opt(kind, base.hw, tmp)
+    base.blobs = {k: bytes(get_blob(k)) for k in _blob_keys(base.layer)}
+    image_op = lower(base.layer.clone(), base)
+    image, result = run(image_op, base)
+    want = base.golden(base.relu)
+    got = result.outputs["y"][:want.size]
+    assert np.array_equal(got, want), f"{kind}: the unedited layer is not bit-exact"
+    base.code, base.segments, base.dynamic = image.code.copy(), _segments(image), result.machine.dynamic
+    base.meaning = meaning(base.layer.clone(), base.hw)
+    return base
+
+
+# ------------------------------------------------------------------------------ edits
+
+class NotApplicable(Exception):
+    """The drawn edit does not apply to this layer: draw another."""
+
+
+@dataclass
+class Edit:
+    what: str
+    noop: bool = False  # an edit that means nothing: the program must be the unedited one's
+
+
+def _set(op: Operation, name: str, value: int | None) -> None:
+    if value is None:
+        op.properties.pop(name, None)
+    else:
+        op.properties[name] = IntegerAttr(value, i64)
+
+
+def _arr(op: Operation, name: str, values: list[int] | None) -> None:
+    if values is None:
+        op.properties.pop(name, None)
+    else:
+        op.properties[name] = DenseArrayBase.from_list(i64, values)
+
+
+def _empty(op: Operation) -> None:
+    region = op.regions[0]
+    for block in list(region.blocks):
+        region.detach_block(block)
+
+
+def _maps(layer: tile.LayerOp) -> list[tile.MapsTileOp]:
+    return [op for op in layer.body.block.ops if isinstance(op, tile.MapsTileOp)]
+
+
+def _kt(layer: tile.LayerOp) -> tile.KernelTileOp:
+    kts = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp)]
+    if not kts:
+        raise NotApplicable
+    return kts[0]
+
+
+def _conv(layer: tile.LayerOp) -> None:
+    if layer.kind.data != tile.LayerKind.CONV:
+        raise NotApplicable
+
+
+def _rows(mt: tile.MapsTileOp) -> tuple[int, int]:
+    return mt._ints("out_rows")  # type: ignore[return-value]
+
+
+def _body_note(empty: bool) -> str:
+    return "bodies empty" if empty else "bodies kept"
+
+
+def e_split(layer, rng, hw):
+    cands = [mt for mt in _maps(layer) if _rows(mt)[1] - _rows(mt)[0] >= 2]
+    if not cands:
+        raise NotApplicable
+    mt = rng.choice(cands)
+    y0, y1 = _rows(mt)
+    cut = rng.randint(y0 + 1, y1 - 1)
+    empty = rng.random() < 0.8
+    new = mt.clone()
+    _arr(mt, "out_rows", [y0, cut])
+    _arr(new, "out_rows", [cut, y1])
+    layer.body.block.insert_op_after(new, mt)
+    if empty:
+        _empty(mt), _empty(new)
+    return Edit(f"maps tile {_maps(layer).index(mt)} [{y0}, {y1}) split at {cut}, {_body_note(empty)}")
+
+
+def e_merge(layer, rng, hw):
+    maps = _maps(layer)
+    if len(maps) < 2:
+        raise NotApplicable
+    i = rng.randrange(len(maps) - 1)
+    a, b = maps[i], maps[i + 1]
+    empty = rng.random() < 0.8
+    _arr(a, "out_rows", [_rows(a)[0], _rows(b)[1]])
+    b.detach()
+    b.erase()
+    if empty:
+        _empty(a)
+    return Edit(f"maps tiles {i} and {i + 1} merged, {_body_note(empty)}")
+
+
+def e_shift(layer, rng, hw):
+    maps = _maps(layer)
+    if len(maps) < 2:
+        raise NotApplicable
+    i = rng.randrange(len(maps) - 1)
+    a, b = maps[i], maps[i + 1]
+    d = rng.choice([-2, -1, 1, 2])
+    cut = _rows(a)[1] + d
+    if not _rows(a)[0] < cut < _rows(b)[1]:
+        raise NotApplicable
+    empty = rng.random() < 0.8
+    _arr(a, "out_rows", [_rows(a)[0], cut])
+    _arr(b, "out_rows", [cut, _rows(b)[1]])
+    if empty:
+        _empty(a), _empty(b)
+    return Edit(f"boundary of maps tiles {i}/{i + 1} moved by {d}, {_body_note(empty)}")
+
+
+def e_retile(layer, rng, hw):
+    """set_maps_rows with random cuts (every tile's body empty)."""
+    oh = maps_rows(layer)[-1][1]
+    n = rng.randint(1, min(oh, 6))
+    cuts = sorted(rng.sample(range(1, oh), n - 1)) if oh > 1 else []
+    bounds = [0, *cuts, oh]
+    rows = list(zip(bounds, bounds[1:]))
+    set_maps_rows(layer, rows)
+    return Edit(f"maps tiles retiled to {rows} (set_maps_rows)")
+
+
+def e_gap(layer, rng, hw):
+    maps = _maps(layer)
+    i = rng.randrange(len(maps))
+    y0, y1 = _rows(maps[i])
+    new = rng.choice([(y0 + 1, y1), (y0, y1 + 1), (max(0, y0 - 1), y1), (y0, y1 - 1)])
+    if not 0 <= new[0] < new[1] or new == (y0, y1):
+        raise NotApplicable
+    empty = rng.random() < 0.5
+    _arr(maps[i], "out_rows", list(new))
+    if empty:
+        _empty(maps[i])
+    return Edit(f"maps tile {i} out_rows [{y0}, {y1}) -> {list(new)} alone, {_body_note(empty)}")
+
+
+def e_count(layer, rng, hw):
+    _conv(layer)
+    kt = _kt(layer)
+    old = kt._int("count")
+    new = rng.choice([1, 2, 3, 5, 8, hw.vmacs // 2, hw.vmacs - 1, hw.vmacs, hw.vmacs + 1, kernels_per_tile(hw),
+                      old * 2])
+    if new == old:
+        raise NotApplicable
+    if rng.random() < 0.75:
+        set_kernel_count(layer, new)
+        return Edit(f"kernel count {old} -> {new} (set_kernel_count: body empty)")
+    _set(kt, "count", new)
+    return Edit(f"kernel count {old} -> {new}, body kept")
+
+
+def e_repeat(layer, rng, hw):
+    _conv(layer)
+    kt = _kt(layer)
+    old = kt._int("repeat")
+    new = max(1, old + rng.choice([-2, -1, 1, 2, 5]))
+    if new == old:
+        raise NotApplicable
+    empty = rng.random() < 0.4
+    _set(kt, "repeat", new)
+    if empty:
+        _empty(kt)
+    return Edit(f"kernel tile repeat {old} -> {new}, {_body_note(empty)}")
+
+
+def e_first(layer, rng, hw):
+    _conv(layer)
+    kt = _kt(layer)
+    new = rng.choice([1, 16])
+    empty = rng.random() < 0.5
+    _set(kt, "first", new)
+    if empty:
+        _empty(kt)
+    return Edit(f"kernel tile first 0 -> {new}, {_body_note(empty)}")
+
+
+def e_mode(layer, rng, hw):
+    _conv(layer)
+    old = layer.mode.data
+    new = tile.ComputeMode.INDP if old == tile.ComputeMode.COOP else tile.ComputeMode.COOP
+    layer.properties["mode"] = tile.ComputeModeAttr(new)
+    how = rng.choice(["all bodies empty", "all bodies empty", "bodies kept", "kernel tile empty"])
+    if how == "all bodies empty":
+        empty_bodies(layer)
+    elif how == "kernel tile empty":
+        _empty(_kt(layer))
+    if new == tile.ComputeMode.COOP and how != "bodies kept" and rng.random() < 0.5:
+        _set(_kt(layer), "count", hw.vmacs)  # an INDP tile's 64 kernels are more than COOP's vMACs
+        how += f", count {hw.vmacs}"
+    return Edit(f"mode {old.value} -> {new.value}, {how}")
+
+
+def e_loop_order(layer, rng, hw):
+    _conv(layer)
+    old = layer.loop_order.data if layer.loop_order is not None else None
+    choice = rng.choice(["toggle", "toggle", "remove"])
+    if choice == "remove" and old is None:
+        raise NotApplicable
+    if choice == "remove":
+        layer.properties.pop("loop_order")
+        new = "none"
+    else:
+        n = tile.LoopOrder.MLOOP if old == tile.LoopOrder.KLOOP else tile.LoopOrder.KLOOP
+        layer.properties["loop_order"] = tile.LoopOrderAttr(n)
+        new = n.value
+    empty = rng.random() < 0.5
+    if empty:
+        empty_bodies(layer)
+    return Edit(f"loop_order {old.value if old else None} -> {new}, {_body_note(empty)}")
+
+
+def e_buffering(layer, rng, hw):
+    old = layer.maps_buffering.data.value if layer.maps_buffering is not None else None
+    new = rng.choice([b for b in (*tile.MapsBuffering, None) if (b.value if b else None) != old])
+    if new is None:
+        layer.properties.pop("maps_buffering")
+    else:
+        layer.properties["maps_buffering"] = tile.MapsBufferingAttr(new)
+    empty = rng.random() < 0.6
+    if empty:
+        empty_bodies(layer)
+    return Edit(f"maps_buffering {old} -> {new.value if new else None}, {_body_note(empty)}")
+
+
+def _kernel_words(layer: tile.LayerOp, hw: SnowflakeConfig) -> int:
+    s = conv_shape_of(layer.shape)
+    if layer.gather is not None:
+        from snowir.tile.read import compact_shape
+
+        s = compact_shape(s, tuple(layer.gather.values().values()))
+    return indp_kernel_words(s, hw) if layer.mode.data == tile.ComputeMode.INDP else s.kernel_words
+
+
+def _switch(kt: tile.KernelTileOp, rng, keep: str) -> str:
+    """Half the time, the kernel tile's other holdings are removed (a switch, not an addition)."""
+    if rng.random() < 0.5:
+        return ""
+    gone = [k for k in ("slot", "stagger", "resident") if k != keep and k in kt.properties]
+    for k in gone:
+        kt.properties.pop(k)
+    return f" ({', '.join(gone)} removed)" if gone else ""
+
+
+def e_slot(layer, rng, hw):
+    _conv(layer)
+    kt = _kt(layer)
+    words, buf = _kernel_words(layer, hw), hw.weights_buffer_elements
+    old = kt._int("slot") if kt.slot is not None else None
+    new = rng.choice([None, words, words + 2, buf // 2, buf - words, buf - words + 2, words - 2, 2 * words, buf])
+    if new == old or (new is not None and new < 0):
+        raise NotApplicable
+    empty = rng.random() < 0.4
+    _set(kt, "slot", new)
+    switched = _switch(kt, rng, "slot") if new is not None else ""
+    if empty:
+        _empty(kt)
+    return Edit(f"kernel tile slot {old} -> {new}{switched} (a kernel: {words} words), {_body_note(empty)}")
+
+
+def e_stagger(layer, rng, hw):
+    _conv(layer)
+    kt = _kt(layer)
+    words, buf = _kernel_words(layer, hw), hw.weights_buffer_elements
+    old = kt._int("stagger") if kt.stagger is not None else None
+    new = rng.choice([None, 0, 2, 8, 64, words // 2 // 2 * 2, words - 2, words, words + 2, buf - words, 7])
+    if new == old or (new is not None and new < 0):
+        raise NotApplicable
+    empty = rng.random() < 0.4
+    _set(kt, "stagger", new)
+    switched = _switch(kt, rng, "stagger") if new is not None else ""
+    if empty:
+        _empty(kt)
+    return Edit(f"kernel tile stagger {old} -> {new}{switched} (a kernel: {words} words), {_body_note(empty)}")
+
+
+def e_resident(layer, rng, hw):
+    _conv(layer)
+    kt = _kt(layer)
+    had = kt.resident is not None
+    if had:
+        kt.properties.pop("resident")
+        switched = ""
+    else:
+        kt.properties["resident"] = UnitAttr()
+        switched = _switch(kt, rng, "resident")
+    empty = rng.random() < 0.4
+    if empty:
+        _empty(kt)
+    return Edit(f"kernel tile resident {'removed' if had else 'added'}{switched}, {_body_note(empty)}")
+
+
+def e_cu(layer, rng, hw):
+    maps = _maps(layer)
+    i = rng.randrange(len(maps))
+    old = maps[i]._int("cu")
+    new = rng.choice([-1, 0, 1, hw.cus - 1, hw.cus, 15, 16])
+    if new == old:
+        raise NotApplicable
+    empty = rng.random() < 0.5
+    _set(maps[i], "cu", new)
+    if empty:
+        _empty(maps[i])
+    return Edit(f"maps tile {i} cu {old} -> {new}, {_body_note(empty)}")
+
+
+def e_cu_rows(layer, rng, hw):
+    maps = _maps(layer)
+    i = rng.randrange(len(maps))
+    old = maps[i]._int("cu_rows") if maps[i].cu_rows is not None else None
+    new = rng.choice([None, 1, 2, 3, 4, 5])
+    if new == old:
+        raise NotApplicable
+    empty = rng.random() < 0.6
+    _set(maps[i], "cu_rows", new)
+    if empty:
+        _empty(maps[i])
+    return Edit(f"maps tile {i} cu_rows {old} -> {new}, {_body_note(empty)}")
+
+
+def e_ring(layer, rng, hw):
+    maps = _maps(layer)
+    i = rng.randrange(len(maps))
+    old = maps[i]._int("ring") if maps[i].ring is not None else None
+    big = 0
+    if isinstance(layer.shape, tile.PoolShapeAttr):
+        p = pool_shape_of(layer.shape)
+        big = (hw.maps_buffer_elements - GUARD - 16) // (p.w * p.c)
+        small = p.kh + p.sy
+    else:
+        small = 3
+    new = rng.choice([None, 1, small - 1, small, small + 1, big - 1, big, big + 1, 12])
+    if new == old or (new is not None and new < 1):
+        raise NotApplicable
+    empty = rng.random() < 0.6
+    _set(maps[i], "ring", new)
+    if empty:
+        _empty(maps[i])
+    return Edit(f"maps tile {i} ring {old} -> {new}, {_body_note(empty)}")
+
+
+def e_in_rows(layer, rng, hw):
+    maps = _maps(layer)
+    i = rng.randrange(len(maps))
+    mt = maps[i]
+    field_ = rng.choice(["in_rows", "overlap"])
+    empty = rng.random() < 0.5
+    if field_ == "in_rows":
+        r0, r1 = mt._ints("in_rows")
+        new = rng.choice([[r0, r1 + 1], [r0 + 1, r1], [max(0, r0 - 1), r1], [r0, max(r0 + 1, r1 - 1)]])
+        if new == [r0, r1]:
+            raise NotApplicable
+        _arr(mt, "in_rows", new)
+        what = f"in_rows {[r0, r1]} -> {new}"
+    else:
+        old = mt._int("overlap")
+        new_ = max(0, old + rng.choice([-1, 1, 2]))
+        if new_ == old:
+            raise NotApplicable
+        _set(mt, "overlap", new_)
+        what = f"overlap {old} -> {new_}"
+    if empty:
+        _empty(mt)
+    return Edit(f"maps tile {i} {what}, {_body_note(empty)}")
+
+
+def _all_of(layer: tile.LayerOp, cls) -> list[Operation]:
+    return [op for op in layer.walk() if isinstance(op, cls)]
+
+
+def _value(rng, old: int) -> int:
+    return rng.choice([old + 1, old - 1, old + 2, old - 2, old * 2, old // 2, 0, old + 16, old + 4096])
+
+
+def e_load(layer, rng, hw):
+    loads = _all_of(layer, tile.LoadOp)
+    if not loads:
+        raise NotApplicable
+    i = rng.randrange(len(loads))
+    ld = loads[i]
+    name = rng.choice(["length", "dram_addr", "buf_addr", "unit", "select"])
+    old = ld._int(name)
+    new = rng.choice([1, 2, hw.load_units - 1, hw.load_units, 7]) if name == "unit" else _value(rng, old)
+    if new == old or new < 0:
+        raise NotApplicable
+    _set(ld, name, new)
+    where = "kernel tile" if isinstance(ld.parent_op(), tile.KernelTileOp) else \
+        f"maps tile {_maps(layer).index(ld.parent_op())}"
+    return Edit(f"load {i} ({where}) {name} {old} -> {new}")
+
+
+def e_load_id(layer, rng, hw):
+    loads = _all_of(layer, tile.LoadOp)
+    if not loads:
+        raise NotApplicable
+    ld = rng.choice(loads)
+    old = ld._int("load_id") if ld.load_id is not None else None
+    new = rng.choice([None, 0, 7, 1000])
+    if new == old:
+        raise NotApplicable
+    _set(ld, "load_id", new)
+    return Edit(f"a load's load_id {old} -> {new} (a label)", noop=True)
+
+
+def e_load_count(layer, rng, hw):
+    loads = _all_of(layer, tile.LoadOp)
+    if not loads:
+        raise NotApplicable
+    ld = rng.choice(loads)
+    if rng.random() < 0.5:
+        ld.detach()
+        ld.erase()
+        return Edit("a load deleted")
+    ld.parent_block().insert_op_after(ld.clone(), ld)
+    return Edit("a load duplicated")
+
+
+def e_window(layer, rng, hw):
+    windows = _all_of(layer, tile.WindowOp)
+    if not windows:
+        raise NotApplicable
+    i = rng.randrange(len(windows))
+    w = windows[i]
+    name = rng.choice(["trace_length", "rows", "repeat_x", "repeat_y", "offset_x", "offset_y", "start", "out_addr",
+                       "bias_vmov", "bypass_vmov", "delete", "duplicate"])
+    if name in ("bias_vmov", "bypass_vmov"):
+        had = name in w.properties
+        if had:
+            w.properties.pop(name)
+        else:
+            w.properties[name] = UnitAttr()
+        return Edit(f"window {i} {name} {'removed' if had else 'added'}")
+    if name == "delete":
+        w.detach()
+        w.erase()
+        return Edit(f"window {i} deleted")
+    if name == "duplicate":
+        w.parent_block().insert_op_after(w.clone(), w)
+        return Edit(f"window {i} duplicated")
+    old = w._int(name)
+    new = _value(rng, old)
+    if new == old or new < 0:
+        raise NotApplicable
+    _set(w, name, new)
+    return Edit(f"window {i} {name} {old} -> {new}")
+
+
+def e_region(layer, rng, hw):
+    regions = list(regions_of(layer).values())
+    r = rng.choice(regions)
+    name = rng.choice(["offset", "size"])
+    old = r._int(name)
+    new = rng.choice([old + 2, old - 2, old + 64, old - 64, old + 4096, old * 2, old // 2, old + (1 << 16)])
+    if new == old or new < 0 or (name == "size" and new == 0):
+        raise NotApplicable
+    _set(r, name, new)
+    return Edit(f"dram_region @{r.sym_name.data} ({r.label.data}) {name} {old} -> {new}")
+
+
+def e_packing(layer, rng, hw):
+    """The weight image's recorded packing edited (the image itself unchanged)."""
+    w = regions_of(layer).get("weights")
+    if w is None or w.packing is None:
+        raise NotApplicable
+    if rng.random() < 0.5:
+        old = w.packing.data
+        new = tile.ComputeMode.INDP if old == tile.ComputeMode.COOP else tile.ComputeMode.COOP
+        w.properties["packing"] = tile.ComputeModeAttr(new)
+        what = f"packing {old.value} -> {new.value}"
+    else:
+        old_n = w._int("packed_kernels")
+        new_n = rng.choice([1, 8, old_n // 2, old_n * 2, old_n + 1])
+        if new_n == old_n or new_n < 1:
+            raise NotApplicable
+        _set(w, "packed_kernels", new_n)
+        what = f"packed_kernels {old_n} -> {new_n}"
+    empty = rng.random() < 0.5
+    if empty:
+        _empty(_kt(layer))
+    return Edit(f"weights region {what}, kernel tile {'empty' if empty else 'kept'}")
+
+
+def e_relu(layer, rng, hw):
+    if layer.kind.data == tile.LayerKind.MAXPOOL:
+        layer.properties["relu"] = UnitAttr()
+        return Edit("relu added to a max pool")
+    s = layer.shape.values()
+    on = bool(s["relu"])
+    how = rng.choice(["layer", "shape", "both", "both"])
+    if how in ("shape", "both"):
+        layer.properties["shape"] = tile.ConvShapeAttr.get(**{**s, "relu": int(not on)})
+    if how in ("layer", "both"):
+        if on:
+            layer.properties.pop("relu", None)
+        else:
+            layer.properties["relu"] = UnitAttr()
+    return Edit(f"relu {'on -> off' if on else 'off -> on'} in the {how}")
+
+
+def e_pool_slots(layer, rng, hw):
+    if layer.pool_slots is None:
+        if layer.kind.data != tile.LayerKind.CONV or rng.random() < 0.5:
+            _arr(layer, "pool_slots", [2048, 4096])
+            return Edit("pool_slots [2048, 4096] added to a layer without a fused pool")
+        raise NotApplicable
+    slots = list(int(v) for v in layer.pool_slots.get_values())
+    how = rng.choice(["move", "move", "drop", "add", "swap", "remove", "pool removed", "odd"])
+    if how in ("add", "pool removed") and layer.pool is None:
+        raise NotApplicable
+    if how == "move":
+        i = rng.randrange(len(slots))
+        slots[i] += rng.choice([-64, -2, 2, 64, 512, hw.maps_bank_elements])
+    elif how == "odd":
+        slots[rng.randrange(len(slots))] += 1
+    elif how == "drop":
+        slots.pop(rng.randrange(len(slots)))
+    elif how == "add":
+        p = pool_shape_of(layer.pool)
+        slots.append(max(slots) + p.w * p.c + GUARD)
+    elif how == "swap":
+        if len(slots) < 2:
+            raise NotApplicable
+        i = rng.randrange(len(slots) - 1)
+        slots[i], slots[i + 1] = slots[i + 1], slots[i]
+    elif how == "pool removed":
+        layer.properties.pop("pool")
+        return Edit("pool removed (pool_slots and regions kept)")
+    if how == "remove" or not slots:
+        layer.properties.pop("pool_slots")
+        return Edit("pool_slots removed")
+    if any(v < 0 for v in slots):
+        raise NotApplicable
+    old = list(int(v) for v in layer.pool_slots.get_values())
+    _arr(layer, "pool_slots", slots)
+    return Edit(f"pool_slots {old} -> {slots} ({how})")
+
+
+def e_bypass_slices(layer, rng, hw):
+    _conv(layer)
+    if "bypass" not in regions_of(layer):
+        _arr(layer, "bypass_slices", [0, 1024])
+        return Edit("bypass_slices [0, 1024] on a layer without a bypass")
+    buf = hw.maps_buffer_elements
+    if layer.bypass_slices is None:
+        kt = _kt(layer)
+        s = conv_shape_of(layer.shape)
+        n = max(y1 - y0 for y0, y1 in maps_rows(layer)) * s.ow * kt._int("count")
+        new = [buf - 2 * n, buf - n]
+        if new[0] < 0:
+            new = [0, n]
+        _arr(layer, "bypass_slices", new)
+        empty = rng.random() < 0.5
+        if empty:
+            empty_bodies(layer)
+        return Edit(f"bypass_slices {new} added, {_body_note(empty)}")
+    old = list(int(v) for v in layer.bypass_slices.get_values())
+    how = rng.choice(["move0", "move1", "swap", "remove", "one", "three"] if len(old) == 2 else ["remove"])
+    new = list(old)
+    if how == "move0":
+        new[0] += rng.choice([-256, -2, 2, 256])
+    elif how == "move1":
+        new[1] += rng.choice([-256, -2, 2, 256, buf])
+    elif how == "swap":
+        new = new[::-1]
+    elif how == "one":
+        new = new[:1]
+    elif how == "three":
+        new = new + [0]
+    if how == "remove":
+        layer.properties.pop("bypass_slices")
+    else:
+        if any(v < 0 for v in new):
+            raise NotApplicable
+        _arr(layer, "bypass_slices", new)
+    empty = rng.random() < 0.5
+    if empty:
+        empty_bodies(layer)
+    return Edit(f"bypass_slices {old} -> {None if how == 'remove' else new}, {_body_note(empty)}")
+
+
+def e_delete_tile(layer, rng, hw):
+    tiles = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp | tile.MapsTileOp)]
+    op = rng.choice(tiles)
+    what = "kernel tile" if isinstance(op, tile.KernelTileOp) else f"maps tile {_maps(layer).index(op)}"
+    op.detach()
+    op.erase()
+    return Edit(f"{what} deleted")
+
+
+def e_duplicate_tile(layer, rng, hw):
+    tiles = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp | tile.MapsTileOp)]
+    op = rng.choice(tiles)
+    what = "kernel tile" if isinstance(op, tile.KernelTileOp) else f"maps tile {_maps(layer).index(op)}"
+    new = op.clone()
+    empty = rng.random() < 0.5
+    if empty:
+        _empty(new)
+    layer.body.block.insert_op_after(new, op)
+    return Edit(f"{what} duplicated, the copy's body {'empty' if empty else 'kept'}")
+
+
+def e_empty(layer, rng, hw):
+    how = rng.choice(["all", "kernel tile", "one maps tile"])
+    if how == "all":
+        empty_bodies(layer)
+    elif how == "kernel tile":
+        _empty(_kt(layer))
+    else:
+        maps = _maps(layer)
+        i = rng.randrange(len(maps))
+        _empty(maps[i])
+        how = f"maps tile {i}"
+    return Edit(f"bodies emptied alone ({how})", noop=True)
+
+
+def e_gather(layer, rng, hw):
+    _conv(layer)
+    if layer.gather is None:
+        raise NotApplicable
+    g = layer.gather.values()
+    how = rng.choice(["remove", "remove", *g])
+    if how == "remove":
+        layer.properties.pop("gather")
+        what = "gather removed"
+    else:
+        new = max(0, g[how] + rng.choice([-1, 1, 2]))
+        if new == g[how]:
+            raise NotApplicable
+        layer.properties["gather"] = tile.GatherAttr.get(**{**g, how: new})
+        what = f"gather {how} {g[how]} -> {new}"
+    empty = rng.random() < 0.7
+    if empty:
+        empty_bodies(layer)
+    return Edit(f"{what}, {_body_note(empty)}")
+
+
+PAIRED = ("split", "merge", "shift", "retile", "count", "mode", "loop_order", "buffering", "slot", "stagger",
+          "resident", "cu_rows", "ring", "relu", "pool_slots", "bypass_slices", "gather", "region", "empty")
+
+
+def e_pair(layer, rng, hw):
+    """Two edits of the layer's decisions, one after the other."""
+    first = draw(layer, rng, hw, PAIRED)
+    second = draw(layer, rng, hw, PAIRED)
+    return Edit(f"[{first.what}] then [{second.what}]")
+
+
+EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the draw
+    "split": (e_split, 4), "merge": (e_merge, 3), "shift": (e_shift, 3), "retile": (e_retile, 4), "gap": (e_gap, 1),
+    "count": (e_count, 3), "repeat": (e_repeat, 1), "first": (e_first, 1), "mode": (e_mode, 3),
+    "loop_order": (e_loop_order, 2), "buffering": (e_buffering, 2), "slot": (e_slot, 2), "stagger": (e_stagger, 2),
+    "resident": (e_resident, 2), "cu": (e_cu, 1), "cu_rows": (e_cu_rows, 2), "ring": (e_ring, 2),
+    "in_rows": (e_in_rows, 1), "load": (e_load, 2), "load_id": (e_load_id, 1), "load_count": (e_load_count, 1),
+    "window": (e_window, 2), "region": (e_region, 2), "relu": (e_relu, 2), "pool_slots": (e_pool_slots, 2),
+    "bypass_slices": (e_bypass_slices, 2), "delete_tile": (e_delete_tile, 1), "duplicate_tile": (e_duplicate_tile, 1),
+    "empty": (e_empty, 2), "gather": (e_gather, 1), "packing": (e_packing, 1), "pair": (e_pair, 4),
+}
+
+
+def draw(layer: tile.LayerOp, rng: random.Random, hw: SnowflakeConfig, among: tuple[str, ...] = ()) -> Edit:
+    """One applicable edit (of `among`, default any), applied to `layer`."""
+    names = list(among or EDITS)
+    weights = [EDITS[n][1] for n in names]
+    for _ in range(100):
+        (name,) = rng.choices(names, weights)
+        try:
+            edit = EDITS[name][0](layer, rng, hw)
+        except NotApplicable:
+            continue
+        edit.what = f"{name}: {edit.what}"
+        return edit
+    raise AssertionError("no applicable edit")
+
+
+# ------------------------------------------------------------------------------ judging
+
+@dataclass
+class Outcome:
+    kind: str  # followed / refused / no-op / FAILURE
+    detail: str = ""
+
+
+def judge(base: Base, seed: int) -> tuple[Edit, Outcome]:
+    rng = random.Random(f"{base.kind}:{seed}")
+    layer = base.layer.clone()
+    edit = draw(layer, rng, base.hw)
+    # the ReLU the layer now means: its shape's field (the layer's `relu` must mirror it)
+    relu = bool(layer.shape.values()["relu"]) if isinstance(layer.shape, tile.ConvShapeAttr) else base.relu
+    edited = layer.clone()  # for the meaning check (lowering consumes `layer`)
+    name = f"@{base.kind}"
+    stage: list[str] = []
+    try:
+        image_op = lower(layer, base, stage)
+    except REFUSALS as e:
+        message, by = str(e), f"{type(e).__name__} from {stage[-1]}"
+        if "\n" in message.strip():
+            return edit, Outcome("FAILURE", f"refusal of {len(message.splitlines())} lines ({by}): {message[:300]!r}")
+        if name not in message:
+            return edit, Outcome("FAILURE", f"refusal does not name the layer ({by}): {message}")
+        return edit, Outcome("refused", message)
+    except Exception as e:  # noqa: BLE001 - a crash is what we look for
+        first = str(e).splitlines()[0] if str(e) else ""
+        return edit, Outcome("FAILURE", f"crash in {stage[-1]}: {type(e).__name__}: {first}")
+    try:
+        image, result = run(image_op, base, max_instructions=100 * base.dynamic + 1_000_000)
+    except Exception as e:  # noqa: BLE001
+        return edit, Outcome("FAILURE", f"accepted then faulted ({type(e).__name__}): "
+                                        f"{str(e).splitlines()[0] if str(e) else ''}")
+    want = base.golden(relu)
+    got = result.outputs["y"][:want.size]
+    if got.size != want.size:
+        return edit, Outcome("FAILURE", f"accepted, its output segment holds {got.size} words, the layer writes "
+                                        f"{want.size}")
+    if not np.array_equal(got, want):
+        return edit, Outcome("FAILURE", f"accepted, output differs from the golden model "
+                                        f"({int(np.sum(got != want))} of {want.size} words)")
+    same_code = np.array_equal(image.code, base.code)
+    if edit.noop and not (same_code and _segments(image) == base.segments):
+        return edit, Outcome("FAILURE", "an edit that means nothing changed the program")
+    if not same_code or _segments(image) != base.segments:
+        return edit, Outcome("followed")
+    try:
+        now = meaning(edited, base.hw)
+    except Exception as e:  # noqa: BLE001
+        return edit, Outcome("FAILURE", f"accepted, yet decoding the edited layer fails: {type(e).__name__}: {e}")
+    if now != base.meaning:
+        diff = "plan" if now[0] != base.meaning[0] else "regions"
+        return edit, Outcome("FAILURE", f"ignored: the same program, yet the {diff} differ(s) from the unedited layer's"
+                                        + _plan_diff(now[0], base.meaning[0]))
+    return edit, Outcome("no-op")
+
+
+def _plan_diff(a, b) -> str:
+    import dataclasses
+
+    if dataclasses.is_dataclass(a) and dataclasses.is_dataclass(b):
+        keys = [f.name for f in dataclasses.fields(a) if getattr(a, f.name) != getattr(b, f.name)]
+        return f" ({', '.join(keys)})" if keys else ""
+    return ""
+
+
+def replay(kind: str, seed: int, tmp: Path | None = None) -> tuple[Edit, Outcome]:
+    """One edit again, by layer kind and seed (for a failure's report)."""
+    import tempfile
+
+    base = build(kind, tmp or Path(tempfile.mkdtemp()))
+    return judge(base, seed)
+
+
+# ------------------------------------------------------------------------------ tests
+
+@pytest.fixture(scope="module")
+def bases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Base]:
+    tmp = tmp_path_factory.mktemp("edit_fuzz")
+    return {kind: build(kind, tmp) for kind in KINDS}
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict[tuple[str, int], list[tuple[int, Edit, Outcome]]]:
+    return {}  # (kind, batch) -> its edits judged, filled by the batch tests
+
+
+def batch_outcomes(bases, outcomes, kind: str, batch: int) -> list[tuple[int, Edit, Outcome]]:
+    if (kind, batch) not in outcomes:
+        base = bases[kind]
+        restore_blobs(base)
+        outcomes[(kind, batch)] = [(seed, *judge(base, seed))
+                                   for seed in range(batch * EDITS_PER_BATCH, (batch + 1) * EDITS_PER_BATCH)]
+    return outcomes[(kind, batch)]
+
+
+@pytest.mark.parametrize("kind, batch", [(k, b) for k in KINDS for b in range(BATCHES)])
+def test_random_edits_are_followed_refused_or_meaningless(bases, outcomes, kind: str, batch: int) -> None:
+    failures = [f"{kind} seed {seed}: {edit.what}: {outcome.detail}"
+                for seed, edit, outcome in batch_outcomes(bases, outcomes, kind, batch) if outcome.kind == "FAILURE"]
+    assert not failures, "\n".join(failures)
+
+
+def test_every_layer_kind_sees_edits_followed_and_refused(bases, outcomes) -> None:
+    """The fuzzer is not vacuous: each layer kind has edits followed (new code, bit-exact) and
+    edits refused; at least 300 edits a run. The distribution is printed (pytest -s)."""
+    table: dict[str, Counter] = {}
+    for kind in KINDS:
+        table[kind] = Counter(o.kind for b in range(BATCHES) for _, _, o in batch_outcomes(bases, outcomes, kind, b))
+    print("\n" + "\n".join(f"{kind:14s} " + " ".join(f"{k} {c[k]:3d}" for k in ("followed", "refused", "no-op",
+                                                                              "FAILURE"))
+                           for kind, c in table.items()))
+    assert sum(sum(c.values()) for c in table.values()) >= 300
+    for kind, c in table.items():
+        assert c["followed"] and c["refused"], (kind, dict(c))
+
+
+if __name__ == "__main__":
+    kind_, seed_ = sys.argv[1], int(sys.argv[2])
+    e_, o_ = replay(kind_, seed_)
+    print(f"{kind_} seed {seed_}: {e_.what}\n  -> {o_.kind}: {o_.detail}")
