@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from snowir.dialects import nn
-from snowir.driver.pass_steps import run_steps
+from snowir.pass_steps import run_steps
 from snowir.passes.asm.balance_loads import BalanceLoadsPass
 from snowir.passes.asm.fill_delay_slots import FillDelaySlotsPass
 from snowir.passes.asm.icache_banking import IcacheBankingPass

@@ -27,7 +27,7 @@ from snowir.driver.check import compare, golden_logits, ort_logits
 from snowir.driver.device_run import device_report, run_device
 from snowir.driver.model_run import (ModelRun, check_input, golden_report, layer_filter, layer_rows, load_model, lower,
                                      main_of)
-from snowir.driver.pass_steps import gc_paused
+from snowir.pass_steps import gc_paused
 from snowir.errors import SnowError
 from snowir.frontend.onnx_import import import_model, parse_input_shape
 from snowir.golden import Golden

@@ -19,7 +19,7 @@ from xdsl.passes import PassPipeline
 from snowir import api
 from snowir.dialects import nn, tile
 from snowir.driver.check import compare, golden_logits, ort_logits
-from snowir.driver.pass_steps import gc_paused
+from snowir.pass_steps import gc_paused
 from snowir.driver.pipeline_spec import unwrap_pipeline
 from snowir.errors import SnowError, pipeline_error
 from snowir.frontend.onnx_import import import_onnx, parse_input_shape
