@@ -39,7 +39,7 @@ class SnowOptMain(xDSLOptMain):
         """--time-passes: each pass's seconds collected for a table on stderr (xdsl-opt prints
         raw floats into stdout, beside the IR). --print-ir-after / --mlir-print-ir-after-all:
         the IR after the chosen passes on stderr, also the parts of composite passes
-        (snowir/driver/pass_steps.py)."""
+        (snowir/pass_steps.py)."""
         timing = self.args.time_passes
         self.args.time_passes = False
         super().setup_pipeline()
@@ -67,7 +67,7 @@ class SnowOptMain(xDSLOptMain):
             return
         from xdsl.printer import Printer
 
-        from snowir.driver.pass_steps import observing
+        from snowir.pass_steps import observing
 
         def dump(p, module: ModuleOp, depth: int) -> None:
             if every or p.name in wanted:
@@ -203,7 +203,7 @@ def list_passes() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from snowir.driver.pass_steps import gc_paused
+    from snowir.pass_steps import gc_paused
     from snowir.resources import reset_blobs
 
     reset_blobs()  # one invocation, one blob table, as in a process of its own
@@ -215,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         tool = SnowOptMain(description="snowir optimizer driver", args=args)
         input_name = tool.args.input_file or "<stdin>"
-        with gc_paused():  # snowir/driver/pass_steps.py: the collector re-scans the whole IR otherwise
+        with gc_paused():  # snowir/pass_steps.py: the collector re-scans the whole IR otherwise
             if tool.args.output_file is None and tool.args.target not in BINARY_TARGETS:
                 tool.run()
             else:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from snowir.errors import SnowError, one_line
-from snowir.tools.snow_run import print_table
+from snowir.driver.table import print_table
 
 REQUIRED = ("model", "total", "layers")
 LAYER_FIELDS = ("name", "op", "cycles", "ms", "mac_utilization", "gbps", "stall_cycles")

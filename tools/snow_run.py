@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from snowir.driver.table import print_table
 from snowir.errors import SnowError, run_cli
 from snowir.hw import SnowflakeConfig
 
@@ -54,43 +55,6 @@ def _parser() -> argparse.ArgumentParser:
                    help="--check passes on top-1 agreement with the reference instead of --min-snr "
                         "(bit-exactness against golden is always required)")
     return p
-
-
-_STALL_HEADS = {"raw": "raw", "vector_queue": "vq", "load_wait": "ldwait", "icache": "icache", "dram_raw": "dramraw",
-                "cu_starved": "cu:starved", "cu_load_wait": "cu:ldwait", "cu_drain": "cu:drain"}
-
-
-def print_table(report: dict[str, Any], out=None) -> None:
-    """The per-layer table, then the stall cycles by cause of every device layer. Columns are
-    as wide as their longest entry: names and ops are never cut."""
-    out = out or sys.stdout
-    total = dict(report["total"], name="total", op="", where="", mode=None, loop_order=None)
-    rows = report["layers"] + [total]
-    # a max pool its conv's program computed: "in <conv>" (its cycles are the conv's)
-    where = [f"in {r['computed_by']}" if r.get("computed_by") else r.get("where", "") for r in rows]
-    wn = max(5, *(len(r["name"]) for r in rows))
-    wo = max(2, *(len(r["op"]) for r in rows))
-    ww = max(6, *(len(w) for w in where))
-    head = (f"{'layer':<{wn}} {'op':<{wo}} {'where':<{ww}} {'cycles':>12} {'ms':>9} {'host ms':>8} {'MACs':>14} "
-            f"{'util%':>6} {'DRAM MB':>9} {'GB/s':>6} {'mode':>5} {'order':>6}")
-    print(head, file=out)
-    print("-" * len(head), file=out)
-    for r, w in zip(rows, where):
-        host = f"{r['host_ms']:>8.3f}" if r.get("host_ms") else f"{'-':>8}"
-        print(f"{r['name']:<{wn}} {r['op']:<{wo}} {w:<{ww}} {r['cycles']:>12,} {r['ms']:>9.4f} {host} "
-              f"{r['macs']:>14,} {100 * r['mac_utilization']:>6.1f} {r['dram_bytes'] / 1e6:>9.3f} {r['gbps']:>6.2f} "
-              f"{(r.get('mode') or '-'):>5} {(r.get('loop_order') or '-'):>6}", file=out)
-    stalled = [r for r in rows if any(r.get("stall_cycles", {}).values())]
-    if not stalled:
-        return
-    causes = [c for c in _STALL_HEADS if any(r["stall_cycles"].get(c, 0) for r in stalled)]
-    print(f"\nstall cycles by cause (pipeline: {', '.join(c for c in causes if not c.startswith('cu_')) or '-'}; "
-          "CU idle: cu:*)", file=out)
-    head = f"{'layer':<{wn}} " + " ".join(f"{_STALL_HEADS[c]:>11}" for c in causes)
-    print(head, file=out)
-    print("-" * len(head), file=out)
-    for r in stalled:
-        print(f"{r['name']:<{wn}} " + " ".join(f"{r['stall_cycles'].get(c, 0):>11,}" for c in causes), file=out)
 
 
 class Progress:
