@@ -31,7 +31,6 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "split-kernels": p("nn.split_kernels", "SplitKernelsPass"),
         "space-to-depth": p("nn.space_to_depth", "SpaceToDepthPass"),
         "unfold-rows": p("nn.unfold_rows", "UnfoldRowsPass"),
-        "icache-banking": p("asm.icache_banking", "IcacheBankingPass"),
         "nn-to-tile": p("convert.nn_to_tile", "NNToTilePass"),
         "tile-loop-order": p("tile.tile_loop_order", "TileLoopOrderPass"),
         "tile-rows": p("tile.tile_rows", "TileRowsPass"),
@@ -39,5 +38,6 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "balance-loads": p("asm.balance_loads", "BalanceLoadsPass"),
         "schedule-asm": p("asm.schedule_asm", "ScheduleAsmPass"),
         "fill-delay-slots": p("asm.fill_delay_slots", "FillDelaySlotsPass"),
+        "icache-banking": p("asm.icache_banking", "IcacheBankingPass"),
         "snowflake-lower": p("pipelines", "SnowflakeLowerPass"),
     }

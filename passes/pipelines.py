@@ -54,6 +54,8 @@ PIPELINE = ("nn-prepare", "nn-to-tile", "tile-loop-order", "tile-to-asm", "balan
 
 @dataclass(frozen=True)
 class NNPreparePass(ModulePass):
+    """The nn-level pipeline: graph passes, partition-host, then quantisation (default Q8.8)."""
+
     name = "nn-prepare"
     format: str = "Q8.8"
     quantize: bool = True
@@ -82,6 +84,8 @@ def quantised(op: ModuleOp) -> bool:
 
 @dataclass(frozen=True)
 class SnowflakeLowerPass(ModulePass):
+    """The default lowering, nn to one snowflake_asm.image per device layer (PIPELINE)."""
+
     name = "snowflake-lower"
     format: str = "Q8.8"
     calibration: str = ""

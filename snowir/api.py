@@ -84,7 +84,7 @@ def load_program(path: str | Path, hw: SnowflakeConfig | None = None) -> tuple[P
     level = level_of(module)
     if level != "snowflake_asm":
         raise SnowError(f"{path}: a {level}-level module; load_program takes snowflake_asm programs and .sfb "
-                        f"images (snow-run, or snowir.model_run.run_model_on_device, lowers and runs {level} modules)")
+                        f"images (snow-run, or snowir.driver.model_api.run_model_on_device, lowers and runs {level} modules)")
     try:
         return assemble(module, hw), module
     except SnowError as e:

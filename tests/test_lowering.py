@@ -69,7 +69,7 @@ def lower_layer(layer: tile.LayerOp, hw: SnowflakeConfig = HW, asm_passes=ASM_PI
 def conv_case(c, h, w, k, kh, kw, s, p, relu=True, shift=14, seed=0, engine="fast", loop_order=None, bypass=False,
               groups=1, mode=None, asm_passes=ASM_PIPELINE, hw=HW):
     """c: input channels per group; mode None = the compiler's choice. The layer is decided as
-    nn-to-tile and tile-loop-order{order=loop_order} decide it (tile_build.bare_conv_layer),
+    nn-to-tile and tile-loop-order{order=loop_order} decide it (tile/build.bare_conv_layer),
     lowered by tile-to-asm from its tile IR, then `asm_passes` (default: the asm part of
     snowflake-lower)."""
     shape = ConvShape(c, h, w, k, kh, kw, s, s, p, p, p, p, relu, shift, groups)

@@ -192,7 +192,9 @@ def list_passes() -> str:
     lines = []
     for name, load in all_passes().items():
         cls = load()
-        doc = (sys.modules[cls.__module__].__doc__ or "").strip()  # one pass per file: its module docstring
+        own = cls.__dict__.get("__doc__") or ""
+        # one pass per file: its module docstring; a file of several (pipelines.py): the class's own
+        doc = (own if own and not own.startswith(cls.__name__ + "(") else sys.modules[cls.__module__].__doc__ or "").strip()
         paragraph = " ".join(doc.split("\n\n", 1)[0].split())
         first = paragraph.split(": ", 1)[1] if paragraph.startswith(name) and ": " in paragraph else paragraph
         first = first.split(". ", 1)[0].rstrip(".:") + "."

@@ -35,7 +35,7 @@ from snowir.host_model import host_ms
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, constant_op, shape_of
 from snowir.plan.shapes import LoweringError
-from snowir.tile.lowerable import conv_plan_of
+from snowir.tile.lowerable import planned_conv
 
 LANES = SnowflakeConfig().macs_per_vmac
 """the channels one vMAC multiplies per trace word"""
@@ -68,7 +68,7 @@ class DepthwiseToGrouped(RewritePattern):
         conv.attributes.update(op.attributes)
         conv.attributes["block_diagonal"] = UnitAttr()
         try:
-            plan = conv_plan_of(conv, self.hw)
+            plan = planned_conv(conv, self.hw)
         except LoweringError:
             return  # the planners refuse it: host as it was
         if self.hw.cycles_to_ms(plan.estimated_cycles(self.hw)) >= host_ms(op):

@@ -6,7 +6,7 @@ each layout makes of a conv's window, or the DRAM traffic each layout costs if t
 A trace of L words takes ⌈L/16⌉ cycles; a pixel whose traces are shorter than its bookkeeping
 is issue-bound instead: the X loop costs PIXEL_SLOTS issue slots (counter, branch, its delay
 slots carrying the address steps), and each trace a MAC plus the two address ADDIs of the next
-kernel row (conv_pixels._macs_pipelined). The estimate only ranks layouts; the machine model
+kernel row (codegen/traces.macs_pipelined). The estimate only ranks layouts; the machine model
 measures the result (docs/lowering.md, "Model-input layouts").
 """
 

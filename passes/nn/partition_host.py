@@ -10,7 +10,7 @@ padding, and a ReLU / add that fuse-relu / fuse-residual-add could not fold into
 have no efficient Snowflake mapping — a MAC trace
 sums over contiguous channels — so they run on the host too, in the exact fixed-point
 arithmetic of the golden model. So does any conv, max pool or concat the lowering cannot
-place (`snowir.lowerable.device_refusal`, the planners' own answer: a dilated conv, a max pool
+place (`snowir.tile.lowerable.device_refusal`, the planners' own answer: a dilated conv, a max pool
 over 200 channels, a concat on the width axis), with the reason as `host_reason`. The runner
 and the reports follow these attributes.
 """

@@ -20,7 +20,7 @@ channels of the first and last output rows.
 Rewritten: a conv reading the model input (the host lays the input out as it loads it, as for
 space-to-depth: `nn.unfold_rows` is placed on the host), ungrouped, undilated, whose kernels do
 not fit INDP, whose unfolded window occupies fewer MAC lanes than its kernel-row traces, when
-snowir.input_layout estimates the unfolded pixel cheaper than both the direct conv's and
+snowir.passes.nn.input_layout estimates the unfolded pixel cheaper than both the direct conv's and
 space-to-depth's (a layer estimate: its pixels' cycles, or its input and output traffic at the
 bus's rate if longer), and a row of the unfolded input fits half a maps bank.
 The integer sums are the same products in another order: golden model and machine give the

@@ -41,7 +41,7 @@ def settle(plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
 
 def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
               loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None) -> ConvPlan:
-    """The layer's decisions; `mode`/`loop_order` None = chosen here (indp_codegen.choose_mode,
+    """The layer's decisions; `mode`/`loop_order` None = chosen here (plan/indp.choose_mode,
     fewer DRAM bytes)."""
     return settle(_plan_conv(shape, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, mode), hw)
 

@@ -191,7 +191,7 @@ class ConvPlan:
     def flush_cycles(self, hw: SnowflakeConfig) -> float:
         """CU time lost to the flush each kernel tile over a one-row strip starts with: its
         prefetch has no later row boundary with a queue's depth of ops issued, so it goes first,
-        behind a flush of the vector queue (conv_pixels._kernel_tile)."""
+        behind a flush of the vector queue (codegen/pixels.kernel_tile)."""
         if self.indp or len(self.strips) * self.tiles < 2:
             return 0.0
         short = sum(1 for st in self.strips if st.y1 - st.y0 == 1)

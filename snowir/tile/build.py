@@ -139,7 +139,7 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
     row = s.w * s.cin
     in_row, stride_rows, c_base = row, 1, 0
     if plan.gather is not None:
-        # the layer loads only what it reads (conv_plan's `gather`: a channel slice's channels,
+        # the layer loads only what it reads (the plan's `gather` (plan/conv.py): a channel slice's channels,
         # a strided 1x1's pixels): strips, loads and windows are over the compact image the
         # plan was made for, compact row r being DRAM row r * sy from channel c0 on
         stride_rows, _, w_in, cin_row, c_base = plan.gather

@@ -8,7 +8,7 @@ row groups, the kernel tile's `repeat`, and repacks the weights when the kernel 
 then checks the layer for the configuration (snowir/tile/check.py). A layer the edit makes
 impossible (rows that do not fit a bank, say) is refused there in one line.
 
-    from snowir.tile_edit import maps_rows, set_maps_rows, split_rows
+    from snowir.tile.edit import maps_rows, set_maps_rows, split_rows
     for layer in module.ops:
         if isinstance(layer, tile.LayerOp):
             set_maps_rows(layer, split_rows(maps_rows(layer), 4))

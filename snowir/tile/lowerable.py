@@ -33,13 +33,13 @@ def device_refusal(op: Operation, hw: SnowflakeConfig | None = None) -> str | No
         return None
     if isinstance(op, nn.Conv2dOp):
         try:
-            conv_plan_of(op, hw)
+            planned_conv(op, hw)
         except LoweringError as e:
             return str(e)
     return None
 
 
-def conv_plan_of(op: nn.Conv2dOp, hw: SnowflakeConfig) -> ConvPlan:
+def planned_conv(op: nn.Conv2dOp, hw: SnowflakeConfig) -> ConvPlan:
     """The plan the lowering would make for `op` (mode and loop order as nn-to-tile and
     tile-loop-order choose them); LoweringError when it cannot place it."""
     if any(d != 1 for d in int_values(op.dilations)):
