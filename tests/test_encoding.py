@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -134,3 +136,23 @@ def test_overlapping_segments_rejected() -> None:
                        sf.ProgramOp("p", [sf.MoviOp(1, 1)])])
     with pytest.raises(ImageError, match="overlap"):
         assemble(module)
+
+
+def test_generated_image_round_trips_byte_exact_with_its_machine_record(tmp_path) -> None:
+    """A generated image (it records the machine its code is for): .sfb -> text -> .sfb gives the
+    same bytes, the record included (it was dropped on disassembly)."""
+    from snowir.driver.device_run import images_of
+    from snowir.driver.model_run import load_model, lower
+    from snowir.tools.snow_opt import main as snow_opt
+
+    module, _ = load_model(Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx")
+    lower(module)
+    image = assemble(images_of(module)["conv2"])
+    assert image.built_for
+    sfb, text, back = tmp_path / "c.sfb", tmp_path / "c.mlir", tmp_path / "back.sfb"
+    sfb.write_bytes(image.to_bytes())
+    assert snow_opt([str(sfb), "-o", str(text)]) == 0
+    assert snow_opt([str(text), "-t", "snowflake-bin", "-o", str(back)]) == 0
+    assert back.read_bytes() == sfb.read_bytes()
+    assert ProgramImage.from_bytes(back.read_bytes()).built_for == image.built_for
+    assert disassemble(image).attributes  # the record is on the disassembled module

@@ -192,7 +192,8 @@ def assemble(module: ModuleOp | sf.ImageOp, hw: SnowflakeConfig | None = None) -
         raise ImageError(f"program does not verify: {str(e).splitlines()[0]}") from None
     name = module.sym_name.data if isinstance(module, sf.ImageOp) else program.sym_name.data
     built_for = None
-    recorded = module.attributes.get("hw") if isinstance(module, sf.ImageOp) else None
+    # the machine the code is for: an image's `hw`, a disassembled program's module `snowflake_asm.hw`
+    recorded = module.attributes.get("hw" if isinstance(module, sf.ImageOp) else MACHINE_RECORD)
     if isinstance(recorded, StringAttr):
         try:
             built_for = json.loads(recorded.data)
@@ -232,6 +233,10 @@ def segments_of(module: ModuleOp | sf.ImageOp) -> list[Segment]:
     return segments
 
 
+MACHINE_RECORD = "snowflake_asm.hw"
+"""The module attribute holding a disassembled image's machine record (the fields its code is for)."""
+
+
 def disassemble(image: ProgramImage) -> ModuleOp:
     """The snowflake_asm module of an image; labels `L<pc>` at every branch target."""
     instructions: list[sf.SnowflakeInstruction] = []
@@ -268,4 +273,7 @@ def disassemble(image: ProgramImage) -> ModuleOp:
     default_base = -(-data_end // CODE_ALIGN) * CODE_ALIGN
     code_base = None if image.code_base == default_base else image.code_base
     ops.append(sf.ProgramOp(image.name, body, image.frac_bits, code_base))
-    return ModuleOp(ops)
+    module = ModuleOp(ops)
+    if image.built_for is not None:  # kept, so text -> .sfb gives the same bytes back
+        module.attributes[MACHINE_RECORD] = StringAttr(json.dumps(image.built_for, separators=(",", ":")))
+    return module
