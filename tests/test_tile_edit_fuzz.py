@@ -504,7 +504,7 @@ def e_buffering(layer, rng, hw):
 def _kernel_words(layer: tile.LayerOp, hw: SnowflakeConfig) -> int:
     s = conv_shape_of(layer.shape)
     if layer.gather is not None:
-        from snowir.tile.read import compact_shape
+        from snowir.plan.shapes import compact_shape
 
         s = compact_shape(s, tuple(layer.gather.values().values()))
     return indp_kernel_words(s, hw) if layer.mode.data == tile.ComputeMode.INDP else s.kernel_words

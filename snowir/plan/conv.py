@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from dataclasses import replace
 from snowir.hw import SnowflakeConfig
 from snowir.plan.indp import choose_mode, plan_indp
-from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, Strip, coop_kernels, input_rows, load_cycles,
-                                slice_words, weights_slot_elements, weights_stagger)
+from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, Strip, compact_shape, coop_kernels, gather_of,
+                                input_rows, load_cycles, slice_words, weights_slot_elements, weights_stagger)
 
 
 if TYPE_CHECKING:
@@ -56,21 +56,17 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
         raise LoweringError(f"grouped conv with {s.k // s.groups} output channels per group: only multiples of "
                             f"{kernels} (a kernel tile) are lowered (depthwise convs are not)")
     row = s.w * s.cin
-    if s.cin != s.c and s.groups == 1:
+    gather = gather_of(s)
+    if gather is not None:
         # a conv over a channel slice (split-kernels) read in place would load every channel of
         # its rows: gather the slice's channels pixel by pixel, so strips hold twice the rows and
-        # traces span whole kernel rows
-        compact = replace(s, cin_total=0, c_base=0)
-        plan = _plan_conv(compact, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, mode)
-        sy, sx, w_in = plan.gather[:3] if plan.gather else (1, 1, s.w)
-        return replace(plan, gather=(sy, sx, w_in, s.cin, s.c_base))
-    if s.kh == s.kw == 1 and (s.sy, s.sx) != (1, 1) and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0) \
-            and s.groups == 1 and s.cin == s.c:
-        # a strided 1x1 conv reads 1/(sy*sx) of its input: load only those pixels, so more
-        # output rows share a maps strip and the weights are re-sent for fewer strips
-        compact = replace(s, h=s.oh, w=s.ow, sy=1, sx=1)
-        plan = _plan_conv(compact, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, "COOP")
-        return replace(plan, gather=(s.sy, s.sx, s.w, s.cin, 0))
+        # traces span whole kernel rows; a strided 1x1 conv reads 1/(sy*sx) of its input: load
+        # only those pixels, so more output rows share a maps strip and the weights are re-sent
+        # for fewer strips
+        strided = gather[:2] != (1, 1)
+        plan = _plan_conv(compact_shape(s, gather), hw, in_addr, w_addr, out_addr, loop_order, bypass_addr,
+                          "COOP" if strided else mode)
+        return replace(plan, gather=gather)
     if bypass_addr is not None:
         return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr)
     if s.kernel_words > hw.weights_buffer_elements:

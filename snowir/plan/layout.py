@@ -6,9 +6,10 @@ interleaved per vMAC).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
 import numpy as np
+
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import BIAS_BLOCK, ConvShape, align, coop_kernels, indp_kernel_words, kernels_per_tile
 
@@ -28,13 +29,8 @@ class ConvLayout:
 def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeConfig | None = None) -> ConvLayout:
     in_bytes = s.h * s.w * s.cin * 2
     w_addr = align(in_bytes)
-    if mode == "INDP":
-        hw = hw or SnowflakeConfig()
-        w_bytes = math.ceil(s.k / kernels_per_tile(hw)) * hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
-    else:
-        hw = hw or SnowflakeConfig()
-        kernels = coop_kernels(hw, s)
-        w_bytes = math.ceil(s.k / kernels) * kernels * s.kernel_words * 2
+    hw = hw or SnowflakeConfig()
+    w_bytes = 2 * packed_words(s, mode, packed_kernels(s, mode, hw), hw)
     out_addr = align(w_addr + w_bytes)
     out_bytes = s.oh * s.ow * s.k * 2
     return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, align(out_addr + out_bytes) if bypass else None)
@@ -50,8 +46,6 @@ def pack_weights(w: np.ndarray, b: np.ndarray, tiles: int, kernels: int) -> np.n
     out[:k, :kh * kw * c] = w.transpose(0, 2, 3, 1).reshape(k, -1)
     out[:k, kh * kw * c] = b
     return out.ravel()
-
-
 
 
 def pack_indp(w: np.ndarray, b: np.ndarray, hw: SnowflakeConfig) -> np.ndarray:
@@ -72,3 +66,34 @@ def pack_indp(w: np.ndarray, b: np.ndarray, hw: SnowflakeConfig) -> np.ndarray:
     out[:, :taps * lanes] = groups.transpose(0, 2, 1).reshape(-1, taps * lanes)
     out[:, taps * lanes:taps * lanes + lanes] = bias.reshape(-1, lanes)
     return out.ravel()
+
+
+def packed_kernels(s: ConvShape, mode: str, hw: SnowflakeConfig) -> int:
+    """Kernels per kernel tile of the weight image packed for `mode` (the planner's tile)."""
+    return kernels_per_tile(hw) if mode == "INDP" else coop_kernels(hw, s)
+
+
+def packed_words(s: ConvShape, mode: str, kernels: int, hw: SnowflakeConfig) -> int:
+    """Words of the weight image of a conv packed for `mode` with `kernels` a tile."""
+    if mode == "INDP":
+        return -(-s.k // kernels_per_tile(hw)) * hw.vmacs_per_cu * indp_kernel_words(s, hw)
+    return -(-s.k // kernels) * kernels * s.kernel_words
+
+
+def pack_for(w: np.ndarray, b: np.ndarray, mode: str, kernels: int, hw: SnowflakeConfig) -> np.ndarray:
+    """The weight image packed for `mode`, `kernels` a tile (INDP: the hardware's tile)."""
+    return pack_indp(w, b, hw) if mode == "INDP" else pack_weights(w, b, -(-w.shape[0] // kernels), kernels)
+
+
+def unpack(image: np.ndarray, s: ConvShape, mode: str, hw: SnowflakeConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(K, C, kh, kw) weights and (K,) biases from an image packed for `mode` (the inverse of
+    `pack_for`; the image's size is the caller's to check with `packed_words`)."""
+    taps = s.kh * s.kw * s.c
+    if mode == "INDP":
+        blocks = image.reshape(-1, indp_kernel_words(s, hw))
+        w = blocks[:, :taps * hw.lanes].reshape(-1, taps, hw.lanes).transpose(0, 2, 1).reshape(-1, taps)[:s.k]
+        b = blocks[:, taps * hw.lanes:taps * hw.lanes + hw.lanes].reshape(-1)[:s.k]
+    else:
+        rows = image.reshape(-1, s.kernel_words)
+        w, b = rows[:s.k, :taps], rows[:s.k, taps]
+    return w.reshape(s.k, s.kh, s.kw, s.c).transpose(0, 3, 1, 2).copy(), b.copy()

@@ -50,9 +50,13 @@ def ring_rows(p: PoolShape, hw: SnowflakeConfig) -> int:
     window's rows are separate MAX traces, so they need not be contiguous. Needs room for a
     window and the next output row's new rows, and 16 MAXs per output row (the previous row's
     are then done when the loads behind it are issued)."""
-    n = (hw.maps_buffer_elements - GUARD - 16) // (p.w * p.c)
-    per_row = p.ow * min(p.kh, p.h) * -(-p.c // (16 * hw.cus))
-    return n if n >= p.kh + p.sy and per_row >= hw.vector_queue_depth and p.oh > 1 else 0
+    n = max_pool_rows(p, hw, True)
+    return n if n >= p.kh + p.sy and row_maxs(p, hw) >= hw.vector_queue_depth and p.oh > 1 else 0
+
+
+def row_maxs(p: PoolShape, hw: SnowflakeConfig) -> int:
+    """MAX traces of one output row (a window row each, per group of 16 x CUs channels)."""
+    return p.ow * min(p.kh, p.h) * -(-p.c // (16 * hw.cus))
 
 
 def ring_loads(p: PoolShape, t: PoolTile) -> list[tuple[int, int, int]]:

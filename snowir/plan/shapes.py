@@ -8,7 +8,7 @@ slots, staggering, bypass slices).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from snowir.dialects import snowflake_asm as sf
 from snowir.errors import SnowError
 from snowir.hw import DEFAULT, SnowflakeConfig
@@ -361,3 +361,25 @@ def ring_of(plan: ConvPlan) -> PoolRing:
 def slice_words(plan: ConvPlan) -> int:
     """Words of one slice: a kernel tile's channels of the largest strip's pixels."""
     return max(st.y1 - st.y0 for st in plan.strips) * plan.shape.ow * plan.kernels
+
+
+def gather_of(s: ConvShape) -> tuple[int, int, int, int, int] | None:
+    """Whether a conv gathers its maps pixel by pixel, and how (`ConvPlan.gather`): a conv over a
+    channel slice gathers the slice's channels (and, strided 1x1, its pixels); a strided 1x1 conv
+    gathers its pixels. None: it reads its input as it lies."""
+    strided_1x1 = s.kh == s.kw == 1 and (s.sy, s.sx) != (1, 1) and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0)
+    if s.cin != s.c and s.groups == 1:
+        return (s.sy, s.sx, s.w, s.cin, s.c_base) if strided_1x1 else (1, 1, s.w, s.cin, s.c_base)
+    if strided_1x1 and s.groups == 1:
+        return (s.sy, s.sx, s.w, s.cin, 0)
+    return None
+
+
+def compact_shape(s: ConvShape, gather: tuple[int, int, int, int, int]) -> ConvShape:
+    """The conv over what a gathering layer loads: a channel slice's own channels, and a strided
+    1x1's pixels (each kept pixel a unit step)."""
+    sy, sx = gather[:2]
+    c = replace(s, cin_total=0, c_base=0)
+    if (sy, sx) != (1, 1):
+        c = replace(c, h=c.oh, w=c.ow, sy=1, sx=1)
+    return c

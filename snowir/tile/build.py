@@ -23,9 +23,9 @@ from snowir.nn_util import conv_shape, on_host
 from snowir.plan.conv import plan_conv
 from snowir.plan.fused_pool import fuse, fusing_pays
 from snowir.plan.indp import choose_mode
-from snowir.plan.layout import ConvLayout, conv_layout, pack_indp, pack_weights
+from snowir.plan.layout import ConvLayout, conv_layout, pack_for, packed_kernels, packed_words, unpack
 from snowir.plan.pool import plan_pool_tiles, ring_loads
-from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align, coop_kernels,
+from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align,
                                 indp_kernel_words, input_rows, kernels_per_tile)
 from snowir.resources import int16_array, int16_resource
 
@@ -86,23 +86,20 @@ def _words(value: SSAValue, frac: int) -> np.ndarray:
     return Golden._q(Q(constant_array(owner), element_frac(value)), frac)
 
 
-def packed_words(s: ConvShape, mode: str, kernels: int, hw: SnowflakeConfig) -> int:
-    """Words of the weight image of a conv packed for `mode` with `kernels` a tile."""
-    if mode == "INDP":
-        return -(-s.k // kernels_per_tile(hw)) * hw.vmacs_per_cu * indp_kernel_words(s, hw)
-    return -(-s.k // kernels) * kernels * s.kernel_words
-
-
-def packed_kernels(s: ConvShape, mode: str, hw: SnowflakeConfig) -> int:
-    """Kernels per kernel tile of the weight image packed for `mode`."""
-    return kernels_per_tile(hw) if mode == "INDP" else coop_kernels(hw, s)
-
-
 def weight_image(op: nn.Conv2dOp, s: ConvShape, mode: str, hw: SnowflakeConfig) -> np.ndarray:
     """The DRAM weight image of a quantised conv: kernels + biases packed for the mode."""
     w = constant_array(op.weight.owner)
     bias = _words(op.bias, element_frac(op.output))  # added at the write-back, in the output's format
-    return pack_indp(w, bias, hw) if mode == "INDP" else pack_weights(w, bias, -(-s.k // coop_kernels(hw, s)), coop_kernels(hw, s))
+    return pack_for(w, bias, mode, packed_kernels(s, mode, hw), hw)
+
+
+def weights_region(name: str, lay: ConvLayout, s: ConvShape, mode: str, image: np.ndarray,
+                   hw: SnowflakeConfig) -> tile.DramRegionOp:
+    """The layer's weights region carrying `image`, packed for `mode` with the planner's tile."""
+    w = tile.DramRegionOp(f"{name}.weights", lay.w_addr, lay.w_bytes, "weights", int16_resource(f"{name}_w", image))
+    w.properties["packing"] = tile.ComputeModeAttr(tile.ComputeMode(mode))
+    w.properties["packed_kernels"] = IntegerAttr(packed_kernels(s, mode, hw), i64)
+    return w
 
 
 def tile_base(plan: ConvPlan, strip: Strip, hw: SnowflakeConfig) -> int:
@@ -268,13 +265,8 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     mode = choose_mode(s, hw, bypass, mode)
     lay = conv_layout(s, bypass, mode, hw)
     plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
-    image = weight_image(op, s, mode, hw)
-    ops: list[Operation] = [
-        tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
-        tile.DramRegionOp(f"{name}.weights", lay.w_addr, lay.w_bytes, "weights",
-                          int16_resource(f"{name}_w", image))]
-    ops[1].properties["packing"] = tile.ComputeModeAttr(tile.ComputeMode(mode))
-    ops[1].properties["packed_kernels"] = IntegerAttr(packed_kernels(s, mode, hw), i64)
+    ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
+                            weights_region(name, lay, s, mode, weight_image(op, s, mode, hw), hw)]
     extra: dict = {}
     pool_addr = align(lay.out_addr + lay.out_bytes)
     fused = fusable_pool(op, plan, pool_addr, hw) if fuse_pool else None
@@ -341,12 +333,9 @@ def bare_conv_layer(name: str, s: ConvShape, weights: np.ndarray, bias: np.ndarr
     would write them (tests and benches lower it with tile-to-asm like any other layer)."""
     mode = choose_mode(s, hw, bypass, mode)
     lay = conv_layout(s, bypass, mode, hw)
-    kernels = packed_kernels(s, mode, hw)
-    image = pack_indp(weights, bias, hw) if mode == "INDP" else pack_weights(weights, bias, -(-s.k // kernels), kernels)
-    w = tile.DramRegionOp(f"{name}.weights", lay.w_addr, lay.w_bytes, "weights", int16_resource(f"{name}_w", image))
-    w.properties["packing"] = tile.ComputeModeAttr(tile.ComputeMode(mode))
-    w.properties["packed_kernels"] = IntegerAttr(kernels, i64)
-    ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"), w,
+    image = pack_for(weights, bias, mode, packed_kernels(s, mode, hw), hw)
+    ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
+                            weights_region(name, lay, s, mode, image, hw),
                             tile.DramRegionOp(f"{name}.output", lay.out_addr, lay.out_bytes, "output")]
     if lay.r_addr is not None:
         ops.append(tile.DramRegionOp(f"{name}.bypass", lay.r_addr, lay.out_bytes, "bypass"))
@@ -381,14 +370,10 @@ def repack(layer: tile.LayerOp, mode_name: str, count: int, hw: SnowflakeConfig)
     mode = tile.ComputeMode(mode_name)
     if w.packing.data == mode and w.packed_kernels.value.data == count:  # type: ignore[union-attr]
         return
-    s = conv_shape_of(layer.shape)
-    weights, bias = unpack_weights(s, w, hw)
-    if mode == tile.ComputeMode.INDP:
-        image = pack_indp(weights, bias, hw)
-    else:
-        if count < 1:
-            return
-        image = pack_weights(weights, bias, -(-s.k // count), count)
+    if mode == tile.ComputeMode.COOP and count < 1:
+        return
+    weights, bias = unpack_weights(conv_shape_of(layer.shape), w, hw)
+    image = pack_for(weights, bias, mode.value, count, hw)
     w.properties["value"] = int16_resource(f"{layer.sym_name.data}_w_{mode.value}{count}", image)
     w.properties["packing"] = tile.ComputeModeAttr(mode)
     w.properties["packed_kernels"] = IntegerAttr(count, i64)
@@ -411,14 +396,4 @@ def unpack_weights(s: ConvShape, region: tile.DramRegionOp, hw: SnowflakeConfig)
         raise LoweringError(f"tile.dram_region @{region.sym_name.data}: its image of {image.size} words is not "
                             f"{region.packing.data.value}-packed with {region.packed_kernels.value.data} kernels a tile "  # type: ignore[union-attr]
                             f"({want} words): packing and packed_kernels describe the image as it is")
-    taps = s.kh * s.kw * s.c
-    if region.packing.data == tile.ComputeMode.INDP:  # type: ignore[union-attr]
-        words = hw.lanes * (taps + 1)
-        words += words % 2
-        blocks = image.reshape(-1, words)
-        w = blocks[:, :taps * hw.lanes].reshape(-1, taps, hw.lanes).transpose(0, 2, 1).reshape(-1, taps)[:s.k]
-        b = blocks[:, taps * hw.lanes:taps * hw.lanes + hw.lanes].reshape(-1)[:s.k]
-    else:
-        rows = image.reshape(-1, s.kernel_words)
-        w, b = rows[:s.k, :taps], rows[:s.k, taps]
-    return w.reshape(s.k, s.kh, s.kw, s.c).transpose(0, 3, 1, 2).copy(), b.copy()
+    return unpack(image, s, region.packing.data.value, hw)  # type: ignore[union-attr]

@@ -25,13 +25,13 @@ from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
 from snowir.plan.fused_pool import fusable, group_rows_words
 from snowir.plan.indp import default_rows_per_cu, group_strips, indp_groups, interior_rows
-from snowir.plan.pool import max_pool_rows
-from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, TRACE_CHUNK, coop_kernels, indp_kernel_words,
-                                input_rows, kernels_per_tile, ring_schedule, slice_words)
+from snowir.plan.pool import check_pool_channels, max_pool_rows, row_maxs
+from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, LoweringError, TRACE_CHUNK, coop_kernels,
+                                gather_of, indp_kernel_words, input_rows, kernels_per_tile, ring_schedule, slice_words)
 from snowir.resources import int16_array
-from snowir.tile.build import (conv_shape_of, conv_tile_body, layout_of, packed_words, pool_shape_of, pool_tile_body,
-                               regions_of, repack)
-from snowir.tile.read import TileError, compact_shape, conv_plan_of, kernel_tile_of, maps_tiles_of, pool_tiles_of
+from snowir.tile.build import conv_shape_of, conv_tile_body, layout_of, packed_words, pool_tile_body, regions_of, repack
+from snowir.tile.read import (TileError, compact_shape_of, conv_plan_of, input_rows_of, kernel_tile_of, maps_tiles_of,
+                              pool_tiles_of)
 
 
 def _empty(op: Operation) -> bool:
@@ -51,7 +51,8 @@ def _fill(op: Operation, ops: list[Operation]) -> None:
     if not region.blocks:
         region.add_block(Block())
     for o in ops:
-        o.detach() if o.parent is not None else None
+        if o.parent is not None:
+            o.detach()
         region.block.add_op(o)
 
 
@@ -65,26 +66,19 @@ def derive_layer(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
         _derive_conv(layer, hw)
 
 
-def _conv_shape(layer: tile.LayerOp) -> ConvShape:
-    s = conv_shape_of(layer.shape)
-    if layer.gather is not None:
-        s = compact_shape(s, tuple(layer.gather.values().values()))  # type: ignore[arg-type]
-    return s
-
-
 def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
     tiles = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp | tile.MapsTileOp)]
     if not any(_empty(op) for op in tiles) or layer.mode is None:
         return
     full = conv_shape_of(layer.shape)
-    s = _conv_shape(layer)
+    s = compact_shape_of(layer)
     indp = layer.mode.data == tile.ComputeMode.INDP
     kt = kernel_tile_of(layer)
     if _empty(kt):
         if indp:
             _set(kt, "count", kernels_per_tile(hw))
         _set(kt, "repeat", -(-full.k // max(1, kt._int("count"))))
-        _repack(layer, kt, hw)
+        repack(layer, layer.mode.data.value, kt._int("count"), hw)
         _keep_holding(layer, kt, s, hw)
     maps = [op for op in tiles if isinstance(op, tile.MapsTileOp)]
     for mt in maps:
@@ -96,7 +90,7 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
             groups = indp_groups(s, hw, y0, min(y1, s.oh), per_cu)
             if len(groups) > 1 or groups[0][1] * groups[0][2] != y1 - y0:
                 # one maps tile over several row groups' rows: its row groups
-                for (g0, r, cus), st in zip(groups, group_strips(s, groups)):
+                for (_, r, _), st in zip(groups, group_strips(s, groups)):
                     new = tile.MapsTileOp((st.y0, st.y1), (st.r0, st.r1), 0, -1)
                     _set(new, "cu_rows", r)
                     layer.body.block.insert_op_before(new, mt)
@@ -106,8 +100,7 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
             _set(mt, "cu_rows", groups[0][1])
         else:
             _set(mt, "cu_rows", None)
-        r0, r1 = input_rows(s.h, s.kh, s.sy, s.pt, y0, y1)
-        mt.properties["in_rows"] = DenseArrayBase.from_list(i64, [r0, max(r1, r0 + 1)])
+        mt.properties["in_rows"] = DenseArrayBase.from_list(i64, list(input_rows_of(layer, y0, y1)))
     if indp and all(_empty(mt) for mt in maps_tiles_of(layer)):
         layer.properties["maps_buffering"] = tile.MapsBufferingAttr(tile.MapsBuffering.DOUBLE)
     prev = 0
@@ -135,17 +128,22 @@ def _keep_holding(layer: tile.LayerOp, kt: tile.KernelTileOp, s: ConvShape, hw: 
     tiles = kt._int("repeat")
     kloop_coop = not indp and layer.loop_order is not None and layer.loop_order.data == tile.LoopOrder.KLOOP \
         and conv_shape_of(layer.shape).groups == 1
-    if kt.slot is not None and (words > kt._int("slot") or kt._int("slot") + words > hw.weights_buffer_elements):
+    if kt.slot is not None and not _holds("slot", kt._int("slot"), words, tiles, hw):
         _set(kt, "slot", None)
-    if kt.stagger is not None and (not kloop_coop or kt._int("stagger") >= words
-                                   or words + kt._int("stagger") > hw.weights_buffer_elements):
+    if kt.stagger is not None and (not kloop_coop or not _holds("stagger", kt._int("stagger"), words, tiles, hw)):
         _set(kt, "stagger", None)
-    if kt.resident is not None and (not kloop_coop or tiles * words > hw.weights_buffer_elements):
+    if kt.resident is not None and (not kloop_coop or not _holds("resident", 1, words, tiles, hw)):
         kt.properties.pop("resident")
 
 
-def _repack(layer: tile.LayerOp, kt: tile.KernelTileOp, hw: SnowflakeConfig) -> None:
-    repack(layer, layer.mode.data.value, kt._int("count"), hw)  # type: ignore[union-attr]
+def _holds(how: str, value: int, words: int, tiles: int, hw: SnowflakeConfig) -> bool:
+    """Whether kernel tiles of `words` a kernel fit the weights buffer held `how`: two slots
+    from 0 and `value`, staggered at 0 and F = `value`, or `tiles` of them resident."""
+    if how == "slot":
+        return words <= value and value + words <= hw.weights_buffer_elements
+    if how == "stagger":
+        return value < words and words + value <= hw.weights_buffer_elements
+    return tiles * words <= hw.weights_buffer_elements
 
 
 def _derive_pool(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
@@ -154,15 +152,11 @@ def _derive_pool(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
     maps = [op for op in layer.body.block.ops if isinstance(op, tile.MapsTileOp)]
     if not any(_empty(mt) for mt in maps):
         return
-
-    p = pool_shape_of(layer.shape)
     for mt in maps:
         if _empty(mt):
-            y0, y1 = mt._ints("out_rows")
-            r0, r1 = input_rows(p.h, p.kh, p.sy, p.pt, y0, y1)
-            mt.properties["in_rows"] = DenseArrayBase.from_list(i64, [r0, max(r1, r0 + 1)])
+            mt.properties["in_rows"] = DenseArrayBase.from_list(i64, list(input_rows_of(layer, *mt._ints("out_rows"))))
             _set(mt, "overlap", 0)
-    _, tiles = pool_tiles_of(layer)
+    p, tiles = pool_tiles_of(layer)
     for mt, op in zip(maps, pool_tile_body(p, tiles, hw)):
         if _empty(mt):
             _fill(mt, tile.body_ops(op))
@@ -250,17 +244,6 @@ def check_layer(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
         raise TileError(layer, f"{layer.kind.data.value} layers are not lowered to Snowflake")
 
 
-def gather_of(s: ConvShape) -> tuple[int, int, int, int, int] | None:
-    """The gather a conv's shape implies when it gathers (plan/conv.py's choice): a channel
-    slice's channels (and a strided 1x1's pixels); a strided 1x1's pixels. None: it cannot."""
-    strided_1x1 = s.kh == s.kw == 1 and (s.sy, s.sx) != (1, 1) and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0)
-    if s.cin != s.c and s.groups == 1:
-        return (s.sy, s.sx, s.w, s.cin, s.c_base) if strided_1x1 else (1, 1, s.w, s.cin, s.c_base)
-    if strided_1x1 and s.groups == 1:
-        return (s.sy, s.sx, s.w, s.cin, 0)
-    return None
-
-
 def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     full = conv_shape_of(layer.shape)
     s = plan.shape
@@ -302,7 +285,7 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
             if chunk < hw.lanes or plan.w_slot + chunk + BIAS_BLOCK > hw.weights_buffer_elements:
                 raise TileError(layer, f"kernel tile: slot {plan.w_slot}: two chunks of a kernel larger than the "
                                        f"buffer must fit its {hw.weights_buffer_elements} words")
-        elif words > plan.w_slot or plan.w_slot + words > hw.weights_buffer_elements:
+        elif not _holds("slot", plan.w_slot, words, plan.tiles, hw):
             raise TileError(layer, f"kernel tile: slot {plan.w_slot}: a kernel's {words} words must fit below it and "
                                    f"above it within the {hw.weights_buffer_elements}-word weights buffer")
     elif fc:
@@ -317,13 +300,13 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
         if s.kh == s.kw == 1 and (unrolled or plan.bypass_addr is not None):
             raise TileError(layer, "kernel tile: stagger: this 1x1 conv's pixel code uses the stagger's registers "
                                    "(remove it)")
-        if plan.stagger % 2 or plan.stagger >= words or words + plan.stagger > hw.weights_buffer_elements:
+        if plan.stagger % 2 or not _holds("stagger", plan.stagger, words, plan.tiles, hw):
             raise TileError(layer, f"kernel tile: stagger {plan.stagger} must be even, below the kernel's {words} words, "
                                    f"and the kernel at it within the {hw.weights_buffer_elements}-word buffer")
     if plan.resident_weights:
         if not kloop_coop or fc:
             raise TileError(layer, "kernel tile: resident applies to ungrouped COOP Kloop layers (remove it)")
-        if plan.tiles * words > hw.weights_buffer_elements:
+        if not _holds("resident", 1, words, plan.tiles, hw):
             raise TileError(layer, f"kernel tile: resident: {plan.tiles} tiles of {words} words exceed the "
                                    f"{hw.weights_buffer_elements}-word weights buffer")
     # loop order
@@ -458,8 +441,10 @@ def _check_ring(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> Non
 
 def check_pool(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
     p, tiles = pool_tiles_of(layer)
-    if p.c % 16 and p.c > 16 * hw.cus:
-        raise TileError(layer, f"max pool over {p.c} channels: multiples of 16, or fewer than {16 * hw.cus}")
+    try:
+        check_pool_channels(p, hw)
+    except LoweringError as e:
+        raise TileError(layer, str(e)) from None
     maps = maps_tiles_of(layer)
     _cover(layer, [(t.strip.y0, t.strip.y1) for t in tiles], p.oh)
     buffering = layer.maps_buffering.data  # type: ignore[union-attr]
@@ -472,8 +457,8 @@ def check_pool(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
             raise TileError(layer, f"maps tile {i}: a max pool's maps are broadcast to every CU (cu = -1, no cu_rows)")
         _in_rows(layer, i, mt, input_rows(p.h, p.kh, p.sy, p.pt, st.y0, st.y1), 0)
         if t.ring:
-            per_row = p.ow * min(p.kh, p.h) * -(-p.c // (16 * hw.cus))
-            if t.ring < p.kh + p.sy or t.ring * row + GUARD + 16 > hw.maps_buffer_elements:
+            per_row = row_maxs(p, hw)
+            if t.ring < p.kh + p.sy or t.ring > max_pool_rows(p, hw, True):
                 raise TileError(layer, f"maps tile {i}: ring {t.ring}: at least {p.kh + p.sy} rows (a window and the "
                                        f"next row's) and at most {max_pool_rows(p, hw, True)} in the buffer")
             if per_row < hw.vector_queue_depth and st.y1 - st.y0 > 1:

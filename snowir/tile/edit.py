@@ -23,10 +23,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import input_rows
-from snowir.tile.build import conv_shape_of, pool_shape_of
 from snowir.tile.check import derive_layer
-from snowir.tile.read import compact_shape
+from snowir.tile.read import input_rows_of
 
 
 def maps_rows(layer: tile.LayerOp) -> list[tuple[int, int]]:
@@ -50,7 +48,7 @@ def set_maps_rows(layer: tile.LayerOp, rows: Sequence[tuple[int, int]]) -> None:
     prev = 0
     for i, (y0, y1) in enumerate(rows):
         source = next((mt for mt in old if mt._ints("out_rows")[0] < y1 and mt._ints("out_rows")[1] > y0), old[-1])
-        r0, r1 = tile_input_rows(layer, y0, y1)
+        r0, r1 = input_rows_of(layer, y0, y1)
         new = tile.MapsTileOp((y0, y1), (r0, r1), max(0, prev - r0) if i else 0, -1)
         prev = r1
         _empty(new)  # written empty: derived at tile-to-asm
@@ -60,19 +58,6 @@ def set_maps_rows(layer: tile.LayerOp, rows: Sequence[tuple[int, int]]) -> None:
         Rewriter.insert_op(new, InsertPoint.before(old[0]))
     for mt in old:
         Rewriter.erase_op(mt)
-
-
-def tile_input_rows(layer: tile.LayerOp, y0: int, y1: int) -> tuple[int, int]:
-    """Input rows [r0, r1) output rows [y0, y1) of the layer read (of a gathering conv's compact input)."""
-    if isinstance(layer.shape, tile.PoolShapeAttr):
-        p = pool_shape_of(layer.shape)
-        r0, r1 = input_rows(p.h, p.kh, p.sy, p.pt, y0, y1)
-    else:
-        s = conv_shape_of(layer.shape)  # type: ignore[arg-type]
-        if layer.gather is not None:
-            s = compact_shape(s, tuple(layer.gather.values().values()))  # type: ignore[arg-type]
-        r0, r1 = input_rows(s.h, s.kh, s.sy, s.pt, y0, y1)
-    return r0, max(r1, r0 + 1)
 
 
 def _empty(op: tile.KernelTileOp | tile.MapsTileOp) -> None:

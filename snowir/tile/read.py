@@ -7,7 +7,6 @@ lists them), so an edit of any of them changes the plan, and tile-to-asm's code 
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import PassFailedException
@@ -15,7 +14,7 @@ from xdsl.utils.exceptions import PassFailedException
 from snowir.dialects import nn, tile
 from snowir.errors import SnowError
 from snowir.nn_util import on_host
-from snowir.plan.shapes import ConvPlan, ConvShape, PoolShape, PoolTile, Strip
+from snowir.plan.shapes import ConvPlan, ConvShape, PoolShape, PoolTile, Strip, compact_shape, input_rows
 from snowir.tile.build import conv_shape_of, pool_shape_of, regions_of
 
 
@@ -26,14 +25,28 @@ class TileError(SnowError):
         super().__init__(f"layer @{layer.sym_name.data}: {message}")
 
 
-def compact_shape(s: ConvShape, gather: tuple[int, int, int, int, int]) -> ConvShape:
-    """The conv over what a gathering layer loads: a channel slice's own channels, and a strided
-    1x1's pixels (each kept pixel a unit step)."""
-    sy, sx = gather[:2]
-    c = replace(s, cin_total=0, c_base=0)
-    if (sy, sx) != (1, 1):
-        c = replace(c, h=c.oh, w=c.ow, sy=1, sx=1)
-    return c
+def compact_shape_of(layer: tile.LayerOp) -> ConvShape:
+    """A conv layer's shape over what it loads (its `gather`'s compact input, else its own)."""
+    s = conv_shape_of(layer.shape)  # type: ignore[arg-type]
+    gather = gather_in(layer)
+    return compact_shape(s, gather) if gather is not None else s
+
+
+def gather_in(layer: tile.LayerOp) -> tuple[int, int, int, int, int] | None:
+    """The layer's `gather` as ConvPlan.gather's tuple."""
+    return tuple(layer.gather.values().values()) if layer.gather is not None else None  # type: ignore[return-value]
+
+
+def input_rows_of(layer: tile.LayerOp, y0: int, y1: int) -> tuple[int, int]:
+    """Input rows [r0, r1) output rows [y0, y1) of the layer read (a gathering conv's compact
+    input's), at least one: a maps tile's `in_rows`."""
+    if isinstance(layer.shape, tile.PoolShapeAttr):
+        p = pool_shape_of(layer.shape)
+        r0, r1 = input_rows(p.h, p.kh, p.sy, p.pt, y0, y1)
+    else:
+        s = compact_shape_of(layer)
+        r0, r1 = input_rows(s.h, s.kh, s.sy, s.pt, y0, y1)
+    return r0, max(r1, r0 + 1)
 
 
 def kernel_tile_of(layer: tile.LayerOp) -> tile.KernelTileOp:
@@ -81,7 +94,6 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
         raise TileError(layer, "no loop_order: run tile-loop-order first (or write Kloop / Mloop)")
     if layer.mode is None:
         raise TileError(layer, "no mode (COOP or INDP)")
-    s = conv_shape_of(layer.shape)
     regions = regions_of(layer)
     in_addr, w_addr = _offset(layer, regions, "maps"), _offset(layer, regions, "weights")
     pool = pool_shape_of(layer.pool) if layer.pool is not None else None
@@ -90,7 +102,6 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
     bypass = _offset(layer, regions, "bypass") if "bypass" in regions else None
     kt = kernel_tile_of(layer)
     tiles = maps_tiles_of(layer)
-    gather = tuple(layer.gather.values().values()) if layer.gather is not None else None
     mode = layer.mode.data.value
     slices = tuple(int(v) for v in layer.bypass_slices.get_values()) if layer.bypass_slices is not None else ()
     cu_rows: tuple[int, ...] = ()
@@ -101,10 +112,10 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
                                    "(or write its body empty `{}` to derive it)")
         cu_rows = tuple(mt._int("cu_rows") for mt in tiles)
     return ConvPlan(
-        compact_shape(s, gather) if gather is not None else s,  # type: ignore[arg-type]
+        compact_shape_of(layer),
         strips_of(layer, tiles), kt._int("repeat"), kt._int("count"), kt.slot is not None,
         in_addr, w_addr, out_addr, mode, layer.loop_order.data.value, bypass, cu_rows,
-        gather, kt.resident is not None, bool(slices), pool, pool_out,  # type: ignore[arg-type]
+        gather_in(layer), kt.resident is not None, bool(slices), pool, pool_out,  # type: ignore[arg-type]
         kt._int("slot") if kt.slot is not None else 0, kt._int("stagger") if kt.stagger is not None else 0,
         slices, tuple(int(v) for v in layer.pool_slots.get_values()) if layer.pool_slots is not None else ())
 
