@@ -520,36 +520,32 @@ def _switch(kt: tile.KernelTileOp, rng, keep: str) -> str:
     return f" ({', '.join(gone)} removed)" if gone else ""
 
 
-def e_slot(layer, rng, hw):
+def _kernel_tile_int(layer, rng, hw, name: str, choices) -> Edit:
+    """The kernel tile's `name` (slot or stagger) set to one of `choices(words, buffer)` or removed,
+    the others of the three maybe dropped, the body maybe written empty."""
     _conv(layer)
     kt = _kt(layer)
     words, buf = _kernel_words(layer, hw), hw.weights_buffer_elements
-    old = kt._int("slot") if kt.slot is not None else None
-    new = rng.choice([None, words, words + 2, buf // 2, buf - words, buf - words + 2, words - 2, 2 * words, buf])
+    old = kt._int(name) if name in kt.properties else None
+    new = rng.choice(choices(words, buf))
     if new == old or (new is not None and new < 0):
         raise NotApplicable
     empty = rng.random() < 0.4
-    _set(kt, "slot", new)
-    switched = _switch(kt, rng, "slot") if new is not None else ""
+    _set(kt, name, new)
+    switched = _switch(kt, rng, name) if new is not None else ""
     if empty:
         _empty(kt)
-    return Edit(f"kernel tile slot {old} -> {new}{switched} (a kernel: {words} words), {_body_note(empty)}")
+    return Edit(f"kernel tile {name} {old} -> {new}{switched} (a kernel: {words} words), {_body_note(empty)}")
+
+
+def e_slot(layer, rng, hw):
+    return _kernel_tile_int(layer, rng, hw, "slot", lambda words, buf: [
+        None, words, words + 2, buf // 2, buf - words, buf - words + 2, words - 2, 2 * words, buf])
 
 
 def e_stagger(layer, rng, hw):
-    _conv(layer)
-    kt = _kt(layer)
-    words, buf = _kernel_words(layer, hw), hw.weights_buffer_elements
-    old = kt._int("stagger") if kt.stagger is not None else None
-    new = rng.choice([None, 0, 2, 8, 64, words // 2 // 2 * 2, words - 2, words, words + 2, buf - words, 7])
-    if new == old or (new is not None and new < 0):
-        raise NotApplicable
-    empty = rng.random() < 0.4
-    _set(kt, "stagger", new)
-    switched = _switch(kt, rng, "stagger") if new is not None else ""
-    if empty:
-        _empty(kt)
-    return Edit(f"kernel tile stagger {old} -> {new}{switched} (a kernel: {words} words), {_body_note(empty)}")
+    return _kernel_tile_int(layer, rng, hw, "stagger", lambda words, buf: [
+        None, 0, 2, 8, 64, words // 2 // 2 * 2, words - 2, words, words + 2, buf - words, 7])
 
 
 def e_resident(layer, rng, hw):
