@@ -7,7 +7,7 @@ maps tiles with their rows, buffering and row groups, kernel tiles with their co
 stagger or residency, the weights packing, bypass slices, gather, a fused pool and its ring
 slots, a pool's strips or rings), after tiles written with an empty body `{}` have been
 derived (snowir/tile/check.py: derive_layer) and the layer checked against the configuration
-in use (check_layer). An edit either changes the code or is refused in one line naming what
+in use (check_conv, check_pool). An edit either changes the code or is refused in one line naming what
 may be edited instead. The code is straightforward: loads in program order as the generator places them,
 every LD on load unit 0 (`balance-loads` spreads them), delay slots left as no-ops where the
 generator has nothing of the loop's own to put (`fill-delay-slots` fills them), nothing
@@ -40,7 +40,7 @@ from snowir.dialects import snowflake_asm as sf, tile
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import LoweringError
 from snowir.tile.build import regions_of
-from snowir.tile.check import check_layer, derive_layer
+from snowir.tile.check import check_conv, check_pool, derive_layer
 from snowir.tile.read import TileError, conv_plan_of, pool_tiles_of
 
 SEGMENTS = {"maps": ("x", sf.SegmentKind.INPUT), "weights": ("w", sf.SegmentKind.DATA),
@@ -57,17 +57,20 @@ def layer_code(layer: tile.LayerOp, hw: SnowflakeConfig, cache: dict[Hashable, l
     for `hw`); layers with equal decisions get clones of one generated program."""
     try:
         derive_layer(layer, hw)
-        check_layer(layer, hw)
         if layer.kind.data == tile.LayerKind.CONV:
             plan = conv_plan_of(layer)
+            check_conv(layer, plan, hw)
             key: Hashable = ("conv", plan)
             generate = lambda: generate_conv(plan, hw).ops  # noqa: E731
-        else:
+        elif layer.kind.data == tile.LayerKind.MAXPOOL:
             p, tiles = pool_tiles_of(layer)
+            check_pool(layer, p, tiles, hw)
             regions = regions_of(layer)
             addrs = (regions["maps"].offset.value.data, regions["output"].offset.value.data)
             key = ("pool", p, addrs, tuple(tiles))
             generate = lambda: generate_pool(p, hw, *addrs, tiles).ops  # noqa: E731
+        else:
+            raise TileError(layer, f"{layer.kind.data.value} layers are not lowered to Snowflake")
         if key not in cache:
             cache[key] = generate()
             return cache[key]

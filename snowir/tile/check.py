@@ -26,8 +26,7 @@ from snowir.hw import SnowflakeConfig
 from snowir.plan.fused_pool import fusable, group_rows_words
 from snowir.plan.indp import default_rows_per_cu, group_strips, indp_groups, interior_rows
 from snowir.plan.pool import check_pool_channels, max_pool_rows, row_maxs
-from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, LoweringError, TRACE_CHUNK, coop_kernels,
-                                gather_of, indp_kernel_words, input_rows, kernels_per_tile, ring_schedule, slice_words)
+from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, ConvShape, GUARD, LoweringError, PoolShape, PoolTile, TRACE_CHUNK, coop_kernels, gather_of, indp_kernel_words, input_rows, kernels_per_tile, ring_schedule, slice_words
 from snowir.resources import int16_array
 from snowir.tile.build import conv_shape_of, conv_tile_body, layout_of, packed_words, pool_tile_body, regions_of, repack
 from snowir.tile.read import (TileError, compact_shape_of, conv_plan_of, input_rows_of, kernel_tile_of, maps_tiles_of,
@@ -239,7 +238,7 @@ def check_layer(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
     if layer.kind.data == tile.LayerKind.CONV:
         check_conv(layer, conv_plan_of(layer), hw)
     elif layer.kind.data == tile.LayerKind.MAXPOOL:
-        check_pool(layer, hw)
+        check_pool(layer, *pool_tiles_of(layer), hw)
     else:
         raise TileError(layer, f"{layer.kind.data.value} layers are not lowered to Snowflake")
 
@@ -439,8 +438,7 @@ def _check_ring(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> Non
         raise TileError(layer, f"pool_slots: slots of {size} words overlap")
 
 
-def check_pool(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
-    p, tiles = pool_tiles_of(layer)
+def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: SnowflakeConfig) -> None:
     try:
         check_pool_channels(p, hw)
     except LoweringError as e:
