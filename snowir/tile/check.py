@@ -8,8 +8,8 @@ an INDP maps tile over several row groups' rows split into its row groups; a ker
 `repeat`, and in INDP its `count`), the weights repacked when the layer's mode or kernel count
 no longer matches the image's `packing`, and then its loads and windows derived.
 
-`check_layer`: every rule the code generators rely on, one line naming the layer, the op and
-the rule when broken (and what may be edited instead). Loads and windows written out must be
+`check_conv`, `check_pool`: every rule the code generators rely on, one line naming the layer,
+the op and the rule when broken (and what may be edited instead). Loads and windows written out must be
 the ones the attributes imply: the generators follow the attributes, so a load edited alone
 is refused rather than ignored.
 """
@@ -232,15 +232,6 @@ def _regions(layer: tile.LayerOp, sizes: dict[str, int]) -> None:
     for (a0, a1, an), (b0, _, bn) in zip(spans, spans[1:]):
         if b0 < a1:
             raise TileError(layer, f"tile.dram_region @{bn} overlaps @{an}")
-
-
-def check_layer(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
-    if layer.kind.data == tile.LayerKind.CONV:
-        check_conv(layer, conv_plan_of(layer), hw)
-    elif layer.kind.data == tile.LayerKind.MAXPOOL:
-        check_pool(layer, *pool_tiles_of(layer), hw)
-    else:
-        raise TileError(layer, f"{layer.kind.data.value} layers are not lowered to Snowflake")
 
 
 def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None:
