@@ -163,10 +163,14 @@ def _derive_pool(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
 
 # ---------------------------------------------------------------------------------- check
 
+NOT_SCHEDULE = ("unit", "load_id")
+"""tile.load fields a body comparison leaves out: load units are balance-loads' decision (checked
+apart), load IDs number the layer's loads (a label)."""
+
+
 def _schedule_key(op: Operation) -> Hashable:
-    """What a tile op says about the schedule: its name, properties and children (load units
-    are balance-loads' decision, checked apart; load IDs number the layer's loads, a label)."""
-    props = tuple(sorted(((k, v) for k, v in op.properties.items() if k not in ("unit", "load_id")),
+    """What a tile op says about the schedule: its name, properties but NOT_SCHEDULE, children."""
+    props = tuple(sorted(((k, v) for k, v in op.properties.items() if k not in NOT_SCHEDULE),
                          key=lambda kv: kv[0]))
     children = tuple(_schedule_key(c) for r in op.regions for c in tile.body_ops(op)) if op.regions else ()
     return op.name, props, children
@@ -188,7 +192,7 @@ def check_bodies(layer: tile.LayerOp, want: list[Operation]) -> None:
     for a, b in zip(have, want):
         if _schedule_key(a) != _schedule_key(b):
             ka, kb = dict(a.properties), dict(b.properties)
-            diff = sorted(k for k in ka.keys() | kb.keys() if k not in ("unit", "load_id") and ka.get(k) != kb.get(k))
+            diff = sorted(k for k in ka.keys() | kb.keys() if k not in NOT_SCHEDULE and ka.get(k) != kb.get(k))
             if diff:
                 raise TileError(layer, f"{_what(layer, a)}: {diff[0]} is derived from the other attributes "
                                        f"(write the tile's body empty `{{}}` to recompute it)")
