@@ -296,6 +296,10 @@ class LayerOp(TileOperation):
     bypass_slices = opt_prop_def(DenseArrayBase[I64])
     """A residual conv's bypass in per-kernel-tile slices (snowir/codegen/bypass_slices.py): the
     maps-buffer words of the two slices the kernel tiles take in turn."""
+    fence = opt_prop_def(UnitAttr)
+    """In a whole-model program: the layer's first loads wait until the previous layer's vector
+    ops are done (a vector queue's depth of VMOVs), because they may overwrite buffer words those
+    ops still read. Without it they issue while the previous layer drains (allocate-dram decides)."""
     body = region_def("single_block")
     traits = traits_def(NoTerminator(), SymbolOpInterface())
     assembly_format = "$sym_name $kind attr-dict-with-keyword $body"
@@ -366,6 +370,9 @@ class DramRegionOp(TileOperation):
     """The weight image's layout: COOP (kernel after kernel, each with its bias block) or INDP
     (16 kernels interleaved per vMAC); `packed_kernels` kernels per kernel tile."""
     packed_kernels = opt_prop_def(IntegerAttr[I64])
+    tensor = opt_prop_def(StringAttr)
+    """The `tile.tensor` of the model's `tile.dram_plan` the region is (allocate-dram): the
+    region then sits at the tensor's offset, shared with the layers that also read or write it."""
     traits = traits_def(HasParent(LayerOp), SymbolOpInterface())
     assembly_format = "$sym_name attr-dict"
 
@@ -565,6 +572,100 @@ class WindowOp(TileOperation):
         self._nonneg("start", "out_addr")
 
 
+@irdl_op_definition
+class TensorOp(TileOperation):
+    """A DRAM buffer of the model's plan: an activation (a tensor the device reads or writes),
+    a layer's weights, or a layer's scratch, live from layer `live[0]` to layer `live[1]`
+    (positions of the module's `tile.layer`s) inclusive."""
+
+    name = "tile.tensor"
+    sym_name = prop_def(SymbolNameConstraint())
+    offset = prop_def(IntegerAttr[I64])
+    size = prop_def(IntegerAttr[I64])
+    live = prop_def(DenseArrayBase[I64])
+    role = prop_def(StringAttr)
+    traits = traits_def(SymbolOpInterface())
+    assembly_format = "$sym_name attr-dict"
+
+    ROLES: ClassVar[tuple[str, ...]] = ("activation", "weights", "scratch")
+
+    def __init__(self, name: str, offset: int, size: int, live: tuple[int, int], role: str):
+        super().__init__(properties={"sym_name": StringAttr(name), "offset": _i64(offset), "size": _i64(size),
+                                     "live": _arr(live), "role": StringAttr(role)})
+
+    def verify_(self) -> None:
+        self._no_stray_attributes()
+        self._nonneg("offset")
+        self._positive("size")
+        live = self._ints("live")
+        if len(live) != 2 or not 0 <= live[0] <= live[1]:
+            self._fail(f"@{self.sym_name.data}: live must be [first, last] layer positions, first <= last")
+        if self.role.data not in self.ROLES:
+            self._fail(f"@{self.sym_name.data}: role '{self.role.data}' is not one of {', '.join(self.ROLES)}")
+
+
+@irdl_op_definition
+class DramPlanOp(TileOperation):
+    """The model's DRAM plan (allocate-dram): every buffer the device layers use, by liveness.
+    Two tensors live at the same layer never overlap; a layer's `tile.dram_region` naming a
+    tensor sits at its offset, fits it, and is used while it is live."""
+
+    name = "tile.dram_plan"
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator())
+    assembly_format = "attr-dict-with-keyword $body"
+
+    def __init__(self, tensors: Sequence[TensorOp]):
+        super().__init__(regions=[Region(Block(tensors))])
+
+    def tensors(self) -> dict[str, TensorOp]:
+        return {op.sym_name.data: op for op in self.body.block.ops if isinstance(op, TensorOp)}
+
+    def verify_(self) -> None:
+        self._no_stray_attributes()
+        for op in self.body.block.ops:
+            if not isinstance(op, TensorOp):
+                raise VerifyException(f"tile.dram_plan: '{op.name}' cannot appear in a DRAM plan")
+        tensors = sorted(self.tensors().values(), key=lambda t: t._int("offset"))
+        for i, a in enumerate(tensors):
+            a_end, (a0, a1) = a._int("offset") + a._int("size"), a._ints("live")
+            for b in tensors[i + 1:]:
+                if b._int("offset") >= a_end:
+                    break
+                b0, b1 = b._ints("live")
+                if a0 <= b1 and b0 <= a1:
+                    raise VerifyException(
+                        f"tile.dram_plan: tensors @{a.sym_name.data} and @{b.sym_name.data} overlap in DRAM "
+                        f"and are both live at layer {max(a0, b0)}")
+        self._check_layers()
+
+    def _check_layers(self) -> None:
+        module = self.parent_op()
+        if module is None:
+            return
+        tensors = self.tensors()
+        layers = [op for op in module.regions[0].block.ops if isinstance(op, LayerOp)]
+        for position, layer in enumerate(layers):
+            for region in layer.body.block.ops:
+                if not isinstance(region, DramRegionOp) or region.tensor is None:
+                    continue
+                where = f"tile.layer @{layer.sym_name.data}: tile.dram_region @{region.sym_name.data}"
+                t = tensors.get(region.tensor.data)
+                if t is None:
+                    raise VerifyException(f"{where}: tensor @{region.tensor.data} is not in the tile.dram_plan")
+                if region.offset.value.data != t._int("offset"):
+                    raise VerifyException(f"{where}: offset {region.offset.value.data} is not its tensor "
+                                          f"@{t.sym_name.data}'s {t._int('offset')} (edit the plan's tensor, "
+                                          "or write the region's offset to match)")
+                if region.size.value.data > t._int("size"):
+                    raise VerifyException(f"{where}: {region.size.value.data} bytes do not fit its tensor "
+                                          f"@{t.sym_name.data} of {t._int('size')}")
+                first, last = t._ints("live")
+                if not first <= position <= last:
+                    raise VerifyException(f"{where}: its tensor @{t.sym_name.data} is live at layers "
+                                          f"[{first}, {last}], not at this one ({position})")
+
+
 FIELD_DOCS: dict[str, str] = {
     # what each attribute means for the code tile-to-asm generates (docs/dialects.md is generated
     # from this table; tests/test_dialects.py checks every property of every tile op is in it)
@@ -624,6 +725,13 @@ FIELD_DOCS: dict[str, str] = {
     "tile.window.out_addr": "Output byte address of the first window.",
     "tile.window.bias_vmov": "A bias VMOV before each kernel iteration.",
     "tile.window.bypass_vmov": "A bypass VMOV per write-back MAC (residual add).",
+    "tile.layer.fence": "Whole-model programs: the layer's loads wait for the previous layer's vector ops (set where "
+                        "its first loads could overwrite buffer words those still read); absent: they overlap.",
+    "tile.dram_region.tensor": "The tile.dram_plan tensor the region is (allocate-dram); its offset must be the tensor's.",
+    "tile.tensor.sym_name": "The buffer's name (segment name in the lowered program).",
+    "tile.tensor.offset": "Byte address in the model's DRAM.", "tile.tensor.size": "Bytes.",
+    "tile.tensor.live": "[first, last] positions of the module's tile.layers that use it; no live neighbour overlaps.",
+    "tile.tensor.role": "activation (written by a layer or the host, read by later ones), weights, or scratch.",
 }
 """Loads and windows are derived from the attributes: written out, they must be the ones the
 attributes imply (an edit of one alone is refused); written empty `{}`, they are derived."""
@@ -631,7 +739,7 @@ attributes imply (an edit of one alone is refused); written empty `{}`, they are
 
 Tile = Dialect(
     "tile",
-    [LayerOp, DramRegionOp, KernelTileOp, MapsTileOp, LoadOp, WindowOp],
+    [LayerOp, DramRegionOp, KernelTileOp, MapsTileOp, LoadOp, WindowOp, DramPlanOp, TensorOp],
     [ComputeModeAttr, LoopOrderAttr, LayerKindAttr, BufferKindAttr, MapsBufferingAttr, ConvShapeAttr, GatherAttr,
      PoolShapeAttr],
 )

@@ -34,10 +34,12 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "nn-to-tile": p("convert.nn_to_tile", "NNToTilePass"),
         "tile-loop-order": p("tile.tile_loop_order", "TileLoopOrderPass"),
         "tile-rows": p("tile.tile_rows", "TileRowsPass"),
+        "allocate-dram": p("tile.allocate_dram", "AllocateDramPass"),
         "tile-to-asm": p("convert.tile_to_asm", "TileToAsmPass"),
         "balance-loads": p("asm.balance_loads", "BalanceLoadsPass"),
         "schedule-asm": p("asm.schedule_asm", "ScheduleAsmPass"),
         "fill-delay-slots": p("asm.fill_delay_slots", "FillDelaySlotsPass"),
+        "link-segments": p("asm.link_segments", "LinkSegmentsPass"),
         "icache-banking": p("asm.icache_banking", "IcacheBankingPass"),
         "snowflake-lower": p("pipelines", "SnowflakeLowerPass"),
     }

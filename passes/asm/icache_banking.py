@@ -10,6 +10,10 @@ block by padding with NOPs before it; execution falls through from one block int
 Programs of one block are left alone, and so are programs that already load the cache
 (banked before). Module-level programs and the programs of `snowflake_asm.image`s are
 banked. r30 and r31 are reserved for the inserted loads.
+
+The segment programs of a whole model (`dram = "model"`, link-segments) share one DRAM: their
+code is placed one after the other above every image's data, each program at the next
+4 KB boundary after the previous one's banked end.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntAttr, ModuleOp
+from xdsl.dialects.builtin import IntAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
@@ -146,8 +150,16 @@ class IcacheBankingPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
         containers = [op, *(o for o in op.ops if isinstance(o, sf.ImageOp))]
+        shared = [c for c in containers if c.attributes.get("dram") == StringAttr("model")]
+        cursor = max((_code_base(c) for c in shared), default=0)  # above every segment's data
         for container in containers:
-            base = _code_base(container)
+            base = cursor if container in shared else _code_base(container)
             for program in container.body.block.ops:
                 if isinstance(program, sf.ProgramOp) and not is_banked(program):
                     bank_program(program, program.code_base.data if program.code_base else base, hw)
+                if isinstance(program, sf.ProgramOp) and container in shared:
+                    if program.code_base is None:  # one block, left alone: placed all the same
+                        program.properties["code_base"] = IntAttr(base)
+                    start = program.code_base.data
+                    end = start + 4 * sum(1 for o in body_ops(program) if type(o) is not sf.LabelOp)
+                    cursor = max(cursor, -(-end // CODE_ALIGN) * CODE_ALIGN)

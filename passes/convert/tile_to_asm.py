@@ -15,7 +15,11 @@ reordered (`schedule-asm`). Layers whose plans are equal share one generated pro
 
 Segments inside an image: `@x` (input maps), `@w` (weights, with data), `@y` (output), `@r`
 (residual input), `@slack` (pool scratch), `@t` (a fused pool's conv output, scratch); the
-program is `@code`. A conv layer with a fused max pool (`pool`) gives one image, `fused =
+program is `@code`. In a model with a DRAM plan (allocate-dram) the segments are the plan's
+tensors instead, named as they are there and at their addresses (a layer's `@y` is the next one's
+input), each image is marked `dram = "model"`, and every program starts with the state a layer
+assumes of a fresh machine (write-back mask, CU stride; after a `fence`, once the previous
+layer's vector ops are done): link-segments then joins them into one program per segment. A conv layer with a fused max pool (`pool`) gives one image, `fused =
 "max_pool"`, whose `@y` is the pool's output; both nn ops name it. The nn op that named the
 layer (`tile = "..."`) now names the image (`image = "..."`).
 """
@@ -34,6 +38,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.asm_analysis import outside_programs
+from snowir.codegen.builder import layer_prologue
 from snowir.codegen.conv import generate_conv
 from snowir.codegen.pool import generate_pool
 from snowir.dialects import snowflake_asm as sf, tile
@@ -42,6 +47,7 @@ from snowir.plan.shapes import LoweringError
 from snowir.tile.build import regions_of
 from snowir.tile.check import check_conv, check_pool, derive_layer
 from snowir.tile.read import TileError, conv_plan_of, pool_tiles_of
+from snowir.codegen.traces import R_TMP
 
 SEGMENTS = {"maps": ("x", sf.SegmentKind.INPUT), "weights": ("w", sf.SegmentKind.DATA),
             "output": ("y", sf.SegmentKind.OUTPUT), "bypass": ("r", sf.SegmentKind.INPUT),
@@ -87,6 +93,8 @@ def layer_image(layer: tile.LayerOp, code: list[Operation]) -> sf.ImageOp:
         if label not in SEGMENTS:
             continue
         name, kind = SEGMENTS[label]
+        if region.tensor is not None:
+            name = region.tensor.data
         segments.append(sf.SegmentOp(name, kind, region.offset.value.data, region.size.value.data, region.value))
     attrs = {"layer": StringAttr(layer.sym_name.data), "kind": StringAttr(layer.kind.data.value)}
     if layer.mode is not None:
@@ -111,13 +119,28 @@ class TileToAsmPass(ModulePass):
         cache: dict[Hashable, list[Operation]] = {}
         images: dict[str, str] = {}
         built_for = StringAttr(json.dumps(hw.code_fields(), separators=(",", ":")))
+        plan = next((o for o in op.ops if isinstance(o, tile.DramPlanOp)), None)
         for layer in [o for o in op.ops if isinstance(o, tile.LayerOp)]:
-            image = layer_image(layer, layer_code(layer, hw, cache))
+            code = layer_code(layer, hw, cache)
+            if plan is not None:
+                coop_conv = layer.kind.data == tile.LayerKind.CONV and layer.mode is not None \
+                    and layer.mode.data == tile.ComputeMode.COOP
+                code = layer_prologue(hw, coop_conv, layer.fence is not None, R_TMP) + code
+            image = layer_image(layer, code)
+            if plan is not None:
+                image.attributes["dram"] = StringAttr("model")
+                for label, key in (("maps", "x"), ("bypass", "r"), ("output", "y")):
+                    region = regions_of(layer).get(label)
+                    if region is not None and region.tensor is not None:
+                        image.attributes[key] = region.tensor  # where the host finds the layer's tensors
             image.attributes["hw"] = built_for  # what the program is only correct for (hw.CODE_FIELDS)
             images[layer.sym_name.data] = image.sym_name.data
             op.body.block.insert_op_before(image, layer)
             layer.detach()
             layer.erase()
+        if plan is not None:  # its tensors are the images' segments now
+            plan.detach()
+            plan.erase()
         for inner in outside_programs(op):  # the nn ops naming the layers, not 10^5 instructions
             ref = inner.attributes.get("tile")
             if isinstance(ref, StringAttr) and ref.data in images:

@@ -77,3 +77,23 @@ class AsmBuilder:
         for word in range(hw.mask_words):
             self.const(reg, (mask >> (MASK_WORD_BITS * word)) & MASK_WORD_MAX)
             self.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.MASK, reg, word))
+
+
+def layer_prologue(hw: SnowflakeConfig, coop_conv: bool, fence: bool, reg: int) -> list[Operation]:
+    """What a layer's code assumes of a fresh machine, restored where it follows another layer in
+    one instruction stream (a whole-model program): every vMAC's write-back enabled, and for a
+    COOP conv, whose code never sets it, the COOP CU stride (a max pool or an INDP conv before
+    it leaves its own). `fence`: first wait until no vector op of the previous layer is pending
+    (its last ops may still read the buffer words this layer's first loads overwrite)."""
+    b = AsmBuilder()
+    import os
+    if os.environ.get("ZREGS"):
+        for r in range(1, 30):
+            b.emit(sf.MoviOp(r, 0))
+    if fence:
+        b.flush_vector_queue(hw, reg)
+    b.write_mask(hw, reg, hw.all_vmacs_mask)
+    if coop_conv:
+        b.const(reg, 2 * hw.vmacs_per_cu)
+        b.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.STRIDE, reg))
+    return b.ops

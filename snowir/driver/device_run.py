@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,8 +23,9 @@ from xdsl.dialects.builtin import FloatAttr, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf
+from snowir.driver.results import DeviceRun, LayerResult, useful
+from snowir.driver.segment_run import linked, run_segments
 from snowir.golden import Golden, Q, element_frac
-from snowir.host_model import useful_macs
 from snowir.hw import SnowflakeConfig
 from snowir.machine.image import ProgramImage, assemble
 from snowir.machine.run import imbalance, run_image, stall_breakdown
@@ -33,35 +34,6 @@ from snowir.nn_util import layer_name, on_host
 from snowir.passes.pipelines import quantised
 from snowir.plan.shapes import LoweringError
 from snowir.tile.build import device_input
-
-
-@dataclass
-class LayerResult:
-    op_ref: Any
-    name: str
-    op: str
-    cycles: int
-    macs: int
-    lane_macs: int
-    dram_bytes: int
-    instructions: int
-    dynamic: int
-    stalls: dict[str, int]
-    mode: str | None
-    loop_order: str | None
-    imbalance: float | None
-    bit_exact: bool
-    simulate_s: float
-    compile_s: float
-    fused: str | None = None  # the max pool this layer's program computed (its report row: `computes`)
-
-
-@dataclass
-class DeviceRun:
-    outputs: list[np.ndarray]
-    layers: list[LayerResult] = field(default_factory=list)
-    logits: np.ndarray | None = None  # what the final softmax reads (or the output)
-    events: list = field(default_factory=list)  # timing events of every layer, on one time line
 
 
 def _hwc(image: np.ndarray) -> np.ndarray:
@@ -84,15 +56,6 @@ def _load_imbalance(image: sf.ImageOp, unit_bytes: list[int]) -> float | None:
     if isinstance(value, FloatAttr):
         return float(value.value.data)
     return imbalance(unit_bytes)
-
-
-def _useful(op, runs) -> int:
-    """MACs the machine did that the layer needed: a block-diagonal conv (depthwise-to-grouped)
-    keeps all lanes busy, 15 of 16 against zero weights, so its count is the depthwise one; an
-    unfolded conv's first and last rows multiply the rows' padding (zero channels)."""
-    if "block_diagonal" in op.attributes or isinstance(op.input.owner, nn.UnfoldRowsOp):
-        return useful_macs(op)
-    return sum(r.macs for r in runs)
 
 
 def _unlowered(op) -> bool:
@@ -160,6 +123,10 @@ def run_device(module: ModuleOp, x: np.ndarray | Sequence[np.ndarray], hw: Snowf
     run again one layer after another, so outputs are always the machine's own. Reports are
     identical either way."""
     hw = hw or SnowflakeConfig()
+    if linked(module):  # whole-model programs: one process, one DRAM (jobs do not apply)
+        if not quantised(module):
+            raise LoweringError("the model is not quantised: run nn-prepare (or quantize) first")
+        return run_segments(module, x, hw, engine, progress, record, assembled)
     if jobs > 1:
         result = _run_device(module, x, hw, engine, progress, record, record_layer, assembled, jobs)
         if all(layer.bit_exact for layer in result.layers):
@@ -287,7 +254,7 @@ def _record_layer(result: DeviceRun, op, name: str, image_op: sf.ImageOp, image:
             stalls[cause] += v
     unit_bytes = [sum(r.unit_bytes[u] for r in runs) for u in range(hw.load_units)]
     result.layers.append(LayerResult(
-        op, name, op.name.removeprefix("nn."), sum(r.cycles for r in runs), _useful(op, runs),
+        op, name, op.name.removeprefix("nn."), sum(r.cycles for r in runs), useful(op, runs),
         sum(r.lane_macs for r in runs), sum(r.dram_bytes for r in runs), len(image.code),
         sum(r.dynamic for r in runs), stalls, _attr(image_op, "mode"), _attr(image_op, "loop_order"),
         _load_imbalance(image_op, unit_bytes), bool(np.array_equal(got, expected.words)),

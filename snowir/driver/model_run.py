@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import PassPipeline
 
@@ -30,6 +29,7 @@ from snowir.nn_util import layer_name, on_host
 from snowir.passes import all_passes
 from snowir.passes.convert.nn_to_tile import device_layers
 from snowir.passes.pipelines import quantised
+from snowir.segments import main_of
 
 DEFAULT_PIPELINE = "nn-prepare"
 
@@ -49,17 +49,6 @@ def load_model(path: str | Path, input_shape: str | None = None) -> tuple[Module
         return import_onnx(path, parse_input_shape(input_shape) if input_shape else None), str(path)
     module = api.parse_mlir(path)
     return module, None
-
-
-def main_of(module: ModuleOp) -> func.FuncOp:
-    """`@main`, or the module's only function."""
-    funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
-    for op in funcs:
-        if op.sym_name.data == "main":
-            return op
-    if len(funcs) == 1:
-        return funcs[0]
-    raise SnowError("the module has no func.func @main")
 
 
 def is_quantized(module: ModuleOp) -> bool:

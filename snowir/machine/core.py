@@ -49,15 +49,22 @@ class RunStats:
 
 
 class Machine:
-    def __init__(self, image: ProgramImage, hw: SnowflakeConfig, record: bool = False):
+    def __init__(self, image: ProgramImage, hw: SnowflakeConfig, record: bool = False,
+                 dram: np.ndarray | None = None):
+        """`dram`: the model's DRAM (uint8), shared with the other segment programs of a
+        whole-model run and the host between them; the image's data and code are written into
+        it. Default: a DRAM of the image's own."""
         self.image = image
         self.hw = hw
         needed = max(image.code_end, max((s.end for s in image.segments), default=0))
         if needed > hw.dram_bytes:
             raise MachineFault(f"program image needs {needed} bytes of DRAM, the machine has {hw.dram_bytes}")
-        size = max(needed, 1 << 16)
-        size += size % 2
-        dram = np.zeros(size, np.uint8)
+        if dram is None:
+            size = max(needed, 1 << 16)
+            size += size % 2
+            dram = np.zeros(size, np.uint8)
+        elif dram.size < needed:
+            raise MachineFault(f"program image needs {needed} bytes of DRAM, the model's DRAM has {dram.size}")
         for s in image.segments:
             if s.data is not None:
                 dram[s.address:s.address + s.size] = np.frombuffer(s.data, np.uint8)
@@ -77,6 +84,12 @@ class Machine:
         self.deferred: DeferredMacs | None = None
         self.lanes, self.lanes_all = hw.lanes, hw.lanes * hw.vmacs
         self.steady_iterations = 0  # loop iterations the fast engine timed in closed form (steady.py)
+        # layer markers (a whole-model program): the engines call `mark` on reaching `next_mark`
+        self.marks: list[Mark] = []
+        self.on_mark: Callable[[int], None] | None = None
+        self.next_mark = image.markers[0].pc if image.markers else -1
+        self.code = np.asarray(image.code, np.uint32).copy()  # the words the engine runs (`ld icache` updates)
+        self.code_changed: Callable[[int, int], None] | None = None
 
     def defer_macs(self, describe: Callable[[int], str]) -> None:
         self.deferred = DeferredMacs(self.state, describe)
@@ -200,6 +213,14 @@ class Machine:
         if not 1 <= count <= size or first + count > self.n:
             raise MachineFault(f"LD icache of {count} instructions from {first} (bank holds {size}, program has {self.n})")
         self.timing.load_icache(reads, unit, pc, bank, first, count, (src, src + 4 * count))
+        # the bank gets DRAM's words as they are now (the host or the program may have written them)
+        words = self.state.dram[src:src + 4 * count].view("<u4")
+        if not np.array_equal(words, self.code[first:first + count]):
+            if self.code_changed is None:
+                raise MachineFault("LD icache loads instructions that were overwritten in DRAM; this engine "
+                                   "runs the program as assembled (use the fast engine)")
+            self.code[first:first + count] = words
+            self.code_changed(first, count)
 
     def _unit(self, unit: int, what: str) -> None:
         if unit >= self.hw.load_units:
@@ -213,3 +234,30 @@ class Machine:
         dst, buf, length = regs[rd], regs[rs1], regs[rs2]
         lo, hi = st.tmov(dst, buf, length, cu)
         self.timing.store((rd, rs1, rs2), unit, cu, (buf, buf + length), (lo, hi))
+
+
+@dataclass(frozen=True)
+class Mark:
+    """The machine's counters when execution first reached a layer marker."""
+
+    name: str
+    t: int
+    dynamic: int
+    stalls: dict[str, int]
+    macs: int
+    lane_macs: int
+    dram_bytes: int
+    unit_bytes: tuple[int, ...]
+
+
+def mark(machine: Machine) -> None:
+    """Record the marker at `machine.next_mark` (the engine is there) and move to the next one."""
+    t = machine.timing
+    markers = machine.image.markers
+    index = len(machine.marks)
+    machine.marks.append(Mark(markers[index].name, t.t, machine.dynamic, dict(t.stalls), t.macs, t.lane_macs,
+                              t.dram_bytes, tuple(t.unit_bytes)))
+    machine.next_mark = markers[index + 1].pc if index + 1 < len(markers) else -1
+    if machine.on_mark is not None:
+        machine.flush()
+        machine.on_mark(index)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from types import CodeType
 
 from snowir.dialects import snowflake_asm as sf
-from snowir.machine.core import Machine, delay_slot_raw_pairs, next_pc
+from snowir.machine.core import Machine, delay_slot_raw_pairs, mark, next_pc
 from snowir.machine.encoding import decode
 from snowir.machine.state import MachineFault
 from snowir.machine.steady import SteadyLoop
@@ -169,10 +169,10 @@ class _Run:
 
 
 class FastProgram:
-    def __init__(self, machine: Machine):
+    def __init__(self, machine: Machine, ops: list[sf.SnowflakeInstruction] | None = None):
         self.m = machine
         bits = machine.hw.select_bits
-        self.ops = [_decoded(w, pc, bits) for pc, w in enumerate(machine.image.code.tolist())]
+        self.ops = ops if ops is not None else [_decoded(w, pc, bits) for pc, w in enumerate(machine.code.tolist())]
         self.n = len(self.ops)
         hw = machine.hw
         self.slots = hw.branch_delay_slots
@@ -180,6 +180,7 @@ class FastProgram:
         leaders = {0, self.n}
         bank = hw.icache_bank_instructions
         leaders.update(range(0, self.n, bank))
+        leaders.update(m.pc for m in machine.image.markers)  # the machine marks a layer's start between blocks
         for pc, op in enumerate(self.ops):
             if isinstance(op, sf.BranchOperation):
                 target = pc + self._offset(op, pc)
@@ -189,6 +190,18 @@ class FastProgram:
         self.leaders = sorted(x for x in leaders if 0 <= x <= self.n)
         self.block_end = {s: e for s, e in zip(self.leaders, self.leaders[1:])}
         self.blocks: dict[int, list | None] = {}
+
+    def code_changed(self, first: int, count: int) -> None:
+        """`ld icache` brought words that differ from the decoded ones: decode them again and
+        drop every block that could hold them (their leaders stay: a changed branch may add
+        leaders, so the block map is rebuilt)."""
+        bits = self.m.hw.select_bits
+        for pc in range(first, first + count):
+            self.ops[pc] = _decoded(int(self.m.code[pc]), pc, bits)
+        blocks = self.blocks  # the dict the running `_run` holds: emptied, not replaced
+        self.__init__(self.m, self.ops)  # type: ignore[misc]
+        blocks.clear()
+        self.blocks = blocks
 
     @staticmethod
     def _offset(op: sf.BranchOperation, pc: int) -> int:
@@ -406,6 +419,8 @@ class FastProgram:
         icache = timing.icache
         pc, slots_left, pending = 0, 0, None
         while pc != n or slots_left:
+            if pc == m.next_mark and not slots_left:
+                mark(m)
             if pc >= n:
                 raise MachineFault("the program ends inside branch delay slots").at(pc - 1, str(self.ops[pc - 1]).strip())
             if not slots_left:
@@ -438,4 +453,6 @@ class FastProgram:
 
 
 def run_fast(machine: Machine, max_instructions: int | None = None) -> None:
-    FastProgram(machine).run(max_instructions)
+    program = FastProgram(machine)
+    machine.code_changed = program.code_changed
+    program.run(max_instructions)

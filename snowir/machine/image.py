@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DenseResourceAttr, IntegerType, ModuleOp, StringAttr
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import (DenseIntOrFPElementsAttr, DenseResourceAttr, DictionaryAttr, FloatAttr, IntegerAttr,
+                                   IntegerType, ModuleOp, StringAttr, f64, i64)
+from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import VerifyException
 
 from snowir.dialects import snowflake_asm as sf
@@ -26,8 +27,10 @@ from snowir.machine.encoding import EncodingError, branch_label, decode, encode,
 from snowir.resources import get_blob, int16_resource
 
 MAGIC = b"SFB1"
-VERSION = 2
-"""2: the configuration the program was built for (hw.CODE_FIELDS, JSON) follows the name; 1 reads too."""
+VERSION = 3
+"""2: the configuration the program was built for (hw.CODE_FIELDS, JSON) follows the name; 3: a
+table of layer markers follows it (written only by programs that have markers, so a program
+without them keeps its version-2 bytes); 1 reads too."""
 _KIND_CODE = {sf.SegmentKind.INPUT: 0, sf.SegmentKind.OUTPUT: 1, sf.SegmentKind.DATA: 2,
               sf.SegmentKind.SCRATCH: 3}
 _KIND_OF = {v: k for k, v in _KIND_CODE.items()}
@@ -50,6 +53,16 @@ class Segment:
         return self.address + self.size
 
 
+@dataclass(frozen=True)
+class Marker:
+    """Where a layer's code starts in a whole-model program (link-segments): the machine
+    attributes what happens from `pc` on to `name`; `facts` are what the report says of it."""
+
+    pc: int
+    name: str
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass
 class ProgramImage:
     name: str
@@ -60,6 +73,7 @@ class ProgramImage:
     built_for: dict[str, Any] | None = None
     """The hw.CODE_FIELDS of the configuration the program was compiled for; None: not recorded
     (hand-written assembly, version-1 images)."""
+    markers: list[Marker] = field(default_factory=list)
 
     def check_machine(self, hw: SnowflakeConfig) -> None:
         """Refuse, in one line, a machine this program is not correct for."""
@@ -85,9 +99,14 @@ class ProgramImage:
     def to_bytes(self) -> bytes:
         name = self.name.encode()
         built = json.dumps(self.built_for, separators=(",", ":")).encode() if self.built_for is not None else b""
-        out = [MAGIC, struct.pack("<HHIII", VERSION, self.frac_bits, self.code_base,
+        out = [MAGIC, struct.pack("<HHIII", VERSION if self.markers else 2, self.frac_bits, self.code_base,
                                   len(self.code), len(self.segments)),
                struct.pack("<H", len(name)), name, struct.pack("<I", len(built)), built]
+        if self.markers:
+            out.append(struct.pack("<I", len(self.markers)))
+            for m in self.markers:
+                mname, facts = m.name.encode(), json.dumps(m.facts, sort_keys=True, separators=(",", ":")).encode()
+                out += [struct.pack("<IH", m.pc, len(mname)), mname, struct.pack("<I", len(facts)), facts]
         for s in self.segments:
             sname = s.name.encode()
             out.append(struct.pack("<BBH", _KIND_CODE[s.kind], int(s.data is not None), len(sname)))
@@ -111,7 +130,7 @@ class ProgramImage:
         if data[:4] != MAGIC:
             raise ValueError("bad magic, not a .sfb program image")
         version, frac, code_base, n_code, n_seg = struct.unpack_from("<HHIII", data, 4)
-        if version not in (1, VERSION):
+        if version not in (1, 2, VERSION):
             raise ValueError(f"unsupported version {version}")
         pos = 4 + 16
         (name_len,) = struct.unpack_from("<H", data, pos)
@@ -127,6 +146,20 @@ class ProgramImage:
                 if not isinstance(built_for, dict):
                     raise ValueError("the recorded configuration is not a JSON object")
                 pos += built_len
+        markers: list[Marker] = []
+        if version >= 3:
+            (n_markers,) = struct.unpack_from("<I", data, pos)
+            pos += 4
+            for _ in range(n_markers):
+                pc, mlen = struct.unpack_from("<IH", data, pos)
+                pos += 6
+                mname = data[pos:pos + mlen].decode()
+                pos += mlen
+                (flen,) = struct.unpack_from("<I", data, pos)
+                pos += 4
+                facts = json.loads(data[pos:pos + flen].decode())
+                pos += flen
+                markers.append(Marker(pc, mname, facts))
         headers: list[tuple[sf.SegmentKind, bool, str, int, int]] = []
         for _ in range(n_seg):
             kind, has_data, slen = struct.unpack_from("<BBH", data, pos)
@@ -149,7 +182,7 @@ class ProgramImage:
             segments.append(Segment(sname, kind, address, size, blob))
         if pos != len(data):
             raise ValueError(f"{len(data) - pos} trailing bytes")
-        return cls(name, frac, code, code_base, segments, built_for)
+        return cls(name, frac, code, code_base, segments, built_for, markers)
 
 
 def _segment_bytes(op: sf.SegmentOp) -> bytes | None:
@@ -200,16 +233,49 @@ def assemble(module: ModuleOp | sf.ImageOp, hw: SnowflakeConfig | None = None) -
         except json.JSONDecodeError:
             raise ImageError(f"image @{name}: its hw attribute is not JSON") from None
     instructions, labels = layout(program)
+    markers = [Marker(labels[op.label.data], op.label.data, facts_of(op.attributes["layer"]))
+               for op in program.body.block.ops if isinstance(op, sf.LabelOp) and "layer" in op.attributes]
     width = _select_width(built_for) if built_for or hw is None else hw.select_bits
     words = np.array([encode(op, pc, labels, width) for pc, op in enumerate(instructions)], dtype=np.uint32)
-    segments = segments_of(module)
+    segments = segments_of(module, shared=module.attributes.get("dram") == StringAttr("model"))
     data_end = max((s.end for s in segments), default=0)
     code_base = -(-data_end // CODE_ALIGN) * CODE_ALIGN
     if program.code_base is not None:
         if program.code_base.data < data_end:
             raise ImageError(f"code_base {program.code_base.data} overlaps the data segments (end {data_end})")
         code_base = program.code_base.data
-    return ProgramImage(name, program.frac_bits.data, words, code_base, segments, built_for)
+    return ProgramImage(name, program.frac_bits.data, words, code_base, segments, built_for, markers)
+
+
+def facts_of(attr: Attribute) -> dict[str, Any]:
+    """A marker's `layer` dictionary as JSON values (strings, integers, floats)."""
+    if not isinstance(attr, DictionaryAttr):
+        raise ImageError("a layer marker's `layer` attribute must be a dictionary")
+    out: dict[str, Any] = {}
+    for key, value in attr.data.items():
+        if isinstance(value, StringAttr):
+            out[key] = value.data
+        elif isinstance(value, IntegerAttr):
+            out[key] = value.value.data
+        elif isinstance(value, FloatAttr):
+            out[key] = float(value.value.data)
+        else:
+            raise ImageError(f"layer marker fact '{key}' must be a string, integer or float")
+    return out
+
+
+def facts_attr(facts: dict[str, Any]) -> DictionaryAttr:
+    out: dict[str, Attribute] = {}
+    for key, value in facts.items():
+        if isinstance(value, str):
+            out[key] = StringAttr(value)
+        elif isinstance(value, bool) or not isinstance(value, int | float):
+            raise ImageError(f"layer marker fact '{key}' must be a string, integer or float")
+        elif isinstance(value, int):
+            out[key] = IntegerAttr(value, i64)
+        else:
+            out[key] = FloatAttr(value, f64)
+    return DictionaryAttr(out)
 
 
 def _select_width(built_for: dict[str, Any] | None) -> int:
@@ -220,16 +286,21 @@ def _select_width(built_for: dict[str, Any] | None) -> int:
     return select_bits(int(built_for.get("cus", DEFAULT.cus)), int(built_for.get("vmacs_per_cu", DEFAULT.vmacs_per_cu)))
 
 
-def segments_of(module: ModuleOp | sf.ImageOp) -> list[Segment]:
-    """The `snowflake_asm.segment`s of a module or image with their data, checked not to overlap."""
+def segments_of(module: ModuleOp | sf.ImageOp, shared: bool = False) -> list[Segment]:
+    """The `snowflake_asm.segment`s of a module or image with their data, checked not to overlap.
+    `shared`: a segment program of a whole-model DRAM plan, whose tensors share addresses at
+    different times (allocate-dram checked when); only the data (weights) must not overlap."""
     segments = [
         Segment(op.sym_name.data, op.kind.data, op.address.data, op.size.data, _segment_bytes(op))
         for op in module.body.block.ops if isinstance(op, sf.SegmentOp)
     ]
     ordered = sorted(segments, key=lambda s: s.address)
-    for a, b in zip(ordered, ordered[1:]):
-        if b.address < a.end:
-            raise ImageError(f"segments @{a.name} and @{b.name} overlap")
+    for i, a in enumerate(ordered):
+        for b in ordered[i + 1:]:
+            if b.address >= a.end:
+                break
+            if not shared or a.data is not None or b.data is not None:
+                raise ImageError(f"segments @{a.name} and @{b.name} overlap")
     return segments
 
 
@@ -257,12 +328,22 @@ def disassemble(image: ProgramImage) -> ModuleOp:
                 raise EncodingError(f"pc {pc}: branch target {target} outside the program (0..{n})")
             targets.add(target)
     body: list[Operation] = []
-    for pc, op in enumerate(instructions):
+    markers: dict[int, list[Marker]] = {}
+    for m in image.markers:
+        markers.setdefault(m.pc, []).append(m)
+
+    def labels_at(pc: int) -> None:
+        for m in markers.get(pc, []):
+            label = sf.LabelOp(m.name)
+            label.attributes["layer"] = facts_attr(m.facts)
+            body.append(label)
         if pc in targets:
             body.append(sf.LabelOp(branch_label(pc)))
+
+    for pc, op in enumerate(instructions):
+        labels_at(pc)
         body.append(op)
-    if n in targets:
-        body.append(sf.LabelOp(branch_label(n)))
+    labels_at(n)
     ops: list[Operation] = []
     for s in image.segments:
         value = None

@@ -82,6 +82,10 @@ class DeferredMacs:
                 self.operands.append((st.bias.copy(), st.bypass.copy()))
                 self.operands_changed = False
             self.wb_operands.append(len(self.operands) - 1)
+            if st.bypass_held:  # consumed by this write-back (MachineState.mac)
+                st.bypass[:] = 0
+                st.bypass_held = False
+                self.operands_changed = True
         if i + 1 >= FLUSH_AT:
             self.flush()
         return written

@@ -16,8 +16,8 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_i
 
 from snowir.dialects import snowflake_asm as sf
 from snowir.fixedpoint import wrap32
-from snowir.machine.core import Machine, delay_slot_raw_pairs, next_pc
-from snowir.machine.encoding import layout
+from snowir.machine.core import Machine, delay_slot_raw_pairs, mark, next_pc
+from snowir.machine.encoding import branch_label, decode, layout
 from snowir.machine.state import MachineFault
 
 _Args = tuple[Any, ...]
@@ -137,7 +137,18 @@ def run_reference(machine: Machine, module: ModuleOp | sf.ImageOp, max_instructi
     n = len(ops)
     pc, slots_left, pending = 0, 0, None
     limit = max_instructions if max_instructions is not None else 1 << 62
+
+    def code_changed(first: int, count: int) -> None:  # `ld icache` of words the host or program rewrote
+        for at in range(first, first + count):
+            ops[at] = decode(int(machine.code[at]), at, machine.hw.select_bits)
+            if isinstance(ops[at], sf.BranchOperation):
+                target = int(ops[at].target.data[1:])
+                labels[branch_label(target)] = target
+
+    machine.code_changed = code_changed
     while pc != n or slots_left:
+        if pc == machine.next_mark and not slots_left:
+            mark(machine)
         if pc >= n:
             raise MachineFault("the program ends inside branch delay slots").at(pc - 1, str(ops[pc - 1]))
         op = ops[pc]

@@ -78,6 +78,9 @@ class MachineState:
         self.bias = np.zeros((hw.cus, hw.vmacs_per_cu, lanes), np.int64)
         self.bypass = np.zeros((hw.cus, hw.vmacs_per_cu, lanes), np.int64)
         self.pool = np.full((hw.cus, lanes), INT16_MIN, np.int16)
+        # the bypass operand is consumed by the write-back that adds it (SNOWFLAKE.md: one VMOV
+        # bypass per write-back MAC), so a conv after a residual one adds nothing (docs/machine.md)
+        self.bypass_held = False
 
     # ------------------------------------------------------------------ helpers
     def _dram_index(self, address: int, elements: int, what: str) -> int:
@@ -195,6 +198,9 @@ class MachineState:
         else:
             vals = writeback(self.acc[:, :, 0], self.bias[:, :, 0], self.bypass[:, :, 0], shift, relu)
         self.acc[:] = 0
+        if self.bypass_held:
+            self.bypass[:] = 0
+            self.bypass_held = False
         return self._store(out_addr, vals, vals.shape[1], hw.vmacs_per_cu, self._stride(indp, lanes), "MAC")
 
     def pool_stride(self) -> int:
@@ -238,6 +244,7 @@ class MachineState:
                 offsets = self._bypass_offsets[(step, count)] = (
                     cus * (hw.maps_buffer_elements + step) + np.arange(count)[None, :])
             block = self.maps.reshape(-1)[value + offsets]
+            self.bypass_held = True
             self.bypass[:] = 0
             if indp:
                 self.bypass[:] = block.reshape(hw.cus, hw.vmacs_per_cu, lanes)

@@ -150,10 +150,10 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
         if plan.indp:  # each CU its own rows of the row group, at the same buffer address
             r = plan.cu_rows[si]
             cu_rows = [input_rows(s.h, s.kh, s.sy, s.pt, y, y + r) for y in range(strip.y0, strip.y1, r)]
-            loads = [tile.LoadOp(tile.BufferKind.MAPS, (r1 - r0) * row, 2 * r0 * row, base, 0, c)
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, (r1 - r0) * row, plan.in_addr + 2 * r0 * row, base, 0, c)
                      for c, (r0, r1) in enumerate(cu_rows)]
         else:
-            loads = [tile.LoadOp(tile.BufferKind.MAPS, words, 2 * (strip.r0 * stride_rows * in_row + c_base), base, 0,
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, words, plan.in_addr + 2 * (strip.r0 * stride_rows * in_row + c_base), base, 0,
                                  sf.SELECT_ALL)]
         windows = []
         y = strip.y0
@@ -301,18 +301,18 @@ def pool_shape(op: nn.MaxPoolOp) -> PoolShape:
     return PoolShape(c, h, w, kh, kw, sy, sx, pt, pl, oh, ow)
 
 
-def pool_tile_body(p: PoolShape, tiles: list[PoolTile], hw: SnowflakeConfig) -> list[Operation]:
-    """A max pool's maps tiles with their loads (broadcast): a strip's rows in one LD, a ring's
-    LDs in the order `ring_loads` issues them, into slot (r - r0) mod N."""
+def pool_tile_body(p: PoolShape, tiles: list[PoolTile], hw: SnowflakeConfig, in_addr: int = 0) -> list[Operation]:
+    """A max pool's maps tiles with their loads (broadcast) from its input at DRAM `in_addr`: a
+    strip's rows in one LD, a ring's LDs in the order `ring_loads` issues them, into slot (r - r0) mod N."""
     row = p.w * p.c
     ops: list[Operation] = []
     for t in tiles:
         st = t.strip
         if t.ring:
-            loads = [tile.LoadOp(tile.BufferKind.MAPS, rows * row, 2 * r * row, ((r - st.r0) % t.ring) * row, 0,
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, rows * row, in_addr + 2 * r * row, ((r - st.r0) % t.ring) * row, 0,
                                  sf.SELECT_ALL) for _, r, rows in ring_loads(p, t)]
         else:
-            loads = [tile.LoadOp(tile.BufferKind.MAPS, (st.r1 - st.r0) * row, 2 * st.r0 * row,
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, (st.r1 - st.r0) * row, in_addr + 2 * st.r0 * row,
                                  max(st.bank, 0) * hw.maps_bank_elements, 0, sf.SELECT_ALL)]
         mt = tile.MapsTileOp((st.y0, st.y1), (st.r0, st.r1), 0, -1, loads)
         if t.ring:

@@ -156,12 +156,17 @@ def _derive_pool(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
             mt.properties["in_rows"] = DenseArrayBase.from_list(i64, list(input_rows_of(layer, *mt._ints("out_rows"))))
             _set(mt, "overlap", 0)
     p, tiles = pool_tiles_of(layer)
-    for mt, op in zip(maps, pool_tile_body(p, tiles, hw)):
+    for mt, op in zip(maps, pool_tile_body(p, tiles, hw, _maps_at(layer))):
         if _empty(mt):
             _fill(mt, tile.body_ops(op))
 
 
 # ---------------------------------------------------------------------------------- check
+def _maps_at(layer: tile.LayerOp) -> int:
+    """The DRAM address of the layer's input maps (0 until a DRAM plan moves them)."""
+    maps = regions_of(layer).get("maps")
+    return maps.offset.value.data if maps is not None else 0
+
 
 NOT_SCHEDULE = ("unit", "load_id")
 """tile.load fields a body comparison leaves out: load units are balance-loads' decision (checked
@@ -463,4 +468,4 @@ def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: Sno
                                    f"{max_pool_rows(p, hw, buffering == tile.MapsBuffering.WHOLE)} its "
                                    f"{'buffer' if buffering == tile.MapsBuffering.WHOLE else 'bank'} holds")
     _regions(layer, {"maps": p.h * row * 2, "output": p.oh * p.ow * p.c * 2})
-    check_bodies(layer, [*pool_tile_body(p, tiles, hw)])
+    check_bodies(layer, [*pool_tile_body(p, tiles, hw, _maps_at(layer))])

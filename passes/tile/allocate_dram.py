@@ -1,0 +1,199 @@
+"""
+allocate-dram: the model's DRAM plan (C17 §5.1: "different regions in CMA are allocated
+according to layer dependencies"), as a `tile.dram_plan` the tile verifier checks.
+
+Before it, every `tile.layer` has a DRAM of its own (its regions from address 0) and the host
+would copy each layer's output into the next layer's input. After it, the layers share one DRAM:
+
+  * a tensor the device reads or writes is one `tile.tensor`: a layer's output region is its
+    consumers' maps (or bypass) region, through reshapes that keep the bytes in place and channel
+    slices read in place; a residual input stays where its producer wrote it;
+  * weights are laid out once, at the bottom, live for the whole model; a layer's scratch lives
+    for that layer;
+  * tensors the host writes (model inputs, host layers' outputs) are live from the start of the
+    segment that first reads them; tensors the host reads stay live until the segment before it
+    ends (snowir/segments.py says where the host steps in);
+  * addresses are first-fit by liveness, page aligned: two tensors live at the same layer
+    never overlap (`tile.dram_plan` refuses a plan where they do).
+
+Every region moves to its tensor's offset, and the loads and windows that address it move with
+it (their DRAM addresses are the only ones in the tile IR), so the generated code reads and
+writes the plan's addresses. The pass also decides `fence` (see `needs_fence`): a layer whose
+first loads could land on buffer words the previous layer's last vector ops still read waits
+for them; the others overlap the previous layer's drain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, UnitAttr, i64
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from snowir.dialects import nn, tile
+from snowir.hw import SnowflakeConfig
+from snowir.segments import main_of, root, segments_of
+from snowir.tile.build import device_input, regions_of
+from snowir.tile.read import tile_layers
+
+PAGE = 4096
+"""Tensors start on a DRAM page (the page interlock then never couples two tensors)."""
+
+
+@dataclass
+class _Tensor:
+    name: str
+    role: str
+    first: int
+    last: int
+    size: int = 0
+    regions: list[tile.DramRegionOp] = field(default_factory=list)
+    offset: int = -1
+
+
+def _page(n: int) -> int:
+    return -(-n // PAGE) * PAGE
+
+
+def _place(tensors: list[_Tensor]) -> None:
+    """First fit by liveness: each tensor at the lowest page-aligned address where it overlaps no
+    placed tensor live at the same time (weights first: they are live throughout)."""
+    placed: list[_Tensor] = []
+    for t in sorted(tensors, key=lambda t: (t.role != "weights", t.first, -t.size)):
+        busy = sorted((p.offset, p.offset + p.size) for p in placed if p.first <= t.last and t.first <= p.last)
+        at = 0
+        for lo, hi in busy:
+            if at + t.size <= lo:
+                break
+            at = max(at, _page(hi))
+        t.offset = at
+        placed.append(t)
+
+
+def _move(layer: tile.LayerOp, moves: list[tuple[int, int, int]]) -> None:
+    """Shift every load's and window's DRAM address by the move of the region it falls in."""
+
+    def moved(addr: int, what: str) -> int:
+        for lo, hi, delta in moves:
+            if lo <= addr < hi:
+                return addr + delta
+        raise PassFailedException(f"allocate-dram: layer @{layer.sym_name.data}: {what} address {addr} is in "
+                                  "none of the layer's tile.dram_regions")
+
+    for op in layer.walk():
+        if isinstance(op, tile.LoadOp):
+            op.properties["dram_addr"] = IntegerAttr(moved(op._int("dram_addr"), "a load's DRAM"), i64)
+        elif isinstance(op, tile.WindowOp):
+            op.properties["out_addr"] = IntegerAttr(moved(op._int("out_addr"), "a window's output"), i64)
+
+
+def needs_fence(previous: tile.LayerOp, layer: tile.LayerOp) -> bool:
+    """Whether `layer`'s first loads may land on buffer words `previous`'s last vector ops read.
+
+    Every layer's code starts on buffer word 0 of its maps and weights buffers and its last
+    tiles read wherever they were; which words those are follows from the tiles, but only after
+    code generation places them. Until the tile IR records each layer's buffer footprint, every
+    layer but a segment's first waits (the fence costs a vector queue's depth of cycles and the
+    previous layer's last vector ops; the write-backs, icache loads and program start still overlap)."""
+    return True
+
+
+@dataclass(frozen=True)
+class AllocateDramPass(ModulePass):
+    name = "allocate-dram"
+    hw: str = ""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if any(isinstance(o, tile.DramPlanOp) for o in op.ops):
+            return  # planned already
+        layers = tile_layers(op, self.name)
+        if not layers:
+            return
+        hw = SnowflakeConfig.load(self.hw or None)
+        by_name = {layer.sym_name.data: layer for layer in layers}
+        main = main_of(op)
+        segs = segments_of(main.body.block)
+        order = [name for s in segs.segments for name in s.layers]
+        if sorted(order) != sorted(by_name):
+            missing = sorted(set(by_name) - set(order))
+            raise PassFailedException(f"allocate-dram: tile layers {missing[:3]} are named by no op of @main")
+        position = segs.position
+        # graph order is the layers' order: module order must follow it for positions to mean time
+        for name, layer in zip(order, [by_name[n] for n in order]):
+            layer.detach()
+            op.body.block.add_op(layer)
+        ops: dict[str, list[Operation]] = {}
+        for inner in main.body.block.ops:
+            name = inner.attributes.get("tile")
+            if isinstance(inner, nn.Conv2dOp | nn.MaxPoolOp) and isinstance(name, StringAttr):
+                ops.setdefault(name.data, []).append(inner)
+        tensors: dict[SSAValue | str, _Tensor] = {}
+        last_layer = len(order) - 1
+
+        def activation(value: SSAValue, name: str) -> _Tensor:
+            value = root(value)
+            if value not in tensors:
+                tensors[value] = _Tensor(name, "activation", last_layer + 1, -1)
+            return tensors[value]
+
+        for name in order:
+            layer, at = by_name[name], position[name]
+            conv = ops[name][0]
+            out = ops[name][-1]  # a fused pool's, after its conv
+            for label, region in regions_of(layer).items():
+                if label == "maps" or label == "bypass":
+                    value = device_input(conv) if label == "maps" else conv.bypass  # type: ignore[union-attr]
+                    t = activation(value, region.sym_name.data)
+                    t.last = max(t.last, at)
+                    if t.first > at:  # written by the host: from the start of the segment reading it
+                        t.first = segs.first_position(segs.segment_of(name))
+                elif label == "output":
+                    t = activation(out.results[0], region.sym_name.data)
+                    t.first = min(t.first, at)
+                    t.last = max(t.last, at)
+                else:
+                    role = "weights" if label == "weights" else "scratch"
+                    t = tensors[region.sym_name.data] = _Tensor(
+                        region.sym_name.data, role, 0 if role == "weights" else at, last_layer if role == "weights" else at)
+                t.regions.append(region)
+                t.size = max(t.size, region.size.value.data)
+        # the host reads a device tensor once the segment that wrote it has ended
+        for index, s in enumerate(segs.segments):
+            for host in s.host_before:
+                for operand in host.operands:
+                    t = tensors.get(root(operand))
+                    if t is not None and index:
+                        t.last = max(t.last, segs.last_position(index - 1))
+        ret = list(main.body.block.ops)[-1]
+        for operand in [*ret.operands, *(o for h in segs.host_after for o in h.operands)]:
+            t = tensors.get(root(operand))
+            if t is not None:
+                t.last = last_layer
+        planned = list(tensors.values())
+        _place(planned)
+        if max((t.offset + t.size for t in planned), default=0) > hw.dram_bytes:
+            raise PassFailedException(f"allocate-dram: the model needs {max(t.offset + t.size for t in planned)} bytes "
+                                      f"of DRAM, the machine has {hw.dram_bytes}")
+        moves: dict[str, list[tuple[int, int, int]]] = {}
+        for t in planned:
+            for region in t.regions:
+                layer = region.parent_op()
+                assert isinstance(layer, tile.LayerOp)
+                old = region.offset.value.data
+                moves.setdefault(layer.sym_name.data, []).append((old, old + region.size.value.data, t.offset - old))
+                region.properties["offset"] = IntegerAttr(t.offset, i64)
+                region.properties["tensor"] = StringAttr(t.name)
+        previous = None
+        for name in order:
+            layer = by_name[name]
+            _move(layer, moves[name])
+            same_segment = previous is not None and segs.segment_of(previous.sym_name.data) == segs.segment_of(name)
+            if same_segment and needs_fence(previous, layer):
+                layer.properties["fence"] = UnitAttr()
+            previous = layer
+        plan = tile.DramPlanOp([tile.TensorOp(t.name, t.offset, t.size, (max(t.first, 0), max(t.last, t.first)), t.role)
+                                for t in sorted(planned, key=lambda t: t.offset)])
+        op.body.block.insert_op_before(plan, by_name[order[0]])

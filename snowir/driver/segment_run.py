@@ -1,0 +1,248 @@
+"""
+Running a whole-model lowering (allocate-dram + link-segments) on the machine model: one
+program per device segment, on one DRAM per batch image that the host and every segment share.
+
+Before a segment, the host writes into the DRAM the tensors its layers read that no layer of the
+segment writes (model inputs, host layers' outputs; a tensor an earlier segment wrote is already
+there and is written again with the same words); then the segment's program runs once, and the
+machine marks each layer's start (snowir/machine/core.py: `Mark`), which gives the report its
+per-layer cycles, stalls and bytes. At each marker the previous layer's output is read from the
+DRAM (the plan keeps it live at least that long) and compared, bit for bit, with the golden
+model's output of the same nn op on the machine's own inputs. The host layers between
+segments run as in the golden model, on what the device left in DRAM.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Operation, SSAValue
+
+from snowir.dialects import nn, snowflake_asm as sf
+from snowir.driver.results import DeviceRun, LayerResult, useful
+from snowir.golden import Golden, Q, element_frac
+from snowir.hw import SnowflakeConfig
+from snowir.machine.core import Machine, Mark
+from snowir.machine.fast import run_fast
+from snowir.machine.image import ProgramImage, assemble
+from snowir.machine.reference import run_reference
+from snowir.machine.run import imbalance, stall_breakdown
+from snowir.machine.timing import Event
+from snowir.nn_util import layer_name
+from snowir.plan.shapes import LoweringError
+from snowir.segments import main_of, root, segments_of
+from snowir.tile.build import device_input
+
+
+def linked(module: ModuleOp) -> bool:
+    """The module runs as whole-model programs (link-segments made segment images)."""
+    return any(isinstance(op, sf.ImageOp) and "segment" in op.attributes for op in module.ops)
+
+
+def _hwc(image: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(image.transpose(1, 2, 0)).ravel()
+
+
+@dataclass
+class _Counts:
+    """What the machine did between two markers (`macs` named as ImageRun's, for `useful`)."""
+
+    cycles: int
+    stalls: dict[str, int]
+    macs: int
+    lane_macs: int
+    dram_bytes: int
+    unit_bytes: list[int]
+    dynamic: int
+
+
+def _between(a: Mark, b: Mark) -> _Counts:
+    return _Counts(b.t - a.t, {k: b.stalls.get(k, 0) - a.stalls.get(k, 0) for k in set(a.stalls) | set(b.stalls)},
+                   b.macs - a.macs, b.lane_macs - a.lane_macs, b.dram_bytes - a.dram_bytes,
+                   [y - x for x, y in zip(a.unit_bytes, b.unit_bytes)], b.dynamic - a.dynamic)
+
+
+def _end_mark(machine: Machine) -> Mark:
+    t = machine.timing
+    return Mark("end", t.total_cycles(), machine.dynamic, dict(t.stalls), t.macs, t.lane_macs, t.dram_bytes,
+                tuple(t.unit_bytes))
+
+
+def model_dram_bytes(images: Sequence[ProgramImage]) -> int:
+    """The DRAM every segment program and the host share: up to the highest segment or code end."""
+    end = max(max(image.code_end, max((s.end for s in image.segments), default=0)) for image in images)
+    return end + end % 2
+
+
+def run_segments(module: ModuleOp, x, hw: SnowflakeConfig, engine: str = "fast", progress=None,
+                 record: bool = False, assembled: dict[str, ProgramImage] | None = None):
+    """`run_device` for a linked module (same DeviceRun)."""
+    golden = Golden(module)
+    block = main_of(module).body.block
+    images = {op.sym_name.data: op for op in module.ops if isinstance(op, sf.ImageOp)}
+    assembled = {} if assembled is None else assembled
+    t0 = time.perf_counter()
+    for name, op in images.items():
+        if name not in assembled:
+            assembled[name] = assemble(op)
+    compile_s = time.perf_counter() - t0
+    for image in assembled.values():
+        image.check_machine(hw)
+    size = model_dram_bytes(list(assembled.values()))
+    env: dict[SSAValue, Any] = golden.inputs([x] if isinstance(x, np.ndarray) else list(x))
+    segs = segments_of(block)
+    ops_of: dict[str, list[Operation]] = {}
+    for op in block.ops:
+        ref = op.attributes.get("layer")
+        if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and isinstance(ref, StringAttr):
+            ops_of.setdefault(ref.data, []).append(op)
+    first_of = {s.layers[0]: k for k, s in enumerate(segs.segments)}
+    result = DeviceRun([])
+    drams: list[np.ndarray] = []
+    start_cycle = 0
+    ret = None
+    for op in block.ops:
+        if isinstance(op, func.ReturnOp):
+            ret = op
+            break
+        if isinstance(op, nn.SoftmaxOp):
+            result.logits = golden._float(env[op.input])
+        ref = op.attributes.get("layer")
+        if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and isinstance(ref, StringAttr):
+            k = first_of.pop(ref.data, None)
+            if k is None:
+                continue  # ran with its segment
+            segment = segs.segments[k]
+            image_name = op.attributes["image"].data  # type: ignore[union-attr]
+            if image_name not in assembled:
+                raise LoweringError(f"layer '{ref.data}' names image @{image_name}, which the module lacks")
+            image = assembled[image_name]
+            n = op.results[0].type.get_shape()[0]
+            while len(drams) < n:
+                drams.append(np.zeros(size, np.uint8))
+            if progress:
+                progress(f"segment {k + 1}/{len(segs.segments)}: {len(segment.layers)} layers")
+            start_cycle = _run_segment(result, golden, env, image, images[image_name], segment.layers, ops_of, drams,
+                                       hw, engine, record, compile_s * len(segment.layers) / len(ops_of),
+                                       start_cycle)
+            continue
+        golden.step(op, env)
+    if ret is None:
+        raise LoweringError("@main has no func.return")
+    result.outputs = [golden._float(env[v]) for v in ret.arguments]
+    if result.logits is None:
+        result.logits = result.outputs[0]
+    return result
+
+
+def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_op: sf.ImageOp, layers: list[str],
+                 ops_of: dict[str, list[Operation]], drams: list[np.ndarray], hw: SnowflakeConfig, engine: str,
+                 record: bool, compile_s: float, start_cycle: int) -> int:
+    markers = {m.name: m for m in image.markers}
+    missing = [name for name in layers if name not in markers]
+    if missing:
+        raise LoweringError(f"image @{image.name} has no marker for layer '{missing[0]}'")
+    inside = {ops_of[name][-1].results[0] for name in layers} | {ops_of[name][0].results[0] for name in layers}
+    outs: dict[str, list[np.ndarray]] = {name: [] for name in layers}
+    counts: dict[str, list[_Counts]] = {name: [] for name in layers}
+    simulate_s = 0.0
+    for i, dram in enumerate(drams):
+        for name in layers:  # the host's writes: what the segment reads and does not write
+            conv = ops_of[name][0]
+            facts = markers[name].facts
+            for key, value in (("x", device_input(conv)), ("r", getattr(conv, "bypass", None))):
+                if value is None or key not in facts or root(value) in inside:
+                    continue
+                seg = image.segment(facts[key])
+                words = golden._q(env[root(value)], element_frac(root(value)))[i]
+                raw = _hwc(words).astype("<i2").view(np.uint8)
+                if raw.size != seg.size:
+                    raise LoweringError(f"layer '{name}': segment @{seg.name} holds {seg.size} bytes, its input "
+                                        f"has {raw.size}")
+                dram[seg.address:seg.end] = raw
+        machine = Machine(image, hw, record, dram)
+        order = [m.name for m in image.markers]
+
+        def read_output(index: int, machine=machine) -> None:
+            if index:  # the previous layer's output, while the plan still keeps it
+                prev = order[index - 1]
+                seg = image.segment(markers[prev].facts["y"])
+                outs[prev].append(machine.state.dram[seg.address:seg.end].view("<i2").copy())
+
+        machine.on_mark = read_output
+        t = time.perf_counter()
+        if engine == "reference":
+            run_reference(machine, image_op)
+        elif engine == "fast":
+            run_fast(machine)
+        else:
+            raise LoweringError(f"unknown engine '{engine}' (fast, reference)")
+        machine.timing.finish()
+        simulate_s += time.perf_counter() - t
+        last = order[-1]
+        seg = image.segment(markers[last].facts["y"])
+        outs[last].append(machine.read_segment(seg.name))
+        marks = [*machine.marks, _end_mark(machine)]
+        for a, b in zip(marks, marks[1:]):
+            counts[a.name].append(_between(a, b))
+        if record:
+            offset = start_cycle
+            for a, b in zip(marks, marks[1:]):
+                result.events.append(Event("control", f"layer {a.name}" + (f" image {i}" if len(drams) > 1 else ""),
+                                           offset + a.t, offset + b.t))
+            result.events.extend(Event(e.track, e.name, e.start + offset, e.end + offset, e.count, e.mix)
+                                 for e in machine.timing.events)
+        start_cycle += marks[-1].t
+    total_dynamic = sum(c.dynamic for name in layers for c in counts[name]) or 1
+    for name in layers:
+        conv, out_op = ops_of[name][0], ops_of[name][-1]
+        for operand in conv.operands:  # constants, views and slices @main reaches after the segment's first op
+            _ensure(golden, env, operand)
+        expected = golden._op(conv, env)
+        if out_op is not conv:
+            env[conv.results[0]] = expected
+            expected = golden._op(out_op, env)
+        n, k, oh, ow = out_op.results[0].type.get_shape()
+        got = np.stack([y.reshape(oh, ow, k).transpose(2, 0, 1) for y in outs[name]])
+        env[out_op.results[0]] = Q(got.astype(np.int16), element_frac(out_op.results[0]))
+        runs = counts[name]
+        stalls = stall_breakdown({})
+        for r in runs:
+            for cause, v in r.stalls.items():
+                stalls[cause] = stalls.get(cause, 0) + v
+        facts = markers[name].facts
+        unit_bytes = [sum(r.unit_bytes[u] for r in runs) for u in range(hw.load_units)]
+        dynamic = sum(r.dynamic for r in runs)
+        pct = facts.get("load_imbalance_pct")
+        result.layers.append(LayerResult(
+            conv, layer_name(conv, conv.name), conv.name.removeprefix("nn."), sum(r.cycles for r in runs),
+            useful(conv, runs), sum(r.lane_macs for r in runs), sum(r.dram_bytes for r in runs),
+            _static(image, name), dynamic, stalls, facts.get("mode"), facts.get("loop_order"),
+            float(pct) if pct is not None else imbalance(unit_bytes), bool(np.array_equal(got, expected.words)),
+            simulate_s * dynamic / total_dynamic, compile_s / len(layers),
+            None if out_op is conv else layer_name(out_op, out_op.name)))
+    return start_cycle
+
+
+def _ensure(golden: Golden, env: dict, value: SSAValue) -> None:
+    """The golden model's value of `value`, stepping the ops it comes from if not yet there."""
+    if value in env:
+        return
+    op = value.owner
+    assert isinstance(op, Operation)
+    for operand in op.operands:
+        _ensure(golden, env, operand)
+    golden.step(op, env)
+
+
+def _static(image: ProgramImage, name: str) -> int:
+    """Instructions of the layer's code: from its marker to the next one."""
+    pcs = [m.pc for m in image.markers] + [len(image.code)]
+    i = [m.name for m in image.markers].index(name)
+    return pcs[i + 1] - pcs[i]

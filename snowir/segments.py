@@ -1,0 +1,130 @@
+"""
+A lowered model's device segments, read from `@main`: the maximal runs of device layers in graph
+order with no host layer between them (C17 §5.3: the host starts one instruction stream and
+waits for it). Shared by allocate-dram (liveness), link-segments (one program per segment) and
+the runner, so the three agree on where the host steps in.
+
+An op of `@main` is one of:
+  * a device layer: a conv2d / max_pool naming its tile layer (`tile`), its image (`image`) or,
+    once linked, its layer marker (`layer`);
+  * free: a constant, the return, a reshape that keeps the device's channel-innermost byte order
+    (a view of the same DRAM bytes), a channel slice only convs read (in place);
+  * a host layer: everything else (it reads and writes the device's DRAM between segments).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Block, Operation, SSAValue
+
+from snowir.dialects import nn
+from snowir.errors import SnowError
+
+
+def main_of(module: ModuleOp) -> func.FuncOp:
+    """`@main`, or the module's only function."""
+    funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
+    for op in funcs:
+        if op.sym_name.data == "main":
+            return op
+    if len(funcs) == 1:
+        return funcs[0]
+    raise SnowError("the module has no func.func @main")
+
+
+def layer_of(op: Operation) -> str | None:
+    """The device layer an nn op is computed by (a fused max pool names its conv's)."""
+    for key in ("layer", "tile", "image"):
+        value = op.attributes.get(key)
+        if isinstance(value, StringAttr):
+            return value.data
+    return None
+
+
+def _chw_order_kept(shape: tuple[int, ...]) -> bool:
+    """NCHW and the device's N,H,W,C byte orders agree (one channel, or one pixel)."""
+    if len(shape) == 4:
+        return shape[1] == 1 or shape[2] * shape[3] == 1
+    return len(shape) <= 2
+
+
+def is_view(op: Operation) -> bool:
+    """A reshape the device reads in place: same bytes in the same order."""
+    if isinstance(op, nn.IdentityOp):
+        return True
+    if not isinstance(op, nn.ReshapeOp | nn.FlattenOp):
+        return False
+    a, b = op.operands[0].type.get_shape(), op.results[0].type.get_shape()
+    return _chw_order_kept(tuple(a)) and _chw_order_kept(tuple(b))
+
+
+def root(value: SSAValue) -> SSAValue:
+    """The tensor whose DRAM bytes `value` is (through views)."""
+    while isinstance(value.owner, Operation) and is_view(value.owner):
+        value = value.owner.operands[0]
+    return value
+
+
+def _free(op: Operation) -> bool:
+    if isinstance(op, nn.ConstantOp | func.ReturnOp) or is_view(op):
+        return True
+    if isinstance(op, nn.ChannelSliceOp):
+        return all(isinstance(use.operation, nn.Conv2dOp) and layer_of(use.operation) is not None
+                   for use in op.results[0].uses)
+    return False
+
+
+@dataclass
+class Segment:
+    layers: list[str] = field(default_factory=list)
+    """The device layers, in graph order (a fused pool's conv once)."""
+    host_before: list[Operation] = field(default_factory=list)
+    """The host layers that run before this segment (after the previous one)."""
+
+
+@dataclass
+class Segments:
+    segments: list[Segment]
+    host_after: list[Operation]
+    """Host layers after the last segment."""
+    position: dict[str, int]
+    """Each device layer's position in graph order (over all segments)."""
+
+    def segment_of(self, layer: str) -> int:
+        for i, s in enumerate(self.segments):
+            if layer in s.layers:
+                return i
+        raise KeyError(layer)
+
+    def first_position(self, index: int) -> int:
+        return self.position[self.segments[index].layers[0]]
+
+    def last_position(self, index: int) -> int:
+        return self.position[self.segments[index].layers[-1]]
+
+
+def segments_of(block: Block) -> Segments:
+    """The device segments of `@main`'s block."""
+    segments: list[Segment] = []
+    pending_host: list[Operation] = []
+    position: dict[str, int] = {}
+    current: Segment | None = None
+    for op in block.ops:
+        layer = layer_of(op) if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) else None
+        if layer is not None:
+            if current is None:
+                current = Segment(host_before=pending_host)
+                pending_host = []
+                segments.append(current)
+            if layer not in position:
+                position[layer] = len(position)
+                current.layers.append(layer)
+            continue
+        if _free(op):
+            continue
+        pending_host.append(op)
+        current = None
+    return Segments(segments, pending_host, position)
