@@ -7,11 +7,15 @@ avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-dept
 partition-host, quantize.
 
 snowflake-lower{format=Q8.8|auto calibration=x.npy mode=auto loop-order=auto hw=path.json}: the
-default lowering from an nn module to one `snowflake_asm.image` per device layer, as the pass
-list `PIPELINE`:
+default lowering from an nn module to one `snowflake_asm.image` per device segment (a run of
+device layers with no host layer between them: one instruction stream over the model's DRAM
+plan, as C17 deploys a model), as the pass list `PIPELINE`:
 
-    nn-prepare, nn-to-tile, tile-loop-order, tile-to-asm,
-    balance-loads, schedule-asm, fill-delay-slots, icache-banking
+    nn-prepare, nn-to-tile, tile-loop-order, allocate-dram, tile-to-asm,
+    balance-loads, schedule-asm, fill-delay-slots, link-segments, icache-banking
+
+`whole-model=false` leaves out allocate-dram and link-segments: one image per device layer, each
+with a DRAM of its own (the host copies each layer's output into the next one's input).
 
 Spelled out with `-p` (options given to the pass they belong to), the same list gives the
 same module. Every pass skips what is already done (a quantised module is not re-quantised,
@@ -30,6 +34,7 @@ from snowir.pass_steps import run_steps
 from snowir.passes.asm.balance_loads import BalanceLoadsPass
 from snowir.passes.asm.fill_delay_slots import FillDelaySlotsPass
 from snowir.passes.asm.icache_banking import IcacheBankingPass
+from snowir.passes.asm.link_segments import LinkSegmentsPass
 from snowir.passes.asm.schedule_asm import ScheduleAsmPass
 from snowir.passes.convert.nn_to_tile import NNToTilePass
 from snowir.passes.convert.tile_to_asm import TileToAsmPass
@@ -46,10 +51,11 @@ from snowir.passes.nn.quantize import QuantizePass
 from snowir.passes.nn.space_to_depth import SpaceToDepthPass
 from snowir.passes.nn.split_kernels import SplitKernelsPass
 from snowir.passes.nn.unfold_rows import UnfoldRowsPass
+from snowir.passes.tile.allocate_dram import AllocateDramPass
 from snowir.passes.tile.tile_loop_order import TileLoopOrderPass
 
-PIPELINE = ("nn-prepare", "nn-to-tile", "tile-loop-order", "tile-to-asm", "balance-loads", "schedule-asm",
-            "fill-delay-slots", "icache-banking")
+PIPELINE = ("nn-prepare", "nn-to-tile", "tile-loop-order", "allocate-dram", "tile-to-asm", "balance-loads",
+            "schedule-asm", "fill-delay-slots", "link-segments", "icache-banking")
 
 
 @dataclass(frozen=True)
@@ -93,13 +99,17 @@ class SnowflakeLowerPass(ModulePass):
     loop_order: str = "auto"
     mode: str = "auto"
     hw: str = ""
+    whole_model: bool = True
+    """One program per device segment over a model DRAM plan; false: one image per layer."""
 
     def passes(self, quantised_already: bool) -> list[ModulePass]:
         steps: list[ModulePass] = [] if quantised_already else \
             [NNPreparePass(self.format, calibration=self.calibration, hw=self.hw)]
-        return steps + [NNToTilePass(self.mode, self.hw), TileLoopOrderPass(self.loop_order, self.hw),
+        plan: list[ModulePass] = [AllocateDramPass(self.hw)] if self.whole_model else []
+        link: list[ModulePass] = [LinkSegmentsPass()] if self.whole_model else []
+        return steps + [NNToTilePass(self.mode, self.hw), TileLoopOrderPass(self.loop_order, self.hw), *plan,
                         TileToAsmPass(self.hw), BalanceLoadsPass(hw=self.hw), ScheduleAsmPass(self.hw),
-                        FillDelaySlotsPass(self.hw), IcacheBankingPass(self.hw)]
+                        FillDelaySlotsPass(self.hw), *link, IcacheBankingPass(self.hw)]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         run_steps(ctx, op, self.passes(quantised(op)))

@@ -4,7 +4,9 @@ snow-run: compile (when needed), assemble and run a model on the Snowflake machi
     snow-run MODEL [--input X.npy] [--output Y.npy] [--report R.json] [--hw HW.json]
              [--pipeline P] [--engine fast|reference|golden] [--trace T.json] [--check]
 
-MODEL is a snowflake_asm-level `.mlir` or a `.sfb` program image. Prints a per-layer
+MODEL is an ONNX model, an nn / tile / lowered `.mlir` module, a `.sfb` model image
+(snow-opt ... -t snowflake-bin of a whole-model lowering), a snowflake_asm-level `.mlir`
+program or a `.sfb` program image. Prints a per-layer
 table; every error is one line on stderr with exit code 1; output files are written
 atomically and only after a successful run.
 """
@@ -28,7 +30,7 @@ from snowir.hw import SnowflakeConfig
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="snow-run", description="Run a model on the Snowflake machine model.")
-    p.add_argument("model", help="snowflake_asm .mlir or .sfb program image")
+    p.add_argument("model", help="ONNX model, nn/tile/lowered or snowflake_asm .mlir, .sfb model or program image")
     p.add_argument("--input", help=".npy input (float: quantised to the program's Qm.n; integer: raw words)")
     p.add_argument("--output", help=".npy of the output (float), .npz when there are several outputs")
     p.add_argument("--report", help="write the JSON report here ('-': standard output)")
@@ -77,6 +79,14 @@ def _is_nn_level(path: str) -> bool:
     otherwise a snowflake_asm program (or .sfb image)."""
     if path.endswith(".onnx"):
         return True
+    if path.endswith(".sfb"):
+        from snowir.model_image import is_model_image
+
+        try:
+            with open(path, "rb") as f:
+                return is_model_image(f.read(4))
+        except OSError:
+            return False
     if path.endswith(".mlir"):
         try:
             text = open(path).read()

@@ -29,6 +29,7 @@ from snowir.nn_util import layer_name, on_host
 from snowir.passes import all_passes
 from snowir.passes.convert.nn_to_tile import device_layers
 from snowir.passes.pipelines import quantised
+from snowir.model_image import ModelImage, is_model_image, model_module
 from snowir.segments import main_of
 
 DEFAULT_PIPELINE = "nn-prepare"
@@ -43,10 +44,19 @@ class ModelRun:
 
 
 def load_model(path: str | Path, input_shape: str | None = None) -> tuple[ModuleOp, str | None]:
-    """An nn module from `.onnx` or `.mlir`; the ONNX path is returned for the reference."""
+    """An nn module from `.onnx` or `.mlir`, or a model image (`.sfb`, lowered); the ONNX path is
+    returned for the reference."""
     path = Path(path)
     if path.suffix == ".onnx":
         return import_onnx(path, parse_input_shape(input_shape) if input_shape else None), str(path)
+    if path.suffix == ".sfb":
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise SnowError(f"{path}: {e.strerror or e}") from None
+        if not is_model_image(data):
+            raise SnowError(f"{path}: a program image, not a model image (snow-run runs it as a program)")
+        return model_module(ModelImage.from_bytes(data, str(path)), str(path)), None
     module = api.parse_mlir(path)
     return module, None
 

@@ -1,7 +1,8 @@
 """
 Output targets registered with snow-opt (`-t NAME`).
 
-`snowflake-bin` writes a `.sfb` program image. xDSL targets write text streams, so the
+`snowflake-bin` writes a `.sfb` program image, or for a whole-model lowering (segment images,
+link-segments) a model image (snowir/model_image.py). xDSL targets write text streams, so the
 target emits the bytes as latin-1 characters (one char per byte) and snow-opt writes
 them back out as raw bytes (`write_binary_text`).
 """
@@ -15,12 +16,14 @@ from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
 from snowir.machine.image import assemble
+from snowir.model_image import model_image, segment_images
 
 BINARY_TARGETS = ("snowflake-bin",)
 
 
 def emit_snowflake_bin(module: ModuleOp, output: IO[str]) -> None:
-    output.write(assemble(module).to_bytes().decode("latin-1"))
+    data = model_image(module).to_bytes() if segment_images(module) else assemble(module).to_bytes()
+    output.write(data.decode("latin-1"))
 
 
 def all_targets() -> dict[str, Callable[[ModuleOp, IO[str]], None]]:

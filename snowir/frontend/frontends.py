@@ -8,10 +8,14 @@ from typing import IO, Any
 from xdsl.dialects.builtin import ModuleOp
 from snowir.frontend.onnx_import import OnnxImportError, import_model, parse_input_shape
 from snowir.machine.image import ProgramImage, disassemble
+from snowir.model_image import ModelImage, is_model_image, model_module
 
 
 def parse_sfb(stream: IO[bytes], source: str = "<sfb>") -> ModuleOp:
-    return disassemble(ProgramImage.from_bytes(stream.read(), source))
+    data = stream.read()
+    if is_model_image(data):
+        return model_module(ModelImage.from_bytes(data, source), source)
+    return disassemble(ProgramImage.from_bytes(data, source))
 
 
 def all_frontends(tool: Any) -> dict[str, Callable[[IO[bytes]], ModuleOp]]:
@@ -20,6 +24,7 @@ def all_frontends(tool: Any) -> dict[str, Callable[[IO[bytes]], ModuleOp]]:
         # builtin dialect loaded, which parsing text would have done.
         tool.ctx.get_optional_dialect("builtin")
         tool.ctx.get_optional_dialect("snowflake_asm")
+        tool.ctx.get_optional_dialect("nn")  # a model image's host part
         return parse_sfb(stream, tool.get_input_name())
 
     def onnx_frontend(stream: IO[bytes]) -> ModuleOp:
