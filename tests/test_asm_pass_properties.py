@@ -60,7 +60,7 @@ BATCH = 50
 LONG_EVERY = 40  # seeds 39, 79, ... make long programs (icache-banking lays them out)
 LIMIT = 30_000  # dynamic instructions of an original program (a simulator guard)
 
-ASM_PASSES = PIPELINE[PIPELINE.index("tile-to-asm") + 1:]
+ASM_PASSES = tuple(p for p in PIPELINE[PIPELINE.index("tile-to-asm") + 1:] if p != "link-segments")  # one layer: nothing to link
 """The passes `snowflake-lower` runs on snowflake_asm programs, in its order."""
 CONFIGS = [(name,) for name in ASM_PASSES] + [ASM_PASSES]
 RESERVED = {30, 31}  # icache-banking's bank-load registers

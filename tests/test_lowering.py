@@ -32,7 +32,7 @@ from snowir.tools.snow_opt import main as snow_opt
 from snowir.tools.snow_run import main as snow_run
 
 HW = SnowflakeConfig()
-ASM_PIPELINE = PIPELINE[PIPELINE.index("tile-to-asm") + 1:]
+ASM_PIPELINE = tuple(p for p in PIPELINE[PIPELINE.index("tile-to-asm") + 1:] if p != "link-segments")  # one layer: nothing to link
 DIGITS = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
 
 

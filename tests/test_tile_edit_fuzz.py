@@ -63,7 +63,7 @@ from snowir.tile.check import derive_layer  # noqa: E402
 from snowir.tile.edit import empty_bodies, maps_rows, set_kernel_count, set_maps_rows  # noqa: E402
 from snowir.tile.read import TileError, conv_plan_of, pool_tiles_of  # noqa: E402
 
-ASM_PASSES = PIPELINE[PIPELINE.index("tile-to-asm") + 1:]
+ASM_PASSES = tuple(p for p in PIPELINE[PIPELINE.index("tile-to-asm") + 1:] if p != "link-segments")  # one layer: nothing to link
 REFUSALS = (PassFailedException, VerifyException, DiagnosticException, TileError, LoweringError)
 SMALL = SnowflakeConfig(maps_bank_bytes=4096, weights_buffer_bytes=2048)  # 2048-word banks, 1024-word weights
 MID = SnowflakeConfig(maps_bank_bytes=2048)  # 1024-word banks, 4096-word weights (16 kernels of INDP fit)

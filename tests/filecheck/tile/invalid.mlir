@@ -210,3 +210,25 @@ tile.layer @l conv attributes {mode = #tile<mode COOP>} {
   }
 }
 // CHECK: tile.window: out_addr must be >= 0, got -2
+
+// -----
+tile.dram_plan {
+  tile.tensor @a {offset = 0 : i64, size = 8192 : i64, live = array<i64: 0, 2>, role = "activation"}
+  tile.tensor @b {offset = 4096 : i64, size = 4096 : i64, live = array<i64: 2, 3>, role = "activation"}
+}
+// CHECK: tile.dram_plan: tensors @a and @b overlap in DRAM and are both live at layer 2
+
+// -----
+tile.dram_plan {
+  tile.tensor @a {offset = 0 : i64, size = 4096 : i64, live = array<i64: 0, 0>, role = "activation"}
+}
+tile.layer @l maxpool attributes {} {
+  tile.dram_region @r {offset = 4096 : i64, size = 16 : i64, label = "maps", tensor = "a"}
+}
+// CHECK: tile.layer @l: tile.dram_region @r: offset 4096 is not its tensor @a's 0
+
+// -----
+tile.dram_plan {
+  tile.tensor @a {offset = 0 : i64, size = 4096 : i64, live = array<i64: 3, 1>, role = "activation"}
+}
+// CHECK: tile.tensor: @a: live must be [first, last] layer positions, first <= last

@@ -33,6 +33,9 @@ tile.layer @fc fc attributes {mode = #tile<mode COOP>} {
 tile.layer @sum add {
   tile.dram_region @sum.out {offset = 0 : i64, size = 64 : i64, label = "output"}
 }
+tile.dram_plan {
+  tile.tensor @conv2.in {offset = 0 : i64, size = 186624 : i64, live = array<i64: 0, 1>, role = "activation"}
+}
 
 // CHECK: builtin.module {
 // CHECK-NEXT: tile.layer @conv2 conv attributes {mode = #tile<mode COOP>, loop_order = #tile<loop_order Kloop>, relu} {
@@ -64,5 +67,8 @@ tile.layer @sum add {
 // CHECK-NEXT: }
 // CHECK-NEXT: tile.layer @sum add {
 // CHECK-NEXT: tile.dram_region @sum.out {offset = 0 : i64, size = 64 : i64, label = "output"}
+// CHECK-NEXT: }
+// CHECK-NEXT: tile.dram_plan {
+// CHECK-NEXT: tile.tensor @conv2.in {offset = 0 : i64, size = 186624 : i64, live = array<i64: 0, 1>, role = "activation"}
 // CHECK-NEXT: }
 // CHECK-NEXT: }

@@ -2,7 +2,7 @@
 // RUN: snow-opt %s -p 'nn-prepare,nn-to-tile' | filecheck %s --check-prefix=NOORDER
 // RUN: snow-opt %s -p 'nn-prepare,nn-to-tile,tile-loop-order{order=Mloop}' | filecheck %s --check-prefix=MLOOP
 // RUN: snow-opt %s -p 'nn-prepare,nn-to-tile,tile-loop-order,tile-to-asm' | filecheck %s --check-prefix=ASM
-// RUN: snow-opt %s -p 'snowflake-lower' | filecheck %s --check-prefix=ASM
+// RUN: snow-opt %s -p 'snowflake-lower{whole-model=false}' | filecheck %s --check-prefix=ASM
 // RUN: not snow-opt %s -p 'nn-to-tile' 2>&1 | filecheck %s --check-prefix=FLOAT
 // RUN: not snow-opt %s -p 'nn-prepare,nn-to-tile,tile-loop-order{order=Zloop}' 2>&1 | filecheck %s --check-prefix=BADOPT
 // RUN: not snow-opt %s -p 'nn-prepare,nn-to-tile,tile-to-asm' 2>&1 | filecheck %s --check-prefix=NEEDORDER
