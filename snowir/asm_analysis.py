@@ -100,10 +100,16 @@ def replace_body(program: sf.ProgramOp, ops: Sequence[Operation]) -> None:
 def programs(module: Operation, banked: bool = True) -> Iterator[sf.ProgramOp]:
     """Every program of a module: top-level ones and those inside `snowflake_asm.image`s;
     `banked=False` leaves out programs icache-banking has laid out (moving their instructions
-    would move loops across bank boundaries)."""
+    would move loops across bank boundaries) and the segment programs link-segments joined
+    (their layers' code was scheduled before; moving it would move it across layer markers)."""
     for op in outside_programs(module):
-        if isinstance(op, sf.ProgramOp) and (banked or not is_banked(op)):
+        if isinstance(op, sf.ProgramOp) and (banked or not (is_banked(op) or _linked(op))):
             yield op
+
+
+def _linked(program: sf.ProgramOp) -> bool:
+    parent = program.parent_op()
+    return isinstance(parent, sf.ImageOp) and "segment" in parent.attributes
 
 
 def outside_programs(op: Operation) -> Iterator[Operation]:
@@ -118,7 +124,10 @@ def outside_programs(op: Operation) -> Iterator[Operation]:
 
 
 def is_banked(program: sf.ProgramOp) -> bool:
-    """The program loads its own instruction cache: icache-banking (or its author) laid it out."""
+    """The program loads its own instruction cache: icache-banking (or its author) laid it out
+    (a two-block program loads nothing; icache-banking marks it `banked`)."""
+    if "banked" in program.attributes:
+        return True
     op = program.body.block.first_op
     while op is not None:
         if type(op) is sf.LdOp and op.target.data == sf.LoadTarget.ICACHE:

@@ -39,6 +39,8 @@ def select_bits(cus: int, vmacs_per_cu: int) -> int:
     return bits
 
 
+DRAM_PAGE_BYTES = 4096
+"""The DRAM page of the write-back interlock (a load waits for pending write-backs to its pages)."""
 CODE_ALIGN = 4096
 """[choice] program images put their code at a 4 KB-aligned DRAM address (docs/isa.md)."""
 

@@ -146,7 +146,7 @@ def test_generated_image_round_trips_byte_exact_with_its_machine_record(tmp_path
     from snowir.tools.snow_opt import main as snow_opt
 
     module, _ = load_model(Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx")
-    lower(module)
+    lower(module, "snowflake-lower{whole-model=false}")  # one image per layer (whole models: test_whole_model.py)
     image = assemble(images_of(module)["conv2"])
     assert image.built_for
     sfb, text, back = tmp_path / "c.sfb", tmp_path / "c.mlir", tmp_path / "back.sfb"

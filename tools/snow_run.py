@@ -183,9 +183,14 @@ def _loop_bytes(module) -> dict[str, tuple[int, int]]:
 
     out = {}
     for image in module.ops:
-        if isinstance(image, sf.ImageOp):
-            m, k = image.attributes.get("mloop_bytes"), image.attributes.get("kloop_bytes")
-            layer = image.attributes.get("layer")
+        if not isinstance(image, sf.ImageOp):
+            continue
+        # a layer's image, or in a segment's program the layers' markers (link-segments)
+        holders = [(image.attributes.get("layer"), image.attributes)]
+        holders += [(op.label, op.attributes["layer"].data) for op in image.program.body.block.ops
+                    if isinstance(op, sf.LabelOp) and "layer" in op.attributes]
+        for layer, facts in holders:
+            m, k = facts.get("mloop_bytes"), facts.get("kloop_bytes")
             if isinstance(m, IntegerAttr) and isinstance(k, IntegerAttr) and layer is not None:
                 out[layer.data] = (m.value.data, k.value.data)
     return out

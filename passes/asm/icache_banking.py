@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import IntAttr, ModuleOp, StringAttr, UnitAttr
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
@@ -132,6 +132,8 @@ def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> 
     final.extend(out[cursor:])
     replace_body(program, final)
     program.properties["code_base"] = IntAttr(code_base)
+    if not any(type(op) is sf.LdOp and op.target.data == sf.LoadTarget.ICACHE for op in final):
+        program.attributes["banked"] = UnitAttr()  # two blocks, no bank load: laid out all the same
 
 
 def _prologue(address: int, count: int, bank: int, unit: int) -> list[Operation]:

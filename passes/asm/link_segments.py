@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr, UnitAttr
 from xdsl.ir import Attribute, Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
@@ -129,6 +129,7 @@ class LinkSegmentsPass(ModulePass):
                 code.extend(_renamed(image))
             first = members[0]
             program = sf.ProgramOp("code", code, first.program.frac_bits.data)
+            program.attributes["loads_balanced"] = UnitAttr()  # each layer's were (balance-loads keeps them)
             attrs = {"dram": StringAttr("model"), "segment": StringAttr(str(index))}
             if "hw" in first.attributes:
                 attrs["hw"] = first.attributes["hw"]

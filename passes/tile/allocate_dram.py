@@ -34,12 +34,14 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import nn, tile
-from snowir.hw import SnowflakeConfig
+from snowir.hw import DRAM_PAGE_BYTES, SnowflakeConfig
 from snowir.segments import main_of, root, segments_of
 from snowir.tile.build import device_input, regions_of
-from snowir.tile.read import tile_layers
+from snowir.plan.shapes import LoweringError
+from snowir.tile.check import derive_layer
+from snowir.tile.read import TileError, tile_layers
 
-PAGE = 4096
+PAGE = DRAM_PAGE_BYTES
 """Tensors start on a DRAM page (the page interlock then never couples two tensors)."""
 
 
@@ -113,6 +115,11 @@ class AllocateDramPass(ModulePass):
         if not layers:
             return
         hw = SnowflakeConfig.load(self.hw or None)
+        for layer in layers:  # bodies written empty, weights repacked: the sizes the plan must hold
+            try:
+                derive_layer(layer, hw)
+            except (TileError, LoweringError) as e:
+                raise PassFailedException(f"allocate-dram: {e}") from None
         by_name = {layer.sym_name.data: layer for layer in layers}
         main = main_of(op)
         segs = segments_of(main.body.block)

@@ -126,7 +126,7 @@ def run_device(module: ModuleOp, x: np.ndarray | Sequence[np.ndarray], hw: Snowf
     if linked(module):  # whole-model programs: one process, one DRAM (jobs do not apply)
         if not quantised(module):
             raise LoweringError("the model is not quantised: run nn-prepare (or quantize) first")
-        return run_segments(module, x, hw, engine, progress, record, assembled)
+        return run_segments(module, x, hw, engine, progress, record, assembled, record_layer)
     if jobs > 1:
         result = _run_device(module, x, hw, engine, progress, record, record_layer, assembled, jobs)
         if all(layer.bit_exact for layer in result.layers):

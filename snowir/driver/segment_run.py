@@ -46,7 +46,11 @@ def linked(module: ModuleOp) -> bool:
 
 
 def _hwc(image: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(image.transpose(1, 2, 0)).ravel()
+    """One image of a tensor in the device's byte order: (C, H, W) channel-innermost; a tensor
+    of other rank is a view whose order the device shares (snowir/segments.py: is_view)."""
+    if image.ndim == 3:
+        return np.ascontiguousarray(image.transpose(1, 2, 0)).ravel()
+    return np.ascontiguousarray(image).ravel()
 
 
 @dataclass
@@ -81,7 +85,7 @@ def model_dram_bytes(images: Sequence[ProgramImage]) -> int:
 
 
 def run_segments(module: ModuleOp, x, hw: SnowflakeConfig, engine: str = "fast", progress=None,
-                 record: bool = False, assembled: dict[str, ProgramImage] | None = None):
+                 record: bool = False, assembled: dict[str, ProgramImage] | None = None, record_layer=None):
     """`run_device` for a linked module (same DeviceRun)."""
     golden = Golden(module)
     block = main_of(module).body.block
@@ -126,11 +130,12 @@ def run_segments(module: ModuleOp, x, hw: SnowflakeConfig, engine: str = "fast",
             n = op.results[0].type.get_shape()[0]
             while len(drams) < n:
                 drams.append(np.zeros(size, np.uint8))
-            if progress:
-                progress(f"segment {k + 1}/{len(segs.segments)}: {len(segment.layers)} layers")
+            done = sum(len(s.layers) for s in segs.segments[:k])
+            say = None if progress is None else \
+                lambda i, name, done=done: progress(f"layer {done + i + 1}/{len(segs.position)}: {name}")
             start_cycle = _run_segment(result, golden, env, image, images[image_name], segment.layers, ops_of, drams,
                                        hw, engine, record, compile_s * len(segment.layers) / len(ops_of),
-                                       start_cycle)
+                                       start_cycle, say, record_layer)
             continue
         golden.step(op, env)
     if ret is None:
@@ -143,7 +148,7 @@ def run_segments(module: ModuleOp, x, hw: SnowflakeConfig, engine: str = "fast",
 
 def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_op: sf.ImageOp, layers: list[str],
                  ops_of: dict[str, list[Operation]], drams: list[np.ndarray], hw: SnowflakeConfig, engine: str,
-                 record: bool, compile_s: float, start_cycle: int) -> int:
+                 record: bool, compile_s: float, start_cycle: int, say=None, record_layer=None) -> int:
     markers = {m.name: m for m in image.markers}
     missing = [name for name in layers if name not in markers]
     if missing:
@@ -170,6 +175,8 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
         order = [m.name for m in image.markers]
 
         def read_output(index: int, machine=machine) -> None:
+            if say is not None and i == 0:
+                say(index, order[index])
             if index:  # the previous layer's output, while the plan still keeps it
                 prev = order[index - 1]
                 seg = image.segment(markers[prev].facts["y"])
@@ -191,13 +198,15 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
         marks = [*machine.marks, _end_mark(machine)]
         for a, b in zip(marks, marks[1:]):
             counts[a.name].append(_between(a, b))
-        if record:
+        if record:  # the chosen layers' spans (`record_layer`): events that start in them
             offset = start_cycle
+            windows = [(a.t, b.t) for a, b in zip(marks, marks[1:]) if record_layer is None or record_layer(a.name)]
             for a, b in zip(marks, marks[1:]):
-                result.events.append(Event("control", f"layer {a.name}" + (f" image {i}" if len(drams) > 1 else ""),
-                                           offset + a.t, offset + b.t))
+                if record_layer is None or record_layer(a.name):
+                    result.events.append(Event("control", f"layer {a.name}" + (f" image {i}" if len(drams) > 1 else ""),
+                                               offset + a.t, offset + b.t))
             result.events.extend(Event(e.track, e.name, e.start + offset, e.end + offset, e.count, e.mix)
-                                 for e in machine.timing.events)
+                                 for e in machine.timing.events if any(lo <= e.start < hi for lo, hi in windows))
         start_cycle += marks[-1].t
     total_dynamic = sum(c.dynamic for name in layers for c in counts[name]) or 1
     for name in layers:

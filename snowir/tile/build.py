@@ -378,6 +378,10 @@ def repack(layer: tile.LayerOp, mode_name: str, count: int, hw: SnowflakeConfig)
     w.properties["packing"] = tile.ComputeModeAttr(mode)
     w.properties["packed_kernels"] = IntegerAttr(count, i64)
     grow = image.size * 2 - w.size.value.data
+    if grow > 0 and w.tensor is not None:  # the model's DRAM plan placed the region: it cannot move others
+        raise LoweringError(f"tile.dram_region @{w.sym_name.data}: the weights repacked for {mode.value} x {count} "
+                            f"need {image.size * 2} bytes, the DRAM plan gave them {w.size.value.data}: edit before "
+                            "allocate-dram (it derives the layers first)")
     w.properties["size"] = IntegerAttr(image.size * 2, i64)
     if grow > 0:  # the regions above the weights move up to make room (a layer's own image layout)
         end = w.offset.value.data + image.size * 2
