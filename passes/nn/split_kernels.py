@@ -96,6 +96,19 @@ class SplitKernel(RewritePattern):
                 best, best_cycles = count, cycles
         return best
 
+    def _more_parts(self, op: nn.Conv2dOp, c: int, least: int) -> int:
+        """The fewest parts the kernels need, or more where the planner estimates them faster by
+        MIN_GAIN: parts whose kernels then fit a weights slot double-buffer instead of staggering
+        (a 3x3 conv over 512 channels: two parts of 256 stagger, four of 128 double-buffer)."""
+        best, best_cycles = least, estimated_cycles(op, _parts(c, least), self.hw)
+        for count in range(least + 1, max(MAX_PARTS_BY_COST, least) + 1):
+            if c // count < 16:
+                break
+            cycles = estimated_cycles(op, _parts(c, count), self.hw)
+            if cycles < best_cycles * (1 - MIN_GAIN):
+                best, best_cycles = count, cycles
+        return best
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: nn.Conv2dOp, rewriter: PatternRewriter) -> None:
         k, cg, kh, kw = shape_of(op.weight)
@@ -111,6 +124,8 @@ class SplitKernel(RewritePattern):
             if per < 16:
                 return
             count = -(-c // per)
+            if self.by_cost:  # more parts than the buffer forces, where the estimate says they pay
+                count = self._more_parts(op, c, count)
         else:
             count = self._count_by_cost(op, c) if self.by_cost else 1
             if count == 1:
