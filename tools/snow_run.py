@@ -46,7 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-layers", metavar="PATTERNS",
                    help="--trace only these layers: comma-separated names or shell patterns (conv1,layer4.*)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                   help="device layers simulated in parallel processes (default: one per core; same results)")
+                   help="a per-layer lowering (snowflake-lower{whole-model=false}): layers simulated in parallel "
+                        "processes (default: one per core; same results). A whole-model program is one "
+                        "instruction stream per segment and runs in one process")
     p.add_argument("--plot", help="write the report's plots here (PNG): cycle breakdown, roofline, Mloop vs Kloop")
     p.add_argument("--check", action="store_true", help="compare with onnxruntime and the golden model")
     p.add_argument("--quiet", action="store_true", help="no table, no progress")
