@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Sequence
 
 from xdsl.utils.exceptions import ParseError
 
@@ -30,9 +32,49 @@ def pipeline_error(e: BaseException) -> str:
     return f"bad pass pipeline (column {where.split(':')[-1]}): {reason}"
 
 
-def run_cli(prog: str, body: Callable[[], int], input_name: str) -> int:
+def wants_traceback(argv: Sequence[str] | None = None) -> bool:
+    """`--traceback` on the command line, or SNOWIR_TRACEBACK=1: print the full Python traceback."""
+    argv = sys.argv[1:] if argv is None else argv
+    return "--traceback" in argv or os.environ.get("SNOWIR_TRACEBACK", "") not in ("", "0")
+
+
+def report_failure(prog: str, e: BaseException, input_name: str, full: bool) -> None:
+    """The one-line diagnostic (an internal error also says where it was raised), after the
+    full traceback if asked for."""
+    if full:
+        traceback.print_exception(e, file=sys.stderr)
+    line = one_line(e, input_name)
+    where = raised_at(e)
+    if where is not None and not full:
+        line += f" (raised at {where}; --traceback for the full trace)"
+    print(f"{prog}: {line}", file=sys.stderr)
+
+
+def raised_at(e: BaseException) -> str | None:
+    """file:line of the innermost frame of a pass or snowir module, for an error that is not a
+    diagnostic of its own (a bug in a pass: the author wants to know where)."""
+    if isinstance(e, SnowError | ParseError) or type(e).__name__ in (
+            "VerifyException", "DiagnosticException", "PassFailedException", "ArgSpecParseError",
+            "FileNotFoundError", "KeyboardInterrupt") or isinstance(e, OSError):
+        return None
+    frames = traceback.extract_tb(e.__traceback__)
+    ours = [f for f in frames if "/xdsl/" not in f.filename and "site-packages" not in f.filename]
+    frame = (ours or frames)[-1] if frames else None
+    if frame is None:
+        return None
+    path = frame.filename
+    for root in ("/passes/", "/snowir/", "/dialects/", "/tools/"):
+        if root in path:
+            path = root.strip("/") + "/" + path.split(root, 1)[1]
+            break
+    return f"{path}:{frame.lineno}"
+
+
+def run_cli(prog: str, body: Callable[[], int], input_name: str, full_traceback: bool | None = None) -> int:
     """A command's body with every failure as one line on stderr (`prog: where: what`), exit 1;
-    Ctrl-C exits 130; argparse's own exits pass through."""
+    Ctrl-C exits 130; argparse's own exits pass through. `full_traceback` (default: --traceback
+    or SNOWIR_TRACEBACK=1) prints the Python traceback first."""
+    full = wants_traceback() if full_traceback is None else full_traceback
     try:
         return body()
     except KeyboardInterrupt:
@@ -41,7 +83,7 @@ def run_cli(prog: str, body: Callable[[], int], input_name: str) -> int:
     except BaseException as e:  # noqa: BLE001 - the one place errors become one line
         if isinstance(e, SystemExit):
             raise
-        print(f"{prog}: {one_line(e, input_name)}", file=sys.stderr)
+        report_failure(prog, e, input_name, full)
         return 1
 
 

@@ -154,3 +154,26 @@ def test_each_pass_of_the_default_pipeline_verifies_on_a_downsample_block(tmp_pa
     text = tiled.read_text()
     assert "bypass" in text and "65536" not in text  # the residual conv is tiled, its loads fit
     assert main([str(tiled), "-p", ",".join(PIPELINE[3:]), "-o", str(tmp_path / "asm.mlir")]) == 0
+
+
+def test_a_crash_in_a_pass_names_where_it_was_raised_and_traceback_prints_it(monkeypatch, capsys) -> None:
+    """A pass author's bug: one line naming the file:line that raised; --traceback (or
+    SNOWIR_TRACEBACK=1) prints the whole Python traceback first."""
+    from snowir.passes.asm.schedule_asm import ScheduleAsmPass
+    from snowir.tools.snow_opt import main as snow_opt
+
+    def broken(self, ctx, op):
+        return None._int  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(ScheduleAsmPass, "apply", broken)
+    digits = str(Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx")
+    assert snow_opt([digits, "-p", "nn-prepare,nn-to-tile,tile-loop-order,tile-to-asm,schedule-asm"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "AttributeError" in err[0] and "raised at tests/" not in err[0]
+    assert "(raised at " in err[0] and "test_snow_opt.py:" in err[0] and "--traceback" in err[0]
+    assert snow_opt([digits, "-p", "nn-prepare,nn-to-tile,tile-loop-order,tile-to-asm,schedule-asm", "--traceback"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and err.strip().splitlines()[-1].startswith("snow-opt: ")
+    monkeypatch.setenv("SNOWIR_TRACEBACK", "1")
+    assert snow_opt([digits, "-p", "nn-prepare,nn-to-tile,tile-loop-order,tile-to-asm,schedule-asm"]) == 1
+    assert "Traceback (most recent call last)" in capsys.readouterr().err

@@ -25,6 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep", action="append", default=[], metavar="FIELD=v1,v2,...",
                    help="a SnowflakeConfig field and its values (repeat for a cross product)")
     p.add_argument("--hw", help="base hardware description JSON (default: the ZC706 build)")
+    p.add_argument("--traceback", action="store_true",
+                   help="on an error, print the full Python traceback too (or set SNOWIR_TRACEBACK=1)")
     p.add_argument("--out", default="build/dse", help="output directory (default build/dse)")
     p.add_argument("--address", help="an existing Ray cluster (default: a local Ray runtime)")
     p.add_argument("--workers", type=int, default=0,

@@ -25,7 +25,7 @@ from snowir import __version__
 from snowir.dialects import all_dialects
 from snowir.driver.pipeline_spec import unwrap_pipeline
 from snowir.driver.targets import BINARY_TARGETS
-from snowir.errors import one_line
+from snowir.errors import report_failure, wants_traceback
 from snowir.passes import all_passes
 
 
@@ -113,6 +113,8 @@ class SnowOptMain(xDSLOptMain):
                                      "(snowflake-lower, nn-prepare)")
         arg_parser.add_argument("--mlir-print-ir-after-all", action="store_true",
                                 help="print the IR to stderr after every pass, also inside composite passes")
+        arg_parser.add_argument("--traceback", action="store_true",
+                                help="on an error, print the full Python traceback too (or set SNOWIR_TRACEBACK=1)")
         arg_parser.add_argument("--list-passes", action="store_true",
                                 help="list snowir's passes with their descriptions and options, then exit")
         arg_parser.add_argument(
@@ -210,6 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     reset_blobs()  # one invocation, one blob table, as in a process of its own
     args = rewrite_argv(sys.argv[1:] if argv is None else argv)
+    full = wants_traceback(args)
+    args = [a for a in args if a != "--traceback"]
     if "--list-passes" in args:
         sys.stdout.write(list_passes())
         return 0
@@ -230,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("snow-opt: interrupted", file=sys.stderr)
         return 130
     except BaseException as e:  # noqa: BLE001 - the one place errors become one line
-        print(f"snow-opt: {one_line(e, input_name)}", file=sys.stderr)
+        report_failure("snow-opt", e, input_name, full)
         return 1
     return 0
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from snowir.errors import SnowError, one_line
+from snowir.errors import SnowError, report_failure, wants_traceback
 from snowir.driver.table import print_table
 
 REQUIRED = ("model", "total", "layers")
@@ -188,6 +188,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("reports", nargs="+", help="one report (table) or two (B against A)")
     p.add_argument("--plot", help="write a PNG of the first report's plots here: per-layer cycle breakdown "
                                   "and roofline (snow-run --plot adds Mloop against Kloop)")
+    p.add_argument("--traceback", action="store_true",
+                   help="on an error, print the full Python traceback too (or set SNOWIR_TRACEBACK=1)")
     return p
 
 
@@ -209,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         if isinstance(e, BrokenPipeError):  # `snow-report r.json | head`
             return 0
-        print(f"snow-report: error: {one_line(e)}", file=sys.stderr)
+        report_failure("snow-report", e, "snow-report", args.traceback or wants_traceback(argv))
         return 1
 
 
