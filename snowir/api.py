@@ -21,7 +21,7 @@ from snowir.errors import SnowError, one_line
 from snowir.fixedpoint import quantize
 from snowir.hw import SnowflakeConfig
 from snowir.machine.image import ProgramImage, assemble, disassemble
-from snowir.machine.run import Engine, RunResult, run_image
+from snowir.machine.run import DEFAULT_MAX_INSTRUCTIONS, Engine, RunResult, run_image
 from snowir.resources import reset_blobs
 
 
@@ -115,5 +115,5 @@ def read_input(path: str | Path, image: ProgramImage) -> dict[str, np.ndarray]:
 
 def run_program(image: ProgramImage, module: ModuleOp | None = None, hw: SnowflakeConfig | None = None,
                 engine: Engine = "fast", inputs: dict[str, np.ndarray] | None = None,
-                record: bool = False, progress=None) -> RunResult:
-    return run_image(image, hw, engine, inputs, record, module, progress=progress)
+                record: bool = False, progress=None, max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS) -> RunResult:
+    return run_image(image, hw, engine, inputs, record, module, max_instructions, progress=progress)

@@ -240,3 +240,18 @@ def test_ld_icache_loads_the_words_dram_holds_now() -> None:
         run_fast(m) if engine == "fast" else run_reference(m, module)
         results[engine] = m.state.regs[5]
     assert results == {"fast": 2, "reference": 2}
+
+
+def test_an_endless_program_stops_with_the_same_fault_on_both_engines(tmp_path: Path, capsys) -> None:
+    prog = tmp_path / "endless.mlir"
+    prog.write_text("snowflake_asm.program @p {\n  snowflake_asm.label @top\n  snowflake_asm.addi r1, r1, 1\n"
+                    "  snowflake_asm.ble r0, r0, @top\n" + "  snowflake_asm.mov r0, r0\n" * 4 + "}\n")
+    lines = []
+    for engine in ("fast", "reference"):
+        assert _snow_run([str(prog), "--engine", engine, "--max-instructions", "1000", "--quiet"]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "instruction limit 1000 reached" in err[0] and "at pc " in err[0]
+        lines.append(err[0])
+    assert lines[0] == lines[1]
+    with pytest.raises(SystemExit):  # argparse: "--jobs: must be at least 1, not 0"
+        _snow_run([str(prog), "--jobs", "0"])

@@ -26,6 +26,18 @@ import numpy as np
 from snowir.driver.table import print_table
 from snowir.errors import SnowError, run_cli
 from snowir.hw import SnowflakeConfig
+from snowir.machine.run import DEFAULT_MAX_INSTRUCTIONS
+
+
+def _positive(text: str) -> int:
+    """An argparse type: an integer >= 1 (`--jobs 0` would otherwise mean something odd)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -45,13 +57,16 @@ def _parser() -> argparse.ArgumentParser:
                    "identical back-to-back events are one span with a count")
     p.add_argument("--trace-layers", metavar="PATTERNS",
                    help="--trace only these layers: comma-separated names or shell patterns (conv1,layer4.*)")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+    p.add_argument("--jobs", type=_positive, default=os.cpu_count() or 1,
                    help="a per-layer lowering (snowflake-lower{whole-model=false}): layers simulated in parallel "
                         "processes (default: one per core; same results). A whole-model program is one "
                         "instruction stream per segment and runs in one process")
     p.add_argument("--plot", help="write the report's plots here (PNG): cycle breakdown, roofline, Mloop vs Kloop")
     p.add_argument("--check", action="store_true", help="compare with onnxruntime and the golden model")
     p.add_argument("--quiet", action="store_true", help="no table, no progress")
+    p.add_argument("--max-instructions", type=_positive, default=DEFAULT_MAX_INSTRUCTIONS, metavar="N",
+                   help=f"stop a program after N dynamic instructions with a fault naming the instruction "
+                        f"(default {DEFAULT_MAX_INSTRUCTIONS:,}: an endless loop stops within about a minute)")
     p.add_argument("--traceback", action="store_true",
                    help="on an error, print the full Python traceback too (or set SNOWIR_TRACEBACK=1)")
     p.add_argument("--input-shape", help="static shape for ONNX inputs with dynamic dimensions, e.g. 1,3,224,224")
@@ -145,7 +160,7 @@ def run_nn(args: argparse.Namespace) -> int:
         say = None if args.quiet else (lambda msg: print(f"snow-run: ... {msg}", file=sys.stderr, flush=True))
         result = run_model_on_device(args.model, x, args.pipeline, args.check, args.input_shape, hw, args.engine,
                                      progress=say, record=bool(args.trace), trace_layers=args.trace_layers,
-                                     jobs=args.jobs)
+                                     jobs=args.jobs, max_instructions=args.max_instructions)
     report = result.report
     if not args.quiet:
         print_table(report)
@@ -224,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"snow-run: {args.model}: {len(image.code)} instructions, engine {args.engine}", file=sys.stderr)
     result = api.run_program(image, module, hw, args.engine, inputs, record=bool(args.trace),
-                             progress=None if args.quiet else Progress())
+                             progress=None if args.quiet else Progress(), max_instructions=args.max_instructions)
     report = program_report(result, hw, str(args.model), compile_s)
     if not args.quiet:
         print_table(report)

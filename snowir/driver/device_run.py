@@ -28,7 +28,7 @@ from snowir.driver.segment_run import linked, run_segments
 from snowir.golden import Golden, Q, element_frac
 from snowir.hw import SnowflakeConfig
 from snowir.machine.image import ProgramImage, assemble
-from snowir.machine.run import imbalance, run_image, stall_breakdown
+from snowir.machine.run import DEFAULT_MAX_INSTRUCTIONS, imbalance, run_image, stall_breakdown
 from snowir.machine.timing import Event
 from snowir.nn_util import layer_name, on_host
 from snowir.passes.pipelines import quantised
@@ -80,8 +80,9 @@ class ImageRun:
 
 
 def _simulate(image: ProgramImage, hw: SnowflakeConfig, engine: str, inputs: dict[str, np.ndarray], keep: bool,
-              image_op: sf.ImageOp | None) -> ImageRun:
-    run = run_image(image, hw, engine, inputs, keep, module=image_op if engine == "reference" else None)
+              image_op: sf.ImageOp | None, max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS) -> ImageRun:
+    run = run_image(image, hw, engine, inputs, keep, module=image_op if engine == "reference" else None,
+                    max_instructions=max_instructions)
     t = run.timing
     return ImageRun(run.outputs["y"], run.cycles, {c: int(v) for c, v in t.stalls.items()}, t.macs, t.lane_macs,
                     t.dram_bytes, list(t.unit_bytes), run.machine.dynamic, run.simulate_s,
@@ -111,7 +112,8 @@ def _parallel(jobs: list[tuple], workers: int) -> list[ImageRun]:
 
 def run_device(module: ModuleOp, x: np.ndarray | Sequence[np.ndarray], hw: SnowflakeConfig | None = None,
                engine: str = "fast", progress=None, record: bool = False, record_layer=None,
-               assembled: dict[str, ProgramImage] | None = None, jobs: int = 1) -> DeviceRun:
+               assembled: dict[str, ProgramImage] | None = None, jobs: int = 1,
+               max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS) -> DeviceRun:
     """`x`: the input, or one array per input of @main. `record`: keep every layer's timing
     events (a trace); `record_layer(name)`, if given, limits them to the layers it accepts (a
     ResNet-50 trace is hundreds of MB). `assembled`: program images by name, filled and reused
@@ -121,21 +123,22 @@ def run_device(module: ModuleOp, x: np.ndarray | Sequence[np.ndarray], hw: Snowf
     once. Each device layer then reads the golden model's value of its input (what the machine
     computes when every earlier layer is bit-exact); if a layer is not bit-exact, the model is
     run again one layer after another, so outputs are always the machine's own. Reports are
-    identical either way."""
+    identical either way. `max_instructions`: a program that runs longer stops with a fault."""
     hw = hw or SnowflakeConfig()
     if linked(module):  # whole-model programs: one process, one DRAM (jobs do not apply)
         if not quantised(module):
             raise LoweringError("the model is not quantised: run nn-prepare (or quantize) first")
-        return run_segments(module, x, hw, engine, progress, record, assembled, record_layer)
+        return run_segments(module, x, hw, engine, progress, record, assembled, record_layer, max_instructions)
     if jobs > 1:
-        result = _run_device(module, x, hw, engine, progress, record, record_layer, assembled, jobs)
+        result = _run_device(module, x, hw, engine, progress, record, record_layer, assembled, jobs, max_instructions)
         if all(layer.bit_exact for layer in result.layers):
             return result
-    return _run_device(module, x, hw, engine, progress, record, record_layer, assembled, 1)
+    return _run_device(module, x, hw, engine, progress, record, record_layer, assembled, 1, max_instructions)
 
 
 def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress, record: bool, record_layer,
-                assembled: dict[str, ProgramImage] | None, jobs: int) -> DeviceRun:
+                assembled: dict[str, ProgramImage] | None, jobs: int,
+                max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS) -> DeviceRun:
     golden = Golden(module)
     block = golden.main.body.block
     if not quantised(module):
@@ -185,7 +188,7 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
                 inputs = {"x": _hwc(words[i])}
                 if bypass is not None:
                     inputs["r"] = _hwc(bypass[i])
-                batch.append((image, hw, engine, inputs, keep, image_op))
+                batch.append((image, hw, engine, inputs, keep, image_op, max_instructions))
             if jobs > 1:
                 pending.append((op, name, image_op, image, expected, compile_s, len(jobs_list), n, out_op))
                 jobs_list.extend(batch)

@@ -32,6 +32,7 @@ from snowir.errors import SnowError
 from snowir.frontend.onnx_import import import_model, parse_input_shape
 from snowir.golden import Golden
 from snowir.hw import SnowflakeConfig
+from snowir.machine.run import DEFAULT_MAX_INSTRUCTIONS
 from snowir.machine.trace import write_trace
 
 Progress = Callable[[str], None]
@@ -149,11 +150,12 @@ class Compiled:
 
     def run(self, x: np.ndarray | Sequence[np.ndarray] | None = None, engine: str = "fast", check: bool = False,
             progress: Progress | None = None, record: bool = False, trace_layers: str | None = None,
-            seed: int = 0, jobs: int = 1) -> Result:
+            seed: int = 0, jobs: int = 1, max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS) -> Result:
         """Run on the machine model (`fast` / `reference` engine) or the fixed-point golden model
         (`golden`); `x` is the input (or one per input; default: seeded N(0, 1)); `check` compares
         with the golden model bit for bit and with onnxruntime fp32 (an ONNX source); `jobs`:
-        device layers simulated in that many processes at once (same outputs and report)."""
+        device layers simulated in that many processes at once (same outputs and report);
+        `max_instructions`: a program that executes more stops with a fault naming pc and instruction."""
         if engine not in ENGINES:
             raise SnowError(f"engine '{engine}' is not one of {', '.join(ENGINES)}")
         shapes = self.input_shapes
@@ -170,7 +172,8 @@ class Compiled:
         else:
             try:
                 run = run_device(self.module, xs, self.hw, engine, progress, record=record,
-                                 record_layer=layer_filter(trace_layers), assembled=self._images, jobs=jobs)
+                                 record_layer=layer_filter(trace_layers), assembled=self._images, jobs=jobs,
+                                 max_instructions=max_instructions)
             except SnowError as e:
                 raise SnowError(f"{self.source}: {e}") from None
             data = device_report(run, self.hw, self.source, layer_rows(self.module))
@@ -227,12 +230,14 @@ def run(model: str | Path | onnx.ModelProto | ModuleOp, x: np.ndarray | Sequence
 def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline: str | None = None,
                         check: bool = False, input_shape: str | None = None, hw: SnowflakeConfig | None = None,
                         engine: str = "fast", seed: int = 0, progress=None, trace: str | None = None,
-                        record: bool = False, trace_layers: str | None = None, jobs: int = 1) -> ModelRun:
+                        record: bool = False, trace_layers: str | None = None, jobs: int = 1,
+                        max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS) -> ModelRun:
     """Lower (the remaining passes of the default pipeline, after `pipeline` if given), run every
     device layer's image on the machine model, compare with golden and onnxruntime: what
     snow-run does, as `snowir.compile(...).run(...)` with the report as its JSON dict."""
     compiled = compile(path, pipeline, hw, input_shape=input_shape)
-    result = compiled.run(x, engine, check, progress, record or trace is not None, trace_layers, seed, jobs)
+    result = compiled.run(x, engine, check, progress, record or trace is not None, trace_layers, seed, jobs,
+                          max_instructions)
     if trace is not None:
         write_trace(trace, None, compiled.hw, result.events)
     return ModelRun(compiled.module, result.outputs, result.report.to_json(), result.events)

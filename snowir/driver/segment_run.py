@@ -32,7 +32,7 @@ from snowir.machine.core import Machine, Mark
 from snowir.machine.fast import run_fast
 from snowir.machine.image import ProgramImage, assemble
 from snowir.machine.reference import run_reference
-from snowir.machine.run import imbalance, stall_breakdown
+from snowir.machine.run import DEFAULT_MAX_INSTRUCTIONS, imbalance, stall_breakdown
 from snowir.machine.timing import Event
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
@@ -85,7 +85,8 @@ def model_dram_bytes(images: Sequence[ProgramImage]) -> int:
 
 
 def run_segments(module: ModuleOp, x, hw: SnowflakeConfig, engine: str = "fast", progress=None,
-                 record: bool = False, assembled: dict[str, ProgramImage] | None = None, record_layer=None):
+                 record: bool = False, assembled: dict[str, ProgramImage] | None = None, record_layer=None,
+                 max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS):
     """`run_device` for a linked module (same DeviceRun)."""
     golden = Golden(module)
     block = main_of(module).body.block
@@ -135,7 +136,7 @@ def run_segments(module: ModuleOp, x, hw: SnowflakeConfig, engine: str = "fast",
                 lambda i, name, done=done: progress(f"layer {done + i + 1}/{len(segs.position)}: {name}")
             start_cycle = _run_segment(result, golden, env, image, images[image_name], segment.layers, ops_of, drams,
                                        hw, engine, record, compile_s * len(segment.layers) / len(ops_of),
-                                       start_cycle, say, record_layer)
+                                       start_cycle, say, record_layer, max_instructions)
             continue
         golden.step(op, env)
     if ret is None:
@@ -148,7 +149,8 @@ def run_segments(module: ModuleOp, x, hw: SnowflakeConfig, engine: str = "fast",
 
 def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_op: sf.ImageOp, layers: list[str],
                  ops_of: dict[str, list[Operation]], drams: list[np.ndarray], hw: SnowflakeConfig, engine: str,
-                 record: bool, compile_s: float, start_cycle: int, say=None, record_layer=None) -> int:
+                 record: bool, compile_s: float, start_cycle: int, say=None, record_layer=None,
+                 max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS) -> int:
     markers = {m.name: m for m in image.markers}
     missing = [name for name in layers if name not in markers]
     if missing:
@@ -185,9 +187,9 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
         machine.on_mark = read_output
         t = time.perf_counter()
         if engine == "reference":
-            run_reference(machine, image_op)
+            run_reference(machine, image_op, max_instructions)
         elif engine == "fast":
-            run_fast(machine)
+            run_fast(machine, max_instructions)
         else:
             raise LoweringError(f"unknown engine '{engine}' (fast, reference)")
         machine.timing.finish()

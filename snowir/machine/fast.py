@@ -436,20 +436,22 @@ class FastProgram:
                         if icache[bank][2] > timing.t:
                             timing.fetch(pc)
                         length = entry[1]
-                        try:
-                            budget = min(limit - m.dynamic, m.next_progress - m.dynamic) // length
-                            pc, count = entry[0](max(1, budget))
-                        except MachineFault as fault:
-                            raise fault.at(m.pc, str(self.ops[m.pc]).strip())
-                        m.dynamic += length * count
-                        if m.dynamic >= m.next_progress:
-                            m.report_progress()
-                        if m.dynamic > limit:
-                            raise MachineFault(f"instruction limit {limit} reached (endless loop?)")
-                        continue
+                        budget = min(limit - m.dynamic, m.next_progress - m.dynamic) // length
+                        if budget >= 1 or m.dynamic + length <= limit:
+                            try:
+                                pc, count = entry[0](max(1, budget))
+                            except MachineFault as fault:
+                                raise fault.at(m.pc, str(self.ops[m.pc]).strip())
+                            m.dynamic += length * count
+                            if m.dynamic >= m.next_progress:
+                                m.report_progress()
+                            continue
+                        # within a block of the limit: one instruction at a time, so the limit
+                        # fault names the instruction the reference engine names
+            at = pc
             pc, slots_left, pending = self._step(pc, slots_left, pending)
             if m.dynamic > limit:
-                raise MachineFault(f"instruction limit {limit} reached (endless loop?)")
+                raise MachineFault(f"instruction limit {limit} reached (endless loop?)").at(at, str(self.ops[at]).strip())
 
 
 def run_fast(machine: Machine, max_instructions: int | None = None) -> None:

@@ -23,6 +23,11 @@ from snowir.machine.timing import STALL_CAUSES
 
 Engine = Literal["fast", "reference"]
 
+DEFAULT_MAX_INSTRUCTIONS = 500_000_000
+"""Dynamic instructions after which a run stops with a fault naming pc and instruction: an endless
+program ends by itself, within about half a minute on the fast engine (which runs an endless
+scalar loop at about 19 M instructions a second); ResNet-50's whole model executes 5.6 M."""
+
 
 @dataclass
 class RunResult:
@@ -48,7 +53,7 @@ def default_inputs(image: ProgramImage, seed: int = 0) -> dict[str, np.ndarray]:
 
 def run_image(image: ProgramImage, hw: SnowflakeConfig | None = None, engine: Engine = "fast",
               inputs: dict[str, np.ndarray] | None = None, record: bool = False,
-              module: ModuleOp | None = None, max_instructions: int | None = None,
+              module: ModuleOp | None = None, max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS,
               progress: Callable[[int, int], None] | None = None) -> RunResult:
     hw = hw or SnowflakeConfig()
     image.check_machine(hw)
