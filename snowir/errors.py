@@ -50,12 +50,15 @@ def report_failure(prog: str, e: BaseException, input_name: str, full: bool) -> 
     print(f"{prog}: {line}", file=sys.stderr)
 
 
+BUG_TYPES = (AttributeError, TypeError, KeyError, IndexError, AssertionError, NameError, ZeroDivisionError,
+             RecursionError, NotImplementedError)
+"""Exceptions no diagnostic raises on purpose: a bug, whose one line says where it was raised."""
+
+
 def raised_at(e: BaseException) -> str | None:
     """file:line of the innermost frame of a pass or snowir module, for an error that is not a
     diagnostic of its own (a bug in a pass: the author wants to know where)."""
-    if isinstance(e, SnowError | ParseError) or type(e).__name__ in (
-            "VerifyException", "DiagnosticException", "PassFailedException", "ArgSpecParseError",
-            "FileNotFoundError", "KeyboardInterrupt") or isinstance(e, OSError):
+    if not isinstance(e, BUG_TYPES):  # a user's mistake is reported by what it is, not where
         return None
     frames = traceback.extract_tb(e.__traceback__)
     ours = [f for f in frames if "/xdsl/" not in f.filename and "site-packages" not in f.filename]

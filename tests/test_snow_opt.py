@@ -177,3 +177,27 @@ def test_a_crash_in_a_pass_names_where_it_was_raised_and_traceback_prints_it(mon
     monkeypatch.setenv("SNOWIR_TRACEBACK", "1")
     assert snow_opt([digits, "-p", "nn-prepare,nn-to-tile,tile-loop-order,tile-to-asm,schedule-asm"]) == 1
     assert "Traceback (most recent call last)" in capsys.readouterr().err
+
+
+def test_pipeline_mistakes_name_the_pass_and_option(capsys) -> None:
+    from snowir.tools.snow_opt import main as snow_opt
+
+    digits = str(Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx")
+    cases = {"nn-prepar": "unknown pass 'nn-prepar': did you mean 'nn-prepare'?",
+             "nn-prepare,balance-loads{units=two}": "pass 'balance-loads': option units=two: expected an integer",
+             "nn-prepare,balance-loads{unit=2}": "pass 'balance-loads' has no option 'unit'"}
+    for pipeline, want in cases.items():
+        assert snow_opt([digits, "-p", pipeline]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and want in err[0], err
+    assert snow_opt([digits, "-p", "nn-prepare", "--print-ir-after", "tile-loop-ordr"]) == 1
+    assert "did you mean 'tile-loop-order'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("tool", ["snow_run", "snow_report", "snow_dse"])
+def test_every_tool_has_version(tool: str, capsys) -> None:
+    import importlib
+
+    with pytest.raises(SystemExit) as done:
+        importlib.import_module(f"snowir.tools.{tool}").main(["--version"])
+    assert done.value.code == 0 and "snowir" in capsys.readouterr().out

@@ -156,3 +156,12 @@ def test_sfb_records_the_configuration_it_was_built_for(tmp_path: Path, capsys) 
     faster.write_text(json.dumps({"load_units": 2, "clock_mhz": 500.0, "dram_gbps": 8.4}))
     assert snow_run([str(sfb), "--quiet", "--hw", str(faster), "--report", str(tmp_path / "r.json")]) == 0
     assert json.loads((tmp_path / "r.json").read_text())["hw"]["clock_mhz"] == 500.0
+
+
+def test_trace_layers_that_match_nothing_are_refused(tmp_path: Path, capsys) -> None:
+    digits = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
+    trace = tmp_path / "t.json"
+    assert snow_run([str(digits), "--trace", str(trace), "--trace-layers", "convv*", "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "matches no device layer" in err[0] and "conv1" in err[0]
+    assert not trace.exists()

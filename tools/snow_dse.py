@@ -18,6 +18,15 @@ from collections.abc import Sequence
 from snowir.errors import SnowError, run_cli
 
 
+def snowir_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("snowir")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="snow-dse", description=__doc__.split("\n\n")[0].strip(),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -25,6 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep", action="append", default=[], metavar="FIELD=v1,v2,...",
                    help="a SnowflakeConfig field and its values (repeat for a cross product)")
     p.add_argument("--hw", help="base hardware description JSON (default: the ZC706 build)")
+    p.add_argument("--version", action="version", version=f"snow-dse (snowir {snowir_version()})")
     p.add_argument("--traceback", action="store_true",
                    help="on an error, print the full Python traceback too (or set SNOWIR_TRACEBACK=1)")
     p.add_argument("--out", default="build/dse", help="output directory (default build/dse)")

@@ -23,9 +23,9 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from snowir import __version__
 from snowir.dialects import all_dialects
-from snowir.driver.pipeline_spec import unwrap_pipeline
+from snowir.driver.pipeline_spec import explain_pipeline, unwrap_pipeline
 from snowir.driver.targets import BINARY_TARGETS
-from snowir.errors import report_failure, wants_traceback
+from snowir.errors import SnowError, report_failure, wants_traceback
 from snowir.passes import all_passes
 
 
@@ -42,7 +42,11 @@ class SnowOptMain(xDSLOptMain):
         (snowir/pass_steps.py)."""
         timing = self.args.time_passes
         self.args.time_passes = False
-        super().setup_pipeline()
+        try:
+            super().setup_pipeline()
+        except (ValueError, TypeError) as e:
+            why = explain_pipeline(self.args.passes or "", self.available_passes)
+            raise SnowError(why) if why else e from None
         self._print_after()
         if not timing:
             return
@@ -62,6 +66,8 @@ class SnowOptMain(xDSLOptMain):
 
     def _print_after(self) -> None:
         wanted = {n.strip() for n in (self.args.print_ir_after or "").split(",") if n.strip()}
+        for name in sorted(wanted - set(self.available_passes)):  # a typo would print nothing
+            raise SnowError("--print-ir-after: " + (explain_pipeline(name, self.available_passes) or name))
         every = self.args.mlir_print_ir_after_all
         if not wanted and not every:
             return

@@ -183,11 +183,21 @@ def _loop_orders(ax, report: dict[str, Any], layers: list[dict[str, Any]],
     ax.legend(fontsize=7)
 
 
+def snowir_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("snowir")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="snow-report", description="Print, compare and plot snow-run reports.")
     p.add_argument("reports", nargs="+", help="one report (table) or two (B against A)")
     p.add_argument("--plot", help="write a PNG of the first report's plots here: per-layer cycle breakdown "
                                   "and roofline (snow-run --plot adds Mloop against Kloop)")
+    p.add_argument("--version", action="version", version=f"snow-report (snowir {snowir_version()})")
     p.add_argument("--traceback", action="store_true",
                    help="on an error, print the full Python traceback too (or set SNOWIR_TRACEBACK=1)")
     return p

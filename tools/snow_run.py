@@ -40,6 +40,15 @@ def _positive(text: str) -> int:
     return value
 
 
+def snowir_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("snowir")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="snow-run", description="Run a model on the Snowflake machine model.")
     p.add_argument("model", help="ONNX model, nn/tile/lowered or snowflake_asm .mlir, .sfb model or program image")
@@ -67,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-instructions", type=_positive, default=DEFAULT_MAX_INSTRUCTIONS, metavar="N",
                    help=f"stop a program after N dynamic instructions with a fault naming the instruction "
                         f"(default {DEFAULT_MAX_INSTRUCTIONS:,}: an endless loop stops within about a minute)")
+    p.add_argument("--version", action="version", version=f"snow-run (snowir {snowir_version()})")
     p.add_argument("--traceback", action="store_true",
                    help="on an error, print the full Python traceback too (or set SNOWIR_TRACEBACK=1)")
     p.add_argument("--input-shape", help="static shape for ONNX inputs with dynamic dimensions, e.g. 1,3,224,224")

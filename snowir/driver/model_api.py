@@ -170,6 +170,12 @@ class Compiled:
             data = golden_report(self.module, self.source, self.hw, self.compile_s, time.perf_counter() - t0)
             events, logits, exact = [], None, True
         else:
+            wanted = layer_filter(trace_layers)
+            if wanted is not None:  # a pattern that matches nothing would silently trace nothing
+                names = [row["name"] for row in layer_rows(self.module) if row["where"] == "device"]
+                if not any(wanted(n) for n in names):
+                    raise SnowError(f"--trace-layers '{trace_layers}' matches no device layer "
+                                    f"(they are {', '.join(names[:6])}{', ...' if len(names) > 6 else ''})")
             try:
                 run = run_device(self.module, xs, self.hw, engine, progress, record=record,
                                  record_layer=layer_filter(trace_layers), assembled=self._images, jobs=jobs,

@@ -19,7 +19,7 @@ from snowir import api
 from snowir.dialects import nn, tile
 from snowir.driver.check import compare, golden_logits, ort_logits
 from snowir.pass_steps import gc_paused
-from snowir.driver.pipeline_spec import unwrap_pipeline
+from snowir.driver.pipeline_spec import explain_pipeline, unwrap_pipeline
 from snowir.errors import SnowError, pipeline_error
 from snowir.frontend.onnx_import import import_onnx, parse_input_shape
 from snowir.golden import Golden
@@ -75,8 +75,8 @@ def apply_pipeline(module: ModuleOp, pipeline: str) -> None:
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as e:  # noqa: BLE001 - xDSL's ArgSpecParseError is a BaseException
-
-        reason = pipeline_error(e) if type(e).__name__ == "ArgSpecParseError" else str(e).splitlines()[0]
+        reason = pipeline_error(e) if type(e).__name__ == "ArgSpecParseError" else \
+            explain_pipeline(spec, all_passes()) or str(e).splitlines()[0]
         raise SnowError(f"--pipeline '{pipeline}': {reason}") from None
 
     with gc_paused():

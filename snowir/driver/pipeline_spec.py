@@ -29,3 +29,48 @@ def unwrap_pipeline(spec: str) -> str:
             spec = spec[len(anchor):-1].strip()
             break
     return re.sub(r"\{[^{}]*\}", lambda block: _OPTION.sub(_quote_option, block.group(0)), spec)
+
+
+def explain_pipeline(spec: str, available: dict) -> str | None:
+    """Why a pipeline does not build, in one line naming the pass (and option), with a
+    "did you mean" for a misspelt pass name; None when it builds."""
+    import dataclasses
+    import difflib
+
+    from xdsl.utils.arg_spec import parse_pipeline
+
+    try:
+        specs = list(parse_pipeline(spec))
+    except BaseException:  # noqa: BLE001 - xDSL's own parse error says where
+        return None
+    for p in specs:
+        if p.name not in available:
+            close = difflib.get_close_matches(p.name, list(available), n=1)
+            return f"unknown pass '{p.name}'" + (f": did you mean '{close[0]}'?" if close else
+                                                 " (snow-opt --list-passes lists them)")
+        cls = available[p.name]()
+        try:
+            cls.from_pass_spec(p)
+        except (ValueError, TypeError) as e:
+            fields = {f.name.replace("_", "-"): f for f in dataclasses.fields(cls) if f.name != "name"}
+            bad = [k for k in _spec_options(p) if k not in fields]
+            if bad:
+                return (f"pass '{p.name}' has no option '{bad[0]}' (its options: "
+                        f"{', '.join(fields) or 'none'})")
+            reason = str(e).splitlines()[0]
+            for key, value in _spec_options(p).items():
+                field = fields[key]
+                if repr(tuple(value)) in reason or str(value) in reason:
+                    return f"pass '{p.name}': option {key}={value}: expected {_type_name(field.type)}"
+            return f"pass '{p.name}': {reason}"
+    return None
+
+
+def _spec_options(spec) -> dict:
+    options = getattr(spec, "parameters", None) or getattr(spec, "args", None) or {}
+    return {k: (v[0] if isinstance(v, (tuple, list)) and len(v) == 1 else v) for k, v in dict(options).items()}
+
+
+def _type_name(t) -> str:
+    name = t if isinstance(t, str) else getattr(t, "__name__", str(t))
+    return {"int": "an integer", "bool": "true or false", "str": "a string", "float": "a number"}.get(name, name)
