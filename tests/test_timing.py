@@ -13,10 +13,14 @@ program of n <= 512 instructions; `preload(n)` below is that number.
 from __future__ import annotations
 
 import math
+import random
+from bisect import bisect_right
 
 import numpy as np
+import pytest
 
 from machine_util import movi, run_both
+from snowir.machine.ledgers import BandwidthLedger, PendingLoads
 
 NOP = "snowflake_asm.mov r0, r0"
 
@@ -204,3 +208,102 @@ def test_same_block_in_both_banks_runs_from_the_ready_one() -> None:
     # them (r3 = 1..21): the last slot at 808 + 168 - 1 = 975; 501 nops 976..1476.
     assert res.timing.stalls["icache"] == 288
     assert res.cycles == 1477
+
+
+class _PlainLedger:
+    """The bus ledger as first written: every segment kept, every transfer walks them all (the
+    reference for `BandwidthLedger`, which must give the same end times to the bit)."""
+
+    def __init__(self, total: float):
+        self.total = total
+        self.times: list[float] = [0.0]
+        self.used: list[float] = [0.0]
+
+    def _split(self, t: float) -> int:
+        times = self.times
+        i = bisect_right(times, t) - 1
+        if times[i] == t:
+            return i
+        times.insert(i + 1, t)
+        self.used.insert(i + 1, self.used[i])
+        return i + 1
+
+    def prune(self, now: float) -> None:
+        times = self.times
+        if len(times) < 64 or times[1] > now:
+            return
+        k = 0
+        while k + 1 < len(times) and times[k + 1] <= now:
+            k += 1
+        del times[:k]
+        del self.used[:k]
+
+    def transfer(self, start: float, nbytes: int, cap: float) -> float:
+        if start < self.times[0]:
+            start = self.times[0]
+        i = self._split(start)
+        remaining = float(nbytes)
+        times, used = self.times, self.used
+        while True:
+            seg_end = times[i + 1] if i + 1 < len(times) else float("inf")
+            avail = min(cap, self.total - used[i])
+            if avail > 1e-9:
+                need = remaining / avail
+                if times[i] + need <= seg_end + 1e-9:
+                    end = times[i] + need
+                    if end < seg_end:
+                        self._split(end)
+                    used[i] += avail
+                    return end
+                used[i] += avail
+                remaining -= avail * (seg_end - times[i])
+            i += 1
+
+
+@pytest.mark.parametrize("total, cap", [(16.8, 8.0), (16.0, 8.0), (10.0, 10.0), (16.8, 2.3), (7.3, 5.1)])
+@pytest.mark.parametrize("seed", range(4))
+def test_ledger_end_times_equal_a_plain_walk(total: float, cap: float, seed: int) -> None:
+    # as Timing uses it: a clock that only moves on, transfers requested from it on (loads a
+    # little ahead, write-backs in bursts that oversubscribe the bus), pruned at the clock
+    rng = random.Random(seed)
+    fast, plain = BandwidthLedger(total), _PlainLedger(total)
+    now = 0
+    for _ in range(3000):
+        now += rng.choice((0, 1, 3, 9, 40, 200))
+        if rng.random() < 0.3:
+            fast.prune(now)
+            plain.prune(now)
+        start = now + rng.choice((0, 6, 33, 120)) + (rng.random() if rng.random() < 0.1 else 0)
+        nbytes = rng.choice((1, 2, 32, 512, 2048, 4096, 20000))  # Timing moves no 0-byte transfer
+        assert fast.transfer(start, nbytes, cap) == plain.transfer(start, nbytes, cap)
+    # what the plain walk does not: a backlog of full segments stays one segment
+    assert len(fast.times) < len(plain.times) or len(plain.times) < 64
+
+
+def test_oversubscribed_write_backs_keep_the_ledger_short() -> None:
+    ledger = BandwidthLedger(16.8)
+    for k in range(20_000):  # 4 KB every 9 cycles: 27x what the bus moves
+        ledger.transfer(9 * k + 6, 4096, 8.0)
+    assert len(ledger.times) < 16
+
+
+def test_pending_loads_answer_as_a_scan() -> None:
+    rng = random.Random(7)
+    index, plain = PendingLoads(), []
+    now = 0
+    for _ in range(20_000):
+        now += rng.choice((0, 1, 2, 10))
+        if rng.random() < 0.3:
+            lo = rng.randrange(0, 60_000)
+            hi = lo + rng.choice((1, 16, 300, 2000, 5000))
+            done = now + rng.randrange(1, 3000)
+            mask = rng.randrange(1, 16)
+            index.add(lo, hi, done, mask, now)
+            plain.append((lo, hi, done, mask))
+        else:
+            lo = rng.randrange(0, 62_000)
+            hi = lo + rng.choice((0, 1, 9, 192, 1000))
+            mask = rng.choice((-1, 1, 2, 4, 8))
+            want = max((d for a, b, d, m in plain if d > now and a < hi and lo < b and m & mask), default=0)
+            got = index.ready(lo, hi, now, mask)
+            assert got == want if max(got, want) > now else True, (got, want, now)

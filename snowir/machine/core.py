@@ -130,16 +130,16 @@ class Machine:
             written = self.deferred.add(self.pc, indp, out, a, b, trace, wb, relu)
         else:
             written = st.mac(indp, out, a, b, trace, wb, relu)
-        lanes = self.lanes
-        wlen = lanes * trace if indp else trace
-        cycles = trace if indp else -(-trace // lanes)
+        if indp:
+            wlen = self.lanes * trace
+            cycles = trace
+        else:
+            wlen = trace
+            cycles = -(-trace // self.lanes)
         # useful work: every trace element of a vMAC whose result is kept (COOP: one kernel's
         # channels, so the lanes past the trace's end in its last cycle are idle; INDP: 16 kernels)
-        _, end = self.timing.vector(
-            (rd, rs1, rs2), cycles, (a, a + trace), (b, b + wlen), "MAC wb" if wb else "MAC",
-            wlen * st.enabled_vmacs(), cycles * self.lanes_all)
-        if written is not None:
-            self.timing.writeback(end, written[2], written[:2])
+        self.timing.vector_op(rd, rs1, rs2, cycles, a, a + trace, b, b + wlen, "MAC wb" if wb else "MAC",
+                              wlen * st.enabled_vmacs(), cycles * self.lanes_all, written)
 
     # the arithmetic alone, for loop iterations whose timing is known in closed form (steady.py)
     def mac_f(self, rd: int, rs1: int, rs2: int, trace: int, indp: bool, wb: bool,
@@ -155,7 +155,10 @@ class Machine:
 
     def vmov_f(self, rs1: int, indp: bool, select: str, word: int = 0) -> None:
         assert select in ("bias", "bypass") and self.deferred is not None
-        self.deferred.operands_changed = True
+        if select == "bias":
+            self.deferred.bias_changed = True
+        else:
+            self.deferred.bypass_changed = True
         self.state.vmov(indp, select, self.state.regs[rs1], word)
 
     def max(self, rd: int, rs1: int, rs2: int, trace: int, wb: bool) -> None:
@@ -164,9 +167,7 @@ class Machine:
         a, step = st.regs[rs1], st.regs[rs2]
         lo = min(a, a + step * (trace - 1))
         hi = max(a, a + step * (trace - 1)) + hw.lanes + (hw.cus - 1) * (st.pool_stride() // 2)
-        _, end = self.timing.vector((rd, rs1, rs2), trace, (lo, hi), None, "MAX wb" if wb else "MAX")
-        if written is not None:
-            self.timing.writeback(end, written[2], written[:2])
+        self.timing.vector_op(rd, rs1, rs2, trace, lo, hi, None, 0, "MAX wb" if wb else "MAX", 0, 0, written)
 
     def vmov(self, rs1: int, indp: bool, select: str, word: int = 0) -> None:
         hw, st = self.hw, self.state
@@ -176,19 +177,23 @@ class Machine:
         else:
             self.flush()
             st.vmov(indp, select, value, word)
-        maps, weights = None, None
+        mlo = wlo = None  # the ranges read: none, but for bias (weights) and bypass (maps)
+        mhi = whi = 0
         if select == "bias":
-            weights = (value, value + hw.lanes)
+            wlo, whi = value, value + hw.lanes
         elif select == "bypass":
             step, count = st.bypass_layout(indp)
-            maps = (value, value + (hw.cus - 1) * step + count)
-        self.timing.vector((rs1,), hw.vmov_cycles, maps, weights, f"VMOV {select}")
+            mlo, mhi = value, value + (hw.cus - 1) * step + count
+        self.timing.vector_op(rs1, 0, 0, hw.vmov_cycles, mlo, mhi, wlo, whi, "VMOV " + select, 0, 0, None)
 
     # ------------------------------------------------------------------ memory ops
     def ld(self, pc: int, rd: int, rs1: int, rs2: int, unit: int, target: str, select: int) -> None:
-        self.flush()
         st = self.state
         regs = st.regs
+        # deferred MACs complete first only when the LD touches what they read or write
+        if self.deferred is not None and self.deferred.load_conflicts(
+                target, regs[rd], regs[rd] + regs[rs2], regs[rs1], regs[rs1] + 2 * regs[rs2]):
+            self.flush()
         buf, src, length = regs[rd], regs[rs1], regs[rs2]
         reads = (rd, rs1, rs2)
         self._unit(unit, "LD")

@@ -4,11 +4,12 @@ computed as a few matrix products when something could observe its results.
 
 A MAC only reads the maps and weights buffers and the accumulator, and only its write-back
 touches DRAM, so MACs between two other data-path instructions (LD, TMOV, VMOV, MAX) can be
-evaluated together. Faults a MAC can raise on its own (buffer ranges, write-back address and
-alignment) are checked when it is recorded, so they name the instruction that breaks the rule;
-the one fault that needs the arithmetic, 48-bit accumulator overflow, is found at the flush and
-reported with the program counter of the write-back MAC that overflowed, after the write-backs
-before it have landed, as in the reference engine.
+evaluated together; an LD that touches neither what they read nor the DRAM they write need
+not end the run (`DeferredMacs.load_conflicts`). Faults a MAC can raise on its own (buffer
+ranges, write-back address and alignment) are checked when it is recorded, so they name the
+instruction that breaks the rule; the one fault that needs the arithmetic, 48-bit accumulator
+overflow, is found at the flush and reported with the program counter of the write-back MAC
+that overflowed, after the write-backs before it have landed, as in the reference engine.
 
 Exactness: every buffer word is a 16-bit integer, so one MAC's sum of products is below
 2^30 * trace < 2^53 and float64 matrix products (BLAS) are exact; sums across MACs are int64.
@@ -28,6 +29,8 @@ FLUSH_AT = 3000
 """MACs recorded before a flush is forced."""
 GATHER_WORDS = 1 << 20
 """Maps words gathered for one matrix product (8 MB of float64 at most)."""
+_FAR = 1 << 62
+"""Beyond any buffer or DRAM address: the bounds of an empty run."""
 
 
 class DeferredMacs:
@@ -43,12 +46,26 @@ class DeferredMacs:
         self.relu: list[bool] = []
         # bias / bypass of each write-back: VMOV bias and bypass change them between the MACs
         # of a run (a residual conv moves a bypass block per output pixel), so each write-back
-        # points at a copy of the values it saw instead of the run being cut there
-        self.operands: list[tuple[np.ndarray, np.ndarray]] = []
-        self.wb_operands: list[int] = []
-        self.operands_changed = True
+        # points at a copy of the values it saw instead of the run being cut there; a copy is
+        # taken when a write-back first sees new values, of what it uses (COOP: lane 0)
+        self.biases: list[np.ndarray] = []
+        self.bypasses: list[np.ndarray] = []
+        self.wb_bias: list[int] = []
+        self.wb_bypass: list[int] = []
+        self.bias_changed = self.bypass_changed = True
         self._windows: dict[int, np.ndarray] = {}
         self._marks: np.ndarray | None = None
+        # what the recorded MACs read and write, as bounding ranges: an LD outside them (into
+        # the other half of a double buffer, from another tensor) need not wait for a flush
+        self.maps_lo = self.w_lo = self.dram_lo = _FAR
+        self.maps_hi = self.w_hi = self.dram_hi = -_FAR
+        # checked per MAC: the buffer sizes, and the write-back's byte range relative to its
+        # address per layout (wb_mask, cu_stride, indp), known good once checked in full
+        hw = state.hw
+        self._lanes = hw.lanes
+        self._maps_size = hw.maps_buffer_elements
+        self._weights_size = hw.weights_buffer_elements
+        self._spans: dict[tuple[int, int | None, bool], tuple[int, int, int]] = {}
 
     def __len__(self) -> int:
         return len(self.pcs)
@@ -58,16 +75,29 @@ class DeferredMacs:
             wb: bool, relu: bool) -> tuple[int, int, int] | None:
         """Check and record one MAC; returns its write-back's (lo, hi, bytes) like `MachineState.mac`."""
         st = self.st
-        lanes = st.hw.lanes
-        st._maps_range(maps_addr, trace, "MAC")
-        st._weights_range(w_addr, lanes * trace if indp else trace, "MAC")
-        if self.pcs and indp != self.indp:
-            self.flush()
-        self.indp = indp
+        maps_end = maps_addr + trace
+        w_end = w_addr + (self._lanes * trace if indp else trace)
+        if maps_addr < 0 or maps_end > self._maps_size:
+            st._maps_range(maps_addr, trace, "MAC")
+        if w_addr < 0 or w_end > self._weights_size:
+            st._weights_range(w_addr, w_end - w_addr, "MAC")
+        if indp != self.indp:
+            if self.pcs:
+                self.flush()
+            self.indp = indp
         written = self._written(indp, out_addr) if wb else None
-        i = len(self.pcs)
-        self.pcs.append(pc)
+        pcs = self.pcs
+        i = len(pcs)
+        pcs.append(pc)
         self.maps_at.append(maps_addr)
+        if maps_addr < self.maps_lo:
+            self.maps_lo = maps_addr
+        if maps_end > self.maps_hi:
+            self.maps_hi = maps_end
+        if w_addr < self.w_lo:
+            self.w_lo = w_addr
+        if w_end > self.w_hi:
+            self.w_hi = w_end
         key = (trace, w_addr)
         group = self.groups.get(key)
         if group is None:
@@ -75,29 +105,61 @@ class DeferredMacs:
         else:
             group.append(i)
         if wb:
+            if written is not None:
+                if written[0] < self.dram_lo:
+                    self.dram_lo = written[0]
+                if written[1] > self.dram_hi:
+                    self.dram_hi = written[1]
             self.wb.append(i)
             self.out_at.append(out_addr)
             self.relu.append(relu)
-            if self.operands_changed:
-                self.operands.append((st.bias.copy(), st.bypass.copy()))
-                self.operands_changed = False
-            self.wb_operands.append(len(self.operands) - 1)
+            if self.bias_changed:
+                self.biases.append(st.bias.copy() if indp else st.bias[:, :, 0].copy())
+                self.bias_changed = False
+            self.wb_bias.append(len(self.biases) - 1)
+            if self.bypass_changed:
+                self.bypasses.append(st.bypass.copy() if indp else st.bypass[:, :, 0].copy())
+                self.bypass_changed = False
+            self.wb_bypass.append(len(self.bypasses) - 1)
             if st.bypass_held:  # consumed by this write-back (MachineState.mac)
                 st.bypass[:] = 0
                 st.bypass_held = False
-                self.operands_changed = True
+                self.bypass_changed = True
         if i + 1 >= FLUSH_AT:
             self.flush()
         return written
 
     def _written(self, indp: bool, base: int) -> tuple[int, int, int] | None:
-        """The DRAM bytes a write-back at `base` touches, checked as `MachineState._store` does."""
+        """The DRAM bytes a write-back at `base` touches (lo, hi, bytes), checked as
+        `MachineState._store` does."""
         st = self.st
+        key = (st.wb_mask, st.cu_stride, indp)
+        known = self._spans.get(key)
+        if known is not None:
+            lo, hi = base + known[0], base + known[1]
+            if not base & 1 and lo >= 0 and hi <= st.dram.size:
+                return lo, hi, known[2]
+        # a new layout, or a write-back the checks may refuse: in full (this raises the fault)
         span = st.writeback_span(base, self._per_cu(indp), st.hw.vmacs_per_cu, st._stride(indp, st.hw.lanes), "MAC")
         if span is None:
             return None
         offsets, lo, hi = span
+        self._spans[key] = (lo - base, hi - base, 2 * int(offsets.size))
         return lo, hi, 2 * int(offsets.size)
+
+    def load_conflicts(self, target: str, lo: int, hi: int, src_lo: int, src_hi: int) -> bool:
+        """Whether an LD of DRAM [src_lo, src_hi) into buffer elements [lo, hi) of `target`
+        ("maps", "weights", "icache") may touch what the recorded MACs read or write: if not,
+        it changes nothing they compute and they need not be flushed before it."""
+        if not self.pcs:
+            return False
+        if src_lo < self.dram_hi and self.dram_lo < src_hi:
+            return True
+        if target == "maps":
+            return lo < self.maps_hi and self.maps_lo < hi
+        if target == "weights":
+            return lo < self.w_hi and self.w_lo < hi
+        return True
 
     def _per_cu(self, indp: bool) -> int:
         hw = self.st.hw
@@ -113,7 +175,10 @@ class DeferredMacs:
         finally:
             self.pcs, self.maps_at, self.groups = [], [], {}
             self.wb, self.out_at, self.relu = [], [], []
-            self.operands, self.wb_operands, self.operands_changed = [], [], True
+            self.biases, self.bypasses, self.wb_bias, self.wb_bypass = [], [], [], []
+            self.bias_changed = self.bypass_changed = True
+            self.maps_lo = self.w_lo = self.dram_lo = _FAR
+            self.maps_hi = self.w_hi = self.dram_hi = -_FAR
 
     def _products(self, n: int) -> np.ndarray:
         """products[i, c, v(, k)]: record i's sum of products on CU c, vMAC v (INDP: lane k)."""
@@ -124,19 +189,22 @@ class DeferredMacs:
         maps_at = np.asarray(self.maps_at, np.int64)
         for (trace, w), members in self.groups.items():
             view = self._windows.get(trace)
-            if view is None:  # st.maps is only ever written in place, so the view stays valid
-                view = self._windows[trace] = sliding_window_view(st.maps, trace, axis=1)
+            if view is None:  # st.maps_f is only ever written in place, so the view stays valid
+                view = self._windows[trace] = sliding_window_view(st.maps_f, trace, axis=1)
             if self.indp:
-                wt = st.weights[:, :, w:w + lanes * trace].reshape(cus, vmacs, trace, lanes)
+                wt = st.weights_f[:, :, w:w + lanes * trace].reshape(cus, vmacs, trace, lanes)
                 wt = wt.transpose(0, 2, 1, 3).reshape(cus, trace, width)
             else:
-                wt = st.weights[:, :, w:w + trace].transpose(0, 2, 1)
-            wt = wt.astype(np.float64)
+                wt = st.weights_f[:, :, w:w + trace].transpose(0, 2, 1)
+            if len(members) >= 32:  # BLAS takes contiguous operands only: worth a copy
+                wt = np.ascontiguousarray(wt)
             step = max(1, GATHER_WORDS // (cus * trace))
+            if len(members) == n <= step:  # one group: every record, in order
+                out = np.matmul(view[:, maps_at], wt).transpose(1, 0, 2)
+                break
             for lo in range(0, len(members), step):
                 idx = np.asarray(members[lo:lo + step], np.int64)
-                windows = view[:, maps_at[idx]].astype(np.float64)
-                out[idx] = np.matmul(windows, wt).transpose(1, 0, 2)
+                out[idx] = np.matmul(view[:, maps_at[idx]], wt).transpose(1, 0, 2)
         return out.astype(np.int64).reshape((n, cus, vmacs, lanes) if self.indp else (n, cus, vmacs))
 
     def _evaluate(self, n: int) -> None:
@@ -174,32 +242,31 @@ class DeferredMacs:
             return
         st, hw = self.st, self.st.hw
         shift = st.frac if st.wb_shift is None else st.wb_shift
-        if len(self.operands) == 1:
-            bias, bypass = self.operands[0]
-        else:
-            which = np.asarray(self.wb_operands[:k], np.int64)
-            bias = np.stack([b for b, _ in self.operands])[which]
-            bypass = np.stack([b for _, b in self.operands])[which]
+        bias = _seen(self.biases, self.wb_bias, k)
+        bypass = _seen(self.bypasses, self.wb_bypass, k)
         if self.indp:
             vals = writeback(sums, bias, bypass, shift, False).reshape(k, hw.cus, -1)
         else:
-            vals = writeback(sums, bias[..., 0], bypass[..., 0], shift, False)
-        relu = np.asarray(self.relu[:k], bool)
-        if relu.any():
-            vals[relu] = np.maximum(vals[relu], 0)
+            vals = writeback(sums, bias, bypass, shift, False)
+        relu = self.relu[:k]
+        if all(relu):
+            np.maximum(vals, 0, out=vals)
+        elif any(relu):
+            keep = np.asarray(relu, bool)
+            vals[keep] = np.maximum(vals[keep], 0)
         # every write-back of the run has the same layout (a mask or stride VMOV ends the run);
         # its address checks were made when each MAC was recorded
         per_cu = self._per_cu(self.indp)
         span = st.writeback_span(self.out_at[0], per_cu, hw.vmacs_per_cu, st._stride(self.indp, hw.lanes), "MAC")
         if span is None:
             return
-        offsets = span[0]
+        offsets, lo, hi = span
         enabled = st._mask(per_cu, hw.vmacs_per_cu)
         out = np.asarray(self.out_at[:k], np.int64)
         addr = (out[:, None] + offsets[None, :]).ravel() // 2
         values = vals[:, enabled].ravel()
         # write-backs in increasing order, each past the last one's bytes, cannot collide
-        apart = k == 1 or bool((np.diff(out) >= int(offsets.max() - offsets.min()) + 2).all())
+        apart = k == 1 or bool((np.diff(out) >= hi - lo).all())
         if apart or self._distinct(addr):
             st.dram16[addr] = values
         else:  # write-backs over one another: the later one wins, as in program order
@@ -217,3 +284,13 @@ class DeferredMacs:
         distinct = int(np.count_nonzero(marks[lo:hi])) == addr.size
         marks[addr] = False
         return distinct
+
+
+def _seen(values: list[np.ndarray], which: list[int], k: int) -> np.ndarray:
+    """The operand values each of the first k write-backs saw: one array for all, or stacked
+    per write-back (`which` counts up from 0 in steps of 0 or 1)."""
+    if len(values) == 1:
+        return values[0]
+    if which[k - 1] == k - 1:  # one each: which[:k] is 0..k-1
+        return np.stack(values[:k])
+    return np.stack(values)[np.asarray(which[:k], np.int64)]

@@ -69,6 +69,10 @@ class MachineState:
         # reads views, not per-instruction int64 copies
         self.maps = np.zeros((hw.cus, hw.maps_buffer_elements), np.int64)
         self.weights = np.zeros((hw.cus, hw.vmacs_per_cu, hw.weights_buffer_elements), np.int64)
+        # and as float64, written alongside: the deferred MACs' matrix products (mac_batch.py)
+        # gather their windows from these rather than converting every gathered word
+        self.maps_f = np.zeros(self.maps.shape, np.float64)
+        self.weights_f = np.zeros(self.weights.shape, np.float64)
         self._masks: dict[tuple[int, int, int], np.ndarray] = {}
         self._bypass_offsets: dict[tuple[int, int], np.ndarray] = {}
         self._layouts: dict[tuple[int, int, int, int], tuple[np.ndarray, int, int] | None] = {}
@@ -245,10 +249,10 @@ class MachineState:
                     cus * (hw.maps_buffer_elements + step) + np.arange(count)[None, :])
             block = self.maps.reshape(-1)[value + offsets]
             self.bypass_held = True
-            self.bypass[:] = 0
             if indp:
                 self.bypass[:] = block.reshape(hw.cus, hw.vmacs_per_cu, lanes)
             else:
+                self.bypass.fill(0)
                 self.bypass[:, :, 0] = block
         elif select == "mask":
             if word >= hw.mask_words:
@@ -275,7 +279,10 @@ class MachineState:
         cus = list(range(self.hw.cus)) if select == SELECT_ALL else [select]
         if select != SELECT_ALL and not 0 <= select < self.hw.cus:
             raise MachineFault(f"LD maps select {select} names no CU")
-        self.maps[cus, buf:buf + length] = self.dram16[start:start + length]
+        data = self.dram16[start:start + length]
+        rows = slice(None) if select == SELECT_ALL else select
+        self.maps[rows, buf:buf + length] = data
+        self.maps_f[rows, buf:buf + length] = data
         return cus
 
     def load_weights(self, buf: int, src: int, length: int, select: int) -> list[tuple[int, int]]:
@@ -287,15 +294,18 @@ class MachineState:
         self._weights_range(buf, length, "LD")
         if select == SELECT_ALL:
             targets = [(c, v) for c in range(hw.cus) for v in range(hw.vmacs_per_cu)]
+            at: tuple = (slice(None), slice(None))
         elif select < hw.vmacs:
             targets = [divmod(select, hw.vmacs_per_cu)]
+            at = targets[0]
         elif select < hw.vmacs + hw.vmacs_per_cu:
             targets = [(c, select - hw.vmacs) for c in range(hw.cus)]
+            at = (slice(None), select - hw.vmacs)
         else:
             raise MachineFault(f"LD weights select {select} names no vMAC")
         data = self.dram16[start:start + length]
-        for c, v in targets:
-            self.weights[c, v, buf:buf + length] = data
+        self.weights[(*at, slice(buf, buf + length))] = data
+        self.weights_f[(*at, slice(buf, buf + length))] = data
         return targets
 
     def tmov(self, dst: int, buf: int, length: int, cu: int) -> tuple[int, int]:

@@ -139,12 +139,8 @@ class SteadyLoop:
         t = T.t
         if T.record:
             return None
-        for e in T.maps_loads:
-            if e[2] > t:
-                return None
-        for e in T.weights_loads:
-            if e[2] > t:
-                return None
+        if T.maps_loads.due > t or T.weights_loads.due > t:  # an LD still landing
+            return None
         dma = T.dma
         times, used = dma.times, dma.used
         i = bisect_right(times, t) - 1

@@ -32,69 +32,14 @@ construction and the differential test checks the folding.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
-
 from snowir.hw import SnowflakeConfig
+from snowir.machine.ledgers import BandwidthLedger, PendingLoads
 from snowir.machine.state import MachineFault
 
 PAGE_SHIFT = 12
-_INF = float("inf")
-
-
-class BandwidthLedger:
-    """
-    Piecewise-constant DRAM bandwidth already granted over future time. A new transfer
-    takes what earlier ones left, up to its port cap: an arbitration by age that is
-    exact, deterministic and computable when the request is issued.
-    """
-
-    def __init__(self, total: float):
-        self.total = total
-        self.times: list[float] = [0.0]
-        self.used: list[float] = [0.0]
-
-    def _split(self, t: float) -> int:
-        times = self.times
-        i = bisect_right(times, t) - 1
-        if times[i] == t:
-            return i
-        times.insert(i + 1, t)
-        self.used.insert(i + 1, self.used[i])
-        return i + 1
-
-    def prune(self, now: float) -> None:
-        times = self.times
-        if len(times) < 64 or times[1] > now:
-            return
-        k = 0
-        while k + 1 < len(times) and times[k + 1] <= now:
-            k += 1
-        del times[:k]
-        del self.used[:k]
-
-    def transfer(self, start: float, nbytes: int, cap: float) -> float:
-        if start < self.times[0]:
-            start = self.times[0]
-        i = self._split(start)
-        remaining = float(nbytes)
-        times, used = self.times, self.used
-        while True:
-            seg_end = times[i + 1] if i + 1 < len(times) else _INF
-            avail = min(cap, self.total - used[i])
-            if avail > 1e-9:
-                need = remaining / avail
-                if times[i] + need <= seg_end + 1e-9:
-                    end = times[i] + need
-                    if end < seg_end:
-                        self._split(end)
-                    used[i] += avail
-                    return end
-                used[i] += avail
-                remaining -= avail * (seg_end - times[i])
-            i += 1
 
 
 @dataclass
@@ -127,10 +72,6 @@ dispatched, cu_load_wait: data late, cu_drain: after the last vector op until th
 CU busy cycles + the three cu_* causes = the program's cycles."""
 
 
-def _overlaps(lo: int, hi: int, a: int, b: int) -> bool:
-    return lo < b and a < hi
-
-
 @dataclass
 class Timing:
     hw: SnowflakeConfig
@@ -147,11 +88,12 @@ class Timing:
         self.reg_ready = [0] * hw.registers
         self.vq: deque[int] = deque()
         self.cu_free = 0
-        # Region interlocks. Pending LDs: (lo, hi, done[, CU bit mask]) in buffer elements,
-        # dropped once done <= the current dispatch. Pending reads of vector ops: (lo, hi,
-        # end); vector ops end in order, so a deque pruned from the left. TMOV reads: a list.
-        self.maps_loads: list[tuple[int, int, int, int]] = []
-        self.weights_loads: list[tuple[int, int, int]] = []
+        # Region interlocks. Pending LDs, indexed by buffer address (ledgers.py). Pending reads
+        # of vector ops: (lo, hi, end) in buffer elements; vector ops end in order, so a deque.
+        # TMOV reads: (lo, hi, end, CU bit) in a list. A read that ended by an LD's dispatch
+        # cannot conflict with it, so the deques are pruned there and when they grow, not per op.
+        self.maps_loads = PendingLoads()
+        self.weights_loads = PendingLoads()
         self.maps_reads: deque[tuple[int, int, int]] = deque()
         self.weights_reads: deque[tuple[int, int, int]] = deque()
         self.tmov_reads: list[tuple[int, int, int, int]] = []
@@ -159,6 +101,10 @@ class Timing:
         self.unit_busy = [0] * hw.load_units
         self.unit_bytes = [0] * hw.load_units
         self.dma = BandwidthLedger(hw.dram_bytes_per_cycle)
+        # read once per vector op
+        self._depth = hw.vector_queue_depth
+        self._result_latency = hw.result_latency
+        self._port = hw.unit_bytes_per_cycle
         self.page_written: dict[int, int] = {}
         # icache bank b holds instructions [lo, hi), usable from cycle `ready`
         self.icache: list[list[int]] = [[0, 0, 0] for _ in range(hw.icache_banks)]
@@ -239,93 +185,129 @@ class Timing:
         return d
 
     # ------------------------------------------------------------------ vector unit
-    def _vector_dispatch(self, reads: tuple[int, ...]) -> int:
-        d = self._issue(reads)
-        vq = self.vq
-        while vq and vq[0] <= d:
-            vq.popleft()
-        if len(vq) >= self.hw.vector_queue_depth:
-            free = vq[0]
-            self.stalls["vector_queue"] += free - d
-            self._event("control", "vector queue full", d, free)
-            d = free
-            while vq and vq[0] <= d:
-                vq.popleft()
-        return d
-
-    def _operands_ready(self, d: int, maps: tuple[int, int] | None, weights: tuple[int, int] | None) -> int:
-        """When the last earlier LD into the regions read lands (LDs done by `d` are dropped)."""
-        ready = 0
-        if self.maps_loads:
-            self.maps_loads, r = _pending(self.maps_loads, d, maps)
-            ready = max(ready, r)
-        if self.weights_loads:
-            self.weights_loads, r = _pending(self.weights_loads, d, weights)
-            ready = max(ready, r)
-        return ready
-
     def vector(self, reads: tuple[int, ...], cycles: int, maps: tuple[int, int] | None,
                weights: tuple[int, int] | None, name: str, macs: int = 0, lane_macs: int = 0) -> tuple[int, int]:
         """Dispatch a vector op reading the element ranges `maps` / `weights` of every CU's maps
         buffer / every vMAC's weights buffer; returns (start, end)."""
-        d = self._vector_dispatch(reads)
-        ready = self._operands_ready(d, maps, weights)
+        mlo, mhi = maps if maps is not None else (None, 0)
+        wlo, whi = weights if weights is not None else (None, 0)
+        return self._vector(self._issue(reads), cycles, mlo, mhi, wlo, whi, name, macs, lane_macs)
+
+    def vector_op(self, r1: int, r2: int, r3: int, cycles: int, mlo: int | None, mhi: int,
+                  wlo: int | None, whi: int, name: str, macs: int, lane_macs: int,
+                  written: tuple[int, int, int] | None) -> None:
+        """`vector` reading registers r1..r3 and, when `written` = (lo, hi, bytes), `writeback`:
+        every MAC, MAX and VMOV (~10^6 in a model) comes here, so arguments are flat (a range
+        with lo None is none; an unused register slot is r0, ready at 0) and nothing is built."""
+        t = self.t
+        ready = self.reg_ready
+        d = t
+        if ready[r1] > d:
+            d = ready[r1]
+        if ready[r2] > d:
+            d = ready[r2]
+        if ready[r3] > d:
+            d = ready[r3]
+        if d > t:
+            self.stalls["raw"] += d - t
+        _, end = self._vector(d, cycles, mlo, mhi, wlo, whi, name, macs, lane_macs)
+        if written is not None:
+            self._writeback(end, written[2], written[0], written[1])
+
+    def _vector(self, d: int, cycles: int, mlo: int | None, mhi: int, wlo: int | None, whi: int,
+                name: str, macs: int, lane_macs: int) -> tuple[int, int]:
+        """`vector` from its decode slot `d` (RAW stalls counted), ranges flat (lo None: no range)."""
+        vq = self.vq
+        while vq and vq[0] <= d:
+            vq.popleft()
+        if len(vq) >= self._depth:
+            free = vq[0]
+            self.stalls["vector_queue"] += free - d
+            if self.record:
+                self._event("control", "vector queue full", d, free)
+            d = free
+            while vq and vq[0] <= d:
+                vq.popleft()
+        # when the last earlier LD into the regions read lands (an answer <= d: none after d,
+        # which below is the same as 0)
+        ready = 0
+        loads = self.maps_loads
+        if loads.due > d and mlo is not None:
+            ready = loads.ready(mlo, mhi, d)
+        loads = self.weights_loads
+        if loads.due > d and wlo is not None:
+            r = loads.ready(wlo, whi, d)
+            if r > ready:
+                ready = r
         issue = d + 1
         if ready > issue:
             # [P] dispatch holds a vector op until its operands have landed: the op leaves
             # dispatch at ready - 1, and nothing behind it dispatches earlier
             self.stalls["load_wait"] += ready - issue
-            self._event("control", "load wait", issue, ready)
+            if self.record:
+                self._event("control", "load wait", issue, ready)
             self.t = ready
         else:
             self.t = issue
-        start = max(issue, self.cu_free, ready)
-        if start > self.cu_free:
-            starved = min(issue, start) - self.cu_free
+        cu_free = self.cu_free
+        start = max(issue, cu_free, ready)
+        if start > cu_free:
+            starved = min(issue, start) - cu_free
             if starved > 0:
                 self.stalls["cu_starved"] += starved
-            late = start - max(issue, self.cu_free)
+            late = start - max(issue, cu_free)
             if late > 0:
                 self.stalls["cu_load_wait"] += late
         end = start + cycles
         self.cu_free = end
-        self.vq.append(end)
-        if maps is not None:
-            self._read(self.maps_reads, maps, end, d)
-        if weights is not None:
-            self._read(self.weights_reads, weights, end, d)
+        vq.append(end)
+        if mlo is not None:
+            reads = self.maps_reads
+            if len(reads) >= _PRUNE_AT:
+                _prune_reads(reads, d)
+            reads.append((mlo, mhi, end))
+        if wlo is not None:
+            reads = self.weights_reads
+            if len(reads) >= _PRUNE_AT:
+                _prune_reads(reads, d)
+            reads.append((wlo, whi, end))
         self.busy_cycles += cycles
         self.macs += macs
         self.lane_macs += lane_macs
         if end > self.end:
             self.end = end
-        self._event("CUs", name, start, end)
+        if self.record:
+            self._event("CUs", name, start, end)
         return start, end
-
-    @staticmethod
-    def _read(reads: deque[tuple[int, int, int]], rng: tuple[int, int], end: int, now: int) -> None:
-        while reads and reads[0][2] <= now:
-            reads.popleft()
-        reads.append((rng[0], rng[1], end))
 
     def writeback(self, end: int, nbytes: int, dst: tuple[int, int]) -> int:
         """A vector op's results leave the result pipeline `result_latency` cycles after its
         trace ends and cross the bus like any transfer; returns when they are in DRAM."""
-        hw = self.hw
-        request = end + hw.result_latency
-        done = math.ceil(self.dma.transfer(request, nbytes, hw.unit_bytes_per_cycle) - 1e-9)
+        return self._writeback(end, nbytes, dst[0], dst[1])
+
+    def _writeback(self, end: int, nbytes: int, lo: int, hi: int) -> int:
+        request = end + self._result_latency
+        dma = self.dma
+        dma.prune(self.t)
+        done = math.ceil(dma.transfer(request, nbytes, self._port) - 1e-9)
         self.writeback_bytes += nbytes
-        self.wrote_dram(dst[0], dst[1], done)
+        self.wrote_dram(lo, hi, done)
         if self.wb_log is not None:
-            self.wb_log.append((dst[0], dst[1], done))
-        self._event("write-back", f"write-back {nbytes} B", request, done)
+            self.wb_log.append((lo, hi, done))
+        if self.record:
+            self._event("write-back", f"write-back {nbytes} B", request, done)
         return done
 
     def wrote_dram(self, lo: int, hi: int, when: int) -> None:
         pages = self.page_written
-        for p in range(lo >> PAGE_SHIFT, ((hi - 1) >> PAGE_SHIFT) + 1):
-            if pages.get(p, 0) < when:
-                pages[p] = when
+        first, last = lo >> PAGE_SHIFT, (hi - 1) >> PAGE_SHIFT
+        if first == last:
+            if pages.get(first, 0) < when:
+                pages[first] = when
+        else:
+            for p in range(first, last + 1):
+                if pages.get(p, 0) < when:
+                    pages[p] = when
         if when > self.end:
             self.end = when
 
@@ -333,53 +315,65 @@ class Timing:
         pages = self.page_written
         if not pages:
             return 0
-        return max((pages.get(p, 0) for p in range(lo >> PAGE_SHIFT, ((hi - 1) >> PAGE_SHIFT) + 1)), default=0)
+        first, last = lo >> PAGE_SHIFT, (hi - 1) >> PAGE_SHIFT
+        if first == last:
+            return pages.get(first, 0)
+        return max((pages.get(p, 0) for p in range(first, last + 1)), default=0)
 
     # ------------------------------------------------------------------ load units
     def _transfer(self, d: int, unit: int, nbytes: int, src: tuple[int, int] | None,
                   not_before: int, name: str, count_unit: bool = True) -> tuple[int, int]:
-        hw = self.hw
+        """`name`: the event's, only read when recording."""
         request = max(d + 1, self.unit_free[unit], not_before)
         if src is not None:
-            dep = self._dram_dependency(*src)
+            dep = self._dram_dependency(src[0], src[1])
             if dep > request:
                 self.stalls["dram_raw"] += dep - request
                 request = dep
-        first = request + hw.ld_startup_cycles
-        self.dma.prune(d)
-        done = math.ceil(self.dma.transfer(first, nbytes, hw.unit_bytes_per_cycle) - 1e-9)
+        first = request + self.hw.ld_startup_cycles
+        dma = self.dma
+        dma.prune(d)
+        done = math.ceil(dma.transfer(first, nbytes, self._port) - 1e-9)
         self.unit_free[unit] = done
         if count_unit:
             self.unit_busy[unit] += done - request
             self.unit_bytes[unit] += nbytes
         if done > self.end:
             self.end = done
-        self._event(f"load unit {unit}", name, request, done)
+        if self.record:
+            self._event(f"load unit {unit}", name, request, done)
         return first, done
 
-    def _check_overwrite(self, reads, lo: int, hi: int, first: int, what: str) -> None:
+    @staticmethod
+    def _check_overwrite(reads, lo: int, hi: int, first: int, buffer: str, which: int) -> None:
+        """Fault if an LD of [lo, hi) whose data arrives from `first` overwrites what a vector op
+        still reads; `buffer` names it with `which` ({}; formatted only for the message)."""
         for rlo, rhi, until in reads:
             if until > first and rlo < hi and lo < rhi:
                 raise MachineFault(
-                    f"LD overwrites {what} [{lo}, {hi}) while an earlier vector op still reads "
-                    f"[{rlo}, {rhi}) (until cycle {until}, data arrives from cycle {first})")
+                    f"LD overwrites {buffer.format(which)} [{lo}, {hi}) while an earlier vector op still "
+                    f"reads [{rlo}, {rhi}) (until cycle {until}, data arrives from cycle {first})")
 
     def load(self, reads: tuple[int, ...], unit: int, nbytes: int, src: tuple[int, int],
              target: str, where: list, rng: tuple[int, int]) -> int:
         d = self._issue(reads)
         self.t = d + 1
-        first, done = self._transfer(d, unit, nbytes, src, 0, f"LD {target} {nbytes} B")
+        first, done = self._transfer(d, unit, nbytes, src, 0, f"LD {target} {nbytes} B" if self.record else "")
         lo, hi = rng
         if target == "maps":
-            self._check_overwrite(self.maps_reads, lo, hi, first, f"the maps buffer of CU {where[0]}")
-            self._check_overwrite([(a, b, u) for a, b, u, m in self.tmov_reads if m & _cu_mask(where)],
-                                  lo, hi, first, f"the maps buffer of CU {where[0]}")
-            self.maps_loads.append((lo, hi, done, _cu_mask(where)))
+            mask = _cu_mask(where)
+            _prune_reads(self.maps_reads, d)
+            self._check_overwrite(self.maps_reads, lo, hi, first, "the maps buffer of CU {}", where[0])
+            if self.tmov_reads:
+                self._check_overwrite([(a, b, u) for a, b, u, m in self.tmov_reads if m & mask],
+                                      lo, hi, first, "the maps buffer of CU {}", where[0])
+            self.maps_loads.add(lo, hi, done, mask, d)
         else:
             c, v = where[0]
-            self._check_overwrite(self.weights_reads, lo, hi, first,
-                                  f"the weights buffer of vMAC {c * self.hw.vmacs_per_cu + v}")
-            self.weights_loads.append((lo, hi, done))
+            _prune_reads(self.weights_reads, d)
+            self._check_overwrite(self.weights_reads, lo, hi, first, "the weights buffer of vMAC {}",
+                                  c * self.hw.vmacs_per_cu + v)
+            self.weights_loads.add(lo, hi, done, -1, d)
         self.load_bytes += nbytes
         return done
 
@@ -401,10 +395,11 @@ class Timing:
         self.t = d + 1
         lo, hi = rng
         bit = 1 << cu
-        self.maps_loads = [e for e in self.maps_loads if e[2] > d]
-        ready = max((e[2] for e in self.maps_loads if e[3] & bit and _overlaps(lo, hi, e[0], e[1])), default=0)
+        ready = self.maps_loads.ready(lo, hi, d, bit)
+        if ready <= d:  # none still landing after d
+            ready = 0
         nbytes = dst[1] - dst[0]
-        first, done = self._transfer(d, unit, nbytes, None, ready, f"TMOV {nbytes} B")
+        first, done = self._transfer(d, unit, nbytes, None, ready, f"TMOV {nbytes} B" if self.record else "")
         self.tmov_reads = [e for e in self.tmov_reads if e[2] > d]
         self.tmov_reads.append((lo, hi, done, bit))
         self.wrote_dram(dst[0], dst[1], done)
@@ -443,15 +438,14 @@ class Timing:
         self.events.append(event)
 
 
-def _pending(loads: list, d: int, rng: tuple[int, int] | None) -> tuple[list, int]:
-    """(the loads still landing after `d`, when the last of them overlapping `rng` lands)."""
-    keep, ready = [], 0
-    for e in loads:
-        if e[2] > d:
-            keep.append(e)
-            if rng is not None and e[2] > ready and e[0] < rng[1] and rng[0] < e[1]:
-                ready = e[2]
-    return keep, ready
+_PRUNE_AT = 64
+"""Reads a deque of pending reads holds before the ended ones are dropped."""
+
+
+def _prune_reads(reads: deque[tuple[int, int, int]], now: int) -> None:
+    """Drop the reads ended by `now` (they end in order)."""
+    while reads and reads[0][2] <= now:
+        reads.popleft()
 
 
 def _cu_mask(cus: list[int]) -> int:
