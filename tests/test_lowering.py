@@ -360,8 +360,9 @@ def test_model_trace_has_every_layer(tmp_path: Path) -> None:
 
 
 def test_split_kernel_conv_end_to_end(tmp_path: Path) -> None:
-    """A 3x3x512 conv (kernel > weights buffer): split-kernels makes two channel-slice convs
-    chained through the bypass; the machine reads the slices in place, bit-exact with golden."""
+    """A 3x3x512 conv (kernel > weights buffer): split-kernels makes channel-slice convs chained
+    through the bypass (two at least; three by cost, which double-buffer); the machine reads the
+    slices in place, bit-exact with golden."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -381,7 +382,8 @@ def test_split_kernel_conv_end_to_end(tmp_path: Path) -> None:
     assert snow_run([str(path), "--check", "--quiet", "--report", str(rep)]) == 0
     r = json.loads(rep.read_text())
     assert r["check"]["golden_bit_exact"] is True and r["check"]["snr_db"] > 40
-    assert [layer["name"] for layer in r["layers"] if layer["cycles"]] == ["big.part0", "big.part1"]
+    parts = [layer["name"] for layer in r["layers"] if layer["cycles"]]
+    assert len(parts) >= 2 and parts == [f"big.part{i}" for i in range(len(parts))]
 
 
 @pytest.mark.parametrize("order", ["Kloop", "Mloop"])

@@ -160,4 +160,4 @@ def test_every_planner_path_goes_through_the_passes(tmp_path: Path) -> None:
     assert r["check"]["golden_bit_exact"] is True
     modes = {layer["name"]: layer["mode"] for layer in r["layers"] if layer["cycles"]}
     assert modes["indp"] == "INDP" and modes["stride2_1x1"] == "COOP" and modes["grouped"] == "COOP"
-    assert sum(1 for name in modes if name.startswith("big_kernel")) == 2  # split over two channel slices
+    assert sum(1 for name in modes if name.startswith("big_kernel")) >= 2  # split over channel slices
