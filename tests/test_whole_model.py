@@ -255,3 +255,28 @@ def test_an_endless_program_stops_with_the_same_fault_on_both_engines(tmp_path: 
     assert lines[0] == lines[1]
     with pytest.raises(SystemExit):  # argparse: "--jobs: must be at least 1, not 0"
         _snow_run([str(prog), "--jobs", "0"])
+
+
+def test_the_page_interlock_marks_only_the_pages_a_write_back_writes() -> None:
+    """A write-back with a CU stride of 4 pages writes 4 small blocks: a load from a page between
+    them does not wait for it; a load from a page it wrote does."""
+    from machine_util import movi, run_both
+
+    seg = """
+snowflake_asm.segment input @x at 0 size 2048
+snowflake_asm.segment data @w at 2048 size 8192
+snowflake_asm.segment output @y at 16384 size 65536
+"""
+    def stalls(src: int) -> int:
+        body = [movi(1, 0), movi(3, 1024), movi(2, 2048), movi(4, 16),
+                "snowflake_asm.ld maps r0, r1, r3 unit 0 to all", "snowflake_asm.ld weights r0, r2, r4 unit 1 to all",
+                movi(7, 16384), "snowflake_asm.vmov coop stride r7",
+                movi(8, 16384), "snowflake_asm.mac coop r8, r0, r0 trace 16 wb",
+                movi(9, src), movi(10, 2048), movi(11, 64),
+                "snowflake_asm.ld maps r10, r9, r11 unit 2 to all"]
+        x = np.ones(1024, np.int16)
+        w = np.pad(np.full(16, 256, np.int16), (0, 4080))
+        return run_both("\n".join(body), seg, inputs={"x": x, "w": w}).timing.stalls["dram_raw"]
+
+    assert stalls(16384 + 8192) == 0      # a page between CU 0's and CU 1's blocks
+    assert stalls(16384 + 16384) > 0      # CU 1's block

@@ -23,7 +23,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from snowir.fixedpoint import ACC_LIMIT, writeback
-from snowir.machine.state import MachineFault, MachineState
+from snowir.machine.state import MachineFault, MachineState, page_runs
 
 FLUSH_AT = 3000
 """MACs recorded before a flush is forced."""
@@ -138,14 +138,19 @@ class DeferredMacs:
         if known is not None:
             lo, hi = base + known[0], base + known[1]
             if not base & 1 and lo >= 0 and hi <= st.dram.size:
-                return lo, hi, known[2]
+                if known[3] is None:
+                    return lo, hi, known[2]
+                return lo, hi, known[2], tuple((base + a, base + b) for a, b in known[3])
         # a new layout, or a write-back the checks may refuse: in full (this raises the fault)
         span = st.writeback_span(base, self._per_cu(indp), st.hw.vmacs_per_cu, st._stride(indp, st.hw.lanes), "MAC")
         if span is None:
             return None
         offsets, lo, hi = span
-        self._spans[key] = (lo - base, hi - base, 2 * int(offsets.size))
-        return lo, hi, 2 * int(offsets.size)
+        runs = page_runs(offsets)
+        self._spans[key] = (lo - base, hi - base, 2 * int(offsets.size), runs)
+        if runs is None:
+            return lo, hi, 2 * int(offsets.size)
+        return lo, hi, 2 * int(offsets.size), tuple((base + a, base + b) for a, b in runs)
 
     def load_conflicts(self, target: str, lo: int, hi: int, src_lo: int, src_hi: int) -> bool:
         """Whether an LD of DRAM [src_lo, src_hi) into buffer elements [lo, hi) of `target`

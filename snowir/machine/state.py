@@ -17,7 +17,7 @@ import numpy as np
 from snowir.dialects.snowflake_asm import SELECT_ALL
 from snowir.errors import SnowError
 from snowir.fixedpoint import INT16_MIN, MAX_WB_SHIFT, accumulator_overflows, writeback
-from snowir.hw import MASK_WORD_BITS, MASK_WORD_MAX, SnowflakeConfig
+from snowir.hw import DRAM_PAGE_BYTES, MASK_WORD_BITS, MASK_WORD_MAX, SnowflakeConfig
 
 
 class MachineFault(SnowError):
@@ -150,7 +150,10 @@ class MachineState:
             return None
         offsets, lo, hi = span
         self.dram16[(base + offsets) // 2] = values[self._mask(per_cu, bits_per_cu)]
-        return lo, hi, 2 * int(offsets.size)
+        runs = page_runs(offsets)
+        if runs is None:
+            return lo, hi, 2 * int(offsets.size)
+        return lo, hi, 2 * int(offsets.size), tuple((base + a, base + b) for a, b in runs)
 
     def enabled_vmacs(self) -> int:
         """vMACs whose results the write-back mask keeps: the ones doing useful work."""
@@ -317,3 +320,26 @@ class MachineState:
         self._maps_range(buf, length, "TMOV")
         self.dram16[start:start + length] = self.maps[cu, buf:buf + length]
         return dst, dst + 2 * length
+
+
+_RUNS: dict[bytes, tuple[tuple[int, int], ...] | None] = {}
+
+
+def page_runs(offsets: np.ndarray) -> tuple[tuple[int, int], ...] | None:
+    """The byte runs a write-back at these offsets writes, apart where a gap could hold a whole
+    DRAM page (the page interlock then marks only the pages written: an INDP write-back puts
+    each CU's results R rows apart); None when its [lo, hi) span has no such gap."""
+    key = offsets.tobytes()
+    if key in _RUNS:
+        return _RUNS[key]
+    ordered = np.sort(offsets)
+    gaps = np.nonzero(np.diff(ordered) - 2 >= DRAM_PAGE_BYTES)[0]
+    runs = None
+    if gaps.size:
+        starts = [int(ordered[0]), *(int(ordered[g + 1]) for g in gaps)]
+        ends = [*(int(ordered[g]) + 2 for g in gaps), int(ordered[-1]) + 2]
+        runs = tuple(zip(starts, ends))
+    if len(_RUNS) > 4096:
+        _RUNS.clear()
+    _RUNS[key] = runs
+    return runs

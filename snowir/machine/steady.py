@@ -191,8 +191,10 @@ class SteadyLoop:
         if len(self.ranges) != k * w:  # pragma: no cover - a constant mask writes alike
             raise AssertionError("steady loop: write-backs differ between iterations")
         end = T.end
-        for i, (lo, hi, _) in enumerate(self.ranges):
-            T.wrote_dram(lo, hi, t0 + wb_rel[i % w] + (i // w + 1) * delta)
+        for i, written in enumerate(self.ranges):
+            when = t0 + wb_rel[i % w] + (i // w + 1) * delta
+            for lo, hi in (written[3] if len(written) > 3 else (written[:2],)):
+                T.wrote_dram(lo, hi, when)
         T.t = t0 + shift
         T.end = end + shift
         T.reg_ready[:] = [r + shift if r > t0 else r for r in T.reg_ready]

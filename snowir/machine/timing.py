@@ -35,11 +35,11 @@ import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
-from snowir.hw import SnowflakeConfig
+from snowir.hw import DRAM_PAGE_BYTES, SnowflakeConfig
 from snowir.machine.ledgers import BandwidthLedger, PendingLoads
 from snowir.machine.state import MachineFault
 
-PAGE_SHIFT = 12
+PAGE_SHIFT = DRAM_PAGE_BYTES.bit_length() - 1
 
 
 @dataclass
@@ -212,7 +212,7 @@ class Timing:
             self.stalls["raw"] += d - t
         _, end = self._vector(d, cycles, mlo, mhi, wlo, whi, name, macs, lane_macs)
         if written is not None:
-            self._writeback(end, written[2], written[0], written[1])
+            self._writeback(end, written[2], written[0], written[1], written[3] if len(written) > 3 else None)
 
     def _vector(self, d: int, cycles: int, mlo: int | None, mhi: int, wlo: int | None, whi: int,
                 name: str, macs: int, lane_macs: int) -> tuple[int, int]:
@@ -280,18 +280,25 @@ class Timing:
             self._event("CUs", name, start, end)
         return start, end
 
-    def writeback(self, end: int, nbytes: int, dst: tuple[int, int]) -> int:
+    def writeback(self, end: int, nbytes: int, dst: tuple[int, int],
+                  runs: tuple[tuple[int, int], ...] | None = None) -> int:
         """A vector op's results leave the result pipeline `result_latency` cycles after its
-        trace ends and cross the bus like any transfer; returns when they are in DRAM."""
-        return self._writeback(end, nbytes, dst[0], dst[1])
+        trace ends and cross the bus like any transfer; returns when they are in DRAM. `runs`:
+        the byte runs written when [lo, hi) has gaps a page fits in (state.page_runs)."""
+        return self._writeback(end, nbytes, dst[0], dst[1], runs)
 
-    def _writeback(self, end: int, nbytes: int, lo: int, hi: int) -> int:
+    def _writeback(self, end: int, nbytes: int, lo: int, hi: int,
+                   runs: tuple[tuple[int, int], ...] | None = None) -> int:
         request = end + self._result_latency
         dma = self.dma
         dma.prune(self.t)
         done = math.ceil(dma.transfer(request, nbytes, self._port) - 1e-9)
         self.writeback_bytes += nbytes
-        self.wrote_dram(lo, hi, done)
+        if runs is None:
+            self.wrote_dram(lo, hi, done)
+        else:  # only the pages written: a load of rows between the CUs' blocks does not wait
+            for a, b in runs:
+                self.wrote_dram(a, b, done)
         if self.wb_log is not None:
             self.wb_log.append((lo, hi, done))
         if self.record:
