@@ -106,3 +106,13 @@ def test_cache_key_follows_the_compiler(monkeypatch) -> None:
     assert key == dse.cache_key("m", hw, None, "Q8.8")
     monkeypatch.setattr(dse, "compiler_fingerprint", lambda: "another compiler")
     assert dse.cache_key("m", hw, None, "Q8.8") != key
+
+
+def test_help_lists_the_sweepable_fields(capsys) -> None:
+    from snowir.hw import RANGES
+    from snowir.tools.snow_dse import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "sweepable fields" in out and all(name in out for name in RANGES)

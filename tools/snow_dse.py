@@ -28,8 +28,13 @@ def snowir_version() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from snowir.hw import DEFAULT, RANGES
+
+    fields = "\n".join(f"  {name:<26} {lo:.10g}..{hi:.10g} (default {getattr(DEFAULT, name)})"
+                       for name, (lo, hi, _) in RANGES.items())
     p = argparse.ArgumentParser(prog="snow-dse", description=__doc__.split("\n\n")[0].strip(),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="sweepable fields (--sweep FIELD=v1,v2,...), with their ranges:\n" + fields)
     p.add_argument("model", help="ONNX or nn-level .mlir model")
     p.add_argument("--sweep", action="append", default=[], metavar="FIELD=v1,v2,...",
                    help="a SnowflakeConfig field and its values (repeat for a cross product)")
