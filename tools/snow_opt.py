@@ -46,7 +46,8 @@ class SnowOptMain(xDSLOptMain):
             super().setup_pipeline()
         except (ValueError, TypeError) as e:
             why = explain_pipeline(self.args.passes or "", self.available_passes)
-            raise SnowError(why) if why else e from None
+            where = self.args.input_file or "<stdin>"
+            raise (SnowError(f"{where}: error: {why}") if why else e) from None
         self._print_after()
         if not timing:
             return

@@ -323,6 +323,7 @@ class MachineState:
 
 
 _RUNS: dict[bytes, tuple[tuple[int, int], ...] | None] = {}
+_RUNS_KEPT = 2000  # a memo bound, not a hardware size
 
 
 def page_runs(offsets: np.ndarray) -> tuple[tuple[int, int], ...] | None:
@@ -339,7 +340,7 @@ def page_runs(offsets: np.ndarray) -> tuple[tuple[int, int], ...] | None:
         starts = [int(ordered[0]), *(int(ordered[g + 1]) for g in gaps)]
         ends = [*(int(ordered[g]) + 2 for g in gaps), int(ordered[-1]) + 2]
         runs = tuple(zip(starts, ends))
-    if len(_RUNS) > 4096:
+    if len(_RUNS) > _RUNS_KEPT:
         _RUNS.clear()
     _RUNS[key] = runs
     return runs

@@ -17,7 +17,7 @@ snowflake_asm.program @p {
 
 // PIPE: snowflake_asm.program @p {
 // PIPE-NEXT: snowflake_asm.movi r1, 3
-// UNKNOWN: snow-opt: {{.*}}cli.mlir: error: Unrecognized passes: ['no-such-pass']
+// UNKNOWN: snow-opt: {{.*}}cli.mlir: error: unknown pass 'no-such-pass' (snow-opt --list-passes lists them)
 // ONELINE: 1
 // BADOPT: snow-opt: {{.*}}cli.mlir: error: {{.*}}bogus
 // PARSE: snow-opt: {{.*}}parse_error.mlir:2:29: error: expected a register r0..r31, got 'x1'
