@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+import snowir
 
 from snowir.tools.snow_opt import main as snow_opt
 from snowir.tools.snow_run import main as snow_run
@@ -25,7 +28,9 @@ def test_report_trace_and_outputs(tmp_path: Path, capsys) -> None:
     table = capsys.readouterr().out
     assert "conv3x3" in table and "total" in table
     r = json.loads(report.read_text())
-    assert set(r) == {"model", "hw", "total", "layers", "check"}
+    assert set(r) == {"model", "hw", "total", "layers", "check", "provenance"}
+    assert r["provenance"]["model_sha256"] == hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()
+    assert r["provenance"]["format"] == "Q8.8" and r["provenance"]["engine"] == "fast"
     assert set(r["total"]) == TOTAL_KEYS and set(r["layers"][0]) == LAYER_KEYS
     assert r["total"]["macs"] == 16 * 16 * 3 * 48 * 16
     assert r["total"]["mac_utilization"] == pytest.approx(r["total"]["macs"] / (r["total"]["cycles"] * 256))
@@ -165,3 +170,23 @@ def test_trace_layers_that_match_nothing_are_refused(tmp_path: Path, capsys) -> 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "matches no device layer" in err[0] and "conv1" in err[0]
     assert not trace.exists()
+
+
+def test_model_report_records_its_provenance(tmp_path: Path) -> None:
+    """The pipeline applied, the format, the calibration inputs' digest, version and model
+    digest: two runs of one model under different pipelines tell themselves apart."""
+    digits = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
+    cal = tmp_path / "cal.npy"
+    np.save(cal, np.random.default_rng(1).standard_normal([2, 1, 1, 8, 8]).astype(np.float32))
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert snow_run([str(digits), "--quiet", "--engine", "golden", "--report", str(a)]) == 0
+    assert snow_run([str(digits), "--quiet", "--format", "auto", "--calibration", str(cal), "--report", str(b)]) == 0
+    pa, pb = (json.loads(p.read_text())["provenance"] for p in (a, b))
+    assert pa["model_sha256"] == pb["model_sha256"] == hashlib.sha256(digits.read_bytes()).hexdigest()
+    assert pa["pipeline"] == "nn-prepare" and pa["format"] == "Q8.8" and pa["calibration"] is None
+    assert pa["engine"] == "golden" and pb["engine"] == "fast"
+    assert pb["pipeline"].startswith("nn-prepare{") and "cal.npy" in pb["pipeline"]
+    assert pb["pipeline"].endswith(",snowflake-lower") and pb["format"] == "auto"
+    digest = hashlib.sha256(np.load(cal).astype(np.float32).tobytes()).hexdigest()[:16]
+    assert pb["calibration"].startswith(f"sha256:{digest} (2 inputs of ")
+    assert pa["snowir"] == pb["snowir"] == snowir.__version__

@@ -14,15 +14,18 @@ atomically and only after a successful run.
 from __future__ import annotations
 
 import argparse
-import os
+import dataclasses
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from snowir import __version__
 from snowir.driver.table import print_table
 from snowir.errors import SnowError, run_cli
 from snowir.hw import SnowflakeConfig
@@ -38,15 +41,6 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
-
-
-def snowir_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("snowir")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -76,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-instructions", type=_positive, default=DEFAULT_MAX_INSTRUCTIONS, metavar="N",
                    help=f"stop a program after N dynamic instructions with a fault naming the instruction "
                         f"(default {DEFAULT_MAX_INSTRUCTIONS:,}: an endless loop stops within about a minute)")
-    p.add_argument("--version", action="version", version=f"snow-run (snowir {snowir_version()})")
+    p.add_argument("--version", action="version", version=f"snow-run (snowir {__version__})")
     p.add_argument("--traceback", action="store_true",
                    help="on an error, print the full Python traceback too (or set SNOWIR_TRACEBACK=1)")
     p.add_argument("--input-shape", help="static shape for ONNX inputs with dynamic dimensions, e.g. 1,3,224,224")
@@ -234,6 +228,7 @@ def run(args: argparse.Namespace) -> int:
         return run_nn(args)
     if args.trace_layers:
         raise SnowError("--trace-layers is for models (a program is one layer)")
+    from snowir.driver.model_api import Provenance, file_sha256
     from snowir.fixedpoint import dequantize
     from snowir.machine.run import program_report
 
@@ -251,6 +246,9 @@ def run(args: argparse.Namespace) -> int:
     result = api.run_program(image, module, hw, args.engine, inputs, record=bool(args.trace),
                              progress=None if args.quiet else Progress(), max_instructions=args.max_instructions)
     report = program_report(result, hw, str(args.model), compile_s)
+    report["provenance"] = dataclasses.asdict(Provenance(
+        __version__, str(args.model), file_sha256(Path(args.model)), "", f"Q{16 - image.frac_bits}.{image.frac_bits}",
+        None, args.engine))
     if not args.quiet:
         print_table(report)
     from snowir.machine.trace import trace_bytes

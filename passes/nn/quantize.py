@@ -18,6 +18,7 @@ layer, the one with the most fraction bits that still holds the largest |w|
 Values are rounded half away from zero and saturated.
 """
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -146,6 +147,11 @@ class QuantizePass(ModulePass):
                                       f"(got {self.samples}, {self.headroom})")
         try:
             x = calibration_inputs(op, self.calibration, self.samples)
+            # what the formats were chosen from, for the report's provenance
+            digest = hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest()[:16]
+            source = f"{len(x)} inputs of {self.calibration}" if self.calibration else \
+                f"{len(x)} synthetic N(0, 1) inputs"
+            op.attributes["nn.calibration"] = StringAttr(f"sha256:{digest} ({source}, headroom {self.headroom:g})")
             peak = ranges(op, x)
             wfrac = {layer: weight_frac(constant_array(w.owner), nn.MAX_WEIGHT_FRAC) for w, layer in weight_of.items()
                      if isinstance(w.owner, nn.ConstantOp)}

@@ -13,6 +13,7 @@ reads one back. The ONNX backend (snowir/backend.py) is built on this.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from snowir.driver.check import compare, golden_logits, ort_logits
 from snowir.driver.device_run import device_report, run_device
-from snowir.driver.model_run import (ModelRun, check_input, golden_report, layer_filter, layer_rows, load_model, lower,
+from snowir.driver.model_run import (ModelRun, Provenance, check_input, file_sha256, golden_report, layer_filter, layer_rows, load_model, lower,
                                      main_of)
 from snowir.pass_steps import gc_paused
 from snowir.errors import SnowError
@@ -103,18 +104,23 @@ class Report:
     total: TotalReport
     layers: tuple[LayerReport, ...]
     check: CheckReport | None = None
+    provenance: Provenance | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"model": self.model, "hw": self.hw.to_json(), "total": dataclasses.asdict(self.total),
+        data = {"model": self.model, "hw": self.hw.to_json(), "total": dataclasses.asdict(self.total),
                 "layers": [layer.to_json() for layer in self.layers],
                 "check": dataclasses.asdict(self.check) if self.check else None}
+        if self.provenance is not None:
+            data["provenance"] = dataclasses.asdict(self.provenance)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Report:
         try:
             return cls(data["model"], SnowflakeConfig.from_json(data["hw"], "report hw"),
                        TotalReport(**data["total"]), tuple(LayerReport(**layer) for layer in data["layers"]),
-                       CheckReport(**data["check"]) if data.get("check") else None)
+                       CheckReport(**data["check"]) if data.get("check") else None,
+                       Provenance(**data["provenance"]) if data.get("provenance") else None)
         except (KeyError, TypeError) as e:
             raise SnowError(f"not a snowir report: {e}") from None
 
@@ -142,7 +148,13 @@ class Compiled:
     source: str
     onnx_model: onnx.ModelProto | str | None
     compile_s: float
+    pipeline: str = ""
+    """The passes applied after import (Provenance.pipeline)."""
+    model_sha256: str | None = None
     _images: dict = field(default_factory=dict, repr=False)
+
+    def provenance(self, engine: str) -> Provenance:
+        return Provenance.of(self.module, self.source, self.model_sha256, self.pipeline, engine)
 
     @property
     def input_shapes(self) -> list[list[int]]:
@@ -201,6 +213,7 @@ class Compiled:
             data["check"] = {"reference": reference, "max_abs_err": float(cmp["max_abs_err"]),
                              "snr_db": float(cmp["snr_db"]), "golden_bit_exact": bool(exact),
                              "top1_match": bool(cmp["top1_match"])}
+        data["provenance"] = dataclasses.asdict(self.provenance(engine))
         return Result(outputs, Report.from_json(data), events)
 
 
@@ -212,18 +225,22 @@ def compile(model: str | Path | onnx.ModelProto | ModuleOp, pipeline: str | None
     hw = hw or SnowflakeConfig()
     t0 = time.perf_counter()
     with gc_paused():  # the importer and the passes build 10^5 IR objects (pass_steps.py)
+        digest = None
         if isinstance(model, onnx.ModelProto):
             module = import_model(model, "<model>", parse_input_shape(input_shape) if input_shape else None)
             source, onnx_model = "<model>", model
+            digest = hashlib.sha256(model.SerializeToString()).hexdigest()
         elif isinstance(model, ModuleOp):
             module, source, onnx_model = model, "<module>", None
         else:
             module, onnx_model = load_model(model, input_shape)
             source = str(model)
+            digest = file_sha256(Path(model))
         if progress:
             progress(f"{source}: lowering")
-        lower(module, pipeline, hw, format=format)
-    return Compiled(module, hw, source, onnx_model, time.perf_counter() - t0)
+        applied = lower(module, pipeline, hw, format=format)
+    return Compiled(module, hw, source, onnx_model, time.perf_counter() - t0, applied, digest)
+
 
 
 def run(model: str | Path | onnx.ModelProto | ModuleOp, x: np.ndarray | Sequence[np.ndarray] | None = None,

@@ -6,16 +6,18 @@ the DESIGN.md shape; the golden model has no hardware timing, so cycles are 0.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import PassPipeline
 
-from snowir import api
+from snowir import __version__, api
 from snowir.dialects import nn, tile
 from snowir.driver.check import compare, golden_logits, ort_logits
 from snowir.pass_steps import gc_paused
@@ -151,6 +153,38 @@ def golden_report(module: ModuleOp, source: str, hw: SnowflakeConfig, compile_s:
     return {"model": source, "hw": hw.to_json(), "total": total, "layers": rows, "check": None}
 
 
+@dataclass(frozen=True)
+class Provenance:
+    """How a report was made: enough to tell two runs apart and to make one again."""
+
+    snowir: str
+    model: str
+    model_sha256: str | None
+    """Of the model file (or the ONNX model's bytes); None for a module built in memory."""
+    pipeline: str
+    """Every pass applied after import, as one pipeline (the rest of snowflake-lower included)."""
+    format: str | None
+    """The module's nn.format: Q8.8, another Qm.n, or auto."""
+    calibration: str | None
+    """format=auto: the digest and origin of the inputs the formats were chosen from."""
+    engine: str
+
+    @classmethod
+    def of(cls, module: ModuleOp, model: str, model_sha256: str | None, pipeline: str, engine: str) -> Provenance:
+        fmt = module.attributes.get("nn.format")
+        cal = module.attributes.get("nn.calibration")
+        return cls(__version__, model, model_sha256, pipeline, fmt.data if isinstance(fmt, StringAttr) else None,
+                   cal.data if isinstance(cal, StringAttr) else None, engine)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | None = None,
               check: bool = False, input_shape: str | None = None, hw: SnowflakeConfig | None = None,
               seed: int = 0) -> ModelRun:
@@ -160,10 +194,13 @@ def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | Non
     float_module = None
     if check and onnx_path is None and not is_quantized(module):
         float_module = module.clone()
+    applied = ""
     if pipeline is not None:
         apply_pipeline(module, pipeline)
+        applied = unwrap_pipeline(pipeline)
     elif not is_quantized(module):
         apply_pipeline(module, DEFAULT_PIPELINE)
+        applied = DEFAULT_PIPELINE
     compile_s = time.perf_counter() - t0
     args = main_of(module).body.block.args
     shape = list(args[0].type.get_shape())
@@ -173,6 +210,8 @@ def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | Non
     t0 = time.perf_counter()
     outputs = Golden(module).run(x)
     report = golden_report(module, str(path), hw, compile_s, time.perf_counter() - t0)
+    report["provenance"] = dataclasses.asdict(Provenance.of(module, str(path), file_sha256(Path(path)), applied,
+                                                            "golden"))
     if check:
         logits = golden_logits(module, x)
         if onnx_path is not None:
@@ -194,26 +233,31 @@ def lowered(module: ModuleOp) -> bool:
 
 
 def lower(module: ModuleOp, pipeline: str | None = None, hw: SnowflakeConfig | None = None,
-          format: str = "Q8.8") -> None:
+          format: str = "Q8.8") -> str:
     """`pipeline` exactly as given (if any); then, unless every device layer already has its
     image, the rest of the default lowering: `snowflake-lower` skips what is done (a quantised
     module is not re-quantised, layers with a tile or image keep it, set loop orders stay,
     balanced or banked programs stay as they are). A lowered module runs as it is. A
-    non-default `hw` reaches the passes as a JSON file, as `hw=` on the command line would."""
+    non-default `hw` reaches the passes as a JSON file, as `hw=` on the command line would.
+    Returns the pipeline applied, as a report's provenance names it (`hw=<report hw>` for the
+    temporary file)."""
+    applied = [unwrap_pipeline(pipeline)] if pipeline else []
     if pipeline is not None:
         apply_pipeline(module, pipeline)
     if lowered(module):
-        return
+        return ",".join(applied)
     options = "" if format == "Q8.8" else f"format={format}"
     if hw is None or hw == SnowflakeConfig():
-        apply_pipeline(module, f"snowflake-lower{{{options}}}" if options else "snowflake-lower")
-        return
+        step = f"snowflake-lower{{{options}}}" if options else "snowflake-lower"
+        apply_pipeline(module, step)
+        return ",".join([*applied, step])
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "hw.json"
         hw.save(path)
         apply_pipeline(module, f"snowflake-lower{{hw={path} {options}}}")
+    return ",".join([*applied, f"snowflake-lower{{hw=<report hw> {options}}}".replace(" }", "}")])
 
 
 def layer_filter(patterns: str | None):
