@@ -4,8 +4,9 @@ design-space exploration over hardware configurations on Ray (snowir/driver/dse.
 
 Writes DIR/results.csv, DIR/results.json (one row per configuration: every config field, ms
 (device), conv_ms (device layers but fully connected ones, as C17 Table 2), GB/s, useful-MAC utilisation, stall cycles by cause, DRAM bytes) and DIR/pareto.png (ms against
-the resource proxy, Pareto front marked); rows are cached in DIR/cache, so a re-run computes
-only new configurations. Every row equals `snow-run MODEL --hw` of that configuration.
+the resource proxy, every swept resource priced in MAC-equivalents as docs/dse.md says, Pareto
+front marked); rows are cached in DIR/cache, so a re-run computes only new configurations.
+Every row equals `snow-run MODEL --hw` of that configuration.
 """
 
 from __future__ import annotations
@@ -70,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
     hws = dse.configs(SnowflakeConfig.load(args.hw), sweeps)
     out = Path(args.out)
     say = None if args.quiet else (lambda msg: print(f"snow-dse: {msg}", file=sys.stderr, flush=True))
+    blind = dse.unpriced([s.field for s in sweeps])
+    if blind and say:  # else a column of points at one x would look like a plotting fault
+        say(f"the resource proxy does not price {', '.join(blind)}: configurations differing only there "
+            "share an x position in pareto.png")
     explorer = dse.Explorer(args.model, out, args.pipeline, args.format, args.input_shape, args.workers,
                             args.address, say)
     rows = explorer.run(hws)

@@ -8,8 +8,9 @@ run on Ray (a local runtime by default, an existing cluster by address) or, with
 in this process. Every row is cached under `DIR/cache/` by (model hash, configuration,
 pipeline, format), so a re-run computes only what is new.
 
-The resource proxy of the plot is ours, written down: MACs x on-chip buffer bytes (maps banks
-of every CU plus the weights buffer of every vMAC). Area grows with both; the proxy ranks
+The resource proxy of the plot is ours, written down (`PRICES`, docs/dse.md): every hardware
+resource a sweep can change, each at a price per unit in MAC-equivalents (the MAC array scaled
+by the clock, on-chip SRAM, load units and their ports, shared DRAM bandwidth), summed. It ranks
 configurations, it does not cost them.
 """
 
@@ -81,10 +82,45 @@ def configs(base: SnowflakeConfig, sweeps: Sequence[Sweep]) -> list[SnowflakeCon
     return out
 
 
+# The resource proxy's prices in MAC-equivalents: the area of one 16-bit MAC (one DSP slice of
+# the ZC706's XC7Z045) at the ZC706 build's 250 MHz. Our choices, each argued in docs/dse.md.
+PRICES: dict[str, float] = {
+    "mac": 1.0,          # per MAC of the array at 250 MHz; a faster clock is priced as more MACs
+    "sram_kib": 0.37,    # per KiB of on-chip SRAM: the XC7Z045's 900 DSP slices against its 2,452 KiB of BRAM
+    "load_unit": 8.0,    # per load unit: its DMA engine, ~1.8 k of the device's 218 k LUTs (0.8%, 7 DSPs' share)
+    "port_gbps": 4.0,    # per GB/s of one load unit's port: its data path and FIFO widen with it
+    "dram_gbps": 24.0,   # per GB/s of shared DRAM bandwidth: the build's 4.2 GB/s ~ 100, a sixth of it
+}
+REFERENCE_MHZ = 250.0
+ICACHE_INSTRUCTION_BYTES = 4
+QUEUE_ENTRY_BYTES = 8  # one queued vector op (a 32-bit instruction and its operands)
+# The fields the proxy does not price, and why: a sweep over one of them puts its
+# configurations at one x position (snow-dse says so).
+UNPRICED: dict[str, str] = {
+    "scalar_latency": "a latency", "result_latency": "a latency", "vmov_cycles": "a latency",
+    "ld_startup_cycles": "a latency", "branch_delay_slots": "fixed by the ISA", "registers": "fixed by the ISA",
+    "element_bytes": "fixed by the ISA", "dram_bytes": "off-chip capacity: it decides what fits, not how fast",
+}
+
+
+def resource_breakdown(hw: SnowflakeConfig) -> dict[str, float]:
+    """The proxy's terms, in MAC-equivalents (PRICES)."""
+    sram = (hw.cus * hw.maps_banks * hw.maps_bank_bytes + hw.vmacs * hw.weights_buffer_bytes
+            + hw.icache_instructions * ICACHE_INSTRUCTION_BYTES + hw.vector_queue_depth * QUEUE_ENTRY_BYTES)
+    return {"macs": PRICES["mac"] * hw.macs * hw.clock_mhz / REFERENCE_MHZ,
+            "sram": PRICES["sram_kib"] * sram / 1024,
+            "load_units": hw.load_units * (PRICES["load_unit"] + PRICES["port_gbps"] * hw.unit_gbps),
+            "dram_bandwidth": PRICES["dram_gbps"] * hw.dram_gbps}
+
+
 def resource_proxy(hw: SnowflakeConfig) -> float:
-    """MACs x on-chip buffer bytes (our proxy for area, module docstring)."""
-    buffers = hw.cus * hw.maps_banks * hw.maps_bank_bytes + hw.vmacs * hw.weights_buffer_bytes
-    return float(hw.macs * buffers)
+    """The configuration's resources at PRICES, summed: MAC-equivalents (module docstring)."""
+    return round(sum(resource_breakdown(hw).values()), 3)
+
+
+def unpriced(fields: Sequence[str]) -> list[str]:
+    """The swept fields the proxy does not see, as `field (why)`."""
+    return [f"{f} ({UNPRICED[f]})" for f in fields if f in UNPRICED]
 
 
 def model_hash(path: str | Path) -> str:
@@ -163,8 +199,8 @@ class Explorer:
         paths = [cache / f"{cache_key(sha, hw, self.pipeline, self.format)}.json" for hw in hws]
         todo = []
         for i, (hw, path) in enumerate(zip(hws, paths)):
-            if path.exists():
-                rows[i] = {**json.loads(path.read_text()), "cached": True}
+            if path.exists():  # the proxy is priced afresh: a change of PRICES needs no re-run
+                rows[i] = {**json.loads(path.read_text()), "resource_proxy": resource_proxy(hw), "cached": True}
             else:
                 todo.append((i, hw, path))
         done = len(hws) - len(todo)
@@ -251,30 +287,120 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def plot(rows: list[dict[str, Any]], fields: Sequence[str], model: str) -> bytes:
+def pareto_figure(rows: list[dict[str, Any]], fields: Sequence[str], model: str, dpi: int = 120):
+    """ms against the resource proxy, the Pareto front marked and its points labelled first;
+    other points are labelled where a label fits without overlapping (`place_labels`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     front = pareto(rows)
-    fig, ax = plt.subplots(figsize=(7.5, 5))
+    fig, ax = plt.subplots(figsize=(7.5, 5), dpi=dpi)
     xs = [r["resource_proxy"] for r in rows]
     ys = [r["ms"] for r in rows]
     ax.scatter(xs, ys, c=["tab:red" if f else "tab:gray" for f in front], zorder=3)
     pts = sorted((x, y) for x, y, f in zip(xs, ys, front) if f)
     ax.step([p[0] for p in pts], [p[1] for p in pts], where="post", color="tab:red", lw=1, label="Pareto front")
-    for r in rows:
-        ax.annotate(", ".join(f"{f}={r[f]}" for f in fields), (r["resource_proxy"], r["ms"]), fontsize=7,
-                    xytext=(4, 3), textcoords="offset points")
-    ax.set_xscale("log")
-    ax.set_xlabel("resource proxy: MACs x on-chip buffer bytes (log)")
+    steps = [q for p, n in zip(pts, pts[1:] + pts[-1:]) for q in (p, (n[0], p[1]))]  # the drawn staircase
+    wide = max(xs) > 4 * min(xs)  # a log axis only pays when the proxy spans a wide range
+    if wide:
+        ax.set_xscale("log")
+    ax.set_xlabel(f"resource proxy: MAC-equivalents (docs/dse.md){' (log)' if wide else ''}")
     ax.set_ylabel("simulated ms (device layers)")
     ax.set_title(f"{Path(model).name}: {len(rows)} configurations")
     ax.grid(alpha=0.3)
     ax.legend()
+    ax.margins(0.12)  # room for the labels of the outermost points
     fig.tight_layout()
+    order = sorted(range(len(rows)), key=lambda i: (not front[i], xs[i]))  # the front's labels first
+    texts = [", ".join(f"{f}={rows[i][f]}" for f in fields) for i in order]
+    place_labels(ax, [(xs[i], ys[i]) for i in order], texts, lines=[steps])
+    return fig
+
+
+def plot(rows: list[dict[str, Any]], fields: Sequence[str], model: str) -> bytes:
+    import matplotlib.pyplot as plt
+
+    fig = pareto_figure(rows, fields, model)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
+    fig.savefig(buf, format="png")  # the figure's dpi: the one its labels were placed at
     plt.close(fig)
     return buf.getvalue()
+
+
+# Label offsets tried around a point, in points: right, left, above, below, the diagonals, each
+# nearer first; beyond the first ring a leader line joins label and point.
+DIRECTIONS = ((1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (-1, 1), (1, -1), (-1, -1))
+RADII = (5, 14, 26, 40, 56)
+
+
+def place_labels(ax, points: Sequence[tuple[float, float]], texts: Sequence[str],
+                 lines: Sequence[Sequence[tuple[float, float]]] = (), fontsize: float = 7,
+                 marker_px: float = 5.0) -> list[Any]:
+    """Annotate each point (in priority order) at the nearest offset where its text stays inside
+    the axes and covers no placed label, no point's marker, none of `lines` (polylines in data
+    coordinates) and not the legend; a label with no such place is left out (None in the
+    returned list). Call once the figure's layout is final: placement is in display pixels."""
+    import numpy as np
+    from matplotlib.text import Text
+
+    renderer = ax.figure.canvas.get_renderer()
+    ax.autoscale_view()
+    frame = ax.get_window_extent(renderer)
+    boxes = [np.array([[px - marker_px, py - marker_px, px + marker_px, py + marker_px]
+                       for px, py in ax.transData.transform(points)]).reshape(-1, 4)]
+    boxes += [_polyline_boxes(ax.transData.transform(line)) for line in lines if len(line) > 1]
+    if ax.get_legend() is not None:
+        boxes.append(np.array([_freeze_legend(ax, renderer)]))
+    taken = np.concatenate(boxes)
+    placed: list[Any] = []
+    for xy, text in zip(points, texts):
+        ann = _place_one(ax, renderer, xy, text, fontsize, frame, taken)
+        placed.append(ann)
+        if ann is not None:
+            taken = np.vstack([taken, Text.get_window_extent(ann, renderer).padded(1).extents])
+    return placed
+
+
+def _freeze_legend(ax, renderer) -> tuple[float, float, float, float]:
+    """The legend's box in pixels, pinned there: a `loc="best"` legend would otherwise move
+    when the figure is drawn with the labels, onto one of them."""
+    legend = ax.get_legend()
+    box = legend.get_window_extent(renderer)
+    corner = ax.transAxes.inverted().transform((box.x0, box.y0))
+    legend.set_loc((float(corner[0]), float(corner[1])))
+    return tuple(box.extents)
+
+
+def _polyline_boxes(pixels, step: float = 3.0):
+    """A polyline in display pixels as small boxes every `step` pixels along it: obstacles that
+    a label must not cover, without a box per segment (a diagonal's box would cover its corner)."""
+    import numpy as np
+
+    out = []
+    for (x0, y0), (x1, y1) in zip(pixels[:-1], pixels[1:]):
+        n = max(2, int(np.hypot(x1 - x0, y1 - y0) / step) + 1)
+        t = np.linspace(0.0, 1.0, n)
+        xs, ys = x0 + t * (x1 - x0), y0 + t * (y1 - y0)
+        out.append(np.stack([xs - 1, ys - 1, xs + 1, ys + 1], axis=1))
+    return np.concatenate(out)
+
+
+def _place_one(ax, renderer, xy, text: str, fontsize: float, frame, taken) -> Any:
+    import numpy as np
+    from matplotlib.text import Text
+
+    for r in RADII:
+        for dx, dy in DIRECTIONS:
+            arrow = {"arrowstyle": "-", "color": "0.4", "lw": 0.6, "shrinkA": 0, "shrinkB": 3} if r > RADII[0] else None
+            ann = ax.annotate(text, xy, xytext=(dx * r, dy * r), textcoords="offset points", fontsize=fontsize,
+                              ha="left" if dx > 0 else "right" if dx < 0 else "center",
+                              va="bottom" if dy > 0 else "top" if dy < 0 else "center", arrowprops=arrow)
+            ann.update_positions(renderer)
+            x0, y0, x1, y1 = Text.get_window_extent(ann, renderer).extents
+            inside = frame.x0 <= x0 and x1 <= frame.x1 and frame.y0 <= y0 and y1 <= frame.y1
+            if inside and not np.any((taken[:, 0] < x1) & (taken[:, 2] > x0) & (taken[:, 1] < y1) & (taken[:, 3] > y0)):
+                return ann
+            ann.remove()
+    return None
