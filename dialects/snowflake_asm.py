@@ -19,6 +19,7 @@ and a researcher edits it as assembly. Every instruction field of the encoding
 
 from __future__ import annotations
 
+import io
 from abc import ABC
 from collections.abc import Sequence
 from functools import cache, lru_cache
@@ -45,6 +46,7 @@ from xdsl.irdl import (
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import SpacedOpaqueSyntaxAttribute
 from xdsl.parser import AttrParser, Parser
+from xdsl.utils.mlir_lexer import MLIRLexer
 from xdsl.printer import Printer
 from xdsl.traits import NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
@@ -62,6 +64,17 @@ SHIFT_MAX = 31
 SELECT_ALL = (1 << ISA_SELECT_BITS) - 1
 """`all` in an LD select: the widest select field's all-ones value. A machine decodes its own
 width (hw.select_bits: 5 bits, 31, on the 4 x 4 machine), the assembler encodes for it."""
+
+
+@lru_cache(maxsize=1 << 16)
+def symbol(name: str) -> str:
+    """`@name`, or `@"name"` where the name is not a bare identifier (an exporter's node name
+    such as `/backbone/Conv_0`), as MLIR prints symbols: what it prints, it parses back."""
+    if MLIRLexer.bare_identifier_regex.fullmatch(name) is not None:
+        return "@" + name
+    out = io.StringIO()
+    Printer(stream=out).print_symbol_name(name)
+    return out.getvalue()
 
 
 def _fits_signed(value: int, bits: int) -> bool:
@@ -261,7 +274,7 @@ class SnowflakeInstruction(IRDLOperation, ABC):
             elif field[0] == "enum":
                 parts.append(str(self.properties[field[1]].data.value))  # type: ignore
             elif field[0] == "label":
-                parts.append("@" + self._label(field[1]))
+                parts.append(symbol(self._label(field[1])))
             elif field[0] == "select":
                 value = self._int(field[2])
                 parts.append(f"{field[1]} {'all' if value == SELECT_ALL else value}")
@@ -609,7 +622,7 @@ class LabelOp(IRDLOperation):
         return cls.create(properties={"label": name}, attributes=attrs)
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(f" @{self.label.data}")
+        printer.print_string(" " + symbol(self.label.data))
         if self.attributes:
             printer.print_op_attributes(self.attributes)
 
@@ -734,7 +747,7 @@ class ProgramOp(IRDLOperation):
         return op
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(f" @{self.sym_name.data}")
+        printer.print_string(" " + symbol(self.sym_name.data))
         if self.frac_bits.data != 8:
             printer.print_string(f" frac_bits {self.frac_bits.data}")
         if self.code_base is not None:
@@ -816,7 +829,7 @@ class SegmentOp(IRDLOperation):
 
     def print(self, printer: Printer) -> None:
         printer.print_string(
-            f" {self.kind.data.value} @{self.sym_name.data} at {self.address.data} size {self.size.data}"
+            f" {self.kind.data.value} {symbol(self.sym_name.data)} at {self.address.data} size {self.size.data}"
         )
         if self.value is not None:
             printer.print_string(" = ")

@@ -109,7 +109,10 @@ def balance_program(program: sf.ProgramOp, units: int, split: int, hw: Snowflake
             where[k].append(u)
         for k, ((i, regs), n) in enumerate(zip(group, lengths)):
             if parts[k] > 1:
-                out[i] = _split(out[i][0], regs, parts[k])
+                original = out[i][0]
+                out[i] = _split(original, regs, parts[k])
+                for piece in out[i]:  # the parts come from where the load did
+                    piece.location = original.location
             lds = [o for o in out[i] if isinstance(o, sf.LdOp)]
             for ld, u in zip(lds, sorted(where[k])):
                 ld.properties["unit"] = IntAttr(u)

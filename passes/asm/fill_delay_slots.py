@@ -60,7 +60,7 @@ def fill_ops(ops: list[Operation], slots: int, latency: int = 3) -> tuple[list[O
             kept = [o for o in window if not is_nop(o)]
             body = [o for k, o in enumerate(ops[start:i]) if k not in take]
             slot_ops = moved + kept
-            ops[start:i + 1 + slots] = body + [op] + slot_ops + [sf.MovOp(0, 0) for _ in range(slots - len(slot_ops))]
+            ops[start:i + 1 + slots] = body + [op] + slot_ops + _nops(op, slots - len(slot_ops))
             filled += len(take)
         i = start + (i - start - len(take)) + 1 + slots
     return ops, filled
@@ -98,7 +98,7 @@ def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, 
         take = sorted(moved[:k])
         body = [o for idx, o in enumerate(ops[start:i], start) if idx not in take]
         slot_ops = [ops[idx] for idx in take] + kept
-        return body + [op] + slot_ops + [sf.MovOp(0, 0) for _ in range(slots - len(slot_ops))]
+        return body + [op] + slot_ops + _nops(op, slots - len(slot_ops))
 
     # a loop is filled only as far as it gets faster: a slot that writes what the next
     # iteration's first instructions read can cost more than the no-op it replaces
@@ -138,3 +138,11 @@ class FillDelaySlotsPass(ModulePass):
         hw = SnowflakeConfig.load(self.hw or None)
         for program in programs(op, banked=False):
             fill_program(program, hw.branch_delay_slots, hw.scalar_latency)
+
+
+def _nops(branch: Operation, n: int) -> list[Operation]:
+    """Slots left empty, located where their branch is (they belong to its loop)."""
+    nops = [sf.MovOp(0, 0) for _ in range(n)]
+    for nop in nops:
+        nop.location = branch.location
+    return nops

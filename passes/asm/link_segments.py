@@ -27,7 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr, UnitAttr
+from xdsl.dialects.builtin import (DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp, NameLoc, NoneAttr, StringAttr,
+                                   UnitAttr)
 from xdsl.ir import Attribute, Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
@@ -36,9 +37,11 @@ from snowir.asm_analysis import body_ops, is_banked, outside_programs
 from snowir.dialects import snowflake_asm as sf
 from snowir.segments import main_of, segments_of
 
-MARKER_FACTS = ("kind", "mode", "loop_order", "fused", "mloop_bytes", "kloop_bytes", "load_imbalance_pct", "x", "r", "y")
-"""The layer image attributes a marker keeps: what the report says of the layer, and the segments
-holding its input (`x`), residual input (`r`) and output (`y`), where the host writes and reads them."""
+MARKER_FACTS = ("kind", "mode", "loop_order", "fused", "mloop_bytes", "kloop_bytes", "load_imbalance_pct", "x", "r", "y",
+                "w")
+"""The layer image attributes a marker keeps: what the report says of the layer, the segments
+holding its input (`x`), residual input (`r`) and output (`y`), where the host writes and reads
+them, and its packed weights (`w`, which the nn constant refers to: snowir/packed.py)."""
 _KIND_RANK = {sf.SegmentKind.OUTPUT: 0, sf.SegmentKind.DATA: 1, sf.SegmentKind.INPUT: 2, sf.SegmentKind.SCRATCH: 3}
 
 
@@ -125,8 +128,12 @@ class LinkSegmentsPass(ModulePass):
             for image in members:
                 marker = sf.LabelOp(image.sym_name.data)
                 marker.attributes["layer"] = marker_facts(image)
+                body = _renamed(image)
+                node = next((o.location.desc for o in body if isinstance(o.location, NameLoc)), None)
+                if node is not None:  # the layer's ONNX node, as its instructions name it
+                    marker.location = NameLoc(node, NameLoc(image.sym_name, NoneAttr()))
                 code.append(marker)
-                code.extend(_renamed(image))
+                code.extend(body)
             first = members[0]
             program = sf.ProgramOp("code", code, first.program.frac_bits.data)
             program.attributes["loads_balanced"] = UnitAttr()  # each layer's were (balance-loads keeps them)

@@ -32,8 +32,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import ModuleOp, NameLoc, NoneAttr, StringAttr
+from xdsl.ir import Attribute, Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
@@ -43,6 +43,7 @@ from snowir.codegen.conv import generate_conv
 from snowir.codegen.pool import generate_pool
 from snowir.dialects import snowflake_asm as sf, tile
 from snowir.hw import SnowflakeConfig
+from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
 from snowir.tile.build import regions_of
 from snowir.tile.check import check_conv, check_pool, derive_layer
@@ -109,6 +110,34 @@ def layer_image(layer: tile.LayerOp, code: list[Operation]) -> sf.ImageOp:
     return sf.ImageOp(layer.sym_name.data, [*segments, sf.ProgramOp("code", code)], attrs)
 
 
+def onnx_nodes(module: ModuleOp) -> dict[str, str]:
+    """Per tile layer, the ONNX node(s) it computes (`+` between a conv and its fused pool), else
+    the nn op's name."""
+    out: dict[str, list[str]] = {}
+    for inner in outside_programs(module):
+        ref = inner.attributes.get("tile")
+        if isinstance(ref, StringAttr):
+            node = inner.attributes.get("onnx_node")
+            out.setdefault(ref.data, []).append(node.data if isinstance(node, StringAttr) else layer_name(inner))
+    return {layer: "+".join(names) for layer, names in out.items()}
+
+
+def locate(code: list[Operation], node: str, layer: str, relative: dict[Attribute, str]) -> None:
+    """Every instruction's location: its ONNX node around the layer and the part of it the
+    generator named (`loc("Conv_3"("conv2.strip1.ktile0"))`, --print-debuginfo shows it).
+    `relative` maps locations already given back to the generator's part: clones of a program
+    shared between equal layers carry the first layer's."""
+    made: dict[Attribute, NameLoc] = {}
+    for op in code:
+        inner = op.location
+        loc = made.get(inner)
+        if loc is None:
+            part = relative.get(inner, inner.desc.data if isinstance(inner, NameLoc) else "")
+            loc = made[inner] = NameLoc(StringAttr(node), NameLoc(StringAttr(f"{layer}.{part}" if part else layer), NoneAttr()))
+            relative[loc] = part
+        op.location = loc
+
+
 @dataclass(frozen=True)
 class TileToAsmPass(ModulePass):
     name = "tile-to-asm"
@@ -120,16 +149,20 @@ class TileToAsmPass(ModulePass):
         images: dict[str, str] = {}
         built_for = StringAttr(json.dumps(hw.code_fields(), separators=(",", ":")))
         plan = next((o for o in op.ops if isinstance(o, tile.DramPlanOp)), None)
+        nodes = onnx_nodes(op)
+        relative: dict[Attribute, str] = {}
         for layer in [o for o in op.ops if isinstance(o, tile.LayerOp)]:
             code = layer_code(layer, hw, cache)
             if plan is not None:
                 coop_conv = layer.kind.data == tile.LayerKind.CONV and layer.mode is not None \
                     and layer.mode.data == tile.ComputeMode.COOP
                 code = layer_prologue(hw, coop_conv, layer.fence is not None, R_TMP) + code
+            name = layer.sym_name.data
+            locate(code, nodes.get(name, name), name, relative)
             image = layer_image(layer, code)
             if plan is not None:
                 image.attributes["dram"] = StringAttr("model")
-                for label, key in (("maps", "x"), ("bypass", "r"), ("output", "y")):
+                for label, key in (("maps", "x"), ("bypass", "r"), ("output", "y"), ("weights", "w")):
                     region = regions_of(layer).get(label)
                     if region is not None and region.tensor is not None:
                         image.attributes[key] = region.tensor  # where the host finds the layer's tensors

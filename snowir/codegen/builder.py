@@ -7,9 +7,11 @@ generators.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from xdsl.dialects.builtin import NameLoc, NoneAttr, StringAttr, UnknownLoc
 from xdsl.ir import Operation
 
 from snowir.dialects import snowflake_asm as sf
@@ -22,15 +24,42 @@ DELAY_SLOTS = 4  # [S] C17 §4: the ISA's branch delay slots (hw.branch_delay_sl
 
 @dataclass
 class AsmBuilder:
+    """Instructions in program order. `at(part)` names the part of the layer being generated
+    (`strip1.ktile0`, `load_maps.rows4_9`): every op emitted meanwhile carries it as its location,
+    labels are named after it, and tile-to-asm puts the layer and its ONNX node around it."""
+
     ops: list[Operation] = field(default_factory=list)
     _labels: itertools.count = field(default_factory=itertools.count)
+    scope: list[str] = field(default_factory=list)
+    _locs: dict[str, NameLoc] = field(default_factory=dict)
+
+    def child(self) -> AsmBuilder:
+        """A builder for code placed later (a loop body): the same labels and the same part."""
+        return AsmBuilder(_labels=self._labels, scope=self.scope, _locs=self._locs)
+
+    @contextmanager
+    def at(self, part: str) -> Iterator[None]:
+        self.scope.append(part)
+        try:
+            yield
+        finally:
+            self.scope.pop()
 
     def emit(self, *ops: Operation) -> None:
+        if self.scope:
+            path = ".".join(self.scope)
+            loc = self._locs.get(path)
+            if loc is None:
+                loc = self._locs[path] = NameLoc(StringAttr(path), NoneAttr())
+            for op in ops:
+                if isinstance(op.location, UnknownLoc):
+                    op.location = loc
         self.ops.extend(ops)
 
     def label(self, hint: str) -> str:
-        name = f"{hint}{next(self._labels)}"
-        self.ops.append(sf.LabelOp(name))
+        """A new label named after the part it loops in: `strip0.ktile1.y3`."""
+        name = f"{'.'.join([*self.scope, hint])}{next(self._labels)}"
+        self.emit(sf.LabelOp(name))
         return name
 
     def const(self, reg: int, value: int) -> None:
@@ -85,11 +114,7 @@ def layer_prologue(hw: SnowflakeConfig, coop_conv: bool, fence: bool, reg: int) 
     COOP conv, whose code never sets it, the COOP CU stride (a max pool or an INDP conv before
     it leaves its own). `fence`: first wait until no vector op of the previous layer is pending
     (its last ops may still read the buffer words this layer's first loads overwrite)."""
-    b = AsmBuilder()
-    import os
-    if os.environ.get("ZREGS"):
-        for r in range(1, 30):
-            b.emit(sf.MoviOp(r, 0))
+    b = AsmBuilder(scope=["prologue"])
     if fence:
         b.flush_vector_queue(hw, reg)
     b.write_mask(hw, reg, hw.all_vmacs_mask)

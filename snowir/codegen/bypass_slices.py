@@ -41,7 +41,7 @@ def load_first_slice(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: 
     if n // PIXELS:
         b.const(R_X, 1)
         b.const(R_XEND, n // PIXELS)
-        top = b.label("BS")
+        top = b.label("bypass_slice_load")
         _slice_loads(b, plan, PIXELS)
         b.emit(sf.AddiOp(R_X, R_X, 1))
         b.branch(sf.BleOp(R_X, R_XEND, top))
@@ -95,7 +95,7 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
     if rest // PIXELS:
         b.const(R_X, 1)
         b.const(R_XEND, rest // PIXELS)
-        top = b.label("XS")
+        top = b.label("x_sliced")
         pixels(b, PIXELS)
         b.emit(sf.AddiOp(R_X, R_X, 1))
         b.branch(sf.BleOp(R_X, R_XEND, top))

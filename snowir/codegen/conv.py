@@ -70,31 +70,37 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
     _load_weights(b, plan, hw, items[0][1], wbank(0))
     _load_first_strip(b, plan, hw, plan.strips[items[0][0]])
     for i, (si, t) in enumerate(items):
-        prefetch: list[Prefetch] = []
-        nxt = i + 1
-        whole = plan.strips[si].bank < 0
-        if nxt < len(items):
-            nsi, nt = items[nxt]
-            if maps_slot[nxt] != maps_slot[i] and not whole:
-                prefetch.append(lambda bb, nsi=nsi, nxt=nxt: _load_maps(bb, plan, hw, plan.strips[nsi], maps_slot[nxt] % 2))
-            if w_slot[nxt] != w_slot[i] and plan.double_buffer_weights:
-                prefetch.append(lambda bb, nt=nt, nxt=nxt: _load_weights(bb, plan, hw, nt, wbank(nxt)))
-        if whole and i and maps_slot[i] != maps_slot[i - 1]:
-            # the strip fills both banks: every earlier MAC must be done before it is replaced
-            b.flush_vector_queue(hw, R_TMP)
-            _load_maps(b, plan, hw, plan.strips[si], 0)
-        base = 0 if whole else (maps_slot[i] % 2) * hw.maps_bank_elements
-        c_off = s.c_base + (plan.kernels * t) // (s.k // s.groups) * s.c  # this tile's group's input channels
-        b.const(R_TW, wbank(i))
-        b.const(R_TT, plan.kernels * t)
-        b.const(R_TO, 2 * plan.kernels * t)
-        kernel_tile(b, plan, hw, plan.strips[si], base, c_off, mask_last if t == plan.tiles - 1 else full_mask(plan),
-                     prefetch)
-        if nxt < len(items) and w_slot[nxt] != w_slot[i] and not plan.double_buffer_weights:
-            # the next kernels overwrite this tile's bank: wait for every pending MAC first
-            b.flush_vector_queue(hw, R_TMP)
-            _load_weights(b, plan, hw, items[nxt][1], 0)
+        with b.at(f"strip{si}.ktile{t}"):
+            prefetch: list[Prefetch] = []
+            nxt = i + 1
+            whole = plan.strips[si].bank < 0
+            if nxt < len(items):
+                nsi, nt = items[nxt]
+                if maps_slot[nxt] != maps_slot[i] and not whole:
+                    prefetch.append(lambda bb, nsi=nsi, nxt=nxt: _load_maps(bb, plan, hw, plan.strips[nsi], maps_slot[nxt] % 2))
+                if w_slot[nxt] != w_slot[i] and plan.double_buffer_weights:
+                    prefetch.append(lambda bb, nt=nt, nxt=nxt: _load_weights(bb, plan, hw, nt, wbank(nxt)))
+            if whole and i and maps_slot[i] != maps_slot[i - 1]:
+                # the strip fills both banks: every earlier MAC must be done before it is replaced
+                b.flush_vector_queue(hw, R_TMP)
+                _load_maps(b, plan, hw, plan.strips[si], 0)
+            base = 0 if whole else (maps_slot[i] % 2) * hw.maps_bank_elements
+            c_off = s.c_base + (plan.kernels * t) // (s.k // s.groups) * s.c  # this tile's group's input channels
+            b.const(R_TW, wbank(i))
+            b.const(R_TT, plan.kernels * t)
+            b.const(R_TO, 2 * plan.kernels * t)
+            kernel_tile(b, plan, hw, plan.strips[si], base, c_off, mask_last if t == plan.tiles - 1 else full_mask(plan),
+                         prefetch)
+            if nxt < len(items) and w_slot[nxt] != w_slot[i] and not plan.double_buffer_weights:
+                # the next kernels overwrite this tile's bank: wait for every pending MAC first
+                b.flush_vector_queue(hw, R_TMP)
+                _load_weights(b, plan, hw, items[nxt][1], 0)
     return b
+
+
+def ktiles(first: int, last: int) -> str:
+    """The part of a layer that computes kernel tiles first..last (a counted loop covers several)."""
+    return f"ktile{first}" if first == last else f"ktiles{first}to{last}"
 
 
 def kloop_budget(hw: SnowflakeConfig) -> int:
@@ -114,24 +120,25 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
     if plan.resident_weights:
         _load_resident_weights(b, plan, hw)
     for si, strip in enumerate(plan.strips):
-        whole = strip.bank < 0
-        if whole and si:
-            # the strip fills both banks: every earlier MAC must be done before it is replaced
-            b.flush_vector_queue(hw, R_TMP)
-            _load_maps(b, plan, hw, strip, 0)
-        more = si + 1 < len(plan.strips)
-        last_prefetch: list[Prefetch] = []
-        spread = None
-        if more and not whole:
-            nxt = plan.strips[si + 1]
-            if plan.resident_weights or plan.gather is not None or plan.tiles < 2:
-                last_prefetch.append(lambda bb, nxt=nxt, bank=(si + 1) % 2: _load_maps(bb, plan, hw, nxt, bank))
-            else:  # one piece per kernel tile, beside its weights
-                row = plan.shape.w * plan.shape.cin
-                spread = (((si + 1) % 2) * hw.maps_bank_elements, plan.in_addr + 2 * nxt.r0 * row,
-                          (nxt.r1 - nxt.r0) * row)
-        base = 0 if whole else (si % 2) * hw.maps_bank_elements
-        _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread)
+        with b.at(f"strip{si}"):
+            whole = strip.bank < 0
+            if whole and si:
+                # the strip fills both banks: every earlier MAC must be done before it is replaced
+                b.flush_vector_queue(hw, R_TMP)
+                _load_maps(b, plan, hw, strip, 0)
+            more = si + 1 < len(plan.strips)
+            last_prefetch: list[Prefetch] = []
+            spread = None
+            if more and not whole:
+                nxt = plan.strips[si + 1]
+                if plan.resident_weights or plan.gather is not None or plan.tiles < 2:
+                    last_prefetch.append(lambda bb, nxt=nxt, bank=(si + 1) % 2: _load_maps(bb, plan, hw, nxt, bank))
+                else:  # one piece per kernel tile, beside its weights
+                    row = plan.shape.w * plan.shape.cin
+                    spread = (((si + 1) % 2) * hw.maps_bank_elements, plan.in_addr + 2 * nxt.r0 * row,
+                              (nxt.r1 - nxt.r0) * row)
+            base = 0 if whole else (si % 2) * hw.maps_bank_elements
+            _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread)
 
 
 R_MDST, R_MSRC, R_MLEN = 22, 23, 26  # the next strip's spread maps load (no bypass registers in use)
@@ -187,13 +194,15 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
             else:
                 _load_next_weights(bb, plan, hw)
 
-    _repeat(b, hw, tiles - 1, lambda bb: tile(bb, full_mask(plan), piece, True), lambda: _advance_tile(plan, hw))
+    with b.at(ktiles(0, tiles - 2)):
+        _repeat(b, hw, tiles - 1, lambda bb: tile(bb, full_mask(plan), piece, True), lambda: _advance_tile(plan, hw))
     reload = more and tiles > 1  # a single kernel tile stays in its bank for every strip
     if reload:
         b.const(R_WSRC, plan.w_addr)  # the next strip starts again at tile 0
     if rest > 0:
         last_prefetch = [lambda bb: bb.const(R_MLEN, rest), *piece, *last_prefetch]
-    tile(b, mask_last, last_prefetch, reload, same_strip=False)
+    with b.at(ktiles(tiles - 1, tiles - 1)):
+        tile(b, mask_last, last_prefetch, reload, same_strip=False)
     if reload and (plan.double_buffer_weights or stagger):
         b.emit(*_toggle(plan, hw))  # the next strip's tile 0 is at the other base
 
@@ -210,28 +219,32 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
     def advance() -> list:
         return [sf.AddiOp(R_TW, R_TW, s.kernel_words), *_advance_channels(plan)]
 
-    kernel_tile(b, plan, hw, strip, base, s.c_base, full_mask(plan), prefetch, bypass_base, True)
-    b.emit(*advance())
-    _repeat(b, hw, plan.tiles - 2,
-            lambda bb: kernel_tile(bb, plan, hw, strip, base, s.c_base, full_mask(plan), [], bypass_base, True),
-            advance)
-    kernel_tile(b, plan, hw, strip, base, s.c_base, mask_last, [], bypass_base)
+    with b.at(ktiles(0, 0)):
+        kernel_tile(b, plan, hw, strip, base, s.c_base, full_mask(plan), prefetch, bypass_base, True)
+        b.emit(*advance())
+    with b.at(ktiles(1, plan.tiles - 2)):
+        _repeat(b, hw, plan.tiles - 2,
+                lambda bb: kernel_tile(bb, plan, hw, strip, base, s.c_base, full_mask(plan), [], bypass_base, True),
+                advance)
+    with b.at(ktiles(plan.tiles - 1, plan.tiles - 1)):
+        kernel_tile(b, plan, hw, strip, base, s.c_base, mask_last, [], bypass_base)
 
 
 def _load_resident_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     """Kernel tiles 1..T-1 behind tile 0, tile t at weights word t x K (one counted loop); each
     tile's MACs wait only for their own region."""
     k = plan.shape.kernel_words
-    b.const(R_WSRC, plan.w_addr + 2 * plan.kernels * k)
-    b.const(R_TMP, k)
-    b.const(R_LEN, k)
+    with b.at("load_weights.resident"):
+        b.const(R_WSRC, plan.w_addr + 2 * plan.kernels * k)
+        b.const(R_TMP, k)
+        b.const(R_LEN, k)
 
-    def tile(bb: AsmBuilder) -> None:
-        for j in range(plan.kernels):
-            bb.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, j),
-                    sf.AddiOp(R_WSRC, R_WSRC, 2 * k))
+        def tile(bb: AsmBuilder) -> None:
+            for j in range(plan.kernels):
+                bb.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, j),
+                        sf.AddiOp(R_WSRC, R_WSRC, 2 * k))
 
-    _repeat(b, hw, plan.tiles - 1, tile, lambda: [sf.AddiOp(R_TMP, R_TMP, k)])
+        _repeat(b, hw, plan.tiles - 1, tile, lambda: [sf.AddiOp(R_TMP, R_TMP, k)])
 
 
 def _repeat(b: AsmBuilder, hw: SnowflakeConfig, n: int, body: Callable[[AsmBuilder], None],
@@ -239,9 +252,9 @@ def _repeat(b: AsmBuilder, hw: SnowflakeConfig, n: int, body: Callable[[AsmBuild
     """`body` then `advance` n times: one counted loop (counter R_TK from 1-n up to r0, the
     advance in the branch's delay slots) when it fits an icache bank, else unrolled."""
     if n >= 2:
-        loop = AsmBuilder(_labels=b._labels)
+        loop = b.child()
         loop.const(R_TK, 1 - n)
-        top = loop.label("K")
+        top = loop.label("ktiles")
         body(loop)
         loop.loop_end(R_TK, 0, top, advance())
         if sum(1 for op in loop.ops if not isinstance(op, sf.LabelOp)) <= kloop_budget(hw):
@@ -306,14 +319,15 @@ def _load_next_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> No
     """The tile's kernels at R_WSRC into the bank R_TW does not use (double-buffered) or bank 0;
     R_WSRC moves on to the tile after."""
     s = plan.shape
-    if plan.double_buffer_weights:
-        b.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TMP, R_TMP, plan.w_slot))
-    else:
-        b.emit(sf.MoviOp(R_TMP, 0))
-    b.const(R_LEN, s.kernel_words)
-    for j in range(plan.kernels):
-        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, j),
-               sf.AddiOp(R_WSRC, R_WSRC, 2 * s.kernel_words))
+    with b.at("load_weights.next"):
+        if plan.double_buffer_weights:
+            b.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TMP, R_TMP, plan.w_slot))
+        else:
+            b.emit(sf.MoviOp(R_TMP, 0))
+        b.const(R_LEN, s.kernel_words)
+        for j in range(plan.kernels):
+            b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, j),
+                   sf.AddiOp(R_WSRC, R_WSRC, 2 * s.kernel_words))
 
 
 def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
@@ -357,8 +371,10 @@ def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
             bb.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, plan.w_slot))
 
     advance = lambda: [sf.AddOp(R_WSRC, R_WSRC, R_TMP2), sf.AddiOp(R_TO, R_TO, 2 * plan.kernels)]  # noqa: E731
-    _repeat(b, hw, plan.tiles - 1, lambda bb: tile(bb, full_mask(plan)), advance)
-    tile(b, mask_last)
+    with b.at(ktiles(0, plan.tiles - 2)):
+        _repeat(b, hw, plan.tiles - 1, lambda bb: tile(bb, full_mask(plan)), advance)
+    with b.at(ktiles(plan.tiles - 1, plan.tiles - 1)):
+        tile(b, mask_last)
 
 
 def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
@@ -372,17 +388,18 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
         b.const(R_PAR, 1)
     if plan.bypass_slices:
         for si, strip in enumerate(plan.strips):
-            if si:  # the strip replaces the maps every earlier MAC read
-                b.flush_vector_queue(hw, R_TMP)
-                _load_maps(b, plan, hw, strip, 0)
-            else:
-                _load_weights(b, plan, hw, 0, 0)
-                _load_first_strip(b, plan, hw, strip)
-                if plan.resident_weights:
-                    _load_resident_weights(b, plan, hw)
-            load_first_slice(b, plan, hw, strip)
-            _strip_tiles(b, plan, hw, strip, 0, mask_last, si + 1 < len(plan.strips), [],
-                         bypass_base=plan.slice_bases[0] - strip.y0 * s.ow * plan.kernels)
+            with b.at(f"strip{si}"):
+                if si:  # the strip replaces the maps every earlier MAC read
+                    b.flush_vector_queue(hw, R_TMP)
+                    _load_maps(b, plan, hw, strip, 0)
+                else:
+                    _load_weights(b, plan, hw, 0, 0)
+                    _load_first_strip(b, plan, hw, strip)
+                    if plan.resident_weights:
+                        _load_resident_weights(b, plan, hw)
+                load_first_slice(b, plan, hw, strip)
+                _strip_tiles(b, plan, hw, strip, 0, mask_last, si + 1 < len(plan.strips), [],
+                             bypass_base=plan.slice_bases[0] - strip.y0 * s.ow * plan.kernels)
         return
     double = len(plan.strips) > 1 and plan.strips[1].bank == 1  # halves of the buffer in turn
     half = hw.maps_buffer_elements // 2
@@ -393,19 +410,20 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
         _load_bypass_rows(bb, plan, hw, base + (strip.r1 - strip.r0) * row - strip.y0 * out_row, strip.y0, strip.y1)
 
     for si, strip in enumerate(plan.strips):
-        base = strip.bank * half if double else 0
-        byp = base + (strip.r1 - strip.r0) * row  # right above this strip's maps
-        more = si + 1 < len(plan.strips)
-        if si and not double:
-            b.flush_vector_queue(hw, R_TMP)
-            load(b, strip)
-        if si == 0:
-            _load_weights(b, plan, hw, 0, 0)
-            _load_first_strip(b, plan, hw, strip, byp - strip.y0 * out_row)
-            if plan.resident_weights:
-                _load_resident_weights(b, plan, hw)
-        prefetch = [lambda bb, nxt=plan.strips[si + 1]: load(bb, nxt)] if more and double else []
-        _strip_tiles(b, plan, hw, strip, base, mask_last, more, prefetch, bypass_base=byp - strip.y0 * out_row)
+        with b.at(f"strip{si}"):
+            base = strip.bank * half if double else 0
+            byp = base + (strip.r1 - strip.r0) * row  # right above this strip's maps
+            more = si + 1 < len(plan.strips)
+            if si and not double:
+                b.flush_vector_queue(hw, R_TMP)
+                load(b, strip)
+            if si == 0:
+                _load_weights(b, plan, hw, 0, 0)
+                _load_first_strip(b, plan, hw, strip, byp - strip.y0 * out_row)
+                if plan.resident_weights:
+                    _load_resident_weights(b, plan, hw)
+            prefetch = [lambda bb, nxt=plan.strips[si + 1]: load(bb, nxt)] if more and double else []
+            _strip_tiles(b, plan, hw, strip, base, mask_last, more, prefetch, bypass_base=byp - strip.y0 * out_row)
 
 
 def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, bank: int,
@@ -417,19 +435,20 @@ def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
     row = s.w * s.cin
     base = bank * hw.maps_bank_elements if base is None else base
     r_from, r_to = rows or (strip.r0, strip.r1)  # of the strip's rows, these (a first strip's pieces)
-    base += (r_from - strip.r0) * row
-    if plan.gather is None:
-        load_broadcast(b, hw, base, plan.in_addr + 2 * r_from * row, (r_to - r_from) * row)
-        return
-    sy, sx, w_in, cin_in, c0 = plan.gather
-    if sx == 1 and cin_in == s.cin:  # whole rows are contiguous
-        runs = [(base + (r - r_from) * row, plan.in_addr + 2 * r * sy * w_in * s.cin, row)
-                for r in range(r_from, r_to)]
-    else:
-        runs = [(base + (r - r_from) * row + x * s.cin,
-                 plan.in_addr + 2 * ((r * sy * w_in + x * sx) * cin_in + c0), s.cin)
-                for r in range(r_from, r_to) for x in range(s.w)]
-    load_runs(b, hw, [(dst, src, n, sf.SELECT_ALL) for dst, src, n in runs])
+    with b.at(f"load_maps.rows{r_from}_{r_to}"):
+        base += (r_from - strip.r0) * row
+        if plan.gather is None:
+            load_broadcast(b, hw, base, plan.in_addr + 2 * r_from * row, (r_to - r_from) * row)
+            return
+        sy, sx, w_in, cin_in, c0 = plan.gather
+        if sx == 1 and cin_in == s.cin:  # whole rows are contiguous
+            runs = [(base + (r - r_from) * row, plan.in_addr + 2 * r * sy * w_in * s.cin, row)
+                    for r in range(r_from, r_to)]
+        else:
+            runs = [(base + (r - r_from) * row + x * s.cin,
+                     plan.in_addr + 2 * ((r * sy * w_in + x * sx) * cin_in + c0), s.cin)
+                    for r in range(r_from, r_to) for x in range(s.w)]
+        load_runs(b, hw, [(dst, src, n, sf.SELECT_ALL) for dst, src, n in runs])
 
 
 FIRST_STRIP_PIECES = 4
@@ -460,13 +479,15 @@ def _load_first_strip(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip:
 def _load_bypass_rows(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, bypass_base: int, y0: int, y1: int) -> None:
     """A residual conv's bypass rows [y0, y1), laid out like the output from `bypass_base`."""
     out_row = plan.shape.ow * plan.shape.k
-    load_broadcast(b, hw, bypass_base + y0 * out_row, plan.bypass_addr + 2 * y0 * out_row, (y1 - y0) * out_row)
+    with b.at(f"load_bypass.y{y0}_{y1}"):
+        load_broadcast(b, hw, bypass_base + y0 * out_row, plan.bypass_addr + 2 * y0 * out_row, (y1 - y0) * out_row)
 
 
 def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:
     s = plan.shape
-    b.const(R_LEN, s.kernel_words)
-    b.const(R_TMP, wbuf)
-    for j in range(plan.kernels):
-        b.const(R_SRC, plan.w_addr + 2 * (t * plan.kernels + j) * s.kernel_words)
-        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, j))
+    with b.at(f"load_weights.ktile{t}"):
+        b.const(R_LEN, s.kernel_words)
+        b.const(R_TMP, wbuf)
+        for j in range(plan.kernels):
+            b.const(R_SRC, plan.w_addr + 2 * (t * plan.kernels + j) * s.kernel_words)
+            b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, j))

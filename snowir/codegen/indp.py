@@ -20,20 +20,22 @@ from snowir.plan.shapes import ConvPlan, Strip, group_of, indp_kernel_words, ker
 def _load_group(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, gi: int) -> None:
     """Each CU's input rows into its own maps buffer, same address (bank of the group)."""
     s = plan.shape
-    row = s.w * s.cin
-    _, _, rows = group_of(plan, gi)
-    base = plan.strips[gi].bank * hw.maps_bank_elements
-    load_runs(b, hw, [(base, plan.in_addr + 2 * r0 * row, (r1 - r0) * row, c) for c, (r0, r1) in enumerate(rows)])
+    with b.at(f"load_maps.group{gi}"):
+        row = s.w * s.cin
+        _, _, rows = group_of(plan, gi)
+        base = plan.strips[gi].bank * hw.maps_bank_elements
+        load_runs(b, hw, [(base, plan.in_addr + 2 * r0 * row, (r1 - r0) * row, c) for c, (r0, r1) in enumerate(rows)])
 
 
 def _load_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:
     """Kernel tile t: vMAC v's 16 interleaved kernels, broadcast to vMAC v of every CU."""
     words = indp_kernel_words(plan.shape, hw)
-    b.const(R_LEN, words)
-    b.const(R_TMP, wbuf)
-    for v in range(hw.vmacs_per_cu):
-        b.const(R_SRC, plan.w_addr + 2 * (t * hw.vmacs_per_cu + v) * words)
-        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, hw.vmacs + v))
+    with b.at(f"load_weights.ktile{t}"):
+        b.const(R_LEN, words)
+        b.const(R_TMP, wbuf)
+        for v in range(hw.vmacs_per_cu):
+            b.const(R_SRC, plan.w_addr + 2 * (t * hw.vmacs_per_cu + v) * words)
+            b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, hw.vmacs + v))
 
 
 def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
@@ -49,36 +51,37 @@ def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     _load_tile(b, plan, hw, 0, 0)
     slot = 0  # weights slot: a new tile takes the other bank when double-buffered
     for i, (gi, t) in enumerate(items):
-        r, cus, rows = group_of(plan, gi)
-        if t == 0:
-            b.const(R_TMP, 2 * r * s.ow * s.k)
-            b.emit(sf.VmovOp(sf.VectorMode.INDP, sf.VmovSelect.STRIDE, R_TMP))
-        nxt = items[i + 1] if i + 1 < len(items) else None
-        new_tile = nxt is not None and nxt[1] != t
-        prefetch: list[Prefetch] = []
-        if nxt is not None and nxt[0] != gi:
-            prefetch.append(lambda bb, g=nxt[0]: _load_group(bb, plan, hw, g))
-        if new_tile and plan.double_buffer_weights:
-            prefetch.append(lambda bb, nt=nxt[1], buf=((slot + 1) % 2) * wbank: _load_tile(bb, plan, hw, nt, buf))
-        vmacs = [v for v in range(hw.vmacs_per_cu) if t * tile + v * hw.lanes < s.k]
-        mask = sum(1 << (c * hw.vmacs_per_cu + v) for c in range(cus) for v in vmacs)
-        b.const(R_TW, (slot % 2) * wbank)
-        b.const(R_TT, t * tile)
-        b.const(R_TO, 2 * t * tile)
-        strip = plan.strips[gi]
-        cu0 = Strip(strip.y0, strip.y0 + r, rows[0][0], rows[0][1], strip.bank)
-        mid = None
-        if ring is not None and t == 0:
-            a, b_, p, q = ring.steps[gi]
-            load_rows(b, plan, ring, (a, b_), hw)
-            if q > p:
-                mid = lambda bb, p=p, q=q, stride=2 * r * s.ow * s.k, mask=mask: \
-                    pool_rows(bb, plan, ring, (p, q), hw, (stride, mask))  # noqa: E731
-        kernel_tile(b, plan, hw, cu0, strip.bank * hw.maps_bank_elements, 0, mask, prefetch, mid_row=mid)
-        if new_tile and not plan.double_buffer_weights:
-            b.flush_vector_queue(hw, R_TMP)
-            _load_tile(b, plan, hw, nxt[1], 0)
-        slot += new_tile
+        with b.at(f"group{gi}.ktile{t}"):
+            r, cus, rows = group_of(plan, gi)
+            if t == 0:
+                b.const(R_TMP, 2 * r * s.ow * s.k)
+                b.emit(sf.VmovOp(sf.VectorMode.INDP, sf.VmovSelect.STRIDE, R_TMP))
+            nxt = items[i + 1] if i + 1 < len(items) else None
+            new_tile = nxt is not None and nxt[1] != t
+            prefetch: list[Prefetch] = []
+            if nxt is not None and nxt[0] != gi:
+                prefetch.append(lambda bb, g=nxt[0]: _load_group(bb, plan, hw, g))
+            if new_tile and plan.double_buffer_weights:
+                prefetch.append(lambda bb, nt=nxt[1], buf=((slot + 1) % 2) * wbank: _load_tile(bb, plan, hw, nt, buf))
+            vmacs = [v for v in range(hw.vmacs_per_cu) if t * tile + v * hw.lanes < s.k]
+            mask = sum(1 << (c * hw.vmacs_per_cu + v) for c in range(cus) for v in vmacs)
+            b.const(R_TW, (slot % 2) * wbank)
+            b.const(R_TT, t * tile)
+            b.const(R_TO, 2 * t * tile)
+            strip = plan.strips[gi]
+            cu0 = Strip(strip.y0, strip.y0 + r, rows[0][0], rows[0][1], strip.bank)
+            mid = None
+            if ring is not None and t == 0:
+                a, b_, p, q = ring.steps[gi]
+                load_rows(b, plan, ring, (a, b_), hw)
+                if q > p:
+                    mid = lambda bb, p=p, q=q, stride=2 * r * s.ow * s.k, mask=mask: \
+                        pool_rows(bb, plan, ring, (p, q), hw, (stride, mask))  # noqa: E731
+            kernel_tile(b, plan, hw, cu0, strip.bank * hw.maps_bank_elements, 0, mask, prefetch, mid_row=mid)
+            if new_tile and not plan.double_buffer_weights:
+                b.flush_vector_queue(hw, R_TMP)
+                _load_tile(b, plan, hw, nxt[1], 0)
+            slot += new_tile
     if ring is not None:
         # the last group's rows: their slots were last read halfway through it (flush: the
         # group may be short), and the MAXs wait for these loads

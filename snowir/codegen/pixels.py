@@ -95,7 +95,7 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
                 mid.pop()(b)
             b.const(R_Y, y)
             b.const(R_YEND, y_end - 1)
-            top = b.label("Y")
+            top = b.label("y")
             one_row(ky0, ky1 - ky0, bypass)
             b.emit(sf.AddiOp(R_Y, R_Y, 1))
             b.branch(sf.BleOp(R_Y, R_YEND, top), [
@@ -148,7 +148,7 @@ def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = Fals
         add_offset(b, R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step)
         b.const(R_X, x0)
         b.const(R_XEND, x1 - 1)
-        top = b.label("X")
+        top = b.label("x")
         b.emit(sf.AddiOp(R_X, R_X, 1))
         back = macs(b, plan, rows, s.kw, row, bypass)
         b.branch(sf.BleOp(R_X, R_XEND, top), [
@@ -188,7 +188,7 @@ def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, xl: int, xr: int, bypass: bo
     b.emit(sf.AddiOp(R_W, R_TW, 0))
     b.const(R_X, 1)
     b.const(R_XEND, n)
-    top = b.label("XU")
+    top = b.label("x_unrolled")
     b.emit(sf.AddiOp(R_X, R_X, 1))
     for j in range(UNROLL):
         if bypass:

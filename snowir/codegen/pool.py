@@ -33,46 +33,51 @@ def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int
     b = AsmBuilder()
     row = p.w * p.c
     set_up_max(b, p)
-    load = lambda st: load_broadcast(b, hw, max(st.bank, 0) * hw.maps_bank_elements,  # noqa: E731
-                                     in_addr + 2 * st.r0 * row, (st.r1 - st.r0) * row)
+
+    def load(st) -> None:
+        with b.at(f"load_maps.rows{st.r0}_{st.r1}"):
+            load_broadcast(b, hw, max(st.bank, 0) * hw.maps_bank_elements, in_addr + 2 * st.r0 * row,
+                           (st.r1 - st.r0) * row)
+
     if not tiles[0].ring:
         load(tiles[0].strip)
     for ti, t in enumerate(tiles):
-        strip = t.strip
-        if t.ring:
-            if ti:  # the ring's first loads overwrite what earlier MAXs read
+        with b.at(f"tile{ti}"):
+            strip = t.strip
+            if t.ring:
+                if ti:  # the ring's first loads overwrite what earlier MAXs read
+                    b.flush_vector_queue(hw, R_TMP)
+                _ring(b, p, hw, in_addr, out_addr, t)
+                continue
+            # bank -1: the strip spans both banks, so the previous one must be done (no double buffering)
+            base = max(strip.bank, 0) * hw.maps_bank_elements
+            if (strip.bank < 0 or tiles[ti - 1].ring) and ti >= 1:
                 b.flush_vector_queue(hw, R_TMP)
-            _ring(b, p, hw, in_addr, out_addr, t)
-            continue
-        # bank -1: the strip spans both banks, so the previous one must be done (no double buffering)
-        base = max(strip.bank, 0) * hw.maps_bank_elements
-        if (strip.bank < 0 or tiles[ti - 1].ring) and ti >= 1:
-            b.flush_vector_queue(hw, R_TMP)
-            load(strip)
-        # double-buffered: the next strip loads into the other bank once 16 MAXs of this one are
-        # queued (the previous strip's, which read that bank, are then done)
-        nxt = tiles[ti + 1].strip if ti + 1 < len(tiles) and strip.bank >= 0 and not tiles[ti + 1].ring \
-            and tiles[ti + 1].strip.bank >= 0 else None
-        issued = 0
-        for g in range(0, p.c, 16 * hw.cus):
-            # a last, partial CU (channels not a multiple of 16, all in this one group) writes
-            # its extra lanes into the next pixel's first channels, which that pixel's own
-            # write-back (issued later, in pixel order) overwrites; the output has 16 words slack
-            cus = min(hw.cus, -(-(p.c - g) // 16))
-            b.write_mask(hw, R_MASK, sum(1 << (hw.vmacs_per_cu * c) for c in range(cus)))
-            for y in range(strip.y0, strip.y1):
-                if nxt is not None and issued >= hw.vector_queue_depth:
-                    load(nxt)
-                    nxt = None
-                iy = y * p.sy - p.pt
-                ky0, ky1 = max(0, -iy), min(p.kh, p.h - iy)
-                row_base = base + (iy + ky0 - strip.r0) * row + g
-                out_row = out_addr + 2 * (y * p.ow * p.c + g)
-                _pool_row(b, p, row_base, out_row, ky1 - ky0, row)
-                issued += p.ow * (ky1 - ky0)
-        if nxt is not None:
-            b.flush_vector_queue(hw, R_TMP)
-            load(nxt)
+                load(strip)
+            # double-buffered: the next strip loads into the other bank once 16 MAXs of this one are
+            # queued (the previous strip's, which read that bank, are then done)
+            nxt = tiles[ti + 1].strip if ti + 1 < len(tiles) and strip.bank >= 0 and not tiles[ti + 1].ring \
+                and tiles[ti + 1].strip.bank >= 0 else None
+            issued = 0
+            for g in range(0, p.c, 16 * hw.cus):
+                # a last, partial CU (channels not a multiple of 16, all in this one group) writes
+                # its extra lanes into the next pixel's first channels, which that pixel's own
+                # write-back (issued later, in pixel order) overwrites; the output has 16 words slack
+                cus = min(hw.cus, -(-(p.c - g) // 16))
+                b.write_mask(hw, R_MASK, sum(1 << (hw.vmacs_per_cu * c) for c in range(cus)))
+                for y in range(strip.y0, strip.y1):
+                    if nxt is not None and issued >= hw.vector_queue_depth:
+                        load(nxt)
+                        nxt = None
+                    iy = y * p.sy - p.pt
+                    ky0, ky1 = max(0, -iy), min(p.kh, p.h - iy)
+                    row_base = base + (iy + ky0 - strip.r0) * row + g
+                    out_row = out_addr + 2 * (y * p.ow * p.c + g)
+                    _pool_row(b, p, row_base, out_row, ky1 - ky0, row)
+                    issued += p.ow * (ky1 - ky0)
+            if nxt is not None:
+                b.flush_vector_queue(hw, R_TMP)
+                load(nxt)
     return b
 
 
@@ -133,7 +138,7 @@ def _pool_row(b: AsmBuilder, p: PoolShape, row_base: int, out_row: int, rows: in
         b.const(R_OUT, out_row + 2 * xl * p.c)
         b.const(R_X, xl)
         b.const(R_XEND, xr - 1)
-        top = b.label("PX")
+        top = b.label("x")
         b.emit(sf.AddiOp(R_X, R_X, 1))
         moved = _window(b, rows, p.kw, row, steps)
         b.branch(sf.BleOp(R_X, R_XEND, top), [sf.AddiOp(R_MAPS, R_MAPS, p.sx * p.c - moved),
@@ -156,7 +161,7 @@ def _pixels_pipelined(b: AsmBuilder, p: PoolShape, first: int, out_row: int, xl:
         b.emit(sf.AddiOp(reg, R_MAPS, off))
     b.const(R_OUT, out_row + 2 * (xl - 1) * p.c)  # stepped first thing in the loop
     b.const(R_XEND, out_row + 2 * (xr - 2) * p.c)  # the last pixel's branch falls through
-    top = b.label("PXP")
+    top = b.label("x_pipelined")
     b.emit(sf.AddiOp(R_OUT, R_OUT, 2 * p.c))
     for r, reg in enumerate(regs):
         b.emit(sf.MaxOp(R_OUT, reg, R_STEP, p.kw, wb=r == len(regs) - 1))

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import (DenseIntOrFPElementsAttr, DenseResourceAttr, DictionaryAttr, FloatAttr, IntegerAttr,
-                                   IntegerType, ModuleOp, StringAttr, f64, i64)
+                                   IntegerType, ModuleOp, NameLoc, StringAttr, f64, i64)
 from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import VerifyException
 
@@ -74,6 +74,12 @@ class ProgramImage:
     """The hw.CODE_FIELDS of the configuration the program was compiled for; None: not recorded
     (hand-written assembly, version-1 images)."""
     markers: list[Marker] = field(default_factory=list)
+    sources: tuple[str | None, ...] = field(default=(), compare=False, repr=False)
+    """Per pc, where the instruction came from (its location: layer part and ONNX node); not in
+    the binary, so empty for a program read from a .sfb."""
+
+    def source(self, pc: int | None) -> str | None:
+        return self.sources[pc] if pc is not None and 0 <= pc < len(self.sources) else None
 
     def check_machine(self, hw: SnowflakeConfig) -> None:
         """Refuse, in one line, a machine this program is not correct for."""
@@ -244,7 +250,31 @@ def assemble(module: ModuleOp | sf.ImageOp, hw: SnowflakeConfig | None = None) -
         if program.code_base.data < data_end:
             raise ImageError(f"code_base {program.code_base.data} overlaps the data segments (end {data_end})")
         code_base = program.code_base.data
-    return ProgramImage(name, program.frac_bits.data, words, code_base, segments, built_for, markers)
+    return ProgramImage(name, program.frac_bits.data, words, code_base, segments, built_for, markers,
+                        source_table(instructions))
+
+
+def source_table(instructions: list[sf.SnowflakeInstruction]) -> tuple[str | None, ...]:
+    """`conv2.strip1.ktile0 (ONNX node Conv_3)` per instruction from its location (tile-to-asm's
+    `loc("Conv_3"("conv2.strip1.ktile0"))`); () when no instruction has one."""
+    named: dict[Attribute, str | None] = {}
+    out = []
+    for op in instructions:
+        loc = op.location
+        text = named.get(loc, "")
+        if text == "":
+            text = named[loc] = describe_location(loc)
+        out.append(text)
+    return tuple(out) if any(out) else ()
+
+
+def describe_location(loc: Attribute) -> str | None:
+    if not isinstance(loc, NameLoc):
+        return None
+    inner = loc.location
+    if isinstance(inner, NameLoc):
+        return f"{inner.desc.data} (ONNX node {loc.desc.data})"
+    return loc.desc.data
 
 
 def facts_of(attr: Attribute) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from snowir.machine.core import Machine
 from snowir.machine.fast import run_fast
 from snowir.machine.image import ProgramImage, disassemble
 from snowir.machine.reference import run_reference
+from snowir.machine.state import MachineFault
 from snowir.machine.timing import STALL_CAUSES
 
 Engine = Literal["fast", "reference"]
@@ -62,12 +63,15 @@ def run_image(image: ProgramImage, hw: SnowflakeConfig | None = None, engine: En
     for name, data in (default_inputs(image) if inputs is None else inputs).items():
         machine.write_segment(name, data)
     start = time.perf_counter()
-    if engine == "reference":
-        run_reference(machine, module if module is not None else disassemble(image), max_instructions)
-    elif engine == "fast":
-        run_fast(machine, max_instructions)
-    else:
-        raise ValueError(f"unknown engine '{engine}' (fast, reference)")
+    try:
+        if engine == "reference":
+            run_reference(machine, module if module is not None else disassemble(image), max_instructions)
+        elif engine == "fast":
+            run_fast(machine, max_instructions)
+        else:
+            raise ValueError(f"unknown engine '{engine}' (fast, reference)")
+    except MachineFault as fault:
+        raise fault.located(image.source(fault.pc)) from None
     elapsed = time.perf_counter() - start
     machine.timing.finish()
     outputs = {s.name: machine.read_segment(s.name) for s in image.of_kind(sf.SegmentKind.OUTPUT)}

@@ -27,13 +27,23 @@ class MachineFault(SnowError):
         self.message = message
         self.pc = pc
         self.instruction = instruction
+        self.source: str | None = None
         super().__init__(self._text())
 
     def _text(self) -> str:
         if self.pc is None:
             return f"machine fault: {self.message}"
         where = f"pc {self.pc}" + (f" ({self.instruction})" if self.instruction else "")
+        if self.source:
+            where += f" in {self.source}"
         return f"machine fault at {where}: {self.message}"
+
+    def located(self, source: str | None) -> MachineFault:
+        """Name where the faulting instruction came from (ProgramImage.source)."""
+        if source and self.source is None and self.pc is not None:
+            self.source = source
+            self.args = (self._text(),)
+        return self
 
     def at(self, pc: int, instruction: str) -> MachineFault:
         if self.pc is None:

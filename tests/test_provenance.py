@@ -1,0 +1,97 @@
+"""Provenance of instructions (issue 29): every instruction lowering makes carries its ONNX node,
+its layer and the part of the layer (maps strip, kernel tile, load) as an MLIR location; labels
+are named after the part they loop in; faults name where the instruction came from."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from snowir import api
+from snowir.machine.image import assemble
+from snowir.tools.snow_opt import main as snow_opt
+from snowir.tools.snow_run import main as snow_run
+from tests.onnx_util import model, rand
+
+INSTRUCTION = re.compile(r"^\s*snowflake_asm\.(?!segment|image|program|label)\w+ ")
+
+
+def two_layers() -> onnx.ModelProto:
+    """A conv + relu and a max pool, with node names an exporter would give."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="backbone/Conv_0", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="backbone/Relu_1"),
+             helper.make_node("MaxPool", ["r"], ["y"], name="backbone/MaxPool_2", kernel_shape=[2, 2],
+                              strides=[2, 2])]
+    return model(nodes, {"x": [1, 16, 12, 12]}, {"y": [1, 32, 6, 6]},
+                 {"w": rand(32, 16, 3, 3, scale=0.1), "b": rand(32, seed=1, scale=0.1)})
+
+
+@pytest.fixture(scope="module")
+def lowered(tmp_path_factory) -> tuple[Path, str]:
+    path = tmp_path_factory.mktemp("prov") / "two.onnx"
+    onnx.save(two_layers(), path)
+    out = path.with_suffix(".mlir")
+    assert snow_opt([str(path), "-p", "snowflake-lower", "--print-debuginfo", "-o", str(out)]) == 0
+    return path, out.read_text()
+
+
+def test_instructions_name_their_onnx_node(lowered) -> None:
+    _, text = lowered
+    lines = [line for line in text.splitlines() if INSTRUCTION.match(line)]
+    assert len(lines) > 100
+    named = [line for line in lines if 'loc("backbone/' in line]
+    assert len(named) >= 0.95 * len(lines), [line for line in lines if line not in named][:5]
+    # the layer and its part inside the node's location, for loads as for kernel tiles
+    assert re.search(r'loc\("backbone/Conv_0"\("\S+\.strip0[.\w]*ktile0"\)\)', text)
+    assert re.search(r'snowflake_asm\.ld maps .* loc\("backbone/\w+"\("\S+\.load_maps\.rows\d+_\d+"\)\)', text)
+    assert re.search(r'snowflake_asm\.ld weights .* loc\("backbone/Conv_0"\("\S+\.load_weights\.', text)
+
+
+def test_labels_are_named_after_what_they_loop_over(lowered) -> None:
+    _, text = lowered
+    labels = re.findall(r'snowflake_asm\.label @"?([\w./]+)"?', text)
+    assert '@"backbone/Conv_0.strip0.ktile0.' in text  # an exporter's node name, quoted as MLIR does
+    loops = [name for name in labels if name.count(".") >= 2]  # <layer>.<part>...<loop><n>
+    assert loops and all(re.search(r"\.(strip|tile|group)\d+", name) for name in loops), labels[:8]
+    assert not [name for name in labels if re.fullmatch(r"[A-Z]+\d+", name)]  # no bare @X0 / @PXP0 left
+
+
+def test_locations_parse_back_and_reach_the_image(lowered) -> None:
+    _, text = lowered
+    module = api.parse_text(text)
+    images = [op for op in module.walk() if op.name == "snowflake_asm.image"]
+    image = assemble(images[0])
+    assert image.sources and sum(s is not None for s in image.sources) >= 0.95 * len(image.sources)
+    assert any(s and s.endswith("(ONNX node backbone/Conv_0)") for s in image.sources)
+
+
+def test_a_fault_names_the_layer_part_and_node(lowered, capsys) -> None:
+    path, _ = lowered
+    for engine in ("fast", "reference"):
+        assert snow_run([str(path), "--quiet", "--engine", engine, "--max-instructions", "200"]) == 1
+    first, second = capsys.readouterr().err.strip().splitlines()
+    assert first == second  # both engines say the same
+    assert re.search(r"machine fault at pc \d+ \(snowflake_asm\.\w+.*\) in \S+ \(ONNX node backbone/\w+\): "
+                     r"instruction limit 200 reached", first), first
+
+
+def test_shared_programs_keep_their_own_layer(tmp_path: Path) -> None:
+    """Equal layers share one generated program (cloned): each clone names its own layer and node."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="A", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["c", "w2", "b"], ["y"], name="B", pads=[1, 1, 1, 1])]
+    m = model(nodes, {"x": [1, 16, 8, 8]}, {"y": [1, 16, 8, 8]},
+              {"w": rand(16, 16, 3, 3, scale=0.1), "w2": rand(16, 16, 3, 3, seed=2, scale=0.1),
+               "b": np.zeros(16, np.float32)})
+    path = tmp_path / "ab.onnx"
+    onnx.save(m, path)
+    out = tmp_path / "ab.mlir"
+    assert snow_opt([str(path), "-p", "snowflake-lower{whole-model=false}", "--print-debuginfo", "-o", str(out)]) == 0
+    text = out.read_text()
+    a = re.findall(r'loc\("A"\("(\w+)[.")]', text)
+    b = re.findall(r'loc\("B"\("(\w+)[.")]', text)
+    assert a and b and set(a) != set(b)  # each node's instructions name its own layer
