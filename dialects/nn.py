@@ -133,6 +133,39 @@ class ExternalWeightsAttr(ParametrizedAttribute):
         return self.type
 
 
+@irdl_attr_definition
+class PackedWeightsAttr(ParametrizedAttribute):
+    """`#nn.packed<"conv1", tensor<64x3x7x7x!nn.fixed<1, 15>>>`: a device conv's weights, held
+    once, in its layer's packed weight image (the tile layer's weights region, then the image's
+    data segment): from the tile level on the nn constant refers to them rather than keep a
+    second copy (snowir/packed.py reads them back for the golden model)."""
+
+    name = "nn.packed"
+    layer: StringAttr
+    type: TensorType
+
+    def __init__(self, layer: str, type: TensorType):
+        super().__init__(StringAttr(layer), type)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            layer = parser.parse_str_literal()
+            parser.parse_punctuation(",")
+            ty = parser.parse_type()
+        return (StringAttr(layer), ty)
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string("<")
+        printer.print_string_literal(self.layer.data)
+        printer.print_string(", ")
+        printer.print_attribute(self.type)
+        printer.print_string(">")
+
+    def get_type(self) -> TensorType:
+        return self.type
+
+
 ElementType = Float32Type | FixedType
 
 
@@ -214,22 +247,23 @@ class NNOperation(IRDLOperation, ABC):
 # ---------------------------------------------------------------- weights
 @irdl_op_definition
 class ConstantOp(IRDLOperation):
-    """A weight tensor: dense literal, dense_resource blob, or external side-file array."""
+    """A weight tensor: dense literal, dense_resource blob, external side-file array, or a device
+    conv's weights in its packed weight image (`#nn.packed`, from the tile level on)."""
 
     name = "nn.constant"
-    value = prop_def(DenseIntOrFPElementsAttr | DenseResourceAttr | ExternalWeightsAttr)
+    value = prop_def(DenseIntOrFPElementsAttr | DenseResourceAttr | ExternalWeightsAttr | PackedWeightsAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
 
-    def __init__(self, value: DenseIntOrFPElementsAttr | DenseResourceAttr | ExternalWeightsAttr):
+    def __init__(self, value: DenseIntOrFPElementsAttr | DenseResourceAttr | ExternalWeightsAttr | PackedWeightsAttr):
         super().__init__(properties={"value": value}, result_types=[value.get_type()])
 
     @classmethod
     def parse(cls, parser: Parser) -> ConstantOp:
         value = parser.parse_attribute()
         attrs = parser.parse_optional_attr_dict()
-        if not isinstance(value, DenseIntOrFPElementsAttr | DenseResourceAttr | ExternalWeightsAttr):
-            parser.raise_error("nn.constant expects a dense, dense_resource or #nn.external value")
+        if not isinstance(value, DenseIntOrFPElementsAttr | DenseResourceAttr | ExternalWeightsAttr | PackedWeightsAttr):
+            parser.raise_error("nn.constant expects a dense, dense_resource, #nn.external or #nn.packed value")
         return cls.create(properties={"value": value}, attributes=attrs,
                           result_types=[value.get_type()])
 
@@ -823,5 +857,5 @@ HOST_OPS = (SoftmaxOp, LrnOp, TransposeOp, ClipOp, HardSigmoidOp, HardSwishOp, M
 NN = Dialect(
     "nn",
     [ConstantOp, *DEVICE_OPS, *HOST_OPS],
-    [FixedType, ExternalWeightsAttr],
+    [FixedType, ExternalWeightsAttr, PackedWeightsAttr],
 )

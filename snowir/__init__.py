@@ -1,6 +1,8 @@
 """snowir: an xDSL compiler from ONNX CNNs to the Snowflake accelerator."""
 
-__version__ = "0.1.0"
+from snowir.version import __version__
+
+__all__ = ["__version__"]
 
 
 def __getattr__(name: str):

@@ -26,6 +26,7 @@ from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.fixedpoint import INT16_MAX, INT16_MIN, dequantize, quantize, writeback
 from snowir.frontend.onnx_host import NodeRunner, numpy_dtype
+from snowir.packed import packed_weights
 from snowir.resources import get_blob
 
 
@@ -62,7 +63,9 @@ def constant_array(op: nn.ConstantOp) -> np.ndarray:
     shape = tuple(ty.get_shape())
     dtype = numpy_dtype(ty.get_element_type())
     value = op.value
-    if isinstance(value, DenseResourceAttr):
+    if isinstance(value, nn.PackedWeightsAttr):  # a device conv's weights, in its packed image
+        arr = packed_weights(op)
+    elif isinstance(value, DenseResourceAttr):
         blob = get_blob(value.resource_handle.data)
         if blob is None:
             raise GoldenError(f"nn.constant: resource '{value.resource_handle.data}' has no data")

@@ -14,6 +14,8 @@ import numpy as np
 from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
 from xdsl.dialects.builtin import Builtin, DenseResourceAttr, Float32Type, IntegerType, TensorType
 
+from snowir.errors import SnowError
+
 _ALIGNMENT_PREFIX = (8).to_bytes(4, "little")  # MLIR blob header: alignment
 
 
@@ -33,11 +35,29 @@ class _Blobs(dict):
         return dict.get(self, key)
 
 
+ELIDED = "__elided__"
+"""What `--elide-resources-if-larger` prints for a large blob (MLIR's spelling); it parses back
+as a blob without data."""
+
+
+class ElidedBlobError(SnowError):
+    """A run needs the data of a blob that was elided when the IR was printed."""
+
+
 def _interface() -> OpAsmDialectInterface:
     iface = Builtin.get_interface(OpAsmDialectInterface)
     assert iface is not None
     if not isinstance(iface._blob_storage, _Blobs):
         iface._blob_storage = _Blobs(iface._blob_storage)
+        parse_hex = iface.parse_resource
+
+        def parse_resource(key: str, val: str) -> None:
+            if val == ELIDED:  # printed with --elide-resources-if-larger: no data, and no error until used
+                iface._blob_storage[key] = ELIDED
+                return
+            parse_hex(key, val)
+
+        iface.parse_resource = parse_resource  # type: ignore[method-assign]
     return iface
 
 
@@ -66,8 +86,11 @@ def put_blob(key: str, data: bytes | np.ndarray) -> str:
 def get_blob(key: str) -> bytes | memoryview | None:
     store = _interface()._blob_storage
     value = store.raw(key)
-    if not value:
+    if value is None or isinstance(value, str) and not value:  # unknown, or declared and never filled
         return None
+    if value == ELIDED:
+        raise ElidedBlobError(f"resource '{key}' was elided when the IR was printed "
+                              f"(--elide-resources-if-larger): its data is not in the file; print it without that flag")
     if isinstance(value, str):  # parsed text: decode once, keep the bytes
         value = bytes.fromhex(value[2:])[len(_ALIGNMENT_PREFIX):]
         dict.__setitem__(store, key, value)
@@ -75,7 +98,7 @@ def get_blob(key: str) -> bytes | memoryview | None:
 
 
 def int16_resource(key: str, values: np.ndarray) -> DenseResourceAttr:
-    used = put_blob(key, np.ascontiguousarray(values, dtype="<i2"))
+    used = put_blob(identifier(key), np.ascontiguousarray(values, dtype="<i2"))
     return DenseResourceAttr.from_params(used, TensorType(IntegerType(16), [int(values.size)]))
 
 
@@ -88,7 +111,7 @@ def elided_blobs(limit: int) -> Iterator[None]:
         for key, value in kept.items():
             size = (len(value) - 2) // 2 - len(_ALIGNMENT_PREFIX) if isinstance(value, str) else len(value)
             if value and size > limit:
-                store[key] = "__elided__"
+                store[key] = ELIDED
         yield
     finally:
         store.clear()

@@ -70,7 +70,11 @@ def test_time_passes_is_a_table_on_stderr(tmp_path: Path, capsys) -> None:
     assert "took" not in captured.out and captured.out.lstrip().startswith("builtin.module")
     rows = captured.err.strip().splitlines()
     assert rows[0].split() == ["pass", "seconds", "share"]
-    assert [r.split()[0] for r in rows[1:]] == ["nn-prepare", "nn-to-tile", "total"]
+    assert [r.split()[0] for r in rows[1:] if not r.startswith(" ")] == ["nn-prepare", "nn-to-tile", "total"]
+    # a composite pass's parts, indented below it, in order
+    parts = [r.split()[0] for r in rows[2:] if r.startswith("  ")]
+    assert parts[0] == "fold-hard-swish" and parts[-1] == "quantize" and "fold-batch-norm" in parts
+    assert rows[1].startswith("nn-prepare") and rows[len(parts) + 2].startswith("nn-to-tile")
 
 
 def test_bench_output_never_overwrites_tracked_results_for_a_custom_hw(tmp_path: Path, monkeypatch) -> None:
@@ -94,6 +98,23 @@ def test_elide_resources(capsys) -> None:
     assert short.split("{-#")[0] == full.split("{-#")[0]  # the IR itself is untouched
     assert main([str(digits), "-p", "nn-prepare"]) == 0  # blobs are back afterwards
     assert capsys.readouterr().out == full
+
+
+def test_elided_output_parses_back_and_a_run_that_needs_the_data_says_so(tmp_path: Path, capsys) -> None:
+    from snowir.tools.snow_run import main as snow_run
+
+    digits = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
+    short = tmp_path / "short.mlir"
+    assert main([str(digits), "-p", "snowflake-lower", "--elide-resources-if-larger=64", "-o", str(short)]) == 0
+    assert main([str(short), "-o", str(tmp_path / "again.mlir")]) == 0  # parses, prints the same
+    assert (tmp_path / "again.mlir").read_text() == short.read_text()
+    capsys.readouterr()
+    assert snow_run([str(short), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "was elided when the IR was printed" in err, err
+    assert main([str(digits), "-p", "snowflake-lower", "--elide-resources-if-larger=64", "-t", "snowflake-bin",
+                 "-o", str(tmp_path / "m.sfb")]) == 1
+    assert "is for text output" in capsys.readouterr().err and not (tmp_path / "m.sfb").exists()
 
 
 def test_plain_xdsl_opt_loads_snowir_as_a_plugin() -> None:

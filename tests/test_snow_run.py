@@ -190,3 +190,14 @@ def test_model_report_records_its_provenance(tmp_path: Path) -> None:
     digest = hashlib.sha256(np.load(cal).astype(np.float32).tobytes()).hexdigest()[:16]
     assert pb["calibration"].startswith(f"sha256:{digest} (2 inputs of ")
     assert pa["snowir"] == pb["snowir"] == snowir.__version__
+
+
+def test_not_a_model_and_golden_tables(tmp_path: Path, capsys) -> None:
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    assert snow_run([str(readme)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"snow-run: {readme}: not a model: give an ONNX file") and "{" not in err
+    digits = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
+    assert snow_run([str(digits), "--engine", "golden"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines() if line.strip()}
+    assert rows["conv1"][2] == "device" and rows["conv1"][3] == "-"  # no simulated cycles to show, not "0"

@@ -21,7 +21,7 @@ from typing import IO
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from snowir import __version__
+from snowir.version import __version__
 from snowir.dialects import all_dialects
 from snowir.driver.pipeline_spec import explain_pipeline, unwrap_pipeline
 from snowir.driver.targets import BINARY_TARGETS
@@ -52,18 +52,32 @@ class SnowOptMain(xDSLOptMain):
         if not timing:
             return
         inner = self.pipeline.callback
-        times: list[tuple[str, float]] = []
+        times: list[tuple[str, float, int]] = []
         self.pass_times = times
         started = [time.perf_counter()]
+        # the parts of a composite pass, as they end (snowir/pass_steps.py): a part at depth d
+        # began when the previous one at depth <= d ended
+        parts: list[tuple[str, float, int]] = []
+        step_start: dict[int, float] = {}
+
+        def part_done(p, module: ModuleOp, depth: int) -> None:
+            now = time.perf_counter()
+            parts.append((p.name, now - step_start.get(depth, started[0]), depth))
+            for d in [d for d in step_start if d >= depth] + [depth]:
+                step_start[d] = now
 
         def callback(previous, module, following) -> None:
             if previous is not None:
-                times.append((previous.name, time.perf_counter() - started[0]))
+                times.append((previous.name, time.perf_counter() - started[0], 0))
+                times.extend(preorder(parts))
+            parts.clear()
             if inner is not None:
                 inner(previous, module, following)
             started[0] = time.perf_counter()
+            step_start.clear()
 
         self.pipeline = dataclasses.replace(self.pipeline, callback=callback)
+        self._add_observer(part_done)
 
     def _print_after(self) -> None:
         wanted = {n.strip() for n in (self.args.print_ir_after or "").split(",") if n.strip()}
@@ -73,8 +87,6 @@ class SnowOptMain(xDSLOptMain):
         if not wanted and not every:
             return
         from xdsl.printer import Printer
-
-        from snowir.pass_steps import observing
 
         def dump(p, module: ModuleOp, depth: int) -> None:
             if every or p.name in wanted:
@@ -92,13 +104,21 @@ class SnowOptMain(xDSLOptMain):
                 inner(previous, module, following)
 
         self.pipeline = dataclasses.replace(self.pipeline, callback=callback)
-        self._observing = observing(dump)
+        self._add_observer(dump)
+
+    def _add_observer(self, observer) -> None:
+        if not hasattr(self, "_observers"):
+            self._observers: list = []
+        self._observers.append(observer)
 
     def run(self) -> None:
-        observer = getattr(self, "_observing", None)
-        if observer is None:
-            return super().run()
-        with observer:
+        from contextlib import ExitStack
+
+        from snowir.pass_steps import observing
+
+        with ExitStack() as stack:
+            for observer in getattr(self, "_observers", []):
+                stack.enter_context(observing(observer))
             return super().run()
 
     def register_all_dialects(self) -> None:
@@ -127,7 +147,8 @@ class SnowOptMain(xDSLOptMain):
         arg_parser.add_argument(
             "--elide-resources-if-larger", type=int, default=None, metavar="BYTES",
             help="print dense_resource blobs (weights) larger than BYTES as __elided__: readable real-model "
-                 "IR that no longer parses back (as MLIR's --mlir-elide-resource-strings-if-larger)")
+                 "IR (as MLIR's --mlir-elide-resource-strings-if-larger); it parses back, the elided blobs "
+                 "without data (a run that needs one says so)")
         arg_parser.add_argument(
             "--input-shape", default=None,
             help="static shape for ONNX inputs with dynamic dimensions: 1,3,224,224 or name:1,3,224,224[;name2:...]")
@@ -136,6 +157,9 @@ class SnowOptMain(xDSLOptMain):
         limit = self.args.elide_resources_if_larger
         if limit is None:
             return super().output_resulting_program(prog)
+        if self.args.target in BINARY_TARGETS:
+            raise SnowError(f"--elide-resources-if-larger is for text output, not -t {self.args.target} "
+                            "(a binary holds the data)")
         from snowir.resources import elided_blobs
 
         with elided_blobs(limit):
@@ -246,13 +270,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _print_pass_times(times: list[tuple[str, float]]) -> None:
-    total = sum(t for _, t in times) or 1.0
-    width = max([4, *(len(n) for n, _ in times)])
+def preorder(parts: list[tuple[str, float, int]]) -> list[tuple[str, float, int]]:
+    """Parts recorded as they end (a composite after its own parts) in the order they nest."""
+    stack: list[tuple[tuple[str, float, int], list]] = []
+    for entry in parts:
+        children = []
+        while stack and stack[-1][0][2] > entry[2]:
+            children.insert(0, stack.pop())
+        stack.append((entry, children))
+
+    def flat(node) -> list[tuple[str, float, int]]:
+        entry, children = node
+        return [entry, *(e for child in children for e in flat(child))]
+
+    return [e for node in stack for e in flat(node)]
+
+
+def _print_pass_times(times: list[tuple[str, float, int]]) -> None:
+    """Top-level passes with their share; a composite's parts indented below it."""
+    total = sum(t for _, t, depth in times if depth == 0) or 1.0
+    names = [("  " * depth) + name for name, _, depth in times]
+    width = max([4, *(len(n) for n in names)])
     print(f"{'pass':<{width}} {'seconds':>9} {'share':>6}", file=sys.stderr)
-    for name, t in times:
-        print(f"{name:<{width}} {t:>9.3f} {100 * t / total:>5.1f}%", file=sys.stderr)
-    print(f"{'total':<{width}} {sum(t for _, t in times):>9.3f}", file=sys.stderr)
+    for label, (_, t, _) in zip(names, times):
+        print(f"{label:<{width}} {t:>9.3f} {100 * t / total:>5.1f}%", file=sys.stderr)
+    print(f"{'total':<{width}} {sum(t for _, t, depth in times if depth == 0):>9.3f}", file=sys.stderr)
 
 
 def _run_to_file(tool: SnowOptMain) -> None:

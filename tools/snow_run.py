@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from snowir import __version__
+from snowir.version import __version__
 from snowir.driver.table import print_table
 from snowir.errors import SnowError, run_cli
 from snowir.hw import SnowflakeConfig
@@ -219,8 +219,15 @@ def _loop_bytes(module) -> dict[str, tuple[int, int]]:
     return out
 
 
+MODEL_SUFFIXES = (".onnx", ".mlir", ".sfb")
+
+
 def run(args: argparse.Namespace) -> int:
     from snowir import api
+
+    if not str(args.model).endswith(MODEL_SUFFIXES):
+        raise SnowError(f"{args.model}: not a model: give an ONNX file (.onnx), an nn / tile / lowered module or a "
+                        "snowflake_asm program (.mlir), or a program or model image (.sfb)")
 
     if args.trace_layers and not args.trace:
         raise SnowError("--trace-layers selects the layers of a --trace: give --trace FILE too")

@@ -32,6 +32,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
+from snowir.packed import refer_to_packed
 from snowir.nn_util import layer_name, on_host
 from snowir.plan.shapes import LoweringError
 from snowir.tile.build import conv_layer, pool_layer
@@ -84,6 +85,8 @@ class NNToTilePass(ModulePass):
             except LoweringError as e:
                 raise PassFailedException(f"nn-to-tile: layer '{name}' ({inner.name}): {e}") from None
             inner.attributes["tile"] = StringAttr(sym)
+            if isinstance(inner, nn.Conv2dOp):
+                refer_to_packed(inner, sym, hw)  # the weights are the layer's packed image's now
             if pool is not None:
                 pool.attributes["tile"] = StringAttr(sym)  # computed by the conv's program
             layers.append(layer)

@@ -17,7 +17,8 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import PassPipeline
 
-from snowir import __version__, api
+from snowir import api
+from snowir.version import __version__
 from snowir.dialects import nn, tile
 from snowir.driver.check import compare, golden_logits, ort_logits
 from snowir.pass_steps import gc_paused

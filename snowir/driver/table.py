@@ -27,11 +27,19 @@ def print_table(report: dict[str, Any], out=None) -> None:
             f"{'util%':>6} {'DRAM MB':>9} {'GB/s':>6} {'mode':>5} {'order':>6}")
     print(head, file=out)
     print("-" * len(head), file=out)
+    # the golden model computes values, not time: its device layers have no cycles to show
+    timed = (report.get("provenance") or {}).get("engine") != "golden"
     for r, w in zip(rows, where):
         host = f"{r['host_ms']:>8.3f}" if r.get("host_ms") else f"{'-':>8}"
-        print(f"{r['name']:<{wn}} {r['op']:<{wo}} {w:<{ww}} {r['cycles']:>12,} {r['ms']:>9.4f} {host} "
-              f"{r['macs']:>14,} {100 * r['mac_utilization']:>6.1f} {r['dram_bytes'] / 1e6:>9.3f} {r['gbps']:>6.2f} "
+        if timed:
+            timing = (f"{r['cycles']:>12,} {r['ms']:>9.4f} {host} {r['macs']:>14,} {100 * r['mac_utilization']:>6.1f} "
+                      f"{r['dram_bytes'] / 1e6:>9.3f} {r['gbps']:>6.2f}")
+        else:
+            timing = f"{'-':>12} {'-':>9} {host} {r['macs']:>14,} {'-':>6} {'-':>9} {'-':>6}"
+        print(f"{r['name']:<{wn}} {r['op']:<{wo}} {w:<{ww}} {timing} "
               f"{(r.get('mode') or '-'):>5} {(r.get('loop_order') or '-'):>6}", file=out)
+    if not timed:
+        print("(golden model: values only; device layers are not simulated, so they have no cycles)", file=out)
     stalled = [r for r in rows if any(r.get("stall_cycles", {}).values())]
     if not stalled:
         return
