@@ -27,6 +27,7 @@ from xdsl.ir import Operation, SSAValue
 from snowir.dialects import nn, snowflake_asm as sf
 from snowir.driver.results import DeviceRun, LayerResult, useful
 from snowir.golden import Golden, Q, element_frac
+from snowir.host_model import useful_macs
 from snowir.hw import SnowflakeConfig
 from snowir.machine.core import Machine, Mark
 from snowir.machine.fast import run_fast
@@ -109,6 +110,7 @@ def run_segments(module: ModuleOp, x, hw: SnowflakeConfig, engine: str = "fast",
         if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and isinstance(ref, StringAttr):
             ops_of.setdefault(ref.data, []).append(op)
     first_of = {s.layers[0]: k for k, s in enumerate(segs.segments)}
+    eta = Eta([name for seg in segs.segments for name in seg.layers], ops_of, progress)
     result = DeviceRun([])
     drams: list[np.ndarray] = []
     start_cycle = 0
@@ -132,9 +134,7 @@ def run_segments(module: ModuleOp, x, hw: SnowflakeConfig, engine: str = "fast",
             n = op.results[0].type.get_shape()[0]
             while len(drams) < n:
                 drams.append(np.zeros(size, np.uint8))
-            done = sum(len(s.layers) for s in segs.segments[:k])
-            say = None if progress is None else \
-                lambda i, name, done=done: progress(f"layer {done + i + 1}/{len(segs.position)}: {name}")
+            say = None if progress is None else eta.layer_starts
             start_cycle = _run_segment(result, golden, env, image, images[image_name], segment.layers, ops_of, drams,
                                        hw, engine, record, compile_s * len(segment.layers) / len(ops_of),
                                        start_cycle, say, record_layer, max_instructions)
@@ -146,6 +146,30 @@ def run_segments(module: ModuleOp, x, hw: SnowflakeConfig, engine: str = "fast",
     if result.logits is None:
         result.logits = result.outputs[0]
     return result
+
+
+class Eta:
+    """Progress per layer with the share of the work done and an estimate of the time left:
+    the simulator's time goes with a layer's MACs (a max pool: its output words)."""
+
+    def __init__(self, order: list[str], ops_of: dict[str, list[Operation]], progress) -> None:
+        self.order = order
+        self.work = [max(useful_macs(ops_of[name][0]), _words(ops_of[name][-1])) if name in ops_of else 1
+                     for name in order]
+        self.total = sum(self.work) or 1
+        self.progress = progress
+        self.start = time.perf_counter()
+
+    def layer_starts(self, _index: int, name: str) -> None:
+        k = self.order.index(name)
+        done = sum(self.work[:k]) / self.total
+        elapsed = time.perf_counter() - self.start
+        left = f", about {elapsed * (1 - done) / done:.0f} s left" if done > 0.02 and elapsed > 1 else ""
+        self.progress(f"layer {k + 1}/{len(self.order)}: {name} ({100 * done:.0f}% of the work done{left})")
+
+
+def _words(op: Operation) -> int:
+    return int(np.prod(op.results[0].type.get_shape())) if op.results else 0
 
 
 def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_op: sf.ImageOp, layers: list[str],
