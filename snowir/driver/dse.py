@@ -91,7 +91,8 @@ PRICES: dict[str, float] = {
     "port_gbps": 4.0,    # per GB/s of one load unit's port: its data path and FIFO widen with it
     "dram_gbps": 24.0,   # per GB/s of shared DRAM bandwidth: the build's 4.2 GB/s ~ 100, a sixth of it
 }
-REFERENCE_MHZ = 250.0
+REFERENCE_MHZ = SnowflakeConfig().clock_mhz  # the ZC706 build's clock: the default machine's
+KIB = 1 << 10
 ICACHE_INSTRUCTION_BYTES = 4
 QUEUE_ENTRY_BYTES = 8  # one queued vector op (a 32-bit instruction and its operands)
 # The fields the proxy does not price, and why: a sweep over one of them puts its
@@ -108,7 +109,7 @@ def resource_breakdown(hw: SnowflakeConfig) -> dict[str, float]:
     sram = (hw.cus * hw.maps_banks * hw.maps_bank_bytes + hw.vmacs * hw.weights_buffer_bytes
             + hw.icache_instructions * ICACHE_INSTRUCTION_BYTES + hw.vector_queue_depth * QUEUE_ENTRY_BYTES)
     return {"macs": PRICES["mac"] * hw.macs * hw.clock_mhz / REFERENCE_MHZ,
-            "sram": PRICES["sram_kib"] * sram / 1024,
+            "sram": PRICES["sram_kib"] * sram / KIB,
             "load_units": hw.load_units * (PRICES["load_unit"] + PRICES["port_gbps"] * hw.unit_gbps),
             "dram_bandwidth": PRICES["dram_gbps"] * hw.dram_gbps}
 
