@@ -15,6 +15,7 @@ Sub-graph attributes (If, Loop, Scan) have no MLIR spelling here; such nodes are
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -154,24 +155,60 @@ def to_onnx_attrs(attrs: DictionaryAttr) -> list[onnx.AttributeProto]:
 
 
 # ---------------------------------------------------------------- evaluation
+TARGET_OPSET = 13
+DEFAULT_DOMAINS = ("", "ai.onnx")
+ORT_DOMAINS = ("com.microsoft", "ai.onnx.ml")
+"""Operator domains beyond ONNX's own that the host runs, through onnxruntime (contrib ops)."""
+
+
 class NodeRunner:
-    """One ONNX node as a callable on numpy arrays, through onnx's reference evaluator."""
+    """One ONNX node as a callable on numpy arrays: through onnx's reference evaluator (ONNX's
+    own operators, as ONNX defines them), or onnxruntime for another domain (its contrib ops),
+    one session per input signature, built once."""
 
     def __init__(self, op_type: str, domain: str, opset: int, attrs: DictionaryAttr,
                  slots: Sequence[int], n_inputs: int, n_outputs: int):
-        from onnx.reference import ReferenceEvaluator
-
         names = [""] * n_inputs
         for i, slot in enumerate(slots):
             names[slot] = f"in{i}"
-        outs = [f"out{i}" for i in range(n_outputs)]
-        node = helper.make_node(op_type, names, outs, domain=domain or None)
-        node.attribute.extend(to_onnx_attrs(attrs))
+        self.outs = [f"out{i}" for i in range(n_outputs)]
+        self.node = helper.make_node(op_type, names, self.outs, domain=domain or None)
+        self.node.attribute.extend(to_onnx_attrs(attrs))
         self.inputs = [f"in{i}" for i in range(len(slots))]
-        graph = helper.make_graph([node], op_type, [helper.make_empty_tensor_value_info(n) for n in self.inputs],
-                                  [helper.make_empty_tensor_value_info(n) for n in outs])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid(domain or "", opset)])
-        self.evaluator = ReferenceEvaluator(model)
+        self.opsets = [helper.make_opsetid(domain or "", opset)]
+        self.sessions: dict[tuple, Any] = {}
+        self.evaluator = None
+        if domain in DEFAULT_DOMAINS:
+            from onnx.reference import ReferenceEvaluator
+
+            self.evaluator = ReferenceEvaluator(self._model(None))
+        else:
+            # contrib ops sit on top of an ONNX opset too
+            self.opsets.append(helper.make_opsetid("", TARGET_OPSET))
+
+    def _model(self, arrays: Sequence[np.ndarray] | None) -> onnx.ModelProto:
+        ins = [helper.make_empty_tensor_value_info(n) for n in self.inputs] if arrays is None else \
+            [helper.make_tensor_value_info(n, onnx_type_of(a.dtype), list(a.shape)) for n, a in zip(self.inputs, arrays)]
+        graph = helper.make_graph([self.node], self.node.op_type, ins,
+                                  [helper.make_empty_tensor_value_info(n) for n in self.outs])
+        model = helper.make_model(graph, opset_imports=self.opsets)
+        model.ir_version = min(model.ir_version, 8)  # what the pinned onnxruntime reads
+        return model
 
     def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
-        return [np.asarray(v) for v in self.evaluator.run(None, dict(zip(self.inputs, arrays)))]
+        if self.evaluator is not None:
+            return [np.asarray(v) for v in self.evaluator.run(None, dict(zip(self.inputs, arrays)))]
+        key = tuple((a.dtype.str, a.shape) for a in arrays)
+        session = self.sessions.get(key)
+        if session is None:
+            session = self.sessions[key] = ort_session(self._model(arrays))
+        return [np.asarray(v) for v in session.run(None, dict(zip(self.inputs, arrays)))]
+
+
+def ort_session(model: onnx.ModelProto):
+    """An onnxruntime session on the CPU, quiet."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])

@@ -29,10 +29,10 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.frontend.onnx_handlers import HANDLERS, Unmapped
-from snowir.frontend.onnx_host import OnnxTypeError, element_type, numpy_dtype, onnx_type_of, to_mlir_attrs
+from snowir.frontend.onnx_host import (DEFAULT_DOMAINS, ORT_DOMAINS, TARGET_OPSET, OnnxTypeError, element_type,
+                                      numpy_dtype, onnx_type_of, ort_session, to_mlir_attrs)
 from snowir.resources import f32_resource, identifier, put_blob
 
-TARGET_OPSET = 13
 F32 = Float32Type()
 
 
@@ -300,8 +300,12 @@ class Importer:
 
     def node(self, node: onnx.NodeProto) -> None:
         ins = [i for i in node.input if i]
-        if node.domain not in ("", "ai.onnx"):
-            raise self.fail(node, f"operator domain '{node.domain}' not supported")
+        if node.domain not in DEFAULT_DOMAINS:
+            if node.domain not in ORT_DOMAINS:
+                raise self.fail(node, f"operator domain '{node.domain}' is not one the host runs "
+                                      f"(ONNX's own, {', '.join(ORT_DOMAINS)} through onnxruntime)")
+            self.host(node)  # a contrib op: onnxruntime runs it on the host
+            return
         if node.op_type in FOLDABLE or (ins and all(i in self.consts for i in ins)
                                         and not node.op_type.startswith("Random")):
             self.fold(node)
@@ -333,7 +337,9 @@ class Importer:
         while outs and not outs[-1]:  # absent optional outputs at the end: not computed
             outs.pop()
         types = self.output_types(node, operands, outs)
-        op = self.emit(nn.HostOp(node.op_type, self.opset, attrs, operands, types, slots, len(node.input)))
+        domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+        op = self.emit(nn.HostOp(node.op_type, self.opset_of(domain), attrs, operands, types, slots, len(node.input),
+                                 domain))
         for i, name in enumerate(outs):
             if name:
                 op.results[i].name_hint = identifier(name)[:40]
@@ -361,10 +367,12 @@ class Importer:
                                   inits)
         model = helper.make_model(graph, opset_imports=list(self.model.opset_import))
         try:
-            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+            if node.domain not in DEFAULT_DOMAINS:  # onnx cannot infer a contrib op: run it once on zeros
+                found = _run_for_types(model, node, inputs)
+            else:
+                found = _value_types(onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True).graph)
         except Exception as e:  # noqa: BLE001
             raise self.fail(node, f"cannot infer the output shape: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-        found = _value_types(inferred.graph)
         types = []
         for i, name in enumerate(outs):
             if not name:
@@ -377,7 +385,12 @@ class Importer:
 
     @property
     def opset(self) -> int:
-        return next((o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")), TARGET_OPSET)
+        return next((o.version for o in self.model.opset_import if o.domain in DEFAULT_DOMAINS), TARGET_OPSET)
+
+    def opset_of(self, domain: str) -> int:
+        if not domain:
+            return self.opset
+        return next((o.version for o in self.model.opset_import if o.domain == domain), 1)
 
     def fold(self, node: onnx.NodeProto) -> None:
         from onnx.reference import ReferenceEvaluator
@@ -424,3 +437,16 @@ def parse_input_shape(spec: str, default_name: str | None = None) -> dict[str, l
             raise OnnxImportError(f"--input-shape '{spec}': dimensions must be positive")
         out[name or (default_name or "")] = shape
     return out
+
+
+def _run_for_types(model: onnx.ModelProto, node: onnx.NodeProto, inputs: list) -> dict[str, TensorType]:
+    """The output types of a node onnx cannot infer, from onnxruntime running it on zeros."""
+    feeds = {}
+    for info in inputs:
+        tt = info.type.tensor_type
+        shape = [d.dim_value for d in tt.shape.dim]
+        feeds[info.name] = np.zeros(shape, helper.tensor_dtype_to_np_dtype(tt.elem_type))
+    model.ir_version = min(model.ir_version, 8)
+    outs = ort_session(model).run(None, feeds)
+    return {name: TensorType(element_type(onnx_type_of(np.asarray(v).dtype)), list(np.asarray(v).shape))
+            for name, v in zip([o for o in node.output if o], outs)}

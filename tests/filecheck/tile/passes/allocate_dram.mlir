@@ -35,7 +35,7 @@ func.func @main(%x: tensor<1x16x8x8xf32>) -> tensor<1x16x8x8xf32> {
 // LINKED:      snowflake_asm.image @segment0 attributes {dram = "model", segment = "0"
 // LINKED:        snowflake_asm.segment output @conv1.output at 20480 size 2048
 // LINKED:        snowflake_asm.program @code code_base 24576 attributes {loads_balanced} {
-// LINKED-NEXT:     snowflake_asm.label @conv1 {layer = {kind = "conv", mode = "COOP", loop_order = "Kloop"{{.*}}x = "conv1.maps", y = "conv1.output"}}
-// LINKED:          snowflake_asm.label @conv2 {layer = {kind = "conv"{{.*}}x = "conv1.output", y = "conv2.output"}}
+// LINKED-NEXT:     snowflake_asm.label @conv1 {layer = {kind = "conv", mode = "COOP", loop_order = "Kloop"{{.*}}x = "conv1.maps", y = "conv1.output", w = "conv1.weights"}}
+// LINKED:          snowflake_asm.label @conv2 {layer = {kind = "conv"{{.*}}x = "conv1.output", y = "conv2.output", w = "conv2.weights"}}
 // LINKED-COUNT-16: snowflake_asm.vmov coop mask
 // LINKED-NOT:    snowflake_asm.image

@@ -44,7 +44,7 @@ func.func @main(%x: tensor<1x16x6x6xf32>) -> tensor<1x20x6x6xf32> {
 // ASM:          snowflake_asm.ld maps
 // ASM:          snowflake_asm.ld weights
 // kernel rows of a pixel: row 0 from r2/r3, row 1 from r4/r5 (set before row 0's MAC), row 2 from r12/r13
-// ASM:          snowflake_asm.label @X
+// ASM:          snowflake_asm.label @strip0.ktile0.x{{[0-9]+}}
 // ASM:          snowflake_asm.mac coop r1, r2, r3 trace 48
 // ASM:          snowflake_asm.mac coop r1, r4, r5 trace 48
 // ASM:          snowflake_asm.mac coop r1, r12, r13 trace 48 wb relu
