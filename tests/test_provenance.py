@@ -95,3 +95,22 @@ def test_shared_programs_keep_their_own_layer(tmp_path: Path) -> None:
     a = re.findall(r'loc\("A"\("(\w+)[.")]', text)
     b = re.findall(r'loc\("B"\("(\w+)[.")]', text)
     assert a and b and set(a) != set(b)  # each node's instructions name its own layer
+
+
+def test_profile_names_parts_and_instructions(capsys) -> None:
+    """snow-run --profile: cycles by layer part and the hottest instructions, from the reference
+    engine; the parts' cycles add up to the run's control-pipeline time."""
+    digits = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
+    assert snow_run([str(digits), "--quiet", "--profile"]) == 0
+    out = capsys.readouterr().out
+    head, rows = out.split("hottest instructions")
+    total = int(re.search(r"stalls included; ([\d,]+) cycles\)", head).group(1).replace(",", ""))
+    parts = {m.group(1): int(m.group(2).replace(",", "")) for m in
+             re.finditer(r"^(\S+ \(ONNX node \w+\))\s+([\d,]+)\s", head, re.M)}
+    assert "conv2.strip0.ktile0 (ONNX node conv2)" in parts and total > 2000
+    assert re.search(r"snowflake_asm\.vmov coop bias r\d+  \[conv2\.strip0\.ktile\d", rows)
+    assert snow_run([str(digits), "--quiet", "--profile", "pool*"]) == 0
+    only = capsys.readouterr().out.split("hottest instructions")[0]
+    assert "pool1.tile0" in only and "conv2" not in only
+    assert snow_run([str(digits), "--quiet", "--profile", "--engine", "golden"]) == 1
+    assert "not with --engine golden" in capsys.readouterr().err

@@ -70,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-instructions", type=_positive, default=DEFAULT_MAX_INSTRUCTIONS, metavar="N",
                    help=f"stop a program after N dynamic instructions with a fault naming the instruction "
                         f"(default {DEFAULT_MAX_INSTRUCTIONS:,}: an endless loop stops within about a minute)")
+    p.add_argument("--profile", nargs="?", const="*", default=None, metavar="PARTS",
+                   help="print where the cycles go, by layer part and instruction (runs the reference engine); "
+                        "PARTS: a pattern over the parts, e.g. 'conv2*' for one layer (default: all)")
     p.add_argument("--version", action="version", version=f"snow-run (snowir {__version__})")
     p.add_argument("--traceback", action="store_true",
                    help="on an error, print the full Python traceback too (or set SNOWIR_TRACEBACK=1)")
@@ -278,7 +281,22 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return run_cli("snow-run", lambda: run(args), args.model)
+    return run_cli("snow-run", lambda: profiled(args) if args.profile else run(args), args.model)
+
+
+def profiled(args: argparse.Namespace) -> int:
+    """The run on the reference engine (it steps one instruction at a time), then the profile."""
+    from snowir.machine.profile import collecting, profile_table
+
+    if args.engine == "golden":
+        raise SnowError("--profile times instructions: not with --engine golden")
+    args.engine, args.jobs = "reference", 1  # profiles are collected in this process
+    with collecting() as profiles:
+        rc = run(args)
+    if rc == 0:
+        print()
+        print(profile_table(profiles, None if args.profile == "*" else args.profile), end="")
+    return rc
 
 
 if __name__ == "__main__":

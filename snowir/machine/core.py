@@ -15,6 +15,7 @@ import numpy as np
 from snowir.asm_analysis import raw_pairs
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
+from snowir.machine.profile import new_profile
 from snowir.machine.image import ProgramImage
 from snowir.machine.mac_batch import DeferredMacs
 from snowir.machine.state import MachineFault, MachineState
@@ -90,6 +91,7 @@ class Machine:
         self.next_mark = image.markers[0].pc if image.markers else -1
         self.code = np.asarray(image.code, np.uint32).copy()  # the words the engine runs (`ld icache` updates)
         self.code_changed: Callable[[int, int], None] | None = None
+        self.profile = new_profile(image)  # snow-run --profile: cycles per instruction (reference engine)
 
     def defer_macs(self, describe: Callable[[int], str]) -> None:
         self.deferred = DeferredMacs(self.state, describe)

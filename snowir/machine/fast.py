@@ -455,6 +455,8 @@ class FastProgram:
 
 
 def run_fast(machine: Machine, max_instructions: int | None = None) -> None:
+    if machine.profile is not None:  # loops run in closed form here: no per-instruction cycles
+        raise MachineFault("a per-instruction profile needs the reference engine")
     program = FastProgram(machine)
     machine.code_changed = program.code_changed
     program.run(max_instructions)

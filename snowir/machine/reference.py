@@ -146,12 +146,14 @@ def run_reference(machine: Machine, module: ModuleOp | sf.ImageOp, max_instructi
                 labels[branch_label(target)] = target
 
     machine.code_changed = code_changed
+    profile = machine.profile
     while pc != n or slots_left:
         if pc == machine.next_mark and not slots_left:
             mark(machine)
         if pc >= n:
             raise MachineFault("the program ends inside branch delay slots").at(pc - 1, str(ops[pc - 1]))
         op = ops[pc]
+        before = timing.t
         try:
             timing.fetch(pc)
             if op.IS_BRANCH:
@@ -164,6 +166,9 @@ def run_reference(machine: Machine, module: ModuleOp | sf.ImageOp, max_instructi
         except MachineFault as fault:
             raise fault.at(pc, str(op).strip())
         machine.dynamic += 1
+        if profile is not None:
+            profile.counts[pc] += 1
+            profile.cycles[pc] += timing.t - before
         if machine.dynamic >= machine.next_progress:
             machine.report_progress()
         if machine.dynamic > limit:
