@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from snowir.machine.encoding import decode
 from snowir.machine.image import ProgramImage
 
 
@@ -60,8 +61,6 @@ def new_profile(image: ProgramImage) -> Profile | None:
 def profile_table(profiles: list[Profile], pattern: str | None = None, top: int = 15) -> str:
     """The parts that took the most cycles, then the hottest instructions; `pattern` (shell-style,
     e.g. `conv2*`) keeps the parts whose name matches."""
-    from snowir.machine.encoding import decode
-
     parts: dict[str, list[int]] = {}
     hot: list[tuple[int, int, int, str, str]] = []
     total = 0
