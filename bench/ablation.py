@@ -9,7 +9,8 @@ What each asm pass of snowflake-lower is worth, and C17 Table 3.
    the load imbalance C_L balance-loads measures; speed-up against the slowest, beside the
    paper's (132% -> 1.000 ... 5% -> 1.658).
 
-    python bench/ablation.py [--models] [--out DIR]   # tables + DIR/ablation.json (default build/bench)
+    python bench/ablation.py [--models] [--out DIR | --update-results]   # tables + ablation.json in
+                                                                          # build/bench/ or bench/results/
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from test_lowering import ASM_PIPELINE, conv_case  # noqa: E402 - one layer = th
 
 from snowir.hw import SnowflakeConfig  # noqa: E402
 from snowir.passes.pipelines import PIPELINE  # noqa: E402
+
+from _output import add_output_options, forget_blobs, output_file  # noqa: E402
 
 ABLATED = ("balance-loads", "schedule-asm", "fill-delay-slots")
 TABLE1 = [(64, 27, 27, 192, 5, 5, 1, 2), (192, 13, 13, 384, 3, 3, 1, 1), (384, 13, 13, 256, 3, 3, 1, 1),
@@ -67,6 +70,7 @@ def model_ablation() -> list[dict]:
             pipeline = ",".join(x for x in PIPELINE if x != drop)
             t0 = time.perf_counter()
             r = run_model_on_device(path_fn(), pipeline=pipeline, check=True).report
+            forget_blobs()  # one run's weights at a time (twelve runs of three models)
             conv = [layer for layer in r["layers"] if layer["cycles"] and layer["op"] != "dense"]
             row["full" if drop is None else f"-{drop}"] = sum(layer["cycles"] for layer in conv)
             row["bit_exact"] = row.get("bit_exact", True) and r["check"]["golden_bit_exact"]
@@ -112,7 +116,7 @@ def _cl(spec: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", action="store_true", help="also the Table 2 models (several minutes)")
-    ap.add_argument("--out", default="build/bench", help="directory for ablation.json")
+    add_output_options(ap, "ablation.json")
     args = ap.parse_args()
     t1 = table1_ablation()
     models = model_ablation() if args.models else []
@@ -128,9 +132,7 @@ def main() -> None:
     for r in sorted(t3, key=lambda r: -r["load_imbalance_pct"]):
         print(f"{r['variant']:<32} {r['load_imbalance_pct']:>7.1f} {r['cycles']:>10,} {r['speedup']:>8.3f}")
     print("paper (C_L % -> speed-up): " + ", ".join(f"{c}% -> {v:.3f}" for c, v in PAPER_TABLE3[::-1]))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "ablation.json").write_text(json.dumps({"table1": t1, "models": models, "table3": t3}, indent=2) + "\n")
+    output_file(args, "ablation.json").write_text(json.dumps({"table1": t1, "models": models, "table3": t3}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """
 Accuracy of the shipped digits CNN (snowir/data/digits_cnn.onnx) on the held-out 20% of
 scikit-learn's digits: onnxruntime fp32, golden fp32, golden Q8.8 and Q5.11, plus the SNR of
-the fixed-point logits against onnxruntime. Prints a table, writes bench/results/digits_accuracy.json.
+the fixed-point logits against onnxruntime. Prints a table, writes digits_accuracy.json.
+
+    python bench/digits_accuracy.py [--out DIR | --update-results]   # build/bench/ or bench/results/
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from snowir.frontend.onnx_import import import_onnx
 from snowir.passes.pipelines import NNPreparePass
 from snowir.tools.train_digits import load_split
 
+from _output import add_output_options, output_file
+
 MODEL = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
 
 
@@ -29,7 +33,7 @@ def main() -> None:
     import argparse
 
     p = argparse.ArgumentParser()
-    p.add_argument("--out", help="directory for digits_accuracy.json (default: bench/results)")
+    add_output_options(p, "digits_accuracy.json")
     args = p.parse_args()
     _, _, xte, yte = load_split()
     import onnx
@@ -51,9 +55,7 @@ def main() -> None:
         snr = f"{r['snr_db']:.1f}" if r["snr_db"] is not None else "-"
         agree = f"{100 * r['top1_agree']:.1f}%" if "top1_agree" in r else "-"
         print(f"{r['format']:<22} {100 * r['accuracy']:>12.2f}% {snr:>13} {agree:>12}")
-    from snowir.driver.files import bench_output
-
-    bench_output(__file__, "digits_accuracy.json", args.out).write_text(
+    output_file(args, "digits_accuracy.json").write_text(
         json.dumps({"test_images": int(len(yte)), "rows": rows}, indent=2) + "\n")
 
 

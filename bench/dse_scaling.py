@@ -3,8 +3,9 @@ Scaling study on snow-dse: AlexNet-OWT and ResNet-50 conv time (device layers bu
 connected ones, C17 Table 2's measure) for 1 / 2 / 4 / 8 / 16 CUs (4 vMACs each: 0.25x to 4x
 the ZC706 build's MACs) at 4.2 and 8.4 GB/s of shared DRAM bandwidth.
 
-    python bench/dse_scaling.py [--workers N] [--out DIR]   # runs (or reuses) the sweeps; table,
-                                                             # JSON and docs/img/scaling.png
+    python bench/dse_scaling.py [--workers N] [--work DIR] [--out DIR | --update-results]
+        # runs (or reuses, from DIR: build/dse) the sweeps; table, dse_scaling.json and scaling.png in
+        # build/bench/ (with --update-results: bench/results/dse_scaling.json and docs/img/scaling.png)
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from snowir.driver import dse
 from snowir.hw import SnowflakeConfig
 from snowir.tools.bench_models import build as build_bench
 from snowir.tools.light_models import build as build_light
+
+from _output import add_output_options, output_dir
 
 CUS = (1, 2, 4, 8, 16)
 BUSES = (4.2, 8.4)
@@ -60,11 +63,15 @@ def plot(results: dict[str, list[dict]], path: Path) -> None:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--workers", type=int, default=0, help="Ray workers (0: one per core; 1: no Ray)")
-    p.add_argument("--out", type=Path, default=ROOT / "build" / "dse")
-    p.add_argument("--plot", type=Path, default=ROOT / "docs" / "img" / "scaling.png")
+    p.add_argument("--work", type=Path, default=ROOT / "build" / "dse", help="the sweeps' folders and cache")
+    p.add_argument("--plot", type=Path, help="the plot (default: scaling.png beside the JSON; "
+                                             "docs/img/scaling.png with --update-results)")
+    add_output_options(p, "dse_scaling.json")
     args = p.parse_args()
+    out = output_dir(args)
+    plot_path = args.plot or (ROOT / "docs" / "img" / "scaling.png" if args.update_results else out / "scaling.png")
     models = {"alexnet_owt": build_bench("alexnet_owt"), "resnet50": build_light("resnet50")}
-    results = {name: sweep(name, path, args.out, args.workers) for name, path in models.items()}
+    results = {name: sweep(name, path, args.work, args.workers) for name, path in models.items()}
     print(f"{'model':<12} {'CUs':>4} {'GB/s':>5} {'conv ms':>8} {'speed-up':>8} {'ideal':>6} {'GB/s used':>9} "
           f"{'MAC util %':>10} {'cu_load_wait %':>14}")
     for name, rows in results.items():
@@ -74,10 +81,9 @@ def main() -> None:
             print(f"{name:<12} {r['cus']:>4} {r['dram_gbps']:>5} {r['conv_ms']:>8.3f} "
                   f"{base['conv_ms'] / r['conv_ms']:>7.2f}x {r['cus'] / 4:>5.2f}x {r['gbps']:>9.2f} "
                   f"{100 * r['mac_utilization']:>10.1f} {wait:>13.1f}%")
-    plot(results, args.plot)
-    out = args.out / "scaling.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {out} and {args.plot}")
+    plot(results, plot_path)
+    (out / "dse_scaling.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {out / 'dse_scaling.json'} and {plot_path}")
 
 
 if __name__ == "__main__":

@@ -2,9 +2,9 @@
 The nine light models end to end on the machine model: compile every device layer, run it,
 compare it bit for bit with the golden model and the logits with onnxruntime. Prints simulated
 ms (all layers), device vs host conv counts, SNR, compile and simulator seconds; writes
-bench/results/light_machine.json. Takes several minutes (VGG-19 alone ~20 GMACs).
+light_machine.json. Takes several minutes (VGG-19 alone ~20 GMACs).
 
-    python bench/light_machine.py [names...] [--out DIR]
+    python bench/light_machine.py [names...] [--out DIR | --update-results]   # build/bench/ or bench/results/
 """
 
 from __future__ import annotations
@@ -13,10 +13,13 @@ import collections
 import json
 import time
 
+from xdsl.utils.exceptions import PassFailedException
+
 from snowir.driver.model_api import run_model_on_device
 from snowir.errors import SnowError
 from snowir.tools.light_models import NAMES, build
 
+from _output import add_output_options, forget_blobs, output_file
 
 
 def main() -> None:
@@ -24,19 +27,20 @@ def main() -> None:
 
     p = argparse.ArgumentParser()
     p.add_argument("names", nargs="*", default=list(NAMES))
-    p.add_argument("--out", help="directory for light_machine.json (default: bench/results)")
+    add_output_options(p, "light_machine.json")
     args = p.parse_args()
     names = args.names
     rows = []
     for name in names:
         t0 = time.perf_counter()
         try:
-            run = run_model_on_device(build(name), check=True)
-        except SnowError as e:
+            r = run_model_on_device(build(name), check=True).report  # the run's module is not kept
+        except (SnowError, PassFailedException) as e:  # a pass's refusal (VGG-19: DRAM) ends that model only
             rows.append({"model": name, "error": str(e)})
             print(f"  {name}: {e}", flush=True)
             continue
-        r = run.report
+        finally:
+            forget_blobs()  # one model's weights at a time
         ops = collections.Counter((layer["op"], layer["where"]) for layer in r["layers"])
         rows.append({"model": name, "ms": r["total"]["ms"], "snr_db": r["check"]["snr_db"],
                      "golden_bit_exact": r["check"]["golden_bit_exact"], "top1_match": r["check"]["top1_match"],
@@ -56,9 +60,7 @@ def main() -> None:
             continue
         print(f"{r['model']:<14} {r['ms']:>8.2f} {r['snr_db']:>7.1f} {str(r['golden_bit_exact']):>5} {r['device_convs']:>8} "
               f"{r['host_convs']:>9} {100 * r['mac_utilization']:>7.1f}% {r['gbps']:>5.2f} {r['simulate_s']:>6.1f}")
-    from snowir.driver.files import bench_output
-
-    bench_output(__file__, "light_machine.json", args.out).write_text(json.dumps(rows, indent=2) + "\n")
+    output_file(args, "light_machine.json").write_text(json.dumps(rows, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ The nine light models with He-initialised weights (tools/light_models.py): float
 onnxruntime (relative error of the logits) and Q8.8 golden vs onnxruntime (SNR of the logits,
 top-1 agreement), import and golden times.
 
-    python bench/light_snr.py [names...] [--format Q8.8]   # table + bench/results/light_snr.json
+    python bench/light_snr.py [names...] [--format Q8.8] [--out DIR | --update-results]
+        # table + light_snr.json in build/bench/ (bench/results/ with --update-results)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from snowir.driver.check import compare, golden_logits, ort_logits
 from snowir.frontend.onnx_import import import_onnx
 from snowir.tools.light_models import NAMES, build
 
+from _output import add_output_options, forget_blobs, output_file
 
 
 def evaluate(name: str, fmt: str = "Q8.8", seed: int = 0) -> dict:
@@ -53,11 +55,12 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("names", nargs="*", default=list(NAMES))
     p.add_argument("--format", default="Q8.8")
-    p.add_argument("--out", help="directory for light_snr.json (default: bench/results)")
+    add_output_options(p, "light_snr.json")
     args = p.parse_args()
     rows = []
     for name in args.names:
         rows.append(evaluate(name, args.format))
+        forget_blobs()  # one model's weights at a time (the nine at once peaked at 4.2 GB)
         r = rows[-1]
         print(f"  {name}: float rel {r['float_rel_err']:.1e}, {args.format} SNR {r['snr_db']:.1f} dB", flush=True)
     head = f"{'model':<14} {'float rel err':>13} {'SNR dB':>7} {'top1':>5} {'import s':>8} {'golden f32 s':>12} {'golden fx s':>11}"
@@ -66,9 +69,7 @@ def main() -> None:
     for r in rows:
         print(f"{r['model']:<14} {r['float_rel_err']:>13.1e} {r['snr_db']:>7.1f} {str(r['top1_match']):>5} "
               f"{r['import_s']:>8.2f} {r['golden_float_s']:>12.2f} {r['golden_fixed_s']:>11.2f}")
-    from snowir.driver.files import bench_output
-
-    bench_output(__file__, "light_snr.json", args.out).write_text(json.dumps(rows, indent=2) + "\n")
+    output_file(args, "light_snr.json").write_text(json.dumps(rows, indent=2) + "\n")
 
 
 if __name__ == "__main__":

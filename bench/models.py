@@ -5,7 +5,8 @@ padding-free compute bound. FC layers (op "dense", run as convs) run too but, as
 are not in the conv time.
 Models that cannot be lowered yet are listed with the reason.
 
-    python bench/models.py [--out DIR]   # table + bench/results/models.json (or DIR/)
+    python bench/models.py [--out DIR | --update-results]   # table + models.json in build/bench/
+                                                            # (bench/results/ with --update-results)
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from __future__ import annotations
 import json
 import time
 
-from snowir.driver.files import bench_output
 from snowir.driver.model_api import run_model_on_device
 from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
 from snowir.tools.bench_models import build as build_bench
 from snowir.tools.light_models import build as build_light
+
+from _output import add_output_options, forget_blobs, output_file
 
 PAPER = {"alexnet_owt": (10.68, 9.36, 1.22), "resnet18": (46.77, 26.30, 2.25), "resnet50": (218.61, 61.66, 1.87)}
 
@@ -27,7 +29,7 @@ def main() -> None:
     import argparse
 
     p = argparse.ArgumentParser()
-    p.add_argument("--out", help="directory for models.json (default: bench/results)")
+    add_output_options(p, "models.json")
     args = p.parse_args()
     hw = SnowflakeConfig()
     rows = []
@@ -36,13 +38,14 @@ def main() -> None:
         paper_ms, bound_ms, paper_gbps = PAPER[name]
         t0 = time.perf_counter()
         try:
-            run = run_model_on_device(path_fn(), check=True, hw=hw,
-                                      progress=lambda m: print(f"  {name}: {m}", flush=True))
+            r = run_model_on_device(path_fn(), check=True, hw=hw,
+                                    progress=lambda m: print(f"  {name}: {m}", flush=True)).report
         except SnowError as e:
             rows.append({"model": name, "error": str(e), "paper_ms": paper_ms})
             print(f"  {name}: not lowered: {e}")
             continue
-        r = run.report
+        finally:
+            forget_blobs()  # one model's weights at a time
         conv = [layer for layer in r["layers"] if layer["cycles"] and layer["op"] != "dense"]
         cycles = sum(layer["cycles"] for layer in conv)
         ms = hw.cycles_to_ms(cycles)
@@ -63,7 +66,7 @@ def main() -> None:
         print(f"{r['model']:<12} {r['conv_ms']:>8.2f} {r['paper_ms']:>8.2f} {r['bound_ms']:>8.2f} {r['conv_gbps']:>5.2f} "
               f"{r['paper_gbps']:>5.2f} {100 * r['conv_mac_utilization']:>7.1f}% {r['all_layers_ms']:>7.2f} "
               f"{r['compile_s']:>9.2f} {r['simulate_s']:>6.1f} {str(r['check']['golden_bit_exact']):>9}")
-    bench_output(__file__, "models.json", args.out).write_text(json.dumps(rows, indent=2) + "\n")
+    output_file(args, "models.json").write_text(json.dumps(rows, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ calibration on 64 training images, test-set accuracy on the 360 held-out ones. A
 golden model, which the machine matches bit for bit (tests). A plot per model of each
 tensor's calibrated range against its auto format's limit goes to build/bench/qformat/.
 
-    python bench/qformat.py [names...] [--out DIR]   # table + DIR/qformat.json (default bench/results)
+    python bench/qformat.py [names...] [--out DIR | --update-results]   # table + qformat.json in
+                                                                        # build/bench/ or bench/results/
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before numpy: threaded BLAS only contends here (10 min -> 4)
 
 import argparse
+import gc
 import json
 import tempfile
 import time
@@ -32,9 +34,11 @@ from snowir.frontend.onnx_import import import_onnx
 from snowir.passes.pipelines import NNPreparePass
 from snowir.tools.light_models import NAMES, build
 
+from _output import add_output_options, forget_blobs, output_file
+
 FORMATS = ("Q8.8", "Q5.11", "auto")
 DIGITS = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
-PLOTS = Path("build") / "bench" / "qformat"
+PLOTS = Path(__file__).resolve().parent.parent / "build" / "bench" / "qformat"
 
 
 def _prepared(path: Path, fmt: str, calibration: Path):
@@ -88,13 +92,27 @@ def light(name: str, work: Path) -> dict:
     row = {"model": name}
     for fmt in FORMATS:
         t0 = time.perf_counter()
-        module = _prepared(path, fmt, cal)
-        got = np.stack([golden_logits(module, x).reshape(-1) for x in tests])
+        got = _golden_logits(path, fmt, cal, tests, name)
         row[fmt] = {"snr_db": snr_db(ref, got), "top1_agree": float((got.argmax(1) == ref.argmax(1)).mean()),
                     "seconds": time.perf_counter() - t0}
+    return row
+
+
+def _golden_logits(path: Path, fmt: str, cal: Path, tests: np.ndarray, name: str) -> np.ndarray:
+    """Golden logits of `tests` under `fmt`; the module and its weights are gone on return
+    (three formats' modules of VGG-19 held at once peaked at 7.1 GB)."""
+    module = _prepared(path, fmt, cal)
+    try:
+        got = []
+        for x in tests:
+            got.append(golden_logits(module, x).reshape(-1))
+            gc.collect()  # a golden run leaves cyclic garbage: +0.3 GB a run on VGG-19 until collected
         if fmt == "auto":
             _plot(module, name)
-    return row
+        return np.stack(got)
+    finally:
+        del module
+        forget_blobs()
 
 
 def digits(work: Path) -> dict:
@@ -109,12 +127,9 @@ def digits(work: Path) -> dict:
     ref = np.array([ort_logits(model, img[None]).reshape(-1) for img in xte])
     row = {"model": "digits_cnn", "fp32_accuracy": float((ref.argmax(1) == yte).mean())}
     for fmt in FORMATS:
-        module = _prepared(DIGITS, fmt, cal)
-        got = np.array([golden_logits(module, img[None]).reshape(-1) for img in xte])
+        got = _golden_logits(DIGITS, fmt, cal, xte[:, None], "digits_cnn")
         row[fmt] = {"snr_db": snr_db(ref, got), "top1_agree": float((got.argmax(1) == ref.argmax(1)).mean()),
                     "accuracy": float((got.argmax(1) == yte).mean())}
-        if fmt == "auto":
-            _plot(module, "digits_cnn")
     return row
 
 
@@ -125,7 +140,7 @@ def _evaluate(name: str, work: str) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("names", nargs="*", default=[*NAMES, "digits_cnn"])
-    p.add_argument("--out", default=str(Path(__file__).parent / "results"), help="directory for qformat.json")
+    add_output_options(p, "qformat.json")
     args = p.parse_args()
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -133,7 +148,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.names:
-            # one process per model: imported weight blobs stay registered for the process's life
+            # one process per model: what one model's run leaves in the heap goes with its process
             with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
                 rows.append(pool.submit(_evaluate, name, tmp).result())
             r = rows[-1]
@@ -145,9 +160,7 @@ def main() -> None:
         acc = " / ".join(f"{100 * r[f]['accuracy']:.2f}" for f in FORMATS) if "fp32_accuracy" in r else ""
         print(f"{r['model']:<14} " + " ".join(f"{r[f]['snr_db']:>10.1f} {100 * r[f]['top1_agree']:>4.0f}%"
                                             for f in FORMATS) + f" {acc:>24}")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "qformat.json").write_text(json.dumps(rows, indent=2) + "\n")
+    output_file(args, "qformat.json").write_text(json.dumps(rows, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ Simulator speed, side by side in one run:
     seconds, one process and one process per core (`--jobs`), against onnxruntime's fp32 time
     per image on the same machine.
 
-    python bench/sim_speed.py [--quick] [--no-models]   # table, bench/results/sim_speed.json
+    python bench/sim_speed.py [--quick] [--no-models] [--out DIR | --update-results]
+        # table + sim_speed.json in build/bench/ (bench/results/ with --update-results)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from snowir.machine.image import assemble
 from snowir.machine.run import run_image
 from snowir.tools.asm_kernels import conv3x3, scalar_loop
 
+from _output import add_output_options, forget_blobs, output_file
 
 
 def measure(name: str, kernel, engine: str, repeat: int = 3) -> dict:
@@ -108,7 +110,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--no-models", action="store_true", help="kernels and the layer only")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    p.add_argument("--out", help="directory for sim_speed.json (default: bench/results)")
+    add_output_options(p, "sim_speed.json")
     args = p.parse_args()
     big = not args.quick
     cases = [
@@ -139,6 +141,7 @@ def main() -> None:
 
         for name, path in (("resnet18", build_bench("resnet18")), ("resnet50", build_light("resnet50"))):
             models.append(model_case(name, path, args.jobs))
+            forget_blobs()  # one model's weights at a time
             print(f"  measured {name}", flush=True)
         head = (f"{'model':<10} {'compile s':>9} {'sim s (1)':>9} {f'sim s ({args.jobs})':>10} {'M instr/s':>10} "
                 f"{'sim ms':>8} {'ort ms':>8} {'x ort':>8}")
@@ -148,9 +151,7 @@ def main() -> None:
             print(f"{m['model']:<10} {m['compile_s']:>9.2f} {m['simulate_wall_s_1']:>9.2f} "
                   f"{m['simulate_wall_s_jobs']:>10.2f} {m['minstr_per_s']:>10.2f} {m['ms']:>8.2f} "
                   f"{m['ort_ms_per_image']:>8.2f} {m['slowdown_vs_ort']:>8.0f}")
-    from snowir.driver.files import bench_output
-
-    out = bench_output(__file__, "sim_speed.json", args.out)
+    out = output_file(args, "sim_speed.json")
     out.write_text(json.dumps({"machine": platform.processor() or platform.machine(), "python": platform.python_version(),
                                "cores": os.cpu_count(), "bench_s": time.perf_counter() - t0, "rows": rows,
                                "models": models}, indent=2) + "\n")

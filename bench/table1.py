@@ -2,7 +2,9 @@
 C17 Table 1 calibration: the four AlexNet conv layers compiled by snowir (each as an ONNX
 conv + ReLU through the whole pipeline) and run on the machine model (default SnowflakeConfig), against the paper's hand / auto times and the
 padding-free compute bound. Also reports each layer's outputs bit-exact vs the golden
-arithmetic. `python bench/table1.py [--hw HW.json]` prints a table, writes bench/results/table1.json.
+arithmetic. Prints a table, writes table1.json:
+
+    python bench/table1.py [--hw HW.json] [--out DIR | --update-results]   # build/bench/ or bench/results/
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from onnx_util import model, rand  # noqa: E402
 
 from snowir.hw import SnowflakeConfig  # noqa: E402
 
+from _output import add_output_options, output_file  # noqa: E402
+
 LAYERS = [  # (C, H, W, K, kh, kw, stride, pad), paper hand / auto ms
     ((64, 27, 27, 192, 5, 5, 1, 2), 3.256, 3.261),
     ((192, 13, 13, 384, 3, 3, 1, 1), 1.627, 1.624),
@@ -31,8 +35,10 @@ LAYERS = [  # (C, H, W, K, kh, kw, stride, pad), paper hand / auto ms
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--hw")
-    p.add_argument("--out", help="directory for table1.json (default: bench/results; build/bench with --hw)")
+    add_output_options(p, "table1.json")
     args = p.parse_args()
+    if args.hw and args.update_results:
+        p.error("--update-results records the default machine only: a --hw run is a what-if")
     hw = SnowflakeConfig.load(args.hw)
     import tempfile
 
@@ -74,9 +80,7 @@ def main() -> None:
     for r in rows:
         print(f"{r['layer']:<26} {r['ms']:>9.3f} {r['paper_hand_ms']:>8.3f} {r['vs_hand_pct']:>+6.1f}% {r['bound_ms']:>8.3f} "
               f"{r['of_bound_pct']:>7.1f}% {r['paper_of_bound_pct']:>5.1f}% {r['parts']:>5} {str(r['bit_exact']):>5}")
-    from snowir.driver.files import bench_output
-
-    bench_output(__file__, "table1.json", args.out, bool(args.hw)).write_text(
+    output_file(args, "table1.json").write_text(
         json.dumps({"hw": hw.to_json(), "rows": rows}, indent=2) + "\n")
 
 

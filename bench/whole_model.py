@@ -8,7 +8,8 @@ Columns: device segments, conv cycles of each (conv + max-pool layers, as bench/
 cycles won, the bytes the host no longer copies (every device layer's input and residual written
 into its image and its output read back, per image of the batch), compile and simulate seconds.
 
-    python bench/whole_model.py [--out DIR] [--models alexnet_owt,resnet18]
+    python bench/whole_model.py [--out DIR | --update-results] [--models alexnet_owt,resnet18]
+        # table + whole_model.json in build/bench/ (bench/results/ with --update-results)
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import json
 import time
 
 from snowir.dialects import snowflake_asm as sf
-from snowir.driver.files import bench_output
 from snowir.driver.model_api import run_model_on_device
 from snowir.hw import SnowflakeConfig
 from snowir.tools.bench_models import build as build_bench
 from snowir.tools.light_models import build as build_light
+
+from _output import add_output_options, forget_blobs, output_file
 
 MODELS = {"alexnet_owt": build_bench, "resnet18": build_bench, "resnet50": build_light}
 
@@ -63,7 +65,7 @@ def main() -> None:
     import argparse
 
     p = argparse.ArgumentParser()
-    p.add_argument("--out", help="directory for whole_model.json (default: bench/results)")
+    add_output_options(p, "whole_model.json")
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated, of " + ", ".join(MODELS))
     args = p.parse_args()
     hw = SnowflakeConfig()
@@ -84,6 +86,8 @@ def main() -> None:
                           "programs": sum(1 for op in run.module.ops if isinstance(op, sf.ImageOp))}
             if label == "layers":
                 row["host_copied_bytes"] = _host_copies(run.module)
+            del run, r
+            forget_blobs()  # one run's weights at a time
         row["cycles_won"] = row["layers"]["conv_cycles"] - row["whole"]["conv_cycles"]
         rows.append(row)
     head = (f"{'model':<12} {'segments':>8} {'conv ms':>8} {'per-layer':>9} {'won cyc':>8} {'host MB':>8} "
@@ -95,7 +99,7 @@ def main() -> None:
         print(f"{r['model']:<12} {w['programs']:>8} {w['conv_ms']:>8.2f} {lay['conv_ms']:>9.2f} {r['cycles_won']:>8} "
               f"{r['host_copied_bytes'] / 1e6:>8.2f} {w['compile_s']:>9.2f} {lay['compile_s']:>8.2f} "
               f"{w['simulate_s']:>6.1f} {lay['simulate_s']:>8.1f} {str(w['bit_exact'] and lay['bit_exact']):>9}")
-    bench_output(__file__, "whole_model.json", args.out).write_text(json.dumps(rows, indent=2) + "\n")
+    output_file(args, "whole_model.json").write_text(json.dumps(rows, indent=2) + "\n")
 
 
 if __name__ == "__main__":

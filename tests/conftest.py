@@ -1,17 +1,70 @@
 """Shared test set-up: models built once per session in a temporary directory (not the work
 tree), and xDSL's process-wide resource-blob table emptied after every test (weights of a
-model are hex strings there, never freed otherwise: the suite grew to 9 GB)."""
+model are hex strings there, never freed otherwise: the suite grew to 9 GB).
+
+The session's temporary files (tempfile's, onnxruntime's, Ray's, the ONNX backend data sets,
+child processes') go to a folder under pytest's basetemp that is removed when the session ends,
+so a run leaves nothing behind in the system's temporary directory (issue 29: the suite left
+~1.4 GB there)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+# Ray puts AF_UNIX sockets at $TMPDIR/ray/session_<date>_<us>_<pid>/sockets/plasma_store, and
+# such a path may be at most 107 bytes long: 68 of them are Ray's own.
+_RAY_SOCKET_SUFFIX = 68
+_AF_UNIX_MAX = 107
+_SAVED = pytest.StashKey[tuple[Path, dict[str, str | None], str | None]]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Point TMPDIR (children) and tempfile.tempdir (this process) at basetemp/t before
+    collection: some test modules make temporary folders at import time."""
+    # the factory's basetemp (a private attribute, but the only way to reach it before any
+    # fixture runs) follows tmp_path_retention_policy, so a killed session is swept later too
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None:  # -p no:tmpdir
+        return
+    base = factory.getbasetemp()
+    tmp = base / "t"
+    tmp.mkdir(exist_ok=True)
+    env = {key: os.environ.get(key) for key in ("TMPDIR", "RAY_TMPDIR")}
+    session.config.stash[_SAVED] = (tmp, env, tempfile.tempdir)
+    if len(str(tmp)) + _RAY_SOCKET_SUFFIX > _AF_UNIX_MAX and env["RAY_TMPDIR"] is None:
+        os.environ["RAY_TMPDIR"] = tempfile.gettempdir()  # a long basetemp: Ray keeps the system's
+    os.environ["TMPDIR"] = str(tmp)
+    tempfile.tempdir = str(tmp)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Restore the temporary directory and remove the session's, failed or not (what the
+    failing tests need to be looked at is in their tmp_path, kept by the retention policy)."""
+    saved = session.config.stash.get(_SAVED, None)
+    if saved is None:
+        return
+    tmp, env, tempdir = saved
+    for key, value in env.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    tempfile.tempdir = tempdir
+    shutil.rmtree(tmp, ignore_errors=True)
+
 
 @pytest.fixture(scope="session")
-def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("models")
+def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    path = tmp_path_factory.mktemp("models")
+    yield path
+    # over 1 GB of weights that a rerun rebuilds: not worth keeping even for a failing session
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
