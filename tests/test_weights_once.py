@@ -90,3 +90,30 @@ def _nn_text(tmp_path: Path) -> str:
         onnx.save(wide_convs(), path)
         assert snow_opt([str(path), "-p", "nn-prepare", "-o", str(out)]) == 0
     return out.read_text()
+
+
+def test_a_model_larger_than_dram_runs_one_program_per_layer(tmp_path: Path, capsys) -> None:
+    """Every weight resident does not fit (VGG-19's 287 MB on a 256 MB machine): allocate-dram
+    says so and leaves one program per layer, bit-exact; per-layer-if-too-big=false refuses."""
+    import dataclasses
+
+    from snowir.hw import SnowflakeConfig
+    from snowir.tools.snow_run import main as snow_run
+
+    path, hw = tmp_path / "wide.onnx", tmp_path / "hw.json"
+    onnx.save(wide_convs(), path)
+    dataclasses.replace(SnowflakeConfig(), dram_bytes=640 * 1024).save(hw)
+    report = tmp_path / "r.json"
+    assert snow_run([str(path), "--hw", str(hw), "--check", "--quiet", "--report", str(report)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: allocate-dram: the model needs 671,744 bytes of DRAM, the machine has 655,360" in err
+    import json
+
+    assert json.loads(report.read_text())["check"]["golden_bit_exact"]
+    out = tmp_path / "low.mlir"
+    assert snow_opt([str(path), "-p", f"snowflake-lower{{hw={hw}}}", "-o", str(out)]) == 0
+    assert out.read_text().count("snowflake_asm.image @") == 3  # one per layer, no segment image
+    capsys.readouterr()
+    assert snow_opt([str(path), "-p", f"nn-prepare,nn-to-tile{{hw={hw}}},allocate-dram{{hw={hw} "
+                                      "per-layer-if-too-big=false}"]) == 1
+    assert "the model needs 671,744 bytes of DRAM" in capsys.readouterr().err

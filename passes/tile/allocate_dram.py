@@ -25,6 +25,7 @@ for them; the others overlap the previous layer's drain.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -107,6 +108,10 @@ def needs_fence(previous: tile.LayerOp, layer: tile.LayerOp) -> bool:
 class AllocateDramPass(ModulePass):
     name = "allocate-dram"
     hw: str = ""
+    per_layer_if_too_big: bool = True
+    """A plan larger than the machine's DRAM (every weight resident: VGG-19's 287 MB against
+    256 MB): leave the layers unplanned, one program per layer whose weights the host writes in
+    turn, and say so on stderr; false: refuse."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if any(isinstance(o, tile.DramPlanOp) for o in op.ops):
@@ -181,9 +186,14 @@ class AllocateDramPass(ModulePass):
                 t.last = last_layer
         planned = list(tensors.values())
         _place(planned)
-        if max((t.offset + t.size for t in planned), default=0) > hw.dram_bytes:
-            raise PassFailedException(f"allocate-dram: the model needs {max(t.offset + t.size for t in planned)} bytes "
-                                      f"of DRAM, the machine has {hw.dram_bytes}")
+        needed = max((t.offset + t.size for t in planned), default=0)
+        if needed > hw.dram_bytes:
+            why = f"allocate-dram: the model needs {needed:,} bytes of DRAM, the machine has {hw.dram_bytes:,}"
+            if not self.per_layer_if_too_big:
+                raise PassFailedException(why)
+            print(f"warning: {why}: one program per layer instead (per-layer-if-too-big=false refuses)",
+                  file=sys.stderr)
+            return
         moves: dict[str, list[tuple[int, int, int]]] = {}
         for t in planned:
             for region in t.regions:
