@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -215,14 +216,20 @@ def scale_classifier(model: onnx.ModelProto, target_rms: float = 3.0, seed: int 
     return model
 
 
-def build(name: str, out_dir: Path = DEFAULT_OUT, seed: int = 0) -> Path:
+def build(name: str, out_dir: Path = DEFAULT_OUT, seed: int = 0, say=None) -> Path:
+    """The model with weights, built once (`say`: called with each step as it starts)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{name}.onnx"
     if target.exists():
         return target
+    say = say or (lambda _step: None)
+    say("loading the graph")
     model = onnx.load(str(light_path(name)))
+    say("drawing weights")
     model = give_weights(model, seed)
+    say("calibrating batch norms on onnxruntime (the long step)")
     model = calibrate_batch_norm(model)
+    say("scaling the classifier")
     model = scale_classifier(model)
     onnx.checker.check_model(model)
     tmp = target.with_suffix(f".tmp{os.getpid()}")
@@ -239,7 +246,10 @@ def main() -> None:
     for name in args.names:
         if name not in NAMES:
             sys.exit(f"light_models: unknown model '{name}' (one of {', '.join(NAMES)})")
-        print(f"{name}: {build(name, args.out)}", flush=True)
+        start = time.perf_counter()
+        say = lambda step, name=name: print(f"  {name}: {step} ({time.perf_counter() - start:.0f} s)",  # noqa: E731
+                                            file=sys.stderr, flush=True)
+        print(f"{name}: {build(name, args.out, say=say)}", flush=True)
 
 
 if __name__ == "__main__":
