@@ -20,7 +20,8 @@ and returns doubles). Inputs may be a list in graph-input order, a dict by name,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,8 @@ class SnowirRep(BackendRep):
         self.output_dtypes = _output_dtypes(model)
         self.report = None
         """The last machine run's `snowir.Report` (typed; `.to_json()` is snow-run's JSON)."""
+        self.progress: Callable[[str], None] | None = None
+        """verbose=True: each layer as the machine reaches it, with the share done and time left."""
 
     def _inputs(self, inputs: Any) -> list[np.ndarray]:
         if isinstance(inputs, dict):
@@ -93,7 +96,7 @@ class SnowirRep(BackendRep):
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:  # noqa: ARG002
         xs = self._inputs(inputs)
         if self.engine == "machine":
-            result = self.compiled.run(xs, engine="fast")
+            result = self.compiled.run(xs, engine="fast", progress=self.progress)
             self.report = result.report
             return self._outputs(result.outputs)
         return self._outputs(self.golden.run(*xs))
@@ -122,12 +125,20 @@ class SnowflakeBackend(FloatBackend):
 
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", engine: str = "machine", format: str = "Q8.8",
-                hw: SnowflakeConfig | None = None, **kwargs: Any) -> SnowirRep:
+                hw: SnowflakeConfig | None = None, verbose: bool = False, **kwargs: Any) -> SnowirRep:
+        """`verbose`: lowering and each layer's progress on stderr."""
         Backend.prepare(model, device, **kwargs)
         if engine not in ENGINES:
             raise SnowError(f"prepare: engine '{engine}' is not one of {', '.join(ENGINES)}")
-        compiled = compile(model, hw=hw, format=format)
-        return SnowirRep(model, compiled.module, engine, compiled)
+        say = _say if verbose else None
+        compiled = compile(model, hw=hw, format=format, progress=say)
+        rep = SnowirRep(model, compiled.module, engine, compiled)
+        rep.progress = say
+        return rep
+
+
+def _say(message: str) -> None:
+    print(f"snowir: {message}", file=sys.stderr, flush=True)
 
 
 prepare = SnowflakeBackend.prepare

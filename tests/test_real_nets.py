@@ -59,3 +59,16 @@ def test_a_domain_no_runtime_runs_is_refused_in_one_line(tmp_path: Path, capsys)
     rc, _, err = _run(tmp_path, m, capsys)
     assert rc == 1 and len(err.strip().splitlines()) == 1
     assert "node 'odd' (Frobnicate): operator domain 'org.example' is not one the host runs" in err
+
+
+def test_backend_verbose_shows_progress(capsys) -> None:
+    from snowir.backend import SnowflakeBackend
+
+    digits = onnx.load(str(Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"))
+    rep = SnowflakeBackend.prepare(digits, verbose=True)
+    (y,) = rep.run([np.zeros([1, 1, 8, 8], np.float32)])
+    err = capsys.readouterr().err
+    assert y.shape == (1, 10) and "snowir: <model>: lowering" in err
+    assert "snowir: layer 1/5: conv1 (0% of the work done)" in err and "layer 5/5: fc" in err
+    SnowflakeBackend.prepare(digits).run([np.zeros([1, 1, 8, 8], np.float32)])
+    assert capsys.readouterr().err == ""  # quiet unless asked
