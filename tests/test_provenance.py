@@ -114,3 +114,20 @@ def test_profile_names_parts_and_instructions(capsys) -> None:
     assert "pool1.tile0" in only and "conv2" not in only
     assert snow_run([str(digits), "--quiet", "--profile", "--engine", "golden"]) == 1
     assert "not with --engine golden" in capsys.readouterr().err
+
+
+def test_trace_events_name_their_part_on_both_engines(tmp_path: Path) -> None:
+    import json
+
+    digits = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
+    spans = {}
+    for engine in ("fast", "reference"):
+        trace = tmp_path / f"{engine}.json"
+        assert snow_run([str(digits), "--quiet", "--engine", engine, "--trace", str(trace)]) == 0
+        spans[engine] = [(e["name"], e.get("args", {}).get("part")) for e in json.loads(trace.read_text())["traceEvents"]
+                         if e["ph"] == "X"]
+    assert spans["fast"] == spans["reference"]
+    first = next(part for name, part in spans["fast"] if name == "LD maps 32 B")
+    assert first == "conv1.load_maps.group0 (ONNX node conv1)"
+    assert ("LD maps 32 B", "conv1.group2.ktile0.load_maps.group3 (ONNX node conv1)") in spans["fast"]  # a prefetch
+    assert sum(part is not None for _, part in spans["fast"]) >= 0.9 * len(spans["fast"])

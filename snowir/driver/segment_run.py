@@ -235,7 +235,7 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
                 if record_layer is None or record_layer(a.name):
                     result.events.append(Event("control", f"layer {a.name}" + (f" image {i}" if len(drams) > 1 else ""),
                                                offset + a.t, offset + b.t))
-            result.events.extend(Event(e.track, e.name, e.start + offset, e.end + offset, e.count, e.mix)
+            result.events.extend(Event(e.track, e.name, e.start + offset, e.end + offset, e.count, e.mix, e.part)
                                  for e in machine.timing.events if any(lo <= e.start < hi for lo, hi in windows))
         start_cycle += marks[-1].t
     total_dynamic = sum(c.dynamic for name in layers for c in counts[name]) or 1

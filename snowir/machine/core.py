@@ -72,6 +72,8 @@ class Machine:
         dram[image.code_base:image.code_end] = np.asarray(image.code, "<u4").view(np.uint8)
         self.state = MachineState(hw, image.frac_bits, dram)
         self.timing = Timing(hw, record)
+        if record:
+            self.timing.sources = image.sources  # trace events name the layer part
         self.n = len(image.code)
         self.timing.preload_icache(self.n)
         self.dynamic = 0

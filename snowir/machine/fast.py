@@ -260,7 +260,7 @@ class FastProgram:
                 flush()
                 # addresses relative to the block's start P: blocks of one shape at different
                 # places (every layer of a network has a few) share one compiled code object
-                body.append(f"M.pc = P + {pc - s}")
+                body.append(f"M.pc = T.pc = P + {pc - s}")  # T.pc: the part its events name
                 body.append(_dynamic_call(op, "M.pc"))
                 body.append("t = T.t")
         flush()
@@ -433,6 +433,7 @@ class FastProgram:
                         entry[2] = timing.icache_generation
                     bank = entry[3]
                     if bank is not None:
+                        timing.pc = pc  # a compiled loop's events: its entry's part
                         if icache[bank][2] > timing.t:
                             timing.fetch(pc)
                         length = entry[1]

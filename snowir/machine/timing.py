@@ -51,6 +51,9 @@ class Event:
     count: int = 1
     """Events merged into this span (a MAC loop is one span, not 10^5): `mix` counts them by name."""
     mix: dict[str, int] | None = None
+    part: str | None = None
+    """The layer part executing when it began (its instruction's location; the fast engine's
+    compiled loops: the loop's first instruction's)."""
 
     @property
     def label(self) -> str:
@@ -118,6 +121,8 @@ class Timing:
         self.busy_cycles = 0
         # the steady-state watcher's log of write-backs (lo, hi, done) while it looks (steady.py)
         self.wb_log: list[tuple[int, int, int]] | None = None
+        self.pc = 0  # the instruction being timed (fetch; the fast engine's loop entries)
+        self.sources: tuple[str | None, ...] = ()  # per pc, its layer part (ProgramImage.sources), for events
 
     @property
     def dram_bytes(self) -> int:
@@ -152,6 +157,7 @@ class Timing:
         return best
 
     def fetch(self, pc: int) -> int:
+        self.pc = pc
         b = self.bank_of(pc)
         ready = self.icache[b][2]
         if ready > self.t:
@@ -440,7 +446,8 @@ class Timing:
         if len(self.events) >= self.max_events:
             self.events_dropped += 1
             return
-        event = Event(track, name, start, end)
+        pc, sources = self.pc, self.sources
+        event = Event(track, name, start, end, part=sources[pc] if pc < len(sources) else None)
         self._last[track] = event
         self.events.append(event)
 

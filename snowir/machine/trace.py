@@ -30,8 +30,13 @@ def _records(timing: Timing | None, hw: SnowflakeConfig, source: list | None) ->
         record = {"name": e.label, "ph": "X", "pid": 0,
                   "tid": tid[CUS if e.track == "CUs" else e.track],
                   "ts": round(e.start * us_per_cycle, 4), "dur": round(max(e.end - e.start, 0) * us_per_cycle, 4)}
+        args: dict[str, Any] = {}
         if e.count > 1:
-            record["args"] = {"count": e.count}
+            args["count"] = e.count
+        if e.part:
+            args["part"] = e.part
+        if args:
+            record["args"] = args
         yield record
 
 
