@@ -247,7 +247,7 @@ def _record_layer(result: DeviceRun, op, name: str, image_op: sf.ImageOp, image:
         for i, run in enumerate(runs):
             result.events.append(Event("control", f"layer {name}" + (f" image {i}" if n > 1 else ""),
                                        start, start + run.cycles))
-            result.events.extend(Event(e.track, e.name, e.start + start, e.end + start, e.count, e.mix)
+            result.events.extend(Event(e.track, e.name, e.start + start, e.end + start, e.count, e.mix, e.part)
                                  for e in run.events)
             start += run.cycles
     got = np.stack([run.y.reshape(oh, ow, k).transpose(2, 0, 1) for run in runs])
