@@ -57,9 +57,7 @@ def packed_weights(const: nn.ConstantOp) -> np.ndarray:
 
 
 def _root(op: Operation) -> ModuleOp:
-    top = op
-    while top.parent_op() is not None:
-        top = top.parent_op()  # type: ignore[assignment]
+    top = op.get_toplevel_object()
     if not isinstance(top, ModuleOp):
         raise PackedWeightsError("nn.constant #nn.packed: not inside a module")
     return top

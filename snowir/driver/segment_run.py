@@ -30,11 +30,8 @@ from snowir.golden import Golden, Q, element_frac
 from snowir.host_model import useful_macs
 from snowir.hw import SnowflakeConfig
 from snowir.machine.core import Machine, Mark
-from snowir.machine.fast import run_fast
 from snowir.machine.image import ProgramImage, assemble
-from snowir.machine.reference import run_reference
-from snowir.machine.state import MachineFault
-from snowir.machine.run import DEFAULT_MAX_INSTRUCTIONS, imbalance, stall_breakdown
+from snowir.machine.run import DEFAULT_MAX_INSTRUCTIONS, imbalance, run_engine, stall_breakdown
 from snowir.machine.timing import Event
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
@@ -211,15 +208,7 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
 
         machine.on_mark = read_output
         t = time.perf_counter()
-        try:
-            if engine == "reference":
-                run_reference(machine, image_op, max_instructions)
-            elif engine == "fast":
-                run_fast(machine, max_instructions)
-            else:
-                raise LoweringError(f"unknown engine '{engine}' (fast, reference)")
-        except MachineFault as fault:
-            raise fault.located(image.source(fault.pc)) from None
+        run_engine(machine, engine, lambda: image_op, max_instructions)
         machine.timing.finish()
         simulate_s += time.perf_counter() - t
         last = order[-1]

@@ -52,6 +52,21 @@ def default_inputs(image: ProgramImage, seed: int = 0) -> dict[str, np.ndarray]:
             for s in image.of_kind(sf.SegmentKind.INPUT)}
 
 
+def run_engine(machine: Machine, engine: Engine, program: Callable[[], ModuleOp | sf.ImageOp],
+               max_instructions: int | None) -> None:
+    """Run `machine`'s image on `engine` (`program`: the module the reference engine interprets,
+    made only for it); a fault names where its instruction came from (ProgramImage.sources)."""
+    try:
+        if engine == "reference":
+            run_reference(machine, program(), max_instructions)
+        elif engine == "fast":
+            run_fast(machine, max_instructions)
+        else:
+            raise ValueError(f"unknown engine '{engine}' (fast, reference)")
+    except MachineFault as fault:
+        raise fault.located(machine.image.source(fault.pc)) from None
+
+
 def run_image(image: ProgramImage, hw: SnowflakeConfig | None = None, engine: Engine = "fast",
               inputs: dict[str, np.ndarray] | None = None, record: bool = False,
               module: ModuleOp | None = None, max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS,
@@ -63,15 +78,7 @@ def run_image(image: ProgramImage, hw: SnowflakeConfig | None = None, engine: En
     for name, data in (default_inputs(image) if inputs is None else inputs).items():
         machine.write_segment(name, data)
     start = time.perf_counter()
-    try:
-        if engine == "reference":
-            run_reference(machine, module if module is not None else disassemble(image), max_instructions)
-        elif engine == "fast":
-            run_fast(machine, max_instructions)
-        else:
-            raise ValueError(f"unknown engine '{engine}' (fast, reference)")
-    except MachineFault as fault:
-        raise fault.located(image.source(fault.pc)) from None
+    run_engine(machine, engine, lambda: module if module is not None else disassemble(image), max_instructions)
     elapsed = time.perf_counter() - start
     machine.timing.finish()
     outputs = {s.name: machine.read_segment(s.name) for s in image.of_kind(sf.SegmentKind.OUTPUT)}
