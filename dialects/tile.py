@@ -300,6 +300,9 @@ class LayerOp(TileOperation):
     """In a whole-model program: the layer's first loads wait until the previous layer's vector
     ops are done (a vector queue's depth of VMOVs), because they may overwrite buffer words those
     ops still read. Without it they issue while the previous layer drains (allocate-dram decides)."""
+    weights_before_fence = opt_prop_def(UnitAttr)
+    """With `fence`: the layer's cold-start kernel loads issue before the fence and only its maps
+    loads wait, because the previous layer's vector ops read no weights-buffer word (a max pool)."""
     body = region_def("single_block")
     traits = traits_def(NoTerminator(), SymbolOpInterface())
     assembly_format = "$sym_name $kind attr-dict-with-keyword $body"
@@ -337,6 +340,8 @@ class LayerOp(TileOperation):
                 self._fail("a fused max pool needs `pool_slots` (its row ring in the maps buffer)")
         elif self.pool_slots is not None:
             self._fail("pool_slots belong to a fused max pool (`pool`)")
+        if self.weights_before_fence is not None and (self.fence is None or kind != LayerKind.CONV):
+            self._fail("weights_before_fence splits a conv layer's `fence` (set both)")
         if self.shape is not None and isinstance(self.shape, ConvShapeAttr) and self.relu is not None \
                 and not self.shape.relu.data:
             self._fail("relu: the ReLU is #tile.conv_shape's `relu` field (relu = 1); the layer's `relu` mirrors it")
@@ -646,6 +651,11 @@ class DramPlanOp(TileOperation):
         tensors = self.tensors()
         layers = [op for op in module.regions[0].block.ops if isinstance(op, LayerOp)]
         for position, layer in enumerate(layers):
+            if layer.weights_before_fence is not None and not (
+                    position and weights_free(layers[position - 1])):
+                raise VerifyException(f"tile.layer @{layer.sym_name.data}: weights_before_fence needs a fenced max "
+                                      "pool before it in the stream (other vector ops may still read the weights "
+                                      "buffer)")
             for region in layer.body.block.ops:
                 if not isinstance(region, DramRegionOp) or region.tensor is None:
                     continue
@@ -664,6 +674,12 @@ class DramPlanOp(TileOperation):
                 if not first <= position <= last:
                     raise VerifyException(f"{where}: its tensor @{t.sym_name.data} is live at layers "
                                           f"[{first}, {last}], not at this one ({position})")
+
+
+def weights_free(layer: LayerOp) -> bool:
+    """No vector op of the stream is reading the weights buffer once `layer`'s code starts and until
+    it ends: a max pool (the pool unit reads maps only) whose fence waited for every earlier op."""
+    return layer.kind.data == LayerKind.MAXPOOL and layer.fence is not None
 
 
 FIELD_DOCS: dict[str, str] = {
@@ -727,6 +743,8 @@ FIELD_DOCS: dict[str, str] = {
     "tile.window.bypass_vmov": "A bypass VMOV per write-back MAC (residual add).",
     "tile.layer.fence": "Whole-model programs: the layer's loads wait for the previous layer's vector ops (set where "
                         "its first loads could overwrite buffer words those still read); absent: they overlap.",
+    "tile.layer.weights_before_fence": "With fence: the first kernel loads issue before it, the maps loads after (the "
+                                       "previous layer reads no weights; allocate-dram decides, the verifier checks).",
     "tile.dram_region.tensor": "The tile.dram_plan tensor the region is (allocate-dram); its offset must be the tensor's.",
     "tile.tensor.sym_name": "The buffer's name (segment name in the lowered program).",
     "tile.tensor.offset": "Byte address in the model's DRAM.", "tile.tensor.size": "Bytes.",

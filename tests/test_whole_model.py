@@ -17,6 +17,7 @@ from onnx_util import model, rand
 from snowir.dialects import snowflake_asm as sf, tile
 from snowir.driver.model_api import run_model_on_device
 from snowir.driver.model_run import apply_pipeline, load_model
+from snowir.hw import SnowflakeConfig
 from snowir.segments import main_of, segments_of
 
 TILE = "nn-prepare,nn-to-tile,tile-loop-order"
@@ -170,6 +171,30 @@ def test_dram_plan_verifier_refuses_overlapping_live_tensors(net: Path) -> None:
     region.properties["offset"] = IntegerAttr(region.offset.value.data + 4096, i64)
     with pytest.raises(VerifyException, match="is not its tensor"):
         plan.verify()
+
+
+def test_a_conv_after_a_max_pool_loads_its_kernels_before_the_fence(net: Path) -> None:
+    """The pool unit reads no weights, so block.conv1's first kernel loads issue while pool1 runs
+    and only its maps loads wait for the fence; block.conv2 follows a conv and waits whole."""
+    module, plan = _planned(net)
+    layers = {op.sym_name.data: op for op in module.ops if isinstance(op, tile.LayerOp)}
+    assert layers["pool1"].fence is not None and layers["block.conv1"].weights_before_fence is not None
+    assert layers["block.conv2"].fence is not None and layers["block.conv2"].weights_before_fence is None
+    # an edit that lets a conv after a conv load its kernels early is refused, naming the layer
+    from xdsl.dialects.builtin import UnitAttr
+    layers["block.conv2"].properties["weights_before_fence"] = UnitAttr()
+    with pytest.raises(VerifyException, match="block.conv2: weights_before_fence needs a fenced max pool"):
+        plan.verify()
+    del layers["block.conv2"].properties["weights_before_fence"]
+    apply_pipeline(module, "tile-to-asm")
+    image = next(op for op in module.ops if isinstance(op, sf.ImageOp) and op.attributes["layer"].data == "block.conv1")
+    code = [op for op in image.walk() if isinstance(op, sf.SnowflakeInstruction)]
+    loads = [(i, op.target.data) for i, op in enumerate(code) if isinstance(op, sf.LdOp)]
+    first_maps = next(i for i, target in loads if target == sf.LoadTarget.MAPS)
+    first_weights = next(i for i, target in loads if target == sf.LoadTarget.WEIGHTS)
+    flush = [op for op in code[first_weights:first_maps] if isinstance(op, sf.VmovOp)
+             and op.select.data == sf.VmovSelect.MASK]
+    assert len(flush) >= SnowflakeConfig().vector_queue_depth  # the fence, between the kernels and the maps
 
 
 def test_link_segments_refuses_banked_layer_programs(net: Path) -> None:

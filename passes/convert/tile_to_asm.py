@@ -156,7 +156,9 @@ class TileToAsmPass(ModulePass):
             if plan is not None:
                 coop_conv = layer.kind.data == tile.LayerKind.CONV and layer.mode is not None \
                     and layer.mode.data == tile.ComputeMode.COOP
-                code = layer_prologue(hw, coop_conv, layer.fence is not None, R_TMP) + code
+                # weights_before_fence: the code generator placed the fence after the first kernel loads
+                fence = layer.fence is not None and layer.weights_before_fence is None
+                code = layer_prologue(hw, coop_conv, fence, R_TMP) + code
             name = layer.sym_name.data
             locate(code, nodes.get(name, name), name, relative)
             image = layer_image(layer, code)

@@ -20,7 +20,9 @@ Every region moves to its tensor's offset, and the loads and windows that addres
 it (their DRAM addresses are the only ones in the tile IR), so the generated code reads and
 writes the plan's addresses. The pass also decides `fence` (see `needs_fence`): a layer whose
 first loads could land on buffer words the previous layer's last vector ops still read waits
-for them; the others overlap the previous layer's drain.
+for them; the others overlap the previous layer's drain. A conv after a fenced max pool also gets
+`weights_before_fence`: the pool unit reads no weights, so the conv's cold-start kernel loads issue
+at once and only its maps loads wait (`tile.weights_free`).
 """
 
 from __future__ import annotations
@@ -210,6 +212,8 @@ class AllocateDramPass(ModulePass):
             same_segment = previous is not None and segs.segment_of(previous.sym_name.data) == segs.segment_of(name)
             if same_segment and needs_fence(previous, layer):
                 layer.properties["fence"] = UnitAttr()
+                if layer.kind.data == tile.LayerKind.CONV and tile.weights_free(previous):
+                    layer.properties["weights_before_fence"] = UnitAttr()
             previous = layer
         plan = tile.DramPlanOp([tile.TensorOp(t.name, t.offset, t.size, (max(t.first, 0), max(t.last, t.first)), t.role)
                                 for t in sorted(planned, key=lambda t: t.offset)])

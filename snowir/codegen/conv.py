@@ -67,8 +67,7 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
         maps_slot.append(maps_slot[-1] + (si != psi))
         w_slot.append(w_slot[-1] + (t != pt_))
     wbank = lambda i: (w_slot[i] % 2) * plan.w_slot if plan.double_buffer_weights else 0
-    _load_weights(b, plan, hw, items[0][1], wbank(0))
-    _load_first_strip(b, plan, hw, plan.strips[items[0][0]])
+    _cold_start(b, plan, hw, items[0][1], wbank(0), plan.strips[items[0][0]])
     for i, (si, t) in enumerate(items):
         with b.at(f"strip{si}.ktile{t}"):
             prefetch: list[Prefetch] = []
@@ -115,10 +114,7 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
     b.const(R_TW, 0)
     if plan.stagger:
         b.const(R_PAR, 1)
-    _load_weights(b, plan, hw, 0, 0)
-    _load_first_strip(b, plan, hw, plan.strips[0])
-    if plan.resident_weights:
-        _load_resident_weights(b, plan, hw)
+    _cold_start(b, plan, hw, 0, 0, plan.strips[0], resident=plan.resident_weights)
     for si, strip in enumerate(plan.strips):
         with b.at(f"strip{si}"):
             whole = strip.bank < 0
@@ -340,6 +336,8 @@ def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
     total = s.kh * s.kw * s.c  # the whole input, in the same (y, x, c) order as the kernel
     chunk = (plan.w_slot - BIAS_BLOCK) // hw.lanes * hw.lanes
     chunks = [(o, min(chunk, total - o)) for o in range(0, total, chunk)]
+    if plan.weights_before_fence:  # its kernels stream in chunks: nothing to load before the fence
+        b.flush_vector_queue(hw, R_TMP)
     _load_maps(b, plan, hw, plan.strips[0], 0)
     b.const(R_TW, 0)
     b.const(R_TO, 0)
@@ -393,10 +391,7 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
                     b.flush_vector_queue(hw, R_TMP)
                     _load_maps(b, plan, hw, strip, 0)
                 else:
-                    _load_weights(b, plan, hw, 0, 0)
-                    _load_first_strip(b, plan, hw, strip)
-                    if plan.resident_weights:
-                        _load_resident_weights(b, plan, hw)
+                    _cold_start(b, plan, hw, 0, 0, strip, resident=plan.resident_weights)
                 load_first_slice(b, plan, hw, strip)
                 _strip_tiles(b, plan, hw, strip, 0, mask_last, si + 1 < len(plan.strips), [],
                              bypass_base=plan.slice_bases[0] - strip.y0 * s.ow * plan.kernels)
@@ -418,10 +413,7 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
                 b.flush_vector_queue(hw, R_TMP)
                 load(b, strip)
             if si == 0:
-                _load_weights(b, plan, hw, 0, 0)
-                _load_first_strip(b, plan, hw, strip, byp - strip.y0 * out_row)
-                if plan.resident_weights:
-                    _load_resident_weights(b, plan, hw)
+                _cold_start(b, plan, hw, 0, 0, strip, byp - strip.y0 * out_row, plan.resident_weights)
             prefetch = [lambda bb, nxt=plan.strips[si + 1]: load(bb, nxt)] if more and double else []
             _strip_tiles(b, plan, hw, strip, base, mask_last, more, prefetch, bypass_base=byp - strip.y0 * out_row)
 
@@ -452,6 +444,24 @@ def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
 
 
 FIRST_STRIP_PIECES = 4
+
+
+def _cold_start(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int, strip: Strip,
+                bypass_base: int | None = None, resident: bool = False) -> None:
+    """The layer's first kernel tile (every kernel tile when `resident`) and first maps strip. After
+    a max pool in a whole-model program (`weights_before_fence`) the kernels load while the pool
+    runs and only the maps wait for its vector ops (the fence); otherwise the kernels load first
+    so the first MACs wait for one maps piece, not the whole strip."""
+    _load_weights(b, plan, hw, t, wbuf)
+    if plan.weights_before_fence:
+        if resident:
+            _load_resident_weights(b, plan, hw)
+        b.flush_vector_queue(hw, R_TMP)
+        _load_first_strip(b, plan, hw, strip, bypass_base)
+        return
+    _load_first_strip(b, plan, hw, strip, bypass_base)
+    if resident:
+        _load_resident_weights(b, plan, hw)
 
 
 def _load_first_strip(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,

@@ -47,8 +47,13 @@ def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     ring = None
     if plan.pool is not None:
         ring = ring_of(plan)
-    _load_group(b, plan, hw, 0)
-    _load_tile(b, plan, hw, 0, 0)
+    if plan.weights_before_fence:  # after a max pool: the kernels load while it runs (codegen/conv._cold_start)
+        _load_tile(b, plan, hw, 0, 0)
+        b.flush_vector_queue(hw, R_TMP)
+        _load_group(b, plan, hw, 0)
+    else:
+        _load_group(b, plan, hw, 0)
+        _load_tile(b, plan, hw, 0, 0)
     slot = 0  # weights slot: a new tile takes the other bank when double-buffered
     for i, (gi, t) in enumerate(items):
         with b.at(f"group{gi}.ktile{t}"):

@@ -142,6 +142,9 @@ class ConvPlan:
     stagger: int = 0
     slice_bases: tuple[int, ...] = ()
     pool_slots: tuple[int, ...] = ()
+    # in a whole-model program, the previous layer's vector ops read no weights-buffer word: the
+    # cold start's kernel loads issue before the fence, the maps loads after (`weights_before_fence`)
+    weights_before_fence: bool = False
 
     @property
     def indp(self) -> bool:

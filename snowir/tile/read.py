@@ -117,7 +117,8 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
         in_addr, w_addr, out_addr, mode, layer.loop_order.data.value, bypass, cu_rows,
         gather_in(layer), kt.resident is not None, bool(slices), pool, pool_out,  # type: ignore[arg-type]
         kt._int("slot") if kt.slot is not None else 0, kt._int("stagger") if kt.stagger is not None else 0,
-        slices, tuple(int(v) for v in layer.pool_slots.get_values()) if layer.pool_slots is not None else ())
+        slices, tuple(int(v) for v in layer.pool_slots.get_values()) if layer.pool_slots is not None else (),
+        layer.weights_before_fence is not None)
 
 
 def pool_tiles_of(layer: tile.LayerOp) -> tuple[PoolShape, list[PoolTile]]:
