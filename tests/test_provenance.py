@@ -104,10 +104,16 @@ def test_profile_names_parts_and_instructions(capsys) -> None:
     assert snow_run([str(digits), "--quiet", "--profile"]) == 0
     out = capsys.readouterr().out
     head, rows = out.split("hottest instructions")
+    head, kinds = head.split("cycles by kind of part")
     total = int(re.search(r"stalls included; ([\d,]+) cycles\)", head).group(1).replace(",", ""))
     parts = {m.group(1): int(m.group(2).replace(",", "")) for m in
              re.finditer(r"^(\S+ \(ONNX node \w+\))\s+([\d,]+)\s", head, re.M)}
     assert "conv2.strip0.ktile0 (ONNX node conv2)" in parts and total > 2000
+    # the same parts with their strip / tile numbers folded add up to the same cycles
+    folded = {m.group(1): int(m.group(2).replace(",", "")) for m in
+              re.finditer(r"^(\S+ \(ONNX node \w+\))\s+([\d,]+)\s", kinds, re.M)}
+    assert sum(cycles for part, cycles in parts.items() if part.startswith("conv2.strip")) == \
+        sum(cycles for kind, cycles in folded.items() if kind.startswith("conv2.strip*"))
     assert re.search(r"snowflake_asm\.vmov coop bias r\d+  \[conv2\.strip0\.ktile\d", rows)
     assert snow_run([str(digits), "--quiet", "--profile", "pool*"]) == 0
     only = capsys.readouterr().out.split("hottest instructions")[0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import fnmatch
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -58,6 +59,15 @@ def new_profile(image: ProgramImage) -> Profile | None:
     return profile
 
 
+_NUMBERED = re.compile(r"\.(strip|group|tile|ktile|ktiles|rows|y)(\d+)(to\d+|_\d+)?(?=[.( ]|$)")
+
+
+def part_kind(source: str) -> str:
+    """A part with its strip, group, tile and row numbers folded: `conv2.strip3.ktile0` and
+    `conv2.strip4.ktile0` are both `conv2.strip*.ktile*` (kernel tile 0 is one code path per strip)."""
+    return _NUMBERED.sub(lambda m: f".{m.group(1)}*", source)
+
+
 def profile_table(profiles: list[Profile], pattern: str | None = None, top: int = 15) -> str:
     """The parts that took the most cycles, then the hottest instructions; `pattern` (shell-style,
     e.g. `conv2*`) keeps the parts whose name matches."""
@@ -84,6 +94,18 @@ def profile_table(profiles: list[Profile], pattern: str | None = None, top: int 
     lines.append(f"{'part':<{width}} {'cycles':>12} {'share':>6} {'instructions':>13}")
     for source, (cycles, count) in sorted(parts.items(), key=lambda kv: -kv[1][0])[:top]:
         lines.append(f"{source:<{width}} {cycles:>12,} {100 * cycles / total:>5.1f}% {count:>13,}")
+    kinds: dict[str, list[int]] = {}
+    for source, (cycles, count) in parts.items():
+        entry = kinds.setdefault(part_kind(source), [0, 0, 0])
+        entry[0] += cycles
+        entry[1] += count
+        entry[2] += 1
+    if len(kinds) < len(parts):
+        lines.append("")
+        lines.append("cycles by kind of part (strip, group and tile numbers folded: where a layer's steady state goes)")
+        lines.append(f"{'kind':<{width}} {'cycles':>12} {'share':>6} {'instructions':>13} {'parts':>6}")
+        for kind, (cycles, count, n) in sorted(kinds.items(), key=lambda kv: -kv[1][0])[:top]:
+            lines.append(f"{kind:<{width}} {cycles:>12,} {100 * cycles / total:>5.1f}% {count:>13,} {n:>6,}")
     lines.append("")
     lines.append("hottest instructions")
     lines.append(f"{'pc':>6} {'cycles':>12} {'share':>6} {'count':>10}  instruction  [part]")
