@@ -351,7 +351,7 @@ class Golden:
         a result typed fixed point (a device layer reads it) is quantised there."""
         runner = self.runners.get(op)
         if runner is None:
-            runner = self.runners[op] = NodeRunner(op.op_type.data, op.domain.data if op.domain else "",
+            runner = self.runners[op] = NodeRunner.cached(op.op_type.data, op.domain.data if op.domain else "",
                                                    op.opset.value.data, op.attrs, op.input_slots(),
                                                    op.slot_count(), len(op.outputs))
         args = []

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DenseResourceAttr, Float32Type, ModuleOp, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -29,8 +29,9 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.frontend.onnx_handlers import HANDLERS, Unmapped
-from snowir.frontend.onnx_host import (DEFAULT_DOMAINS, ORT_DOMAINS, TARGET_OPSET, OnnxTypeError, element_type,
-                                      numpy_dtype, onnx_type_of, ort_session, to_mlir_attrs)
+from snowir.frontend.onnx_host import (DEFAULT_DOMAINS, ORT_DOMAINS, REFERENCE_DOMAINS, TARGET_OPSET, OnnxTypeError,
+                                      element_type, has_onnxruntime, numpy_dtype, onnx_type_of, ort_session,
+                                      to_mlir_attrs)
 from snowir.resources import f32_resource, identifier, put_blob
 
 F32 = Float32Type()
@@ -304,6 +305,9 @@ class Importer:
             if node.domain not in ORT_DOMAINS:
                 raise self.fail(node, f"operator domain '{node.domain}' is not one the host runs "
                                       f"(ONNX's own, {', '.join(ORT_DOMAINS)} through onnxruntime)")
+            if node.domain not in REFERENCE_DOMAINS and not has_onnxruntime():
+                raise self.fail(node, f"operator domain '{node.domain}' needs onnxruntime, which is not installed "
+                                      f"(onnx's reference evaluator runs ONNX's own operators only)")
             self.host(node)  # a contrib op: onnxruntime runs it on the host
             return
         if node.op_type in FOLDABLE or (ins and all(i in self.consts for i in ins)
