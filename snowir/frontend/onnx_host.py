@@ -196,7 +196,7 @@ class NodeRunner:
         key = (op_type, domain, opset, str(attrs), tuple(slots), n_inputs, n_outputs)
         runner = cls._cache.get(key)
         if runner is None:
-            if len(cls._cache) > 4096:  # a long-lived process compiling many models
+            if len(cls._cache) > 1000:  # a long-lived process compiling many models: bounded
                 cls._cache.clear()
             runner = cls._cache[key] = cls(op_type, domain, opset, attrs, slots, n_inputs, n_outputs)
         return runner

@@ -183,6 +183,9 @@ class Importer:
         self.consumed = {i for n in self.graph.node for i in n.input} | {o.name for o in self.graph.output}
         self.values: dict[str, SSAValue] = {}
         self.const_ops: dict[tuple[str, str], SSAValue] = {}
+        self.host_side: set[str] = set()
+        """Values of the host's own arithmetic (`host_side_inputs`), by ONNX name."""
+        self.host_side_values: set[SSAValue] = set()
         self.ops: list[Operation] = []
 
     # ------------------------------------------------------------------ helpers
@@ -314,6 +317,9 @@ class Importer:
                                         and not node.op_type.startswith("Random")):
             self.fold(node)
             return
+        if self.host_side_inputs(node):
+            self.host(node)
+            return
         handler = HANDLERS.get(node.op_type)
         # device-mappable forms take non-empty float32 tensors; anything else is the host's
         floats = all(i in self.consts or (i in self.values and isinstance(_elem_of(self.values[i]), Float32Type)
@@ -325,6 +331,24 @@ class Importer:
             except Unmapped:
                 pass
         self.host(node)
+
+    def host_side_inputs(self, node: onnx.NodeProto) -> bool:
+        """Whether every computed input is the host's own arithmetic: a float made from integers
+        (Cast of ConvInteger's int32 sums, reaching 10^6) or a scalar a host node computed
+        (DynamicQuantizeLinear's scale, ~10^-4). onnx.quantize's models rescale with these; in
+        16-bit fixed point the sums saturate and the scales round to zero, so the node stays on
+        the host in float, and so does what it computes."""
+        computed = [i for i in node.input if i and i not in self.consts]
+        return bool(computed) and all(i in self.host_side for i in computed)
+
+    def mark_host_side(self, node: onnx.NodeProto, operands: list[SSAValue], results: list[SSAValue]) -> None:
+        computed = [v for name, v in zip([n for n in node.input if n], operands) if name not in self.consts]
+        whole = not any(isinstance(_elem_of(v), Float32Type) and v not in self.host_side_values for v in computed)
+        for name, value in zip([o for o in node.output if o], results):
+            scalar = math.prod(value.type.get_shape()) == 1
+            if whole or scalar:
+                self.host_side.add(name)
+                self.host_side_values.add(value)
 
     def host(self, node: onnx.NodeProto) -> None:
         """The node as it is, for the host CPU: nn.host with the node's opset and attributes."""
@@ -348,6 +372,7 @@ class Importer:
             if name:
                 op.results[i].name_hint = identifier(name)[:40]
                 self.values[name] = op.results[i]
+        self.mark_host_side(node, operands, [op.results[i] for i, name in enumerate(outs) if name])
         if node.name:
             op.attributes["onnx_node"] = nn.StringAttr(node.name)
 
