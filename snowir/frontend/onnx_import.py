@@ -317,7 +317,7 @@ class Importer:
                                         and not node.op_type.startswith("Random")):
             self.fold(node)
             return
-        if self.host_side_inputs(node):
+        if node.op_type != "Shape" and self.host_side_inputs(node):  # a shape is static here, whatever made the tensor
             self.host(node)
             return
         handler = HANDLERS.get(node.op_type)
