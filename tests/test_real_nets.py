@@ -213,3 +213,19 @@ def test_the_reference_evaluator_runs_host_nodes_without_onnxruntime(monkeypatch
     with pytest.raises(SnowError, match=r"^<onnx>: node 'gelu' \(Gelu\): operator domain 'com.microsoft' needs "
                                         r"onnxruntime, which is not installed"):
         import_model(gelu)
+
+
+def test_host_nodes_count_their_macs() -> None:
+    """A ConvInteger, LSTM or ConvTranspose left to the host is work the report shows (and prices
+    in host ms), not 0."""
+    from snowir.frontend.onnx_import import import_model
+    from snowir.host_model import host_ms, useful_macs
+
+    got = {}
+    for m in (_dynamic_quantized(), PATTERNS["LSTM over conv columns (ddddocr)"],
+              PATTERNS["ConvTranspose then HardSigmoid (PP-OCR det head)"]):
+        for op in import_model(m).walk():
+            if isinstance(op, nn.HostOp) and useful_macs(op):
+                got[op.op_type.data] = useful_macs(op)
+                assert host_ms(op) >= 2 * useful_macs(op) / 666e3 / 2.0
+    assert got == {"ConvInteger": 64 * 16 * 16 * 9, "LSTM": 16 * 4 * 8 * (64 + 8), "ConvTranspose": 16 * 64 * 8 * 4}
