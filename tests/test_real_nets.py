@@ -110,6 +110,12 @@ PATTERNS = {
         [CONV, helper.make_node("Resize", ["c", "roi", "sc", "sz"], ["y"], mode="nearest")],
         {**WEIGHTS, "roi": np.zeros(0, np.float32), "sc": np.zeros(0, np.float32), "sz": np.array([1, 16, 16, 16], I64)},
         [1, 16, 16, 16]),
+    # Paddle2ONNX at opset 11: roi and scales as Constant nodes, the roi zero-length
+    "Resize by Constant nodes, opset 11, linear": _graph(
+        [CONV, helper.make_node("Constant", [], ["roi"], value=numpy_helper.from_array(np.zeros(0, np.float32))),
+         helper.make_node("Constant", [], ["sc"], value=numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32))),
+         helper.make_node("Resize", ["c", "roi", "sc"], ["y"], mode="linear", coordinate_transformation_mode="half_pixel")],
+        WEIGHTS, [1, 16, 16, 16], opsets=[helper.make_opsetid("", 11)]),
     "ConvTranspose then HardSigmoid (PP-OCR det head)": _graph(
         [CONV, helper.make_node("ConvTranspose", ["c", "wt", "bt"], ["d"], strides=[2, 2], kernel_shape=[2, 2]),
          helper.make_node("HardSigmoid", ["d"], ["y"], alpha=0.2, beta=0.5)],
