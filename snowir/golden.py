@@ -351,7 +351,7 @@ class Golden:
         a result typed fixed point (a device layer reads it) is quantised there."""
         runner = self.runners.get(op)
         if runner is None:
-            runner = self.runners[op] = NodeRunner(op.op_type.data, op.domain.data if op.domain else "",
+            runner = self.runners[op] = NodeRunner.cached(op.op_type.data, op.domain.data if op.domain else "",
                                                    op.opset.value.data, op.attrs, op.input_slots(),
                                                    op.slot_count(), len(op.outputs))
         args = []
@@ -360,7 +360,7 @@ class Golden:
             args.append(self._float(value) if isinstance(value, Q) else value)
         try:
             outs = runner(*args)
-        except Exception as e:  # noqa: BLE001 - the reference evaluator's own message, in one line
+        except Exception as e:  # noqa: BLE001 - onnxruntime's or the reference evaluator's message, in one line
             raise GoldenError(f"nn.host \"{op.op_type.data}\": {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
         results = []
         for result, out in zip(op.results, outs):

@@ -71,6 +71,35 @@ def useful_macs(op: Operation) -> int:
         return n * k * cg * rows * _valid_taps(ow, kw, sx, pl, dx, w)
     if isinstance(op, nn.DenseOp):
         return int(np.prod(op.output.type.get_shape())) * op.weight.type.get_shape()[1]
+    if isinstance(op, nn.HostOp):
+        return host_node_macs(op)
+    return 0
+
+
+def host_node_macs(op: nn.HostOp) -> int:
+    """Multiply-accumulates of an ONNX node the host runs as it is (nn.host): convolutions (padding
+    taps included), matrix products and recurrent cells, in float or integer (onnx.quantize's
+    ConvInteger / MatMulInteger, the contrib DynamicQuantizeLSTM); 0 for other nodes."""
+    kind = op.op_type.data
+    shapes = {slot: list(v.type.get_shape()) for slot, v in zip(op.input_slots(), op.inputs)
+              if hasattr(v.type, "get_shape")}
+    outs = [list(r.type.get_shape()) for r in op.results if hasattr(r.type, "get_shape")]
+    if not outs or 0 not in shapes:
+        return 0
+    size = lambda dims: int(np.prod(dims, dtype=np.int64))  # noqa: E731
+    if kind in ("Conv", "ConvInteger") and 1 in shapes:
+        return size(outs[0]) * size(shapes[1][1:])  # each output: C/group x kernel taps
+    if kind == "ConvTranspose" and 1 in shapes:
+        return size(shapes[0]) * size(shapes[1][1:])  # each input scattered over K/group x kernel taps
+    if kind in ("MatMul", "MatMulInteger", "Gemm") and 1 in shapes:
+        k = shapes[0][-1]
+        if kind == "Gemm" and op.attrs.data.get("transA") is not None and op.attrs.data["transA"].value.data:
+            k = shapes[0][0]
+        return size(outs[0]) * k
+    if kind in ("LSTM", "GRU", "RNN", "DynamicQuantizeLSTM") and 1 in shapes and 2 in shapes:
+        x = shapes[0]
+        steps = x[0] * x[1]  # seq x batch (either layout)
+        return steps * (size(shapes[1]) + size(shapes[2]))  # the gates' input and recurrent products
     return 0
 
 

@@ -6,8 +6,9 @@ to run it on the host CPU.
     bf16, signless iN for ONNX's signed ints, ui8..ui64, i1 for bool);
   * node attributes <-> an MLIR dictionary (ints -> i64, floats -> f32, strings, int / float
     arrays -> `array<i64: ...>` / `array<f32: ...>`, string lists, tensors as `dense<...>`);
-  * evaluation: a one-node ONNX model at the node's own opset run by onnx's reference
-    evaluator (the ONNX specification's own executable semantics), built once per op.
+  * evaluation: a one-node ONNX model at the node's own opset, run by onnxruntime (one session
+    per node and input signature, built once), or by onnx's reference evaluator (the ONNX
+    specification's own executable semantics) where onnxruntime is absent or cannot run it.
 
 Sub-graph attributes (If, Loop, Scan) have no MLIR spelling here; such nodes are refused.
 """
@@ -162,9 +163,12 @@ ORT_DOMAINS = ("com.microsoft", "ai.onnx.ml")
 
 
 class NodeRunner:
-    """One ONNX node as a callable on numpy arrays: through onnx's reference evaluator (ONNX's
-    own operators, as ONNX defines them), or onnxruntime for another domain (its contrib ops),
-    one session per input signature, built once."""
+    """One ONNX node as a callable on numpy arrays, for any operator domain: through onnxruntime
+    (one InferenceSession per input signature, built at the first call and kept), else through
+    onnx's reference evaluator (ONNX's own operators as ONNX defines them) where onnxruntime is
+    absent or cannot run the node (an operator at an opset it no longer implements). `cached`
+    shares runners between equal nodes and between golden models of one module, so a model run
+    N times builds its sessions once."""
 
     def __init__(self, op_type: str, domain: str, opset: int, attrs: DictionaryAttr,
                  slots: Sequence[int], n_inputs: int, n_outputs: int):
@@ -175,16 +179,27 @@ class NodeRunner:
         self.node = helper.make_node(op_type, names, self.outs, domain=domain or None)
         self.node.attribute.extend(to_onnx_attrs(attrs))
         self.inputs = [f"in{i}" for i in range(len(slots))]
-        self.opsets = [helper.make_opsetid(domain or "", opset)]
-        self.sessions: dict[tuple, Any] = {}
-        self.evaluator = None
-        if domain in DEFAULT_DOMAINS:
-            from onnx.reference import ReferenceEvaluator
-
-            self.evaluator = ReferenceEvaluator(self._model(None))
-        else:
+        self.domain = domain or ""
+        self.opsets = [helper.make_opsetid(self.domain, opset)]
+        if self.domain not in DEFAULT_DOMAINS:
             # contrib ops sit on top of an ONNX opset too
             self.opsets.append(helper.make_opsetid("", TARGET_OPSET))
+        self.sessions: dict[tuple, Any] = {}
+        """Input signature -> onnxruntime session, or None where the reference evaluator runs it."""
+        self.evaluator = None
+
+    _cache: dict[tuple, "NodeRunner"] = {}
+
+    @classmethod
+    def cached(cls, op_type: str, domain: str, opset: int, attrs: DictionaryAttr,
+               slots: Sequence[int], n_inputs: int, n_outputs: int) -> "NodeRunner":
+        key = (op_type, domain, opset, str(attrs), tuple(slots), n_inputs, n_outputs)
+        runner = cls._cache.get(key)
+        if runner is None:
+            if len(cls._cache) > 1000:  # a long-lived process compiling many models: bounded
+                cls._cache.clear()
+            runner = cls._cache[key] = cls(op_type, domain, opset, attrs, slots, n_inputs, n_outputs)
+        return runner
 
     def _model(self, arrays: Sequence[np.ndarray] | None) -> onnx.ModelProto:
         ins = [helper.make_empty_tensor_value_info(n) for n in self.inputs] if arrays is None else \
@@ -195,14 +210,46 @@ class NodeRunner:
         model.ir_version = min(model.ir_version, 8)  # what the pinned onnxruntime reads
         return model
 
+    def _reference(self) -> Any:
+        if self.evaluator is None:
+            from onnx.reference import ReferenceEvaluator
+
+            self.evaluator = ReferenceEvaluator(self._model(None))
+        return self.evaluator
+
     def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
-        if self.evaluator is not None:
-            return [np.asarray(v) for v in self.evaluator.run(None, dict(zip(self.inputs, arrays)))]
+        feeds = dict(zip(self.inputs, arrays))
         key = tuple((a.dtype.str, a.shape) for a in arrays)
-        session = self.sessions.get(key)
-        if session is None:
-            session = self.sessions[key] = ort_session(self._model(arrays))
-        return [np.asarray(v) for v in session.run(None, dict(zip(self.inputs, arrays)))]
+        if key not in self.sessions:
+            self.sessions[key] = None
+            if has_onnxruntime():
+                try:
+                    self.sessions[key] = ort_session(self._model(arrays))
+                except Exception:  # noqa: BLE001 - onnxruntime cannot build it: the reference evaluator may
+                    if self.domain not in REFERENCE_DOMAINS:
+                        raise
+        session = self.sessions[key]
+        if session is not None:
+            try:
+                return [np.asarray(v) for v in session.run(None, feeds)]
+            except Exception:  # noqa: BLE001 - e.g. a kernel missing for these types
+                if self.domain not in REFERENCE_DOMAINS:
+                    raise
+                self.sessions[key] = None
+        return [np.asarray(v) for v in self._reference().run(None, feeds)]
+
+
+REFERENCE_DOMAINS = (*DEFAULT_DOMAINS, "ai.onnx.ml")
+"""Domains onnx's reference evaluator implements: the fallback where onnxruntime is absent."""
+
+
+def has_onnxruntime() -> bool:
+    """Whether onnxruntime can be imported (the host's first choice for every node)."""
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def ort_session(model: onnx.ModelProto):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DenseResourceAttr, Float32Type, ModuleOp, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -29,8 +29,9 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.frontend.onnx_handlers import HANDLERS, Unmapped
-from snowir.frontend.onnx_host import (DEFAULT_DOMAINS, ORT_DOMAINS, TARGET_OPSET, OnnxTypeError, element_type,
-                                      numpy_dtype, onnx_type_of, ort_session, to_mlir_attrs)
+from snowir.frontend.onnx_host import (DEFAULT_DOMAINS, ORT_DOMAINS, REFERENCE_DOMAINS, TARGET_OPSET, OnnxTypeError,
+                                      element_type, has_onnxruntime, numpy_dtype, onnx_type_of, ort_session,
+                                      to_mlir_attrs)
 from snowir.resources import f32_resource, identifier, put_blob
 
 F32 = Float32Type()
@@ -182,6 +183,9 @@ class Importer:
         self.consumed = {i for n in self.graph.node for i in n.input} | {o.name for o in self.graph.output}
         self.values: dict[str, SSAValue] = {}
         self.const_ops: dict[tuple[str, str], SSAValue] = {}
+        self.host_side: set[str] = set()
+        """Values of the host's own arithmetic (`host_side_inputs`), by ONNX name."""
+        self.host_side_values: set[SSAValue] = set()
         self.ops: list[Operation] = []
 
     # ------------------------------------------------------------------ helpers
@@ -304,11 +308,17 @@ class Importer:
             if node.domain not in ORT_DOMAINS:
                 raise self.fail(node, f"operator domain '{node.domain}' is not one the host runs "
                                       f"(ONNX's own, {', '.join(ORT_DOMAINS)} through onnxruntime)")
+            if node.domain not in REFERENCE_DOMAINS and not has_onnxruntime():
+                raise self.fail(node, f"operator domain '{node.domain}' needs onnxruntime, which is not installed "
+                                      f"(onnx's reference evaluator runs ONNX's own operators only)")
             self.host(node)  # a contrib op: onnxruntime runs it on the host
             return
         if node.op_type in FOLDABLE or (ins and all(i in self.consts for i in ins)
                                         and not node.op_type.startswith("Random")):
             self.fold(node)
+            return
+        if node.op_type != "Shape" and self.host_side_inputs(node):  # a shape is static here, whatever made the tensor
+            self.host(node)
             return
         handler = HANDLERS.get(node.op_type)
         # device-mappable forms take non-empty float32 tensors; anything else is the host's
@@ -321,6 +331,24 @@ class Importer:
             except Unmapped:
                 pass
         self.host(node)
+
+    def host_side_inputs(self, node: onnx.NodeProto) -> bool:
+        """Whether every computed input is the host's own arithmetic: a float made from integers
+        (Cast of ConvInteger's int32 sums, reaching 10^6) or a scalar a host node computed
+        (DynamicQuantizeLinear's scale, ~10^-4). onnx.quantize's models rescale with these; in
+        16-bit fixed point the sums saturate and the scales round to zero, so the node stays on
+        the host in float, and so does what it computes."""
+        computed = [i for i in node.input if i and i not in self.consts]
+        return bool(computed) and all(i in self.host_side for i in computed)
+
+    def mark_host_side(self, node: onnx.NodeProto, operands: list[SSAValue], results: list[SSAValue]) -> None:
+        computed = [v for name, v in zip([n for n in node.input if n], operands) if name not in self.consts]
+        whole = not any(isinstance(_elem_of(v), Float32Type) and v not in self.host_side_values for v in computed)
+        for name, value in zip([o for o in node.output if o], results):
+            scalar = math.prod(value.type.get_shape()) == 1
+            if whole or scalar:
+                self.host_side.add(name)
+                self.host_side_values.add(value)
 
     def host(self, node: onnx.NodeProto) -> None:
         """The node as it is, for the host CPU: nn.host with the node's opset and attributes."""
@@ -344,6 +372,7 @@ class Importer:
             if name:
                 op.results[i].name_hint = identifier(name)[:40]
                 self.values[name] = op.results[i]
+        self.mark_host_side(node, operands, [op.results[i] for i, name in enumerate(outs) if name])
         if node.name:
             op.attributes["onnx_node"] = nn.StringAttr(node.name)
 
