@@ -454,6 +454,12 @@ class MapsTileOp(TileOperation):
     ring = opt_prop_def(IntegerAttr[I64])
     """A max pool's tile run over a ring of `ring` input-row slots (each input row loaded
     once, into slot r mod N, when the row it replaces is no longer read) instead of loaded whole."""
+    out_cols = opt_prop_def(DenseArrayBase[I64])
+    """Column tiling: the tile computes output columns [out_cols) only (absent: all). Tiles of
+    one band of columns follow each other, covering the rows; the bands cover the columns in order."""
+    in_cols = opt_prop_def(DenseArrayBase[I64])
+    """The input columns out_cols read, padding excluded (derived with out_cols; the kernel's
+    halo is shared with the neighbouring bands and re-loaded)."""
     body = region_def()
     """Its loads and windows; written empty (`{}`), they are derived from the attributes."""
     traits = traits_def(NoTerminator(), HasParent(LayerOp))
@@ -471,7 +477,13 @@ class MapsTileOp(TileOperation):
             self._positive("cu_rows")
         if self.ring is not None:
             self._positive("ring")
-        for name in ("out_rows", "in_rows"):
+        if self.in_cols is not None and self.out_cols is None:
+            self._fail("in_cols without out_cols: in_cols are the input columns out_cols read")
+        if self.out_cols is not None and self.in_cols is None and body_ops(self):
+            self._fail("out_cols without in_cols: write the body empty `{}` to derive them")
+        for name in ("out_rows", "in_rows", "out_cols", "in_cols"):
+            if name not in self.properties:
+                continue
             rows = self._ints(name)
             if len(rows) != 2 or not 0 <= rows[0] < rows[1]:
                 self._fail(f"{name} must be [start, end) with 0 <= start < end")

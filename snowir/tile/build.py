@@ -11,6 +11,7 @@ a conv for the loop order it chooses; `tile-to-asm` reads the layer back (`conv_
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 
 import numpy as np
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, UnitAttr, i64
@@ -25,8 +26,8 @@ from snowir.plan.fused_pool import fuse, fusing_pays
 from snowir.plan.indp import choose_mode
 from snowir.plan.layout import ConvLayout, conv_layout, pack_for, packed_kernels, packed_words, unpack
 from snowir.plan.pool import plan_pool_tiles, ring_loads
-from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align,
-                                indp_kernel_words, input_rows, kernels_per_tile)
+from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align, band_plans,
+                                indp_kernel_words, input_columns, input_rows, kernels_per_tile)
 from snowir.resources import int16_array, int16_resource
 
 POOL_SLACK = 64  # bytes after a pool's output: the lanes of a partly used CU write there
@@ -133,16 +134,32 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
     ids = iter(range(1 << 30))
     for load in kernel_loads:
         load.properties["load_id"] = IntegerAttr(next(ids), i64)
+    if plan.column_tiled:  # each column band's tiles: its input columns, rows of the whole width apart
+        for (x0, x1), band in band_plans(plan):
+            for mt in _maps_tiles(band, out_addr + 2 * x0 * s.k, r_addr, hw, ids):
+                c0, c1 = input_columns(s, x0, x1)
+                mt.properties["out_cols"] = DenseArrayBase.from_list(i64, [x0, x1])
+                mt.properties["in_cols"] = DenseArrayBase.from_list(i64, [c0, c1])
+                ops.append(mt)
+        return ops
+    return ops + _maps_tiles(plan, out_addr, r_addr, hw, ids)
+
+
+def _maps_tiles(plan: ConvPlan, out_addr: int, r_addr: int | None, hw: SnowflakeConfig,
+                ids: Iterator[int]) -> list[tile.MapsTileOp]:
+    """The maps tiles (loads, windows) of a plan's strips; its shape is what the tiles load (a
+    gathering conv's compact input, a column band's columns)."""
+    s = plan.shape
     row = s.w * s.cin
-    in_row, stride_rows, c_base = row, 1, 0
+    in_row, stride_rows, c_base = plan.in_row or row, 1, 0
     if plan.gather is not None:
         # the layer loads only what it reads (the plan's `gather` (plan/conv.py): a channel slice's channels,
         # a strided 1x1's pixels): strips, loads and windows are over the compact image the
         # plan was made for, compact row r being DRAM row r * sy from channel c0 on
         stride_rows, _, w_in, cin_row, c_base = plan.gather
         in_row = w_in * cin_row
-        s = plan.shape
-        row = s.w * s.cin
+    out_row = plan.out_row or s.ow * s.k
+    ops: list[tile.MapsTileOp] = []
     prev_end = 0
     for si, strip in enumerate(plan.strips):
         words = (strip.r1 - strip.r0) * row
@@ -152,6 +169,9 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
             cu_rows = [input_rows(s.h, s.kh, s.sy, s.pt, y, y + r) for y in range(strip.y0, strip.y1, r)]
             loads = [tile.LoadOp(tile.BufferKind.MAPS, (r1 - r0) * row, plan.in_addr + 2 * r0 * row, base, 0, c)
                      for c, (r0, r1) in enumerate(cu_rows)]
+        elif in_row != row and plan.gather is None:  # a column band: one LD per row
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, row, plan.in_addr + 2 * r * in_row, base + (r - strip.r0) * row,
+                                 0, sf.SELECT_ALL) for r in range(strip.r0, strip.r1)]
         else:
             loads = [tile.LoadOp(tile.BufferKind.MAPS, words, plan.in_addr + 2 * (strip.r0 * stride_rows * in_row + c_base), base, 0,
                                  sf.SELECT_ALL)]
@@ -167,14 +187,14 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
             windows.append(tile.WindowOp(s.kw * s.c if s.groups == 1 else s.c, ky1 - ky0, s.ow, y_end - y,
                                          s.sx * s.cin, s.sy * row,
                                          (iy + ky0 - strip.r0) * row if iy + ky0 >= strip.r0 else 0,
-                                         out_addr + 2 * y * s.ow * s.k, bias_vmov=True,
+                                         out_addr + 2 * y * out_row, bias_vmov=True,
                                          bypass_vmov=r_addr is not None))
             y = y_end
         overlap = max(0, prev_end - strip.r0) if si else 0
         prev_end = strip.r1
         for load in loads:
             load.properties["load_id"] = IntegerAttr(next(ids), i64)
-        mt = tile.MapsTileOp((strip.y0, strip.y1), (strip.r0, strip.r1), overlap, -1, loads + windows)
+        mt = tile.MapsTileOp((strip.y0, strip.y1), (strip.r0, strip.r1), overlap, -1, [*loads, *windows])
         if plan.indp:
             mt.properties["cu_rows"] = IntegerAttr(plan.cu_rows[si], i64)
         ops.append(mt)
