@@ -99,7 +99,7 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
                 b.flush_vector_queue(hw, R_TMP)
                 _load_maps(b, plan, hw, plan.strips[si], 0)
             base = 0 if whole else (maps_slot[i] % 2) * hw.maps_bank_elements
-            c_off = s.c_base + (plan.kernels * t) // (s.k // s.groups) * s.c  # this tile's group's input channels
+            c_off = s.c_base + (plan.kernels * t) // s.group_kernels * s.c  # this tile's group's input channels
             b.const(R_TW, wbank(i))
             b.const(R_TT, plan.kernels * t)
             b.const(R_TO, 2 * plan.kernels * t)

@@ -32,7 +32,7 @@ def band_strips(s: ConvShape, bands: list[tuple[int, int]], limit: int, whole: b
     out: list[Strip] = []
     for x0, x1 in bands:
         b = band_shape(s, x0, x1)
-        rows = limit // (b.w * b.cin)
+        rows = (limit - s.overread) // (b.w * b.cin)
         if rows < s.kh:
             return None
         c0, c1 = input_columns(s, x0, x1)
@@ -47,7 +47,7 @@ def column_tilings(s: ConvShape, hw: SnowflakeConfig,
     out = []
     for limit, whole in ((hw.maps_bank_elements, False), (hw.maps_buffer_elements, True)):
         fewest = next((n for n in range(2, s.ow + 1)
-                       if s.kh * ((-(-s.ow // n) - 1) * s.sx + s.kw) * s.cin <= limit), None)
+                       if s.kh * ((-(-s.ow // n) - 1) * s.sx + s.kw) * s.cin + s.overread <= limit), None)
         if fewest is None:
             continue
         for n in range(fewest, min(s.ow, fewest + BAND_CHOICES) + 1):

@@ -53,8 +53,8 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
     if choose_mode(s, hw, bypass_addr is not None, mode) == "INDP":
         return plan_indp(s, hw, in_addr, w_addr, out_addr)
     kernels = coop_kernels(hw, s)
-    if s.groups > 1 and (s.k // s.groups) % kernels:
-        raise LoweringError(f"grouped conv with {s.k // s.groups} output channels per group: only multiples of "
+    if s.groups > 1 and s.group_kernels % kernels:
+        raise LoweringError(f"grouped conv with {s.group_kernels} output channels per group: only multiples of "
                             f"{kernels} (a kernel tile) are lowered (depthwise convs are not)")
     row = s.w * s.cin
     gather = gather_of(s)
@@ -92,11 +92,13 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
     # maps tilings: the whole input in one strip if it fits the buffer; else bank-sized strips
     # (double-buffered) and buffer-sized strips (fewer, so weights are re-sent fewer times in
     # Kloop, but each is loaded while nothing computes)
-    if s.h * row <= hw.maps_buffer_elements:
+    # (a padded depthwise conv's last group reads `overread` words past a tile: room above it)
+    if s.h * row + s.overread <= hw.maps_buffer_elements:
         tilings = [strips_of(s.h, False)]
     else:
-        tilings = [strips_of(n, whole) for n, whole in ((hw.maps_bank_elements // row, False),
-                                                        (hw.maps_buffer_elements // row, True)) if n >= s.kh]
+        tilings = [strips_of(n, whole) for n, whole in (((hw.maps_bank_elements - s.overread) // row, False),
+                                                        ((hw.maps_buffer_elements - s.overread) // row, True))
+                   if n >= s.kh]
     if not tilings:  # not even the kernel's rows fit: maps tiles of rows x columns (plan/columns.py)
         tilings = column_tilings(s, hw, strips_for)
     if not tilings:

@@ -38,7 +38,7 @@ def coop_kernels(hw: SnowflakeConfig, s: ConvShape | None = None) -> int:
     narrower than the machine's vMACs take one tile each, the vMACs past them masked off, when
     they are whole multiples of 16 kernels (depthwise-to-grouped's; a depthwise conv's one
     kernel per group would leave 15 of 16 lanes and most vMACs idle, so it stays refused)."""
-    per_group = s.k // s.groups if s is not None and s.groups > 1 else 0
+    per_group = s.group_kernels if s is not None and s.groups > 1 else 0
     if 0 < per_group < hw.vmacs and per_group % hw.lanes == 0:
         return per_group
     return hw.vmacs
@@ -65,7 +65,7 @@ class ConvShape:
     pr: int
     relu: bool
     shift: int
-    groups: int = 1  # c is the channels per group; kernel tile t of K kernels reads group Kt // (k / groups)
+    groups: int = 1  # c is the channels per group; kernel tile t of K kernels reads group Kt // group_kernels
     cin_total: int = 0  # > 0: the input is channels [c_base, c_base + c) of a cin_total-channel tensor
     c_base: int = 0
 
@@ -73,6 +73,24 @@ class ConvShape:
     def cin(self) -> int:
         """Input channels (the pixel stride of the maps)."""
         return self.cin_total or self.c * self.groups
+
+    @property
+    def group_kernels(self) -> int:
+        """Kernels per group: K / groups, or c for a depthwise conv with its channels padded to
+        whole groups of c lanes (`padded`), one kernel per channel of its group."""
+        return self.c if self.padded else self.k // self.groups
+
+    @property
+    def padded(self) -> bool:
+        """A depthwise conv in block-diagonal groups of c lanes, the last group past the input's
+        channels: its lanes there read the next pixel's words against zero weights."""
+        return self.c * self.groups > self.cin
+
+    @property
+    def overread(self) -> int:
+        """Words a maps tile's traces read past its last pixel (a padded last group's lanes): room
+        the tile needs above it in its bank."""
+        return self.c * self.groups - self.cin if self.padded else 0
 
     @property
     def oh(self) -> int:

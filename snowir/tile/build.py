@@ -19,12 +19,12 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf, tile
 from snowir.golden import Golden, Q, constant_array, element_frac, int_values
-from snowir.hw import SnowflakeConfig
+from snowir.hw import DEFAULT, SnowflakeConfig
 from snowir.nn_util import conv_shape, on_host
 from snowir.plan.conv import plan_conv
 from snowir.plan.fused_pool import fuse, fusing_pays
 from snowir.plan.indp import choose_mode
-from snowir.plan.layout import ConvLayout, conv_layout, pack_for, packed_kernels, packed_words, unpack
+from snowir.plan.layout import LANE_GROUPS, ConvLayout, block_diagonal, conv_layout, pack_for, packed_kernels, packed_words, unpack
 from snowir.plan.pool import plan_pool_tiles, ring_loads
 from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align, band_plans,
                                 indp_kernel_words, input_columns, input_rows, kernels_per_tile)
@@ -74,6 +74,8 @@ def device_input(op: nn.Conv2dOp | nn.MaxPoolOp) -> SSAValue:
 
 def layer_conv_shape(op: nn.Conv2dOp) -> ConvShape:
     s = conv_shape(op)
+    if LANE_GROUPS in op.attributes:  # channels padded to whole groups of a vMAC's lanes
+        return dataclasses.replace(s, c=DEFAULT.lanes, groups=-(-s.k // DEFAULT.lanes), cin_total=s.k)
     if isinstance(op.input.owner, nn.ChannelSliceOp):
         s = dataclasses.replace(s, cin_total=op.input.owner.input.type.get_shape()[1],
                                 c_base=op.input.owner.start.value.data)
@@ -90,6 +92,8 @@ def _words(value: SSAValue, frac: int) -> np.ndarray:
 def weight_image(op: nn.Conv2dOp, s: ConvShape, mode: str, hw: SnowflakeConfig) -> np.ndarray:
     """The DRAM weight image of a quantised conv: kernels + biases packed for the mode."""
     w = constant_array(op.weight.owner)
+    if s.padded:
+        w = block_diagonal(w, s.c)
     bias = _words(op.bias, element_frac(op.output))  # added at the write-back, in the output's format
     return pack_for(w, bias, mode, packed_kernels(s, mode, hw), hw)
 

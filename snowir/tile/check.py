@@ -268,7 +268,7 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
     if not indp:
         if plan.kernels > hw.vmacs:
             raise TileError(layer, f"kernel tile: count {plan.kernels} > the {hw.vmacs} vMACs (one kernel each in COOP)")
-        per_group = full.k // full.groups
+        per_group = full.group_kernels
         if full.groups > 1 and per_group % plan.kernels:
             raise TileError(layer, f"kernel tile: count {plan.kernels} does not divide a group's {per_group} kernels "
                                    "(a tile never spans two groups)")
@@ -464,7 +464,7 @@ def _check_maps_room(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig, f
     limit = hw.maps_buffer_elements if buffering == tile.MapsBuffering.WHOLE or len(strips) == 1 \
         else hw.maps_bank_elements
     for i, st in enumerate(strips):
-        need = (st.r1 - st.r0) * row
+        need = (st.r1 - st.r0) * row + s.overread  # a padded depthwise conv's last lanes read past the tile
         if need > limit:
             raise TileError(layer, f"maps tile {i}: {need} words exceed the {limit}-word "
                                    f"{'buffer' if limit == hw.maps_buffer_elements else 'bank'} (split the tile, or "
