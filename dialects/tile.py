@@ -441,7 +441,8 @@ class KernelTileOp(TileOperation):
 class MapsTileOp(TileOperation):
     """
     An output-row strip [out_rows) computed from input rows [in_rows) (the overlap rows
-    are re-loaded), on CU `cu` (-1: maps broadcast to every CU).
+    are re-loaded), on CU `cu` (-1: maps broadcast to every CU); column-tiled, a rectangle of
+    output columns [out_cols) from input columns [in_cols) too.
     """
 
     name = "tile.maps_tile"
@@ -724,6 +725,12 @@ FIELD_DOCS: dict[str, str] = {
     "tile.maps_tile.cu_rows": "INDP: each CU computes cu_rows consecutive rows of the row group.",
     "tile.maps_tile.ring": "A max pool's tile over a ring of N input-row slots, each row loaded once, instead of a "
                            "strip loaded whole.",
+    "tile.maps_tile.out_cols": "Column tiling: output columns [x0, x1) the tile computes (absent: all); a band's "
+                               "tiles follow each other and cover the rows, bands cover 0..OW in order; each band "
+                               "loads its rows W x C words apart and writes rows OW x K apart. The planner sets it "
+                               "only when the kernel's input rows do not fit the maps buffer. Followed.",
+    "tile.maps_tile.in_cols": "Input columns the out_cols read, padding excluded; neighbouring bands share kw - sx "
+                              "(the halo, re-loaded) (derived).",
     "tile.load.buffer": "maps or weights.", "tile.load.length": "Elements.",
     "tile.load.dram_addr": "Byte address.", "tile.load.buf_addr": "Buffer element address.",
     "tile.load.unit": "Load unit: balance-loads' decision (0 before it runs).",
