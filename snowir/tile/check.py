@@ -500,6 +500,9 @@ def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: Sno
     except LoweringError as e:
         raise TileError(layer, str(e)) from None
     maps = maps_tiles_of(layer)
+    cut = [i for i, mt in enumerate(maps) if mt.out_cols is not None]
+    if cut:
+        raise TileError(layer, f"maps tile {cut[0]}: out_cols: max pools are not column-tiled (remove out_cols)")
     _cover(layer, [(t.strip.y0, t.strip.y1) for t in tiles], p.oh)
     buffering = layer.maps_buffering.data  # type: ignore[union-attr]
     if buffering == tile.MapsBuffering.SINGLE:
@@ -509,8 +512,6 @@ def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: Sno
         st = t.strip
         if mt._int("cu") != -1 or mt.cu_rows is not None:
             raise TileError(layer, f"maps tile {i}: a max pool's maps are broadcast to every CU (cu = -1, no cu_rows)")
-        if mt.out_cols is not None:
-            raise TileError(layer, f"maps tile {i}: out_cols: max pools are not column-tiled (remove out_cols)")
         _in_rows(layer, i, mt, input_rows(p.h, p.kh, p.sy, p.pt, st.y0, st.y1), 0)
         if t.ring:
             per_row = row_maxs(p, hw)
