@@ -135,3 +135,31 @@ def test_an_impossible_column_split_is_refused_in_one_line(tmp_path: Path, capsy
     assert snow_run([str(tmp_path / "e.mlir"), "--quiet"]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err and says in err, err
+
+
+def test_lane_groups_on_a_conv_that_is_not_depthwise_is_refused(tmp_path: Path, capsys) -> None:
+    src, out = tmp_path / "m.onnx", tmp_path / "t.mlir"
+    onnx.save(_net(16, 6, 24, 32, 3, 1, lead=False), src)
+    assert snow_opt([str(src), "-o", str(out)]) == 0
+    text = out.read_text()
+    edited = re.sub(r"(nn\.conv2d [^\n]*?\{)", r"\1lane_groups, ", text, count=1)
+    assert edited != text
+    (tmp_path / "e.mlir").write_text(edited)
+    capsys.readouterr()
+    assert snow_opt([str(tmp_path / "e.mlir"), "-p", "nn-prepare"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "lane_groups: a depthwise conv's" in err, err
+
+
+def test_lane_groups_written_on_a_depthwise_conv_of_whole_groups_is_followed(tmp_path: Path) -> None:
+    """32 channels: depthwise-to-grouped would rewrite it; written `lane_groups` by hand, it runs
+    as two 16-lane groups from its depthwise weights."""
+    src, out = tmp_path / "m.onnx", tmp_path / "t.mlir"
+    onnx.save(_net(32, 12, 12, 32, 3, 32), src)
+    assert snow_opt([str(src), "-o", str(out)]) == 0
+    text = out.read_text()
+    edited = re.sub(r"(nn\.conv2d [^\n]*?onnx_node = \"dw\")", r"\1, lane_groups", text, count=1)
+    assert edited != text
+    (tmp_path / "e.mlir").write_text(edited)
+    r = _run(tmp_path, tmp_path / "e.mlir")
+    assert _layer(r, "dw")["where"] == "device"

@@ -92,7 +92,7 @@ def _words(value: SSAValue, frac: int) -> np.ndarray:
 def weight_image(op: nn.Conv2dOp, s: ConvShape, mode: str, hw: SnowflakeConfig) -> np.ndarray:
     """The DRAM weight image of a quantised conv: kernels + biases packed for the mode."""
     w = constant_array(op.weight.owner)
-    if s.padded:
+    if LANE_GROUPS in op.attributes:  # one channel of a 16-lane group per kernel
         w = block_diagonal(w, s.c)
     bias = _words(op.bias, element_frac(op.output))  # added at the write-back, in the output's format
     return pack_for(w, bias, mode, packed_kernels(s, mode, hw), hw)
