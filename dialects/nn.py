@@ -336,6 +336,8 @@ class Conv2dOp(NNOperation):
             self._fail("bypass must have the result's shape")
         self._same_element(self.input, self.bias, self.output, *([self.bypass] if self.bypass else []))
         self._weight_kind()
+        if "lane_groups" in self.attributes and not (g == c == o and cg == 1):
+            self._fail("lane_groups: a depthwise conv's (groups = input = output channels), run as groups of 16 lanes")
 
 
 class PoolOperation(NNOperation, ABC):

@@ -446,7 +446,8 @@ class KernelTileOp(TileOperation):
 class MapsTileOp(TileOperation):
     """
     An output-row strip [out_rows) computed from input rows [in_rows) (the overlap rows
-    are re-loaded), on CU `cu` (-1: maps broadcast to every CU).
+    are re-loaded), on CU `cu` (-1: maps broadcast to every CU); column-tiled, a rectangle of
+    output columns [out_cols) from input columns [in_cols) too.
     """
 
     name = "tile.maps_tile"
@@ -459,6 +460,12 @@ class MapsTileOp(TileOperation):
     ring = opt_prop_def(IntegerAttr[I64])
     """A max pool's tile run over a ring of `ring` input-row slots (each input row loaded
     once, into slot r mod N, when the row it replaces is no longer read) instead of loaded whole."""
+    out_cols = opt_prop_def(DenseArrayBase[I64])
+    """Column tiling: the tile computes output columns [out_cols) only (absent: all). Tiles of
+    one band of columns follow each other, covering the rows; the bands cover the columns in order."""
+    in_cols = opt_prop_def(DenseArrayBase[I64])
+    """The input columns out_cols read, padding excluded (derived with out_cols; the kernel's
+    halo is shared with the neighbouring bands and re-loaded)."""
     body = region_def()
     """Its loads and windows; written empty (`{}`), they are derived from the attributes."""
     traits = traits_def(NoTerminator(), HasParent(LayerOp))
@@ -476,7 +483,13 @@ class MapsTileOp(TileOperation):
             self._positive("cu_rows")
         if self.ring is not None:
             self._positive("ring")
-        for name in ("out_rows", "in_rows"):
+        if self.in_cols is not None and self.out_cols is None:
+            self._fail("in_cols without out_cols: in_cols are the input columns out_cols read")
+        if self.out_cols is not None and self.in_cols is None and body_ops(self):
+            self._fail("out_cols without in_cols: write the body empty `{}` to derive them")
+        for name in ("out_rows", "in_rows", "out_cols", "in_cols"):
+            if name not in self.properties:
+                continue
             rows = self._ints(name)
             if len(rows) != 2 or not 0 <= rows[0] < rows[1]:
                 self._fail(f"{name} must be [start, end) with 0 <= start < end")
@@ -728,6 +741,12 @@ FIELD_DOCS: dict[str, str] = {
     "tile.maps_tile.cu_rows": "INDP: each CU computes cu_rows consecutive rows of the row group.",
     "tile.maps_tile.ring": "A max pool's tile over a ring of N input-row slots, each row loaded once, instead of a "
                            "strip loaded whole.",
+    "tile.maps_tile.out_cols": "Column tiling: output columns [x0, x1) the tile computes (absent: all); a band's "
+                               "tiles follow each other and cover the rows, bands cover 0..OW in order; each band "
+                               "loads its rows W x C words apart and writes rows OW x K apart. The planner sets it "
+                               "only when the kernel's input rows do not fit the maps buffer. Followed.",
+    "tile.maps_tile.in_cols": "Input columns the out_cols read, padding excluded; neighbouring bands share kw - sx "
+                              "(the halo, re-loaded) (derived).",
     "tile.load.buffer": "maps or weights.", "tile.load.length": "Elements.",
     "tile.load.dram_addr": "Byte address.", "tile.load.buf_addr": "Buffer element address.",
     "tile.load.unit": "Load unit: balance-loads' decision (0 before it runs).",

@@ -18,7 +18,7 @@ from xdsl.ir import Operation
 from snowir.dialects import nn, snowflake_asm as sf, tile
 from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
-from snowir.plan.layout import unpack
+from snowir.plan.layout import LANE_GROUPS, unpack
 from snowir.plan.shapes import ConvShape
 from snowir.resources import int16_array
 
@@ -51,8 +51,11 @@ def packed_weights(const: nn.ConstantOp) -> np.ndarray:
     conv = convs[0]
     image, mode = _packed_image(_root(const), conv, layer)
     k, cg, kh, kw = value.type.get_shape()
-    kernel = ConvShape(cg, 1, 1, k, kh, kw, 1, 1, 0, 0, 0, 0, False, 0)  # unpacking reads only the kernel's geometry
+    lanes = SnowflakeConfig().lanes if LANE_GROUPS in conv.attributes else 0  # the image is block-diagonal
+    kernel = ConvShape(lanes or cg, 1, 1, k, kh, kw, 1, 1, 0, 0, 0, 0, False, 0)  # unpacking reads only the kernel's geometry
     weights, _ = unpack(image, kernel, mode, SnowflakeConfig())
+    if lanes:  # each kernel's own channel of its group
+        return weights[np.arange(k), np.arange(k) % lanes][:, None]
     return weights
 
 

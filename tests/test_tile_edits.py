@@ -112,7 +112,16 @@ def _header(body: str, old: str, new: str) -> str:
     return first.replace(old, new, 1) + "\n" + rest
 
 
+def _columns(body: str, cut: int, ow: int) -> str:
+    """The maps tiles as two column bands, [0, cut) and [cut, ow), each over the same rows, bodies empty."""
+    tiles = _maps_tiles(body)
+    out = [f"tile.maps_tile attributes {{{header}, out_cols = array<i64: {x0}, {x1}>}} {{}}"
+           for x0, x1 in ((0, cut), (cut, ow)) for _, _, header, _ in tiles]
+    return body[:tiles[0][0]] + "\n    ".join(out) + body[tiles[-1][1]:]
+
+
 FOLLOWED = {
+    "plain conv: column split in two, bodies empty": ("stem", lambda b: _columns(b, 8, 20)),
     "plain conv: maps tile split in two, bodies empty": ("stem", lambda b: _split_rows(b)),
     "residual conv: maps tile split in two, bodies empty": ("branch_b", lambda b: _split_rows(b)),
     "max pool: maps tile split in two, bodies empty": ("pool", lambda b: _split_rows(b)),
@@ -161,6 +170,9 @@ def _rows_kept_loads(body: str) -> str:
 
 
 REFUSED = {  # layer, edit, what the one-line refusal says
+    "residual conv: column split": ("branch_b", lambda b: _columns(b, 8, 20), "not column-tiled"),
+    "max pool: column split": ("pool", lambda b: _columns(b, 4, 10), "not column-tiled"),
+    "plain conv: columns past the output": ("stem", lambda b: _columns(b, 8, 24), "cover output columns 0..20"),
     "max pool: a load's length halved": ("pool", _halve_length, "loads and windows differ"),
     "max pool: a load's unit": ("pool", lambda b: _first_load(b, "unit", "2"), "balance-loads"),
     "max pool: cu": ("pool", lambda b: b.replace("cu = -1 : i64", "cu = 2 : i64", 1), "broadcast"),

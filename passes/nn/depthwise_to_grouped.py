@@ -1,6 +1,7 @@
 """
-depthwise-to-grouped: a depthwise conv (one input channel per output channel, C a multiple
-of 16) -> a grouped conv of 16 channels per group whose 16 x 16 kernel blocks are diagonal.
+depthwise-to-grouped: a depthwise conv (one input channel per output channel) -> a grouped conv
+of 16 channels per group whose 16 x 16 kernel blocks are diagonal (C a multiple of 16; else see
+below).
 
 Why: the 16 MACs of a vMAC multiply 16 contiguous channels of one trace into one output
 channel, so a depthwise conv (one channel per output) has no dense mapping (docs/lowering.md,
@@ -16,9 +17,15 @@ the host's memory-bound 1.61 ms; a 7x7 global pool over 512 channels (one output
 agree bit for bit. The new conv carries `block_diagonal`: reports count its useful MACs from
 the depthwise shape, not from the lanes the machine keeps busy.
 
-Left alone: channel multipliers > 1, C not a multiple of 16 (ShuffleNet's 58-channel groups
-would pad lanes as well), convs already grouped by 16, and convs whose grouped form the
-planners refuse (a global pool over 16 x 16 pixels: 16 such kernels overflow the weights buffer).
+C not a multiple of 16, the same decision: above 16 channels the conv keeps its depthwise form
+and is marked `lane_groups` — the tile level runs it as ceil(C/16) block-diagonal groups, the
+last padded past C (its extra lanes read the next pixel's words against zero weights, its extra
+kernels are zero and masked at the write-back); below 16, one group is the whole input, so the
+conv becomes an ungrouped C x C diagonal conv (traces of kw·C words per kernel row rather than
+one 16-word trace per tap).
+
+Left alone: channel multipliers > 1, convs already grouped by 16, and convs whose grouped form
+the planners refuse (a global pool over 16 x 16 pixels: 16 such kernels overflow the weights buffer).
 """
 
 from dataclasses import dataclass
@@ -34,18 +41,12 @@ from snowir.dialects import nn
 from snowir.host_model import host_ms
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, constant_op, shape_of
+from snowir.plan.layout import LANE_GROUPS, block_diagonal
 from snowir.plan.shapes import LoweringError
 from snowir.tile.lowerable import planned_conv
 
 LANES = SnowflakeConfig().macs_per_vmac
 """the channels one vMAC multiplies per trace word"""
-
-
-def _block_diagonal(w: np.ndarray) -> np.ndarray:
-    c, _, kh, kw = w.shape
-    out = np.zeros((c, LANES, kh, kw), np.float32)
-    out[np.arange(c), np.arange(c) % LANES] = w[:, 0]
-    return out
 
 
 class DepthwiseToGrouped(RewritePattern):
@@ -56,28 +57,40 @@ class DepthwiseToGrouped(RewritePattern):
     def match_and_rewrite(self, op: nn.Conv2dOp, rewriter: PatternRewriter) -> None:
         c = shape_of(op.input)[1]
         k, cg = shape_of(op.weight)[:2]
-        if op.groups.value.data != c or cg != 1 or k != c or c % LANES or "place" in op.attributes:
+        if op.groups.value.data != c or cg != 1 or k != c or c == 1 or "place" in op.attributes \
+                or LANE_GROUPS in op.attributes:
             return
         w = const_of(op.weight)
         if w is None:
             return
-        weight = constant_op(_block_diagonal(w), "w_diag")
+        if c % LANES and c > LANES:  # padded groups: the tile level's form, the nn op stays depthwise
+            op.attributes[LANE_GROUPS] = UnitAttr()
+            if not self._pays(op, op):
+                del op.attributes[LANE_GROUPS]
+            return
+        lanes = LANES if c > LANES else c  # below 16 channels, one ungrouped C x C diagonal conv
+        weight = constant_op(block_diagonal(w, lanes).astype(np.float32), "w_diag")
         conv = nn.Conv2dOp(op.input, weight.result, op.bias, op.output.type, [int(v) for v in op.strides.get_values()],
                            [int(v) for v in op.pads.get_values()], [int(v) for v in op.dilations.get_values()],
-                           c // LANES, op.relu is not None, op.bypass)
+                           c // lanes, op.relu is not None, op.bypass)
         conv.attributes.update(op.attributes)
         conv.attributes["block_diagonal"] = UnitAttr()
-        try:
-            plan = planned_conv(conv, self.hw)
-        except LoweringError:
-            return  # the planners refuse it: host as it was
-        if self.hw.cycles_to_ms(plan.estimated_cycles(self.hw)) >= host_ms(op):
-            return  # the host is estimated faster
+        if not self._pays(conv, op):
+            return
         rewriter.insert(weight, InsertPoint.before(op))
         old = op.weight.owner
         rewriter.replace(op, conv)
         if isinstance(old, nn.ConstantOp) and not old.result.uses:
             rewriter.erase(old)
+
+
+    def _pays(self, conv: nn.Conv2dOp, depthwise: nn.Conv2dOp) -> bool:
+        """Whether the planners place `conv` and estimate it faster than the host's `depthwise`."""
+        try:
+            plan = planned_conv(conv, self.hw)
+        except LoweringError:
+            return False  # the planners refuse it: host as it was
+        return self.hw.cycles_to_ms(plan.estimated_cycles(self.hw)) < host_ms(depthwise)
 
 
 @dataclass(frozen=True)

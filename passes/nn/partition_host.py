@@ -57,6 +57,6 @@ def _depthwise(op) -> bool:
         return True  # left unfused / unconverted by the earlier passes: element-wise work for the host
     if isinstance(op, nn.AvgPoolOp):
         return True  # avgpool-to-conv left it: windows that exclude padding differ per border
-    if not isinstance(op, nn.Conv2dOp) or op.groups.value.data == 1:
-        return False
+    if not isinstance(op, nn.Conv2dOp) or op.groups.value.data == 1 or "lane_groups" in op.attributes:
+        return False  # lane_groups: depthwise-to-grouped's padded groups of 16 lanes
     return (op.output.type.get_shape()[1] // op.groups.value.data) % 16 != 0

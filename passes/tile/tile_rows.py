@@ -1,6 +1,6 @@
 """
 tile-rows{rows=N}: re-tile every COOP conv (plain, residual) and every max pool into maps
-tiles of at most N output rows.
+tiles of at most N output rows (a column-tiled conv's: each band's, keeping its columns).
 
 A maps tile of more than N rows is cut into tiles of N (the last may be shorter); tiles of N
 rows or fewer are kept, so the pass only splits. The new tiles are written with an empty body `{}`
@@ -26,7 +26,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import tile
-from snowir.tile.edit import maps_rows, set_maps_rows, split_rows
+from snowir.tile.edit import maps_cols, maps_rows, set_maps_tiles, split_rows
 from snowir.tile.read import tile_layers
 
 
@@ -48,5 +48,5 @@ class TileRowsPass(ModulePass):
             if kind == tile.LayerKind.CONV and layer.mode is not None and layer.mode.data == tile.ComputeMode.INDP:
                 print(f"tile-rows: layer @{layer.sym_name.data} keeps its maps tiles: an INDP layer's tiles are "
                       "row groups (cu_rows rows on each CU)", file=sys.stderr)
-            elif kind in (tile.LayerKind.CONV, tile.LayerKind.MAXPOOL):
-                set_maps_rows(layer, split_rows(rows, self.rows))
+            elif kind in (tile.LayerKind.CONV, tile.LayerKind.MAXPOOL):  # a column band's tiles keep its columns
+                set_maps_tiles(layer, [(r, c) for rr, c in zip(rows, maps_cols(layer)) for r in split_rows([rr], self.rows)])

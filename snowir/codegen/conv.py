@@ -27,7 +27,7 @@ from snowir.codegen.traces import (COOP, Prefetch, R_LEN, R_MAPS, R_OUT, R_SRC, 
                                    R_W, R_WSRC, TRACE_CHUNK, trace_chunks)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, full_mask, input_rows
+from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, band_plans, full_mask, input_rows
 
 
 # staggered kernel tiles (weights_stagger): 1 while the current tile sits at base 0, else 0.
@@ -53,9 +53,23 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
     if plan.indp:
         generate_indp(b, plan, hw)
         return b
+    if plan.column_tiled:
+        for i, ((x0, x1), band) in enumerate(band_plans(plan)):
+            with b.at(f"cols{x0}_{x1}"):
+                if i:  # the band starts over in maps bank 0 and weights slot 0: the last band's MACs first
+                    b.flush_vector_queue(hw, R_TMP)
+                _coop(b, band, hw, mask_last)
+        return b
+    _coop(b, plan, hw, mask_last)
+    return b
+
+
+def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
+    """A COOP conv without a residual input: Kloop (ungrouped) or tile by tile."""
+    s = plan.shape
     if plan.loop_order == "Kloop" and s.groups == 1:
         _kloop(b, plan, hw, mask_last)
-        return b
+        return
     n_strips = len(plan.strips)
     if plan.loop_order == "Kloop":
         items = [(si, t) for si in range(n_strips) for t in range(plan.tiles)]
@@ -84,7 +98,7 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
                 b.flush_vector_queue(hw, R_TMP)
                 _load_maps(b, plan, hw, plan.strips[si], 0)
             base = 0 if whole else (maps_slot[i] % 2) * hw.maps_bank_elements
-            c_off = s.c_base + (plan.kernels * t) // (s.k // s.groups) * s.c  # this tile's group's input channels
+            c_off = s.c_base + (plan.kernels * t) // s.group_kernels * s.c  # this tile's group's input channels
             b.const(R_TW, wbank(i))
             b.const(R_TT, plan.kernels * t)
             b.const(R_TO, 2 * plan.kernels * t)
@@ -94,7 +108,6 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None =
                 # the next kernels overwrite this tile's bank: wait for every pending MAC first
                 b.flush_vector_queue(hw, R_TMP)
                 _load_weights(b, plan, hw, items[nxt][1], 0)
-    return b
 
 
 def ktiles(first: int, last: int) -> str:
@@ -127,7 +140,7 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
             spread = None
             if more and not whole:
                 nxt = plan.strips[si + 1]
-                if plan.resident_weights or plan.gather is not None or plan.tiles < 2:
+                if plan.resident_weights or plan.gather is not None or plan.in_row or plan.tiles < 2:
                     last_prefetch.append(lambda bb, nxt=nxt, bank=(si + 1) % 2: _load_maps(bb, plan, hw, nxt, bank))
                 else:  # one piece per kernel tile, beside its weights
                     row = plan.shape.w * plan.shape.cin
@@ -429,6 +442,10 @@ def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
     r_from, r_to = rows or (strip.r0, strip.r1)  # of the strip's rows, these (a first strip's pieces)
     with b.at(f"load_maps.rows{r_from}_{r_to}"):
         base += (r_from - strip.r0) * row
+        if plan.in_row and plan.in_row != row:  # a column band: each row's columns, rows in_row apart
+            load_runs(b, hw, [(base + (r - r_from) * row, plan.in_addr + 2 * r * plan.in_row, row, sf.SELECT_ALL)
+                              for r in range(r_from, r_to)])
+            return
         if plan.gather is None:
             load_broadcast(b, hw, base, plan.in_addr + 2 * r_from * row, (r_to - r_from) * row)
             return

@@ -43,7 +43,8 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
     issued = 2
     row = s.w * s.cin
     b.const(R_ROWSTEP, s.sy * row)
-    b.const(R_OUTSTEP, 2 * s.ow * s.k)
+    out_row = plan.out_row or s.ow * s.k  # a column band writes into rows of the whole output
+    b.const(R_OUTSTEP, 2 * out_row)
     if bypass_base is not None:
         b.const(R_BYPSTEP, s.ow * _bypass_stride(plan))
     chunks = len(trace_chunks(s.kw * s.c))
@@ -84,7 +85,7 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
         iy = y * s.sy - s.pt
         y_end, ky0, ky1 = row_block(y, issued, bool(prefetch))
         b.const(R_ROWBASE, base + (iy + ky0 - strip.r0) * row + c_off)
-        b.const(R_OUTROW, plan.out_addr + 2 * y * s.ow * s.k)
+        b.const(R_OUTROW, plan.out_addr + 2 * y * out_row)
         b.emit(sf.AddOp(R_OUTROW, R_OUTROW, R_TO))
         bypass = bypass_base is not None
         if bypass:

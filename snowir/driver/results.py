@@ -49,7 +49,7 @@ def useful(op, runs) -> int:
     """MACs the machine did that the layer needed: a block-diagonal conv (depthwise-to-grouped)
     keeps all lanes busy, 15 of 16 against zero weights, so its count is the depthwise one; an
     unfolded conv's first and last rows multiply the rows' padding (zero channels)."""
-    if "block_diagonal" in op.attributes or isinstance(op.input.owner, nn.UnfoldRowsOp):
+    if "block_diagonal" in op.attributes or "lane_groups" in op.attributes or isinstance(op.input.owner, nn.UnfoldRowsOp):
         return useful_macs(op)
     return sum(r.macs for r in runs)
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from dataclasses import replace
 from snowir.hw import SnowflakeConfig
+from snowir.plan.columns import column_tilings
 from snowir.plan.indp import choose_mode, plan_indp
 from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, Strip, compact_shape, coop_kernels, gather_of,
                                 input_rows, load_cycles, slice_words, weights_slot_elements, weights_stagger)
@@ -52,8 +53,8 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
     if choose_mode(s, hw, bypass_addr is not None, mode) == "INDP":
         return plan_indp(s, hw, in_addr, w_addr, out_addr)
     kernels = coop_kernels(hw, s)
-    if s.groups > 1 and (s.k // s.groups) % kernels:
-        raise LoweringError(f"grouped conv with {s.k // s.groups} output channels per group: only multiples of "
+    if s.groups > 1 and s.group_kernels % kernels:
+        raise LoweringError(f"grouped conv with {s.group_kernels} output channels per group: only multiples of "
                             f"{kernels} (a kernel tile) are lowered (depthwise convs are not)")
     row = s.w * s.cin
     gather = gather_of(s)
@@ -81,21 +82,28 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
         return ConvPlan(s, (strip,), math.ceil(s.k / kernels), kernels, True, in_addr, w_addr, out_addr, "COOP", "Kloop")
     rows = lambda y0, y1: _rows(s, y0, y1)  # noqa: E731
 
-    def strips_of(max_rows: int, whole: bool) -> tuple[Strip, ...]:
-        return tuple(row_strips(s.oh, rows, lambda y0, y1: rows(y0, y1)[1] - rows(y0, y1)[0] <= max_rows,
+    def strips_for(shape: ConvShape, max_rows: int, whole: bool) -> tuple[Strip, ...]:
+        return tuple(row_strips(shape.oh, rows, lambda y0, y1: rows(y0, y1)[1] - rows(y0, y1)[0] <= max_rows,
                                 lambda i: -1 if whole else i % 2, "conv"))
+
+    def strips_of(max_rows: int, whole: bool) -> tuple[Strip, ...]:
+        return strips_for(s, max_rows, whole)
 
     # maps tilings: the whole input in one strip if it fits the buffer; else bank-sized strips
     # (double-buffered) and buffer-sized strips (fewer, so weights are re-sent fewer times in
     # Kloop, but each is loaded while nothing computes)
-    if s.h * row <= hw.maps_buffer_elements:
+    # (a padded depthwise conv's last group reads `overread` words past a tile: room above it)
+    if s.h * row + s.overread <= hw.maps_buffer_elements:
         tilings = [strips_of(s.h, False)]
     else:
-        tilings = [strips_of(n, whole) for n, whole in ((hw.maps_bank_elements // row, False),
-                                                        (hw.maps_buffer_elements // row, True)) if n >= s.kh]
+        tilings = [strips_of(n, whole) for n, whole in (((hw.maps_bank_elements - s.overread) // row, False),
+                                                        ((hw.maps_buffer_elements - s.overread) // row, True))
+                   if n >= s.kh]
+    if not tilings:  # not even the kernel's rows fit: maps tiles of rows x columns (plan/columns.py)
+        tilings = column_tilings(s, hw, strips_for)
     if not tilings:
-        raise LoweringError(f"{s.kh} input rows of {row} words do not fit the {hw.maps_buffer_elements}-word "
-                            f"maps buffer (column tiling is not implemented yet)")
+        raise LoweringError(f"{s.kh} input rows of {s.kw} columns ({s.kh * s.kw * s.cin} words) do not fit the "
+                            f"{hw.maps_buffer_elements}-word maps buffer, even column-tiled")
     tiles = math.ceil(s.k / kernels)
     double = s.kernel_words <= weights_slot_elements(hw)
     plans = [with_residency(ConvPlan(s, strips, tiles, kernels, double, in_addr, w_addr, out_addr, "COOP", order), hw)

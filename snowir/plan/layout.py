@@ -36,6 +36,21 @@ def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeCon
     return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, align(out_addr + out_bytes) if bypass else None)
 
 
+LANE_GROUPS = "lane_groups"
+"""nn.conv2d attribute (depthwise-to-grouped): a depthwise conv whose channel count is not a
+multiple of the lanes, run as block-diagonal groups of 16 lanes, the last padded past C; its
+packed image holds the block-diagonal kernels (`block_diagonal`)."""
+
+
+def block_diagonal(w: np.ndarray, lanes: int) -> np.ndarray:
+    """A depthwise conv's (C, 1, kh, kw) kernels as groups of `lanes` channels: kernel i reads
+    its group's `lanes` channels, zero but on its own (channel i mod lanes)."""
+    c, _, kh, kw = w.shape
+    out = np.zeros((c, lanes, kh, kw), w.dtype)
+    out[np.arange(c), np.arange(c) % lanes] = w[:, 0]
+    return out
+
+
 def pack_weights(w: np.ndarray, b: np.ndarray, tiles: int, kernels: int) -> np.ndarray:
     """(K, C, kh, kw) int16 weights + (K,) bias -> the DRAM weight image (tiles x `kernels`
     kernels, each followed by its bias block)."""

@@ -38,7 +38,7 @@ def coop_kernels(hw: SnowflakeConfig, s: ConvShape | None = None) -> int:
     narrower than the machine's vMACs take one tile each, the vMACs past them masked off, when
     they are whole multiples of 16 kernels (depthwise-to-grouped's; a depthwise conv's one
     kernel per group would leave 15 of 16 lanes and most vMACs idle, so it stays refused)."""
-    per_group = s.k // s.groups if s is not None and s.groups > 1 else 0
+    per_group = s.group_kernels if s is not None and s.groups > 1 else 0
     if 0 < per_group < hw.vmacs and per_group % hw.lanes == 0:
         return per_group
     return hw.vmacs
@@ -65,7 +65,7 @@ class ConvShape:
     pr: int
     relu: bool
     shift: int
-    groups: int = 1  # c is the channels per group; kernel tile t of K kernels reads group Kt // (k / groups)
+    groups: int = 1  # c is the channels per group; kernel tile t of K kernels reads group Kt // group_kernels
     cin_total: int = 0  # > 0: the input is channels [c_base, c_base + c) of a cin_total-channel tensor
     c_base: int = 0
 
@@ -73,6 +73,24 @@ class ConvShape:
     def cin(self) -> int:
         """Input channels (the pixel stride of the maps)."""
         return self.cin_total or self.c * self.groups
+
+    @property
+    def group_kernels(self) -> int:
+        """Kernels per group: K / groups, or c for a depthwise conv with its channels padded to
+        whole groups of c lanes (`padded`), one kernel per channel of its group."""
+        return self.c if self.padded else self.k // self.groups
+
+    @property
+    def padded(self) -> bool:
+        """A depthwise conv in block-diagonal groups of c lanes, the last group past the input's
+        channels: its lanes there read the next pixel's words against zero weights."""
+        return self.c * self.groups > self.cin
+
+    @property
+    def overread(self) -> int:
+        """Words a maps tile's traces read past its last pixel (a padded last group's lanes): room
+        the tile needs above it in its bank."""
+        return self.c * self.groups - self.cin if self.padded else 0
 
     @property
     def oh(self) -> int:
@@ -105,6 +123,17 @@ class Strip:
     r0: int
     r1: int  # input rows held [r0, r1)
     bank: int
+    # column tiling (snowir/plan/columns.py): output columns [x0, x1) from input columns [c0, c1)
+    # (padding excluded); (0, 0, 0, 0): every column
+    x0: int = 0
+    x1: int = 0
+    c0: int = 0
+    c1: int = 0
+
+    @property
+    def cols(self) -> tuple[int, int] | None:
+        """The tile's output columns when the layer is column-tiled, else None."""
+        return (self.x0, self.x1) if self.x1 else None
 
 
 @dataclass(frozen=True)
@@ -142,9 +171,17 @@ class ConvPlan:
     stagger: int = 0
     slice_bases: tuple[int, ...] = ()
     pool_slots: tuple[int, ...] = ()
+    # a column band's plan (plan/columns.band_plans, never recorded: it follows from the maps
+    # tiles' out_cols): DRAM words between input rows and between output rows, 0 = the shape's own
+    in_row: int = 0
+    out_row: int = 0
     # in a whole-model program, the previous layer's vector ops read no weights-buffer word: the
     # cold start's kernel loads issue before the fence, the maps loads after (`weights_before_fence`)
     weights_before_fence: bool = False
+
+    @property
+    def column_tiled(self) -> bool:
+        return any(st.cols is not None for st in self.strips)
 
     @property
     def indp(self) -> bool:
@@ -160,6 +197,9 @@ class ConvPlan:
         return 16 if self.indp else 1
 
     def dram_bytes(self, hw: SnowflakeConfig | None = None) -> dict[str, int]:
+        if self.column_tiled:
+            per_band = [p.dram_bytes(hw) for _, p in band_plans(self)]
+            return {k: sum(d[k] for d in per_band) for k in ("Kloop", "Mloop")}
         s = self.shape
         if self.indp:  # every CU loads its own rows; a tile is 4 vMACs of 16 interleaved kernels
 
@@ -184,6 +224,8 @@ class ConvPlan:
         if self.loop_order == "Kloop" and self.tiles > 1 and not self.resident_weights:
             weights *= strips
         per_strip = 1
+        if self.in_row:  # a column band: one LD per input row
+            per_strip = sum(st.r1 - st.r0 for st in self.strips) / strips
         if self.gather is not None:
             sy, sx, _, cin_in, _ = self.gather
             rows = sum(st.r1 - st.r0 for st in self.strips)
@@ -204,7 +246,9 @@ class ConvPlan:
         """The loop-order / tiling cost model: the larger of the padding-free compute and the
         DRAM traffic of this loop order at the shared bandwidth, plus the loads nothing overlaps
         (the first strip; every strip that fills the whole buffer; kernel tiles that are not
-        double-buffered)."""
+        double-buffered). A column-tiled plan: its bands' in turn."""
+        if self.column_tiled:
+            return sum(p.estimated_cycles(hw) for _, p in band_plans(self))
         s = self.shape
         bw = hw.dram_bytes_per_cycle
         strip_bytes = [(st.r1 - st.r0) * s.w * s.cin * 2 for st in self.strips]
@@ -386,3 +430,42 @@ def compact_shape(s: ConvShape, gather: tuple[int, int, int, int, int]) -> ConvS
     if (sy, sx) != (1, 1):
         c = replace(c, h=c.oh, w=c.ow, sy=1, sx=1)
     return c
+
+
+def input_columns(s: ConvShape, x0: int, x1: int) -> tuple[int, int]:
+    """Input columns [c0, c1) that output columns [x0, x1) read (padding columns excluded); for
+    stride s and kernel k, neighbouring bands share k - s of them (the halo, re-loaded)."""
+    return max(0, x0 * s.sx - s.pl), min(s.w, (x1 - 1) * s.sx - s.pl + s.kw)
+
+
+def band_shape(s: ConvShape, x0: int, x1: int) -> ConvShape:
+    """The conv over one column band: its input columns, the padding only the edge bands have."""
+    c0, c1 = input_columns(s, x0, x1)
+    pl = c0 - (x0 * s.sx - s.pl)
+    pr = (x1 - 1) * s.sx - s.pl + s.kw - c1
+    return replace(s, w=c1 - c0, pl=pl, pr=pr)
+
+
+def bands_of(plan: ConvPlan) -> list[tuple[int, int]]:
+    """The output column bands [x0, x1) of a column-tiled plan, in order (its strips' `cols`)."""
+    out: list[tuple[int, int]] = []
+    for st in plan.strips:
+        if st.cols is not None and (not out or out[-1] != st.cols):
+            out.append(st.cols)
+    return out
+
+
+def band_plans(plan: ConvPlan) -> list[tuple[tuple[int, int], ConvPlan]]:
+    """A column-tiled plan as one plan per column band, in order: the conv over the band's input
+    columns (`band_shape`), its maps tiles, reading input rows W·C words apart from its first
+    input column and writing output rows OW·K words apart from its first output column. The code
+    generators run the bands in turn; nothing of this is a decision (the maps tiles' out_cols are)."""
+    s = plan.shape
+    out = []
+    for x0, x1 in bands_of(plan):
+        c0, _ = input_columns(s, x0, x1)
+        strips = tuple(replace(st, x0=0, x1=0, c0=0, c1=0) for st in plan.strips if st.cols == (x0, x1))
+        out.append(((x0, x1), replace(plan, shape=band_shape(s, x0, x1), strips=strips,
+                                      in_addr=plan.in_addr + 2 * c0 * s.cin, out_addr=plan.out_addr + 2 * x0 * s.k,
+                                      in_row=s.w * s.cin, out_row=s.ow * s.k)))
+    return out

@@ -11,6 +11,7 @@ a conv for the loop order it chooses; `tile-to-asm` reads the layer back (`conv_
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 
 import numpy as np
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, UnitAttr, i64
@@ -18,15 +19,15 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf, tile
 from snowir.golden import Golden, Q, constant_array, element_frac, int_values
-from snowir.hw import SnowflakeConfig
+from snowir.hw import DEFAULT, SnowflakeConfig
 from snowir.nn_util import conv_shape, on_host
 from snowir.plan.conv import plan_conv
 from snowir.plan.fused_pool import fuse, fusing_pays
 from snowir.plan.indp import choose_mode
-from snowir.plan.layout import ConvLayout, conv_layout, pack_for, packed_kernels, packed_words, unpack
+from snowir.plan.layout import LANE_GROUPS, ConvLayout, block_diagonal, conv_layout, pack_for, packed_kernels, packed_words, unpack
 from snowir.plan.pool import plan_pool_tiles, ring_loads
-from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align,
-                                indp_kernel_words, input_rows, kernels_per_tile)
+from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align, band_plans,
+                                indp_kernel_words, input_columns, input_rows, kernels_per_tile)
 from snowir.resources import int16_array, int16_resource
 
 POOL_SLACK = 64  # bytes after a pool's output: the lanes of a partly used CU write there
@@ -73,6 +74,8 @@ def device_input(op: nn.Conv2dOp | nn.MaxPoolOp) -> SSAValue:
 
 def layer_conv_shape(op: nn.Conv2dOp) -> ConvShape:
     s = conv_shape(op)
+    if LANE_GROUPS in op.attributes:  # channels padded to whole groups of a vMAC's lanes
+        return dataclasses.replace(s, c=DEFAULT.lanes, groups=-(-s.k // DEFAULT.lanes), cin_total=s.k)
     if isinstance(op.input.owner, nn.ChannelSliceOp):
         s = dataclasses.replace(s, cin_total=op.input.owner.input.type.get_shape()[1],
                                 c_base=op.input.owner.start.value.data)
@@ -89,6 +92,8 @@ def _words(value: SSAValue, frac: int) -> np.ndarray:
 def weight_image(op: nn.Conv2dOp, s: ConvShape, mode: str, hw: SnowflakeConfig) -> np.ndarray:
     """The DRAM weight image of a quantised conv: kernels + biases packed for the mode."""
     w = constant_array(op.weight.owner)
+    if LANE_GROUPS in op.attributes:  # one channel of a 16-lane group per kernel
+        w = block_diagonal(w, s.c)
     bias = _words(op.bias, element_frac(op.output))  # added at the write-back, in the output's format
     return pack_for(w, bias, mode, packed_kernels(s, mode, hw), hw)
 
@@ -133,16 +138,32 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
     ids = iter(range(1 << 30))
     for load in kernel_loads:
         load.properties["load_id"] = IntegerAttr(next(ids), i64)
+    if plan.column_tiled:  # each column band's tiles: its input columns, rows of the whole width apart
+        for (x0, x1), band in band_plans(plan):
+            for mt in _maps_tiles(band, out_addr + 2 * x0 * s.k, r_addr, hw, ids):
+                c0, c1 = input_columns(s, x0, x1)
+                mt.properties["out_cols"] = DenseArrayBase.from_list(i64, [x0, x1])
+                mt.properties["in_cols"] = DenseArrayBase.from_list(i64, [c0, c1])
+                ops.append(mt)
+        return ops
+    return ops + _maps_tiles(plan, out_addr, r_addr, hw, ids)
+
+
+def _maps_tiles(plan: ConvPlan, out_addr: int, r_addr: int | None, hw: SnowflakeConfig,
+                ids: Iterator[int]) -> list[tile.MapsTileOp]:
+    """The maps tiles (loads, windows) of a plan's strips; its shape is what the tiles load (a
+    gathering conv's compact input, a column band's columns)."""
+    s = plan.shape
     row = s.w * s.cin
-    in_row, stride_rows, c_base = row, 1, 0
+    in_row, stride_rows, c_base = plan.in_row or row, 1, 0
     if plan.gather is not None:
         # the layer loads only what it reads (the plan's `gather` (plan/conv.py): a channel slice's channels,
         # a strided 1x1's pixels): strips, loads and windows are over the compact image the
         # plan was made for, compact row r being DRAM row r * sy from channel c0 on
         stride_rows, _, w_in, cin_row, c_base = plan.gather
         in_row = w_in * cin_row
-        s = plan.shape
-        row = s.w * s.cin
+    out_row = plan.out_row or s.ow * s.k
+    ops: list[tile.MapsTileOp] = []
     prev_end = 0
     for si, strip in enumerate(plan.strips):
         words = (strip.r1 - strip.r0) * row
@@ -152,6 +173,9 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
             cu_rows = [input_rows(s.h, s.kh, s.sy, s.pt, y, y + r) for y in range(strip.y0, strip.y1, r)]
             loads = [tile.LoadOp(tile.BufferKind.MAPS, (r1 - r0) * row, plan.in_addr + 2 * r0 * row, base, 0, c)
                      for c, (r0, r1) in enumerate(cu_rows)]
+        elif in_row != row and plan.gather is None:  # a column band: one LD per row
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, row, plan.in_addr + 2 * r * in_row, base + (r - strip.r0) * row,
+                                 0, sf.SELECT_ALL) for r in range(strip.r0, strip.r1)]
         else:
             loads = [tile.LoadOp(tile.BufferKind.MAPS, words, plan.in_addr + 2 * (strip.r0 * stride_rows * in_row + c_base), base, 0,
                                  sf.SELECT_ALL)]
@@ -167,14 +191,14 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
             windows.append(tile.WindowOp(s.kw * s.c if s.groups == 1 else s.c, ky1 - ky0, s.ow, y_end - y,
                                          s.sx * s.cin, s.sy * row,
                                          (iy + ky0 - strip.r0) * row if iy + ky0 >= strip.r0 else 0,
-                                         out_addr + 2 * y * s.ow * s.k, bias_vmov=True,
+                                         out_addr + 2 * y * out_row, bias_vmov=True,
                                          bypass_vmov=r_addr is not None))
             y = y_end
         overlap = max(0, prev_end - strip.r0) if si else 0
         prev_end = strip.r1
         for load in loads:
             load.properties["load_id"] = IntegerAttr(next(ids), i64)
-        mt = tile.MapsTileOp((strip.y0, strip.y1), (strip.r0, strip.r1), overlap, -1, loads + windows)
+        mt = tile.MapsTileOp((strip.y0, strip.y1), (strip.r0, strip.r1), overlap, -1, [*loads, *windows])
         if plan.indp:
             mt.properties["cu_rows"] = IntegerAttr(plan.cu_rows[si], i64)
         ops.append(mt)

@@ -26,11 +26,13 @@ from snowir.hw import SnowflakeConfig
 from snowir.plan.fused_pool import fusable, group_rows_words
 from snowir.plan.indp import default_rows_per_cu, group_strips, indp_groups, interior_rows
 from snowir.plan.pool import check_pool_channels, max_pool_rows, row_maxs
-from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, ConvShape, GUARD, LoweringError, PoolShape, PoolTile, TRACE_CHUNK, coop_kernels, gather_of, indp_kernel_words, input_rows, kernels_per_tile, ring_schedule, slice_words
+from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, LoweringError, PoolShape, PoolTile, TRACE_CHUNK,
+                                band_plans, bands_of, coop_kernels, gather_of, indp_kernel_words, input_columns,
+                                input_rows, kernels_per_tile, ring_schedule, slice_words)
 from snowir.resources import int16_array
 from snowir.tile.build import conv_shape_of, conv_tile_body, layout_of, packed_words, pool_tile_body, regions_of, repack
-from snowir.tile.read import (TileError, compact_shape_of, conv_plan_of, input_rows_of, kernel_tile_of, maps_tiles_of,
-                              pool_tiles_of)
+from snowir.tile.read import (TileError, cols_of, compact_shape_of, conv_plan_of, input_rows_of, kernel_tile_of,
+                              maps_tiles_of, pool_tiles_of)
 
 
 def _empty(op: Operation) -> bool:
@@ -100,14 +102,17 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
         else:
             _set(mt, "cu_rows", None)
         mt.properties["in_rows"] = DenseArrayBase.from_list(i64, list(input_rows_of(layer, y0, y1)))
+        if mt.out_cols is not None:
+            mt.properties["in_cols"] = DenseArrayBase.from_list(i64, list(input_columns(s, *mt._ints("out_cols"))))
     if indp and all(_empty(mt) for mt in maps_tiles_of(layer)):
         layer.properties["maps_buffering"] = tile.MapsBufferingAttr(tile.MapsBuffering.DOUBLE)
-    prev = 0
+    prev, band = 0, None
     for i, mt in enumerate(maps_tiles_of(layer)):
         r0, r1 = mt._ints("in_rows")
+        first = i == 0 or cols_of(mt)[:2] != band  # a column band's first tile overlaps nothing
         if _empty(mt):
-            _set(mt, "overlap", max(0, prev - r0) if i else 0)
-        prev = r1
+            _set(mt, "overlap", 0 if first else max(0, prev - r0))
+        prev, band = r1, cols_of(mt)[:2]
     plan = conv_plan_of(layer)
     want = conv_tile_body(full, plan, layout_of(layer), hw)
     have = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp | tile.MapsTileOp)]
@@ -206,22 +211,23 @@ def check_bodies(layer: tile.LayerOp, want: list[Operation]) -> None:
                                    "layer's mode, loop_order, maps_buffering, ...) and write the body empty `{}`")
 
 
-def _cover(layer: tile.LayerOp, rows: list[tuple[int, int]], oh: int) -> None:
+def _cover(layer: tile.LayerOp, rows: list[tuple[int, int]], oh: int, first: int = 0) -> None:
     starts = [0] + [y1 for _, y1 in rows[:-1]]
-    for i, ((y0, y1), want) in enumerate(zip(rows, starts)):
+    for i, ((y0, y1), want) in enumerate(zip(rows, starts), first):
         if y0 != want:
             raise TileError(layer, f"maps tile {i}: out_rows start at {y0}, not {want}: maps tiles cover output "
                                    f"rows 0..{oh} in order")
     if rows[-1][1] != oh:
-        raise TileError(layer, f"maps tile {len(rows) - 1}: out_rows end at {rows[-1][1]}, not {oh}: maps tiles "
+        raise TileError(layer, f"maps tile {first + len(rows) - 1}: out_rows end at {rows[-1][1]}, not {oh}: maps tiles "
                                f"cover output rows 0..{oh} in order")
 
 
-def _in_rows(layer: tile.LayerOp, i: int, mt: tile.MapsTileOp, want: tuple[int, int], prev: int) -> None:
+def _in_rows(layer: tile.LayerOp, i: int, mt: tile.MapsTileOp, want: tuple[int, int], prev: int,
+             first: bool | None = None) -> None:
     if mt._ints("in_rows") != want:
         raise TileError(layer, f"maps tile {i}: in_rows {list(mt._ints('in_rows'))} are not the {list(want)} its "
                                "out_rows read (derived: write the body empty `{}` to recompute)")
-    overlap = max(0, prev - want[0]) if i else 0
+    overlap = 0 if (i == 0 if first is None else first) else max(0, prev - want[0])
     if mt._int("overlap") != overlap:
         raise TileError(layer, f"maps tile {i}: overlap {mt._int('overlap')} is not {overlap} (derived: write the "
                                "body empty `{}` to recompute)")
@@ -262,7 +268,7 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
     if not indp:
         if plan.kernels > hw.vmacs:
             raise TileError(layer, f"kernel tile: count {plan.kernels} > the {hw.vmacs} vMACs (one kernel each in COOP)")
-        per_group = full.k // full.groups
+        per_group = full.group_kernels
         if full.groups > 1 and per_group % plan.kernels:
             raise TileError(layer, f"kernel tile: count {plan.kernels} does not divide a group's {per_group} kernels "
                                    "(a tile never spans two groups)")
@@ -315,20 +321,10 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
         kind = "an INDP" if indp else "a residual" if plan.bypass_addr is not None else "a fully connected"
         raise TileError(layer, f"loop_order Mloop: {kind} layer runs Kloop only")
     # maps tiles
-    rows = [(st.y0, st.y1) for st in plan.strips]
-    _cover(layer, rows, s.oh)
-    prev = 0
-    for i, (mt, st) in enumerate(zip(tiles, plan.strips)):
-        if mt._int("cu") != -1:
-            raise TileError(layer, f"maps tile {i}: cu {mt._int('cu')}: maps tiles are broadcast (-1); an INDP "
-                                   "row group spreads its rows over the CUs by cu_rows")
-        if mt.ring is not None:
-            raise TileError(layer, f"maps tile {i}: ring belongs to max pool layers")
-        if not indp and mt.cu_rows is not None:
-            raise TileError(layer, f"maps tile {i}: cu_rows belongs to INDP row groups (write the body empty `{{}}`)")
-        _in_rows(layer, i, mt, input_rows(s.h, s.kh, s.sy, s.pt, st.y0, st.y1), prev)
-        prev = st.r1
-    _check_maps_room(layer, plan, hw, fc)
+    if plan.column_tiled:
+        _check_columns(layer, plan, tiles, hw, fc)
+    else:
+        _check_rows(layer, plan, tiles, 0, hw, fc)
     if plan.pool is not None:
         _check_ring(layer, plan, hw)
     elif "conv_output" in regions:
@@ -355,6 +351,64 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
     if len(want) != 1 + len(tiles):
         raise TileError(layer, f"{len(tiles)} maps tiles where its rows give {len(want) - 1}")
     check_bodies(layer, want)
+
+
+def _check_columns(layer: tile.LayerOp, plan: ConvPlan, tiles: list[tile.MapsTileOp], hw: SnowflakeConfig,
+                   fc: bool) -> None:
+    """A column-tiled conv: its bands cover the output columns in order, each band's tiles its
+    rows, each tile's in_cols the columns its out_cols read, each band's tiles fit the buffer."""
+    s = plan.shape
+    what = ("an INDP layer" if plan.indp else "a residual conv" if plan.bypass_addr is not None else
+            "a fused pool's conv" if plan.pool is not None else "a gathering conv" if plan.gather is not None else
+            "a kernel streamed in chunks" if fc else None)
+    if what is not None:
+        raise TileError(layer, f"maps tile 0: out_cols: {what} is not column-tiled (remove out_cols)")
+    uncut = [i for i, st in enumerate(plan.strips) if st.cols is None]
+    if uncut:
+        raise TileError(layer, f"maps tile {uncut[0]}: no out_cols: every maps tile of a column-tiled layer names "
+                               "its output columns")
+    bands = bands_of(plan)
+    at = 0
+    for x0, x1 in bands:
+        i = next(i for i, st in enumerate(plan.strips) if st.cols == (x0, x1))
+        if x0 != at or x1 > s.ow:
+            raise TileError(layer, f"maps tile {i}: out_cols [{x0}, {x1}): column bands cover output columns "
+                                   f"0..{s.ow} in order, each band's tiles together")
+        at = x1
+    if at != s.ow:
+        raise TileError(layer, f"maps tile {len(tiles) - 1}: out_cols end at {at}, not {s.ow}: column bands cover "
+                               f"output columns 0..{s.ow} in order")
+    first = 0
+    for (x0, x1), band in band_plans(plan):
+        want = input_columns(s, x0, x1)
+        for i in range(first, first + len(band.strips)):
+            if tuple(tiles[i]._ints("in_cols")) != want:
+                raise TileError(layer, f"maps tile {i}: in_cols {list(tiles[i]._ints('in_cols'))} are not the "
+                                       f"{list(want)} its out_cols read (derived: write the body empty `{{}}`)")
+        _check_rows(layer, band, tiles[first:first + len(band.strips)], first, hw, fc)
+        first += len(band.strips)
+
+
+def _check_rows(layer: tile.LayerOp, plan: ConvPlan, tiles: list[tile.MapsTileOp], first: int,
+                hw: SnowflakeConfig, fc: bool) -> None:
+    """Maps tiles (the layer's, or a column band's from tile `first` on) cover the output rows in
+    order, read the input rows they say, and fit the buffer as the layer's buffering places them."""
+    s, indp = plan.shape, plan.indp
+    rows = [(st.y0, st.y1) for st in plan.strips]
+    _cover(layer, rows, s.oh, first)
+    prev = 0
+    for j, (mt, st) in enumerate(zip(tiles, plan.strips)):
+        i = first + j
+        if mt._int("cu") != -1:
+            raise TileError(layer, f"maps tile {i}: cu {mt._int('cu')}: maps tiles are broadcast (-1); an INDP "
+                                   "row group spreads its rows over the CUs by cu_rows")
+        if mt.ring is not None:
+            raise TileError(layer, f"maps tile {i}: ring belongs to max pool layers")
+        if not indp and mt.cu_rows is not None:
+            raise TileError(layer, f"maps tile {i}: cu_rows belongs to INDP row groups (write the body empty `{{}}`)")
+        _in_rows(layer, i, mt, input_rows(s.h, s.kh, s.sy, s.pt, st.y0, st.y1), prev, j == 0)
+        prev = st.r1
+    _check_maps_room(layer, plan, hw, fc)
 
 
 def _check_maps_room(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig, fc: bool) -> None:
@@ -410,7 +464,7 @@ def _check_maps_room(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig, f
     limit = hw.maps_buffer_elements if buffering == tile.MapsBuffering.WHOLE or len(strips) == 1 \
         else hw.maps_bank_elements
     for i, st in enumerate(strips):
-        need = (st.r1 - st.r0) * row
+        need = (st.r1 - st.r0) * row + s.overread  # a padded depthwise conv's last lanes read past the tile
         if need > limit:
             raise TileError(layer, f"maps tile {i}: {need} words exceed the {limit}-word "
                                    f"{'buffer' if limit == hw.maps_buffer_elements else 'bank'} (split the tile, or "
@@ -446,6 +500,9 @@ def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: Sno
     except LoweringError as e:
         raise TileError(layer, str(e)) from None
     maps = maps_tiles_of(layer)
+    cut = [i for i, mt in enumerate(maps) if mt.out_cols is not None]
+    if cut:
+        raise TileError(layer, f"maps tile {cut[0]}: out_cols: max pools are not column-tiled (remove out_cols)")
     _cover(layer, [(t.strip.y0, t.strip.y1) for t in tiles], p.oh)
     buffering = layer.maps_buffering.data  # type: ignore[union-attr]
     if buffering == tile.MapsBuffering.SINGLE:

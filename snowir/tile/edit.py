@@ -12,13 +12,16 @@ impossible (rows that do not fit a bank, say) is refused there in one line.
     for layer in module.ops:
         if isinstance(layer, tile.LayerOp):
             set_maps_rows(layer, split_rows(maps_rows(layer), 4))
+
+A column split (`set_maps_tiles(layer, split_columns(layer, [(0, 40), (40, 80)]))`) is honoured
+on a COOP conv without a residual input, gather or fused pool, even one whose rows fit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import IntegerAttr, i64
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, i64
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from snowir.dialects import tile
@@ -38,19 +41,41 @@ def split_rows(rows: Sequence[tuple[int, int]], most: int) -> list[tuple[int, in
     return [(y, min(y + most, y1)) for y0, y1 in rows for y in range(y0, y1, most)]
 
 
+def maps_cols(layer: tile.LayerOp) -> list[tuple[int, int] | None]:
+    """The output columns [x0, x1) of the layer's maps tiles, in order (None: every column)."""
+    return [tuple(mt._ints("out_cols")) if mt.out_cols is not None else None  # type: ignore[misc]
+            for mt in layer.body.block.ops if isinstance(mt, tile.MapsTileOp)]
+
+
+def split_columns(layer: tile.LayerOp, cols: Sequence[tuple[int, int]]) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Maps tiles for column bands `cols`: each band over the row ranges of the layer's first
+    band (or of all its tiles), as `set_maps_tiles` takes them."""
+    first = maps_cols(layer)[0]
+    rows = [r for r, c in zip(maps_rows(layer), maps_cols(layer)) if c == first]
+    return [(r, c) for c in cols for r in rows]
+
+
 def set_maps_rows(layer: tile.LayerOp, rows: Sequence[tuple[int, int]]) -> None:
     """The layer's maps tiles become one empty-bodied tile per [y0, y1) of `rows` (which must
     cover the output rows in order). A tile keeps the `ring` of the first old tile it overlaps
     (a max pool's); an INDP layer's new tiles are split into row groups when derived."""
+    set_maps_tiles(layer, [(r, None) for r in rows])
+
+
+def set_maps_tiles(layer: tile.LayerOp, tiles: Sequence[tuple[tuple[int, int], tuple[int, int] | None]]) -> None:
+    """`set_maps_rows` with columns: one empty-bodied tile per (rows, output columns or None);
+    a column-tiled layer's tiles go band after band, each band's covering the rows."""
     old = [mt for mt in layer.body.block.ops if isinstance(mt, tile.MapsTileOp)]
     if not old:
         raise ValueError(f"layer @{layer.sym_name.data} has no maps tiles to retile")
-    prev = 0
-    for i, (y0, y1) in enumerate(rows):
+    prev, band = 0, None
+    for i, ((y0, y1), cols) in enumerate(tiles):
         source = next((mt for mt in old if mt._ints("out_rows")[0] < y1 and mt._ints("out_rows")[1] > y0), old[-1])
         r0, r1 = input_rows_of(layer, y0, y1)
-        new = tile.MapsTileOp((y0, y1), (r0, r1), max(0, prev - r0) if i else 0, -1)
-        prev = r1
+        new = tile.MapsTileOp((y0, y1), (r0, r1), max(0, prev - r0) if i and cols == band else 0, -1)
+        prev, band = r1, cols
+        if cols is not None:  # in_cols derived with the body
+            new.properties["out_cols"] = DenseArrayBase.from_list(i64, list(cols))
         _empty(new)  # written empty: derived at tile-to-asm
         for key in ("ring",):
             if key in source.properties:

@@ -78,12 +78,23 @@ def buffering_of(layer: tile.LayerOp) -> tile.MapsBuffering:
 def strips_of(layer: tile.LayerOp, tiles: list[tile.MapsTileOp]) -> tuple[Strip, ...]:
     """The maps tiles as strips, each in the bank its index and the layer's buffering give."""
     buffering = buffering_of(layer)
-    strips = []
-    for i, mt in enumerate(tiles):
+    strips: list[Strip] = []
+    i = 0  # the tile's place in its column band: each band starts again in bank 0
+    for mt in tiles:
         (y0, y1), (r0, r1) = mt._ints("out_rows"), mt._ints("in_rows")
+        cols = cols_of(mt)
+        i = i + 1 if strips and (strips[-1].x0, strips[-1].x1) == cols[:2] else 0
         bank = -1 if buffering == tile.MapsBuffering.WHOLE else 0 if buffering == tile.MapsBuffering.SINGLE else i % 2
-        strips.append(Strip(y0, y1, r0, r1, bank))
+        strips.append(Strip(y0, y1, r0, r1, bank, *cols))
     return tuple(strips)
+
+
+def cols_of(mt: tile.MapsTileOp) -> tuple[int, int, int, int]:
+    """A maps tile's (out_cols, in_cols) as Strip's x0, x1, c0, c1; zeros when it spans every column."""
+    if mt.out_cols is None:
+        return 0, 0, 0, 0
+    c = mt._ints("in_cols") if mt.in_cols is not None else (0, 0)
+    return (*mt._ints("out_cols"), *c)  # type: ignore[return-value]
 
 
 def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
@@ -118,7 +129,7 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
         gather_in(layer), kt.resident is not None, bool(slices), pool, pool_out,  # type: ignore[arg-type]
         kt._int("slot") if kt.slot is not None else 0, kt._int("stagger") if kt.stagger is not None else 0,
         slices, tuple(int(v) for v in layer.pool_slots.get_values()) if layer.pool_slots is not None else (),
-        layer.weights_before_fence is not None)
+        weights_before_fence=layer.weights_before_fence is not None)
 
 
 def pool_tiles_of(layer: tile.LayerOp) -> tuple[PoolShape, list[PoolTile]]:
