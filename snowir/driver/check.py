@@ -99,3 +99,10 @@ def compare(reference: np.ndarray, test: np.ndarray) -> dict[str, float | bool]:
     return {"max_abs_err": float(np.abs(tst - ref).max()),
             "snr_db": snr_db(ref, tst),
             "top1_match": bool((ref.argmax(axis=1) == tst.argmax(axis=1)).all())}
+
+
+def constant_output(test: np.ndarray, reference: np.ndarray) -> bool:
+    """`test` is one value throughout while `reference` is not: what a detector whose activations
+    saturate gives (a probability map of zeros), worth a warning whatever the SNR says."""
+    test, reference = np.asarray(test), np.asarray(reference)
+    return bool(test.size > 1 and np.ptp(test) == 0 and np.ptp(reference) > 0)
