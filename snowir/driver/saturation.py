@@ -52,7 +52,7 @@ def saturation_warning(report: dict[str, Any], outputs: Sequence[np.ndarray] | N
     provenance = report.get("provenance") or {}
     fmt = provenance.get("format") or "Q8.8"
     named = ", ".join(f"{name} {_pct(share)} ({count:,})" for name, share, count in worst[:NAMED])
-    count = f"{len(worst)} layer{'s' if len(worst) > 1 else ''} over {100 * WARN_SHARE:g}%"
+    count = f"{len(worst)} over {100 * WARN_SHARE:g}%"
     if fmt == "auto":
         fix = "calibrate with inputs like the real ones (--calibration X.npy)"
     else:
