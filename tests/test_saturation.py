@@ -14,6 +14,7 @@ import pytest
 from onnx import helper
 
 import snowir
+from snowir.driver.check import constant_output
 from snowir.driver.model_api import Report
 from snowir.fixedpoint import INT16_MAX, INT16_MIN, clipped, clipped_count, quantize_counted
 from snowir.tools.snow_run import main as snow_run
@@ -47,6 +48,14 @@ def test_clipped_counts_what_saturation_changes() -> None:
     assert clipped_count(rounded, False) == 2 and clipped_count(rounded, True) == 1
     words, n = quantize_counted(np.array([127.99, 128.0, -128.0, -128.01, 255.0]), 8)
     assert n == 3 and words.tolist() == [32765, INT16_MAX, INT16_MIN, INT16_MIN, INT16_MAX]
+
+
+def test_constant_output_means_collapsed_against_the_reference() -> None:
+    ref = np.array([0.0, 0.5, 0.2])
+    assert constant_output(np.zeros(3), ref)
+    assert constant_output(np.array([1e-31, 1.2e-6, 3e-7]), ref)  # a sigmoid of saturated logits
+    assert not constant_output(np.array([0.0, 0.1, 0.0]), ref)
+    assert not constant_output(np.zeros(3), np.zeros(3))  # the reference is constant too
 
 
 @pytest.mark.parametrize("pipeline, engines", [(None, ("fast", "reference")),

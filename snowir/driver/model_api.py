@@ -100,7 +100,8 @@ class CheckReport:
     golden_bit_exact: bool
     top1_match: bool
     constant_output: bool = False
-    """The output checked is one value throughout while the reference's is not (saturation)."""
+    """The output checked is (nearly: spread under 1% of the reference's) one value throughout
+    while the reference's is not: a format too narrow, saturating, typically (docs/machine.md)."""
 
 
 @dataclass(frozen=True)

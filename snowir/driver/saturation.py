@@ -44,7 +44,7 @@ def saturation_warning(report: dict[str, Any], outputs: Sequence[np.ndarray] | N
     check = report.get("check") or {}
     constant = _constant(outputs)
     if check.get("constant_output"):
-        constant = f"{constant or 'the output is constant'} while {check['reference']}'s is not"
+        constant = f"{constant or 'the output is nearly constant'} while {check['reference']}'s is not"
     elif check:
         constant = None  # the reference is constant too: nothing to say
     if not worst:
