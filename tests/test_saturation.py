@@ -74,6 +74,22 @@ def test_golden_and_machine_count_alike(pipeline: str | None, engines: tuple[str
     assert all(layer.saturated == 0 for layer in golden.layers if layer.op == "max_pool")
 
 
+def test_a_fused_pool_counts_with_its_conv() -> None:
+    """ResNet's stem with the max pool in the INDP conv's program: the conv's row has the count."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", kernel_shape=[7, 7], strides=[2, 2], pads=[3] * 4),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["o"], name="pool", kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)]
+    m = model(nodes, {"x": [1, 3, 40, 40]}, {"o": [1, 64, 10, 10]},
+              {"w": rand(64, 3, 7, 7, seed=1, scale=0.08), "b": rand(64, seed=2, scale=0.1)})
+    x = rand(1, 3, 40, 40, seed=3, scale=60.0)
+    compiled = snowir.compile(m)
+    golden = compiled.run(x, engine="golden").report
+    report = compiled.run(x, check=True).report
+    assert report.check.golden_bit_exact and report.layer("conv").computes == "pool"
+    assert report.layer("conv").saturated == golden.layer("conv").saturated > 0
+    assert report.layer("pool").saturated == 0
+
+
 def test_report_carries_the_counts(tmp_path: Path) -> None:
     result = snowir.compile(_net(w1_scale=20.0)).run(_x())
     data = result.report.to_json()
