@@ -149,7 +149,8 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
     result = DeviceRun([])
     assembled = {} if assembled is None else assembled
     device_ops = [op for op in block.ops if "image" in op.attributes]
-    pending: list[tuple] = []  # (op, name, image_op, image, (expected, its saturated count), compile_s, first job, images, output op)
+    # (op, name, image_op, image, (expected, its saturated count), compile_s, first job, images, output op)
+    pending: list[tuple] = []
     jobs_list: list[tuple] = []
     computed: set[int] = set()  # max pools their conv's program computed
     for op in block.ops:
@@ -270,7 +271,8 @@ def _record_layer(result: DeviceRun, op, name: str, image_op: sf.ImageOp, image:
         op, name, op.name.removeprefix("nn."), sum(r.cycles for r in runs), useful(op, runs),
         sum(r.lane_macs for r in runs), sum(r.dram_bytes for r in runs), len(image.code),
         sum(r.dynamic for r in runs), stalls, _attr(image_op, "mode"), _attr(image_op, "loop_order"),
-        _load_imbalance(image_op, unit_bytes), bool(np.array_equal(got, expected.words)) and saturated == golden_saturated,
+        _load_imbalance(image_op, unit_bytes),
+        bool(np.array_equal(got, expected.words)) and saturated == golden_saturated,
         sum(r.simulate_s for r in runs), compile_s, None if out_op is op else layer_name(out_op, out_op.name),
         saturated))
     return got

@@ -69,7 +69,8 @@ class _Counts:
 def _between(a: Mark, b: Mark) -> _Counts:
     return _Counts(b.t - a.t, {k: b.stalls.get(k, 0) - a.stalls.get(k, 0) for k in set(a.stalls) | set(b.stalls)},
                    b.macs - a.macs, b.lane_macs - a.lane_macs, b.dram_bytes - a.dram_bytes,
-                   [y - x for x, y in zip(a.unit_bytes, b.unit_bytes)], b.dynamic - a.dynamic, b.saturated - a.saturated)
+                   [y - x for x, y in zip(a.unit_bytes, b.unit_bytes)], b.dynamic - a.dynamic,
+                   b.saturated - a.saturated)
 
 
 def _end_mark(machine: Machine) -> Mark:
