@@ -8,6 +8,10 @@ float64 GEMMs, exact because |product| <= 2^30 and every sum stays below 2^53), 
 shared write-back (bias, bypass, round half up, saturate, ReLU). Host layers (softmax,
 LRN, ...) run in float on dequantised data, as the host CPU would, and their results are
 quantised again when a device layer consumes them.
+
+Every value a fixed-point result loses to saturation is counted (`Golden.saturated`, per op;
+`input_saturated`, per input of @main): the write-back's, an add's, and the host's and the
+input's quantisation. The machine counts its write-backs the same way (fixedpoint.clipped).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from xdsl.ir import Operation, SSAValue
 
 from snowir.dialects import nn
 from snowir.errors import SnowError
-from snowir.fixedpoint import INT16_MAX, INT16_MIN, dequantize, quantize, writeback
+from snowir.fixedpoint import (INT16_MAX, INT16_MIN, clipped_count, dequantize, quantize, quantize_counted, saturate,
+                               writeback_rounded)
 from snowir.frontend.onnx_host import NodeRunner, numpy_dtype
 from snowir.packed import packed_weights
 from snowir.resources import get_blob
@@ -171,6 +176,11 @@ class Golden:
         self.runners: dict[Operation, NodeRunner] = {}
         self.trace: Callable[[SSAValue, Value], None] | None = None
         """Called with every result of @main's ops and its value, as they are computed."""
+        self.saturated: dict[Operation, int] = {}
+        """Per op last executed: the values of its fixed-point results that saturation changed."""
+        self.input_saturated: dict[SSAValue, int] = {}
+        """Per argument of @main: the input values quantising it saturated."""
+        self._clipped = 0  # saturated values counted so far (each op's count is its difference)
 
     def inputs(self, inputs: Sequence[np.ndarray]) -> dict[SSAValue, Value]:
         """@main's arguments bound to `inputs`: quantised where the argument is fixed point, else in
@@ -184,8 +194,12 @@ class Golden:
             if tuple(np.shape(x)) != shape:
                 raise GoldenError(f"input has shape {list(np.shape(x))}, @main expects {list(shape)}")
             frac = element_frac(arg)
-            env[arg] = Q(quantize(x, frac), frac) if frac is not None \
-                else np.asarray(x, numpy_dtype(arg.type.get_element_type()))
+            if frac is None:
+                env[arg] = np.asarray(x, numpy_dtype(arg.type.get_element_type()))
+                self.input_saturated[arg] = 0
+                continue
+            words, self.input_saturated[arg] = quantize_counted(x, frac)
+            env[arg] = Q(words, frac)
         return env
 
     def run(self, *inputs: np.ndarray) -> list[np.ndarray]:
@@ -198,7 +212,12 @@ class Golden:
 
     def step(self, op: Operation, env: dict[SSAValue, Value]) -> None:
         """Execute one op of @main, binding its results in `env`."""
-        outs = self._host_node(op, env) if isinstance(op, nn.HostOp) else [self._op(op, env)]
+        if isinstance(op, nn.HostOp):
+            before = self._clipped
+            outs = self._host_node(op, env)
+            self.saturated[op] = self._clipped - before
+        else:
+            outs = [self._op(op, env)]
         for result, out in zip(op.results, outs):
             env[result] = out
             if self.trace is not None:
@@ -209,13 +228,33 @@ class Golden:
     def _float(v: Value) -> np.ndarray:
         return v.float() if isinstance(v, Q) else v
 
+    def _quantize(self, x: np.ndarray, frac: int) -> np.ndarray:
+        """`quantize`, its saturated values counted for the op being executed."""
+        words, saturated = quantize_counted(x, frac)
+        self._clipped += saturated
+        return words
+
+    def _saturate(self, rounded: np.ndarray, relu: bool) -> np.ndarray:
+        """`saturate`, the values it changed counted for the op being executed."""
+        self._clipped += clipped_count(rounded, relu)
+        return saturate(rounded, relu)
+
     @staticmethod
     def _q(v: Value, frac: int) -> np.ndarray:
+        """v's words in Qm.`frac` (of a constant, or where no op is being executed: not counted)."""
         if isinstance(v, Q):
             if v.frac == frac:
                 return v.words
             return quantize(v.float(), frac)
         return quantize(v, frac)
+
+    def _fixed(self, v: Value, frac: int) -> np.ndarray:
+        """An operand's words in Qm.`frac`: quantised, or converted from another format, counted."""
+        if isinstance(v, Q):
+            if v.frac == frac:
+                return v.words
+            return self._quantize(v.float(), frac)
+        return self._quantize(v, frac)
 
     def _const(self, value: SSAValue) -> np.ndarray:
         if value not in self.constants:
@@ -226,6 +265,13 @@ class Golden:
 
     # -------------------------------------------------------------- ops
     def _op(self, op: Operation, env: dict[SSAValue, Value]) -> Value:
+        """The value of one (single-result) op; its saturated values go to `saturated[op]`."""
+        before = self._clipped
+        out = self._compute(op, env)
+        self.saturated[op] = self._clipped - before
+        return out
+
+    def _compute(self, op: Operation, env: dict[SSAValue, Value]) -> Value:
         if isinstance(op, nn.ConstantOp):
             arr = self._const(op.result)
             frac = element_frac(op.result)
@@ -238,28 +284,25 @@ class Golden:
             x = get(op.input)
             args = (int_values(op.kernel), int_values(op.strides), int_values(op.pads), op.ceil_mode is not None, "max")
             if out_frac is not None:
-                return Q(pool(self._q(x, out_frac), *args).astype(np.int16), out_frac)
+                return Q(pool(self._fixed(x, out_frac), *args).astype(np.int16), out_frac)
             return pool(self._float(x), *args).astype(np.float32)
         if isinstance(op, nn.AvgPoolOp | nn.GlobalAvgPoolOp):
             return self._avg(op, get(op.input), out_frac)
         if isinstance(op, nn.AddOp):
             a, b = get(op.lhs), get(op.rhs)
             if out_frac is not None:
-                total = self._q(a, out_frac).astype(np.int32) + self._q(b, out_frac).astype(np.int32)
-                total = np.clip(total, INT16_MIN, INT16_MAX)
-                if op.relu is not None:
-                    total = np.maximum(total, 0)
-                return Q(total.astype(np.int16), out_frac)
+                total = self._fixed(a, out_frac).astype(np.int64) + self._fixed(b, out_frac).astype(np.int64)
+                return Q(self._saturate(total, op.relu is not None), out_frac)
             r = self._float(a) + self._float(b)
             return np.maximum(r, 0) if op.relu is not None else r
         if isinstance(op, nn.ReluOp):
             x = get(op.input)
             if out_frac is not None:
-                return Q(np.maximum(self._q(x, out_frac), 0), out_frac)
+                return Q(np.maximum(self._fixed(x, out_frac), 0), out_frac)
             return np.maximum(self._float(x), 0)
         if isinstance(op, nn.SpaceToDepthOp | nn.UnfoldRowsOp):  # the host's layouts of a model input
             _, _, oh, ow = op.output.type.get_shape()
-            x = self._q(env[op.input], out_frac) if out_frac is not None else self._float(env[op.input])
+            x = self._fixed(env[op.input], out_frac) if out_frac is not None else self._float(env[op.input])
             y = space_to_depth(x, op.block.value.data, int_values(op.pads), oh, ow) if isinstance(op, nn.SpaceToDepthOp) \
                 else unfold_rows(x, op.kernel.value.data, op.stride.value.data, int_values(op.pads)[0], oh)
             return Q(y, out_frac) if out_frac is not None else y
@@ -267,7 +310,7 @@ class Golden:
             x = env[op.input]
             a, n = op.start.value.data, op.size.value.data
             if out_frac is not None:
-                return Q(self._q(x, out_frac)[:, a:a + n].copy(), out_frac)
+                return Q(self._fixed(x, out_frac)[:, a:a + n].copy(), out_frac)
             return self._float(x)[:, a:a + n].copy()
         if isinstance(op, nn.ConcatOp | nn.FlattenOp | nn.ReshapeOp | nn.TransposeOp | nn.IdentityOp):
             return self._move(op, env, out_frac)
@@ -280,7 +323,7 @@ class Golden:
             k = (s / np.sqrt(v + eps)).astype(np.float32)
             shape = (1, -1) + (1,) * (x.ndim - 2)
             r = (x - m.reshape(shape)) * k.reshape(shape) + b.reshape(shape)
-            return Q(quantize(r, out_frac), out_frac) if out_frac is not None else r
+            return Q(self._quantize(r, out_frac), out_frac) if out_frac is not None else r
         return self._host(op, env, out_frac)
 
     def _mac_layer(self, op: nn.Conv2dOp | nn.DenseOp, env: dict[SSAValue, Value], out_frac: int | None) -> Value:
@@ -304,16 +347,17 @@ class Golden:
         if not isinstance(wq, Q):
             raise GoldenError(f"{op.name}: fixed-point layer with float weights")
         in_frac = element_frac(op.input)
-        xq = self._q(x, in_frac)
+        xq = self._fixed(x, in_frac)
         bq = self._q(env[op.bias], out_frac).astype(np.int64)
         if isinstance(op, nn.Conv2dOp):
             acc = conv_sum(xq, wq.words, *args, dtype=np.float64)
             bq = bq.reshape(1, -1, 1, 1)
         else:
             acc = xq.astype(np.float64) @ wq.words.astype(np.float64).T
-        byp = self._q(bypass, out_frac).astype(np.int64) if bypass is not None else 0
+        byp = self._fixed(bypass, out_frac).astype(np.int64) if bypass is not None else 0
         # the write-back shift takes the accumulator (input + weight fraction bits) to the output's
-        return Q(writeback(acc.astype(np.int64), bq, byp, in_frac + wq.frac - out_frac, relu), out_frac)
+        rounded = writeback_rounded(acc.astype(np.int64), bq, byp, in_frac + wq.frac - out_frac)
+        return Q(self._saturate(rounded, relu), out_frac)
 
     def _avg(self, op, x: Value, out_frac: int | None) -> Value:
         if isinstance(op, nn.GlobalAvgPoolOp):
@@ -326,20 +370,20 @@ class Golden:
             sums, counted = pool(self._float(x), kernel, stride, pads, ceil, "avg", cip)
             return (sums / counted).astype(np.float32)
         # on Snowflake an average is a MAC with weight 1/count in Q1.15 (write-back shift 15)
-        sums, counted = pool(self._q(x, out_frac).astype(np.float64), kernel, stride, pads, ceil, "avg", cip)
+        sums, counted = pool(self._fixed(x, out_frac).astype(np.float64), kernel, stride, pads, ceil, "avg", cip)
         weight = np.clip(np.floor(32768.0 / counted + 0.5), 0, INT16_MAX)
-        return Q(writeback((sums * weight).astype(np.int64), 0, 0, 15, False), out_frac)
+        return Q(self._saturate(writeback_rounded((sums * weight).astype(np.int64), 0, 0, 15), False), out_frac)
 
     def _move(self, op, env, out_frac: int | None) -> Value:
         if isinstance(op, nn.ConcatOp):
             xs = [env[v] for v in op.inputs]
             axis = op.axis.value.data
             if out_frac is not None:
-                return Q(np.concatenate([self._q(v, out_frac) for v in xs], axis), out_frac)
+                return Q(np.concatenate([self._fixed(v, out_frac) for v in xs], axis), out_frac)
             return np.concatenate([self._float(v) for v in xs], axis)
         x = env[op.input]
         shape = tuple(op.results[0].type.get_shape())
-        data = self._q(x, out_frac) if out_frac is not None else self._float(x)
+        data = self._fixed(x, out_frac) if out_frac is not None else self._float(x)
         if isinstance(op, nn.TransposeOp):
             data = data.transpose(int_values(op.perm))
         else:
@@ -370,7 +414,7 @@ class Golden:
                 raise GoldenError(f"nn.host \"{op.op_type.data}\": result of shape {list(out.shape)}, "
                                   f"the IR says {list(shape)}")
             if frac is not None:
-                results.append(Q(quantize(np.asarray(out, np.float32), frac), frac))
+                results.append(Q(self._quantize(np.asarray(out, np.float32), frac), frac))
             else:
                 results.append(np.asarray(out, numpy_dtype(result.type.get_element_type())))
         return results
@@ -400,7 +444,7 @@ class Golden:
             else:
                 raise GoldenError(f"{op.name}: not supported by the golden model")
         r = np.asarray(r, np.float32)
-        return Q(quantize(r, out_frac), out_frac) if out_frac is not None else r
+        return Q(self._quantize(r, out_frac), out_frac) if out_frac is not None else r
 
 
 def run_golden(module: ModuleOp, *inputs: np.ndarray) -> list[np.ndarray]:

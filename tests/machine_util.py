@@ -47,6 +47,7 @@ def assert_same(a: RunResult, b: RunResult) -> None:
     assert sa.regs == sb.regs
     assert np.array_equal(sa.dram, sb.dram)
     assert np.array_equal(sa.maps, sb.maps) and np.array_equal(sa.weights, sb.weights)
+    assert sa.saturated == sb.saturated, (sa.saturated, sb.saturated)  # write-back values clipped
     assert a.cycles == b.cycles, (a.cycles, b.cycles)
     assert dict(a.timing.stalls) == dict(b.timing.stalls)
     assert a.machine.dynamic == b.machine.dynamic

@@ -19,7 +19,8 @@ EXAMPLE = Path(__file__).parent.parent / "examples" / "conv3x3.mlir"
 TOTAL_KEYS = {"cycles", "ms", "host_ms", "macs", "lane_macs", "mac_utilization", "dram_bytes", "gbps",
               "static_instructions", "dynamic_instructions", "stall_cycles", "compile_s", "simulate_s"}
 LAYER_KEYS = {"name", "op", "where", "cycles", "ms", "host_ms", "macs", "lane_macs", "mac_utilization", "dram_bytes",
-              "gbps", "stall_cycles", "mode", "loop_order", "load_imbalance_pct", "format"}
+              "gbps", "stall_cycles", "mode", "loop_order", "load_imbalance_pct", "format", "saturated",
+              "saturated_share"}
 
 
 def test_report_trace_and_outputs(tmp_path: Path, capsys) -> None:

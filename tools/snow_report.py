@@ -127,10 +127,12 @@ def print_diff(a: dict[str, Any], b: dict[str, Any], out=None) -> None:
             print(f"{n:<{wn}} {'only in ' + ('A' if y is None else 'B'):>34} ({kept['op']}, {kept['cycles']:,} cycles)",
                   file=out)
             continue
-        if x["cycles"] == y["cycles"] == 0 and x["op"] == y["op"]:
+        if x["cycles"] == y["cycles"] == 0 and x["op"] == y["op"] and x.get("saturated") == y.get("saturated"):
             continue
         changes = [f"{k} {x.get(k) or '-'} -> {y.get(k) or '-'}" for k in ("mode", "loop_order", "format", "where")
                    if x.get(k) != y.get(k)]
+        if x.get("saturated", 0) != y.get("saturated", 0):  # e.g. Q8.8 against auto
+            changes.append(f"saturated {x.get('saturated', 0):,} -> {y.get('saturated', 0):,}")
         stalls = sorted(set(x["stall_cycles"]) | set(y["stall_cycles"]))
         moved = [(c, y["stall_cycles"].get(c, 0) - x["stall_cycles"].get(c, 0)) for c in stalls]
         changes += [f"{c} {d:+,}" for c, d in sorted(moved, key=lambda t: -abs(t[1]))[:2] if d]

@@ -175,6 +175,7 @@ def run_nn(args: argparse.Namespace) -> int:
             c = report["check"]
             print(f"check vs {c['reference']}: SNR {c['snr_db']:.1f} dB, max abs err {c['max_abs_err']:.4g}, "
                   f"top-1 {'match' if c['top1_match'] else 'MISMATCH'}, golden bit-exact {c['golden_bit_exact']}")
+    _warn_saturation(report, result.outputs)
     failure = _check_failure(args, report)
     if failure:
         print(f"snow-run: {args.model}: check failed: {failure} (nothing written)", file=sys.stderr)
@@ -199,6 +200,15 @@ def run_nn(args: argparse.Namespace) -> int:
 
         plot_report(report, args.plot, _loop_bytes(result.module))
     return 0
+
+
+def _warn_saturation(report: dict[str, Any], outputs) -> None:
+    """One line on stderr (even with --quiet) when a layer saturates more than 0.1% of its values."""
+    from snowir.driver.saturation import saturation_warning
+
+    warning = saturation_warning(report, outputs)
+    if warning:
+        print(f"snow-run: {warning}", file=sys.stderr)
 
 
 def _loop_bytes(module) -> dict[str, tuple[int, int]]:
@@ -261,6 +271,7 @@ def run(args: argparse.Namespace) -> int:
         None, args.engine))
     if not args.quiet:
         print_table(report)
+    _warn_saturation(report, None)
     from snowir.machine.trace import trace_bytes
     from snowir.driver.files import Outputs, npy_bytes, npz_bytes
 

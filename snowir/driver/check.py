@@ -99,3 +99,16 @@ def compare(reference: np.ndarray, test: np.ndarray) -> dict[str, float | bool]:
     return {"max_abs_err": float(np.abs(tst - ref).max()),
             "snr_db": snr_db(ref, tst),
             "top1_match": bool((ref.argmax(axis=1) == tst.argmax(axis=1)).all())}
+
+
+COLLAPSED = 0.01
+"""An output whose spread (max - min) is below this share of the reference's has collapsed."""
+
+
+def constant_output(test: np.ndarray, reference: np.ndarray) -> bool:
+    """`test` is (nearly) one value throughout while `reference` is not: what a detector whose
+    activations saturate gives (PP-OCR's probability map in Q8.8 on a synthetic page: all below
+    1.3e-6 where onnxruntime's reaches 0.067), worth a warning whatever the SNR says."""
+    test, reference = np.asarray(test, np.float64), np.asarray(reference, np.float64)
+    spread = float(np.ptp(reference)) if reference.size else 0.0
+    return bool(test.size > 1 and spread > 0 and float(np.ptp(test)) <= COLLAPSED * spread)

@@ -23,7 +23,7 @@ from xdsl.dialects.builtin import FloatAttr, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf
-from snowir.driver.results import DeviceRun, LayerResult, useful
+from snowir.driver.results import DeviceRun, LayerResult, inputs_report, saturation, useful
 from snowir.driver.segment_run import linked, run_segments
 from snowir.golden import Golden, Q, element_frac
 from snowir.hw import SnowflakeConfig
@@ -77,6 +77,7 @@ class ImageRun:
     dynamic: int
     simulate_s: float
     events: list
+    saturated: int
 
 
 def _simulate(image: ProgramImage, hw: SnowflakeConfig, engine: str, inputs: dict[str, np.ndarray], keep: bool,
@@ -86,7 +87,7 @@ def _simulate(image: ProgramImage, hw: SnowflakeConfig, engine: str, inputs: dic
     t = run.timing
     return ImageRun(run.outputs["y"], run.cycles, {c: int(v) for c, v in t.stalls.items()}, t.macs, t.lane_macs,
                     t.dram_bytes, list(t.unit_bytes), run.machine.dynamic, run.simulate_s,
-                    list(t.events) if keep else [])
+                    list(t.events) if keep else [], run.machine.state.saturated)
 
 
 _JOBS: list[tuple] = []
@@ -148,7 +149,8 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
     result = DeviceRun([])
     assembled = {} if assembled is None else assembled
     device_ops = [op for op in block.ops if "image" in op.attributes]
-    pending: list[tuple] = []  # (op, name, image_op, image, expected, compile_s, first job, images, output op)
+    # (op, name, image_op, image, (expected, its saturated count), compile_s, first job, images, output op)
+    pending: list[tuple] = []
     jobs_list: list[tuple] = []
     computed: set[int] = set()  # max pools their conv's program computed
     for op in block.ops:
@@ -167,10 +169,12 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
             if progress:
                 progress(f"layer {device_ops.index(op) + 1}/{len(device_ops)}: {name}")
             expected = golden._op(op, env)
+            saturated = golden.saturated[op]
             out_op = _fused_pool(op, image_op) or op
             if out_op is not op:  # the image's @y is the pool's output; the conv's stays in its scratch
                 env[op.results[0]] = expected
                 expected = golden._op(out_op, env)
+                saturated += golden.saturated[out_op]
                 computed.add(id(out_op))
             t0 = time.perf_counter()
             if ref.data not in assembled:
@@ -190,12 +194,14 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
                     inputs["r"] = _hwc(bypass[i])
                 batch.append((image, hw, engine, inputs, keep, image_op, max_instructions))
             if jobs > 1:
-                pending.append((op, name, image_op, image, expected, compile_s, len(jobs_list), n, out_op))
+                pending.append((op, name, image_op, image, (expected, saturated), compile_s, len(jobs_list), n,
+                                out_op))
                 jobs_list.extend(batch)
                 env[out_op.results[0]] = expected  # the machine's value when it is bit-exact (checked below)
             else:
                 runs = [_simulate(*job) for job in batch]
-                got = _record_layer(result, op, name, image_op, image, expected, compile_s, runs, hw, keep, out_op)
+                got = _record_layer(result, op, name, image_op, image, (expected, saturated), compile_s, runs, hw,
+                                    keep, out_op)
                 env[out_op.results[0]] = Q(got.astype(np.int16), element_frac(out_op.results[0]))
             continue
         if _unlowered(op):
@@ -221,6 +227,7 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
     result.outputs = [golden._float(env[v]) for v in ret.arguments]
     if result.logits is None:
         result.logits = result.outputs[0]
+    result.saturated, result.input_saturated = golden.saturated, golden.input_saturated
     return result
 
 
@@ -236,11 +243,15 @@ def _fused_pool(op, image_op: sf.ImageOp):
     return pool
 
 
-def _record_layer(result: DeviceRun, op, name: str, image_op: sf.ImageOp, image: ProgramImage, expected: Q,
-                  compile_s: float, runs: list[ImageRun], hw: SnowflakeConfig, keep: bool, out_op=None) -> np.ndarray:
+def _record_layer(result: DeviceRun, op, name: str, image_op: sf.ImageOp, image: ProgramImage,
+                  golden: tuple[Q, int], compile_s: float, runs: list[ImageRun], hw: SnowflakeConfig, keep: bool,
+                  out_op=None) -> np.ndarray:
     """Add the layer's LayerResult (and its events, on the model's time line); its output (that
-    of `out_op`, a max pool its program computed, if given)."""
+    of `out_op`, a max pool its program computed, if given). `golden`: the golden model's output
+    and saturated-value count, which the machine's must equal to be bit-exact."""
     out_op = out_op or op
+    expected, golden_saturated = golden
+    saturated = sum(run.saturated for run in runs)
     n, k, oh, ow = out_op.results[0].type.get_shape()
     if keep:
         start = sum(layer.cycles for layer in result.layers)
@@ -260,8 +271,10 @@ def _record_layer(result: DeviceRun, op, name: str, image_op: sf.ImageOp, image:
         op, name, op.name.removeprefix("nn."), sum(r.cycles for r in runs), useful(op, runs),
         sum(r.lane_macs for r in runs), sum(r.dram_bytes for r in runs), len(image.code),
         sum(r.dynamic for r in runs), stalls, _attr(image_op, "mode"), _attr(image_op, "loop_order"),
-        _load_imbalance(image_op, unit_bytes), bool(np.array_equal(got, expected.words)),
-        sum(r.simulate_s for r in runs), compile_s, None if out_op is op else layer_name(out_op, out_op.name)))
+        _load_imbalance(image_op, unit_bytes),
+        bool(np.array_equal(got, expected.words)) and saturated == golden_saturated,
+        sum(r.simulate_s for r in runs), compile_s, None if out_op is op else layer_name(out_op, out_op.name),
+        saturated))
     return got
 
 
@@ -272,7 +285,10 @@ def device_report(run: DeviceRun, hw: SnowflakeConfig, model: str, host_rows: li
     by_op = {id(layer.op_ref): layer for layer in run.layers}
     computed_by = {layer.fused: layer.name for layer in run.layers if layer.fused is not None}
     for row in host_rows:
-        layer = by_op.get(id(row.pop("_op", None)))
+        op = row.pop("_op", None)
+        layer = by_op.get(id(op))
+        # the machine's count for a device layer, the golden model's where it ran (host, views)
+        row.update(saturation(layer.saturated if layer is not None else run.saturated.get(op, 0), op))
         if layer is None:
             if row["name"] in computed_by:  # 0 cycles of its own: in the conv's
                 row["computed_by"] = computed_by[row["name"]]
@@ -303,4 +319,5 @@ def device_report(run: DeviceRun, hw: SnowflakeConfig, model: str, host_rows: li
              "dynamic_instructions": sum(layer.dynamic for layer in run.layers), "stall_cycles": stalls,
              "compile_s": sum(layer.compile_s for layer in run.layers),
              "simulate_s": sum(layer.simulate_s for layer in run.layers)}
-    return {"model": model, "hw": hw.to_json(), "total": total, "layers": layers, "check": None}
+    return {"model": model, "hw": hw.to_json(), "total": total, "layers": layers, "check": None,
+            "inputs": inputs_report(run.input_saturated)}

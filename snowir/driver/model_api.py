@@ -24,7 +24,7 @@ import numpy as np
 import onnx
 from xdsl.dialects.builtin import ModuleOp
 
-from snowir.driver.check import compare, golden_logits, ort_logits
+from snowir.driver.check import compare, constant_output, golden_logits, ort_logits
 from snowir.driver.device_run import device_report, run_device
 from snowir.driver.model_run import (ModelRun, Provenance, check_input, file_sha256, golden_report, layer_filter, layer_rows, load_model, lower,
                                      main_of)
@@ -62,6 +62,10 @@ class LayerReport:
     # names the pool it `computes`, the pool's row (0 cycles) the conv it is `computed_by`
     computes: str | None = None
     computed_by: str | None = None
+    # values of the layer's fixed-point results that saturation changed (write-back clipped to
+    # int16, host result or format conversion out of range), and their share of the results
+    saturated: int = 0
+    saturated_share: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -95,6 +99,19 @@ class CheckReport:
     snr_db: float
     golden_bit_exact: bool
     top1_match: bool
+    constant_output: bool = False
+    """The output checked is (nearly: spread under 1% of the reference's) one value throughout
+    while the reference's is not: a format too narrow, saturating, typically (docs/machine.md)."""
+
+
+@dataclass(frozen=True)
+class InputReport:
+    """A model input: its format and the values quantising it saturated."""
+
+    name: str
+    format: str | None
+    saturated: int
+    saturated_share: float
 
 
 @dataclass(frozen=True)
@@ -105,11 +122,13 @@ class Report:
     layers: tuple[LayerReport, ...]
     check: CheckReport | None = None
     provenance: Provenance | None = None
+    inputs: tuple[InputReport, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = {"model": self.model, "hw": self.hw.to_json(), "total": dataclasses.asdict(self.total),
                 "layers": [layer.to_json() for layer in self.layers],
-                "check": dataclasses.asdict(self.check) if self.check else None}
+                "check": dataclasses.asdict(self.check) if self.check else None,
+                "inputs": [dataclasses.asdict(i) for i in self.inputs]}
         if self.provenance is not None:
             data["provenance"] = dataclasses.asdict(self.provenance)
         return data
@@ -120,7 +139,8 @@ class Report:
             return cls(data["model"], SnowflakeConfig.from_json(data["hw"], "report hw"),
                        TotalReport(**data["total"]), tuple(LayerReport(**layer) for layer in data["layers"]),
                        CheckReport(**data["check"]) if data.get("check") else None,
-                       Provenance(**data["provenance"]) if data.get("provenance") else None)
+                       Provenance(**data["provenance"]) if data.get("provenance") else None,
+                       tuple(InputReport(**i) for i in data.get("inputs", ())))
         except (KeyError, TypeError) as e:
             raise SnowError(f"not a snowir report: {e}") from None
 
@@ -178,8 +198,9 @@ class Compiled:
             xs = [check_input(xs[0], shapes[0], self.source, self.module)]
         if engine == "golden":
             t0 = time.perf_counter()
-            outputs = Golden(self.module).run(*xs)
-            data = golden_report(self.module, self.source, self.hw, self.compile_s, time.perf_counter() - t0)
+            golden = Golden(self.module)
+            outputs = golden.run(*xs)
+            data = golden_report(self.module, self.source, self.hw, self.compile_s, time.perf_counter() - t0, golden)
             events, logits, exact = [], None, True
         else:
             wanted = layer_filter(trace_layers)
@@ -212,7 +233,8 @@ class Compiled:
             cmp = compare(ref.reshape(got.shape), got)
             data["check"] = {"reference": reference, "max_abs_err": float(cmp["max_abs_err"]),
                              "snr_db": float(cmp["snr_db"]), "golden_bit_exact": bool(exact),
-                             "top1_match": bool(cmp["top1_match"])}
+                             "top1_match": bool(cmp["top1_match"]),
+                             "constant_output": constant_output(got, ref)}
         data["provenance"] = dataclasses.asdict(self.provenance(engine))
         return Result(outputs, Report.from_json(data), events)
 

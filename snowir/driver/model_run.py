@@ -20,7 +20,8 @@ from xdsl.passes import PassPipeline
 from snowir import api
 from snowir.version import __version__
 from snowir.dialects import nn, tile
-from snowir.driver.check import compare, golden_logits, ort_logits
+from snowir.driver.check import compare, constant_output, golden_logits, ort_logits
+from snowir.driver.results import inputs_report, saturation
 from snowir.pass_steps import gc_paused
 from snowir.driver.pipeline_spec import explain_pipeline, unwrap_pipeline
 from snowir.errors import SnowError, pipeline_error
@@ -132,7 +133,8 @@ def layer_rows(module: ModuleOp) -> list[dict[str, Any]]:
                      "where": "host" if host else "device", "cycles": 0, "ms": 0.0,
                      "host_ms": host_ms(op) if host else None, "macs": useful_macs(op), "lane_macs": 0,
                      "mac_utilization": 0.0, "dram_bytes": 0, "gbps": 0.0, "stall_cycles": {},
-                     "mode": None, "loop_order": None, "load_imbalance_pct": None, "format": _format(op), "_op": op})
+                     "mode": None, "loop_order": None, "load_imbalance_pct": None, "format": _format(op),
+                     "saturated": 0, "saturated_share": 0.0, "_op": op})
     return rows
 
 
@@ -141,17 +143,19 @@ def host_total_ms(rows: list[dict[str, Any]]) -> float:
 
 
 def golden_report(module: ModuleOp, source: str, hw: SnowflakeConfig, compile_s: float,
-                  simulate_s: float) -> dict[str, Any]:
-    """The DESIGN.md report of a golden-model run: the layers and their useful MACs and host
-    estimates, no hardware timing (cycles 0)."""
+                  simulate_s: float, golden: Golden) -> dict[str, Any]:
+    """The DESIGN.md report of the golden-model run `golden`: the layers and their useful MACs,
+    host estimates and saturated values, no hardware timing (cycles 0)."""
     rows = layer_rows(module)
     for row in rows:
-        row.pop("_op")
+        op = row.pop("_op")
+        row.update(saturation(golden.saturated.get(op, 0), op))
     total = {"cycles": 0, "ms": 0.0, "host_ms": host_total_ms(rows), "macs": sum(r["macs"] for r in rows),
              "lane_macs": 0, "mac_utilization": 0.0,
              "dram_bytes": 0, "gbps": 0.0, "static_instructions": 0, "dynamic_instructions": 0,
              "stall_cycles": {}, "compile_s": compile_s, "simulate_s": simulate_s}
-    return {"model": source, "hw": hw.to_json(), "total": total, "layers": rows, "check": None}
+    return {"model": source, "hw": hw.to_json(), "total": total, "layers": rows, "check": None,
+            "inputs": inputs_report(golden.input_saturated)}
 
 
 @dataclass(frozen=True)
@@ -209,8 +213,9 @@ def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | Non
         x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     x = check_input(x, shape, str(path), module)
     t0 = time.perf_counter()
-    outputs = Golden(module).run(x)
-    report = golden_report(module, str(path), hw, compile_s, time.perf_counter() - t0)
+    golden = Golden(module)
+    outputs = golden.run(x)
+    report = golden_report(module, str(path), hw, compile_s, time.perf_counter() - t0, golden)
     report["provenance"] = dataclasses.asdict(Provenance.of(module, str(path), file_sha256(Path(path)), applied,
                                                             "golden"))
     if check:
@@ -223,7 +228,8 @@ def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | Non
             raise SnowError(f"{path}: --check needs a float model (ONNX or an unquantised nn module)")
         cmp = compare(ref.reshape(logits.shape), logits)
         report["check"] = {"reference": reference, "max_abs_err": cmp["max_abs_err"], "snr_db": cmp["snr_db"],
-                           "golden_bit_exact": True, "top1_match": cmp["top1_match"]}
+                           "golden_bit_exact": True, "top1_match": cmp["top1_match"],
+                           "constant_output": constant_output(logits, ref)}
     return ModelRun(module, outputs, report)
 
 

@@ -34,6 +34,7 @@ class LayerResult:
     simulate_s: float
     compile_s: float
     fused: str | None = None  # the max pool this layer's program computed (its report row: `computes`)
+    saturated: int = 0  # write-back values the machine saturated (equal to the golden model's count)
 
 
 @dataclass
@@ -42,7 +43,28 @@ class DeviceRun:
     layers: list[LayerResult] = field(default_factory=list)
     logits: np.ndarray | None = None  # what the final softmax reads (or the output)
     events: list = field(default_factory=list)  # timing events of every layer, on one time line
+    saturated: dict = field(default_factory=dict)  # golden model's counts per op (host layers' come from here)
+    input_saturated: dict = field(default_factory=dict)  # per argument of @main: quantising the input
 
+
+
+def saturation(count: int, op) -> dict[str, Any]:
+    """A report row's `saturated` (values its fixed-point results lost to saturation) and
+    `saturated_share` (of the elements of its results)."""
+    size = sum(int(np.prod(r.type.get_shape())) for r in getattr(op, "results", ()) if hasattr(r.type, "get_shape"))
+    return {"saturated": int(count), "saturated_share": count / size if size else 0.0}
+
+
+def inputs_report(counts: dict) -> list[dict[str, Any]]:
+    """The report's `inputs`: per argument of @main, its format and the values quantising it saturated."""
+    out = []
+    for i, (arg, count) in enumerate(counts.items()):
+        elem = arg.type.get_element_type()
+        fmt = f"Q{elem.int_bits.data}.{elem.frac_bits.data}" if isinstance(elem, nn.FixedType) else None
+        size = int(np.prod(arg.type.get_shape()))
+        out.append({"name": arg.name_hint or f"input{i}", "format": fmt, "saturated": int(count),
+                    "saturated_share": count / size if size else 0.0})
+    return out
 
 
 def useful(op, runs) -> int:

@@ -63,18 +63,21 @@ class _Counts:
     dram_bytes: int
     unit_bytes: list[int]
     dynamic: int
+    saturated: int
 
 
 def _between(a: Mark, b: Mark) -> _Counts:
     return _Counts(b.t - a.t, {k: b.stalls.get(k, 0) - a.stalls.get(k, 0) for k in set(a.stalls) | set(b.stalls)},
                    b.macs - a.macs, b.lane_macs - a.lane_macs, b.dram_bytes - a.dram_bytes,
-                   [y - x for x, y in zip(a.unit_bytes, b.unit_bytes)], b.dynamic - a.dynamic)
+                   [y - x for x, y in zip(a.unit_bytes, b.unit_bytes)], b.dynamic - a.dynamic,
+                   b.saturated - a.saturated)
 
 
 def _end_mark(machine: Machine) -> Mark:
     t = machine.timing
+    machine.flush()
     return Mark("end", t.total_cycles(), machine.dynamic, dict(t.stalls), t.macs, t.lane_macs, t.dram_bytes,
-                tuple(t.unit_bytes))
+                tuple(t.unit_bytes), machine.state.saturated)
 
 
 def model_dram_bytes(images: Sequence[ProgramImage]) -> int:
@@ -142,6 +145,7 @@ def run_segments(module: ModuleOp, x, hw: SnowflakeConfig, engine: str = "fast",
     result.outputs = [golden._float(env[v]) for v in ret.arguments]
     if result.logits is None:
         result.logits = result.outputs[0]
+    result.saturated, result.input_saturated = golden.saturated, golden.input_saturated
     return result
 
 
@@ -233,9 +237,11 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
         for operand in conv.operands:  # constants, views and slices @main reaches after the segment's first op
             _ensure(golden, env, operand)
         expected = golden._op(conv, env)
+        golden_saturated = golden.saturated[conv]
         if out_op is not conv:
             env[conv.results[0]] = expected
             expected = golden._op(out_op, env)
+            golden_saturated += golden.saturated[out_op]
         n, k, oh, ow = out_op.results[0].type.get_shape()
         got = np.stack([y.reshape(oh, ow, k).transpose(2, 0, 1) for y in outs[name]])
         env[out_op.results[0]] = Q(got.astype(np.int16), element_frac(out_op.results[0]))
@@ -248,13 +254,15 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
         unit_bytes = [sum(r.unit_bytes[u] for r in runs) for u in range(hw.load_units)]
         dynamic = sum(r.dynamic for r in runs)
         pct = facts.get("load_imbalance_pct")
+        saturated = sum(r.saturated for r in runs)
         result.layers.append(LayerResult(
             conv, layer_name(conv, conv.name), conv.name.removeprefix("nn."), sum(r.cycles for r in runs),
             useful(conv, runs), sum(r.lane_macs for r in runs), sum(r.dram_bytes for r in runs),
             _static(image, name), dynamic, stalls, facts.get("mode"), facts.get("loop_order"),
-            float(pct) if pct is not None else imbalance(unit_bytes), bool(np.array_equal(got, expected.words)),
+            float(pct) if pct is not None else imbalance(unit_bytes),
+            bool(np.array_equal(got, expected.words)) and saturated == golden_saturated,
             simulate_s * dynamic / total_dynamic, compile_s / len(layers),
-            None if out_op is conv else layer_name(out_op, out_op.name)))
+            None if out_op is conv else layer_name(out_op, out_op.name), saturated))
     return start_cycle
 
 

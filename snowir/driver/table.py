@@ -1,6 +1,7 @@
 """
 The per-layer table snow-run prints and snow-report reprints from a saved report: cycles, ms,
-MACs, utilisation, traffic, mode and loop order, then the stall cycles by cause.
+MACs, utilisation, traffic, mode and loop order, the share of the layer's values saturation
+changed (`sat%`, "-" where none), then the stall cycles by cause.
 """
 
 from __future__ import annotations
@@ -10,6 +11,14 @@ from typing import Any
 
 _STALL_HEADS = {"raw": "raw", "vector_queue": "vq", "load_wait": "ldwait", "icache": "icache", "dram_raw": "dramraw",
                 "cu_starved": "cu:starved", "cu_load_wait": "cu:ldwait", "cu_drain": "cu:drain"}
+
+
+def _saturated(row: dict[str, Any]) -> str:
+    """The saturated share in percent, enough digits to show it is not 0; "-" where none."""
+    if not row.get("saturated"):
+        return "-"
+    share = 100 * row.get("saturated_share", 0.0)
+    return f"{share:.1f}" if share >= 1 else f"{share:.2g}"
 
 
 def print_table(report: dict[str, Any], out=None) -> None:
@@ -24,7 +33,7 @@ def print_table(report: dict[str, Any], out=None) -> None:
     wo = max(2, *(len(r["op"]) for r in rows))
     ww = max(6, *(len(w) for w in where))
     head = (f"{'layer':<{wn}} {'op':<{wo}} {'where':<{ww}} {'cycles':>12} {'ms':>9} {'host ms':>8} {'MACs':>14} "
-            f"{'util%':>6} {'DRAM MB':>9} {'GB/s':>6} {'mode':>5} {'order':>6}")
+            f"{'util%':>6} {'DRAM MB':>9} {'GB/s':>6} {'mode':>5} {'order':>6} {'sat%':>6}")
     print(head, file=out)
     print("-" * len(head), file=out)
     # the golden model computes values, not time: its device layers have no cycles to show
@@ -37,7 +46,11 @@ def print_table(report: dict[str, Any], out=None) -> None:
         else:
             timing = f"{'-':>12} {'-':>9} {host} {r['macs']:>14,} {'-':>6} {'-':>9} {'-':>6}"
         print(f"{r['name']:<{wn}} {r['op']:<{wo}} {w:<{ww}} {timing} "
-              f"{(r.get('mode') or '-'):>5} {(r.get('loop_order') or '-'):>6}", file=out)
+              f"{(r.get('mode') or '-'):>5} {(r.get('loop_order') or '-'):>6} {_saturated(r):>6}", file=out)
+    for i in report.get("inputs") or ():  # quantising a model input saturates too
+        if i.get("saturated"):
+            print(f"input '{i['name']}' ({i['format']}): {i['saturated']:,} values saturated "
+                  f"({100 * i['saturated_share']:.2f}%)", file=out)
     if not timed:
         print("(golden model: values only; device layers are not simulated, so they have no cycles)", file=out)
     stalled = [r for r in rows if any(r.get("stall_cycles", {}).values())]

@@ -257,6 +257,7 @@ class Mark:
     lane_macs: int
     dram_bytes: int
     unit_bytes: tuple[int, ...]
+    saturated: int = 0
 
 
 def mark(machine: Machine) -> None:
@@ -264,9 +265,9 @@ def mark(machine: Machine) -> None:
     t = machine.timing
     markers = machine.image.markers
     index = len(machine.marks)
+    machine.flush()  # the write-backs before the marker, counted (`saturated`) and in DRAM
     machine.marks.append(Mark(markers[index].name, t.t, machine.dynamic, dict(t.stalls), t.macs, t.lane_macs,
-                              t.dram_bytes, tuple(t.unit_bytes)))
+                              t.dram_bytes, tuple(t.unit_bytes), machine.state.saturated))
     machine.next_mark = markers[index + 1].pc if index + 1 < len(markers) else -1
     if machine.on_mark is not None:
-        machine.flush()
         machine.on_mark(index)

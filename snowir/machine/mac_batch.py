@@ -22,7 +22,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from snowir.fixedpoint import ACC_LIMIT, writeback
+from snowir.fixedpoint import ACC_LIMIT, INT16_MAX, INT16_MIN, clipped, saturate, writeback_rounded
 from snowir.machine.state import MachineFault, MachineState, page_runs
 
 FLUSH_AT = 3000
@@ -249,10 +249,10 @@ class DeferredMacs:
         shift = st.frac if st.wb_shift is None else st.wb_shift
         bias = _seen(self.biases, self.wb_bias, k)
         bypass = _seen(self.bypasses, self.wb_bypass, k)
+        rounded = writeback_rounded(sums, bias, bypass, shift)
         if self.indp:
-            vals = writeback(sums, bias, bypass, shift, False).reshape(k, hw.cus, -1)
-        else:
-            vals = writeback(sums, bias, bypass, shift, False)
+            rounded = rounded.reshape(k, hw.cus, -1)
+        vals = saturate(rounded, False)
         relu = self.relu[:k]
         if all(relu):
             np.maximum(vals, 0, out=vals)
@@ -267,6 +267,9 @@ class DeferredMacs:
             return
         offsets, lo, hi = span
         enabled = st._mask(per_cu, hw.vmacs_per_cu)
+        if int(rounded.max()) > INT16_MAX or int(rounded.min()) < INT16_MIN:  # counted as MachineState.mac does
+            lost = clipped(rounded, np.asarray(relu, bool)[:, None, None])
+            st.saturated += int(np.count_nonzero(lost[:, enabled]))
         out = np.asarray(self.out_at[:k], np.int64)
         addr = (out[:, None] + offsets[None, :]).ravel() // 2
         values = vals[:, enabled].ravel()

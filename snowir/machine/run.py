@@ -108,8 +108,11 @@ def program_report(result: RunResult, hw: SnowflakeConfig, model: str, compile_s
     }
     layer = {k: total[k] for k in ("cycles", "ms", "macs", "lane_macs", "mac_utilization", "dram_bytes", "gbps",
                                    "stall_cycles")}
+    # of the values the program wrote back (MAC and MAX), those its write-backs saturated
+    saturated, written = result.machine.state.saturated, t.writeback_bytes // 2
     layer.update({"name": result.machine.image.name, "op": "program", "where": "device", "host_ms": None,
-                  "mode": None, "loop_order": None, "load_imbalance_pct": imbalance(t.unit_bytes), "format": None})
+                  "mode": None, "loop_order": None, "load_imbalance_pct": imbalance(t.unit_bytes), "format": None,
+                  "saturated": saturated, "saturated_share": saturated / written if written else 0.0})
     return {"model": model, "hw": hw.to_json(), "total": total, "layers": [layer], "check": None}
 
 

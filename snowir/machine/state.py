@@ -16,7 +16,8 @@ import numpy as np
 
 from snowir.dialects.snowflake_asm import SELECT_ALL
 from snowir.errors import SnowError
-from snowir.fixedpoint import INT16_MIN, MAX_WB_SHIFT, accumulator_overflows, writeback
+from snowir.fixedpoint import (INT16_MAX, INT16_MIN, MAX_WB_SHIFT, accumulator_overflows, clipped, saturate,
+                               writeback_rounded)
 from snowir.hw import DRAM_PAGE_BYTES, MASK_WORD_BITS, MASK_WORD_MAX, SnowflakeConfig
 
 
@@ -67,6 +68,8 @@ class MachineState:
     wb_mask: int = -1  # reset: every vMAC enabled (set from hw in __post_init__)
     cu_stride: int | None = None
     wb_shift: int | None = None  # None: the program's frac_bits
+    saturated: int = 0
+    """Write-back values the saturation changed (`fixedpoint.clipped`), of enabled vMACs."""
 
     def __post_init__(self) -> None:
         hw = self.hw
@@ -210,15 +213,19 @@ class MachineState:
             raise MachineFault("48-bit accumulator overflow")
         shift = self.frac if self.wb_shift is None else self.wb_shift
         if indp:
-            vals = writeback(self.acc, self.bias, self.bypass, shift, relu)
-            vals = vals.reshape(hw.cus, hw.vmacs_per_cu * lanes)
+            rounded = writeback_rounded(self.acc, self.bias, self.bypass, shift)
+            rounded = rounded.reshape(hw.cus, hw.vmacs_per_cu * lanes)
         else:
-            vals = writeback(self.acc[:, :, 0], self.bias[:, :, 0], self.bypass[:, :, 0], shift, relu)
+            rounded = writeback_rounded(self.acc[:, :, 0], self.bias[:, :, 0], self.bypass[:, :, 0], shift)
+        vals = saturate(rounded, relu)
         self.acc[:] = 0
         if self.bypass_held:
             self.bypass[:] = 0
             self.bypass_held = False
-        return self._store(out_addr, vals, vals.shape[1], hw.vmacs_per_cu, self._stride(indp, lanes), "MAC")
+        written = self._store(out_addr, vals, vals.shape[1], hw.vmacs_per_cu, self._stride(indp, lanes), "MAC")
+        if written is not None and (int(rounded.max()) > INT16_MAX or int(rounded.min()) < INT16_MIN):
+            self.saturated += int(np.count_nonzero(clipped(rounded, relu)[self._mask(vals.shape[1], hw.vmacs_per_cu)]))
+        return written
 
     def pool_stride(self) -> int:
         """Bytes between the CUs' MAX write-backs, and (halved, in elements) between their reads."""
