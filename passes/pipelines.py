@@ -2,7 +2,7 @@
 The two pipelines, as pass lists in one place.
 
 nn-prepare{format=Q8.8}: from an imported model to the fixed-point graph Snowflake runs:
-fold-hard-swish, drop-identity, fold-batch-norm, fuse-residual-add, fuse-relu, fc-to-conv,
+fold-hard-swish, drop-identity, fold-batch-norm, fuse-residual-add, fuse-relu, sequence-gemm, fc-to-conv,
 avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth,
 partition-host, quantize.
 
@@ -48,6 +48,7 @@ from snowir.passes.nn.fuse_relu import FuseReluPass
 from snowir.passes.nn.fuse_residual_add import FuseResidualAddPass
 from snowir.passes.nn.partition_host import PartitionHostPass
 from snowir.passes.nn.quantize import QuantizePass
+from snowir.passes.nn.sequence_gemm import SequenceGemmPass
 from snowir.passes.nn.space_to_depth import SpaceToDepthPass
 from snowir.passes.nn.split_kernels import SplitKernelsPass
 from snowir.passes.nn.unfold_rows import UnfoldRowsPass
@@ -70,12 +71,12 @@ class NNPreparePass(ModulePass):
     split_by_cost: bool = True
     """split-kernels{by-cost}: also split convs whose channel parts the planner estimates faster."""
     hw: str = ""
-    """A hardware description JSON for the passes that plan (split-kernels, unfold-rows, space-to-depth,
-    depthwise-to-grouped, partition-host); default: the ZC706 build."""
+    """A hardware description JSON for the passes that plan (sequence-gemm, split-kernels, unfold-rows,
+    space-to-depth, depthwise-to-grouped, partition-host); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         passes: list[ModulePass] = [FoldHardSwishPass(), DropIdentityPass(), FoldBatchNormPass(),
-                                    FuseResidualAddPass(), FuseReluPass(), FcToConvPass(), AvgPoolToConvPass(),
+                                    FuseResidualAddPass(), FuseReluPass(), SequenceGemmPass(hw=self.hw), FcToConvPass(), AvgPoolToConvPass(),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
                                     UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), PartitionHostPass(self.hw)]
         if self.quantize:

@@ -18,6 +18,7 @@ from xdsl.ir import Operation
 
 from snowir.dialects import nn
 from snowir.golden import int_values as ints
+from snowir.segments import transpose_is_view
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def host_ops(op: Operation) -> float:
 
 def host_bytes(op: Operation) -> int:
     """fp32 bytes the host reads and writes for the layer (views move nothing)."""
-    if isinstance(op, _VIEWS):
+    if isinstance(op, _VIEWS) or (isinstance(op, nn.TransposeOp) and transpose_is_view(op)):
         return 0
     values = list(op.operands) + list(op.results)
     return 4 * int(sum(np.prod(v.type.get_shape()) for v in values if hasattr(v.type, "get_shape")))

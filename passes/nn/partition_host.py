@@ -2,7 +2,7 @@
 partition-host: mark every nn op `place = "snowflake"` or `place = "host"`.
 
 Snowflake runs MAC/MAX work (conv, dense, pools, residual add, ReLU) and data movement;
-everything else (softmax, LRN, transpose, clip, hard-sigmoid/swish, element-wise multiply,
+everything else (softmax, LRN, a transpose that moves bytes, clip, hard-sigmoid/swish, element-wise multiply,
 an unfolded batch_norm) runs on the host CPU in float, reading and writing DRAM between
 device layers. Depthwise convs (a group with fewer than 16 output channels: DenseNet's
 pre-activation BN, average pools as convs) and average pools whose border windows exclude the
@@ -23,6 +23,7 @@ from xdsl.passes import ModulePass
 
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
+from snowir.segments import transpose_is_view
 from snowir.tile.lowerable import device_refusal
 
 DEVICE = (nn.Conv2dOp, nn.DenseOp, nn.MaxPoolOp, nn.AvgPoolOp, nn.GlobalAvgPoolOp, nn.AddOp, nn.ReluOp,
@@ -44,7 +45,8 @@ class PartitionHostPass(ModulePass):
         hw = SnowflakeConfig.load(self.hw or None)
         for inner in op.walk():
             if inner.name.startswith("nn.") and not isinstance(inner, nn.ConstantOp):
-                device = isinstance(inner, DEVICE) and not _depthwise(inner)
+                device = (isinstance(inner, DEVICE) and not _depthwise(inner)) or \
+                    (isinstance(inner, nn.TransposeOp) and transpose_is_view(inner))
                 reason = device_refusal(inner, hw) if device else None
                 if reason is not None:
                     device = False
