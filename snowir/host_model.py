@@ -1,7 +1,8 @@
 """
 What the work of an nn layer is, counted the same way for the golden model and the report:
 useful multiply-accumulates (padding taps excluded) and, for layers that stay on the host,
-an estimate of their time on the host CPU.
+an estimate of their time on the host CPU (an ONNX node kept as `nn.host`: its work by op type,
+snowir/host_nodes.py).
 
 The host is the ZC706's ARM Cortex-A9 (C17 §3: two cores at 666 MHz [S]). The time model
 is ours ([P], docs/machine.md "Host layers"): one core runs a host layer in float, at
@@ -18,6 +19,7 @@ from xdsl.ir import Operation
 
 from snowir.dialects import nn
 from snowir.golden import int_values as ints
+from snowir.host_nodes import node_bytes, node_macs, node_ops
 from snowir.segments import transpose_is_view
 
 
@@ -72,6 +74,8 @@ def useful_macs(op: Operation) -> int:
         return n * k * cg * rows * _valid_taps(ow, kw, sx, pl, dx, w)
     if isinstance(op, nn.DenseOp):
         return int(np.prod(op.output.type.get_shape())) * op.weight.type.get_shape()[1]
+    if isinstance(op, nn.HostOp):
+        return node_macs(op)
     return 0
 
 
@@ -83,6 +87,8 @@ def host_ops(op: Operation) -> float:
     """[P] arithmetic operations of the layer run in float on the host."""
     if isinstance(op, _VIEWS):
         return 0.0
+    if isinstance(op, nn.HostOp):
+        return 2.0 * node_macs(op) + node_ops(op)
     macs = useful_macs(op)
     if macs:
         return 2.0 * macs
@@ -101,6 +107,8 @@ def host_bytes(op: Operation) -> int:
     """fp32 bytes the host reads and writes for the layer (views move nothing)."""
     if isinstance(op, _VIEWS) or (isinstance(op, nn.TransposeOp) and transpose_is_view(op)):
         return 0
+    if isinstance(op, nn.HostOp):
+        return node_bytes(op)
     values = list(op.operands) + list(op.results)
     return 4 * int(sum(np.prod(v.type.get_shape()) for v in values if hasattr(v.type, "get_shape")))
 

@@ -46,10 +46,11 @@ def layer_of(op: Operation) -> str | None:
 
 
 def _chw_order_kept(shape: tuple[int, ...]) -> bool:
-    """NCHW and the device's N,H,W,C byte orders agree (one channel, or one pixel)."""
+    """NCHW and the device's N,H,W,C byte orders agree (one channel, or one pixel); a tensor of
+    another rank is row-major on the device (segment_run's `_hwc`)."""
     if len(shape) == 4:
         return shape[1] == 1 or shape[2] * shape[3] == 1
-    return len(shape) <= 2
+    return True
 
 
 def _device_axes(rank: int) -> list[int]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, UnitAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
 from xdsl.utils.exceptions import PassFailedException
@@ -98,6 +98,10 @@ class SequenceGemm(RewritePattern):
         conv.attributes["from_dense"] = UnitAttr()  # reports name it a dense layer
         back = nn.TransposeOp(conv.output, _FROM_CONV[form], tensor([1, 1, t, m], op.output))
         out = nn.ReshapeOp(back.output, op.output.type)
+        node = op.attributes.get("onnx_node")
+        if isinstance(node, StringAttr):  # the views report under the dense's node
+            for view, part in ((flat, "flat"), (x, "to_pixels"), (back, "from_pixels"), (out, "unflat")):
+                view.attributes["onnx_node"] = StringAttr(f"{node.data}.{part}")
         rewriter.replace(op, [flat, x, conv, back, out])
 
 
