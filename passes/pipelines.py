@@ -4,7 +4,7 @@ The two pipelines, as pass lists in one place.
 nn-prepare{format=Q8.8}: from an imported model to the fixed-point graph Snowflake runs:
 fold-hard-swish, drop-identity, fold-batch-norm, fuse-residual-add, fuse-relu, sequence-gemm, fc-to-conv,
 avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth,
-partition-host, quantize.
+add-to-bypass, partition-host, quantize.
 
 snowflake-lower{format=Q8.8|auto calibration=x.npy mode=auto loop-order=auto hw=path.json}: the
 default lowering from an nn module to one `snowflake_asm.image` per device segment (a run of
@@ -38,6 +38,7 @@ from snowir.passes.asm.link_segments import LinkSegmentsPass
 from snowir.passes.asm.schedule_asm import ScheduleAsmPass
 from snowir.passes.convert.nn_to_tile import NNToTilePass
 from snowir.passes.convert.tile_to_asm import TileToAsmPass
+from snowir.passes.nn.add_to_bypass import AddToBypassPass
 from snowir.passes.nn.avgpool_to_conv import AvgPoolToConvPass
 from snowir.passes.nn.depthwise_to_grouped import DepthwiseToGroupedPass
 from snowir.passes.nn.drop_identity import DropIdentityPass
@@ -78,7 +79,8 @@ class NNPreparePass(ModulePass):
         passes: list[ModulePass] = [FoldHardSwishPass(), DropIdentityPass(), FoldBatchNormPass(),
                                     FuseResidualAddPass(), FuseReluPass(), SequenceGemmPass(hw=self.hw), FcToConvPass(), AvgPoolToConvPass(),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
-                                    UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), PartitionHostPass(self.hw)]
+                                    UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), AddToBypassPass(hw=self.hw),
+                                    PartitionHostPass(self.hw)]
         if self.quantize:
             passes.append(QuantizePass(self.format, self.calibration))
         run_steps(ctx, op, passes)

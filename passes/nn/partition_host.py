@@ -9,10 +9,13 @@ pre-activation BN, average pools as convs) and average pools whose border window
 padding, and a ReLU / add that fuse-relu / fuse-residual-add could not fold into a conv,
 have no efficient Snowflake mapping — a MAC trace
 sums over contiguous channels — so they run on the host too, in the exact fixed-point
-arithmetic of the golden model. So does any conv, max pool or concat the lowering cannot
+arithmetic of the golden model (an add add-to-bypass found cheaper on the device is a conv by
+then). So does any conv, max pool or concat the lowering cannot
 place (`snowir.tile.lowerable.device_refusal`, the planners' own answer: a dilated conv, a max pool
 over 200 channels, a concat on the width axis), with the reason as `host_reason`. The runner
-and the reports follow these attributes.
+and the reports follow these attributes. A `place` already in the IR (the user's edit, or an
+earlier run) is honoured: "host" stays on the host, "snowflake" on an op the device cannot run is
+refused in one line.
 """
 
 from dataclasses import dataclass
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
@@ -51,6 +55,15 @@ class PartitionHostPass(ModulePass):
                 if reason is not None:
                     device = False
                     inner.attributes["host_reason"] = StringAttr(reason)
+                wanted = placement(inner)
+                if wanted == "host" and device:  # the user's (or an earlier run's) choice stands
+                    inner.attributes.setdefault("host_reason", StringAttr("placed on the host in the IR"))
+                    continue
+                if wanted == "snowflake" and not device:
+                    what = inner.attributes.get("onnx_node")
+                    raise PassFailedException(
+                        f"partition-host: {inner.name} {what.data if isinstance(what, StringAttr) else ''} is placed "
+                        f"on snowflake in the IR, but cannot run there: {reason or 'no device mapping'}")
                 inner.attributes["place"] = StringAttr("snowflake" if device else "host")
 
 
