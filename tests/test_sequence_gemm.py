@@ -113,3 +113,32 @@ def test_per_image_lowering_runs_it_too(tmp_path: Path, capsys) -> None:
     report = _run(tmp_path, ocr_head(), capsys, "--pipeline", "snowflake-lower{whole-model=false}", "--jobs", "1")
     assert report["check"]["golden_bit_exact"]
     assert next(layer for layer in report["layers"] if layer["name"] == "head")["macs"] == T * C * H * M
+
+
+def paddle_head() -> onnx.ModelProto:
+    """Paddle's spelling (PP-OCRv4's recogniser): a 3-D MatMul over [1, T, K] and its bias as an Add."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Squeeze", ["c", "axis"], ["s"], name="squeeze"),
+             helper.make_node("Transpose", ["s"], ["t"], name="tr", perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["t", "fc_w"], ["mm"], name="head"),
+             helper.make_node("Add", ["mm", "fc_b"], ["y"], name="bias")]
+    inits = {"w": rand(C, C, 3, 3, scale=0.1), "b": rand(C, seed=1, scale=0.1), "axis": np.array([2], np.int64),
+             "fc_w": rand(C, M, seed=2, scale=0.1), "fc_b": rand(M, seed=3, scale=0.1)}
+    graph = helper.make_graph(nodes, "rec", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, C, 1, T])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, T, M])],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+def test_a_3d_matmul_and_its_bias_add_are_one_conv(tmp_path: Path, capsys) -> None:
+    from snowir.passes.pipelines import NNPreparePass
+
+    module = import_onnx_model(paddle_head())
+    NNPreparePass(quantize=False).apply(None, module)
+    assert not any(isinstance(o, nn.AddOp | nn.DenseOp | nn.HostOp) for o in module.walk())
+    report = _run(tmp_path, paddle_head(), capsys)
+    assert report["check"]["golden_bit_exact"] and report["check"]["snr_db"] > 35
+    head = next(layer for layer in report["layers"] if layer["name"] == "head")
+    assert head["where"] == "device" and head["macs"] == T * C * M
