@@ -135,7 +135,7 @@ class FoldDenseBias(RewritePattern):
                                 dense.output.type)
             folded.attributes.update(dense.attributes)
             rewriter.replace(dense, folded)
-            rewriter.replace(op, [], [v])
+            rewriter.replace(op, [], [folded.output if dense_out is v else v])
             return
 
 
