@@ -71,15 +71,19 @@ class NNPreparePass(ModulePass):
     """format=auto: a .npy of calibration inputs (quantize)."""
     split_by_cost: bool = True
     """split-kernels{by-cost}: also split convs whose channel parts the planner estimates faster."""
+    sequence_gemm: bool = True
+    """false: sequence-gemm{layout=off} (a dense over timesteps runs as T one-pixel images)."""
+    add_to_bypass: bool = True
+    """false: add-to-bypass{enable=false} (an add of host results stays on the host)."""
     hw: str = ""
     """A hardware description JSON for the passes that plan (sequence-gemm, split-kernels, unfold-rows,
     space-to-depth, depthwise-to-grouped, partition-host); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         passes: list[ModulePass] = [FoldHardSwishPass(), DropIdentityPass(), FoldBatchNormPass(),
-                                    FuseResidualAddPass(), FuseReluPass(), SequenceGemmPass(hw=self.hw), FcToConvPass(), AvgPoolToConvPass(),
+                                    FuseResidualAddPass(), FuseReluPass(), SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
-                                    UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), AddToBypassPass(hw=self.hw),
+                                    UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), AddToBypassPass(self.add_to_bypass, self.hw),
                                     PartitionHostPass(self.hw)]
         if self.quantize:
             passes.append(QuantizePass(self.format, self.calibration))
