@@ -34,6 +34,12 @@ def test_conv_transpose_counts_the_taps_that_land_in_the_output() -> None:
     assert host_bytes(op) == 4 * (8 * 25 + 8 * 16 * 9 + 16 * 81)
 
 
+def test_a_1d_conv_on_the_host_counts_the_taps_inside_the_input() -> None:
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1])
+    op = _host_node(node, {"x": [1, 4, 10]}, {"y": [1, 6, 10]}, {"w": rand(6, 4, 3)})
+    assert useful_macs(op) == 6 * 4 * (10 * 3 - 2)  # the first and last outputs miss one tap each
+
+
 def test_matmul_and_gemm_count_output_times_k() -> None:
     matmul = helper.make_node("MatMul", ["a", "b"], ["y"])  # computed B: an attention product
     op = _host_node(matmul, {"a": [2, 6, 5], "b": [2, 5, 7]}, {"y": [2, 6, 7]}, {})
