@@ -15,7 +15,8 @@ once: common.onnx's 32 x 1024 -> 8210 head moves 548 MB in 32 programs, 17 MB in
 The reshapes and transposes move no byte: a [T, K] tensor row-major and a [1, K, 1, T] one
 channel-innermost are the same bytes (snowir/segments.py `transpose_is_view`), so the device
 reads the dense's input in place and the host sees them as views. The decision is in the IR:
-the conv's N = 1 and its H x W = T (with `from_dense`: reports call it a dense layer).
+the conv's N = 1 and its H x W = T (with `from_dense`: reports call it a dense layer), and
+`sequence_cost` gives the planner's estimates of the row and column forms and of T images.
 
 Only for a model whose image batch is 1 (every argument of @main has N = 1): a conv over the
 pixels of a batch would mix images that run in DRAMs of their own. A dense the user placed
@@ -63,15 +64,17 @@ def estimated_ms(c: int, h: int, w: int, k: int, images: int, hw: SnowflakeConfi
     return images * hw.cycles_to_ms(plan.estimated_cycles(hw))
 
 
-def choose_layout(t: int, k: int, m: int, hw: SnowflakeConfig, layout: str) -> str | None:
-    """The form of a [T, K] x [K, M] dense: "row", "column", or None for fc-to-conv's T images."""
-    if layout in _PIXELS:
-        return layout
+def choose_layout(t: int, k: int, m: int, hw: SnowflakeConfig, layout: str) -> tuple[str | None, str]:
+    """The form of a [T, K] x [K, M] dense ("row", "column", or None for fc-to-conv's T images)
+    and the planner's estimates it was chosen by."""
     costs = {form: estimated_ms(k, *_PIXELS[form](t), m, 1, hw) for form in _PIXELS}
     costs["images"] = estimated_ms(k, 1, 1, m, t, hw)
     known = {form: ms for form, ms in costs.items() if ms is not None}
+    said = ", ".join(f"{form} {ms:.3f} ms" for form, ms in known.items())
+    if layout in _PIXELS:
+        return layout, f"{layout} (forced); {said}"
     best = min(known, key=known.__getitem__, default="images")
-    return None if best == "images" else best
+    return (None if best == "images" else best), said
 
 
 class SequenceGemm(RewritePattern):
@@ -86,7 +89,7 @@ class SequenceGemm(RewritePattern):
         if w is None or t == 1 or "place" in op.attributes:
             return
         m = w.shape[0]
-        form = choose_layout(t, k, m, self.hw, self.layout)
+        form, said = choose_layout(t, k, m, self.hw, self.layout)
         if form is None:
             return
         flat = nn.ReshapeOp(op.input, tensor([1, 1, t, k], op.input))
@@ -96,6 +99,7 @@ class SequenceGemm(RewritePattern):
         conv = nn.Conv2dOp(x.output, w4, op.bias, tensor([1, m, h, wd], op.output), relu=op.relu is not None)
         conv.attributes.update(op.attributes)
         conv.attributes["from_dense"] = UnitAttr()  # reports name it a dense layer
+        conv.attributes["sequence_cost"] = StringAttr(said)  # the estimates the form was chosen by
         back = nn.TransposeOp(conv.output, _FROM_CONV[form], tensor([1, 1, t, m], op.output))
         out = nn.ReshapeOp(back.output, op.output.type)
         node = op.attributes.get("onnx_node")

@@ -17,7 +17,7 @@ func.func @main(%x: tensor<1x6x8xf32>) -> tensor<6x4xf32> {
 // CHECK-NOT:  nn.dense
 // CHECK:      nn.reshape %r {onnx_node = "head.flat"} : (tensor<6x8xf32>) -> tensor<1x1x6x8xf32>
 // CHECK-NEXT: nn.transpose %{{.*}} {onnx_node = "head.to_pixels", perm = array<i64: 0, 3, 1, 2>} : (tensor<1x1x6x8xf32>) -> tensor<1x8x1x6xf32>
-// CHECK:      nn.conv2d %{{.*}}, %{{.*}}, %b {onnx_node = "head", from_dense{{.*}}} : (tensor<1x8x1x6xf32>, tensor<4x8x1x1xf32>, tensor<4xf32>) -> tensor<1x4x1x6xf32>
+// CHECK:      nn.conv2d %{{.*}}, %{{.*}}, %b {onnx_node = "head", from_dense, sequence_cost = "row {{.*}} ms, column {{.*}} ms, images {{.*}} ms"{{.*}}} : (tensor<1x8x1x6xf32>, tensor<4x8x1x1xf32>, tensor<4xf32>) -> tensor<1x4x1x6xf32>
 // CHECK-NEXT: nn.transpose %{{.*}} {onnx_node = "head.from_pixels", perm = array<i64: 0, 2, 3, 1>} : (tensor<1x4x1x6xf32>) -> tensor<1x1x6x4xf32>
 // CHECK-NEXT: nn.reshape %{{.*}} {onnx_node = "head.unflat"} : (tensor<1x1x6x4xf32>) -> tensor<6x4xf32>
 
