@@ -61,9 +61,12 @@ def _device_axes(rank: int) -> list[int]:
 
 def transpose_is_view(op: nn.TransposeOp) -> bool:
     """The permutation moves no byte in the device's order: the non-unit axes, read in device order,
-    come in the same order before and after (only axes of size one move)."""
+    come in the same order before and after (only axes of size one move). The leading axis stays:
+    a device layer runs once per image of it, and its DRAM regions are per image."""
     shape = op.input.type.get_shape()
     perm = [int(v) for v in op.perm.get_values()]
+    if not perm or perm[0] != 0:
+        return False
     before = [a for a in _device_axes(len(shape)) if shape[a] != 1]
     after = [perm[a] for a in _device_axes(len(perm)) if shape[perm[a]] != 1]
     return before == after

@@ -142,3 +142,35 @@ def test_a_3d_matmul_and_its_bias_add_are_one_conv(tmp_path: Path, capsys) -> No
     assert report["check"]["golden_bit_exact"] and report["check"]["snr_db"] > 35
     head = next(layer for layer in report["layers"] if layer["name"] == "head")
     assert head["where"] == "device" and head["macs"] == T * C * M
+
+
+def mixed_batches() -> onnx.ModelProto:
+    """A dense over T rows between two convs of one image: with sequence-gemm off it runs as T
+    images, the segments around it as one."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Transpose", ["c"], ["t"], name="tr", perm=[3, 0, 1, 2]),
+             helper.make_node("Reshape", ["t", "shape"], ["r"], name="flat"),
+             helper.make_node("Gemm", ["r", "fw", "fb"], ["g"], name="head", transB=1),
+             helper.make_node("Sigmoid", ["g"], ["s"], name="act"),
+             helper.make_node("Reshape", ["s", "shape2"], ["s4"], name="back"),
+             helper.make_node("Conv", ["s4", "w2", "b2"], ["y"], name="conv2")]
+    inits = {"w": rand(C, C, 3, 3, scale=0.1), "b": rand(C, seed=1, scale=0.1), "shape": np.array([T, C], np.int64),
+             "fw": rand(M, C, seed=2, scale=0.1), "fb": rand(M, seed=3, scale=0.1),
+             "shape2": np.array([1, M, 1, T], np.int64), "w2": rand(M, M, 1, 1, seed=4, scale=0.1),
+             "b2": rand(M, seed=5, scale=0.1)}
+    graph = helper.make_graph(nodes, "mixed", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, C, 1, T])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, M, 1, T])],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("pipeline", ["nn-prepare", "nn-prepare{sequence-gemm=false}"])
+def test_segments_of_different_image_counts_run_bit_exact(tmp_path: Path, capsys, pipeline: str) -> None:
+    report = _run(tmp_path, mixed_batches(), capsys, "--pipeline", pipeline)
+    assert report["check"]["golden_bit_exact"] and report["check"]["snr_db"] > 35
+    head = next(layer for layer in report["layers"] if layer["name"] == "head")
+    weights = M * (C + 16) * 2
+    programs = 1 if pipeline == "nn-prepare" else T  # each streams the weights (and fetches its code) once
+    assert programs * weights <= head["dram_bytes"] < programs * (weights + 1024) + T * (C + M) * 2

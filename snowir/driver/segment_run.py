@@ -140,7 +140,9 @@ def run_segments(module: ModuleOp, x, hw: SnowflakeConfig, engine: str = "fast",
             while len(drams) < n:
                 drams.append(np.zeros(size, np.uint8))
             say = None if progress is None else eta.layer_starts
-            start_cycle = _run_segment(result, golden, env, image, images[image_name], segment.layers, ops_of, drams,
+            # a segment runs once per image of its own batch (a sequence GEMM's is one image, an
+            # fc-to-conv dense over T rows T); the DRAMs of images beyond it keep what they hold
+            start_cycle = _run_segment(result, golden, env, image, images[image_name], segment.layers, ops_of, drams[:n],
                                        hw, engine, record, compile_s * len(segment.layers) / len(ops_of),
                                        start_cycle, say, record_layer, max_instructions)
             continue
