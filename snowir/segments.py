@@ -7,9 +7,9 @@ the runner, so the three agree on where the host steps in.
 An op of `@main` is one of:
   * a device layer: a conv2d / max_pool naming its tile layer (`tile`), its image (`image`) or,
     once linked, its layer marker (`layer`);
-  * free: a constant, the return, a reshape or transpose that keeps the device's channel-innermost
-    byte order (a view of the same DRAM bytes: sequence-gemm's [T, K] -> [1, K, 1, T]), a channel
-    slice only convs read (in place);
+  * free: a constant, the return, a reshape or transpose (keeping the leading axis) that keeps
+    the device's channel-innermost byte order (a view of the same DRAM bytes: sequence-gemm's
+    1x1xTxK -> 1xKx1xT), a channel slice only convs read (in place);
   * a host layer: everything else (it reads and writes the device's DRAM between segments).
 """
 
