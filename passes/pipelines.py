@@ -2,9 +2,9 @@
 The two pipelines, as pass lists in one place.
 
 nn-prepare{format=Q8.8}: from an imported model to the fixed-point graph Snowflake runs:
-fold-hard-swish, drop-identity, fold-batch-norm, fuse-residual-add, fuse-relu, fc-to-conv,
+fold-hard-swish, drop-identity, fold-batch-norm, fuse-residual-add, fuse-relu, sequence-gemm, fc-to-conv,
 avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth,
-partition-host, quantize.
+add-to-bypass, partition-host, quantize.
 
 snowflake-lower{format=Q8.8|auto calibration=x.npy mode=auto loop-order=auto hw=path.json}: the
 default lowering from an nn module to one `snowflake_asm.image` per device segment (a run of
@@ -38,6 +38,7 @@ from snowir.passes.asm.link_segments import LinkSegmentsPass
 from snowir.passes.asm.schedule_asm import ScheduleAsmPass
 from snowir.passes.convert.nn_to_tile import NNToTilePass
 from snowir.passes.convert.tile_to_asm import TileToAsmPass
+from snowir.passes.nn.add_to_bypass import AddToBypassPass
 from snowir.passes.nn.avgpool_to_conv import AvgPoolToConvPass
 from snowir.passes.nn.depthwise_to_grouped import DepthwiseToGroupedPass
 from snowir.passes.nn.drop_identity import DropIdentityPass
@@ -48,6 +49,7 @@ from snowir.passes.nn.fuse_relu import FuseReluPass
 from snowir.passes.nn.fuse_residual_add import FuseResidualAddPass
 from snowir.passes.nn.partition_host import PartitionHostPass
 from snowir.passes.nn.quantize import QuantizePass
+from snowir.passes.nn.sequence_gemm import SequenceGemmPass
 from snowir.passes.nn.space_to_depth import SpaceToDepthPass
 from snowir.passes.nn.split_kernels import SplitKernelsPass
 from snowir.passes.nn.unfold_rows import UnfoldRowsPass
@@ -69,15 +71,20 @@ class NNPreparePass(ModulePass):
     """format=auto: a .npy of calibration inputs (quantize)."""
     split_by_cost: bool = True
     """split-kernels{by-cost}: also split convs whose channel parts the planner estimates faster."""
+    sequence_gemm: bool = True
+    """false: sequence-gemm{layout=off} (a dense over timesteps runs as T one-pixel images)."""
+    add_to_bypass: bool = True
+    """false: add-to-bypass{enable=false} (an add of host results stays on the host)."""
     hw: str = ""
-    """A hardware description JSON for the passes that plan (split-kernels, unfold-rows, space-to-depth,
-    depthwise-to-grouped, partition-host); default: the ZC706 build."""
+    """A hardware description JSON for the passes that plan (sequence-gemm, split-kernels, unfold-rows,
+    space-to-depth, depthwise-to-grouped, partition-host); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         passes: list[ModulePass] = [FoldHardSwishPass(), DropIdentityPass(), FoldBatchNormPass(),
-                                    FuseResidualAddPass(), FuseReluPass(), FcToConvPass(), AvgPoolToConvPass(),
+                                    FuseResidualAddPass(), FuseReluPass(), SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
-                                    UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), PartitionHostPass(self.hw)]
+                                    UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), AddToBypassPass(self.add_to_bypass, self.hw),
+                                    PartitionHostPass(self.hw)]
         if self.quantize:
             passes.append(QuantizePass(self.format, self.calibration))
         run_steps(ctx, op, passes)

@@ -1,7 +1,8 @@
 """
 What the work of an nn layer is, counted the same way for the golden model and the report:
 useful multiply-accumulates (padding taps excluded) and, for layers that stay on the host,
-an estimate of their time on the host CPU.
+an estimate of their time on the host CPU (an ONNX node kept as `nn.host`: its work by op type,
+snowir/host_nodes.py).
 
 The host is the ZC706's ARM Cortex-A9 (C17 §3: two cores at 666 MHz [S]). The time model
 is ours ([P], docs/machine.md "Host layers"): one core runs a host layer in float, at
@@ -18,6 +19,8 @@ from xdsl.ir import Operation
 
 from snowir.dialects import nn
 from snowir.golden import int_values as ints
+from snowir.host_nodes import node_bytes, node_macs, node_ops
+from snowir.segments import transpose_is_view
 
 
 @dataclass(frozen=True)
@@ -72,34 +75,7 @@ def useful_macs(op: Operation) -> int:
     if isinstance(op, nn.DenseOp):
         return int(np.prod(op.output.type.get_shape())) * op.weight.type.get_shape()[1]
     if isinstance(op, nn.HostOp):
-        return host_node_macs(op)
-    return 0
-
-
-def host_node_macs(op: nn.HostOp) -> int:
-    """Multiply-accumulates of an ONNX node the host runs as it is (nn.host): convolutions (padding
-    taps included), matrix products and recurrent cells, in float or integer (onnx.quantize's
-    ConvInteger / MatMulInteger, the contrib DynamicQuantizeLSTM); 0 for other nodes."""
-    kind = op.op_type.data
-    shapes = {slot: list(v.type.get_shape()) for slot, v in zip(op.input_slots(), op.inputs)
-              if hasattr(v.type, "get_shape")}
-    outs = [list(r.type.get_shape()) for r in op.results if hasattr(r.type, "get_shape")]
-    if not outs or 0 not in shapes:
-        return 0
-    size = lambda dims: int(np.prod(dims, dtype=np.int64))  # noqa: E731
-    if kind in ("Conv", "ConvInteger") and 1 in shapes:
-        return size(outs[0]) * size(shapes[1][1:])  # each output: C/group x kernel taps
-    if kind == "ConvTranspose" and 1 in shapes:
-        return size(shapes[0]) * size(shapes[1][1:])  # each input scattered over K/group x kernel taps
-    if kind in ("MatMul", "MatMulInteger", "Gemm") and 1 in shapes:
-        k = shapes[0][-1]
-        if kind == "Gemm" and op.attrs.data.get("transA") is not None and op.attrs.data["transA"].value.data:
-            k = shapes[0][0]
-        return size(outs[0]) * k
-    if kind in ("LSTM", "GRU", "RNN", "DynamicQuantizeLSTM") and 1 in shapes and 2 in shapes:
-        x = shapes[0]
-        steps = x[0] * x[1]  # seq x batch (either layout)
-        return steps * (size(shapes[1]) + size(shapes[2]))  # the gates' input and recurrent products
+        return node_macs(op)
     return 0
 
 
@@ -111,6 +87,8 @@ def host_ops(op: Operation) -> float:
     """[P] arithmetic operations of the layer run in float on the host."""
     if isinstance(op, _VIEWS):
         return 0.0
+    if isinstance(op, nn.HostOp):
+        return 2.0 * node_macs(op) + node_ops(op)
     macs = useful_macs(op)
     if macs:
         return 2.0 * macs
@@ -127,8 +105,10 @@ def host_ops(op: Operation) -> float:
 
 def host_bytes(op: Operation) -> int:
     """fp32 bytes the host reads and writes for the layer (views move nothing)."""
-    if isinstance(op, _VIEWS):
+    if isinstance(op, _VIEWS) or (isinstance(op, nn.TransposeOp) and transpose_is_view(op)):
         return 0
+    if isinstance(op, nn.HostOp):
+        return node_bytes(op)
     values = list(op.operands) + list(op.results)
     return 4 * int(sum(np.prod(v.type.get_shape()) for v in values if hasattr(v.type, "get_shape")))
 

@@ -7,8 +7,9 @@ the runner, so the three agree on where the host steps in.
 An op of `@main` is one of:
   * a device layer: a conv2d / max_pool naming its tile layer (`tile`), its image (`image`) or,
     once linked, its layer marker (`layer`);
-  * free: a constant, the return, a reshape that keeps the device's channel-innermost byte order
-    (a view of the same DRAM bytes), a channel slice only convs read (in place);
+  * free: a constant, the return, a reshape or transpose (keeping the leading axis) that keeps
+    the device's channel-innermost byte order (a view of the same DRAM bytes: sequence-gemm's
+    1x1xTxK -> 1xKx1xT), a channel slice only convs read (in place);
   * a host layer: everything else (it reads and writes the device's DRAM between segments).
 """
 
@@ -45,16 +46,38 @@ def layer_of(op: Operation) -> str | None:
 
 
 def _chw_order_kept(shape: tuple[int, ...]) -> bool:
-    """NCHW and the device's N,H,W,C byte orders agree (one channel, or one pixel)."""
+    """NCHW and the device's N,H,W,C byte orders agree (one channel, or one pixel); a tensor of
+    another rank is row-major on the device (segment_run's `_hwc`)."""
     if len(shape) == 4:
         return shape[1] == 1 or shape[2] * shape[3] == 1
-    return len(shape) <= 2
+    return True
+
+
+def _device_axes(rank: int) -> list[int]:
+    """The logical axes of a tensor in the order the device lays them out: N, H, W, C for rank 4
+    (channel-innermost), row-major otherwise (snowir/driver/segment_run.py: `_hwc`)."""
+    return [0, 2, 3, 1] if rank == 4 else list(range(rank))
+
+
+def transpose_is_view(op: nn.TransposeOp) -> bool:
+    """The permutation moves no byte in the device's order: the non-unit axes, read in device order,
+    come in the same order before and after (only axes of size one move). The leading axis stays:
+    a device layer runs once per image of it, and its DRAM regions are per image."""
+    shape = op.input.type.get_shape()
+    perm = [int(v) for v in op.perm.get_values()]
+    if not perm or perm[0] != 0:
+        return False
+    before = [a for a in _device_axes(len(shape)) if shape[a] != 1]
+    after = [perm[a] for a in _device_axes(len(perm)) if shape[perm[a]] != 1]
+    return before == after
 
 
 def is_view(op: Operation) -> bool:
-    """A reshape the device reads in place: same bytes in the same order."""
+    """A reshape or transpose the device reads in place: same bytes in the same order."""
     if isinstance(op, nn.IdentityOp):
         return True
+    if isinstance(op, nn.TransposeOp):
+        return transpose_is_view(op)
     if not isinstance(op, nn.ReshapeOp | nn.FlattenOp):
         return False
     a, b = op.operands[0].type.get_shape(), op.results[0].type.get_shape()

@@ -234,4 +234,5 @@ def test_host_nodes_count_their_macs() -> None:
             if isinstance(op, nn.HostOp) and useful_macs(op):
                 got[op.op_type.data] = useful_macs(op)
                 assert host_ms(op) >= 2 * useful_macs(op) / 666e3 / 2.0
-    assert got == {"ConvInteger": 64 * 16 * 16 * 9, "LSTM": 16 * 4 * 8 * (64 + 8), "ConvTranspose": 16 * 64 * 8 * 4}
+    # the ConvInteger: 16 x 16 channels x the 22 x 22 taps of a padded 3x3 that land inside the 8 x 8 input
+    assert got == {"ConvInteger": 16 * 16 * 22 * 22, "LSTM": 16 * 4 * 8 * (64 + 8), "ConvTranspose": 16 * 64 * 8 * 4}

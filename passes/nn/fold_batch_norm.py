@@ -5,7 +5,9 @@ fold-batch-norm: fold inference batch normalisation and per-channel scale/shift 
   * caffe2's "Scale" (BN followed by Mul/Add with per-channel constants, from Unsqueeze in the
     ONNX graph): mul(conv, c) and add(conv, c) fold into the conv's weights and bias;
   * a batch_norm, mul or add by per-channel constants that has no conv to fold into (DenseNet's
-    pre-activation BN after a concat) becomes a depthwise 1x1 conv, which is how Snowflake runs it.
+    pre-activation BN after a concat) becomes a depthwise 1x1 conv, which is how Snowflake runs it;
+  * add(dense(x), c), through a reshape that keeps the last axis, with c one constant per output
+    (Paddle's MatMul + Add bias): into the dense's bias.
 
 Snowflake has no normalisation unit, and a folded conv costs nothing extra.
 """
@@ -100,12 +102,49 @@ class FoldChannelScale(RewritePattern):
             return
 
 
+def _last_axis(array: np.ndarray, m: int) -> np.ndarray | None:
+    """A constant that broadcasts as one value per entry of the last axis (of length m), as [m]."""
+    if array.size == 1:
+        return np.full(m, float(array.reshape(-1)[0]), np.float32)
+    if array.ndim >= 1 and array.shape[-1] == m and array.size == m:
+        return array.reshape(m).astype(np.float32)
+    return None
+
+
+class FoldDenseBias(RewritePattern):
+    """add of a dense's output (or a reshape of it keeping the last axis) and a per-output constant."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: nn.AddOp, rewriter: PatternRewriter) -> None:
+        if op.relu is not None:
+            return
+        for v, c in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+            array, dense_out = const_of(c), v
+            if array is None or shape_of(op.output) != shape_of(v) or not single_use(v):
+                continue
+            if isinstance(v.owner, nn.ReshapeOp):
+                dense_out = v.owner.input
+            dense = dense_out.owner
+            if not isinstance(dense, nn.DenseOp) or dense.relu is not None or not single_use(dense_out):
+                continue
+            m = shape_of(dense.output)[1]
+            vec, bias = _last_axis(array, m), const_of(dense.bias)
+            if vec is None or bias is None or shape_of(v)[-1] != m:
+                continue
+            folded = nn.DenseOp(dense.input, dense.weight, new_constant(rewriter, dense, bias + vec, "b_folded"),
+                                dense.output.type)
+            folded.attributes.update(dense.attributes)
+            rewriter.replace(dense, folded)
+            rewriter.replace(op, [], [folded.output if dense_out is v else v])
+            return
+
+
 @dataclass(frozen=True)
 class FoldBatchNormPass(ModulePass):
     name = "fold-batch-norm"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(GreedyRewritePatternApplier([FoldBatchNorm(), FoldChannelScale()])).rewrite_module(op)
+        PatternRewriteWalker(GreedyRewritePatternApplier([FoldBatchNorm(), FoldChannelScale(), FoldDenseBias()])).rewrite_module(op)
         drop_dead_constants(op)
 
 

@@ -2,17 +2,20 @@
 partition-host: mark every nn op `place = "snowflake"` or `place = "host"`.
 
 Snowflake runs MAC/MAX work (conv, dense, pools, residual add, ReLU) and data movement;
-everything else (softmax, LRN, transpose, clip, hard-sigmoid/swish, element-wise multiply,
+everything else (softmax, LRN, a transpose that moves bytes, clip, hard-sigmoid/swish, element-wise multiply,
 an unfolded batch_norm) runs on the host CPU in float, reading and writing DRAM between
 device layers. Depthwise convs (a group with fewer than 16 output channels: DenseNet's
 pre-activation BN, average pools as convs) and average pools whose border windows exclude the
 padding, and a ReLU / add that fuse-relu / fuse-residual-add could not fold into a conv,
 have no efficient Snowflake mapping — a MAC trace
 sums over contiguous channels — so they run on the host too, in the exact fixed-point
-arithmetic of the golden model. So does any conv, max pool or concat the lowering cannot
+arithmetic of the golden model (an add add-to-bypass found cheaper on the device is a conv by
+then). So does any conv, max pool or concat the lowering cannot
 place (`snowir.tile.lowerable.device_refusal`, the planners' own answer: a dilated conv, a max pool
 over 200 channels, a concat on the width axis), with the reason as `host_reason`. The runner
-and the reports follow these attributes.
+and the reports follow these attributes. A `place` already in the IR (the user's edit, or an
+earlier run) is honoured: "host" stays on the host, "snowflake" on an op the device cannot run is
+refused in one line.
 """
 
 from dataclasses import dataclass
@@ -20,9 +23,11 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
+from snowir.segments import transpose_is_view
 from snowir.tile.lowerable import device_refusal
 
 DEVICE = (nn.Conv2dOp, nn.DenseOp, nn.MaxPoolOp, nn.AvgPoolOp, nn.GlobalAvgPoolOp, nn.AddOp, nn.ReluOp,
@@ -44,11 +49,21 @@ class PartitionHostPass(ModulePass):
         hw = SnowflakeConfig.load(self.hw or None)
         for inner in op.walk():
             if inner.name.startswith("nn.") and not isinstance(inner, nn.ConstantOp):
-                device = isinstance(inner, DEVICE) and not _depthwise(inner)
+                device = (isinstance(inner, DEVICE) and not _depthwise(inner)) or \
+                    (isinstance(inner, nn.TransposeOp) and transpose_is_view(inner))
                 reason = device_refusal(inner, hw) if device else None
                 if reason is not None:
                     device = False
                     inner.attributes["host_reason"] = StringAttr(reason)
+                wanted = placement(inner)
+                if wanted == "host" and device:  # the user's (or an earlier run's) choice stands
+                    inner.attributes.setdefault("host_reason", StringAttr("placed on the host in the IR"))
+                    continue
+                if wanted == "snowflake" and not device:
+                    what = inner.attributes.get("onnx_node")
+                    raise PassFailedException(
+                        f"partition-host: {inner.name} {what.data if isinstance(what, StringAttr) else ''} is placed "
+                        f"on snowflake in the IR, but cannot run there: {reason or 'no device mapping'}")
                 inner.attributes["place"] = StringAttr("snowflake" if device else "host")
 
 

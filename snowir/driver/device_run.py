@@ -211,7 +211,7 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
         # side in DRAM): no device work; any other device op must have been lowered above
         if op.name.startswith("nn.") and "place" in op.attributes and op.attributes["place"].data == "snowflake" \
                 and not isinstance(op, nn.ConstantOp | nn.ReshapeOp | nn.FlattenOp | nn.IdentityOp
-                                   | nn.ChannelSliceOp) \
+                                   | nn.ChannelSliceOp | nn.TransposeOp) \
                 and not (isinstance(op, nn.ConcatOp) and op.axis.value.data == 1):
             raise LoweringError(f"layer '{name}' ({op.name}) is not lowered to Snowflake yet")
         golden.step(op, env)

@@ -126,7 +126,8 @@ def layer_rows(module: ModuleOp) -> list[dict[str, Any]]:
         if not op.name.startswith("nn.") or isinstance(op, nn.ConstantOp):
             continue
         host = on_host(op)
-        kind = "dense" if "from_dense" in op.attributes else op.name.removeprefix("nn.")
+        kind = "dense" if "from_dense" in op.attributes else "add" if "from_add" in op.attributes \
+            else op.name.removeprefix("nn.")
         if isinstance(op, nn.HostOp):
             kind = f"host:{op.op_type.data}"  # the ONNX node it carries
         rows.append({"name": layer_name(op, op.name), "op": kind,

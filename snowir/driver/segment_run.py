@@ -52,6 +52,14 @@ def _hwc(image: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(image).ravel()
 
 
+def _image_bytes(words: np.ndarray, images: int, i: int) -> np.ndarray:
+    """Image `i` of `images` of a tensor's words in the device's byte order. The tensor may be a
+    view's source of another leading dimension (sequence-gemm's [T, K] read as one 1xKx1xT image):
+    its bytes in order, split into the layer's images."""
+    full = np.concatenate([_hwc(w) for w in words]) if words.ndim else words.reshape(1)
+    return full.reshape(images, -1)[i].astype("<i2").view(np.uint8)
+
+
 @dataclass
 class _Counts:
     """What the machine did between two markers (`macs` named as ImageRun's, for `useful`)."""
@@ -135,7 +143,9 @@ def run_segments(module: ModuleOp, x, hw: SnowflakeConfig, engine: str = "fast",
             while len(drams) < n:
                 drams.append(np.zeros(size, np.uint8))
             say = None if progress is None else eta.layer_starts
-            start_cycle = _run_segment(result, golden, env, image, images[image_name], segment.layers, ops_of, drams,
+            # a segment runs once per image of its own batch (a sequence GEMM's is one image, an
+            # fc-to-conv dense over T rows T); the DRAMs of images beyond it keep what they hold
+            start_cycle = _run_segment(result, golden, env, image, images[image_name], segment.layers, ops_of, drams[:n],
                                        hw, engine, record, compile_s * len(segment.layers) / len(ops_of),
                                        start_cycle, say, record_layer, max_instructions)
             continue
@@ -193,8 +203,8 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
                 if value is None or key not in facts or root(value) in inside:
                     continue
                 seg = image.segment(facts[key])
-                words = golden._q(env[root(value)], element_frac(root(value)))[i]
-                raw = _hwc(words).astype("<i2").view(np.uint8)
+                words = golden._q(env[root(value)], element_frac(root(value)))
+                raw = _image_bytes(words, len(drams), i)
                 if raw.size != seg.size:
                     raise LoweringError(f"layer '{name}': segment @{seg.name} holds {seg.size} bytes, its input "
                                         f"has {raw.size}")

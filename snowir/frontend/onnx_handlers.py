@@ -134,12 +134,29 @@ def _gemm(imp: ImportContext, node: onnx.NodeProto) -> None:
 
 def _matmul(imp: ImportContext, node: onnx.NodeProto) -> None:
     x = imp.value(node, node.input[0])
-    if len(imp.shape(x)) != 2:
-        raise Unmapped(f"only 2-D MatMul is supported, input is {imp.shape(x)}")
+    shape = imp.shape(x)
+    if len(shape) < 2:
+        raise Unmapped(f"a 1-D left operand {shape} is not supported")
     w = imp.const(node, 1, "right operand").astype(np.float32)
     if w.ndim != 2:
         raise Unmapped("right operand must be 2-D")
-    _dense(imp, node, x, w.T.copy(), np.zeros(w.shape[1], np.float32))
+    if len(shape) == 2:
+        _dense(imp, node, x, w.T.copy(), np.zeros(w.shape[1], np.float32))
+        return
+    # [..., T, K] x [K, M]: one dense over the leading axes' rows (a transformer's or an OCR
+    # head's projection over timesteps), between reshapes that keep the row-major bytes
+    rows = imp.emit(nn.ReshapeOp(x, _tensor_type([int(np.prod(shape[:-1])), shape[-1]])))
+    if w.shape[0] != shape[-1]:
+        raise imp.fail(node, f"weight expects {w.shape[0]} features, input has {shape[-1]}")
+    wv = imp.new_const(f"{node.output[0]}_w", w.T.copy())
+    bv = imp.new_const(f"{node.output[0]}_b", np.zeros(w.shape[1], np.float32))
+    dense = imp.emit(nn.DenseOp(rows.results[0], wv, bv, _tensor_type([int(np.prod(shape[:-1])), w.shape[1]])))
+    if node.name:
+        dense.attributes["onnx_node"] = nn.StringAttr(node.name)
+        rows.attributes["onnx_node"] = nn.StringAttr(f"{node.name}.rows")
+    imp.set_output(node, imp.emit(nn.ReshapeOp(dense.results[0], _tensor_type([*shape[:-1], w.shape[1]]))))
+    if node.name:
+        imp.values[node.output[0]].owner.attributes["onnx_node"] = nn.StringAttr(f"{node.name}.unrows")
 
 
 def _dense(imp: ImportContext, node: onnx.NodeProto, x: SSAValue, w: np.ndarray, b: np.ndarray) -> None:

@@ -1,0 +1,108 @@
+"""
+add-to-bypass: an add that fuse-residual-add could not fuse (neither operand is a conv it may
+change: both come from host ops, as in a YOLO's SiLU blocks) becomes a 1x1 identity conv over
+one operand with the other as its `bypass`, where the cost model says the device pays:
+
+    add(a, b) -> conv2d(a, I, 0, bypass b)   (I: the C x C identity, 1 x 1)
+
+Why: Snowflake adds bypass values at write-back (paper §2, §5.2), so an add is a conv whose
+kernel passes its input through. One MAC an output is useful (`block_diagonal`: each kernel has
+one channel that is not zero; the reports count that one), the machine does C. Not the grouped
+form of 16-channel identity blocks (16 MACs an output): a grouped conv with a bypass is not
+bit-exact on the machine today (docs/lowering.md, "Known gaps").
+
+The cost model: the planner's estimate for the conv, plus the DRAM round trip the host pays
+because the add leaves it (each operand a host op produces written as 16-bit words, the result
+read back when a host op reads it, at the host's streaming rate, snowir/host_model.py), against
+the host's own estimate of the add. Both numbers are in the IR: the conv, or the add left for
+the host, carries `placement_cost`. An add the user placed (`place`) is left as it is;
+`add-to-bypass{enable=false}` leaves every add.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
+from xdsl.ir import SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
+from xdsl.rewriter import InsertPoint
+
+from snowir.dialects import nn
+from snowir.host_model import HOST, host_ms
+from snowir.hw import SnowflakeConfig
+from snowir.nn_util import const_of, constant_op, shape_of
+from snowir.plan.shapes import LoweringError
+from snowir.segments import root
+from snowir.tile.lowerable import planned_conv
+
+_DEVICE_LAYERS = (nn.Conv2dOp, nn.MaxPoolOp)
+
+
+def _identity(channels: int) -> np.ndarray:
+    return np.eye(channels, dtype=np.float32).reshape(channels, channels, 1, 1)
+
+
+def _from_host(value: SSAValue) -> bool:
+    return not isinstance(root(value).owner, _DEVICE_LAYERS)
+
+
+def _to_host(value: SSAValue) -> bool:
+    return any(not isinstance(use.operation, _DEVICE_LAYERS) for use in value.uses)
+
+
+def round_trip_ms(op: nn.AddOp) -> float:
+    """What the host pays in DRAM traffic when `op` runs on the device: the 16-bit words of the
+    operands host ops produce, and of the result when a host op reads it."""
+    words = int(np.prod(shape_of(op.output)))
+    moved = sum(1 for v in (op.lhs, op.rhs) if _from_host(v)) + int(_to_host(op.output))
+    return moved * words * 2 / (HOST.gbps * 1e6)
+
+
+class AddToBypass(RewritePattern):
+    def __init__(self, hw: SnowflakeConfig):
+        self.hw = hw
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: nn.AddOp, rewriter: PatternRewriter) -> None:
+        shape = shape_of(op.output)
+        if ("place" in op.attributes or "placement_cost" in op.attributes or len(shape) != 4
+                or shape_of(op.lhs) != shape or shape_of(op.rhs) != shape
+                or const_of(op.lhs) is not None or const_of(op.rhs) is not None):
+            return
+        c = shape[1]
+        weight = constant_op(_identity(c), "identity")
+        bias = constant_op(np.zeros(c, np.float32), "zero_bias")
+        conv = nn.Conv2dOp(op.lhs, weight.result, bias.result, op.output.type, relu=op.relu is not None, bypass=op.rhs)
+        conv.attributes.update(op.attributes)
+        conv.attributes["block_diagonal"] = UnitAttr()
+        conv.attributes["from_add"] = UnitAttr()  # reports name it an add
+        try:
+            device = self.hw.cycles_to_ms(planned_conv(conv, self.hw).estimated_cycles(self.hw))
+        except LoweringError:
+            return  # the planners refuse it: the host's, as partition-host decides
+        trip, host = round_trip_ms(op), host_ms(op)
+        cost = f"device {device:.3f} ms + DRAM round trip {trip:.3f} ms vs host {host:.3f} ms"
+        if device + trip >= host:
+            op.attributes["placement_cost"] = StringAttr(cost)
+            return
+        conv.attributes["placement_cost"] = StringAttr(cost)
+        rewriter.insert([weight, bias], InsertPoint.before(op))
+        rewriter.replace(op, conv)
+
+
+@dataclass(frozen=True)
+class AddToBypassPass(ModulePass):
+    name = "add-to-bypass"
+    enable: bool = True
+    hw: str = ""
+    """A hardware description JSON (SnowflakeConfig fields); default: the ZC706 build."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if not self.enable:
+            return
+        hw = SnowflakeConfig.load(self.hw or None)
+        PatternRewriteWalker(AddToBypass(hw), apply_recursively=False).rewrite_module(op)
