@@ -11,7 +11,8 @@ layer, the one with the most fraction bits that still holds the largest |w|
   * `format=auto`: each tensor its own format from calibration (snowir/calibration.py):
     calibration inputs (`calibration`, a .npy of N inputs, else `samples` seeded N(0, 1)
     inputs) run through the float module, and each group of tensors the hardware moves
-    without rescaling gets the most fraction bits that hold its largest value x `headroom`.
+    without rescaling gets the most fraction bits that hold its largest value x `headroom`
+    (synthetic inputs: at most 8, no format narrower than Q8.8, snowir/calibration.py).
     A conv / dense changes format at its write-back for free: shift = input fraction bits + f
     - output fraction bits; its bias takes the output's format.
 
@@ -32,7 +33,8 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.calibration import DEFAULT_HEADROOM, DEFAULT_SAMPLES, calibration_inputs, choose_formats, ranges
+from snowir.calibration import (DEFAULT_HEADROOM, DEFAULT_SAMPLES, SYNTHETIC_MOST_FRAC, calibration_inputs,
+                                choose_formats, ranges)
 from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.fixedpoint import frac_for, quantize
@@ -150,12 +152,13 @@ class QuantizePass(ModulePass):
             # what the formats were chosen from, for the report's provenance
             digest = hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest()[:16]
             source = f"{len(x)} inputs of {self.calibration}" if self.calibration else \
-                f"{len(x)} synthetic N(0, 1) inputs"
+                f"{len(x)} synthetic N(0, 1) inputs, no format narrower than Q8.8"
             op.attributes["nn.calibration"] = StringAttr(f"sha256:{digest} ({source}, headroom {self.headroom:g})")
             peak = ranges(op, x)
             wfrac = {layer: weight_frac(constant_array(w.owner), nn.MAX_WEIGHT_FRAC) for w, layer in weight_of.items()
                      if isinstance(w.owner, nn.ConstantOp)}
-            formats = choose_formats(op, peak, wfrac, self.headroom)
+            formats = choose_formats(op, peak, wfrac, self.headroom,
+                                     15 if self.calibration else SYNTHETIC_MOST_FRAC)
         except SnowError as e:
             raise PassFailedException(f"quantize: {e}") from None
         for value, p in peak.items():  # what the formats cover, for reports and plots
