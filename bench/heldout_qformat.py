@@ -45,7 +45,8 @@ def images(shape: list[int], n: int, seed: int, kind: str) -> np.ndarray:
 
 def built(name: str, seed: int, kind: str, bn_stats: str) -> Path:
     """tools/light_models.py's model with weights of `seed`; BN statistics measured on N(0, 1)
-    (as that tool does) or on image-like inputs of `kind` (as a net trained on images has them)."""
+    (as that tool does), on image-like inputs of `kind` (as a net trained on images has them), or
+    left at mean 0, variance 1."""
     if bn_stats == "normal":
         return build(name, ROOT / "build" / "heldout" / f"seed{seed}", seed=seed)
     import os
@@ -54,14 +55,15 @@ def built(name: str, seed: int, kind: str, bn_stats: str) -> Path:
 
     from snowir.tools.light_models import calibrate_batch_norm, give_weights, light_path, scale_classifier
 
-    target = ROOT / "build" / "heldout" / f"seed{seed}-{kind}" / f"{name}.onnx"
+    target = ROOT / "build" / "heldout" / f"seed{seed}-{kind}-{bn_stats}" / f"{name}.onnx"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     model = give_weights(onnx.load(str(light_path(name))), seed)
     dims = [i for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}][0]
     shape = [d.dim_value for d in dims.type.tensor_type.shape.dim]
-    model = calibrate_batch_norm(model, x=images(shape[1:], shape[0], 5, kind))
+    if bn_stats == "images":
+        model = calibrate_batch_norm(model, x=images(shape[1:], shape[0], 5, kind))
     model = scale_classifier(model, x=images(shape[1:], 1, 5, kind))
     tmp = target.with_suffix(f".tmp{os.getpid()}")
     onnx.save(model, str(tmp))
@@ -97,8 +99,9 @@ def main() -> None:
     p.add_argument("names", nargs="*", default=list(BN_NETS))
     p.add_argument("--seed", type=int, default=7, help="the weights' seed (tools/light_models.py uses 0)")
     p.add_argument("--inputs", choices=("unit", "normalized"), default="unit")
-    p.add_argument("--bn-stats", choices=("normal", "images"), default="normal",
-                   help="BN statistics measured on N(0, 1) inputs (tools/light_models.py) or on the image-like inputs")
+    p.add_argument("--bn-stats", choices=("normal", "images", "none"), default="normal",
+                   help="BN statistics measured on N(0, 1) inputs (tools/light_models.py), on the image-like "
+                        "inputs, or none (mean 0, variance 1: activations far from unit scale)")
     add_output_options(p, "heldout_qformat.json")
     args = p.parse_args()
     rows = []

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import onnx
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import PassFailedException
 
 from snowir.driver.check import compare, golden_logits, ort_logits
 from snowir.driver.device_run import device_report, run_device
@@ -250,7 +251,13 @@ def compile(model: str | Path | onnx.ModelProto | ModuleOp, pipeline: str | None
             digest = file_sha256(Path(model))
         if progress:
             progress(f"{source}: lowering")
-        applied = lower(module, pipeline, hw, format=format, calibration=cal)
+        try:
+            applied = lower(module, pipeline, hw, format=format, calibration=cal)
+        except PassFailedException as e:
+            if cal is None or cal == str(calibration):
+                raise
+            # the array's temporary file means nothing to the caller
+            raise SnowError(f"{source}: {str(e).replace(cal, 'calibration data')}") from None
     return Compiled(module, hw, source, onnx_model, time.perf_counter() - t0, applied, digest)
 
 
