@@ -16,7 +16,10 @@ on images in [0, 1] sees a mean the N(0, 1) inputs lack, and its activations gro
 showed (measured: synthetic formats lost 1-40 dB to Q8.8 on image inputs, bench/heldout_qformat.py).
 What the synthetic inputs do show is a lower bound on a range. So synthetic formats keep at most
 SYNTHETIC_MOST_FRAC = 8 fraction bits: never narrower than Q8.8, wider where the synthetic
-inputs already reach past Q8.8's range.
+inputs already reach past Q8.8's range; and weights keep at most 15 fraction bits, as under a
+fixed format (measured: the extra weight bits of tiny weights, up to 24, made every layer of the
+PP-OCR direction classifier 2-8 dB closer to fp32 yet its 2-class softmax output 4 dB further,
+over 24 text images; with calibration data they stay).
 """
 
 from __future__ import annotations

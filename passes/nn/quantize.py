@@ -12,7 +12,8 @@ layer, the one with the most fraction bits that still holds the largest |w|
     calibration inputs (`calibration`, a .npy of N inputs, else `samples` seeded N(0, 1)
     inputs) run through the float module, and each group of tensors the hardware moves
     without rescaling gets the most fraction bits that hold its largest value x `headroom`
-    (synthetic inputs: at most 8, no format narrower than Q8.8, snowir/calibration.py).
+    (synthetic inputs: at most 8, no format narrower than Q8.8, and weights with at most 15
+    fraction bits as a fixed format gives them, snowir/calibration.py).
     A conv / dense changes format at its write-back for free: shift = input fraction bits + f
     - output fraction bits; its bias takes the output's format.
 
@@ -155,10 +156,11 @@ class QuantizePass(ModulePass):
                 f"{len(x)} synthetic N(0, 1) inputs, no format narrower than Q8.8"
             op.attributes["nn.calibration"] = StringAttr(f"sha256:{digest} ({source}, headroom {self.headroom:g})")
             peak = ranges(op, x)
-            wfrac = {layer: weight_frac(constant_array(w.owner), nn.MAX_WEIGHT_FRAC) for w, layer in weight_of.items()
+            # synthetic: weights as fixed formats give them, activations no narrower than Q8.8
+            most_w, most = (nn.MAX_WEIGHT_FRAC, 15) if self.calibration else (15, SYNTHETIC_MOST_FRAC)
+            wfrac = {layer: weight_frac(constant_array(w.owner), most_w) for w, layer in weight_of.items()
                      if isinstance(w.owner, nn.ConstantOp)}
-            formats = choose_formats(op, peak, wfrac, self.headroom,
-                                     15 if self.calibration else SYNTHETIC_MOST_FRAC)
+            formats = choose_formats(op, peak, wfrac, self.headroom, most)
         except SnowError as e:
             raise PassFailedException(f"quantize: {e}") from None
         for value, p in peak.items():  # what the formats cover, for reports and plots
