@@ -11,15 +11,16 @@ group gets the most fraction bits that still hold its largest value times `headr
 bias counts toward its output's group: the write-back adds it in the output's format).
 
 Without the user's calibration data the inputs are synthetic (seeded N(0, 1), what snow-run feeds
-by default), and their ranges say nothing about real inputs in one direction: a network trained
-on images in [0, 1] sees a mean the N(0, 1) inputs lack, and its activations grow past what they
-showed (measured: synthetic formats lost 1-40 dB to Q8.8 on image inputs, bench/heldout_qformat.py).
-What the synthetic inputs do show is a lower bound on a range. So synthetic formats keep at most
-SYNTHETIC_MOST_FRAC = 8 fraction bits: never narrower than Q8.8, wider where the synthetic
-inputs already reach past Q8.8's range; and weights keep at most 15 fraction bits, as under a
-fixed format (measured: the extra weight bits of tiny weights, up to 24, made every layer of the
-PP-OCR direction classifier 2-8 dB closer to fp32 yet its 2-class softmax output 4 dB further,
-over 24 text images; with calibration data they stay).
+by default), and their ranges are no estimate of real inputs' in either direction: a net trained
+on images in [0, 1] sees a mean N(0, 1) lacks, so its activations grow past what the synthetic
+inputs show (synthetic formats lost 1-41 dB to Q8.8 on image inputs, bench/heldout_qformat.py),
+or stay below it (ddddocr's recogniser: N(0, 1) inputs reach 155 where its images stay inside
+Q8.8, and widening those tensors to Q9.7 cost 0.4 dB). So synthetic calibration records the
+ranges (`calibrated_max`) but every activation keeps Q8.8 (SYNTHETIC_FRAC) and every weight at
+most 15 fraction bits, as under fixed Q8.8: auto without data is Q8.8, and says so in one line
+(the drivers' warning). The extra weight bits of tiny weights (up to 24) are not a free gain
+either: they made every layer of the PP-OCR direction classifier 2-8 dB closer to fp32 yet its
+2-class softmax output 4 dB further, over 24 text images; with calibration data they stay.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from snowir.nn_util import on_host
 
 DEFAULT_SAMPLES = 8
 DEFAULT_HEADROOM = 1.25  # a quarter over the largest calibrated value
-SYNTHETIC_MOST_FRAC = 8  # synthetic calibration: no format narrower than Q8.8 (see above)
+SYNTHETIC_FRAC = 8  # synthetic calibration: activations in Q8.8 (see above)
 
 
 class CalibrationError(SnowError):
@@ -110,9 +111,9 @@ class _Groups:
 
 
 def choose_formats(module: ModuleOp, peak: dict[SSAValue, float], weight_frac: dict[Operation, int],
-                   headroom: float, most_frac: int = 15) -> tuple[dict[SSAValue, int], dict[Operation, int]]:
-    """Fraction bits (at most `most_frac`) of every tensor of @main (non-constant values), by the
-    groups above, and of every conv / dense's weights. The write-back shift f_in + f_w - f_out must lie in
+                   headroom: float, fixed_frac: int | None = None) -> tuple[dict[SSAValue, int], dict[Operation, int]]:
+    """Fraction bits of every tensor of @main (non-constant values), by the groups above (or
+    `fixed_frac` for all: synthetic calibration), and of every conv / dense's weights. The write-back shift f_in + f_w - f_out must lie in
     [1, MAX_WB_SHIFT]: a layer whose shift would fall below 1 lowers its output group's fraction
     bits; one above MAX_WB_SHIFT keeps fewer weight fraction bits."""
     main = next(op for op in module.walk() if isinstance(op, func.FuncOp) and op.sym_name.data == "main")
@@ -144,7 +145,7 @@ def choose_formats(module: ModuleOp, peak: dict[SSAValue, float], weight_frac: d
             b = constant_array(op.bias.owner)
             root = groups.find(op.output)
             best[root] = max(best[root], float(np.abs(b).max()) if b.size else 0.0)
-    frac = {root: frac_for(p * headroom, most_frac) for root, p in best.items()}
+    frac = {root: frac_for(p * headroom) if fixed_frac is None else fixed_frac for root, p in best.items()}
     changed = True
     while changed:  # shift = f_in + f_w - f_out >= 1
         changed = False

@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", help="fixed-point format of an ONNX / float nn model: Qm.n (default Q8.8) or auto "
                                     "(per-tensor formats from calibration, docs/accuracy.md)")
     p.add_argument("--calibration", help="--format auto: .npy of calibration inputs (N x the model's input, or N "
-                                         "images; default: 8 seeded N(0, 1) inputs, no format narrower than Q8.8)")
+                                         "images; without it the formats are Q8.8's)")
     p.add_argument("--engine", choices=("fast", "reference", "golden"), default="fast")
     p.add_argument("--trace", help="write a Chrome/Perfetto trace-event JSON here (.json.gz: gzip-compressed); "
                    "identical back-to-back events are one span with a count")

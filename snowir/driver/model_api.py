@@ -261,8 +261,8 @@ def compile(model: str | Path | onnx.ModelProto | ModuleOp, pipeline: str | None
     return Compiled(module, hw, source, onnx_model, time.perf_counter() - t0, applied, digest)
 
 
-SYNTHETIC_WARNING = ("format='auto' without calibration data: the formats come from synthetic inputs, never "
-                     "narrower than Q8.8 (give calibration= / --calibration with inputs like the real ones)")
+SYNTHETIC_WARNING = ("format='auto' without calibration data: synthetic inputs say nothing of real ranges, so the "
+                     "formats are Q8.8's (give calibration= / --calibration with inputs like the real ones)")
 
 
 class SyntheticCalibrationWarning(UserWarning):
@@ -293,7 +293,7 @@ def dynamic_inputs(model: onnx.ModelProto) -> dict[str, list[int | None]]:
     for inp in model.graph.input:
         if inp.name in inits or not inp.type.HasField("tensor_type"):
             continue
-        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
                 for d in inp.type.tensor_type.shape.dim]
         if any(d is None for d in dims):
             out[inp.name] = dims
