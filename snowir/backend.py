@@ -37,7 +37,8 @@ import onnx
 from onnx.backend.base import Backend, BackendRep
 
 from snowir.dialects import nn
-from snowir.driver.model_api import SYNTHETIC_WARNING, SyntheticCalibrationWarning, compile, dynamic_inputs
+from snowir.driver.model_api import (SYNTHETIC_WARNING, Compiled, SyntheticCalibrationWarning, compile,
+                                     dynamic_inputs)
 from snowir.errors import SnowError
 from snowir.frontend.onnx_host import numpy_dtype
 from snowir.frontend.onnx_import import import_model
@@ -65,12 +66,12 @@ class SnowirRep(BackendRep):
     often as wanted."""
 
     def __init__(self, model: onnx.ModelProto, module, engine: str, compiled=None,
-                 build: Callable[[dict[str, list[int]]], Any] | None = None):
+                 build: Callable[[dict[str, list[int]]], tuple[Any, Any]] | None = None):
         self.engine = engine
         self.input_names = [i.name for i in _graph_inputs(model)]
         self.output_dtypes = _output_dtypes(model)
         self.build = build
-        """Dynamic dims: compiles the model for a {name: shape} (a `Compiled`, or an nn module)."""
+        """Dynamic dims: the model for a {name: shape}, as (module, `Compiled` or None)."""
         self.shapes: dict[tuple[tuple[int, ...], ...], tuple[Any, Any]] = {}
         """Dynamic dims: (module, compiled) per input shapes seen, each compiled at its first run."""
         self.module = self.compiled = self.golden = None
@@ -91,8 +92,7 @@ class SnowirRep(BackendRep):
         """Dynamic dims: the model compiled for these inputs' shapes (cached)."""
         key = tuple(tuple(np.shape(x)) for x in xs)
         if key not in self.shapes:
-            built = self.build({n: list(k) for n, k in zip(self.input_names, key)})
-            self.shapes[key] = (built.module, built) if hasattr(built, "module") else (built, None)
+            self.shapes[key] = self.build({n: list(k) for n, k in zip(self.input_names, key)})
         self._use(*self.shapes[key])
 
     def _inputs(self, inputs: Any) -> list[np.ndarray]:
@@ -168,7 +168,7 @@ class FloatBackend(Backend):
         input_shapes = _shapes_by_name(model, kwargs.pop("input_shapes", None))
         super().prepare(model, device, **kwargs)
         if _still_dynamic(model, input_shapes):
-            return SnowirRep(model, None, "float", build=lambda shapes: import_model(model, "<model>", shapes))
+            return SnowirRep(model, None, "float", build=lambda shapes: (import_model(model, "<model>", shapes), None))
         return SnowirRep(model, import_model(model, "<model>", input_shapes), "float")
 
     @classmethod
@@ -201,15 +201,19 @@ class SnowflakeBackend(FloatBackend):
         if format.strip().lower() == "auto" and calibration is None:
             warnings.warn(SYNTHETIC_WARNING, SyntheticCalibrationWarning, stacklevel=2)
 
-        def build(by_name: dict[str, list[int]]) -> Any:
+        def build(by_name: dict[str, list[int]]) -> Compiled:
             spec = ";".join(f"{name}:{','.join(map(str, dims))}" for name, dims in by_name.items())
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", SyntheticCalibrationWarning)  # said once, above
                 return compile(model, hw=hw, format=format, progress=say, calibration=calibration,
                                input_shape=spec or None)
 
+        def per_shape(given: dict[str, list[int]]) -> tuple[Any, Compiled]:
+            compiled = build({**(shapes or {}), **given})
+            return compiled.module, compiled
+
         if _still_dynamic(model, shapes):
-            rep = SnowirRep(model, None, engine, build=lambda given: build({**(shapes or {}), **given}))
+            rep = SnowirRep(model, None, engine, build=per_shape)
         else:
             compiled = build(shapes or {})
             rep = SnowirRep(model, compiled.module, engine, compiled)
