@@ -5,6 +5,7 @@ and the way the ONNX backend test suite drives a runtime.
     from snowir.backend import SnowflakeBackend, FloatBackend
     rep = SnowflakeBackend.prepare(model, engine="machine", format="Q8.8")
     (y,) = rep.run([x])            # float32 outputs (the graph's own output types)
+    rep = SnowflakeBackend.prepare(model, format="auto", calibration=images)   # N x the input, or a .npy
 
   * `FloatBackend`: the imported nn module executed in float by the golden model (nn ops in
     numpy, `nn.host` nodes by onnx's reference evaluator). The frontend's reference.
@@ -14,6 +15,12 @@ and the way the ONNX backend test suite drives a runtime.
     `rep.report` holds the last machine run's typed `snowir.Report` (cycles, ms, stalls).
     Built on `snowir.compile` (snowir/driver/model_api.py).
 
+Dynamic input dimensions (`[None, 3, None, None]`, as exporters write them): `input_shapes=`
+fixes them at `prepare` (a shape for a one-input model, a list in graph-input order, or a dict
+by name); left dynamic, the model compiles for each new input shape at its first `run`, and
+the compiled model is kept for that shape. A dynamic batch dimension runs N images, as
+`snow-run --input` with N images does.
+
 Outputs come back in the element types the graph declares (a double model computes in fp32
 and returns doubles). Inputs may be a list in graph-input order, a dict by name, or one array.
 """
@@ -21,6 +28,7 @@ and returns doubles). Inputs may be a list in graph-input order, a dict by name,
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,7 +37,8 @@ import onnx
 from onnx.backend.base import Backend, BackendRep
 
 from snowir.dialects import nn
-from snowir.driver.model_api import compile
+from snowir.driver.model_api import (SYNTHETIC_WARNING, Compiled, SyntheticCalibrationWarning, compile,
+                                     dynamic_inputs)
 from snowir.errors import SnowError
 from snowir.frontend.onnx_host import numpy_dtype
 from snowir.frontend.onnx_import import import_model
@@ -53,20 +62,38 @@ def _output_dtypes(model: onnx.ModelProto) -> list[np.dtype | None]:
 
 
 class SnowirRep(BackendRep):
-    """A model compiled once; `run` as often as wanted."""
+    """A model compiled once (or once per input shape, when its input dims are dynamic); `run` as
+    often as wanted."""
 
-    def __init__(self, model: onnx.ModelProto, module, engine: str, compiled=None):
-        self.module = module
+    def __init__(self, model: onnx.ModelProto, module, engine: str, compiled=None,
+                 build: Callable[[dict[str, list[int]]], tuple[Any, Any]] | None = None):
         self.engine = engine
-        self.compiled = compiled
-        self.golden = Golden(module)
         self.input_names = [i.name for i in _graph_inputs(model)]
-        self.input_types = [a.type for a in self.golden.main.body.block.args]
         self.output_dtypes = _output_dtypes(model)
+        self.build = build
+        """Dynamic dims: the model for a {name: shape}, as (module, `Compiled` or None)."""
+        self.shapes: dict[tuple[tuple[int, ...], ...], tuple[Any, Any]] = {}
+        """Dynamic dims: (module, compiled) per input shapes seen, each compiled at its first run."""
+        self.module = self.compiled = self.golden = None
+        self.input_types: list = []
+        if module is not None:
+            self._use(module, compiled)
         self.report = None
         """The last machine run's `snowir.Report` (typed; `.to_json()` is snow-run's JSON)."""
         self.progress: Callable[[str], None] | None = None
         """verbose=True: each layer as the machine reaches it, with the share done and time left."""
+
+    def _use(self, module, compiled) -> None:
+        self.module, self.compiled = module, compiled
+        self.golden = Golden(module)
+        self.input_types = [a.type for a in self.golden.main.body.block.args]
+
+    def _for_shapes(self, xs: list[np.ndarray]) -> None:
+        """Dynamic dims: the model compiled for these inputs' shapes (cached)."""
+        key = tuple(tuple(np.shape(x)) for x in xs)
+        if key not in self.shapes:
+            self.shapes[key] = self.build({n: list(k) for n, k in zip(self.input_names, key)})
+        self._use(*self.shapes[key])
 
     def _inputs(self, inputs: Any) -> list[np.ndarray]:
         if isinstance(inputs, dict):
@@ -76,12 +103,13 @@ class SnowirRep(BackendRep):
             inputs = [inputs[n] for n in self.input_names]
         elif isinstance(inputs, np.ndarray):
             inputs = [inputs]
-        inputs = list(inputs)
-        if len(inputs) != len(self.input_types):
-            raise SnowError(f"run: the model takes {len(self.input_types)} inputs, got {len(inputs)}")
+        inputs = [np.asarray(x) for x in inputs]
+        if len(inputs) != len(self.input_names):
+            raise SnowError(f"run: the model takes {len(self.input_names)} inputs, got {len(inputs)}")
+        if self.build is not None:
+            self._for_shapes(inputs)
         out = []
         for name, ty, x in zip(self.input_names, self.input_types, inputs):
-            x = np.asarray(x)
             if list(x.shape) != list(ty.get_shape()):
                 raise SnowError(f"run: input '{name}' has shape {list(x.shape)}, the model expects {list(ty.get_shape())}")
             elem = ty.get_element_type()
@@ -102,13 +130,46 @@ class SnowirRep(BackendRep):
         return self._outputs(self.golden.run(*xs))
 
 
+def _shapes_by_name(model: onnx.ModelProto, input_shapes: Any) -> dict[str, list[int]] | None:
+    """`input_shapes=` as {name: shape}: a dict by name, a list of shapes in graph-input order, or
+    one shape (a one-input model)."""
+    if input_shapes is None:
+        return None
+    names = [i.name for i in _graph_inputs(model)]
+    if isinstance(input_shapes, dict):
+        unknown = [n for n in input_shapes if n not in names]
+        if unknown:
+            raise SnowError(f"prepare: input_shapes names '{unknown[0]}', not an input of the model ({', '.join(names)})")
+        given = dict(input_shapes)
+    else:
+        shapes = list(input_shapes)
+        if shapes and all(isinstance(d, int | np.integer) for d in shapes):
+            shapes = [shapes]
+        if len(shapes) != len(names):
+            raise SnowError(f"prepare: input_shapes gives {len(shapes)} shapes, the model has {len(names)} inputs")
+        given = dict(zip(names, shapes))
+    out = {}
+    for name, shape in given.items():
+        try:
+            dims = [int(d) for d in shape]
+        except (TypeError, ValueError):
+            raise SnowError(f"prepare: input_shapes['{name}'] = {shape!r} is not a list of integers") from None
+        if not dims or any(d <= 0 for d in dims):
+            raise SnowError(f"prepare: input_shapes['{name}'] = {dims}: dimensions must be positive")
+        out[name] = dims
+    return out
+
+
 class FloatBackend(Backend):
     """The imported model in float: nn ops in numpy, host nodes by onnx's reference evaluator."""
 
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> SnowirRep:
+        input_shapes = _shapes_by_name(model, kwargs.pop("input_shapes", None))
         super().prepare(model, device, **kwargs)
-        return SnowirRep(model, import_model(model, "<model>"), "float")
+        if _still_dynamic(model, input_shapes):
+            return SnowirRep(model, None, "float", build=lambda shapes: (import_model(model, "<model>", shapes), None))
+        return SnowirRep(model, import_model(model, "<model>", input_shapes), "float")
 
     @classmethod
     def supports_device(cls, device: str) -> bool:
@@ -125,16 +186,44 @@ class SnowflakeBackend(FloatBackend):
 
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", engine: str = "machine", format: str = "Q8.8",
-                hw: SnowflakeConfig | None = None, verbose: bool = False, **kwargs: Any) -> SnowirRep:
-        """`verbose`: lowering and each layer's progress on stderr."""
+                hw: SnowflakeConfig | None = None, verbose: bool = False, calibration: np.ndarray | str | None = None,
+                input_shapes: Any = None, **kwargs: Any) -> SnowirRep:
+        """`verbose`: lowering and each layer's progress on stderr. `calibration` (format="auto"):
+        calibration inputs, an array (N x the input) or a `.npy` path. `input_shapes`: shapes for
+        dynamic input dims; dims left dynamic compile per input shape at the first run."""
         Backend.prepare(model, device, **kwargs)
         if engine not in ENGINES:
             raise SnowError(f"prepare: engine '{engine}' is not one of {', '.join(ENGINES)}")
         say = _say if verbose else None
-        compiled = compile(model, hw=hw, format=format, progress=say)
-        rep = SnowirRep(model, compiled.module, engine, compiled)
+        shapes = _shapes_by_name(model, input_shapes)
+        if calibration is not None and format.strip().lower() != "auto":
+            raise SnowError(f"prepare: calibration data is for format='auto', not {format}")
+        if format.strip().lower() == "auto" and calibration is None:
+            warnings.warn(SYNTHETIC_WARNING, SyntheticCalibrationWarning, stacklevel=2)
+
+        def build(by_name: dict[str, list[int]]) -> Compiled:
+            spec = ";".join(f"{name}:{','.join(map(str, dims))}" for name, dims in by_name.items())
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SyntheticCalibrationWarning)  # said once, above
+                return compile(model, hw=hw, format=format, progress=say, calibration=calibration,
+                               input_shape=spec or None)
+
+        def per_shape(given: dict[str, list[int]]) -> tuple[Any, Compiled]:
+            compiled = build({**(shapes or {}), **given})
+            return compiled.module, compiled
+
+        if _still_dynamic(model, shapes):
+            rep = SnowirRep(model, None, engine, build=per_shape)
+        else:
+            compiled = build(shapes or {})
+            rep = SnowirRep(model, compiled.module, engine, compiled)
         rep.progress = say
         return rep
+
+
+def _still_dynamic(model: onnx.ModelProto, shapes: dict[str, list[int]] | None) -> bool:
+    """Some input keeps a dynamic dimension after `input_shapes`."""
+    return any(name not in (shapes or {}) for name in dynamic_inputs(model))
 
 
 def _say(message: str) -> None:

@@ -126,8 +126,10 @@ def give_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
     return model
 
 
-def calibrate_batch_norm(model: onnx.ModelProto, seed: int = 1, batch: int = 2, max_rounds: int | None = None) -> onnx.ModelProto:
-    """Set every BN's mean/var to the statistics of its input, front to back."""
+def calibrate_batch_norm(model: onnx.ModelProto, seed: int = 1, batch: int = 2, max_rounds: int | None = None,
+                         x: np.ndarray | None = None) -> onnx.ModelProto:
+    """Set every BN's mean/var to the statistics of its input, front to back (on `x`, default a
+    seeded N(0, 1) batch)."""
     import onnxruntime as ort
 
     graph = model.graph
@@ -143,7 +145,8 @@ def calibrate_batch_norm(model: onnx.ModelProto, seed: int = 1, batch: int = 2, 
             probe.graph.output.append(helper.make_tensor_value_info(bn.input[0], onnx.TensorProto.FLOAT, None))
     inp = [i for i in graph.input if i.name not in init_index][0]
     shape = [d.dim_value if d.dim_value > 0 else batch for d in inp.type.tensor_type.shape.dim]
-    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    if x is None:
+        x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     rounds = max_rounds or len(bns)
     for _ in range(rounds):
         for i, name in ((init_index[bn.input[3]], bn.input[3]) for bn in bns):
@@ -178,7 +181,8 @@ def calibrate_batch_norm(model: onnx.ModelProto, seed: int = 1, batch: int = 2, 
     return model
 
 
-def scale_classifier(model: onnx.ModelProto, target_rms: float = 3.0, seed: int = 1) -> onnx.ModelProto:
+def scale_classifier(model: onnx.ModelProto, target_rms: float = 3.0, seed: int = 1,
+                     x: np.ndarray | None = None) -> onnx.ModelProto:
     """Rescale the weights and bias of the layer that feeds the final Softmax to logits of RMS `target_rms`."""
     import onnxruntime as ort
 
@@ -200,7 +204,8 @@ def scale_classifier(model: onnx.ModelProto, target_rms: float = 3.0, seed: int 
     init_names = {t.name for t in graph.initializer}
     inp = [i for i in graph.input if i.name not in init_names][0]
     shape = [d.dim_value if d.dim_value > 0 else 1 for d in inp.type.tensor_type.shape.dim]
-    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    if x is None:
+        x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     sess = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
     out = sess.run([logits], {inp.name: x})[0]
     factor = target_rms / max(float(np.sqrt(np.mean(out.astype(np.float64) ** 2))), 1e-9)

@@ -53,8 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pipeline", help="lowering pipeline for nn/tile-level models")
     p.add_argument("--format", help="fixed-point format of an ONNX / float nn model: Qm.n (default Q8.8) or auto "
                                     "(per-tensor formats from calibration, docs/accuracy.md)")
-    p.add_argument("--calibration", help="--format auto: .npy of calibration inputs (N x the model's input; "
-                                         "default: 8 seeded N(0, 1) inputs)")
+    p.add_argument("--calibration", help="--format auto: .npy of calibration inputs (N x the model's input, or N "
+                                         "images; without it the formats are Q8.8's)")
     p.add_argument("--engine", choices=("fast", "reference", "golden"), default="fast")
     p.add_argument("--trace", help="write a Chrome/Perfetto trace-event JSON here (.json.gz: gzip-compressed); "
                    "identical back-to-back events are one span with a count")
@@ -150,12 +150,17 @@ def run_nn(args: argparse.Namespace) -> int:
             raise SnowError(f"--calibration is for --format auto, not {fmt}")
         cal = f" calibration={args.calibration}" if args.calibration else ""
         args.pipeline = f"nn-prepare{{format={fmt}{cal}}}"
+        if fmt.lower() == "auto" and not args.calibration:
+            from snowir.driver.model_api import SYNTHETIC_WARNING
+
+            print(f"snow-run: warning: {SYNTHETIC_WARNING.replace('calibration= / ', '')}", file=sys.stderr)
     x = None
     if args.input:
         try:
             x = np.load(args.input)
         except (OSError, ValueError) as e:
             raise SnowError(f"{args.input}: cannot read input array: {e}") from None
+        args.input_shape = args.input_shape or _dynamic_shape(args.model, x)
     if not args.quiet:
         print(f"snow-run: {args.model}: {'golden model' if args.engine == 'golden' else 'machine model, engine ' + args.engine}",
               file=sys.stderr)
@@ -209,6 +214,21 @@ def _warn_saturation(report: dict[str, Any], outputs) -> None:
     warning = saturation_warning(report, outputs)
     if warning:
         print(f"snow-run: {warning}", file=sys.stderr)
+
+
+def _dynamic_shape(model: str, x: np.ndarray) -> str | None:
+    """An ONNX model whose one input has dynamic dims takes its shape from --input."""
+    if not model.endswith(".onnx"):
+        return None
+    import onnx
+
+    from snowir.driver.model_api import dynamic_inputs
+
+    try:
+        graph = onnx.load(model, load_external_data=False)
+    except Exception:  # noqa: BLE001 - the loader reports an unreadable model in its own words
+        return None
+    return ",".join(map(str, x.shape)) if dynamic_inputs(graph) and x.ndim else None
 
 
 def _loop_bytes(module) -> dict[str, tuple[int, int]]:

@@ -12,6 +12,8 @@ layer, the one with the most fraction bits that still holds the largest |w|
     calibration inputs (`calibration`, a .npy of N inputs, else `samples` seeded N(0, 1)
     inputs) run through the float module, and each group of tensors the hardware moves
     without rescaling gets the most fraction bits that hold its largest value x `headroom`.
+    Synthetic inputs (no `calibration`) only record the ranges: their formats are Q8.8's
+    (activations Q8.8, weights at most 15 fraction bits), snowir/calibration.py says why.
     A conv / dense changes format at its write-back for free: shift = input fraction bits + f
     - output fraction bits; its bias takes the output's format.
 
@@ -32,7 +34,8 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.calibration import DEFAULT_HEADROOM, DEFAULT_SAMPLES, calibration_inputs, choose_formats, ranges
+from snowir.calibration import (DEFAULT_HEADROOM, DEFAULT_SAMPLES, SYNTHETIC_FRAC, calibration_inputs,
+                                choose_formats, ranges)
 from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.fixedpoint import frac_for, quantize
@@ -101,7 +104,7 @@ class QuantizePass(ModulePass):
                     f = layer_wfrac.get(layer, weight_frac(values))
                     layer.attributes["w_frac"] = IntegerAttr(f, i64)
                     fmt = (16 - f, f)
-                elif auto:
+                elif auto and self.calibration:
                     f = self._constant_frac(inner, values, tensor_frac)
                     fmt = (16 - f, f)
                 else:
@@ -150,12 +153,14 @@ class QuantizePass(ModulePass):
             # what the formats were chosen from, for the report's provenance
             digest = hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest()[:16]
             source = f"{len(x)} inputs of {self.calibration}" if self.calibration else \
-                f"{len(x)} synthetic N(0, 1) inputs"
+                f"{len(x)} synthetic N(0, 1) inputs, ranges only: formats Q8.8"
             op.attributes["nn.calibration"] = StringAttr(f"sha256:{digest} ({source}, headroom {self.headroom:g})")
             peak = ranges(op, x)
-            wfrac = {layer: weight_frac(constant_array(w.owner), nn.MAX_WEIGHT_FRAC) for w, layer in weight_of.items()
+            # synthetic: ranges recorded, formats as fixed Q8.8 gives them (snowir/calibration.py)
+            most_w, fixed = (nn.MAX_WEIGHT_FRAC, None) if self.calibration else (15, SYNTHETIC_FRAC)
+            wfrac = {layer: weight_frac(constant_array(w.owner), most_w) for w, layer in weight_of.items()
                      if isinstance(w.owner, nn.ConstantOp)}
-            formats = choose_formats(op, peak, wfrac, self.headroom)
+            formats = choose_formats(op, peak, wfrac, self.headroom, fixed)
         except SnowError as e:
             raise PassFailedException(f"quantize: {e}") from None
         for value, p in peak.items():  # what the formats cover, for reports and plots

@@ -2,7 +2,8 @@
 The model-level Python API: compile once, run many times, typed reports.
 
     import snowir
-    compiled = snowir.compile("model.onnx", hw=None, pipeline=None, format="Q8.8")
+    compiled = snowir.compile("model.onnx", hw=None, pipeline=None, format="Q8.8",
+                              calibration=None, input_shape=None)
     result = compiled.run(x, engine="fast", check=True, progress=print)
     result.report.total.ms, result.report.layers[0].stall_cycles, result.report.to_json()
 
@@ -12,10 +13,13 @@ reads one back. The ONNX backend (snowir/backend.py) is built on this.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,7 @@ from typing import Any
 import numpy as np
 import onnx
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import PassFailedException
 
 from snowir.driver.check import compare, constant_output, golden_logits, ort_logits
 from snowir.driver.device_run import device_report, run_device
@@ -241,12 +246,20 @@ class Compiled:
 
 def compile(model: str | Path | onnx.ModelProto | ModuleOp, pipeline: str | None = None,
             hw: SnowflakeConfig | None = None, format: str = "Q8.8", input_shape: str | None = None,
-            progress: Progress | None = None) -> Compiled:
+            progress: Progress | None = None, calibration: np.ndarray | str | Path | None = None) -> Compiled:
     """An ONNX file or model, an nn-level `.mlir` file, or an nn module, lowered for `hw`:
-    `pipeline` first if given, then the rest of the default lowering (snowflake-lower)."""
+    `pipeline` first if given, then the rest of the default lowering (snowflake-lower).
+    `calibration` (format="auto"): calibration inputs, an array (N x the model's input, or N
+    images of a batch-B model) or a `.npy` path; without it auto's formats come from synthetic
+    inputs (a `SyntheticCalibrationWarning`)."""
     hw = hw or SnowflakeConfig()
+    auto = format.strip().lower() == "auto"
+    if calibration is not None and not auto:
+        raise SnowError(f"calibration data is for format='auto', not {format}")
+    if auto and calibration is None and not pipeline:
+        warnings.warn(SYNTHETIC_WARNING, SyntheticCalibrationWarning, stacklevel=2)
     t0 = time.perf_counter()
-    with gc_paused():  # the importer and the passes build 10^5 IR objects (pass_steps.py)
+    with gc_paused(), calibration_file(calibration) as cal:  # the importer and the passes build 10^5 IR objects (pass_steps.py)
         digest = None
         if isinstance(model, onnx.ModelProto):
             module = import_model(model, "<model>", parse_input_shape(input_shape) if input_shape else None)
@@ -260,16 +273,62 @@ def compile(model: str | Path | onnx.ModelProto | ModuleOp, pipeline: str | None
             digest = file_sha256(Path(model))
         if progress:
             progress(f"{source}: lowering")
-        applied = lower(module, pipeline, hw, format=format)
+        try:
+            applied = lower(module, pipeline, hw, format=format, calibration=cal)
+        except PassFailedException as e:
+            if cal is None or cal == str(calibration):
+                raise
+            # the array's temporary file means nothing to the caller
+            raise SnowError(f"{source}: {str(e).replace(cal, 'calibration data')}") from None
     return Compiled(module, hw, source, onnx_model, time.perf_counter() - t0, applied, digest)
 
+
+SYNTHETIC_WARNING = ("format='auto' without calibration data: synthetic inputs say nothing of real ranges, so the "
+                     "formats are Q8.8's (give calibration= / --calibration with inputs like the real ones)")
+
+
+class SyntheticCalibrationWarning(UserWarning):
+    """format='auto' chose its formats without the user's calibration data."""
+
+
+@contextlib.contextmanager
+def calibration_file(calibration: np.ndarray | str | Path | None) -> Iterator[str | None]:
+    """The `.npy` path quantize{calibration=...} reads: the given path, or an array written to a
+    temporary file for the duration of the compile (the IR records its sha256, not the path)."""
+    if calibration is None or isinstance(calibration, str | Path):
+        yield None if calibration is None else str(calibration)
+        return
+    x = np.asarray(calibration)
+    if not np.issubdtype(x.dtype, np.number) or np.iscomplexobj(x):
+        raise SnowError(f"calibration data has element type {x.dtype}; give real numbers")
+    with tempfile.TemporaryDirectory(prefix="snowir-cal-") as tmp:
+        path = Path(tmp) / "calibration.npy"
+        np.save(path, x.astype(np.float32, copy=False))
+        yield str(path)
+
+
+def dynamic_inputs(model: onnx.ModelProto) -> dict[str, list[int | None]]:
+    """The graph inputs with a dynamic (symbolic or unknown) dimension, by name, with their dims
+    (None where dynamic)."""
+    inits = {t.name for t in model.graph.initializer}
+    out = {}
+    for inp in model.graph.input:
+        if inp.name in inits or not inp.type.HasField("tensor_type"):
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
+                for d in inp.type.tensor_type.shape.dim]
+        if any(d is None for d in dims):
+            out[inp.name] = dims
+    return out
 
 
 def run(model: str | Path | onnx.ModelProto | ModuleOp, x: np.ndarray | Sequence[np.ndarray] | None = None,
         hw: SnowflakeConfig | None = None, engine: str = "fast", check: bool = False, pipeline: str | None = None,
-        format: str = "Q8.8", progress: Progress | None = None) -> Result:
+        format: str = "Q8.8", progress: Progress | None = None,
+        calibration: np.ndarray | str | Path | None = None) -> Result:
     """`compile(model, ...)` then `.run(x, ...)`, for one run."""
-    return compile(model, pipeline, hw, format, progress=progress).run(x, engine, check, progress)
+    return compile(model, pipeline, hw, format, progress=progress, calibration=calibration).run(x, engine, check,
+                                                                                               progress)
 
 
 def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline: str | None = None,

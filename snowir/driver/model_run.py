@@ -241,20 +241,26 @@ def lowered(module: ModuleOp) -> bool:
 
 
 def lower(module: ModuleOp, pipeline: str | None = None, hw: SnowflakeConfig | None = None,
-          format: str = "Q8.8") -> str:
+          format: str = "Q8.8", calibration: str | None = None) -> str:
     """`pipeline` exactly as given (if any); then, unless every device layer already has its
     image, the rest of the default lowering: `snowflake-lower` skips what is done (a quantised
     module is not re-quantised, layers with a tile or image keep it, set loop orders stay,
     balanced or banked programs stay as they are). A lowered module runs as it is. A
     non-default `hw` reaches the passes as a JSON file, as `hw=` on the command line would.
     Returns the pipeline applied, as a report's provenance names it (`hw=<report hw>` for the
-    temporary file)."""
+    temporary file). `calibration`: a `.npy` for format=auto, refused when `pipeline` already
+    quantised the module (it would go unused)."""
     applied = [unwrap_pipeline(pipeline)] if pipeline else []
     if pipeline is not None:
         apply_pipeline(module, pipeline)
+    if calibration and quantised(module):
+        raise SnowError("calibration data given, but the module is already quantised (by the pipeline or the "
+                        "model): give it in the pipeline's quantize / nn-prepare{calibration=...} instead")
     if lowered(module):
         return ",".join(applied)
     options = "" if format == "Q8.8" else f"format={format}"
+    if calibration:
+        options += f" calibration={calibration}"
     if hw is None or hw == SnowflakeConfig():
         step = f"snowflake-lower{{{options}}}" if options else "snowflake-lower"
         apply_pipeline(module, step)
