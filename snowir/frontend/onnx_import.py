@@ -272,7 +272,8 @@ class Importer:
                 dims = given
             if any(d is None for d in dims):
                 raise OnnxImportError(f"{self.source}: input '{inp.name}' has a dynamic dimension {dims}; "
-                                      f"give it with --input-shape")
+                                      f"give it with --input-shape (snow-run also takes it from --input; the "
+                                      f"backend: input_shapes=, or the first run's input)")
             arg_types.append(TensorType(elem, dims))
         block = Block(arg_types=arg_types)
         for inp, arg in zip(inputs, block.args):
