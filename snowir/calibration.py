@@ -47,9 +47,27 @@ class CalibrationError(SnowError):
     pass
 
 
+def resample(x: np.ndarray, h: int, w: int) -> np.ndarray:
+    """Bilinear resampling of the last two axes to h x w (half-pixel centres). A model with dynamic
+    H x W compiles per input size, and the activation ranges of a conv net over images hardly
+    depend on the image's size, so calibration images of one size serve every size."""
+    def axis(a: np.ndarray, n: int, ax: int) -> np.ndarray:
+        m = a.shape[ax]
+        if m == n:
+            return a
+        pos = np.clip((np.arange(n) + 0.5) * m / n - 0.5, 0, m - 1)
+        lo = np.floor(pos).astype(int)
+        hi = np.minimum(lo + 1, m - 1)
+        t = (pos - lo).reshape([-1 if i == ax % a.ndim else 1 for i in range(a.ndim)])
+        return (np.take(a, lo, axis=ax) * (1 - t) + np.take(a, hi, axis=ax) * t).astype(np.float32)
+
+    return axis(axis(x, h, -2), w, -1)
+
+
 def calibration_inputs(module: ModuleOp, path: str, samples: int) -> np.ndarray:
     """The user's `.npy` (N inputs, or one, or N images of a batch-B model: grouped B at a time,
-    the last group filled up with the first images), else `samples` seeded N(0, 1) inputs: the
+    the last group filled up with the first images; images of another H x W resampled to the
+    model's, see `resample`), else `samples` seeded N(0, 1) inputs: the
     distribution snow-run feeds by default."""
     arg = Golden(module).main.body.block.args[0]
     shape = list(arg.type.get_shape())
@@ -59,6 +77,10 @@ def calibration_inputs(module: ModuleOp, path: str, samples: int) -> np.ndarray:
         except (OSError, ValueError) as e:
             raise CalibrationError(f"{path}: cannot read calibration inputs ({e})") from None
         x = np.asarray(x, np.float32)
+        if x.ndim == len(shape) + 1 and list(x.shape[1:]) != shape:
+            x = x.reshape(-1, *x.shape[2:])  # N inputs of another batch or size: their images
+        if len(shape) == 4 and x.ndim == 4 and x.shape[1] == shape[1] and list(x.shape[2:]) != shape[2:]:
+            x = resample(x, shape[2], shape[3])  # images of another size, for a model with dynamic H x W
         if list(x.shape) == shape:
             x = x[None]
         elif shape and x.ndim == len(shape) and list(x.shape[1:]) == shape[1:]:  # N images of a batch-B model

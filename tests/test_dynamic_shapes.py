@@ -120,3 +120,16 @@ def test_snow_run_takes_the_shape_from_input(tmp_path: Path, capsys) -> None:
     assert snow_run([str(path), "--quiet", "--engine", "golden"]) == 1  # no --input: no shape to take
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "dynamic dimension" in err[0]
+
+
+def test_calibration_images_of_one_size_serve_every_input_size() -> None:
+    """A dynamic H x W model calibrated on 8 x 8 images runs at 12 x 20 and as a batch of 2: the
+    images are resampled to each compiled size (snowir/calibration.resample), close to onnxruntime."""
+    m = exported(DYNAMIC)
+    rep = SnowflakeBackend.prepare(m, engine="golden", format="auto", calibration=images(4, 1, 3, 8, 8, seed=1))
+    for x in (images(1, 3, 12, 20, seed=2), images(2, 3, 16, 8, seed=3)):
+        (y,) = rep.run(x)
+        want = ort_run(m, x)
+        assert y.shape == want.shape
+        assert 10 * np.log10(np.sum(want ** 2) / np.sum((y - want) ** 2)) > 35
+    assert len(rep.shapes) == 2
