@@ -130,6 +130,12 @@ class SnowirRep(BackendRep):
         return self._outputs(self.golden.run(*xs))
 
 
+def _no_other_options(kwargs: dict[str, Any], known: str) -> None:
+    """An option `prepare` does not know is refused, not ignored (a misspelt `calibraton=`)."""
+    if kwargs:
+        raise SnowError(f"prepare: unknown option '{next(iter(kwargs))}' (this backend takes: {known})")
+
+
 def _shapes_by_name(model: onnx.ModelProto, input_shapes: Any) -> dict[str, list[int]] | None:
     """`input_shapes=` as {name: shape}: a dict by name, a list of shapes in graph-input order, or
     one shape (a one-input model)."""
@@ -166,7 +172,8 @@ class FloatBackend(Backend):
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> SnowirRep:
         input_shapes = _shapes_by_name(model, kwargs.pop("input_shapes", None))
-        super().prepare(model, device, **kwargs)
+        _no_other_options(kwargs, "input_shapes")
+        super().prepare(model, device)
         if _still_dynamic(model, input_shapes):
             return SnowirRep(model, None, "float", build=lambda shapes: (import_model(model, "<model>", shapes), None))
         return SnowirRep(model, import_model(model, "<model>", input_shapes), "float")
@@ -191,7 +198,8 @@ class SnowflakeBackend(FloatBackend):
         """`verbose`: lowering and each layer's progress on stderr. `calibration` (format="auto"):
         calibration inputs, an array (N x the input) or a `.npy` path. `input_shapes`: shapes for
         dynamic input dims; dims left dynamic compile per input shape at the first run."""
-        Backend.prepare(model, device, **kwargs)
+        _no_other_options(kwargs, "engine, format, hw, verbose, calibration, input_shapes")
+        Backend.prepare(model, device)
         if engine not in ENGINES:
             raise SnowError(f"prepare: engine '{engine}' is not one of {', '.join(ENGINES)}")
         say = _say if verbose else None

@@ -127,3 +127,14 @@ def test_snow_run_auto_without_calibration_warns_in_one_line(tmp_path: Path, cap
     assert snow_run([str(path), "--format", "auto", "--calibration", str(cal), "--input", str(x), "--engine", "golden",
                      "--quiet"]) == 0
     assert capsys.readouterr().err.strip() == ""
+
+
+def test_a_calibration_path_with_spaces_works_and_a_missing_one_is_one_line(tmp_path: Path) -> None:
+    folder = tmp_path / "my calibration"
+    folder.mkdir()
+    path, cal = folder / "m.onnx", folder / "cal images.npy"
+    onnx.save(image_net(), path)
+    np.save(cal, images(4, 1)[:, 0])
+    assert snowir.compile(str(path), format="auto", calibration=str(cal)).run(images(1, 2)[0], engine="golden").outputs
+    with pytest.raises(SnowError, match=r"^.*m\.onnx: quantize: .*none\.npy: cannot read calibration inputs"):
+        snowir.compile(str(path), format="auto", calibration=str(folder / "none.npy"))

@@ -133,3 +133,11 @@ def test_calibration_images_of_one_size_serve_every_input_size() -> None:
         assert y.shape == want.shape
         assert 10 * np.log10(np.sum(want ** 2) / np.sum((y - want) ** 2)) > 35
     assert len(rep.shapes) == 2
+
+
+def test_an_option_prepare_does_not_know_is_refused_in_one_line() -> None:
+    m = exported([1, 3, 8, 8])
+    with pytest.raises(SnowError, match=r"^prepare: unknown option 'calibraton' \(this backend takes: engine"):
+        SnowflakeBackend.prepare(m, engine="golden", calibraton=images(4, 1, 3, 8, 8))
+    with pytest.raises(SnowError, match=r"^prepare: unknown option 'format' \(this backend takes: input_shapes\)"):
+        FloatBackend.prepare(m, format="auto")

@@ -148,7 +148,7 @@ def run_nn(args: argparse.Namespace) -> int:
         fmt = args.format or "auto"
         if fmt.lower() != "auto" and args.calibration:
             raise SnowError(f"--calibration is for --format auto, not {fmt}")
-        cal = f" calibration={args.calibration}" if args.calibration else ""
+        cal = f" calibration={json.dumps(args.calibration)}" if args.calibration else ""  # quoted: a path may hold spaces
         args.pipeline = f"nn-prepare{{format={fmt}{cal}}}"
         if fmt.lower() == "auto" and not args.calibration:
             from snowir.driver.model_api import SYNTHETIC_WARNING

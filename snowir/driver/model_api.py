@@ -276,10 +276,11 @@ def compile(model: str | Path | onnx.ModelProto | ModuleOp, pipeline: str | None
         try:
             applied = lower(module, pipeline, hw, format=format, calibration=cal)
         except PassFailedException as e:
-            if cal is None or cal == str(calibration):
+            if cal is None:
                 raise
-            # the array's temporary file means nothing to the caller
-            raise SnowError(f"{source}: {str(e).replace(cal, 'calibration data')}") from None
+            # an array's temporary file means nothing to the caller
+            raise SnowError(f"{source}: {str(e) if cal == str(calibration) else str(e).replace(cal, 'calibration data')}") \
+                from None
     return Compiled(module, hw, source, onnx_model, time.perf_counter() - t0, applied, digest)
 
 

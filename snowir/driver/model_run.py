@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -260,7 +261,7 @@ def lower(module: ModuleOp, pipeline: str | None = None, hw: SnowflakeConfig | N
         return ",".join(applied)
     options = "" if format == "Q8.8" else f"format={format}"
     if calibration:
-        options += f" calibration={calibration}"
+        options += f" calibration={json.dumps(str(calibration))}"  # quoted: a path may hold spaces
     if hw is None or hw == SnowflakeConfig():
         step = f"snowflake-lower{{{options}}}" if options else "snowflake-lower"
         apply_pipeline(module, step)
