@@ -155,8 +155,33 @@ def test_a_zeroed_output_says_so(tmp_path: Path, capsys) -> None:
     result = snowir.compile(m).run(_x(), check=True)
     assert result.report.check.constant_output and not result.outputs[0].any()
     share = result.report.layer("/neck/conv1/Conv").saturated_share
-    assert share > 0.3  # its bias is clipped to 128 too (a constant's quantisation: not counted here)
+    assert share > 0.3  # its bias is clipped to 128 too (a constant's quantisation: the quantize pass says so)
+    capsys.readouterr()
     rc, warnings = _snow_run(tmp_path, m, _x(), capsys, "--check")
+    biases, warnings = warnings[:1], warnings[1:]
+    assert biases[0].startswith("quantize: warning: constants saturate in their formats: /neck/conv1/Conv's bias 16 "
+                                "of 16 (largest 1700, Q8.8 holds 128), /head/conv2/Conv's bias 8 of 8")
     assert rc == 1 and len(warnings) == 1  # the SNR fails the check; the warning says why
     assert f"/neck/conv1/Conv {100 * share:.1f}%" in warnings[0]
     assert "output 0 is constant (0 everywhere) while onnxruntime's is not" in warnings[0]
+
+
+def test_a_bias_its_format_cannot_hold_is_named_at_compile_time(tmp_path: Path, capsys) -> None:
+    """A constant saturates when it is quantised, before any write-back: the quantize pass says so
+    in one line (a Q8.8 bias of 200 becomes 127.996), and calibrated auto, which gives the bias the
+    output's wider format, does not."""
+    b = rand(16, seed=1, scale=0.1)
+    b[3] = 200.0
+    m = model([helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1], name="conv1")], {"x": [1, 3, 8, 8]},
+              {"y": [1, 16, 8, 8]}, {"w": rand(16, 3, 3, 3, scale=0.3), "b": b})
+    path, cal, x = tmp_path / "m.onnx", tmp_path / "cal.npy", tmp_path / "x.npy"
+    onnx.save(m, path)
+    np.save(cal, np.random.default_rng(0).random((4, 1, 3, 8, 8)).astype(np.float32))
+    np.save(x, np.random.default_rng(1).random((1, 3, 8, 8)).astype(np.float32))
+    assert snow_run([str(path), "--input", str(x), "--engine", "golden", "--quiet"]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("quantize:")]
+    assert lines == ["quantize: warning: constants saturate in their formats: conv1's bias 1 of 16 (largest 200, "
+                     "Q8.8 holds 128); try format=auto with calibration data"]
+    assert snow_run([str(path), "--input", str(x), "--format", "auto", "--calibration", str(cal), "--engine", "golden",
+                     "--quiet"]) == 0
+    assert "quantize:" not in capsys.readouterr().err

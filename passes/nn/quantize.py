@@ -22,6 +22,7 @@ Values are rounded half away from zero and saturated.
 
 import hashlib
 import re
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,12 +39,34 @@ from snowir.calibration import (DEFAULT_HEADROOM, DEFAULT_SAMPLES, SYNTHETIC_FRA
                                 choose_formats, ranges)
 from snowir.dialects import nn
 from snowir.errors import SnowError
-from snowir.fixedpoint import frac_for, quantize
+from snowir.fixedpoint import frac_for, quantize, quantize_counted
 from snowir.golden import constant_array
-from snowir.nn_util import on_host
+from snowir.nn_util import layer_name, on_host
 from snowir.resources import int16_resource
 
 _FORMAT = re.compile(r"^[Qq](\d+)\.(\d+)$")
+
+
+def _constant_name(const: nn.ConstantOp) -> str:
+    """A constant as a user reads it: the bias of the layer it feeds, else its own name."""
+    for use in const.result.uses:
+        user = use.operation
+        if isinstance(user, nn.Conv2dOp | nn.DenseOp) and use.index == 2:
+            return f"{layer_name(user)}'s bias"
+        if user.name.startswith("nn."):
+            return f"a constant of {layer_name(user)}"
+    return const.result.name_hint or "a constant"
+
+
+def clipped_warning(clipped: list[tuple[str, int, int, float, tuple[int, int]]], calibrated: bool) -> str:
+    """One line: the constants (biases, an add's operand) whose values their format saturates at
+    compile time, worst first; the write-back counts (`saturated`) never see them."""
+    worst = sorted(clipped, key=lambda c: -c[1] / c[2])
+    named = ", ".join(f"{name} {lost:,} of {size:,} (largest {peak:g}, Q{m}.{n} holds {2.0 ** (m - 1):g})"
+                      for name, lost, size, peak, (m, n) in worst[:3])
+    more = f" and {len(worst) - 3} more" if len(worst) > 3 else ""
+    fix = "calibrate with inputs like the real ones" if calibrated else "try format=auto with calibration data"
+    return f"constants saturate in their formats: {named}{more}; {fix}"
 
 
 def parse_format(text: str) -> tuple[int, int]:
@@ -94,6 +117,7 @@ class QuantizePass(ModulePass):
         layer_wfrac: dict = {}
         if auto:
             tensor_frac, layer_wfrac = self._auto_formats(op, weight_of)
+        clipped: list[tuple[str, int, int, float, tuple[int, int]]] = []
         for inner in list(op.walk()):
             if isinstance(inner, nn.ConstantOp):
                 if not isinstance(inner.result.type.get_element_type(), Float32Type) or _host_only(inner.result):
@@ -109,7 +133,9 @@ class QuantizePass(ModulePass):
                     fmt = (16 - f, f)
                 else:
                     fmt = (m, n)
-                words = quantize(values, fmt[1])
+                words, lost = quantize_counted(values, fmt[1])
+                if lost:
+                    clipped.append((_constant_name(inner), lost, values.size, float(np.abs(values).max()), fmt))
                 attr = int16_resource(f"{inner.result.name_hint or 'c'}_q", words.ravel())
                 from xdsl.dialects.builtin import DenseResourceAttr
 
@@ -143,6 +169,8 @@ class QuantizePass(ModulePass):
                 fn.function_type = FunctionType.from_lists(ins, outs)
         # the mark that the module is quantised, also when no argument is a float (integer inputs)
         op.attributes["nn.format"] = StringAttr(self.format)
+        if clipped:
+            print(f"quantize: warning: {clipped_warning(clipped, auto and bool(self.calibration))}", file=sys.stderr)
 
     def _auto_formats(self, op: ModuleOp, weight_of: dict) -> tuple[dict, dict]:
         if self.samples < 1 or not self.headroom >= 1.0:
