@@ -322,6 +322,17 @@ def light_machine(R: Results) -> str:
                     rows) + "\n\n" + caption("bench/results/light_machine.json", "python bench/light_machine.py")
 
 
+@table("real-nets")
+def real_nets(R: Results) -> str:
+    rows = [[r["model"], "x".join(map(str, r["input"])), f"{r['device_layers']} / {r['device_macs'] / 1e6:.1f} M",
+             f"{r['host_layers']} / {r['host_macs'] / 1e6:.1f} M", f"{r['device_ms']:.2f}", f"{r['host_ms']:.2f}",
+             f"{r['snr_db']:.1f}", f"{r['metric']} {r['score']:.3f}", yes(r["golden_eq_machine"])]
+            for r in R("real_nets.json")["rows"]]
+    return md_table(["model", "input", "device layers / MACs", "host layers / MACs", "device ms",
+                     "host ms (estimate)", "output SNR dB", "task result vs onnxruntime", "machine = golden"],
+                    rows) + "\n\n" + caption("bench/results/real_nets.json", "python bench/real_nets.py")
+
+
 @table("light-snr")
 def light_snr(R: Results) -> str:
     rows = [[r["model"], r["format"], f"{r['float_rel_err']:.1e}", f"{r['snr_db']:.1f}", f"{r['max_abs_err']:.3f}",
