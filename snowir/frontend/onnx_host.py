@@ -15,6 +15,8 @@ Sub-graph attributes (If, Loop, Scan) have no MLIR spelling here; such nodes are
 
 from __future__ import annotations
 
+from functools import cache
+
 from collections.abc import Sequence
 from typing import Any
 
@@ -158,8 +160,6 @@ def to_onnx_attrs(attrs: DictionaryAttr) -> list[onnx.AttributeProto]:
 # ---------------------------------------------------------------- evaluation
 TARGET_OPSET = 13
 DEFAULT_DOMAINS = ("", "ai.onnx")
-ORT_DOMAINS = ("com.microsoft", "ai.onnx.ml")
-"""Operator domains beyond ONNX's own that the host runs, through onnxruntime (contrib ops)."""
 
 
 class NodeRunner:
@@ -250,6 +250,17 @@ def has_onnxruntime() -> bool:
     except ImportError:
         return False
     return True
+
+
+@cache
+def ort_operators() -> frozenset[tuple[str, str]]:
+    """(domain, operator) of every operator the installed onnxruntime has a schema for: its contrib
+    domains (com.microsoft, com.microsoft.nchwc, ...) and ai.onnx.ml; empty without onnxruntime."""
+    if not has_onnxruntime():
+        return frozenset()
+    from onnxruntime.capi import _pybind_state
+
+    return frozenset((s.domain, s.name) for s in _pybind_state.get_all_operator_schema())
 
 
 def ort_session(model: onnx.ModelProto):

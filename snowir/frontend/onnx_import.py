@@ -29,8 +29,8 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.frontend.onnx_handlers import HANDLERS, Unmapped
-from snowir.frontend.onnx_host import (DEFAULT_DOMAINS, ORT_DOMAINS, REFERENCE_DOMAINS, TARGET_OPSET, OnnxTypeError,
-                                      element_type, has_onnxruntime, numpy_dtype, onnx_type_of, ort_session,
+from snowir.frontend.onnx_host import (DEFAULT_DOMAINS, REFERENCE_DOMAINS, TARGET_OPSET, OnnxTypeError,
+                                      element_type, has_onnxruntime, numpy_dtype, onnx_type_of, ort_operators, ort_session,
                                       to_mlir_attrs)
 from snowir.resources import f32_resource, identifier, put_blob
 
@@ -306,12 +306,12 @@ class Importer:
     def node(self, node: onnx.NodeProto) -> None:
         ins = [i for i in node.input if i]
         if node.domain not in DEFAULT_DOMAINS:
-            if node.domain not in ORT_DOMAINS:
-                raise self.fail(node, f"operator domain '{node.domain}' is not one the host runs "
-                                      f"(ONNX's own, {', '.join(ORT_DOMAINS)} through onnxruntime)")
             if node.domain not in REFERENCE_DOMAINS and not has_onnxruntime():
                 raise self.fail(node, f"operator domain '{node.domain}' needs onnxruntime, which is not installed "
                                       f"(onnx's reference evaluator runs ONNX's own operators only)")
+            if node.domain not in REFERENCE_DOMAINS and (node.domain, node.op_type) not in ort_operators():
+                raise self.fail(node, f"operator domain '{node.domain}' has no operator {node.op_type} that "
+                                      f"onnxruntime runs, nor does onnx's reference evaluator")
             self.host(node)  # a contrib op: onnxruntime runs it on the host
             return
         if node.op_type in FOLDABLE or (ins and all(i in self.consts for i in ins)
