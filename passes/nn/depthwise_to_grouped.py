@@ -8,8 +8,13 @@ channel, so a depthwise conv (one channel per output) has no dense mapping (docs
 "Depthwise convs"). The grouped form is one Snowflake runs: each vMAC still reads its group's
 16 channels, 15 of them against zero weights.
 That wastes 15/16 of the MACs, and the code generator reaches ~20% of the rest (16-kernel
-groups, short traces), so it is a cost decision: the rewrite happens only where the planner's
-estimate for the grouped conv beats the host estimate (Cortex-A9, docs/machine.md). Measured:
+groups, short traces), so it is a cost decision: the rewrite happens only where the estimate for
+the grouped conv (the planner's, or the code's issue slots where larger: a trace per tap is
+issue-bound, snowir/plan/issue.py), plus the host's DRAM round trip when host layers produce its
+input or read its output (`round_trip_ms`, as add-to-bypass), beats the host estimate
+(Cortex-A9, docs/machine.md). Both numbers go in the IR as `placement_cost`, on the conv that
+runs or on the depthwise conv left for the host. A mul by a per-channel constant (fold-batch-norm
+makes it a depthwise 1x1 conv) is decided here too. Measured:
 3x3 depthwise 32x112², 64x56², 384x14², 960x7² take 4.61 / 2.29 / 0.86 / 0.51 ms on the device
 against 5.36 / 2.65 / 0.92 / 0.52 ms on the host; 1x1 (a BN left without a conv) 0.50 ms against
 the host's memory-bound 1.61 ms; a 7x7 global pool over 512 channels (one output pixel per
