@@ -25,14 +25,15 @@ from __future__ import annotations
 import math
 
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import TRACE_CHUNK, ConvPlan, ConvShape, band_plans
+from snowir.plan.shapes import TRACE_CHUNK, ConvPlan, band_plans
 
 UNROLL = 4
 """1x1 convs: pixels an X-loop iteration (snowir/codegen/pixels.py `_unrolled_pixels`)."""
 
 
 def _valid_taps(out: int, k: int, stride: int, pad: int, size: int) -> int:
-    return sum(ConvShape._valid(o * stride - pad, k, size) for o in range(out))
+    """Kernel taps inside the input, summed over the output positions of one axis."""
+    return sum(max(0, min(o * stride - pad + k, size) - max(o * stride - pad, 0)) for o in range(out))
 
 
 def issue_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
