@@ -11,9 +11,10 @@ one channel that is not zero; the reports count that one), the machine does C. N
 form of 16-channel identity blocks (16 MACs an output): a grouped conv with a bypass is not
 bit-exact on the machine today (docs/lowering.md, "Known gaps").
 
-The cost model: the planner's estimate for the conv, plus the DRAM round trip the host pays
+The cost model: the estimate for the conv (the planner's, or its issue slots where larger:
+snowir/plan/issue.py, as depthwise-to-grouped), plus the DRAM round trip the host pays
 because the add leaves it (each operand a host op produces written as 16-bit words, the result
-read back when a host op reads it, at the host's streaming rate, snowir/host_model.py), against
+read back when a host op reads it, at the host's streaming rate: host_model.round_trip_ms), against
 the host's own estimate of the add. Both numbers are in the IR: the conv, or the add left for
 the host, carries `placement_cost`. An add the user placed (`place`) is left as it is;
 `add-to-bypass{enable=false}` leaves every add.
