@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 
 from snowir.dialects import nn
 from snowir.golden import int_values as ints
 from snowir.host_nodes import node_bytes, node_macs, node_ops
-from snowir.segments import transpose_is_view
+from snowir.segments import is_view, transpose_is_view
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,8 @@ def _elements(op: Operation) -> int:
 
 
 def host_ops(op: Operation) -> float:
-    """[P] arithmetic operations of the layer run in float on the host."""
-    if isinstance(op, _VIEWS):
+    """[P] arithmetic operations of the layer run in float on the host (a concat: a copy, none)."""
+    if isinstance(op, (*_VIEWS, nn.ConcatOp)):
         return 0.0
     if isinstance(op, nn.HostOp):
         return 2.0 * node_macs(op) + node_ops(op)
@@ -104,11 +104,14 @@ def host_ops(op: Operation) -> float:
 
 
 def host_bytes(op: Operation) -> int:
-    """fp32 bytes the host reads and writes for the layer (views move nothing)."""
+    """fp32 bytes the host reads and writes for the layer (views move nothing; a concat copies
+    16-bit words)."""
     if isinstance(op, _VIEWS) or (isinstance(op, nn.TransposeOp) and transpose_is_view(op)):
         return 0
     if isinstance(op, nn.HostOp):
         return node_bytes(op)
+    if isinstance(op, nn.ConcatOp):  # the device's 16-bit words, read and written as they are
+        return 2 * int(sum(np.prod(v.type.get_shape()) for v in (*op.operands, op.results[0])))
     values = list(op.operands) + list(op.results)
     return 4 * int(sum(np.prod(v.type.get_shape()) for v in values if hasattr(v.type, "get_shape")))
 
@@ -117,3 +120,49 @@ def host_ms(op: Operation, cpu: HostCPU = HOST) -> float:
     compute = host_ops(op) / (cpu.ops_per_cycle * cpu.clock_mhz * 1e3)
     memory = host_bytes(op) / (cpu.gbps * 1e6)
     return max(compute, memory)
+
+
+def _device_layer(op: Operation | None) -> bool:
+    """A conv or max pool the device runs, as the nn passes leave them before partition-host: a
+    depthwise conv depthwise-to-grouped left (group width not whole 16-lane groups, no
+    `lane_groups`) and anything placed on the host in the IR are the host's."""
+    place = op.attributes.get("place") if isinstance(op, Operation) else None
+    if getattr(place, "data", None) == "host":
+        return False
+    if isinstance(op, nn.MaxPoolOp):
+        return True
+    if not isinstance(op, nn.Conv2dOp):
+        return False
+    groups = op.groups.value.data
+    return groups == 1 or "lane_groups" in op.attributes or (op.output.type.get_shape()[1] // groups) % 16 == 0
+
+
+def _source(value: SSAValue) -> Operation | None:
+    """The op whose DRAM bytes `value` reads (through views and channel slices, read in place)."""
+    while isinstance(value.owner, Operation) and (is_view(value.owner) or isinstance(value.owner, nn.ChannelSliceOp)):
+        value = value.owner.operands[0]
+    return value.owner if isinstance(value.owner, Operation) else None
+
+
+def _readers(value: SSAValue) -> list[Operation]:
+    """The ops that read `value`'s DRAM bytes (through views and channel slices)."""
+    out = []
+    for use in value.uses:
+        user = use.operation
+        if is_view(user) or isinstance(user, nn.ChannelSliceOp):
+            out += _readers(user.results[0])
+        else:
+            out.append(user)
+    return out
+
+
+def round_trip_ms(inputs: list[SSAValue], output: SSAValue, cpu: HostCPU = HOST) -> float:
+    """[P] What the host pays in DRAM traffic when the layer of `inputs` -> `output` runs on the
+    device between host layers: each input a host layer produces (or the model input) written as
+    16-bit words, and the output read back when a host layer reads it, at the host's streaming
+    rate. Constants are in the device's DRAM already."""
+    words = sum(int(np.prod(v.type.get_shape())) for v in inputs
+                if not isinstance(_source(v), nn.ConstantOp) and not _device_layer(_source(v)))
+    if any(not _device_layer(user) for user in _readers(output)):
+        words += int(np.prod(output.type.get_shape()))
+    return words * 2 / (cpu.gbps * 1e6)

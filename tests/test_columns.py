@@ -22,8 +22,8 @@ from tests.onnx_util import model, rand
 
 
 def _net(c: int, h: int, w: int, k: int, kernel: int, groups: int, lead: bool = True) -> onnx.ModelProto:
-    """[a 1x1 conv c -> c, ReLU, then] a kernel x kernel conv c -> k in `groups` groups, ReLU:
-    what an exporter writes for a mobile block."""
+    """[a 1x1 conv c -> c, ReLU, then] a kernel x kernel conv c -> k in `groups` groups, ReLU[, then
+    a 1x1 conv k -> k when grouped]: what an exporter writes for a mobile block."""
     n = helper.make_node
     pad = kernel // 2
     nodes, inits, src = [], {}, "x"
@@ -32,8 +32,11 @@ def _net(c: int, h: int, w: int, k: int, kernel: int, groups: int, lead: bool = 
         inits |= {"w0": rand(c, c, 1, 1, scale=0.3 / c ** 0.5), "b0": rand(c, seed=1, scale=0.1)}
         src = "r0"
     nodes += [n("Conv", [src, "w1", "b1"], ["c1"], name="dw", pads=[pad] * 4, group=groups),
-              n("Relu", ["c1"], ["y"])]
+              n("Relu", ["c1"], ["r1" if groups > 1 else "y"])]
     inits |= {"w1": rand(k, c // groups, kernel, kernel, seed=2, scale=0.3), "b1": rand(k, seed=3, scale=0.1)}
+    if groups > 1:  # the project conv: no DRAM round trip for the host to read the depthwise output
+        nodes.append(n("Conv", ["r1", "w2", "b2"], ["y"], name="project"))
+        inits |= {"w2": rand(k, k, 1, 1, seed=4, scale=0.3 / k ** 0.5), "b2": rand(k, seed=5, scale=0.1)}
     return model(nodes, {"x": [1, c, h, w]}, {"y": [1, k, h, w]}, inits)
 
 

@@ -11,9 +11,10 @@ one channel that is not zero; the reports count that one), the machine does C. N
 form of 16-channel identity blocks (16 MACs an output): a grouped conv with a bypass is not
 bit-exact on the machine today (docs/lowering.md, "Known gaps").
 
-The cost model: the planner's estimate for the conv, plus the DRAM round trip the host pays
+The cost model: the estimate for the conv (the planner's, or its issue slots where larger:
+snowir/plan/issue.py, as depthwise-to-grouped), plus the DRAM round trip the host pays
 because the add leaves it (each operand a host op produces written as 16-bit words, the result
-read back when a host op reads it, at the host's streaming rate, snowir/host_model.py), against
+read back when a host op reads it, at the host's streaming rate: host_model.round_trip_ms), against
 the host's own estimate of the add. Both numbers are in the IR: the conv, or the add left for
 the host, carries `placement_cost`. An add the user placed (`place`) is left as it is;
 `add-to-bypass{enable=false}` leaves every add.
@@ -26,40 +27,21 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
-from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
 
 from snowir.dialects import nn
-from snowir.host_model import HOST, host_ms
+from snowir.host_model import host_ms, round_trip_ms
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, constant_op, shape_of
+from snowir.plan.issue import placement_cycles
 from snowir.plan.shapes import LoweringError
-from snowir.segments import root
 from snowir.tile.lowerable import planned_conv
-
-_DEVICE_LAYERS = (nn.Conv2dOp, nn.MaxPoolOp)
 
 
 def _identity(channels: int) -> np.ndarray:
     return np.eye(channels, dtype=np.float32).reshape(channels, channels, 1, 1)
-
-
-def _from_host(value: SSAValue) -> bool:
-    return not isinstance(root(value).owner, _DEVICE_LAYERS)
-
-
-def _to_host(value: SSAValue) -> bool:
-    return any(not isinstance(use.operation, _DEVICE_LAYERS) for use in value.uses)
-
-
-def round_trip_ms(op: nn.AddOp) -> float:
-    """What the host pays in DRAM traffic when `op` runs on the device: the 16-bit words of the
-    operands host ops produce, and of the result when a host op reads it."""
-    words = int(np.prod(shape_of(op.output)))
-    moved = sum(1 for v in (op.lhs, op.rhs) if _from_host(v)) + int(_to_host(op.output))
-    return moved * words * 2 / (HOST.gbps * 1e6)
 
 
 class AddToBypass(RewritePattern):
@@ -81,11 +63,11 @@ class AddToBypass(RewritePattern):
         conv.attributes["block_diagonal"] = UnitAttr()
         conv.attributes["from_add"] = UnitAttr()  # reports name it an add
         try:
-            device = self.hw.cycles_to_ms(planned_conv(conv, self.hw).estimated_cycles(self.hw))
+            device = self.hw.cycles_to_ms(placement_cycles(planned_conv(conv, self.hw), self.hw))
         except LoweringError:
             return  # the planners refuse it: the host's, as partition-host decides
-        trip, host = round_trip_ms(op), host_ms(op)
-        cost = f"device {device:.3f} ms + DRAM round trip {trip:.3f} ms vs host {host:.3f} ms"
+        trip, host = round_trip_ms([op.lhs, op.rhs], op.output), host_ms(op)
+        cost = f"device {device:.4f} ms + DRAM round trip {trip:.4f} ms vs host {host:.4f} ms"
         if device + trip >= host:
             op.attributes["placement_cost"] = StringAttr(cost)
             return

@@ -8,8 +8,13 @@ channel, so a depthwise conv (one channel per output) has no dense mapping (docs
 "Depthwise convs"). The grouped form is one Snowflake runs: each vMAC still reads its group's
 16 channels, 15 of them against zero weights.
 That wastes 15/16 of the MACs, and the code generator reaches ~20% of the rest (16-kernel
-groups, short traces), so it is a cost decision: the rewrite happens only where the planner's
-estimate for the grouped conv beats the host estimate (Cortex-A9, docs/machine.md). Measured:
+groups, short traces), so it is a cost decision: the rewrite happens only where the estimate for
+the grouped conv (the planner's, or the code's issue slots where larger: a trace per tap is
+issue-bound, snowir/plan/issue.py), plus the host's DRAM round trip when host layers produce its
+input or read its output (`round_trip_ms`, as add-to-bypass), beats the host estimate
+(Cortex-A9, docs/machine.md). Both numbers go in the IR as `placement_cost`, on the conv that
+runs or on the depthwise conv left for the host. A mul by a per-channel constant (fold-batch-norm
+makes it a depthwise 1x1 conv) is decided here too. Measured:
 3x3 depthwise 32x112², 64x56², 384x14², 960x7² take 4.61 / 2.29 / 0.86 / 0.51 ms on the device
 against 5.36 / 2.65 / 0.92 / 0.52 ms on the host; 1x1 (a BN left without a conv) 0.50 ms against
 the host's memory-bound 1.61 ms; a 7x7 global pool over 512 channels (one output pixel per
@@ -32,15 +37,16 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, UnitAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
 
 from snowir.dialects import nn
-from snowir.host_model import host_ms
+from snowir.host_model import host_ms, round_trip_ms
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, constant_op, shape_of
+from snowir.plan.issue import placement_cycles
 from snowir.plan.layout import LANE_GROUPS, block_diagonal
 from snowir.plan.shapes import LoweringError
 from snowir.tile.lowerable import planned_conv
@@ -58,7 +64,7 @@ class DepthwiseToGrouped(RewritePattern):
         c = shape_of(op.input)[1]
         k, cg = shape_of(op.weight)[:2]
         if op.groups.value.data != c or cg != 1 or k != c or c == 1 or "place" in op.attributes \
-                or LANE_GROUPS in op.attributes:
+                or LANE_GROUPS in op.attributes or "placement_cost" in op.attributes:
             return
         w = const_of(op.weight)
         if w is None:
@@ -75,7 +81,7 @@ class DepthwiseToGrouped(RewritePattern):
                            c // lanes, op.relu is not None, op.bypass)
         conv.attributes.update(op.attributes)
         conv.attributes["block_diagonal"] = UnitAttr()
-        if not self._pays(conv, op):
+        if not self._pays(conv, op):  # left for the host, with its costs
             return
         rewriter.insert(weight, InsertPoint.before(op))
         old = op.weight.owner
@@ -85,12 +91,19 @@ class DepthwiseToGrouped(RewritePattern):
 
 
     def _pays(self, conv: nn.Conv2dOp, depthwise: nn.Conv2dOp) -> bool:
-        """Whether the planners place `conv` and estimate it faster than the host's `depthwise`."""
+        """Whether the planners place `conv` and estimate it, with the host's DRAM round trip,
+        faster than the host's `depthwise`; the numbers go on the op that runs (`placement_cost`)."""
         try:
             plan = planned_conv(conv, self.hw)
         except LoweringError:
             return False  # the planners refuse it: host as it was
-        return self.hw.cycles_to_ms(plan.estimated_cycles(self.hw)) < host_ms(depthwise)
+        device = self.hw.cycles_to_ms(placement_cycles(plan, self.hw))
+        inputs = [depthwise.input] + ([depthwise.bypass] if depthwise.bypass is not None else [])
+        trip, host = round_trip_ms(inputs, depthwise.output), host_ms(depthwise)
+        pays = device + trip < host
+        (conv if pays else depthwise).attributes["placement_cost"] = StringAttr(
+            f"device {device:.4f} ms + DRAM round trip {trip:.4f} ms vs host {host:.4f} ms")
+        return pays
 
 
 @dataclass(frozen=True)

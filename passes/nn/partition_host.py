@@ -12,7 +12,9 @@ sums over contiguous channels — so they run on the host too, in the exact fixe
 arithmetic of the golden model (an add add-to-bypass found cheaper on the device is a conv by
 then). So does any conv, max pool or concat the lowering cannot
 place (`snowir.tile.lowerable.device_refusal`, the planners' own answer: a dilated conv, a max pool
-over 200 channels, a concat on the width axis), with the reason as `host_reason`. The runner
+over 200 channels, any concat — no device layer writes a channel slice of a wider tensor yet, so
+the host copies a concat's inputs between segments and the reports count that copy), with the
+reason as `host_reason`. The runner
 and the reports follow these attributes. A `place` already in the IR (the user's edit, or an
 earlier run) is honoured: "host" stays on the host, "snowflake" on an op the device cannot run is
 refused in one line.

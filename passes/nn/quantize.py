@@ -205,6 +205,6 @@ class QuantizePass(ModulePass):
             if user.results and user.results[0] in tensor_frac:
                 if isinstance(user, nn.Conv2dOp | nn.DenseOp) and use.index != 2:
                     continue
-                if isinstance(user, nn.Conv2dOp | nn.DenseOp) or not on_host(user):
+                if isinstance(user, nn.Conv2dOp | nn.DenseOp | nn.ConcatOp) or not on_host(user):
                     return tensor_frac[user.results[0]]
         return frac_for(float(np.abs(values).max()) if values.size else 0.0)

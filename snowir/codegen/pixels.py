@@ -13,6 +13,7 @@ from snowir.codegen.traces import (COOP, Prefetch, R_BYP, R_BYPROW, R_BYPSTEP, R
                                    R_XEND, R_Y, R_YEND, TRACE_CHUNK, add_offset, trace_chunks, macs)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
+from snowir.plan.issue import UNROLL
 from snowir.plan.shapes import ConvPlan, Strip, interior_columns
 
 
@@ -158,8 +159,6 @@ def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = Fals
     if mid is not None and len(halves) == 1:
         mid(b)
 
-
-UNROLL = 4
 
 
 R_MAPS_U = (2, 4, 5, 12)  # free registers: one maps / output address per unrolled pixel

@@ -4,8 +4,8 @@ Running a lowered model on the Snowflake machine model, layer by layer.
 The lowering (`snowflake-lower`, or any pipeline that ends in the same IR) leaves `@main`
 as the host's sequence: every device conv2d / max_pool names its `snowflake_asm.image`
 (`image = "..."`), whose program and DRAM segments (weights included) are what the device
-runs; the other ops run on the host as in the golden model; reshapes are views and a channel
-concat is placement. The host writes each device layer's input (channel-innermost) into the
+runs; the other ops run on the host as in the golden model (a channel concat copies its
+inputs side by side); reshapes are views. The host writes each device layer's input (channel-innermost) into the
 image's `@x` (and the residual into `@r`), runs the program, reads `@y`, and compares it bit
 for bit with the golden model's output of the same nn op. Nothing is compiled here.
 """
@@ -207,12 +207,10 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
         if _unlowered(op):
             raise LoweringError(f"layer '{name}' ({op.name}) is on the device but not lowered: "
                                 "run the lowering (snowflake-lower) first")
-        # reshapes are views and a channel concat is placement (its producers write side by
-        # side in DRAM): no device work; any other device op must have been lowered above
+        # reshapes are views: no device work; any other device op must have been lowered above
         if op.name.startswith("nn.") and "place" in op.attributes and op.attributes["place"].data == "snowflake" \
                 and not isinstance(op, nn.ConstantOp | nn.ReshapeOp | nn.FlattenOp | nn.IdentityOp
-                                   | nn.ChannelSliceOp | nn.TransposeOp) \
-                and not (isinstance(op, nn.ConcatOp) and op.axis.value.data == 1):
+                                   | nn.ChannelSliceOp | nn.TransposeOp):
             raise LoweringError(f"layer '{name}' ({op.name}) is not lowered to Snowflake yet")
         golden.step(op, env)
     else:

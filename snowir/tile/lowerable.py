@@ -24,7 +24,11 @@ def device_refusal(op: Operation, hw: SnowflakeConfig | None = None) -> str | No
     hw = hw or SnowflakeConfig()
     if isinstance(op, nn.ConcatOp):
         axis = op.axis.value.data
-        return None if axis == 1 else f"concat on axis {axis} (only channel concats are DRAM placement)"
+        if axis != 1:
+            return f"concat on axis {axis} (a device layer writes whole pixels, channel-innermost)"
+        # its producers could write side by side in one DRAM tensor, but no device layer writes a
+        # channel slice of a wider tensor yet: the host copies the inputs between segments
+        return "channel concat: the host copies its inputs side by side (no device layer writes a channel slice yet)"
     if isinstance(op, nn.MaxPoolOp):
         try:
             plan_pool(pool_shape(op), hw)

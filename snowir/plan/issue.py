@@ -1,0 +1,65 @@
+"""
+The issue floor of a COOP conv: the cycles the control pipeline needs to issue its pixel loops,
+one instruction a cycle, whatever the vector unit does meanwhile. `ConvPlan.estimated_cycles`
+counts MACs and DRAM traffic; a conv of short traces (a depthwise conv in block-diagonal groups:
+one 16-word trace per tap, one cycle of MACs, behind an ADDI pair it waits on) is bound by issue
+instead, 4-5 cycles a trace: measured 3.9-5.2x the MAC estimate (bench/results/columns.json).
+Placement decisions (depthwise-to-grouped, add-to-bypass) take the larger of the two,
+`placement_cycles`. The planners' choices among plans do not use it: every loop order of a conv
+issues the same traces.
+
+The counts follow the code generator (snowir/codegen/pixels.py `_row`, traces.py `macs`):
+  * a pixel of the loop: the X-counter ADDI, the branch and its delay slots (the address steps);
+  * grouped (one trace per tap): a MAC per tap, between taps an ADDI pair (maps, weights) the
+    next MAC reads, so it waits `scalar_latency - 1` cycles after the second;
+  * ungrouped, kernel rows pipelined (`macs_pipelined`): a MAC per kernel row and the next row's
+    ADDI pair, set early enough not to wait;
+  * ungrouped 1x1 (`_unrolled_pixels`): UNROLL pixels an iteration, a MAC and a maps ADDI each
+    (a residual's: its bypass VMOV and ADDI too), the output ADDIs in the delay slots.
+Border pixels (fewer taps) are counted by their valid taps. INDP plans (16 rows a MAC) are
+MAC-bound: floor 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+from snowir.hw import SnowflakeConfig
+from snowir.plan.shapes import TRACE_CHUNK, ConvPlan, band_plans
+
+UNROLL = 4
+"""1x1 convs: pixels an X-loop iteration (snowir/codegen/pixels.py `_unrolled_pixels`)."""
+
+
+def _valid_taps(out: int, k: int, stride: int, pad: int, size: int) -> int:
+    """Kernel taps inside the input, summed over the output positions of one axis."""
+    return sum(max(0, min(o * stride - pad + k, size) - max(o * stride - pad, 0)) for o in range(out))
+
+
+def issue_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
+    """[P] Issue slots of the plan's pixel loops over all kernel tiles (module docstring)."""
+    if plan.column_tiled:
+        return sum(issue_cycles(p, hw) for _, p in band_plans(plan))
+    if plan.indp:
+        return 0.0
+    s = plan.shape
+    bypass = plan.bypass_addr is not None
+    pixels = s.oh * s.ow
+    rows = _valid_taps(s.oh, s.kh, s.sy, s.pt, s.h)
+    cols = _valid_taps(s.ow, s.kw, s.sx, s.pl, s.w)
+    if s.kh == s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK:
+        per_iteration = 2 + hw.branch_delay_slots + UNROLL * (2 + 2 * bypass)
+        return plan.tiles * pixels * per_iteration / UNROLL
+    loop = 2 + hw.branch_delay_slots + bypass
+    if s.cin != s.c:  # grouped: a trace a tap
+        traces, gap = rows * cols, 2 + hw.scalar_latency - 1
+    else:
+        chunks = math.ceil(s.kw * s.c / TRACE_CHUNK)
+        traces = rows * s.ow * chunks
+        gap = 2 if s.kh > 1 and chunks == 1 else 2 + hw.scalar_latency - 1
+    return plan.tiles * (pixels * loop + traces + (traces - pixels) * gap)
+
+
+def placement_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
+    """The estimate a placement decision compares with the host's: MACs and traffic, or issue."""
+    return max(plan.estimated_cycles(hw), issue_cycles(plan, hw))
