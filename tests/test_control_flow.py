@@ -255,3 +255,17 @@ def test_a_loop_that_stops_early_on_other_data_fails_its_run_in_one_line() -> No
     with pytest.raises(SnowError, match=r'^nn.host "Loop": result of shape \[1, 1, 16, 8, 8\], the IR says '
                                         r'\[3, 1, 16, 8, 8\]$'):
         rep.run([-x])  # 1 step
+
+
+def test_a_control_flow_node_builds_its_session_once(monkeypatch) -> None:
+    from snowir.backend import SnowflakeBackend
+    from snowir.frontend import onnx_host
+
+    built = []
+    real = onnx_host.ort_session
+    monkeypatch.setattr(onnx_host.NodeRunner, "_cache", {})
+    monkeypatch.setattr(onnx_host, "ort_session", lambda model: built.append(model.graph.node[0].op_type) or real(model))
+    rep = SnowflakeBackend.prepare(if_on_data(), engine="golden")
+    for x in (_x(), -_x(), _x()):
+        rep.run([x])
+    assert built.count("If") == 1
