@@ -17,12 +17,14 @@ Weights never bloat the text: `nn.constant` holds a `dense_resource` blob, a sma
 
 from __future__ import annotations
 
+import base64
 import math
 from abc import ABC
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
     I64,
+    ArrayAttr,
     i64,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
@@ -131,6 +133,35 @@ class ExternalWeightsAttr(ParametrizedAttribute):
 
     def get_type(self) -> TensorType:
         return self.type
+
+
+@irdl_attr_definition
+class OnnxGraphAttr(ParametrizedAttribute):
+    """`#nn.onnx_graph<"CgNBZGQ...">`: an ONNX sub-graph (the `then_branch` of an If, the `body`
+    of a Loop or Scan) in an nn.host node's attributes, as its serialised GraphProto in base64:
+    onnxruntime and onnx's reference evaluator run it as it is, so it is carried, not spelled."""
+
+    name = "nn.onnx_graph"
+    data: StringAttr
+
+    def __init__(self, data: str):
+        super().__init__(StringAttr(data))
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            return (StringAttr(parser.parse_str_literal()),)
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(f'<"{self.data.data}">')
+
+    def verify(self) -> None:
+        import binascii
+
+        try:
+            base64.b64decode(self.data.data, validate=True)
+        except (binascii.Error, ValueError):
+            raise VerifyException(f"{self.name}: not base64 (a serialised ONNX GraphProto)") from None
 
 
 @irdl_attr_definition
@@ -801,7 +832,9 @@ class HostOp(IRDLOperation):
     An ONNX node kept as it is, for the host CPU: what Snowflake has no mapping for (Sigmoid,
     Erf, Div, ConvTranspose, Resize, shape arithmetic on run-time tensors, ...). It carries
     the node's op type, opset and attributes; its operands are the node's present inputs
-    (`slots`: their ONNX input positions, when an optional input is absent). The golden model
+    (`slots`: their ONNX input positions, when an optional input is absent), then, for a node
+    with sub-graphs (If, Loop, Scan; `#nn.onnx_graph` attributes), the outer-scope values those
+    sub-graphs read (`captures`: their ONNX names, which the sub-graphs refer to). The golden model
     and the device runner evaluate it as ONNX defines it (snowir/frontend/onnx_host.py), in float on
     dequantised data; results a device layer reads are quantised at that boundary.
 
@@ -815,6 +848,7 @@ class HostOp(IRDLOperation):
     domain = opt_prop_def(StringAttr)
     slots = opt_prop_def(DenseArrayBase)
     n_slots = opt_prop_def(IntegerAttr[I64])
+    captures = opt_prop_def(ArrayAttr[StringAttr])
     inputs = var_operand_def(TensorType)
     outputs = var_result_def(TensorType)
 
@@ -823,29 +857,40 @@ class HostOp(IRDLOperation):
 
     def __init__(self, op_type: str, opset: int, attrs: DictionaryAttr, inputs: Sequence[SSAValue],
                  result_types: Sequence[Attribute], slots: Sequence[int] | None = None, n_slots: int | None = None,
-                 domain: str = ""):
+                 domain: str = "", captures: Sequence[str] = ()):
         props: dict[str, Attribute] = {"op_type": StringAttr(op_type), "opset": IntegerAttr(opset, i64),
                                        "attrs": attrs}
-        if slots is not None and list(slots) != list(range(len(inputs))):
+        slotted = len(inputs) - len(captures)
+        if slots is not None and list(slots) != list(range(slotted)):
             props["slots"] = i64_array(slots)
-        if n_slots is not None and n_slots != len(inputs):
+        if n_slots is not None and n_slots != slotted:
             props["n_slots"] = IntegerAttr(n_slots, i64)
         if domain:
             props["domain"] = StringAttr(domain)
+        if captures:
+            props["captures"] = ArrayAttr([StringAttr(c) for c in captures])
         super().__init__(operands=[list(inputs)], result_types=[list(result_types)], properties=props)
 
+    def capture_names(self) -> list[str]:
+        """The ONNX names of the outer-scope values the sub-graphs read: the last operands."""
+        return [c.data for c in self.captures.data] if self.captures is not None else []
+
     def input_slots(self) -> list[int]:
-        """The ONNX input position of each operand."""
-        return list(int_values(self.slots)) if self.slots is not None else list(range(len(self.inputs)))
+        """The ONNX input position of each operand before the captures."""
+        slotted = len(self.inputs) - len(self.capture_names())
+        return list(int_values(self.slots)) if self.slots is not None else list(range(slotted))
 
     def slot_count(self) -> int:
-        return self.n_slots.value.data if self.n_slots is not None else len(self.inputs)
+        return self.n_slots.value.data if self.n_slots is not None else len(self.inputs) - len(self.capture_names())
 
     def verify_(self) -> None:
         if not self.op_type.data:
             raise VerifyException(f"{self.name}: empty op_type")
-        slots = self.input_slots()
-        if len(slots) != len(self.inputs) or sorted(set(slots)) != slots or (slots and slots[-1] >= self.slot_count()):
+        slots, captures = self.input_slots(), self.capture_names()
+        if len(captures) > len(self.inputs) or len(set(captures)) != len(captures) or not all(captures):
+            raise VerifyException(f"{self.name} \"{self.op_type.data}\": captures {captures} are not distinct "
+                                  f"names of its last operands")
+        if len(slots) + len(captures) != len(self.inputs) or sorted(set(slots)) != slots or (slots and slots[-1] >= self.slot_count()):
             raise VerifyException(f"{self.name} \"{self.op_type.data}\": slots {slots} do not place "
                                   f"{len(self.inputs)} operands among {self.slot_count()} inputs")
         if not self.outputs:
@@ -859,5 +904,5 @@ HOST_OPS = (SoftmaxOp, LrnOp, TransposeOp, ClipOp, HardSigmoidOp, HardSwishOp, M
 NN = Dialect(
     "nn",
     [ConstantOp, *DEVICE_OPS, *HOST_OPS],
-    [FixedType, ExternalWeightsAttr, PackedWeightsAttr],
+    [FixedType, ExternalWeightsAttr, PackedWeightsAttr, OnnxGraphAttr],
 )

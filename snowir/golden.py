@@ -397,7 +397,7 @@ class Golden:
         if runner is None:
             runner = self.runners[op] = NodeRunner.cached(op.op_type.data, op.domain.data if op.domain else "",
                                                    op.opset.value.data, op.attrs, op.input_slots(),
-                                                   op.slot_count(), len(op.outputs))
+                                                   op.slot_count(), len(op.outputs), op.capture_names())
         args = []
         for v in op.inputs:
             value = env[v]

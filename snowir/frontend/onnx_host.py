@@ -5,16 +5,22 @@ to run it on the host CPU.
   * element types: ONNX tensor types <-> MLIR element types <-> numpy dtypes (f32, f64, f16,
     bf16, signless iN for ONNX's signed ints, ui8..ui64, i1 for bool);
   * node attributes <-> an MLIR dictionary (ints -> i64, floats -> f32, strings, int / float
-    arrays -> `array<i64: ...>` / `array<f32: ...>`, string lists, tensors as `dense<...>`);
+    arrays -> `array<i64: ...>` / `array<f32: ...>`, string lists, tensors as `dense<...>`,
+    sub-graphs (If's branches, Loop's and Scan's body) as `#nn.onnx_graph<"base64">`, their
+    serialised GraphProto: run as it is, never rewritten, so carried as it is);
   * evaluation: a one-node ONNX model at the node's own opset, run by onnxruntime (one session
     per node and input signature, built once), or by onnx's reference evaluator (the ONNX
     specification's own executable semantics) where onnxruntime is absent or cannot run it.
 
-Sub-graph attributes (If, Loop, Scan) have no MLIR spelling here; such nodes are refused.
+A sub-graph may read values of the graph around it (ONNX's outer scope) by name: `outer_names`
+finds them, the nn.host node takes them as its last operands (`captures`, by those names), and
+the one-node model declares them as graph inputs of the same names, so the sub-graph reads them
+unchanged. Lists of sub-graphs, type protos and sparse tensors as attributes are refused.
 """
 
 from __future__ import annotations
 
+import base64
 from functools import cache
 
 from collections.abc import Sequence
@@ -125,8 +131,10 @@ def _to_mlir(a: onnx.AttributeProto, node: onnx.NodeProto) -> Attribute:
         ty = TensorType(element_type(a.t.data_type), list(arr.shape))
         values = arr.reshape(-1).tolist()
         return DenseIntOrFPElementsAttr.from_list(ty, [int(v) for v in values] if arr.dtype.kind in "iub" else values)
+    if a.type == A.GRAPH:
+        return nn.OnnxGraphAttr(base64.b64encode(a.g.SerializeToString()).decode("ascii"))
     kind = A.AttributeType.Name(a.type)
-    raise OnnxTypeError(f"attribute '{a.name}' of kind {kind} (sub-graphs, type or sparse attributes) "
+    raise OnnxTypeError(f"attribute '{a.name}' of kind {kind} (lists of sub-graphs, type or sparse attributes) "
                         f"cannot be carried by nn.host")
 
 
@@ -147,6 +155,10 @@ def to_onnx_attrs(attrs: DictionaryAttr) -> list[onnx.AttributeProto]:
                                              attr_type=A.INTS if is_int else A.FLOATS))
         elif isinstance(value, ArrayAttr):
             out.append(helper.make_attribute(key, [s.data for s in value.data], attr_type=A.STRINGS))
+        elif isinstance(value, nn.OnnxGraphAttr):
+            graph = onnx.GraphProto()
+            graph.ParseFromString(base64.b64decode(value.data.data))
+            out.append(helper.make_attribute(key, graph, attr_type=A.GRAPH))
         elif isinstance(value, DenseIntOrFPElementsAttr):
             ty = value.get_type()
             dtype = numpy_dtype(ty.get_element_type())
@@ -155,6 +167,48 @@ def to_onnx_attrs(attrs: DictionaryAttr) -> list[onnx.AttributeProto]:
         else:
             raise OnnxTypeError(f"nn.host attribute '{key}' = {value} has no ONNX spelling")
     return out
+
+
+def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    A = onnx.AttributeProto
+    return [a.g for a in node.attribute if a.type == A.GRAPH] + [g for a in node.attribute if a.type == A.GRAPHS
+                                                                  for g in a.graphs]
+
+
+def outer_names(node: onnx.NodeProto) -> list[str]:
+    """The values of the enclosing graph that the node's sub-graphs read (at any depth), in
+    first-use order: ONNX lets a sub-graph name any value in scope where the node sits."""
+    found: list[str] = []
+    for g in subgraphs(node):
+        found += [name for name in _free(g) if name not in found]
+    return found
+
+
+def _free(graph: onnx.GraphProto) -> list[str]:
+    """The names a graph (its sub-graphs included) reads but does not define."""
+    defined = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    free: list[str] = []
+    for n in graph.node:
+        for name in [*n.input, *(name for g in subgraphs(n) for name in _free(g))]:
+            if name and name not in defined and name not in free:
+                free.append(name)
+        defined |= set(n.output)
+    free += [o.name for o in graph.output if o.name not in defined and o.name not in free]
+    return free
+
+
+def _nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    return [m for n in graph.node for m in [n, *(k for g in subgraphs(n) for k in _nodes(g))]]
+
+
+def all_names(graph: onnx.GraphProto) -> set[str]:
+    """Every value name a graph and its sub-graphs define or read."""
+    names = {i.name for i in graph.input} | {o.name for o in graph.output} | {t.name for t in graph.initializer}
+    for n in graph.node:
+        names |= {*n.input, *n.output}
+        for g in subgraphs(n):
+            names |= all_names(g)
+    return names
 
 
 # ---------------------------------------------------------------- evaluation
@@ -171,19 +225,30 @@ class NodeRunner:
     N times builds its sessions once."""
 
     def __init__(self, op_type: str, domain: str, opset: int, attrs: DictionaryAttr,
-                 slots: Sequence[int], n_inputs: int, n_outputs: int):
+                 slots: Sequence[int], n_inputs: int, n_outputs: int, captures: Sequence[str] = ()):
+        attributes = to_onnx_attrs(attrs)
+        taken = set(captures)
+        for a in attributes:
+            for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else []):
+                taken |= all_names(g)
+        prefix = ""
+        while taken & {*(f"{prefix}in{i}" for i in range(len(slots))), *(f"{prefix}out{i}" for i in range(n_outputs))}:
+            prefix += "_"  # the node's own names must not be names its sub-graphs use
         names = [""] * n_inputs
         for i, slot in enumerate(slots):
-            names[slot] = f"in{i}"
-        self.outs = [f"out{i}" for i in range(n_outputs)]
+            names[slot] = f"{prefix}in{i}"
+        self.outs = [f"{prefix}out{i}" for i in range(n_outputs)]
         self.node = helper.make_node(op_type, names, self.outs, domain=domain or None)
-        self.node.attribute.extend(to_onnx_attrs(attrs))
-        self.inputs = [f"in{i}" for i in range(len(slots))]
+        self.node.attribute.extend(attributes)
+        self.inputs = [f"{prefix}in{i}" for i in range(len(slots))] + list(captures)
         self.domain = domain or ""
         self.opsets = [helper.make_opsetid(self.domain, opset)]
         if self.domain not in DEFAULT_DOMAINS:
             # contrib ops sit on top of an ONNX opset too
             self.opsets.append(helper.make_opsetid("", TARGET_OPSET))
+        inner = {n.domain for a in attributes if a.type == onnx.AttributeProto.GRAPH for n in _nodes(a.g)}
+        # a sub-graph's contrib ops: their domains have one version each in onnxruntime
+        self.opsets += [helper.make_opsetid(d, 1) for d in sorted(inner - {*DEFAULT_DOMAINS, self.domain})]
         self.sessions: dict[tuple, Any] = {}
         """Input signature -> onnxruntime session, or None where the reference evaluator runs it."""
         self.evaluator = None
@@ -192,13 +257,13 @@ class NodeRunner:
 
     @classmethod
     def cached(cls, op_type: str, domain: str, opset: int, attrs: DictionaryAttr,
-               slots: Sequence[int], n_inputs: int, n_outputs: int) -> "NodeRunner":
-        key = (op_type, domain, opset, str(attrs), tuple(slots), n_inputs, n_outputs)
+               slots: Sequence[int], n_inputs: int, n_outputs: int, captures: Sequence[str] = ()) -> "NodeRunner":
+        key = (op_type, domain, opset, str(attrs), tuple(slots), n_inputs, n_outputs, tuple(captures))
         runner = cls._cache.get(key)
         if runner is None:
             if len(cls._cache) > 1000:  # a long-lived process compiling many models: bounded
                 cls._cache.clear()
-            runner = cls._cache[key] = cls(op_type, domain, opset, attrs, slots, n_inputs, n_outputs)
+            runner = cls._cache[key] = cls(op_type, domain, opset, attrs, slots, n_inputs, n_outputs, captures)
         return runner
 
     def _model(self, arrays: Sequence[np.ndarray] | None) -> onnx.ModelProto:
@@ -212,9 +277,7 @@ class NodeRunner:
 
     def _reference(self) -> Any:
         if self.evaluator is None:
-            from onnx.reference import ReferenceEvaluator
-
-            self.evaluator = ReferenceEvaluator(self._model(None))
+            self.evaluator = reference_evaluator(self._model(None))
         return self.evaluator
 
     def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
@@ -237,6 +300,47 @@ class NodeRunner:
                     raise
                 self.sessions[key] = None
         return [np.asarray(v) for v in self._reference().run(None, feeds)]
+
+
+def reference_evaluator(proto: onnx.ModelProto | onnx.NodeProto) -> Any:
+    """onnx's reference evaluator, its Loop stacking scan outputs as ONNX does (`_stacking_loop`)."""
+    from onnx.reference import ReferenceEvaluator
+
+    return ReferenceEvaluator(proto, new_ops=[_stacking_loop()])
+
+
+@cache
+def _stacking_loop() -> type:
+    from onnx.reference.ops.op_loop import Loop as _Loop
+
+    class Loop(_Loop):
+        """Loop whose scan outputs gain a leading axis, one entry per iteration, as onnx's shape
+        inference and onnxruntime have them: onnx 1.23's reference Loop joins them with np.vstack,
+        which turns three [1, 16, 8, 8] iterations into [3, 16, 8, 8], not [3, 1, 16, 8, 8]."""
+
+        op_domain = ""
+
+        def __init__(self, onnx_node: onnx.NodeProto, run_params: dict):
+            super().__init__(onnx_node, run_params)
+            self.scanned: list[list[tuple[int, ...]]] = []
+            body = self._run_body
+
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                outs = body(*args, **kwargs)
+                self.scanned.append([np.shape(o) for o in outs[len(outs) - self.K:]])
+                return outs
+
+            self._run_body = counted
+
+        def _run(self, *args: Any, **kwargs: Any) -> tuple:
+            self.scanned = []
+            results = list(super()._run(*args, **kwargs))
+            for k in range(self.K if self.scanned else 0):
+                results[self.N + k] = np.asarray(results[self.N + k]).reshape(
+                    [len(self.scanned), *self.scanned[0][k]])
+            return tuple(results)
+
+    return Loop
 
 
 REFERENCE_DOMAINS = (*DEFAULT_DOMAINS, "ai.onnx.ml")

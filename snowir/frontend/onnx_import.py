@@ -8,7 +8,10 @@ Unsqueeze of weights, ...) are folded with onnx's own reference evaluator. A nod
 nn mapping (conv, pools, gemm, add, ...) on float32 inputs becomes that nn op; every other
 node, and a mapped one whose form the mapping does not cover (a 1-D or 3-D conv, a dilated
 pool, a Gemm whose B is computed, ...), becomes `nn.host`: the node as it is, for the host.
-Doubles become float32. What cannot be carried (other domains, sub-graphs, outputs whose
+Doubles become float32. An If whose condition is constant (exporters' If on a shape) is
+its taken branch, inlined; any other node with sub-graphs (If, Loop, Scan) is an nn.host
+node, whose operands include the outer-scope values its sub-graphs read. What cannot be
+carried (an operator neither onnxruntime nor onnx's reference evaluator runs, outputs whose
 shape depends on the data, a dynamic dimension without an explicit input shape) is an
 `OnnxImportError` naming the node, its op type and why.
 """
@@ -31,7 +34,7 @@ from snowir.errors import SnowError
 from snowir.frontend.onnx_handlers import HANDLERS, Unmapped
 from snowir.frontend.onnx_host import (DEFAULT_DOMAINS, REFERENCE_DOMAINS, TARGET_OPSET, OnnxTypeError,
                                       element_type, has_onnxruntime, numpy_dtype, onnx_type_of, ort_operators, ort_session,
-                                      to_mlir_attrs)
+                                      outer_names, reference_evaluator, subgraphs, to_mlir_attrs)
 from snowir.resources import f32_resource, identifier, put_blob
 
 F32 = Float32Type()
@@ -115,7 +118,11 @@ def prepare_apart(model: onnx.ModelProto, source: str) -> tuple[onnx.ModelProto,
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), TARGET_OPSET)
     if opset < TARGET_OPSET:
         try:
-            model = onnx.version_converter.convert_version(model, TARGET_OPSET)
+            converted = onnx.version_converter.convert_version(model, TARGET_OPSET)
+            # an adapter that changes the model's inputs or outputs (Scan 8 -> 9 drops the batch
+            # axis from them) makes another model: the old opset is kept, as where one fails
+            if _signature(converted) == _signature(model):
+                model = converted
         except Exception:  # noqa: BLE001 - keep the old opset; handlers read old attributes too
             pass
     try:
@@ -123,6 +130,10 @@ def prepare_apart(model: onnx.ModelProto, source: str) -> tuple[onnx.ModelProto,
     except Exception as e:  # noqa: BLE001
         raise OnnxImportError(f"{source}: shape inference failed: {str(e).splitlines()[0]}") from None
     return model, weights, added
+
+
+def _signature(model: onnx.ModelProto) -> list[bytes]:
+    return [v.type.SerializeToString() for v in [*model.graph.input, *model.graph.output]]
 
 
 LIGHT_TENSOR = 10_000
@@ -180,7 +191,8 @@ class Importer:
             except Exception as e:  # noqa: BLE001 - protobuf / numpy errors vary
                 raise OnnxImportError(f"{source}: initializer '{t.name}' is malformed: {str(e).splitlines()[0]}") from None
         self.value_types = _value_types(self.graph)
-        self.consumed = {i for n in self.graph.node for i in n.input} | {o.name for o in self.graph.output}
+        self.consumed = {i for n in self.graph.node for i in [*n.input, *outer_names(n)]} | \
+            {o.name for o in self.graph.output}
         self.values: dict[str, SSAValue] = {}
         self.const_ops: dict[tuple[str, str], SSAValue] = {}
         self.host_side: set[str] = set()
@@ -306,13 +318,13 @@ class Importer:
     def node(self, node: onnx.NodeProto) -> None:
         ins = [i for i in node.input if i]
         if node.domain not in DEFAULT_DOMAINS:
-            if node.domain not in REFERENCE_DOMAINS and not has_onnxruntime():
-                raise self.fail(node, f"operator domain '{node.domain}' needs onnxruntime, which is not installed "
-                                      f"(onnx's reference evaluator runs ONNX's own operators only)")
-            if node.domain not in REFERENCE_DOMAINS and (node.domain, node.op_type) not in ort_operators():
-                raise self.fail(node, f"operator domain '{node.domain}' has no operator {node.op_type} that "
-                                      f"onnxruntime runs, nor does onnx's reference evaluator")
+            self.check_runnable(node)
             self.host(node)  # a contrib op: onnxruntime runs it on the host
+            return
+        if subgraphs(node):
+            for inner in _inner_nodes(node):
+                self.check_runnable(inner)
+            self.control_flow(node, ins)
             return
         if node.op_type in FOLDABLE or (ins and all(i in self.consts for i in ins)
                                         and not node.op_type.startswith("Random")):
@@ -332,6 +344,54 @@ class Importer:
             except Unmapped:
                 pass
         self.host(node)
+
+    def check_runnable(self, node: onnx.NodeProto) -> None:
+        """Refuses an operator of another domain that neither onnxruntime nor the reference evaluator runs."""
+        if node.domain in REFERENCE_DOMAINS:
+            return
+        if not has_onnxruntime():
+            raise self.fail(node, f"operator domain '{node.domain}' needs onnxruntime, which is not installed "
+                                  f"(onnx's reference evaluator runs ONNX's own operators only)")
+        if (node.domain, node.op_type) not in ort_operators():
+            raise self.fail(node, f"operator domain '{node.domain}' has no operator {node.op_type} that "
+                                  f"onnxruntime runs, nor does onnx's reference evaluator")
+
+    def control_flow(self, node: onnx.NodeProto, ins: list[str]) -> None:
+        """If, Loop, Scan: an If on a constant condition is its taken branch; a node whose inputs
+        and outer-scope reads are all constant is folded; any other runs on the host as it is."""
+        for g in subgraphs(node):
+            for out in g.output:
+                kind = out.type.WhichOneof("value")
+                if kind not in (None, "tensor_type"):
+                    raise self.fail(node, f"sub-graph '{g.name}' output '{out.name}' is of {kind.removesuffix('_type')} "
+                                          f"type, not a tensor (sequences, maps and optionals are not supported)")
+        if node.op_type == "If" and ins and ins[0] in self.consts:
+            self.inline_branch(node)
+        elif all(i in self.consts for i in [*ins, *outer_names(node)]):
+            self.fold(node)
+        else:
+            self.host(node)
+
+    def inline_branch(self, node: onnx.NodeProto) -> None:
+        """The branch a constant condition takes, its nodes walked here; the If's outputs are the
+        branch's outputs (branch names are unique in the model, as ONNX requires)."""
+        taken = "then_branch" if bool(np.asarray(self.consts[node.input[0]]).reshape(-1)[0]) else "else_branch"
+        branch = next(a.g for a in node.attribute if a.name == taken)
+        for t in branch.initializer:
+            self.consts[t.name] = _single(numpy_helper.to_array(t))
+        self.value_types.update(_value_types(branch))
+        self.consumed |= {i for n in branch.node for i in [*n.input, *outer_names(n)]} | {o.name for o in branch.output}
+        for inner in branch.node:
+            self.node(inner)
+        for out, result in zip(node.output, branch.output):
+            if not out:
+                continue
+            if result.name in self.values:
+                self.values[out] = self.values[result.name]
+            elif result.name in self.consts:
+                self.consts[out] = self.consts[result.name]
+            else:
+                raise self.fail(node, f"{taken} output '{result.name}' is never produced")
 
     def host_side_inputs(self, node: onnx.NodeProto) -> bool:
         """Whether every computed input is the host's own arithmetic: a float made from integers
@@ -356,8 +416,10 @@ class Importer:
         operands, slots = [], []
         for slot, name in enumerate(node.input):
             if name:
-                operands.append(self.value(node, name) if name in self.values else self.const_value(name, keep_dtype=True))
+                operands.append(self.operand(node, name))
                 slots.append(slot)
+        captures = outer_names(node)
+        operands += [self.operand(node, name) for name in captures]
         try:
             attrs = to_mlir_attrs(node)
         except OnnxTypeError as e:
@@ -368,7 +430,7 @@ class Importer:
         types = self.output_types(node, operands, outs)
         domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
         op = self.emit(nn.HostOp(node.op_type, self.opset_of(domain), attrs, operands, types, slots, len(node.input),
-                                 domain))
+                                 domain, captures))
         for i, name in enumerate(outs):
             if name:
                 op.results[i].name_hint = identifier(name)[:40]
@@ -376,6 +438,10 @@ class Importer:
         self.mark_host_side(node, operands, [op.results[i] for i, name in enumerate(outs) if name])
         if node.name:
             op.attributes["onnx_node"] = nn.StringAttr(node.name)
+
+    def operand(self, node: onnx.NodeProto, name: str) -> SSAValue:
+        return self.value(node, name) if name in self.values or name not in self.consts else \
+            self.const_value(name, keep_dtype=True)
 
     def output_types(self, node: onnx.NodeProto, operands: list[SSAValue], outs: list[str]) -> list[TensorType]:
         """From the model's shape inference; else from inferring this node alone with its constant
@@ -386,7 +452,8 @@ class Importer:
         from onnx import helper
 
         inputs, inits = [], []
-        for name, value in zip([n for n in node.input if n], operands):
+        named = dict(zip([*(n for n in node.input if n), *outer_names(node)], operands))  # a capture may be an input too
+        for name, value in named.items():
             if name in self.consts:
                 inits.append(numpy_helper.from_array(np.asarray(self.consts[name]), name))
             else:
@@ -396,8 +463,13 @@ class Importer:
         graph = helper.make_graph([node], "one", inputs, [helper.make_empty_tensor_value_info(o) for o in node.output if o],
                                   inits)
         model = helper.make_model(graph, opset_imports=list(self.model.opset_import))
+        scans = len(node.output) > len(node.input) - 2  # a Loop's outputs: N carried values, then K scan outputs
+        if node.op_type == "Loop" and scans and (not node.input[0] or node.input[0] not in self.consts):
+            raise self.fail(node, "its scan outputs are as long as a trip count that is computed or absent (it "
+                                  "depends on the data); not supported")
         try:
-            if node.domain not in DEFAULT_DOMAINS:  # onnx cannot infer a contrib op: run it once on zeros
+            if node.domain not in DEFAULT_DOMAINS or node.op_type in ("Loop", "Scan"):
+                # onnx cannot infer a contrib op, nor a loop's scan outputs: run it once on zeros
                 found = _run_for_types(model, node, inputs)
             else:
                 found = _value_types(onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True).graph)
@@ -423,17 +495,21 @@ class Importer:
         return next((o.version for o in self.model.opset_import if o.domain == domain), 1)
 
     def fold(self, node: onnx.NodeProto) -> None:
-        from onnx.reference import ReferenceEvaluator
-
         feeds = {}
-        for name in node.input:
+        for name in [*node.input, *outer_names(node)]:
             if not name:
                 continue
             if name not in self.consts:
                 raise self.fail(node, f"input '{name}' must be constant here")
             feeds[name] = self.consts[name]
+        proto: onnx.NodeProto | onnx.ModelProto = node
+        if subgraphs(node):  # its sub-graphs read outer names: a graph around it declares them
+            graph = helper.make_graph([node], "fold", [helper.make_tensor_value_info(n, onnx_type_of(a.dtype), a.shape)
+                                                       for n, a in feeds.items()],
+                                      [helper.make_empty_tensor_value_info(o) for o in node.output if o])
+            proto = helper.make_model(graph, opset_imports=list(self.model.opset_import))
         try:
-            outs = ReferenceEvaluator(node).run(None, feeds)
+            outs = reference_evaluator(proto).run(None, feeds)
         except Exception as e:  # noqa: BLE001
             raise self.fail(node, f"cannot evaluate constant node: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
         for name, value in zip(node.output, outs):
@@ -441,6 +517,11 @@ class Importer:
 
 
 FOLDABLE = {"Constant", "ConstantOfShape"}
+
+
+def _inner_nodes(node: onnx.NodeProto) -> list[onnx.NodeProto]:
+    """The nodes of a node's sub-graphs, at any depth."""
+    return [m for g in subgraphs(node) for n in g.node for m in [n, *_inner_nodes(n)]]
 
 
 def import_onnx(path: str | Path, input_shapes: dict[str, list[int]] | None = None) -> ModuleOp:
@@ -470,13 +551,22 @@ def parse_input_shape(spec: str, default_name: str | None = None) -> dict[str, l
 
 
 def _run_for_types(model: onnx.ModelProto, node: onnx.NodeProto, inputs: list) -> dict[str, TensorType]:
-    """The output types of a node onnx cannot infer, from onnxruntime running it on zeros."""
+    """The output types of a node onnx cannot infer, from running it on zeros (its constant inputs
+    as they are): by onnxruntime, else (absent, or it cannot) by onnx's reference evaluator."""
     feeds = {}
     for info in inputs:
         tt = info.type.tensor_type
         shape = [d.dim_value for d in tt.shape.dim]
         feeds[info.name] = np.zeros(shape, helper.tensor_dtype_to_np_dtype(tt.elem_type))
     model.ir_version = min(model.ir_version, 8)
-    outs = ort_session(model).run(None, feeds)
+    outs = None
+    if has_onnxruntime():
+        try:
+            outs = ort_session(model).run(None, feeds)
+        except Exception:  # noqa: BLE001 - e.g. an opset onnxruntime does not run yet: the reference evaluator may
+            if node.domain not in REFERENCE_DOMAINS:
+                raise
+    if outs is None:
+        outs = reference_evaluator(model).run(None, feeds)
     return {name: TensorType(element_type(onnx_type_of(np.asarray(v).dtype)), list(np.asarray(v).shape))
             for name, v in zip([o for o in node.output if o], outs)}

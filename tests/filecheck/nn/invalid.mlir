@@ -288,3 +288,17 @@ func.func @f(%x: tensor<4xf32>) {
   func.return
 }
 // CHECK: nn.host "Clip": slots [3] do not place 1 operands among 3 inputs
+
+// -----
+func.func @f(%c: tensor<i1>, %x: tensor<4xf32>) {
+  %y = nn.host "If"(%c, %x, %x) {attrs = {}, opset = 13 : i64, captures = ["x", "x"]} : (tensor<i1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return
+}
+// CHECK: nn.host "If": captures ['x', 'x'] are not distinct names of its last operands
+
+// -----
+func.func @f(%c: tensor<i1>, %x: tensor<4xf32>) {
+  %y = nn.host "If"(%c, %x) {attrs = {then_branch = #nn.onnx_graph<"not base64!">}, opset = 13 : i64, captures = ["x"]} : (tensor<i1>, tensor<4xf32>) -> tensor<4xf32>
+  func.return
+}
+// CHECK: nn.onnx_graph: not base64 (a serialised ONNX GraphProto)
