@@ -33,11 +33,9 @@ from xdsl.dialects.builtin import (
     SymbolNameConstraint,
     UnitAttr,
 )
-from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValues, TypeAttribute
+from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, TypeAttribute
 from xdsl.irdl import (
-    BaseAttr,
     IRDLOperation,
-    OptPropertyDef,
     irdl_attr_definition,
     irdl_op_definition,
     opt_prop_def,
@@ -54,6 +52,7 @@ from xdsl.traits import NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
+from snowir.dialects.property_ops import initialise, verified_fast
 from snowir.hw import CODE_ALIGN, DEFAULT, ISA_CUS, ISA_LOAD_UNITS, ISA_MASK_WORDS, ISA_SELECT_BITS, ISA_VMACS_PER_CU
 
 # ---------------------------------------------------------------- field widths
@@ -209,34 +208,22 @@ class SnowflakeInstruction(IRDLOperation, ABC):
     def verify(self, verify_nested_ops: bool = True) -> None:
         # xDSL's generic verifier spends ~10 us an instruction on operands, results, regions,
         # successors and variadic sizes an instruction cannot have (1.5 s of assembling
-        # ResNet-50). Prove the common case cheaply - no operands, results, regions or successors,
-        # not last in its block (the terminator rule), exactly the declared properties of
-        # exactly their classes, and the instruction's own checks - and hand anything else to the
-        # generic verifier, so what it accepts and every error it raises stay xDSL's.
-        cls = type(self)
-        layout = _LAYOUTS.get(cls)
-        if layout is None:
-            layout = _LAYOUTS[cls] = _property_layout(cls)
-        if (not layout or self._operands or self.results or self.regions or self._successors
-                or self.next_op is None or not _has_layout(self.properties, layout)):
-            return super().verify(verify_nested_ops)
-        try:
-            _OWN_VERIFY[cls](self)
-        except VerifyException:
-            super().verify(verify_nested_ops)  # raises it with xDSL's diagnostic
+        # ResNet-50): the common case is proved cheaply, anything else (and every error) is xDSL's
+        if not verified_fast(self, _OWN_VERIFY[type(self)]):
+            super().verify(verify_nested_ops)
 
     def _build(self, properties: dict[str, Attribute | None]) -> None:
         # An instruction has no operands, results, regions or successors, so the IRDL
         # builder's argument normalisation is pure overhead (a third of code-generation
         # time at 10^5 instructions); the verifier still checks every property.
-        _initialise(self, {k: v for k, v in properties.items() if v is not None}, {})
+        initialise(self, {k: v for k, v in properties.items() if v is not None}, {})
 
     def clone(self, value_mapper=None, block_mapper=None, *, clone_name_hints: bool = True,
               clone_operands: bool = True) -> Self:
         # nothing to map: a copy of the properties and attributes (tile-to-asm clones the code of
         # layers with equal plans, 5 * 10^4 instructions for ResNet-50)
         new = type(self).__new__(type(self))
-        _initialise(new, dict(self.properties), dict(self.attributes))
+        initialise(new, dict(self.properties), dict(self.attributes))
         return new
 
     @classmethod
@@ -351,75 +338,7 @@ class SnowflakeInstruction(IRDLOperation, ABC):
             raise VerifyException(f"{self.name}: {name} {value} out of range [{lo}, {hi}]")
 
 
-def _initialise(op: SnowflakeInstruction, properties: dict[str, Attribute], attributes: dict[str, Attribute]) -> None:
-    """What `Operation.__init__(op, properties=..., attributes=...)` does, at a fifth of the cost
-    (~5 us an instruction, 1.7 * 10^5 instructions for ResNet-50): the state of an operation
-    without operands, results, successors or regions is the same empty tuples and unknown
-    location for every instruction, so it is taken once from a real `Operation.__init__` and
-    copied. A class with property defaults (IRDL's `__post_init__` fills them) is built the
-    ordinary way."""
-    blank = _BLANK.get(type(op))
-    if blank is None:
-        blank = _BLANK[type(op)] = _blank_state(type(op))
-    if blank:
-        state = op.__dict__
-        state.update(blank)
-        state["properties"] = properties
-        state["attributes"] = attributes
-    else:
-        Operation.__init__(op, properties=properties, attributes=attributes)
-
-
-def _blank_state(cls: type[SnowflakeInstruction]) -> dict[str, object]:
-    """The instance state `Operation.__init__` gives an op of `cls` with no properties, when
-    all of it can be shared between instructions (immutable); else {}."""
-    if any(prop.default_value is not None for prop in cls.get_irdl_definition().properties.values()):
-        return {}
-    probe = cls.__new__(cls)
-    Operation.__init__(probe)
-    state = dict(probe.__dict__)
-    for mutable in ("properties", "attributes"):
-        state.pop(mutable)
-    if not all(isinstance(value, Attribute) or (type(value) in (tuple, SSAValues) and not value)
-               for value in state.values()):
-        return {}
-    return state
-
-
-_BLANK: dict[type[SnowflakeInstruction], dict[str, object]] = {}
 _OWN_VERIFY: dict[type[SnowflakeInstruction], Callable[[SnowflakeInstruction], None]] = {}
-_LAYOUTS: dict[type[SnowflakeInstruction], tuple[tuple[str, type[Attribute], bool], ...]] = {}
-"""(name, attribute class, required) per property of an instruction class; (): a definition the
-fast verifier does not cover."""
-
-
-def _property_layout(cls: type[SnowflakeInstruction]) -> tuple[tuple[str, type[Attribute], bool], ...]:
-    """`cls`'s properties for the fast verifier; () when its definition has anything else to
-    verify (operands, attributes, traits, constraints other than one attribute class)."""
-    op_def = cls.get_irdl_definition()
-    layout: list[tuple[str, type[Attribute], bool]] = []
-    if not (op_def.operands or op_def.results or op_def.regions or op_def.successors or op_def.attributes
-            or op_def.options or list(op_def.traits)):
-        for name, prop in op_def.properties.items():
-            if not isinstance(prop.constr, BaseAttr):
-                layout = []
-                break
-            layout.append((name, prop.constr.attr, not isinstance(prop, OptPropertyDef)))
-    return tuple(layout)
-
-
-def _has_layout(props: dict[str, Attribute], layout: tuple[tuple[str, type[Attribute], bool], ...]) -> bool:
-    found = 0
-    for name, attr_cls, required in layout:
-        attr = props.get(name)
-        if attr is None:
-            if required:
-                return False
-        elif type(attr) is not attr_cls:
-            return False
-        else:
-            found += 1
-    return found == len(props)
 
 
 class ScalarRdRsRs(SnowflakeInstruction, ABC):

@@ -140,7 +140,7 @@ def _cases():
 
 
 def test_instruction_verifier_agrees_with_xdsl_generic_verifier() -> None:
-    """The instruction's fast verifier (dialects/snowflake_asm.py) accepts exactly what xDSL's
+    """The instructions' fast verifier (dialects/property_ops.py) accepts exactly what xDSL's
     generic Operation.verify accepts, and refuses with the same error."""
     from xdsl.ir import Operation
 
