@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import io
 from abc import ABC
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache, lru_cache
 from typing import ClassVar, Self
 
@@ -52,6 +52,7 @@ from xdsl.traits import NoTerminator, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
+from snowir.dialects.property_ops import initialise, verified_fast
 from snowir.hw import CODE_ALIGN, DEFAULT, ISA_CUS, ISA_LOAD_UNITS, ISA_MASK_WORDS, ISA_SELECT_BITS, ISA_VMACS_PER_CU
 
 # ---------------------------------------------------------------- field widths
@@ -199,18 +200,30 @@ class SnowflakeInstruction(IRDLOperation, ABC):
 
     comment = opt_prop_def(StringAttr)
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        # the field checks irdl_op_definition wraps, taken the same way, for the fast verifier
+        _OWN_VERIFY[cls] = getattr(cls, "verify_")
+
+    def verify(self, verify_nested_ops: bool = True) -> None:
+        # xDSL's generic verifier spends ~10 us an instruction on operands, results, regions,
+        # successors and variadic sizes an instruction cannot have (1.5 s of assembling
+        # ResNet-50): the common case is proved cheaply, anything else (and every error) is xDSL's
+        if not verified_fast(self, _OWN_VERIFY[type(self)]):
+            super().verify(verify_nested_ops)
+
     def _build(self, properties: dict[str, Attribute | None]) -> None:
         # An instruction has no operands, results, regions or successors, so the IRDL
         # builder's argument normalisation is pure overhead (a third of code-generation
         # time at 10^5 instructions); the verifier still checks every property.
-        Operation.__init__(self, properties={k: v for k, v in properties.items() if v is not None})
+        initialise(self, {k: v for k, v in properties.items() if v is not None}, {})
 
     def clone(self, value_mapper=None, block_mapper=None, *, clone_name_hints: bool = True,
               clone_operands: bool = True) -> Self:
         # nothing to map: a copy of the properties and attributes (tile-to-asm clones the code of
         # layers with equal plans, 5 * 10^4 instructions for ResNet-50)
         new = type(self).__new__(type(self))
-        Operation.__init__(new, properties=self.properties, attributes=self.attributes)
+        initialise(new, dict(self.properties), dict(self.attributes))
         return new
 
     @classmethod
@@ -323,6 +336,9 @@ class SnowflakeInstruction(IRDLOperation, ABC):
         value = self._int(name)
         if not lo <= value <= hi:
             raise VerifyException(f"{self.name}: {name} {value} out of range [{lo}, {hi}]")
+
+
+_OWN_VERIFY: dict[type[SnowflakeInstruction], Callable[[SnowflakeInstruction], None]] = {}
 
 
 class ScalarRdRsRs(SnowflakeInstruction, ABC):
@@ -766,21 +782,46 @@ class ProgramOp(IRDLOperation):
             raise VerifyException(f"{self.name}: frac_bits {self.frac_bits.data} out of range [1, 15]")
         if self.code_base is not None and self.code_base.data % CODE_ALIGN:
             raise VerifyException(f"{self.name}: code_base {self.code_base.data} is not {CODE_ALIGN}-byte aligned")
+        # one pass: the program is verified whole on every assemble (10^5 ops for ResNet-50)
         labels: set[str] = set()
+        branches: list[BranchOperation] = []
         for op in self.body.block.ops:
-            if isinstance(op, LabelOp):
-                if op.label.data in labels:
-                    raise VerifyException(f"{self.name}: label @{op.label.data} defined twice")
-                labels.add(op.label.data)
-            elif not isinstance(op, SnowflakeInstruction):
+            kind = program_role(type(op))
+            if kind is ProgramRole.LABEL:
+                label = op.label.data  # type: ignore[attr-defined]
+                if label in labels:
+                    raise VerifyException(f"{self.name}: label @{label} defined twice")
+                labels.add(label)
+            elif kind is ProgramRole.BRANCH:
+                branches.append(op)  # type: ignore[arg-type]
+            elif kind is None:
                 raise VerifyException(
                     f"{self.name}: '{op.name}' is not a Snowflake instruction or label"
                 )
-        for op in self.body.block.ops:
-            if isinstance(op, BranchOperation) and op.target.data not in labels:
+        for op in branches:
+            if op.target.data not in labels:
                 raise VerifyException(
                     f"{op.name}: branch target @{op.target.data} is not a label of @{self.sym_name.data}"
                 )
+
+
+class ProgramRole(StrEnum):
+    LABEL = "label"
+    BRANCH = "branch"
+    INSTRUCTION = "instruction"
+
+
+@cache
+def program_role(cls: type[Operation]) -> ProgramRole | None:
+    """What ops of class `cls` are in a program (None: they do not belong in one), decided once a
+    class: isinstance against the ABC bases costs ~0.3 us and passes ask it 10^6 times a model."""
+    if issubclass(cls, LabelOp):
+        return ProgramRole.LABEL
+    if issubclass(cls, BranchOperation):
+        return ProgramRole.BRANCH
+    if issubclass(cls, SnowflakeInstruction):
+        return ProgramRole.INSTRUCTION
+    return None
 
 
 class SegmentKind(StrEnum):

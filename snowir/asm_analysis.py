@@ -15,6 +15,10 @@ from snowir.dialects import snowflake_asm as sf
 
 _SCALAR = (sf.MovOp, sf.MoviOp, sf.AddOp, sf.AddiOp, sf.MulOp, sf.MuliOp)
 _SCALAR_TYPES = frozenset(_SCALAR)
+INSTRUCTION_ROLES = frozenset({sf.ProgramRole.INSTRUCTION, sf.ProgramRole.BRANCH})
+"""`sf.program_role(type(op)) in INSTRUCTION_ROLES`: `isinstance(op, sf.SnowflakeInstruction)` as one
+look-up a class (the passes ask it of every op of every program)."""
+LABEL_OR_BRANCH = frozenset({sf.ProgramRole.LABEL, sf.ProgramRole.BRANCH})
 
 
 def is_nop(op: Operation) -> bool:
@@ -150,7 +154,7 @@ def blocks(ops: Sequence[Operation], slots: int) -> list[tuple[int, int]]:
             if start < i:
                 out.append((start, i))
             start = i + 1
-        elif isinstance(op, sf.BranchOperation):
+        elif sf.program_role(type(op)) is sf.ProgramRole.BRANCH:
             if start < i:
                 out.append((start, i))
             left = slots
@@ -178,7 +182,7 @@ def known_registers(ops: Sequence[Operation], slots: int,
         if kind is sf.LabelOp:
             known = {0: 0}
             continue
-        if kind not in _SCALAR_TYPES and not isinstance(op, sf.SnowflakeInstruction):
+        if kind not in _SCALAR_TYPES and sf.program_role(kind) not in INSTRUCTION_ROLES:
             continue
         w = op.writes()
         if not w:
@@ -213,7 +217,7 @@ def issue_cycles(seq: Sequence[Operation], latency: int, loop: bool = False) -> 
     for _ in range(2 if loop else 1):
         start, machine = t, 0
         for op in seq:
-            if not isinstance(op, sf.SnowflakeInstruction):
+            if sf.program_role(type(op)) not in INSTRUCTION_ROLES:
                 continue
             d = max([t] + [ready.get(r, 0) for r in op.reads() if r])
             if is_machine(op):

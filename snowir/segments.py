@@ -15,6 +15,7 @@ An op of `@main` is one of:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from xdsl.dialects import func
@@ -27,13 +28,25 @@ from snowir.errors import SnowError
 
 def main_of(module: ModuleOp) -> func.FuncOp:
     """`@main`, or the module's only function."""
-    funcs = [op for op in module.walk() if isinstance(op, func.FuncOp)]
+    funcs = [op for op in _outside_code(module) if isinstance(op, func.FuncOp)]
     for op in funcs:
         if op.sym_name.data == "main":
             return op
     if len(funcs) == 1:
         return funcs[0]
     raise SnowError("the module has no func.func @main")
+
+
+def _outside_code(op: Operation) -> Iterator[Operation]:
+    """`op` and what it holds, not descending into snowflake_asm ops (images and programs hold
+    only segments, programs, instructions and labels: 10^5 ops a lowered model)."""
+    yield op
+    if op.name.startswith("snowflake_asm."):
+        return
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.ops:
+                yield from _outside_code(inner)
 
 
 def layer_of(op: Operation) -> str | None:

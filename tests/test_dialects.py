@@ -104,3 +104,56 @@ def test_every_tile_attribute_says_what_it_means_for_the_code() -> None:
     doc = (Path(__file__).resolve().parent.parent / "docs" / "dialects.md").read_text()
     for key, text in FIELD_DOCS.items():
         assert f"| `{key}` | {text} |" in doc, f"{key}: run python tools/gen_dialect_docs.py"
+
+
+def _outcome(verify, op) -> str:
+    try:
+        verify(op)
+    except Exception as e:  # noqa: BLE001 - the exception's type and text are what is compared
+        return f"{type(e).__name__}: {e}"
+    return "ok"
+
+
+def _cases():
+    from xdsl.dialects.builtin import IntAttr, StringAttr, UnitAttr
+
+    def in_program(op, last: bool = False):
+        ops = [op] if last else [op, sf.MoviOp(0, 0)]
+        sf.ProgramOp("p", ops)
+        return op
+
+    good = sf.MacOp(sf.VectorMode.COOP, 1, 2, 3, 16, wb=True)
+    yield in_program(good)
+    yield in_program(sf.LdOp(sf.LoadTarget.WEIGHTS, 1, 2, 3, unit=1, select=sf.SELECT_ALL), last=True)
+    yield in_program(sf.AddiOp(1, 1, 1 << 16))  # a field check of the op's own
+    yield in_program(sf.MacOp(sf.VectorMode.COOP, 1, 2, 3, 16, relu=True))
+    yield in_program(sf.MovOp.create(properties={"rd": sf.reg(1), "rs1": sf.reg(2)}))  # missing
+    yield in_program(sf.MovOp.create(properties={"rd": sf.reg(1), "rs1": sf.reg(2), "shift": IntAttr(0),
+                                                 "imm": IntAttr(3)}))  # undeclared
+    yield in_program(sf.MovOp.create(properties={"rd": sf.reg(1), "rs1": IntAttr(2), "shift": IntAttr(0)}))
+    yield in_program(sf.MacOp.create(properties={**good.properties, "wb": StringAttr("x")}))
+    yield in_program(sf.AddOp.create(properties={**sf.AddOp(1, 2, 3).properties, "comment": StringAttr("c")},
+                                     attributes={"note": UnitAttr()}))
+    yield sf.AddOp(1, 2, 3)  # outside any block
+    x = _TestOp(result_types=[Float32Type()]).res[0]
+    yield in_program(sf.AddOp.create(operands=[x], properties=dict(sf.AddOp(1, 2, 3).properties)))
+
+
+def test_instruction_verifier_agrees_with_xdsl_generic_verifier() -> None:
+    """The instructions' fast verifier (dialects/property_ops.py) accepts exactly what xDSL's
+    generic Operation.verify accepts, and refuses with the same error."""
+    from xdsl.ir import Operation
+
+    outcomes = [(_outcome(lambda op: op.verify(), op), _outcome(Operation.verify, op)) for op in _cases()]
+    for fast, generic in outcomes:
+        assert fast == generic
+    assert sum(fast == "ok" for fast, _ in outcomes) == 4 and len(outcomes) == 11
+
+
+def test_program_verifier_one_pass_errors() -> None:
+    with pytest.raises(VerifyException, match="label @a defined twice"):
+        sf.ProgramOp("p", [sf.LabelOp("a"), sf.MoviOp(1, 0), sf.LabelOp("a")]).verify_()
+    with pytest.raises(VerifyException, match="branch target @b is not a label of @p"):
+        sf.ProgramOp("p", [sf.BleOp(1, 2, "a"), sf.BleOp(1, 2, "b"), sf.LabelOp("a")]).verify_()
+    with pytest.raises(VerifyException, match="'test.op' is not a Snowflake instruction"):
+        sf.ProgramOp("p", [sf.BleOp(1, 2, "b"), _TestOp()]).verify_()

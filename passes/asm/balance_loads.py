@@ -24,6 +24,7 @@ C17 Table 3 experiment). Instruction-cache loads are left alone.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FloatAttr, IntAttr, ModuleOp, UnitAttr, f64
@@ -31,14 +32,19 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.asm_analysis import body_ops, known_registers, programs, replace_body
+from snowir.asm_analysis import LABEL_OR_BRANCH, body_ops, known_registers, programs, replace_body
 from snowir.codegen.builder import MOVI_MAX, AsmBuilder
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 
 
 def _data_ld(op: Operation) -> bool:
-    return isinstance(op, sf.LdOp) and op.target.data != sf.LoadTarget.ICACHE
+    return _is_ld(type(op)) and op.target.data != sf.LoadTarget.ICACHE  # type: ignore[attr-defined]
+
+
+@cache
+def _is_ld(cls: type[Operation]) -> bool:
+    return issubclass(cls, sf.LdOp)
 
 
 def _set(reg: int, value: int, known: int | None) -> list[Operation]:
@@ -124,13 +130,14 @@ def balance_program(program: sf.ProgramOp, units: int, split: int, hw: Snowflake
 
     slot = 0  # delay slots left of the last branch
     for op, regs in zip(ops, known):
+        role = sf.program_role(type(op))
         if _data_ld(op):
             if slot:
                 in_slots.add(len(out))
             group.append((len(out), regs))
-        elif isinstance(op, sf.LabelOp | sf.BranchOperation) or (isinstance(op, sf.SnowflakeInstruction) and op.IS_VECTOR):
+        elif role in LABEL_OR_BRANCH or (role is sf.ProgramRole.INSTRUCTION and op.IS_VECTOR):
             close()
-        if isinstance(op, sf.BranchOperation):
+        if role is sf.ProgramRole.BRANCH:
             slot = hw.branch_delay_slots
         elif slot and type(op) is not sf.LabelOp:
             slot -= 1

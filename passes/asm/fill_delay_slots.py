@@ -23,7 +23,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from snowir.asm_analysis import body_ops, depends, is_machine, is_nop, issue_cycles, programs, raw_pairs, replace_body
+from snowir.asm_analysis import INSTRUCTION_ROLES, LABEL_OR_BRANCH, body_ops, depends, is_machine, is_nop, issue_cycles, programs, raw_pairs, replace_body
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 
@@ -36,7 +36,7 @@ def fill_ops(ops: list[Operation], slots: int, latency: int = 3) -> tuple[list[O
     i = 0
     while i < len(ops):
         op = ops[i]
-        if not isinstance(op, sf.BranchOperation):
+        if sf.program_role(type(op)) is not sf.ProgramRole.BRANCH:
             i += 1
             continue
         window = ops[i + 1:i + 1 + slots]
@@ -45,7 +45,7 @@ def fill_ops(ops: list[Operation], slots: int, latency: int = 3) -> tuple[list[O
             i += 1 + slots
             continue
         start = i
-        while start > 0 and not isinstance(ops[start - 1], sf.LabelOp | sf.BranchOperation) \
+        while start > 0 and sf.program_role(type(ops[start - 1])) not in LABEL_OR_BRANCH \
                 and not _in_slots(ops, start - 1, slots):
             start -= 1
         loop = start > 0 and type(ops[start - 1]) is sf.LabelOp and ops[start - 1].label.data == op.target.data
@@ -67,7 +67,7 @@ def fill_ops(ops: list[Operation], slots: int, latency: int = 3) -> tuple[list[O
 
 
 def _shape(op: Operation) -> tuple:
-    if not isinstance(op, sf.SnowflakeInstruction):
+    if sf.program_role(type(op)) not in INSTRUCTION_ROLES:
         return (op.name,)
     return op.name, op.reads(), op.writes(), is_machine(op)
 
@@ -119,7 +119,7 @@ def _in_slots(ops: list, j: int, slots: int) -> bool:
     after it, labels among them not counted (a label is no instruction)."""
     seen = 0  # instructions between ops[k] and ops[j]
     for k in range(j - 1, -1, -1):
-        if isinstance(ops[k], sf.BranchOperation):
+        if sf.program_role(type(ops[k])) is sf.ProgramRole.BRANCH:
             return True
         if type(ops[k]) is not sf.LabelOp:
             seen += 1

@@ -26,7 +26,7 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.asm_analysis import body_ops, is_banked, replace_body
+from snowir.asm_analysis import INSTRUCTION_ROLES, body_ops, is_banked, replace_body
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import CODE_ALIGN, SnowflakeConfig
 
@@ -55,7 +55,7 @@ def _regions(ops: list[Operation], slots: int) -> list[tuple[int, int]]:
     for op in ops:
         if type(op) is sf.LabelOp:
             continue
-        if isinstance(op, sf.BranchOperation):
+        if sf.program_role(type(op)) is sf.ProgramRole.BRANCH:
             target = pcs[op.target.data]
             spans.append((min(pc, target), max(pc + slots, target)))
         pc += 1
@@ -75,8 +75,10 @@ def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> 
     n = sum(1 for op in ops if type(op) is not sf.LabelOp)
     if n <= size:
         return  # one block: nothing can cross a bank
+    bank_regs = (R_ADDR, R_COUNT)
     for op in ops:
-        if isinstance(op, sf.SnowflakeInstruction) and ({R_ADDR, R_COUNT} & ({op.writes()} | set(op.reads()))):
+        if sf.program_role(type(op)) in INSTRUCTION_ROLES and (
+                op.writes() in bank_regs or any(r in bank_regs for r in op.reads())):
             raise PassFailedException(f"icache-banking: {op.name} uses r30/r31, which the bank loads need")
     regions = {lo: hi - lo + 1 for lo, hi in _regions(ops, hw.branch_delay_slots)}
     out: list[Operation] = []

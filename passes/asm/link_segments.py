@@ -83,9 +83,10 @@ def _renamed(image: sf.ImageOp) -> list[Operation]:
     ops = []
     for op in body_ops(image.program):
         op.detach()
-        if isinstance(op, sf.LabelOp):
+        role = sf.program_role(type(op))
+        if role is sf.ProgramRole.LABEL:
             op.properties["label"] = StringAttr(prefix + op.label.data)
-        elif isinstance(op, sf.BranchOperation):
+        elif role is sf.ProgramRole.BRANCH:
             op.properties["target"] = StringAttr(prefix + op.target.data)
         ops.append(op)
     return ops

@@ -27,7 +27,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from snowir.asm_analysis import blocks, body_ops, is_machine, is_nop, issue_cycles, programs, replace_body
+from snowir.asm_analysis import INSTRUCTION_ROLES, blocks, body_ops, is_machine, is_nop, issue_cycles, programs, replace_body
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.passes.asm.fill_delay_slots import fill_ops
@@ -112,7 +112,7 @@ def _cost(seq: list[Operation], branch: Operation | None, window: list[Operation
 
 def _shape(op: Operation) -> tuple:
     """What scheduling and slot filling read of an op: its kind and its registers."""
-    if not isinstance(op, sf.SnowflakeInstruction):
+    if sf.program_role(type(op)) not in INSTRUCTION_ROLES:
         return (type(op).__name__,)
     return type(op).__name__, tuple(op.reads()), op.writes(), is_nop(op)
 

@@ -11,6 +11,9 @@ Fields an instruction does not use must be zero: a word has exactly one meaning 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from snowir.dialects import snowflake_asm as sf
 from snowir.errors import SnowError
 from snowir.hw import DEFAULT
@@ -51,41 +54,82 @@ def encode(op: sf.SnowflakeInstruction, pc: int, labels: dict[str, int],
            select_bits: int = DEFAULT_SELECT_BITS) -> int:
     """The 32-bit word of `op` placed at instruction index `pc`, for a machine whose LD select
     field is `select_bits` wide (`SnowflakeConfig.select_bits`: where `all` is)."""
-    code = op.OPCODE
-    if isinstance(op, sf.MoviOp):
-        return (code << 28) | (_r(op, "rd") << 23) | _u(op._int("imm"), 23)
-    if isinstance(op, sf.AddiOp | sf.MuliOp):
-        return (code << 28) | (_r(op, "rd") << 22) | (_r(op, "rs1") << 17) | _u(op._int("imm"), 17)
-    if isinstance(op, sf.MovOp):
-        return _reg_form(code, 0, _r(op, "rd"), _r(op, "rs1"), 0, op._int("shift"))
-    if isinstance(op, sf.AddOp | sf.MulOp):
-        return _reg_form(code, 0, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), 0)
-    if isinstance(op, sf.MacOp):
-        imm = op._int("trace") | (int(op.relu is not None) << 10) | (int(op.wb is not None) << 11)
-        mode = int(op.mode.data == sf.VectorMode.INDP)
-        return _reg_form(code, mode, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), imm)
-    if isinstance(op, sf.MaxOp):
-        imm = op._int("trace") | (int(op.wb is not None) << 11)
-        return _reg_form(code, 0, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), imm)
-    if isinstance(op, sf.VmovOp):
-        mode = int(op.mode.data == sf.VectorMode.INDP)
-        return _reg_form(code, mode, 0, _r(op, "rs1"), 0, _VMOV_CODE[op.select.data] | (op._int("word") << 3))
-    if isinstance(op, sf.BranchOperation):
-        target = op.target.data
-        if target not in labels:
-            raise EncodingError(f"{op.name} at pc {pc}: unknown label @{target}")
-        offset = labels[target] - pc
-        if not -(1 << 11) <= offset < (1 << 11):
-            raise EncodingError(f"{op.name} at pc {pc}: branch offset {offset} does not fit 12 bits")
-        return _reg_form(code, 0, 0, _r(op, "rs1"), _r(op, "rs2"), offset)
-    if isinstance(op, sf.LdOp):
-        imm = _unit_bits(op._int("unit")) | (_TARGET_CODE[op.target.data] << 2) \
-            | _select_bits_of(op._int("select"), select_bits, pc)
-        return _reg_form(code, 0, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), imm)
-    if isinstance(op, sf.TmovOp):
-        imm = _unit_bits(op._int("unit")) | (op._int("select") << 4)
-        return _reg_form(code, 0, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), imm)
-    raise EncodingError(f"{op.name}: no encoding")  # pragma: no cover
+    encoder = _ENCODERS.get(type(op)) or _encoder_of(type(op))
+    if encoder is None:  # pragma: no cover
+        raise EncodingError(f"{op.name}: no encoding")
+    return encoder(op, pc, labels, select_bits)
+
+
+def _movi(op: sf.SnowflakeInstruction, _pc: int, _labels: dict[str, int], _width: int) -> int:
+    return (op.OPCODE << 28) | (_r(op, "rd") << 23) | _u(op._int("imm"), 23)
+
+
+def _scalar_imm(op: sf.SnowflakeInstruction, _pc: int, _labels: dict[str, int], _width: int) -> int:
+    return (op.OPCODE << 28) | (_r(op, "rd") << 22) | (_r(op, "rs1") << 17) | _u(op._int("imm"), 17)
+
+
+def _mov(op: sf.SnowflakeInstruction, _pc: int, _labels: dict[str, int], _width: int) -> int:
+    return _reg_form(op.OPCODE, 0, _r(op, "rd"), _r(op, "rs1"), 0, op._int("shift"))
+
+
+def _scalar(op: sf.SnowflakeInstruction, _pc: int, _labels: dict[str, int], _width: int) -> int:
+    return _reg_form(op.OPCODE, 0, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), 0)
+
+
+def _mac(op: sf.MacOp, _pc: int, _labels: dict[str, int], _width: int) -> int:
+    imm = op._int("trace") | (int(op.relu is not None) << 10) | (int(op.wb is not None) << 11)
+    mode = int(op.mode.data == sf.VectorMode.INDP)
+    return _reg_form(op.OPCODE, mode, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), imm)
+
+
+def _max(op: sf.MaxOp, _pc: int, _labels: dict[str, int], _width: int) -> int:
+    imm = op._int("trace") | (int(op.wb is not None) << 11)
+    return _reg_form(op.OPCODE, 0, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), imm)
+
+
+def _vmov(op: sf.VmovOp, _pc: int, _labels: dict[str, int], _width: int) -> int:
+    mode = int(op.mode.data == sf.VectorMode.INDP)
+    return _reg_form(op.OPCODE, mode, 0, _r(op, "rs1"), 0, _VMOV_CODE[op.select.data] | (op._int("word") << 3))
+
+
+def _branch(op: sf.BranchOperation, pc: int, labels: dict[str, int], _width: int) -> int:
+    target = op.target.data
+    if target not in labels:
+        raise EncodingError(f"{op.name} at pc {pc}: unknown label @{target}")
+    offset = labels[target] - pc
+    if not -(1 << 11) <= offset < (1 << 11):
+        raise EncodingError(f"{op.name} at pc {pc}: branch offset {offset} does not fit 12 bits")
+    return _reg_form(op.OPCODE, 0, 0, _r(op, "rs1"), _r(op, "rs2"), offset)
+
+
+def _ld(op: sf.LdOp, pc: int, _labels: dict[str, int], width: int) -> int:
+    imm = _unit_bits(op._int("unit")) | (_TARGET_CODE[op.target.data] << 2) \
+        | _select_bits_of(op._int("select"), width, pc)
+    return _reg_form(op.OPCODE, 0, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), imm)
+
+
+def _tmov(op: sf.TmovOp, _pc: int, _labels: dict[str, int], _width: int) -> int:
+    imm = _unit_bits(op._int("unit")) | (op._int("select") << 4)
+    return _reg_form(op.OPCODE, 0, _r(op, "rd"), _r(op, "rs1"), _r(op, "rs2"), imm)
+
+
+_Encoder = Callable[[Any, int, dict[str, int], int], int]
+_ENCODER_OF_BASE: tuple[tuple[type[sf.SnowflakeInstruction], _Encoder], ...] = (
+    (sf.MoviOp, _movi), (sf.AddiOp, _scalar_imm), (sf.MuliOp, _scalar_imm), (sf.MovOp, _mov),
+    (sf.AddOp, _scalar), (sf.MulOp, _scalar), (sf.MacOp, _mac), (sf.MaxOp, _max), (sf.VmovOp, _vmov),
+    (sf.BranchOperation, _branch), (sf.LdOp, _ld), (sf.TmovOp, _tmov),
+)
+_ENCODERS: dict[type, _Encoder] = {}
+"""The encoder of each instruction class met, by the first base in _ENCODER_OF_BASE it is a
+subclass of: a dictionary look-up an instruction rather than up to 12 isinstance tests."""
+
+
+def _encoder_of(cls: type) -> _Encoder | None:
+    for base, encoder in _ENCODER_OF_BASE:
+        if issubclass(cls, base):
+            _ENCODERS[cls] = encoder
+            return encoder
+    return None
 
 
 def _unit_bits(unit: int) -> int:
@@ -183,10 +227,12 @@ def layout(program: sf.ProgramOp) -> tuple[list[sf.SnowflakeInstruction], dict[s
     """Instructions in order and the pc of every label."""
     instructions: list[sf.SnowflakeInstruction] = []
     labels: dict[str, int] = {}
+    label_role = sf.ProgramRole.LABEL
     for op in program.body.block.ops:
-        if isinstance(op, sf.LabelOp):
-            labels[op.label.data] = len(instructions)
+        role = sf.program_role(type(op))
+        if role is label_role:
+            labels[op.label.data] = len(instructions)  # type: ignore[attr-defined]
         else:
-            assert isinstance(op, sf.SnowflakeInstruction)
-            instructions.append(op)
+            assert role is not None
+            instructions.append(op)  # type: ignore[arg-type]
     return instructions, labels

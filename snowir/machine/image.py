@@ -257,13 +257,15 @@ def assemble(module: ModuleOp | sf.ImageOp, hw: SnowflakeConfig | None = None) -
 def source_table(instructions: list[sf.SnowflakeInstruction]) -> tuple[str | None, ...]:
     """`conv2.strip1.ktile0 (ONNX node Conv_3)` per instruction from its location (tile-to-asm's
     `loc("Conv_3"("conv2.strip1.ktile0"))`); () when no instruction has one."""
-    named: dict[Attribute, str | None] = {}
+    # by identity: instructions share their layer part's location object, and hashing a nested
+    # location costs more than describing it (equal ones that are not shared are described twice)
+    named: dict[int, str | None] = {}
     out = []
     for op in instructions:
         loc = op.location
-        text = named.get(loc, "")
+        text = named.get(id(loc), "")
         if text == "":
-            text = named[loc] = describe_location(loc)
+            text = named[id(loc)] = describe_location(loc)
         out.append(text)
     return tuple(out) if any(out) else ()
 
