@@ -151,11 +151,12 @@ def test_the_coop_fusion_and_its_strips_are_in_the_tile_ir(tmp_path: Path) -> No
         assert word >= max(r1 - r0 for r0, r1 in strips[bank::2]) * row
 
 
-@pytest.mark.parametrize("edit, honoured", [("strips split", True), ("pool dropped", False), ("slot in a strip", False)])
-def test_edits_of_a_fused_coop_conv(tmp_path: Path, capsys, edit: str, honoured: bool) -> None:
+@pytest.mark.parametrize("edit, refusal", [("strips split", None), ("pool dropped", "pool"), ("slot in a strip", "pool_slots"),
+                                            ("Mloop", "Kloop")])
+def test_edits_of_a_fused_coop_conv(tmp_path: Path, capsys, edit: str, refusal: str | None) -> None:
     """Splitting the strips further is followed (the ring still fits, the rows are pooled as they
-    complete: bit-exact); dropping the pool or moving a slot into a strip's words is refused in
-    one line (unfusing is nn-to-tile{fuse-pool=false})."""
+    complete: bit-exact); dropping the pool, moving a slot into a strip's words or Mloop is
+    refused in one line (unfusing is nn-to-tile{fuse-pool=false})."""
     text = _coop_tile_ir(tmp_path)
     if edit == "strips split":  # the first maps tile in two
         m = re.search(r"tile\.maps_tile attributes \{([^}]*)\} \{", text)
@@ -167,6 +168,8 @@ def test_edits_of_a_fused_coop_conv(tmp_path: Path, capsys, edit: str, honoured:
         edited = text[:m.start()] + "\n    ".join(f"tile.maps_tile attributes {{{h}}} {{}}" for h in halves) + text[end:]
         # the strips after it change banks: their bodies written empty too
         edited = re.sub(r"(tile\.maps_tile attributes \{[^}]*\}) \{\n.*?\n    \}", r"\1 {}", edited, flags=re.S)
+    elif edit == "Mloop":
+        edited = text.replace("#tile<loop_order Kloop>", "#tile<loop_order Mloop>", 1)
     elif edit == "pool dropped":
         edited = re.sub(r"pool = #tile\.pool_shape<[^>]*>, ", "", text, count=1)
     else:
@@ -177,8 +180,8 @@ def test_edits_of_a_fused_coop_conv(tmp_path: Path, capsys, edit: str, honoured:
     capsys.readouterr()
     rc = snow_run([str(src), "--check"])
     err = capsys.readouterr().err.strip()
-    if honoured:
+    if refusal is None:
         assert rc == 0, err
     else:
         errors = [line for line in err.splitlines() if "error:" in line]
-        assert rc == 1 and len(errors) == 1 and "Traceback" not in err and "pool" in errors[0], err
+        assert rc == 1 and len(errors) == 1 and "Traceback" not in err and refusal in errors[0], err

@@ -318,7 +318,8 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
                                    f"{hw.weights_buffer_elements}-word weights buffer")
     # loop order
     if plan.loop_order == "Mloop" and (indp or plan.bypass_addr is not None or plan.pool is not None or fc):
-        kind = "an INDP" if indp else "a residual" if plan.bypass_addr is not None else "a fully connected"
+        kind = "an INDP" if indp else "a residual" if plan.bypass_addr is not None else \
+            "a fused pool's" if plan.pool is not None else "a fully connected"
         raise TileError(layer, f"loop_order Mloop: {kind} layer runs Kloop only")
     # maps tiles
     if plan.column_tiled:
