@@ -91,18 +91,40 @@ def _coop_tilings(plan: ConvPlan, hw: SnowflakeConfig) -> list[ConvPlan]:
     return plans
 
 
+# a kernel tile's MACs over a strip must last this many times the next tile's weights' load:
+# that load shares the bus with the strip's maps, the write-backs and the pool's rows, and the
+# estimate does not see the CUs wait on it (AlexNet's conv2 in 4-row strips, 1.8 times: 863 k
+# cycles measured for 807 k estimated; Inception-v2's 56x56 64->192 conv in 1-row strips, 1.8
+# times: 1,417 k for 1,389 k, slower than with its pool apart; conv2 in 5-row strips, 2.7 times:
+# 810 k for 808 k)
+WEIGHTS_HIDDEN = 2.0
+
+
+def weights_hidden(plan: ConvPlan, hw: SnowflakeConfig) -> bool:
+    """Whether the kernel tiles a COOP Kloop plan re-sends per strip load well within the MACs
+    of the tile before (`WEIGHTS_HIDDEN`); resident or single tiles load once."""
+    if plan.resident_weights or plan.tiles < 2:
+        return True
+    s = plan.shape
+    per_tile = s.valid_macs() / hw.macs / (len(plan.strips) * plan.tiles)
+    return per_tile >= WEIGHTS_HIDDEN * plan.kernels * s.kernel_words * 2 / hw.dram_bytes_per_cycle
+
+
 def fuse(plan: ConvPlan, p: PoolShape, pool_out_addr: int, hw: SnowflakeConfig) -> ConvPlan | None:
     """`plan` with the pool in its program, or None when it cannot take it (place_ring). INDP:
     row groups of ROWS_PER_CU rows per CU. COOP: the longest strips that leave the ring room
     (shorter ones pool no more of the conv's output in its program, and each strip more re-sends
     the kernel tiles and restarts the pipeline: AlexNet's conv2 in 12 strips of 4 rows took
-    863 k cycles with its pool, in 8 of 5 rows 810 k, where the estimate rates both alike)."""
+    863 k cycles with its pool, in 8 of 5 rows 810 k, where the estimate rates both alike), and
+    not so short that the weights they re-send are not hidden (`weights_hidden`)."""
     if plan.indp:
         fused = replace(settle(plan_indp(plan.shape, hw, plan.in_addr, plan.w_addr, plan.out_addr,
                                          rows_per_cu=ROWS_PER_CU), hw), pool=p, pool_out_addr=pool_out_addr)
         slots = place_ring(fused, p, hw)
         return replace(fused, pool_slots=slots) if slots is not None else None
     for tiling in _coop_tilings(plan, hw):  # longest strips first
+        if not weights_hidden(tiling, hw):
+            break  # shorter strips hide them less
         candidate = replace(settle(tiling, hw), pool=p, pool_out_addr=pool_out_addr)
         slots = place_ring(candidate, p, hw)
         if slots is not None:
