@@ -13,9 +13,10 @@ paper's Figure 2 object, with every decision as IR a researcher can read and edi
   * a `tile.kernel_tile` (single-kernel granularity, repeated over the kernel tiles) with
     its weight loads, and a `tile.maps_tile` per output-row strip sized to the maps buffer
     of the `hw` configuration, with its loads and `tile.window`s;
-  * `pool` (`fuse-pool`, on by default): a max pool that is the only reader of an INDP conv is
-    computed by the conv's program (one row per CU per row group, the pool's loads and MAXs
-    between the groups' MACs); both nn ops name the layer.
+  * `pool` (`fuse-pool`, on by default): a max pool that is the only reader of an INDP conv, or
+    of a plain COOP Kloop conv, is computed by the conv's program when that pays (INDP: one row
+    per CU per row group; COOP: strips short enough for the pool's row ring beside them; the
+    pool's loads and MAXs between the groups' or strips' MACs); both nn ops name the layer.
 
 The loop order is left to `tile-loop-order`. Loads are all on unit 0 here (`balance-loads`
 spreads them). The nn op keeps its place in `@main` and names its layer (`tile = "..."`).
@@ -62,7 +63,7 @@ class NNToTilePass(ModulePass):
     mode: str = "auto"
     hw: str = ""
     fuse_pool: bool = True
-    """A max pool that is the only reader of an INDP conv runs in the conv's program (one
+    """A max pool that is the only reader of an INDP or plain COOP conv runs in the conv's program (one
     `tile.layer` with `pool`, named by both nn ops; snowir/plan/fused_pool.py)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

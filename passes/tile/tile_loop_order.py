@@ -57,7 +57,8 @@ class TileLoopOrderPass(ModulePass):
             raise PassFailedException(f"tile-loop-order: layer @{layer.sym_name.data}: {e}") from None
         if order is not None and plan.loop_order != order:
             # one line per layer the forced order cannot apply to: reported, not skipped silently
-            kind = "an INDP" if plan.indp else "a residual" if lay.r_addr is not None else "this"
+            kind = "an INDP" if plan.indp else "a residual" if lay.r_addr is not None else \
+                "a fused pool's" if plan.pool is not None else "this"
             print(f"tile-loop-order: layer @{layer.sym_name.data} keeps {plan.loop_order}: {kind} layer runs "
                   f"{plan.loop_order} only", file=sys.stderr)
         set_conv_plan(layer, plan, hw)

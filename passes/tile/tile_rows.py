@@ -12,7 +12,8 @@ a layer goes.
 
 INDP convs keep their tiles (one line on stderr says so): those are row groups, `cu_rows`
 rows on each CU, and a group cut below `cu_rows` x the CU count leaves CUs idle. A max pool
-fused into an INDP conv stays in that conv's program.
+fused into a conv stays in that conv's program (a COOP conv's shorter strips leave its ring
+`pool_slots` the room it had).
 """
 
 from __future__ import annotations

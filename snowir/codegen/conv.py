@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.bypass_slices import load_first_slice, slice_gap
+from snowir.codegen.fused_pool import load_rows, pool_rows
 from snowir.codegen.indp import generate_indp
 from snowir.codegen.loads import load_broadcast, load_runs
 from snowir.codegen.pixels import kernel_tile
@@ -27,7 +28,7 @@ from snowir.codegen.traces import (COOP, Prefetch, R_LEN, R_MAPS, R_OUT, R_SRC, 
                                    R_W, R_WSRC, TRACE_CHUNK, trace_chunks)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, band_plans, full_mask, input_rows
+from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, band_plans, full_mask, input_rows, ring_of
 
 
 # staggered kernel tiles (weights_stagger): 1 while the current tile sits at base 0, else 0.
@@ -128,8 +129,16 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
     if plan.stagger:
         b.const(R_PAR, 1)
     _cold_start(b, plan, hw, 0, 0, plan.strips[0], resident=plan.resident_weights)
+    ring = ring_of(plan) if plan.pool is not None else None
     for si, strip in enumerate(plan.strips):
         with b.at(f"strip{si}"):
+            pool = None
+            if ring is not None:  # a fused pool (codegen/fused_pool.py): the rows strip si - 1 completed
+                a, b_, p, q = ring.steps[si]
+                load_rows(b, plan, ring, (a, b_), hw)
+                if q > p:  # pooled halfway through the strip's last tile, a tile after their loads
+                    pool = lambda bb, p=p, q=q: pool_rows(bb, plan, ring, (p, q), hw,  # noqa: E731
+                                                          (2 * hw.vmacs_per_cu, mask_last))
             whole = strip.bank < 0
             if whole and si:
                 # the strip fills both banks: every earlier MAC must be done before it is replaced
@@ -147,7 +156,14 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
                     spread = (((si + 1) % 2) * hw.maps_bank_elements, plan.in_addr + 2 * nxt.r0 * row,
                               (nxt.r1 - nxt.r0) * row)
             base = 0 if whole else (si % 2) * hw.maps_bank_elements
-            _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread)
+            _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread, pool=pool)
+    if ring is not None:
+        # the last strip's rows: their slots were last read in its last tile (flush: the MAXs
+        # must be done), and the MAXs wait for these loads
+        a, b_, p, q = ring.tail
+        b.flush_vector_queue(hw, R_TMP)
+        load_rows(b, plan, ring, (a, b_), hw)
+        pool_rows(b, plan, ring, (p, q), hw, None)
 
 
 R_MDST, R_MSRC, R_MLEN = 22, 23, 26  # the next strip's spread maps load (no bypass registers in use)
@@ -155,20 +171,21 @@ R_MDST, R_MSRC, R_MLEN = 22, 23, 26  # the next strip's spread maps load (no byp
 
 def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
                  more: bool, last_prefetch: list[Prefetch], bypass_base: int | None = None,
-                 spread: tuple[int, int, int] | None = None) -> None:
+                 spread: tuple[int, int, int] | None = None, pool: Prefetch | None = None) -> None:
     """Every kernel tile over one maps strip, tile 0's weights already loaded into bank R_TW.
     Tiles 0..T-2 are one counted K loop when its body fits an icache bank (else unrolled): the
     tile registers R_TW/R_TT/R_TO advance in its delay slots, R_WSRC walks the weights. The
     last tile is peeled: the write-back mask of a partial tile, the next strip's data (`more`:
     a strip follows, whose tile 0 it loads). `spread` = (buffer element, DRAM byte, words) of
     the next strip: loaded in T pieces, one per tile beside its weights, rather than all during
-    the last tile (where it held up the tile's own weights behind it on the bus)."""
+    the last tile (where it held up the tile's own weights behind it on the bus). `pool`: a fused
+    pool's MAXs, halfway through the last tile."""
     s = plan.shape
     tiles = plan.tiles
     b.const(R_TT, 0)  # bypass slices: R_TT is the tile's slice, 0 or one slice on
     b.const(R_TO, 0)
     if plan.resident_weights:
-        _resident_tiles(b, plan, hw, strip, base, mask_last, last_prefetch, bypass_base)
+        _resident_tiles(b, plan, hw, strip, base, mask_last, last_prefetch, bypass_base, pool)
         return
     if tiles > 1:
         b.const(R_WSRC, plan.w_addr + 2 * plan.kernels * s.kernel_words)
@@ -187,14 +204,16 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         piece = [lambda bb: bb.emit(sf.LdOp(sf.LoadTarget.MAPS, R_MDST, R_MSRC, R_MLEN, 0, sf.SELECT_ALL),
                                     sf.AddiOp(R_MSRC, R_MSRC, 2 * q), sf.AddiOp(R_MDST, R_MDST, q))]
 
-    def tile(bb: AsmBuilder, mask: int, prefetch: list[Prefetch], load_next: bool, same_strip: bool = True) -> None:
+    def tile(bb: AsmBuilder, mask: int, prefetch: list[Prefetch], load_next: bool, same_strip: bool = True,
+             mid: Prefetch | None = None) -> None:
         """One tile; `load_next`: then load the weights at R_WSRC (the next tile's);
         `same_strip`: the next tile is over this strip (its bypass slice loads meanwhile)."""
         if load_next and plan.double_buffer_weights:
             prefetch = [*prefetch, lambda bb_: _load_next_weights(bb_, plan, hw)]
         if load_next and stagger:
             prefetch = [*prefetch, lambda bb_: _load_next_free(bb_, plan, hw, stagger)]
-        kernel_tile(bb, plan, hw, strip, base, s.c_base, mask, prefetch, bypass_base, load_next and same_strip)
+        kernel_tile(bb, plan, hw, strip, base, s.c_base, mask, prefetch, bypass_base, load_next and same_strip,
+                    mid_row=mid)
         if load_next and not plan.double_buffer_weights:
             # the next kernels overwrite this tile's region: wait for every pending MAC first
             bb.flush_vector_queue(hw, R_TMP)
@@ -211,13 +230,13 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     if rest > 0:
         last_prefetch = [lambda bb: bb.const(R_MLEN, rest), *piece, *last_prefetch]
     with b.at(ktiles(tiles - 1, tiles - 1)):
-        tile(b, mask_last, last_prefetch, reload, same_strip=False)
+        tile(b, mask_last, last_prefetch, reload, same_strip=False, mid=pool)
     if reload and (plan.double_buffer_weights or stagger):
         b.emit(*_toggle(plan, hw))  # the next strip's tile 0 is at the other base
 
 
 def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
-                    prefetch: list[Prefetch], bypass_base: int | None) -> None:
+                    prefetch: list[Prefetch], bypass_base: int | None, pool: Prefetch | None = None) -> None:
     """Every kernel tile over one maps strip, the tiles resident (tile t at t x kernel words):
     no weight loads, so the next strip's data loads during tile 0, as soon as the previous
     strip's MACs are done with its bank, and has the whole strip to land. Tile 0 and the last
@@ -236,7 +255,7 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
                 lambda bb: kernel_tile(bb, plan, hw, strip, base, s.c_base, full_mask(plan), [], bypass_base, True),
                 advance)
     with b.at(ktiles(plan.tiles - 1, plan.tiles - 1)):
-        kernel_tile(b, plan, hw, strip, base, s.c_base, mask_last, [], bypass_base)
+        kernel_tile(b, plan, hw, strip, base, s.c_base, mask_last, [], bypass_base, mid_row=pool)
 
 
 def _load_resident_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:

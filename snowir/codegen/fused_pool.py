@@ -1,7 +1,8 @@
 """
-A fused max pool's code inside its INDP conv's program: the conv rows a row group completed
-loaded into the ring's slots at the next group's start, pooled halfway through it
-(plan/fused_pool.py decides the fusion, plan/shapes.py's `ring_schedule` the rows).
+A fused max pool's code inside its conv's program: the conv rows an INDP row group (a COOP
+strip) completed loaded into the ring's slots at the next group's (strip's) start, pooled
+halfway through it (codegen/indp.py; a COOP strip's last kernel tile, codegen/conv.py's Kloop).
+plan/fused_pool.py decides the fusion, plan/shapes.py's `ring_schedule` the rows.
 """
 
 from __future__ import annotations

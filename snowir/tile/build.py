@@ -257,23 +257,28 @@ def with_layer_pool(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) ->
         return plan
     fused = fuse(plan, pool_shape_of(layer.pool), regions_of(layer)["output"].offset.value.data, hw)
     if fused is None:
-        raise LoweringError("its max pool cannot run in its program (an INDP conv's row groups, and room "
-                            "beside them for the pool's rows, are needed)")
+        raise LoweringError("its max pool cannot run in its program (an INDP conv's row groups or a plain COOP "
+                            "conv's Kloop strips, and room beside them for the pool's rows, are needed)")
     return fused
 
 
 def fusable_pool(op: nn.Conv2dOp, plan: ConvPlan, pool_addr: int,
                  hw: SnowflakeConfig) -> tuple[nn.MaxPoolOp, ConvPlan] | None:
     """The device max pool that is the only reader of this conv's output and `plan` with it in
-    its program, when the conv can run it (snowir/plan/fused_pool.py: INDP row groups with room beside
-    them) and the estimate says that is faster than the two layers apart (`fusing_pays`)."""
+    its program, when the conv can run it (snowir/plan/fused_pool.py: INDP row groups or COOP strips
+    with room beside them) and the estimate says that is faster than the two layers apart
+    (`fusing_pays`)."""
     uses = list(op.output.uses)
-    if not plan.indp or len(uses) != 1 or not isinstance(uses[0].operation, nn.MaxPoolOp) \
+    if len(uses) != 1 or not isinstance(uses[0].operation, nn.MaxPoolOp) \
             or on_host(uses[0].operation):
         return None
     pool_op = uses[0].operation
     p = pool_shape(pool_op)
-    fused = fuse(plan, p, pool_addr, hw) if fusing_pays(plan, p, hw) else None
+    if plan.indp:
+        fused = fuse(plan, p, pool_addr, hw) if fusing_pays(plan, p, hw) else None
+    else:  # rated with the strips that leave the ring room
+        fused = fuse(plan, p, pool_addr, hw)
+        fused = fused if fused is not None and fusing_pays(plan, p, hw, fused) else None
     return (pool_op, fused) if fused is not None else None
 
 

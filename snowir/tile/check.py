@@ -23,7 +23,7 @@ from xdsl.ir import Block, Operation
 
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
-from snowir.plan.fused_pool import fusable, group_rows_words
+from snowir.plan.fused_pool import fusable, maps_words
 from snowir.plan.indp import default_rows_per_cu, group_strips, indp_groups, interior_rows
 from snowir.plan.pool import check_pool_channels, max_pool_rows, row_maxs
 from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, LoweringError, PoolShape, PoolTile, TRACE_CHUNK,
@@ -318,7 +318,8 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
                                    f"{hw.weights_buffer_elements}-word weights buffer")
     # loop order
     if plan.loop_order == "Mloop" and (indp or plan.bypass_addr is not None or plan.pool is not None or fc):
-        kind = "an INDP" if indp else "a residual" if plan.bypass_addr is not None else "a fully connected"
+        kind = "an INDP" if indp else "a residual" if plan.bypass_addr is not None else \
+            "a fused pool's" if plan.pool is not None else "a fully connected"
         raise TileError(layer, f"loop_order Mloop: {kind} layer runs Kloop only")
     # maps tiles
     if plan.column_tiled:
@@ -475,20 +476,20 @@ def _check_ring(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> Non
     p = plan.pool
     assert p is not None
     if not fusable(plan, p, hw):
-        raise TileError(layer, "pool: a fused max pool reads an INDP conv's output whole (its shape), channels the "
-                               "pool unit takes")
+        raise TileError(layer, "pool: a fused max pool reads an INDP conv's, or a plain COOP Kloop conv's with "
+                               "banked strips, output whole (its shape), channels the pool unit takes")
     span = ring_schedule(plan, p)[2]
     slots = plan.pool_slots
     size = p.w * p.c + GUARD
     if len(slots) < span:
         raise TileError(layer, f"pool_slots: {len(slots)} slots, the pool needs {span} rows at once")
-    used = group_rows_words(plan)
+    used = maps_words(plan)
     for a in slots:
         bank = a // hw.maps_bank_elements
         if bank > 1 or a % 2 or a < bank * hw.maps_bank_elements + used[bank] or \
                 a + size > (bank + 1) * hw.maps_bank_elements:
             raise TileError(layer, f"pool_slots: slot {a} must be even and hold {size} words above the row groups' "
-                                   "maps, within its bank")
+                                   "or strips' maps, within its bank")
     ordered = sorted(slots)
     if any(b < a + size for a, b in zip(ordered, ordered[1:])):
         raise TileError(layer, f"pool_slots: slots of {size} words overlap")
