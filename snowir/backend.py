@@ -37,7 +37,7 @@ import onnx
 from onnx.backend.base import Backend, BackendRep
 
 from snowir.dialects import nn
-from snowir.driver.model_api import (SYNTHETIC_WARNING, Compiled, SyntheticCalibrationWarning, compile,
+from snowir.driver.model_api import (Compiled, SyntheticCalibrationWarning, check_calibration, compile,
                                      dynamic_inputs)
 from snowir.errors import SnowError
 from snowir.frontend.onnx_host import numpy_dtype
@@ -204,10 +204,7 @@ class SnowflakeBackend(FloatBackend):
             raise SnowError(f"prepare: engine '{engine}' is not one of {', '.join(ENGINES)}")
         say = _say if verbose else None
         shapes = _shapes_by_name(model, input_shapes)
-        if calibration is not None and format.strip().lower() != "auto":
-            raise SnowError(f"prepare: calibration data is for format='auto', not {format}")
-        if format.strip().lower() == "auto" and calibration is None:
-            warnings.warn(SYNTHETIC_WARNING, SyntheticCalibrationWarning, stacklevel=2)
+        check_calibration(format, calibration, "prepare: ")
 
         def build(by_name: dict[str, list[int]]) -> Compiled:
             spec = ";".join(f"{name}:{','.join(map(str, dims))}" for name, dims in by_name.items())

@@ -39,7 +39,7 @@ from snowir.calibration import (DEFAULT_HEADROOM, DEFAULT_SAMPLES, SYNTHETIC_FRA
                                 choose_formats, ranges)
 from snowir.dialects import nn
 from snowir.errors import SnowError
-from snowir.fixedpoint import frac_for, quantize, quantize_counted
+from snowir.fixedpoint import frac_for, quantize_counted
 from snowir.golden import constant_array
 from snowir.nn_util import layer_name, on_host
 from snowir.resources import int16_resource

@@ -253,11 +253,8 @@ def compile(model: str | Path | onnx.ModelProto | ModuleOp, pipeline: str | None
     images of a batch-B model) or a `.npy` path; without it auto's formats come from synthetic
     inputs (a `SyntheticCalibrationWarning`)."""
     hw = hw or SnowflakeConfig()
-    auto = format.strip().lower() == "auto"
-    if calibration is not None and not auto:
-        raise SnowError(f"calibration data is for format='auto', not {format}")
-    if auto and calibration is None and not pipeline:
-        warnings.warn(SYNTHETIC_WARNING, SyntheticCalibrationWarning, stacklevel=2)
+    if calibration is not None or not pipeline:  # a pipeline may quantise with its own calibration
+        check_calibration(format, calibration)
     t0 = time.perf_counter()
     with gc_paused(), calibration_file(calibration) as cal:  # the importer and the passes build 10^5 IR objects (pass_steps.py)
         digest = None
@@ -286,6 +283,17 @@ def compile(model: str | Path | onnx.ModelProto | ModuleOp, pipeline: str | None
 
 SYNTHETIC_WARNING = ("format='auto' without calibration data: synthetic inputs say nothing of real ranges, so the "
                      "formats are Q8.8's (give calibration= / --calibration with inputs like the real ones)")
+
+
+def check_calibration(format: str, calibration: object, where: str = "") -> None:
+    """The rule every API shares: calibration data only with format='auto', and auto without it
+    warns (SyntheticCalibrationWarning, pointed at the API's caller). `where`: the API's name,
+    as the error's prefix."""
+    auto = format.strip().lower() == "auto"
+    if calibration is not None and not auto:
+        raise SnowError(f"{where}calibration data is for format='auto', not {format}")
+    if auto and calibration is None:
+        warnings.warn(SYNTHETIC_WARNING, SyntheticCalibrationWarning, stacklevel=3)
 
 
 class SyntheticCalibrationWarning(UserWarning):
