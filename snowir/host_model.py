@@ -19,7 +19,7 @@ from xdsl.ir import Operation, SSAValue
 
 from snowir.dialects import nn
 from snowir.golden import int_values as ints
-from snowir.host_nodes import node_bytes, node_macs, node_ops
+from snowir.host_nodes import node_bytes, node_macs, node_ops, valid_taps
 from snowir.segments import is_view, transpose_is_view
 
 
@@ -48,12 +48,6 @@ def int_values(attr) -> list[int]:
     return ints(attr)
 
 
-def _valid_taps(out: int, k: int, stride: int, pad: int, dil: int, size: int) -> int:
-    """Sum over the output positions of the kernel taps that fall inside the input."""
-    o = np.arange(out)[:, None] * stride - pad + np.arange(k)[None, :] * dil
-    return int(((o >= 0) & (o < size)).sum())
-
-
 def useful_macs(op: Operation) -> int:
     """Multiply-accumulates a layer needs, padding taps excluded (0 for layers without MACs)."""
     if isinstance(op, nn.Conv2dOp):
@@ -65,13 +59,13 @@ def useful_macs(op: Operation) -> int:
         dy, dx = int_values(op.dilations)
         if "block_diagonal" in op.attributes:
             cg = 1  # depthwise-to-grouped: one channel of the group's kernel block is not zero
-        rows = _valid_taps(oh, kh, sy, pt, dy, h)
+        rows = valid_taps(oh, kh, sy, pt, dy, h)
         unfold = op.input.owner
         if isinstance(unfold, nn.UnfoldRowsOp):  # kernel rows as channels: the rows' padding is zero channels
             kh0 = unfold.kernel.value.data
             cg //= kh0
-            rows = _valid_taps(oh, kh0, unfold.stride.value.data, int_values(unfold.pads)[0], 1, unfold.input.type.get_shape()[2])
-        return n * k * cg * rows * _valid_taps(ow, kw, sx, pl, dx, w)
+            rows = valid_taps(oh, kh0, unfold.stride.value.data, int_values(unfold.pads)[0], 1, unfold.input.type.get_shape()[2])
+        return n * k * cg * rows * valid_taps(ow, kw, sx, pl, dx, w)
     if isinstance(op, nn.DenseOp):
         return int(np.prod(op.output.type.get_shape())) * op.weight.type.get_shape()[1]
     if isinstance(op, nn.HostOp):

@@ -77,8 +77,9 @@ def _size(shape) -> int:
     return int(math.prod(shape))
 
 
-def _conv_taps(out: int, k: int, stride: int, pad: int, dil: int, size: int) -> int:
-    """(output, tap) pairs of one axis whose input position lies inside the input."""
+def valid_taps(out: int, k: int, stride: int, pad: int, dil: int, size: int) -> int:
+    """(output, tap) pairs of one axis whose input position lies inside the input: the kernel
+    taps a conv computes, padding left out (host nodes, `useful_macs`, the issue count)."""
     o = np.arange(out)[:, None] * stride - pad + np.arange(k)[None, :] * dil
     return int(((o >= 0) & (o < size)).sum())
 
@@ -116,7 +117,7 @@ def node_macs(op: nn.HostOp) -> int:
         if kind == "Conv":
             totals = [max(0, (out[2 + d] - 1) * strides[d] + (kernel[d] - 1) * dil[d] + 1 - x[2 + d]) for d in range(spatial)]
             pads = _begin_pads(op, spatial, totals)
-            taps = [_conv_taps(out[2 + d], kernel[d], strides[d], pads[d], dil[d], x[2 + d]) for d in range(spatial)]
+            taps = [valid_taps(out[2 + d], kernel[d], strides[d], pads[d], dil[d], x[2 + d]) for d in range(spatial)]
             return x[0] * out[1] * (x[1] // groups) * _size(taps)
         totals = [max(0, strides[d] * (x[2 + d] - 1) + (kernel[d] - 1) * dil[d] + 1 - out[2 + d]) for d in range(spatial)]
         pads = _begin_pads(op, spatial, totals)

@@ -24,16 +24,12 @@ from __future__ import annotations
 
 import math
 
+from snowir.host_nodes import valid_taps
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import TRACE_CHUNK, ConvPlan, band_plans
 
 UNROLL = 4
 """1x1 convs: pixels an X-loop iteration (snowir/codegen/pixels.py `_unrolled_pixels`)."""
-
-
-def _valid_taps(out: int, k: int, stride: int, pad: int, size: int) -> int:
-    """Kernel taps inside the input, summed over the output positions of one axis."""
-    return sum(max(0, min(o * stride - pad + k, size) - max(o * stride - pad, 0)) for o in range(out))
 
 
 def issue_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
@@ -45,8 +41,8 @@ def issue_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
     s = plan.shape
     bypass = plan.bypass_addr is not None
     pixels = s.oh * s.ow
-    rows = _valid_taps(s.oh, s.kh, s.sy, s.pt, s.h)
-    cols = _valid_taps(s.ow, s.kw, s.sx, s.pl, s.w)
+    rows = valid_taps(s.oh, s.kh, s.sy, s.pt, 1, s.h)
+    cols = valid_taps(s.ow, s.kw, s.sx, s.pl, 1, s.w)
     if s.kh == s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK:
         per_iteration = 2 + hw.branch_delay_slots + UNROLL * (2 + 2 * bypass)
         return plan.tiles * pixels * per_iteration / UNROLL
