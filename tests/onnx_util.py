@@ -38,3 +38,13 @@ def ort_run(m: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
     o.log_severity_level = 3
     sess = ort.InferenceSession(m.SerializeToString(), o, providers=["CPUExecutionProvider"])
     return sess.run(None, {sess.get_inputs()[0].name: x})[0]
+
+
+def snow_run(argv: list[str]) -> int:
+    """snow-run's exit code as the shell would see it (argparse and the CLI exit via SystemExit)."""
+    from snowir.tools.snow_run import main
+
+    try:
+        return main(argv)
+    except SystemExit as e:
+        return int(e.code or 0)

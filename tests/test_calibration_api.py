@@ -22,10 +22,9 @@ from snowir.driver.check import snr_db
 from snowir.driver.model_api import SyntheticCalibrationWarning
 from snowir.errors import SnowError
 from snowir.golden import Golden
-from snowir.tools.snow_run import main as snow_run_main
 
 sys.path.insert(0, str(Path(__file__).parent))
-from onnx_util import model, ort_run, rand  # noqa: E402
+from onnx_util import model, ort_run, rand, snow_run  # noqa: E402
 
 
 def image_net() -> onnx.ModelProto:
@@ -106,12 +105,6 @@ def test_n_images_calibrate_a_batched_model() -> None:
     compiled = snowir.compile(m, format="auto", calibration=cal)
     assert "2 inputs" in compiled.module.attributes["nn.calibration"].data
 
-
-def snow_run(argv: list[str]) -> int:
-    try:
-        return snow_run_main(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
 
 
 def test_snow_run_auto_without_calibration_warns_in_one_line(tmp_path: Path, capsys) -> None:

@@ -16,10 +16,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from snowir.backend import FloatBackend, SnowflakeBackend
 from snowir.errors import SnowError
-from snowir.tools.snow_run import main as snow_run_main
 
 sys.path.insert(0, str(Path(__file__).parent))
-from onnx_util import ort_run, rand  # noqa: E402
+from onnx_util import ort_run, rand, snow_run  # noqa: E402
 
 
 def exported(dims: list) -> onnx.ModelProto:
@@ -101,12 +100,6 @@ def test_float_backend_runs_dynamic_dims() -> None:
     (y,) = FloatBackend.prepare(m).run(x)
     assert np.allclose(y, ort_run(m, x), rtol=1e-4, atol=1e-5)
 
-
-def snow_run(argv: list[str]) -> int:
-    try:
-        return snow_run_main(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
 
 
 def test_snow_run_takes_the_shape_from_input(tmp_path: Path, capsys) -> None:

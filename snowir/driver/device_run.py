@@ -23,7 +23,7 @@ from xdsl.dialects.builtin import FloatAttr, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf
-from snowir.driver.results import DeviceRun, LayerResult, inputs_report, saturation, useful
+from snowir.driver.results import Counts, DeviceRun, LayerResult, inputs_report, saturation, useful
 from snowir.driver.segment_run import linked, run_segments
 from snowir.golden import Golden, Q, element_frac
 from snowir.hw import SnowflakeConfig
@@ -64,20 +64,12 @@ def _unlowered(op) -> bool:
 
 
 @dataclass
-class ImageRun:
+class ImageRun(Counts):
     """What one program run on the machine gave: small, so worker processes can return it."""
 
     y: np.ndarray
-    cycles: int
-    stalls: dict[str, int]
-    macs: int
-    lane_macs: int
-    dram_bytes: int
-    unit_bytes: list[int]
-    dynamic: int
     simulate_s: float
     events: list
-    saturated: int
 
 
 def _simulate(image: ProgramImage, hw: SnowflakeConfig, engine: str, inputs: dict[str, np.ndarray], keep: bool,
@@ -85,9 +77,9 @@ def _simulate(image: ProgramImage, hw: SnowflakeConfig, engine: str, inputs: dic
     run = run_image(image, hw, engine, inputs, keep, module=image_op if engine == "reference" else None,
                     max_instructions=max_instructions)
     t = run.timing
-    return ImageRun(run.outputs["y"], run.cycles, {c: int(v) for c, v in t.stalls.items()}, t.macs, t.lane_macs,
-                    t.dram_bytes, list(t.unit_bytes), run.machine.dynamic, run.simulate_s,
-                    list(t.events) if keep else [], run.machine.state.saturated)
+    return ImageRun(run.cycles, {c: int(v) for c, v in t.stalls.items()}, t.macs, t.lane_macs, t.dram_bytes,
+                    list(t.unit_bytes), run.machine.dynamic, run.machine.state.saturated,
+                    y=run.outputs["y"], simulate_s=run.simulate_s, events=list(t.events) if keep else [])
 
 
 _JOBS: list[tuple] = []

@@ -16,6 +16,21 @@ from snowir.host_model import useful_macs
 
 
 @dataclass
+class Counts:
+    """What the machine did over a program run or between two layer markers of a segment
+    (`macs` as `useful` reads it)."""
+
+    cycles: int
+    stalls: dict[str, int]
+    macs: int
+    lane_macs: int
+    dram_bytes: int
+    unit_bytes: list[int]
+    dynamic: int
+    saturated: int
+
+
+@dataclass
 class LayerResult:
     op_ref: Any
     name: str

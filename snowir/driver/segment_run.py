@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf
-from snowir.driver.results import DeviceRun, LayerResult, useful
+from snowir.driver.results import Counts, DeviceRun, LayerResult, useful
 from snowir.golden import Golden, Q, element_frac
 from snowir.host_model import useful_macs
 from snowir.hw import SnowflakeConfig
@@ -60,22 +59,8 @@ def _image_bytes(words: np.ndarray, images: int, i: int) -> np.ndarray:
     return full.reshape(images, -1)[i].astype("<i2").view(np.uint8)
 
 
-@dataclass
-class _Counts:
-    """What the machine did between two markers (`macs` named as ImageRun's, for `useful`)."""
-
-    cycles: int
-    stalls: dict[str, int]
-    macs: int
-    lane_macs: int
-    dram_bytes: int
-    unit_bytes: list[int]
-    dynamic: int
-    saturated: int
-
-
-def _between(a: Mark, b: Mark) -> _Counts:
-    return _Counts(b.t - a.t, {k: b.stalls.get(k, 0) - a.stalls.get(k, 0) for k in set(a.stalls) | set(b.stalls)},
+def _between(a: Mark, b: Mark) -> Counts:
+    return Counts(b.t - a.t, {k: b.stalls.get(k, 0) - a.stalls.get(k, 0) for k in set(a.stalls) | set(b.stalls)},
                    b.macs - a.macs, b.lane_macs - a.lane_macs, b.dram_bytes - a.dram_bytes,
                    [y - x for x, y in zip(a.unit_bytes, b.unit_bytes)], b.dynamic - a.dynamic,
                    b.saturated - a.saturated)
@@ -193,7 +178,7 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
         raise LoweringError(f"image @{image.name} has no marker for layer '{missing[0]}'")
     inside = {ops_of[name][-1].results[0] for name in layers} | {ops_of[name][0].results[0] for name in layers}
     outs: dict[str, list[np.ndarray]] = {name: [] for name in layers}
-    counts: dict[str, list[_Counts]] = {name: [] for name in layers}
+    counts: dict[str, list[Counts]] = {name: [] for name in layers}
     simulate_s = 0.0
     for i, dram in enumerate(drams):
         for name in layers:  # the host's writes: what the segment reads and does not write
