@@ -1,0 +1,279 @@
+"""
+The bases of the `snowflake_asm` instruction ops, one per encoding shape, as xDSL's riscv
+dialect keeps `RdRsRsOperation` and friends in abstract_ops.py: `SnowflakeInstruction` (the
+`SYNTAX` table that drives parse and print, the fast build and verify paths, the register
+accessors the assembler and machine model read) and the shapes several instructions share
+(`ScalarRdRsRs`, `ScalarRdRsImm`, `BranchOperation`, `MemoryOperation`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC
+from collections.abc import Callable
+from typing import ClassVar, Self
+
+from xdsl.dialects.builtin import IntAttr, StringAttr, UnitAttr
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import Attribute
+from xdsl.irdl import IRDLOperation, opt_prop_def, prop_def
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+from snowir.dialects.property_ops import initialise, verified_fast
+from snowir.dialects.snowflake_asm.attributes import (
+    IMM17_BITS,
+    SELECT_ALL,
+    SHARED_REGISTERS,
+    RegisterType,
+    const,
+    parse_register_index,
+    reg,
+    symbol,
+)
+from snowir.hw import ISA_LOAD_UNITS
+
+
+def _fits_signed(value: int, bits: int) -> bool:
+    return -(1 << (bits - 1)) <= value < (1 << (bits - 1))
+
+
+# ---------------------------------------------------------------- syntax helper
+# A field spec drives both the custom parser and printer of an instruction:
+#   "rd"/"rs1"/"rs2"      register property
+#   ","                   punctuation
+#   ("int", prop)         signed integer property
+#   ("kw", word, prop)    `word N` integer property
+#   ("okw", word, prop)   optional `word N`, absent = 0
+#   ("flag", prop)        optional unit keyword
+#   ("enum", prop, cls)   enum attribute printed as a bare keyword
+#   ("label", prop)       label name printed as @name
+#   ("select", prop)      `all` or an integer
+FieldSpec = str | tuple
+
+
+class SnowflakeInstruction(IRDLOperation, ABC):
+    """Base class of all instruction ops; subclasses set `SYNTAX` and `OPCODE`."""
+
+    SYNTAX: ClassVar[tuple[FieldSpec, ...]] = ()
+    OPCODE: ClassVar[int] = -1
+    IS_VECTOR: ClassVar[bool] = False
+    IS_BRANCH: ClassVar[bool] = False
+
+    comment = opt_prop_def(StringAttr)
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        # the field checks irdl_op_definition wraps, taken the same way, for the fast verifier
+        _OWN_VERIFY[cls] = getattr(cls, "verify_")
+
+    def verify(self, verify_nested_ops: bool = True) -> None:
+        # xDSL's generic verifier spends ~10 us an instruction on operands, results, regions,
+        # successors and variadic sizes an instruction cannot have (1.5 s of assembling
+        # ResNet-50): the common case is proved cheaply, anything else (and every error) is xDSL's
+        if not verified_fast(self, _OWN_VERIFY[type(self)]):
+            super().verify(verify_nested_ops)
+
+    def _build(self, properties: dict[str, Attribute | None]) -> None:
+        # An instruction has no operands, results, regions or successors, so the IRDL
+        # builder's argument normalisation is pure overhead (a third of code-generation
+        # time at 10^5 instructions); the verifier still checks every property.
+        initialise(self, {k: v for k, v in properties.items() if v is not None}, {})
+
+    def clone(self, value_mapper=None, block_mapper=None, *, clone_name_hints: bool = True,
+              clone_operands: bool = True) -> Self:
+        # nothing to map: a copy of the properties and attributes (tile-to-asm clones the code of
+        # layers with equal plans, 5 * 10^4 instructions for ResNet-50)
+        new = type(self).__new__(type(self))
+        initialise(new, dict(self.properties), dict(self.attributes))
+        return new
+
+    @classmethod
+    def parse(cls, parser: Parser) -> SnowflakeInstruction:
+        props: dict[str, Attribute] = {}
+        for field in cls.SYNTAX:
+            if field == ",":
+                parser.parse_punctuation(",")
+            elif isinstance(field, str):
+                props[field] = reg(parse_register_index(parser))
+            elif field[0] == "int":
+                props[field[1]] = IntAttr(parser.parse_integer(allow_boolean=False))
+            elif field[0] == "kw":
+                parser.parse_keyword(field[1])
+                props[field[2]] = IntAttr(parser.parse_integer(allow_boolean=False))
+            elif field[0] == "okw":
+                if parser.parse_optional_keyword(field[1]):
+                    props[field[2]] = IntAttr(parser.parse_integer(allow_boolean=False))
+                else:
+                    props[field[2]] = IntAttr(0)
+            elif field[0] == "flag":
+                if parser.parse_optional_keyword(field[1]):
+                    props[field[1]] = UnitAttr()
+            elif field[0] == "enum":
+                enum_cls: type[EnumAttribute] = field[2]
+                values = [v.value for v in enum_cls.enum_type]
+                props[field[1]] = enum_cls(enum_cls.enum_type(parser.parse_keyword_in(values)))
+            elif field[0] == "label":
+                props[field[1]] = parser.parse_symbol_name()
+            elif field[0] == "select":
+                parser.parse_keyword(field[1])
+                if parser.parse_optional_keyword("all"):
+                    props[field[2]] = IntAttr(SELECT_ALL)
+                else:
+                    props[field[2]] = IntAttr(parser.parse_integer(allow_boolean=False))
+            else:  # pragma: no cover - a programming error in a SYNTAX table
+                raise AssertionError(field)
+        attrs = parser.parse_optional_attr_dict()
+        if "comment" in attrs:
+            props["comment"] = attrs.pop("comment")
+        op = cls.create(properties=props, attributes=attrs)
+        return op
+
+    def print(self, printer: Printer) -> None:
+        parts: list[str] = []
+        for field in self.SYNTAX:
+            if field == ",":
+                parts[-1] += ","
+            elif isinstance(field, str):
+                parts.append(str(self.properties[field]))
+            elif field[0] == "int":
+                parts.append(str(self._int(field[1])))
+            elif field[0] == "kw":
+                parts.append(f"{field[1]} {self._int(field[2])}")
+            elif field[0] == "okw":
+                if self._int(field[2]):
+                    parts.append(f"{field[1]} {self._int(field[2])}")
+            elif field[0] == "flag":
+                if field[1] in self.properties:
+                    parts.append(field[1])
+            elif field[0] == "enum":
+                parts.append(str(self.properties[field[1]].data.value))  # type: ignore
+            elif field[0] == "label":
+                parts.append(symbol(self._label(field[1])))
+            elif field[0] == "select":
+                value = self._int(field[2])
+                parts.append(f"{field[1]} {'all' if value == SELECT_ALL else value}")
+        printer.print_string(" " + " ".join(parts))
+        attrs = dict(self.attributes)
+        if self.comment is not None:
+            attrs["comment"] = self.comment
+        if attrs:
+            printer.print_op_attributes(attrs)
+
+    # field accessors used by the assembler and the machine model
+    def _int(self, name: str) -> int:
+        attr = self.properties[name]
+        assert isinstance(attr, IntAttr)
+        return attr.data
+
+    def _label(self, name: str) -> str:
+        attr = self.properties[name]
+        assert isinstance(attr, StringAttr)
+        return attr.data
+
+    def reg_index(self, name: str) -> int:
+        attr = self.properties[name]
+        index = SHARED_REGISTERS.get(id(attr))  # passes ask 10^6 times: no type check for reg()'s
+        if index is not None:
+            return index
+        assert isinstance(attr, RegisterType)
+        return attr.index.data
+
+    def reads(self) -> tuple[int, ...]:
+        """Registers this instruction reads at dispatch (RAW hazard detection)."""
+        return ()
+
+    def writes(self) -> int | None:
+        """The register this instruction writes, if any."""
+        return None
+
+    def _check_signed(self, name: str, bits: int) -> None:
+        value = self._int(name)
+        if not _fits_signed(value, bits):
+            raise VerifyException(
+                f"{self.name}: {name} {value} does not fit a signed {bits}-bit immediate"
+            )
+
+    def _check_range(self, name: str, lo: int, hi: int) -> None:
+        value = self._int(name)
+        if not lo <= value <= hi:
+            raise VerifyException(f"{self.name}: {name} {value} out of range [{lo}, {hi}]")
+
+
+_OWN_VERIFY: dict[type[SnowflakeInstruction], Callable[[SnowflakeInstruction], None]] = {}
+
+
+class ScalarRdRsRs(SnowflakeInstruction, ABC):
+    SYNTAX: ClassVar[tuple[FieldSpec, ...]] = ("rd", ",", "rs1", ",", "rs2")
+    rd = prop_def(RegisterType)
+    rs1 = prop_def(RegisterType)
+    rs2 = prop_def(RegisterType)
+
+    def __init__(self, rd: int, rs1: int, rs2: int):
+        self._build({"rd": reg(rd), "rs1": reg(rs1), "rs2": reg(rs2)})
+
+    def reads(self) -> tuple[int, ...]:
+        return (self.reg_index("rs1"), self.reg_index("rs2"))
+
+    def writes(self) -> int | None:
+        return self.reg_index("rd")
+
+
+class ScalarRdRsImm(SnowflakeInstruction, ABC):
+    SYNTAX: ClassVar[tuple[FieldSpec, ...]] = ("rd", ",", "rs1", ",", ("int", "imm"))
+    rd = prop_def(RegisterType)
+    rs1 = prop_def(RegisterType)
+    imm = prop_def(IntAttr)
+
+    def __init__(self, rd: int, rs1: int, imm: int):
+        self._build({"rd": reg(rd), "rs1": reg(rs1), "imm": const(imm)})
+
+    def verify_(self) -> None:
+        self._check_signed("imm", IMM17_BITS)
+
+    def reads(self) -> tuple[int, ...]:
+        return (self.reg_index("rs1"),)
+
+    def writes(self) -> int | None:
+        return self.reg_index("rd")
+
+
+
+# ---------------------------------------------------------------- flow control
+class BranchOperation(SnowflakeInstruction, ABC):
+    """Compare rs1 with rs2; if true, continue at `target` after the 4 delay slots."""
+
+    IS_BRANCH: ClassVar[bool] = True
+    SYNTAX: ClassVar[tuple[FieldSpec, ...]] = ("rs1", ",", "rs2", ",", ("label", "target"))
+    rs1 = prop_def(RegisterType)
+    rs2 = prop_def(RegisterType)
+    target = prop_def(StringAttr)
+
+    def __init__(self, rs1: int, rs2: int, target: str):
+        self._build({"rs1": reg(rs1), "rs2": reg(rs2),
+                                     "target": StringAttr(target)})
+
+    def reads(self) -> tuple[int, ...]:
+        return (self.reg_index("rs1"), self.reg_index("rs2"))
+
+    @staticmethod
+    def taken(lhs: int, rhs: int) -> bool:
+        raise NotImplementedError
+
+
+
+# ---------------------------------------------------------------- memory access
+class MemoryOperation(SnowflakeInstruction, ABC):
+    rd = prop_def(RegisterType)
+    rs1 = prop_def(RegisterType)
+    rs2 = prop_def(RegisterType)
+    unit = prop_def(IntAttr)
+    select = prop_def(IntAttr)
+
+    def reads(self) -> tuple[int, ...]:
+        return (self.reg_index("rd"), self.reg_index("rs1"), self.reg_index("rs2"))
+
+    def verify_(self) -> None:
+        # the encoding's range; a machine with fewer units faults on the others (docs/isa.md)
+        self._check_range("unit", 0, ISA_LOAD_UNITS - 1)
+
