@@ -105,7 +105,6 @@ class BufferKindAttr(EnumAttribute[BufferKind], SpacedOpaqueSyntaxAttribute):
 class MapsBuffering(StrEnum):
     DOUBLE = "double"
     WHOLE = "whole"
-    ROLLING = "rolling"
     SINGLE = "single"
 
 
@@ -114,8 +113,6 @@ class MapsBufferingAttr(EnumAttribute[MapsBuffering], SpacedOpaqueSyntaxAttribut
     """Where a layer's maps tiles sit in the maps buffer. double: tile i in bank i mod 2 (a
     residual conv: half i mod 2 of the buffer), the next loading while the current computes;
     whole: each tile may fill the whole buffer, loaded once the previous tile's MACs are done;
-    rolling: whole tiles of a 1x1 conv, the next one's rows loaded over this one's as its last
-    kernel tile passes them (Kloop);
     single: a residual conv's tiles in turn at the bottom of the buffer, bypass rows above."""
 
     name = "tile.buffering"
@@ -715,9 +712,7 @@ FIELD_DOCS: dict[str, str] = {
     "tile.layer.pool_slots": "Maps-buffer words of the fused pool's row ring (conv output row r in slot r mod N).",
     "tile.layer.maps_buffering": "double: maps tile i in bank i mod 2 (a residual conv: half i mod 2), the next loading "
                                  "while the current computes; whole: a tile may fill the buffer, loaded after the "
-                                 "previous tile's MACs drain; rolling: whole tiles of an unpadded 1x1 Kloop conv, the next "
-                                 "tile's row j loaded over row j as the last kernel tile passes it; single: a "
-                                 "residual conv's tiles in turn at the bottom.",
+                                 "previous tile's MACs drain; single: a residual conv's tiles in turn at the bottom.",
     "tile.layer.gather": "Maps loaded pixel by pixel (#tile.gather<sy, sx, w, cin, c0>): a strided 1x1's pixels or a "
                          "channel slice's channels; tiles, loads and windows are over the compact input.",
     "tile.layer.bypass_slices": "A residual conv's bypass in two per-kernel-tile slices at these maps-buffer words, "

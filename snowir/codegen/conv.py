@@ -23,13 +23,12 @@ from snowir.codegen.bypass_slices import load_first_slice, slice_gap
 from snowir.codegen.fused_pool import load_rows, pool_rows
 from snowir.codegen.indp import generate_indp
 from snowir.codegen.loads import load_broadcast, load_runs
-from snowir.codegen.pixels import RollingLoads, kernel_tile
-from snowir.codegen.traces import (COOP, Prefetch, R_LEN, R_MAPS, R_MDST, R_MLEN, R_MSRC, R_OUT, R_SRC, R_TK, R_TMP,
-                                   R_TMP2, R_TO, R_TT, R_TW, R_W, R_WSRC, TRACE_CHUNK, trace_chunks)
+from snowir.codegen.pixels import kernel_tile
+from snowir.codegen.traces import (COOP, Prefetch, R_LEN, R_MAPS, R_OUT, R_SRC, R_TK, R_TMP, R_TMP2, R_TO, R_TT, R_TW,
+                                   R_W, R_WSRC, TRACE_CHUNK, trace_chunks)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, Strip, band_plans, full_mask, input_rows, ring_of,
-                                rolling_lag)
+from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, band_plans, full_mask, input_rows, ring_of
 
 
 # staggered kernel tiles (weights_stagger): 1 while the current tile sits at base 0, else 0.
@@ -141,7 +140,7 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
                     pool = lambda bb, p=p, q=q: pool_rows(bb, plan, ring, (p, q), hw,  # noqa: E731
                                                           (2 * hw.vmacs_per_cu, mask_last))
             whole = strip.bank < 0
-            if whole and si and not plan.rolling:
+            if whole and si:
                 # the strip fills both banks: every earlier MAC must be done before it is replaced
                 b.flush_vector_queue(hw, R_TMP)
                 _load_maps(b, plan, hw, strip, 0)
@@ -157,8 +156,7 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
                     spread = (((si + 1) % 2) * hw.maps_bank_elements, plan.in_addr + 2 * nxt.r0 * row,
                               (nxt.r1 - nxt.r0) * row)
             base = 0 if whole else (si % 2) * hw.maps_bank_elements
-            roll = plan.strips[si + 1] if plan.rolling and more else None
-            _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread, pool=pool, roll=roll)
+            _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread, pool=pool)
     if ring is not None:
         # the last strip's rows: their slots were last read in its last tile (flush: the MAXs
         # must be done), and the MAXs wait for these loads
@@ -168,10 +166,12 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
         pool_rows(b, plan, ring, (p, q), hw, None)
 
 
+R_MDST, R_MSRC, R_MLEN = 22, 23, 26  # the next strip's spread maps load (no bypass registers in use)
+
+
 def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
                  more: bool, last_prefetch: list[Prefetch], bypass_base: int | None = None,
-                 spread: tuple[int, int, int] | None = None, pool: Prefetch | None = None,
-                 roll: Strip | None = None) -> None:
+                 spread: tuple[int, int, int] | None = None, pool: Prefetch | None = None) -> None:
     """Every kernel tile over one maps strip, tile 0's weights already loaded into bank R_TW.
     Tiles 0..T-2 are one counted K loop when its body fits an icache bank (else unrolled): the
     tile registers R_TW/R_TT/R_TO advance in its delay slots, R_WSRC walks the weights. The
@@ -179,8 +179,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     a strip follows, whose tile 0 it loads). `spread` = (buffer element, DRAM byte, words) of
     the next strip: loaded in T pieces, one per tile beside its weights, rather than all during
     the last tile (where it held up the tile's own weights behind it on the bus). `pool`: a fused
-    pool's MAXs, halfway through the last tile. `roll` (maps_buffering rolling): the next whole
-    strip, its rows loaded over this one's during the last tile, those the last MACs read after it."""
+    pool's MAXs, halfway through the last tile."""
     s = plan.shape
     tiles = plan.tiles
     b.const(R_TT, 0)  # bypass slices: R_TT is the tile's slice, 0 or one slice on
@@ -206,7 +205,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
                                     sf.AddiOp(R_MSRC, R_MSRC, 2 * q), sf.AddiOp(R_MDST, R_MDST, q))]
 
     def tile(bb: AsmBuilder, mask: int, prefetch: list[Prefetch], load_next: bool, same_strip: bool = True,
-             mid: Prefetch | None = None, rolls: RollingLoads | None = None) -> None:
+             mid: Prefetch | None = None) -> None:
         """One tile; `load_next`: then load the weights at R_WSRC (the next tile's);
         `same_strip`: the next tile is over this strip (its bypass slice loads meanwhile)."""
         if load_next and plan.double_buffer_weights:
@@ -214,7 +213,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         if load_next and stagger:
             prefetch = [*prefetch, lambda bb_: _load_next_free(bb_, plan, hw, stagger)]
         kernel_tile(bb, plan, hw, strip, base, s.c_base, mask, prefetch, bypass_base, load_next and same_strip,
-                    mid_row=mid, roll=rolls)
+                    mid_row=mid)
         if load_next and not plan.double_buffer_weights:
             # the next kernels overwrite this tile's region: wait for every pending MAC first
             bb.flush_vector_queue(hw, R_TMP)
@@ -230,18 +229,8 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         b.const(R_WSRC, plan.w_addr)  # the next strip starts again at tile 0
     if rest > 0:
         last_prefetch = [lambda bb: bb.const(R_MLEN, rest), *piece, *last_prefetch]
-    rolls = None
-    if roll is not None:  # the next strip's rows in the last tile, `rolling_lag` rows behind its MACs
-        inside = max(0, min(strip.y1 - strip.y0 - rolling_lag(s, hw), roll.r1 - roll.r0))
-        row = s.w * s.cin
-        parts = next(n for n in range(hw.load_units, 0, -1) if row % (2 * n) == 0 or n == 1)
-        rolls = RollingLoads(plan.in_addr + 2 * roll.r0 * row, inside, parts)
     with b.at(ktiles(tiles - 1, tiles - 1)):
-        tile(b, mask_last, last_prefetch, reload, same_strip=False, mid=pool, rolls=rolls)
-        if roll is not None and rolls is not None and roll.r0 + rolls.rows < roll.r1:
-            # the rows still read by the last queued MACs: after them
-            b.flush_vector_queue(hw, R_TMP)
-            _load_maps(b, plan, hw, roll, 0, 0, (roll.r0 + rolls.rows, roll.r1))
+        tile(b, mask_last, last_prefetch, reload, same_strip=False, mid=pool)
     if reload and (plan.double_buffer_weights or stagger):
         b.emit(*_toggle(plan, hw))  # the next strip's tile 0 is at the other base
 

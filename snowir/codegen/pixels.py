@@ -6,38 +6,24 @@ pixels for short traces), the tile's prefetches after its first 16 vector ops.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.bypass_slices import row_slice_loads, slice_tile
-from snowir.codegen.traces import (COOP, Prefetch, R_BYP, R_BYPROW, R_BYPSTEP, R_LEN, R_MAPS, R_MDST, R_MLEN,
-                                   R_MSRC, R_OUT, R_OUTROW,
+from snowir.codegen.traces import (COOP, Prefetch, R_BYP, R_BYPROW, R_BYPSTEP, R_LEN, R_MAPS, R_OUT, R_OUTROW,
                                    R_OUTSTEP, R_ROWBASE, R_ROWSTEP, R_SRC, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_W, R_X,
                                    R_XEND, R_Y, R_YEND, TRACE_CHUNK, add_offset, trace_chunks, macs)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.plan.issue import UNROLL
-from snowir.plan.shapes import ConvPlan, Strip, interior_columns, rolling_lag
-
-
-@dataclass(frozen=True)
-class RollingLoads:
-    """The next whole maps tile's rows, loaded over this one's during the last kernel tile over
-    it (`maps_buffering rolling`): its row j into row j's place once `rolling_lag` rows of MACs
-    are queued after row j's last, `rows` of them in the tile (the rest after it)."""
-
-    src: int  # DRAM byte of the next tile's first input row
-    rows: int
-    parts: int  # LDs per row (a divisor of the row's words)
+from snowir.plan.shapes import ConvPlan, Strip, interior_columns
 
 
 def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, c_off: int,
                  mask: int, prefetch: list[Prefetch], bypass_base: int | None = None,
-                 load_next: bool = False, mid_row: Prefetch | None = None, roll: RollingLoads | None = None) -> None:
+                 load_next: bool = False, mid_row: Prefetch | None = None) -> None:
     """Compute the kernel tile of the tile registers (R_TW weights slot, R_TT/R_TO its first
     output channel) over one maps strip, reading input channels from `c_off`; emit `prefetch`
     once 16 vector ops are queued (the loads then overwrite banks only older, finished vector
-    ops read); `roll`: the next maps tile's row loads between its rows."""
+    ops read)."""
     s = plan.shape
     b.emit(sf.AddiOp(R_TMP, R_TW, s.kh * s.kw * s.c * plan.weight_step))
     b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BIAS, R_TMP))
@@ -50,27 +36,13 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
 
     mid = [mid_row] if mid_row is not None else []  # halfway through the tile's first single row
 
-    row = s.w * s.cin
-    # rows [roll_lo, roll_hi) each end with the next tile's row `lag` rows back
-    roll_lo = roll_hi = strip.y1
-    if roll is not None and roll.rows:
-        roll_lo = strip.y0 + rolling_lag(s, hw)
-        roll_hi = roll_lo + roll.rows
-        b.const(R_MDST, base)
-        b.const(R_MSRC, roll.src)
-        b.const(R_MLEN, row // roll.parts)
-
-    def one_row(ky0: int, rows: int, bypass: bool, single: bool = False, rolls: bool = False) -> None:
+    def one_row(ky0: int, rows: int, bypass: bool, single: bool = False) -> None:
         if slice_next:
             row_slice_loads(b, plan, hw)
         _row(b, plan, ky0, rows, bypass, mid.pop() if single and mid else None)
-        if rolls:  # in parts, one per load unit: a row on one unit would take a port's rate, not the bus's
-            q = row // roll.parts
-            for _ in range(roll.parts):
-                b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_MDST, R_MSRC, R_MLEN, 0, sf.SELECT_ALL),
-                       sf.AddiOp(R_MDST, R_MDST, q), sf.AddiOp(R_MSRC, R_MSRC, 2 * q))
 
     issued = 2
+    row = s.w * s.cin
     b.const(R_ROWSTEP, s.sy * row)
     out_row = plan.out_row or s.ow * s.k  # a column band writes into rows of the whole output
     b.const(R_OUTSTEP, 2 * out_row)
@@ -90,7 +62,6 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
                 y_end += 1
             if pending:  # end the block once 16 ops are queued: the prefetch goes there, not after the tile
                 y_end = min(y_end, y + max(1, -(-(hw.vector_queue_depth - issued) // ops_per_row(s.kh))))
-            y_end = min([y_end, *(cut for cut in (roll_lo, roll_hi) if y < cut)])  # rows that roll in one block
         return y_end, ky0, ky1
 
     if prefetch:
@@ -127,13 +98,13 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
             b.const(R_Y, y)
             b.const(R_YEND, y_end - 1)
             top = b.label("y")
-            one_row(ky0, ky1 - ky0, bypass, rolls=roll_lo <= y < roll_hi)
+            one_row(ky0, ky1 - ky0, bypass)
             b.emit(sf.AddiOp(R_Y, R_Y, 1))
             b.branch(sf.BleOp(R_Y, R_YEND, top), [
                 sf.AddOp(R_ROWBASE, R_ROWBASE, R_ROWSTEP), sf.AddOp(R_OUTROW, R_OUTROW, R_OUTSTEP),
                 *([sf.AddOp(R_BYPROW, R_BYPROW, R_BYPSTEP)] if bypass else [])])
         else:
-            one_row(ky0, ky1 - ky0, bypass, single=True, rolls=roll_lo <= y < roll_hi)
+            one_row(ky0, ky1 - ky0, bypass, single=True)
         issued += (y_end - y) * ops_per_row(ky1 - ky0)
         y = y_end
     if mid:

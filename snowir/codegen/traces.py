@@ -42,8 +42,6 @@ def trace_chunks(length: int) -> list[tuple[int, int]]:
 
 R_ROWSTEP, R_OUTSTEP, R_BYPSTEP = 24, 25, 26
 
-R_MDST, R_MSRC, R_MLEN = 22, 23, 26  # the next maps tile's loads inside a kernel tile (no bypass registers in use)
-
 
 def add_offset(b: AsmBuilder, dst: int, base_reg: int, offset: int) -> None:
     if -(1 << 16) <= offset < (1 << 16):

@@ -14,8 +14,7 @@ from snowir.hw import SnowflakeConfig
 from snowir.plan.columns import column_tilings
 from snowir.plan.indp import choose_mode, plan_indp
 from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, Strip, compact_shape, coop_kernels, gather_of,
-                                input_rows, load_cycles, rolling_refusal, slice_words, weights_slot_elements,
-                                weights_stagger)
+                                input_rows, load_cycles, slice_words, weights_slot_elements, weights_stagger)
 
 
 if TYPE_CHECKING:
@@ -68,7 +67,7 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
         strided = gather[:2] != (1, 1)
         plan = _plan_conv(compact_shape(s, gather), hw, in_addr, w_addr, out_addr, loop_order, bypass_addr,
                           "COOP" if strided else mode)
-        return replace(plan, gather=gather, rolling=False)
+        return replace(plan, gather=gather)
     if bypass_addr is not None:
         return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr)
     if s.kernel_words > hw.weights_buffer_elements:
@@ -107,16 +106,9 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
                             f"{hw.maps_buffer_elements}-word maps buffer, even column-tiled")
     tiles = math.ceil(s.k / kernels)
     double = s.kernel_words <= weights_slot_elements(hw)
-    plans = [_rolled(with_residency(ConvPlan(s, strips, tiles, kernels, double, in_addr, w_addr, out_addr, "COOP",
-                                             order), hw))
+    plans = [with_residency(ConvPlan(s, strips, tiles, kernels, double, in_addr, w_addr, out_addr, "COOP", order), hw)
              for strips in tilings for order in ([loop_order] if loop_order else ["Kloop", "Mloop"])]
     return min(plans, key=lambda p: p.estimated_cycles(hw))
-
-
-def _rolled(plan: ConvPlan) -> ConvPlan:
-    """Whole maps tiles take turns row by row wherever they can: the same tiles, the next one's
-    loads moved into the last kernel tile over this one."""
-    return replace(plan, rolling=True) if rolling_refusal(plan) is None else plan
 
 
 def with_residency(plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
@@ -209,23 +201,7 @@ def _rows(s: ConvShape, y0: int, y1: int) -> tuple[int, int]:
 
 def row_strips(oh: int, rows: Callable[[int, int], tuple[int, int]], fits: Callable[[int, int], bool],
                bank: Callable[[int], int], what: str) -> list[Strip]:
-    """Maps tiles: as many output-row strips as growing them greedily while `fits(y0, y1)` takes,
-    their rows then spread evenly (a short last strip would make its kernel tiles wait for their
-    weights); strip i gets `bank(i)`."""
-    greedy = _greedy_strips(oh, rows, fits, bank, what)
-    even: list[Strip] = []
-    y0 = 0
-    for i in range(len(greedy)):
-        y1 = y0 + -(-(oh - y0) // (len(greedy) - i))
-        if not fits(y0, y1):
-            return greedy
-        even.append(Strip(y0, y1, *rows(y0, y1), bank(i)))
-        y0 = y1
-    return even
-
-
-def _greedy_strips(oh: int, rows: Callable[[int, int], tuple[int, int]], fits: Callable[[int, int], bool],
-                   bank: Callable[[int], int], what: str) -> list[Strip]:
+    """Maps tiles: output-row strips grown greedily while `fits(y0, y1)`; strip i gets `bank(i)`."""
     strips: list[Strip] = []
     y0 = 0
     while y0 < oh:

@@ -178,9 +178,6 @@ class ConvPlan:
     # in a whole-model program, the previous layer's vector ops read no weights-buffer word: the
     # cold start's kernel loads issue before the fence, the maps loads after (`weights_before_fence`)
     weights_before_fence: bool = False
-    # whole maps tiles taking turns row by row (`maps_buffering rolling`): the next tile's rows load
-    # over this one's as its last kernel tile passes them, rather than all after it (rolling_refusal)
-    rolling: bool = False
 
     @property
     def column_tiled(self) -> bool:
@@ -257,12 +254,6 @@ class ConvPlan:
         strip_bytes = [(st.r1 - st.r0) * s.w * s.cin * 2 for st in self.strips]
         repeats = self.tiles if self.loop_order == "Mloop" else 1
         exposed = sum(strip_bytes) * repeats if self.strips[0].bank < 0 else strip_bytes[0]
-        if self.rolling:  # the next tile's rows load during the last kernel tile, the lag rows after it
-            last_tile = [(st.y1 - st.y0) * s.ow * -(-s.c // hw.lanes) * bw for st in self.strips]
-            lag = rolling_lag(s, hw)
-            exposed = strip_bytes[0] + sum(
-                max(nb - t, min(lag, nxt.r1 - nxt.r0) * s.w * s.cin * 2)
-                for nb, t, nxt in zip(strip_bytes[1:], last_tile, self.strips[1:]))
         if not self.double_buffer_weights and not self.resident_weights:
             loads = self.tiles * (len(self.strips) if self.loop_order == "Kloop" else 1)
             # Kloop staggers kernel tiles (weights_stagger): only the overlapping part waits
@@ -271,31 +262,6 @@ class ConvPlan:
         traffic = self.dram_bytes(hw)[self.loop_order]
         return max(s.valid_macs() / hw.macs, load_cycles(hw, traffic, self.load_count())) + exposed / bw \
             + self.flush_cycles(hw)
-
-
-def rolling_lag(s: ConvShape, hw: SnowflakeConfig) -> int:
-    """Rows of MACs between the last read of a maps row and the LD that overwrites it under
-    `maps_buffering rolling`: more than a vector queue's depth of ops, so the row's ops are done."""
-    return -(-(hw.vector_queue_depth + 1) // (s.ow * -(-s.kw * s.c // TRACE_CHUNK)))
-
-
-def rolling_refusal(plan: ConvPlan) -> str | None:
-    """Why the plan's maps tiles cannot take turns row by row (None: they can): the next tile's
-    row j goes where row j is, so the rows must map one to one (an unpadded 1x1 stride-1 conv)
-    and the code that loads them is the plain Kloop's."""
-    s = plan.shape
-    for bad, need in (
-            (plan.strips[0].bank >= 0 or len(plan.strips) < 2, "more than one whole maps tile"),
-            ((s.kh, s.kw, s.sy, s.sx, s.pt, s.pl, s.pb, s.pr) != (1, 1, 1, 1, 0, 0, 0, 0),
-             "an unpadded 1x1 conv of stride 1"),
-            (plan.loop_order != "Kloop", "Kloop"),
-            (plan.indp or s.groups != 1, "an ungrouped COOP conv"),
-            (plan.bypass_addr is not None or plan.pool is not None, "no bypass and no fused pool"),
-            (plan.gather is not None or plan.column_tiled, "whole input rows (no gather, no column bands)"),
-            (not plan.double_buffer_weights or plan.resident_weights, "double-buffered kernel tiles")):
-        if bad:
-            return f"rolling maps tiles need {need}"
-    return None
 
 
 def load_cycles(hw: SnowflakeConfig, nbytes: float, lds: int) -> float:

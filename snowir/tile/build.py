@@ -209,7 +209,7 @@ def maps_buffering(plan: ConvPlan) -> tile.MapsBuffering:
     """Where the plan's maps tiles sit (tile.MapsBufferingAttr)."""
     strips = plan.strips
     if strips[0].bank < 0:
-        return tile.MapsBuffering.ROLLING if plan.rolling else tile.MapsBuffering.WHOLE
+        return tile.MapsBuffering.WHOLE
     if plan.bypass_addr is not None and not (len(strips) > 1 and strips[1].bank == 1):
         return tile.MapsBuffering.SINGLE
     return tile.MapsBuffering.DOUBLE

@@ -28,7 +28,7 @@ from snowir.plan.indp import default_rows_per_cu, group_strips, indp_groups, int
 from snowir.plan.pool import check_pool_channels, max_pool_rows, row_maxs
 from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, LoweringError, PoolShape, PoolTile, TRACE_CHUNK,
                                 band_plans, bands_of, coop_kernels, gather_of, indp_kernel_words, input_columns,
-                                input_rows, kernels_per_tile, ring_schedule, rolling_refusal, slice_words)
+                                input_rows, kernels_per_tile, ring_schedule, slice_words)
 from snowir.resources import int16_array
 from snowir.tile.build import conv_shape_of, conv_tile_body, layout_of, packed_words, pool_tile_body, regions_of, repack
 from snowir.tile.read import (TileError, cols_of, compact_shape_of, conv_plan_of, input_rows_of, kernel_tile_of,
@@ -421,10 +421,6 @@ def _check_maps_room(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig, f
         if len(strips) != 1 or s.h * row > hw.maps_buffer_elements:
             raise TileError(layer, "a kernel larger than the weights buffer needs the whole input in one maps tile")
         return
-    if buffering == tile.MapsBuffering.ROLLING:
-        why = rolling_refusal(plan)
-        if why is not None:
-            raise TileError(layer, f"maps_buffering rolling: {why} (or write whole)")
     if plan.indp:
         if buffering != tile.MapsBuffering.DOUBLE:
             raise TileError(layer, f"maps_buffering {buffering.value}: INDP row groups are double-buffered")
@@ -466,8 +462,7 @@ def _check_maps_room(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig, f
         return
     if buffering == tile.MapsBuffering.SINGLE:
         raise TileError(layer, "maps_buffering single is a residual conv's (double or whole)")
-    limit = hw.maps_buffer_elements if buffering in (tile.MapsBuffering.WHOLE, tile.MapsBuffering.ROLLING) \
-        or len(strips) == 1 \
+    limit = hw.maps_buffer_elements if buffering == tile.MapsBuffering.WHOLE or len(strips) == 1 \
         else hw.maps_bank_elements
     for i, st in enumerate(strips):
         need = (st.r1 - st.r0) * row + s.overread  # a padded depthwise conv's last lanes read past the tile
@@ -511,8 +506,8 @@ def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: Sno
         raise TileError(layer, f"maps tile {cut[0]}: out_cols: max pools are not column-tiled (remove out_cols)")
     _cover(layer, [(t.strip.y0, t.strip.y1) for t in tiles], p.oh)
     buffering = layer.maps_buffering.data  # type: ignore[union-attr]
-    if buffering in (tile.MapsBuffering.SINGLE, tile.MapsBuffering.ROLLING):
-        raise TileError(layer, f"maps_buffering {buffering.value} is a conv's (a max pool's is double or whole)")
+    if buffering == tile.MapsBuffering.SINGLE:
+        raise TileError(layer, "maps_buffering single is a residual conv's (double or whole)")
     row = p.w * p.c
     for i, (mt, t) in enumerate(zip(maps, tiles)):
         st = t.strip

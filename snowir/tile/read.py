@@ -71,7 +71,7 @@ def _offset(layer: tile.LayerOp, regions: dict[str, tile.DramRegionOp], label: s
 
 def buffering_of(layer: tile.LayerOp) -> tile.MapsBuffering:
     if layer.maps_buffering is None:
-        raise TileError(layer, "no maps_buffering (double, whole, rolling or single): where its maps tiles sit")
+        raise TileError(layer, "no maps_buffering (double, whole or single): where its maps tiles sit")
     return layer.maps_buffering.data
 
 
@@ -84,8 +84,7 @@ def strips_of(layer: tile.LayerOp, tiles: list[tile.MapsTileOp]) -> tuple[Strip,
         (y0, y1), (r0, r1) = mt._ints("out_rows"), mt._ints("in_rows")
         cols = cols_of(mt)
         i = i + 1 if strips and (strips[-1].x0, strips[-1].x1) == cols[:2] else 0
-        whole = buffering in (tile.MapsBuffering.WHOLE, tile.MapsBuffering.ROLLING)
-        bank = -1 if whole else 0 if buffering == tile.MapsBuffering.SINGLE else i % 2
+        bank = -1 if buffering == tile.MapsBuffering.WHOLE else 0 if buffering == tile.MapsBuffering.SINGLE else i % 2
         strips.append(Strip(y0, y1, r0, r1, bank, *cols))
     return tuple(strips)
 
@@ -130,8 +129,7 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
         gather_in(layer), kt.resident is not None, bool(slices), pool, pool_out,  # type: ignore[arg-type]
         kt._int("slot") if kt.slot is not None else 0, kt._int("stagger") if kt.stagger is not None else 0,
         slices, tuple(int(v) for v in layer.pool_slots.get_values()) if layer.pool_slots is not None else (),
-        weights_before_fence=layer.weights_before_fence is not None,
-        rolling=buffering_of(layer) == tile.MapsBuffering.ROLLING)
+        weights_before_fence=layer.weights_before_fence is not None)
 
 
 def pool_tiles_of(layer: tile.LayerOp) -> tuple[PoolShape, list[PoolTile]]:
