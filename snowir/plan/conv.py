@@ -51,7 +51,7 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
                loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None) -> ConvPlan:
     s = shape
     if choose_mode(s, hw, bypass_addr is not None, mode) == "INDP":
-        return plan_indp(s, hw, in_addr, w_addr, out_addr)
+        return plan_indp(s, hw, in_addr, w_addr, out_addr, bypass_addr=bypass_addr)
     kernels = coop_kernels(hw, s)
     if s.groups > 1 and s.group_kernels % kernels:
         raise LoweringError(f"grouped conv with {s.group_kernels} output channels per group: only multiples of "
