@@ -20,7 +20,7 @@ from snowir.codegen.pixels import kernel_tile
 from snowir.codegen.traces import COOP, Prefetch, R_LEN, R_SRC, R_TMP, R_TO, R_TT, R_TW
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.indp_columns import ColumnLayout, column_layout
+from snowir.plan.indp_columns import ColumnLayout, column_layout, stagger_parts
 from snowir.plan.shapes import ConvPlan, Strip, indp_kernel_words, kernels_per_tile
 
 
@@ -31,8 +31,7 @@ def _row_loads(plan: ConvPlan, lay: ColumnLayout, hw: SnowflakeConfig, gi: int, 
     for y in rows:
         i = y - st.y0
         for c in range(hw.cus):
-            runs.append((lay.maps_at(gi % 2, i), plan.in_addr + 2 * (y * s.sy * s.w + c * lay.q * s.sx) * s.cin,
-                         lay.seg, c))
+            runs.append((lay.maps_at(gi % 2, i), lay.maps_src(s, plan.in_addr, y, c), lay.seg, c))
         if plan.bypass_addr is not None:
             for c in range(hw.cus):
                 runs.append((lay.bypass_at(gi % 2, i) + c * lay.out_seg,
@@ -46,14 +45,17 @@ def _load_rows(b: AsmBuilder, plan: ConvPlan, lay: ColumnLayout, hw: SnowflakeCo
             load_runs(b, hw, _row_loads(plan, lay, hw, gi, rows))
 
 
-def _load_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:
-    """Kernel tile t: vMAC v's 16 interleaved kernels, broadcast to vMAC v of every CU."""
+def _load_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int,
+               part: tuple[int, int] | None = None) -> None:
+    """Kernel tile t (words [o0, o1) of it: `part`) at weights word `wbuf`: vMAC v's 16
+    interleaved kernels, broadcast to vMAC v of every CU."""
     words = indp_kernel_words(plan.shape, hw)
+    o0, o1 = part or (0, words)
     with b.at(f"load_weights.ktile{t}"):
-        b.const(R_LEN, words)
-        b.const(R_TMP, wbuf)
+        b.const(R_LEN, o1 - o0)
+        b.const(R_TMP, wbuf + o0)
         for v in range(hw.vmacs_per_cu):
-            b.const(R_SRC, plan.w_addr + 2 * (t * hw.vmacs_per_cu + v) * words)
+            b.const(R_SRC, plan.w_addr + 2 * ((t * hw.vmacs_per_cu + v) * words + o0))
             b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, hw.vmacs + v))
 
 
@@ -105,7 +107,11 @@ def generate_indp_columns(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
                     prefetch.append(lambda bb, g=gi + 1, rows=nxt_rows[t]: _load_rows(bb, plan, lay, hw, g, rows))
                 vmacs = [v for v in range(hw.vmacs_per_cu) if t * tile + v * hw.lanes < s.k]
                 mask = sum(1 << (c * hw.vmacs_per_cu + v) for c in range(hw.cus) for v in vmacs)
-                b.const(R_TW, base_of(t) + ((slot % 2) * plan.w_slot if plan.double_buffer_weights else 0))
+                if plan.stagger and reload and not last:  # the next tile's words clear of this one's
+                    early, late = stagger_parts(words, plan.stagger, slot % 2 == 0)
+                    prefetch.append(lambda bb, nt=nt, buf=((slot + 1) % 2) * plan.stagger, o=early:
+                                    _load_tile(bb, plan, hw, nt, buf, o))
+                b.const(R_TW, base_of(t) + (slot % 2) * (plan.w_slot if plan.double_buffer_weights else plan.stagger))
                 b.const(R_TT, t * tile)
                 b.const(R_TO, 2 * t * tile)
                 strip = Strip(st.y0, st.y1, st.y0, st.y1, gi % 2)
@@ -113,6 +119,9 @@ def generate_indp_columns(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
                 kernel_tile(b, view, hw, strip, lay.maps_at(gi % 2, 0), 0, mask, prefetch, bypass_base=bypass)
                 if reload and not last and not plan.double_buffer_weights:
                     b.flush_vector_queue(hw, R_TMP)
-                    _load_tile(b, plan, hw, nt, 0)
+                    if plan.stagger:
+                        _load_tile(b, plan, hw, nt, ((slot + 1) % 2) * plan.stagger, late)
+                    else:
+                        _load_tile(b, plan, hw, nt, 0)
                 slot += reload
     return b

@@ -33,6 +33,8 @@ def settle(plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
     if not (plan.double_buffer_weights or plan.resident_weights or plan.indp or s.groups != 1
             or plan.loop_order != "Kloop" or fc):
         stagger = weights_stagger(s, hw)
+    if plan.cu_split == "cols":  # a column-split INDP plan decides its own (plan/indp_columns.py)
+        stagger = plan.stagger
     bases: tuple[int, ...] = ()
     if plan.bypass_slices:
         n = slice_words(plan)

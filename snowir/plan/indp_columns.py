@@ -10,16 +10,19 @@ steps per 4-cycle trace.
 
 Per row group (a maps tile of R output rows, groups alternating between two slots) CU c holds,
 in its own maps buffer (LD select c, one LD per row): its input row segments, row i at
-`maps_at(slot, i)`, and its bypass segments in a skewed ring, row i at `bypass_at(slot, i)` + c·q·K
-(where the VMOV reads it), so R rows take (R + CUs − 1)·q·K words, not CUs·R·q·K. Everything
-follows from the shape and the largest maps tile's rows (`column_layout`).
+`maps_at(slot, i)`, and its bypass segments skewed, row i at `bypass_at(slot, i)` + c·q·K (where
+the VMOV reads it), so R rows take (R + CUs − 1)·q·K words, not CUs·R·q·K. The two slots' bypass
+spans do not overlap even as the union of the CUs' reads (what the machine's region interlock
+tracks for a VMOV: [rs1, rs1 + (CUs − 1)·S/2 + 64)), so the next group loads while the current
+one's VMOVs run. Everything follows from the shape and the largest maps tile's rows
+(`column_layout`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import (ConvPlan, ConvShape, Strip, indp_kernel_words, input_rows, kernels_per_tile,
+from snowir.plan.shapes import (FLUSH_COST, ConvPlan, ConvShape, Strip, indp_kernel_words, input_rows, kernels_per_tile,
                                 load_cycles, weights_slot_elements)
 
 
@@ -43,12 +46,16 @@ class ColumnLayout:
 
     def bypass_at(self, slot: int, i: int) -> int:
         """Where the VMOV reads row i of a group in `slot` (CU c: c x out_seg words further)."""
-        return self.bypass_base + (slot * self.rows + i) * self.out_seg
+        return self.bypass_base + (slot * (self.rows + self.cus - 1) + i) * self.out_seg
 
     @property
     def words(self) -> int:
         """Maps-buffer words the two slots take."""
-        return self.bypass_base + (2 * self.rows + self.cus - 1) * self.out_seg
+        return self.bypass_base + 2 * (self.rows + self.cus - 1) * self.out_seg
+
+    def maps_src(self, s: ConvShape, in_addr: int, y: int, c: int) -> int:
+        """DRAM byte address of CU c's input row segment for output row y."""
+        return in_addr + 2 * (y * s.sy * s.w + c * self.q * s.sx) * s.cin
 
 
 def column_layout(s: ConvShape, hw: SnowflakeConfig, rows: int) -> ColumnLayout:
@@ -96,8 +103,25 @@ def plan_indp_columns(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: i
     strips = group_strips(s, min(rows or s.oh, max_group_rows(s, hw)))
     resident = tiles > 1 and len(strips) > 1 and tiles * words <= hw.weights_buffer_elements
     double = not resident and words <= weights_slot_elements(hw)
+    stagger = indp_stagger(s, hw) if tiles > 1 and not (resident or double) else 0
     return ConvPlan(s, strips, tiles, kernels_per_tile(hw), double, in_addr, w_addr, out_addr, "INDP", "Kloop",
-                    bypass_addr, resident_weights=resident, cu_split="cols")
+                    bypass_addr, resident_weights=resident, stagger=stagger, cu_split="cols")
+
+
+def indp_stagger(s: ConvShape, hw: SnowflakeConfig) -> int:
+    """Kernel tiles too large for a weights slot alternate between bases 0 and F = buffer − words
+    (as COOP's `weights_stagger`): the F words of the next tile clear of the current one load
+    while it computes, the other words − F after its MACs drain. 0: not worth it."""
+    words = indp_kernel_words(s, hw)
+    f = hw.weights_buffer_elements - words
+    f -= f % 2
+    return f if hw.lanes <= f < words else 0
+
+
+def stagger_parts(words: int, f: int, at_f: bool) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The next tile's words [o0, o1) that load during the current tile, and those that load
+    after its MACs drain, when the next tile goes to base F (`at_f`) or to 0."""
+    return ((words - f, words), (0, words - f)) if at_f else ((0, f), (f, words))
 
 
 def columns_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
@@ -116,6 +140,10 @@ def columns_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
     traffic = s.oh * per_row + 2 * s.oh * s.ow * s.k + plan.tiles * kernels * sends
     lds = s.oh * hw.cus * (2 if plan.bypass_addr is not None else 1) + plan.tiles * hw.vmacs_per_cu * sends
     exposed = per_row + kernels  # the first group loads row by row: its first row's MACs wait for one
-    if not plan.double_buffer_weights and not plan.resident_weights:
-        exposed += plan.tiles * groups * kernels
-    return max(cu, load_cycles(hw, traffic, lds)) + exposed / hw.dram_bytes_per_cycle
+    waits = 0.0
+    if plan.tiles > 1 and not plan.double_buffer_weights and not plan.resident_weights:
+        # every kernel tile (its part over the current one, staggered) loads behind a flush
+        late = kernels * (1 - plan.stagger / indp_kernel_words(s, hw))
+        exposed += plan.tiles * groups * late
+        waits = plan.tiles * groups * (hw.ld_startup_cycles + FLUSH_COST * hw.vector_queue_depth)
+    return max(cu, load_cycles(hw, traffic, lds)) + exposed / hw.dram_bytes_per_cycle + waits

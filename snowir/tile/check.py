@@ -138,7 +138,8 @@ def _keep_holding(layer: tile.LayerOp, kt: tile.KernelTileOp, s: ConvShape, hw: 
     columns = layer.cu_split is not None and layer.cu_split.data == tile.CuSplit.COLS
     if kt.slot is not None and not _holds("slot", kt._int("slot"), words, tiles, hw):
         _set(kt, "slot", None)
-    if kt.stagger is not None and (not kloop_coop or not _holds("stagger", kt._int("stagger"), words, tiles, hw)):
+    if kt.stagger is not None and (not (kloop_coop or columns)
+                                   or not _holds("stagger", kt._int("stagger"), words, tiles, hw)):
         _set(kt, "stagger", None)
     if kt.resident is not None and (not (kloop_coop or columns) or not _holds("resident", 1, words, tiles, hw)):
         kt.properties.pop("resident")
@@ -304,17 +305,18 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
     elif words > hw.weights_buffer_elements:
         raise TileError(layer, f"kernel tile: {words} words a kernel exceed the {hw.weights_buffer_elements}-word buffer")
     kloop_coop = not indp and plan.loop_order == "Kloop" and full.groups == 1
+    columns = indp and plan.cu_split == "cols"
     if plan.stagger:
-        if not kloop_coop or fc:
-            raise TileError(layer, "kernel tile: stagger applies to ungrouped COOP Kloop layers (remove it)")
+        if not (kloop_coop or columns) or fc:
+            raise TileError(layer, "kernel tile: stagger applies to ungrouped COOP Kloop layers and column-split "
+                                   "INDP ones (remove it)")
         unrolled = s.cin == s.c and s.c <= TRACE_CHUNK  # codegen/pixels.py unrolls such pixels, on r14
-        if s.kh == s.kw == 1 and (unrolled or plan.bypass_addr is not None):
+        if not columns and s.kh == s.kw == 1 and (unrolled or plan.bypass_addr is not None):
             raise TileError(layer, "kernel tile: stagger: this 1x1 conv's pixel code uses the stagger's registers "
                                    "(remove it)")
         if plan.stagger % 2 or not _holds("stagger", plan.stagger, words, plan.tiles, hw):
             raise TileError(layer, f"kernel tile: stagger {plan.stagger} must be even, below the kernel's {words} words, "
                                    f"and the kernel at it within the {hw.weights_buffer_elements}-word buffer")
-    columns = indp and plan.cu_split == "cols"
     if columns:
         why = columns_refusal(full, hw)
         if why is not None:
