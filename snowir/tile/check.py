@@ -322,9 +322,6 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
         if why is not None:
             raise TileError(layer, f"cu_split = cols: {why.removeprefix('INDP with a residual bypass needs ')} "
                                    "(remove cu_split)")
-    elif indp and plan.bypass_addr is not None:
-        raise TileError(layer, "an INDP residual conv runs with cu_split = cols (each CU's bypass where its "
-                               "write-back goes)")
     if plan.resident_weights:
         if not (kloop_coop or columns) or fc:
             raise TileError(layer, "kernel tile: resident applies to ungrouped COOP Kloop layers and column-split "

@@ -122,6 +122,9 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
         if given:
             raise TileError(layer, f"maps tile {given[0]}: cu_rows: with cu_split = cols every CU takes columns of "
                                    "every row of a tile (remove cu_rows)")
+    elif mode == "INDP" and bypass is not None:
+        raise TileError(layer, "an INDP residual conv runs with cu_split = cols (each CU's bypass where its "
+                               "write-back goes; or mode COOP)")
     elif mode == "INDP":
         missing = [i for i, mt in enumerate(tiles) if mt.cu_rows is None]
         if missing:
