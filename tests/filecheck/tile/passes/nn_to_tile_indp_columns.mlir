@@ -2,6 +2,7 @@
 // RUN: snow-opt %s -p 'nn-prepare,nn-to-tile{mode=INDP},tile-loop-order' | filecheck %s --check-prefix=FORCED
 // RUN: snow-opt %s -p 'nn-prepare,nn-to-tile{mode=COOP},tile-loop-order' | filecheck %s --check-prefix=COOP
 // RUN: snow-opt %s -p 'nn-prepare,nn-to-tile,tile-loop-order,tile-to-asm' | filecheck %s --check-prefix=ASM
+// RUN: snow-opt %s -p 'nn-prepare,nn-to-tile,tile-loop-order,tile-to-asm' | grep -B1 'vmov indp stride' | filecheck %s --check-prefix=STRIDE
 // RUN: sed -e 's/x16x/x6x/g' %s | not snow-opt -p 'nn-prepare,nn-to-tile{mode=INDP}' 2>&1 | filecheck %s --check-prefix=SIX
 
 // A residual 1x1 conv (the end of a bottleneck, 32 -> 64 channels, the block's add fused into
@@ -37,9 +38,11 @@ func.func @main(%x: tensor<1x64x8x16xf32>) -> tensor<1x64x8x16xf32> {
 // COOP:       tile.layer @expand conv attributes {mode = #tile<mode COOP>, {{.*}}maps_buffering = #tile<buffering {{[a-z]+}}>, loop_order
 
 // ASM:        snowflake_asm.image @expand
-// ASM:        snowflake_asm.movi r16, 512{{$}}
-// ASM-NEXT:   snowflake_asm.vmov indp stride r16
+// ASM:        snowflake_asm.vmov indp stride
 // ASM:        snowflake_asm.vmov indp bypass r22
 // ASM-NEXT:   snowflake_asm.mac indp r1, r2, r3 trace 32 wb relu
+
+// STRIDE:      snowflake_asm.movi r16, 512{{$}}
+// STRIDE-NEXT: snowflake_asm.vmov indp stride r16
 
 // SIX: nn-to-tile: layer 'expand' (nn.conv2d): INDP with a residual bypass needs output columns a multiple of the 4 CUs (not 6)
