@@ -20,7 +20,7 @@ from snowir.codegen.pixels import kernel_tile
 from snowir.codegen.traces import COOP, Prefetch, R_LEN, R_SRC, R_TMP, R_TO, R_TT, R_TW
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.indp_columns import ColumnLayout, column_layout, stagger_parts
+from snowir.plan.indp_columns import ColumnLayout, column_layout, stagger_parts, tile_order
 from snowir.plan.shapes import ConvPlan, Strip, indp_kernel_words, kernels_per_tile
 
 
@@ -66,8 +66,10 @@ def _parts(rows: range, n: int) -> list[range]:
 
 
 def generate_indp_columns(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
-    """Row groups in turn (two slots), every kernel tile per group (Kloop): kernel tiles resident,
-    double-buffered in the weights slots, or loaded after the previous one's MACs drain."""
+    """Row groups in turn (two slots), every kernel tile per group (Kloop, `tile_order`: a group
+    starts with the tile the previous one ended with, so it is not loaded again): kernel tiles
+    resident, double-buffered in the weights slots, staggered, or loaded after the previous one's
+    MACs drain."""
     s = plan.shape
     b = AsmBuilder()
     b.const(R_TMP, s.shift)
@@ -93,35 +95,36 @@ def generate_indp_columns(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
     b.emit(sf.VmovOp(sf.VectorMode.INDP, sf.VmovSelect.STRIDE, R_TMP))
     reload = not plan.resident_weights and plan.tiles > 1
     slot = 0  # weights slot of the tile being computed (double-buffered: a new tile takes the other)
-    items = [(gi, t) for gi in range(len(groups)) for t in range(plan.tiles)]
-    for gi, st in enumerate(plan.strips):
-        nxt_rows = _parts(groups[gi + 1], plan.tiles) if gi + 1 < len(groups) else [range(0)] * plan.tiles
-        for t in range(plan.tiles):
-            with b.at(f"group{gi}.ktile{t}"):
-                last = (gi, t) == items[-1]
-                nt = (t + 1) % plan.tiles
-                prefetch: list[Prefetch] = []
-                if reload and not last and plan.double_buffer_weights:
-                    prefetch.append(lambda bb, nt=nt, buf=((slot + 1) % 2) * plan.w_slot: _load_tile(bb, plan, hw, nt, buf))
-                if len(nxt_rows[t]):
-                    prefetch.append(lambda bb, g=gi + 1, rows=nxt_rows[t]: _load_rows(bb, plan, lay, hw, g, rows))
-                vmacs = [v for v in range(hw.vmacs_per_cu) if t * tile + v * hw.lanes < s.k]
-                mask = sum(1 << (c * hw.vmacs_per_cu + v) for c in range(hw.cus) for v in vmacs)
-                if plan.stagger and reload and not last:  # the next tile's words clear of this one's
-                    early, late = stagger_parts(words, plan.stagger, slot % 2 == 0)
-                    prefetch.append(lambda bb, nt=nt, buf=((slot + 1) % 2) * plan.stagger, o=early:
-                                    _load_tile(bb, plan, hw, nt, buf, o))
-                b.const(R_TW, base_of(t) + (slot % 2) * (plan.w_slot if plan.double_buffer_weights else plan.stagger))
-                b.const(R_TT, t * tile)
-                b.const(R_TO, 2 * t * tile)
-                strip = Strip(st.y0, st.y1, st.y0, st.y1, gi % 2)
-                bypass = lay.bypass_at(gi % 2, 0) - st.y0 * lay.out_seg if plan.bypass_addr is not None else None
-                kernel_tile(b, view, hw, strip, lay.maps_at(gi % 2, 0), 0, mask, prefetch, bypass_base=bypass)
-                if reload and not last and not plan.double_buffer_weights:
-                    b.flush_vector_queue(hw, R_TMP)
-                    if plan.stagger:
-                        _load_tile(b, plan, hw, nt, ((slot + 1) % 2) * plan.stagger, late)
-                    else:
-                        _load_tile(b, plan, hw, nt, 0)
-                slot += reload
+    items = [(gi, t) for gi in range(len(groups)) for t in tile_order(plan.tiles, gi)]
+    for i, (gi, t) in enumerate(items):
+        st = plan.strips[gi]
+        part = i - gi * plan.tiles  # the kernel tile's place in its group: which part of the next group loads
+        nxt_rows = _parts(groups[gi + 1], plan.tiles)[part] if gi + 1 < len(groups) else range(0)
+        nt = items[i + 1][1] if i + 1 < len(items) else t
+        load = reload and nt != t  # the next item's kernel tile is another: it loads
+        with b.at(f"group{gi}.ktile{t}"):
+            prefetch: list[Prefetch] = []
+            if load and plan.double_buffer_weights:
+                prefetch.append(lambda bb, nt=nt, buf=((slot + 1) % 2) * plan.w_slot: _load_tile(bb, plan, hw, nt, buf))
+            if load and plan.stagger:  # the next tile's words clear of this one's
+                early, late = stagger_parts(words, plan.stagger, slot % 2 == 0)
+                prefetch.append(lambda bb, nt=nt, buf=((slot + 1) % 2) * plan.stagger, o=early:
+                                _load_tile(bb, plan, hw, nt, buf, o))
+            if len(nxt_rows):
+                prefetch.append(lambda bb, g=gi + 1, rows=nxt_rows: _load_rows(bb, plan, lay, hw, g, rows))
+            vmacs = [v for v in range(hw.vmacs_per_cu) if t * tile + v * hw.lanes < s.k]
+            mask = sum(1 << (c * hw.vmacs_per_cu + v) for c in range(hw.cus) for v in vmacs)
+            b.const(R_TW, base_of(t) + (slot % 2) * (plan.w_slot if plan.double_buffer_weights else plan.stagger))
+            b.const(R_TT, t * tile)
+            b.const(R_TO, 2 * t * tile)
+            strip = Strip(st.y0, st.y1, st.y0, st.y1, gi % 2)
+            bypass = lay.bypass_at(gi % 2, 0) - st.y0 * lay.out_seg if plan.bypass_addr is not None else None
+            kernel_tile(b, view, hw, strip, lay.maps_at(gi % 2, 0), 0, mask, prefetch, bypass_base=bypass)
+            if load and not plan.double_buffer_weights:
+                b.flush_vector_queue(hw, R_TMP)
+                if plan.stagger:
+                    _load_tile(b, plan, hw, nt, ((slot + 1) % 2) * plan.stagger, late)
+                else:
+                    _load_tile(b, plan, hw, nt, 0)
+            slot += load
     return b

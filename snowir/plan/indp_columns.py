@@ -124,6 +124,20 @@ def stagger_parts(words: int, f: int, at_f: bool) -> tuple[tuple[int, int], tupl
     return ((words - f, words), (0, words - f)) if at_f else ((0, f), (f, words))
 
 
+def tile_order(tiles: int, group: int) -> list[int]:
+    """Kernel tiles of row group `group` in turn: up, then down in the next group, so a group
+    starts with the tile the previous one ended with (its kernels stay)."""
+    return list(range(tiles)) if group % 2 == 0 else list(range(tiles - 1, -1, -1))
+
+
+def kernel_sends(plan: ConvPlan) -> int:
+    """Kernel tiles loaded over the layer: each once if resident or alone, else every tile of
+    the first group and all but one of each later group's (`tile_order`)."""
+    if plan.resident_weights or plan.tiles == 1:
+        return plan.tiles
+    return plan.tiles + (len(plan.strips) - 1) * (plan.tiles - 1)
+
+
 def columns_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
     """The column split's cost model, as plan/conv.residual_cycles for COOP's residual plans: the
     larger of the CUs' time (a C-cycle trace and a bypass VMOV per pixel and kernel tile) and the
@@ -132,18 +146,17 @@ def columns_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
     kernel tile and row, and every kernel tile's load that is not double-buffered."""
     s = plan.shape
     lay = column_layout(s, hw, max(st.y1 - st.y0 for st in plan.strips))
-    groups = len(plan.strips)
     cu = s.oh * lay.q * plan.tiles * (s.c + (hw.vmov_cycles if plan.bypass_addr is not None else 0))
     kernels = hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
-    sends = 1 if plan.resident_weights else groups
+    sends = kernel_sends(plan)
     per_row = hw.cus * (lay.seg + (lay.out_seg if plan.bypass_addr is not None else 0)) * 2
-    traffic = s.oh * per_row + 2 * s.oh * s.ow * s.k + plan.tiles * kernels * sends
-    lds = s.oh * hw.cus * (2 if plan.bypass_addr is not None else 1) + plan.tiles * hw.vmacs_per_cu * sends
+    traffic = s.oh * per_row + 2 * s.oh * s.ow * s.k + kernels * sends
+    lds = s.oh * hw.cus * (2 if plan.bypass_addr is not None else 1) + hw.vmacs_per_cu * sends
     exposed = per_row + kernels  # the first group loads row by row: its first row's MACs wait for one
     waits = 0.0
     if plan.tiles > 1 and not plan.double_buffer_weights and not plan.resident_weights:
         # every kernel tile (its part over the current one, staggered) loads behind a flush
         late = kernels * (1 - plan.stagger / indp_kernel_words(s, hw))
-        exposed += plan.tiles * groups * late
-        waits = plan.tiles * groups * (hw.ld_startup_cycles + FLUSH_COST * hw.vector_queue_depth)
+        exposed += (sends - 1) * late
+        waits = (sends - 1) * (hw.ld_startup_cycles + FLUSH_COST * hw.vector_queue_depth)
     return max(cu, load_cycles(hw, traffic, lds)) + exposed / hw.dram_bytes_per_cycle + waits

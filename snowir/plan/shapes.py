@@ -208,7 +208,11 @@ class ConvPlan:
             hw = hw or SnowflakeConfig()
             q = s.ow // hw.cus
             maps = s.oh * hw.cus * ((q - 1) * s.sx + 1) * s.cin * 2
-            weights = self.tiles * hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
+            tile = hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
+            # each tile once, or (tile_order) all of the first group's and all but one of the others'
+            once = self.resident_weights or self.tiles == 1
+            sends = self.tiles + (0 if once else (len(self.strips) - 1) * (self.tiles - 1))
+            return {"Kloop": maps + tile * sends, "Mloop": maps * self.tiles + tile * self.tiles}
         elif self.indp:  # every CU loads its own rows; a tile is 4 vMACs of 16 interleaved kernels
 
             hw = hw or SnowflakeConfig()
