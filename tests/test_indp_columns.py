@@ -175,3 +175,33 @@ def test_edits_the_code_cannot_follow_are_refused(tiled, capsys, edit, message) 
     assert edited != text
     rc, err, _ = _run(d, edited, capsys)
     assert rc != 0 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_columns_written_on_a_plain_indp_1x1_are_followed() -> None:
+    """`cu_split = cols` written on an INDP 1x1 conv without a bypass (tiles written empty) is
+    followed: its row groups derived without cu_rows, the CUs splitting the columns, exact."""
+    from snowir.dialects import tile
+    from snowir.fixedpoint import writeback
+    from snowir.golden import conv_sum
+    from snowir.machine.image import assemble
+    from snowir.machine.run import run_image
+    from snowir.tile.build import bare_conv_layer
+    from snowir.tile.edit import empty_bodies
+    from test_lowering import lower_layer
+
+    s = ConvShape(8, 8, 16, 64, 1, 1, 1, 1, 0, 0, 0, 0, True, 12)
+    rng = np.random.default_rng(0)
+    x = rng.integers(-300, 300, (8, 8, 16)).astype(np.int16)
+    wt = rng.integers(-3000, 3000, (64, 8, 1, 1)).astype(np.int16)
+    bias = rng.integers(-300, 300, 64).astype(np.int16)
+    layer = bare_conv_layer("conv", s, wt, bias, HW, "INDP", False)
+    assert layer.cu_split is None
+    layer.properties["cu_split"] = tile.CuSplitAttr(tile.CuSplit.COLS)
+    empty_bodies(layer)
+    image = lower_layer(layer)
+    vmovs = [str(op) for op in image.walk() if op.name == "snowflake_asm.vmov"]
+    assert any("indp stride" in v for v in vmovs) and not any("bypass" in v for v in vmovs)
+    run = run_image(assemble(image, HW), HW, "fast", {"x": x.transpose(1, 2, 0).ravel()}, module=image)
+    got = run.outputs["y"].reshape(8, 16, 64).transpose(2, 0, 1)
+    acc = conv_sum(x[None], wt, (1, 1), (0, 0, 0, 0), (1, 1), 1, dtype=np.float64)[0].astype(np.int64)
+    assert np.array_equal(got, writeback(acc, bias.reshape(-1, 1, 1).astype(np.int64), 0, 12, True))
