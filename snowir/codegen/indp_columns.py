@@ -31,7 +31,7 @@ def _row_loads(plan: ConvPlan, lay: ColumnLayout, hw: SnowflakeConfig, gi: int, 
     for y in rows:
         i = y - st.y0
         for c in range(hw.cus):
-            runs.append((lay.maps_at(gi % 2, i), lay.maps_src(s, plan.in_addr, y, c), lay.seg, c))
+            runs += [(lay.maps_at(gi % 2, i) + at, src, n, c) for at, src, n in lay.maps_loads(s, plan.in_addr, y, c)]
         if plan.bypass_addr is not None:
             for c in range(hw.cus):
                 runs.append((lay.bypass_at(gi % 2, i) + c * lay.out_seg,
@@ -78,7 +78,8 @@ def generate_indp_columns(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
     words = indp_kernel_words(s, hw)
     tile = kernels_per_tile(hw)
     # CU 0's columns: input rows `seg` words apart (one per output row), output rows OW x K words apart
-    view = replace(plan, shape=replace(s, h=s.oh, w=lay.seg // s.cin, sy=1), out_row=s.ow * s.k)
+    view = replace(plan, shape=replace(s, h=s.oh, w=lay.seg // s.cin, sy=1, sx=1 if lay.gathered else s.sx),
+                   out_row=s.ow * s.k)
     base_of = (lambda t: t * words) if plan.resident_weights else (lambda t: 0)  # noqa: E731
     groups = [range(st.y0, st.y1) for st in plan.strips]
     if plan.weights_before_fence:  # after a max pool: the kernels load while it runs

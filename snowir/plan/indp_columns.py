@@ -9,9 +9,10 @@ cycles against one bypass VMOV — where COOP's 1x1 residual convs issue a VMOV 
 steps per 4-cycle trace.
 
 Per row group (a maps tile of R output rows, groups alternating between two slots) CU c holds,
-in its own maps buffer (LD select c, one LD per row): its input row segments, row i at
-`maps_at(slot, i)`, and its bypass segments skewed, row i at `bypass_at(slot, i)` + c·q·K (where
-the VMOV reads it), so R rows take (R + CUs − 1)·q·K words, not CUs·R·q·K. The two slots' bypass
+in its own maps buffer (LD select c, one LD per row; strided, one per pixel read): its input
+row segments, row i at `maps_at(slot, i)`, and its bypass segments skewed, row i at
+`bypass_at(slot, i)` + c·q·K (where the VMOV reads it), so R rows take (R + CUs − 1)·q·K words,
+not CUs·R·q·K. The two slots' bypass
 spans do not overlap even as the union of the CUs' reads (what the machine's region interlock
 tracks for a VMOV: [rs1, rs1 + (CUs − 1)·S/2 + 64)), so the next group loads while the current
 one's VMOVs run. Everything follows from the shape and the largest maps tile's rows
@@ -35,6 +36,7 @@ class ColumnLayout:
     out_seg: int  # words of a CU's output (and bypass) row segment, q x K: half the CU stride S
     rows: int  # output rows of the largest row group
     cus: int
+    gathered: bool  # strided: one LD a pixel read, so a segment holds only those
 
     def maps_at(self, slot: int, i: int) -> int:
         """Maps-buffer word of row i of a group in `slot` (0 or 1)."""
@@ -53,14 +55,19 @@ class ColumnLayout:
         """Maps-buffer words the two slots take."""
         return self.bypass_base + 2 * (self.rows + self.cus - 1) * self.out_seg
 
-    def maps_src(self, s: ConvShape, in_addr: int, y: int, c: int) -> int:
-        """DRAM byte address of CU c's input row segment for output row y."""
-        return in_addr + 2 * (y * s.sy * s.w + c * self.q * s.sx) * s.cin
+    def maps_loads(self, s: ConvShape, in_addr: int, y: int, c: int) -> list[tuple[int, int, int]]:
+        """CU c's LDs of its input row segment for output row y: (word in the segment, DRAM byte,
+        words): the span its q pixels cover in one, or (strided) each pixel it reads."""
+        row = in_addr + 2 * (y * s.sy * s.w + c * self.q * s.sx) * s.cin
+        if not self.gathered:
+            return [(0, row, self.seg)]
+        return [(j * s.cin, row + 2 * j * s.sx * s.cin, s.cin) for j in range(self.q)]
 
 
 def column_layout(s: ConvShape, hw: SnowflakeConfig, rows: int) -> ColumnLayout:
     q = s.ow // hw.cus
-    return ColumnLayout(q, ((q - 1) * s.sx + 1) * s.cin, q * s.k, rows, hw.cus)
+    gathered = s.sx > 1
+    return ColumnLayout(q, (q if gathered else (q - 1) * s.sx + 1) * s.cin, q * s.k, rows, hw.cus, gathered)
 
 
 def columns_refusal(s: ConvShape, hw: SnowflakeConfig) -> str | None:
@@ -96,10 +103,17 @@ def group_strips(s: ConvShape, rows: int) -> tuple[Strip, ...]:
 
 def plan_indp_columns(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
                       bypass_addr: int | None, rows: int | None = None) -> ConvPlan:
-    """Row groups of the most rows two fit the buffer (or `rows`), Kloop; the kernel tiles
-    resident when they all fit the weights buffer, else double-buffered when one fits a slot."""
+    """Row groups of the most rows two fit the buffer (a strided conv's: about one a kernel
+    tile; or `rows`), Kloop; the kernel tiles resident when they all fit the weights buffer,
+    else double-buffered when one fits a slot, else staggered."""
     words = indp_kernel_words(s, hw)
     tiles = -(-s.k // kernels_per_tile(hw))
+    if rows is None and column_layout(s, hw, 1).gathered:
+        # a strided conv's next group loads pixel by pixel, a part per kernel tile: about a row
+        # of LDs (and their address steps) at once, which the queued vector ops cover; more
+        # rows a part starved the CUs (ResNet-18's layer2.0.down: 2 rows a group 32.9 k
+        # cycles, 4: 33.9 k, 14: 38.1 k)
+        rows = max(2, tiles)
     strips = group_strips(s, min(rows or s.oh, max_group_rows(s, hw)))
     resident = tiles > 1 and len(strips) > 1 and tiles * words <= hw.weights_buffer_elements
     double = not resident and words <= weights_slot_elements(hw)
@@ -151,7 +165,7 @@ def columns_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
     sends = kernel_sends(plan)
     per_row = hw.cus * (lay.seg + (lay.out_seg if plan.bypass_addr is not None else 0)) * 2
     traffic = s.oh * per_row + 2 * s.oh * s.ow * s.k + kernels * sends
-    lds = s.oh * hw.cus * (2 if plan.bypass_addr is not None else 1) + hw.vmacs_per_cu * sends
+    lds = s.oh * hw.cus * ((lay.q if lay.gathered else 1) + (plan.bypass_addr is not None)) + hw.vmacs_per_cu * sends
     exposed = per_row + kernels  # the first group loads row by row: its first row's MACs wait for one
     waits = 0.0
     if plan.tiles > 1 and not plan.double_buffer_weights and not plan.resident_weights:

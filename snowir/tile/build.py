@@ -218,9 +218,11 @@ def _column_tiles(plan: ConvPlan, out_addr: int, r_addr: int | None, hw: Snowfla
     ops: list[tile.MapsTileOp] = []
     prev_end = 0
     for si, st in enumerate(plan.strips):
-        loads = [tile.LoadOp(tile.BufferKind.MAPS, lay.seg, lay.maps_src(s, plan.in_addr, y, c), lay.maps_at(si % 2, i),
-                             0, c) for i, y in enumerate(range(st.y0, st.y1)) for c in range(hw.cus)]
-        window = tile.WindowOp(s.c, 1, lay.q, st.y1 - st.y0, s.sx * s.cin, lay.seg, lay.maps_at(si % 2, 0),
+        loads = [tile.LoadOp(tile.BufferKind.MAPS, n, src, lay.maps_at(si % 2, i) + at, 0, c)
+                 for i, y in enumerate(range(st.y0, st.y1)) for c in range(hw.cus)
+                 for at, src, n in lay.maps_loads(s, plan.in_addr, y, c)]
+        step = s.cin if lay.gathered else s.sx * s.cin
+        window = tile.WindowOp(s.c, 1, lay.q, st.y1 - st.y0, step, lay.seg, lay.maps_at(si % 2, 0),
                                out_addr + 2 * st.y0 * s.ow * s.k, bias_vmov=True, bypass_vmov=r_addr is not None)
         for load in loads:
             load.properties["load_id"] = IntegerAttr(next(ids), i64)
