@@ -26,9 +26,11 @@ def indp_fits(s: ConvShape, hw: SnowflakeConfig, bypass: bool) -> bool:
 
 def choose_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | None = None) -> str:
     """COOP, or INDP for few input channels (C < 16) when INDP keeps at least as many lanes busy
-    (64 kernels per tile vs kw·C words per COOP trace) and 16 kernels fit a weights buffer."""
+    (64 kernels per tile vs kw·C words per COOP trace) and 16 kernels fit a weights buffer. A
+    residual conv stays COOP here (plan/residual_mode.py weighs its column-split INDP plan);
+    `mode` INDP on one is refused when its columns do not split."""
     if mode == "INDP" and bypass and not indp_fits(s, hw, bypass):
-        raise LoweringError(columns_refusal(s, hw) or "")
+        raise LoweringError(str(columns_refusal(s, hw)))
     if mode == "INDP" and not indp_fits(s, hw, bypass):
         why = [text for bad, text in (
             (s.groups != 1 or s.cin != s.c, "an ungrouped conv over its whole input"),

@@ -207,7 +207,8 @@ class ConvPlan:
         if self.indp and self.cu_split == "cols":  # every CU its own segment of each input row read
             hw = hw or SnowflakeConfig()
             q = s.ow // hw.cus
-            maps = s.oh * hw.cus * ((q - 1) * s.sx + 1) * s.cin * 2
+            # a CU's row: the span its q pixels cover, or (strided) those pixels (ColumnLayout.seg)
+            maps = s.oh * hw.cus * (q if s.sx > 1 else (q - 1) * s.sx + 1) * s.cin * 2
             tile = hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
             # each tile once, or (tile_order) all of the first group's and all but one of the others'
             once = self.resident_weights or self.tiles == 1
