@@ -82,11 +82,9 @@ def generate_indp_columns(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
                    out_row=s.ow * s.k)
     base_of = (lambda t: t * words) if plan.resident_weights else (lambda t: 0)  # noqa: E731
     groups = [range(st.y0, st.y1) for st in plan.strips]
-    if plan.weights_before_fence:  # after a max pool: the kernels load while it runs
-        _load_tile(b, plan, hw, 0, 0)
+    _load_tile(b, plan, hw, 0, 0)
+    if plan.weights_before_fence:  # after a max pool: the kernels load while it runs, the maps after
         b.flush_vector_queue(hw, R_TMP)
-    else:
-        _load_tile(b, plan, hw, 0, 0)
     for part in _parts(groups[0], len(groups[0])):  # row by row: the first MACs wait for one row
         _load_rows(b, plan, lay, hw, 0, part)
     if plan.resident_weights:
