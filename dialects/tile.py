@@ -118,6 +118,20 @@ class MapsBufferingAttr(EnumAttribute[MapsBuffering], SpacedOpaqueSyntaxAttribut
     name = "tile.buffering"
 
 
+class CuSplit(StrEnum):
+    ROWS = "rows"
+    COLS = "cols"
+
+
+@irdl_attr_definition
+class CuSplitAttr(EnumAttribute[CuSplit], SpacedOpaqueSyntaxAttribute):
+    """How an INDP layer's CUs share a row group: rows (CU c its own output rows, `cu_rows`) or
+    cols (CU c its quarter of every row's output columns, so a residual input lies as the
+    write-back stores it; snowir/plan/indp_columns.py)."""
+
+    name = "tile.cu_split"
+
+
 class _NamedInts(ParametrizedAttribute):
     """A layer geometry as named integers: `#tile.conv_shape<c = 64, h = 27, ...>`."""
 
@@ -296,6 +310,8 @@ class LayerOp(TileOperation):
     bypass_slices = opt_prop_def(DenseArrayBase[I64])
     """A residual conv's bypass in per-kernel-tile slices (snowir/codegen/bypass_slices.py): the
     maps-buffer words of the two slices the kernel tiles take in turn."""
+    cu_split = opt_prop_def(CuSplitAttr)
+    """INDP: how the CUs share a row group (absent: rows)."""
     fence = opt_prop_def(UnitAttr)
     """In a whole-model program: the layer's first loads wait until the previous layer's vector
     ops are done (a vector queue's depth of VMOVs), because they may overwrite buffer words those
@@ -352,6 +368,9 @@ class LayerOp(TileOperation):
             labels = {op.label.data for op in self.body.block.ops if isinstance(op, DramRegionOp)}
             if "bypass" not in labels or len(self.bypass_slices.get_values()) != 2:
                 self._fail("bypass_slices: two slice bases, on a layer with a 'bypass' dram_region")
+        if self.cu_split is not None and (kind != LayerKind.CONV or self.mode is None
+                                          or self.mode.data != ComputeMode.INDP):
+            self._fail("cu_split: how an INDP conv's CUs share a row group (rows or cols)")
         if self.gather is not None and kind != LayerKind.CONV:
             self._fail("gather: only a conv layer gathers its maps")
         if self.shape is not None:
@@ -717,6 +736,9 @@ FIELD_DOCS: dict[str, str] = {
                          "channel slice's channels; tiles, loads and windows are over the compact input.",
     "tile.layer.bypass_slices": "A residual conv's bypass in two per-kernel-tile slices at these maps-buffer words, "
                                 "the next tile's slice loading pixel by pixel beside the current one.",
+    "tile.layer.cu_split": "INDP: rows (absent; CU c its own output rows, cu_rows) or cols (CU c output columns "
+                           "[c OW/4, (c+1) OW/4) of every row of a tile, vmov stride OW/4 x K words: a residual 1x1 "
+                           "conv's bypass read where the write-back stores it). Followed.",
     "tile.dram_region.sym_name": "The region's name.",
     "tile.dram_region.offset": "Byte address in the layer's image (segments @x @w @y @r @slack @t).",
     "tile.dram_region.size": "Bytes; checked against what the layer moves there, and against overlaps.",
@@ -777,6 +799,6 @@ attributes imply (an edit of one alone is refused); written empty `{}`, they are
 Tile = Dialect(
     "tile",
     [LayerOp, DramRegionOp, KernelTileOp, MapsTileOp, LoadOp, WindowOp, DramPlanOp, TensorOp],
-    [ComputeModeAttr, LoopOrderAttr, LayerKindAttr, BufferKindAttr, MapsBufferingAttr, ConvShapeAttr, GatherAttr,
-     PoolShapeAttr],
+    [ComputeModeAttr, LoopOrderAttr, LayerKindAttr, BufferKindAttr, MapsBufferingAttr, CuSplitAttr, ConvShapeAttr,
+     GatherAttr, PoolShapeAttr],
 )

@@ -219,8 +219,9 @@ def test_bypass_slices(c, h, k, s, engine) -> None:
 def test_residual_rows_double_buffered() -> None:
     """A residual 1x1 conv with 4-cycle traces: bypass rows beside the maps in the two halves of
     the buffer in turn (the cost model prefers them to slices, whose LDs would cost issue
-    slots), the kernels resident, pixels unrolled with the bypass VMOVs; exact."""
-    run, got, want, plan, _ = conv_case(64, 24, 24, 256, 1, 1, 1, 0, bypass=True)
+    slots), the kernels resident, pixels unrolled with the bypass VMOVs; exact (COOP: the
+    column-split INDP plan is cheaper here, test_indp_columns.py)."""
+    run, got, want, plan, _ = conv_case(64, 24, 24, 256, 1, 1, 1, 0, bypass=True, mode="COOP")
     assert not plan.bypass_slices and plan.resident_weights and [st.bank for st in plan.strips[:2]] == [0, 1]
     assert np.array_equal(got, want)
 
@@ -411,7 +412,7 @@ def test_kloop_is_a_loop(args) -> None:
 
 
 def test_kloop_residual_bit_exact() -> None:
-    run, got, want, plan, image = conv_case(32, 8, 8, 80, 1, 1, 1, 0, bypass=True)
+    run, got, want, plan, image = conv_case(32, 8, 8, 80, 1, 1, 1, 0, bypass=True, mode="COOP")
     assert np.array_equal(got, want)
     assert plan.tiles == 5 and run.machine.dynamic > len(image.code)
 

@@ -40,6 +40,7 @@ from xdsl.utils.exceptions import PassFailedException
 from snowir.asm_analysis import outside_programs
 from snowir.codegen.builder import layer_prologue
 from snowir.codegen.conv import generate_conv
+from snowir.codegen.indp_columns import generate_indp_columns
 from snowir.codegen.pool import generate_pool
 from snowir.dialects import snowflake_asm as sf, tile
 from snowir.hw import SnowflakeConfig
@@ -68,7 +69,9 @@ def layer_code(layer: tile.LayerOp, hw: SnowflakeConfig, cache: dict[Hashable, l
             plan = conv_plan_of(layer)
             check_conv(layer, plan, hw)
             key: Hashable = ("conv", plan)
-            generate = lambda: generate_conv(plan, hw).ops  # noqa: E731
+            # a column-split INDP conv has its own generator (its CUs split columns, not rows)
+            gen = generate_indp_columns if plan.indp and plan.cu_split == "cols" else generate_conv
+            generate = lambda: gen(plan, hw).ops  # noqa: E731
         elif layer.kind.data == tile.LayerKind.MAXPOOL:
             p, tiles = pool_tiles_of(layer)
             check_pool(layer, p, tiles, hw)

@@ -33,6 +33,8 @@ def settle(plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
     if not (plan.double_buffer_weights or plan.resident_weights or plan.indp or s.groups != 1
             or plan.loop_order != "Kloop" or fc):
         stagger = weights_stagger(s, hw)
+    if plan.cu_split == "cols":  # a column-split INDP plan decides its own (plan/indp_columns.py)
+        stagger = plan.stagger
     bases: tuple[int, ...] = ()
     if plan.bypass_slices:
         n = slice_words(plan)
@@ -51,7 +53,7 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
                loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None) -> ConvPlan:
     s = shape
     if choose_mode(s, hw, bypass_addr is not None, mode) == "INDP":
-        return plan_indp(s, hw, in_addr, w_addr, out_addr)
+        return plan_indp(s, hw, in_addr, w_addr, out_addr, bypass_addr=bypass_addr)
     kernels = coop_kernels(hw, s)
     if s.groups > 1 and s.group_kernels % kernels:
         raise LoweringError(f"grouped conv with {s.group_kernels} output channels per group: only multiples of "

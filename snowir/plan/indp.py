@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from snowir.hw import SnowflakeConfig
+from snowir.plan.indp_columns import columns_refusal, plan_indp_columns
 from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, Strip, indp_kernel_words, input_rows,
                                 kernels_per_tile, weights_slot_elements)
 
@@ -15,17 +16,24 @@ INDP_GROUP_TARGET = 4  # aim for at least this many row groups, so the first (ex
 
 
 def indp_fits(s: ConvShape, hw: SnowflakeConfig, bypass: bool) -> bool:
-    return (s.groups == 1 and s.cin == s.c and not bypass and s.k % hw.lanes == 0
+    """INDP can run it: row groups without a bypass, a residual conv with the CUs splitting
+    columns (plan/indp_columns.py)."""
+    if bypass:
+        return columns_refusal(s, hw) is None
+    return (s.groups == 1 and s.cin == s.c and s.k % hw.lanes == 0
             and indp_kernel_words(s, hw) <= hw.weights_buffer_elements)
 
 
 def choose_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | None = None) -> str:
     """COOP, or INDP for few input channels (C < 16) when INDP keeps at least as many lanes busy
-    (64 kernels per tile vs kw·C words per COOP trace) and 16 kernels fit a weights buffer."""
+    (64 kernels per tile vs kw·C words per COOP trace) and 16 kernels fit a weights buffer. A
+    residual conv stays COOP here (plan/residual_mode.py weighs its column-split INDP plan);
+    `mode` INDP on one is refused when its columns do not split."""
+    if mode == "INDP" and bypass and not indp_fits(s, hw, bypass):
+        raise LoweringError(str(columns_refusal(s, hw)))
     if mode == "INDP" and not indp_fits(s, hw, bypass):
         why = [text for bad, text in (
             (s.groups != 1 or s.cin != s.c, "an ungrouped conv over its whole input"),
-            (bypass, "no residual bypass"),
             (s.k % hw.lanes != 0, f"output channels a multiple of {hw.lanes} (not {s.k})"),
             (indp_kernel_words(s, hw) > hw.weights_buffer_elements,
              f"16 interleaved kernels within the weights buffer ({indp_kernel_words(s, hw)} words > "
@@ -35,8 +43,8 @@ def choose_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | Non
         return mode
     if mode is not None:
         raise LoweringError(f"mode must be COOP, INDP or auto, not '{mode}'")
-    if not indp_fits(s, hw, bypass) or s.c >= hw.lanes:
-        return "COOP"
+    if bypass or not indp_fits(s, hw, bypass) or s.c >= hw.lanes:
+        return "COOP"  # a residual conv's INDP is chosen by cost (plan/residual_mode.py)
     trace = s.kw * s.c
     coop_lanes = trace / (hw.lanes * math.ceil(trace / hw.lanes))
     tile = kernels_per_tile(hw)
@@ -95,8 +103,11 @@ def group_strips(s: ConvShape, groups: list[tuple[int, int, int]]) -> list[Strip
 
 
 def plan_indp(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
-              rows_per_cu: int | None = None) -> ConvPlan:
-    """Row groups of `rows_per_cu` output rows per CU (default_rows_per_cu), Kloop."""
+              rows_per_cu: int | None = None, bypass_addr: int | None = None) -> ConvPlan:
+    """Row groups of `rows_per_cu` output rows per CU (default_rows_per_cu), Kloop; a residual
+    conv's CUs split the columns instead (plan/indp_columns.py)."""
+    if bypass_addr is not None:
+        return plan_indp_columns(s, hw, in_addr, w_addr, out_addr, bypass_addr)
     per_cu = default_rows_per_cu(s, hw) if rows_per_cu is None else max(1, min(rows_per_cu_fit(s, hw), rows_per_cu))
     groups = indp_groups(s, hw, 0, s.oh, per_cu)
     tiles = -(-s.k // kernels_per_tile(hw))

@@ -26,6 +26,7 @@ import math
 
 from snowir.host_nodes import valid_taps
 from snowir.hw import SnowflakeConfig
+from snowir.plan.indp_columns import columns_cycles
 from snowir.plan.shapes import TRACE_CHUNK, ConvPlan, band_plans
 
 UNROLL = 4
@@ -57,5 +58,8 @@ def issue_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
 
 
 def placement_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
-    """The estimate a placement decision compares with the host's: MACs and traffic, or issue."""
+    """The estimate a placement decision compares with the host's: MACs and traffic, or issue; a
+    column-split INDP plan's own (its bypass and output traffic included)."""
+    if plan.indp and plan.cu_split == "cols":
+        return columns_cycles(plan, hw)
     return max(plan.estimated_cycles(hw), issue_cycles(plan, hw))

@@ -178,6 +178,9 @@ class ConvPlan:
     # in a whole-model program, the previous layer's vector ops read no weights-buffer word: the
     # cold start's kernel loads issue before the fence, the maps loads after (`weights_before_fence`)
     weights_before_fence: bool = False
+    # INDP: the CUs split each row group's rows (`cu_rows`) or every row's output columns
+    # (snowir/plan/indp_columns.py)
+    cu_split: str = "rows"
 
     @property
     def column_tiled(self) -> bool:
@@ -201,7 +204,17 @@ class ConvPlan:
             per_band = [p.dram_bytes(hw) for _, p in band_plans(self)]
             return {k: sum(d[k] for d in per_band) for k in ("Kloop", "Mloop")}
         s = self.shape
-        if self.indp:  # every CU loads its own rows; a tile is 4 vMACs of 16 interleaved kernels
+        if self.indp and self.cu_split == "cols":  # every CU its own segment of each input row read
+            hw = hw or SnowflakeConfig()
+            q = s.ow // hw.cus
+            # a CU's row: the span its q pixels cover, or (strided) those pixels (ColumnLayout.seg)
+            maps = s.oh * hw.cus * (q if s.sx > 1 else (q - 1) * s.sx + 1) * s.cin * 2
+            tile = hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
+            # each tile once, or (tile_order) all of the first group's and all but one of the others'
+            once = self.resident_weights or self.tiles == 1
+            sends = self.tiles + (0 if once else (len(self.strips) - 1) * (self.tiles - 1))
+            return {"Kloop": maps + tile * sends, "Mloop": maps * self.tiles + tile * self.tiles}
+        elif self.indp:  # every CU loads its own rows; a tile is 4 vMACs of 16 interleaved kernels
 
             hw = hw or SnowflakeConfig()
             rows = sum(r1 - r0 for st, r in zip(self.strips, self.cu_rows) for y in range(st.y0, st.y1, r)

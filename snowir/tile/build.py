@@ -23,7 +23,8 @@ from snowir.hw import DEFAULT, SnowflakeConfig
 from snowir.nn_util import conv_shape, on_host
 from snowir.plan.conv import plan_conv
 from snowir.plan.fused_pool import fuse, fusing_pays
-from snowir.plan.indp import choose_mode
+from snowir.plan.indp_columns import column_layout
+from snowir.plan.residual_mode import conv_mode
 from snowir.plan.layout import LANE_GROUPS, ConvLayout, block_diagonal, conv_layout, pack_for, packed_kernels, packed_words, unpack
 from snowir.plan.pool import plan_pool_tiles, ring_loads
 from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align, band_plans,
@@ -163,6 +164,8 @@ def _maps_tiles(plan: ConvPlan, out_addr: int, r_addr: int | None, hw: Snowflake
         stride_rows, _, w_in, cin_row, c_base = plan.gather
         in_row = w_in * cin_row
     out_row = plan.out_row or s.ow * s.k
+    if plan.indp and plan.cu_split == "cols":
+        return _column_tiles(plan, out_addr, r_addr, hw, ids)
     ops: list[tile.MapsTileOp] = []
     prev_end = 0
     for si, strip in enumerate(plan.strips):
@@ -205,17 +208,43 @@ def _maps_tiles(plan: ConvPlan, out_addr: int, r_addr: int | None, hw: Snowflake
     return ops
 
 
+def _column_tiles(plan: ConvPlan, out_addr: int, r_addr: int | None, hw: SnowflakeConfig,
+                  ids: Iterator[int]) -> list[tile.MapsTileOp]:
+    """A column-split INDP layer's row groups (snowir/plan/indp_columns.py): per output row, each
+    CU's LD (select c) of its input row segment into the group's slot; one window per CU's row
+    segment (q pixels, sx x C words apart), the output rows OW x K words apart."""
+    s = plan.shape
+    lay = column_layout(s, hw, max(st.y1 - st.y0 for st in plan.strips))
+    ops: list[tile.MapsTileOp] = []
+    prev_end = 0
+    for si, st in enumerate(plan.strips):
+        loads = [tile.LoadOp(tile.BufferKind.MAPS, n, src, lay.maps_at(si % 2, i) + at, 0, c)
+                 for i, y in enumerate(range(st.y0, st.y1)) for c in range(hw.cus)
+                 for at, src, n in lay.maps_loads(s, plan.in_addr, y, c)]
+        step = s.cin if lay.gathered else s.sx * s.cin
+        window = tile.WindowOp(s.c, 1, lay.q, st.y1 - st.y0, step, lay.seg, lay.maps_at(si % 2, 0),
+                               out_addr + 2 * st.y0 * s.ow * s.k, bias_vmov=True, bypass_vmov=r_addr is not None)
+        for load in loads:
+            load.properties["load_id"] = IntegerAttr(next(ids), i64)
+        ops.append(tile.MapsTileOp((st.y0, st.y1), (st.r0, st.r1), max(0, prev_end - st.r0) if si else 0, -1,
+                                   [*loads, window]))
+        prev_end = st.r1
+    return ops
+
+
 def maps_buffering(plan: ConvPlan) -> tile.MapsBuffering:
     """Where the plan's maps tiles sit (tile.MapsBufferingAttr)."""
     strips = plan.strips
     if strips[0].bank < 0:
         return tile.MapsBuffering.WHOLE
+    if plan.cu_split == "cols":  # row groups in two slots in turn (plan/indp_columns.ColumnLayout)
+        return tile.MapsBuffering.DOUBLE
     if plan.bypass_addr is not None and not (len(strips) > 1 and strips[1].bank == 1):
         return tile.MapsBuffering.SINGLE
     return tile.MapsBuffering.DOUBLE
 
 
-LAYER_DECISIONS = ("maps_buffering", "gather", "bypass_slices", "pool_slots")
+LAYER_DECISIONS = ("maps_buffering", "gather", "bypass_slices", "pool_slots", "cu_split")
 
 
 def layer_decisions(plan: ConvPlan) -> dict[str, Attribute]:
@@ -223,6 +252,8 @@ def layer_decisions(plan: ConvPlan) -> dict[str, Attribute]:
     props: dict[str, Attribute] = {"maps_buffering": tile.MapsBufferingAttr(maps_buffering(plan))}
     if plan.gather is not None:
         props["gather"] = tile.GatherAttr.get(**dict(zip(tile.GatherAttr.FIELDS, plan.gather)))
+    if plan.cu_split == "cols":
+        props["cu_split"] = tile.CuSplitAttr(tile.CuSplit.COLS)
     if plan.bypass_slices:
         props["bypass_slices"] = DenseArrayBase.from_list(i64, list(plan.slice_bases))
     if plan.pool is not None:
@@ -274,6 +305,8 @@ def fusable_pool(op: nn.Conv2dOp, plan: ConvPlan, pool_addr: int,
         return None
     pool_op = uses[0].operation
     p = pool_shape(pool_op)
+    if plan.cu_split == "cols":  # its groups write every CU's columns of a row: no row per CU to pool
+        return None
     if plan.indp:
         fused = fuse(plan, p, pool_addr, hw) if fusing_pays(plan, p, hw) else None
     else:  # rated with the strips that leave the ring room
@@ -291,7 +324,7 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     `output`."""
     s = layer_conv_shape(op)
     bypass = op.bypass is not None
-    mode = choose_mode(s, hw, bypass, mode)
+    mode = conv_mode(s, hw, bypass, mode)
     lay = conv_layout(s, bypass, mode, hw)
     plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
@@ -360,7 +393,7 @@ def bare_conv_layer(name: str, s: ConvShape, weights: np.ndarray, bias: np.ndarr
     """A conv layer from int16 arrays ((K, C, kh, kw) weights, (K,) bias) rather than an nn op:
     its regions, packed weights and the planner's decisions, as nn-to-tile and tile-loop-order
     would write them (tests and benches lower it with tile-to-asm like any other layer)."""
-    mode = choose_mode(s, hw, bypass, mode)
+    mode = conv_mode(s, hw, bypass, mode)
     lay = conv_layout(s, bypass, mode, hw)
     image = pack_for(weights, bias, mode, packed_kernels(s, mode, hw), hw)
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),

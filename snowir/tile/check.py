@@ -25,6 +25,7 @@ from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
 from snowir.plan.fused_pool import fusable, maps_words
 from snowir.plan.indp import default_rows_per_cu, group_strips, indp_groups, interior_rows
+from snowir.plan.indp_columns import column_layout, columns_refusal
 from snowir.plan.pool import check_pool_channels, max_pool_rows, row_maxs
 from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, LoweringError, PoolShape, PoolTile, TRACE_CHUNK,
                                 band_plans, bands_of, coop_kernels, gather_of, indp_kernel_words, input_columns,
@@ -86,7 +87,9 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
         if not _empty(mt):
             continue
         y0, y1 = mt._ints("out_rows")
-        if indp:
+        if indp and layer.cu_split is not None and layer.cu_split.data == tile.CuSplit.COLS:
+            _set(mt, "cu_rows", None)  # every CU takes columns of every row of the tile
+        elif indp:
             per_cu = mt._int("cu_rows") if mt.cu_rows is not None else default_rows_per_cu(s, hw)
             groups = indp_groups(s, hw, y0, min(y1, s.oh), per_cu)
             if len(groups) > 1 or groups[0][1] * groups[0][2] != y1 - y0:
@@ -132,11 +135,13 @@ def _keep_holding(layer: tile.LayerOp, kt: tile.KernelTileOp, s: ConvShape, hw: 
     tiles = kt._int("repeat")
     kloop_coop = not indp and layer.loop_order is not None and layer.loop_order.data == tile.LoopOrder.KLOOP \
         and conv_shape_of(layer.shape).groups == 1
+    columns = layer.cu_split is not None and layer.cu_split.data == tile.CuSplit.COLS
     if kt.slot is not None and not _holds("slot", kt._int("slot"), words, tiles, hw):
         _set(kt, "slot", None)
-    if kt.stagger is not None and (not kloop_coop or not _holds("stagger", kt._int("stagger"), words, tiles, hw)):
+    if kt.stagger is not None and (not (kloop_coop or columns)
+                                   or not _holds("stagger", kt._int("stagger"), words, tiles, hw)):
         _set(kt, "stagger", None)
-    if kt.resident is not None and (not kloop_coop or not _holds("resident", 1, words, tiles, hw)):
+    if kt.resident is not None and (not (kloop_coop or columns) or not _holds("resident", 1, words, tiles, hw)):
         kt.properties.pop("resident")
 
 
@@ -300,19 +305,27 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
     elif words > hw.weights_buffer_elements:
         raise TileError(layer, f"kernel tile: {words} words a kernel exceed the {hw.weights_buffer_elements}-word buffer")
     kloop_coop = not indp and plan.loop_order == "Kloop" and full.groups == 1
+    columns = indp and plan.cu_split == "cols"
     if plan.stagger:
-        if not kloop_coop or fc:
-            raise TileError(layer, "kernel tile: stagger applies to ungrouped COOP Kloop layers (remove it)")
+        if not (kloop_coop or columns) or fc:
+            raise TileError(layer, "kernel tile: stagger applies to ungrouped COOP Kloop layers and column-split "
+                                   "INDP ones (remove it)")
         unrolled = s.cin == s.c and s.c <= TRACE_CHUNK  # codegen/pixels.py unrolls such pixels, on r14
-        if s.kh == s.kw == 1 and (unrolled or plan.bypass_addr is not None):
+        if not columns and s.kh == s.kw == 1 and (unrolled or plan.bypass_addr is not None):
             raise TileError(layer, "kernel tile: stagger: this 1x1 conv's pixel code uses the stagger's registers "
                                    "(remove it)")
         if plan.stagger % 2 or not _holds("stagger", plan.stagger, words, plan.tiles, hw):
             raise TileError(layer, f"kernel tile: stagger {plan.stagger} must be even, below the kernel's {words} words, "
                                    f"and the kernel at it within the {hw.weights_buffer_elements}-word buffer")
+    if columns:
+        why = columns_refusal(full, hw)
+        if why is not None:
+            raise TileError(layer, f"cu_split = cols: {why.removeprefix('INDP with a residual bypass needs ')} "
+                                   "(remove cu_split)")
     if plan.resident_weights:
-        if not kloop_coop or fc:
-            raise TileError(layer, "kernel tile: resident applies to ungrouped COOP Kloop layers (remove it)")
+        if not (kloop_coop or columns) or fc:
+            raise TileError(layer, "kernel tile: resident applies to ungrouped COOP Kloop layers and column-split "
+                                   "INDP ones (remove it)")
         if not _holds("resident", 1, words, plan.tiles, hw):
             raise TileError(layer, f"kernel tile: resident: {plan.tiles} tiles of {words} words exceed the "
                                    f"{hw.weights_buffer_elements}-word weights buffer")
@@ -424,6 +437,13 @@ def _check_maps_room(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig, f
     if plan.indp:
         if buffering != tile.MapsBuffering.DOUBLE:
             raise TileError(layer, f"maps_buffering {buffering.value}: INDP row groups are double-buffered")
+        if plan.cu_split == "cols":
+            lay = column_layout(s, hw, max(st.y1 - st.y0 for st in strips))
+            if lay.words > hw.maps_buffer_elements:
+                i = max(range(len(strips)), key=lambda j: strips[j].y1 - strips[j].y0)
+                raise TileError(layer, f"maps tile {i}: two row groups of {lay.rows} rows take {lay.words} words of "
+                                       f"the {hw.maps_buffer_elements}-word maps buffer (split the tile)")
+            return
         top, bottom = interior_rows(s)
         for i, st in enumerate(strips):
             r = plan.cu_rows[i]

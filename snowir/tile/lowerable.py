@@ -12,7 +12,7 @@ from snowir.dialects import nn
 from snowir.golden import int_values
 from snowir.hw import SnowflakeConfig
 from snowir.plan.conv import plan_conv
-from snowir.plan.indp import choose_mode
+from snowir.plan.residual_mode import conv_mode
 from snowir.plan.layout import conv_layout
 from snowir.plan.pool import plan_pool
 from snowir.plan.shapes import ConvPlan, LoweringError
@@ -51,6 +51,6 @@ def planned_conv(op: nn.Conv2dOp, hw: SnowflakeConfig) -> ConvPlan:
 
     s = layer_conv_shape(op)
     bypass = op.bypass is not None
-    mode = choose_mode(s, hw, bypass)
+    mode = conv_mode(s, hw, bypass)
     lay = conv_layout(s, bypass, mode, hw)
     return plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)

@@ -116,7 +116,16 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
     mode = layer.mode.data.value
     slices = tuple(int(v) for v in layer.bypass_slices.get_values()) if layer.bypass_slices is not None else ()
     cu_rows: tuple[int, ...] = ()
-    if mode == "INDP":
+    split = layer.cu_split.data.value if layer.cu_split is not None else "rows"
+    if split == "cols":
+        given = [i for i, mt in enumerate(tiles) if mt.cu_rows is not None]
+        if given:
+            raise TileError(layer, f"maps tile {given[0]}: cu_rows: with cu_split = cols every CU takes columns of "
+                                   "every row of a tile (remove cu_rows)")
+    elif mode == "INDP" and bypass is not None:
+        raise TileError(layer, "an INDP residual conv runs with cu_split = cols (each CU's bypass where its "
+                               "write-back goes; or mode COOP)")
+    elif mode == "INDP":
         missing = [i for i, mt in enumerate(tiles) if mt.cu_rows is None]
         if missing:
             raise TileError(layer, f"maps tile {missing[0]}: an INDP maps tile (a row group) needs cu_rows "
@@ -129,7 +138,7 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
         gather_in(layer), kt.resident is not None, bool(slices), pool, pool_out,  # type: ignore[arg-type]
         kt._int("slot") if kt.slot is not None else 0, kt._int("stagger") if kt.stagger is not None else 0,
         slices, tuple(int(v) for v in layer.pool_slots.get_values()) if layer.pool_slots is not None else (),
-        weights_before_fence=layer.weights_before_fence is not None)
+        weights_before_fence=layer.weights_before_fence is not None, cu_split=split)
 
 
 def pool_tiles_of(layer: tile.LayerOp) -> tuple[PoolShape, list[PoolTile]]:
