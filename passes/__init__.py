@@ -33,6 +33,7 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "split-kernels": p("nn.split_kernels", "SplitKernelsPass"),
         "space-to-depth": p("nn.space_to_depth", "SpaceToDepthPass"),
         "unfold-rows": p("nn.unfold_rows", "UnfoldRowsPass"),
+        "pad-rows": p("nn.pad_rows", "PadRowsPass"),
         "nn-to-tile": p("convert.nn_to_tile", "NNToTilePass"),
         "tile-loop-order": p("tile.tile_loop_order", "TileLoopOrderPass"),
         "tile-rows": p("tile.tile_rows", "TileRowsPass"),

@@ -3,7 +3,7 @@ The two pipelines, as pass lists in one place.
 
 nn-prepare{format=Q8.8}: from an imported model to the fixed-point graph Snowflake runs:
 fold-hard-swish, drop-identity, fold-batch-norm, fuse-residual-add, fuse-relu, sequence-gemm, fc-to-conv,
-avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth,
+avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth, pad-rows,
 add-to-bypass, partition-host, quantize.
 
 snowflake-lower{format=Q8.8|auto calibration=x.npy mode=auto loop-order=auto hw=path.json}: the
@@ -52,6 +52,7 @@ from snowir.passes.nn.quantize import QuantizePass
 from snowir.passes.nn.sequence_gemm import SequenceGemmPass
 from snowir.passes.nn.space_to_depth import SpaceToDepthPass
 from snowir.passes.nn.split_kernels import SplitKernelsPass
+from snowir.passes.nn.pad_rows import PadRowsPass
 from snowir.passes.nn.unfold_rows import UnfoldRowsPass
 from snowir.passes.tile.allocate_dram import AllocateDramPass
 from snowir.passes.tile.tile_loop_order import TileLoopOrderPass
@@ -75,15 +76,19 @@ class NNPreparePass(ModulePass):
     """false: sequence-gemm{layout=off} (a dense over timesteps runs as T one-pixel images)."""
     add_to_bypass: bool = True
     """false: add-to-bypass{enable=false} (an add of host results stays on the host)."""
+    pad_rows: bool = True
+    """false: leave out pad-rows (an INDP conv on the model input keeps its row padding as clipped
+    kernel rows, run one CU at a time)."""
     hw: str = ""
     """A hardware description JSON for the passes that plan (sequence-gemm, split-kernels, unfold-rows,
-    space-to-depth, depthwise-to-grouped, partition-host); default: the ZC706 build."""
+    space-to-depth, pad-rows, depthwise-to-grouped, partition-host); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         passes: list[ModulePass] = [FoldHardSwishPass(), DropIdentityPass(), FoldBatchNormPass(),
                                     FuseResidualAddPass(), FuseReluPass(), SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
-                                    UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), AddToBypassPass(self.add_to_bypass, self.hw),
+                                    UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), *([PadRowsPass(self.hw)] if self.pad_rows else []),
+                                    AddToBypassPass(self.add_to_bypass, self.hw),
                                     PartitionHostPass(self.hw)]
         if self.quantize:
             passes.append(QuantizePass(self.format, self.calibration))

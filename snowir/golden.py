@@ -300,11 +300,16 @@ class Golden:
             if out_frac is not None:
                 return Q(np.maximum(self._fixed(x, out_frac), 0), out_frac)
             return np.maximum(self._float(x), 0)
-        if isinstance(op, nn.SpaceToDepthOp | nn.UnfoldRowsOp):  # the host's layouts of a model input
+        if isinstance(op, nn.SpaceToDepthOp | nn.UnfoldRowsOp | nn.PadRowsOp):  # the host's layouts of a model input
             _, _, oh, ow = op.output.type.get_shape()
             x = self._fixed(env[op.input], out_frac) if out_frac is not None else self._float(env[op.input])
-            y = space_to_depth(x, op.block.value.data, int_values(op.pads), oh, ow) if isinstance(op, nn.SpaceToDepthOp) \
-                else unfold_rows(x, op.kernel.value.data, op.stride.value.data, int_values(op.pads)[0], oh)
+            if isinstance(op, nn.SpaceToDepthOp):
+                y = space_to_depth(x, op.block.value.data, int_values(op.pads), oh, ow)
+            elif isinstance(op, nn.UnfoldRowsOp):
+                y = unfold_rows(x, op.kernel.value.data, op.stride.value.data, int_values(op.pads)[0], oh)
+            else:
+                top, bottom = int_values(op.pads)
+                y = np.pad(x, ((0, 0), (0, 0), (top, bottom), (0, 0)))
             return Q(y, out_frac) if out_frac is not None else y
         if isinstance(op, nn.ChannelSliceOp):
             x = env[op.input]

@@ -65,6 +65,8 @@ def useful_macs(op: Operation) -> int:
             kh0 = unfold.kernel.value.data
             cg //= kh0
             rows = valid_taps(oh, kh0, unfold.stride.value.data, int_values(unfold.pads)[0], 1, unfold.input.type.get_shape()[2])
+        if isinstance(unfold, nn.PadRowsOp):  # the rows' padding is zero rows of the input
+            rows = valid_taps(oh, kh, sy, pt + int_values(unfold.pads)[0], dy, unfold.input.type.get_shape()[2])
         return n * k * cg * rows * valid_taps(ow, kw, sx, pl, dx, w)
     if isinstance(op, nn.DenseOp):
         return int(np.prod(op.output.type.get_shape())) * op.weight.type.get_shape()[1]

@@ -39,12 +39,14 @@ def test_the_pool_runs_in_the_conv_program_bit_exact_and_faster(tmp_path: Path, 
     for report in (fused, apart):
         assert report["check"]["golden_bit_exact"], report["check"]
         assert report["check"]["snr_db"] > 30
-    conv, pool = fused["layers"]
+    # (the host's pad-rows layout of the input comes first: device layers only)
+    conv, pool = [layer for layer in fused["layers"] if layer["where"] != "host"]
+    apart_conv, apart_pool = [layer for layer in apart["layers"] if layer["where"] != "host"]
     assert conv["op"] == "conv2d" and conv["cycles"] > 0 and conv["computes"] == pool["name"]
     assert pool["op"] == "max_pool" and pool["cycles"] == 0 and pool["computed_by"] == conv["name"]
-    assert "computes" not in apart["layers"][0] and "computed_by" not in apart["layers"][1]
+    assert "computes" not in apart_conv and "computed_by" not in apart_pool
     assert [layer["op"] for layer in apart["layers"] if layer["cycles"]] == ["conv2d", "max_pool"]
-    assert conv["macs"] == apart["layers"][0]["macs"]  # the MAXs are not MACs
+    assert conv["macs"] == apart_conv["macs"]  # the MAXs are not MACs
     assert fused["total"]["cycles"] < apart["total"]["cycles"]
 
 

@@ -133,7 +133,7 @@ def test_trace_events_name_their_part_on_both_engines(tmp_path: Path) -> None:
         spans[engine] = [(e["name"], e.get("args", {}).get("part")) for e in json.loads(trace.read_text())["traceEvents"]
                          if e["ph"] == "X"]
     assert spans["fast"] == spans["reference"]
-    first = next(part for name, part in spans["fast"] if name == "LD maps 32 B")
+    first = next(part for name, part in spans["fast"] if name == "LD maps 48 B")
     assert first == "conv1.load_maps.group0 (ONNX node conv1)"
-    assert ("LD maps 32 B", "conv1.group2.ktile0.load_maps.group3 (ONNX node conv1)") in spans["fast"]  # a prefetch
+    assert ("LD maps 48 B", "conv1.group0.ktile0.load_maps.group1 (ONNX node conv1)") in spans["fast"]  # a prefetch
     assert sum(part is not None for _, part in spans["fast"]) >= 0.9 * len(spans["fast"])

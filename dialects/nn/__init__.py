@@ -53,6 +53,7 @@ from snowir.dialects.nn.host_ops import (
     HostOp,
     LrnOp,
     MulOp,
+    PadRowsOp,
     SoftmaxOp,
     SpaceToDepthOp,
     TransposeOp,
@@ -77,7 +78,8 @@ from snowir.dialects.nn.tensor_ops import (
 
 DEVICE_OPS = (Conv2dOp, MaxPoolOp, AvgPoolOp, GlobalAvgPoolOp, DenseOp, AddOp, ReluOp,
               BatchNormOp, ConcatOp, FlattenOp, ReshapeOp, IdentityOp, ChannelSliceOp)
-HOST_OPS = (SoftmaxOp, LrnOp, TransposeOp, ClipOp, HardSigmoidOp, HardSwishOp, MulOp, SpaceToDepthOp, UnfoldRowsOp, HostOp)
+HOST_OPS = (SoftmaxOp, LrnOp, TransposeOp, ClipOp, HardSigmoidOp, HardSwishOp, MulOp, SpaceToDepthOp, UnfoldRowsOp, PadRowsOp,
+            HostOp)
 
 NN = Dialect(
     "nn",
@@ -90,7 +92,8 @@ __all__ = [
     "AddOp", "AvgPoolOp", "BatchNormOp", "ChannelSliceOp", "ClipOp", "ConcatOp", "ConstantOp", "Conv2dOp", "DenseOp",
     "ElementType", "ElementwiseBinary", "ElementwiseUnary", "ExternalWeightsAttr", "FixedType", "FlattenOp",
     "GlobalAvgPoolOp", "HardSigmoidOp", "HardSwishOp", "HostOp", "IdentityOp", "LrnOp", "MaxPoolOp", "MulOp",
-    "NNOperation", "OnnxGraphAttr", "PackedWeightsAttr", "PoolOperation", "ReluOp", "ReshapeOp", "SoftmaxOp",
-    "SpaceToDepthOp", "TransposeOp", "UnfoldRowsOp", "element_of", "i64_array", "int_values", "shape_of", "window_out",
+    "NNOperation", "OnnxGraphAttr", "PackedWeightsAttr", "PadRowsOp", "PoolOperation", "ReluOp", "ReshapeOp",
+    "SoftmaxOp", "SpaceToDepthOp", "TransposeOp", "UnfoldRowsOp", "element_of", "i64_array", "int_values", "shape_of",
+    "window_out",
     "ArrayAttr", "Float32Type", "FloatAttr", "IntegerAttr", "StringAttr", "UnitAttr", "i64",
 ]

@@ -1,7 +1,7 @@
 """
 The `nn` ops the host CPU runs: layers Snowflake has no mapping for (softmax, LRN, transpose,
 clip, the hard activations, broadcast multiply), the input layouts a pass moves to the host
-(space-to-depth, unfold-rows), and `nn.host`, an ONNX node kept as it is.
+(space-to-depth, unfold-rows, pad-rows), and `nn.host`, an ONNX node kept as it is.
 """
 
 from __future__ import annotations
@@ -114,6 +114,30 @@ class UnfoldRowsOp(NNOperation):
         if oh < 1:
             self._fail(f"{kh} rows (pads {list(pads)}) do not fit an input of {h} rows")
         self._expect_result((n, c * kh, oh, w))
+        self._same_element(self.input, self.output)
+
+
+@irdl_op_definition
+class PadRowsOp(NNOperation):
+    """`pads` = (top, bottom) zero rows around the input: out[c, i, j] = in[c, i − top, j] (0
+    outside). A conv whose row padding is these rows reads no clipped kernel row. The pad-rows
+    pass lays a model input out this way (on the host)."""
+
+    name = "nn.pad_rows"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    pads = prop_def(DenseArrayBase[I64])
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, pads: Sequence[int], result_type: TensorType):
+        super().__init__(operands=[input], result_types=[result_type], properties={"pads": i64_array(pads)})
+
+    def verify_(self) -> None:
+        n, c, h, w = self._rank(self.input, 4, "input")
+        pads = int_values(self.pads)
+        if len(pads) != 2 or min(pads) < 0:
+            self._fail(f"pads must be (top, bottom), non-negative, not {list(pads)}")
+        self._expect_result((n, c, h + pads[0] + pads[1], w))
         self._same_element(self.input, self.output)
 
 

@@ -16,14 +16,16 @@ func.func @main(%x: tensor<1x3x32x32xf32>) -> tensor<1x64x8x8xf32> {
   func.return %p : tensor<1x64x8x8xf32>
 }
 
-// CHECK:      nn.conv2d {{.*}}tile = "conv1"
+// CHECK:      nn.pad_rows %x {{.*}}place = "host", pads = array<i64: 3, 3>
+// CHECK:      nn.conv2d {{.*}}tile = "conv1", strides = array<i64: 2, 2>, pads = array<i64: 0, 3, 0, 3>
 // CHECK:      nn.max_pool {{.*}}tile = "conv1"
 // CHECK:      tile.layer @conv1 conv attributes {{{.*}}mode = #tile<mode INDP>{{.*}}pool = #tile.pool_shape<c = 64, h = 16, w = 16, kh = 3, kw = 3, sy = 2, sx = 2, pt = 1, pl = 1, oh = 8, ow = 8>
 // CHECK:        tile.dram_region @conv1.conv_output {{.*}}label = "conv_output"
 // CHECK-NEXT:   tile.dram_region @conv1.output {{.*}}size = 8192 : i64, label = "output"
-// one output row per CU: the interior rows in groups of four
-// CHECK:        tile.maps_tile attributes {out_rows = array<i64: 2, 6>
-// CHECK:        tile.maps_tile attributes {out_rows = array<i64: 6, 10>
+// one output row per CU, in groups of four from row 0: pad-rows made the row padding zero rows
+// of the input (nn.pad_rows, on the host), so no row has clipped kernel rows
+// CHECK:        tile.maps_tile attributes {out_rows = array<i64: 0, 4>
+// CHECK:        tile.maps_tile attributes {out_rows = array<i64: 4, 8>
 // CHECK-NOT:    tile.layer
 
 // APART:      tile.layer @conv1 conv

@@ -1,4 +1,5 @@
-// RUN: snow-opt %s -p 'nn-prepare,nn-to-tile,tile-loop-order' | filecheck %s
+// RUN: snow-opt %s -p 'nn-prepare{pad-rows=false},nn-to-tile,tile-loop-order' | filecheck %s
+// RUN: snow-opt %s -p 'nn-prepare,nn-to-tile,tile-loop-order' | filecheck %s --check-prefix=PADDED
 // RUN: snow-opt %s -p 'nn-prepare,nn-to-tile{mode=COOP}' | filecheck %s --check-prefix=COOP
 // RUN: snow-opt %s -p 'nn-prepare,nn-to-tile,tile-loop-order,tile-to-asm' | filecheck %s --check-prefix=ASM
 // RUN: not snow-opt %s -p 'nn-prepare,nn-to-tile{mode=FOO}' 2>&1 | filecheck %s --check-prefix=BADOPT
@@ -20,6 +21,15 @@ func.func @main(%x: tensor<1x3x20x20xf32>) -> tensor<1x64x10x10xf32> {
 // CHECK:        tile.maps_tile attributes {out_rows = array<i64: 0, 1>
 // CHECK:        tile.maps_tile attributes {out_rows = array<i64: 2, 6>
 // CHECK-COUNT-4:  tile.load {buffer = #tile<buffer maps>
+
+// pad-rows (default in nn-prepare): the host gives the input its 3 + 3 padding rows, so every
+// output row reads all 7 kernel rows and the 10 rows are row groups over the CUs from row 0
+// PADDED:     nn.pad_rows %x {{.*}}pads = array<i64: 3, 3>} : (tensor<1x3x20x20x!nn.fixed<8, 8>>) -> tensor<1x3x26x20x!nn.fixed<8, 8>>
+// PADDED:     tile.layer @conv1 conv attributes {{{.*}}mode = #tile<mode INDP>
+// PADDED-SAME: shape = #tile.conv_shape<c = 3, h = 26, w = 20, k = 64, kh = 7, kw = 7, sy = 2, sx = 2, pt = 0, pl = 3, pb = 0, pr = 3
+// PADDED:     tile.maps_tile attributes {out_rows = array<i64: 0, 4>
+// PADDED:     tile.maps_tile attributes {out_rows = array<i64: 4, 8>
+// PADDED:     tile.maps_tile attributes {out_rows = array<i64: 8, 10>
 
 // COOP:       mode = #tile<mode COOP>
 

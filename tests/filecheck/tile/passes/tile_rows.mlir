@@ -28,9 +28,9 @@ func.func @main(%x: tensor<1x1x6x6xf32>) -> tensor<1x16x3x3xf32> {
 // tiles of at most 2 rows, written empty: their in_rows, overlap, loads and windows are
 // derived by tile-to-asm.
 // CHECK:      tile.layer @conv_in conv attributes {mode = #tile<mode INDP>
-// CHECK:        tile.maps_tile attributes {out_rows = array<i64: 0, 1>, {{.*}}cu_rows = 1 : i64} {
+// CHECK:        tile.maps_tile attributes {out_rows = array<i64: 0, 4>, {{.*}}cu_rows = 1 : i64} {
 // CHECK-NEXT:     tile.load {buffer = #tile<buffer maps>
-// CHECK:        tile.maps_tile attributes {out_rows = array<i64: 1, 5>, {{.*}}cu_rows = 1 : i64} {
+// CHECK:        tile.maps_tile attributes {out_rows = array<i64: 4, 6>, {{.*}}cu_rows = 1 : i64} {
 // CHECK-NEXT:     tile.load {buffer = #tile<buffer maps>
 // CHECK:      tile.layer @conv_a conv attributes {mode = #tile<mode COOP>
 // CHECK:        tile.maps_tile attributes {out_rows = array<i64: 0, 2>,
