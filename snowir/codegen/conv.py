@@ -25,7 +25,7 @@ from snowir.codegen.indp import generate_indp
 from snowir.codegen.loads import load_broadcast, load_runs
 from snowir.codegen.pixels import kernel_tile
 from snowir.codegen.traces import (COOP, Prefetch, R_LEN, R_MAPS, R_OUT, R_SRC, R_TK, R_TMP, R_TMP2, R_TO, R_TT, R_TW,
-                                   R_W, R_WSRC, TRACE_CHUNK, trace_chunks)
+                                   R_W, R_WSRC, TRACE_CHUNK, add_offset, trace_chunks)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, band_plans, full_mask, input_rows, ring_of
@@ -146,15 +146,15 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
                 _load_maps(b, plan, hw, strip, 0)
             more = si + 1 < len(plan.strips)
             last_prefetch: list[Prefetch] = []
-            spread = None
+            spread: list[tuple[int, int, int]] = []
             if more and not whole:
                 nxt = plan.strips[si + 1]
-                if plan.resident_weights or plan.gather is not None or plan.in_row or plan.tiles < 2:
-                    last_prefetch.append(lambda bb, nxt=nxt, bank=(si + 1) % 2: _load_maps(bb, plan, hw, nxt, bank))
-                else:  # one piece per kernel tile, beside its weights
-                    row = plan.shape.w * plan.shape.cin
-                    spread = (((si + 1) % 2) * hw.maps_bank_elements, plan.in_addr + 2 * nxt.r0 * row,
-                              (nxt.r1 - nxt.r0) * row)
+                bank = (si + 1) % 2
+                row = plan.shape.w * plan.shape.cin
+                spread = [(bank * hw.maps_bank_elements, plan.in_addr + 2 * nxt.r0 * row, (nxt.r1 - nxt.r0) * row)]
+                if not _spreads(plan, spread):
+                    spread = []
+                    last_prefetch.append(lambda bb, nxt=nxt, bank=bank: _load_maps(bb, plan, hw, nxt, bank))
             base = 0 if whole else (si % 2) * hw.maps_bank_elements
             _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread, pool=pool)
     if ring is not None:
@@ -166,19 +166,49 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
         pool_rows(b, plan, ring, (p, q), hw, None)
 
 
-R_MDST, R_MSRC, R_MLEN = 22, 23, 26  # the next strip's spread maps load (no bypass registers in use)
+def _spreads(plan: ConvPlan, streams: list[tuple[int, int, int]]) -> bool:
+    """Whether the next strip's `streams` (buffer element, DRAM byte, words: contiguous runs)
+    load in pieces, one per kernel tile (`_spread_piece`): several kernel tiles, not resident
+    (those leave tile 0 the bus), not gathered or a column band (runs of their own), and each
+    stream longer than the T - 1 pieces of whole vMAC counts the loop's tiles load."""
+    if plan.resident_weights or plan.gather is not None or plan.in_row or plan.tiles < 2:
+        return False
+    return all((plan.tiles - 1) * _piece_words(plan, words) < words for _, _, words in streams)
+
+
+def _piece_words(plan: ConvPlan, words: int) -> int:
+    """Words a kernel tile's piece of a spread stream loads: a multiple of the tile's kernels,
+    so its place follows from R_TT (K x t) by one MULI."""
+    k = plan.kernels
+    return -(-words // (plan.tiles * k)) * k
+
+
+def _spread_piece(bb: AsmBuilder, plan: ConvPlan, streams: list[tuple[int, int, int]], last: bool) -> None:
+    """Kernel tile t's piece of each stream of the next strip (t from R_TT = K x t, so the
+    counted K loop's body is one piece for every tile); the last tile loads the remainder."""
+    k = plan.kernels
+    for dst, src, words in streams:
+        q = _piece_words(plan, words)
+        n = words - (plan.tiles - 1) * q if last else q
+        bb.emit(sf.MuliOp(R_TMP, R_TT, q // k))
+        add_offset(bb, R_TMP, R_TMP, dst)
+        bb.emit(sf.MuliOp(R_SRC, R_TT, 2 * q // k))
+        add_offset(bb, R_SRC, R_SRC, src)
+        bb.const(R_LEN, n)
+        bb.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, 0, sf.SELECT_ALL))
 
 
 def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
                  more: bool, last_prefetch: list[Prefetch], bypass_base: int | None = None,
-                 spread: tuple[int, int, int] | None = None, pool: Prefetch | None = None) -> None:
+                 spread: list[tuple[int, int, int]] | None = None, pool: Prefetch | None = None) -> None:
     """Every kernel tile over one maps strip, tile 0's weights already loaded into bank R_TW.
     Tiles 0..T-2 are one counted K loop when its body fits an icache bank (else unrolled): the
     tile registers R_TW/R_TT/R_TO advance in its delay slots, R_WSRC walks the weights. The
     last tile is peeled: the write-back mask of a partial tile, the next strip's data (`more`:
-    a strip follows, whose tile 0 it loads). `spread` = (buffer element, DRAM byte, words) of
-    the next strip: loaded in T pieces, one per tile beside its weights, rather than all during
-    the last tile (where it held up the tile's own weights behind it on the bus). `pool`: a fused
+    a strip follows, whose tile 0 it loads). `spread` = the next strip's contiguous runs (buffer
+    element, DRAM byte, words: its maps rows; a residual conv's bypass rows too): loaded in T
+    pieces, one per tile beside its weights, rather than all during the last tile (where it held
+    up the tile's own weights behind it on the bus). `pool`: a fused
     pool's MAXs, halfway through the last tile."""
     s = plan.shape
     tiles = plan.tiles
@@ -191,18 +221,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         b.const(R_WSRC, plan.w_addr + 2 * plan.kernels * s.kernel_words)
 
     stagger = plan.stagger
-    piece: list[Prefetch] = []
-    rest = 0
-    if spread is not None:
-        dst, src, words = spread
-        q = -(-words // tiles)
-        q += q % 2
-        rest = words - (tiles - 1) * q
-        b.const(R_MDST, dst)
-        b.const(R_MSRC, src)
-        b.const(R_MLEN, q)
-        piece = [lambda bb: bb.emit(sf.LdOp(sf.LoadTarget.MAPS, R_MDST, R_MSRC, R_MLEN, 0, sf.SELECT_ALL),
-                                    sf.AddiOp(R_MSRC, R_MSRC, 2 * q), sf.AddiOp(R_MDST, R_MDST, q))]
+    piece: list[Prefetch] = [lambda bb: _spread_piece(bb, plan, spread, False)] if spread else []
 
     def tile(bb: AsmBuilder, mask: int, prefetch: list[Prefetch], load_next: bool, same_strip: bool = True,
              mid: Prefetch | None = None) -> None:
@@ -227,8 +246,8 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     reload = more and tiles > 1  # a single kernel tile stays in its bank for every strip
     if reload:
         b.const(R_WSRC, plan.w_addr)  # the next strip starts again at tile 0
-    if rest > 0:
-        last_prefetch = [lambda bb: bb.const(R_MLEN, rest), *piece, *last_prefetch]
+    if spread:
+        last_prefetch = [lambda bb: _spread_piece(bb, plan, spread, True), *last_prefetch]
     with b.at(ktiles(tiles - 1, tiles - 1)):
         tile(b, mask_last, last_prefetch, reload, same_strip=False, mid=pool)
     if reload and (plan.double_buffer_weights or stagger):
@@ -446,8 +465,19 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
                 load(b, strip)
             if si == 0:
                 _cold_start(b, plan, hw, 0, 0, strip, byp - strip.y0 * out_row, plan.resident_weights)
-            prefetch = [lambda bb, nxt=plan.strips[si + 1]: load(bb, nxt)] if more and double else []
-            _strip_tiles(b, plan, hw, strip, base, mask_last, more, prefetch, bypass_base=byp - strip.y0 * out_row)
+            prefetch: list[Prefetch] = []
+            spread: list[tuple[int, int, int]] = []
+            if more and double:  # the next strip's maps and bypass rows, in pieces beside the kernel tiles
+                nxt = plan.strips[si + 1]
+                at = nxt.bank * half
+                spread = [(at, plan.in_addr + 2 * nxt.r0 * row, (nxt.r1 - nxt.r0) * row),
+                          (at + (nxt.r1 - nxt.r0) * row, plan.bypass_addr + 2 * nxt.y0 * out_row,
+                           (nxt.y1 - nxt.y0) * out_row)]
+                if not _spreads(plan, spread):
+                    spread = []
+                    prefetch = [lambda bb, nxt=nxt: load(bb, nxt)]
+            _strip_tiles(b, plan, hw, strip, base, mask_last, more, prefetch, bypass_base=byp - strip.y0 * out_row,
+                         spread=spread)
 
 
 def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, bank: int,
