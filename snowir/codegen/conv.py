@@ -140,13 +140,10 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
                     pool = lambda bb, p=p, q=q: pool_rows(bb, plan, ring, (p, q), hw,  # noqa: E731
                                                           (2 * hw.vmacs_per_cu, mask_last))
             whole = strip.bank < 0
-            if whole and si:
-                # the strip fills both banks: every earlier MAC must be done before it is replaced
-                b.flush_vector_queue(hw, R_TMP)
-                _load_maps(b, plan, hw, strip, 0)
             more = si + 1 < len(plan.strips)
             last_prefetch: list[Prefetch] = []
             spread: list[tuple[int, int, int]] = []
+            row_loads = _replacing_rows(plan, hw, strip, plan.strips[si + 1]) if more and whole else None
             if more and not whole:
                 nxt = plan.strips[si + 1]
                 bank = (si + 1) % 2
@@ -156,7 +153,8 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
                     spread = []
                     last_prefetch.append(lambda bb, nxt=nxt, bank=bank: _load_maps(bb, plan, hw, nxt, bank))
             base = 0 if whole else (si % 2) * hw.maps_bank_elements
-            _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread, pool=pool)
+            _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread, pool=pool,
+                         row_loads=row_loads)
     if ring is not None:
         # the last strip's rows: their slots were last read in its last tile (flush: the MAXs
         # must be done), and the MAXs wait for these loads
@@ -164,6 +162,29 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
         b.flush_vector_queue(hw, R_TMP)
         load_rows(b, plan, ring, (a, b_), hw)
         pool_rows(b, plan, ring, (p, q), hw, None)
+
+
+def _replacing_rows(plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, nxt: Strip) -> list[tuple[int, Prefetch]]:
+    """The next whole-buffer strip's rows as its last kernel tile frees them (`kernel_tile`'s
+    `row_loads`): the next strip's row j replaces this one's row j (both from word 0), so it
+    loads once the last output row reading that row is done (at once when none does), runs of
+    rows freed by the same output row in one LD. Rather than all of it after the last tile,
+    behind a flush, while nothing computes."""
+    s = plan.shape
+    last: dict[int, int] = {}  # this strip's row (from r0) -> the last output row reading it
+    for y in range(strip.y0, strip.y1):
+        lo, hi = input_rows(s.h, s.kh, s.sy, s.pt, y, y + 1)
+        for r in range(lo, hi):
+            last[r - strip.r0] = y
+    runs: list[tuple[int, int, int]] = []  # (output row, first next row, end)
+    for j in range(nxt.r1 - nxt.r0):
+        y = last.get(j, strip.y0 - 1)
+        if runs and runs[-1][0] == y and runs[-1][2] == j:
+            runs[-1] = (y, runs[-1][1], j + 1)
+        else:
+            runs.append((y, j, j + 1))
+    return [(y, lambda bb, j0=j0, j1=j1: _load_maps(bb, plan, hw, nxt, 0, 0, (nxt.r0 + j0, nxt.r0 + j1)))
+            for y, j0, j1 in runs]
 
 
 def _spreads(plan: ConvPlan, streams: list[tuple[int, int, int]]) -> bool:
@@ -200,7 +221,8 @@ def _spread_piece(bb: AsmBuilder, plan: ConvPlan, streams: list[tuple[int, int, 
 
 def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
                  more: bool, last_prefetch: list[Prefetch], bypass_base: int | None = None,
-                 spread: list[tuple[int, int, int]] | None = None, pool: Prefetch | None = None) -> None:
+                 spread: list[tuple[int, int, int]] | None = None, pool: Prefetch | None = None,
+                 row_loads: list[tuple[int, Prefetch]] | None = None) -> None:
     """Every kernel tile over one maps strip, tile 0's weights already loaded into bank R_TW.
     Tiles 0..T-2 are one counted K loop when its body fits an icache bank (else unrolled): the
     tile registers R_TW/R_TT/R_TO advance in its delay slots, R_WSRC walks the weights. The
@@ -208,14 +230,15 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     a strip follows, whose tile 0 it loads). `spread` = the next strip's contiguous runs (buffer
     element, DRAM byte, words: its maps rows; a residual conv's bypass rows too): loaded in T
     pieces, one per tile beside its weights, rather than all during the last tile (where it held
-    up the tile's own weights behind it on the bus). `pool`: a fused
-    pool's MAXs, halfway through the last tile."""
+    up the tile's own weights behind it on the bus). `pool`: a fused pool's MAXs, halfway
+    through the last tile. `row_loads`: the next whole-buffer strip's rows, in the last tile as
+    it frees them (`_replacing_rows`)."""
     s = plan.shape
     tiles = plan.tiles
     b.const(R_TT, 0)  # bypass slices: R_TT is the tile's slice, 0 or one slice on
     b.const(R_TO, 0)
     if plan.resident_weights:
-        _resident_tiles(b, plan, hw, strip, base, mask_last, last_prefetch, bypass_base, pool)
+        _resident_tiles(b, plan, hw, strip, base, mask_last, last_prefetch, bypass_base, pool, row_loads)
         return
     if tiles > 1:
         b.const(R_WSRC, plan.w_addr + 2 * plan.kernels * s.kernel_words)
@@ -224,7 +247,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     piece: list[Prefetch] = [lambda bb: _spread_piece(bb, plan, spread, False)] if spread else []
 
     def tile(bb: AsmBuilder, mask: int, prefetch: list[Prefetch], load_next: bool, same_strip: bool = True,
-             mid: Prefetch | None = None) -> None:
+             mid: Prefetch | None = None, rows: list[tuple[int, Prefetch]] | None = None) -> None:
         """One tile; `load_next`: then load the weights at R_WSRC (the next tile's);
         `same_strip`: the next tile is over this strip (its bypass slice loads meanwhile)."""
         if load_next and plan.double_buffer_weights:
@@ -232,7 +255,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         if load_next and stagger:
             prefetch = [*prefetch, lambda bb_: _load_next_free(bb_, plan, hw, stagger)]
         kernel_tile(bb, plan, hw, strip, base, s.c_base, mask, prefetch, bypass_base, load_next and same_strip,
-                    mid_row=mid)
+                    mid_row=mid, row_loads=rows)
         if load_next and not plan.double_buffer_weights:
             # the next kernels overwrite this tile's region: wait for every pending MAC first
             bb.flush_vector_queue(hw, R_TMP)
@@ -249,13 +272,14 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     if spread:
         last_prefetch = [lambda bb: _spread_piece(bb, plan, spread, True), *last_prefetch]
     with b.at(ktiles(tiles - 1, tiles - 1)):
-        tile(b, mask_last, last_prefetch, reload, same_strip=False, mid=pool)
+        tile(b, mask_last, last_prefetch, reload, same_strip=False, mid=pool, rows=row_loads)
     if reload and (plan.double_buffer_weights or stagger):
         b.emit(*_toggle(plan, hw))  # the next strip's tile 0 is at the other base
 
 
 def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
-                    prefetch: list[Prefetch], bypass_base: int | None, pool: Prefetch | None = None) -> None:
+                    prefetch: list[Prefetch], bypass_base: int | None, pool: Prefetch | None = None,
+                    row_loads: list[tuple[int, Prefetch]] | None = None) -> None:
     """Every kernel tile over one maps strip, the tiles resident (tile t at t x kernel words):
     no weight loads, so the next strip's data loads during tile 0, as soon as the previous
     strip's MACs are done with its bank, and has the whole strip to land. Tile 0 and the last
@@ -274,7 +298,7 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
                 lambda bb: kernel_tile(bb, plan, hw, strip, base, s.c_base, full_mask(plan), [], bypass_base, True),
                 advance)
     with b.at(ktiles(plan.tiles - 1, plan.tiles - 1)):
-        kernel_tile(b, plan, hw, strip, base, s.c_base, mask_last, [], bypass_base, mid_row=pool)
+        kernel_tile(b, plan, hw, strip, base, s.c_base, mask_last, [], bypass_base, mid_row=pool, row_loads=row_loads)
 
 
 def _load_resident_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:

@@ -19,11 +19,15 @@ from snowir.plan.shapes import ConvPlan, Strip, interior_columns
 
 def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, c_off: int,
                  mask: int, prefetch: list[Prefetch], bypass_base: int | None = None,
-                 load_next: bool = False, mid_row: Prefetch | None = None) -> None:
+                 load_next: bool = False, mid_row: Prefetch | None = None,
+                 row_loads: list[tuple[int, Prefetch]] | None = None) -> None:
     """Compute the kernel tile of the tile registers (R_TW weights slot, R_TT/R_TO its first
     output channel) over one maps strip, reading input channels from `c_off`; emit `prefetch`
     once 16 vector ops are queued (the loads then overwrite banks only older, finished vector
-    ops read)."""
+    ops read). `row_loads` = (output row y, load): each load once 16 vector ops follow row y's
+    (y below the strip: at once), the rows then one block each; those still due at the end
+    behind a flush (the next whole-buffer strip replacing this one as its last tile frees the
+    rows)."""
     s = plan.shape
     b.emit(sf.AddiOp(R_TMP, R_TW, s.kh * s.kw * s.c * plan.weight_step))
     b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BIAS, R_TMP))
@@ -57,7 +61,7 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
         iy = y * s.sy - s.pt
         ky0, ky1 = max(0, -iy), min(s.kh, s.h - iy)
         y_end = y + 1
-        if (ky0, ky1) == (0, s.kh):
+        if (ky0, ky1) == (0, s.kh) and not row_loads:
             while y_end < strip.y1 and y_end * s.sy - s.pt + s.kh <= s.h:
                 y_end += 1
             if pending:  # end the block once 16 ops are queued: the prefetch goes there, not after the tile
@@ -77,12 +81,21 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
             for load in prefetch:
                 load(b)
             prefetch = []
+    waiting = sorted(row_loads or [], key=lambda r: r[0])
+    done_at: dict[int, int] = {}  # vector ops issued once output row y's are
+
+    def due_row_loads() -> None:
+        while waiting and (waiting[0][0] < strip.y0 or waiting[0][0] in done_at
+                           and issued >= done_at[waiting[0][0]] + hw.vector_queue_depth):
+            waiting.pop(0)[1](b)
+
     y = strip.y0
     while y < strip.y1:
         if prefetch and issued >= hw.vector_queue_depth:
             for load in prefetch:
                 load(b)
             prefetch = []
+        due_row_loads()
         iy = y * s.sy - s.pt
         y_end, ky0, ky1 = row_block(y, issued, bool(prefetch))
         b.const(R_ROWBASE, base + (iy + ky0 - strip.r0) * row + c_off)
@@ -106,12 +119,14 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
         else:
             one_row(ky0, ky1 - ky0, bypass, single=True)
         issued += (y_end - y) * ops_per_row(ky1 - ky0)
+        done_at[y_end - 1] = issued
         y = y_end
     if mid:
         mid.pop()(b)
-    if prefetch:
+    due_row_loads()
+    if prefetch or waiting:
         b.flush_vector_queue(hw, R_TMP)
-        for load in prefetch:
+        for load in [*prefetch, *(load for _, load in waiting)]:
             load(b)
 
 

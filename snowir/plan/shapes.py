@@ -254,6 +254,12 @@ class ConvPlan:
         strip_bytes = [(st.r1 - st.r0) * s.w * s.cin * 2 for st in self.strips]
         repeats = self.tiles if self.loop_order == "Mloop" else 1
         exposed = sum(strip_bytes) * repeats if self.strips[0].bank < 0 else strip_bytes[0]
+        if self.strips[0].bank < 0 and self.loop_order == "Kloop":
+            # a whole-buffer strip loads as the last kernel tile of the one before frees its rows
+            # (codegen/conv._replacing_rows): exposed only for what that tile's MACs do not cover
+            tile = s.valid_macs() / hw.macs / self.tiles / s.oh
+            exposed = strip_bytes[0] + sum(max(0.0, n - bw * tile * (prev.y1 - prev.y0))
+                                           for n, prev in zip(strip_bytes[1:], self.strips))
         if not self.double_buffer_weights and not self.resident_weights:
             loads = self.tiles * (len(self.strips) if self.loop_order == "Kloop" else 1)
             # Kloop staggers kernel tiles (weights_stagger): only the overlapping part waits
