@@ -40,9 +40,13 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
 
     mid = [mid_row] if mid_row is not None else []  # halfway through the tile's first single row
 
-    def one_row(ky0: int, rows: int, bypass: bool, single: bool = False) -> None:
+    def one_row(ky0: int, rows: int, bypass: bool, single: bool = False,
+                loads: tuple[Prefetch, int] | None = None) -> None:
         if slice_next:
             row_slice_loads(b, plan, hw)
+        if loads is not None:  # the prefetch after this row's first ops
+            _row(b, plan, ky0, rows, bypass, loads[0], loads[1])
+            return
         _row(b, plan, ky0, rows, bypass, mid.pop() if single and mid else None)
 
     issued = 2
@@ -81,6 +85,8 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
             for load in prefetch:
                 load(b)
             prefetch = []
+    tile_ops = sum(ops_per_row(min(s.kh, s.h - (y * s.sy - s.pt)) - max(0, s.pt - y * s.sy))
+                   for y in range(strip.y0, strip.y1))
     waiting = sorted(row_loads or [], key=lambda r: r[0])
     done_at: dict[int, int] = {}  # vector ops issued once output row y's are
 
@@ -105,6 +111,16 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
         if bypass:
             b.const(R_BYPROW, bypass_base + y * s.ow * _bypass_stride(plan))
             b.emit(sf.AddOp(R_BYPROW, R_BYPROW, R_TT))
+        inside = None
+        if prefetch and not mid and y_end - y == 1 and issued + ops_per_row(ky1 - ky0) > hw.vector_queue_depth \
+                and 4 * ops_per_row(ky1 - ky0) >= tile_ops:
+            # the row, a quarter of the tile or more, would hold the prefetch back past the
+            # tile's first 16 ops: it goes into the row, after the pixel that issues the 16th (a
+            # short strip's tiles otherwise gave their next kernels half a tile less to land;
+            # in longer strips the split loop costs more than the loads gain)
+            pending = prefetch
+            inside = (lambda bb: [load(bb) for load in pending], hw.vector_queue_depth - issued)
+            prefetch = []
         if y_end - y > 1:
             if mid:  # not inside a Y loop: before it
                 mid.pop()(b)
@@ -117,7 +133,7 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
                 sf.AddOp(R_ROWBASE, R_ROWBASE, R_ROWSTEP), sf.AddOp(R_OUTROW, R_OUTROW, R_OUTSTEP),
                 *([sf.AddOp(R_BYPROW, R_BYPROW, R_BYPSTEP)] if bypass else [])])
         else:
-            one_row(ky0, ky1 - ky0, bypass, single=True)
+            one_row(ky0, ky1 - ky0, bypass, single=True, loads=inside)
         issued += (y_end - y) * ops_per_row(ky1 - ky0)
         done_at[y_end - 1] = issued
         y = y_end
@@ -131,13 +147,46 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
 
 
 def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = False,
-         mid: Prefetch | None = None) -> None:
+         mid: Prefetch | None = None, mid_after: int | None = None) -> None:
     """One output row: R_ROWBASE = maps address of its first used input row, R_OUTROW = output
-    address; `mid` is emitted halfway through its pixels."""
+    address; `mid` is emitted halfway through its pixels, or once `mid_after` of its MACs are
+    issued (border pixels first, then the interior in order)."""
     s = plan.shape
     row = s.w * s.cin
     xl, xr = interior_columns(s.ow, s.sx, s.pl, s.kw, s.w)
     border = [x for x in range(s.ow) if not xl <= x < xr]
+    if mid_after is not None:
+        assert mid is not None
+        macs_of = lambda taps: rows * (len(trace_chunks(taps * s.c)) if s.cin == s.c  # noqa: E731
+                                       else taps * len(trace_chunks(s.c)))
+        first = 0
+        for x in border:
+            ix = x * s.sx - s.pl
+            first += macs_of(min(s.kw, s.w - ix) - max(0, -ix))
+        split = min(xr, xl + max(0, -(-(mid_after - first) // macs_of(s.kw))))
+        _border_pixels(b, plan, ky0, rows, bypass, border)
+        _interior(b, plan, ky0, rows, bypass, xl, split)
+        mid(b)
+        _interior(b, plan, ky0, rows, bypass, split, xr)
+        return
+    _border_pixels(b, plan, ky0, rows, bypass, border)
+    if _short(plan) and xr - xl >= 2 * UNROLL:
+        xl = _unrolled_pixels(b, plan, xl, xr, bypass)
+    # `mid` (a fused pool's work, snowir/plan/fused_pool.py) goes between the two halves of the row's
+    # pixel loop: it may use r1-r9, which each half sets up afresh
+    halves = [(xl, (xl + xr) // 2), ((xl + xr) // 2, xr)] if mid is not None and xr - xl >= 2 else [(xl, xr)]
+    for half, (x0, x1) in enumerate(halves):
+        if half:
+            mid(b)
+        _pixel_loop(b, plan, ky0, rows, bypass, x0, x1)
+    if mid is not None and len(halves) == 1:
+        mid(b)
+
+
+def _border_pixels(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool, border: list[int]) -> None:
+    """The row's pixels whose window is clipped by padding columns, each with its own traces."""
+    s = plan.shape
+    row = s.w * s.cin
     for x in border:
         ix = x * s.sx - s.pl
         kx0, kx1 = max(0, -ix), min(s.kw, s.w - ix)
@@ -147,32 +196,40 @@ def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = Fals
             add_offset(b, R_BYP, R_BYPROW, x * _bypass_stride(plan))
         add_offset(b, R_W, R_TW, (ky0 * s.kw + kx0) * s.c * plan.weight_step)
         macs(b, plan, rows, kx1 - kx0, row, bypass)
-    short = s.kh == 1 and s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK and not plan.indp
-    if short and xr - xl >= 2 * UNROLL:
-        xl = _unrolled_pixels(b, plan, xl, xr, bypass)
-    # `mid` (a fused pool's work, snowir/plan/fused_pool.py) goes between the two halves of the row's
-    # pixel loop: it may use r1-r9, which each half sets up afresh
-    halves = [(xl, (xl + xr) // 2), ((xl + xr) // 2, xr)] if mid is not None and xr - xl >= 2 else [(xl, xr)]
-    for half, (x0, x1) in enumerate(halves):
-        if half:
-            mid(b)
-        if x1 - x0 < 1:
-            continue
-        add_offset(b, R_MAPS, R_ROWBASE, (x0 * s.sx - s.pl) * s.cin)
-        add_offset(b, R_OUT, R_OUTROW, 2 * x0 * s.k)
-        if bypass:
-            add_offset(b, R_BYP, R_BYPROW, x0 * _bypass_stride(plan))
-        add_offset(b, R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step)
-        b.const(R_X, x0)
-        b.const(R_XEND, x1 - 1)
-        top = b.label("x")
-        b.emit(sf.AddiOp(R_X, R_X, 1))
-        back = macs(b, plan, rows, s.kw, row, bypass)
-        b.branch(sf.BleOp(R_X, R_XEND, top), [
-            sf.AddiOp(R_MAPS, R_MAPS, s.sx * s.cin - back), sf.AddiOp(R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step),
-            sf.AddiOp(R_OUT, R_OUT, 2 * s.k), *([sf.AddiOp(R_BYP, R_BYP, _bypass_stride(plan))] if bypass else [])])
-    if mid is not None and len(halves) == 1:
-        mid(b)
+
+
+def _interior(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool, x0: int, x1: int) -> None:
+    """Interior pixels [x0, x1): unrolled when traces are short and there are enough of them."""
+    if _short(plan) and x1 - x0 >= 2 * UNROLL:
+        x0 = _unrolled_pixels(b, plan, x0, x1, bypass)
+    _pixel_loop(b, plan, ky0, rows, bypass, x0, x1)
+
+
+def _short(plan: ConvPlan) -> bool:
+    """A 1x1 conv's one-trace pixels, unrolled (`_unrolled_pixels`)."""
+    s = plan.shape
+    return s.kh == 1 and s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK and not plan.indp
+
+
+def _pixel_loop(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool, x0: int, x1: int) -> None:
+    """Interior pixels [x0, x1), one a loop iteration."""
+    s = plan.shape
+    row = s.w * s.cin
+    if x1 - x0 < 1:
+        return
+    add_offset(b, R_MAPS, R_ROWBASE, (x0 * s.sx - s.pl) * s.cin)
+    add_offset(b, R_OUT, R_OUTROW, 2 * x0 * s.k)
+    if bypass:
+        add_offset(b, R_BYP, R_BYPROW, x0 * _bypass_stride(plan))
+    add_offset(b, R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step)
+    b.const(R_X, x0)
+    b.const(R_XEND, x1 - 1)
+    top = b.label("x")
+    b.emit(sf.AddiOp(R_X, R_X, 1))
+    back = macs(b, plan, rows, s.kw, row, bypass)
+    b.branch(sf.BleOp(R_X, R_XEND, top), [
+        sf.AddiOp(R_MAPS, R_MAPS, s.sx * s.cin - back), sf.AddiOp(R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step),
+        sf.AddiOp(R_OUT, R_OUT, 2 * s.k), *([sf.AddiOp(R_BYP, R_BYP, _bypass_stride(plan))] if bypass else [])])
 
 
 
@@ -182,8 +239,9 @@ R_MAPS_U = (2, 4, 5, 12)  # free registers: one maps / output address per unroll
 R_OUT_U = (1, 13, 14, 15)
 
 
-# a residual conv's bypass address per unrolled pixel: r22 and the prefetch temporaries (no
-# load is set up inside a row; a 1x1 conv neither staggers nor needs r17 for an offset there)
+# a residual conv's bypass address per unrolled pixel: r22 and the prefetch temporaries (a load
+# inside a row goes between two unrolled loops, each setting them afresh; a 1x1 conv neither
+# staggers nor needs r17 for an offset there)
 R_BYP_U = (R_BYP, R_TMP2, R_LEN, R_SRC)
 
 
