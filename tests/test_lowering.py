@@ -405,6 +405,16 @@ def test_whole_strips_load_as_the_last_tile_frees_their_rows() -> None:
     assert run.timing.stalls["cu_load_wait"] < 0.25 * later / HW.dram_bytes_per_cycle
 
 
+def test_a_short_strips_prefetch_goes_inside_its_first_row() -> None:
+    """ResNet-50's 28², 1x1, 512->128 conv runs 2-row strips: a tile's next kernels and maps
+    piece (~1.4 k cycles on the bus) had only the half tile after its first row to land (224 k
+    cycles, ~20 k waiting on loads); they now go after the pixel issuing the 16th MAC."""
+    run, got, want, plan, _ = conv_case(512, 28, 28, 128, 1, 1, 1, 0)
+    assert np.array_equal(got, want)
+    assert max(st.y1 - st.y0 for st in plan.strips) <= 2 and plan.tiles == 8
+    assert run.timing.stalls["cu_load_wait"] < 8000
+
+
 @pytest.mark.parametrize("args", [
     (64, 13, 13, 80, 3, 3, 1, 1),      # 5 tiles: K loop of 4, double-buffered weights
     (256, 9, 9, 72, 3, 3, 1, 1),       # kernels > one weights slot (not double-buffered), partial last tile
