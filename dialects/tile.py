@@ -296,6 +296,9 @@ class LayerOp(TileOperation):
     bypass_slices = opt_prop_def(DenseArrayBase[I64])
     """A residual conv's bypass in per-kernel-tile slices (snowir/codegen/bypass_slices.py): the
     maps-buffer words of the two slices the kernel tiles take in turn."""
+    slice_tiles = opt_prop_def(IntegerAttr[I64])
+    """With `bypass_slices` on a 1x1 conv: the kernel tiles a slice holds (absent: 1), each
+    pixel's channels of all of them loaded by one LD."""
     fence = opt_prop_def(UnitAttr)
     """In a whole-model program: the layer's first loads wait until the previous layer's vector
     ops are done (a vector queue's depth of VMOVs), because they may overwrite buffer words those
@@ -352,6 +355,8 @@ class LayerOp(TileOperation):
             labels = {op.label.data for op in self.body.block.ops if isinstance(op, DramRegionOp)}
             if "bypass" not in labels or len(self.bypass_slices.get_values()) != 2:
                 self._fail("bypass_slices: two slice bases, on a layer with a 'bypass' dram_region")
+        if self.slice_tiles is not None and (self.bypass_slices is None or self.slice_tiles.value.data < 2):
+            self._fail("slice_tiles: 2 or more kernel tiles a bypass slice holds, with `bypass_slices`")
         if self.gather is not None and kind != LayerKind.CONV:
             self._fail("gather: only a conv layer gathers its maps")
         if self.shape is not None:
@@ -711,12 +716,15 @@ FIELD_DOCS: dict[str, str] = {
     "tile.layer.pool": "A fused max pool: its MAX traces run in the conv's program, halfway through each row group.",
     "tile.layer.pool_slots": "Maps-buffer words of the fused pool's row ring (conv output row r in slot r mod N).",
     "tile.layer.maps_buffering": "double: maps tile i in bank i mod 2 (a residual conv: half i mod 2), the next loading "
-                                 "while the current computes; whole: a tile may fill the buffer, loaded after the "
-                                 "previous tile's MACs drain; single: a residual conv's tiles in turn at the bottom.",
+                                 "while the current computes; whole: a tile may fill the buffer, its rows loaded "
+                                 "as the previous tile's last kernel tile frees them; single: a residual conv's "
+                                 "tiles in turn at the bottom.",
     "tile.layer.gather": "Maps loaded pixel by pixel (#tile.gather<sy, sx, w, cin, c0>): a strided 1x1's pixels or a "
                          "channel slice's channels; tiles, loads and windows are over the compact input.",
     "tile.layer.bypass_slices": "A residual conv's bypass in two per-kernel-tile slices at these maps-buffer words, "
                                 "the next tile's slice loading pixel by pixel beside the current one.",
+    "tile.layer.slice_tiles": "A residual 1x1 conv's kernel tiles per bypass slice (absent: 1): each pixel's channels "
+                              "of the next group of tiles load with one LD, during the group's first tile.",
     "tile.dram_region.sym_name": "The region's name.",
     "tile.dram_region.offset": "Byte address in the layer's image (segments @x @w @y @r @slack @t).",
     "tile.dram_region.size": "Bytes; checked against what the layer moves there, and against overlaps.",

@@ -34,16 +34,21 @@ PIXEL_SETS = ((R_MAPS, R_OUT), (14, 23))
 PIXELS = 4  # pixels per loop iteration: their slice LDs form one group for balance-loads
 
 
+def slice_channels(plan: ConvPlan) -> int:
+    """Words of a pixel in a slice: the channels of the `slice_tiles` kernel tiles it holds."""
+    return plan.kernels * plan.slice_tiles
+
+
 def slice_gap(plan: ConvPlan) -> int:
     """Words from the first bypass slice to the second (`plan.slice_bases`, the tile IR's
-    `bypass_slices`): R_TT toggles between 0 and this."""
+    `bypass_slices`): R_TT is 0 or this, plus K for each earlier tile of the slice's group."""
     return plan.slice_bases[1] - plan.slice_bases[0]
 
 
 def load_first_slice(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip) -> None:
     """The strip's slice of tile 0 into slice 0, one LD per pixel (a counted loop of PIXELS)."""
     s = plan.shape
-    b.const(R_BLEN, plan.kernels)
+    b.const(R_BLEN, slice_channels(plan))
     b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * s.k)
     b.const(R_BDST, plan.slice_bases[0])
     n = (strip.y1 - strip.y0) * s.ow
@@ -60,7 +65,7 @@ def load_first_slice(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: 
 def _slice_loads(b: AsmBuilder, plan: ConvPlan, n: int) -> None:
     for _ in range(n):
         b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_BDST, R_BSRC, R_BLEN, 0, sf.SELECT_ALL),
-               sf.AddiOp(R_BSRC, R_BSRC, 2 * plan.shape.k), sf.AddiOp(R_BDST, R_BDST, plan.kernels))
+               sf.AddiOp(R_BSRC, R_BSRC, 2 * plan.shape.k), sf.AddiOp(R_BDST, R_BDST, slice_channels(plan)))
 
 
 def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int,
@@ -77,8 +82,8 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
     b.emit(sf.AddOp(R_OUT, R_OUT, R_TO), sf.AddiOp(R_W, R_TW, 0))
     add_offset(b, R_BYP, R_TT, s0)
     if load_next:
-        b.const(R_BLEN, plan.kernels)
-        b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * s.k + 2 * plan.kernels)
+        b.const(R_BLEN, slice_channels(plan))
+        b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * s.k + 2 * slice_channels(plan))
         b.emit(sf.AddOp(R_BSRC, R_BSRC, R_TO), sf.MuliOp(R_TMP, R_TT, -1), sf.AddiOp(R_TMP, R_TMP, slice_gap(plan)))
         add_offset(b, R_BDST, R_TMP, s0)
 
@@ -93,7 +98,7 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
         for _ in range(n):
             moved = macs(bb, plan, 1, 1, row, bypass=True)
             bb.emit(sf.AddiOp(R_MAPS, R_MAPS, s.cin - moved), sf.AddiOp(R_OUT, R_OUT, 2 * s.k),
-                    sf.AddiOp(R_BYP, R_BYP, plan.kernels))
+                    sf.AddiOp(R_BYP, R_BYP, slice_channels(plan)))
             if moved:
                 bb.emit(sf.AddiOp(R_W, R_TW, 0))
 
@@ -131,7 +136,7 @@ def _pipelined_pixels(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip:
     s = plan.shape
     for j, (src, dst) in enumerate(LOAD_PAIRS[1:], 1):
         if load_next:
-            b.emit(sf.AddiOp(src, R_BSRC, 2 * j * s.k), sf.AddiOp(dst, R_BDST, j * plan.kernels))
+            b.emit(sf.AddiOp(src, R_BSRC, 2 * j * s.k), sf.AddiOp(dst, R_BDST, j * slice_channels(plan)))
     (m1, o1) = PIXEL_SETS[1]
     b.emit(sf.AddiOp(m1, R_MAPS, s.cin), sf.AddiOp(o1, R_OUT, 2 * s.k))
     at = [0]  # pixels emitted: the next one's place in the pair / set rotation
@@ -141,12 +146,12 @@ def _pipelined_pixels(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip:
             for j in range(n):
                 src, dst = LOAD_PAIRS[(at[0] + j) % PIXELS]
                 bb.emit(sf.LdOp(sf.LoadTarget.MAPS, dst, src, R_BLEN, 0, sf.SELECT_ALL),
-                        sf.AddiOp(src, src, 2 * PIXELS * s.k), sf.AddiOp(dst, dst, PIXELS * plan.kernels))
+                        sf.AddiOp(src, src, 2 * PIXELS * s.k), sf.AddiOp(dst, dst, PIXELS * slice_channels(plan)))
         for j in range(n):
             maps, out = PIXEL_SETS[(at[0] + j) % 2]
             bb.emit(sf.VmovOp(COOP, sf.VmovSelect.BYPASS, R_BYP),
                     sf.MacOp(COOP, out, maps, R_W, s.c, wb=True, relu=s.relu),
-                    sf.AddiOp(R_BYP, R_BYP, plan.kernels), sf.AddiOp(maps, maps, 2 * s.cin),
+                    sf.AddiOp(R_BYP, R_BYP, slice_channels(plan)), sf.AddiOp(maps, maps, 2 * s.cin),
                     sf.AddiOp(out, out, 4 * s.k))
         at[0] += n
 

@@ -264,8 +264,23 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
             else:
                 _load_next_weights(bb, plan, hw)
 
-    with b.at(ktiles(0, tiles - 2)):
-        _repeat(b, hw, tiles - 1, lambda bb: tile(bb, full_mask(plan), piece, True), lambda: _advance_tile(plan, hw))
+    group = plan.slice_tiles  # bypass slices of `group` tiles: the next group's slice loads in a group's first
+
+    def tiles_of_group(bb: AsmBuilder, last: bool) -> None:
+        """A group's tiles (the last group's but its last tile), the advances between them."""
+        for j in range(group - 1 if last else group):
+            tile(bb, full_mask(plan), piece, True, same_strip=j == 0 and not last)
+            if j < group - 1:
+                bb.emit(*_advance_tile(plan, hw, in_group=True))
+
+    if group == 1:
+        with b.at(ktiles(0, tiles - 2)):
+            _repeat(b, hw, tiles - 1, lambda bb: tile(bb, full_mask(plan), piece, True), lambda: _advance_tile(plan, hw))
+    else:
+        with b.at(ktiles(0, tiles - group - 1)):
+            _repeat(b, hw, tiles // group - 1, lambda bb: tiles_of_group(bb, False), lambda: _advance_tile(plan, hw))
+        with b.at(ktiles(tiles - group, tiles - 2)):
+            tiles_of_group(b, True)
     reload = more and tiles > 1  # a single kernel tile stays in its bank for every strip
     if reload:
         b.const(R_WSRC, plan.w_addr)  # the next strip starts again at tile 0
@@ -347,15 +362,17 @@ def _toggle(plan: ConvPlan, hw: SnowflakeConfig) -> list:
     return []
 
 
-def _advance_tile(plan: ConvPlan, hw: SnowflakeConfig) -> list:
+def _advance_tile(plan: ConvPlan, hw: SnowflakeConfig, in_group: bool = False) -> list:
     """R_TW to the next tile's base, then `_advance_channels`."""
-    return [*_toggle(plan, hw), *_advance_channels(plan)]
+    return [*_toggle(plan, hw), *_advance_channels(plan, in_group)]
 
 
-def _advance_channels(plan: ConvPlan) -> list:
-    """R_TT += K (bypass slices: to the other slice), R_TO += 2K (K kernels per tile)."""
-    if plan.bypass_slices:
-        tt = [sf.MuliOp(R_TMP2, R_TT, -1), sf.AddiOp(R_TT, R_TMP2, slice_gap(plan))]
+def _advance_channels(plan: ConvPlan, in_group: bool = False) -> list:
+    """R_TT += K (bypass slices: to the other slice's first tile, or `in_group` to the next
+    tile's channels in the same slice), R_TO += 2K (K kernels per tile)."""
+    if plan.bypass_slices and not in_group:
+        first = slice_gap(plan) + (plan.slice_tiles - 1) * plan.kernels  # R_TT sits at its group's last tile
+        tt = [sf.MuliOp(R_TMP2, R_TT, -1), sf.AddiOp(R_TT, R_TMP2, first)]
     else:
         tt = [sf.AddiOp(R_TT, R_TT, plan.kernels)]
     return [*tt, sf.AddiOp(R_TO, R_TO, 2 * plan.kernels)]

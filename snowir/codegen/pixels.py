@@ -278,4 +278,4 @@ def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, xl: int, xr: int, bypass: bo
 def _bypass_stride(plan: ConvPlan) -> int:
     """Words between the bypass values of consecutive output pixels: a row's K channels, or a
     kernel tile's in a bypass slice."""
-    return plan.kernels if plan.bypass_slices else plan.shape.k
+    return plan.kernels * plan.slice_tiles if plan.bypass_slices else plan.shape.k

@@ -178,6 +178,9 @@ class ConvPlan:
     # in a whole-model program, the previous layer's vector ops read no weights-buffer word: the
     # cold start's kernel loads issue before the fence, the maps loads after (`weights_before_fence`)
     weights_before_fence: bool = False
+    # kernel tiles a 1x1 conv's bypass slice holds: each pixel's channels of that many tiles in
+    # one LD (their start-ups on the load units bound the tiles otherwise)
+    slice_tiles: int = 1
 
     @property
     def column_tiled(self) -> bool:
@@ -412,8 +415,8 @@ def ring_of(plan: ConvPlan) -> PoolRing:
 
 
 def slice_words(plan: ConvPlan) -> int:
-    """Words of one slice: a kernel tile's channels of the largest strip's pixels."""
-    return max(st.y1 - st.y0 for st in plan.strips) * plan.shape.ow * plan.kernels
+    """Words of one slice: `slice_tiles` kernel tiles' channels of the largest strip's pixels."""
+    return max(st.y1 - st.y0 for st in plan.strips) * plan.shape.ow * plan.kernels * plan.slice_tiles
 
 
 def gather_of(s: ConvShape) -> tuple[int, int, int, int, int] | None:

@@ -215,7 +215,7 @@ def maps_buffering(plan: ConvPlan) -> tile.MapsBuffering:
     return tile.MapsBuffering.DOUBLE
 
 
-LAYER_DECISIONS = ("maps_buffering", "gather", "bypass_slices", "pool_slots")
+LAYER_DECISIONS = ("maps_buffering", "gather", "bypass_slices", "slice_tiles", "pool_slots")
 
 
 def layer_decisions(plan: ConvPlan) -> dict[str, Attribute]:
@@ -225,6 +225,8 @@ def layer_decisions(plan: ConvPlan) -> dict[str, Attribute]:
         props["gather"] = tile.GatherAttr.get(**dict(zip(tile.GatherAttr.FIELDS, plan.gather)))
     if plan.bypass_slices:
         props["bypass_slices"] = DenseArrayBase.from_list(i64, list(plan.slice_bases))
+    if plan.slice_tiles > 1:
+        props["slice_tiles"] = IntegerAttr(plan.slice_tiles, i64)
     if plan.pool is not None:
         props["pool"] = pool_shape_attr(plan.pool)
         props["pool_slots"] = DenseArrayBase.from_list(i64, list(plan.pool_slots))
