@@ -420,6 +420,17 @@ def test_residual_1x1_slices_hold_two_kernel_tiles() -> None:
     assert run2.cycles < 0.97 * run1.cycles
 
 
+def test_a_sliced_residual_1x1_loads_its_next_strip_during_the_last_tiles() -> None:
+    """ResNet-50's 56² -> 28², stride-2, 256->512 residual 1x1 runs 4 strips of 7 rows: the next
+    strip's first bypass slice loads during the last tile (into the slice the last tile does not
+    read) and its maps rows as the last tile frees them; after the strip, behind a flush, they
+    left the CUs waiting 16.8 k cycles (452.5 k cycles; now 441.0 k)."""
+    run, got, want, plan, _ = conv_case(256, 56, 56, 512, 1, 1, 2, 0, bypass=True, shift=8)
+    assert np.array_equal(got, want)
+    assert plan.bypass_slices and len(plan.strips) == 4 and plan.gather is not None
+    assert run.timing.stalls["cu_load_wait"] < 12000
+
+
 def test_a_short_strips_prefetch_goes_inside_its_first_row() -> None:
     """ResNet-50's 28², 1x1, 512->128 conv runs 2-row strips: a tile's next kernels and maps
     piece (~1.4 k cycles on the bus) had only the half tile after its first row to land (224 k

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from snowir.codegen.builder import AsmBuilder
-from snowir.codegen.traces import (COOP, R_BYP, R_BYPROW, R_LEN, R_MAPS, R_OUT, R_OUTROW, R_SRC, R_TMP, R_TO, R_TT, R_TW,
+from snowir.codegen.traces import (COOP, Prefetch, R_BYP, R_BYPROW, R_LEN, R_MAPS, R_OUT, R_OUTROW, R_SRC, R_TMP, R_TO, R_TT, R_TW,
                                    R_W, R_X, R_XEND, macs, add_offset)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
@@ -45,6 +45,18 @@ def slice_gap(plan: ConvPlan) -> int:
     return plan.slice_bases[1] - plan.slice_bases[0]
 
 
+def strips_ahead(plan: ConvPlan, strip: Strip, nxt: Strip) -> bool:
+    """Whether the next strip loads during this one's last kernel tiles: its first slice into
+    the first slice during the last group's first tile (the last group's other slice then is the
+    first: an even number of groups), its maps rows as the last tile frees them; rather than after
+    the strip, behind a flush, while nothing computes. 1x1 convs of one trace a pixel, the two
+    strips of as many pixels (one slice LD a pixel of the tile)."""
+    s = plan.shape
+    groups = plan.tiles // plan.slice_tiles
+    return (s.kh == s.kw == 1 and s.c <= TRACE_CHUNK and groups >= 2 and groups % 2 == 0
+            and not plan.resident_weights and strip.y1 - strip.y0 == nxt.y1 - nxt.y0)
+
+
 def load_first_slice(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip) -> None:
     """The strip's slice of tile 0 into slice 0, one LD per pixel (a counted loop of PIXELS)."""
     s = plan.shape
@@ -69,11 +81,14 @@ def _slice_loads(b: AsmBuilder, plan: ConvPlan, n: int) -> None:
 
 
 def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int,
-               prefetch: list, load_next: bool) -> None:
+               prefetch: list, load_next: bool, next_slice: Strip | None = None,
+               row_loads: list[tuple[int, Prefetch]] | None = None) -> None:
     """The pixels of one kernel tile (bias and mask already set): R_TT holds its slice (0 or one
     slice on from the first),
-    R_TO its output-channel byte offset. `load_next`: load tile t+1's slice meanwhile.
-    `prefetch` (the next kernel tile's weights) goes after the first 16 vector ops."""
+    R_TO its output-channel byte offset. `load_next`: load tile t+1's slice meanwhile;
+    `next_slice`: instead the next strip's first slice, into the first slice (`strips_ahead`).
+    `prefetch` (the next kernel tile's weights) goes after the first 16 vector ops, each of
+    `row_loads` (pixel, load) once 16 vector ops follow that pixel's."""
     s = plan.shape
     row = s.w * s.cin
     s0 = plan.slice_bases[0]
@@ -81,16 +96,20 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
     b.const(R_OUT, plan.out_addr + 2 * strip.y0 * s.ow * s.k)
     b.emit(sf.AddOp(R_OUT, R_OUT, R_TO), sf.AddiOp(R_W, R_TW, 0))
     add_offset(b, R_BYP, R_TT, s0)
-    if load_next:
+    if next_slice is not None:
+        b.const(R_BLEN, slice_channels(plan))
+        b.const(R_BSRC, plan.bypass_addr + 2 * next_slice.y0 * s.ow * s.k)
+        b.const(R_BDST, s0)
+    elif load_next:
         b.const(R_BLEN, slice_channels(plan))
         b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * s.k + 2 * slice_channels(plan))
         b.emit(sf.AddOp(R_BSRC, R_BSRC, R_TO), sf.MuliOp(R_TMP, R_TT, -1), sf.AddiOp(R_TMP, R_TMP, slice_gap(plan)))
         add_offset(b, R_BDST, R_TMP, s0)
 
-    pipelined = s.c <= TRACE_CHUNK  # one trace a pixel: R_W stays at the tile's weights
-    if pipelined:
-        _pipelined_pixels(b, plan, hw, strip, prefetch, load_next)
+    if s.c <= TRACE_CHUNK:  # one trace a pixel: R_W stays at the tile's weights
+        _pipelined_pixels(b, plan, hw, strip, prefetch, load_next or next_slice is not None, row_loads or [])
         return
+    assert next_slice is None and not row_loads, "strips_ahead: pipelined pixels only"
 
     def pixels(bb: AsmBuilder, n: int) -> None:
         if load_next:
@@ -106,10 +125,14 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
 
 
 def _tile_pixels(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, prefetch: list,
-                 pixels: Callable[[AsmBuilder, int], None]) -> None:
+                 pixels: Callable[[AsmBuilder, int], None],
+                 row_loads: list[tuple[int, Prefetch]] | None = None) -> None:
     """The strip's pixels by `pixels`: 2 x PIXELS of them, the prefetch (behind a flush when
-    fewer), then a counted loop of PIXELS a pass and the rest."""
+    fewer), then counted loops of PIXELS a pass and the rest, cut where a row load (pixel p,
+    load) has 16 vector ops after pixel p's (a VMOV and a MAC a pixel); those due after the
+    last pixel behind a flush."""
     n = (strip.y1 - strip.y0) * plan.shape.ow
+    lag = hw.vector_queue_depth // 2
     head = min(n, 2 * PIXELS)  # 16 vector ops (a VMOV and a MAC per pixel) before the prefetch
     pixels(b, head)
     if prefetch:
@@ -117,19 +140,34 @@ def _tile_pixels(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
             b.flush_vector_queue(hw, R_TMP)
         for load in prefetch:
             load(b)
-    rest = n - head
-    if rest // PIXELS:
-        b.const(R_X, 1)
-        b.const(R_XEND, rest // PIXELS)
-        top = b.label("x_sliced")
-        pixels(b, PIXELS)
-        b.emit(sf.AddiOp(R_X, R_X, 1))
-        b.branch(sf.BleOp(R_X, R_XEND, top))
-    pixels(b, rest % PIXELS)
+
+    def run(a: int, z: int) -> None:
+        if (z - a) // PIXELS:
+            b.const(R_X, 1)
+            b.const(R_XEND, (z - a) // PIXELS)
+            top = b.label("x_sliced")
+            pixels(b, PIXELS)
+            b.emit(sf.AddiOp(R_X, R_X, 1))
+            b.branch(sf.BleOp(R_X, R_XEND, top))
+        pixels(b, (z - a) % PIXELS)
+
+    at = head
+    waiting = sorted(row_loads or [], key=lambda r: r[0])
+    while waiting and waiting[0][0] + 1 + lag <= n:
+        due = max(at, waiting[0][0] + 1 + lag)
+        if due > at:
+            run(at, due)
+            at = due
+        waiting.pop(0)[1](b)
+    run(at, n)
+    if waiting:
+        b.flush_vector_queue(hw, R_TMP)
+        for _, load in waiting:
+            load(b)
 
 
 def _pipelined_pixels(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, prefetch: list,
-                      load_next: bool) -> None:
+                      load_next: bool, row_loads: list[tuple[int, Prefetch]]) -> None:
     """The tile's pixels (R_MAPS / R_OUT / R_BYP at the first, R_BSRC / R_BDST its next-tile slice
     LD) with their addresses in LOAD_PAIRS and PIXEL_SETS: pixel p's LD uses pair p mod 4, its
     MAC set p mod 2, each stepped past the pixels between."""
@@ -155,7 +193,7 @@ def _pipelined_pixels(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip:
                     sf.AddiOp(out, out, 4 * s.k))
         at[0] += n
 
-    _tile_pixels(b, plan, hw, strip, prefetch, pixels)
+    _tile_pixels(b, plan, hw, strip, prefetch, pixels, row_loads)
 
 
 def row_slice_loads(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:

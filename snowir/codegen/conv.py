@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from snowir.codegen.builder import AsmBuilder
-from snowir.codegen.bypass_slices import load_first_slice, slice_gap
+from snowir.codegen.bypass_slices import load_first_slice, slice_gap, strips_ahead
 from snowir.codegen.fused_pool import load_rows, pool_rows
 from snowir.codegen.indp import generate_indp
 from snowir.codegen.loads import load_broadcast, load_runs
@@ -187,6 +187,19 @@ def _replacing_rows(plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, nxt: Stri
             for y, j0, j1 in runs]
 
 
+def _replacing_pixels(plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, nxt: Strip) -> list[tuple[int, Prefetch]]:
+    """A bypass-slice 1x1's next strip's maps rows as its last tile frees them (`slice_tile`'s
+    `row_loads`): row j replaces this strip's row j, last read by that row's last pixel; rows
+    this strip does not have load at once, in one LD."""
+    ow, have = plan.shape.ow, strip.r1 - strip.r0
+    loads: list[tuple[int, Prefetch]] = [
+        ((j + 1) * ow - 1, lambda bb, j=j: _load_maps(bb, plan, hw, nxt, 0, 0, (nxt.r0 + j, nxt.r0 + j + 1)))
+        for j in range(min(have, nxt.r1 - nxt.r0))]
+    if nxt.r1 - nxt.r0 > have:
+        loads.insert(0, (-1, lambda bb: _load_maps(bb, plan, hw, nxt, 0, 0, (nxt.r0 + have, nxt.r1))))
+    return loads
+
+
 def _spreads(plan: ConvPlan, streams: list[tuple[int, int, int]]) -> bool:
     """Whether the next strip's `streams` (buffer element, DRAM byte, words: contiguous runs)
     load in pieces, one per kernel tile (`_spread_piece`): several kernel tiles, not resident
@@ -222,7 +235,7 @@ def _spread_piece(bb: AsmBuilder, plan: ConvPlan, streams: list[tuple[int, int, 
 def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
                  more: bool, last_prefetch: list[Prefetch], bypass_base: int | None = None,
                  spread: list[tuple[int, int, int]] | None = None, pool: Prefetch | None = None,
-                 row_loads: list[tuple[int, Prefetch]] | None = None) -> None:
+                 row_loads: list[tuple[int, Prefetch]] | None = None, ahead: Strip | None = None) -> None:
     """Every kernel tile over one maps strip, tile 0's weights already loaded into bank R_TW.
     Tiles 0..T-2 are one counted K loop when its body fits an icache bank (else unrolled): the
     tile registers R_TW/R_TT/R_TO advance in its delay slots, R_WSRC walks the weights. The
@@ -232,7 +245,8 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     pieces, one per tile beside its weights, rather than all during the last tile (where it held
     up the tile's own weights behind it on the bus). `pool`: a fused pool's MAXs, halfway
     through the last tile. `row_loads`: the next whole-buffer strip's rows, in the last tile as
-    it frees them (`_replacing_rows`)."""
+    it frees them (`_replacing_rows`, a bypass-slice 1x1's `_replacing_pixels`). `ahead`: the
+    next strip, whose first bypass slice the last group's first tile loads (`strips_ahead`)."""
     s = plan.shape
     tiles = plan.tiles
     b.const(R_TT, 0)  # bypass slices: R_TT is the tile's slice, 0 or one slice on
@@ -247,7 +261,8 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     piece: list[Prefetch] = [lambda bb: _spread_piece(bb, plan, spread, False)] if spread else []
 
     def tile(bb: AsmBuilder, mask: int, prefetch: list[Prefetch], load_next: bool, same_strip: bool = True,
-             mid: Prefetch | None = None, rows: list[tuple[int, Prefetch]] | None = None) -> None:
+             mid: Prefetch | None = None, rows: list[tuple[int, Prefetch]] | None = None,
+             next_slice: Strip | None = None) -> None:
         """One tile; `load_next`: then load the weights at R_WSRC (the next tile's);
         `same_strip`: the next tile is over this strip (its bypass slice loads meanwhile)."""
         if load_next and plan.double_buffer_weights:
@@ -255,7 +270,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         if load_next and stagger:
             prefetch = [*prefetch, lambda bb_: _load_next_free(bb_, plan, hw, stagger)]
         kernel_tile(bb, plan, hw, strip, base, s.c_base, mask, prefetch, bypass_base, load_next and same_strip,
-                    mid_row=mid, row_loads=rows)
+                    mid_row=mid, row_loads=rows, next_slice=next_slice)
         if load_next and not plan.double_buffer_weights:
             # the next kernels overwrite this tile's region: wait for every pending MAC first
             bb.flush_vector_queue(hw, R_TMP)
@@ -269,7 +284,8 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     def tiles_of_group(bb: AsmBuilder, last: bool) -> None:
         """A group's tiles (the last group's but its last tile), the advances between them."""
         for j in range(group - 1 if last else group):
-            tile(bb, full_mask(plan), piece, True, same_strip=j == 0 and not last)
+            tile(bb, full_mask(plan), piece, True, same_strip=j == 0 and not last,
+                 next_slice=ahead if last and j == 0 else None)
             if j < group - 1:
                 bb.emit(*_advance_tile(plan, hw, in_group=True))
 
@@ -287,14 +303,15 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     if spread:
         last_prefetch = [lambda bb: _spread_piece(bb, plan, spread, True), *last_prefetch]
     with b.at(ktiles(tiles - 1, tiles - 1)):
-        tile(b, mask_last, last_prefetch, reload, same_strip=False, mid=pool, rows=row_loads)
+        tile(b, mask_last, last_prefetch, reload, same_strip=False, mid=pool, rows=row_loads,
+             next_slice=ahead if group == 1 else None)
     if reload and (plan.double_buffer_weights or stagger):
         b.emit(*_toggle(plan, hw))  # the next strip's tile 0 is at the other base
 
 
 def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
                     prefetch: list[Prefetch], bypass_base: int | None, pool: Prefetch | None = None,
-                    row_loads: list[tuple[int, Prefetch]] | None = None) -> None:
+                    row_loads: list[tuple[int, Prefetch]] | None = None, ahead: Strip | None = None) -> None:
     """Every kernel tile over one maps strip, the tiles resident (tile t at t x kernel words):
     no weight loads, so the next strip's data loads during tile 0, as soon as the previous
     strip's MACs are done with its bank, and has the whole strip to land. Tile 0 and the last
@@ -477,16 +494,22 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
     if plan.stagger:
         b.const(R_PAR, 1)
     if plan.bypass_slices:
+        early = False  # this strip's maps and first slice loaded during the previous strip
         for si, strip in enumerate(plan.strips):
             with b.at(f"strip{si}"):
-                if si:  # the strip replaces the maps every earlier MAC read
+                nxt = plan.strips[si + 1] if si + 1 < len(plan.strips) else None
+                if not si:
+                    _cold_start(b, plan, hw, 0, 0, strip, resident=plan.resident_weights)
+                elif not early:  # the strip replaces the maps every earlier MAC read
                     b.flush_vector_queue(hw, R_TMP)
                     _load_maps(b, plan, hw, strip, 0)
-                else:
-                    _cold_start(b, plan, hw, 0, 0, strip, resident=plan.resident_weights)
-                load_first_slice(b, plan, hw, strip)
-                _strip_tiles(b, plan, hw, strip, 0, mask_last, si + 1 < len(plan.strips), [],
-                             bypass_base=plan.slice_bases[0] - strip.y0 * s.ow * plan.kernels)
+                if not early:
+                    load_first_slice(b, plan, hw, strip)
+                ahead = nxt if nxt is not None and strips_ahead(plan, strip, nxt) else None
+                _strip_tiles(b, plan, hw, strip, 0, mask_last, nxt is not None, [],
+                             bypass_base=plan.slice_bases[0] - strip.y0 * s.ow * plan.kernels,
+                             row_loads=_replacing_pixels(plan, hw, strip, ahead) if ahead else None, ahead=ahead)
+                early = ahead is not None
         return
     double = len(plan.strips) > 1 and plan.strips[1].bank == 1  # halves of the buffer in turn
     half = hw.maps_buffer_elements // 2

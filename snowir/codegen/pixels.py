@@ -20,21 +20,22 @@ from snowir.plan.shapes import ConvPlan, Strip, interior_columns
 def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, c_off: int,
                  mask: int, prefetch: list[Prefetch], bypass_base: int | None = None,
                  load_next: bool = False, mid_row: Prefetch | None = None,
-                 row_loads: list[tuple[int, Prefetch]] | None = None) -> None:
+                 row_loads: list[tuple[int, Prefetch]] | None = None, next_slice: Strip | None = None) -> None:
     """Compute the kernel tile of the tile registers (R_TW weights slot, R_TT/R_TO its first
     output channel) over one maps strip, reading input channels from `c_off`; emit `prefetch`
     once 16 vector ops are queued (the loads then overwrite banks only older, finished vector
     ops read). `row_loads` = (output row y, load): each load once 16 vector ops follow row y's
     (y below the strip: at once), the rows then one block each; those still due at the end
     behind a flush (the next whole-buffer strip replacing this one as its last tile frees the
-    rows)."""
+    rows; a 1x1 bypass-slice tile's are by pixel, and `next_slice` its slice loads' strip,
+    bypass_slices.slice_tile)."""
     s = plan.shape
     b.emit(sf.AddiOp(R_TMP, R_TW, s.kh * s.kw * s.c * plan.weight_step))
     b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BIAS, R_TMP))
     b.write_mask(hw, R_TMP, mask)
     if plan.bypass_slices:
         if s.kh == s.kw == 1:
-            slice_tile(b, plan, hw, strip, base, prefetch, load_next)
+            slice_tile(b, plan, hw, strip, base, prefetch, load_next, next_slice, row_loads)
             return
     slice_next = plan.bypass_slices and load_next  # a k x k conv's slices: per-row LDs (next tile)
 
