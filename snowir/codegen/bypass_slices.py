@@ -49,12 +49,14 @@ def strips_ahead(plan: ConvPlan, strip: Strip, nxt: Strip) -> bool:
     """Whether the next strip loads during this one's last kernel tiles: its first slice into
     the first slice during the last group's first tile (the last group's other slice then is the
     first: an even number of groups), its maps rows as the last tile frees them; rather than after
-    the strip, behind a flush, while nothing computes. 1x1 convs of one trace a pixel, the two
-    strips of as many pixels (one slice LD a pixel of the tile)."""
+    the strip, behind a flush, while nothing computes. 1x1 convs of one trace a pixel, the next
+    strip no longer than this one (one slice LD a pixel of this strip: a shorter one's loads run
+    on into the bypass rows after it, which must exist)."""
     s = plan.shape
     groups = plan.tiles // plan.slice_tiles
     return (s.kh == s.kw == 1 and s.c <= TRACE_CHUNK and groups >= 2 and groups % 2 == 0
-            and not plan.resident_weights and strip.y1 - strip.y0 == nxt.y1 - nxt.y0)
+            and not plan.resident_weights and nxt.y1 - nxt.y0 <= strip.y1 - strip.y0
+            and nxt.y0 + strip.y1 - strip.y0 <= s.oh)
 
 
 def load_first_slice(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip) -> None:
