@@ -49,13 +49,17 @@ def strips_ahead(plan: ConvPlan, strip: Strip, nxt: Strip) -> bool:
     """Whether the next strip loads during this one's last kernel tiles: its first slice into
     the first slice during the last group's first tile (the last group's other slice then is the
     first: an even number of groups), its maps rows as the last tile frees them; rather than after
-    the strip, behind a flush, while nothing computes. 1x1 convs of one trace a pixel, the next
-    strip no longer than this one (one slice LD a pixel of this strip: a shorter one's loads run
-    on into the bypass rows after it, which must exist)."""
+    the strip, behind a flush, while nothing computes. A 1x1 conv of one trace a pixel loads the
+    slice pixel by pixel beside its own, so the next strip may be no longer than this one (a
+    shorter one's loads run on into the bypass rows after it, which must exist); a k x k conv
+    loads it whole, after the last tile's first 16 vector ops."""
     s = plan.shape
     groups = plan.tiles // plan.slice_tiles
-    return (s.kh == s.kw == 1 and s.c <= TRACE_CHUNK and groups >= 2 and groups % 2 == 0
-            and not plan.resident_weights and nxt.y1 - nxt.y0 <= strip.y1 - strip.y0
+    if groups < 2 or groups % 2 or plan.resident_weights:
+        return False
+    if (s.kh, s.kw) != (1, 1):
+        return True
+    return (s.c <= TRACE_CHUNK and nxt.y1 - nxt.y0 <= strip.y1 - strip.y0
             and nxt.y0 + strip.y1 - strip.y0 <= s.oh)
 
 

@@ -506,9 +506,15 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
                 if not early:
                     load_first_slice(b, plan, hw, strip)
                 ahead = nxt if nxt is not None and strips_ahead(plan, strip, nxt) else None
-                _strip_tiles(b, plan, hw, strip, 0, mask_last, nxt is not None, [],
+                rows, first_slice = None, []
+                if ahead is not None and (s.kh, s.kw) == (1, 1):
+                    rows = _replacing_pixels(plan, hw, strip, ahead)
+                elif ahead is not None:  # a k x k conv's last tile: rows as freed, the slice after 16 ops
+                    rows = _replacing_rows(plan, hw, strip, ahead)
+                    first_slice = [lambda bb, nxt=ahead: load_first_slice(bb, plan, hw, nxt)]
+                _strip_tiles(b, plan, hw, strip, 0, mask_last, nxt is not None, first_slice,
                              bypass_base=plan.slice_bases[0] - strip.y0 * s.ow * plan.kernels,
-                             row_loads=_replacing_pixels(plan, hw, strip, ahead) if ahead else None, ahead=ahead)
+                             row_loads=rows, ahead=ahead if first_slice == [] else None)
                 early = ahead is not None
         return
     double = len(plan.strips) > 1 and plan.strips[1].bank == 1  # halves of the buffer in turn

@@ -160,9 +160,9 @@ def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, o
             if group == 1 or not sliced.resident_weights:
                 candidates.append(sliced)
     if fits(0, 1) or any(fits(y, y + 1) for y in range(s.oh)):
-        candidates.append(plan(balanced_strips(s.oh, rows, fits, lambda i: 0, "a residual conv")))
+        candidates.append(plan(row_strips(s.oh, rows, fits, lambda i: 0, "a residual conv")))
         if all(half(y, y + 1) for y in range(s.oh)):
-            candidates.append(plan(balanced_strips(s.oh, rows, half, lambda i: i % 2, "a residual conv")))
+            candidates.append(plan(row_strips(s.oh, rows, half, lambda i: i % 2, "a residual conv")))
     if not candidates:
         raise LoweringError(f"a residual conv needs {s.kh} input rows of {row} words and an output row of "
                             f"{out_row} words in the {hw.maps_buffer_elements}-word maps buffer")
