@@ -259,20 +259,18 @@ def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, xl: int, xr: int, bypass: bo
     if bypass:
         for j in range(UNROLL):
             b.emit(sf.AddiOp(R_BYP_U[j], R_BYPROW, (xl + j) * _bypass_stride(plan)))
-    b.emit(sf.AddiOp(R_W, R_TW, 0))
-    b.const(R_X, 1)
-    b.const(R_XEND, n)
+    step_maps, step_out = UNROLL * s.sx * s.cin, 2 * UNROLL * s.k
+    # the loop ends on the first pixel's maps address (no counter to step): its last pass's
+    b.emit(sf.AddiOp(R_W, R_TW, 0), sf.AddiOp(R_XEND, R_MAPS_U[0], (n - 1) * step_maps))
     top = b.label("x_unrolled")
-    b.emit(sf.AddiOp(R_X, R_X, 1))
     for j in range(UNROLL):
         if bypass:
             b.emit(sf.VmovOp(COOP, sf.VmovSelect.BYPASS, R_BYP_U[j]))
         b.emit(sf.MacOp(COOP, R_OUT_U[j], R_MAPS_U[j], R_W, s.c, wb=True, relu=s.relu))
-    step_maps, step_out = UNROLL * s.sx * s.cin, 2 * UNROLL * s.k
     b.emit(*(sf.AddiOp(r, r, step_maps) for r in R_MAPS_U))
     if bypass:
         b.emit(*(sf.AddiOp(r, r, UNROLL * _bypass_stride(plan)) for r in R_BYP_U))
-    b.branch(sf.BleOp(R_X, R_XEND, top), [sf.AddiOp(r, r, step_out) for r in R_OUT_U])
+    b.branch(sf.BleOp(R_MAPS_U[0], R_XEND, top), [sf.AddiOp(r, r, step_out) for r in R_OUT_U])
     return xl + n * UNROLL
 
 
