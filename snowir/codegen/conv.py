@@ -498,12 +498,13 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
         for si, strip in enumerate(plan.strips):
             with b.at(f"strip{si}"):
                 nxt = plan.strips[si + 1] if si + 1 < len(plan.strips) else None
-                if not si:
-                    _cold_start(b, plan, hw, 0, 0, strip, resident=plan.resident_weights)
+                if not si:  # the first slice right behind the first rows, the rest of the maps after it
+                    _cold_start(b, plan, hw, 0, 0, strip, resident=plan.resident_weights,
+                                after_first=lambda bb, strip=strip: load_first_slice(bb, plan, hw, strip))
                 elif not early:  # the strip replaces the maps every earlier MAC read
                     b.flush_vector_queue(hw, R_TMP)
                     _load_maps(b, plan, hw, strip, 0)
-                if not early:
+                if si and not early:
                     load_first_slice(b, plan, hw, strip)
                 ahead = nxt if nxt is not None and strips_ahead(plan, strip, nxt) else None
                 rows, first_slice = None, []
@@ -583,25 +584,26 @@ FIRST_STRIP_PIECES = 4
 
 
 def _cold_start(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int, strip: Strip,
-                bypass_base: int | None = None, resident: bool = False) -> None:
+                bypass_base: int | None = None, resident: bool = False, after_first: Prefetch | None = None) -> None:
     """The layer's first kernel tile (every kernel tile when `resident`) and first maps strip. After
     a max pool in a whole-model program (`weights_before_fence`) the kernels load while the pool
     runs and only the maps wait for its vector ops (the fence); otherwise the kernels load first
-    so the first MACs wait for one maps piece, not the whole strip."""
+    so the first MACs wait for one maps piece, not the whole strip. `after_first`: more the first
+    MACs need (a bypass-slice conv's first slice), loaded right after the first piece."""
     _load_weights(b, plan, hw, t, wbuf)
     if plan.weights_before_fence:
         if resident:
             _load_resident_weights(b, plan, hw)
         b.flush_vector_queue(hw, R_TMP)
-        _load_first_strip(b, plan, hw, strip, bypass_base)
+        _load_first_strip(b, plan, hw, strip, bypass_base, after_first)
         return
-    _load_first_strip(b, plan, hw, strip, bypass_base)
+    _load_first_strip(b, plan, hw, strip, bypass_base, after_first)
     if resident:
         _load_resident_weights(b, plan, hw)
 
 
 def _load_first_strip(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
-                      bypass_base: int | None = None) -> None:
+                      bypass_base: int | None = None, after_first: Prefetch | None = None) -> None:
     """A layer's first maps strip (at the bottom of bank 0), after its first kernel tile, in
     pieces in the order the output rows need them: the first output row's input rows (and
     bypass row, a residual conv's, laid out from buffer word `bypass_base` + y x the output
@@ -620,6 +622,9 @@ def _load_first_strip(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip:
             loaded = need
         if bypass_base is not None:
             _load_bypass_rows(b, plan, hw, bypass_base, ya, yb)
+        if after_first is not None:
+            after_first(b)
+            after_first = None
 
 
 def _load_bypass_rows(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, bypass_base: int, y0: int, y1: int) -> None:
