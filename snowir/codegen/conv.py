@@ -22,13 +22,14 @@ from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.bypass_slices import load_first_slice, slice_gap, strips_ahead
 from snowir.codegen.fused_pool import load_rows, pool_rows
 from snowir.codegen.indp import generate_indp
-from snowir.codegen.loads import load_broadcast, load_runs
+from snowir.codegen.strip_loads import (load_bypass_rows, load_first_strip, load_maps, replacing_pixels, replacing_rows,
+                                        spread_piece, spreads)
 from snowir.codegen.pixels import kernel_tile
 from snowir.codegen.traces import (COOP, Prefetch, R_LEN, R_MAPS, R_OUT, R_SRC, R_TK, R_TMP, R_TMP2, R_TO, R_TT, R_TW,
-                                   R_W, R_WSRC, TRACE_CHUNK, add_offset, trace_chunks)
+                                   R_W, R_WSRC, TRACE_CHUNK, trace_chunks)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, band_plans, full_mask, input_rows, ring_of
+from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, band_plans, full_mask, ring_of
 
 
 # staggered kernel tiles (weights_stagger): 1 while the current tile sits at base 0, else 0.
@@ -91,13 +92,13 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
             if nxt < len(items):
                 nsi, nt = items[nxt]
                 if maps_slot[nxt] != maps_slot[i] and not whole:
-                    prefetch.append(lambda bb, nsi=nsi, nxt=nxt: _load_maps(bb, plan, hw, plan.strips[nsi], maps_slot[nxt] % 2))
+                    prefetch.append(lambda bb, nsi=nsi, nxt=nxt: load_maps(bb, plan, hw, plan.strips[nsi], maps_slot[nxt] % 2))
                 if w_slot[nxt] != w_slot[i] and plan.double_buffer_weights:
                     prefetch.append(lambda bb, nt=nt, nxt=nxt: _load_weights(bb, plan, hw, nt, wbank(nxt)))
             if whole and i and maps_slot[i] != maps_slot[i - 1]:
                 # the strip fills both banks: every earlier MAC must be done before it is replaced
                 b.flush_vector_queue(hw, R_TMP)
-                _load_maps(b, plan, hw, plan.strips[si], 0)
+                load_maps(b, plan, hw, plan.strips[si], 0)
             base = 0 if whole else (maps_slot[i] % 2) * hw.maps_bank_elements
             c_off = s.c_base + (plan.kernels * t) // s.group_kernels * s.c  # this tile's group's input channels
             b.const(R_TW, wbank(i))
@@ -143,15 +144,15 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
             more = si + 1 < len(plan.strips)
             last_prefetch: list[Prefetch] = []
             spread: list[tuple[int, int, int]] = []
-            row_loads = _replacing_rows(plan, hw, strip, plan.strips[si + 1]) if more and whole else None
+            row_loads = replacing_rows(plan, hw, strip, plan.strips[si + 1]) if more and whole else None
             if more and not whole:
                 nxt = plan.strips[si + 1]
                 bank = (si + 1) % 2
                 row = plan.shape.w * plan.shape.cin
                 spread = [(bank * hw.maps_bank_elements, plan.in_addr + 2 * nxt.r0 * row, (nxt.r1 - nxt.r0) * row)]
-                if not _spreads(plan, spread):
+                if not spreads(plan, spread):
                     spread = []
-                    last_prefetch.append(lambda bb, nxt=nxt, bank=bank: _load_maps(bb, plan, hw, nxt, bank))
+                    last_prefetch.append(lambda bb, nxt=nxt, bank=bank: load_maps(bb, plan, hw, nxt, bank))
             base = 0 if whole else (si % 2) * hw.maps_bank_elements
             _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread, pool=pool,
                          row_loads=row_loads)
@@ -162,74 +163,6 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
         b.flush_vector_queue(hw, R_TMP)
         load_rows(b, plan, ring, (a, b_), hw)
         pool_rows(b, plan, ring, (p, q), hw, None)
-
-
-def _replacing_rows(plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, nxt: Strip) -> list[tuple[int, Prefetch]]:
-    """The next whole-buffer strip's rows as its last kernel tile frees them (`kernel_tile`'s
-    `row_loads`): the next strip's row j replaces this one's row j (both from word 0), so it
-    loads once the last output row reading that row is done (at once when none does), runs of
-    rows freed by the same output row in one LD. Rather than all of it after the last tile,
-    behind a flush, while nothing computes."""
-    s = plan.shape
-    last: dict[int, int] = {}  # this strip's row (from r0) -> the last output row reading it
-    for y in range(strip.y0, strip.y1):
-        lo, hi = input_rows(s.h, s.kh, s.sy, s.pt, y, y + 1)
-        for r in range(lo, hi):
-            last[r - strip.r0] = y
-    runs: list[tuple[int, int, int]] = []  # (output row, first next row, end)
-    for j in range(nxt.r1 - nxt.r0):
-        y = last.get(j, strip.y0 - 1)
-        if runs and runs[-1][0] == y and runs[-1][2] == j:
-            runs[-1] = (y, runs[-1][1], j + 1)
-        else:
-            runs.append((y, j, j + 1))
-    return [(y, lambda bb, j0=j0, j1=j1: _load_maps(bb, plan, hw, nxt, 0, 0, (nxt.r0 + j0, nxt.r0 + j1)))
-            for y, j0, j1 in runs]
-
-
-def _replacing_pixels(plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, nxt: Strip) -> list[tuple[int, Prefetch]]:
-    """A bypass-slice 1x1's next strip's maps rows as its last tile frees them (`slice_tile`'s
-    `row_loads`): row j replaces this strip's row j, last read by that row's last pixel; rows
-    this strip does not have load at once, in one LD."""
-    ow, have = plan.shape.ow, strip.r1 - strip.r0
-    loads: list[tuple[int, Prefetch]] = [
-        ((j + 1) * ow - 1, lambda bb, j=j: _load_maps(bb, plan, hw, nxt, 0, 0, (nxt.r0 + j, nxt.r0 + j + 1)))
-        for j in range(min(have, nxt.r1 - nxt.r0))]
-    if nxt.r1 - nxt.r0 > have:
-        loads.insert(0, (-1, lambda bb: _load_maps(bb, plan, hw, nxt, 0, 0, (nxt.r0 + have, nxt.r1))))
-    return loads
-
-
-def _spreads(plan: ConvPlan, streams: list[tuple[int, int, int]]) -> bool:
-    """Whether the next strip's `streams` (buffer element, DRAM byte, words: contiguous runs)
-    load in pieces, one per kernel tile (`_spread_piece`): several kernel tiles, not resident
-    (those leave tile 0 the bus), not gathered or a column band (runs of their own), and each
-    stream longer than the T - 1 pieces of whole vMAC counts the loop's tiles load."""
-    if plan.resident_weights or plan.gather is not None or plan.in_row or plan.tiles < 2:
-        return False
-    return all((plan.tiles - 1) * _piece_words(plan, words) < words for _, _, words in streams)
-
-
-def _piece_words(plan: ConvPlan, words: int) -> int:
-    """Words a kernel tile's piece of a spread stream loads: a multiple of the tile's kernels,
-    so its place follows from R_TT (K x t) by one MULI."""
-    k = plan.kernels
-    return -(-words // (plan.tiles * k)) * k
-
-
-def _spread_piece(bb: AsmBuilder, plan: ConvPlan, streams: list[tuple[int, int, int]], last: bool) -> None:
-    """Kernel tile t's piece of each stream of the next strip (t from R_TT = K x t, so the
-    counted K loop's body is one piece for every tile); the last tile loads the remainder."""
-    k = plan.kernels
-    for dst, src, words in streams:
-        q = _piece_words(plan, words)
-        n = words - (plan.tiles - 1) * q if last else q
-        bb.emit(sf.MuliOp(R_TMP, R_TT, q // k))
-        add_offset(bb, R_TMP, R_TMP, dst)
-        bb.emit(sf.MuliOp(R_SRC, R_TT, 2 * q // k))
-        add_offset(bb, R_SRC, R_SRC, src)
-        bb.const(R_LEN, n)
-        bb.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, 0, sf.SELECT_ALL))
 
 
 def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
@@ -245,7 +178,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     pieces, one per tile beside its weights, rather than all during the last tile (where it held
     up the tile's own weights behind it on the bus). `pool`: a fused pool's MAXs, halfway
     through the last tile. `row_loads`: the next whole-buffer strip's rows, in the last tile as
-    it frees them (`_replacing_rows`, a bypass-slice 1x1's `_replacing_pixels`). `ahead`: the
+    it frees them (`replacing_rows`, a bypass-slice 1x1's `replacing_pixels`). `ahead`: the
     next strip, whose first bypass slice the last group's first tile loads (`strips_ahead`)."""
     s = plan.shape
     tiles = plan.tiles
@@ -258,7 +191,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         b.const(R_WSRC, plan.w_addr + 2 * plan.kernels * s.kernel_words)
 
     stagger = plan.stagger
-    piece: list[Prefetch] = [lambda bb: _spread_piece(bb, plan, spread, False)] if spread else []
+    piece: list[Prefetch] = [lambda bb: spread_piece(bb, plan, spread, False)] if spread else []
 
     def tile(bb: AsmBuilder, mask: int, prefetch: list[Prefetch], load_next: bool, same_strip: bool = True,
              mid: Prefetch | None = None, rows: list[tuple[int, Prefetch]] | None = None,
@@ -301,7 +234,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     if reload:
         b.const(R_WSRC, plan.w_addr)  # the next strip starts again at tile 0
     if spread:
-        last_prefetch = [lambda bb: _spread_piece(bb, plan, spread, True), *last_prefetch]
+        last_prefetch = [lambda bb: spread_piece(bb, plan, spread, True), *last_prefetch]
     with b.at(ktiles(tiles - 1, tiles - 1)):
         tile(b, mask_last, last_prefetch, reload, same_strip=False, mid=pool, rows=row_loads,
              next_slice=ahead if group == 1 else None)
@@ -447,7 +380,7 @@ def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
     chunks = [(o, min(chunk, total - o)) for o in range(0, total, chunk)]
     if plan.weights_before_fence:  # its kernels stream in chunks: nothing to load before the fence
         b.flush_vector_queue(hw, R_TMP)
-    _load_maps(b, plan, hw, plan.strips[0], 0)
+    load_maps(b, plan, hw, plan.strips[0], 0)
     b.const(R_TW, 0)
     b.const(R_TO, 0)
     b.const(R_WSRC, plan.w_addr)
@@ -503,15 +436,15 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
                                 after_first=lambda bb, strip=strip: load_first_slice(bb, plan, hw, strip))
                 elif not early:  # the strip replaces the maps every earlier MAC read
                     b.flush_vector_queue(hw, R_TMP)
-                    _load_maps(b, plan, hw, strip, 0)
+                    load_maps(b, plan, hw, strip, 0)
                 if si and not early:
                     load_first_slice(b, plan, hw, strip)
                 ahead = nxt if nxt is not None and strips_ahead(plan, strip, nxt) else None
                 rows, first_slice = None, []
                 if ahead is not None and (s.kh, s.kw) == (1, 1):
-                    rows = _replacing_pixels(plan, hw, strip, ahead)
+                    rows = replacing_pixels(plan, hw, strip, ahead)
                 elif ahead is not None:  # a k x k conv's last tile: rows as freed, the slice after 16 ops
-                    rows = _replacing_rows(plan, hw, strip, ahead)
+                    rows = replacing_rows(plan, hw, strip, ahead)
                     first_slice = [lambda bb, nxt=ahead: load_first_slice(bb, plan, hw, nxt)]
                 _strip_tiles(b, plan, hw, strip, 0, mask_last, nxt is not None, first_slice,
                              bypass_base=plan.slice_bases[0] - strip.y0 * s.ow * plan.kernels,
@@ -523,8 +456,8 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
 
     def load(bb: AsmBuilder, strip: Strip) -> None:
         base = strip.bank * half
-        _load_maps(bb, plan, hw, strip, strip.bank if double else 0, base)
-        _load_bypass_rows(bb, plan, hw, base + (strip.r1 - strip.r0) * row - strip.y0 * out_row, strip.y0, strip.y1)
+        load_maps(bb, plan, hw, strip, strip.bank if double else 0, base)
+        load_bypass_rows(bb, plan, hw, base + (strip.r1 - strip.r0) * row - strip.y0 * out_row, strip.y0, strip.y1)
 
     for si, strip in enumerate(plan.strips):
         with b.at(f"strip{si}"):
@@ -544,43 +477,11 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
                 spread = [(at, plan.in_addr + 2 * nxt.r0 * row, (nxt.r1 - nxt.r0) * row),
                           (at + (nxt.r1 - nxt.r0) * row, plan.bypass_addr + 2 * nxt.y0 * out_row,
                            (nxt.y1 - nxt.y0) * out_row)]
-                if not _spreads(plan, spread):
+                if not spreads(plan, spread):
                     spread = []
                     prefetch = [lambda bb, nxt=nxt: load(bb, nxt)]
             _strip_tiles(b, plan, hw, strip, base, mask_last, more, prefetch, bypass_base=byp - strip.y0 * out_row,
                          spread=spread)
-
-
-def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, bank: int,
-               base: int | None = None, rows: tuple[int, int] | None = None) -> None:
-    """One maps strip, broadcast to every CU; a gathering plan loads each row's pixels from
-    every sy-th row and sx-th column of the DRAM input, channels c0.. of each (one LD per run,
-    spread over the load units)."""
-    s = plan.shape
-    row = s.w * s.cin
-    base = bank * hw.maps_bank_elements if base is None else base
-    r_from, r_to = rows or (strip.r0, strip.r1)  # of the strip's rows, these (a first strip's pieces)
-    with b.at(f"load_maps.rows{r_from}_{r_to}"):
-        base += (r_from - strip.r0) * row
-        if plan.in_row and plan.in_row != row:  # a column band: each row's columns, rows in_row apart
-            load_runs(b, hw, [(base + (r - r_from) * row, plan.in_addr + 2 * r * plan.in_row, row, sf.SELECT_ALL)
-                              for r in range(r_from, r_to)])
-            return
-        if plan.gather is None:
-            load_broadcast(b, hw, base, plan.in_addr + 2 * r_from * row, (r_to - r_from) * row)
-            return
-        sy, sx, w_in, cin_in, c0 = plan.gather
-        if sx == 1 and cin_in == s.cin:  # whole rows are contiguous
-            runs = [(base + (r - r_from) * row, plan.in_addr + 2 * r * sy * w_in * s.cin, row)
-                    for r in range(r_from, r_to)]
-        else:
-            runs = [(base + (r - r_from) * row + x * s.cin,
-                     plan.in_addr + 2 * ((r * sy * w_in + x * sx) * cin_in + c0), s.cin)
-                    for r in range(r_from, r_to) for x in range(s.w)]
-        load_runs(b, hw, [(dst, src, n, sf.SELECT_ALL) for dst, src, n in runs])
-
-
-FIRST_STRIP_PIECES = 4
 
 
 def _cold_start(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int, strip: Strip,
@@ -595,43 +496,11 @@ def _cold_start(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf
         if resident:
             _load_resident_weights(b, plan, hw)
         b.flush_vector_queue(hw, R_TMP)
-        _load_first_strip(b, plan, hw, strip, bypass_base, after_first)
+        load_first_strip(b, plan, hw, strip, bypass_base, after_first)
         return
-    _load_first_strip(b, plan, hw, strip, bypass_base, after_first)
+    load_first_strip(b, plan, hw, strip, bypass_base, after_first)
     if resident:
         _load_resident_weights(b, plan, hw)
-
-
-def _load_first_strip(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
-                      bypass_base: int | None = None, after_first: Prefetch | None = None) -> None:
-    """A layer's first maps strip (at the bottom of bank 0), after its first kernel tile, in
-    pieces in the order the output rows need them: the first output row's input rows (and
-    bypass row, a residual conv's, laid out from buffer word `bypass_base` + y x the output
-    row), then the rest in parts. The buffers interlock by region, so the first MACs wait for
-    the kernels and one piece rather than for the whole strip; later strips load while an
-    earlier one computes."""
-    s = plan.shape
-    rest = strip.y1 - strip.y0 - 1
-    step = max(1, -(-rest // (FIRST_STRIP_PIECES - 1)))
-    cuts = sorted({strip.y0, strip.y0 + 1, *range(strip.y0 + 1, strip.y1, step), strip.y1})
-    loaded = strip.r0
-    for ya, yb in zip(cuts, cuts[1:]):
-        need = strip.r1 if yb == strip.y1 else min(strip.r1, input_rows(s.h, s.kh, s.sy, s.pt, ya, yb)[1])
-        if need > loaded:
-            _load_maps(b, plan, hw, strip, 0, 0, (loaded, need))
-            loaded = need
-        if bypass_base is not None:
-            _load_bypass_rows(b, plan, hw, bypass_base, ya, yb)
-        if after_first is not None:
-            after_first(b)
-            after_first = None
-
-
-def _load_bypass_rows(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, bypass_base: int, y0: int, y1: int) -> None:
-    """A residual conv's bypass rows [y0, y1), laid out like the output from `bypass_base`."""
-    out_row = plan.shape.ow * plan.shape.k
-    with b.at(f"load_bypass.y{y0}_{y1}"):
-        load_broadcast(b, hw, bypass_base + y0 * out_row, plan.bypass_addr + 2 * y0 * out_row, (y1 - y0) * out_row)
 
 
 def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:

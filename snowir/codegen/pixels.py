@@ -153,7 +153,6 @@ def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = Fals
     address; `mid` is emitted halfway through its pixels, or once `mid_after` of its MACs are
     issued (border pixels first, then the interior in order)."""
     s = plan.shape
-    row = s.w * s.cin
     xl, xr = interior_columns(s.ow, s.sx, s.pl, s.kw, s.w)
     border = [x for x in range(s.ow) if not xl <= x < xr]
     if mid_after is not None:

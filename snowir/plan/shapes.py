@@ -259,7 +259,7 @@ class ConvPlan:
         exposed = sum(strip_bytes) * repeats if self.strips[0].bank < 0 else strip_bytes[0]
         if self.strips[0].bank < 0 and self.loop_order == "Kloop":
             # a whole-buffer strip loads as the last kernel tile of the one before frees its rows
-            # (codegen/conv._replacing_rows): exposed only for what that tile's MACs do not cover
+            # (codegen/strip_loads.replacing_rows): exposed only for what that tile's MACs do not cover
             tile = s.valid_macs() / hw.macs / self.tiles / s.oh
             exposed = strip_bytes[0] + sum(max(0.0, n - bw * tile * (prev.y1 - prev.y0))
                                            for n, prev in zip(strip_bytes[1:], self.strips))
