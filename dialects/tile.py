@@ -312,6 +312,9 @@ class LayerOp(TileOperation):
     maps-buffer words of the two slices the kernel tiles take in turn."""
     cu_split = opt_prop_def(CuSplitAttr)
     """INDP: how the CUs share a row group (absent: rows)."""
+    slice_tiles = opt_prop_def(IntegerAttr[I64])
+    """With `bypass_slices` on a 1x1 conv: the kernel tiles a slice holds (absent: 1), each
+    pixel's channels of all of them loaded by one LD."""
     fence = opt_prop_def(UnitAttr)
     """In a whole-model program: the layer's first loads wait until the previous layer's vector
     ops are done (a vector queue's depth of VMOVs), because they may overwrite buffer words those
@@ -371,6 +374,8 @@ class LayerOp(TileOperation):
         if self.cu_split is not None and (kind != LayerKind.CONV or self.mode is None
                                           or self.mode.data != ComputeMode.INDP):
             self._fail("cu_split: how an INDP conv's CUs share a row group (rows or cols)")
+        if self.slice_tiles is not None and (self.bypass_slices is None or self.slice_tiles.value.data < 2):
+            self._fail("slice_tiles: 2 or more kernel tiles a bypass slice holds, with `bypass_slices`")
         if self.gather is not None and kind != LayerKind.CONV:
             self._fail("gather: only a conv layer gathers its maps")
         if self.shape is not None:
@@ -730,8 +735,9 @@ FIELD_DOCS: dict[str, str] = {
     "tile.layer.pool": "A fused max pool: its MAX traces run in the conv's program, halfway through each row group.",
     "tile.layer.pool_slots": "Maps-buffer words of the fused pool's row ring (conv output row r in slot r mod N).",
     "tile.layer.maps_buffering": "double: maps tile i in bank i mod 2 (a residual conv: half i mod 2), the next loading "
-                                 "while the current computes; whole: a tile may fill the buffer, loaded after the "
-                                 "previous tile's MACs drain; single: a residual conv's tiles in turn at the bottom.",
+                                 "while the current computes; whole: a tile may fill the buffer, its rows loaded "
+                                 "as the previous tile's last kernel tile frees them; single: a residual conv's "
+                                 "tiles in turn at the bottom.",
     "tile.layer.gather": "Maps loaded pixel by pixel (#tile.gather<sy, sx, w, cin, c0>): a strided 1x1's pixels or a "
                          "channel slice's channels; tiles, loads and windows are over the compact input.",
     "tile.layer.bypass_slices": "A residual conv's bypass in two per-kernel-tile slices at these maps-buffer words, "
@@ -739,6 +745,8 @@ FIELD_DOCS: dict[str, str] = {
     "tile.layer.cu_split": "INDP: rows (absent; CU c its own output rows, cu_rows) or cols (CU c output columns "
                            "[c OW/4, (c+1) OW/4) of every row of a tile, vmov stride OW/4 x K words: a residual 1x1 "
                            "conv's bypass read where the write-back stores it). Followed.",
+    "tile.layer.slice_tiles": "A residual 1x1 conv's kernel tiles per bypass slice (absent: 1): each pixel's channels "
+                              "of the next group of tiles load with one LD, during the group's first tile.",
     "tile.dram_region.sym_name": "The region's name.",
     "tile.dram_region.offset": "Byte address in the layer's image (segments @x @w @y @r @slack @t).",
     "tile.dram_region.size": "Bytes; checked against what the layer moves there, and against overlaps.",

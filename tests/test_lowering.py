@@ -67,17 +67,19 @@ def lower_layer(layer: tile.LayerOp, hw: SnowflakeConfig = HW, asm_passes=ASM_PI
 
 
 def conv_case(c, h, w, k, kh, kw, s, p, relu=True, shift=14, seed=0, engine="fast", loop_order=None, bypass=False,
-              groups=1, mode=None, asm_passes=ASM_PIPELINE, hw=HW):
+              groups=1, mode=None, asm_passes=ASM_PIPELINE, hw=HW, edit=None):
     """c: input channels per group; mode None = the compiler's choice. The layer is decided as
     nn-to-tile and tile-loop-order{order=loop_order} decide it (tile/build.bare_conv_layer),
-    lowered by tile-to-asm from its tile IR, then `asm_passes` (default: the asm part of
-    snowflake-lower)."""
+    `edit`ed (a function of the tile.layer), lowered by tile-to-asm from its tile IR, then
+    `asm_passes` (default: the asm part of snowflake-lower)."""
     shape = ConvShape(c, h, w, k, kh, kw, s, s, p, p, p, p, relu, shift, groups)
     rng = np.random.default_rng(seed)
     x = rng.integers(-300, 300, (c * groups, h, w)).astype(np.int16)
     wt = rng.integers(-3000, 3000, (k, c, kh, kw)).astype(np.int16)
     bias = rng.integers(-300, 300, k).astype(np.int16)
     layer = bare_conv_layer("conv", shape, wt, bias, hw, mode, bypass, loop_order)
+    if edit is not None:
+        edit(layer)
     plan = conv_plan_of(layer)
     image_op = lower_layer(layer, hw, asm_passes)
     image = assemble(image_op, hw)
@@ -393,6 +395,51 @@ def test_strips_spanning_both_banks(order: str) -> None:
     run, got, want, plan, _ = conv_case(64, 9, 224, 32, 3, 3, 1, 1, loop_order=order)
     assert all(strip.bank == -1 for strip in plan.strips) and len(plan.strips) > 1
     assert np.array_equal(got, want)
+
+
+def test_whole_strips_load_as_the_last_tile_frees_their_rows() -> None:
+    """ResNet-50's 56², 3x3/2, 128->128 conv takes whole-buffer strips (9 input rows, 129 KB):
+    the next strip's rows load during the last kernel tile as it frees them. Loaded after that
+    tile, behind a flush, they left the CUs waiting ~31.7 k cycles (473 k cycles, now 446 k)."""
+    run, got, want, plan, _ = conv_case(128, 56, 56, 128, 3, 3, 2, 1)
+    assert np.array_equal(got, want)
+    assert plan.loop_order == "Kloop" and len(plan.strips) > 2 and all(st.bank == -1 for st in plan.strips)
+    later = sum((st.r1 - st.r0) * 56 * 128 * 2 for st in plan.strips[1:])
+    assert run.timing.stalls["cu_load_wait"] < 0.25 * later / HW.dram_bytes_per_cycle
+
+
+def test_residual_1x1_slices_hold_two_kernel_tiles() -> None:
+    """ResNet-50's 28², 128->512 residual 1x1: a bypass slice of one kernel tile costs an LD per
+    pixel per tile, whose start-ups on the load units bound the layer (256.6 k cycles); slices of
+    two tiles (`slice_tiles`) halve them (243.6 k). The attribute removed from the tile IR gives
+    one tile a slice again, still bit-exact."""
+    args = (128, 28, 28, 512, 1, 1, 1, 0)
+    run2, got, want, plan, _ = conv_case(*args, bypass=True, shift=8)
+    assert np.array_equal(got, want) and plan.bypass_slices and plan.slice_tiles == 2
+    run1, got, want, plan, _ = conv_case(*args, bypass=True, shift=8, edit=lambda layer: layer.properties.pop("slice_tiles"))
+    assert np.array_equal(got, want) and plan.bypass_slices and plan.slice_tiles == 1
+    assert run2.cycles < 0.97 * run1.cycles
+
+
+def test_a_sliced_residual_1x1_loads_its_next_strip_during_the_last_tiles() -> None:
+    """ResNet-50's 56² -> 28², stride-2, 256->512 residual 1x1 runs 4 strips of 7 rows: the next
+    strip's first bypass slice loads during the last tile (into the slice the last tile does not
+    read) and its maps rows as the last tile frees them; after the strip, behind a flush, they
+    left the CUs waiting 16.8 k cycles (452.5 k cycles; now 441.0 k)."""
+    run, got, want, plan, _ = conv_case(256, 56, 56, 512, 1, 1, 2, 0, bypass=True, shift=8)
+    assert np.array_equal(got, want)
+    assert plan.bypass_slices and len(plan.strips) == 4 and plan.gather is not None
+    assert run.timing.stalls["cu_load_wait"] < 12000
+
+
+def test_a_short_strips_prefetch_goes_inside_its_first_row() -> None:
+    """ResNet-50's 28², 1x1, 512->128 conv runs 2-row strips: a tile's next kernels and maps
+    piece (~1.4 k cycles on the bus) had only the half tile after its first row to land (224 k
+    cycles, ~20 k waiting on loads); they now go after the pixel issuing the 16th MAC."""
+    run, got, want, plan, _ = conv_case(512, 28, 28, 128, 1, 1, 1, 0)
+    assert np.array_equal(got, want)
+    assert max(st.y1 - st.y0 for st in plan.strips) <= 2 and plan.tiles == 8
+    assert run.timing.stalls["cu_load_wait"] < 8000
 
 
 @pytest.mark.parametrize("args", [

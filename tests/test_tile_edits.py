@@ -190,6 +190,8 @@ REFUSED = {  # layer, edit, what the one-line refusal says
                                     "loads and windows differ"),
     "plain conv: stagger on double-buffered tiles": ("stem", lambda b: b.replace("slot = 2048 : i64", "slot = 2048 : i64, "
                                                                                  "stagger = 8 : i64", 1), "stagger"),
+    "residual conv: slice_tiles without bypass slices": ("branch_b", lambda b: _header(
+        b, "maps_buffering", "slice_tiles = 2 : i64, maps_buffering"), "slice_tiles"),
     "plain conv: an unknown attribute": ("stem", lambda b: b.replace("slot = 2048 : i64", "slto = 2048 : i64", 1),
                                          "unknown attribute 'slto'"),
 }

@@ -10,31 +10,63 @@ spreads them).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from snowir.codegen.builder import AsmBuilder
-from snowir.codegen.traces import (R_BYP, R_BYPROW, R_LEN, R_MAPS, R_OUT, R_OUTROW, R_SRC, R_TMP, R_TO, R_TT, R_TW,
+from snowir.codegen.traces import (COOP, Prefetch, R_BYP, R_BYPROW, R_LEN, R_MAPS, R_OUT, R_OUTROW, R_SRC, R_TMP, R_TO, R_TT, R_TW,
                                    R_W, R_X, R_XEND, macs, add_offset)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import ConvPlan, Strip
+from snowir.plan.shapes import TRACE_CHUNK, ConvPlan, Strip
 
 
 # registers of the slice loads (free in a 1x1 residual conv: no kernel-row pairs, no unrolled pixels)
 R_BSRC, R_BDST, R_BLEN = 4, 5, 12
 
+# a tile's pixels (`slice_tile`): the slice LDs of four pixels each with its own (source,
+# destination) pair, and the maps / output addresses of even and odd pixels in two sets, so no
+# LD, VMOV or MAC waits on the ADDI stepping its address (ResNet-50's 28², 128->512 residual
+# 1x1s lost ~1.3 cycles a pixel to those RAW stalls); none is a prefetch's temporary
+LOAD_PAIRS = ((R_BSRC, R_BDST), (8, 9), (10, 11), (13, 15))
+PIXEL_SETS = ((R_MAPS, R_OUT), (14, 23))
+
 
 PIXELS = 4  # pixels per loop iteration: their slice LDs form one group for balance-loads
 
 
+def slice_channels(plan: ConvPlan) -> int:
+    """Words of a pixel in a slice: the channels of the `slice_tiles` kernel tiles it holds."""
+    return plan.kernels * plan.slice_tiles
+
+
 def slice_gap(plan: ConvPlan) -> int:
     """Words from the first bypass slice to the second (`plan.slice_bases`, the tile IR's
-    `bypass_slices`): R_TT toggles between 0 and this."""
+    `bypass_slices`): R_TT is 0 or this, plus K for each earlier tile of the slice's group."""
     return plan.slice_bases[1] - plan.slice_bases[0]
+
+
+def strips_ahead(plan: ConvPlan, strip: Strip, nxt: Strip) -> bool:
+    """Whether the next strip loads during this one's last kernel tiles: its first slice into
+    the first slice during the last group's first tile (the last group's other slice then is the
+    first: an even number of groups), its maps rows as the last tile frees them; rather than after
+    the strip, behind a flush, while nothing computes. A 1x1 conv of one trace a pixel loads the
+    slice pixel by pixel beside its own, so the next strip may be no longer than this one (a
+    shorter one's loads run on into the bypass rows after it, which must exist); a k x k conv
+    loads it whole, after the last tile's first 16 vector ops."""
+    s = plan.shape
+    groups = plan.tiles // plan.slice_tiles
+    if groups < 2 or groups % 2 or plan.resident_weights:
+        return False
+    if (s.kh, s.kw) != (1, 1):
+        return True
+    return (s.c <= TRACE_CHUNK and nxt.y1 - nxt.y0 <= strip.y1 - strip.y0
+            and nxt.y0 + strip.y1 - strip.y0 <= s.oh)
 
 
 def load_first_slice(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip) -> None:
     """The strip's slice of tile 0 into slice 0, one LD per pixel (a counted loop of PIXELS)."""
     s = plan.shape
-    b.const(R_BLEN, plan.kernels)
+    b.const(R_BLEN, slice_channels(plan))
     b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * s.k)
     b.const(R_BDST, plan.slice_bases[0])
     n = (strip.y1 - strip.y0) * s.ow
@@ -51,15 +83,18 @@ def load_first_slice(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: 
 def _slice_loads(b: AsmBuilder, plan: ConvPlan, n: int) -> None:
     for _ in range(n):
         b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_BDST, R_BSRC, R_BLEN, 0, sf.SELECT_ALL),
-               sf.AddiOp(R_BSRC, R_BSRC, 2 * plan.shape.k), sf.AddiOp(R_BDST, R_BDST, plan.kernels))
+               sf.AddiOp(R_BSRC, R_BSRC, 2 * plan.shape.k), sf.AddiOp(R_BDST, R_BDST, slice_channels(plan)))
 
 
 def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int,
-               prefetch: list, load_next: bool) -> None:
+               prefetch: list, load_next: bool, next_slice: Strip | None = None,
+               row_loads: list[tuple[int, Prefetch]] | None = None) -> None:
     """The pixels of one kernel tile (bias and mask already set): R_TT holds its slice (0 or one
     slice on from the first),
-    R_TO its output-channel byte offset. `load_next`: load tile t+1's slice meanwhile.
-    `prefetch` (the next kernel tile's weights) goes after the first 16 vector ops."""
+    R_TO its output-channel byte offset. `load_next`: load tile t+1's slice meanwhile;
+    `next_slice`: instead the next strip's first slice, into the first slice (`strips_ahead`).
+    `prefetch` (the next kernel tile's weights) goes after the first 16 vector ops, each of
+    `row_loads` (pixel, load) once 16 vector ops follow that pixel's."""
     s = plan.shape
     row = s.w * s.cin
     s0 = plan.slice_bases[0]
@@ -67,11 +102,20 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
     b.const(R_OUT, plan.out_addr + 2 * strip.y0 * s.ow * s.k)
     b.emit(sf.AddOp(R_OUT, R_OUT, R_TO), sf.AddiOp(R_W, R_TW, 0))
     add_offset(b, R_BYP, R_TT, s0)
-    if load_next:
-        b.const(R_BLEN, plan.kernels)
-        b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * s.k + 2 * plan.kernels)
+    if next_slice is not None:
+        b.const(R_BLEN, slice_channels(plan))
+        b.const(R_BSRC, plan.bypass_addr + 2 * next_slice.y0 * s.ow * s.k)
+        b.const(R_BDST, s0)
+    elif load_next:
+        b.const(R_BLEN, slice_channels(plan))
+        b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * s.k + 2 * slice_channels(plan))
         b.emit(sf.AddOp(R_BSRC, R_BSRC, R_TO), sf.MuliOp(R_TMP, R_TT, -1), sf.AddiOp(R_TMP, R_TMP, slice_gap(plan)))
         add_offset(b, R_BDST, R_TMP, s0)
+
+    if s.c <= TRACE_CHUNK:  # one trace a pixel: R_W stays at the tile's weights
+        _pipelined_pixels(b, plan, hw, strip, prefetch, load_next or next_slice is not None, row_loads or [])
+        return
+    assert next_slice is None and not row_loads, "strips_ahead: pipelined pixels only"
 
     def pixels(bb: AsmBuilder, n: int) -> None:
         if load_next:
@@ -79,11 +123,22 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
         for _ in range(n):
             moved = macs(bb, plan, 1, 1, row, bypass=True)
             bb.emit(sf.AddiOp(R_MAPS, R_MAPS, s.cin - moved), sf.AddiOp(R_OUT, R_OUT, 2 * s.k),
-                    sf.AddiOp(R_BYP, R_BYP, plan.kernels))
+                    sf.AddiOp(R_BYP, R_BYP, slice_channels(plan)))
             if moved:
                 bb.emit(sf.AddiOp(R_W, R_TW, 0))
 
-    n = (strip.y1 - strip.y0) * s.ow
+    _tile_pixels(b, plan, hw, strip, prefetch, pixels)
+
+
+def _tile_pixels(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, prefetch: list,
+                 pixels: Callable[[AsmBuilder, int], None],
+                 row_loads: list[tuple[int, Prefetch]] | None = None) -> None:
+    """The strip's pixels by `pixels`: 2 x PIXELS of them, the prefetch (behind a flush when
+    fewer), then counted loops of PIXELS a pass and the rest, cut where a row load (pixel p,
+    load) has 16 vector ops after pixel p's (a VMOV and a MAC a pixel); those due after the
+    last pixel behind a flush."""
+    n = (strip.y1 - strip.y0) * plan.shape.ow
+    lag = hw.vector_queue_depth // 2
     head = min(n, 2 * PIXELS)  # 16 vector ops (a VMOV and a MAC per pixel) before the prefetch
     pixels(b, head)
     if prefetch:
@@ -91,15 +146,60 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
             b.flush_vector_queue(hw, R_TMP)
         for load in prefetch:
             load(b)
-    rest = n - head
-    if rest // PIXELS:
-        b.const(R_X, 1)
-        b.const(R_XEND, rest // PIXELS)
-        top = b.label("x_sliced")
-        pixels(b, PIXELS)
-        b.emit(sf.AddiOp(R_X, R_X, 1))
-        b.branch(sf.BleOp(R_X, R_XEND, top))
-    pixels(b, rest % PIXELS)
+
+    def run(a: int, z: int) -> None:
+        if (z - a) // PIXELS:
+            b.const(R_X, 1)
+            b.const(R_XEND, (z - a) // PIXELS)
+            top = b.label("x_sliced")
+            pixels(b, PIXELS)
+            b.emit(sf.AddiOp(R_X, R_X, 1))
+            b.branch(sf.BleOp(R_X, R_XEND, top))
+        pixels(b, (z - a) % PIXELS)
+
+    at = head
+    waiting = sorted(row_loads or [], key=lambda r: r[0])
+    while waiting and waiting[0][0] + 1 + lag <= n:
+        due = max(at, waiting[0][0] + 1 + lag)
+        if due > at:
+            run(at, due)
+            at = due
+        waiting.pop(0)[1](b)
+    run(at, n)
+    if waiting:
+        b.flush_vector_queue(hw, R_TMP)
+        for _, load in waiting:
+            load(b)
+
+
+def _pipelined_pixels(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, prefetch: list,
+                      load_next: bool, row_loads: list[tuple[int, Prefetch]]) -> None:
+    """The tile's pixels (R_MAPS / R_OUT / R_BYP at the first, R_BSRC / R_BDST its next-tile slice
+    LD) with their addresses in LOAD_PAIRS and PIXEL_SETS: pixel p's LD uses pair p mod 4, its
+    MAC set p mod 2, each stepped past the pixels between."""
+    s = plan.shape
+    for j, (src, dst) in enumerate(LOAD_PAIRS[1:], 1):
+        if load_next:
+            b.emit(sf.AddiOp(src, R_BSRC, 2 * j * s.k), sf.AddiOp(dst, R_BDST, j * slice_channels(plan)))
+    (m1, o1) = PIXEL_SETS[1]
+    b.emit(sf.AddiOp(m1, R_MAPS, s.cin), sf.AddiOp(o1, R_OUT, 2 * s.k))
+    at = [0]  # pixels emitted: the next one's place in the pair / set rotation
+
+    def pixels(bb: AsmBuilder, n: int) -> None:
+        if load_next:
+            for j in range(n):
+                src, dst = LOAD_PAIRS[(at[0] + j) % PIXELS]
+                bb.emit(sf.LdOp(sf.LoadTarget.MAPS, dst, src, R_BLEN, 0, sf.SELECT_ALL),
+                        sf.AddiOp(src, src, 2 * PIXELS * s.k), sf.AddiOp(dst, dst, PIXELS * slice_channels(plan)))
+        for j in range(n):
+            maps, out = PIXEL_SETS[(at[0] + j) % 2]
+            bb.emit(sf.VmovOp(COOP, sf.VmovSelect.BYPASS, R_BYP),
+                    sf.MacOp(COOP, out, maps, R_W, s.c, wb=True, relu=s.relu),
+                    sf.AddiOp(R_BYP, R_BYP, slice_channels(plan)), sf.AddiOp(maps, maps, 2 * s.cin),
+                    sf.AddiOp(out, out, 4 * s.k))
+        at[0] += n
+
+    _tile_pixels(b, plan, hw, strip, prefetch, pixels, row_loads)
 
 
 def row_slice_loads(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:

@@ -19,16 +19,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from snowir.codegen.builder import AsmBuilder
-from snowir.codegen.bypass_slices import load_first_slice, slice_gap
+from snowir.codegen.bypass_slices import load_first_slice, slice_gap, strips_ahead
 from snowir.codegen.fused_pool import load_rows, pool_rows
 from snowir.codegen.indp import generate_indp
-from snowir.codegen.loads import load_broadcast, load_runs
+from snowir.codegen.strip_loads import (load_bypass_rows, load_first_strip, load_maps, replacing_pixels, replacing_rows,
+                                        spread_piece, spreads)
 from snowir.codegen.pixels import kernel_tile
 from snowir.codegen.traces import (COOP, Prefetch, R_LEN, R_MAPS, R_OUT, R_SRC, R_TK, R_TMP, R_TMP2, R_TO, R_TT, R_TW,
                                    R_W, R_WSRC, TRACE_CHUNK, trace_chunks)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, band_plans, full_mask, input_rows, ring_of
+from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, band_plans, full_mask, ring_of
 
 
 # staggered kernel tiles (weights_stagger): 1 while the current tile sits at base 0, else 0.
@@ -91,13 +92,13 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
             if nxt < len(items):
                 nsi, nt = items[nxt]
                 if maps_slot[nxt] != maps_slot[i] and not whole:
-                    prefetch.append(lambda bb, nsi=nsi, nxt=nxt: _load_maps(bb, plan, hw, plan.strips[nsi], maps_slot[nxt] % 2))
+                    prefetch.append(lambda bb, nsi=nsi, nxt=nxt: load_maps(bb, plan, hw, plan.strips[nsi], maps_slot[nxt] % 2))
                 if w_slot[nxt] != w_slot[i] and plan.double_buffer_weights:
                     prefetch.append(lambda bb, nt=nt, nxt=nxt: _load_weights(bb, plan, hw, nt, wbank(nxt)))
             if whole and i and maps_slot[i] != maps_slot[i - 1]:
                 # the strip fills both banks: every earlier MAC must be done before it is replaced
                 b.flush_vector_queue(hw, R_TMP)
-                _load_maps(b, plan, hw, plan.strips[si], 0)
+                load_maps(b, plan, hw, plan.strips[si], 0)
             base = 0 if whole else (maps_slot[i] % 2) * hw.maps_bank_elements
             c_off = s.c_base + (plan.kernels * t) // s.group_kernels * s.c  # this tile's group's input channels
             b.const(R_TW, wbank(i))
@@ -140,23 +141,21 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
                     pool = lambda bb, p=p, q=q: pool_rows(bb, plan, ring, (p, q), hw,  # noqa: E731
                                                           (2 * hw.vmacs_per_cu, mask_last))
             whole = strip.bank < 0
-            if whole and si:
-                # the strip fills both banks: every earlier MAC must be done before it is replaced
-                b.flush_vector_queue(hw, R_TMP)
-                _load_maps(b, plan, hw, strip, 0)
             more = si + 1 < len(plan.strips)
             last_prefetch: list[Prefetch] = []
-            spread = None
+            spread: list[tuple[int, int, int]] = []
+            row_loads = replacing_rows(plan, hw, strip, plan.strips[si + 1]) if more and whole else None
             if more and not whole:
                 nxt = plan.strips[si + 1]
-                if plan.resident_weights or plan.gather is not None or plan.in_row or plan.tiles < 2:
-                    last_prefetch.append(lambda bb, nxt=nxt, bank=(si + 1) % 2: _load_maps(bb, plan, hw, nxt, bank))
-                else:  # one piece per kernel tile, beside its weights
-                    row = plan.shape.w * plan.shape.cin
-                    spread = (((si + 1) % 2) * hw.maps_bank_elements, plan.in_addr + 2 * nxt.r0 * row,
-                              (nxt.r1 - nxt.r0) * row)
+                bank = (si + 1) % 2
+                row = plan.shape.w * plan.shape.cin
+                spread = [(bank * hw.maps_bank_elements, plan.in_addr + 2 * nxt.r0 * row, (nxt.r1 - nxt.r0) * row)]
+                if not spreads(plan, spread):
+                    spread = []
+                    last_prefetch.append(lambda bb, nxt=nxt, bank=bank: load_maps(bb, plan, hw, nxt, bank))
             base = 0 if whole else (si % 2) * hw.maps_bank_elements
-            _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread, pool=pool)
+            _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread, pool=pool,
+                         row_loads=row_loads)
     if ring is not None:
         # the last strip's rows: their slots were last read in its last tile (flush: the MAXs
         # must be done), and the MAXs wait for these loads
@@ -166,46 +165,37 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
         pool_rows(b, plan, ring, (p, q), hw, None)
 
 
-R_MDST, R_MSRC, R_MLEN = 22, 23, 26  # the next strip's spread maps load (no bypass registers in use)
-
-
 def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
                  more: bool, last_prefetch: list[Prefetch], bypass_base: int | None = None,
-                 spread: tuple[int, int, int] | None = None, pool: Prefetch | None = None) -> None:
+                 spread: list[tuple[int, int, int]] | None = None, pool: Prefetch | None = None,
+                 row_loads: list[tuple[int, Prefetch]] | None = None, ahead: Strip | None = None) -> None:
     """Every kernel tile over one maps strip, tile 0's weights already loaded into bank R_TW.
     Tiles 0..T-2 are one counted K loop when its body fits an icache bank (else unrolled): the
     tile registers R_TW/R_TT/R_TO advance in its delay slots, R_WSRC walks the weights. The
     last tile is peeled: the write-back mask of a partial tile, the next strip's data (`more`:
-    a strip follows, whose tile 0 it loads). `spread` = (buffer element, DRAM byte, words) of
-    the next strip: loaded in T pieces, one per tile beside its weights, rather than all during
-    the last tile (where it held up the tile's own weights behind it on the bus). `pool`: a fused
-    pool's MAXs, halfway through the last tile."""
+    a strip follows, whose tile 0 it loads). `spread` = the next strip's contiguous runs (buffer
+    element, DRAM byte, words: its maps rows; a residual conv's bypass rows too): loaded in T
+    pieces, one per tile beside its weights, rather than all during the last tile (where it held
+    up the tile's own weights behind it on the bus). `pool`: a fused pool's MAXs, halfway
+    through the last tile. `row_loads`: the next whole-buffer strip's rows, in the last tile as
+    it frees them (`replacing_rows`, a bypass-slice 1x1's `replacing_pixels`). `ahead`: the
+    next strip, whose first bypass slice the last group's first tile loads (`strips_ahead`)."""
     s = plan.shape
     tiles = plan.tiles
     b.const(R_TT, 0)  # bypass slices: R_TT is the tile's slice, 0 or one slice on
     b.const(R_TO, 0)
     if plan.resident_weights:
-        _resident_tiles(b, plan, hw, strip, base, mask_last, last_prefetch, bypass_base, pool)
+        _resident_tiles(b, plan, hw, strip, base, mask_last, last_prefetch, bypass_base, pool, row_loads)
         return
     if tiles > 1:
         b.const(R_WSRC, plan.w_addr + 2 * plan.kernels * s.kernel_words)
 
     stagger = plan.stagger
-    piece: list[Prefetch] = []
-    rest = 0
-    if spread is not None:
-        dst, src, words = spread
-        q = -(-words // tiles)
-        q += q % 2
-        rest = words - (tiles - 1) * q
-        b.const(R_MDST, dst)
-        b.const(R_MSRC, src)
-        b.const(R_MLEN, q)
-        piece = [lambda bb: bb.emit(sf.LdOp(sf.LoadTarget.MAPS, R_MDST, R_MSRC, R_MLEN, 0, sf.SELECT_ALL),
-                                    sf.AddiOp(R_MSRC, R_MSRC, 2 * q), sf.AddiOp(R_MDST, R_MDST, q))]
+    piece: list[Prefetch] = [lambda bb: spread_piece(bb, plan, spread, False)] if spread else []
 
     def tile(bb: AsmBuilder, mask: int, prefetch: list[Prefetch], load_next: bool, same_strip: bool = True,
-             mid: Prefetch | None = None) -> None:
+             mid: Prefetch | None = None, rows: list[tuple[int, Prefetch]] | None = None,
+             next_slice: Strip | None = None) -> None:
         """One tile; `load_next`: then load the weights at R_WSRC (the next tile's);
         `same_strip`: the next tile is over this strip (its bypass slice loads meanwhile)."""
         if load_next and plan.double_buffer_weights:
@@ -213,7 +203,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         if load_next and stagger:
             prefetch = [*prefetch, lambda bb_: _load_next_free(bb_, plan, hw, stagger)]
         kernel_tile(bb, plan, hw, strip, base, s.c_base, mask, prefetch, bypass_base, load_next and same_strip,
-                    mid_row=mid)
+                    mid_row=mid, row_loads=rows, next_slice=next_slice)
         if load_next and not plan.double_buffer_weights:
             # the next kernels overwrite this tile's region: wait for every pending MAC first
             bb.flush_vector_queue(hw, R_TMP)
@@ -222,21 +212,39 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
             else:
                 _load_next_weights(bb, plan, hw)
 
-    with b.at(ktiles(0, tiles - 2)):
-        _repeat(b, hw, tiles - 1, lambda bb: tile(bb, full_mask(plan), piece, True), lambda: _advance_tile(plan, hw))
+    group = plan.slice_tiles  # bypass slices of `group` tiles: the next group's slice loads in a group's first
+
+    def tiles_of_group(bb: AsmBuilder, last: bool) -> None:
+        """A group's tiles (the last group's but its last tile), the advances between them."""
+        for j in range(group - 1 if last else group):
+            tile(bb, full_mask(plan), piece, True, same_strip=j == 0 and not last,
+                 next_slice=ahead if last and j == 0 else None)
+            if j < group - 1:
+                bb.emit(*_advance_tile(plan, hw, in_group=True))
+
+    if group == 1:
+        with b.at(ktiles(0, tiles - 2)):
+            _repeat(b, hw, tiles - 1, lambda bb: tile(bb, full_mask(plan), piece, True), lambda: _advance_tile(plan, hw))
+    else:
+        with b.at(ktiles(0, tiles - group - 1)):
+            _repeat(b, hw, tiles // group - 1, lambda bb: tiles_of_group(bb, False), lambda: _advance_tile(plan, hw))
+        with b.at(ktiles(tiles - group, tiles - 2)):
+            tiles_of_group(b, True)
     reload = more and tiles > 1  # a single kernel tile stays in its bank for every strip
     if reload:
         b.const(R_WSRC, plan.w_addr)  # the next strip starts again at tile 0
-    if rest > 0:
-        last_prefetch = [lambda bb: bb.const(R_MLEN, rest), *piece, *last_prefetch]
+    if spread:
+        last_prefetch = [lambda bb: spread_piece(bb, plan, spread, True), *last_prefetch]
     with b.at(ktiles(tiles - 1, tiles - 1)):
-        tile(b, mask_last, last_prefetch, reload, same_strip=False, mid=pool)
+        tile(b, mask_last, last_prefetch, reload, same_strip=False, mid=pool, rows=row_loads,
+             next_slice=ahead if group == 1 else None)
     if reload and (plan.double_buffer_weights or stagger):
         b.emit(*_toggle(plan, hw))  # the next strip's tile 0 is at the other base
 
 
 def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
-                    prefetch: list[Prefetch], bypass_base: int | None, pool: Prefetch | None = None) -> None:
+                    prefetch: list[Prefetch], bypass_base: int | None, pool: Prefetch | None = None,
+                    row_loads: list[tuple[int, Prefetch]] | None = None, ahead: Strip | None = None) -> None:
     """Every kernel tile over one maps strip, the tiles resident (tile t at t x kernel words):
     no weight loads, so the next strip's data loads during tile 0, as soon as the previous
     strip's MACs are done with its bank, and has the whole strip to land. Tile 0 and the last
@@ -255,7 +263,7 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
                 lambda bb: kernel_tile(bb, plan, hw, strip, base, s.c_base, full_mask(plan), [], bypass_base, True),
                 advance)
     with b.at(ktiles(plan.tiles - 1, plan.tiles - 1)):
-        kernel_tile(b, plan, hw, strip, base, s.c_base, mask_last, [], bypass_base, mid_row=pool)
+        kernel_tile(b, plan, hw, strip, base, s.c_base, mask_last, [], bypass_base, mid_row=pool, row_loads=row_loads)
 
 
 def _load_resident_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
@@ -304,15 +312,17 @@ def _toggle(plan: ConvPlan, hw: SnowflakeConfig) -> list:
     return []
 
 
-def _advance_tile(plan: ConvPlan, hw: SnowflakeConfig) -> list:
+def _advance_tile(plan: ConvPlan, hw: SnowflakeConfig, in_group: bool = False) -> list:
     """R_TW to the next tile's base, then `_advance_channels`."""
-    return [*_toggle(plan, hw), *_advance_channels(plan)]
+    return [*_toggle(plan, hw), *_advance_channels(plan, in_group)]
 
 
-def _advance_channels(plan: ConvPlan) -> list:
-    """R_TT += K (bypass slices: to the other slice), R_TO += 2K (K kernels per tile)."""
-    if plan.bypass_slices:
-        tt = [sf.MuliOp(R_TMP2, R_TT, -1), sf.AddiOp(R_TT, R_TMP2, slice_gap(plan))]
+def _advance_channels(plan: ConvPlan, in_group: bool = False) -> list:
+    """R_TT += K (bypass slices: to the other slice's first tile, or `in_group` to the next
+    tile's channels in the same slice), R_TO += 2K (K kernels per tile)."""
+    if plan.bypass_slices and not in_group:
+        first = slice_gap(plan) + (plan.slice_tiles - 1) * plan.kernels  # R_TT sits at its group's last tile
+        tt = [sf.MuliOp(R_TMP2, R_TT, -1), sf.AddiOp(R_TT, R_TMP2, first)]
     else:
         tt = [sf.AddiOp(R_TT, R_TT, plan.kernels)]
     return [*tt, sf.AddiOp(R_TO, R_TO, 2 * plan.kernels)]
@@ -370,7 +380,7 @@ def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
     chunks = [(o, min(chunk, total - o)) for o in range(0, total, chunk)]
     if plan.weights_before_fence:  # its kernels stream in chunks: nothing to load before the fence
         b.flush_vector_queue(hw, R_TMP)
-    _load_maps(b, plan, hw, plan.strips[0], 0)
+    load_maps(b, plan, hw, plan.strips[0], 0)
     b.const(R_TW, 0)
     b.const(R_TO, 0)
     b.const(R_WSRC, plan.w_addr)
@@ -417,24 +427,37 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
     if plan.stagger:
         b.const(R_PAR, 1)
     if plan.bypass_slices:
+        early = False  # this strip's maps and first slice loaded during the previous strip
         for si, strip in enumerate(plan.strips):
             with b.at(f"strip{si}"):
-                if si:  # the strip replaces the maps every earlier MAC read
+                nxt = plan.strips[si + 1] if si + 1 < len(plan.strips) else None
+                if not si:  # the first slice right behind the first rows, the rest of the maps after it
+                    _cold_start(b, plan, hw, 0, 0, strip, resident=plan.resident_weights,
+                                after_first=lambda bb, strip=strip: load_first_slice(bb, plan, hw, strip))
+                elif not early:  # the strip replaces the maps every earlier MAC read
                     b.flush_vector_queue(hw, R_TMP)
-                    _load_maps(b, plan, hw, strip, 0)
-                else:
-                    _cold_start(b, plan, hw, 0, 0, strip, resident=plan.resident_weights)
-                load_first_slice(b, plan, hw, strip)
-                _strip_tiles(b, plan, hw, strip, 0, mask_last, si + 1 < len(plan.strips), [],
-                             bypass_base=plan.slice_bases[0] - strip.y0 * s.ow * plan.kernels)
+                    load_maps(b, plan, hw, strip, 0)
+                if si and not early:
+                    load_first_slice(b, plan, hw, strip)
+                ahead = nxt if nxt is not None and strips_ahead(plan, strip, nxt) else None
+                rows, first_slice = None, []
+                if ahead is not None and (s.kh, s.kw) == (1, 1):
+                    rows = replacing_pixels(plan, hw, strip, ahead)
+                elif ahead is not None:  # a k x k conv's last tile: rows as freed, the slice after 16 ops
+                    rows = replacing_rows(plan, hw, strip, ahead)
+                    first_slice = [lambda bb, nxt=ahead: load_first_slice(bb, plan, hw, nxt)]
+                _strip_tiles(b, plan, hw, strip, 0, mask_last, nxt is not None, first_slice,
+                             bypass_base=plan.slice_bases[0] - strip.y0 * s.ow * plan.kernels,
+                             row_loads=rows, ahead=ahead if first_slice == [] else None)
+                early = ahead is not None
         return
     double = len(plan.strips) > 1 and plan.strips[1].bank == 1  # halves of the buffer in turn
     half = hw.maps_buffer_elements // 2
 
     def load(bb: AsmBuilder, strip: Strip) -> None:
         base = strip.bank * half
-        _load_maps(bb, plan, hw, strip, strip.bank if double else 0, base)
-        _load_bypass_rows(bb, plan, hw, base + (strip.r1 - strip.r0) * row - strip.y0 * out_row, strip.y0, strip.y1)
+        load_maps(bb, plan, hw, strip, strip.bank if double else 0, base)
+        load_bypass_rows(bb, plan, hw, base + (strip.r1 - strip.r0) * row - strip.y0 * out_row, strip.y0, strip.y1)
 
     for si, strip in enumerate(plan.strips):
         with b.at(f"strip{si}"):
@@ -446,87 +469,38 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
                 load(b, strip)
             if si == 0:
                 _cold_start(b, plan, hw, 0, 0, strip, byp - strip.y0 * out_row, plan.resident_weights)
-            prefetch = [lambda bb, nxt=plan.strips[si + 1]: load(bb, nxt)] if more and double else []
-            _strip_tiles(b, plan, hw, strip, base, mask_last, more, prefetch, bypass_base=byp - strip.y0 * out_row)
-
-
-def _load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, bank: int,
-               base: int | None = None, rows: tuple[int, int] | None = None) -> None:
-    """One maps strip, broadcast to every CU; a gathering plan loads each row's pixels from
-    every sy-th row and sx-th column of the DRAM input, channels c0.. of each (one LD per run,
-    spread over the load units)."""
-    s = plan.shape
-    row = s.w * s.cin
-    base = bank * hw.maps_bank_elements if base is None else base
-    r_from, r_to = rows or (strip.r0, strip.r1)  # of the strip's rows, these (a first strip's pieces)
-    with b.at(f"load_maps.rows{r_from}_{r_to}"):
-        base += (r_from - strip.r0) * row
-        if plan.in_row and plan.in_row != row:  # a column band: each row's columns, rows in_row apart
-            load_runs(b, hw, [(base + (r - r_from) * row, plan.in_addr + 2 * r * plan.in_row, row, sf.SELECT_ALL)
-                              for r in range(r_from, r_to)])
-            return
-        if plan.gather is None:
-            load_broadcast(b, hw, base, plan.in_addr + 2 * r_from * row, (r_to - r_from) * row)
-            return
-        sy, sx, w_in, cin_in, c0 = plan.gather
-        if sx == 1 and cin_in == s.cin:  # whole rows are contiguous
-            runs = [(base + (r - r_from) * row, plan.in_addr + 2 * r * sy * w_in * s.cin, row)
-                    for r in range(r_from, r_to)]
-        else:
-            runs = [(base + (r - r_from) * row + x * s.cin,
-                     plan.in_addr + 2 * ((r * sy * w_in + x * sx) * cin_in + c0), s.cin)
-                    for r in range(r_from, r_to) for x in range(s.w)]
-        load_runs(b, hw, [(dst, src, n, sf.SELECT_ALL) for dst, src, n in runs])
-
-
-FIRST_STRIP_PIECES = 4
+            prefetch: list[Prefetch] = []
+            spread: list[tuple[int, int, int]] = []
+            if more and double:  # the next strip's maps and bypass rows, in pieces beside the kernel tiles
+                nxt = plan.strips[si + 1]
+                at = nxt.bank * half
+                spread = [(at, plan.in_addr + 2 * nxt.r0 * row, (nxt.r1 - nxt.r0) * row),
+                          (at + (nxt.r1 - nxt.r0) * row, plan.bypass_addr + 2 * nxt.y0 * out_row,
+                           (nxt.y1 - nxt.y0) * out_row)]
+                if not spreads(plan, spread):
+                    spread = []
+                    prefetch = [lambda bb, nxt=nxt: load(bb, nxt)]
+            _strip_tiles(b, plan, hw, strip, base, mask_last, more, prefetch, bypass_base=byp - strip.y0 * out_row,
+                         spread=spread)
 
 
 def _cold_start(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int, strip: Strip,
-                bypass_base: int | None = None, resident: bool = False) -> None:
+                bypass_base: int | None = None, resident: bool = False, after_first: Prefetch | None = None) -> None:
     """The layer's first kernel tile (every kernel tile when `resident`) and first maps strip. After
     a max pool in a whole-model program (`weights_before_fence`) the kernels load while the pool
     runs and only the maps wait for its vector ops (the fence); otherwise the kernels load first
-    so the first MACs wait for one maps piece, not the whole strip."""
+    so the first MACs wait for one maps piece, not the whole strip. `after_first`: more the first
+    MACs need (a bypass-slice conv's first slice), loaded right after the first piece."""
     _load_weights(b, plan, hw, t, wbuf)
     if plan.weights_before_fence:
         if resident:
             _load_resident_weights(b, plan, hw)
         b.flush_vector_queue(hw, R_TMP)
-        _load_first_strip(b, plan, hw, strip, bypass_base)
+        load_first_strip(b, plan, hw, strip, bypass_base, after_first)
         return
-    _load_first_strip(b, plan, hw, strip, bypass_base)
+    load_first_strip(b, plan, hw, strip, bypass_base, after_first)
     if resident:
         _load_resident_weights(b, plan, hw)
-
-
-def _load_first_strip(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
-                      bypass_base: int | None = None) -> None:
-    """A layer's first maps strip (at the bottom of bank 0), after its first kernel tile, in
-    pieces in the order the output rows need them: the first output row's input rows (and
-    bypass row, a residual conv's, laid out from buffer word `bypass_base` + y x the output
-    row), then the rest in parts. The buffers interlock by region, so the first MACs wait for
-    the kernels and one piece rather than for the whole strip; later strips load while an
-    earlier one computes."""
-    s = plan.shape
-    rest = strip.y1 - strip.y0 - 1
-    step = max(1, -(-rest // (FIRST_STRIP_PIECES - 1)))
-    cuts = sorted({strip.y0, strip.y0 + 1, *range(strip.y0 + 1, strip.y1, step), strip.y1})
-    loaded = strip.r0
-    for ya, yb in zip(cuts, cuts[1:]):
-        need = strip.r1 if yb == strip.y1 else min(strip.r1, input_rows(s.h, s.kh, s.sy, s.pt, ya, yb)[1])
-        if need > loaded:
-            _load_maps(b, plan, hw, strip, 0, 0, (loaded, need))
-            loaded = need
-        if bypass_base is not None:
-            _load_bypass_rows(b, plan, hw, bypass_base, ya, yb)
-
-
-def _load_bypass_rows(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, bypass_base: int, y0: int, y1: int) -> None:
-    """A residual conv's bypass rows [y0, y1), laid out like the output from `bypass_base`."""
-    out_row = plan.shape.ow * plan.shape.k
-    with b.at(f"load_bypass.y{y0}_{y1}"):
-        load_broadcast(b, hw, bypass_base + y0 * out_row, plan.bypass_addr + 2 * y0 * out_row, (y1 - y0) * out_row)
 
 
 def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:

@@ -19,26 +19,35 @@ from snowir.plan.shapes import ConvPlan, Strip, interior_columns
 
 def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, c_off: int,
                  mask: int, prefetch: list[Prefetch], bypass_base: int | None = None,
-                 load_next: bool = False, mid_row: Prefetch | None = None) -> None:
+                 load_next: bool = False, mid_row: Prefetch | None = None,
+                 row_loads: list[tuple[int, Prefetch]] | None = None, next_slice: Strip | None = None) -> None:
     """Compute the kernel tile of the tile registers (R_TW weights slot, R_TT/R_TO its first
     output channel) over one maps strip, reading input channels from `c_off`; emit `prefetch`
     once 16 vector ops are queued (the loads then overwrite banks only older, finished vector
-    ops read)."""
+    ops read). `row_loads` = (output row y, load): each load once 16 vector ops follow row y's
+    (y below the strip: at once), the rows then one block each; those still due at the end
+    behind a flush (the next whole-buffer strip replacing this one as its last tile frees the
+    rows; a 1x1 bypass-slice tile's are by pixel, and `next_slice` its slice loads' strip,
+    bypass_slices.slice_tile)."""
     s = plan.shape
     b.emit(sf.AddiOp(R_TMP, R_TW, s.kh * s.kw * s.c * plan.weight_step))
     b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BIAS, R_TMP))
     b.write_mask(hw, R_TMP, mask)
     if plan.bypass_slices:
         if s.kh == s.kw == 1:
-            slice_tile(b, plan, hw, strip, base, prefetch, load_next)
+            slice_tile(b, plan, hw, strip, base, prefetch, load_next, next_slice, row_loads)
             return
     slice_next = plan.bypass_slices and load_next  # a k x k conv's slices: per-row LDs (next tile)
 
     mid = [mid_row] if mid_row is not None else []  # halfway through the tile's first single row
 
-    def one_row(ky0: int, rows: int, bypass: bool, single: bool = False) -> None:
+    def one_row(ky0: int, rows: int, bypass: bool, single: bool = False,
+                loads: tuple[Prefetch, int] | None = None) -> None:
         if slice_next:
             row_slice_loads(b, plan, hw)
+        if loads is not None:  # the prefetch after this row's first ops
+            _row(b, plan, ky0, rows, bypass, loads[0], loads[1])
+            return
         _row(b, plan, ky0, rows, bypass, mid.pop() if single and mid else None)
 
     issued = 2
@@ -57,7 +66,7 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
         iy = y * s.sy - s.pt
         ky0, ky1 = max(0, -iy), min(s.kh, s.h - iy)
         y_end = y + 1
-        if (ky0, ky1) == (0, s.kh):
+        if (ky0, ky1) == (0, s.kh) and not row_loads:
             while y_end < strip.y1 and y_end * s.sy - s.pt + s.kh <= s.h:
                 y_end += 1
             if pending:  # end the block once 16 ops are queued: the prefetch goes there, not after the tile
@@ -77,12 +86,23 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
             for load in prefetch:
                 load(b)
             prefetch = []
+    tile_ops = sum(ops_per_row(min(s.kh, s.h - (y * s.sy - s.pt)) - max(0, s.pt - y * s.sy))
+                   for y in range(strip.y0, strip.y1))
+    waiting = sorted(row_loads or [], key=lambda r: r[0])
+    done_at: dict[int, int] = {}  # vector ops issued once output row y's are
+
+    def due_row_loads() -> None:
+        while waiting and (waiting[0][0] < strip.y0 or waiting[0][0] in done_at
+                           and issued >= done_at[waiting[0][0]] + hw.vector_queue_depth):
+            waiting.pop(0)[1](b)
+
     y = strip.y0
     while y < strip.y1:
         if prefetch and issued >= hw.vector_queue_depth:
             for load in prefetch:
                 load(b)
             prefetch = []
+        due_row_loads()
         iy = y * s.sy - s.pt
         y_end, ky0, ky1 = row_block(y, issued, bool(prefetch))
         b.const(R_ROWBASE, base + (iy + ky0 - strip.r0) * row + c_off)
@@ -92,6 +112,16 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
         if bypass:
             b.const(R_BYPROW, bypass_base + y * s.ow * _bypass_stride(plan))
             b.emit(sf.AddOp(R_BYPROW, R_BYPROW, R_TT))
+        inside = None
+        if prefetch and not mid and y_end - y == 1 and issued + ops_per_row(ky1 - ky0) > hw.vector_queue_depth \
+                and 4 * ops_per_row(ky1 - ky0) >= tile_ops:
+            # the row, a quarter of the tile or more, would hold the prefetch back past the
+            # tile's first 16 ops: it goes into the row, after the pixel that issues the 16th (a
+            # short strip's tiles otherwise gave their next kernels half a tile less to land;
+            # in longer strips the split loop costs more than the loads gain)
+            pending = prefetch
+            inside = (lambda bb: [load(bb) for load in pending], hw.vector_queue_depth - issued)
+            prefetch = []
         if y_end - y > 1:
             if mid:  # not inside a Y loop: before it
                 mid.pop()(b)
@@ -104,25 +134,59 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
                 sf.AddOp(R_ROWBASE, R_ROWBASE, R_ROWSTEP), sf.AddOp(R_OUTROW, R_OUTROW, R_OUTSTEP),
                 *([sf.AddOp(R_BYPROW, R_BYPROW, R_BYPSTEP)] if bypass else [])])
         else:
-            one_row(ky0, ky1 - ky0, bypass, single=True)
+            one_row(ky0, ky1 - ky0, bypass, single=True, loads=inside)
         issued += (y_end - y) * ops_per_row(ky1 - ky0)
+        done_at[y_end - 1] = issued
         y = y_end
     if mid:
         mid.pop()(b)
-    if prefetch:
+    due_row_loads()
+    if prefetch or waiting:
         b.flush_vector_queue(hw, R_TMP)
-        for load in prefetch:
+        for load in [*prefetch, *(load for _, load in waiting)]:
             load(b)
 
 
 def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = False,
-         mid: Prefetch | None = None) -> None:
+         mid: Prefetch | None = None, mid_after: int | None = None) -> None:
     """One output row: R_ROWBASE = maps address of its first used input row, R_OUTROW = output
-    address; `mid` is emitted halfway through its pixels."""
+    address; `mid` is emitted halfway through its pixels, or once `mid_after` of its MACs are
+    issued (border pixels first, then the interior in order)."""
     s = plan.shape
-    row = s.w * s.cin
     xl, xr = interior_columns(s.ow, s.sx, s.pl, s.kw, s.w)
     border = [x for x in range(s.ow) if not xl <= x < xr]
+    if mid_after is not None:
+        assert mid is not None
+        macs_of = lambda taps: rows * (len(trace_chunks(taps * s.c)) if s.cin == s.c  # noqa: E731
+                                       else taps * len(trace_chunks(s.c)))
+        first = 0
+        for x in border:
+            ix = x * s.sx - s.pl
+            first += macs_of(min(s.kw, s.w - ix) - max(0, -ix))
+        split = min(xr, xl + max(0, -(-(mid_after - first) // macs_of(s.kw))))
+        _border_pixels(b, plan, ky0, rows, bypass, border)
+        _interior(b, plan, ky0, rows, bypass, xl, split)
+        mid(b)
+        _interior(b, plan, ky0, rows, bypass, split, xr)
+        return
+    _border_pixels(b, plan, ky0, rows, bypass, border)
+    if _short(plan) and xr - xl >= 2 * UNROLL:
+        xl = _unrolled_pixels(b, plan, xl, xr, bypass)
+    # `mid` (a fused pool's work, snowir/plan/fused_pool.py) goes between the two halves of the row's
+    # pixel loop: it may use r1-r9, which each half sets up afresh
+    halves = [(xl, (xl + xr) // 2), ((xl + xr) // 2, xr)] if mid is not None and xr - xl >= 2 else [(xl, xr)]
+    for half, (x0, x1) in enumerate(halves):
+        if half:
+            mid(b)
+        _pixel_loop(b, plan, ky0, rows, bypass, x0, x1)
+    if mid is not None and len(halves) == 1:
+        mid(b)
+
+
+def _border_pixels(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool, border: list[int]) -> None:
+    """The row's pixels whose window is clipped by padding columns, each with its own traces."""
+    s = plan.shape
+    row = s.w * s.cin
     for x in border:
         ix = x * s.sx - s.pl
         kx0, kx1 = max(0, -ix), min(s.kw, s.w - ix)
@@ -132,32 +196,40 @@ def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = Fals
             add_offset(b, R_BYP, R_BYPROW, x * _bypass_stride(plan))
         add_offset(b, R_W, R_TW, (ky0 * s.kw + kx0) * s.c * plan.weight_step)
         macs(b, plan, rows, kx1 - kx0, row, bypass)
-    short = s.kh == 1 and s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK and not plan.indp
-    if short and xr - xl >= 2 * UNROLL:
-        xl = _unrolled_pixels(b, plan, xl, xr, bypass)
-    # `mid` (a fused pool's work, snowir/plan/fused_pool.py) goes between the two halves of the row's
-    # pixel loop: it may use r1-r9, which each half sets up afresh
-    halves = [(xl, (xl + xr) // 2), ((xl + xr) // 2, xr)] if mid is not None and xr - xl >= 2 else [(xl, xr)]
-    for half, (x0, x1) in enumerate(halves):
-        if half:
-            mid(b)
-        if x1 - x0 < 1:
-            continue
-        add_offset(b, R_MAPS, R_ROWBASE, (x0 * s.sx - s.pl) * s.cin)
-        add_offset(b, R_OUT, R_OUTROW, 2 * x0 * s.k)
-        if bypass:
-            add_offset(b, R_BYP, R_BYPROW, x0 * _bypass_stride(plan))
-        add_offset(b, R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step)
-        b.const(R_X, x0)
-        b.const(R_XEND, x1 - 1)
-        top = b.label("x")
-        b.emit(sf.AddiOp(R_X, R_X, 1))
-        back = macs(b, plan, rows, s.kw, row, bypass)
-        b.branch(sf.BleOp(R_X, R_XEND, top), [
-            sf.AddiOp(R_MAPS, R_MAPS, s.sx * s.cin - back), sf.AddiOp(R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step),
-            sf.AddiOp(R_OUT, R_OUT, 2 * s.k), *([sf.AddiOp(R_BYP, R_BYP, _bypass_stride(plan))] if bypass else [])])
-    if mid is not None and len(halves) == 1:
-        mid(b)
+
+
+def _interior(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool, x0: int, x1: int) -> None:
+    """Interior pixels [x0, x1): unrolled when traces are short and there are enough of them."""
+    if _short(plan) and x1 - x0 >= 2 * UNROLL:
+        x0 = _unrolled_pixels(b, plan, x0, x1, bypass)
+    _pixel_loop(b, plan, ky0, rows, bypass, x0, x1)
+
+
+def _short(plan: ConvPlan) -> bool:
+    """A 1x1 conv's one-trace pixels, unrolled (`_unrolled_pixels`)."""
+    s = plan.shape
+    return s.kh == 1 and s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK and not plan.indp
+
+
+def _pixel_loop(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool, x0: int, x1: int) -> None:
+    """Interior pixels [x0, x1), one a loop iteration."""
+    s = plan.shape
+    row = s.w * s.cin
+    if x1 - x0 < 1:
+        return
+    add_offset(b, R_MAPS, R_ROWBASE, (x0 * s.sx - s.pl) * s.cin)
+    add_offset(b, R_OUT, R_OUTROW, 2 * x0 * s.k)
+    if bypass:
+        add_offset(b, R_BYP, R_BYPROW, x0 * _bypass_stride(plan))
+    add_offset(b, R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step)
+    b.const(R_X, x0)
+    b.const(R_XEND, x1 - 1)
+    top = b.label("x")
+    b.emit(sf.AddiOp(R_X, R_X, 1))
+    back = macs(b, plan, rows, s.kw, row, bypass)
+    b.branch(sf.BleOp(R_X, R_XEND, top), [
+        sf.AddiOp(R_MAPS, R_MAPS, s.sx * s.cin - back), sf.AddiOp(R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step),
+        sf.AddiOp(R_OUT, R_OUT, 2 * s.k), *([sf.AddiOp(R_BYP, R_BYP, _bypass_stride(plan))] if bypass else [])])
 
 
 
@@ -167,8 +239,9 @@ R_MAPS_U = (2, 4, 5, 12)  # free registers: one maps / output address per unroll
 R_OUT_U = (1, 13, 14, 15)
 
 
-# a residual conv's bypass address per unrolled pixel: r22 and the prefetch temporaries (no
-# load is set up inside a row; a 1x1 conv neither staggers nor needs r17 for an offset there)
+# a residual conv's bypass address per unrolled pixel: r22 and the prefetch temporaries (a load
+# inside a row goes between two unrolled loops, each setting them afresh; a 1x1 conv neither
+# staggers nor needs r17 for an offset there)
 R_BYP_U = (R_BYP, R_TMP2, R_LEN, R_SRC)
 
 
@@ -185,24 +258,22 @@ def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, xl: int, xr: int, bypass: bo
     if bypass:
         for j in range(UNROLL):
             b.emit(sf.AddiOp(R_BYP_U[j], R_BYPROW, (xl + j) * _bypass_stride(plan)))
-    b.emit(sf.AddiOp(R_W, R_TW, 0))
-    b.const(R_X, 1)
-    b.const(R_XEND, n)
+    step_maps, step_out = UNROLL * s.sx * s.cin, 2 * UNROLL * s.k
+    # the loop ends on the first pixel's maps address (no counter to step): its last pass's
+    b.emit(sf.AddiOp(R_W, R_TW, 0), sf.AddiOp(R_XEND, R_MAPS_U[0], (n - 1) * step_maps))
     top = b.label("x_unrolled")
-    b.emit(sf.AddiOp(R_X, R_X, 1))
     for j in range(UNROLL):
         if bypass:
             b.emit(sf.VmovOp(COOP, sf.VmovSelect.BYPASS, R_BYP_U[j]))
         b.emit(sf.MacOp(COOP, R_OUT_U[j], R_MAPS_U[j], R_W, s.c, wb=True, relu=s.relu))
-    step_maps, step_out = UNROLL * s.sx * s.cin, 2 * UNROLL * s.k
     b.emit(*(sf.AddiOp(r, r, step_maps) for r in R_MAPS_U))
     if bypass:
         b.emit(*(sf.AddiOp(r, r, UNROLL * _bypass_stride(plan)) for r in R_BYP_U))
-    b.branch(sf.BleOp(R_X, R_XEND, top), [sf.AddiOp(r, r, step_out) for r in R_OUT_U])
+    b.branch(sf.BleOp(R_MAPS_U[0], R_XEND, top), [sf.AddiOp(r, r, step_out) for r in R_OUT_U])
     return xl + n * UNROLL
 
 
 def _bypass_stride(plan: ConvPlan) -> int:
     """Words between the bypass values of consecutive output pixels: a row's K channels, or a
     kernel tile's in a bypass slice."""
-    return plan.kernels if plan.bypass_slices else plan.shape.k
+    return plan.kernels * plan.slice_tiles if plan.bypass_slices else plan.shape.k

@@ -85,8 +85,8 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
     rows = lambda y0, y1: _rows(s, y0, y1)  # noqa: E731
 
     def strips_for(shape: ConvShape, max_rows: int, whole: bool) -> tuple[Strip, ...]:
-        return tuple(row_strips(shape.oh, rows, lambda y0, y1: rows(y0, y1)[1] - rows(y0, y1)[0] <= max_rows,
-                                lambda i: -1 if whole else i % 2, "conv"))
+        return tuple(balanced_strips(shape.oh, rows, lambda y0, y1: rows(y0, y1)[1] - rows(y0, y1)[0] <= max_rows,
+                                     lambda i: -1 if whole else i % 2, "conv"))
 
     def strips_of(max_rows: int, whole: bool) -> tuple[Strip, ...]:
         return strips_for(s, max_rows, whole)
@@ -149,13 +149,18 @@ def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, o
     plan = lambda strips, **kw: with_residency(ConvPlan(s, tuple(strips), tiles, kernels, double, in_addr, w_addr,  # noqa: E731
                                                         out_addr, "COOP", "Kloop", bypass_addr, **kw), hw)
     candidates = []
-    fits_slices, fits, half = holds(2 * kernels * s.ow, room), holds(out_row, room), holds(out_row, room // 2)
-    if (s.kh == s.kw == 1 and (s.sy, s.sx, s.pt, s.pl, s.pb, s.pr) == (1, 1, 0, 0, 0, 0)
-            or (s.kh, s.kw) != (1, 1)) and s.groups == 1 and s.cin == s.c and tiles > 1 \
-            and fits_slices(0, 1):
-        # strips as long as the maps alone allow, so the weights are re-sent for few strips
-        candidates.append(plan(row_strips(s.oh, rows, fits_slices, lambda i: 0, "a residual conv"),
-                               bypass_slices=True))
+    fits, half = holds(out_row, room), holds(out_row, room // 2)
+    one_by_one = s.kh == s.kw == 1 and (s.sy, s.sx, s.pt, s.pl, s.pb, s.pr) == (1, 1, 0, 0, 0, 0)
+    for group in (1, 2) if one_by_one else (1,):
+        fits_slices = holds(2 * group * kernels * s.ow, room)
+        if (one_by_one or (s.kh, s.kw) != (1, 1)) and s.groups == 1 and s.cin == s.c and tiles > 1 \
+                and tiles % group == 0 and (group == 1 or double) and fits_slices(0, 1):
+            # strips as long as the maps alone allow, so the weights are re-sent for few strips;
+            # a 1x1's slices may hold two tiles' channels, one LD a pixel for both
+            sliced = plan(balanced_strips(s.oh, rows, fits_slices, lambda i: 0, "a residual conv"),
+                          bypass_slices=True, slice_tiles=group)
+            if group == 1 or not sliced.resident_weights:
+                candidates.append(sliced)
     if fits(0, 1) or any(fits(y, y + 1) for y in range(s.oh)):
         candidates.append(plan(row_strips(s.oh, rows, fits, lambda i: 0, "a residual conv")))
         if all(half(y, y + 1) for y in range(s.oh)):
@@ -182,14 +187,14 @@ def residual_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
     # padding taps are not computed (border pixels clamp their traces): the padding-free MACs,
     # with a full window's lane rounding, plus the bypass VMOV of every write-back
     cu = s.valid_macs() / hw.macs * trace * hw.lanes / (s.kh * s.kw * s.c) + pixels * hw.vmov_cycles
-    issue = pixels * (RESIDUAL_PIXEL_ISSUE + (SLICE_PIXEL_ISSUE if plan.bypass_slices else 0))
+    issue = pixels * (RESIDUAL_PIXEL_ISSUE + (SLICE_PIXEL_ISSUE / plan.slice_tiles if plan.bypass_slices else 0))
     row, out_row = s.w * s.cin, s.ow * s.k
     strip_bytes = [2 * ((st.r1 - st.r0) * row + (0 if plan.bypass_slices else (st.y1 - st.y0) * out_row))
                    for st in plan.strips]
     weights = plan.tiles * plan.kernels * s.kernel_words * 2
     traffic = sum(strip_bytes) + 2 * s.oh * out_row + weights * (1 if plan.resident_weights else len(plan.strips))
     # LDs: the plan's own, and the bypass: a row block per strip, or one per pixel per kernel tile
-    lds = plan.load_count() + (s.oh * s.ow * plan.tiles if plan.bypass_slices else len(plan.strips))
+    lds = plan.load_count() + (s.oh * s.ow * plan.tiles // plan.slice_tiles if plan.bypass_slices else len(plan.strips))
     double = len(plan.strips) > 1 and plan.strips[1].bank == 1
     exposed = strip_bytes[0] if double else sum(strip_bytes)
     if not plan.double_buffer_weights and not plan.resident_weights:
@@ -216,3 +221,22 @@ def row_strips(oh: int, rows: Callable[[int, int], tuple[int, int]], fits: Calla
         strips.append(Strip(y0, y1, r0, r1, bank(len(strips))))
         y0 = y1
     return strips
+
+
+def balanced_strips(oh: int, rows: Callable[[int, int], tuple[int, int]], fits: Callable[[int, int], bool],
+                    bank: Callable[[int], int], what: str) -> list[Strip]:
+    """As many strips as `row_strips` grows, their output rows spread evenly (the first ones a
+    row longer): Kloop re-sends every kernel tile per strip, and a short last strip's tiles
+    compute for less time than their weights take on the bus (ResNet-18's 14-row layer3.0.conv1
+    in 4 + 4 + 4 + 2 rows waited ~10 k cycles on its last strip's kernels). The greedy strips
+    when an even spread does not fit."""
+    greedy = row_strips(oh, rows, fits, bank, what)
+    n, strips, y0 = len(greedy), [], 0
+    for i in range(n):
+        y1 = min(oh, y0 + -(-(oh - y0) // (n - i)))
+        while y1 > y0 + 1 and not fits(y0, y1):
+            y1 -= 1
+        r0, r1 = rows(y0, y1)
+        strips.append(Strip(y0, y1, r0, r1, bank(i)))
+        y0 = y1
+    return strips if y0 == oh else greedy

@@ -15,7 +15,8 @@ The counts follow the code generator (snowir/codegen/pixels.py `_row`, traces.py
   * ungrouped, kernel rows pipelined (`macs_pipelined`): a MAC per kernel row and the next row's
     ADDI pair, set early enough not to wait;
   * ungrouped 1x1 (`_unrolled_pixels`): UNROLL pixels an iteration, a MAC and a maps ADDI each
-    (a residual's: its bypass VMOV and ADDI too), the output ADDIs in the delay slots.
+    (a residual's: its bypass VMOV and ADDI too), the output ADDIs in the delay slots, the branch
+    on the first pixel's maps address (no counter).
 Border pixels (fewer taps) are counted by their valid taps. INDP plans (16 rows a MAC) are
 MAC-bound: floor 0.
 """
@@ -45,7 +46,7 @@ def issue_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
     rows = valid_taps(s.oh, s.kh, s.sy, s.pt, 1, s.h)
     cols = valid_taps(s.ow, s.kw, s.sx, s.pl, 1, s.w)
     if s.kh == s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK:
-        per_iteration = 2 + hw.branch_delay_slots + UNROLL * (2 + 2 * bypass)
+        per_iteration = 1 + hw.branch_delay_slots + UNROLL * (2 + 2 * bypass)
         return plan.tiles * pixels * per_iteration / UNROLL
     loop = 2 + hw.branch_delay_slots + bypass
     if s.cin != s.c:  # grouped: a trace a tap

@@ -181,6 +181,9 @@ class ConvPlan:
     # INDP: the CUs split each row group's rows (`cu_rows`) or every row's output columns
     # (snowir/plan/indp_columns.py)
     cu_split: str = "rows"
+    # kernel tiles a 1x1 conv's bypass slice holds: each pixel's channels of that many tiles in
+    # one LD (their start-ups on the load units bound the tiles otherwise)
+    slice_tiles: int = 1
 
     @property
     def column_tiled(self) -> bool:
@@ -267,6 +270,12 @@ class ConvPlan:
         strip_bytes = [(st.r1 - st.r0) * s.w * s.cin * 2 for st in self.strips]
         repeats = self.tiles if self.loop_order == "Mloop" else 1
         exposed = sum(strip_bytes) * repeats if self.strips[0].bank < 0 else strip_bytes[0]
+        if self.strips[0].bank < 0 and self.loop_order == "Kloop":
+            # a whole-buffer strip loads as the last kernel tile of the one before frees its rows
+            # (codegen/strip_loads.replacing_rows): exposed only for what that tile's MACs do not cover
+            tile = s.valid_macs() / hw.macs / self.tiles / s.oh
+            exposed = strip_bytes[0] + sum(max(0.0, n - bw * tile * (prev.y1 - prev.y0))
+                                           for n, prev in zip(strip_bytes[1:], self.strips))
         if not self.double_buffer_weights and not self.resident_weights:
             loads = self.tiles * (len(self.strips) if self.loop_order == "Kloop" else 1)
             # Kloop staggers kernel tiles (weights_stagger): only the overlapping part waits
@@ -419,8 +428,8 @@ def ring_of(plan: ConvPlan) -> PoolRing:
 
 
 def slice_words(plan: ConvPlan) -> int:
-    """Words of one slice: a kernel tile's channels of the largest strip's pixels."""
-    return max(st.y1 - st.y0 for st in plan.strips) * plan.shape.ow * plan.kernels
+    """Words of one slice: `slice_tiles` kernel tiles' channels of the largest strip's pixels."""
+    return max(st.y1 - st.y0 for st in plan.strips) * plan.shape.ow * plan.kernels * plan.slice_tiles
 
 
 def gather_of(s: ConvShape) -> tuple[int, int, int, int, int] | None:

@@ -244,7 +244,7 @@ def maps_buffering(plan: ConvPlan) -> tile.MapsBuffering:
     return tile.MapsBuffering.DOUBLE
 
 
-LAYER_DECISIONS = ("maps_buffering", "gather", "bypass_slices", "pool_slots", "cu_split")
+LAYER_DECISIONS = ("maps_buffering", "gather", "bypass_slices", "slice_tiles", "pool_slots", "cu_split")
 
 
 def layer_decisions(plan: ConvPlan) -> dict[str, Attribute]:
@@ -256,6 +256,8 @@ def layer_decisions(plan: ConvPlan) -> dict[str, Attribute]:
         props["cu_split"] = tile.CuSplitAttr(tile.CuSplit.COLS)
     if plan.bypass_slices:
         props["bypass_slices"] = DenseArrayBase.from_list(i64, list(plan.slice_bases))
+    if plan.slice_tiles > 1:
+        props["slice_tiles"] = IntegerAttr(plan.slice_tiles, i64)
     if plan.pool is not None:
         props["pool"] = pool_shape_attr(plan.pool)
         props["pool_slots"] = DenseArrayBase.from_list(i64, list(plan.pool_slots))

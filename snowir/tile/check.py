@@ -264,6 +264,10 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
     regions = regions_of(layer)
     indp = plan.indp
     fc = s.kernel_words > hw.weights_buffer_elements
+    if plan.slice_tiles > 1 and not ((s.kh, s.kw) == (1, 1) and plan.tiles % plan.slice_tiles == 0
+                                     and plan.double_buffer_weights):
+        raise TileError(layer, f"slice_tiles {plan.slice_tiles}: a 1x1 conv's whose kernel tiles, a multiple of it, "
+                               "double-buffer (remove it)")
     # kernel tiles
     if kt._int("first") != 0:
         raise TileError(layer, "kernel tile: first must be 0 (the tile repeats over kernels count x repeat; edit count)")

@@ -138,7 +138,8 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
         gather_in(layer), kt.resident is not None, bool(slices), pool, pool_out,  # type: ignore[arg-type]
         kt._int("slot") if kt.slot is not None else 0, kt._int("stagger") if kt.stagger is not None else 0,
         slices, tuple(int(v) for v in layer.pool_slots.get_values()) if layer.pool_slots is not None else (),
-        weights_before_fence=layer.weights_before_fence is not None, cu_split=split)
+        weights_before_fence=layer.weights_before_fence is not None, cu_split=split,
+        slice_tiles=layer.slice_tiles.value.data if layer.slice_tiles is not None else 1)
 
 
 def pool_tiles_of(layer: tile.LayerOp) -> tuple[PoolShape, list[PoolTile]]:
