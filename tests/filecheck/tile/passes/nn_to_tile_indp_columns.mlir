@@ -35,7 +35,7 @@ func.func @main(%x: tensor<1x64x8x16xf32>) -> tensor<1x64x8x16xf32> {
 // FORCED:     tile.layer @reduce conv attributes {mode = #tile<mode INDP>, {{.*}}maps_buffering = #tile<buffering double>, loop_order
 // FORCED:     tile.layer @expand conv attributes {mode = #tile<mode INDP>, {{.*}}cu_split = #tile<cu_split cols>
 
-// COOP:       tile.layer @expand conv attributes {mode = #tile<mode COOP>, {{.*}}maps_buffering = #tile<buffering {{[a-z]+}}>, loop_order
+// COOP:       tile.layer @expand conv attributes {mode = #tile<mode COOP>, {{.*}}maps_buffering = #tile<buffering {{[a-z]+}}>{{.*}}loop_order
 
 // ASM:        snowflake_asm.image @expand
 // ASM:        snowflake_asm.vmov indp stride
