@@ -55,7 +55,9 @@ def _parser() -> argparse.ArgumentParser:
                                     "(per-tensor formats from calibration, docs/accuracy.md)")
     p.add_argument("--calibration", help="--format auto: .npy of calibration inputs (N x the model's input, or N "
                                          "images; without it the formats are Q8.8's)")
-    p.add_argument("--engine", choices=("fast", "reference", "golden"), default="fast")
+    p.add_argument("--engine", choices=("fast", "reference", "golden"), default=None,
+                   help="fast (default; closed-form loop timing), reference (the xDSL interpreter, one "
+                        "instruction at a time; --profile's default) or golden (the numpy golden model)")
     p.add_argument("--trace", help="write a Chrome/Perfetto trace-event JSON here (.json.gz: gzip-compressed); "
                    "identical back-to-back events are one span with a count")
     p.add_argument("--trace-layers", metavar="PATTERNS",
@@ -312,7 +314,22 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return run_cli("snow-run", lambda: profiled(args) if args.profile else run(args), args.model)
+    return run_cli("snow-run", lambda: _started(args), args.model)
+
+
+def _started(args: argparse.Namespace) -> int:
+    """What can be refused without running is refused first: a run can take minutes."""
+    from snowir.driver.files import missing_directories
+
+    targets = {"--output": args.output, "--report": args.report, "--trace": args.trace, "--plot": args.plot}
+    bad = set(missing_directories(targets.values()))
+    if bad:
+        raise SnowError(f"no such directory for {', '.join(f'{k} {v}' for k, v in targets.items() if v in bad)} "
+                        "(nothing run, nothing written)")
+    if args.profile:
+        return profiled(args)
+    args.engine = args.engine or "fast"
+    return run(args)
 
 
 def profiled(args: argparse.Namespace) -> int:
@@ -321,6 +338,12 @@ def profiled(args: argparse.Namespace) -> int:
 
     if args.engine == "golden":
         raise SnowError("--profile times instructions: not with --engine golden")
+    if args.engine == "fast":
+        raise SnowError("--profile steps the reference engine; the fast engine times loops in closed form: "
+                        "drop --engine fast")
+    if str(args.model).endswith(".sfb"):
+        raise SnowError(f"{args.model}: --profile names the parts by their source locations and a .sfb holds "
+                        "none: profile the .onnx or the lowered .mlir")
     args.engine, args.jobs = "reference", 1  # profiles are collected in this process
     with collecting() as profiles:
         rc = run(args)

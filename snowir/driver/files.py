@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +42,12 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     return buf.getvalue()
 
 
+def missing_directories(paths: Iterable[str | None]) -> list[str]:
+    """The paths whose directory does not exist (`-`, standard output, and None are fine): a
+    command checks them all before its work, so a typo costs no run and is named with the rest."""
+    return [path for path in paths if path and path != "-" and not Path(path).resolve().parent.is_dir()]
+
+
 class Outputs:
     """The files a command writes, written together at its end: all of them or none. Every
     target directory is checked first; each file goes to a temporary name beside its target,
@@ -53,12 +60,9 @@ class Outputs:
         self.items.append((path, data))
 
     def commit(self) -> None:
-        for path, _ in self.items:
-            if path == "-":
-                continue
-            parent = Path(path).resolve().parent
-            if not parent.is_dir():
-                raise SnowError(f"{path}: directory {parent} does not exist (nothing written)")
+        bad = missing_directories(path for path, _ in self.items)
+        if bad:
+            raise SnowError(f"{', '.join(bad)}: no such directory (nothing written)")
         staged: list[tuple[str, str]] = []
         try:
             for path, data in self.items:
