@@ -98,8 +98,15 @@ def test_bad_invocations_are_one_line(tmp_path: Path, capsys, args, message) -> 
 
 
 def test_missing_and_wrong_level_models(tmp_path: Path, capsys) -> None:
-    assert snow_run([str(tmp_path / "nope.mlir")]) == 1
-    assert "No such file" in capsys.readouterr().err
+    for missing in ("nope.mlir", "nope.sfb", "nope.onnx"):  # the same words for each kind
+        assert snow_run([str(tmp_path / missing)]) == 1
+        assert capsys.readouterr().err == f"snow-run: {tmp_path / missing}: no such file\n"
+        assert snow_opt([str(tmp_path / missing)]) == 1
+        assert capsys.readouterr().err == f"snow-opt: {tmp_path / missing}: no such file\n"
+    text = tmp_path / "x.txt"
+    text.write_text("1 2 3\n")
+    assert snow_run([str(EXAMPLE), "--input", str(text)]) == 1
+    assert capsys.readouterr().err == f"snow-run: {text}: not an .npy file (numpy.save writes one)\n"
     nn = tmp_path / "nn.mlir"
     nn.write_text("func.func @f(%x: tensor<1x4xf32>) -> tensor<1x4xf32> {\n"
                   "  %y = nn.relu %x : (tensor<1x4xf32>) -> tensor<1x4xf32>\n  func.return %y : tensor<1x4xf32>\n}\n")

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from snowir.version import __version__
+from snowir.driver.files import load_npy
 from snowir.driver.table import print_table
 from snowir.errors import SnowError, run_cli
 from snowir.hw import SnowflakeConfig
@@ -158,10 +159,7 @@ def run_nn(args: argparse.Namespace) -> int:
             print(f"snow-run: warning: {SYNTHETIC_WARNING.replace('calibration= / ', '')}", file=sys.stderr)
     x = None
     if args.input:
-        try:
-            x = np.load(args.input)
-        except (OSError, ValueError) as e:
-            raise SnowError(f"{args.input}: cannot read input array: {e}") from None
+        x = load_npy(args.input)
         args.input_shape = args.input_shape or _dynamic_shape(args.model, x)
     if not args.quiet:
         print(f"snow-run: {args.model}: {'golden model' if args.engine == 'golden' else 'machine model, engine ' + args.engine}",
@@ -321,6 +319,8 @@ def _started(args: argparse.Namespace) -> int:
     """What can be refused without running is refused first: a run can take minutes."""
     from snowir.driver.files import missing_directories
 
+    if not Path(args.model).exists():  # before the banner a run prints
+        raise SnowError(f"{args.model}: no such file")
     targets = {"--output": args.output, "--report": args.report, "--trace": args.trace, "--plot": args.plot}
     bad = set(missing_directories(targets.values()))
     if bad:
