@@ -74,7 +74,8 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"stop a program after N dynamic instructions with a fault naming the instruction "
                         f"(default {DEFAULT_MAX_INSTRUCTIONS:,}: an endless loop stops within about a minute)")
     p.add_argument("--profile", nargs="?", const="*", default=None, metavar="PARTS",
-                   help="print where the cycles go, by layer part and instruction (runs the reference engine); "
+                   help="print where the cycles go, by layer part and instruction (runs the reference engine; "
+                        "not for a .sfb, which holds no locations); "
                         "PARTS: a pattern over the parts, e.g. 'conv2*' for one layer (default: all)")
     p.add_argument("--version", action="version", version=f"snow-run (snowir {__version__})")
     p.add_argument("--traceback", action="store_true",
