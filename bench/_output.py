@@ -21,8 +21,10 @@ def add_output_options(parser: argparse.ArgumentParser, name: str) -> None:
     """`--out DIR` and `--update-results` for a bench writing `name`."""
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--out", type=Path, help=f"directory for {name} (default: build/bench)")
+    tracked = (RESULTS / name).exists()  # what the help says is what the repository holds
     where.add_argument("--update-results", action="store_true",
-                       help=f"write the tracked bench/results/{name} that the docs quote")
+                       help=f"write bench/results/{name}" + (", the tracked copy the docs quote" if tracked else
+                                                              " (not tracked: no doc quotes it)"))
 
 
 def output_dir(args: argparse.Namespace) -> Path:

@@ -102,7 +102,7 @@ def quantised(op: ModuleOp) -> bool:
 
 @dataclass(frozen=True)
 class SnowflakeLowerPass(ModulePass):
-    """The default lowering, nn to one snowflake_asm.image per device layer (PIPELINE)."""
+    """The default lowering, nn to one snowflake_asm.image per device segment (PIPELINE)."""
 
     name = "snowflake-lower"
     format: str = "Q8.8"
@@ -112,7 +112,7 @@ class SnowflakeLowerPass(ModulePass):
     mode: str = "auto"
     hw: str = ""
     whole_model: bool = True
-    """One program per device segment over a model DRAM plan; false: one image per layer."""
+    """One image per device segment over a model DRAM plan; false: one image per device layer."""
 
     def passes(self, quantised_already: bool) -> list[ModulePass]:
         steps: list[ModulePass] = [] if quantised_already else \

@@ -17,7 +17,8 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError
 
 from snowir.dialects import all_dialects, snowflake_asm as sf
-from snowir.errors import SnowError, one_line
+from snowir.driver.files import load_npy
+from snowir.errors import SnowError, one_line, unreadable
 from snowir.fixedpoint import quantize
 from snowir.hw import SnowflakeConfig
 from snowir.machine.image import ProgramImage, assemble, disassemble
@@ -43,7 +44,7 @@ def parse_mlir(path: str | Path, ctx: Context | None = None) -> ModuleOp:
     try:
         text = path.read_text()
     except OSError as e:
-        raise SnowError(f"{path}: {e.strerror or e}") from None
+        raise unreadable(path, e) from None
     try:
         module = parse_text(text, str(path), ctx)
         module.verify()
@@ -77,7 +78,7 @@ def load_program(path: str | Path, hw: SnowflakeConfig | None = None) -> tuple[P
         try:
             data = path.read_bytes()
         except OSError as e:
-            raise SnowError(f"{path}: {e.strerror or e}") from None
+            raise unreadable(path, e) from None
         image = ProgramImage.from_bytes(data, str(path))
         return image, disassemble(image)
     module = parse_mlir(path)
@@ -96,10 +97,7 @@ def read_input(path: str | Path, image: ProgramImage) -> dict[str, np.ndarray]:
     if len(inputs) != 1:
         raise SnowError(f"{path}: --input needs a program with one input segment, @{image.name} has {len(inputs)}")
     seg = inputs[0]
-    try:
-        x = np.load(path)
-    except (OSError, ValueError) as e:
-        raise SnowError(f"{path}: cannot read input array: {e}") from None
+    x = load_npy(path)
     if x.size != seg.size // 2:
         raise SnowError(f"{path}: input has {x.size} elements, segment @{seg.name} holds {seg.size // 2}")
     if np.issubdtype(x.dtype, np.floating):

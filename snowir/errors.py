@@ -14,6 +14,11 @@ class SnowError(Exception):
     """An error whose message is already a complete one-line diagnostic."""
 
 
+def unreadable(path: object, e: OSError) -> SnowError:
+    """`path: no such file` for a missing file, as every command says it; else the system's reason."""
+    return SnowError(f"{path}: {'no such file' if isinstance(e, FileNotFoundError) else e.strerror or e}")
+
+
 def _first_line(text: str) -> str:
     for line in text.splitlines():
         line = line.strip()

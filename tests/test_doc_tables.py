@@ -94,3 +94,22 @@ def test_broken_markers_are_refused(tmp_path: Path, capsys) -> None:
         doc.write_text(broken)
         assert gen.main(["--check", "--root", str(root)]) == 2
         assert says in capsys.readouterr().err
+
+
+def test_update_results_help_says_whether_the_docs_quote_the_file() -> None:
+    """A bench's --update-results help calls its JSON the tracked copy the docs quote only when
+    bench/results/ holds it (ablation.json does not: its doc table is historical)."""
+    import argparse
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_output", ROOT / "bench" / "_output.py")
+    assert spec is not None and spec.loader is not None
+    output = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(output)
+    for name, tracked in (("ablation.json", False), ("models.json", True)):
+        assert (ROOT / "bench" / "results" / name).exists() == tracked
+        parser = argparse.ArgumentParser()
+        output.add_output_options(parser, name)
+        text = " ".join(parser.format_help().split())
+        assert ("the tracked copy the docs quote" in text) == tracked, text
+        assert ("not tracked" in text) != tracked, text

@@ -104,7 +104,7 @@ def test_outputs_are_all_or_nothing(tmp_path: Path, capsys) -> None:
     out, trace = tmp_path / "y.npy", tmp_path / "t.json"
     args = [str(path), "--quiet", "--output", str(out), "--trace", str(trace)]
     assert snow_run(args + ["--report", str(tmp_path / "missing" / "r.json")]) == 1
-    assert "does not exist (nothing written)" in capsys.readouterr().err
+    assert "no such directory for --report" in capsys.readouterr().err
     assert not out.exists() and not trace.exists()
     # a failed check writes nothing either
     assert snow_run(args + ["--check", "--min-snr", "1000"]) == 1

@@ -222,3 +222,19 @@ def test_every_tool_has_version(tool: str, capsys) -> None:
     with pytest.raises(SystemExit) as done:
         importlib.import_module(f"snowir.tools.{tool}").main(["--version"])
     assert done.value.code == 0 and "snowir" in capsys.readouterr().out
+
+
+def test_snowflake_bin_of_an_unlowered_module_says_what_to_do(tmp_path: Path, capsys) -> None:
+    """-t snowflake-bin without the lowering names the input and the missing -p snowflake-lower;
+    per-layer images (whole-model=false) say how to get a .sfb; nothing is written."""
+    digits = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
+    out = tmp_path / "m.sfb"
+    assert main([str(digits), "-t", "snowflake-bin", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(digits) in err and "add -p snowflake-lower" in err, err
+    per_layer = tmp_path / "layers.mlir"
+    per_layer.write_text("".join(f"snowflake_asm.image @{n} {{\n  {PROGRAM}}}\n" for n in ("a", "b")))
+    assert main([str(per_layer), "-t", "snowflake-bin", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(per_layer) in err and "2 per-layer" in err and "whole-model" in err, err
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["layers.mlir"]

@@ -98,8 +98,15 @@ def test_bad_invocations_are_one_line(tmp_path: Path, capsys, args, message) -> 
 
 
 def test_missing_and_wrong_level_models(tmp_path: Path, capsys) -> None:
-    assert snow_run([str(tmp_path / "nope.mlir")]) == 1
-    assert "No such file" in capsys.readouterr().err
+    for missing in ("nope.mlir", "nope.sfb", "nope.onnx"):  # the same words for each kind
+        assert snow_run([str(tmp_path / missing)]) == 1
+        assert capsys.readouterr().err == f"snow-run: {tmp_path / missing}: no such file\n"
+        assert snow_opt([str(tmp_path / missing)]) == 1
+        assert capsys.readouterr().err == f"snow-opt: {tmp_path / missing}: no such file\n"
+    text = tmp_path / "x.txt"
+    text.write_text("1 2 3\n")
+    assert snow_run([str(EXAMPLE), "--input", str(text)]) == 1
+    assert capsys.readouterr().err == f"snow-run: {text}: not an .npy file (numpy.save writes one)\n"
     nn = tmp_path / "nn.mlir"
     nn.write_text("func.func @f(%x: tensor<1x4xf32>) -> tensor<1x4xf32> {\n"
                   "  %y = nn.relu %x : (tensor<1x4xf32>) -> tensor<1x4xf32>\n  func.return %y : tensor<1x4xf32>\n}\n")
@@ -202,3 +209,25 @@ def test_not_a_model_and_golden_tables(tmp_path: Path, capsys) -> None:
     assert snow_run([str(digits), "--engine", "golden"]) == 0
     rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines() if line.strip()}
     assert rows["conv1"][2] == "device" and rows["conv1"][3] == "-"  # no simulated cycles to show, not "0"
+
+
+def test_refused_before_running(tmp_path: Path, capsys) -> None:
+    """What a run would only fail at its end is refused up front, in one line, nothing written:
+    every missing output directory, --profile of a .sfb (no locations), --profile --engine fast."""
+    sfb = tmp_path / "conv.sfb"
+    assert snow_opt([str(EXAMPLE), "-t", "snowflake-bin", "-o", str(sfb)]) == 0
+    nowhere, trace = tmp_path / "nowhere", tmp_path / "t.json"
+    assert snow_run([str(EXAMPLE), "--output", str(nowhere / "y.npy"), "--report", str(nowhere / "r" / "r.json"),
+                     "--trace", str(trace)]) == 1
+    cap = capsys.readouterr()
+    assert cap.err.count("\n") == 1 and f"--output {nowhere / 'y.npy'}, --report {nowhere / 'r' / 'r.json'}" in cap.err
+    assert "nothing run" in cap.err and "conv3x3" not in cap.out and not trace.exists()
+    assert snow_run([str(sfb), "--profile", "*"]) == 1
+    cap = capsys.readouterr()
+    assert cap.err.count("\n") == 1 and "a .sfb holds none" in cap.err and cap.out == ""
+    assert snow_run([str(EXAMPLE), "--profile", "--engine", "fast"]) == 1
+    cap = capsys.readouterr()
+    assert cap.err.count("\n") == 1 and "drop --engine fast" in cap.err and cap.out == ""
+    assert snow_run([str(EXAMPLE), "--quiet", "--profile"]) == 0  # without --engine: the reference engine
+    assert "conv3x3" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["conv.sfb"]

@@ -2,13 +2,17 @@
 docs/tutorial.md section 6 ("A tile pass") executed: its code blocks are the repository's
 files byte for byte, its shell commands run and succeed, the retiled layers' cycles differ
 from the default run (the others' do not), and the output it quotes is what they print.
+Sections 2 and 4: the pass they write, run on the example model that has a unit Mul.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import runpy
 import shlex
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -23,16 +27,16 @@ ROOT = Path(__file__).resolve().parent.parent
 TOOLS = {"snow-opt": snow_opt, "snow-run": snow_run, "snow-report": snow_report}
 
 
-def _section() -> str:
+def _section(number: int = 6) -> str:
     text = (ROOT / "docs" / "tutorial.md").read_text()
-    start = text.index("\n## 6. ")
+    start = text.index(f"\n## {number}. ")
     end = text.find("\n## ", start + 1)
     return text[start:] if end < 0 else text[start:end]
 
 
-def _blocks(lang: str) -> list[str]:
+def _blocks(lang: str, number: int = 6) -> list[str]:
     """The section's fenced blocks of `lang`, each as the text between its fences."""
-    return re.findall(rf"^```{lang}\n(.*?)^```$", _section(), flags=re.S | re.M)
+    return re.findall(rf"^```{lang}\n(.*?)^```$", _section(number), flags=re.S | re.M)
 
 
 def test_the_pass_and_its_filecheck_test_are_the_repositorys_files() -> None:
@@ -90,3 +94,39 @@ def test_the_commands_run_and_show_the_cycle_change(tmp_path: Path, monkeypatch:
     missing = [" ".join(line) for line in _words(quoted) if line not in printed]
     assert not missing, ("docs/tutorial.md section 6 quotes lines the commands no longer print; their output now:\n"
                          + out[-1])
+
+
+def test_the_unit_mul_pass_changes_the_example_model_not_digits(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Section 2's pass (its code block, as the file the reader creates) run by section 4's
+    check on examples/unit_mul.py's model: the Mul goes, the logits stay; after nn-prepare the
+    Mul was a host layer and is gone; on digits_cnn.onnx (no Mul) the pass changes nothing."""
+    from xdsl.context import Context
+
+    from snowir.dialects import nn
+    from snowir.frontend.onnx_import import import_onnx
+    from snowir.nn_util import on_host
+    from snowir.passes.pipelines import NNPreparePass
+
+    pass_file = _blocks("python", 2)[0]
+    module = types.ModuleType("snowir.passes.nn.drop_unit_mul")
+    exec(compile(pass_file, "passes/nn/drop_unit_mul.py", "exec"), module.__dict__)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["examples/unit_mul.py"])
+    runpy.run_path(str(ROOT / "examples" / "unit_mul.py"), run_name="__main__")  # writes unit_mul.onnx here
+    (check,) = _blocks("python", 4)
+    exec(compile(check, "docs/tutorial.md section 4", "exec"), {})
+
+    def host_muls(m) -> int:
+        NNPreparePass().apply(Context(), m)
+        return sum(1 for op in m.walk() if isinstance(op, nn.MulOp) and on_host(op))
+
+    assert host_muls(import_onnx("unit_mul.onnx")) == 1
+    m = import_onnx("unit_mul.onnx")
+    module.DropUnitMulPass().apply(Context(), m)
+    assert host_muls(m) == 0
+    digits = import_onnx(str(ROOT / "snowir" / "data" / "digits_cnn.onnx"))
+    before = str(digits)
+    module.DropUnitMulPass().apply(Context(), digits)
+    assert str(digits) == before

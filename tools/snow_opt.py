@@ -26,6 +26,7 @@ from snowir.dialects import all_dialects
 from snowir.driver.pipeline_spec import explain_pipeline, unwrap_pipeline
 from snowir.driver.targets import BINARY_TARGETS
 from snowir.errors import SnowError, report_failure, wants_traceback
+from snowir.machine.image import ImageError
 from snowir.passes import all_passes
 
 
@@ -156,7 +157,12 @@ class SnowOptMain(xDSLOptMain):
     def output_resulting_program(self, prog: ModuleOp) -> str:
         limit = self.args.elide_resources_if_larger
         if limit is None:
-            return super().output_resulting_program(prog)
+            if self.args.target not in BINARY_TARGETS:
+                return super().output_resulting_program(prog)
+            try:
+                return super().output_resulting_program(prog)
+            except ImageError as e:  # what cannot be assembled is the input's: say which
+                raise SnowError(f"{self.args.input_file or '<stdin>'}: error: {e}") from None
         if self.args.target in BINARY_TARGETS:
             raise SnowError(f"--elide-resources-if-larger is for text output, not -t {self.args.target} "
                             "(a binary holds the data)")

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from snowir.version import __version__
+from snowir.driver.files import load_npy
 from snowir.driver.table import print_table
 from snowir.errors import SnowError, run_cli
 from snowir.hw import SnowflakeConfig
@@ -55,7 +56,9 @@ def _parser() -> argparse.ArgumentParser:
                                     "(per-tensor formats from calibration, docs/accuracy.md)")
     p.add_argument("--calibration", help="--format auto: .npy of calibration inputs (N x the model's input, or N "
                                          "images; without it the formats are Q8.8's)")
-    p.add_argument("--engine", choices=("fast", "reference", "golden"), default="fast")
+    p.add_argument("--engine", choices=("fast", "reference", "golden"), default=None,
+                   help="fast (default; closed-form loop timing), reference (the xDSL interpreter, one "
+                        "instruction at a time; --profile's default) or golden (the numpy golden model)")
     p.add_argument("--trace", help="write a Chrome/Perfetto trace-event JSON here (.json.gz: gzip-compressed); "
                    "identical back-to-back events are one span with a count")
     p.add_argument("--trace-layers", metavar="PATTERNS",
@@ -71,7 +74,8 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"stop a program after N dynamic instructions with a fault naming the instruction "
                         f"(default {DEFAULT_MAX_INSTRUCTIONS:,}: an endless loop stops within about a minute)")
     p.add_argument("--profile", nargs="?", const="*", default=None, metavar="PARTS",
-                   help="print where the cycles go, by layer part and instruction (runs the reference engine); "
+                   help="print where the cycles go, by layer part and instruction (runs the reference engine; "
+                        "not for a .sfb, which holds no locations); "
                         "PARTS: a pattern over the parts, e.g. 'conv2*' for one layer (default: all)")
     p.add_argument("--version", action="version", version=f"snow-run (snowir {__version__})")
     p.add_argument("--traceback", action="store_true",
@@ -156,10 +160,7 @@ def run_nn(args: argparse.Namespace) -> int:
             print(f"snow-run: warning: {SYNTHETIC_WARNING.replace('calibration= / ', '')}", file=sys.stderr)
     x = None
     if args.input:
-        try:
-            x = np.load(args.input)
-        except (OSError, ValueError) as e:
-            raise SnowError(f"{args.input}: cannot read input array: {e}") from None
+        x = load_npy(args.input)
         args.input_shape = args.input_shape or _dynamic_shape(args.model, x)
     if not args.quiet:
         print(f"snow-run: {args.model}: {'golden model' if args.engine == 'golden' else 'machine model, engine ' + args.engine}",
@@ -312,7 +313,24 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return run_cli("snow-run", lambda: profiled(args) if args.profile else run(args), args.model)
+    return run_cli("snow-run", lambda: _started(args), args.model)
+
+
+def _started(args: argparse.Namespace) -> int:
+    """What can be refused without running is refused first: a run can take minutes."""
+    from snowir.driver.files import missing_directories
+
+    if not Path(args.model).exists():  # before the banner a run prints
+        raise SnowError(f"{args.model}: no such file")
+    targets = {"--output": args.output, "--report": args.report, "--trace": args.trace, "--plot": args.plot}
+    bad = set(missing_directories(targets.values()))
+    if bad:
+        raise SnowError(f"no such directory for {', '.join(f'{k} {v}' for k, v in targets.items() if v in bad)} "
+                        "(nothing run, nothing written)")
+    if args.profile:
+        return profiled(args)
+    args.engine = args.engine or "fast"
+    return run(args)
 
 
 def profiled(args: argparse.Namespace) -> int:
@@ -321,6 +339,12 @@ def profiled(args: argparse.Namespace) -> int:
 
     if args.engine == "golden":
         raise SnowError("--profile times instructions: not with --engine golden")
+    if args.engine == "fast":
+        raise SnowError("--profile steps the reference engine; the fast engine times loops in closed form: "
+                        "drop --engine fast")
+    if str(args.model).endswith(".sfb"):
+        raise SnowError(f"{args.model}: --profile names the parts by their source locations and a .sfb holds "
+                        "none: profile the .onnx or the lowered .mlir")
     args.engine, args.jobs = "reference", 1  # profiles are collected in this process
     with collecting() as profiles:
         rc = run(args)

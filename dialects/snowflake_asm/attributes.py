@@ -80,6 +80,8 @@ def parse_register_index(parser: AttrParser) -> int:
     name = parser.parse_identifier("register (r0..r31)")
     if len(name) < 2 or name[0] != "r" or not name[1:].isdigit():
         parser.raise_error(f"expected a register r0..r31, got '{name}'", pos, parser.pos)
+    if int(name[1:]) >= DEFAULT.registers:  # here, where the text has a line; the verifier has none
+        parser.raise_error(f"register {name} does not exist (r0..r{DEFAULT.registers - 1})", pos, parser.pos)
     return int(name[1:])
 
 

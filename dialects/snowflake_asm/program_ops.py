@@ -208,7 +208,8 @@ class ImageOp(IRDLOperation):
     """
     One program image among several in a module: its DRAM segments and its program, in a
     symbol table of their own (segment names are local to the image). A lowered model holds
-    one image per device layer; `@main`'s nn op names the image it runs as (`image = "..."`).
+    one image per device segment (per device layer with `snowflake-lower{whole-model=false}`);
+    `@main`'s nn op names the image it runs as (`image = "..."`).
     Discardable attributes carry the layer's decisions for the report (mode, loop order).
     """
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import io
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
-from snowir.errors import SnowError
+from snowir.errors import SnowError, unreadable
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
@@ -29,6 +30,25 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 
 
 
+NPY_MAGIC = b"\x93NUMPY"
+
+
+def load_npy(path: str | Path, what: str = "input array") -> np.ndarray:
+    """A `.npy` array, or one line naming the file: a text file is not an .npy (numpy would
+    call it pickled data), a missing one is `no such file`."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(NPY_MAGIC))
+    except OSError as e:
+        raise unreadable(path, e) from None
+    if head != NPY_MAGIC:
+        raise SnowError(f"{path}: not an .npy file (numpy.save writes one)")
+    try:
+        return np.load(path)
+    except (OSError, ValueError) as e:
+        raise SnowError(f"{path}: cannot read {what}: {str(e).splitlines()[0] if str(e) else e}") from None
+
+
 def npy_bytes(array: np.ndarray) -> bytes:
     buf = io.BytesIO()
     np.save(buf, array)
@@ -39,6 +59,12 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     return buf.getvalue()
+
+
+def missing_directories(paths: Iterable[str | None]) -> list[str]:
+    """The paths whose directory does not exist (`-`, standard output, and None are fine): a
+    command checks them all before its work, so a typo costs no run and is named with the rest."""
+    return [path for path in paths if path and path != "-" and not Path(path).resolve().parent.is_dir()]
 
 
 class Outputs:
@@ -53,12 +79,9 @@ class Outputs:
         self.items.append((path, data))
 
     def commit(self) -> None:
-        for path, _ in self.items:
-            if path == "-":
-                continue
-            parent = Path(path).resolve().parent
-            if not parent.is_dir():
-                raise SnowError(f"{path}: directory {parent} does not exist (nothing written)")
+        bad = missing_directories(path for path, _ in self.items)
+        if bad:
+            raise SnowError(f"{', '.join(bad)}: no such directory (nothing written)")
         staged: list[tuple[str, str]] = []
         try:
             for path, data in self.items:

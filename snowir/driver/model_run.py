@@ -25,7 +25,7 @@ from snowir.driver.check import compare, constant_output, golden_logits, ort_log
 from snowir.driver.results import inputs_report, saturation
 from snowir.pass_steps import gc_paused
 from snowir.driver.pipeline_spec import explain_pipeline, unwrap_pipeline
-from snowir.errors import SnowError, pipeline_error
+from snowir.errors import SnowError, pipeline_error, unreadable
 from snowir.frontend.onnx_import import import_onnx, parse_input_shape
 from snowir.golden import Golden
 from snowir.host_model import host_ms, useful_macs
@@ -58,7 +58,7 @@ def load_model(path: str | Path, input_shape: str | None = None) -> tuple[Module
         try:
             data = path.read_bytes()
         except OSError as e:
-            raise SnowError(f"{path}: {e.strerror or e}") from None
+            raise unreadable(path, e) from None
         if not is_model_image(data):
             raise SnowError(f"{path}: a program image, not a model image (snow-run runs it as a program)")
         return model_module(ModelImage.from_bytes(data, str(path)), str(path)), None

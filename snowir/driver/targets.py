@@ -15,15 +15,27 @@ from collections.abc import Callable
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
-from snowir.machine.image import assemble
+from snowir.dialects import snowflake_asm as sf
+from snowir.machine.image import ImageError, assemble
 from snowir.model_image import model_image, segment_images
 
 BINARY_TARGETS = ("snowflake-bin",)
 
 
 def emit_snowflake_bin(module: ModuleOp, output: IO[str]) -> None:
+    if not segment_images(module) and not any(isinstance(op, sf.ProgramOp) for op in module.ops):
+        raise ImageError(_not_assemblable(module))
     data = model_image(module).to_bytes() if segment_images(module) else assemble(module).to_bytes()
     output.write(data.decode("latin-1"))
+
+
+def _not_assemblable(module: ModuleOp) -> str:
+    """Why a module with neither a program nor a whole-model lowering has no image, and what to do."""
+    images = sum(1 for op in module.ops if isinstance(op, sf.ImageOp))
+    if images:
+        return (f"{images} per-layer snowflake_asm.image ops (snowflake-lower{{whole-model=false}}): a .sfb holds "
+                "one program or a whole-model lowering; lower with plain -p snowflake-lower, or run it with snow-run")
+    return "not lowered to snowflake_asm: add -p snowflake-lower"
 
 
 def all_targets() -> dict[str, Callable[[ModuleOp, IO[str]], None]]:
