@@ -1,0 +1,370 @@
+"""
+The ops of one layer, the paper's Figure 2 data structure (C17 §5.1, steps 2-5): `tile.layer`
+with its DRAM regions, kernel tiles and maps tiles, and inside the tiles the loads (LD) and
+windows (the MAC traces) they run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    I64,
+    DenseArrayBase,
+    DenseResourceAttr,
+    IntegerAttr,
+    StringAttr,
+    SymbolNameConstraint,
+    UnitAttr,
+)
+from xdsl.ir import Attribute, Block, Operation, Region
+from xdsl.irdl import irdl_op_definition, opt_prop_def, prop_def, region_def, traits_def
+from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface
+
+from snowir.dialects.tile.abstract_ops import LayerScope, TileOperation, body_ops, i64_array, i64_attr
+from snowir.dialects.tile.attributes import (
+    BufferKind,
+    BufferKindAttr,
+    ComputeMode,
+    ComputeModeAttr,
+    ConvShapeAttr,
+    CuSplitAttr,
+    GatherAttr,
+    LayerKind,
+    LayerKindAttr,
+    LoopOrder,
+    LoopOrderAttr,
+    MapsBufferingAttr,
+    PoolShapeAttr,
+)
+from snowir.hw import ISA_CUS, ISA_LOAD_UNITS, MAX_MAPS_BUFFER_ELEMENTS, MAX_WEIGHTS_BUFFER_ELEMENTS
+
+
+@irdl_op_definition
+class LayerOp(TileOperation):
+    """One layer object of the paper: its DRAM regions, kernel tiles and maps tiles."""
+
+    name = "tile.layer"
+    sym_name = prop_def(SymbolNameConstraint())
+    kind = prop_def(LayerKindAttr)
+    mode = opt_prop_def(ComputeModeAttr)
+    loop_order = opt_prop_def(LoopOrderAttr)
+    mloop_bytes = opt_prop_def(IntegerAttr[I64])
+    kloop_bytes = opt_prop_def(IntegerAttr[I64])
+    relu = opt_prop_def(UnitAttr)
+    shape = opt_prop_def(ConvShapeAttr | PoolShapeAttr)
+    pool = opt_prop_def(PoolShapeAttr)
+    """A conv layer's fused max pool: the pool reading its output runs in its program
+    (snowir/plan/fused_pool.py); its `output` region is then the pool's, `conv_output` the conv's."""
+    pool_slots = opt_prop_def(DenseArrayBase[I64])
+    """A fused max pool's row ring: the maps-buffer words of its row slots (conv output row r
+    goes to slot r mod N)."""
+    maps_buffering = opt_prop_def(MapsBufferingAttr)
+    gather = opt_prop_def(GatherAttr)
+    bypass_slices = opt_prop_def(DenseArrayBase[I64])
+    """A residual conv's bypass in per-kernel-tile slices (snowir/codegen/bypass_slices.py): the
+    maps-buffer words of the two slices the kernel tiles take in turn."""
+    cu_split = opt_prop_def(CuSplitAttr)
+    """INDP: how the CUs share a row group (absent: rows)."""
+    slice_tiles = opt_prop_def(IntegerAttr[I64])
+    """With `bypass_slices` on a 1x1 conv: the kernel tiles a slice holds (absent: 1), each
+    pixel's channels of all of them loaded by one LD."""
+    fence = opt_prop_def(UnitAttr)
+    """In a whole-model program: the layer's first loads wait until the previous layer's vector
+    ops are done (a vector queue's depth of VMOVs), because they may overwrite buffer words those
+    ops still read. Without it they issue while the previous layer drains (allocate-dram decides)."""
+    weights_before_fence = opt_prop_def(UnitAttr)
+    """With `fence`: the layer's cold-start kernel loads issue before the fence and only its maps
+    loads wait, because the previous layer's vector ops read no weights-buffer word (a max pool)."""
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator(), SymbolOpInterface(), LayerScope())
+    assembly_format = "$sym_name $kind attr-dict-with-keyword $body"
+
+    def __init__(self, name: str, kind: LayerKind, ops: Sequence[Operation],
+                 mode: ComputeMode | None = None, loop_order: LoopOrder | None = None,
+                 extra: dict[str, Attribute] | None = None):
+        props: dict[str, Attribute] = {"sym_name": StringAttr(name), "kind": LayerKindAttr(kind)}
+        if mode is not None:
+            props["mode"] = ComputeModeAttr(mode)
+        if loop_order is not None:
+            props["loop_order"] = LoopOrderAttr(loop_order)
+        props.update(extra or {})
+        super().__init__(properties=props, regions=[Region(Block(ops))])
+
+    def verify_(self) -> None:
+        self._no_stray_attributes()
+        kind = self.kind.data
+        if kind in (LayerKind.CONV, LayerKind.FC, LayerKind.AVGPOOL) and self.mode is None:
+            self._fail(f"a {kind.value} layer needs a compute mode (COOP or INDP)")
+        if kind == LayerKind.MAXPOOL and self.mode is not None:
+            self._fail("maxpool runs on the pool unit; it has no COOP/INDP mode")
+        for op in self.body.block.ops:
+            if not isinstance(op, DramRegionOp | KernelTileOp | MapsTileOp):
+                self._fail(f"'{op.name}' cannot appear directly in a layer")
+        if self.relu is not None and kind == LayerKind.MAXPOOL:
+            self._fail("relu is fused into MAC write-back; maxpool has none")
+        if self.pool is not None:
+            labels = {op.label.data for op in self.body.block.ops if isinstance(op, DramRegionOp)}
+            if kind != LayerKind.CONV:
+                self._fail("only a conv layer fuses the max pool that reads it")
+            if "conv_output" not in labels:
+                self._fail("a fused max pool needs a 'conv_output' dram_region for the conv's own output")
+            if self.pool_slots is None:
+                self._fail("a fused max pool needs `pool_slots` (its row ring in the maps buffer)")
+        elif self.pool_slots is not None:
+            self._fail("pool_slots belong to a fused max pool (`pool`)")
+        if self.weights_before_fence is not None and (self.fence is None or kind != LayerKind.CONV):
+            self._fail("weights_before_fence splits a conv layer's `fence` (set both)")
+        if self.shape is not None and isinstance(self.shape, ConvShapeAttr) and self.relu is not None \
+                and not self.shape.relu.data:
+            self._fail("relu: the ReLU is #tile.conv_shape's `relu` field (relu = 1); the layer's `relu` mirrors it")
+        if self.shape is not None and isinstance(self.shape, ConvShapeAttr) and self.relu is None \
+                and self.shape.relu.data:
+            self._fail("relu: #tile.conv_shape has relu = 1, the layer has no `relu` (edit both: the shape's field decides)")
+        if self.bypass_slices is not None:
+            labels = {op.label.data for op in self.body.block.ops if isinstance(op, DramRegionOp)}
+            if "bypass" not in labels or len(self.bypass_slices.get_values()) != 2:
+                self._fail("bypass_slices: two slice bases, on a layer with a 'bypass' dram_region")
+        if self.cu_split is not None and (kind != LayerKind.CONV or self.mode is None
+                                          or self.mode.data != ComputeMode.INDP):
+            self._fail("cu_split: how an INDP conv's CUs share a row group (rows or cols)")
+        if self.slice_tiles is not None and (self.bypass_slices is None or self.slice_tiles.value.data < 2):
+            self._fail("slice_tiles: 2 or more kernel tiles a bypass slice holds, with `bypass_slices`")
+        if self.gather is not None and kind != LayerKind.CONV:
+            self._fail("gather: only a conv layer gathers its maps")
+        if self.shape is not None:
+            want = PoolShapeAttr if kind == LayerKind.MAXPOOL else ConvShapeAttr
+            if not isinstance(self.shape, want):
+                self._fail(f"a {kind.value} layer's shape is a #{want.name}")
+
+
+@irdl_op_definition
+class DramRegionOp(TileOperation):
+    """A main-memory region the layer reads or writes, placed by the dependency labels."""
+
+    name = "tile.dram_region"
+    sym_name = prop_def(SymbolNameConstraint())
+    offset = prop_def(IntegerAttr[I64])
+    size = prop_def(IntegerAttr[I64])
+    label = prop_def(StringAttr)
+    value = opt_prop_def(DenseResourceAttr)
+    """The region's initial contents (the weight image), when the layer carries them."""
+    packing = opt_prop_def(ComputeModeAttr)
+    """The weight image's layout: COOP (kernel after kernel, each with its bias block) or INDP
+    (16 kernels interleaved per vMAC); `packed_kernels` kernels per kernel tile."""
+    packed_kernels = opt_prop_def(IntegerAttr[I64])
+    tensor = opt_prop_def(StringAttr)
+    """The `tile.tensor` of the model's `tile.dram_plan` the region is (allocate-dram): the
+    region then sits at the tensor's offset, shared with the layers that also read or write it."""
+    traits = traits_def(HasParent(LayerOp), SymbolOpInterface())
+    assembly_format = "$sym_name attr-dict"
+
+    LABELS: ClassVar[tuple[str, ...]] = ("maps", "output", "weights", "bias", "bypass", "scratch", "conv_output")
+
+    def __init__(self, name: str, offset: int, size: int, label: str, value: DenseResourceAttr | None = None):
+        props: dict[str, Attribute] = {"sym_name": StringAttr(name), "offset": i64_attr(offset),
+                                       "size": i64_attr(size), "label": StringAttr(label)}
+        if value is not None:
+            props["value"] = value
+        super().__init__(properties=props)
+
+    def verify_(self) -> None:
+        self._no_stray_attributes()
+        self._nonneg("offset")
+        self._positive("size")
+        if (self.packing is None) != (self.packed_kernels is None):
+            self._fail("packing and packed_kernels go together")
+        if self.packing is not None and self.label.data != "weights":
+            self._fail("packing describes a 'weights' region")
+        if self.label.data not in self.LABELS:
+            self._fail(f"label '{self.label.data}' is not one of {', '.join(self.LABELS)}")
+
+
+@irdl_op_definition
+class KernelTileOp(TileOperation):
+    """Kernels [first, first+count) at single-kernel granularity, processed `repeat` times."""
+
+    name = "tile.kernel_tile"
+    first = prop_def(IntegerAttr[I64])
+    count = prop_def(IntegerAttr[I64])
+    repeat = prop_def(IntegerAttr[I64])
+    slot = opt_prop_def(IntegerAttr[I64])
+    """Double-buffered kernel tiles: the weights-buffer word of the second slot (tiles
+    alternate between words 0 and `slot`, the next loading while the current computes)."""
+    stagger = opt_prop_def(IntegerAttr[I64])
+    """A kernel too large for a slot: tiles alternate between bases 0 and F = `stagger`, the F
+    words of the next tile that miss the current one loading while it computes."""
+    resident = opt_prop_def(UnitAttr)
+    """Every kernel tile held at once (tile t at t x kernel words), loaded once for the layer."""
+    body = region_def()
+    """Its loads; written empty (`{}`), they are derived from the attributes (at tile-to-asm)."""
+    traits = traits_def(NoTerminator(), HasParent(LayerOp))
+    assembly_format = "attr-dict-with-keyword $body"
+
+    def __init__(self, first: int, count: int, repeat: int = 1, ops: Sequence[Operation] = ()):
+        super().__init__(properties={"first": i64_attr(first), "count": i64_attr(count),
+                                     "repeat": i64_attr(repeat)}, regions=[Region(Block(ops))])
+
+    def verify_(self) -> None:
+        self._no_stray_attributes()
+        self._nonneg("first")
+        self._positive("count", "repeat")
+        if self.slot is not None:
+            self._positive("slot")
+        if self.stagger is not None:
+            self._positive("stagger")
+        if sum(x is not None for x in (self.slot, self.stagger, self.resident)) > 1:
+            self._fail("slot, stagger and resident are three ways to hold kernel tiles: at most one")
+        for op in body_ops(self):
+            if not isinstance(op, LoadOp):
+                self._fail("a kernel tile holds only loads (windows belong to maps tiles)")
+
+
+@irdl_op_definition
+class MapsTileOp(TileOperation):
+    """
+    An output-row strip [out_rows) computed from input rows [in_rows) (the overlap rows
+    are re-loaded), on CU `cu` (-1: maps broadcast to every CU); column-tiled, a rectangle of
+    output columns [out_cols) from input columns [in_cols) too.
+    """
+
+    name = "tile.maps_tile"
+    out_rows = prop_def(DenseArrayBase[I64])
+    in_rows = prop_def(DenseArrayBase[I64])
+    overlap = prop_def(IntegerAttr[I64])
+    cu = prop_def(IntegerAttr[I64])
+    cu_rows = opt_prop_def(IntegerAttr[I64])
+    """INDP: the tile is a row group, each CU `cu_rows` consecutive output rows of it."""
+    ring = opt_prop_def(IntegerAttr[I64])
+    """A max pool's tile run over a ring of `ring` input-row slots (each input row loaded
+    once, into slot r mod N, when the row it replaces is no longer read) instead of loaded whole."""
+    out_cols = opt_prop_def(DenseArrayBase[I64])
+    """Column tiling: the tile computes output columns [out_cols) only (absent: all). Tiles of
+    one band of columns follow each other, covering the rows; the bands cover the columns in order."""
+    in_cols = opt_prop_def(DenseArrayBase[I64])
+    """The input columns out_cols read, padding excluded (derived with out_cols; the kernel's
+    halo is shared with the neighbouring bands and re-loaded)."""
+    body = region_def()
+    """Its loads and windows; written empty (`{}`), they are derived from the attributes."""
+    traits = traits_def(NoTerminator(), HasParent(LayerOp))
+    assembly_format = "attr-dict-with-keyword $body"
+
+    def __init__(self, out_rows: tuple[int, int], in_rows: tuple[int, int], overlap: int,
+                 cu: int = -1, ops: Sequence[Operation] = ()):
+        super().__init__(properties={"out_rows": i64_array(out_rows), "in_rows": i64_array(in_rows),
+                                     "overlap": i64_attr(overlap), "cu": i64_attr(cu)},
+                         regions=[Region(Block(ops))])
+
+    def verify_(self) -> None:
+        self._no_stray_attributes()
+        if self.cu_rows is not None:
+            self._positive("cu_rows")
+        if self.ring is not None:
+            self._positive("ring")
+        if self.in_cols is not None and self.out_cols is None:
+            self._fail("in_cols without out_cols: in_cols are the input columns out_cols read")
+        if self.out_cols is not None and self.in_cols is None and body_ops(self):
+            self._fail("out_cols without in_cols: write the body empty `{}` to derive them")
+        for name in ("out_rows", "in_rows", "out_cols", "in_cols"):
+            if name not in self.properties:
+                continue
+            rows = self._ints(name)
+            if len(rows) != 2 or not 0 <= rows[0] < rows[1]:
+                self._fail(f"{name} must be [start, end) with 0 <= start < end")
+        self._nonneg("overlap")
+        if not -1 <= self._int("cu") < ISA_CUS:
+            self._fail(f"cu must be -1 (broadcast) or a CU index < {ISA_CUS}")
+        for op in body_ops(self):
+            if not isinstance(op, LoadOp | WindowOp):
+                self._fail(f"'{op.name}' cannot appear in a maps tile")
+
+
+@irdl_op_definition
+class LoadOp(TileOperation):
+    """One LD: `length` elements from DRAM byte address to buffer address, on a load unit."""
+
+    name = "tile.load"
+    buffer = prop_def(BufferKindAttr)
+    length = prop_def(IntegerAttr[I64])
+    dram_addr = prop_def(IntegerAttr[I64])
+    buf_addr = prop_def(IntegerAttr[I64])
+    unit = prop_def(IntegerAttr[I64])
+    select = prop_def(IntegerAttr[I64])
+    load_id = opt_prop_def(IntegerAttr[I64])
+    """The layer's number for this load (C17 §5: load IDs are tracked); the tile it feeds is
+    the one it sits in."""
+    traits = traits_def(HasParent(KernelTileOp, MapsTileOp))
+    assembly_format = "attr-dict"
+
+    def __init__(self, buffer: BufferKind, length: int, dram_addr: int, buf_addr: int,
+                 unit: int, select: int, load_id: int | None = None):
+        props: dict[str, Attribute] = {
+            "buffer": BufferKindAttr(buffer), "length": i64_attr(length), "dram_addr": i64_attr(dram_addr),
+            "buf_addr": i64_attr(buf_addr), "unit": i64_attr(unit), "select": i64_attr(select),
+        }
+        if load_id is not None:
+            props["load_id"] = i64_attr(load_id)
+        super().__init__(properties=props)
+
+    def verify_(self) -> None:
+        self._no_stray_attributes()
+        self._positive("length")
+        self._nonneg("dram_addr", "buf_addr", "unit", "select")
+        if self.load_id is not None:
+            self._nonneg("load_id")
+        # what any valid configuration allows: the configuration in use is tile-to-asm's to check
+        # (a tile module does not say which machine it is for)
+        if self._int("unit") >= ISA_LOAD_UNITS:
+            self._fail(f"unit {self._int('unit')} >= {ISA_LOAD_UNITS} load units (the encoding's)")
+        if self.buffer.data == BufferKind.MAPS:
+            limit = MAX_MAPS_BUFFER_ELEMENTS
+        else:
+            limit = MAX_WEIGHTS_BUFFER_ELEMENTS
+        if self._int("buf_addr") + self._int("length") > limit:
+            self._fail(f"[{self._int('buf_addr')}, +{self._int('length')}) overflows the "
+                       f"{limit}-element {self.buffer.data.value} buffer")
+
+
+@irdl_op_definition
+class WindowOp(TileOperation):
+    """
+    A compute object: one trace of `trace_length` elements per kernel row (`rows`
+    rows), repeated `repeat_x` x `repeat_y` times with buffer offsets offset_x/offset_y;
+    `bias_vmov` loads the bias before each kernel iteration, `bypass_vmov` one bypass
+    VMOV per write-back MAC (residual add).
+    """
+
+    name = "tile.window"
+    trace_length = prop_def(IntegerAttr[I64])
+    rows = prop_def(IntegerAttr[I64])
+    repeat_x = prop_def(IntegerAttr[I64])
+    repeat_y = prop_def(IntegerAttr[I64])
+    offset_x = prop_def(IntegerAttr[I64])
+    offset_y = prop_def(IntegerAttr[I64])
+    start = prop_def(IntegerAttr[I64])
+    out_addr = prop_def(IntegerAttr[I64])
+    bias_vmov = opt_prop_def(UnitAttr)
+    bypass_vmov = opt_prop_def(UnitAttr)
+    traits = traits_def(HasParent(MapsTileOp))
+    assembly_format = "attr-dict"
+
+    def __init__(self, trace_length: int, rows: int, repeat_x: int, repeat_y: int,
+                 offset_x: int, offset_y: int, start: int, out_addr: int,
+                 bias_vmov: bool = True, bypass_vmov: bool = False):
+        props: dict[str, Attribute] = {
+            "trace_length": i64_attr(trace_length), "rows": i64_attr(rows), "repeat_x": i64_attr(repeat_x),
+            "repeat_y": i64_attr(repeat_y), "offset_x": i64_attr(offset_x), "offset_y": i64_attr(offset_y),
+            "start": i64_attr(start), "out_addr": i64_attr(out_addr),
+        }
+        if bias_vmov:
+            props["bias_vmov"] = UnitAttr()
+        if bypass_vmov:
+            props["bypass_vmov"] = UnitAttr()
+        super().__init__(properties=props)
+
+    def verify_(self) -> None:
+        self._no_stray_attributes()
+        self._positive("trace_length", "rows", "repeat_x", "repeat_y")
+        self._nonneg("start", "out_addr")
+
