@@ -412,11 +412,13 @@ def test_residual_1x1_slices_hold_two_kernel_tiles() -> None:
     """ResNet-50's 28², 128->512 residual 1x1: a bypass slice of one kernel tile costs an LD per
     pixel per tile, whose start-ups on the load units bound the layer (256.6 k cycles); slices of
     two tiles (`slice_tiles`) halve them (243.6 k). The attribute removed from the tile IR gives
-    one tile a slice again, still bit-exact."""
+    one tile a slice again, still bit-exact. (COOP pinned: the compiler runs this shape as
+    column-split INDP, tests/test_indp_columns.py.)"""
     args = (128, 28, 28, 512, 1, 1, 1, 0)
-    run2, got, want, plan, _ = conv_case(*args, bypass=True, shift=8)
+    run2, got, want, plan, _ = conv_case(*args, bypass=True, shift=8, mode="COOP")
     assert np.array_equal(got, want) and plan.bypass_slices and plan.slice_tiles == 2
-    run1, got, want, plan, _ = conv_case(*args, bypass=True, shift=8, edit=lambda layer: layer.properties.pop("slice_tiles"))
+    run1, got, want, plan, _ = conv_case(*args, bypass=True, shift=8, mode="COOP",
+                                         edit=lambda layer: layer.properties.pop("slice_tiles"))
     assert np.array_equal(got, want) and plan.bypass_slices and plan.slice_tiles == 1
     assert run2.cycles < 0.97 * run1.cycles
 
