@@ -194,6 +194,8 @@ REFUSED = {  # layer, edit, what the one-line refusal says
         b, "maps_buffering", "slice_tiles = 2 : i64, maps_buffering"), "slice_tiles"),
     "plain conv: an unknown attribute": ("stem", lambda b: b.replace("slot = 2048 : i64", "slto = 2048 : i64", 1),
                                          "unknown attribute 'slto'"),
+    "plain conv: a required attribute misspelt": ("stem", lambda b: b.replace("out_rows =", "out_rws =", 1),
+                                                  "tile.maps_tile: unknown attribute 'out_rws'"),
 }
 
 

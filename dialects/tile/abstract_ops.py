@@ -55,6 +55,12 @@ class TileOperation(IRDLOperation, ABC):
         what = "" if layer is self else f"{self.name}: "
         raise VerifyException(f"{where}{what}{message}")
 
+    def verify(self, verify_nested_ops: bool = True) -> None:
+        # xDSL checks the required properties before verify_(), so a misspelt one (`out_rws`)
+        # would read as missing with no layer named: the unknown attribute is the news
+        self._no_stray_attributes()
+        super().verify(verify_nested_ops)
+
     def _no_stray_attributes(self) -> None:
         """An attribute the op does not define would be silently ignored by every pass: refuse it."""
         for key in self.attributes:
