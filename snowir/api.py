@@ -17,7 +17,6 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError
 
 from snowir.dialects import all_dialects, snowflake_asm as sf
-from snowir.driver.files import load_npy
 from snowir.errors import SnowError, one_line, unreadable
 from snowir.fixedpoint import quantize
 from snowir.hw import SnowflakeConfig
@@ -25,6 +24,25 @@ from snowir.machine.image import ProgramImage, assemble, disassemble
 from snowir.machine.run import DEFAULT_MAX_INSTRUCTIONS, Engine, RunResult, run_image
 from snowir.resources import reset_blobs
 
+
+
+NPY_MAGIC = b"\x93NUMPY"
+
+
+def load_npy(path: str | Path, what: str = "input array") -> np.ndarray:
+    """A `.npy` array, or one line naming the file: a text file is not an .npy (numpy would
+    call it pickled data), a missing one is `no such file`."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(NPY_MAGIC))
+    except OSError as e:
+        raise unreadable(path, e) from None
+    if head != NPY_MAGIC:
+        raise SnowError(f"{path}: not an .npy file (numpy.save writes one)")
+    try:
+        return np.load(path)
+    except (OSError, ValueError) as e:
+        raise SnowError(f"{path}: cannot read {what}: {str(e).splitlines()[0] if str(e) else e}") from None
 
 def context() -> Context:
     """A context with builtin, func and the snowir dialects (what snow-opt registers)."""

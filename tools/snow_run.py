@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from snowir.api import load_npy
 from snowir.version import __version__
-from snowir.driver.files import load_npy
 from snowir.driver.table import print_table
 from snowir.errors import SnowError, run_cli
 from snowir.hw import SnowflakeConfig

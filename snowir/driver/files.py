@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from snowir.errors import SnowError, unreadable
+from snowir.errors import SnowError
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
@@ -28,25 +28,6 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
 def write_text_atomic(path: str | Path, text: str) -> None:
     write_bytes_atomic(path, text.encode())
 
-
-
-NPY_MAGIC = b"\x93NUMPY"
-
-
-def load_npy(path: str | Path, what: str = "input array") -> np.ndarray:
-    """A `.npy` array, or one line naming the file: a text file is not an .npy (numpy would
-    call it pickled data), a missing one is `no such file`."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(len(NPY_MAGIC))
-    except OSError as e:
-        raise unreadable(path, e) from None
-    if head != NPY_MAGIC:
-        raise SnowError(f"{path}: not an .npy file (numpy.save writes one)")
-    try:
-        return np.load(path)
-    except (OSError, ValueError) as e:
-        raise SnowError(f"{path}: cannot read {what}: {str(e).splitlines()[0] if str(e) else e}") from None
 
 
 def npy_bytes(array: np.ndarray) -> bytes:
