@@ -56,6 +56,7 @@ class TileOperation(IRDLOperation, ABC):
         raise VerifyException(f"{where}{what}{message}")
 
     def verify(self, verify_nested_ops: bool = True) -> None:
+        # every tile op refuses attributes it does not define, here rather than in each verify_():
         # xDSL checks the required properties before verify_(), so a misspelt one (`out_rws`)
         # would read as missing with no layer named: the unknown attribute is the news
         self._no_stray_attributes()

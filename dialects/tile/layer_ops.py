@@ -93,7 +93,6 @@ class LayerOp(TileOperation):
         super().__init__(properties=props, regions=[Region(Block(ops))])
 
     def verify_(self) -> None:
-        self._no_stray_attributes()
         kind = self.kind.data
         if kind in (LayerKind.CONV, LayerKind.FC, LayerKind.AVGPOOL) and self.mode is None:
             self._fail(f"a {kind.value} layer needs a compute mode (COOP or INDP)")
@@ -170,7 +169,6 @@ class DramRegionOp(TileOperation):
         super().__init__(properties=props)
 
     def verify_(self) -> None:
-        self._no_stray_attributes()
         self._nonneg("offset")
         self._positive("size")
         if (self.packing is None) != (self.packed_kernels is None):
@@ -207,7 +205,6 @@ class KernelTileOp(TileOperation):
                                      "repeat": i64_attr(repeat)}, regions=[Region(Block(ops))])
 
     def verify_(self) -> None:
-        self._no_stray_attributes()
         self._nonneg("first")
         self._positive("count", "repeat")
         if self.slot is not None:
@@ -257,7 +254,6 @@ class MapsTileOp(TileOperation):
                          regions=[Region(Block(ops))])
 
     def verify_(self) -> None:
-        self._no_stray_attributes()
         if self.cu_rows is not None:
             self._positive("cu_rows")
         if self.ring is not None:
@@ -308,7 +304,6 @@ class LoadOp(TileOperation):
         super().__init__(properties=props)
 
     def verify_(self) -> None:
-        self._no_stray_attributes()
         self._positive("length")
         self._nonneg("dram_addr", "buf_addr", "unit", "select")
         if self.load_id is not None:
@@ -364,7 +359,6 @@ class WindowOp(TileOperation):
         super().__init__(properties=props)
 
     def verify_(self) -> None:
-        self._no_stray_attributes()
         self._positive("trace_length", "rows", "repeat_x", "repeat_y")
         self._nonneg("start", "out_addr")
 

@@ -41,7 +41,6 @@ class TensorOp(TileOperation):
                                      "live": i64_array(live), "role": StringAttr(role)})
 
     def verify_(self) -> None:
-        self._no_stray_attributes()
         self._nonneg("offset")
         self._positive("size")
         live = self._ints("live")
@@ -69,7 +68,6 @@ class DramPlanOp(TileOperation):
         return {op.sym_name.data: op for op in self.body.block.ops if isinstance(op, TensorOp)}
 
     def verify_(self) -> None:
-        self._no_stray_attributes()
         for op in self.body.block.ops:
             if not isinstance(op, TensorOp):
                 raise VerifyException(f"tile.dram_plan: '{op.name}' cannot appear in a DRAM plan")
