@@ -60,13 +60,13 @@ def useful_macs(op: Operation) -> int:
         if "block_diagonal" in op.attributes:
             cg = 1  # depthwise-to-grouped: one channel of the group's kernel block is not zero
         rows = valid_taps(oh, kh, sy, pt, dy, h)
-        unfold = op.input.owner
-        if isinstance(unfold, nn.UnfoldRowsOp):  # kernel rows as channels: the rows' padding is zero channels
-            kh0 = unfold.kernel.value.data
+        layout = op.input.owner  # the host's layout of a model input, whose zeros are not work
+        if isinstance(layout, nn.UnfoldRowsOp):  # kernel rows as channels: the rows' padding is zero channels
+            kh0 = layout.kernel.value.data
             cg //= kh0
-            rows = valid_taps(oh, kh0, unfold.stride.value.data, int_values(unfold.pads)[0], 1, unfold.input.type.get_shape()[2])
-        if isinstance(unfold, nn.PadRowsOp):  # the rows' padding is zero rows of the input
-            rows = valid_taps(oh, kh, sy, pt + int_values(unfold.pads)[0], dy, unfold.input.type.get_shape()[2])
+            rows = valid_taps(oh, kh0, layout.stride.value.data, int_values(layout.pads)[0], 1, layout.input.type.get_shape()[2])
+        elif isinstance(layout, nn.PadRowsOp):  # the rows' padding is zero rows of the input
+            rows = valid_taps(oh, kh, sy, pt + int_values(layout.pads)[0], dy, layout.input.type.get_shape()[2])
         return n * k * cg * rows * valid_taps(ow, kw, sx, pl, dx, w)
     if isinstance(op, nn.DenseOp):
         return int(np.prod(op.output.type.get_shape())) * op.weight.type.get_shape()[1]

@@ -104,14 +104,15 @@ def plain_stem(op: nn.Conv2dOp) -> bool:
         and all(int(d) == 1 for d in op.dilations.get_values())
 
 
-def relayout_conv(rewriter: PatternRewriter, op: nn.Conv2dOp, layout: Operation, weights: np.ndarray,
+def relayout_conv(rewriter: PatternRewriter, op: nn.Conv2dOp, layout: Operation, weights: np.ndarray | None,
                   what: str, strides: Sequence[int], pads: Sequence[int]) -> None:
     """Replace `op` by the same conv over the host's `layout` of its input (named after the
-    conv's ONNX node), with its kernels rearranged to match (`weights`, constant `w_<what>`)."""
+    conv's ONNX node), with its kernels rearranged to match (`weights`, constant `w_<what>`;
+    None: the layout keeps the kernels as they are, and the conv reads op's own)."""
     if "onnx_node" in op.attributes:
         layout.attributes["onnx_node"] = StringAttr(f"{op.attributes['onnx_node'].data}.{layout.name.removeprefix('nn.')}")
     rewriter.insert(layout, InsertPoint.before(op))
-    wv = new_constant(rewriter, op, weights, f"w_{what}")
+    wv = op.weight if weights is None else new_constant(rewriter, op, weights, f"w_{what}")
     conv = nn.Conv2dOp(layout.results[0], wv, op.bias, op.output.type, relu=op.relu is not None,
                        strides=list(strides), pads=list(pads), dilations=[1, 1])
     conv.attributes.update(op.attributes)

@@ -31,7 +31,7 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
-from snowir.nn_util import const_of, conv_shape, drop_dead_constants, tensor
+from snowir.nn_util import const_of, conv_shape, tensor
 from snowir.passes.nn.input_layout import plain_stem, relayout_conv
 from snowir.plan.indp import choose_mode, default_rows_per_cu, indp_groups
 from snowir.plan.shapes import ConvShape, LoweringError
@@ -70,12 +70,11 @@ class PadRowsConv(RewritePattern):
                 return
         except LoweringError:
             return
-        weights = const_of(op.weight)
-        if weights is None:
+        if const_of(op.weight) is None:  # kernels computed at run time: a host conv, nothing to gain
             return
         n, c, h, w = op.input.type.get_shape()
         relayout_conv(rewriter, op, nn.PadRowsOp(op.input, (pt, pb), tensor([n, c, h + pt + pb, w], op.input)),
-                      weights, "pad", [int(v) for v in op.strides.get_values()], [0, pl, 0, pr])
+                      None, "pad", [int(v) for v in op.strides.get_values()], [0, pl, 0, pr])
 
 
 @dataclass(frozen=True)
@@ -86,4 +85,3 @@ class PadRowsPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
         PatternRewriteWalker(PadRowsConv(hw), apply_recursively=False).rewrite_module(op)
-        drop_dead_constants(op)
