@@ -27,15 +27,26 @@ def _load_group(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, gi: int) -> 
         load_runs(b, hw, [(base, plan.in_addr + 2 * r0 * row, (r1 - r0) * row, c) for c, (r0, r1) in enumerate(rows)])
 
 
-def _load_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:
-    """Kernel tile t: vMAC v's 16 interleaved kernels, broadcast to vMAC v of every CU."""
+def load_kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int,
+                     part: tuple[int, int] | None = None) -> None:
+    """Kernel tile t (words [o0, o1) of it: `part`) at weights word `wbuf`: vMAC v's 16
+    interleaved kernels, broadcast to vMAC v of every CU."""
     words = indp_kernel_words(plan.shape, hw)
+    o0, o1 = part or (0, words)
     with b.at(f"load_weights.ktile{t}"):
-        b.const(R_LEN, words)
-        b.const(R_TMP, wbuf)
+        b.const(R_LEN, o1 - o0)
+        b.const(R_TMP, wbuf + o0)
         for v in range(hw.vmacs_per_cu):
-            b.const(R_SRC, plan.w_addr + 2 * (t * hw.vmacs_per_cu + v) * words)
+            b.const(R_SRC, plan.w_addr + 2 * ((t * hw.vmacs_per_cu + v) * words + o0))
             b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, hw.vmacs + v))
+
+
+def tile_mask(plan: ConvPlan, hw: SnowflakeConfig, t: int, cus: int) -> int:
+    """The write-back mask of INDP kernel tile t on the first `cus` CUs: the vMACs whose 16
+    kernels a partial last tile still has."""
+    tile = kernels_per_tile(hw)
+    vmacs = [v for v in range(hw.vmacs_per_cu) if t * tile + v * hw.lanes < plan.shape.k]
+    return sum(1 << (c * hw.vmacs_per_cu + v) for c in range(cus) for v in vmacs)
 
 
 def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
@@ -48,12 +59,12 @@ def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     if plan.pool is not None:
         ring = ring_of(plan)
     if plan.weights_before_fence:  # after a max pool: the kernels load while it runs (codegen/conv._cold_start)
-        _load_tile(b, plan, hw, 0, 0)
+        load_kernel_tile(b, plan, hw, 0, 0)
         b.flush_vector_queue(hw, R_TMP)
         _load_group(b, plan, hw, 0)
     else:
         _load_group(b, plan, hw, 0)
-        _load_tile(b, plan, hw, 0, 0)
+        load_kernel_tile(b, plan, hw, 0, 0)
     slot = 0  # weights slot: a new tile takes the other bank when double-buffered
     for i, (gi, t) in enumerate(items):
         with b.at(f"group{gi}.ktile{t}"):
@@ -67,9 +78,8 @@ def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
             if nxt is not None and nxt[0] != gi:
                 prefetch.append(lambda bb, g=nxt[0]: _load_group(bb, plan, hw, g))
             if new_tile and plan.double_buffer_weights:
-                prefetch.append(lambda bb, nt=nxt[1], buf=((slot + 1) % 2) * wbank: _load_tile(bb, plan, hw, nt, buf))
-            vmacs = [v for v in range(hw.vmacs_per_cu) if t * tile + v * hw.lanes < s.k]
-            mask = sum(1 << (c * hw.vmacs_per_cu + v) for c in range(cus) for v in vmacs)
+                prefetch.append(lambda bb, nt=nxt[1], buf=((slot + 1) % 2) * wbank: load_kernel_tile(bb, plan, hw, nt, buf))
+            mask = tile_mask(plan, hw, t, cus)
             b.const(R_TW, (slot % 2) * wbank)
             b.const(R_TT, t * tile)
             b.const(R_TO, 2 * t * tile)
@@ -85,7 +95,7 @@ def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
             kernel_tile(b, plan, hw, cu0, strip.bank * hw.maps_bank_elements, 0, mask, prefetch, mid_row=mid)
             if new_tile and not plan.double_buffer_weights:
                 b.flush_vector_queue(hw, R_TMP)
-                _load_tile(b, plan, hw, nxt[1], 0)
+                load_kernel_tile(b, plan, hw, nxt[1], 0)
             slot += new_tile
     if ring is not None:
         # the last group's rows: their slots were last read halfway through it (flush: the

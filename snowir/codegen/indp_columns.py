@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from snowir.codegen.builder import AsmBuilder
+from snowir.codegen.indp import load_kernel_tile, tile_mask
 from snowir.codegen.loads import load_runs
 from snowir.codegen.pixels import kernel_tile
-from snowir.codegen.traces import COOP, Prefetch, R_LEN, R_SRC, R_TMP, R_TO, R_TT, R_TW
+from snowir.codegen.traces import COOP, Prefetch, R_TMP, R_TO, R_TT, R_TW
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.plan.indp_columns import ColumnLayout, column_layout, stagger_parts, tile_order
@@ -45,20 +46,6 @@ def _load_rows(b: AsmBuilder, plan: ConvPlan, lay: ColumnLayout, hw: SnowflakeCo
             load_runs(b, hw, _row_loads(plan, lay, hw, gi, rows))
 
 
-def _load_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int,
-               part: tuple[int, int] | None = None) -> None:
-    """Kernel tile t (words [o0, o1) of it: `part`) at weights word `wbuf`: vMAC v's 16
-    interleaved kernels, broadcast to vMAC v of every CU."""
-    words = indp_kernel_words(plan.shape, hw)
-    o0, o1 = part or (0, words)
-    with b.at(f"load_weights.ktile{t}"):
-        b.const(R_LEN, o1 - o0)
-        b.const(R_TMP, wbuf + o0)
-        for v in range(hw.vmacs_per_cu):
-            b.const(R_SRC, plan.w_addr + 2 * ((t * hw.vmacs_per_cu + v) * words + o0))
-            b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, hw.vmacs + v))
-
-
 def _parts(rows: range, n: int) -> list[range]:
     """`rows` in n consecutive parts, as even as they go."""
     cut = [rows.start + len(rows) * i // n for i in range(n + 1)]
@@ -82,14 +69,14 @@ def generate_indp_columns(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
                    out_row=s.ow * s.k)
     base_of = (lambda t: t * words) if plan.resident_weights else (lambda t: 0)  # noqa: E731
     groups = [range(st.y0, st.y1) for st in plan.strips]
-    _load_tile(b, plan, hw, 0, 0)
+    load_kernel_tile(b, plan, hw, 0, 0)
     if plan.weights_before_fence:  # after a max pool: the kernels load while it runs, the maps after
         b.flush_vector_queue(hw, R_TMP)
     for part in _parts(groups[0], len(groups[0])):  # row by row: the first MACs wait for one row
         _load_rows(b, plan, lay, hw, 0, part)
     if plan.resident_weights:
         for t in range(1, plan.tiles):
-            _load_tile(b, plan, hw, t, base_of(t))
+            load_kernel_tile(b, plan, hw, t, base_of(t))
     b.const(R_TMP, 2 * lay.out_seg)
     b.emit(sf.VmovOp(sf.VectorMode.INDP, sf.VmovSelect.STRIDE, R_TMP))
     reload = not plan.resident_weights and plan.tiles > 1
@@ -104,15 +91,14 @@ def generate_indp_columns(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
         with b.at(f"group{gi}.ktile{t}"):
             prefetch: list[Prefetch] = []
             if load and plan.double_buffer_weights:
-                prefetch.append(lambda bb, nt=nt, buf=((slot + 1) % 2) * plan.w_slot: _load_tile(bb, plan, hw, nt, buf))
+                prefetch.append(lambda bb, nt=nt, buf=((slot + 1) % 2) * plan.w_slot: load_kernel_tile(bb, plan, hw, nt, buf))
             if load and plan.stagger:  # the next tile's words clear of this one's
                 early, late = stagger_parts(words, plan.stagger, slot % 2 == 0)
                 prefetch.append(lambda bb, nt=nt, buf=((slot + 1) % 2) * plan.stagger, o=early:
-                                _load_tile(bb, plan, hw, nt, buf, o))
+                                load_kernel_tile(bb, plan, hw, nt, buf, o))
             if len(nxt_rows):
                 prefetch.append(lambda bb, g=gi + 1, rows=nxt_rows: _load_rows(bb, plan, lay, hw, g, rows))
-            vmacs = [v for v in range(hw.vmacs_per_cu) if t * tile + v * hw.lanes < s.k]
-            mask = sum(1 << (c * hw.vmacs_per_cu + v) for c in range(hw.cus) for v in vmacs)
+            mask = tile_mask(plan, hw, t, hw.cus)
             b.const(R_TW, base_of(t) + (slot % 2) * (plan.w_slot if plan.double_buffer_weights else plan.stagger))
             b.const(R_TT, t * tile)
             b.const(R_TO, 2 * t * tile)
@@ -122,8 +108,8 @@ def generate_indp_columns(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
             if load and not plan.double_buffer_weights:
                 b.flush_vector_queue(hw, R_TMP)
                 if plan.stagger:
-                    _load_tile(b, plan, hw, nt, ((slot + 1) % 2) * plan.stagger, late)
+                    load_kernel_tile(b, plan, hw, nt, ((slot + 1) % 2) * plan.stagger, late)
                 else:
-                    _load_tile(b, plan, hw, nt, 0)
+                    load_kernel_tile(b, plan, hw, nt, 0)
             slot += load
     return b
