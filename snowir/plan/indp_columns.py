@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import (FLUSH_COST, ConvPlan, ConvShape, Strip, indp_kernel_words, input_rows, kernels_per_tile,
-                                load_cycles, weights_slot_elements)
+                                load_cycles, stagger_words, weights_slot_elements)
 
 
 @dataclass(frozen=True)
@@ -117,19 +117,9 @@ def plan_indp_columns(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: i
     strips = group_strips(s, min(rows or s.oh, max_group_rows(s, hw)))
     resident = tiles > 1 and len(strips) > 1 and tiles * words <= hw.weights_buffer_elements
     double = not resident and words <= weights_slot_elements(hw)
-    stagger = indp_stagger(s, hw) if tiles > 1 and not (resident or double) else 0
+    stagger = stagger_words(words, hw) if tiles > 1 and not (resident or double) else 0
     return ConvPlan(s, strips, tiles, kernels_per_tile(hw), double, in_addr, w_addr, out_addr, "INDP", "Kloop",
                     bypass_addr, resident_weights=resident, stagger=stagger, cu_split="cols")
-
-
-def indp_stagger(s: ConvShape, hw: SnowflakeConfig) -> int:
-    """Kernel tiles too large for a weights slot alternate between bases 0 and F = buffer − words
-    (as COOP's `weights_stagger`): the F words of the next tile clear of the current one load
-    while it computes, the other words − F after its MACs drain. 0: not worth it."""
-    words = indp_kernel_words(s, hw)
-    f = hw.weights_buffer_elements - words
-    f -= f % 2
-    return f if hw.lanes <= f < words else 0
 
 
 def stagger_parts(words: int, f: int, at_f: bool) -> tuple[tuple[int, int], tuple[int, int]]:

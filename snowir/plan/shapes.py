@@ -313,15 +313,21 @@ def weights_slot_elements(hw: SnowflakeConfig) -> int:
 
 
 def weights_stagger(s: ConvShape, hw: SnowflakeConfig) -> int:
-    """For a kernel too large for a weights slot but within the buffer: F = buffer - kernel
-    words. Kernel tiles then alternate between bases 0 and F, and the F words of the next tile
-    that miss the current one stream in while it computes (the buffers interlock by region,
-    docs/machine.md); only the K - F overlapping words load after it. 0 when not applicable."""
-    if s.kernel_words <= weights_slot_elements(hw) or s.kernel_words > hw.weights_buffer_elements:
+    """A COOP kernel's stagger (`stagger_words`)."""
+    return stagger_words(s.kernel_words, hw)
+
+
+def stagger_words(words: int, hw: SnowflakeConfig) -> int:
+    """For a kernel tile of `words` per vMAC too large for a weights slot but within the buffer:
+    F = buffer - words. Kernel tiles then alternate between bases 0 and F, and the F words of the
+    next tile that miss the current one stream in while it computes (the buffers interlock by
+    region, docs/machine.md); only the words - F overlapping ones load after it. 0 when not
+    applicable, or when F is less than a vMAC's lanes."""
+    if words <= weights_slot_elements(hw) or words > hw.weights_buffer_elements:
         return 0
-    f = hw.weights_buffer_elements - s.kernel_words
+    f = hw.weights_buffer_elements - words
     f -= f % 2
-    return f if f >= 16 else 0
+    return f if f >= hw.lanes else 0
 
 
 ALIGN = 256  # bytes between the DRAM regions of a layer's program image
