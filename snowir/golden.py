@@ -341,10 +341,13 @@ class Golden:
             w = self._float(env[op.weight])
             b = self._float(env[op.bias])
             xf = self._float(x)
+            # accumulated in float64 (exact products, error ~1e-16) and rounded once: a float32
+            # BLAS sums each block of output channels in its own order, so equal channels of one
+            # layer came out unequal on some CPUs (SqueezeNet's 1000 logits of ~1e10, test_onnx_backend)
             if isinstance(op, nn.Conv2dOp):
-                r = conv_sum(xf, w, *args).astype(np.float32) + b.reshape(1, -1, 1, 1)
+                r = conv_sum(xf, w, *args, dtype=np.float64).astype(np.float32) + b.reshape(1, -1, 1, 1)
             else:
-                r = (xf.astype(np.float32) @ w.T.astype(np.float32)) + b
+                r = (xf.astype(np.float64) @ w.T.astype(np.float64)).astype(np.float32) + b
             if bypass is not None:
                 r = r + self._float(bypass)
             return np.maximum(r, 0) if relu else r.astype(np.float32)

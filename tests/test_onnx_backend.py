@@ -98,9 +98,20 @@ def _run(case: unittest.TestCase) -> None:
         case.run(result)
     problems = result.failures + result.errors
     if problems:
-        lines = [line for line in problems[0][1].strip().splitlines() if line.strip()]
-        pytest.fail(lines[-1][:400], pytrace=False)
+        pytest.fail(failure_message(problems[0][1]), pytrace=False)
     assert not result.skipped, f"skipped: {result.skipped[0][1]}"
+
+
+def failure_message(traceback: str, limit: int = 2000) -> str:
+    """What a failed backend test says: the exception and its whole message (numpy's
+    `assert_allclose` spreads it over lines: tolerance, mismatched elements, max errors), not
+    only the traceback's last line, which was one row of the arrays."""
+    lines = traceback.rstrip().splitlines()
+    frame = max((i for i, line in enumerate(lines) if line.startswith("  File ")), default=-1)
+    start = next((i for i in range(frame + 1, len(lines)) if lines[i] and not lines[i][0].isspace()), 0)
+    message = "\n".join(line for line in lines[start:] if line.strip())
+    return message if len(message) <= limit else message[:limit] + " ..."
+
 
 
 def _params(cases: dict[str, unittest.TestCase], xfail: dict[str, str]):
@@ -163,3 +174,64 @@ def test_every_onnx_node_model_imports_or_is_refused_in_one_line():
             assert "\n" not in str(e) and str(e).startswith(case.name + ": "), str(e)
             refused += 1
     assert imported + refused == len(cases) and imported >= 1500, (imported, refused)
+
+
+def test_a_failing_backend_test_shows_its_assertion_message():
+    """numpy's assert_allclose message is several lines; the report keeps all of them."""
+    class Case(unittest.TestCase):
+        def test_it(self) -> None:
+            np.testing.assert_allclose(np.array([1.0, 2.0]), np.array([1.0, 3.0]), rtol=1e-3)
+
+    with pytest.raises(pytest.fail.Exception) as failed:
+        _run(Case("test_it"))
+    message = str(failed.value)
+    assert "Not equal to tolerance rtol=0.001" in message and "Mismatched elements: 1 / 2" in message, message
+    assert "Max absolute difference" in message, message
+
+
+def _logits_model(channels: int = 1000, cin: int = 512, scale: float = 4e3):
+    """SqueezeNet's end in small: a 1x1 conv whose output channels all have the same weights and
+    values ~1e10, global average pool, softmax. onnxruntime gives 1000 equal probabilities."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.repeat(np.abs(np.random.default_rng(1).standard_normal((1, cin, 1, 1))).astype(np.float32) * scale,
+                  channels, 0)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("GlobalAveragePool", ["c"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]), helper.make_node("Softmax", ["f"], ["y"])]
+    graph = helper.make_graph(nodes, "logits", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cin, 13, 13])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels])],
+                              [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def test_float_backend_computes_equal_channels_alike():
+    """Equal weights give equal channels, whatever the CPU's BLAS does with channel blocks: the
+    softmax of ~1e10 logits turns a 1e-7 relative difference into 1/760 against 1/1000."""
+    from snowir.backend import FloatBackend
+
+    x = np.abs(np.random.default_rng(0).standard_normal((1, 512, 13, 13))).astype(np.float32) * 1e4
+    (y,) = FloatBackend.prepare(_logits_model()).run([x])
+    np.testing.assert_array_equal(y, np.full((1, 1000), 1e-3, np.float32))
+
+
+def test_float_conv_sums_a_channel_as_it_would_alone():
+    """The reduction order of a channel does not depend on the other channels of its layer: the
+    channel computed with 1000 others equals the channel computed alone (a float32 BLAS blocks
+    output channels and sums each block in its own order; this held for 0 of 143 channels)."""
+    from snowir.backend import FloatBackend
+    import onnx
+
+    x = np.random.default_rng(0).standard_normal((1, 512, 13, 13)).astype(np.float32) * 1e3
+    model = _logits_model(scale=1.0)
+    w = np.random.default_rng(2).standard_normal((1000, 512, 1, 1)).astype(np.float32)
+    model.graph.initializer[0].CopyFrom(onnx.numpy_helper.from_array(w, "w"))
+    model.graph.node[3].op_type = "Identity"  # the logits themselves
+    (whole,) = FloatBackend.prepare(model).run([x])
+    for k in range(0, 1000, 111):
+        model.graph.initializer[0].CopyFrom(onnx.numpy_helper.from_array(w[k:k + 1], "w"))
+        model.graph.output[0].type.tensor_type.shape.dim[1].dim_value = 1
+        (alone,) = FloatBackend.prepare(model).run([x])
+        assert whole[0, k] == alone[0, 0], (k, whole[0, k], alone[0, 0])
