@@ -12,7 +12,8 @@ and the way the ONNX backend test suite drives a runtime.
   * `SnowflakeBackend`: compiled once by `prepare` (nn-prepare, quantize, the whole lowering);
     `run` then executes the device layers on the machine model (`engine="machine"`, the fast
     engine) or the fixed-point golden model (`engine="golden"`), host layers as the host does.
-    `rep.report` holds the last machine run's typed `snowir.Report` (cycles, ms, stalls).
+    `rep.report` holds the last run's typed `snowir.Report` (cycles, ms, stalls; saturated values
+    per layer), and a run whose values saturate warns (`SaturationWarning`), as snow-run does.
     Built on `snowir.compile` (snowir/driver/model_api.py).
 
 Dynamic input dimensions (`[None, 3, None, None]`, as exporters write them): `input_shapes=`
@@ -39,9 +40,10 @@ from onnx.backend.base import Backend, BackendRep
 from snowir.dialects import nn
 from snowir.driver.model_api import (Compiled, SyntheticCalibrationWarning, check_calibration, compile,
                                      dynamic_inputs)
+from snowir.driver.saturation import saturation_warning
 from snowir.errors import SnowError
 from snowir.frontend.onnx_host import numpy_dtype
-from snowir.frontend.onnx_import import import_model
+from snowir.frontend.onnx_import import LegacyInitializersWarning, check_model, import_model
 from snowir.golden import Golden
 from snowir.hw import SnowflakeConfig
 
@@ -59,6 +61,11 @@ def _output_dtypes(model: onnx.ModelProto) -> list[np.dtype | None]:
         tt = o.type.tensor_type if o.type.HasField("tensor_type") else None
         out.append(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type) if tt is not None and tt.elem_type else None)
     return out
+
+
+class SaturationWarning(UserWarning):
+    """A run's fixed-point values saturated: more than 0.1% of a layer's (or an input's) results
+    clipped, which silently wrecks a model; the message names the worst and what to try."""
 
 
 class SnowirRep(BackendRep):
@@ -79,7 +86,8 @@ class SnowirRep(BackendRep):
         if module is not None:
             self._use(module, compiled)
         self.report = None
-        """The last machine run's `snowir.Report` (typed; `.to_json()` is snow-run's JSON)."""
+        """The last run's `snowir.Report` (typed; `.to_json()` is snow-run's JSON), on either engine
+        (the golden model's has no cycles); None for FloatBackend."""
         self.progress: Callable[[str], None] | None = None
         """verbose=True: each layer as the machine reaches it, with the share done and time left."""
 
@@ -122,12 +130,18 @@ class SnowirRep(BackendRep):
                      for y, dt in zip(outputs, self.output_dtypes))
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:  # noqa: ARG002
+        """The outputs; a compiled model's run also sets `report` and warns, as snow-run does, when
+        fixed point saturates (a SaturationWarning naming the worst layers and what to try)."""
         xs = self._inputs(inputs)
-        if self.engine == "machine":
-            result = self.compiled.run(xs, engine="fast", progress=self.progress)
-            self.report = result.report
-            return self._outputs(result.outputs)
-        return self._outputs(self.golden.run(*xs))
+        if self.compiled is None:  # FloatBackend: the imported model in float, nothing to report
+            return self._outputs(self.golden.run(*xs))
+        result = self.compiled.run(xs, engine="fast" if self.engine == "machine" else "golden",
+                                   progress=self.progress)
+        self.report = result.report
+        warning = saturation_warning(result.report.to_json(), result.outputs, api=True)
+        if warning:
+            warnings.warn(warning.removeprefix("warning: "), SaturationWarning, stacklevel=2)
+        return self._outputs(result.outputs)
 
 
 def _no_other_options(kwargs: dict[str, Any], known: str) -> None:
@@ -173,7 +187,7 @@ class FloatBackend(Backend):
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> SnowirRep:
         input_shapes = _shapes_by_name(model, kwargs.pop("input_shapes", None))
         _no_other_options(kwargs, "input_shapes")
-        super().prepare(model, device)
+        _checked(model, device)
         if _still_dynamic(model, input_shapes):
             return SnowirRep(model, None, "float", build=lambda shapes: (import_model(model, "<model>", shapes), None))
         return SnowirRep(model, import_model(model, "<model>", input_shapes), "float")
@@ -199,7 +213,7 @@ class SnowflakeBackend(FloatBackend):
         calibration inputs, an array (N x the input) or a `.npy` path. `input_shapes`: shapes for
         dynamic input dims; dims left dynamic compile per input shape at the first run."""
         _no_other_options(kwargs, "engine, format, hw, verbose, calibration, input_shapes")
-        Backend.prepare(model, device)
+        _checked(model, device)
         if engine not in ENGINES:
             raise SnowError(f"prepare: engine '{engine}' is not one of {', '.join(ENGINES)}")
         say = _say if verbose else None
@@ -224,6 +238,15 @@ class SnowflakeBackend(FloatBackend):
             rep = SnowirRep(model, compiled.module, engine, compiled)
         rep.progress = say
         return rep
+
+
+def _checked(model: onnx.ModelProto, device: str) -> None:  # noqa: ARG001
+    """`Backend.prepare`'s check (onnx's checker), accepting what onnxruntime accepts: the checker
+    refuses an IR version 3 model whose initializers are not graph inputs, which onnxruntime runs
+    (the importer reads it as IR version 4 and says so once, a LegacyInitializersWarning)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LegacyInitializersWarning)  # the import says it
+        check_model(model, "<model>")
 
 
 def _still_dynamic(model: onnx.ModelProto, shapes: dict[str, list[int]] | None) -> bool:

@@ -46,8 +46,11 @@ def _positive(text: str) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="snow-run", description="Run a model on the Snowflake machine model.")
-    p.add_argument("model", help="ONNX model, nn/tile/lowered or snowflake_asm .mlir, .sfb model or program image")
-    p.add_argument("--input", help=".npy input (float: quantised to the program's Qm.n; integer: raw words)")
+    p.add_argument("model", help="ONNX model, nn/tile/lowered or snowflake_asm .mlir, .sfb model or program image; "
+                                 "'-': .mlir text on standard input (snow-opt ... | snow-run -)")
+    p.add_argument("--input", action="append", metavar="[NAME=]X.npy",
+                   help=".npy input (float: quantised to the program's Qm.n; integer: raw words); a model with "
+                        "several inputs takes one --input each, in the model's input order or as NAME=X.npy")
     p.add_argument("--output", help=".npy of the output (float), .npz when there are several outputs")
     p.add_argument("--report", help="write the JSON report here ('-': standard output)")
     p.add_argument("--hw", help="hardware description JSON (SnowflakeConfig fields)")
@@ -82,10 +85,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="on an error, print the full Python traceback too (or set SNOWIR_TRACEBACK=1)")
     p.add_argument("--input-shape", help="static shape for ONNX inputs with dynamic dimensions, e.g. 1,3,224,224")
     p.add_argument("--min-snr", type=float, default=30.0,
-                   help="--check fails below this SNR (dB) of the logits against the reference (default 30)")
+                   help="--check fails when an output's SNR (dB; a classifier's logits) against the reference "
+                        "is below this (default 30)")
     p.add_argument("--check-top1", action="store_true",
-                   help="--check passes on top-1 agreement with the reference instead of --min-snr "
-                        "(bit-exactness against golden is always required)")
+                   help="--check passes on top-1 agreement with the reference instead of --min-snr, for models "
+                        "whose outputs are a classifier's ([N, classes]; bit-exactness against golden is always "
+                        "required)")
     return p
 
 
@@ -119,7 +124,7 @@ def _is_nn_level(path: str) -> bool:
             return False
     if path.endswith(".mlir"):
         try:
-            text = open(path).read()
+            text = Path(path).read_text()
         except OSError:
             return False
         return "func.func" in text
@@ -127,17 +132,102 @@ def _is_nn_level(path: str) -> bool:
 
 
 def _check_failure(args: argparse.Namespace, report: dict[str, Any]) -> str | None:
-    """Why --check fails, or None."""
+    """Why --check fails, or None; an SNR failure says what to try."""
     c = report["check"]
     if not args.check or c is None:
         return None
     if not c["golden_bit_exact"]:
         return "machine output differs from the golden model"
     if args.check_top1:
+        if c.get("top1_match") is None:
+            return "--check-top1: no output is a classifier's ([N, classes]): top-1 means nothing here; use --min-snr"
         return None if c["top1_match"] else f"top-1 differs from {c['reference']}"
     if c["snr_db"] < args.min_snr:
-        return f"SNR {c['snr_db']:.1f} dB < {args.min_snr} dB against {c['reference']}"
+        rows = c.get("outputs") or []
+        where = f" (output '{c['worst_output']}', the worst of {len(rows)})" if len(rows) > 1 else ""
+        return f"SNR {c['snr_db']:.1f} dB < {args.min_snr} dB against {c['reference']}{where}; {_accuracy_hint(report)}"
     return None
+
+
+def _accuracy_hint(report: dict[str, Any]) -> str:
+    """What to try when fixed point loses to float (docs/accuracy.md): per-tensor formats from
+    calibration data, or the uniform format two bits wider where values saturate (two bits finer
+    where none do)."""
+    from snowir.driver.saturation import saturating
+
+    fmt = (report.get("provenance") or {}).get("format") or "Q8.8"
+    if fmt == "auto":
+        return "calibrate with more inputs like the real ones (--calibration X.npy)"
+    m, _, n = fmt.removeprefix("Q").partition(".")
+    try:
+        m, n = int(m), int(n)
+    except ValueError:
+        return "try --format auto --calibration X.npy (inputs like the real ones)"
+    worst = saturating(report)
+    wider = f"Q{m + 2}.{n - 2}" if n >= 2 else None
+    finer = f"Q{m - 2}.{n + 2}" if m > 2 else None
+    if worst and wider:
+        other = f"; values saturate ({worst[0][0]} the most): or a wider format, --format {wider}"
+    else:
+        other = ", or another uniform format: " + " or ".join(
+            f"--format {f} ({why})" for f, why in ((wider, f"to {2 ** (m + 1)}"), (finer, "finer")) if f)
+    return f"try --format auto --calibration X.npy (inputs like the real ones){other}; docs/accuracy.md"
+
+
+def _print_check(c: dict[str, Any]) -> None:
+    """The check's line, and one line per output when there are several."""
+    rows = c.get("outputs") or []
+    top1 = "" if c.get("top1_match") is None else f", top-1 {'match' if c['top1_match'] else 'MISMATCH'}"
+    worst = f" (worst output '{c['worst_output']}')" if len(rows) > 1 else ""
+    print(f"check vs {c['reference']}: SNR {c['snr_db']:.1f} dB{worst}, max abs err {c['max_abs_err']:.4g}{top1}, "
+          f"golden bit-exact {c['golden_bit_exact']}")
+    if len(rows) > 1:
+        for r in rows:
+            top = "" if r["top1_match"] is None else f", top-1 {'match' if r['top1_match'] else 'MISMATCH'}"
+            print(f"  output '{r['name']}': SNR {r['snr_db']:.1f} dB, max abs err {r['max_abs_err']:.4g}{top}")
+
+
+def _inputs(args: argparse.Namespace) -> list[np.ndarray] | dict[str, np.ndarray] | None:
+    """--input, once per model input: files in the model's input order, or NAME=X.npy (a path
+    with `=` in it that exists is a path)."""
+    if not args.input:
+        return None
+    named: dict[str, np.ndarray] = {}
+    ordered: list[np.ndarray] = []
+    for given in args.input:
+        name, eq, path = given.partition("=")
+        if eq and name and not Path(given).exists():
+            if name in named:
+                raise SnowError(f"--input {given}: input '{name}' given twice")
+            named[name] = load_npy(path)
+        else:
+            ordered.append(load_npy(given))
+    if named and ordered:
+        raise SnowError("--input: give every input by order or every one as NAME=X.npy, not both")
+    return named or ordered
+
+
+def _dynamic_shapes(model: str, given: list[np.ndarray] | dict[str, np.ndarray] | None) -> str | None:
+    """An ONNX model whose inputs have dynamic dims takes their shapes from --input."""
+    if given is None or not model.endswith(".onnx"):
+        return None
+    import onnx
+
+    from snowir.driver.model_api import dynamic_inputs
+
+    try:
+        graph = onnx.load(model, load_external_data=False)
+    except Exception:  # noqa: BLE001 - the loader reports an unreadable model in its own words
+        return None
+    dynamic = dynamic_inputs(graph)
+    if not dynamic:
+        return None
+    inits = {t.name for t in graph.graph.initializer}
+    names = [i.name for i in graph.graph.input if i.name not in inits]
+    by_name = given if isinstance(given, dict) else dict(zip(names, given))
+    spec = [f"{name}:{','.join(map(str, np.shape(by_name[name])))}" for name in dynamic
+            if name in by_name and np.ndim(by_name[name])]
+    return ";".join(spec) or None
 
 
 def run_nn(args: argparse.Namespace) -> int:
@@ -158,12 +248,10 @@ def run_nn(args: argparse.Namespace) -> int:
             from snowir.driver.model_api import SYNTHETIC_WARNING
 
             print(f"snow-run: warning: {SYNTHETIC_WARNING.replace('calibration= / ', '')}", file=sys.stderr)
-    x = None
-    if args.input:
-        x = load_npy(args.input)
-        args.input_shape = args.input_shape or _dynamic_shape(args.model, x)
+    x = _inputs(args)
+    args.input_shape = args.input_shape or _dynamic_shapes(args.model, x)
     if not args.quiet:
-        print(f"snow-run: {args.model}: {'golden model' if args.engine == 'golden' else 'machine model, engine ' + args.engine}",
+        print(f"snow-run: {args.shown}: {'golden model' if args.engine == 'golden' else 'machine model, engine ' + args.engine}",
               file=sys.stderr)
     if args.engine == "golden":
         result = run_model(args.model, x, args.pipeline, args.check, args.input_shape, hw)
@@ -174,20 +262,24 @@ def run_nn(args: argparse.Namespace) -> int:
         result = run_model_on_device(args.model, x, args.pipeline, args.check, args.input_shape, hw, args.engine,
                                      progress=say, record=bool(args.trace), trace_layers=args.trace_layers,
                                      jobs=args.jobs, max_instructions=args.max_instructions)
-    report = result.report
+    report = _named(result.report, args)
     if not args.quiet:
         print_table(report)
         if report["check"]:
-            c = report["check"]
-            print(f"check vs {c['reference']}: SNR {c['snr_db']:.1f} dB, max abs err {c['max_abs_err']:.4g}, "
-                  f"top-1 {'match' if c['top1_match'] else 'MISMATCH'}, golden bit-exact {c['golden_bit_exact']}")
+            _print_check(report["check"])
     _warn_saturation(report, result.outputs)
     failure = _check_failure(args, report)
-    if failure:
-        print(f"snow-run: {args.model}: check failed: {failure} (nothing written)", file=sys.stderr)
-        return 1
     from snowir.driver.files import Outputs, npy_bytes, npz_bytes
 
+    if failure:  # the report says what failed; the outputs are not written
+        if args.report:
+            report["check"]["failed"] = failure
+            failed = Outputs()
+            failed.add(args.report, (json.dumps(report, indent=2) + "\n").encode())
+            failed.commit()
+        kept = f"{args.report} written, nothing else" if args.report else "nothing written"
+        print(f"snow-run: {args.shown}: check failed: {failure} ({kept})", file=sys.stderr)
+        return 1
     out = Outputs()
     if args.output:
         if len(result.outputs) == 1 and not args.output.endswith(".npz"):
@@ -208,6 +300,15 @@ def run_nn(args: argparse.Namespace) -> int:
     return 0
 
 
+def _named(report: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The report with the model named as the user gave it (`<stdin>`, not a temporary file)."""
+    if args.shown != args.model:
+        report["model"] = args.shown
+        if report.get("provenance"):
+            report["provenance"]["model"] = args.shown
+    return report
+
+
 def _warn_saturation(report: dict[str, Any], outputs) -> None:
     """One line on stderr (even with --quiet) when a layer saturates more than 0.1% of its values."""
     from snowir.driver.saturation import saturation_warning
@@ -215,21 +316,6 @@ def _warn_saturation(report: dict[str, Any], outputs) -> None:
     warning = saturation_warning(report, outputs)
     if warning:
         print(f"snow-run: {warning}", file=sys.stderr)
-
-
-def _dynamic_shape(model: str, x: np.ndarray) -> str | None:
-    """An ONNX model whose one input has dynamic dims takes its shape from --input."""
-    if not model.endswith(".onnx"):
-        return None
-    import onnx
-
-    from snowir.driver.model_api import dynamic_inputs
-
-    try:
-        graph = onnx.load(model, load_external_data=False)
-    except Exception:  # noqa: BLE001 - the loader reports an unreadable model in its own words
-        return None
-    return ",".join(map(str, x.shape)) if dynamic_inputs(graph) and x.ndim else None
 
 
 def _loop_bytes(module) -> dict[str, tuple[int, int]]:
@@ -260,7 +346,7 @@ def run(args: argparse.Namespace) -> int:
     from snowir import api
 
     if not str(args.model).endswith(MODEL_SUFFIXES):
-        raise SnowError(f"{args.model}: not a model: give an ONNX file (.onnx), an nn / tile / lowered module or a "
+        raise SnowError(f"{args.shown}: not a model: give an ONNX file (.onnx), an nn / tile / lowered module or a "
                         "snowflake_asm program (.mlir), or a program or model image (.sfb)")
 
     if args.trace_layers and not args.trace:
@@ -278,18 +364,22 @@ def run(args: argparse.Namespace) -> int:
     image, module = api.load_program(args.model, hw)
     compile_s = time.perf_counter() - t0
     if args.engine == "golden":
-        raise SnowError(f"{args.model}: --engine golden runs nn-level models; this is a snowflake_asm program")
+        raise SnowError(f"{args.shown}: --engine golden runs nn-level models; this is a snowflake_asm program")
     if args.check:
-        raise SnowError(f"{args.model}: --check compares against the float model; a snowflake_asm program has none")
-    inputs = api.read_input(args.input, image) if args.input else None
+        raise SnowError(f"{args.shown}: --check compares against the float model; a snowflake_asm program has none")
+    if args.input and len(args.input) > 1:
+        raise SnowError(f"{args.shown}: a snowflake_asm program takes one --input (its input segment), "
+                        f"not {len(args.input)}")
+    inputs = api.read_input(args.input[0], image) if args.input else None
     if not args.quiet:
-        print(f"snow-run: {args.model}: {len(image.code)} instructions, engine {args.engine}", file=sys.stderr)
+        print(f"snow-run: {args.shown}: {len(image.code)} instructions, engine {args.engine}", file=sys.stderr)
     result = api.run_program(image, module, hw, args.engine, inputs, record=bool(args.trace),
                              progress=None if args.quiet else Progress(), max_instructions=args.max_instructions)
     report = program_report(result, hw, str(args.model), compile_s)
     report["provenance"] = dataclasses.asdict(Provenance(
         __version__, str(args.model), file_sha256(Path(args.model)), "", f"Q{16 - image.frac_bits}.{image.frac_bits}",
         None, args.engine))
+    report = _named(report, args)
     if not args.quiet:
         print_table(report)
     _warn_saturation(report, None)
@@ -313,7 +403,53 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return run_cli("snow-run", lambda: _started(args), args.model)
+    args.shown = "<stdin>" if args.model == "-" else args.model  # the model as messages and reports name it
+    if args.model == "-":
+        return run_cli("snow-run", lambda: _from_stdin(args), "<stdin>")
+    return run_cli("snow-run", lambda: _warning_lines(lambda: _started(args)), args.model)
+
+
+def _from_stdin(args: argparse.Namespace) -> int:
+    """`snow-opt ... | snow-run -`: the module text (or a .sfb image's bytes) read from standard
+    input into a temporary file, named `<stdin>` in what snow-run says."""
+    import tempfile
+
+    from snowir.machine.image import MAGIC
+    from snowir.model_image import is_model_image
+
+    data = sys.stdin.buffer.read()
+    if not data.strip():
+        raise SnowError("<stdin>: empty: pipe a module in (snow-opt model.onnx -p snowflake-lower | snow-run -)")
+    suffix = ".sfb" if data[:4] == MAGIC or is_model_image(data[:4]) else ".mlir"
+    with tempfile.TemporaryDirectory(prefix="snowir-stdin-") as tmp:
+        path = str(Path(tmp) / f"stdin{suffix}")
+        Path(path).write_bytes(data)
+        args.model = path
+        try:
+            return _warning_lines(lambda: _started(args))
+        except SnowError as e:
+            raise SnowError(str(e).replace(path, "<stdin>")) from None
+        except Exception as e:  # noqa: BLE001 - a parse error names the temporary file: say <stdin>
+            from snowir.errors import one_line
+
+            raise SnowError(one_line(e, "<stdin>").replace(path, "<stdin>")) from None
+
+
+def _warning_lines(body) -> int:
+    """Python warnings the library gives (saturation, an old ONNX IR version) as snow-run's
+    one-line warnings on stderr."""
+    import warnings
+
+    said: set[str] = set()
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ARG001
+        if str(message) not in said:  # the import and the check's onnxruntime each read the model
+            said.add(str(message))
+            print(f"snow-run: warning: {message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        return body()
 
 
 def _started(args: argparse.Namespace) -> int:
@@ -321,7 +457,7 @@ def _started(args: argparse.Namespace) -> int:
     from snowir.driver.files import missing_directories
 
     if not Path(args.model).exists():  # before the banner a run prints
-        raise SnowError(f"{args.model}: no such file")
+        raise SnowError(f"{args.shown}: no such file")
     targets = {"--output": args.output, "--report": args.report, "--trace": args.trace, "--plot": args.plot}
     bad = set(missing_directories(targets.values()))
     if bad:
@@ -343,7 +479,7 @@ def profiled(args: argparse.Namespace) -> int:
         raise SnowError("--profile steps the reference engine; the fast engine times loops in closed form: "
                         "drop --engine fast")
     if str(args.model).endswith(".sfb"):
-        raise SnowError(f"{args.model}: --profile names the parts by their source locations and a .sfb holds "
+        raise SnowError(f"{args.shown}: --profile names the parts by their source locations and a .sfb holds "
                         "none: profile the .onnx or the lowered .mlir")
     args.engine, args.jobs = "reference", 1  # profiles are collected in this process
     with collecting() as profiles:

@@ -29,10 +29,10 @@ import onnx
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.driver.check import compare, constant_output, golden_logits, ort_logits
+from snowir.driver.check import check_outputs, check_summary, golden_checked, ort_checked
 from snowir.driver.device_run import device_report, run_device
-from snowir.driver.model_run import (ModelRun, Provenance, check_input, file_sha256, golden_report, layer_filter, layer_rows, load_model, lower,
-                                     main_of)
+from snowir.driver.model_run import (Inputs, ModelRun, Provenance, file_sha256, golden_report, graph_names, io_names,
+                                     layer_filter, layer_rows, load_model, lower, main_of, model_inputs)
 from snowir.pass_steps import gc_paused
 from snowir.errors import SnowError
 from snowir.frontend.onnx_import import import_model, parse_input_shape
@@ -98,15 +98,40 @@ class TotalReport:
 
 
 @dataclass(frozen=True)
+class OutputCheck:
+    """One output against the reference: what is compared is the logits (a Softmax's input) of an
+    output a Softmax produces, else the output itself."""
+
+    name: str
+    snr_db: float
+    max_abs_err: float
+    top1_match: bool | None
+    """None where top-1 means nothing: the output is not a classifier's ([N, classes])."""
+    constant_output: bool = False
+
+
+@dataclass(frozen=True)
 class CheckReport:
+    """Every output checked; the summary fields are the worst output's SNR, the largest error,
+    top-1 over the classifier outputs (None without one)."""
+
     reference: str
     max_abs_err: float
     snr_db: float
     golden_bit_exact: bool
-    top1_match: bool
+    top1_match: bool | None
     constant_output: bool = False
-    """The output checked is (nearly: spread under 1% of the reference's) one value throughout
+    """An output checked is (nearly: spread under 1% of the reference's) one value throughout
     while the reference's is not: a format too narrow, saturating, typically (docs/machine.md)."""
+    worst_output: str | None = None
+    outputs: tuple[OutputCheck, ...] = ()
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CheckReport:
+        return cls(**{**data, "outputs": tuple(OutputCheck(**o) for o in data.get("outputs", ()))})
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"outputs": [dataclasses.asdict(o) for o in self.outputs]}
 
 
 @dataclass(frozen=True)
@@ -132,7 +157,7 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         data = {"model": self.model, "hw": self.hw.to_json(), "total": dataclasses.asdict(self.total),
                 "layers": [layer.to_json() for layer in self.layers],
-                "check": dataclasses.asdict(self.check) if self.check else None,
+                "check": self.check.to_json() if self.check else None,
                 "inputs": [dataclasses.asdict(i) for i in self.inputs]}
         if self.provenance is not None:
             data["provenance"] = dataclasses.asdict(self.provenance)
@@ -143,7 +168,7 @@ class Report:
         try:
             return cls(data["model"], SnowflakeConfig.from_json(data["hw"], "report hw"),
                        TotalReport(**data["total"]), tuple(LayerReport(**layer) for layer in data["layers"]),
-                       CheckReport(**data["check"]) if data.get("check") else None,
+                       CheckReport.from_json(data["check"]) if data.get("check") else None,
                        Provenance(**data["provenance"]) if data.get("provenance") else None,
                        tuple(InputReport(**i) for i in data.get("inputs", ())))
         except (KeyError, TypeError) as e:
@@ -177,6 +202,7 @@ class Compiled:
     """The passes applied after import (Provenance.pipeline)."""
     model_sha256: str | None = None
     _images: dict = field(default_factory=dict, repr=False)
+    _names: tuple[list[str], list[str]] | None = field(default=None, repr=False)
 
     def provenance(self, engine: str) -> Provenance:
         return Provenance.of(self.module, self.source, self.model_sha256, self.pipeline, engine)
@@ -185,27 +211,25 @@ class Compiled:
     def input_shapes(self) -> list[list[int]]:
         return [list(a.type.get_shape()) for a in main_of(self.module).body.block.args]
 
-    def run(self, x: np.ndarray | Sequence[np.ndarray] | None = None, engine: str = "fast", check: bool = False,
+    def run(self, x: Inputs = None, engine: str = "fast", check: bool = False,
             progress: Progress | None = None, record: bool = False, trace_layers: str | None = None,
             seed: int = 0, jobs: int = 1, max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS) -> Result:
         """Run on the machine model (`fast` / `reference` engine) or the fixed-point golden model
-        (`golden`); `x` is the input (or one per input; default: seeded N(0, 1)); `check` compares
-        with the golden model bit for bit and with onnxruntime fp32 (an ONNX source); `jobs`:
-        device layers simulated in that many processes at once (same outputs and report);
-        `max_instructions`: a program that executes more stops with a fault naming pc and instruction."""
+        (`golden`); `x` is the input: one array, a list in input order or a dict by input name
+        (default: seeded N(0, 1) for every input); `check` compares with the golden model bit for
+        bit and every output with onnxruntime fp32 (an ONNX source); `jobs`: device layers
+        simulated in that many processes at once (same outputs and report); `max_instructions`:
+        a program that executes more stops with a fault naming pc and instruction."""
         if engine not in ENGINES:
             raise SnowError(f"engine '{engine}' is not one of {', '.join(ENGINES)}")
-        shapes = self.input_shapes
-        if x is None:
-            x = np.random.default_rng(seed).standard_normal(shapes[0]).astype(np.float32)
-        xs = [x] if isinstance(x, np.ndarray) else list(x)
-        if len(xs) == 1 and len(shapes) == 1:
-            xs = [check_input(xs[0], shapes[0], self.source, self.module)]
+        in_names, out_names = self.names
+        xs = model_inputs(x, self.module, in_names, self.source, seed)
         if engine == "golden":
             t0 = time.perf_counter()
             golden = Golden(self.module)
             outputs = golden.run(*xs)
-            data = golden_report(self.module, self.source, self.hw, self.compile_s, time.perf_counter() - t0, golden)
+            data = golden_report(self.module, self.source, self.hw, self.compile_s, time.perf_counter() - t0, golden,
+                                 in_names)
             events, logits, exact = [], None, True
         else:
             wanted = layer_filter(trace_layers)
@@ -221,27 +245,29 @@ class Compiled:
             except SnowError as e:
                 raise SnowError(f"{self.source}: {e}") from None
             data = device_report(run, self.hw, self.source, layer_rows(self.module))
+            for row, name in zip(data.get("inputs") or (), in_names):
+                row["name"] = name
             data["total"]["compile_s"] += self.compile_s
             outputs, events, logits = run.outputs, run.events, run.logits
             exact = all(layer.bit_exact for layer in run.layers)
         if check:
-            if len(xs) != 1:
-                raise SnowError(f"{self.source}: check compares single-input models")
-            golden = golden_logits(self.module, xs[0])
-            if logits is not None:
-                exact = exact and bool(np.array_equal(golden, logits))
-            got = golden if logits is None else logits
+            got, golden_last = golden_checked(self.module, xs)
+            if logits is not None:  # the machine's logits (or first output) are the golden model's
+                exact = exact and bool(np.array_equal(golden_last, logits))
             if self.onnx_model is not None:
-                ref, reference = ort_logits(self.onnx_model, xs[0]), "onnxruntime"
+                ref, reference = ort_checked(self.onnx_model, xs), "onnxruntime"
             else:
-                ref, reference = golden, "golden"
-            cmp = compare(ref.reshape(got.shape), got)
-            data["check"] = {"reference": reference, "max_abs_err": float(cmp["max_abs_err"]),
-                             "snr_db": float(cmp["snr_db"]), "golden_bit_exact": bool(exact),
-                             "top1_match": bool(cmp["top1_match"]),
-                             "constant_output": constant_output(got, ref)}
+                ref, reference = got, "golden"
+            data["check"] = check_summary(reference, check_outputs(ref, got, out_names), exact)
         data["provenance"] = dataclasses.asdict(self.provenance(engine))
         return Result(outputs, Report.from_json(data), events)
+
+    @property
+    def names(self) -> tuple[list[str], list[str]]:
+        """The model's input and output names (the ONNX model's spelling: `input.1`)."""
+        if self._names is None:
+            self._names = io_names(self.module, graph_names(self.onnx_model))
+        return self._names
 
 
 def compile(model: str | Path | onnx.ModelProto | ModuleOp, pipeline: str | None = None,

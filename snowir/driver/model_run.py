@@ -10,18 +10,20 @@ import dataclasses
 import hashlib
 import json
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+import onnx
+from xdsl.dialects.builtin import AnyFloat, ModuleOp, StringAttr
 from xdsl.passes import PassPipeline
 
 from snowir import api
 from snowir.version import __version__
 from snowir.dialects import nn, tile
-from snowir.driver.check import compare, constant_output, golden_logits, ort_logits
+from snowir.driver.check import check_outputs, check_summary, golden_checked, ort_checked
 from snowir.driver.results import inputs_report, saturation
 from snowir.pass_steps import gc_paused
 from snowir.driver.pipeline_spec import explain_pipeline, unwrap_pipeline
@@ -98,10 +100,78 @@ def _format(op) -> str | None:
     return None
 
 
-def check_input(x: np.ndarray, shape: list[int], source: str, module: ModuleOp) -> np.ndarray:
+def graph_names(model: onnx.ModelProto | str | Path | None) -> tuple[list[str], list[str]] | None:
+    """The ONNX model's input names (initializers aside) and output names, as the model spells
+    them (`input.1`; the IR's name hints are identifiers, `input`), or None without a model."""
+    if model is None:
+        return None
+    if not isinstance(model, onnx.ModelProto):
+        try:
+            model = onnx.load(str(model), load_external_data=False)
+        except Exception:  # noqa: BLE001 - the importer has reported an unreadable model already
+            return None
+    inits = {t.name for t in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in inits], [o.name for o in model.graph.output]
+
+
+def io_names(module: ModuleOp, names: tuple[list[str], list[str]] | None) -> tuple[list[str], list[str]]:
+    """@main's input and output names: the ONNX model's when they match in number, else the
+    arguments' name hints (`input0`, ... without one) and `output0`, ..."""
+    fn = main_of(module)
+    args, outs = fn.body.block.args, fn.function_type.outputs.data
+    inputs = [a.name_hint or f"input{i}" for i, a in enumerate(args)]
+    outputs = [f"output{i}" for i in range(len(outs))]
+    if names is not None:
+        if len(names[0]) == len(args):
+            inputs = list(names[0])
+        if len(names[1]) == len(outs):
+            outputs = list(names[1])
+    return inputs, outputs
+
+
+Inputs = np.ndarray | Sequence[np.ndarray] | Mapping[str, np.ndarray] | None
+
+
+def model_inputs(x: Inputs, module: ModuleOp, names: list[str], source: str, seed: int = 0) -> list[np.ndarray]:
+    """The inputs of @main in order, each checked (`check_input`): `x` is one array (a
+    one-input model), a list in input order, or a dict by input name; None: seeded N(0, 1)
+    for every input."""
+    shapes = [list(a.type.get_shape()) for a in main_of(module).body.block.args]
+    if x is None:
+        rng = np.random.default_rng(seed)
+        return [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+    listed = ", ".join(f"'{n}'" for n in names)
+    if isinstance(x, Mapping):
+        unknown = [k for k in x if k not in names]
+        if unknown:
+            raise SnowError(f"{source}: no input named '{unknown[0]}' (the inputs are {listed})")
+        missing = [n for n in names if n not in x]
+        if missing:
+            raise SnowError(f"{source}: no value for input '{missing[0]}' (the inputs are {listed}; give one "
+                            f"--input per input, in order or as name=file.npy)")
+        xs = [x[n] for n in names]
+    else:
+        xs = [x] if isinstance(x, np.ndarray) else list(x)
+        if len(xs) != len(names):
+            raise SnowError(f"{source}: the model takes {len(names)} input{'s' if len(names) != 1 else ''} ({listed}), "
+                            f"got {len(xs)} (give one --input per input, in order or as name=file.npy)")
+    out = []
+    for v, arg, shape, name in zip(xs, main_of(module).body.block.args, shapes, names):
+        elem = arg.type.get_element_type()
+        v = np.asarray(v)
+        if isinstance(elem, nn.FixedType | AnyFloat):
+            out.append(check_input(v, shape, source, module, name))
+        elif list(v.shape) != shape:  # an integer or bool input (a host node's): taken as it is
+            raise SnowError(f"{source}: input '{name}' has shape {list(v.shape)}, the model expects {shape}")
+        else:
+            out.append(v)
+    return out
+
+
+def check_input(x: np.ndarray, shape: list[int], source: str, module: ModuleOp, name: str | None = None) -> np.ndarray:
     """The model input as float32, refused in one line when its shape is wrong or it holds
     NaN or infinity (quantising those would give plausible-looking garbage)."""
-    name = main_of(module).body.block.args[0].name_hint or "input"
+    name = name or main_of(module).body.block.args[0].name_hint or "input"
     if 0 in shape:
         raise SnowError(f"{source}: input '{name}' has a zero-size dimension {shape}: nothing to run")
     if list(x.shape) != shape:
@@ -145,7 +215,7 @@ def host_total_ms(rows: list[dict[str, Any]]) -> float:
 
 
 def golden_report(module: ModuleOp, source: str, hw: SnowflakeConfig, compile_s: float,
-                  simulate_s: float, golden: Golden) -> dict[str, Any]:
+                  simulate_s: float, golden: Golden, input_names: Sequence[str] | None = None) -> dict[str, Any]:
     """The DESIGN.md report of the golden-model run `golden`: the layers and their useful MACs,
     host estimates and saturated values, no hardware timing (cycles 0)."""
     rows = layer_rows(module)
@@ -157,7 +227,7 @@ def golden_report(module: ModuleOp, source: str, hw: SnowflakeConfig, compile_s:
              "dram_bytes": 0, "gbps": 0.0, "static_instructions": 0, "dynamic_instructions": 0,
              "stall_cycles": {}, "compile_s": compile_s, "simulate_s": simulate_s}
     return {"model": source, "hw": hw.to_json(), "total": total, "layers": rows, "check": None,
-            "inputs": inputs_report(golden.input_saturated)}
+            "inputs": inputs_report(golden.input_saturated, input_names)}
 
 
 @dataclass(frozen=True)
@@ -192,9 +262,11 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | None = None,
+def run_model(path: str | Path, x: Inputs = None, pipeline: str | None = None,
               check: bool = False, input_shape: str | None = None, hw: SnowflakeConfig | None = None,
               seed: int = 0) -> ModelRun:
+    """The golden-model run of snow-run --engine golden: `x` one array, a list in input order or
+    a dict by input name (None: seeded N(0, 1) inputs)."""
     hw = hw or SnowflakeConfig()
     t0 = time.perf_counter()
     module, onnx_path = load_model(path, input_shape)
@@ -209,29 +281,23 @@ def run_model(path: str | Path, x: np.ndarray | None = None, pipeline: str | Non
         apply_pipeline(module, DEFAULT_PIPELINE)
         applied = DEFAULT_PIPELINE
     compile_s = time.perf_counter() - t0
-    args = main_of(module).body.block.args
-    shape = list(args[0].type.get_shape())
-    if x is None:
-        x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-    x = check_input(x, shape, str(path), module)
+    in_names, out_names = io_names(module, graph_names(onnx_path))
+    xs = model_inputs(x, module, in_names, str(path), seed)
     t0 = time.perf_counter()
     golden = Golden(module)
-    outputs = golden.run(x)
-    report = golden_report(module, str(path), hw, compile_s, time.perf_counter() - t0, golden)
+    outputs = golden.run(*xs)
+    report = golden_report(module, str(path), hw, compile_s, time.perf_counter() - t0, golden, in_names)
     report["provenance"] = dataclasses.asdict(Provenance.of(module, str(path), file_sha256(Path(path)), applied,
                                                             "golden"))
     if check:
-        logits = golden_logits(module, x)
+        got, _ = golden_checked(module, xs)
         if onnx_path is not None:
-            ref, reference = ort_logits(onnx_path, x), "onnxruntime"
+            ref, reference = ort_checked(onnx_path, xs), "onnxruntime"
         elif float_module is not None:
-            ref, reference = golden_logits(float_module, x), "golden-fp32"
+            ref, reference = golden_checked(float_module, xs)[0], "golden-fp32"
         else:
             raise SnowError(f"{path}: --check needs a float model (ONNX or an unquantised nn module)")
-        cmp = compare(ref.reshape(logits.shape), logits)
-        report["check"] = {"reference": reference, "max_abs_err": cmp["max_abs_err"], "snr_db": cmp["snr_db"],
-                           "golden_bit_exact": True, "top1_match": cmp["top1_match"],
-                           "constant_output": constant_output(logits, ref)}
+        report["check"] = check_summary(reference, check_outputs(ref, got, out_names), True)
     return ModelRun(module, outputs, report)
 
 

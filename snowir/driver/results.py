@@ -6,6 +6,7 @@ What a device run gives back: per-layer machine numbers (LayerResult) and the mo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,14 +71,16 @@ def saturation(count: int, op) -> dict[str, Any]:
     return {"saturated": int(count), "saturated_share": count / size if size else 0.0}
 
 
-def inputs_report(counts: dict) -> list[dict[str, Any]]:
-    """The report's `inputs`: per argument of @main, its format and the values quantising it saturated."""
+def inputs_report(counts: dict, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """The report's `inputs`: per argument of @main, its format and the values quantising it
+    saturated; named as `names` gives (the ONNX model's: `input.1`), else by the name hints."""
     out = []
     for i, (arg, count) in enumerate(counts.items()):
         elem = arg.type.get_element_type()
         fmt = f"Q{elem.int_bits.data}.{elem.frac_bits.data}" if isinstance(elem, nn.FixedType) else None
         size = int(np.prod(arg.type.get_shape()))
-        out.append({"name": arg.name_hint or f"input{i}", "format": fmt, "saturated": int(count),
+        name = names[i] if names is not None and i < len(names) else arg.name_hint or f"input{i}"
+        out.append({"name": name, "format": fmt, "saturated": int(count),
                     "saturated_share": count / size if size else 0.0})
     return out
 

@@ -36,10 +36,12 @@ def _constant(outputs: Sequence[np.ndarray] | None) -> str | None:
     return None
 
 
-def saturation_warning(report: dict[str, Any], outputs: Sequence[np.ndarray] | None = None) -> str | None:
+def saturation_warning(report: dict[str, Any], outputs: Sequence[np.ndarray] | None = None,
+                       api: bool = False) -> str | None:
     """One line naming the worst saturating layers, their share and what to try, or None when no
     layer saturates more than WARN_SHARE of its results; it also says when the output is constant
-    (against a reference that is not, when the report has a check)."""
+    (against a reference that is not, when the report has a check). `api`: the way out in the
+    Python API's words (format=, calibration=) rather than the command line's."""
     worst = saturating(report)
     check = report.get("check") or {}
     constant = _constant(outputs)
@@ -54,9 +56,10 @@ def saturation_warning(report: dict[str, Any], outputs: Sequence[np.ndarray] | N
     named = ", ".join(f"{name} {_pct(share)} ({count:,})" for name, share, count in worst[:NAMED])
     count = f"{len(worst)} over {100 * WARN_SHARE:g}%"
     if fmt == "auto":
-        fix = "calibrate with inputs like the real ones (--calibration X.npy)"
+        fix = f"calibrate with inputs like the real ones ({'calibration=' if api else '--calibration X.npy'})"
     else:
-        fix = "try --format auto --calibration X.npy"
+        fix = "try format='auto', calibration=<inputs like the real ones>" if api else \
+            "try --format auto --calibration X.npy"
     tail = f"; {constant}" if constant else ""
     return f"warning: {fmt} saturates, values clipped: {named} ({count}){tail}; {fix}"
 

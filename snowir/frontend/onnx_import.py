@@ -19,6 +19,7 @@ shape depends on the data, a dynamic dimension without an explicit input shape) 
 from __future__ import annotations
 
 import math
+import warnings
 
 from pathlib import Path
 
@@ -111,10 +112,7 @@ def prepare_apart(model: onnx.ModelProto, source: str) -> tuple[onnx.ModelProto,
     """`prepare` with the weights kept out of the model: (the prepared model, in which each weight
     is a graph input of its type and shape; the weights by name; the inputs that are weights only)."""
     model, weights, added = _without_weights(model)
-    try:
-        onnx.checker.check_model(model)
-    except onnx.checker.ValidationError as e:
-        raise OnnxImportError(f"{source}: invalid ONNX model: {str(e).splitlines()[0]}") from None
+    model = check_model(model, source, copied=bool(weights))
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), TARGET_OPSET)
     if opset < TARGET_OPSET:
         try:
@@ -130,6 +128,47 @@ def prepare_apart(model: onnx.ModelProto, source: str) -> tuple[onnx.ModelProto,
     except Exception as e:  # noqa: BLE001
         raise OnnxImportError(f"{source}: shape inference failed: {str(e).splitlines()[0]}") from None
     return model, weights, added
+
+
+class LegacyInitializersWarning(UserWarning):
+    """An IR version 3 model whose initializers are not graph inputs, read as onnxruntime reads it."""
+
+
+def unlisted_initializers(model: onnx.ModelProto) -> list[str]:
+    """An IR version < 4 model's initializers that are not graph inputs: the IR then required
+    every initializer to be one, old exporters (Caffe2, early PyTorch) did not list them all, and
+    onnxruntime runs such models (IR 4 dropped the rule)."""
+    if model.ir_version >= 4:
+        return []
+    inputs = {i.name for i in model.graph.input}
+    return [t.name for t in model.graph.initializer if t.name not in inputs]
+
+
+def check_model(model: onnx.ModelProto, source: str, copied: bool = False) -> onnx.ModelProto:
+    """onnx's checker, accepting what onnxruntime accepts: an IR version 3 model whose
+    initializers are not graph inputs is read as IR version 4 (a copy, unless `copied`: the model
+    is one already), with a one-line LegacyInitializersWarning. Returns the model checked."""
+    unlisted = unlisted_initializers(model)
+    if unlisted:
+        if not copied:
+            model = _light_copy(model)
+        model.ir_version = 4
+        warnings.warn(f"{source}: IR version 3 model whose initializers are not graph inputs ('{unlisted[0]}'"
+                      f"{f' and {len(unlisted) - 1} more' if len(unlisted) > 1 else ''}): read as IR version 4, "
+                      "as onnxruntime does", LegacyInitializersWarning, stacklevel=3)
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as e:
+        raise OnnxImportError(f"{source}: invalid ONNX model: {str(e).splitlines()[0]}") from None
+    return model
+
+
+def _light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A new ModelProto with the same fields (the graph copied field by field)."""
+    copy = onnx.ModelProto()
+    _copy_fields(model, copy, skip="graph")
+    _copy_fields(model.graph, copy.graph, skip="")
+    return copy
 
 
 def _signature(model: onnx.ModelProto) -> list[bytes]:
@@ -316,6 +355,21 @@ class Importer:
         return module
 
     def node(self, node: onnx.NodeProto) -> None:
+        try:
+            self._node(node)
+        except ValueError as e:  # numpy's, naming no node: shapes that do not fit (a wrong input size)
+            raise self.fail(node, self._shape_message(node, e)) from None
+
+    def _shape_message(self, node: onnx.NodeProto, e: ValueError) -> str:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if "broadcast" not in first:
+            return first
+        shapes = [list(self.shape(self.values[i])) if i in self.values else list(np.shape(self.consts[i]))
+                  for i in node.input if i and (i in self.values or i in self.consts)]
+        return (f"inputs of shapes {' and '.join(map(str, shapes))} do not broadcast (an input size the network "
+                f"cannot take?)")
+
+    def _node(self, node: onnx.NodeProto) -> None:
         ins = [i for i in node.input if i]
         if node.domain not in DEFAULT_DOMAINS:
             self.check_runnable(node)
