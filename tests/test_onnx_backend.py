@@ -50,7 +50,6 @@ SNOWFLAKE_XFAIL = {
     "test_softmax_large_number_cpu": _LARGE,
     "test_softmax_large_number_expanded_cpu": _LARGE,
     "test_softmax_large_number_expanded_ver18_cpu": _LARGE,
-    "test_if_cpu": "a bool input (the If's condition): the device model takes real numbers",
 }
 
 

@@ -137,11 +137,11 @@ def model_inputs(x: Inputs, module: ModuleOp, names: list[str], source: str, see
     one-input model), a list in input order, or a dict by input name; None: seeded N(0, 1)
     for every input."""
     shapes = [list(a.type.get_shape()) for a in main_of(module).body.block.args]
+    listed = ", ".join(f"'{n}'" for n in names)
     if x is None:
         rng = np.random.default_rng(seed)
-        return [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
-    listed = ", ".join(f"'{n}'" for n in names)
-    if isinstance(x, Mapping):
+        xs = [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+    elif isinstance(x, Mapping):
         unknown = [k for k in x if k not in names]
         if unknown:
             raise SnowError(f"{source}: no input named '{unknown[0]}' (the inputs are {listed})")
@@ -160,7 +160,8 @@ def model_inputs(x: Inputs, module: ModuleOp, names: list[str], source: str, see
         elem = arg.type.get_element_type()
         v = np.asarray(v)
         if isinstance(elem, nn.FixedType | AnyFloat):
-            out.append(check_input(v, shape, source, module, name))
+            # an empty input beside others is data (a Reshape's allowzero); alone, nothing to run
+            out.append(check_input(v, shape, source, module, name, empty_ok=len(names) > 1))
         elif list(v.shape) != shape:  # an integer or bool input (a host node's): taken as it is
             raise SnowError(f"{source}: input '{name}' has shape {list(v.shape)}, the model expects {shape}")
         else:
@@ -168,11 +169,13 @@ def model_inputs(x: Inputs, module: ModuleOp, names: list[str], source: str, see
     return out
 
 
-def check_input(x: np.ndarray, shape: list[int], source: str, module: ModuleOp, name: str | None = None) -> np.ndarray:
-    """The model input as float32, refused in one line when its shape is wrong or it holds
-    NaN or infinity (quantising those would give plausible-looking garbage)."""
+def check_input(x: np.ndarray, shape: list[int], source: str, module: ModuleOp, name: str | None = None,
+                empty_ok: bool = False) -> np.ndarray:
+    """The model input as float32, refused in one line when its shape is wrong, it holds
+    NaN or infinity (quantising those would give plausible-looking garbage) or, unless
+    `empty_ok`, it is empty."""
     name = name or main_of(module).body.block.args[0].name_hint or "input"
-    if 0 in shape:
+    if 0 in shape and not empty_ok:
         raise SnowError(f"{source}: input '{name}' has a zero-size dimension {shape}: nothing to run")
     if list(x.shape) != shape:
         raise SnowError(f"{source}: input '{name}' has shape {list(x.shape)}, the model expects {shape}")

@@ -31,6 +31,8 @@ def _constant(outputs: Sequence[np.ndarray] | None) -> str | None:
     """`output k is constant (v)` for the first output that is one value throughout, else None."""
     for k, out in enumerate(outputs or ()):
         out = np.asarray(out)
+        if out.dtype == np.bool_ or not np.issubdtype(out.dtype, np.number):
+            continue  # a mask (Dropout's): one value throughout says nothing of saturation
         if out.size > 1 and np.ptp(out) == 0:
             return f"output {k} is constant ({float(out.reshape(-1)[0]):g} everywhere)"
     return None
