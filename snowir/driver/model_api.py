@@ -357,7 +357,7 @@ def dynamic_inputs(model: onnx.ModelProto) -> dict[str, list[int | None]]:
     return out
 
 
-def run(model: str | Path | onnx.ModelProto | ModuleOp, x: np.ndarray | Sequence[np.ndarray] | None = None,
+def run(model: str | Path | onnx.ModelProto | ModuleOp, x: Inputs = None,
         hw: SnowflakeConfig | None = None, engine: str = "fast", check: bool = False, pipeline: str | None = None,
         format: str = "Q8.8", progress: Progress | None = None,
         calibration: np.ndarray | str | Path | None = None) -> Result:
@@ -366,7 +366,7 @@ def run(model: str | Path | onnx.ModelProto | ModuleOp, x: np.ndarray | Sequence
                                                                                                progress)
 
 
-def run_model_on_device(path: str | Path, x: np.ndarray | None = None, pipeline: str | None = None,
+def run_model_on_device(path: str | Path, x: Inputs = None, pipeline: str | None = None,
                         check: bool = False, input_shape: str | None = None, hw: SnowflakeConfig | None = None,
                         engine: str = "fast", seed: int = 0, progress=None, trace: str | None = None,
                         record: bool = False, trace_layers: str | None = None, jobs: int = 1,
