@@ -43,7 +43,8 @@ from snowir.driver.model_api import (Compiled, SyntheticCalibrationWarning, chec
 from snowir.driver.saturation import saturation_warning
 from snowir.errors import SnowError
 from snowir.frontend.onnx_host import numpy_dtype
-from snowir.frontend.onnx_import import LegacyInitializersWarning, check_model, import_model
+from snowir.frontend.onnx_import import import_model
+from snowir.frontend.onnx_prepare import LegacyInitializersWarning, check_model
 from snowir.golden import Golden
 from snowir.hw import SnowflakeConfig
 

@@ -196,7 +196,7 @@ def test_top1_is_said_for_classifier_outputs_only(tmp_path: Path, capsys) -> Non
 # ---------------------------------------------------------------- 3. old IR versions
 def test_an_ir3_model_with_unlisted_initializers_runs_as_onnxruntime_runs_it(tmp_path: Path, capsys) -> None:
     from snowir.backend import FloatBackend, SnowflakeBackend
-    from snowir.frontend.onnx_import import LegacyInitializersWarning
+    from snowir.frontend.onnx_prepare import LegacyInitializersWarning
 
     model = old_exporter()
     x = _w(1, 3, 8, 8, seed=3, scale=1)

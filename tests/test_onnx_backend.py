@@ -191,7 +191,6 @@ def test_a_failing_backend_test_shows_its_assertion_message():
 def _logits_model(channels: int = 1000, cin: int = 512, scale: float = 4e3):
     """SqueezeNet's end in small: a 1x1 conv whose output channels all have the same weights and
     values ~1e10, global average pool, softmax. onnxruntime gives 1000 equal probabilities."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     w = np.repeat(np.abs(np.random.default_rng(1).standard_normal((1, cin, 1, 1))).astype(np.float32) * scale,
@@ -220,8 +219,9 @@ def test_float_conv_sums_a_channel_as_it_would_alone():
     """The reduction order of a channel does not depend on the other channels of its layer: the
     channel computed with 1000 others equals the channel computed alone (a float32 BLAS blocks
     output channels and sums each block in its own order; this held for 0 of 143 channels)."""
-    from snowir.backend import FloatBackend
     import onnx
+
+    from snowir.backend import FloatBackend
 
     x = np.random.default_rng(0).standard_normal((1, 512, 13, 13)).astype(np.float32) * 1e3
     model = _logits_model(scale=1.0)

@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import ModuleOp
 from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.fixedpoint import dequantize
-from snowir.frontend.onnx_import import prepare
+from snowir.frontend.onnx_prepare import prepare
 from snowir.golden import Golden, element_frac, quantize
 
 
