@@ -162,19 +162,6 @@ def int_values(attr) -> list[int]:
     return [int(v) for v in attr.get_values()]
 
 
-def shape_error(op: Operation, e: Exception) -> str:
-    """One line naming the node numpy failed in, as onnxruntime names it: a network given an input
-    size it cannot take (a detector at 240x320 whose Add joins maps of two sizes) fails there."""
-    from snowir.nn_util import layer_name
-
-    first = str(e).splitlines()[0] if str(e) else type(e).__name__
-    shapes = [list(v.type.get_shape()) for v in op.operands if hasattr(v.type, "get_shape")]
-    if "broadcast" in first and len(shapes) >= 2:
-        first = (f"operands of shapes {' and '.join(map(str, shapes))} do not broadcast (an input size the "
-                 f"network cannot take?)")
-    return f"node '{layer_name(op, op.name)}' ({op.name}): {first}"
-
-
 # ---------------------------------------------------------------- executor
 class Golden:
     """Executes `func.func @main` of an nn module; `fixed` follows the element types."""
@@ -227,10 +214,7 @@ class Golden:
         """Execute one op of @main, binding its results in `env`."""
         if isinstance(op, nn.HostOp):
             before = self._clipped
-            try:
-                outs = self._host_node(op, env)
-            except ValueError as e:
-                raise GoldenError(shape_error(op, e)) from None
+            outs = self._host_node(op, env)
             self.saturated[op] = self._clipped - before
         else:
             outs = [self._op(op, env)]
@@ -283,10 +267,7 @@ class Golden:
     def _op(self, op: Operation, env: dict[SSAValue, Value]) -> Value:
         """The value of one (single-result) op; its saturated values go to `saturated[op]`."""
         before = self._clipped
-        try:
-            out = self._compute(op, env)
-        except ValueError as e:  # numpy's broadcast / reshape errors name no node
-            raise GoldenError(shape_error(op, e)) from None
+        out = self._compute(op, env)
         self.saturated[op] = self._clipped - before
         return out
 

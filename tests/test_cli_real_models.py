@@ -171,6 +171,9 @@ def test_check_covers_every_output_and_says_what_to_do(tmp_path: Path, capsys) -
     assert check["top1_match"] is None and "top-1" not in out
     assert "output 'scores'" in out and "output 'boxes'" in out
     assert check["failed"].startswith("SNR ")
+    report = snowir.Report.from_json(json.loads(rep.read_text()))  # snow-report reads it back
+    assert report.check.failed == check["failed"] and report.check.outputs[1].name == "boxes"
+    assert report.to_json()["check"] == check
     failure = [line for line in err.splitlines() if "check failed" in line]
     assert len(failure) == 1 and "output 'boxes'" in failure[0], err
     assert "--format auto --calibration X.npy" in failure[0] and "or a wider format, --format Q10.6" in failure[0], err

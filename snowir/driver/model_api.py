@@ -125,13 +125,18 @@ class CheckReport:
     while the reference's is not: a format too narrow, saturating, typically (docs/machine.md)."""
     worst_output: str | None = None
     outputs: tuple[OutputCheck, ...] = ()
+    failed: str | None = None
+    """snow-run --check's reason for failing (the report of a failed check is written too)."""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CheckReport:
         return cls(**{**data, "outputs": tuple(OutputCheck(**o) for o in data.get("outputs", ()))})
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self) | {"outputs": [dataclasses.asdict(o) for o in self.outputs]}
+        data = dataclasses.asdict(self) | {"outputs": [dataclasses.asdict(o) for o in self.outputs]}
+        if data["failed"] is None:
+            del data["failed"]
+        return data
 
 
 @dataclass(frozen=True)
