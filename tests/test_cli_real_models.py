@@ -176,8 +176,8 @@ def test_check_covers_every_output_and_says_what_to_do(tmp_path: Path, capsys) -
     assert report.to_json()["check"] == check
     failure = [line for line in err.splitlines() if "check failed" in line]
     assert len(failure) == 1 and "output 'boxes'" in failure[0], err
-    assert "--format auto --calibration X.npy" in failure[0] and "or a wider format, --format Q10.6" in failure[0], err
-    assert "values saturate (boxes the most)" in failure[0], err
+    assert "--format auto --calibration X.npy" in failure[0], err
+    assert "as values saturate (boxes the most), a wider format: --format Q10.6" in failure[0], err
     assert not list(tmp_path.glob("*.tmp*"))
     # the wider format the hint names passes
     assert snow_run([model, "--check", "--quiet", "--format", "Q10.6"]) == 0, capsys.readouterr().err
@@ -271,3 +271,17 @@ def test_a_module_piped_on_stdin_runs(tmp_path: Path, capsys, monkeypatch) -> No
     assert snow_run(["-", "--quiet"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("snow-run: <stdin>:") and len(err.strip().splitlines()) == 1 and "snowir-stdin" not in err, err
+
+
+def test_a_program_or_an_image_piped_on_stdin_runs_as_from_a_file(tmp_path: Path, capsys, monkeypatch) -> None:
+    example = Path(__file__).parent.parent / "examples" / "conv3x3.mlir"
+    sfb = tmp_path / "conv.sfb"
+    assert snow_opt([str(example), "-t", "snowflake-bin", "-o", str(sfb)]) == 0
+    outs = []
+    for data in (example.read_bytes(), sfb.read_bytes()):
+        out = tmp_path / f"y{len(outs)}.npy"
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+        assert snow_run(["-", "--quiet", "--output", str(out)]) == 0, capsys.readouterr().err
+        outs.append(np.load(out))
+    assert snow_run([str(example), "--quiet", "--output", str(tmp_path / "file.npy")]) == 0
+    assert all(np.array_equal(np.load(tmp_path / "file.npy"), y) for y in outs)

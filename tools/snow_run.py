@@ -1,8 +1,9 @@
 """
 snow-run: compile (when needed), assemble and run a model on the Snowflake machine model.
 
-    snow-run MODEL [--input X.npy] [--output Y.npy] [--report R.json] [--hw HW.json]
+    snow-run MODEL [--input [NAME=]X.npy ...] [--output Y.npy] [--report R.json] [--hw HW.json]
              [--pipeline P] [--engine fast|reference|golden] [--trace T.json] [--check]
+    snow-opt ... | snow-run - ...
 
 MODEL is an ONNX model, an nn / tile / lowered `.mlir` module, a `.sfb` model image
 (snow-opt ... -t snowflake-bin of a whole-model lowering), a snowflake_asm-level `.mlir`
@@ -167,7 +168,7 @@ def _accuracy_hint(report: dict[str, Any]) -> str:
     wider = f"Q{m + 2}.{n - 2}" if n >= 2 else None
     finer = f"Q{m - 2}.{n + 2}" if m > 2 else None
     if worst and wider:
-        other = f"; values saturate ({worst[0][0]} the most): or a wider format, --format {wider}"
+        other = f", or, as values saturate ({worst[0][0]} the most), a wider format: --format {wider}"
     else:
         other = ", or another uniform format: " + " or ".join(
             f"--format {f} ({why})" for f, why in ((wider, f"to {2 ** (m + 1)}"), (finer, "finer")) if f)
