@@ -71,11 +71,13 @@ def classifier_and_regressor() -> onnx.ModelProto:
                   {"W": _w(4, 3, 3, 3), "Wd": _w(10, 4, seed=1), "Bd": _w(10, seed=2)})
 
 
-def old_exporter() -> onnx.ModelProto:
-    """IR version 3, opset 7, initializers not listed as graph inputs (as Caffe2 wrote them)."""
+def old_exporter(cin: int = 3, cout: int = 4) -> onnx.ModelProto:
+    """IR version 3, opset 7, initializers not listed as graph inputs (as Caffe2 wrote them);
+    64 -> 64 channels: a weight of over 10 000 elements, which the importer's checker sees as an input."""
     nodes = [helper.make_node("Conv", ["data_0", "convolution_W", "convolution_B"], ["y"], pads=[1, 1, 1, 1])]
-    return _model(nodes, {"data_0": [1, 3, 8, 8]}, {"y": [1, 4, 8, 8]},
-                  {"convolution_W": _w(4, 3, 3, 3), "convolution_B": _w(4, seed=1)}, ir_version=3, opset=7)
+    return _model(nodes, {"data_0": [1, cin, 8, 8]}, {"y": [1, cout, 8, 8]},
+                  {"convolution_W": _w(cout, cin, 3, 3, scale=0.3 / cin ** 0.5), "convolution_B": _w(cout, seed=1)},
+                  ir_version=3, opset=7)
 
 
 def hot() -> onnx.ModelProto:
@@ -216,6 +218,12 @@ def test_an_ir3_model_with_unlisted_initializers_runs_as_onnxruntime_runs_it(tmp
     err = capsys.readouterr().err
     notes = [line for line in err.splitlines() if "IR version 3" in line]
     assert len(notes) == 1 and notes[0].startswith("snow-run: warning: "), err
+    big = old_exporter(64, 64)
+    x = _w(1, 64, 8, 8, seed=3, scale=1)
+    with pytest.warns(LegacyInitializersWarning, match="'convolution_W' and 1 more"):
+        (y,) = FloatBackend.prepare(big).run([x])
+    np.testing.assert_allclose(y, _ort(big, {"data_0": x})[0], rtol=1e-4, atol=1e-4)
+    assert snow_run([_save(tmp_path, "big.onnx", big), "--check", "--quiet"]) == 0, capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- 4 and 6. the backend warns; names

@@ -36,8 +36,9 @@ def prepare(model: onnx.ModelProto, source: str) -> onnx.ModelProto:
 def prepare_apart(model: onnx.ModelProto, source: str) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto], set[str]]:
     """`prepare` with the weights kept out of the model: (the prepared model, in which each weight
     is a graph input of its type and shape; the weights by name; the inputs that are weights only)."""
+    unlisted = unlisted_initializers(model)  # before the weights become inputs
     model, weights, added = _without_weights(model)
-    model = check_model(model, source, copied=bool(weights))
+    model = check_model(model, source, copied=bool(weights), unlisted=unlisted)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), TARGET_OPSET)
     if opset < TARGET_OPSET:
         try:
@@ -69,11 +70,14 @@ def unlisted_initializers(model: onnx.ModelProto) -> list[str]:
     return [t.name for t in model.graph.initializer if t.name not in inputs]
 
 
-def check_model(model: onnx.ModelProto, source: str, copied: bool = False) -> onnx.ModelProto:
+def check_model(model: onnx.ModelProto, source: str, copied: bool = False,
+                unlisted: list[str] | None = None) -> onnx.ModelProto:
     """onnx's checker, accepting what onnxruntime accepts: an IR version 3 model whose
     initializers are not graph inputs is read as IR version 4 (a copy, unless `copied`: the model
-    is one already), with a one-line LegacyInitializersWarning. Returns the model checked."""
-    unlisted = unlisted_initializers(model)
+    is one already), with a one-line LegacyInitializersWarning naming them (`unlisted`: as the
+    original model had them, when `model` is its copy with the weights as inputs). Returns the
+    model checked."""
+    unlisted = unlisted_initializers(model) if unlisted is None else unlisted
     if unlisted:
         if not copied:
             model = _light_copy(model)
