@@ -26,7 +26,7 @@ from snowir.machine.image import assemble
 from snowir.machine.run import run_image
 from snowir.tools.asm_kernels import conv3x3, scalar_loop
 
-from _output import add_output_options, forget_blobs, output_file
+from _output import add_output_options, forget_blobs, loop_units, machine_speed, output_file, speed_line, with_speed
 
 
 def measure(name: str, kernel, engine: str, repeat: int = 3) -> dict:
@@ -119,6 +119,7 @@ def main() -> None:
         ("conv 3x3 16->16 on 34x34", conv3x3(34, 34), "fast"),
         ("conv 3x3 16->16 on 18x18", conv3x3(18, 18), "reference"),
     ]
+    speed = machine_speed()
     rows = []
     t0 = time.perf_counter()
     for name, kernel, engine in cases:
@@ -151,10 +152,15 @@ def main() -> None:
             print(f"{m['model']:<10} {m['compile_s']:>9.2f} {m['simulate_wall_s_1']:>9.2f} "
                   f"{m['simulate_wall_s_jobs']:>10.2f} {m['minstr_per_s']:>10.2f} {m['ms']:>8.2f} "
                   f"{m['ort_ms_per_image']:>8.2f} {m['slowdown_vs_ort']:>8.0f}")
+        for m in models:
+            print(f"{m['model']}: compile {m['compile_s']:.2f} s = {loop_units(m['compile_s'], speed):.1f} loop-units, "
+                  f"simulate {m['simulate_wall_s_1']:.2f} s = {loop_units(m['simulate_wall_s_1'], speed):.1f} loop-units")
+    print(speed_line(speed))
     out = output_file(args, "sim_speed.json")
-    out.write_text(json.dumps({"machine": platform.processor() or platform.machine(), "python": platform.python_version(),
-                               "cores": os.cpu_count(), "bench_s": time.perf_counter() - t0, "rows": rows,
-                               "models": models}, indent=2) + "\n")
+    out.write_text(json.dumps(with_speed({"machine": platform.processor() or platform.machine(),
+                                          "python": platform.python_version(), "cores": os.cpu_count(),
+                                          "bench_s": time.perf_counter() - t0, "rows": rows, "models": models},
+                                         speed), indent=2) + "\n")
     print(f"wrote {out}")
 
 
