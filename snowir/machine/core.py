@@ -247,7 +247,9 @@ class Machine:
 
 @dataclass(frozen=True)
 class Mark:
-    """The machine's counters when execution first reached a layer marker."""
+    """The machine's counters when execution first reached a layer marker; `dram_bytes`: the
+    bytes on the bus by cycle `t` (Timing.bytes_by), so that two marks' difference is what
+    crossed the bus between them."""
 
     name: str
     t: int
@@ -267,7 +269,7 @@ def mark(machine: Machine) -> None:
     index = len(machine.marks)
     machine.flush()  # the write-backs before the marker, counted (`saturated`) and in DRAM
     machine.marks.append(Mark(markers[index].name, t.t, machine.dynamic, dict(t.stalls), t.macs, t.lane_macs,
-                              t.dram_bytes, tuple(t.unit_bytes), machine.state.saturated))
+                              t.bytes_by(t.t), tuple(t.unit_bytes), machine.state.saturated))
     machine.next_mark = markers[index + 1].pc if index + 1 < len(markers) else -1
     if machine.on_mark is not None:
         machine.on_mark(index)
