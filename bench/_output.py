@@ -63,12 +63,16 @@ SPEED_MATMUL = 512
 """Side of `machine_speed`'s float64 matrices (the numpy kernel: 12 products)."""
 
 
-def machine_speed() -> dict[str, float | int | str]:
+def machine_speed(before: dict | None = None) -> dict:
     """How fast this machine runs Python and numpy now: the seconds of a fixed 10 M-iteration
     Python loop (`python_loop_s`, one loop-unit: what compiling and the golden model's
     bookkeeping scale with) and of a fixed numpy kernel (`numpy_kernel_s`: 12 float64 512x512
-    matrix products, what the arithmetic scales with), each the best of two runs. About
-    1-4 s; measured in the run whose seconds it qualifies."""
+    matrix products, what the arithmetic scales with), each the best of two runs; about 1-4 s.
+
+    A bench measures at its start and, passing that figure as `before`, again at its end: the
+    figure is then the mean of the two (`*_runs` keeps both), and `speed_line` says when they
+    differ by more than a quarter (other work on a shared machine came or went during the run,
+    and its seconds compare less well)."""
     def loop() -> float:
         t0 = time.perf_counter()
         total = 0
@@ -86,16 +90,22 @@ def machine_speed() -> dict[str, float | int | str]:
             a /= np.abs(a).max()
         return time.perf_counter() - t0
 
-    return {"python_loop_s": min(loop(), loop()), "python_loop_iterations": SPEED_LOOP,
-            "numpy_kernel_s": min(kernel(), kernel()),
+    loops = [*(before["python_loop_s_runs"] if before else []), min(loop(), loop())]
+    kernels = [*(before["numpy_kernel_s_runs"] if before else []), min(kernel(), kernel())]
+    return {"python_loop_s": sum(loops) / len(loops), "python_loop_s_runs": loops,
+            "python_loop_iterations": SPEED_LOOP,
+            "numpy_kernel_s": sum(kernels) / len(kernels), "numpy_kernel_s_runs": kernels,
             "numpy_kernel": f"12 float64 {SPEED_MATMUL}x{SPEED_MATMUL} matrix products"}
 
 
 def speed_line(speed: dict) -> str:
     """The one line a bench prints under its table."""
+    runs = speed["python_loop_s_runs"]
+    drift = (f"; the loop took {runs[0]:.2f} s at the start and {runs[-1]:.2f} s at the end: the machine's load "
+             f"changed, its seconds compare less well" if max(runs) > 1.25 * min(runs) else "")
     return (f"machine speed: a {speed['python_loop_iterations'] // 1_000_000} M-iteration Python loop "
             f"{speed['python_loop_s']:.2f} s (1 loop-unit), numpy kernel {speed['numpy_kernel_s']:.3f} s "
-            f"({speed['numpy_kernel']}); seconds / loop-unit compare across machines")
+            f"({speed['numpy_kernel']}); seconds / loop-unit compare across machines{drift}")
 
 
 def loop_units(seconds: float, speed: dict) -> float:

@@ -121,6 +121,7 @@ def main() -> None:
               f"{(format(r['useful_mac_util_pct'], '.1f') if sim else '-'):>6} {str(r.get('bit_exact', '-')):>5} "
               f"{r['compile_s']:>9.2f}")
     print("* estimated (not simulated: --simulate-large)")
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
     print(speed_line(speed))
     out = output_file(args, "columns.json")
     out.write_text(json.dumps(with_speed({"rows": rows}, speed), indent=1))

@@ -56,6 +56,7 @@ def main() -> None:
         snr = f"{r['snr_db']:.1f}" if r["snr_db"] is not None else "-"
         agree = f"{100 * r['top1_agree']:.1f}%" if "top1_agree" in r else "-"
         print(f"{r['format']:<22} {100 * r['accuracy']:>12.2f}% {snr:>13} {agree:>12}")
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
     print(speed_line(speed))
     output_file(args, "digits_accuracy.json").write_text(
         json.dumps(with_speed({"test_images": int(len(yte)), "rows": rows}, speed), indent=2) + "\n")

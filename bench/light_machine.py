@@ -61,6 +61,7 @@ def main() -> None:
             continue
         print(f"{r['model']:<14} {r['ms']:>8.2f} {r['snr_db']:>7.1f} {str(r['golden_bit_exact']):>5} {r['device_convs']:>8} "
               f"{r['host_convs']:>9} {100 * r['mac_utilization']:>7.1f}% {r['gbps']:>5.2f} {r['simulate_s']:>6.1f}")
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
     print(speed_line(speed))
     output_file(args, "light_machine.json").write_text(json.dumps(with_speed(rows, speed), indent=2) + "\n")
 

@@ -70,6 +70,7 @@ def main() -> None:
     for r in rows:
         print(f"{r['model']:<14} {r['float_rel_err']:>13.1e} {r['snr_db']:>7.1f} {str(r['top1_match']):>5} "
               f"{r['import_s']:>8.2f} {r['golden_float_s']:>12.2f} {r['golden_fixed_s']:>11.2f}")
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
     print(speed_line(speed))
     output_file(args, "light_snr.json").write_text(json.dumps(with_speed(rows, speed), indent=2) + "\n")
 

@@ -67,6 +67,7 @@ def main() -> None:
         print(f"{r['model']:<12} {r['conv_ms']:>8.2f} {r['paper_ms']:>8.2f} {r['bound_ms']:>8.2f} {r['conv_gbps']:>5.2f} "
               f"{r['paper_gbps']:>5.2f} {100 * r['conv_mac_utilization']:>7.1f}% {r['all_layers_ms']:>7.2f} "
               f"{r['compile_s']:>9.2f} {r['simulate_s']:>6.1f} {str(r['check']['golden_bit_exact']):>9}")
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
     print(speed_line(speed))
     output_file(args, "models.json").write_text(json.dumps(with_speed(rows, speed), indent=2) + "\n")
 

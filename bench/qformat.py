@@ -161,6 +161,7 @@ def main() -> None:
         acc = " / ".join(f"{100 * r[f]['accuracy']:.2f}" for f in FORMATS) if "fp32_accuracy" in r else ""
         print(f"{r['model']:<14} " + " ".join(f"{r[f]['snr_db']:>10.1f} {100 * r[f]['top1_agree']:>4.0f}%"
                                             for f in FORMATS) + f" {acc:>24}")
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
     print(speed_line(speed))
     output_file(args, "qformat.json").write_text(json.dumps(with_speed(rows, speed), indent=2) + "\n")
 

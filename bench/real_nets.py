@@ -409,6 +409,7 @@ def main() -> int:
     missing = [n for n in all_tasks if n not in present]
     if missing:
         print(f"not found in {args.models}: {', '.join(missing)}")
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
     print(speed_line(speed))
     out = output_file(args, "real_nets.json")
     out.write_text(json.dumps(with_speed({"models_dir": str(args.models), "calibration_images": CALIBRATION,

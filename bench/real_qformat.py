@@ -100,6 +100,7 @@ def main() -> None:
     print("-" * len(head))
     for r in rows:
         print(f"{r['model']:<36} " + " ".join(f"{r[c]['snr_db']:>17.1f} ({r[c]['task_agree']:.2f})" for c in COLUMNS))
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
     print(speed_line(speed))
     output_file(args, "real_qformat.json").write_text(json.dumps(with_speed(rows, speed), indent=2) + "\n")
 

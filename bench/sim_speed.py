@@ -144,6 +144,8 @@ def main() -> None:
             models.append(model_case(name, path, args.jobs))
             forget_blobs()  # one model's weights at a time
             print(f"  measured {name}", flush=True)
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
+    if models:
         head = (f"{'model':<10} {'compile s':>9} {'sim s (1)':>9} {f'sim s ({args.jobs})':>10} {'M instr/s':>10} "
                 f"{'sim ms':>8} {'ort ms':>8} {'x ort':>8}")
         print(head)

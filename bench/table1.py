@@ -81,6 +81,7 @@ def main() -> None:
     for r in rows:
         print(f"{r['layer']:<26} {r['ms']:>9.3f} {r['paper_hand_ms']:>8.3f} {r['vs_hand_pct']:>+6.1f}% {r['bound_ms']:>8.3f} "
               f"{r['of_bound_pct']:>7.1f}% {r['paper_of_bound_pct']:>5.1f}% {r['parts']:>5} {str(r['bit_exact']):>5}")
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
     print(speed_line(speed))
     output_file(args, "table1.json").write_text(
         json.dumps(with_speed({"hw": hw.to_json(), "rows": rows}, speed), indent=2) + "\n")

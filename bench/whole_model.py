@@ -100,6 +100,7 @@ def main() -> None:
         print(f"{r['model']:<12} {w['programs']:>8} {w['conv_ms']:>8.2f} {lay['conv_ms']:>9.2f} {r['cycles_won']:>8} "
               f"{r['host_copied_bytes'] / 1e6:>8.2f} {w['compile_s']:>9.2f} {lay['compile_s']:>8.2f} "
               f"{w['simulate_s']:>6.1f} {lay['simulate_s']:>8.1f} {str(w['bit_exact'] and lay['bit_exact']):>9}")
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
     print(speed_line(speed))
     output_file(args, "whole_model.json").write_text(json.dumps(with_speed(rows, speed), indent=2) + "\n")
 

@@ -25,6 +25,12 @@ def test_machine_speed_measures_a_loop_and_a_numpy_kernel(monkeypatch: pytest.Mo
     assert speed["python_loop_s"] > 0 and speed["numpy_kernel_s"] >= 0
     assert "16x16" in speed["numpy_kernel"]
     assert "1 loop-unit" in _output.speed_line(speed)
+    again = _output.machine_speed(speed)  # at the end of the run: both kept, the figure their mean
+    assert len(again["python_loop_s_runs"]) == 2 and again["python_loop_s_runs"][0] == speed["python_loop_s"]
+    assert again["python_loop_s"] == pytest.approx(sum(again["python_loop_s_runs"]) / 2)
+    slower = {**again, "python_loop_s_runs": [1.0, 2.0]}
+    assert "the machine's load changed" in _output.speed_line(slower)
+    speed = again
     assert _output.loop_units(2 * speed["python_loop_s"], speed) == pytest.approx(2.0)
     # a dict carries it at its top; a list of rows (tools/doc_tables.py reads them as lists) in every row
     assert _output.with_speed({"rows": []}, speed) == {"rows": [], "machine_speed": speed}
@@ -46,6 +52,7 @@ def test_the_benches_that_time_are_found() -> None:
 def test_every_bench_that_prints_seconds_records_the_machine_speed(bench: Path) -> None:
     text = bench.read_text()
     assert re.search(r"\bspeed = machine_speed\(\)", text), f"{bench.name} does not measure the machine"
+    assert "speed = machine_speed(speed)" in text, f"{bench.name} does not measure the machine again at its end"
     assert "print(speed_line(speed))" in text, f"{bench.name} does not print the machine speed"
     writes = re.findall(r"json\.dumps\(([^\n]*)", text)
     assert writes and all(w.startswith("with_speed(") for w in writes), \
