@@ -6,7 +6,6 @@ the program; what an instruction does and costs is defined here once.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -44,11 +43,6 @@ def next_pc(pc: int, slots_left: int, pending: int | None, is_branch: bool, take
     return nxt, slots_left, pending
 
 
-@dataclass
-class RunStats:
-    dynamic_instructions: int = 0
-
-
 class Machine:
     def __init__(self, image: ProgramImage, hw: SnowflakeConfig, record: bool = False,
                  dram: np.ndarray | None = None):
@@ -82,7 +76,6 @@ class Machine:
         self.progress: Callable[[int, int], None] | None = None
         self.progress_every = 1 << 18
         self.next_progress = 1 << 62
-        self.opcounts: Counter[str] = Counter()
         # the fast engine defers MAC arithmetic (mac_batch.py); None: every MAC computes at once
         self.deferred: DeferredMacs | None = None
         self.lanes, self.lanes_all = hw.lanes, hw.lanes * hw.vmacs

@@ -12,7 +12,7 @@ construction and the differential test checks the folding.
   * vector unit: vector ops enter a queue of `vector_queue_depth` in-flight ops
     (full queue -> dispatch stall) and run in order on the CUs (all CUs in lock
     step); a vector op whose operand region still awaits a load holds dispatch until
-    the data lands ([P] SNOWFLAKE.md); start = max(dispatch + 1, CUs free, operands
+    the data lands ([P], docs/machine.md); start = max(dispatch + 1, CUs free, operands
     loaded); COOP MAC ceil(L/16) cycles, INDP MAC L, MAX L, VMOV `vmov_cycles`;
   * buffers interlock by region (C17 §5: load IDs, "different buffer regions"): a
     vector op waits only for earlier LDs whose address range overlaps what it reads;
