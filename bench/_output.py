@@ -68,16 +68,21 @@ def machine_speed(before: dict | None = None) -> dict:
     Python loop (`python_loop_s`, one loop-unit: what compiling and the golden model's
     bookkeeping scale with) and of a fixed numpy kernel (`numpy_kernel_s`: 12 float64 512x512
     matrix products, what the arithmetic scales with), each the best of two runs; about 1-4 s.
+    The loop's CPU seconds are kept too (`python_loop_cpu_s_runs`): wall well above CPU says other
+    processes shared the cores while the bench ran.
 
     A bench measures at its start and, passing that figure as `before`, again at its end: the
     figure is then the mean of the two (`*_runs` keeps both), and `speed_line` says when they
     differ by more than a quarter (other work on a shared machine came or went during the run,
     and its seconds compare less well)."""
+    cpu: list[float] = []
+
     def loop() -> float:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         total = 0
         for i in range(SPEED_LOOP):
             total += i
+        cpu.append(time.process_time() - c0)
         return time.perf_counter() - t0
 
     def kernel() -> float:
@@ -91,9 +96,10 @@ def machine_speed(before: dict | None = None) -> dict:
         return time.perf_counter() - t0
 
     loops = [*(before["python_loop_s_runs"] if before else []), min(loop(), loop())]
+    cpus = [*(before["python_loop_cpu_s_runs"] if before else []), min(cpu)]
     kernels = [*(before["numpy_kernel_s_runs"] if before else []), min(kernel(), kernel())]
     return {"python_loop_s": sum(loops) / len(loops), "python_loop_s_runs": loops,
-            "python_loop_iterations": SPEED_LOOP,
+            "python_loop_cpu_s_runs": cpus, "python_loop_iterations": SPEED_LOOP,
             "numpy_kernel_s": sum(kernels) / len(kernels), "numpy_kernel_s_runs": kernels,
             "numpy_kernel": f"12 float64 {SPEED_MATMUL}x{SPEED_MATMUL} matrix products"}
 
@@ -103,6 +109,9 @@ def speed_line(speed: dict) -> str:
     runs = speed["python_loop_s_runs"]
     drift = (f"; the loop took {runs[0]:.2f} s at the start and {runs[-1]:.2f} s at the end: the machine's load "
              f"changed, its seconds compare less well" if max(runs) > 1.25 * min(runs) else "")
+    wall, cpu = speed["python_loop_s"], sum(speed["python_loop_cpu_s_runs"]) / len(speed["python_loop_cpu_s_runs"])
+    if wall > 1.25 * cpu:
+        drift += f"; the loop's wall time is {wall / cpu:.1f}x its CPU time: other processes shared the cores"
     return (f"machine speed: a {speed['python_loop_iterations'] // 1_000_000} M-iteration Python loop "
             f"{speed['python_loop_s']:.2f} s (1 loop-unit), numpy kernel {speed['numpy_kernel_s']:.3f} s "
             f"({speed['numpy_kernel']}); seconds / loop-unit compare across machines{drift}")

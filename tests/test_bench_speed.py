@@ -30,6 +30,9 @@ def test_machine_speed_measures_a_loop_and_a_numpy_kernel(monkeypatch: pytest.Mo
     assert again["python_loop_s"] == pytest.approx(sum(again["python_loop_s_runs"]) / 2)
     slower = {**again, "python_loop_s_runs": [1.0, 2.0]}
     assert "the machine's load changed" in _output.speed_line(slower)
+    assert len(again["python_loop_cpu_s_runs"]) == 2
+    shared = {**again, "python_loop_s": 2.0, "python_loop_cpu_s_runs": [1.0, 1.0]}
+    assert "other processes shared the cores" in _output.speed_line(shared)
     speed = again
     assert _output.loop_units(2 * speed["python_loop_s"], speed) == pytest.approx(2.0)
     # a dict carries it at its top; a list of rows (tools/doc_tables.py reads them as lists) in every row
