@@ -34,7 +34,7 @@ from snowir.tile.read import conv_plan_of  # noqa: E402
 from snowir.hw import SnowflakeConfig  # noqa: E402
 from snowir.tools.snow_opt import main as snow_opt  # noqa: E402
 
-from _output import add_output_options, output_file  # noqa: E402
+from _output import add_output_options, machine_speed, output_file, speed_line, with_speed  # noqa: E402
 
 LAYERS = [  # name, (C, H, W, K, kernel, groups), simulated unless large
     ("depthwise 3x3, 8 ch, 56x56", (8, 56, 56, 8, 3, 8), False),
@@ -83,6 +83,7 @@ def main() -> None:
     p.add_argument("--simulate-large", action="store_true", help="simulate the 736 x 1280 conv too")
     add_output_options(p, "columns.json")
     args = p.parse_args()
+    speed = machine_speed()  # the machine, in the run whose seconds it qualifies
     hw = SnowflakeConfig()
     rows = []
     for name, (c, h, w, k, kernel, groups), large in LAYERS:
@@ -120,8 +121,10 @@ def main() -> None:
               f"{(format(r['useful_mac_util_pct'], '.1f') if sim else '-'):>6} {str(r.get('bit_exact', '-')):>5} "
               f"{r['compile_s']:>9.2f}")
     print("* estimated (not simulated: --simulate-large)")
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
+    print(speed_line(speed))
     out = output_file(args, "columns.json")
-    out.write_text(json.dumps({"rows": rows}, indent=1))
+    out.write_text(json.dumps(with_speed({"rows": rows}, speed), indent=1))
     print(f"wrote {out}")
 
 

@@ -20,7 +20,7 @@ from snowir.frontend.onnx_import import import_onnx
 from snowir.passes.pipelines import NNPreparePass
 from snowir.tools.train_digits import load_split
 
-from _output import add_output_options, output_file
+from _output import add_output_options, machine_speed, output_file, speed_line, with_speed
 
 MODEL = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
 
@@ -35,6 +35,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     add_output_options(p, "digits_accuracy.json")
     args = p.parse_args()
+    speed = machine_speed()  # the machine, in the run whose seconds it qualifies
     _, _, xte, yte = load_split()
     import onnx
     from snowir.driver.check import ort_logits
@@ -55,8 +56,10 @@ def main() -> None:
         snr = f"{r['snr_db']:.1f}" if r["snr_db"] is not None else "-"
         agree = f"{100 * r['top1_agree']:.1f}%" if "top1_agree" in r else "-"
         print(f"{r['format']:<22} {100 * r['accuracy']:>12.2f}% {snr:>13} {agree:>12}")
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
+    print(speed_line(speed))
     output_file(args, "digits_accuracy.json").write_text(
-        json.dumps({"test_images": int(len(yte)), "rows": rows}, indent=2) + "\n")
+        json.dumps(with_speed({"test_images": int(len(yte)), "rows": rows}, speed), indent=2) + "\n")
 
 
 if __name__ == "__main__":

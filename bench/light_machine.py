@@ -19,7 +19,7 @@ from snowir.driver.model_api import run_model_on_device
 from snowir.errors import SnowError
 from snowir.tools.light_models import NAMES, build
 
-from _output import add_output_options, forget_blobs, output_file
+from _output import add_output_options, forget_blobs, machine_speed, output_file, speed_line, with_speed
 
 
 def main() -> None:
@@ -29,6 +29,7 @@ def main() -> None:
     p.add_argument("names", nargs="*", default=list(NAMES))
     add_output_options(p, "light_machine.json")
     args = p.parse_args()
+    speed = machine_speed()  # the machine, in the run whose seconds it qualifies
     names = args.names
     rows = []
     for name in names:
@@ -60,7 +61,9 @@ def main() -> None:
             continue
         print(f"{r['model']:<14} {r['ms']:>8.2f} {r['snr_db']:>7.1f} {str(r['golden_bit_exact']):>5} {r['device_convs']:>8} "
               f"{r['host_convs']:>9} {100 * r['mac_utilization']:>7.1f}% {r['gbps']:>5.2f} {r['simulate_s']:>6.1f}")
-    output_file(args, "light_machine.json").write_text(json.dumps(rows, indent=2) + "\n")
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
+    print(speed_line(speed))
+    output_file(args, "light_machine.json").write_text(json.dumps(with_speed(rows, speed), indent=2) + "\n")
 
 
 if __name__ == "__main__":

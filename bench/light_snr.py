@@ -19,7 +19,7 @@ from snowir.driver.check import compare, golden_logits, ort_logits
 from snowir.frontend.onnx_import import import_onnx
 from snowir.tools.light_models import NAMES, build
 
-from _output import add_output_options, forget_blobs, output_file
+from _output import add_output_options, forget_blobs, machine_speed, output_file, speed_line, with_speed
 
 
 def evaluate(name: str, fmt: str = "Q8.8", seed: int = 0) -> dict:
@@ -57,6 +57,7 @@ def main() -> None:
     p.add_argument("--format", default="Q8.8")
     add_output_options(p, "light_snr.json")
     args = p.parse_args()
+    speed = machine_speed()  # the machine, in the run whose seconds it qualifies
     rows = []
     for name in args.names:
         rows.append(evaluate(name, args.format))
@@ -69,7 +70,9 @@ def main() -> None:
     for r in rows:
         print(f"{r['model']:<14} {r['float_rel_err']:>13.1e} {r['snr_db']:>7.1f} {str(r['top1_match']):>5} "
               f"{r['import_s']:>8.2f} {r['golden_float_s']:>12.2f} {r['golden_fixed_s']:>11.2f}")
-    output_file(args, "light_snr.json").write_text(json.dumps(rows, indent=2) + "\n")
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
+    print(speed_line(speed))
+    output_file(args, "light_snr.json").write_text(json.dumps(with_speed(rows, speed), indent=2) + "\n")
 
 
 if __name__ == "__main__":

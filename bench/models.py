@@ -20,7 +20,7 @@ from snowir.hw import SnowflakeConfig
 from snowir.tools.bench_models import build as build_bench
 from snowir.tools.light_models import build as build_light
 
-from _output import add_output_options, forget_blobs, output_file
+from _output import add_output_options, forget_blobs, machine_speed, output_file, speed_line, with_speed
 
 PAPER = {"alexnet_owt": (10.68, 9.36, 1.22), "resnet18": (46.77, 26.30, 2.25), "resnet50": (218.61, 61.66, 1.87)}
 
@@ -31,6 +31,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     add_output_options(p, "models.json")
     args = p.parse_args()
+    speed = machine_speed()  # the machine, in the run whose seconds it qualifies
     hw = SnowflakeConfig()
     rows = []
     for name, path_fn in (("alexnet_owt", lambda: build_bench("alexnet_owt")), ("resnet18", lambda: build_bench("resnet18")),
@@ -66,7 +67,9 @@ def main() -> None:
         print(f"{r['model']:<12} {r['conv_ms']:>8.2f} {r['paper_ms']:>8.2f} {r['bound_ms']:>8.2f} {r['conv_gbps']:>5.2f} "
               f"{r['paper_gbps']:>5.2f} {100 * r['conv_mac_utilization']:>7.1f}% {r['all_layers_ms']:>7.2f} "
               f"{r['compile_s']:>9.2f} {r['simulate_s']:>6.1f} {str(r['check']['golden_bit_exact']):>9}")
-    output_file(args, "models.json").write_text(json.dumps(rows, indent=2) + "\n")
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
+    print(speed_line(speed))
+    output_file(args, "models.json").write_text(json.dumps(with_speed(rows, speed), indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from snowir.frontend.onnx_import import import_onnx
 from snowir.passes.pipelines import NNPreparePass
 from snowir.tools.light_models import NAMES, build
 
-from _output import add_output_options, forget_blobs, output_file
+from _output import add_output_options, forget_blobs, machine_speed, output_file, speed_line, with_speed
 
 FORMATS = ("Q8.8", "Q5.11", "auto")
 DIGITS = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
@@ -142,6 +142,7 @@ def main() -> None:
     p.add_argument("names", nargs="*", default=[*NAMES, "digits_cnn"])
     add_output_options(p, "qformat.json")
     args = p.parse_args()
+    speed = machine_speed()  # the machine, in the run whose seconds it qualifies
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -160,7 +161,9 @@ def main() -> None:
         acc = " / ".join(f"{100 * r[f]['accuracy']:.2f}" for f in FORMATS) if "fp32_accuracy" in r else ""
         print(f"{r['model']:<14} " + " ".join(f"{r[f]['snr_db']:>10.1f} {100 * r[f]['top1_agree']:>4.0f}%"
                                             for f in FORMATS) + f" {acc:>24}")
-    output_file(args, "qformat.json").write_text(json.dumps(rows, indent=2) + "\n")
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
+    print(speed_line(speed))
+    output_file(args, "qformat.json").write_text(json.dumps(with_speed(rows, speed), indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import onnx
 from snowir.backend import SnowflakeBackend
 from snowir.driver.check import snr_db
 
-from _output import add_output_options, output_file
+from _output import add_output_options, machine_speed, output_file, speed_line, with_speed
 
 COLUMNS = ("Q8.8", "Q5.11", "auto-synthetic", "auto-calibrated")
 
@@ -93,13 +93,16 @@ def main() -> None:
     p.add_argument("models", nargs="+", help="PATH:paddle|gray01:HxW")
     add_output_options(p, "real_qformat.json")
     args = p.parse_args()
+    speed = machine_speed()  # the machine, in the run whose seconds it qualifies
     rows = [evaluate(spec) for spec in args.models]
     head = f"{'model':<36} " + " ".join(f"{c + ' dB (task)':>26}" for c in COLUMNS)
     print(head)
     print("-" * len(head))
     for r in rows:
         print(f"{r['model']:<36} " + " ".join(f"{r[c]['snr_db']:>17.1f} ({r[c]['task_agree']:.2f})" for c in COLUMNS))
-    output_file(args, "real_qformat.json").write_text(json.dumps(rows, indent=2) + "\n")
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
+    print(speed_line(speed))
+    output_file(args, "real_qformat.json").write_text(json.dumps(with_speed(rows, speed), indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from snowir.machine.image import assemble
 from snowir.machine.run import run_image
 from snowir.tools.asm_kernels import conv3x3, scalar_loop
 
-from _output import add_output_options, forget_blobs, output_file
+from _output import add_output_options, forget_blobs, loop_units, machine_speed, output_file, speed_line, with_speed
 
 
 def measure(name: str, kernel, engine: str, repeat: int = 3) -> dict:
@@ -78,15 +78,15 @@ def model_case(name: str, path, jobs: int) -> dict:
 
     import snowir
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     compiled = snowir.compile(path)
-    compile_s = time.perf_counter() - t0
+    compile_s, compile_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     x = np.random.default_rng(0).standard_normal(compiled.input_shapes[0]).astype(np.float32)
-    walls = {}
+    walls, cpus = {}, {}
     for j in sorted({1, jobs}):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = compiled.run(x, jobs=j)
-        walls[j] = time.perf_counter() - t0
+        walls[j], cpus[j] = time.perf_counter() - t0, time.process_time() - c0
     options = ort.SessionOptions()
     options.log_severity_level = 3
     sess = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
@@ -97,7 +97,10 @@ def model_case(name: str, path, jobs: int) -> dict:
         sess.run(None, feed)
     ort_s = (time.perf_counter() - t0) / 5
     t = result.report.total
+    # CPU seconds too (this process: the one-process run), which other processes sharing the cores
+    # inflate less than wall seconds; loop-units of CPU seconds divide by the loop's CPU seconds
     return {"model": name, "compile_s": compile_s, "simulate_wall_s_1": walls[1], "jobs": jobs,
+            "compile_cpu_s": compile_cpu_s, "simulate_cpu_s_1": cpus[1],
             "simulate_wall_s_jobs": walls[jobs], "dynamic_instructions": t.dynamic_instructions,
             "minstr_per_s": t.dynamic_instructions / walls[jobs] / 1e6, "cycles": t.cycles, "ms": t.ms,
             "ort_ms_per_image": 1e3 * ort_s, "slowdown_vs_ort": walls[jobs] / ort_s}
@@ -119,6 +122,7 @@ def main() -> None:
         ("conv 3x3 16->16 on 34x34", conv3x3(34, 34), "fast"),
         ("conv 3x3 16->16 on 18x18", conv3x3(18, 18), "reference"),
     ]
+    speed = machine_speed()
     rows = []
     t0 = time.perf_counter()
     for name, kernel, engine in cases:
@@ -143,6 +147,8 @@ def main() -> None:
             models.append(model_case(name, path, args.jobs))
             forget_blobs()  # one model's weights at a time
             print(f"  measured {name}", flush=True)
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
+    if models:
         head = (f"{'model':<10} {'compile s':>9} {'sim s (1)':>9} {f'sim s ({args.jobs})':>10} {'M instr/s':>10} "
                 f"{'sim ms':>8} {'ort ms':>8} {'x ort':>8}")
         print(head)
@@ -151,10 +157,18 @@ def main() -> None:
             print(f"{m['model']:<10} {m['compile_s']:>9.2f} {m['simulate_wall_s_1']:>9.2f} "
                   f"{m['simulate_wall_s_jobs']:>10.2f} {m['minstr_per_s']:>10.2f} {m['ms']:>8.2f} "
                   f"{m['ort_ms_per_image']:>8.2f} {m['slowdown_vs_ort']:>8.0f}")
+        cpu_loop = sum(speed["python_loop_cpu_s_runs"]) / len(speed["python_loop_cpu_s_runs"])
+        for m in models:
+            print(f"{m['model']}: compile {m['compile_s']:.2f} s = {loop_units(m['compile_s'], speed):.1f} loop-units "
+                  f"({m['compile_cpu_s']:.2f} CPU s = {m['compile_cpu_s'] / cpu_loop:.1f} CPU loop-units), simulate "
+                  f"{m['simulate_wall_s_1']:.2f} s = {loop_units(m['simulate_wall_s_1'], speed):.1f} loop-units "
+                  f"({m['simulate_cpu_s_1']:.2f} CPU s = {m['simulate_cpu_s_1'] / cpu_loop:.1f} CPU loop-units)")
+    print(speed_line(speed))
     out = output_file(args, "sim_speed.json")
-    out.write_text(json.dumps({"machine": platform.processor() or platform.machine(), "python": platform.python_version(),
-                               "cores": os.cpu_count(), "bench_s": time.perf_counter() - t0, "rows": rows,
-                               "models": models}, indent=2) + "\n")
+    out.write_text(json.dumps(with_speed({"machine": platform.processor() or platform.machine(),
+                                          "python": platform.python_version(), "cores": os.cpu_count(),
+                                          "bench_s": time.perf_counter() - t0, "rows": rows, "models": models},
+                                         speed), indent=2) + "\n")
     print(f"wrote {out}")
 
 

@@ -22,7 +22,7 @@ from onnx_util import model, rand  # noqa: E402
 
 from snowir.hw import SnowflakeConfig  # noqa: E402
 
-from _output import add_output_options, output_file  # noqa: E402
+from _output import add_output_options, machine_speed, output_file, speed_line, with_speed  # noqa: E402
 
 LAYERS = [  # (C, H, W, K, kh, kw, stride, pad), paper hand / auto ms
     ((64, 27, 27, 192, 5, 5, 1, 2), 3.256, 3.261),
@@ -39,6 +39,7 @@ def main() -> None:
     args = p.parse_args()
     if args.hw and args.update_results:
         p.error("--update-results records the default machine only: a --hw run is a what-if")
+    speed = machine_speed()  # the machine, in the run whose seconds it qualifies
     hw = SnowflakeConfig.load(args.hw)
     import tempfile
 
@@ -80,8 +81,10 @@ def main() -> None:
     for r in rows:
         print(f"{r['layer']:<26} {r['ms']:>9.3f} {r['paper_hand_ms']:>8.3f} {r['vs_hand_pct']:>+6.1f}% {r['bound_ms']:>8.3f} "
               f"{r['of_bound_pct']:>7.1f}% {r['paper_of_bound_pct']:>5.1f}% {r['parts']:>5} {str(r['bit_exact']):>5}")
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
+    print(speed_line(speed))
     output_file(args, "table1.json").write_text(
-        json.dumps({"hw": hw.to_json(), "rows": rows}, indent=2) + "\n")
+        json.dumps(with_speed({"hw": hw.to_json(), "rows": rows}, speed), indent=2) + "\n")
 
 
 if __name__ == "__main__":

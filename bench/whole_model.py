@@ -23,7 +23,7 @@ from snowir.hw import SnowflakeConfig
 from snowir.tools.bench_models import build as build_bench
 from snowir.tools.light_models import build as build_light
 
-from _output import add_output_options, forget_blobs, output_file
+from _output import add_output_options, forget_blobs, machine_speed, output_file, speed_line, with_speed
 
 MODELS = {"alexnet_owt": build_bench, "resnet18": build_bench, "resnet50": build_light}
 
@@ -68,6 +68,7 @@ def main() -> None:
     add_output_options(p, "whole_model.json")
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated, of " + ", ".join(MODELS))
     args = p.parse_args()
+    speed = machine_speed()  # the machine, in the run whose seconds it qualifies
     hw = SnowflakeConfig()
     rows = []
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
@@ -99,7 +100,9 @@ def main() -> None:
         print(f"{r['model']:<12} {w['programs']:>8} {w['conv_ms']:>8.2f} {lay['conv_ms']:>9.2f} {r['cycles_won']:>8} "
               f"{r['host_copied_bytes'] / 1e6:>8.2f} {w['compile_s']:>9.2f} {lay['compile_s']:>8.2f} "
               f"{w['simulate_s']:>6.1f} {lay['simulate_s']:>8.1f} {str(w['bit_exact'] and lay['bit_exact']):>9}")
-    output_file(args, "whole_model.json").write_text(json.dumps(rows, indent=2) + "\n")
+    speed = machine_speed(speed)  # again at the end: a load that came or went shows
+    print(speed_line(speed))
+    output_file(args, "whole_model.json").write_text(json.dumps(with_speed(rows, speed), indent=2) + "\n")
 
 
 if __name__ == "__main__":

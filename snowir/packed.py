@@ -11,6 +11,8 @@ model), from wherever the lowering has put the image by now.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 from xdsl.dialects.builtin import DenseResourceAttr, DictionaryAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation
@@ -49,7 +51,7 @@ def packed_weights(const: nn.ConstantOp) -> np.ndarray:
     if not convs:
         raise PackedWeightsError(f"nn.constant #nn.packed<\"{layer}\">: no nn.conv2d reads it")
     conv = convs[0]
-    image, mode = _packed_image(_root(const), conv, layer)
+    image, mode = packed_images(_root(const)).image(conv, layer)
     k, cg, kh, kw = value.type.get_shape()
     lanes = SnowflakeConfig().lanes if LANE_GROUPS in conv.attributes else 0  # the image is block-diagonal
     kernel = ConvShape(lanes or cg, 1, 1, k, kh, kw, 1, 1, 0, 0, 0, 0, False, 0)  # unpacking reads only the kernel's geometry
@@ -66,33 +68,98 @@ def _root(op: Operation) -> ModuleOp:
     return top
 
 
-def _packed_image(module: ModuleOp, conv: nn.Conv2dOp, layer: str) -> tuple[np.ndarray, str]:
-    """(packed image words, mode) of `layer`: its tile layer's weights region, else its image's
-    weights segment (a layer's own image, or a segment's, where its marker names the segment)."""
-    tile_name = conv.attributes.get("tile")
-    image_name = conv.attributes.get("image")
-    for op in module.ops:
-        if isinstance(op, tile.LayerOp) and isinstance(tile_name, StringAttr) and op.sym_name.data == tile_name.data:
-            region = next((r for r in op.body.block.ops if isinstance(r, tile.DramRegionOp)
-                           and r.label.data == "weights"), None)
-            if region is None or region.value is None or region.packing is None:
-                break
-            return int16_array(region.value), region.packing.data.value
-        if isinstance(op, sf.ImageOp) and isinstance(image_name, StringAttr) and op.sym_name.data == image_name.data:
-            facts: dict = dict(op.attributes)
-            if "segment" in op.attributes:  # a segment's program: the layer's marker holds its facts
-                marker = next((m for m in op.program.body.block.ops if isinstance(m, sf.LabelOp)
-                               and m.label.data == layer and isinstance(m.attributes.get("layer"), DictionaryAttr)),
-                              None)
-                if marker is None:
-                    break
-                facts = dict(marker.attributes["layer"].data)  # type: ignore[union-attr]
-            segment = facts.get("w", StringAttr("w"))
-            mode = facts.get("mode")
-            seg = next((s for s in op.body.block.ops if isinstance(s, sf.SegmentOp)
-                        and isinstance(segment, StringAttr) and s.sym_name.data == segment.data), None)
-            if seg is None or not isinstance(seg.value, DenseResourceAttr) or not isinstance(mode, StringAttr):
-                break
-            return int16_array(seg.value), mode.data
-    raise PackedWeightsError(f"nn.constant #nn.packed<\"{layer}\">: the layer's packed weights are not in the module "
-                             f"(no tile.layer or image holds them)")
+class PackedImages:
+    """Where each layer's packed weights are in one module, found in one walk.
+
+    Looking a layer up by walking the module (and a segment's whole program for its marker)
+    once per packed conv is quadratic: a 2.36 M-instruction program with ~100 convs spent 60 of
+    its 64 golden seconds there (issue 40). The index holds the ops, not their values, so an
+    image rewritten in place reads fresh; an op the index holds that is no longer where it was
+    (a pass moved or erased it), or a name it does not know, rebuilds it once (`walks` counts
+    the builds)."""
+
+    def __init__(self, module: ModuleOp):
+        self.module = module
+        self.walks = 0
+        self._layers: dict[str, tile.LayerOp] = {}
+        self._images: dict[str, sf.ImageOp] = {}
+        self._markers: dict[sf.ImageOp, dict[str, sf.LabelOp]] = {}
+        self._built = False
+
+    def _build(self) -> None:
+        """One pass over the module's top level; a segment image's markers are indexed on first use."""
+        self.walks += 1
+        self._layers = {op.sym_name.data: op for op in self.module.ops if isinstance(op, tile.LayerOp)}
+        self._images = {op.sym_name.data: op for op in self.module.ops if isinstance(op, sf.ImageOp)}
+        self._markers = {}
+        self._built = True
+
+    def _marker(self, image: sf.ImageOp, layer: str) -> sf.LabelOp | None:
+        markers = self._markers.get(image)
+        if markers is None:  # one walk of the segment's program, for all its layers
+            markers = {m.label.data: m for m in image.program.body.block.ops
+                       if isinstance(m, sf.LabelOp) and isinstance(m.attributes.get("layer"), DictionaryAttr)}
+            self._markers[image] = markers
+        return markers.get(layer)
+
+    def _current(self, conv: nn.Conv2dOp, layer: str) -> tile.LayerOp | tuple[sf.ImageOp, sf.LabelOp | None] | None:
+        """What holds `layer`'s weights per the index, None if the index does not know it or is stale."""
+        tile_name, image_name = conv.attributes.get("tile"), conv.attributes.get("image")
+        if isinstance(tile_name, StringAttr) and (op := self._layers.get(tile_name.data)) is not None:
+            if op.parent is not self.module.body.block or op.sym_name.data != tile_name.data:
+                return None
+            return op
+        if isinstance(image_name, StringAttr) and (img := self._images.get(image_name.data)) is not None:
+            if img.parent is not self.module.body.block or img.sym_name.data != image_name.data:
+                return None
+            if "segment" not in img.attributes:
+                return img, None
+            marker = self._marker(img, layer)
+            if marker is None or marker.parent is not img.program.body.block or marker.label.data != layer:
+                return None
+            return img, marker
+        return None
+
+    def image(self, conv: nn.Conv2dOp, layer: str) -> tuple[np.ndarray, str]:
+        """(packed image words, mode) of `layer`: its tile layer's weights region, else its image's
+        weights segment (a layer's own image, or a segment's, where its marker names the segment)."""
+        if not self._built:
+            self._build()
+        holder = self._current(conv, layer)
+        if holder is None:
+            self._build()
+            holder = self._current(conv, layer)
+        found = _read(holder, layer) if holder is not None else None
+        if found is None:
+            raise PackedWeightsError(f"nn.constant #nn.packed<\"{layer}\">: the layer's packed weights are not in the "
+                                     f"module (no tile.layer or image holds them)")
+        return found
+
+
+_INDEX: weakref.WeakKeyDictionary[ModuleOp, PackedImages] = weakref.WeakKeyDictionary()
+
+
+def packed_images(module: ModuleOp) -> PackedImages:
+    """The module's index, shared by every reader of its packed weights (a golden run, `--check`'s)."""
+    index = _INDEX.get(module)
+    if index is None:
+        index = _INDEX[module] = PackedImages(module)
+    return index
+
+
+def _read(holder: tile.LayerOp | tuple[sf.ImageOp, sf.LabelOp | None], layer: str) -> tuple[np.ndarray, str] | None:
+    if isinstance(holder, tile.LayerOp):
+        region = next((r for r in holder.body.block.ops if isinstance(r, tile.DramRegionOp)
+                       and r.label.data == "weights"), None)
+        if region is None or region.value is None or region.packing is None:
+            return None
+        return int16_array(region.value), region.packing.data.value
+    image, marker = holder
+    facts: dict = dict(marker.attributes["layer"].data) if marker is not None else dict(image.attributes)  # type: ignore[union-attr]
+    segment = facts.get("w", StringAttr("w"))
+    mode = facts.get("mode")
+    seg = next((s for s in image.body.block.ops if isinstance(s, sf.SegmentOp)
+                and isinstance(segment, StringAttr) and s.sym_name.data == segment.data), None)
+    if seg is None or not isinstance(seg.value, DenseResourceAttr) or not isinstance(mode, StringAttr):
+        return None
+    return int16_array(seg.value), mode.data

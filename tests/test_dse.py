@@ -97,3 +97,15 @@ def test_snow_dse_says_when_the_proxy_cannot_see_a_swept_field(tmp_path: Path, c
     assert "does not price ld_startup_cycles (a latency)" in err
     rows = json.loads((tmp_path / "results.json").read_text())["rows"]
     assert len({r["resource_proxy"] for r in rows}) == 1
+
+
+def test_a_row_keeps_the_capacity_and_names_the_traffic_apart() -> None:
+    """The row's `dram_bytes` is the config field (the DRAM's capacity); the traffic was written
+    over it under the same name (issue 40), so the CSV had one `dram_bytes` column meaning traffic."""
+    hw = SnowflakeConfig(dram_bytes=64 << 20)
+    total = {"cycles": 1000, "ms": 0.004, "gbps": 1.0, "mac_utilization": 0.5, "dram_bytes": 4000, "host_ms": 0.0,
+             "compile_s": 0.1, "simulate_s": 0.2, "stall_cycles": {}}
+    row = dse.summarise({"total": total, "layers": []}, hw)
+    assert row["dram_bytes"] == 64 << 20 and row["dram_traffic_bytes"] == 4000
+    header = dse.csv_text([row]).splitlines()[0].split(",")
+    assert header.count("dram_bytes") == 1 and header.count("dram_traffic_bytes") == 1

@@ -47,6 +47,8 @@ def test_rows_equal_snow_run_and_ray_equals_one_worker(tmp_path: Path, capsys) -
     assert len(rows) == 4 and all(not r["cached"] for r in rows)
     csv = (one / "results.csv").read_text().splitlines()
     assert len(csv) == 5 and csv[0].startswith("cus,") and "stall_cu_load_wait" in csv[0]
+    header = csv[0].split(",")  # capacity and traffic, each its own column
+    assert header.count("dram_bytes") == 1 and "dram_traffic_bytes" in header
     assert (one / "pareto.png").read_bytes()[:4] == b"\x89PNG" and any(r["pareto"] for r in rows)
     for row in rows:  # every row is the snow-run --hw of its configuration
         hw = SnowflakeConfig(dram_gbps=row["dram_gbps"], load_units=row["load_units"])
@@ -55,7 +57,8 @@ def test_rows_equal_snow_run_and_ray_equals_one_worker(tmp_path: Path, capsys) -
         report = tmp_path / "r.json"
         assert snow_run([str(net), "--hw", str(hw_path), "--quiet", "--report", str(report)]) == 0
         total = json.loads(report.read_text())["total"]
-        assert (row["cycles"], row["dram_bytes"], row["ms"]) == (total["cycles"], total["dram_bytes"], total["ms"])
+        assert (row["cycles"], row["dram_traffic_bytes"], row["ms"]) == (total["cycles"], total["dram_bytes"], total["ms"])
+        assert row["dram_bytes"] == SnowflakeConfig().dram_bytes  # the config field, capacity: not overwritten
         assert row["stall_cu_load_wait"] == total["stall_cycles"]["cu_load_wait"]
     assert len({r["cycles"] for r in rows}) > 1  # the swept fields matter
     # the same sweep on a local Ray runtime: the same rows

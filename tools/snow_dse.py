@@ -89,12 +89,12 @@ def run(args: argparse.Namespace) -> int:
     files.add(str(out / "pareto.png"), dse.plot(rows, fields, args.model))
     files.commit()
     if not args.quiet:
-        head = fields + ["ms", "conv ms", "GB/s", "util", "DRAM MB", "pareto"]
+        head = fields + ["ms", "conv ms", "GB/s", "util", "traffic MB", "pareto"]
         print("  ".join(f"{h:>12}" for h in head))
         for row in rows:
             cells = [str(row[f]) for f in fields] + [f"{row['ms']:.3f}", f"{row['conv_ms']:.3f}", f"{row['gbps']:.2f}",
                                                      f"{100 * row['mac_utilization']:.1f}%",
-                                                     f"{row['dram_bytes'] / 1e6:.2f}", "*" if row["pareto"] else ""]
+                                                     f"{row['dram_traffic_bytes'] / 1e6:.2f}", "*" if row["pareto"] else ""]
             print("  ".join(f"{c:>12}" for c in cells))
         print(f"snow-dse: {len(rows)} configurations in {explorer.wall_s:.1f} s; wrote {out}/results.csv, "
               f"results.json, pareto.png", file=sys.stderr)

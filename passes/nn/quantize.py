@@ -36,7 +36,7 @@ from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.calibration import (DEFAULT_HEADROOM, DEFAULT_SAMPLES, SYNTHETIC_FRAC, calibration_inputs,
-                                choose_formats, ranges)
+                                choose_by_error, choose_formats, output_snr, ranges, uniform_formats)
 from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.fixedpoint import frac_for, quantize_counted
@@ -117,6 +117,17 @@ class QuantizePass(ModulePass):
         layer_wfrac: dict = {}
         if auto:
             tensor_frac, layer_wfrac = self._auto_formats(op, weight_of)
+        clipped = self._rewrite(op, m, n, weight_of, tensor_frac, layer_wfrac, auto and bool(self.calibration))
+        # the mark that the module is quantised, also when no argument is a float (integer inputs)
+        op.attributes["nn.format"] = StringAttr(self.format)
+        if clipped:
+            print(f"quantize: warning: {clipped_warning(clipped, auto and bool(self.calibration))}", file=sys.stderr)
+
+    @staticmethod
+    def _rewrite(op: ModuleOp, m: int, n: int, weight_of: dict, tensor_frac: dict, layer_wfrac: dict,
+                 calibrated: bool) -> list[tuple[str, int, int, float, tuple[int, int]]]:
+        """Every tensor to its format (`tensor_frac`, else Qm.n), every weight to its layer's;
+        the constants whose values saturate."""
         clipped: list[tuple[str, int, int, float, tuple[int, int]]] = []
         for inner in list(op.walk()):
             if isinstance(inner, nn.ConstantOp):
@@ -128,8 +139,8 @@ class QuantizePass(ModulePass):
                     f = layer_wfrac.get(layer, weight_frac(values))
                     layer.attributes["w_frac"] = IntegerAttr(f, i64)
                     fmt = (16 - f, f)
-                elif auto and self.calibration:
-                    f = self._constant_frac(inner, values, tensor_frac)
+                elif calibrated:
+                    f = QuantizePass._constant_frac(inner, values, tensor_frac)
                     fmt = (16 - f, f)
                 else:
                     fmt = (m, n)
@@ -167,10 +178,7 @@ class QuantizePass(ModulePass):
                 rets = [r for r in fn.body.block.ops if isinstance(r, func.ReturnOp)]
                 outs = [v.type for v in rets[0].arguments] if rets else list(fn.function_type.outputs.data)
                 fn.function_type = FunctionType.from_lists(ins, outs)
-        # the mark that the module is quantised, also when no argument is a float (integer inputs)
-        op.attributes["nn.format"] = StringAttr(self.format)
-        if clipped:
-            print(f"quantize: warning: {clipped_warning(clipped, auto and bool(self.calibration))}", file=sys.stderr)
+        return clipped
 
     def _auto_formats(self, op: ModuleOp, weight_of: dict) -> tuple[dict, dict]:
         if self.samples < 1 or not self.headroom >= 1.0:
@@ -183,18 +191,36 @@ class QuantizePass(ModulePass):
             source = f"{len(x)} inputs of {self.calibration}" if self.calibration else \
                 f"{len(x)} synthetic N(0, 1) inputs, ranges only: formats Q8.8"
             op.attributes["nn.calibration"] = StringAttr(f"sha256:{digest} ({source}, headroom {self.headroom:g})")
-            peak = ranges(op, x)
+            reference: list[list[np.ndarray]] = []
+            peak = ranges(op, x, reference)
             # synthetic: ranges recorded, formats as fixed Q8.8 gives them (snowir/calibration.py)
             most_w, fixed = (nn.MAX_WEIGHT_FRAC, None) if self.calibration else (15, SYNTHETIC_FRAC)
-            wfrac = {layer: weight_frac(constant_array(w.owner), most_w) for w, layer in weight_of.items()
-                     if isinstance(w.owner, nn.ConstantOp)}
+            weights = {layer: constant_array(w.owner) for w, layer in weight_of.items() if isinstance(w.owner, nn.ConstantOp)}
+            wfrac = {layer: weight_frac(w, most_w) for layer, w in weights.items()}
             formats = choose_formats(op, peak, wfrac, self.headroom, fixed)
+            if self.calibration:  # the per-tensor formats against the uniform ones, by measured error
+                wfrac15 = {layer: weight_frac(w) for layer, w in weights.items()}
+                formats, chosen = choose_by_error(
+                    formats, peak, lambda f: uniform_formats(op, f, wfrac15),
+                    lambda candidate: output_snr(self._quantized_copy(op, candidate), x, reference))
+                op.attributes["nn.calibration"] = StringAttr(f"{op.attributes['nn.calibration'].data}; {chosen}")
         except SnowError as e:
             raise PassFailedException(f"quantize: {e}") from None
         for value, p in peak.items():  # what the formats cover, for reports and plots
             if isinstance(value.owner, Operation) and value.owner.name.startswith("nn."):
                 value.owner.attributes["calibrated_max"] = FloatAttr(round(p, 6), f64)
         return formats
+
+    @staticmethod
+    def _quantized_copy(op: ModuleOp, formats: tuple[dict, dict]) -> ModuleOp:
+        """A copy of the float module in `formats` (for measuring a candidate's error)."""
+        mapper: dict = {}
+        copy = op.clone(value_mapper=mapper)
+        tensor_frac = {mapper[v]: f for v, f in formats[0].items()}
+        layer_wfrac = {mapper[layer.results[0]].owner: f for layer, f in formats[1].items()}
+        weight_of = {inner.weight: inner for inner in copy.walk() if isinstance(inner, nn.Conv2dOp | nn.DenseOp)}
+        QuantizePass._rewrite(copy, 8, 8, weight_of, tensor_frac, layer_wfrac, True)
+        return copy
 
     @staticmethod
     def _constant_frac(const: nn.ConstantOp, values: np.ndarray, tensor_frac: dict) -> int:

@@ -36,7 +36,7 @@ from snowir.errors import SnowError
 from snowir.hw import ConfigError, SnowflakeConfig
 
 STALLS = ("raw", "load_wait", "icache", "cu_starved", "cu_load_wait", "cu_drain")
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,8 @@ def summarise(report: dict[str, Any], hw: SnowflakeConfig) -> dict[str, Any]:
     conv = [layer for layer in report["layers"] if layer["where"] == "device" and layer["op"] != "dense"]
     row.update({"cycles": total["cycles"], "ms": total["ms"], "conv_ms": sum(layer["ms"] for layer in conv),
                 "gbps": total["gbps"],
-                "mac_utilization": total["mac_utilization"], "dram_bytes": total["dram_bytes"],
+                # traffic, named apart from the config's `dram_bytes` (capacity) it used to overwrite
+                "mac_utilization": total["mac_utilization"], "dram_traffic_bytes": total["dram_bytes"],
                 "host_ms": total["host_ms"], "resource_proxy": resource_proxy(hw),
                 "compile_s": total["compile_s"], "simulate_s": total["simulate_s"]})
     for cause in STALLS:

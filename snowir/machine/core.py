@@ -6,7 +6,6 @@ the program; what an instruction does and costs is defined here once.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -44,11 +43,6 @@ def next_pc(pc: int, slots_left: int, pending: int | None, is_branch: bool, take
     return nxt, slots_left, pending
 
 
-@dataclass
-class RunStats:
-    dynamic_instructions: int = 0
-
-
 class Machine:
     def __init__(self, image: ProgramImage, hw: SnowflakeConfig, record: bool = False,
                  dram: np.ndarray | None = None):
@@ -82,7 +76,6 @@ class Machine:
         self.progress: Callable[[int, int], None] | None = None
         self.progress_every = 1 << 18
         self.next_progress = 1 << 62
-        self.opcounts: Counter[str] = Counter()
         # the fast engine defers MAC arithmetic (mac_batch.py); None: every MAC computes at once
         self.deferred: DeferredMacs | None = None
         self.lanes, self.lanes_all = hw.lanes, hw.lanes * hw.vmacs
@@ -247,7 +240,9 @@ class Machine:
 
 @dataclass(frozen=True)
 class Mark:
-    """The machine's counters when execution first reached a layer marker."""
+    """The machine's counters when execution first reached a layer marker; `dram_bytes`: the
+    bytes on the bus by cycle `t` (Timing.bytes_by), so that two marks' difference is what
+    crossed the bus between them."""
 
     name: str
     t: int
@@ -267,7 +262,7 @@ def mark(machine: Machine) -> None:
     index = len(machine.marks)
     machine.flush()  # the write-backs before the marker, counted (`saturated`) and in DRAM
     machine.marks.append(Mark(markers[index].name, t.t, machine.dynamic, dict(t.stalls), t.macs, t.lane_macs,
-                              t.dram_bytes, tuple(t.unit_bytes), machine.state.saturated))
+                              t.bytes_by(t.t), tuple(t.unit_bytes), machine.state.saturated))
     machine.next_mark = markers[index + 1].pc if index + 1 < len(markers) else -1
     if machine.on_mark is not None:
         machine.on_mark(index)

@@ -17,7 +17,6 @@ at the exact instruction.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from types import CodeType
 
 from snowir.dialects import snowflake_asm as sf
@@ -28,8 +27,6 @@ from snowir.machine.steady import SteadyLoop
 
 _WRAP = "((({x}) + 2147483648) & 4294967295) - 2147483648"
 _SCALAR = (sf.MovOp, sf.MoviOp, sf.AddOp, sf.AddiOp, sf.MulOp, sf.MuliOp)
-
-BlockFn = Callable[[int], tuple[int, int]]
 
 _COMPARE = {"snowflake_asm.ble": "<=", "snowflake_asm.bgt": ">", "snowflake_asm.beq": "=="}
 

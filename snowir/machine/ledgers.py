@@ -42,6 +42,19 @@ class BandwidthLedger:
             del times[:k]
             del self.used[:k]
 
+    def bytes_after(self, t: float) -> float:
+        """Bytes granted to cross the bus from cycle `t` on: what requests made so far still have
+        to move at `t` (exact for any `t` at or after the last `prune`). A layer's report counts
+        the bytes that crossed the bus in its own cycles (core.mark), not those its requests
+        will move later, so its GB/s never exceeds the bus's."""
+        times, used = self.times, self.used
+        i = max(0, bisect_right(times, t) - 1)
+        moved = 0.0
+        for j in range(i, len(times) - 1):
+            if used[j]:
+                moved += used[j] * (times[j + 1] - max(times[j], t))
+        return moved  # the last segment is open-ended: nothing is granted there
+
     def _merge(self, i: int) -> int:
         """Segment i just became full: merge it with full neighbours; returns its index."""
         times, used, total = self.times, self.used, self.total

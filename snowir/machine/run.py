@@ -86,7 +86,7 @@ def run_image(image: ProgramImage, hw: SnowflakeConfig | None = None, engine: En
 
 
 def program_report(result: RunResult, hw: SnowflakeConfig, model: str, compile_s: float = 0.0) -> dict[str, Any]:
-    """The DESIGN.md report for a program run (one `layers` entry: the program)."""
+    """The JSON report (docs/machine.md, "Report fields") of a program run (one `layers` entry: the program)."""
     t = result.timing
     cycles = result.cycles
     ms = hw.cycles_to_ms(cycles)

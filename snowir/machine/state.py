@@ -95,8 +95,8 @@ class MachineState:
         self.bias = np.zeros((hw.cus, hw.vmacs_per_cu, lanes), np.int64)
         self.bypass = np.zeros((hw.cus, hw.vmacs_per_cu, lanes), np.int64)
         self.pool = np.full((hw.cus, lanes), INT16_MIN, np.int16)
-        # the bypass operand is consumed by the write-back that adds it (SNOWFLAKE.md: one VMOV
-        # bypass per write-back MAC), so a conv after a residual one adds nothing (docs/machine.md)
+        # the bypass operand is consumed by the write-back that adds it (docs/machine.md [P]: one VMOV
+        # bypass per write-back MAC), so a conv after a residual one adds nothing
         self.bypass_held = False
 
     # ------------------------------------------------------------------ helpers

@@ -12,7 +12,7 @@ construction and the differential test checks the folding.
   * vector unit: vector ops enter a queue of `vector_queue_depth` in-flight ops
     (full queue -> dispatch stall) and run in order on the CUs (all CUs in lock
     step); a vector op whose operand region still awaits a load holds dispatch until
-    the data lands ([P] SNOWFLAKE.md); start = max(dispatch + 1, CUs free, operands
+    the data lands ([P], docs/machine.md); start = max(dispatch + 1, CUs free, operands
     loaded); COOP MAC ceil(L/16) cycles, INDP MAC L, MAX L, VMOV `vmov_cycles`;
   * buffers interlock by region (C17 §5: load IDs, "different buffer regions"): a
     vector op waits only for earlier LDs whose address range overlaps what it reads;
@@ -112,6 +112,7 @@ class Timing:
         # icache bank b holds instructions [lo, hi), usable from cycle `ready`
         self.icache: list[list[int]] = [[0, 0, 0] for _ in range(hw.icache_banks)]
         self.icache_generation = 0  # bumped whenever a bank's contents change
+        self.fill = BandwidthLedger(hw.dram_bytes_per_cycle)  # the initial fill's grants (preload_icache)
         self.end = 0
         self.macs = 0
         self.lane_macs = 0
@@ -129,6 +130,14 @@ class Timing:
         """Everything that crossed the bus: LDs, icache fills, TMOVs and write-backs."""
         return self.load_bytes + self.store_bytes + self.writeback_bytes
 
+    def bytes_by(self, t: int) -> int:
+        """`dram_bytes` as of cycle `t`: the bytes that crossed the bus before `t`, the host's
+        initial icache fill counted whole from cycle 0 (it is no layer's). What a layer marker
+        records, so a layer's window counts the bytes that crossed the bus in it, not those its
+        requests move after the next layer has started (issue 40: ResNet-50 layers reported
+        4.72 GB/s on a 4.2 GB/s bus); at the end of the program it is `dram_bytes`."""
+        return self.dram_bytes - round(self.dma.bytes_after(t) - self.fill.bytes_after(t))
+
     # ------------------------------------------------------------------ icache
     def preload_icache(self, n_instructions: int) -> None:
         """The host's initial load (C17 §5.3): consecutive banks from instruction 0, each one
@@ -145,6 +154,9 @@ class Timing:
             self.icache[b] = [lo, lo + count, done]
             self.load_bytes += 4 * count
         self.icache_generation += 1
+        # the fill's place on the bus: granted first, so no later transfer moves it (bytes_by)
+        self.fill = BandwidthLedger(self.dma.total)
+        self.fill.times, self.fill.used = list(self.dma.times), list(self.dma.used)
 
     def bank_of(self, pc: int) -> int:
         """The bank a fetch of `pc` uses: one holding it, the earliest ready when both do."""

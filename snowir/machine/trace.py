@@ -44,11 +44,6 @@ def _meta(timing: Timing | None, hw: SnowflakeConfig) -> dict[str, Any]:
     return {"clock_mhz": hw.clock_mhz, "events_dropped": timing.events_dropped if timing else 0}
 
 
-def trace_events(timing: Timing | None, hw: SnowflakeConfig, source: list | None = None) -> dict[str, Any]:
-    """`source`: events to draw instead of `timing.events` (a whole model's layers on one time line)."""
-    return {"traceEvents": list(_records(timing, hw, source)), "displayTimeUnit": "ns", "otherData": _meta(timing, hw)}
-
-
 def _chunks(timing: Timing | None, hw: SnowflakeConfig, source: list | None) -> Iterator[bytes]:
     """The trace JSON in pieces, one event at a time: memory stays bounded by the events, not
     by their text (a ResNet-50 trace's text was 4.5 GB of Python strings)."""
