@@ -2,7 +2,7 @@
 `SnowflakeConfig`: the one home of every Snowflake hardware parameter.
 
 Defaults are the ZC706 build of the Snowball paper (C17 §3) and of
-``shared/SNOWFLAKE.md``; every [P] (proposed) value is explained in docs/machine.md.
+the Snowflake hardware fact sheet; docs/machine.md lists every field, and explains every [P] (proposed) value.
 Passes, the assembler, the machine model and the golden model all read their limits
 from here, never from literals of their own.
 """

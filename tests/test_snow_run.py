@@ -15,7 +15,7 @@ from snowir.tools.snow_opt import main as snow_opt
 from snowir.tools.snow_run import main as snow_run
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "conv3x3.mlir"
-# the report contract of shared/DESIGN.md
+# the report contract of docs/machine.md ("Report fields")
 TOTAL_KEYS = {"cycles", "ms", "host_ms", "macs", "lane_macs", "mac_utilization", "dram_bytes", "gbps",
               "static_instructions", "dynamic_instructions", "stall_cycles", "compile_s", "simulate_s"}
 LAYER_KEYS = {"name", "op", "where", "cycles", "ms", "host_ms", "macs", "lane_macs", "mac_utilization", "dram_bytes",

@@ -269,7 +269,7 @@ def _record_layer(result: DeviceRun, op, name: str, image_op: sf.ImageOp, image:
 
 
 def device_report(run: DeviceRun, hw: SnowflakeConfig, model: str, host_rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The DESIGN.md report: device layers with their machine numbers, host layers with their
+    """The report (docs/machine.md, "Report fields"): device layers with their machine numbers, host layers with their
     estimated host time; `total.ms` is the device time (as C17 Table 2), `total.host_ms` beside it."""
     layers = []
     by_op = {id(layer.op_ref): layer for layer in run.layers}

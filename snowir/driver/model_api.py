@@ -7,7 +7,7 @@ The model-level Python API: compile once, run many times, typed reports.
     result = compiled.run(x, engine="fast", check=True, progress=print)
     result.report.total.ms, result.report.layers[0].stall_cycles, result.report.to_json()
 
-`Report.to_json()` is exactly the JSON report of `snow-run --report` (DESIGN.md); `Report.from_json`
+`Report.to_json()` is exactly the JSON report of `snow-run --report` (docs/machine.md, "Report fields"); `Report.from_json`
 reads one back. The ONNX backend (snowir/backend.py) is built on this.
 """
 

@@ -1,7 +1,7 @@
 """
 Running nn-level models (an ONNX file or an nn `.mlir`): prepare (the nn pipeline, default
 `nn-prepare`), execute with the golden model, compare with onnxruntime fp32. The report has
-the DESIGN.md shape; the golden model has no hardware timing, so cycles are 0.
+the report shape of docs/machine.md; the golden model has no hardware timing, so cycles are 0.
 """
 
 from __future__ import annotations
@@ -219,7 +219,7 @@ def host_total_ms(rows: list[dict[str, Any]]) -> float:
 
 def golden_report(module: ModuleOp, source: str, hw: SnowflakeConfig, compile_s: float,
                   simulate_s: float, golden: Golden, input_names: Sequence[str] | None = None) -> dict[str, Any]:
-    """The DESIGN.md report of the golden-model run `golden`: the layers and their useful MACs,
+    """The report (docs/machine.md) of the golden-model run `golden`: the layers and their useful MACs,
     host estimates and saturated values, no hardware timing (cycles 0)."""
     rows = layer_rows(module)
     for row in rows:
