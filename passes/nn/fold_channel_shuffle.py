@@ -64,7 +64,8 @@ def _apply(index: np.ndarray, op: Operation) -> np.ndarray:
 
 def channel_perm(x_shape: list[int], ops: list[Operation]) -> np.ndarray | None:
     """perm if `ops` map an x of `x_shape` (NCHW) to x[:, perm], else None."""
-    index = np.arange(int(np.prod(x_shape))).reshape(x_shape)
+    size = int(np.prod(x_shape))
+    index = np.arange(size, dtype=np.int32 if size < 2**31 else np.int64).reshape(x_shape)
     out = index
     for op in ops:
         out = _apply(out, op)
@@ -107,11 +108,17 @@ def _set_constant(op: Operation, index: int, array: np.ndarray, hint: str) -> No
     op.operands[index] = const.result
 
 
+def _float_weights(conv: nn.Conv2dOp) -> bool:
+    """Constant float weights and bias (before quantize: a quantised module keeps its shuffles)."""
+    return all(const_of(v) is not None and not isinstance(v.type.get_element_type(), nn.FixedType)
+               for v in (conv.weight, conv.bias))
+
+
 def _permutable_reader(op: Operation, value: SSAValue, hw: SnowflakeConfig) -> bool:
     """`op` reads `value` as the input of a conv whose input channels can be permuted: ungrouped,
     or grouped as depthwise-to-grouped would make dense."""
     return isinstance(op, nn.Conv2dOp) and op.input is value and op.bypass is not value and op.weight is not value \
-        and const_of(op.weight) is not None and (op.groups.value.data == 1 or grouped_refused(op, hw))
+        and _float_weights(op) and (op.groups.value.data == 1 or grouped_refused(op, hw))
 
 
 def _ungrouped(conv: nn.Conv2dOp) -> nn.Conv2dOp:
@@ -137,8 +144,9 @@ def _erase_chain(shuffle: Shuffle) -> None:
             Rewriter.erase_op(op)
 
 
-def _describe(op: Operation | None) -> str:
-    if op is None:
+def _describe(op: object) -> str:
+    """An op as a host_reason names it (a block argument: the model input)."""
+    if not isinstance(op, Operation):
         return "the model input"
     return op.op_type.data if isinstance(op, nn.HostOp) else op.name
 
@@ -147,12 +155,12 @@ def _fold_into_producer(shuffle: Shuffle, hw: SnowflakeConfig) -> str | None:
     """Permute the producer's kernels; None when done, else why not."""
     producer = shuffle.x.owner
     if not isinstance(producer, nn.Conv2dOp):
-        return f"its producer is {_describe(producer if isinstance(producer, Operation) else None)}, not a conv"
+        return f"its producer is {_describe(producer)}, not a conv"
     if producer.bypass is not None:
         return "its producer conv has a residual input (its channels would need the same permutation)"
-    if const_of(producer.weight) is None or const_of(producer.bias) is None:
-        return "its producer conv's weights are not constants"
-    k, cg = shape_of(producer.weight)[:2]
+    if not _float_weights(producer):
+        return "its producer conv's weights are not float constants"
+    cg = shape_of(producer.weight)[1]
     groups = producer.groups.value.data
     if groups > 1 and not (cg > 1 and grouped_refused(producer, hw)):
         return f"its producer is a {groups}-group conv the device runs grouped (a permutation would cross groups)"
