@@ -199,3 +199,22 @@ def test_a_producer_the_device_runs_grouped_keeps_its_groups_and_the_reader_take
     assert groups == {"producer": 2, "reader": 1}
     (y,) = Golden(module).run(_x())
     np.testing.assert_allclose(y, ort_run(m, _x()), rtol=1e-4, atol=1e-4)
+
+
+def test_a_conv_left_on_the_host_says_why() -> None:
+    """partition-host names the reason a conv stays: a tiny grouped conv between host ops is
+    faster on the host (its costs in the IR); a depthwise conv with a channel multiplier has no
+    device form."""
+    n = helper.make_node
+    nodes = [n("Sigmoid", ["x"], ["s"]), n("Conv", ["s", "w"], ["c"], name="tiny", group=4), n("Sigmoid", ["c"], ["y"]),
+             n("Conv", ["x", "wm"], ["m"], name="mult", group=C_IN, pads=[1, 1, 1, 1])]
+    inits = {"w": rand(C_MID, C_IN // G, 1, 1, seed=1), "wm": rand(2 * C_IN, 1, 3, 3, seed=2)}
+    m = model(nodes, {"x": [1, C_IN, 2, 2]}, {"y": [1, C_MID, 2, 2], "m": [1, 2 * C_IN, 2, 2]}, inits)
+    module = import_model(m)
+    NNPreparePass().apply(None, module)
+    convs = {op.attributes["onnx_node"].data: op for op in _ops(module, nn.Conv2dOp)}
+    tiny, mult = convs["tiny"], convs["mult"]
+    assert tiny.attributes["place"].data == "host" and tiny.groups.value.data == 4
+    assert tiny.attributes["host_reason"].data == "the host is estimated faster (placement_cost)"
+    assert "vs host" in tiny.attributes["placement_cost"].data
+    assert mult.attributes["host_reason"].data == "depthwise conv with a channel multiplier of 2"
