@@ -21,6 +21,7 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "fold-batch-norm": p("nn.fold_batch_norm", "FoldBatchNormPass"),
         "fuse-relu": p("nn.fuse_relu", "FuseReluPass"),
         "fuse-residual-add": p("nn.fuse_residual_add", "FuseResidualAddPass"),
+        "fold-channel-shuffle": p("nn.fold_channel_shuffle", "FoldChannelShufflePass"),
         "sequence-gemm": p("nn.sequence_gemm", "SequenceGemmPass"),
         "fc-to-conv": p("nn.fc_to_conv", "FcToConvPass"),
         "avgpool-to-conv": p("nn.avgpool_to_conv", "AvgPoolToConvPass"),

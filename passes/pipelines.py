@@ -2,7 +2,8 @@
 The two pipelines, as pass lists in one place.
 
 nn-prepare{format=Q8.8}: from an imported model to the fixed-point graph Snowflake runs:
-fold-hard-swish, drop-identity, fold-batch-norm, fuse-residual-add, fuse-relu, sequence-gemm, fc-to-conv,
+fold-hard-swish, drop-identity, fold-batch-norm, fuse-residual-add, fuse-relu, fold-channel-shuffle,
+sequence-gemm, fc-to-conv,
 avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth, pad-rows,
 add-to-bypass, partition-host, quantize.
 
@@ -44,6 +45,7 @@ from snowir.passes.nn.depthwise_to_grouped import DepthwiseToGroupedPass
 from snowir.passes.nn.drop_identity import DropIdentityPass
 from snowir.passes.nn.fc_to_conv import FcToConvPass
 from snowir.passes.nn.fold_batch_norm import FoldBatchNormPass
+from snowir.passes.nn.fold_channel_shuffle import FoldChannelShufflePass
 from snowir.passes.nn.fold_hard_swish import FoldHardSwishPass
 from snowir.passes.nn.fuse_relu import FuseReluPass
 from snowir.passes.nn.fuse_residual_add import FuseResidualAddPass
@@ -80,12 +82,13 @@ class NNPreparePass(ModulePass):
     """false: leave out pad-rows (an INDP conv on the model input keeps its row padding as clipped
     kernel rows, run one CU at a time)."""
     hw: str = ""
-    """A hardware description JSON for the passes that plan (sequence-gemm, split-kernels, unfold-rows,
+    """A hardware description JSON for the passes that plan (fold-channel-shuffle, sequence-gemm, split-kernels, unfold-rows,
     space-to-depth, pad-rows, depthwise-to-grouped, partition-host); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         passes: list[ModulePass] = [FoldHardSwishPass(), DropIdentityPass(), FoldBatchNormPass(),
-                                    FuseResidualAddPass(), FuseReluPass(), SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(),
+                                    FuseResidualAddPass(), FuseReluPass(), FoldChannelShufflePass(self.hw),
+                                    SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
                                     UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), *([PadRowsPass(self.hw)] if self.pad_rows else []),
                                     AddToBypassPass(self.add_to_bypass, self.hw),

@@ -59,6 +59,8 @@ def useful_macs(op: Operation) -> int:
         dy, dx = int_values(op.dilations)
         if "block_diagonal" in op.attributes:
             cg = 1  # depthwise-to-grouped: one channel of the group's kernel block is not zero
+        elif "dense_groups" in op.attributes:
+            cg //= op.attributes["dense_groups"].value.data  # a grouped conv's kernels, zero outside their group
         rows = valid_taps(oh, kh, sy, pt, dy, h)
         layout = op.input.owner  # the host's layout of a model input, whose zeros are not work
         if isinstance(layout, nn.UnfoldRowsOp):  # kernel rows as channels: the rows' padding is zero channels

@@ -8,7 +8,8 @@ device layers. Depthwise convs (a group with fewer than 16 output channels: Dens
 pre-activation BN, average pools as convs) and average pools whose border windows exclude the
 padding, and a ReLU / add that fuse-relu / fuse-residual-add could not fold into a conv,
 have no efficient Snowflake mapping — a MAC trace
-sums over contiguous channels — so they run on the host too, in the exact fixed-point
+sums over contiguous channels — so they run on the host too (a conv left so says why in
+`host_reason`: the host estimated faster, a channel multiplier, or groups not whole 16-lane groups), in the exact fixed-point
 arithmetic of the golden model (an add add-to-bypass found cheaper on the device is a conv by
 then). So does any conv, max pool or concat the lowering cannot
 place (`snowir.tile.lowerable.device_refusal`, the planners' own answer: a dilated conv, a max pool
@@ -53,7 +54,7 @@ class PartitionHostPass(ModulePass):
             if inner.name.startswith("nn.") and not isinstance(inner, nn.ConstantOp):
                 device = (isinstance(inner, DEVICE) and not _depthwise(inner)) or \
                     (isinstance(inner, nn.TransposeOp) and transpose_is_view(inner))
-                reason = device_refusal(inner, hw) if device else None
+                reason = device_refusal(inner, hw) if device else _host_conv_reason(inner)
                 if reason is not None:
                     device = False
                     inner.attributes["host_reason"] = StringAttr(reason)
@@ -67,6 +68,19 @@ class PartitionHostPass(ModulePass):
                         f"partition-host: {inner.name} {what.data if isinstance(what, StringAttr) else ''} is placed "
                         f"on snowflake in the IR, but cannot run there: {reason or 'no device mapping'}")
                 inner.attributes["place"] = StringAttr("snowflake" if device else "host")
+
+
+def _host_conv_reason(op) -> str | None:
+    """Why a conv `_depthwise` keeps on the host (None for other ops: their op says it)."""
+    if not isinstance(op, nn.Conv2dOp):
+        return None
+    k, cg = op.weight.type.get_shape()[:2]
+    groups = op.groups.value.data
+    if "placement_cost" in op.attributes:
+        return "the host is estimated faster (placement_cost)"
+    if cg == 1 and k != groups:
+        return f"depthwise conv with a channel multiplier of {k // groups}"
+    return f"grouped conv with {k // groups} output channels per group (not whole 16-lane groups)"
 
 
 def _depthwise(op) -> bool:

@@ -87,10 +87,11 @@ def inputs_report(counts: dict, names: Sequence[str] | None = None) -> list[dict
 
 def useful(op, runs) -> int:
     """MACs the machine did that the layer needed: a block-diagonal conv (depthwise-to-grouped)
-    keeps all lanes busy, 15 of 16 against zero weights, so its count is the depthwise one; an
+    keeps all lanes busy, 15 of 16 against zero weights, so its count is the depthwise one (a
+    grouped conv run ungrouped, `dense_groups`: the grouped one); an
     unfolded conv's first and last rows multiply the rows' padding (zero channels), a conv over
     padded rows (pad-rows) its zero rows."""
-    if "block_diagonal" in op.attributes or "lane_groups" in op.attributes or \
+    if "block_diagonal" in op.attributes or "lane_groups" in op.attributes or "dense_groups" in op.attributes or \
             isinstance(op.input.owner, nn.UnfoldRowsOp | nn.PadRowsOp):
         return useful_macs(op)
     return sum(r.macs for r in runs)

@@ -29,3 +29,32 @@ func.func @main(%x: tensor<1x32x8x8xf32>, %y: tensor<1x24x8x8xf32>) -> (tensor<1
 // CHECK-NOT:  placement_cost
 // CHECK:      %[[W:.*]] = nn.constant dense_resource<{{.*}}> : tensor<32x16x3x3xf32>
 // CHECK-NEXT: %inner = nn.conv2d %expand, %[[W]], %b {block_diagonal, placement_cost = "device [[D]] ms + DRAM round trip 0.0000 ms vs host [[H]] ms", {{.*}}groups = 2 : i64, relu}
+
+// A grouped conv with several channels a group whose groups are not whole 16-kernel tiles
+// (4 groups of 12 kernels over 6 channels each, ShuffleNet's 1x1 convs) becomes an ungrouped conv
+// over all 24 channels, zero outside each kernel's group (`dense_groups = 4`), where it pays; one
+// whose groups are whole tiles (2 groups of 16) stays grouped. It runs before the depthwise rule,
+// so the depthwise conv between two such convs sees no round trip.
+
+func.func @grouped(%x: tensor<1x24x16x16xf32>) -> (tensor<1x24x16x16xf32>, tensor<1x32x16x16xf32>) {
+  %w1 = nn.constant dense<0.5> : tensor<48x6x1x1xf32>
+  %b1 = nn.constant dense<0.1> : tensor<48xf32>
+  %wd = nn.constant dense<0.5> : tensor<48x1x3x3xf32>
+  %w2 = nn.constant dense<0.5> : tensor<24x12x1x1xf32>
+  %b2 = nn.constant dense<0.1> : tensor<24xf32>
+  %w3 = nn.constant dense<0.5> : tensor<32x12x1x1xf32>
+  %b3 = nn.constant dense<0.1> : tensor<32xf32>
+  %g1 = nn.conv2d %x, %w1, %b1 {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 4 : i64, relu} : (tensor<1x24x16x16xf32>, tensor<48x6x1x1xf32>, tensor<48xf32>) -> tensor<1x48x16x16xf32>
+  %dw = nn.conv2d %g1, %wd, %b1 {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 48 : i64} : (tensor<1x48x16x16xf32>, tensor<48x1x3x3xf32>, tensor<48xf32>) -> tensor<1x48x16x16xf32>
+  %g2 = nn.conv2d %dw, %w2, %b2 bypass %x {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 4 : i64, relu} : (tensor<1x48x16x16xf32>, tensor<24x12x1x1xf32>, tensor<24xf32>, tensor<1x24x16x16xf32>) -> tensor<1x24x16x16xf32>
+  %tiles = nn.conv2d %x, %w3, %b3 {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 2 : i64} : (tensor<1x24x16x16xf32>, tensor<32x12x1x1xf32>, tensor<32xf32>) -> tensor<1x32x16x16xf32>
+  func.return %g2, %tiles : tensor<1x24x16x16xf32>, tensor<1x32x16x16xf32>
+}
+
+// CHECK-LABEL: func.func @grouped
+// CHECK:       %[[W1:.*]] = nn.constant dense_resource<{{.*}}> : tensor<48x24x1x1xf32>
+// CHECK-NEXT:  %g1 = nn.conv2d %x, %[[W1]], %b1 {dense_groups = 4 : i64, placement_cost = "device {{.*}}", {{.*}}groups = 1 : i64, relu}
+// CHECK:       %dw = nn.conv2d %g1, %{{.*}}, %b1 {block_diagonal, placement_cost = "device {{.*}} ms + DRAM round trip 0.0000 ms vs host {{.*}} ms", {{.*}}groups = 3 : i64}
+// CHECK:       %[[W2:.*]] = nn.constant dense_resource<{{.*}}> : tensor<24x48x1x1xf32>
+// CHECK-NEXT:  %g2 = nn.conv2d %dw, %[[W2]], %b2 bypass %x {dense_groups = 4 : i64, {{.*}}groups = 1 : i64, relu}
+// CHECK-NEXT:  %tiles = nn.conv2d %x, %w3, %b3 {strides = {{.*}}groups = 2 : i64}
