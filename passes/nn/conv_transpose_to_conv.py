@@ -1,0 +1,195 @@
+"""
+conv-transpose-to-conv: a transposed convolution (`nn.conv_transpose2d`, ONNX ConvTranspose)
+as an ordinary stride-1 `nn.conv2d` that computes every output phase, and an
+`nn.depth_to_space` that interleaves the phases into pixels:
+
+    conv_transpose(x, W, stride s, pads, output_padding, dilation d, groups g)
+      -> depth_to_space(conv(x, W', stride 1, pads P), block s, offsets o, groups g)
+
+Sub-pixel decomposition. Per axis, output row Y of the full scatter (before the crop `top`)
+collects the products x[i]·w[k] with s·i + d·k = Y; for phase a = Y mod s only the taps with
+d·k ≡ a (mod s) land, from input row i = Y div s − q, q = (d·k − a) / s. So phase a is a
+stride-1 conv over x with the sub-kernel of those taps (tap k at index u = q_max − q, flipped),
+and the s² phases (s_y·s_x in 2-D) are s² stride-1 convs over the same input. They become one
+conv: its output channels are (group, phase, channel), each phase's kernels the sub-kernels
+padded to the longest (zeros where a phase has no tap: k not a multiple of s, or a dilation
+sharing a factor with s). Every output's sum is the same set of products as the transposed
+conv's, so the fixed-point result (one rounding at the write-back) equals the golden model's
+ConvTranspose bit for bit. The conv is an ordinary device conv: partition-host places and
+prices it like any other.
+
+Zero insertion (s − 1 zeros between input pixels, pad k − 1 − p, a stride-1 conv with the
+flipped kernel) would need the same layout work on the input side, on s² times the pixels,
+and its conv does ((k − 1)·d + 1)² taps per output where the sub-pixel conv does at most
+⌈((k − 1)·d + 1)/s⌉² (the device runs no dilated conv, so zero insertion's dilation would be
+zeros too). `plans` prices both (MACs and words moved); sub-pixel is cheaper for every shape ONNX
+allows short of crops beyond the kernel, and is the one this pass builds (`choice` records it).
+
+The interleave runs on the host: `nn.depth_to_space` is a permutation of the conv's words
+(nothing computed), priced as the host's copy of them. Writing the phases in place through the
+write-back's address steps (output pixel stride s, row stride s) is left to the tile level.
+A ReLU or batch norm after the transposed conv is moved before the interleave (a per-channel
+op commutes with a permutation of pixels), where fuse-relu and fold-batch-norm fold it into
+the conv. Run first in nn-prepare.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (GreedyRewritePatternApplier, PatternRewriter, PatternRewriteWalker,
+                                   RewritePattern, op_type_rewrite_pattern)
+from xdsl.rewriter import InsertPoint
+
+from snowir.dialects import nn
+from snowir.nn_util import const_of, drop_dead_constants, new_constant, shape_of, tensor
+
+
+@dataclass(frozen=True)
+class AxisPlan:
+    """One spatial axis of the sub-pixel decomposition."""
+
+    stride: int
+    length: int
+    """Sub-kernel taps (the conv's kernel size along the axis)."""
+    pad_lo: int
+    pad_hi: int
+    """The conv's padding."""
+    out: int
+    """The conv's output size (phase grid rows; at least the rows the result reads)."""
+    offset: int
+    """The result's first row is phase `offset` of grid row 0 (depth_to_space offsets)."""
+    taps: tuple[tuple[int, int, int], ...]
+    """(kernel tap k, phase a, sub-kernel index u) for every tap."""
+
+
+def axis_plan(size: int, k: int, s: int, d: int, top: int, out: int) -> AxisPlan:
+    """The decomposition along one axis of input `size`, kernel `k`, stride `s`, dilation `d`,
+    crop `top` (negative: grown) and result size `out`."""
+    qmax = (k - 1) * d // s
+    first = top // s  # the phase grid row of the result's first row (floor: also when grown)
+    rows = (top + out - 1) // s - first + 1
+    pad_lo = max(0, qmax - first)
+    length = max(qmax, first) + 1  # first > qmax (crops past the kernel): leading zero taps
+    taps = tuple((kk, kk * d % s, first - kk * d // s + pad_lo) for kk in range(k))
+    pad_hi = max(0, rows - 1 + length - size - pad_lo)
+    return AxisPlan(s, length, pad_lo, pad_hi, size + pad_lo + pad_hi - length + 1, top - first * s, taps)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A way to run a transposed conv on the device, priced: MACs the device does (zero taps
+    included) and 16-bit words the host's layout op moves (read and written)."""
+
+    kind: str
+    macs: int
+    host_words: int
+
+
+def plans(op: nn.ConvTranspose2dOp) -> list[Plan]:
+    """Sub-pixel and zero-insertion, cheapest first (MACs, then words moved)."""
+    n, c, h, w = shape_of(op.input)
+    _, mg, kh, kw = shape_of(op.weight)
+    _, m, oh, ow = shape_of(op.output)
+    g = op.groups.value.data
+    (sy, sx), (dy, dx) = nn.int_values(op.strides), nn.int_values(op.dilations)
+    pads = nn.int_values(op.pads)
+    ay, ax = axis_plan(h, kh, sy, dy, pads[0], oh), axis_plan(w, kw, sx, dx, pads[1], ow)
+    conv_out = n * g * sy * sx * mg * ay.out * ax.out
+    sub = Plan("sub-pixel", conv_out * (c // g) * ay.length * ax.length, conv_out + n * m * oh * ow)
+    ey, ex = (kh - 1) * dy + 1, (kw - 1) * dx + 1
+    upsampled = n * c * (oh + ey - 1) * (ow + ex - 1)
+    zero = Plan("zero-insertion", n * m * oh * ow * (c // g) * ey * ex, n * c * h * w + upsampled)
+    return sorted([sub, zero], key=lambda p: (p.macs, p.host_words))
+
+
+def sub_pixel_weights(w: np.ndarray, groups: int, ay: AxisPlan, ax: AxisPlan) -> np.ndarray:
+    """(C, Mg, kh, kw) ConvTranspose weights -> (g·sy·sx·Mg, Cg, Ly, Lx) conv weights, output
+    channel g·sy·sx·Mg + (a·sx + b)·Mg + m."""
+    c, mg, _, _ = w.shape
+    cg = c // groups
+    wg = w.reshape(groups, cg, mg, *w.shape[2:])
+    out = np.zeros((groups, ay.stride, ax.stride, mg, cg, ay.length, ax.length), np.float32)
+    for ky, a, uy in ay.taps:
+        for kx, b, ux in ax.taps:
+            out[:, a, b, :, :, uy, ux] = wg[:, :, :, ky, kx].transpose(0, 2, 1)
+    return out.reshape(groups * ay.stride * ax.stride * mg, cg, ay.length, ax.length)
+
+
+def _phase_channels(values: np.ndarray, groups: int, phases: int) -> np.ndarray:
+    """A per-channel vector of the result (g·Mg) as one per conv channel ((group, phase, channel))."""
+    v = values.reshape(groups, 1, -1)
+    return np.broadcast_to(v, (groups, phases, v.shape[2])).reshape(-1).copy()
+
+
+class SubPixel(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: nn.ConvTranspose2dOp, rewriter: PatternRewriter) -> None:
+        w, b = const_of(op.weight), const_of(op.bias)
+        if w is None or b is None:
+            return
+        n, c, h, wd = shape_of(op.input)
+        _, _, oh, ow = shape_of(op.output)
+        g = op.groups.value.data
+        (sy, sx), (dy, dx) = nn.int_values(op.strides), nn.int_values(op.dilations)
+        pads = nn.int_values(op.pads)
+        ay, ax = axis_plan(h, w.shape[2], sy, dy, pads[0], oh), axis_plan(wd, w.shape[3], sx, dx, pads[1], ow)
+        best = plans(op)[0]
+        wv = new_constant(rewriter, op, sub_pixel_weights(w, g, ay, ax), "w_subpixel")
+        bv = new_constant(rewriter, op, _phase_channels(b, g, sy * sx), "b_subpixel")
+        channels = g * sy * sx * w.shape[1]
+        conv = nn.Conv2dOp(op.input, wv, bv, tensor([n, channels, ay.out, ax.out], op.output),
+                           pads=[ay.pad_lo, ax.pad_lo, ay.pad_hi, ax.pad_hi], groups=g)
+        conv.attributes.update(op.attributes)
+        conv.attributes["conv_transpose"] = StringAttr(
+            f"{best.kind}: {sy}x{sx} phases, {ay.length}x{ax.length} sub-kernels ({best.macs} MACs)")
+        if (sy, sx) == (1, 1) and (ay.out, ax.out) == (oh, ow):
+            rewriter.replace(op, [conv])
+            return
+        interleave = nn.DepthToSpaceOp(conv.output, [sy, sx], [ay.offset, ax.offset], g, op.output.type)
+        if "onnx_node" in op.attributes:
+            interleave.attributes["onnx_node"] = StringAttr(f"{op.attributes['onnx_node'].data}.interleave")
+        rewriter.replace(op, [conv, interleave])
+
+
+class HoistThroughInterleave(RewritePattern):
+    """relu(depth_to_space(y)) -> depth_to_space(relu(y)); batch_norm likewise, its constants one
+    per conv channel: per-channel ops commute with the interleave, and fold into the conv there."""
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, nn.ReluOp | nn.BatchNormOp):
+            return
+        d2s = op.input.owner
+        if not isinstance(d2s, nn.DepthToSpaceOp) or not d2s.output.has_one_use():
+            return
+        y = d2s.input
+        if isinstance(op, nn.ReluOp):
+            inner = nn.ReluOp(y)
+        else:
+            params = [const_of(v) for v in (op.scale, op.bias, op.mean, op.var)]
+            if any(p is None for p in params):
+                return
+            by, bx = nn.int_values(d2s.block)
+            g = d2s.groups.value.data
+            vs = [new_constant(rewriter, d2s, _phase_channels(p, g, by * bx), "bn_phases") for p in params]
+            inner = nn.BatchNormOp(y, *vs, op.epsilon.value.data)
+        inner.attributes.update(op.attributes)
+        rewriter.insert(inner, InsertPoint.before(d2s))
+        moved = nn.DepthToSpaceOp(inner.output, nn.int_values(d2s.block), nn.int_values(d2s.offsets),
+                                  d2s.groups.value.data, op.output.type)
+        moved.attributes.update(d2s.attributes)
+        rewriter.replace(op, [moved])
+        rewriter.erase(d2s)
+
+
+@dataclass(frozen=True)
+class ConvTransposeToConvPass(ModulePass):
+    name = "conv-transpose-to-conv"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(GreedyRewritePatternApplier([SubPixel(), HoistThroughInterleave()])).rewrite_module(op)
+        drop_dead_constants(op)
