@@ -344,7 +344,8 @@ class Golden:
             return np.maximum(self._float(x), 0)
         if isinstance(op, nn.DepthToSpaceOp):  # a permutation of words: the host moves them as they are
             _, _, oh, ow = op.output.type.get_shape()
-            x = self._fixed(env[op.input], out_frac) if out_frac is not None else self._float(env[op.input])
+            xs = [self._fixed(env[v], out_frac) if out_frac is not None else self._float(env[v]) for v in op.inputs]
+            x = xs[0] if len(xs) == 1 else np.concatenate(xs, axis=1)
             y = depth_to_space(x, int_values(op.block), int_values(op.offsets), op.groups.value.data, oh, ow)
             return Q(y, out_frac) if out_frac is not None else y
         if isinstance(op, nn.SpaceToDepthOp | nn.UnfoldRowsOp | nn.PadRowsOp):  # the host's layouts of a model input

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import I64, DenseArrayBase, IntegerAttr, TensorType, i64
 from xdsl.ir import Attribute, SSAValue
-from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def
+from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, var_operand_def
 
 from snowir.dialects.nn.abstract_ops import NNOperation, i64_array, int_values, shape_of
 
@@ -79,32 +79,41 @@ class DepthToSpaceOp(NNOperation):
     """Output phases stacked as channels, interleaved into pixels: with `block` (by, bx),
     `offsets` (oy, ox) in [0, block), and the input's channels per group ordered (phase, channel),
     out[n, g·Mg + m, y, x] = in[n, g·by·bx·Mg + (a·bx + b)·Mg + m, (y + oy) div by, (x + ox) div bx]
-    for a = (y + oy) mod by, b = (x + ox) mod bx. With one group and zero offsets it is ONNX's
+    for a = (y + oy) mod by, b = (x + ox) mod bx. Several inputs are one, concatenated along the
+    channels (one per phase, groups 1). With one group and zero offsets it is ONNX's
     DepthToSpace (DCR) cropped to the result; a pure permutation of words (the host copies them)."""
 
     name = "nn.depth_to_space"
-    input = operand_def(TensorType)
+    inputs = var_operand_def(TensorType)
     output = result_def(TensorType)
     block = prop_def(DenseArrayBase[I64])
     offsets = prop_def(DenseArrayBase[I64])
     groups = prop_def(IntegerAttr[I64])
-    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+    assembly_format = "$inputs attr-dict `:` functional-type(operands, results)"
 
-    def __init__(self, input: SSAValue, block: Sequence[int], offsets: Sequence[int], groups: int,
-                 result_type: TensorType):
-        super().__init__(operands=[input], result_types=[result_type],
+    def __init__(self, inputs: SSAValue | Sequence[SSAValue], block: Sequence[int], offsets: Sequence[int],
+                 groups: int, result_type: TensorType):
+        super().__init__(operands=[[inputs] if isinstance(inputs, SSAValue) else list(inputs)],
+                         result_types=[result_type],
                          properties={"block": i64_array(block), "offsets": i64_array(offsets),
                                      "groups": IntegerAttr(groups, i64)})
 
     def verify_(self) -> None:
-        n, c, h, w = self._rank(self.input, 4, "input")
+        if not self.inputs:
+            self._fail("needs an input")
+        shapes = [self._rank(v, 4, "input") for v in self.inputs]
+        n, _, h, w = shapes[0]
+        if any((s[0], s[2], s[3]) != (n, h, w) for s in shapes):
+            self._fail("inputs must agree on every dimension but the channels")
+        c = sum(s[1] for s in shapes)
         on, oc, oh, ow = self._rank(self.output, 4, "result")
         b, o = int_values(self.block), int_values(self.offsets)
         g = self.groups.value.data
         if len(b) != 2 or min(b) < 1 or len(o) != 2 or not (0 <= o[0] < b[0] and 0 <= o[1] < b[1]):
             self._fail(f"block must be 2 positive integers and offsets inside it, not {list(b)}, {list(o)}")
-        if g < 1 or on != n or oc % g or c != oc * b[0] * b[1]:
-            self._fail(f"input must have {oc * b[0] * b[1]} channels ({oc} in {g} groups, {b[0]}x{b[1]} phases), not {c}")
+        if g < 1 or on != n or oc % g or c != oc * b[0] * b[1] or (len(shapes) > 1 and g != 1):
+            self._fail(f"inputs must have {oc * b[0] * b[1]} channels ({oc} in {g} groups, {b[0]}x{b[1]} phases; "
+                       f"several inputs: one group), not {c}")
         if (oh - 1 + o[0]) // b[0] >= h or (ow - 1 + o[1]) // b[1] >= w:
             self._fail(f"a {oh}x{ow} result reads past the input's {h}x{w} pixels")
-        self._same_element(self.input, self.output)
+        self._same_element(*self.inputs, self.output)

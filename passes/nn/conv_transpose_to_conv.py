@@ -75,8 +75,11 @@ def axis_plan(size: int, k: int, s: int, d: int, top: int, out: int) -> AxisPlan
     rows = (top + out - 1) // s - first + 1
     pad_lo = max(0, qmax - first)
     length = max(qmax, first) + 1  # first > qmax (crops past the kernel): leading zero taps
-    taps = tuple((kk, kk * d % s, first - kk * d // s + pad_lo) for kk in range(k))
     pad_hi = max(0, rows - 1 + length - size - pad_lo)
+    if pad_hi >= length:  # grown rows past the input's reach: leading zero taps keep every window
+        grow = pad_hi - length + 1  # partly inside the input (the device runs pads < kernel)
+        length, pad_lo = length + grow, pad_lo + grow
+    taps = tuple((kk, kk * d % s, first - kk * d // s + pad_lo) for kk in range(k))
     return AxisPlan(s, length, pad_lo, pad_hi, size + pad_lo + pad_hi - length + 1, top - first * s, taps)
 
 
@@ -139,21 +142,33 @@ class SubPixel(RewritePattern):
         pads = nn.int_values(op.pads)
         ay, ax = axis_plan(h, w.shape[2], sy, dy, pads[0], oh), axis_plan(wd, w.shape[3], sx, dx, pads[1], ow)
         best = plans(op)[0]
-        wv = new_constant(rewriter, op, sub_pixel_weights(w, g, ay, ax), "w_subpixel")
-        bv = new_constant(rewriter, op, _phase_channels(b, g, sy * sx), "b_subpixel")
-        channels = g * sy * sx * w.shape[1]
-        conv = nn.Conv2dOp(op.input, wv, bv, tensor([n, channels, ay.out, ax.out], op.output),
-                           pads=[ay.pad_lo, ax.pad_lo, ay.pad_hi, ax.pad_hi], groups=g)
-        conv.attributes.update(op.attributes)
-        conv.attributes["conv_transpose"] = StringAttr(
-            f"{best.kind}: {sy}x{sx} phases, {ay.length}x{ax.length} sub-kernels ({best.macs} MACs)")
-        if (sy, sx) == (1, 1) and (ay.out, ax.out) == (oh, ow):
-            rewriter.replace(op, [conv])
+        weights, phases = sub_pixel_weights(w, g, ay, ax), sy * sx
+        mg = w.shape[1]
+        if g > 1 and c == g and mg == 1:  # depthwise: one depthwise conv per phase (depthwise-to-grouped's)
+            convs = [nn.Conv2dOp(op.input, new_constant(rewriter, op, weights[p::phases], "w_phase"),
+                                 new_constant(rewriter, op, b, "b_phase"), tensor([n, c, ay.out, ax.out], op.output),
+                                 pads=[ay.pad_lo, ax.pad_lo, ay.pad_hi, ax.pad_hi], groups=g) for p in range(phases)]
+            layout = 1
+        else:
+            convs = [nn.Conv2dOp(op.input, new_constant(rewriter, op, weights, "w_subpixel"),
+                                 new_constant(rewriter, op, _phase_channels(b, g, phases), "b_subpixel"),
+                                 tensor([n, g * phases * mg, ay.out, ax.out], op.output),
+                                 pads=[ay.pad_lo, ax.pad_lo, ay.pad_hi, ax.pad_hi], groups=g)]
+            layout = g
+        what = f"{best.kind}: {sy}x{sx} phases, {ay.length}x{ax.length} sub-kernels ({best.macs} MACs)"
+        for i, conv in enumerate(convs):
+            conv.attributes.update(op.attributes)
+            conv.attributes["conv_transpose"] = StringAttr(what)
+            if len(convs) > 1 and "onnx_node" in op.attributes:
+                conv.attributes["onnx_node"] = StringAttr(f"{op.attributes['onnx_node'].data}.phase{i}")
+        if phases == 1 and (ay.out, ax.out) == (oh, ow):
+            rewriter.replace(op, convs)
             return
-        interleave = nn.DepthToSpaceOp(conv.output, [sy, sx], [ay.offset, ax.offset], g, op.output.type)
+        interleave = nn.DepthToSpaceOp([conv.output for conv in convs], [sy, sx], [ay.offset, ax.offset], layout,
+                                       op.output.type)
         if "onnx_node" in op.attributes:
             interleave.attributes["onnx_node"] = StringAttr(f"{op.attributes['onnx_node'].data}.interleave")
-        rewriter.replace(op, [conv, interleave])
+        rewriter.replace(op, [*convs, interleave])
 
 
 class HoistThroughInterleave(RewritePattern):
@@ -166,23 +181,28 @@ class HoistThroughInterleave(RewritePattern):
         d2s = op.input.owner
         if not isinstance(d2s, nn.DepthToSpaceOp) or not d2s.output.has_one_use():
             return
-        y = d2s.input
-        if isinstance(op, nn.ReluOp):
-            inner = nn.ReluOp(y)
-        else:
+        by, bx = nn.int_values(d2s.block)
+        g = d2s.groups.value.data
+        params = []
+        if isinstance(op, nn.BatchNormOp):
             params = [const_of(v) for v in (op.scale, op.bias, op.mean, op.var)]
             if any(p is None for p in params):
                 return
-            by, bx = nn.int_values(d2s.block)
-            g = d2s.groups.value.data
-            vs = [new_constant(rewriter, d2s, _phase_channels(p, g, by * bx), "bn_phases") for p in params]
-            inner = nn.BatchNormOp(y, *vs, op.epsilon.value.data)
-        inner.attributes.update(op.attributes)
-        rewriter.insert(inner, InsertPoint.before(d2s))
-        moved = nn.DepthToSpaceOp(inner.output, nn.int_values(d2s.block), nn.int_values(d2s.offsets),
-                                  d2s.groups.value.data, op.output.type)
-        moved.attributes.update(d2s.attributes)
-        rewriter.replace(op, [moved])
+            if len(d2s.inputs) == 1:  # one value per (group, phase, channel)
+                params = [_phase_channels(p, g, by * bx) for p in params]
+        moved = []
+        for y in d2s.inputs:
+            if isinstance(op, nn.ReluOp):
+                inner = nn.ReluOp(y)
+            else:
+                inner = nn.BatchNormOp(y, *(new_constant(rewriter, d2s, p, "bn_phases") for p in params),
+                                       op.epsilon.value.data)
+            inner.attributes.update(op.attributes)
+            rewriter.insert(inner, InsertPoint.before(d2s))
+            moved.append(inner.output)
+        new = nn.DepthToSpaceOp(moved, [by, bx], nn.int_values(d2s.offsets), g, op.output.type)
+        new.attributes.update(d2s.attributes)
+        rewriter.replace(op, [new])
         rewriter.erase(d2s)
 
 

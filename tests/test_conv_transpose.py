@@ -1,0 +1,147 @@
+"""ConvTranspose on the device (issue 36 item 1): imported as nn.conv_transpose2d, rewritten by
+conv-transpose-to-conv into a stride-1 device conv over every output phase and an interleave.
+Each exporter-style model runs on the machine model bit-exact with the golden model, the golden
+result equals the golden ConvTranspose (exact sums, one write-back rounding), and the output is
+within Q8.8 tolerance of onnxruntime fp32."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from snowir.dialects import nn
+from snowir.driver.model_api import compile as compile_model
+from snowir.fixedpoint import quantize, saturate, writeback_rounded
+from snowir.frontend.onnx_import import import_model
+from snowir.golden import Golden, conv_transpose_sum, run_golden
+from snowir.host_model import host_ms
+from snowir.passes.nn.conv_transpose_to_conv import ConvTransposeToConvPass, axis_plan, plans
+from snowir.passes.nn.quantize import QuantizePass
+from tests.onnx_util import model, ort_run, rand
+
+N = helper.make_node
+C, HW = 8, 8
+
+# (name, attributes, input channels, output channels per group, kernel)
+CASES = [
+    ("s1_k3_pads", dict(strides=[1, 1], pads=[1, 1, 1, 1]), 8, 4, 3),
+    ("s2_k2", dict(strides=[2, 2]), 8, 4, 2),
+    ("s2_k3_pads_outpad", dict(strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1]), 8, 4, 3),
+    ("s2_k4_p1", dict(strides=[2, 2], pads=[1, 1, 1, 1]), 8, 6, 4),
+    ("s3_k3_asymmetric", dict(strides=[3, 3], pads=[0, 2, 1, 0], output_padding=[2, 1]), 8, 4, 3),
+    ("s3_k4_dilated", dict(strides=[3, 3], dilations=[2, 2], pads=[2, 2, 2, 2]), 8, 4, 4),
+    ("s2_k3_dilated", dict(strides=[2, 2], dilations=[2, 2]), 8, 4, 3),
+    ("s2x1_output_shape", dict(strides=[2, 1], output_shape=[17, 9]), 8, 4, 2),
+    ("s2_same_lower", dict(strides=[2, 2], auto_pad="SAME_LOWER"), 8, 4, 3),
+    ("grouped", dict(strides=[2, 2], pads=[1, 1, 1, 1], group=2), 8, 8, 4),
+    ("depthwise", dict(strides=[2, 2], pads=[1, 1, 1, 1], group=16), 16, 1, 4),
+]
+
+
+def _model(attrs: dict, c: int, mg: int, k: int, relu: bool = False) -> onnx.ModelProto:
+    g = attrs.get("group", 1)
+    nodes = [N("Conv", ["x", "w0", "b0"], ["h"], pads=[1, 1, 1, 1]), N("Relu", ["h"], ["r"]),
+             N("ConvTranspose", ["r", "w", "b"], ["t" if relu else "y"], kernel_shape=[k, k], **attrs)]
+    if relu:
+        nodes.append(N("Relu", ["t"], ["y"]))
+    return model(nodes, {"x": [1, C, HW, HW]}, {"y": None},
+                 {"w0": rand(c, C, 3, 3, seed=5, scale=0.25), "b0": rand(c, seed=6, scale=0.1),
+                  "w": rand(c, mg, k, k, seed=1, scale=0.25), "b": rand(mg * g, seed=2, scale=0.1)})
+
+
+@pytest.mark.parametrize("name, attrs, c, mg, k", CASES, ids=[c[0] for c in CASES])
+def test_conv_transpose_runs_on_the_device_bit_exact(name: str, attrs: dict, c: int, mg: int, k: int) -> None:
+    m = _model(attrs, c, mg, k)
+    onnx.checker.check_model(m)
+    x = rand(1, C, HW, HW, seed=3)
+    compiled = compile_model(m)
+    convs = [op for op in compiled.module.walk() if isinstance(op, nn.Conv2dOp) and "conv_transpose" in op.attributes]
+    assert convs and not any(isinstance(op, nn.ConvTranspose2dOp | nn.HostOp) for op in compiled.module.walk())
+    result = compiled.run(x, check=True)
+    check = result.report.check
+    assert check is not None and check.golden_bit_exact, check
+    ref = ort_run(m, x)
+    assert result.outputs[0].shape == ref.shape
+    assert np.abs(result.outputs[0] - ref).max() < 0.05  # Q8.8: a few LSBs through two layers
+    # placement: a grouped conv with few kernels per group is the host's, as any conv (partition-host)
+    if name != "grouped":
+        assert all(op.attributes["place"].data == "snowflake" for op in convs), name
+
+
+def _fixed_conv_transpose(x: np.ndarray, w: np.ndarray, b: np.ndarray, attrs: dict, wf: int, oh_ow) -> np.ndarray:
+    """ConvTranspose in Q8.8 (weights in Q.wf): exact sums of the products, one rounding."""
+    pads = attrs.get("pads", [0, 0, 0, 0])
+    acc = conv_transpose_sum(quantize(x, 8), quantize(w, wf), attrs.get("strides", [1, 1]), pads,
+                             attrs.get("dilations", [1, 1]), attrs.get("group", 1), oh_ow, dtype=np.float64)
+    return saturate(writeback_rounded(acc.astype(np.int64), quantize(b, 8).astype(np.int64).reshape(1, -1, 1, 1),
+                                      0, wf), False)
+
+
+@pytest.mark.parametrize("name, attrs, c, mg, k", [CASES[i] for i in (3, 4, 5, 10)], ids=["s2_k4", "s3_asym", "s3_dil", "dw"])
+def test_decomposed_convs_equal_the_golden_conv_transpose(name: str, attrs: dict, c: int, mg: int, k: int) -> None:
+    g = attrs.get("group", 1)
+    w, b = rand(c, mg, k, k, seed=1, scale=0.25), rand(mg * g, seed=2, scale=0.1)
+    m = model([N("ConvTranspose", ["x", "w", "b"], ["y"], kernel_shape=[k, k], **attrs)],
+              {"x": [1, c, HW, HW]}, {"y": None}, {"w": w, "b": b})
+    x = rand(1, c, HW, HW, seed=3)
+    oh_ow = ort_run(m, x).shape[2:]
+    # the golden model's own ConvTranspose (weights quantised as the activations: Q8.8)
+    direct = import_model(m)
+    QuantizePass().apply(None, direct)
+    golden = Golden(direct)
+    env = golden.inputs([x])
+    for op in golden.main.body.block.ops:
+        if op.name.startswith("nn."):
+            golden.step(op, env)
+    ct = next(op for op in direct.walk() if isinstance(op, nn.ConvTranspose2dOp))
+    assert np.array_equal(env[ct.output].words, _fixed_conv_transpose(x, w, b, attrs, 8, oh_ow))
+    # the decomposition, quantised by nn-prepare (weights in their own format): the same bits
+    compiled = compile_model(m)
+    wf = next(op for op in compiled.module.walk() if isinstance(op, nn.Conv2dOp)).attributes["w_frac"].value.data
+    got = compiled.run(x, engine="golden").outputs[0]
+    assert np.array_equal(quantize(got, 8), _fixed_conv_transpose(x, w, b, attrs, wf, oh_ow))
+
+
+def test_relu_after_the_transposed_conv_folds_into_the_device_conv() -> None:
+    m = _model(dict(strides=[2, 2], pads=[1, 1, 1, 1]), 8, 4, 4, relu=True)
+    compiled = compile_model(m)
+    ops = [op for op in compiled.module.walk() if op.name.startswith("nn.") and not isinstance(op, nn.ConstantOp)]
+    assert [op.name for op in ops[-2:]] == ["nn.conv2d", "nn.depth_to_space"] and not any(op.name == "nn.relu" for op in ops)
+    assert ops[-2].relu is not None
+    x = rand(1, C, HW, HW, seed=3)
+    result = compiled.run(x, check=True)
+    assert result.report.check.golden_bit_exact
+    assert np.abs(result.outputs[0] - ort_run(m, x)).max() < 0.05
+
+
+def test_sub_pixel_is_a_quarter_of_zero_insertion_for_a_4x4_stride_2() -> None:
+    m = model([N("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[4, 4], strides=[2, 2], pads=[1, 1, 1, 1])],
+              {"x": [1, 16, 8, 8]}, {"y": None}, {"w": rand(16, 3, 4, 4)})
+    ct = next(op for op in import_model(m).walk() if isinstance(op, nn.ConvTranspose2dOp))
+    sub, zero = plans(ct)
+    assert (sub.kind, zero.kind) == ("sub-pixel", "zero-insertion")
+    # 2x2 sub-kernels over a 9x9 phase grid (one row and column of it outside the crop) vs 4x4 taps at 16x16
+    assert sub.macs == 4 * 3 * 9 * 9 * 16 * 2 * 2 and zero.macs == 3 * 16 * 16 * 16 * 4 * 4
+
+
+@pytest.mark.parametrize("size, k, s, d, top, out", [(8, 4, 2, 1, 3, 13), (8, 3, 2, 2, 0, 19), (8, 2, 3, 1, -1, 26),
+                                                     (5, 3, 2, 1, 6, 3)])
+def test_axis_plan_reads_every_tap_once(size: int, k: int, s: int, d: int, top: int, out: int) -> None:
+    """Along one axis, output y of the plan's conv + interleave sums exactly the (input, tap)
+    pairs with s·i + d·k − top = y: each tap in one phase at one sub-kernel index."""
+    p = axis_plan(size, k, s, d, top, out)
+    for y in range(out):
+        grid, phase = divmod(y + p.offset, s)
+        got = sorted((grid + u - p.pad_lo, kk) for kk, a, u in p.taps if a == phase and 0 <= grid + u - p.pad_lo < size)
+        want = sorted((i, kk) for i in range(size) for kk in range(k) if s * i + d * kk - top == y)
+        assert got == want, y
+    assert p.out == size + p.pad_lo + p.pad_hi - p.length + 1 >= (out - 1 + p.offset) // s + 1
+
+
+def test_the_interleave_is_priced_as_a_host_copy() -> None:
+    compiled = compile_model(_model(dict(strides=[2, 2], pads=[1, 1, 1, 1]), 8, 4, 4))
+    d2s = next(op for op in compiled.module.walk() if isinstance(op, nn.DepthToSpaceOp))
+    assert d2s.attributes["place"].data == "host" and 0 < host_ms(d2s) < 0.01
+    assert run_golden(compiled.module, rand(1, C, HW, HW, seed=3))[0].shape == (1, 4, 16, 16)
