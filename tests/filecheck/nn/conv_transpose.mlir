@@ -1,0 +1,25 @@
+// RUN: snow-opt %s -p conv-transpose-to-conv | filecheck %s
+// RUN: snow-opt %s -p conv-transpose-to-conv | snow-opt --print-op-generic | snow-opt | filecheck %s
+// RUN: snow-opt %s -p nn-prepare | filecheck %s --check-prefix=PREP
+
+// waifu2x UpConv7's last layer, small: ConvTranspose 4x4 stride 2 pad 3, 16 -> 3 channels, then a
+// ReLU. Per axis the taps k = 0, 2 land on even output rows and 1, 3 on odd ones, each phase a
+// 2x2 sub-kernel: one stride-1 conv with 4 phases x 3 channels, its output interleaved. The pad
+// of 3 crops the first grid row (offset 1); the ReLU moves before the interleave.
+
+func.func @main(%x: tensor<1x16x8x8xf32>) -> tensor<1x3x12x12xf32> {
+  %w = nn.constant dense<0.01> : tensor<16x3x4x4xf32>
+  %b = nn.constant dense<0.1> : tensor<3xf32>
+  %y = nn.conv_transpose2d %x, %w, %b {onnx_node = "up", strides = array<i64: 2, 2>, pads = array<i64: 3, 3, 3, 3>, output_padding = array<i64: 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x16x8x8xf32>, tensor<16x3x4x4xf32>, tensor<3xf32>) -> tensor<1x3x12x12xf32>
+  %r = nn.relu %y : (tensor<1x3x12x12xf32>) -> tensor<1x3x12x12xf32>
+  func.return %r : tensor<1x3x12x12xf32>
+}
+
+// CHECK:      %[[W:.*]] = nn.constant {{.*}} : tensor<12x16x2x2xf32>
+// CHECK:      %[[C:.*]] = nn.conv2d %x, %[[W]], %{{.*}} {{{.*}}conv_transpose = "sub-pixel: 2x2 phases, 2x2 sub-kernels ({{[0-9]+}} MACs)"{{.*}}strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>{{.*}}} : {{.*}} -> tensor<1x12x7x7xf32>
+// CHECK-NEXT: %[[R:.*]] = nn.relu %[[C]]
+// CHECK-NEXT: nn.depth_to_space %[[R]] {onnx_node = "up.interleave", block = array<i64: 2, 2>, offsets = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x12x7x7xf32>) -> tensor<1x3x12x12xf32>
+// CHECK-NOT:  nn.conv_transpose2d
+
+// PREP:       nn.conv2d {{.*}}place = "snowflake"{{.*}}relu{{.*}} -> tensor<1x12x7x7x!nn.fixed<8, 8>>
+// PREP:       nn.depth_to_space {{.*}}place = "host"{{.*}} -> tensor<1x3x12x12x!nn.fixed<8, 8>>
