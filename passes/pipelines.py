@@ -81,11 +81,11 @@ class NNPreparePass(ModulePass):
     """false: leave out pad-rows (an INDP conv on the model input keeps its row padding as clipped
     kernel rows, run one CU at a time)."""
     hw: str = ""
-    """A hardware description JSON for the passes that plan (sequence-gemm, split-kernels, unfold-rows,
+    """A hardware description JSON for the passes that plan (conv-transpose-to-conv, sequence-gemm, split-kernels, unfold-rows,
     space-to-depth, pad-rows, depthwise-to-grouped, partition-host); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        passes: list[ModulePass] = [ConvTransposeToConvPass(), FoldHardSwishPass(), DropIdentityPass(), FoldBatchNormPass(),
+        passes: list[ModulePass] = [ConvTransposeToConvPass(self.hw), FoldHardSwishPass(), DropIdentityPass(), FoldBatchNormPass(),
                                     FuseResidualAddPass(), FuseReluPass(), SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
                                     UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), *([PadRowsPass(self.hw)] if self.pad_rows else []),

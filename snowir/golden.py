@@ -166,6 +166,15 @@ def depth_to_space(x: np.ndarray, block: Sequence[int], offsets: Sequence[int], 
     return np.ascontiguousarray(v[:, :, offsets[0]:offsets[0] + oh, offsets[1]:offsets[1] + ow])
 
 
+def zero_insert(x: np.ndarray, strides: Sequence[int], pads: Sequence[int]) -> np.ndarray:
+    """nn.zero_insert: out[n, c, top + sy·i, left + sx·j] = x[n, c, i, j], zeros elsewhere."""
+    n, c, h, w = x.shape
+    (sy, sx), (t, l, b, r) = strides, pads
+    out = np.zeros((n, c, t + sy * (h - 1) + 1 + b, l + sx * (w - 1) + 1 + r), x.dtype)
+    out[:, :, t:t + sy * (h - 1) + 1:sy, l:l + sx * (w - 1) + 1:sx] = x
+    return out
+
+
 def unfold_rows(x: np.ndarray, kh: int, sy: int, top: int, oh: int) -> np.ndarray:
     """nn.unfold_rows: out[n, ky·C + c, i, j] = x[n, c, sy·i + ky − top, j] (0 outside x)."""
     n, c, h, w = x.shape
@@ -347,6 +356,10 @@ class Golden:
             xs = [self._fixed(env[v], out_frac) if out_frac is not None else self._float(env[v]) for v in op.inputs]
             x = xs[0] if len(xs) == 1 else np.concatenate(xs, axis=1)
             y = depth_to_space(x, int_values(op.block), int_values(op.offsets), op.groups.value.data, oh, ow)
+            return Q(y, out_frac) if out_frac is not None else y
+        if isinstance(op, nn.ZeroInsertOp):
+            x = self._fixed(env[op.input], out_frac) if out_frac is not None else self._float(env[op.input])
+            y = zero_insert(x, int_values(op.strides), int_values(op.pads))
             return Q(y, out_frac) if out_frac is not None else y
         if isinstance(op, nn.SpaceToDepthOp | nn.UnfoldRowsOp | nn.PadRowsOp):  # the host's layouts of a model input
             _, _, oh, ow = op.output.type.get_shape()

@@ -17,6 +17,7 @@ from snowir.fixedpoint import quantize, saturate, writeback_rounded
 from snowir.frontend.onnx_import import import_model
 from snowir.golden import Golden, conv_transpose_sum, run_golden
 from snowir.host_model import host_ms
+from snowir.hw import SnowflakeConfig
 from snowir.passes.nn.conv_transpose_to_conv import ConvTransposeToConvPass, axis_plan, plans
 from snowir.passes.nn.quantize import QuantizePass
 from tests.onnx_util import model, ort_run, rand
@@ -70,6 +71,39 @@ def test_conv_transpose_runs_on_the_device_bit_exact(name: str, attrs: dict, c: 
         assert all(op.attributes["place"].data == "snowflake" for op in convs), name
 
 
+ZERO_CASES = [CASES[i] for i in (3, 4, 5, 7, 10)]
+
+
+@pytest.mark.parametrize("name, attrs, c, mg, k", ZERO_CASES, ids=[c[0] for c in ZERO_CASES])
+def test_zero_insertion_runs_on_the_device_bit_exact(name: str, attrs: dict, c: int, mg: int, k: int) -> None:
+    m = _model(attrs, c, mg, k)
+    x = rand(1, C, HW, HW, seed=3)
+    compiled = compile_model(m, pipeline="conv-transpose-to-conv{method=zero-insertion}")
+    spread = [op for op in compiled.module.walk() if isinstance(op, nn.ZeroInsertOp)]
+    assert len(spread) == 1 and spread[0].attributes["place"].data == "host"
+    assert not any(isinstance(op, nn.DepthToSpaceOp) for op in compiled.module.walk())
+    result = compiled.run(x, check=True)
+    assert result.report.check.golden_bit_exact, result.report.check
+    assert np.abs(result.outputs[0] - ort_run(m, x)).max() < 0.05
+
+
+def test_the_cost_model_takes_zero_insertion_for_few_input_channels() -> None:
+    """2 -> 32 channels: zero insertion's host layout moves the 2-channel input, sub-pixel's
+    interleave the 32-channel output (and its 2-channel traces use few lanes either way)."""
+    m = model([N("ConvTranspose", ["x", "w", "b"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])],
+              {"x": [1, 2, HW, HW]}, {"y": None}, {"w": rand(2, 32, 3, 3, scale=0.3), "b": rand(32, seed=2, scale=0.1)})
+    ct = next(op for op in import_model(m).walk() if isinstance(op, nn.ConvTranspose2dOp))
+    ranked = plans(ct, SnowflakeConfig())
+    assert [p.kind for p in ranked] == ["zero-insertion", "sub-pixel"] and ranked[0].host_words < ranked[1].host_words
+    compiled = compile_model(m)
+    conv = next(op for op in compiled.module.walk() if isinstance(op, nn.Conv2dOp))
+    assert conv.attributes["conv_transpose"].data.startswith("zero-insertion")
+    x = rand(1, 2, HW, HW, seed=3)
+    result = compiled.run(x, check=True)
+    assert result.report.check.golden_bit_exact
+    assert np.abs(result.outputs[0] - ort_run(m, x)).max() < 0.05
+
+
 def _fixed_conv_transpose(x: np.ndarray, w: np.ndarray, b: np.ndarray, attrs: dict, wf: int, oh_ow) -> np.ndarray:
     """ConvTranspose in Q8.8 (weights in Q.wf): exact sums of the products, one rounding."""
     pads = attrs.get("pads", [0, 0, 0, 0])
@@ -97,11 +131,14 @@ def test_decomposed_convs_equal_the_golden_conv_transpose(name: str, attrs: dict
             golden.step(op, env)
     ct = next(op for op in direct.walk() if isinstance(op, nn.ConvTranspose2dOp))
     assert np.array_equal(env[ct.output].words, _fixed_conv_transpose(x, w, b, attrs, 8, oh_ow))
-    # the decomposition, quantised by nn-prepare (weights in their own format): the same bits
-    compiled = compile_model(m)
-    wf = next(op for op in compiled.module.walk() if isinstance(op, nn.Conv2dOp)).attributes["w_frac"].value.data
-    got = compiled.run(x, engine="golden").outputs[0]
-    assert np.array_equal(quantize(got, 8), _fixed_conv_transpose(x, w, b, attrs, wf, oh_ow))
+    # either decomposition, quantised by nn-prepare (weights in their own format): the same bits
+    for method in ("sub-pixel", "zero-insertion"):
+        compiled = compile_model(m, pipeline=f"conv-transpose-to-conv{{method={method}}}")
+        conv = next(op for op in compiled.module.walk() if isinstance(op, nn.Conv2dOp))
+        assert conv.attributes["conv_transpose"].data.startswith(method)
+        got = compiled.run(x, engine="golden").outputs[0]
+        wf = conv.attributes["w_frac"].value.data
+        assert np.array_equal(quantize(got, 8), _fixed_conv_transpose(x, w, b, attrs, wf, oh_ow)), method
 
 
 def test_relu_after_the_transposed_conv_folds_into_the_device_conv() -> None:
@@ -120,7 +157,7 @@ def test_sub_pixel_is_a_quarter_of_zero_insertion_for_a_4x4_stride_2() -> None:
     m = model([N("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[4, 4], strides=[2, 2], pads=[1, 1, 1, 1])],
               {"x": [1, 16, 8, 8]}, {"y": None}, {"w": rand(16, 3, 4, 4)})
     ct = next(op for op in import_model(m).walk() if isinstance(op, nn.ConvTranspose2dOp))
-    sub, zero = plans(ct)
+    sub, zero = plans(ct, SnowflakeConfig())
     assert (sub.kind, zero.kind) == ("sub-pixel", "zero-insertion")
     # 2x2 sub-kernels over a 9x9 phase grid (one row and column of it outside the crop) vs 4x4 taps at 16x16
     assert sub.macs == 4 * 3 * 9 * 9 * 16 * 2 * 2 and zero.macs == 3 * 16 * 16 * 16 * 4 * 4

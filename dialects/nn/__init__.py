@@ -46,7 +46,7 @@ from snowir.dialects.nn.attributes import (
     OnnxGraphAttr,
     PackedWeightsAttr,
 )
-from snowir.dialects.nn.conv_transpose_ops import ConvTranspose2dOp, DepthToSpaceOp, transpose_out
+from snowir.dialects.nn.conv_transpose_ops import ConvTranspose2dOp, DepthToSpaceOp, ZeroInsertOp, transpose_out
 from snowir.dialects.nn.host_ops import (
     ClipOp,
     HardSigmoidOp,
@@ -80,7 +80,7 @@ from snowir.dialects.nn.tensor_ops import (
 DEVICE_OPS = (Conv2dOp, MaxPoolOp, AvgPoolOp, GlobalAvgPoolOp, DenseOp, AddOp, ReluOp,
               BatchNormOp, ConcatOp, FlattenOp, ReshapeOp, IdentityOp, ChannelSliceOp, ConvTranspose2dOp)
 HOST_OPS = (SoftmaxOp, LrnOp, TransposeOp, ClipOp, HardSigmoidOp, HardSwishOp, MulOp, SpaceToDepthOp, UnfoldRowsOp, PadRowsOp,
-            DepthToSpaceOp, HostOp)
+            DepthToSpaceOp, ZeroInsertOp, HostOp)
 
 NN = Dialect(
     "nn",
@@ -95,7 +95,7 @@ __all__ = [
     "ElementType", "ElementwiseBinary", "ElementwiseUnary", "ExternalWeightsAttr", "FixedType", "FlattenOp",
     "GlobalAvgPoolOp", "HardSigmoidOp", "HardSwishOp", "HostOp", "IdentityOp", "LrnOp", "MaxPoolOp", "MulOp",
     "NNOperation", "OnnxGraphAttr", "PackedWeightsAttr", "PadRowsOp", "PoolOperation", "ReluOp", "ReshapeOp",
-    "SoftmaxOp", "SpaceToDepthOp", "TransposeOp", "UnfoldRowsOp", "element_of", "i64_array", "int_values", "shape_of",
+    "SoftmaxOp", "SpaceToDepthOp", "TransposeOp", "UnfoldRowsOp", "ZeroInsertOp", "element_of", "i64_array", "int_values", "shape_of",
     "transpose_out", "window_out",
     "ArrayAttr", "Float32Type", "FloatAttr", "IntegerAttr", "StringAttr", "UnitAttr", "i64",
 ]

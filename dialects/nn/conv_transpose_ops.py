@@ -117,3 +117,29 @@ class DepthToSpaceOp(NNOperation):
         if (oh - 1 + o[0]) // b[0] >= h or (ow - 1 + o[1]) // b[1] >= w:
             self._fail(f"a {oh}x{ow} result reads past the input's {h}x{w} pixels")
         self._same_element(*self.inputs, self.output)
+
+
+@irdl_op_definition
+class ZeroInsertOp(NNOperation):
+    """The input spread `strides` (sy, sx) apart with zeros between, and `pads` (top, left,
+    bottom, right) zeros around: out[n, c, top + sy·i, left + sx·j] = in[n, c, i, j], 0 elsewhere.
+    A transposed conv is a stride-1 conv over it (conv-transpose-to-conv's zero insertion; the
+    host lays it out)."""
+
+    name = "nn.zero_insert"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    strides = prop_def(DenseArrayBase[I64])
+    pads = prop_def(DenseArrayBase[I64])
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, strides: Sequence[int], pads: Sequence[int], result_type: TensorType):
+        super().__init__(operands=[input], result_types=[result_type],
+                         properties={"strides": i64_array(strides), "pads": i64_array(pads)})
+
+    def verify_(self) -> None:
+        n, c, h, w = self._rank(self.input, 4, "input")
+        self._window_props()
+        (sy, sx), p = int_values(self.strides), int_values(self.pads)
+        self._expect_result((n, c, p[0] + sy * (h - 1) + 1 + p[2], p[1] + sx * (w - 1) + 1 + p[3]))
+        self._same_element(self.input, self.output)

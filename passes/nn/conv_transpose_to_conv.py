@@ -35,6 +35,7 @@ the conv. Run first in nn-prepare.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,8 +45,11 @@ from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (GreedyRewritePatternApplier, PatternRewriter, PatternRewriteWalker,
                                    RewritePattern, op_type_rewrite_pattern)
 from xdsl.rewriter import InsertPoint
+from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import nn
+from snowir.host_model import HOST
+from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, drop_dead_constants, new_constant, shape_of, tensor
 
 
@@ -85,16 +89,62 @@ def axis_plan(size: int, k: int, s: int, d: int, top: int, out: int) -> AxisPlan
 
 @dataclass(frozen=True)
 class Plan:
-    """A way to run a transposed conv on the device, priced: MACs the device does (zero taps
-    included) and 16-bit words the host's layout op moves (read and written)."""
+    """A way to run a transposed conv, priced: the conv it runs (MACs, zero taps included; channels
+    per group, kernel width, groups, kernels per group), the 16-bit words that conv reads and writes
+    in DRAM, and the words the host's layout op moves (the interleave's or the zero insertion's,
+    read and written; 0 when there is none)."""
 
     kind: str
     macs: int
+    channels: int
+    kernel_width: int
+    groups: int
+    kernels: int
+    dram_words: int
     host_words: int
 
+    def conv_on_host(self) -> bool:
+        """partition-host's rule: a grouped conv (not depthwise) with groups of kernels that are not
+        whole 16-lane groups runs on the host."""
+        depthwise = self.channels == 1 and self.kernels == 1
+        return self.groups > 1 and not depthwise and self.kernels % 16 != 0
 
-def plans(op: nn.ConvTranspose2dOp) -> list[Plan]:
-    """Sub-pixel and zero-insertion, cheapest first (MACs, then words moved)."""
+    def ms(self, hw: SnowflakeConfig) -> float:
+        """[P] The conv at the share of the MAC lanes its traces fill (a kernel row of `channels`
+        x `kernel_width` words; a depthwise conv one lane in 16, as depthwise-to-grouped runs it),
+        or at the DRAM rate, whichever is slower (or on the host, where partition-host puts it);
+        plus the host's copy at its streaming rate (snowir/host_model.py)."""
+        host = self.host_words * hw.element_bytes / (HOST.gbps * 1e6)
+        if self.conv_on_host():
+            return host + 2 * self.macs / (HOST.ops_per_cycle * HOST.clock_mhz * 1e3)
+        trace = self.kernel_width * self.channels
+        share = 1 / hw.lanes if self.groups > 1 and self.channels == 1 else trace / (hw.lanes * -(-trace // hw.lanes))
+        device = max(self.macs / (hw.macs * share), self.dram_words * hw.element_bytes / hw.dram_bytes_per_cycle)
+        return hw.cycles_to_ms(device) + host
+
+
+@dataclass(frozen=True)
+class ZeroPlan:
+    """Zero insertion: the input spread by the strides and padded by `pads`, then a stride-1 conv
+    with the flipped kernel (its dilation as zero taps)."""
+
+    pads: tuple[int, int, int, int]
+    kernel: tuple[int, int]
+
+
+def zero_plan(op: nn.ConvTranspose2dOp) -> ZeroPlan | None:
+    """None when the crops reach past the kernel's span (the layout would need negative pads)."""
+    _, _, kh, kw = shape_of(op.weight)
+    dy, dx = nn.int_values(op.dilations)
+    ey, ex = (kh - 1) * dy + 1, (kw - 1) * dx + 1
+    top, left, bottom, right = nn.int_values(op.pads)
+    oy, ox = nn.int_values(op.output_padding)
+    pads = (ey - 1 - top, ex - 1 - left, ey - 1 - bottom + oy, ex - 1 - right + ox)
+    return ZeroPlan(pads, (ey, ex)) if min(pads) >= 0 else None
+
+
+def plans(op: nn.ConvTranspose2dOp, hw: SnowflakeConfig) -> list[Plan]:
+    """Sub-pixel and (where the crops allow it) zero insertion, cheapest first."""
     n, c, h, w = shape_of(op.input)
     _, mg, kh, kw = shape_of(op.weight)
     _, m, oh, ow = shape_of(op.output)
@@ -102,12 +152,29 @@ def plans(op: nn.ConvTranspose2dOp) -> list[Plan]:
     (sy, sx), (dy, dx) = nn.int_values(op.strides), nn.int_values(op.dilations)
     pads = nn.int_values(op.pads)
     ay, ax = axis_plan(h, kh, sy, dy, pads[0], oh), axis_plan(w, kw, sx, dx, pads[1], ow)
-    conv_out = n * g * sy * sx * mg * ay.out * ax.out
-    sub = Plan("sub-pixel", conv_out * (c // g) * ay.length * ax.length, conv_out + n * m * oh * ow)
-    ey, ex = (kh - 1) * dy + 1, (kw - 1) * dx + 1
-    upsampled = n * c * (oh + ey - 1) * (ow + ex - 1)
-    zero = Plan("zero-insertion", n * m * oh * ow * (c // g) * ey * ex, n * c * h * w + upsampled)
-    return sorted([sub, zero], key=lambda p: (p.macs, p.host_words))
+    grid = n * g * sy * sx * mg * ay.out * ax.out
+    interleave = 0 if (sy, sx) == (1, 1) and (ay.out, ax.out) == (oh, ow) else grid + n * m * oh * ow
+    depthwise = g > 1 and c == g and mg == 1  # one depthwise conv per phase
+    found = [Plan("sub-pixel", grid * (c // g) * ay.length * ax.length, c // g, ax.length, g,
+                  mg if depthwise else sy * sx * mg, n * c * h * w + grid, interleave)]
+    z = zero_plan(op)
+    if z is not None:
+        spread = n * c * (oh + z.kernel[0] - 1) * (ow + z.kernel[1] - 1)
+        found.append(Plan("zero-insertion", n * m * oh * ow * (c // g) * z.kernel[0] * z.kernel[1], c // g,
+                          z.kernel[1], g, mg, spread + n * m * oh * ow, n * c * h * w + spread))
+    return sorted(found, key=lambda p: (p.ms(hw), p.kind))
+
+
+def zero_insertion_weights(w: np.ndarray, groups: int, dil: Sequence[int]) -> np.ndarray:
+    """(C, Mg, kh, kw) ConvTranspose weights -> (g·Mg, Cg, ey, ex) conv weights: per group
+    transposed, dilation spread into zeros, flipped."""
+    c, mg, kh, kw = w.shape
+    cg = c // groups
+    ey, ex = (kh - 1) * dil[0] + 1, (kw - 1) * dil[1] + 1
+    spread = np.zeros((c, mg, ey, ex), np.float32)
+    spread[:, :, ::dil[0], ::dil[1]] = w
+    per_group = spread.reshape(groups, cg, mg, ey, ex).transpose(0, 2, 1, 3, 4)
+    return np.ascontiguousarray(per_group[:, :, :, ::-1, ::-1].reshape(groups * mg, cg, ey, ex))
 
 
 def sub_pixel_weights(w: np.ndarray, groups: int, ay: AxisPlan, ax: AxisPlan) -> np.ndarray:
@@ -129,19 +196,53 @@ def _phase_channels(values: np.ndarray, groups: int, phases: int) -> np.ndarray:
     return np.broadcast_to(v, (groups, phases, v.shape[2])).reshape(-1).copy()
 
 
-class SubPixel(RewritePattern):
+class ConvTransposeToConv(RewritePattern):
+    def __init__(self, hw: SnowflakeConfig, method: str):
+        super().__init__()
+        self.hw, self.method = hw, method
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: nn.ConvTranspose2dOp, rewriter: PatternRewriter) -> None:
         w, b = const_of(op.weight), const_of(op.bias)
         if w is None or b is None:
             return
+        ranked = plans(op, self.hw)
+        if self.method != "auto":  # the user's choice first, where it applies
+            ranked.sort(key=lambda p: p.kind != self.method)
+        what = ", ".join(f"{p.kind} {p.ms(self.hw):.4f} ms ({p.macs} MACs, host {p.host_words} words)" for p in ranked)
+        if ranked[0].kind == "zero-insertion":
+            self.zero_insertion(op, w, b, rewriter, what)
+        else:
+            self.sub_pixel(op, w, b, rewriter, what)
+
+    @staticmethod
+    def zero_insertion(op: nn.ConvTranspose2dOp, w: np.ndarray, b: np.ndarray, rewriter: PatternRewriter,
+                       what: str) -> None:
+        z = zero_plan(op)
+        assert z is not None
+        n, c, h, wd = shape_of(op.input)
+        (sy, sx), g = nn.int_values(op.strides), op.groups.value.data
+        spread = nn.ZeroInsertOp(op.input, [sy, sx], z.pads,
+                                 tensor([n, c, z.pads[0] + sy * (h - 1) + 1 + z.pads[2],
+                                         z.pads[1] + sx * (wd - 1) + 1 + z.pads[3]], op.input))
+        if "onnx_node" in op.attributes:
+            spread.attributes["onnx_node"] = StringAttr(f"{op.attributes['onnx_node'].data}.zero_insert")
+        rewriter.insert(spread, InsertPoint.before(op))
+        wv = new_constant(rewriter, op, zero_insertion_weights(w, g, nn.int_values(op.dilations)), "w_zero_insert")
+        conv = nn.Conv2dOp(spread.output, wv, op.bias, op.output.type, groups=g)
+        conv.attributes.update(op.attributes)
+        conv.attributes["conv_transpose"] = StringAttr(what)
+        rewriter.replace(op, [conv])
+
+    @staticmethod
+    def sub_pixel(op: nn.ConvTranspose2dOp, w: np.ndarray, b: np.ndarray, rewriter: PatternRewriter,
+                  what: str) -> None:
         n, c, h, wd = shape_of(op.input)
         _, _, oh, ow = shape_of(op.output)
         g = op.groups.value.data
         (sy, sx), (dy, dx) = nn.int_values(op.strides), nn.int_values(op.dilations)
         pads = nn.int_values(op.pads)
         ay, ax = axis_plan(h, w.shape[2], sy, dy, pads[0], oh), axis_plan(wd, w.shape[3], sx, dx, pads[1], ow)
-        best = plans(op)[0]
         weights, phases = sub_pixel_weights(w, g, ay, ax), sy * sx
         mg = w.shape[1]
         if g > 1 and c == g and mg == 1:  # depthwise: one depthwise conv per phase (depthwise-to-grouped's)
@@ -155,7 +256,6 @@ class SubPixel(RewritePattern):
                                  tensor([n, g * phases * mg, ay.out, ax.out], op.output),
                                  pads=[ay.pad_lo, ax.pad_lo, ay.pad_hi, ax.pad_hi], groups=g)]
             layout = g
-        what = f"{best.kind}: {sy}x{sx} phases, {ay.length}x{ax.length} sub-kernels ({best.macs} MACs)"
         for i, conv in enumerate(convs):
             conv.attributes.update(op.attributes)
             conv.attributes["conv_transpose"] = StringAttr(what)
@@ -209,7 +309,16 @@ class HoistThroughInterleave(RewritePattern):
 @dataclass(frozen=True)
 class ConvTransposeToConvPass(ModulePass):
     name = "conv-transpose-to-conv"
+    hw: str = ""
+    """A hardware description JSON for the cost model (peak MACs, DRAM rate); default: the ZC706 build."""
+    method: str = "auto"
+    """auto: the cheaper by `plans`; sub-pixel or zero-insertion: that one (zero insertion where
+    the crops allow it)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(GreedyRewritePatternApplier([SubPixel(), HoistThroughInterleave()])).rewrite_module(op)
+        if self.method not in ("auto", "sub-pixel", "zero-insertion"):
+            raise PassFailedException(f"conv-transpose-to-conv: method '{self.method}' is not auto, sub-pixel or zero-insertion")
+        hw = SnowflakeConfig.load(self.hw or None)
+        PatternRewriteWalker(GreedyRewritePatternApplier([ConvTransposeToConv(hw, self.method),
+                                                          HoistThroughInterleave()])).rewrite_module(op)
         drop_dead_constants(op)
