@@ -80,8 +80,9 @@ def _elements(op: Operation) -> int:
 
 
 def host_ops(op: Operation) -> float:
-    """[P] arithmetic operations of the layer run in float on the host (a concat: a copy, none)."""
-    if isinstance(op, (*_VIEWS, nn.ConcatOp)):
+    """[P] arithmetic operations of the layer run in float on the host (a concat, an interleave, a
+    zero insertion: a copy, none)."""
+    if isinstance(op, (*_VIEWS, nn.ConcatOp, nn.DepthToSpaceOp, nn.ZeroInsertOp)):
         return 0.0
     if isinstance(op, nn.HostOp):
         return 2.0 * node_macs(op) + node_ops(op)
@@ -100,13 +101,13 @@ def host_ops(op: Operation) -> float:
 
 
 def host_bytes(op: Operation) -> int:
-    """fp32 bytes the host reads and writes for the layer (views move nothing; a concat copies
-    16-bit words)."""
+    """fp32 bytes the host reads and writes for the layer (views move nothing; a concat, an
+    interleave or a zero insertion copies 16-bit words)."""
     if isinstance(op, _VIEWS) or (isinstance(op, nn.TransposeOp) and transpose_is_view(op)):
         return 0
     if isinstance(op, nn.HostOp):
         return node_bytes(op)
-    if isinstance(op, nn.ConcatOp):  # the device's 16-bit words, read and written as they are
+    if isinstance(op, nn.ConcatOp | nn.DepthToSpaceOp | nn.ZeroInsertOp):  # the device's 16-bit words, moved as they are
         return 2 * int(sum(np.prod(v.type.get_shape()) for v in (*op.operands, op.results[0])))
     values = list(op.operands) + list(op.results)
     return 4 * int(sum(np.prod(v.type.get_shape()) for v in values if hasattr(v.type, "get_shape")))

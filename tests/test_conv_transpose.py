@@ -16,7 +16,7 @@ from snowir.driver.model_api import compile as compile_model
 from snowir.fixedpoint import quantize, saturate, writeback_rounded
 from snowir.frontend.onnx_import import import_model
 from snowir.golden import Golden, conv_transpose_sum, run_golden
-from snowir.host_model import host_ms
+from snowir.host_model import host_bytes, host_ms
 from snowir.hw import SnowflakeConfig
 from snowir.passes.nn.conv_transpose_to_conv import ConvTransposeToConvPass, axis_plan, plans
 from snowir.passes.nn.quantize import QuantizePass
@@ -177,8 +177,25 @@ def test_axis_plan_reads_every_tap_once(size: int, k: int, s: int, d: int, top: 
     assert p.out == size + p.pad_lo + p.pad_hi - p.length + 1 >= (out - 1 + p.offset) // s + 1
 
 
-def test_the_interleave_is_priced_as_a_host_copy() -> None:
+def test_the_interleave_is_priced_as_a_host_copy_of_16_bit_words() -> None:
     compiled = compile_model(_model(dict(strides=[2, 2], pads=[1, 1, 1, 1]), 8, 4, 4))
     d2s = next(op for op in compiled.module.walk() if isinstance(op, nn.DepthToSpaceOp))
-    assert d2s.attributes["place"].data == "host" and 0 < host_ms(d2s) < 0.01
+    assert d2s.attributes["place"].data == "host"
+    assert host_bytes(d2s) == 2 * (16 * 9 * 9 + 4 * 16 * 16) and host_ms(d2s) == host_bytes(d2s) / 1e6
     assert run_golden(compiled.module, rand(1, C, HW, HW, seed=3))[0].shape == (1, 4, 16, 16)
+
+
+def test_calibrated_formats_move_through_the_interleave_unchanged() -> None:
+    """format=auto: the interleave's input and output share one format (a permutation of words:
+    the host copies them as they are), also when the crop drops the input's largest values."""
+    from snowir.calibration import choose_formats
+    from snowir.passes.pipelines import NNPreparePass
+
+    module = import_model(_model(dict(strides=[2, 2], pads=[1, 1, 1, 1]), 8, 4, 4))
+    NNPreparePass(quantize=False).apply(None, module)
+    d2s = next(op for op in module.walk() if isinstance(op, nn.DepthToSpaceOp))
+    convs = [op for op in module.walk() if isinstance(op, nn.Conv2dOp)]
+    peak = {v: 1.0 for op in module.walk() if op.name.startswith("nn.") for v in op.results}
+    peak[d2s.inputs[0]] = 100.0  # the cropped grid row held the largest value
+    frac, _ = choose_formats(module, peak, {op: 12 for op in convs}, 1.0)
+    assert frac[d2s.inputs[0]] == frac[d2s.output] == 8
