@@ -18,16 +18,23 @@ conv's, so the fixed-point result (one rounding at the write-back) equals the go
 ConvTranspose bit for bit. The conv is an ordinary device conv: partition-host places and
 prices it like any other.
 
-Zero insertion (s − 1 zeros between input pixels, pad k − 1 − p, a stride-1 conv with the
-flipped kernel) would need the same layout work on the input side, on s² times the pixels,
-and its conv does ((k − 1)·d + 1)² taps per output where the sub-pixel conv does at most
-⌈((k − 1)·d + 1)/s⌉² (the device runs no dilated conv, so zero insertion's dilation would be
-zeros too). `plans` prices both (MACs and words moved); sub-pixel is cheaper for every shape ONNX
-allows short of crops beyond the kernel, and is the one this pass builds (`choice` records it).
+A depthwise transposed conv becomes one depthwise conv per phase (depthwise-to-grouped's, as
+any depthwise conv), the interleave taking the s² results as its inputs.
+
+Zero insertion (`method=zero-insertion`, or where the cost model prefers it): the input spread
+s apart with zeros between and padded by ((k − 1)·d + 1) − 1 − p (`nn.zero_insert`, on the host),
+then a stride-1 conv with the flipped, per-group transposed kernel, its dilation spread into
+zero taps (the device runs no dilated conv). Its conv does ((k − 1)·d + 1)² taps per output
+where sub-pixel's does about ⌈((k − 1)·d + 1)/s⌉², but its layout moves the C input channels
+where the interleave moves the M output channels: it wins where C is much smaller than M.
+`plans` prices both (the conv at the share of MAC lanes its traces fill, or at the DRAM rate,
+or on the host where partition-host would put a grouped conv; plus the host's copy), and the
+conv records the prices as `conv_transpose`. Crops past the kernel's span leave only sub-pixel.
 
 The interleave runs on the host: `nn.depth_to_space` is a permutation of the conv's words
-(nothing computed), priced as the host's copy of them. Writing the phases in place through the
-write-back's address steps (output pixel stride s, row stride s) is left to the tile level.
+(nothing computed), priced as the host's copy of 16-bit words. Writing the phases in place
+through the write-back's address steps (output pixel stride s, row stride s, one conv per phase)
+is left to the tile level.
 A ReLU or batch norm after the transposed conv is moved before the interleave (a per-channel
 op commutes with a permutation of pixels), where fuse-relu and fold-batch-norm fold it into
 the conv. Run first in nn-prepare.

@@ -61,8 +61,9 @@ def _conv(imp: ImportContext, node: onnx.NodeProto) -> None:
 
 def _conv_transpose(imp: ImportContext, node: onnx.NodeProto) -> None:
     """ConvTranspose -> nn.conv_transpose2d, its pads resolved from output_shape / auto_pad as
-    the specification and onnxruntime do (an odd total's extra row at the start, except SAME_UPPER's; an output larger than the full
-    scatter grows at the end, holding the bias there)."""
+    the specification and onnxruntime do: an odd total's extra row at the start (SAME_UPPER's at
+    the end); an output_shape larger than the full scatter grows it at the end (the bias there);
+    SAME_* never grow it (onnxruntime keeps the full scatter). Computed weights: nn.host."""
     a = _attrs(node)
     x = imp.value(node, node.input[0])
     w = imp.const(node, 1, "weight")
