@@ -19,7 +19,7 @@ from xdsl.ir import Operation, SSAValue
 
 from snowir.dialects import nn
 from snowir.golden import int_values as ints
-from snowir.host_nodes import node_bytes, node_macs, node_ops, valid_taps
+from snowir.host_nodes import node_bytes, node_macs, node_ops, scatter_taps, valid_taps
 from snowir.segments import is_view, transpose_is_view
 
 
@@ -68,6 +68,12 @@ def useful_macs(op: Operation) -> int:
         elif isinstance(layout, nn.PadRowsOp):  # the rows' padding is zero rows of the input
             rows = valid_taps(oh, kh, sy, pt + int_values(layout.pads)[0], dy, layout.input.type.get_shape()[2])
         return n * k * cg * rows * valid_taps(ow, kw, sx, pl, dx, w)
+    if isinstance(op, nn.ConvTranspose2dOp):  # left unrewritten: the (input, tap) pairs that land inside
+        n, c, h, w = op.input.type.get_shape()
+        _, mg, kh, kw = op.weight.type.get_shape()
+        _, _, oh, ow = op.output.type.get_shape()
+        (sy, sx), (pt, pl, _, _), (dy, dx) = (int_values(a) for a in (op.strides, op.pads, op.dilations))
+        return n * c * mg * scatter_taps(h, kh, sy, pt, dy, oh) * scatter_taps(w, kw, sx, pl, dx, ow)
     if isinstance(op, nn.DenseOp):
         return int(np.prod(op.output.type.get_shape())) * op.weight.type.get_shape()[1]
     if isinstance(op, nn.HostOp):

@@ -199,3 +199,16 @@ def test_calibrated_formats_move_through_the_interleave_unchanged() -> None:
     peak[d2s.inputs[0]] = 100.0  # the cropped grid row held the largest value
     frac, _ = choose_formats(module, peak, {op: 12 for op in convs}, 1.0)
     assert frac[d2s.inputs[0]] == frac[d2s.output] == 8
+
+
+def test_an_unrewritten_conv_transpose_counts_the_taps_that_land() -> None:
+    """A pipeline without conv-transpose-to-conv leaves nn.conv_transpose2d to the host: its
+    MACs are the nn.host node's count (the (input, tap) pairs inside the output)."""
+    from snowir.host_model import useful_macs
+
+    node = N("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1])
+    kept = import_model(model([node], {"x": [1, 8, 5, 5]}, {"y": [1, 16, 9, 9]}, {"w": rand(8, 16, 3, 3)}))
+    host = import_model(model([node], {"x": [1, 8, 5, 5], "w": [8, 16, 3, 3]}, {"y": [1, 16, 9, 9]}, {}))
+    ct = next(op for op in kept.walk() if isinstance(op, nn.ConvTranspose2dOp))
+    node_op = next(op for op in host.walk() if isinstance(op, nn.HostOp))
+    assert useful_macs(ct) == useful_macs(node_op) == 8 * 16 * 13 * 13
