@@ -6,6 +6,8 @@ within Q8.8 tolerance of onnxruntime fp32."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import onnx
 import pytest
@@ -212,3 +214,51 @@ def test_an_unrewritten_conv_transpose_counts_the_taps_that_land() -> None:
     ct = next(op for op in kept.walk() if isinstance(op, nn.ConvTranspose2dOp))
     node_op = next(op for op in host.walk() if isinstance(op, nn.HostOp))
     assert useful_macs(ct) == useful_macs(node_op) == 8 * 16 * 13 * 13
+
+
+def _random_attrs(rng: np.random.Generator) -> tuple[dict, int, int, int, int]:
+    """Attributes ONNX allows: kernel 1-4 per axis, stride 1-3, dilation 1-2, pads (may crop past
+    the kernel), output_padding < max(stride, dilation), groups 1 / 2 / depthwise."""
+    k = [int(v) for v in rng.integers(1, 5, 2)]
+    s = [int(v) for v in rng.integers(1, 4, 2)]
+    d = [int(v) for v in rng.integers(1, 3, 2)]
+    span = [(k[i] - 1) * d[i] + 1 for i in range(2)]
+    pads = [int(rng.integers(0, span[i % 2] + 1)) for i in range(4)]
+    outpad = [int(rng.integers(0, max(s[i], d[i]))) for i in range(2)]
+    g, c, mg = [(1, 4, 3), (2, 4, 2), (4, 4, 1)][int(rng.integers(0, 3))]
+    return dict(kernel_shape=k, strides=s, dilations=d, pads=pads, output_padding=outpad, group=g), c, mg, g, 5
+
+
+# seed 256: a depthwise one whose phase convs, quantised alone, took more weight fraction bits than
+# the kernel's (w_frac_max); CT_SEEDS=300 runs 300 (all pass)
+@pytest.mark.parametrize("seed", [*range(int(os.environ.get("CT_SEEDS", 12))), 256])
+def test_random_conv_transposes_decompose_exactly(seed: int) -> None:
+    """Both decompositions of random ConvTransposes: float within 1e-4 of onnxruntime, and in
+    fixed point the same words as the golden ConvTranspose (exact sums, one rounding)."""
+    from snowir.fixedpoint import dequantize
+
+    rng = np.random.default_rng(seed)
+    attrs, c, mg, g, hw = _random_attrs(rng)
+    while True:
+        try:
+            m = model([N("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)], {"x": [1, c, hw, hw]}, {"y": None},
+                      {"w": rand(c, mg, *attrs["kernel_shape"], seed=seed, scale=0.3), "b": rand(mg * g, seed=1, scale=0.1)})
+            x = rand(1, c, hw, hw, seed=seed + 100)
+            ref = ort_run(m, x)
+            break
+        except Exception:  # noqa: BLE001 - pads that crop the whole output: draw again
+            attrs, c, mg, g, hw = _random_attrs(rng)
+    w = numpy_weights(m)
+    for method in ("sub-pixel", "zero-insertion"):
+        module = import_model(m)
+        ConvTransposeToConvPass(method=method).apply(None, module)
+        assert np.abs(run_golden(module, x)[0] - ref).max() < 1e-4, (attrs, method)
+        QuantizePass().apply(None, module)
+        conv = next(op for op in module.walk() if isinstance(op, nn.Conv2dOp))
+        want = _fixed_conv_transpose(x, w["w"], w["b"], attrs, conv.attributes["w_frac"].value.data, ref.shape[2:])
+        assert np.array_equal(quantize(run_golden(module, x)[0], 8), want), (attrs, method)
+        assert np.array_equal(dequantize(want, 8), run_golden(module, x)[0])
+
+
+def numpy_weights(m: onnx.ModelProto) -> dict[str, np.ndarray]:
+    return {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (GreedyRewritePatternApplier, PatternRewriter, PatternRewriteWalker,
                                    RewritePattern, op_type_rewrite_pattern)
@@ -58,6 +58,7 @@ from snowir.dialects import nn
 from snowir.host_model import HOST
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, drop_dead_constants, new_constant, shape_of, tensor
+from snowir.passes.nn.quantize import weight_frac
 
 
 @dataclass(frozen=True)
@@ -266,6 +267,8 @@ class ConvTransposeToConv(RewritePattern):
         for i, conv in enumerate(convs):
             conv.attributes.update(op.attributes)
             conv.attributes["conv_transpose"] = StringAttr(what)
+            if len(convs) > 1:  # the phases' weights in the kernel's one format: the golden ConvTranspose's bits
+                conv.attributes["w_frac_max"] = IntegerAttr(weight_frac(w), i64)
             if len(convs) > 1 and "onnx_node" in op.attributes:
                 conv.attributes["onnx_node"] = StringAttr(f"{op.attributes['onnx_node'].data}.phase{i}")
         if phases == 1 and (ay.out, ax.out) == (oh, ow):

@@ -81,6 +81,13 @@ def weight_frac(w: np.ndarray, most: int = 15) -> int:
     return frac_for(float(np.abs(w).max()) if w.size else 0.0, most)
 
 
+def most_frac(layer: Operation) -> int:
+    """A layer's `w_frac_max`, else 15: an earlier pass's cap on its weight fraction bits (the
+    phase convs of one transposed conv keep its one format, conv-transpose-to-conv)."""
+    cap = layer.attributes.get("w_frac_max")
+    return cap.value.data if isinstance(cap, IntegerAttr) else 15
+
+
 def _fixed(ty, m: int, n: int):
     if isinstance(ty, TensorType) and not isinstance(ty.get_element_type(), nn.FixedType):
         return TensorType(nn.FixedType(m, n), list(ty.get_shape()))
@@ -125,7 +132,7 @@ class QuantizePass(ModulePass):
                 values = constant_array(inner)
                 layer = weight_of.get(inner.result)
                 if layer is not None and all(u.operation is layer and u.index == 1 for u in inner.result.uses):
-                    f = layer_wfrac.get(layer, weight_frac(values))
+                    f = layer_wfrac.get(layer, weight_frac(values, most_frac(layer)))
                     layer.attributes["w_frac"] = IntegerAttr(f, i64)
                     fmt = (16 - f, f)
                 elif auto and self.calibration:
@@ -186,7 +193,7 @@ class QuantizePass(ModulePass):
             peak = ranges(op, x)
             # synthetic: ranges recorded, formats as fixed Q8.8 gives them (snowir/calibration.py)
             most_w, fixed = (nn.MAX_WEIGHT_FRAC, None) if self.calibration else (15, SYNTHETIC_FRAC)
-            wfrac = {layer: weight_frac(constant_array(w.owner), most_w) for w, layer in weight_of.items()
+            wfrac = {layer: weight_frac(constant_array(w.owner), min(most_w, most_frac(layer))) for w, layer in weight_of.items()
                      if isinstance(w.owner, nn.ConstantOp)}
             formats = choose_formats(op, peak, wfrac, self.headroom, fixed)
         except SnowError as e:
