@@ -354,6 +354,9 @@ class Golden:
         if isinstance(op, nn.DepthToSpaceOp):  # a permutation of words: the host moves them as they are
             _, _, oh, ow = op.output.type.get_shape()
             xs = [self._fixed(env[v], out_frac) if out_frac is not None else self._float(env[v]) for v in op.inputs]
+            if len(xs) > 1:  # phases of their own sizes: each read within its own (verifier)
+                h, w = max(v.shape[2] for v in xs), max(v.shape[3] for v in xs)
+                xs = [np.pad(v, ((0, 0), (0, 0), (0, h - v.shape[2]), (0, w - v.shape[3]))) for v in xs]
             x = xs[0] if len(xs) == 1 else np.concatenate(xs, axis=1)
             y = depth_to_space(x, int_values(op.block), int_values(op.offsets), op.groups.value.data, oh, ow)
             return Q(y, out_frac) if out_frac is not None else y

@@ -73,17 +73,22 @@ def test_conv_transpose_runs_on_the_device_bit_exact(name: str, attrs: dict, c: 
         assert all(op.attributes["place"].data == "snowflake" for op in convs), name
 
 
-ZERO_CASES = [CASES[i] for i in (3, 4, 5, 7, 10)]
+METHOD_CASES = [("zero-insertion", CASES[i]) for i in (3, 4, 5, 7, 10)] + \
+    [("phases", CASES[i]) for i in (2, 4, 6, 10)]
 
 
-@pytest.mark.parametrize("name, attrs, c, mg, k", ZERO_CASES, ids=[c[0] for c in ZERO_CASES])
-def test_zero_insertion_runs_on_the_device_bit_exact(name: str, attrs: dict, c: int, mg: int, k: int) -> None:
+@pytest.mark.parametrize("method, case", METHOD_CASES, ids=[f"{m}-{c[0]}" for m, c in METHOD_CASES])
+def test_each_method_runs_on_the_device_bit_exact(method: str, case: tuple) -> None:
+    name, attrs, c, mg, k = case
     m = _model(attrs, c, mg, k)
     x = rand(1, C, HW, HW, seed=3)
-    compiled = compile_model(m, pipeline="conv-transpose-to-conv{method=zero-insertion}")
-    spread = [op for op in compiled.module.walk() if isinstance(op, nn.ZeroInsertOp)]
-    assert len(spread) == 1 and spread[0].attributes["place"].data == "host"
-    assert not any(isinstance(op, nn.DepthToSpaceOp) for op in compiled.module.walk())
+    compiled = compile_model(m, pipeline=f"conv-transpose-to-conv{{method={method}}}")
+    layout = [op for op in compiled.module.walk() if isinstance(op, nn.ZeroInsertOp | nn.DepthToSpaceOp)]
+    assert len(layout) == 1 and layout[0].attributes["place"].data == "host"
+    if method == "zero-insertion":
+        assert isinstance(layout[0], nn.ZeroInsertOp)
+    else:  # one conv per phase, each with no more taps than the merged conv's sub-kernels
+        assert len(layout[0].inputs) == attrs["strides"][0] * attrs["strides"][1]
     result = compiled.run(x, check=True)
     assert result.report.check.golden_bit_exact, result.report.check
     assert np.abs(result.outputs[0] - ort_run(m, x)).max() < 0.05
@@ -95,8 +100,9 @@ def test_the_cost_model_takes_zero_insertion_for_few_input_channels() -> None:
     m = model([N("ConvTranspose", ["x", "w", "b"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])],
               {"x": [1, 2, HW, HW]}, {"y": None}, {"w": rand(2, 32, 3, 3, scale=0.3), "b": rand(32, seed=2, scale=0.1)})
     ct = next(op for op in import_model(m).walk() if isinstance(op, nn.ConvTranspose2dOp))
-    ranked = plans(ct, SnowflakeConfig())
-    assert [p.kind for p in ranked] == ["zero-insertion", "sub-pixel"] and ranked[0].host_words < ranked[1].host_words
+    ranked = {p.kind: p for p in plans(ct, SnowflakeConfig())}
+    assert list(ranked)[0] == "zero-insertion"
+    assert ranked["zero-insertion"].host_words < min(ranked["sub-pixel"].host_words, ranked["phases"].host_words)
     compiled = compile_model(m)
     conv = next(op for op in compiled.module.walk() if isinstance(op, nn.Conv2dOp))
     assert conv.attributes["conv_transpose"].data.startswith("zero-insertion")
@@ -133,8 +139,8 @@ def test_decomposed_convs_equal_the_golden_conv_transpose(name: str, attrs: dict
             golden.step(op, env)
     ct = next(op for op in direct.walk() if isinstance(op, nn.ConvTranspose2dOp))
     assert np.array_equal(env[ct.output].words, _fixed_conv_transpose(x, w, b, attrs, 8, oh_ow))
-    # either decomposition, quantised by nn-prepare (weights in their own format): the same bits
-    for method in ("sub-pixel", "zero-insertion"):
+    # every decomposition, quantised by nn-prepare (weights in their own format): the same bits
+    for method in [p.kind for p in plans(ct, SnowflakeConfig())]:
         compiled = compile_model(m, pipeline=f"conv-transpose-to-conv{{method={method}}}")
         conv = next(op for op in compiled.module.walk() if isinstance(op, nn.Conv2dOp))
         assert conv.attributes["conv_transpose"].data.startswith(method)
@@ -159,8 +165,10 @@ def test_sub_pixel_is_a_quarter_of_zero_insertion_for_a_4x4_stride_2() -> None:
     m = model([N("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[4, 4], strides=[2, 2], pads=[1, 1, 1, 1])],
               {"x": [1, 16, 8, 8]}, {"y": None}, {"w": rand(16, 3, 4, 4)})
     ct = next(op for op in import_model(m).walk() if isinstance(op, nn.ConvTranspose2dOp))
-    sub, zero = plans(ct, SnowflakeConfig())
-    assert (sub.kind, zero.kind) == ("sub-pixel", "zero-insertion")
+    ranked = {p.kind: p for p in plans(ct, SnowflakeConfig())}
+    sub, phases, zero = ranked["sub-pixel"], ranked["phases"], ranked["zero-insertion"]
+    # one conv per phase: 2x2 taps too (k = 2s), over the 9 or 8 grid rows (columns) each phase is read at
+    assert phases.macs == 3 * 16 * (9 * 2 + 8 * 2) ** 2 < sub.macs
     # 2x2 sub-kernels over a 9x9 phase grid (one row and column of it outside the crop) vs 4x4 taps at 16x16
     assert sub.macs == 4 * 3 * 9 * 9 * 16 * 2 * 2 and zero.macs == 3 * 16 * 16 * 16 * 4 * 4
 
@@ -249,7 +257,7 @@ def test_random_conv_transposes_decompose_exactly(seed: int) -> None:
         except Exception:  # noqa: BLE001 - pads that crop the whole output: draw again
             attrs, c, mg, g, hw = _random_attrs(rng)
     w = numpy_weights(m)
-    for method in ("sub-pixel", "zero-insertion"):
+    for method in ("sub-pixel", "phases", "zero-insertion"):
         module = import_model(m)
         ConvTransposeToConvPass(method=method).apply(None, module)
         assert np.abs(run_golden(module, x)[0] - ref).max() < 1e-4, (attrs, method)

@@ -80,7 +80,7 @@ class DepthToSpaceOp(NNOperation):
     `offsets` (oy, ox) in [0, block), and the input's channels per group ordered (phase, channel),
     out[n, g·Mg + m, y, x] = in[n, g·by·bx·Mg + (a·bx + b)·Mg + m, (y + oy) div by, (x + ox) div bx]
     for a = (y + oy) mod by, b = (x + ox) mod bx. Several inputs are one, concatenated along the
-    channels (one per phase, groups 1). With one group and zero offsets it is ONNX's
+    channels (one per phase, groups 1; each at least as large as the pixels its phase is read at). With one group and zero offsets it is ONNX's
     DepthToSpace (DCR) cropped to the result; a pure permutation of words (the host copies them)."""
 
     name = "nn.depth_to_space"
@@ -102,10 +102,11 @@ class DepthToSpaceOp(NNOperation):
         if not self.inputs:
             self._fail("needs an input")
         shapes = [self._rank(v, 4, "input") for v in self.inputs]
-        n, _, h, w = shapes[0]
-        if any((s[0], s[2], s[3]) != (n, h, w) for s in shapes):
-            self._fail("inputs must agree on every dimension but the channels")
+        n = shapes[0][0]
+        if any(s[0] != n or s[1] != shapes[0][1] for s in shapes):
+            self._fail("inputs must agree on the batch and the channels")
         c = sum(s[1] for s in shapes)
+        h, w = shapes[0][2:]
         on, oc, oh, ow = self._rank(self.output, 4, "result")
         b, o = int_values(self.block), int_values(self.offsets)
         g = self.groups.value.data
@@ -114,8 +115,13 @@ class DepthToSpaceOp(NNOperation):
         if g < 1 or on != n or oc % g or c != oc * b[0] * b[1] or (len(shapes) > 1 and g != 1):
             self._fail(f"inputs must have {oc * b[0] * b[1]} channels ({oc} in {g} groups, {b[0]}x{b[1]} phases; "
                        f"several inputs: one group), not {c}")
-        if (oh - 1 + o[0]) // b[0] >= h or (ow - 1 + o[1]) // b[1] >= w:
+        if len(shapes) == 1 and ((oh - 1 + o[0]) // b[0] >= h or (ow - 1 + o[1]) // b[1] >= w):
             self._fail(f"a {oh}x{ow} result reads past the input's {h}x{w} pixels")
+        for p, s in enumerate(shapes if len(shapes) > 1 else []):  # phase p's rows and columns read
+            a, bx = divmod(p, b[1])
+            rows, cols = (oh - 1 + o[0] - a) // b[0] + 1, (ow - 1 + o[1] - bx) // b[1] + 1
+            if rows > s[2] or cols > s[3]:
+                self._fail(f"phase {p} is read at {rows}x{cols} pixels, its input has {s[2]}x{s[3]}")
         self._same_element(*self.inputs, self.output)
 
 

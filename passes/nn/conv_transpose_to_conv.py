@@ -77,6 +77,12 @@ class AxisPlan:
     """The result's first row is phase `offset` of grid row 0 (depth_to_space offsets)."""
     taps: tuple[tuple[int, int, int], ...]
     """(kernel tap k, phase a, sub-kernel index u) for every tap."""
+    result: int
+    """The transposed conv's output size along the axis."""
+
+    def rows_read(self, phase: int) -> int:
+        """Grid rows of `phase` the interleave reads (at least 1)."""
+        return max(1, (self.offset + self.result - 1 - phase) // self.stride + 1)
 
 
 def axis_plan(size: int, k: int, s: int, d: int, top: int, out: int) -> AxisPlan:
@@ -92,7 +98,47 @@ def axis_plan(size: int, k: int, s: int, d: int, top: int, out: int) -> AxisPlan
         grow = pad_hi - length + 1  # partly inside the input (the device runs pads < kernel)
         length, pad_lo = length + grow, pad_lo + grow
     taps = tuple((kk, kk * d % s, first - kk * d // s + pad_lo) for kk in range(k))
-    return AxisPlan(s, length, pad_lo, pad_hi, size + pad_lo + pad_hi - length + 1, top - first * s, taps)
+    return AxisPlan(s, length, pad_lo, pad_hi, size + pad_lo + pad_hi - length + 1, top - first * s, taps, out)
+
+
+@dataclass(frozen=True)
+class PhaseWindow:
+    """One phase's own conv along an axis: its sub-kernel indices lo .. lo + length − 1 of the
+    plan's (taps outside them none, taps inside without one zero) and its padding, so that it
+    reads the plan's phase grid (`AxisPlan.out` rows) with pads < kernel."""
+
+    lo: int
+    length: int
+    pad_lo: int
+    pad_hi: int
+    out: int
+    """Grid rows the conv computes: from the grid's first, at least the rows its phase is read at."""
+
+
+def phase_window(p: AxisPlan, size: int, phase: int) -> PhaseWindow:
+    us = [u for _, a, u in p.taps if a == phase] or [p.pad_lo]  # no tap: one zero tap
+    lo, hi = min(min(us), p.pad_lo), max(max(us), p.pad_lo)  # pads >= 0 and < the kernel at the top
+    pad_lo = p.pad_lo - lo
+    pad_hi = max(0, p.rows_read(phase) - 1 + hi - lo + 1 - size - pad_lo)
+    if pad_hi > hi - lo:  # rows past the input's reach: leading zero taps (pads < kernel)
+        grow = pad_hi - (hi - lo)
+        lo, pad_lo = lo - grow, pad_lo + grow
+    length = hi - lo + 1
+    return PhaseWindow(lo, length, pad_lo, pad_hi, size + pad_lo + pad_hi - length + 1)
+
+
+def _window(w: np.ndarray, axis: int, lo: int, length: int) -> np.ndarray:
+    """w's indices lo .. lo + length − 1 along `axis`, zeros outside it."""
+    shape = list(w.shape)
+    shape[axis] = length
+    out = np.zeros(shape, w.dtype)
+    a, b = max(lo, 0), min(lo + length, w.shape[axis])
+    if a < b:
+        src = [slice(None)] * w.ndim
+        dst = [slice(None)] * w.ndim
+        src[axis], dst[axis] = slice(a, b), slice(a - lo, b - lo)
+        out[tuple(dst)] = w[tuple(src)]
+    return out
 
 
 @dataclass(frozen=True)
@@ -163,14 +209,22 @@ def plans(op: nn.ConvTranspose2dOp, hw: SnowflakeConfig) -> list[Plan]:
     grid = n * g * sy * sx * mg * ay.out * ax.out
     interleave = 0 if (sy, sx) == (1, 1) and (ay.out, ax.out) == (oh, ow) else grid + n * m * oh * ow
     depthwise = g > 1 and c == g and mg == 1  # one depthwise conv per phase
-    found = [Plan("sub-pixel", grid * (c // g) * ay.length * ax.length, c // g, ax.length, g,
-                  mg if depthwise else sy * sx * mg, n * c * h * w + grid, interleave)]
+    found = [] if depthwise else [Plan("sub-pixel", grid * (c // g) * ay.length * ax.length, c // g, ax.length, g,
+                                       sy * sx * mg, n * c * h * w + grid, interleave)]
+    if g == 1 or depthwise:  # one conv per phase, each with its own taps only
+        wy = [phase_window(ay, h, a) for a in range(sy)]
+        wx = [phase_window(ax, w, b) for b in range(sx)]
+        per_tap = sum(y.out * y.length for y in wy) * sum(x.out * x.length for x in wx)
+        phase_grid = n * g * mg * sum(y.out for y in wy) * sum(x.out for x in wx)
+        found.append(Plan("phases", n * g * mg * (c // g) * per_tap, c // g, max(x.length for x in wx), g, mg,
+                          n * c * h * w * sy * sx + phase_grid, phase_grid + n * m * oh * ow))
     z = zero_plan(op)
     if z is not None:
         spread = n * c * (oh + z.kernel[0] - 1) * (ow + z.kernel[1] - 1)
         found.append(Plan("zero-insertion", n * m * oh * ow * (c // g) * z.kernel[0] * z.kernel[1], c // g,
                           z.kernel[1], g, mg, spread + n * m * oh * ow, n * c * h * w + spread))
-    return sorted(found, key=lambda p: (p.ms(hw), p.kind))
+    order = ("sub-pixel", "phases", "zero-insertion")  # ties: fewer layers first
+    return sorted(found, key=lambda p: (round(p.ms(hw), 9), order.index(p.kind)))
 
 
 def zero_insertion_weights(w: np.ndarray, groups: int, dil: Sequence[int]) -> np.ndarray:
@@ -221,7 +275,7 @@ class ConvTransposeToConv(RewritePattern):
         if ranked[0].kind == "zero-insertion":
             self.zero_insertion(op, w, b, rewriter, what)
         else:
-            self.sub_pixel(op, w, b, rewriter, what)
+            self.sub_pixel(op, w, b, rewriter, what, ranked[0].kind == "phases")
 
     @staticmethod
     def zero_insertion(op: nn.ConvTranspose2dOp, w: np.ndarray, b: np.ndarray, rewriter: PatternRewriter,
@@ -244,7 +298,7 @@ class ConvTransposeToConv(RewritePattern):
 
     @staticmethod
     def sub_pixel(op: nn.ConvTranspose2dOp, w: np.ndarray, b: np.ndarray, rewriter: PatternRewriter,
-                  what: str) -> None:
+                  what: str, per_phase: bool) -> None:
         n, c, h, wd = shape_of(op.input)
         _, _, oh, ow = shape_of(op.output)
         g = op.groups.value.data
@@ -253,10 +307,18 @@ class ConvTransposeToConv(RewritePattern):
         ay, ax = axis_plan(h, w.shape[2], sy, dy, pads[0], oh), axis_plan(wd, w.shape[3], sx, dx, pads[1], ow)
         weights, phases = sub_pixel_weights(w, g, ay, ax), sy * sx
         mg = w.shape[1]
-        if g > 1 and c == g and mg == 1:  # depthwise: one depthwise conv per phase (depthwise-to-grouped's)
-            convs = [nn.Conv2dOp(op.input, new_constant(rewriter, op, weights[p::phases], "w_phase"),
-                                 new_constant(rewriter, op, b, "b_phase"), tensor([n, c, ay.out, ax.out], op.output),
-                                 pads=[ay.pad_lo, ax.pad_lo, ay.pad_hi, ax.pad_hi], groups=g) for p in range(phases)]
+        if per_phase or (g > 1 and c == g and mg == 1):  # one conv per phase (a depthwise one: depthwise-to-grouped's)
+            by_phase = weights.reshape(g, phases, mg, *weights.shape[1:])
+            convs = []
+            for a in range(sy):
+                for bx in range(sx):
+                    wy, wx = phase_window(ay, h, a), phase_window(ax, wd, bx)
+                    kernel = by_phase[:, a * sx + bx].reshape(g * mg, *weights.shape[1:])
+                    kernel = _window(_window(kernel, 2, wy.lo, wy.length), 3, wx.lo, wx.length)
+                    convs.append(nn.Conv2dOp(op.input, new_constant(rewriter, op, kernel, "w_phase"),
+                                             new_constant(rewriter, op, b, "b_phase"),
+                                             tensor([n, g * mg, wy.out, wx.out], op.output),
+                                             pads=[wy.pad_lo, wx.pad_lo, wy.pad_hi, wx.pad_hi], groups=g))
             layout = 1
         else:
             convs = [nn.Conv2dOp(op.input, new_constant(rewriter, op, weights, "w_subpixel"),
@@ -322,12 +384,13 @@ class ConvTransposeToConvPass(ModulePass):
     hw: str = ""
     """A hardware description JSON for the cost model (peak MACs, DRAM rate); default: the ZC706 build."""
     method: str = "auto"
-    """auto: the cheaper by `plans`; sub-pixel or zero-insertion: that one (zero insertion where
-    the crops allow it)."""
+    """auto: the cheapest by `plans`; sub-pixel, phases or zero-insertion: that one where it applies
+    (phases: ungrouped or depthwise; zero insertion: crops within the kernel's span)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.method not in ("auto", "sub-pixel", "zero-insertion"):
-            raise PassFailedException(f"conv-transpose-to-conv: method '{self.method}' is not auto, sub-pixel or zero-insertion")
+        if self.method not in ("auto", "sub-pixel", "phases", "zero-insertion"):
+            raise PassFailedException(f"conv-transpose-to-conv: method '{self.method}' is not auto, sub-pixel, phases "
+                                      f"or zero-insertion")
         hw = SnowflakeConfig.load(self.hw or None)
         PatternRewriteWalker(GreedyRewritePatternApplier([ConvTransposeToConv(hw, self.method),
                                                           HoistThroughInterleave()])).rewrite_module(op)

@@ -49,3 +49,10 @@ func.func @f(%x: tensor<1x4x5x5xf32>) {
   func.return
 }
 // CHECK: nn.zero_insert: result shape 1x4x10x10 does not match the computed 1x4x9x9
+
+// -----
+func.func @f(%a: tensor<1x3x4x4xf32>) {
+  %d = nn.depth_to_space %a, %a, %a, %a {block = array<i64: 2, 2>, offsets = array<i64: 0, 0>, groups = 1 : i64} : (tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>) -> tensor<1x3x10x10xf32>
+  func.return
+}
+// CHECK: nn.depth_to_space: phase 0 is read at 5x5 pixels, its input has 4x4
