@@ -2,8 +2,8 @@
 The two pipelines, as pass lists in one place.
 
 nn-prepare{format=Q8.8}: from an imported model to the fixed-point graph Snowflake runs:
-fold-hard-swish, drop-identity, fold-batch-norm, fuse-residual-add, fuse-relu, fold-channel-shuffle,
-sequence-gemm, fc-to-conv,
+conv-transpose-to-conv, fold-hard-swish, drop-identity, fold-batch-norm, fuse-residual-add, fuse-relu,
+fold-channel-shuffle, sequence-gemm, fc-to-conv,
 avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth, pad-rows,
 add-to-bypass, partition-host, quantize.
 
@@ -41,6 +41,7 @@ from snowir.passes.convert.nn_to_tile import NNToTilePass
 from snowir.passes.convert.tile_to_asm import TileToAsmPass
 from snowir.passes.nn.add_to_bypass import AddToBypassPass
 from snowir.passes.nn.avgpool_to_conv import AvgPoolToConvPass
+from snowir.passes.nn.conv_transpose_to_conv import ConvTransposeToConvPass
 from snowir.passes.nn.depthwise_to_grouped import DepthwiseToGroupedPass
 from snowir.passes.nn.drop_identity import DropIdentityPass
 from snowir.passes.nn.fc_to_conv import FcToConvPass
@@ -82,11 +83,11 @@ class NNPreparePass(ModulePass):
     """false: leave out pad-rows (an INDP conv on the model input keeps its row padding as clipped
     kernel rows, run one CU at a time)."""
     hw: str = ""
-    """A hardware description JSON for the passes that plan (fold-channel-shuffle, sequence-gemm, split-kernels, unfold-rows,
+    """A hardware description JSON for the passes that plan (conv-transpose-to-conv, fold-channel-shuffle, sequence-gemm, split-kernels, unfold-rows,
     space-to-depth, pad-rows, depthwise-to-grouped, partition-host); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        passes: list[ModulePass] = [FoldHardSwishPass(), DropIdentityPass(), FoldBatchNormPass(),
+        passes: list[ModulePass] = [ConvTransposeToConvPass(self.hw), FoldHardSwishPass(), DropIdentityPass(), FoldBatchNormPass(),
                                     FuseResidualAddPass(), FuseReluPass(), FoldChannelShufflePass(self.hw),
                                     SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),

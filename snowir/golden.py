@@ -126,6 +126,55 @@ def space_to_depth(x: np.ndarray, s: int, pads, oh: int, ow: int) -> np.ndarray:
     return np.ascontiguousarray(p.reshape(n, c, oh, s, ow, s).transpose(0, 3, 5, 1, 2, 4).reshape(n, s * s * c, oh, ow))
 
 
+def conv_transpose_sum(x: np.ndarray, w: np.ndarray, stride, pads, dil, groups: int, out_hw: Sequence[int],
+                       dtype=np.float32) -> np.ndarray:
+    """nn.conv_transpose2d without bias: every product x[g·Cg + c, i, j]·w[g·Cg + c, m, ky, kx]
+    added at output pixel (s·i + d·ky − top, s·j + d·kx − left), as an (N, M, OH, OW) array of
+    `dtype` (float64: exact for ints). Each output's sum is the same set of products as the
+    decomposed conv's (conv-transpose-to-conv), so fixed point rounds it once, at write-back."""
+    n, c, h, wd = x.shape
+    _, mg, kh, kw = w.shape
+    cg = c // groups
+    oh, ow = out_hw
+    top, left = pads[0], pads[1]
+    # a canvas over the full scatter and the (possibly grown) output: rows y0 .. y0 + rows
+    y0, x0 = min(0, top), min(0, left)
+    rows = max(stride[0] * (h - 1) + dil[0] * (kh - 1) + 1, top + oh) - y0
+    cols = max(stride[1] * (wd - 1) + dil[1] * (kw - 1) + 1, left + ow) - x0
+    canvas = np.zeros((n, groups, mg, rows, cols), dtype)
+    xg = x.astype(dtype, copy=False).reshape(n, groups, cg, h, wd)
+    wg = w.astype(dtype, copy=False).reshape(groups, cg, mg, kh, kw)
+    for ky in range(kh):
+        r = dil[0] * ky - y0
+        for kx in range(kw):
+            q = dil[1] * kx - x0
+            canvas[:, :, :, r:r + stride[0] * (h - 1) + 1:stride[0], q:q + stride[1] * (wd - 1) + 1:stride[1]] += \
+                np.einsum("ngchw,gcm->ngmhw", xg, wg[:, :, :, ky, kx])
+    canvas = canvas.reshape(n, groups * mg, rows, cols)
+    return np.ascontiguousarray(canvas[:, :, top - y0:top - y0 + oh, left - x0:left - x0 + ow])
+
+
+def depth_to_space(x: np.ndarray, block: Sequence[int], offsets: Sequence[int], groups: int,
+                   oh: int, ow: int) -> np.ndarray:
+    """nn.depth_to_space: out[n, g·Mg + m, y, x] = x[n, g·by·bx·Mg + (a·bx + b)·Mg + m, (y + oy) div by,
+    (x + ox) div bx], a and b the remainders."""
+    n, c, h, w = x.shape
+    by, bx = block
+    g = groups
+    mg = c // (g * by * bx)
+    v = x.reshape(n, g, by, bx, mg, h, w).transpose(0, 1, 4, 5, 2, 6, 3).reshape(n, g * mg, h * by, w * bx)
+    return np.ascontiguousarray(v[:, :, offsets[0]:offsets[0] + oh, offsets[1]:offsets[1] + ow])
+
+
+def zero_insert(x: np.ndarray, strides: Sequence[int], pads: Sequence[int]) -> np.ndarray:
+    """nn.zero_insert: out[n, c, top + sy·i, left + sx·j] = x[n, c, i, j], zeros elsewhere."""
+    n, c, h, w = x.shape
+    (sy, sx), (t, l, b, r) = strides, pads
+    out = np.zeros((n, c, t + sy * (h - 1) + 1 + b, l + sx * (w - 1) + 1 + r), x.dtype)
+    out[:, :, t:t + sy * (h - 1) + 1:sy, l:l + sx * (w - 1) + 1:sx] = x
+    return out
+
+
 def unfold_rows(x: np.ndarray, kh: int, sy: int, top: int, oh: int) -> np.ndarray:
     """nn.unfold_rows: out[n, ky·C + c, i, j] = x[n, c, sy·i + ky − top, j] (0 outside x)."""
     n, c, h, w = x.shape
@@ -280,6 +329,8 @@ class Golden:
         get = lambda v: env[v]
         if isinstance(op, nn.Conv2dOp | nn.DenseOp):
             return self._mac_layer(op, env, out_frac)
+        if isinstance(op, nn.ConvTranspose2dOp):
+            return self._conv_transpose(op, env, out_frac)
         if isinstance(op, nn.MaxPoolOp):
             x = get(op.input)
             args = (int_values(op.kernel), int_values(op.strides), int_values(op.pads), op.ceil_mode is not None, "max")
@@ -300,6 +351,19 @@ class Golden:
             if out_frac is not None:
                 return Q(np.maximum(self._fixed(x, out_frac), 0), out_frac)
             return np.maximum(self._float(x), 0)
+        if isinstance(op, nn.DepthToSpaceOp):  # a permutation of words: the host moves them as they are
+            _, _, oh, ow = op.output.type.get_shape()
+            xs = [self._fixed(env[v], out_frac) if out_frac is not None else self._float(env[v]) for v in op.inputs]
+            if len(xs) > 1:  # phases of their own sizes: each read within its own (verifier)
+                h, w = max(v.shape[2] for v in xs), max(v.shape[3] for v in xs)
+                xs = [np.pad(v, ((0, 0), (0, 0), (0, h - v.shape[2]), (0, w - v.shape[3]))) for v in xs]
+            x = xs[0] if len(xs) == 1 else np.concatenate(xs, axis=1)
+            y = depth_to_space(x, int_values(op.block), int_values(op.offsets), op.groups.value.data, oh, ow)
+            return Q(y, out_frac) if out_frac is not None else y
+        if isinstance(op, nn.ZeroInsertOp):
+            x = self._fixed(env[op.input], out_frac) if out_frac is not None else self._float(env[op.input])
+            y = zero_insert(x, int_values(op.strides), int_values(op.pads))
+            return Q(y, out_frac) if out_frac is not None else y
         if isinstance(op, nn.SpaceToDepthOp | nn.UnfoldRowsOp | nn.PadRowsOp):  # the host's layouts of a model input
             _, _, oh, ow = op.output.type.get_shape()
             x = self._fixed(env[op.input], out_frac) if out_frac is not None else self._float(env[op.input])
@@ -366,6 +430,22 @@ class Golden:
         # the write-back shift takes the accumulator (input + weight fraction bits) to the output's
         rounded = writeback_rounded(acc.astype(np.int64), bq, byp, in_frac + wq.frac - out_frac)
         return Q(self._saturate(rounded, relu), out_frac)
+
+    def _conv_transpose(self, op: nn.ConvTranspose2dOp, env: dict[SSAValue, Value], out_frac: int | None) -> Value:
+        """As a conv: the products summed exactly, then (fixed point) one write-back rounding."""
+        args = (int_values(op.strides), int_values(op.pads), int_values(op.dilations), op.groups.value.data,
+                op.output.type.get_shape()[2:])
+        if out_frac is None:
+            r = conv_transpose_sum(self._float(env[op.input]), self._float(env[op.weight]), *args)
+            return (r + self._float(env[op.bias]).reshape(1, -1, 1, 1)).astype(np.float32)
+        wq = env[op.weight]
+        if not isinstance(wq, Q):
+            raise GoldenError(f"{op.name}: fixed-point layer with float weights")
+        in_frac = element_frac(op.input)
+        acc = conv_transpose_sum(self._fixed(env[op.input], in_frac), wq.words, *args, dtype=np.float64)
+        bq = self._q(env[op.bias], out_frac).astype(np.int64).reshape(1, -1, 1, 1)
+        rounded = writeback_rounded(acc.astype(np.int64), bq, 0, in_frac + wq.frac - out_frac)
+        return Q(self._saturate(rounded, False), out_frac)
 
     def _avg(self, op, x: Value, out_frac: int | None) -> Value:
         if isinstance(op, nn.GlobalAvgPoolOp):

@@ -19,7 +19,7 @@ from xdsl.ir import Operation, SSAValue
 
 from snowir.dialects import nn
 from snowir.golden import int_values as ints
-from snowir.host_nodes import node_bytes, node_macs, node_ops, valid_taps
+from snowir.host_nodes import node_bytes, node_macs, node_ops, scatter_taps, valid_taps
 from snowir.segments import is_view, transpose_is_view
 
 
@@ -70,6 +70,12 @@ def useful_macs(op: Operation) -> int:
         elif isinstance(layout, nn.PadRowsOp):  # the rows' padding is zero rows of the input
             rows = valid_taps(oh, kh, sy, pt + int_values(layout.pads)[0], dy, layout.input.type.get_shape()[2])
         return n * k * cg * rows * valid_taps(ow, kw, sx, pl, dx, w)
+    if isinstance(op, nn.ConvTranspose2dOp):  # left unrewritten: the (input, tap) pairs that land inside
+        n, c, h, w = op.input.type.get_shape()
+        _, mg, kh, kw = op.weight.type.get_shape()
+        _, _, oh, ow = op.output.type.get_shape()
+        (sy, sx), (pt, pl, _, _), (dy, dx) = (int_values(a) for a in (op.strides, op.pads, op.dilations))
+        return n * c * mg * scatter_taps(h, kh, sy, pt, dy, oh) * scatter_taps(w, kw, sx, pl, dx, ow)
     if isinstance(op, nn.DenseOp):
         return int(np.prod(op.output.type.get_shape())) * op.weight.type.get_shape()[1]
     if isinstance(op, nn.HostOp):
@@ -82,8 +88,9 @@ def _elements(op: Operation) -> int:
 
 
 def host_ops(op: Operation) -> float:
-    """[P] arithmetic operations of the layer run in float on the host (a concat: a copy, none)."""
-    if isinstance(op, (*_VIEWS, nn.ConcatOp)):
+    """[P] arithmetic operations of the layer run in float on the host (a concat, an interleave, a
+    zero insertion: a copy, none)."""
+    if isinstance(op, (*_VIEWS, nn.ConcatOp, nn.DepthToSpaceOp, nn.ZeroInsertOp)):
         return 0.0
     if isinstance(op, nn.HostOp):
         return 2.0 * node_macs(op) + node_ops(op)
@@ -102,13 +109,13 @@ def host_ops(op: Operation) -> float:
 
 
 def host_bytes(op: Operation) -> int:
-    """fp32 bytes the host reads and writes for the layer (views move nothing; a concat copies
-    16-bit words)."""
+    """fp32 bytes the host reads and writes for the layer (views move nothing; a concat, an
+    interleave or a zero insertion copies 16-bit words)."""
     if isinstance(op, _VIEWS) or (isinstance(op, nn.TransposeOp) and transpose_is_view(op)):
         return 0
     if isinstance(op, nn.HostOp):
         return node_bytes(op)
-    if isinstance(op, nn.ConcatOp):  # the device's 16-bit words, read and written as they are
+    if isinstance(op, nn.ConcatOp | nn.DepthToSpaceOp | nn.ZeroInsertOp):  # the device's 16-bit words, moved as they are
         return 2 * int(sum(np.prod(v.type.get_shape()) for v in (*op.operands, op.results[0])))
     values = list(op.operands) + list(op.results)
     return 4 * int(sum(np.prod(v.type.get_shape()) for v in values if hasattr(v.type, "get_shape")))

@@ -84,7 +84,7 @@ def valid_taps(out: int, k: int, stride: int, pad: int, dil: int, size: int) -> 
     return int(((o >= 0) & (o < size)).sum())
 
 
-def _scatter_taps(size: int, k: int, stride: int, pad: int, dil: int, out: int) -> int:
+def scatter_taps(size: int, k: int, stride: int, pad: int, dil: int, out: int) -> int:
     """(input, tap) pairs of one axis whose output position lies inside the output."""
     o = np.arange(size)[:, None] * stride - pad + np.arange(k)[None, :] * dil
     return int(((o >= 0) & (o < out)).sum())
@@ -121,7 +121,7 @@ def node_macs(op: nn.HostOp) -> int:
             return x[0] * out[1] * (x[1] // groups) * _size(taps)
         totals = [max(0, strides[d] * (x[2 + d] - 1) + (kernel[d] - 1) * dil[d] + 1 - out[2 + d]) for d in range(spatial)]
         pads = _begin_pads(op, spatial, totals)
-        taps = [_scatter_taps(x[2 + d], kernel[d], strides[d], pads[d], dil[d], out[2 + d]) for d in range(spatial)]
+        taps = [scatter_taps(x[2 + d], kernel[d], strides[d], pads[d], dil[d], out[2 + d]) for d in range(spatial)]
         return x[0] * x[1] * w[1] * _size(taps)
     if kind == "MatMul" and 0 in ins:
         return _size(out) * ins[0][-1]

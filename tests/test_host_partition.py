@@ -27,9 +27,10 @@ def _host_node(node: onnx.NodeProto, inputs: dict, outputs: dict, inits: dict) -
 
 def test_conv_transpose_counts_the_taps_that_land_in_the_output() -> None:
     # 8 -> 16 channels, 3x3, stride 2, pads 1, 5x5 -> 9x9: per axis, of 5 x 3 (input, tap) pairs
-    # the one at position -1 and the one at 9 fall outside: 13 land
+    # the one at position -1 and the one at 9 fall outside: 13 land (weights computed at run time:
+    # a constant-weight ConvTranspose is a device conv, conv-transpose-to-conv)
     node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1])
-    op = _host_node(node, {"x": [1, 8, 5, 5]}, {"y": [1, 16, 9, 9]}, {"w": rand(8, 16, 3, 3)})
+    op = _host_node(node, {"x": [1, 8, 5, 5], "w": [8, 16, 3, 3]}, {"y": [1, 16, 9, 9]}, {})
     assert useful_macs(op) == 8 * 16 * 13 * 13
     assert host_bytes(op) == 4 * (8 * 25 + 8 * 16 * 9 + 16 * 81)
 

@@ -227,17 +227,16 @@ def test_the_reference_evaluator_runs_host_nodes_without_onnxruntime(monkeypatch
 
 
 def test_host_nodes_count_their_macs() -> None:
-    """A ConvInteger, LSTM or ConvTranspose left to the host is work the report shows (and prices
-    in host ms), not 0."""
+    """A ConvInteger or LSTM left to the host is work the report shows (and prices in host ms),
+    not 0. (A ConvTranspose is a device conv now: tests/test_conv_transpose.py.)"""
     from snowir.frontend.onnx_import import import_model
     from snowir.host_model import host_ms, useful_macs
 
     got = {}
-    for m in (_dynamic_quantized(), PATTERNS["LSTM over conv columns (ddddocr)"],
-              PATTERNS["ConvTranspose then HardSigmoid (PP-OCR det head)"]):
+    for m in (_dynamic_quantized(), PATTERNS["LSTM over conv columns (ddddocr)"]):
         for op in import_model(m).walk():
             if isinstance(op, nn.HostOp) and useful_macs(op):
                 got[op.op_type.data] = useful_macs(op)
                 assert host_ms(op) >= 2 * useful_macs(op) / 666e3 / 2.0
     # the ConvInteger: 16 x 16 channels x the 22 x 22 taps of a padded 3x3 that land inside the 8 x 8 input
-    assert got == {"ConvInteger": 16 * 16 * 22 * 22, "LSTM": 16 * 4 * 8 * (64 + 8), "ConvTranspose": 16 * 64 * 8 * 4}
+    assert got == {"ConvInteger": 16 * 16 * 22 * 22, "LSTM": 16 * 4 * 8 * (64 + 8)}

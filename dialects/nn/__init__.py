@@ -46,6 +46,7 @@ from snowir.dialects.nn.attributes import (
     OnnxGraphAttr,
     PackedWeightsAttr,
 )
+from snowir.dialects.nn.conv_transpose_ops import ConvTranspose2dOp, DepthToSpaceOp, ZeroInsertOp, transpose_out
 from snowir.dialects.nn.host_ops import (
     ClipOp,
     HardSigmoidOp,
@@ -77,9 +78,9 @@ from snowir.dialects.nn.tensor_ops import (
 )
 
 DEVICE_OPS = (Conv2dOp, MaxPoolOp, AvgPoolOp, GlobalAvgPoolOp, DenseOp, AddOp, ReluOp,
-              BatchNormOp, ConcatOp, FlattenOp, ReshapeOp, IdentityOp, ChannelSliceOp)
+              BatchNormOp, ConcatOp, FlattenOp, ReshapeOp, IdentityOp, ChannelSliceOp, ConvTranspose2dOp)
 HOST_OPS = (SoftmaxOp, LrnOp, TransposeOp, ClipOp, HardSigmoidOp, HardSwishOp, MulOp, SpaceToDepthOp, UnfoldRowsOp, PadRowsOp,
-            HostOp)
+            DepthToSpaceOp, ZeroInsertOp, HostOp)
 
 NN = Dialect(
     "nn",
@@ -89,11 +90,12 @@ NN = Dialect(
 
 __all__ = [
     "DEVICE_OPS", "HOST_OPS", "MAX_WEIGHT_FRAC", "NN",
-    "AddOp", "AvgPoolOp", "BatchNormOp", "ChannelSliceOp", "ClipOp", "ConcatOp", "ConstantOp", "Conv2dOp", "DenseOp",
+    "AddOp", "AvgPoolOp", "BatchNormOp", "ChannelSliceOp", "ClipOp", "ConcatOp", "ConstantOp", "Conv2dOp",
+    "ConvTranspose2dOp", "DenseOp", "DepthToSpaceOp",
     "ElementType", "ElementwiseBinary", "ElementwiseUnary", "ExternalWeightsAttr", "FixedType", "FlattenOp",
     "GlobalAvgPoolOp", "HardSigmoidOp", "HardSwishOp", "HostOp", "IdentityOp", "LrnOp", "MaxPoolOp", "MulOp",
     "NNOperation", "OnnxGraphAttr", "PackedWeightsAttr", "PadRowsOp", "PoolOperation", "ReluOp", "ReshapeOp",
-    "SoftmaxOp", "SpaceToDepthOp", "TransposeOp", "UnfoldRowsOp", "element_of", "i64_array", "int_values", "shape_of",
-    "window_out",
+    "SoftmaxOp", "SpaceToDepthOp", "TransposeOp", "UnfoldRowsOp", "ZeroInsertOp", "element_of", "i64_array", "int_values", "shape_of",
+    "transpose_out", "window_out",
     "ArrayAttr", "Float32Type", "FloatAttr", "IntegerAttr", "StringAttr", "UnitAttr", "i64",
 ]

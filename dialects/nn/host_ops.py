@@ -227,8 +227,8 @@ class HardSwishOp(ElementwiseUnary):
 class HostOp(IRDLOperation):
     """
     An ONNX node kept as it is, for the host CPU: what Snowflake has no mapping for (Sigmoid,
-    Erf, Div, ConvTranspose, Resize, shape arithmetic on run-time tensors, ...). It carries
-    the node's op type, opset and attributes; its operands are the node's present inputs
+    Erf, Div, Resize, a ConvTranspose with computed weights, shape arithmetic on run-time
+    tensors, ...). It carries the node's op type, opset and attributes; its operands are the node's present inputs
     (`slots`: their ONNX input positions, when an optional input is absent), then, for a node
     with sub-graphs (If, Loop, Scan; `#nn.onnx_graph` attributes), the outer-scope values those
     sub-graphs read (`captures`: their ONNX names, which the sub-graphs refer to). The golden model

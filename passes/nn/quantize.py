@@ -81,6 +81,13 @@ def weight_frac(w: np.ndarray, most: int = 15) -> int:
     return frac_for(float(np.abs(w).max()) if w.size else 0.0, most)
 
 
+def most_frac(layer: Operation) -> int:
+    """A layer's `w_frac_max`, else 15: an earlier pass's cap on its weight fraction bits (the
+    phase convs of one transposed conv keep its one format, conv-transpose-to-conv)."""
+    cap = layer.attributes.get("w_frac_max")
+    return cap.value.data if isinstance(cap, IntegerAttr) else 15
+
+
 def _fixed(ty, m: int, n: int):
     if isinstance(ty, TensorType) and not isinstance(ty.get_element_type(), nn.FixedType):
         return TensorType(nn.FixedType(m, n), list(ty.get_shape()))
@@ -136,7 +143,7 @@ class QuantizePass(ModulePass):
                 values = constant_array(inner)
                 layer = weight_of.get(inner.result)
                 if layer is not None and all(u.operation is layer and u.index == 1 for u in inner.result.uses):
-                    f = layer_wfrac.get(layer, weight_frac(values))
+                    f = layer_wfrac.get(layer, weight_frac(values, most_frac(layer)))
                     layer.attributes["w_frac"] = IntegerAttr(f, i64)
                     fmt = (16 - f, f)
                 elif calibrated:
@@ -196,10 +203,10 @@ class QuantizePass(ModulePass):
             # synthetic: ranges recorded, formats as fixed Q8.8 gives them (snowir/calibration.py)
             most_w, fixed = (nn.MAX_WEIGHT_FRAC, None) if self.calibration else (15, SYNTHETIC_FRAC)
             weights = {layer: constant_array(w.owner) for w, layer in weight_of.items() if isinstance(w.owner, nn.ConstantOp)}
-            wfrac = {layer: weight_frac(w, most_w) for layer, w in weights.items()}
+            wfrac = {layer: weight_frac(w, min(most_w, most_frac(layer))) for layer, w in weights.items()}
             formats = choose_formats(op, peak, wfrac, self.headroom, fixed)
             if self.calibration:  # the per-tensor formats against the uniform ones, by measured error
-                wfrac15 = {layer: weight_frac(w) for layer, w in weights.items()}
+                wfrac15 = {layer: weight_frac(w, most_frac(layer)) for layer, w in weights.items()}
                 formats, chosen = choose_by_error(
                     formats, peak, lambda f: uniform_formats(op, f, wfrac15),
                     lambda candidate: output_snr(self._quantized_copy(op, candidate), x, reference))

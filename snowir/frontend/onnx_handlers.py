@@ -59,6 +59,56 @@ def _conv(imp: ImportContext, node: onnx.NodeProto) -> None:
     imp.set_output(node, op)
 
 
+def _conv_transpose(imp: ImportContext, node: onnx.NodeProto) -> None:
+    """ConvTranspose -> nn.conv_transpose2d, its pads resolved from output_shape / auto_pad as
+    the specification and onnxruntime do: an odd total's extra row at the start (SAME_UPPER's at
+    the end); an output_shape larger than the full scatter grows it at the end (the bias there);
+    SAME_* never grow it (onnxruntime keeps the full scatter). Computed weights: nn.host."""
+    a = _attrs(node)
+    x = imp.value(node, node.input[0])
+    w = imp.const(node, 1, "weight")
+    if w.ndim != 4 or len(imp.shape(x)) != 4:
+        raise Unmapped(f"only 2-D transposed convolution is supported (weight rank {w.ndim})")
+    n, c, h, wd = imp.shape(x)
+    groups = int(a.get("group", 1))
+    if c % groups or w.shape[0] != c:
+        raise imp.fail(node, f"weight of shape {list(w.shape)} does not fit {c} input channels in {groups} groups")
+    m = w.shape[1] * groups
+    strides = list(a.get("strides", [1, 1]))
+    dil = list(a.get("dilations", [1, 1]))
+    outpad = list(a.get("output_padding", [0, 0]))
+    pads = list(a.get("pads", [0, 0, 0, 0]))
+    if len(strides) != 2 or len(dil) != 2 or len(outpad) != 2 or len(pads) != 4:
+        raise imp.fail(node, "strides, dilations, output_padding need 2 entries and pads 4")
+    auto = a.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    wanted = list(a["output_shape"])[-2:] if "output_shape" in a else None
+    same = wanted is None and auto in ("SAME_UPPER", "SAME_LOWER")
+    if same:  # input x stride, or the full scatter where that is smaller (onnxruntime does not grow it)
+        wanted = [h * strides[0], wd * strides[1]]
+    if auto == "VALID":
+        pads = [0, 0, 0, 0]
+    if wanted is not None:
+        for i, size in enumerate((h, wd)):
+            total = nn.transpose_out(size, w.shape[2 + i], strides[i], 0, 0, dil[i], outpad[i]) - wanted[i]
+            total = max(total, 0) if same else total
+            half = int(total / 2)  # C's division, as the specification's formula and onnxruntime
+            head = 0 if total < 0 else half if auto == "SAME_UPPER" else total - half  # grown: at the end
+            pads[i], pads[i + 2] = head, total - head
+    if len(node.input) > 2 and node.input[2]:
+        imp.const(node, 2, "bias")
+        bv = imp.const_value(node.input[2])
+    else:
+        bv = imp.new_const(f"{node.output[0]}_bias", np.zeros(m, np.float32))
+    oh = nn.transpose_out(h, w.shape[2], strides[0], pads[0], pads[2], dil[0], outpad[0])
+    ow = nn.transpose_out(wd, w.shape[3], strides[1], pads[1], pads[3], dil[1], outpad[1])
+    if oh < 1 or ow < 1:
+        raise imp.fail(node, f"pads {pads} leave no output")
+    op = imp.emit(nn.ConvTranspose2dOp(x, imp.const_value(node.input[1]), bv, _tensor_type([n, m, oh, ow]),
+                                       strides, pads, outpad, dil, groups))
+    imp.set_output(node, op)
+
+
 def _pads(imp: ImportContext, node: onnx.NodeProto, a: dict, size: Sequence[int], kernel: Sequence[int],
           strides: Sequence[int], dil: Sequence[int]) -> list[int]:
     auto = a.get("auto_pad", b"NOTSET")
@@ -313,6 +363,7 @@ def _hard_sigmoid(imp: ImportContext, node: onnx.NodeProto, x: SSAValue) -> Oper
 
 HANDLERS: dict[str, Callable[[ImportContext, onnx.NodeProto], None]] = {
     "Conv": _conv,
+    "ConvTranspose": _conv_transpose,
     "Relu": _unary(lambda imp, n, x: nn.ReluOp(x)),
     "Clip": _unary(_clip),
     "MaxPool": _pool,
