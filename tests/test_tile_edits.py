@@ -270,3 +270,34 @@ def test_dropping_a_fused_pool_is_refused(tmp_path: Path, capsys, drop: str) -> 
     err = capsys.readouterr().err.strip()
     assert rc == 1 and len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert "pool" in err
+
+
+def _conv_model(path: Path, c: int, k: int, size: int) -> Path:
+    """One 3x3 conv, `c` -> `k` channels on `size` x `size` (no ReLU)."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array((rng.standard_normal((k, c, 3, 3)) * np.sqrt(2.0 / (9 * c))).astype(np.float32),
+                                     "w"), numpy_helper.from_array(np.zeros(k, np.float32), "b")]
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv", pads=[1, 1, 1, 1])], "conv",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, size, size])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, k, size, size])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return path
+
+
+def test_resident_on_a_single_kernel_tile_is_bit_exact(tmp_path: Path) -> None:
+    """`resident` on a COOP conv's only kernel tile (repeat 1) over several maps strips: the tile
+    is computed once per strip from word 0 (it was computed twice, the second time from weights
+    past the only kernel: every output row wrong)."""
+    out = tmp_path / "t.mlir"
+    assert snow_opt([str(_conv_model(tmp_path / "m.onnx", 64, 16, 56)), "-p", "nn-prepare,nn-to-tile,tile-loop-order",
+                     "-o", str(out)]) == 0
+    text = out.read_text()
+    assert len(_maps_tiles(text)) > 1 and "repeat = 1 : i64, slot = " in text
+    edited = re.sub(r"(tile\.kernel_tile attributes \{[^}]*repeat = 1 : i64), slot = \d+ : i64\} \{.*?\n    \}",
+                    r"\1, resident} {}", text, count=1, flags=re.S)
+    assert "resident} {}" in edited
+    rc, after = _cycles(tmp_path, edited)
+    assert rc == 0
+    assert after["conv"] > 0
