@@ -301,3 +301,62 @@ def test_resident_on_a_single_kernel_tile_is_bit_exact(tmp_path: Path) -> None:
     rc, after = _cycles(tmp_path, edited)
     assert rc == 0
     assert after["conv"] > 0
+
+
+def _fused_stem(tmp_path: Path) -> str:
+    """ResNet's stem at 40 x 40 at the tile level: an INDP conv computing its max pool (`pool_slots`)."""
+    from test_fused_pool import _stem
+
+    out = tmp_path / "t.mlir"
+    assert snow_opt([str(_stem(tmp_path / "stem.onnx", 40)), "-p", "nn-prepare,nn-to-tile,tile-loop-order",
+                     "-o", str(out)]) == 0
+    return out.read_text()
+
+
+def _taller_row_groups(body: str) -> str:
+    """The fused conv's maps tiles as row groups of 8 rows (2 a CU), every body written empty."""
+    tiles = _maps_tiles(body)
+    oh = int(re.search(r"out_rows = array<i64: \d+, (\d+)>", tiles[-1][2]).group(1))
+    new = [f"tile.maps_tile attributes {{out_rows = array<i64: {y}, {min(y + 8, oh)}>, in_rows = array<i64: 0, 1>, "
+           f"overlap = 0 : i64, cu = -1 : i64, cu_rows = 2 : i64}} {{}}" for y in range(0, oh, 8)]
+    return _empty_bodies(body[:tiles[0][0]] + "\n    ".join(new) + body[tiles[-1][1]:])
+
+
+def test_taller_strips_of_a_fused_pool_rederive_its_slots(tmp_path: Path) -> None:
+    """A conv with a fused pool, its row groups made taller and every body written empty: the
+    ring needs more slots at once, derived with the rest (it was refused: "pool_slots: 5 slots,
+    the pool needs 9 rows at once")."""
+    text = _fused_stem(tmp_path)
+    name = re.search(r"tile\.layer @(\S+) conv", text).group(1)
+    assert len(re.search(r"pool_slots = array<i64: ([^>]*)>", text).group(1).split(",")) < 9
+    _, before = _cycles(tmp_path, text)
+    rc, after = _cycles(tmp_path, _in_layer(text, name, _taller_row_groups))
+    assert rc == 0  # bit-exact (_cycles checks it)
+    assert after[name] != before[name]
+
+
+def test_too_few_pool_slots_are_refused_with_the_slots_to_write(tmp_path: Path, capsys) -> None:
+    """Taller row groups derived, the old slots written back: refused in one line giving the slots
+    that serve the new row groups (the refusal named no value)."""
+    from snowir.driver.model_run import load_model
+    from snowir.tile.edit import rederive
+    from xdsl.printer import Printer
+    import io
+
+    text = _fused_stem(tmp_path)
+    name = re.search(r"tile\.layer @(\S+) conv", text).group(1)
+    old = re.search(r"pool_slots = array<i64: [^>]*>", text).group(0)
+    src = tmp_path / "tall.mlir"
+    src.write_text(_in_layer(text, name, _taller_row_groups))
+    module, _ = load_model(src)
+    (layer,) = [op for op in module.walk() if op.name == "tile.layer"]
+    rederive(layer)
+    derived = f"pool_slots = {layer.pool_slots}"
+    printed = io.StringIO()
+    Printer(stream=printed).print_op(module)
+    edited = re.sub(r"pool_slots = array<i64: [^>]*>", old, printed.getvalue())
+    capsys.readouterr()
+    rc, _ = _cycles(tmp_path, edited)
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and len(err.splitlines()) == 1, err
+    assert "the pool needs 9 rows at once" in err and f"write {derived}" in err, err

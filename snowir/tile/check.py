@@ -23,7 +23,7 @@ from xdsl.ir import Block, Operation
 
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
-from snowir.plan.fused_pool import fusable, maps_words
+from snowir.plan.fused_pool import fusable, maps_words, place_ring
 from snowir.plan.indp import default_rows_per_cu, group_strips, indp_groups, interior_rows
 from snowir.plan.indp_columns import column_layout, columns_refusal
 from snowir.plan.pool import check_pool_channels, max_pool_rows, row_maxs
@@ -83,6 +83,7 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
         repack(layer, layer.mode.data.value, kt._int("count"), hw)
         _keep_holding(layer, kt, s, hw)
     maps = [op for op in tiles if isinstance(op, tile.MapsTileOp)]
+    all_maps = all(_empty(mt) for mt in maps)  # the strips derived as a whole: the ring's slots too
     for mt in maps:
         if not _empty(mt):
             continue
@@ -117,12 +118,25 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
             _set(mt, "overlap", 0 if first else max(0, prev - r0))
         prev, band = r1, cols_of(mt)[:2]
     plan = conv_plan_of(layer)
+    if all_maps and plan.pool is not None:
+        _derive_pool_slots(layer, plan, hw)
+        plan = conv_plan_of(layer)
     want = conv_tile_body(full, plan, layout_of(layer), hw)
     have = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp | tile.MapsTileOp)]
     if len(want) == len(have):
         for a, b in zip(have, want):
             if _empty(a):
                 _fill(a, tile.body_ops(b))
+
+
+def _derive_pool_slots(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None:
+    """A fused pool's ring slots (`pool_slots`, derived like a tile's `in_rows`) placed above the
+    new strips' maps when every maps tile is written empty; left as written when the ring has no
+    room there (check_conv then says so)."""
+    assert plan.pool is not None
+    slots = place_ring(plan, plan.pool, hw)
+    if slots is not None:
+        layer.properties["pool_slots"] = DenseArrayBase.from_list(i64, list(slots))
 
 
 def _keep_holding(layer: tile.LayerOp, kt: tile.KernelTileOp, s: ConvShape, hw: SnowflakeConfig) -> None:
@@ -506,17 +520,29 @@ def _check_ring(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> Non
     slots = plan.pool_slots
     size = p.w * p.c + GUARD
     if len(slots) < span:
-        raise TileError(layer, f"pool_slots: {len(slots)} slots, the pool needs {span} rows at once")
+        raise TileError(layer, f"pool_slots: {len(slots)} slots, the pool needs {span} rows at once "
+                               f"({_slots_hint(plan, p, span, size, hw)})")
     used = maps_words(plan)
     for a in slots:
         bank = a // hw.maps_bank_elements
         if bank > 1 or a % 2 or a < bank * hw.maps_bank_elements + used[bank] or \
                 a + size > (bank + 1) * hw.maps_bank_elements:
             raise TileError(layer, f"pool_slots: slot {a} must be even and hold {size} words above the row groups' "
-                                   "or strips' maps, within its bank")
+                                   f"or strips' maps, within its bank ({_slots_hint(plan, p, span, size, hw)})")
     ordered = sorted(slots)
     if any(b < a + size for a, b in zip(ordered, ordered[1:])):
-        raise TileError(layer, f"pool_slots: slots of {size} words overlap")
+        raise TileError(layer, f"pool_slots: slots of {size} words overlap ({_slots_hint(plan, p, span, size, hw)})")
+
+
+def _slots_hint(plan: ConvPlan, p: PoolShape, span: int, size: int, hw: SnowflakeConfig) -> str:
+    """What to write when a fused pool's slots do not serve its strips: the slots that would, or
+    (no room for them above the maps) shorter maps tiles."""
+    fits = place_ring(plan, p, hw)
+    if fits is None:
+        return (f"{span} slots of {size} words do not fit above the maps tiles' maps in their banks: make the "
+                "maps tiles shorter")
+    return (f"write pool_slots = array<i64: {', '.join(map(str, fits))}>, or every maps tile's body empty `{{}}` "
+            "to derive them")
 
 
 def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: SnowflakeConfig) -> None:
