@@ -94,7 +94,7 @@ class LayerOp(TileOperation):
 
     def verify_(self) -> None:
         kind = self.kind.data
-        if kind in (LayerKind.CONV, LayerKind.FC, LayerKind.AVGPOOL) and self.mode is None:
+        if kind == LayerKind.CONV and self.mode is None:
             self._fail(f"a {kind.value} layer needs a compute mode (COOP or INDP)")
         if kind == LayerKind.MAXPOOL and self.mode is not None:
             self._fail("maxpool runs on the pool unit; it has no COOP/INDP mode")

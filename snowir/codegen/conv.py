@@ -37,7 +37,7 @@ from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, band_plans, full_mas
 R_PAR = 14
 
 
-def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None = None) -> AsmBuilder:
+def generate_conv(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
     """The layer program: Kloop (kernel tiles inside each maps strip) or Mloop (strips inside
     each kernel tile); maps banks and weights slots alternate so the next strip / tile loads while
     the current one computes."""
