@@ -360,3 +360,55 @@ def test_too_few_pool_slots_are_refused_with_the_slots_to_write(tmp_path: Path, 
     err = capsys.readouterr().err.strip()
     assert rc == 1 and len(err.splitlines()) == 1, err
     assert "the pool needs 9 rows at once" in err and f"write {derived}" in err, err
+
+
+def _pool_model(path: Path) -> Path:
+    """A 3x3/2 max pool over 64 x 56 x 56 (ResNet's): its maps do not fit the buffer (a ring)."""
+    g = helper.make_graph([helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
+                                            pads=[1, 1, 1, 1])], "pool",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 56, 56])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 28, 28])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return path
+
+
+def _one_tile(body: str, oh: int, extra: str = "") -> str:
+    """The layer's maps tiles as one over all `oh` rows (no ring), body empty, `extra` attributes."""
+    tiles = _maps_tiles(body)
+    one = (f"tile.maps_tile attributes {{out_rows = array<i64: 0, {oh}>, in_rows = array<i64: 0, 1>, overlap = 0 : i64, "
+           f"cu = -1 : i64{extra}}} {{}}")
+    return body[:tiles[0][0]] + one + body[tiles[-1][1]:]
+
+
+SUGGESTING = {  # model, layer, edit, what the refusal says, a value the layer has, how a refusal would suggest it
+    "conv: one whole-buffered tile too large": (
+        "conv", "conv", lambda b: _one_tile(_header(b, "buffering double", "buffering whole"), 56),
+        "exceed the 65536-word buffer (split the tile)", "#tile<buffering whole>", "maps_buffering = whole"),
+    "max pool: one whole-buffered strip too large": (
+        "pool", "pool", lambda b: _one_tile(b, 28), "exceed the 18 its buffer holds (split the tile)",
+        "#tile<buffering whole>", "maps_buffering = whole"),
+    "max pool: cu_rows on a broadcast tile": (
+        "pool", "pool", lambda b: b.replace("cu = -1 : i64, ring", "cu = -1 : i64, cu_rows = 1 : i64, ring", 1),
+        "(remove cu_rows)", "cu = -1 : i64", "cu = -1"),
+}
+
+
+@pytest.mark.parametrize("what", list(SUGGESTING))
+def test_refusals_suggest_no_value_already_set(tmp_path: Path, capsys, what: str) -> None:
+    """A refusal that names values to write names none the layer already has (a whole-buffered
+    tile too large was told "or maps_buffering = whole"; a pool tile with cu = -1 "cu = -1")."""
+    model, layer, edit, says, present, suggestion = SUGGESTING[what]
+    path = _conv_model(tmp_path / "m.onnx", 64, 16, 56) if model == "conv" else _pool_model(tmp_path / "m.onnx")
+    out = tmp_path / "t.mlir"
+    assert snow_opt([str(path), "-p", "nn-prepare,nn-to-tile,tile-loop-order", "-o", str(out)]) == 0
+    edited = _in_layer(out.read_text(), layer, edit)
+    a, b = _layer(edited, layer)
+    assert present in edited[a:b]
+    capsys.readouterr()
+    rc, _ = _cycles(tmp_path, edited)
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and len(err.splitlines()) == 1, err
+    assert says in err, err
+    assert suggestion not in err, err

@@ -469,8 +469,10 @@ def _check_maps_room(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig, f
                 raise TileError(layer, f"maps tile {i}: {st.y1 - st.y0} rows are not up to {hw.cus} CUs x cu_rows {r}")
             cus = (st.y1 - st.y0) // r
             if (cus > 1 or r > 1) and (st.y0 < top or st.y1 > bottom):
+                fix = f"cu_rows = 1 and out_rows [{st.y0}, {st.y0 + 1})" if r > 1 else \
+                    f"out_rows [{st.y0}, {st.y0 + 1}): one row on one CU"
                 raise TileError(layer, f"maps tile {i}: rows whose kernel rows padding clips form single-row groups "
-                                       "(cu_rows = 1 on one CU)")
+                                       f"({fix}; or write the bodies empty `{{}}` to derive the groups)")
             need = max(b - a for a, b in (input_rows(s.h, s.kh, s.sy, s.pt, st.y0 + c * r, st.y0 + (c + 1) * r)
                                           for c in range(cus))) * row
             if need > hw.maps_bank_elements:
@@ -505,9 +507,9 @@ def _check_maps_room(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig, f
     for i, st in enumerate(strips):
         need = (st.r1 - st.r0) * row + s.overread  # a padded depthwise conv's last lanes read past the tile
         if need > limit:
+            whole = ", or maps_buffering = whole" if limit < hw.maps_buffer_elements else ""
             raise TileError(layer, f"maps tile {i}: {need} words exceed the {limit}-word "
-                                   f"{'buffer' if limit == hw.maps_buffer_elements else 'bank'} (split the tile, or "
-                                   "maps_buffering = whole)")
+                                   f"{'buffer' if limit == hw.maps_buffer_elements else 'bank'} (split the tile{whole})")
 
 
 def _check_ring(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None:
@@ -561,8 +563,12 @@ def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: Sno
     row = p.w * p.c
     for i, (mt, t) in enumerate(zip(maps, tiles)):
         st = t.strip
-        if mt._int("cu") != -1 or mt.cu_rows is not None:
-            raise TileError(layer, f"maps tile {i}: a max pool's maps are broadcast to every CU (cu = -1, no cu_rows)")
+        if mt._int("cu") != -1:
+            raise TileError(layer, f"maps tile {i}: cu {mt._int('cu')}: a max pool's maps are broadcast to every CU "
+                                   "(cu = -1)")
+        if mt.cu_rows is not None:
+            raise TileError(layer, f"maps tile {i}: cu_rows: a max pool's maps are broadcast to every CU, not split "
+                                   "in row groups (remove cu_rows)")
         _in_rows(layer, i, mt, input_rows(p.h, p.kh, p.sy, p.pt, st.y0, st.y1), 0)
         if t.ring:
             per_row = row_maxs(p, hw)
@@ -574,8 +580,9 @@ def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: Sno
                                        f"{hw.vector_queue_depth}-deep vector queue (slots would be reloaded while "
                                        "read): use strips (remove ring)")
         elif st.r1 - st.r0 > max_pool_rows(p, hw, buffering == tile.MapsBuffering.WHOLE):
+            whole = buffering == tile.MapsBuffering.WHOLE
+            fix = "split the tile" if whole else "split the tile, or maps_buffering = whole"
             raise TileError(layer, f"maps tile {i}: {st.r1 - st.r0} input rows exceed the "
-                                   f"{max_pool_rows(p, hw, buffering == tile.MapsBuffering.WHOLE)} its "
-                                   f"{'buffer' if buffering == tile.MapsBuffering.WHOLE else 'bank'} holds")
+                                   f"{max_pool_rows(p, hw, whole)} its {'buffer' if whole else 'bank'} holds ({fix})")
     _regions(layer, {"maps": p.h * row * 2, "output": p.oh * p.ow * p.c * 2})
     check_bodies(layer, [*pool_tile_body(p, tiles, hw, _maps_at(layer))])
