@@ -169,12 +169,21 @@ def _rows_kept_loads(body: str) -> str:
     return body[:start] + f"tile.maps_tile attributes {{{h}}} {{{inner}" + body[end:]
 
 
+def _delete_first_load(body: str) -> str:
+    """The first maps tile's first tile.load deleted (a max pool's strip or ring: its only one)."""
+    start, end, _, inner = _maps_tiles(body)[0]
+    i = inner.index("      tile.load")
+    new = inner[:i] + inner[inner.index("\n", i) + 1:]
+    return body[:start] + body[start:end].replace(inner, new) + body[end:]
+
+
 REFUSED = {  # layer, edit, what the one-line refusal says
     "residual conv: column split": ("branch_b", lambda b: _columns(b, 8, 20), "not column-tiled"),
     "max pool: column split": ("pool", lambda b: _columns(b, 4, 10), "not column-tiled"),
     "plain conv: columns past the output": ("stem", lambda b: _columns(b, 8, 24), "cover output columns 0..20"),
     "max pool: a load's length halved": ("pool", _halve_length, "loads and windows differ"),
     "max pool: a load's unit": ("pool", lambda b: _first_load(b, "unit", "2"), "balance-loads"),
+    "max pool: its only load deleted": ("pool", _delete_first_load, "maps tile 0: a body with no ops"),
     "max pool: cu": ("pool", lambda b: b.replace("cu = -1 : i64", "cu = 2 : i64", 1), "broadcast"),
     "max pool: maps tile deleted": ("pool", _delete_maps_tile, "cover output rows"),
     "residual conv: rows edited, loads kept": ("branch_b", _rows_kept_loads, "maps tile"),

@@ -37,7 +37,8 @@ from snowir.tile.read import (TileError, cols_of, compact_shape_of, conv_plan_of
 
 
 def _empty(op: Operation) -> bool:
-    return not tile.body_ops(op)
+    """Written empty, `{}`: to be derived (tile.to_derive)."""
+    return tile.to_derive(op)
 
 
 def _set(op: Operation, name: str, value: int | None) -> None:
@@ -97,6 +98,7 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
                 # one maps tile over several row groups' rows: its row groups
                 for (_, r, _), st in zip(groups, group_strips(s, groups)):
                     new = tile.MapsTileOp((st.y0, st.y1), (st.r0, st.r1), 0, -1)
+                    new.regions[0].detach_block(0)  # its body to be derived
                     _set(new, "cu_rows", r)
                     layer.body.block.insert_op_before(new, mt)
                 mt.detach()
@@ -225,6 +227,10 @@ def check_bodies(layer: tile.LayerOp, want: list[Operation]) -> None:
             if diff:
                 raise TileError(layer, f"{_what(layer, a)}: {diff[0]} is derived from the other attributes "
                                        f"(write the tile's body empty `{{}}` to recompute it)")
+            if not tile.body_ops(a):
+                raise TileError(layer, f"{_what(layer, a)}: a body with no ops (braces on separate lines) is "
+                                       f"checked as written; its attributes imply {len(tile.body_ops(b))} loads and "
+                                       "windows: write the body `{}` on one line to derive them")
             raise TileError(layer, f"{_what(layer, a)}: its loads and windows differ from what its attributes imply; "
                                    "they are derived: edit the attributes (out_rows, count, cu_rows, ring, the "
                                    "layer's mode, loop_order, maps_buffering, ...) and write the body empty `{}`")
