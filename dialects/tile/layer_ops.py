@@ -23,7 +23,7 @@ from xdsl.irdl import irdl_op_definition, opt_prop_def, prop_def, region_def, tr
 from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface
 
 from snowir.dialects.tile.abstract_ops import (LayerScope, TileBodyOperation, TileOperation, body_ops, i64_array,
-                                               i64_attr)
+                                               i64_attr, to_derive)
 from snowir.dialects.tile.attributes import (
     BufferKind,
     BufferKindAttr,
@@ -261,7 +261,7 @@ class MapsTileOp(TileBodyOperation):
             self._positive("ring")
         if self.in_cols is not None and self.out_cols is None:
             self._fail("in_cols without out_cols: in_cols are the input columns out_cols read")
-        if self.out_cols is not None and self.in_cols is None and body_ops(self):
+        if self.out_cols is not None and self.in_cols is None and not to_derive(self):
             self._fail("out_cols without in_cols: write the body empty `{}` to derive them")
         for name in ("out_rows", "in_rows", "out_cols", "in_cols"):
             if name not in self.properties:
