@@ -955,8 +955,9 @@ def e_taller(layer, rng, hw):
     if per_cu[0] is not None:
         for mt in _maps(layer):
             _set(mt, "cu_rows", per_cu[0] * k)
-    return Edit(f"maps tiles merged {k} by {k} into {merged}{f', cu_rows x{k}' if per_cu[0] else ''}, bodies empty",
-                acts=True)
+    # not `acts`: an INDP layer's taller tile may be split back into the same row groups (rows
+    # whose kernel rows padding clips are single-row groups): then the same plan, a true no-op
+    return Edit(f"maps tiles merged {k} by {k} into {merged}{f', cu_rows x{k}' if per_cu[0] else ''}, bodies empty")
 
 
 def maps_cols_cut(layer: tile.LayerOp) -> bool:
@@ -1136,12 +1137,13 @@ def test_targeted_edits_are_followed_bit_exact_or_refused(bases, name: str, kind
     ignored: derived again), `resident` on a lone kernel tile (was computed twice: every row
     wrong), taller strips under a fused pool (its ring's slots were not derived again). Each is
     followed (new code, bit-exact with the golden model) or refused in one line naming the layer;
-    never a no-op, never wrong."""
+    never wrong, never ignored (a deleted load or `resident` never a no-op; taller tiles a no-op
+    only when they derive the same plan)."""
     base = bases[kind]
     restore_blobs(base)
     judged = [(seed, *judge(base, seed, (name,))) for seed in range(TARGETED_SEEDS)]
     failures = [f"{kind} {name} seed {seed}: {edit.what}: {o.detail}" for seed, edit, o in judged
-                if o.kind not in ("followed", "refused")]
+                if o.kind == "FAILURE"]
     assert not failures, "\n".join(failures)
 
 
