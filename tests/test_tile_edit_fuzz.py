@@ -1150,7 +1150,7 @@ def test_targeted_edits_are_followed_bit_exact_or_refused(bases, name: str, kind
 def test_targeted_edits_meet_the_defects_as_found(bases) -> None:
     """The held-out cases themselves: the pool's deleted load refused, the lone resident tile and
     the fused pool's taller row groups followed (before: accepted as a no-op, wrong output, refused)."""
-    cases = {("pool_ring", "drop_load"): "refused", ("conv_one_tile", "resident_one"): "followed",
+    cases = {("pool_strips", "drop_load"): "refused", ("conv_one_tile", "resident_one"): "followed",
              ("fused_pool", "taller"): "followed"}
     for (kind, name), want in cases.items():
         base = bases[kind]
