@@ -162,6 +162,8 @@ def _fused_base(kind: str, tmp: Path, size: int = 20) -> Base:
 KINDS: dict[str, Callable[[Path], Base]] = {
     # 8 strips double-buffered in the banks, 2 resident kernel tiles; few channels: INDP would fit
     "conv_kloop": lambda tmp: _conv_base("conv_kloop", 8, 24, 32, 3, 1, 1, MID, loop_order="Kloop"),
+    # 8 strips double-buffered in the banks, one kernel tile (repeat 1) held in its slot
+    "conv_one_tile": lambda tmp: _conv_base("conv_one_tile", 8, 24, 16, 3, 1, 1, MID, loop_order="Kloop"),
     # 5 strips, 3 kernel tiles (the last partial) in two weights slots
     "conv_mloop": lambda tmp: _conv_base("conv_mloop", 16, 20, 40, 3, 1, 1, SMALL, loop_order="Mloop"),
     # kernels too large for a slot: staggered kernel tiles
@@ -292,6 +294,7 @@ class NotApplicable(Exception):
 class Edit:
     what: str
     noop: bool = False  # an edit that means nothing: the program must be the unedited one's
+    acts: bool = False  # an edit that means something: followed (new code, bit-exact) or refused, never a no-op
 
 
 def _set(op: Operation, name: str, value: int | None) -> None:
@@ -908,6 +911,59 @@ def e_gather(layer, rng, hw):
     return Edit(f"{what}, {_body_note(empty)}")
 
 
+def e_drop_load(layer, rng, hw):
+    """A maps tile's first tile.load deleted (a max pool's strip or ring: its only load), the
+    body left with what remains (an empty body is not `{}`: it is checked as written)."""
+    maps = [mt for mt in _maps(layer) if any(isinstance(op, tile.LoadOp) for op in tile.body_ops(mt))]
+    if not maps:
+        raise NotApplicable
+    mt = rng.choice(maps)
+    ld = next(op for op in tile.body_ops(mt) if isinstance(op, tile.LoadOp))
+    ld.detach()
+    ld.erase()
+    return Edit(f"maps tile {_maps(layer).index(mt)}'s first load deleted ({len(tile.body_ops(mt))} ops left)",
+                acts=True)
+
+
+def e_resident_one(layer, rng, hw):
+    """`resident` on a COOP kernel tile that is the layer's only one (repeat 1), its slot or
+    stagger dropped, body written empty or kept."""
+    _conv(layer)
+    kt = _kt(layer)
+    if kt._int("repeat") != 1 or kt.resident is not None or layer.mode.data != tile.ComputeMode.COOP:
+        raise NotApplicable
+    kt.properties["resident"] = UnitAttr()
+    gone = [k for k in ("slot", "stagger") if kt.properties.pop(k, None) is not None]
+    empty = rng.random() < 0.7
+    if empty:
+        _empty(kt)
+    return Edit(f"kernel tile (repeat 1) resident added ({', '.join(gone) or 'nothing'} removed), "
+                f"{_body_note(empty)}", acts=True)
+
+
+def e_taller(layer, rng, hw):
+    """Every maps tile made taller (rows merged in twos or threes; an INDP layer's with cu_rows
+    as many times larger), every body written empty: a fused pool's ring needs more slots."""
+    rows = maps_rows(layer)
+    if len(rows) < 2 or maps_cols_cut(layer):
+        raise NotApplicable
+    k = rng.choice([2, 3])
+    merged = [(rows[i][0], rows[min(i + k, len(rows)) - 1][1]) for i in range(0, len(rows), k)]
+    per_cu = [mt._int("cu_rows") if mt.cu_rows is not None else None for mt in _maps(layer)]
+    set_maps_rows(layer, merged)
+    empty_bodies(layer)
+    if per_cu[0] is not None:
+        for mt in _maps(layer):
+            _set(mt, "cu_rows", per_cu[0] * k)
+    # not `acts`: an INDP layer's taller tile may be split back into the same row groups (rows
+    # whose kernel rows padding clips are single-row groups): then the same plan, a true no-op
+    return Edit(f"maps tiles merged {k} by {k} into {merged}{f', cu_rows x{k}' if per_cu[0] else ''}, bodies empty")
+
+
+def maps_cols_cut(layer: tile.LayerOp) -> bool:
+    return any(mt.out_cols is not None for mt in _maps(layer))
+
+
 PAIRED = ("split", "merge", "shift", "retile", "count", "mode", "loop_order", "buffering", "slot", "stagger",
           "resident", "cu_rows", "ring", "relu", "pool_slots", "bypass_slices", "gather", "region", "empty")
 
@@ -928,6 +984,7 @@ EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the dra
     "window": (e_window, 2), "region": (e_region, 2), "relu": (e_relu, 2), "pool_slots": (e_pool_slots, 2),
     "bypass_slices": (e_bypass_slices, 2), "delete_tile": (e_delete_tile, 1), "duplicate_tile": (e_duplicate_tile, 1),
     "empty": (e_empty, 2), "gather": (e_gather, 1), "packing": (e_packing, 1), "pair": (e_pair, 4),
+    "drop_load": (e_drop_load, 1), "resident_one": (e_resident_one, 1), "taller": (e_taller, 1),
 }
 
 
@@ -954,10 +1011,10 @@ class Outcome:
     detail: str = ""
 
 
-def judge(base: Base, seed: int) -> tuple[Edit, Outcome]:
-    rng = random.Random(f"{base.kind}:{seed}")
+def judge(base: Base, seed: int, among: tuple[str, ...] = ()) -> tuple[Edit, Outcome]:
+    rng = random.Random(f"{base.kind}:{seed}" if not among else f"{base.kind}:{','.join(among)}:{seed}")
     layer = base.layer.clone()
-    edit = draw(layer, rng, base.hw)
+    edit = draw(layer, rng, base.hw, among)
     # the ReLU the layer now means: its shape's field (the layer's `relu` must mirror it)
     relu = bool(layer.shape.values()["relu"]) if isinstance(layer.shape, tile.ConvShapeAttr) else base.relu
     edited = layer.clone()  # for the meaning check (lowering consumes `layer`)
@@ -993,6 +1050,8 @@ def judge(base: Base, seed: int) -> tuple[Edit, Outcome]:
         return edit, Outcome("FAILURE", "an edit that means nothing changed the program")
     if not same_code or _segments(image) != base.segments:
         return edit, Outcome("followed")
+    if edit.acts:
+        return edit, Outcome("FAILURE", "ignored: accepted, and the program is the unedited layer's")
     try:
         now = meaning(edited, base.hw)
     except Exception as e:  # noqa: BLE001
@@ -1062,6 +1121,42 @@ def test_every_layer_kind_sees_edits_followed_and_refused(bases, outcomes) -> No
     assert sum(sum(c.values()) for c in table.values()) >= 300
     for kind, c in table.items():
         assert c["followed"] and c["refused"], (kind, dict(c))
+
+
+TARGETED = {  # an edit kind held-out users made, and the layer kinds it applies to
+    "drop_load": ("pool_strips", "pool_ring", "conv_kloop", "fused_pool"),
+    "resident_one": ("conv_one_tile",),
+    "taller": ("fused_pool", "conv_kloop", "conv_one_tile", "pool_strips"),
+}
+TARGETED_SEEDS = 6
+
+
+@pytest.mark.parametrize("name, kind", [(n, k) for n, kinds in TARGETED.items() for k in kinds])
+def test_targeted_edits_are_followed_bit_exact_or_refused(bases, name: str, kind: str) -> None:
+    """Edits that found defects held out (issue 40): a max pool tile's only load deleted (was
+    ignored: derived again), `resident` on a lone kernel tile (was computed twice: every row
+    wrong), taller strips under a fused pool (its ring's slots were not derived again). Each is
+    followed (new code, bit-exact with the golden model) or refused in one line naming the layer;
+    never wrong, never ignored (a deleted load or `resident` never a no-op; taller tiles a no-op
+    only when they derive the same plan)."""
+    base = bases[kind]
+    restore_blobs(base)
+    judged = [(seed, *judge(base, seed, (name,))) for seed in range(TARGETED_SEEDS)]
+    failures = [f"{kind} {name} seed {seed}: {edit.what}: {o.detail}" for seed, edit, o in judged
+                if o.kind == "FAILURE"]
+    assert not failures, "\n".join(failures)
+
+
+def test_targeted_edits_meet_the_defects_as_found(bases) -> None:
+    """The held-out cases themselves: the pool's deleted load refused, the lone resident tile and
+    the fused pool's taller row groups followed (before: accepted as a no-op, wrong output, refused)."""
+    cases = {("pool_strips", "drop_load"): "refused", ("conv_one_tile", "resident_one"): "followed",
+             ("fused_pool", "taller"): "followed"}
+    for (kind, name), want in cases.items():
+        base = bases[kind]
+        restore_blobs(base)
+        outcomes_ = [judge(base, seed, (name,)) for seed in range(TARGETED_SEEDS)]
+        assert any(o.kind == want for _, o in outcomes_), (kind, name, [(e.what, o.kind, o.detail) for e, o in outcomes_])
 
 
 if __name__ == "__main__":

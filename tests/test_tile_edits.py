@@ -169,12 +169,21 @@ def _rows_kept_loads(body: str) -> str:
     return body[:start] + f"tile.maps_tile attributes {{{h}}} {{{inner}" + body[end:]
 
 
+def _delete_first_load(body: str) -> str:
+    """The first maps tile's first tile.load deleted (a max pool's strip or ring: its only one)."""
+    start, end, _, inner = _maps_tiles(body)[0]
+    i = inner.index("      tile.load")
+    new = inner[:i] + inner[inner.index("\n", i) + 1:]
+    return body[:start] + body[start:end].replace(inner, new) + body[end:]
+
+
 REFUSED = {  # layer, edit, what the one-line refusal says
     "residual conv: column split": ("branch_b", lambda b: _columns(b, 8, 20), "not column-tiled"),
     "max pool: column split": ("pool", lambda b: _columns(b, 4, 10), "not column-tiled"),
     "plain conv: columns past the output": ("stem", lambda b: _columns(b, 8, 24), "cover output columns 0..20"),
     "max pool: a load's length halved": ("pool", _halve_length, "loads and windows differ"),
     "max pool: a load's unit": ("pool", lambda b: _first_load(b, "unit", "2"), "balance-loads"),
+    "max pool: its only load deleted": ("pool", _delete_first_load, "maps tile 0: a body with no ops"),
     "max pool: cu": ("pool", lambda b: b.replace("cu = -1 : i64", "cu = 2 : i64", 1), "broadcast"),
     "max pool: maps tile deleted": ("pool", _delete_maps_tile, "cover output rows"),
     "residual conv: rows edited, loads kept": ("branch_b", _rows_kept_loads, "maps tile"),
@@ -270,3 +279,145 @@ def test_dropping_a_fused_pool_is_refused(tmp_path: Path, capsys, drop: str) -> 
     err = capsys.readouterr().err.strip()
     assert rc == 1 and len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert "pool" in err
+
+
+def _conv_model(path: Path, c: int, k: int, size: int) -> Path:
+    """One 3x3 conv, `c` -> `k` channels on `size` x `size` (no ReLU)."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array((rng.standard_normal((k, c, 3, 3)) * np.sqrt(2.0 / (9 * c))).astype(np.float32),
+                                     "w"), numpy_helper.from_array(np.zeros(k, np.float32), "b")]
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv", pads=[1, 1, 1, 1])], "conv",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, size, size])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, k, size, size])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return path
+
+
+def test_resident_on_a_single_kernel_tile_is_bit_exact(tmp_path: Path) -> None:
+    """`resident` on a COOP conv's only kernel tile (repeat 1) over several maps strips: the tile
+    is computed once per strip from word 0 (it was computed twice, the second time from weights
+    past the only kernel: every output row wrong)."""
+    out = tmp_path / "t.mlir"
+    assert snow_opt([str(_conv_model(tmp_path / "m.onnx", 64, 16, 56)), "-p", "nn-prepare,nn-to-tile,tile-loop-order",
+                     "-o", str(out)]) == 0
+    text = out.read_text()
+    assert len(_maps_tiles(text)) > 1 and "repeat = 1 : i64, slot = " in text
+    edited = re.sub(r"(tile\.kernel_tile attributes \{[^}]*repeat = 1 : i64), slot = \d+ : i64\} \{.*?\n    \}",
+                    r"\1, resident} {}", text, count=1, flags=re.S)
+    assert "resident} {}" in edited
+    rc, after = _cycles(tmp_path, edited)
+    assert rc == 0
+    assert after["conv"] > 0
+
+
+def _fused_stem(tmp_path: Path) -> str:
+    """ResNet's stem at 40 x 40 at the tile level: an INDP conv computing its max pool (`pool_slots`)."""
+    from test_fused_pool import _stem
+
+    out = tmp_path / "t.mlir"
+    assert snow_opt([str(_stem(tmp_path / "stem.onnx", 40)), "-p", "nn-prepare,nn-to-tile,tile-loop-order",
+                     "-o", str(out)]) == 0
+    return out.read_text()
+
+
+def _taller_row_groups(body: str) -> str:
+    """The fused conv's maps tiles as row groups of 8 rows (2 a CU), every body written empty."""
+    tiles = _maps_tiles(body)
+    oh = int(re.search(r"out_rows = array<i64: \d+, (\d+)>", tiles[-1][2]).group(1))
+    new = [f"tile.maps_tile attributes {{out_rows = array<i64: {y}, {min(y + 8, oh)}>, in_rows = array<i64: 0, 1>, "
+           f"overlap = 0 : i64, cu = -1 : i64, cu_rows = 2 : i64}} {{}}" for y in range(0, oh, 8)]
+    return _empty_bodies(body[:tiles[0][0]] + "\n    ".join(new) + body[tiles[-1][1]:])
+
+
+def test_taller_strips_of_a_fused_pool_rederive_its_slots(tmp_path: Path) -> None:
+    """A conv with a fused pool, its row groups made taller and every body written empty: the
+    ring needs more slots at once, derived with the rest (it was refused: "pool_slots: 5 slots,
+    the pool needs 9 rows at once")."""
+    text = _fused_stem(tmp_path)
+    name = re.search(r"tile\.layer @(\S+) conv", text).group(1)
+    assert len(re.search(r"pool_slots = array<i64: ([^>]*)>", text).group(1).split(",")) < 9
+    _, before = _cycles(tmp_path, text)
+    rc, after = _cycles(tmp_path, _in_layer(text, name, _taller_row_groups))
+    assert rc == 0  # bit-exact (_cycles checks it)
+    assert after[name] != before[name]
+
+
+def test_too_few_pool_slots_are_refused_with_the_slots_to_write(tmp_path: Path, capsys) -> None:
+    """Taller row groups derived, the old slots written back: refused in one line giving the slots
+    that serve the new row groups (the refusal named no value)."""
+    from snowir.driver.model_run import load_model
+    from snowir.tile.edit import rederive
+    from xdsl.printer import Printer
+    import io
+
+    text = _fused_stem(tmp_path)
+    name = re.search(r"tile\.layer @(\S+) conv", text).group(1)
+    old = re.search(r"pool_slots = array<i64: [^>]*>", text).group(0)
+    src = tmp_path / "tall.mlir"
+    src.write_text(_in_layer(text, name, _taller_row_groups))
+    module, _ = load_model(src)
+    (layer,) = [op for op in module.walk() if op.name == "tile.layer"]
+    rederive(layer)
+    derived = f"pool_slots = {layer.pool_slots}"
+    printed = io.StringIO()
+    Printer(stream=printed).print_op(module)
+    edited = re.sub(r"pool_slots = array<i64: [^>]*>", old, printed.getvalue())
+    capsys.readouterr()
+    rc, _ = _cycles(tmp_path, edited)
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and len(err.splitlines()) == 1, err
+    assert "the pool needs 9 rows at once" in err and f"write {derived}" in err, err
+
+
+def _pool_model(path: Path) -> Path:
+    """A 3x3/2 max pool over 64 x 56 x 56 (ResNet's): its maps do not fit the buffer (a ring)."""
+    g = helper.make_graph([helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
+                                            pads=[1, 1, 1, 1])], "pool",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 56, 56])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 28, 28])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return path
+
+
+def _one_tile(body: str, oh: int, extra: str = "") -> str:
+    """The layer's maps tiles as one over all `oh` rows (no ring), body empty, `extra` attributes."""
+    tiles = _maps_tiles(body)
+    one = (f"tile.maps_tile attributes {{out_rows = array<i64: 0, {oh}>, in_rows = array<i64: 0, 1>, overlap = 0 : i64, "
+           f"cu = -1 : i64{extra}}} {{}}")
+    return body[:tiles[0][0]] + one + body[tiles[-1][1]:]
+
+
+SUGGESTING = {  # model, layer, edit, what the refusal says, a value the layer has, how a refusal would suggest it
+    "conv: one whole-buffered tile too large": (
+        "conv", "conv", lambda b: _one_tile(_header(b, "buffering double", "buffering whole"), 56),
+        "exceed the 65536-word buffer (split the tile)", "#tile<buffering whole>", "maps_buffering = whole"),
+    "max pool: one whole-buffered strip too large": (
+        "pool", "pool", lambda b: _one_tile(b, 28), "exceed the 18 its buffer holds (split the tile)",
+        "#tile<buffering whole>", "maps_buffering = whole"),
+    "max pool: cu_rows on a broadcast tile": (
+        "pool", "pool", lambda b: b.replace("cu = -1 : i64, ring", "cu = -1 : i64, cu_rows = 1 : i64, ring", 1),
+        "(remove cu_rows)", "cu = -1 : i64", "cu = -1"),
+}
+
+
+@pytest.mark.parametrize("what", list(SUGGESTING))
+def test_refusals_suggest_no_value_already_set(tmp_path: Path, capsys, what: str) -> None:
+    """A refusal that names values to write names none the layer already has (a whole-buffered
+    tile too large was told "or maps_buffering = whole"; a pool tile with cu = -1 "cu = -1")."""
+    model, layer, edit, says, present, suggestion = SUGGESTING[what]
+    path = _conv_model(tmp_path / "m.onnx", 64, 16, 56) if model == "conv" else _pool_model(tmp_path / "m.onnx")
+    out = tmp_path / "t.mlir"
+    assert snow_opt([str(path), "-p", "nn-prepare,nn-to-tile,tile-loop-order", "-o", str(out)]) == 0
+    edited = _in_layer(out.read_text(), layer, edit)
+    a, b = _layer(edited, layer)
+    assert present in edited[a:b]
+    capsys.readouterr()
+    rc, _ = _cycles(tmp_path, edited)
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and len(err.splitlines()) == 1, err
+    assert says in err, err
+    assert suggestion not in err, err

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from xdsl.ir import Dialect
 
-from snowir.dialects.tile.abstract_ops import LayerScope, TileOperation, body_ops, i64_array, i64_attr
+from snowir.dialects.tile.abstract_ops import LayerScope, TileOperation, body_ops, i64_array, i64_attr, to_derive
 from snowir.dialects.tile.attributes import (
     BufferKind,
     BufferKindAttr,
@@ -60,5 +60,5 @@ __all__ = [
     "BufferKind", "BufferKindAttr", "ComputeMode", "ComputeModeAttr", "ConvShapeAttr", "CuSplit", "CuSplitAttr",
     "DramPlanOp", "DramRegionOp", "GatherAttr", "KernelTileOp", "LayerKind", "LayerKindAttr", "LayerOp",
     "LayerScope", "LoadOp", "LoopOrder", "LoopOrderAttr", "MapsBuffering", "MapsBufferingAttr", "MapsTileOp",
-    "PoolShapeAttr", "TensorOp", "TileOperation", "WindowOp", "body_ops", "i64_array", "i64_attr", "weights_free",
+    "PoolShapeAttr", "TensorOp", "TileOperation", "WindowOp", "body_ops", "i64_array", "i64_attr", "to_derive", "weights_free",
 ]

@@ -10,10 +10,13 @@ from __future__ import annotations
 from abc import ABC
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Self
 
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, StringAttr, i64
-from xdsl.ir import Operation
+from xdsl.ir import Block, Operation
 from xdsl.irdl import IRDLOperation, ParsePropInAttrDict
+from xdsl.parser import Parser
+from xdsl.printer import Printer
 from xdsl.traits import OpTrait
 from xdsl.utils.exceptions import VerifyException
 
@@ -80,8 +83,50 @@ class TileOperation(IRDLOperation, ABC):
 
 
 def body_ops(op: Operation) -> list[Operation]:
-    """The ops of a tile's body; none when it was written empty (`{}`: to be derived)."""
+    """The ops of a tile's body; none when it was written empty (`{}`: to be derived) or had its
+    ops deleted."""
     region = op.regions[0]
     if len(region.blocks) > 1:
         raise VerifyException(f"{op.name}: its body is one block")
     return list(region.blocks[0].ops) if region.blocks else []
+
+
+def to_derive(op: Operation) -> bool:
+    """Whether a tile's body was written empty, `{}`, to be derived (a body region without a
+    block). A body whose ops were all deleted is a block with none: checked as written (a maps
+    tile without its only load is refused, not derived again as if nothing were edited)."""
+    return not op.regions[0].blocks
+
+
+class TileBodyOperation(TileOperation, ABC):
+    """A kernel or maps tile: `attributes {...}` then its body. The body written `{}` (nothing
+    between the braces on one line) is to be derived; braces on separate lines with no op between
+    them are a body with no ops (what deleting a tile's only load leaves), kept as written."""
+
+    @classmethod
+    def parse(cls, parser: Parser) -> Self:
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        entries = dict(attrs.data) if attrs is not None else {}
+        props = {k: v for k, v in entries.items() if k in cls.get_irdl_definition().properties}
+        start = parser.pos
+        body = parser.parse_region()
+        if not body.blocks and not _written_empty(parser.lexer.input.content, start):
+            body.add_block(Block())
+        op = cls.create(properties=props, attributes={k: v for k, v in entries.items() if k not in props},
+                        regions=[body])
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_op_attributes({**self.properties, **self.attributes}, print_keyword=True)
+        printer.print_string(" ")
+        if to_derive(self):
+            printer.print_string("{}")
+        else:
+            printer.print_region(self.regions[0], print_entry_block_args=False, print_empty_block=False)
+
+
+def _written_empty(text: str, brace: int) -> bool:
+    """Whether the region at `brace` (its `{`) is `{}`: its `}` next, on the same line."""
+    rest = text[brace + 1:]
+    gap = rest[:len(rest) - len(rest.lstrip())]
+    return rest.lstrip().startswith("}") and "\n" not in gap

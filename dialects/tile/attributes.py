@@ -43,11 +43,11 @@ class LoopOrderAttr(EnumAttribute[LoopOrder], SpacedOpaqueSyntaxAttribute):
 
 
 class LayerKind(StrEnum):
+    """What a layer computes on Snowflake: a conv (fully connected and average-pool layers are
+    convs, a residual add is a conv's bypass) or a max pool."""
+
     CONV = "conv"
     MAXPOOL = "maxpool"
-    AVGPOOL = "avgpool"
-    FC = "fc"
-    ADD = "add"
 
 
 @irdl_attr_definition

@@ -22,7 +22,8 @@ from xdsl.ir import Attribute, Block, Operation, Region
 from xdsl.irdl import irdl_op_definition, opt_prop_def, prop_def, region_def, traits_def
 from xdsl.traits import HasParent, NoTerminator, SymbolOpInterface
 
-from snowir.dialects.tile.abstract_ops import LayerScope, TileOperation, body_ops, i64_array, i64_attr
+from snowir.dialects.tile.abstract_ops import (LayerScope, TileBodyOperation, TileOperation, body_ops, i64_array,
+                                               i64_attr, to_derive)
 from snowir.dialects.tile.attributes import (
     BufferKind,
     BufferKindAttr,
@@ -94,7 +95,7 @@ class LayerOp(TileOperation):
 
     def verify_(self) -> None:
         kind = self.kind.data
-        if kind in (LayerKind.CONV, LayerKind.FC, LayerKind.AVGPOOL) and self.mode is None:
+        if kind == LayerKind.CONV and self.mode is None:
             self._fail(f"a {kind.value} layer needs a compute mode (COOP or INDP)")
         if kind == LayerKind.MAXPOOL and self.mode is not None:
             self._fail("maxpool runs on the pool unit; it has no COOP/INDP mode")
@@ -180,7 +181,7 @@ class DramRegionOp(TileOperation):
 
 
 @irdl_op_definition
-class KernelTileOp(TileOperation):
+class KernelTileOp(TileBodyOperation):
     """Kernels [first, first+count) at single-kernel granularity, processed `repeat` times."""
 
     name = "tile.kernel_tile"
@@ -196,9 +197,9 @@ class KernelTileOp(TileOperation):
     resident = opt_prop_def(UnitAttr)
     """Every kernel tile held at once (tile t at t x kernel words), loaded once for the layer."""
     body = region_def()
-    """Its loads; written empty (`{}`), they are derived from the attributes (at tile-to-asm)."""
+    """Its loads; written empty (`{}`, on one line), they are derived from the attributes (at
+    tile-to-asm); braces on separate lines with no op between are a body with no loads."""
     traits = traits_def(NoTerminator(), HasParent(LayerOp))
-    assembly_format = "attr-dict-with-keyword $body"
 
     def __init__(self, first: int, count: int, repeat: int = 1, ops: Sequence[Operation] = ()):
         super().__init__(properties={"first": i64_attr(first), "count": i64_attr(count),
@@ -219,7 +220,7 @@ class KernelTileOp(TileOperation):
 
 
 @irdl_op_definition
-class MapsTileOp(TileOperation):
+class MapsTileOp(TileBodyOperation):
     """
     An output-row strip [out_rows) computed from input rows [in_rows) (the overlap rows
     are re-loaded), on CU `cu` (-1: maps broadcast to every CU); column-tiled, a rectangle of
@@ -243,9 +244,9 @@ class MapsTileOp(TileOperation):
     """The input columns out_cols read, padding excluded (derived with out_cols; the kernel's
     halo is shared with the neighbouring bands and re-loaded)."""
     body = region_def()
-    """Its loads and windows; written empty (`{}`), they are derived from the attributes."""
+    """Its loads and windows; written empty (`{}`, on one line), they are derived from the
+    attributes; braces on separate lines with no op between are a body with none."""
     traits = traits_def(NoTerminator(), HasParent(LayerOp))
-    assembly_format = "attr-dict-with-keyword $body"
 
     def __init__(self, out_rows: tuple[int, int], in_rows: tuple[int, int], overlap: int,
                  cu: int = -1, ops: Sequence[Operation] = ()):
@@ -260,7 +261,7 @@ class MapsTileOp(TileOperation):
             self._positive("ring")
         if self.in_cols is not None and self.out_cols is None:
             self._fail("in_cols without out_cols: in_cols are the input columns out_cols read")
-        if self.out_cols is not None and self.in_cols is None and body_ops(self):
+        if self.out_cols is not None and self.in_cols is None and not to_derive(self):
             self._fail("out_cols without in_cols: write the body empty `{}` to derive them")
         for name in ("out_rows", "in_rows", "out_cols", "in_cols"):
             if name not in self.properties:

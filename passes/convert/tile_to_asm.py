@@ -72,15 +72,13 @@ def layer_code(layer: tile.LayerOp, hw: SnowflakeConfig, cache: dict[Hashable, l
             # a column-split INDP conv has its own generator (its CUs split columns, not rows)
             gen = generate_indp_columns if plan.indp and plan.cu_split == "cols" else generate_conv
             generate = lambda: gen(plan, hw).ops  # noqa: E731
-        elif layer.kind.data == tile.LayerKind.MAXPOOL:
+        else:  # a max pool (the only other kind)
             p, tiles = pool_tiles_of(layer)
             check_pool(layer, p, tiles, hw)
             regions = regions_of(layer)
             addrs = (regions["maps"].offset.value.data, regions["output"].offset.value.data)
             key = ("pool", p, addrs, tuple(tiles))
             generate = lambda: generate_pool(p, hw, *addrs, tiles).ops  # noqa: E731
-        else:
-            raise TileError(layer, f"{layer.kind.data.value} layers are not lowered to Snowflake")
         if key not in cache:
             cache[key] = generate()
             return cache[key]

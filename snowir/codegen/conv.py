@@ -37,7 +37,7 @@ from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, band_plans, full_mas
 R_PAR = 14
 
 
-def generate_conv(plan: ConvPlan, hw: SnowflakeConfig, bypass_addr: int | None = None) -> AsmBuilder:
+def generate_conv(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
     """The layer program: Kloop (kernel tiles inside each maps strip) or Mloop (strips inside
     each kernel tile); maps banks and weights slots alternate so the next strip / tile loads while
     the current one computes."""
@@ -248,9 +248,15 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
     """Every kernel tile over one maps strip, the tiles resident (tile t at t x kernel words):
     no weight loads, so the next strip's data loads during tile 0, as soon as the previous
     strip's MACs are done with its bank, and has the whole strip to land. Tile 0 and the last
-    tile (partial write-back mask) are peeled around a counted loop."""
+    tile (partial write-back mask) are peeled around a counted loop; a lone kernel tile is both
+    (computed once, from word 0)."""
     s = plan.shape
     b.const(R_TW, 0)
+    if plan.tiles == 1:
+        with b.at(ktiles(0, 0)):
+            kernel_tile(b, plan, hw, strip, base, s.c_base, mask_last, prefetch, bypass_base, mid_row=pool,
+                        row_loads=row_loads)
+        return
 
     def advance() -> list:
         return [sf.AddiOp(R_TW, R_TW, s.kernel_words), *_advance_channels(plan)]

@@ -18,10 +18,10 @@ COOP = sf.VectorMode.COOP
 
 
 # register plan (static, as the paper's compiler: "register assignment is statically defined")
-R_OUT, R_MAPS, R_W, R_KY, R_KYEND, R_X, R_XEND, R_Y, R_YEND = 1, 2, 3, 4, 5, 6, 7, 8, 9
+R_OUT, R_MAPS, R_W, R_X, R_XEND, R_Y, R_YEND = 1, 2, 3, 6, 7, 8, 9
 
 
-R_ROWBASE, R_OUTROW, R_T, R_TEND, R_WBASE, R_OUTT, R_TMP, R_TMP2, R_LEN, R_SRC = 10, 11, 12, 13, 14, 15, 16, 17, 18, 19
+R_ROWBASE, R_OUTROW, R_TMP, R_TMP2, R_LEN, R_SRC = 10, 11, 16, 17, 18, 19
 
 
 R_BYP, R_BYPROW = 22, 23

@@ -23,7 +23,7 @@ from xdsl.ir import Block, Operation
 
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
-from snowir.plan.fused_pool import fusable, maps_words
+from snowir.plan.fused_pool import fusable, maps_words, place_ring
 from snowir.plan.indp import default_rows_per_cu, group_strips, indp_groups, interior_rows
 from snowir.plan.indp_columns import column_layout, columns_refusal
 from snowir.plan.pool import check_pool_channels, max_pool_rows, row_maxs
@@ -37,7 +37,8 @@ from snowir.tile.read import (TileError, cols_of, compact_shape_of, conv_plan_of
 
 
 def _empty(op: Operation) -> bool:
-    return not tile.body_ops(op)
+    """Written empty, `{}`: to be derived (tile.to_derive)."""
+    return tile.to_derive(op)
 
 
 def _set(op: Operation, name: str, value: int | None) -> None:
@@ -83,6 +84,7 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
         repack(layer, layer.mode.data.value, kt._int("count"), hw)
         _keep_holding(layer, kt, s, hw)
     maps = [op for op in tiles if isinstance(op, tile.MapsTileOp)]
+    all_maps = all(_empty(mt) for mt in maps)  # the strips derived as a whole: the ring's slots too
     for mt in maps:
         if not _empty(mt):
             continue
@@ -96,6 +98,7 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
                 # one maps tile over several row groups' rows: its row groups
                 for (_, r, _), st in zip(groups, group_strips(s, groups)):
                     new = tile.MapsTileOp((st.y0, st.y1), (st.r0, st.r1), 0, -1)
+                    new.regions[0].detach_block(0)  # its body to be derived
                     _set(new, "cu_rows", r)
                     layer.body.block.insert_op_before(new, mt)
                 mt.detach()
@@ -117,12 +120,25 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
             _set(mt, "overlap", 0 if first else max(0, prev - r0))
         prev, band = r1, cols_of(mt)[:2]
     plan = conv_plan_of(layer)
+    if all_maps and plan.pool is not None:
+        _derive_pool_slots(layer, plan, hw)
+        plan = conv_plan_of(layer)
     want = conv_tile_body(full, plan, layout_of(layer), hw)
     have = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp | tile.MapsTileOp)]
     if len(want) == len(have):
         for a, b in zip(have, want):
             if _empty(a):
                 _fill(a, tile.body_ops(b))
+
+
+def _derive_pool_slots(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None:
+    """A fused pool's ring slots (`pool_slots`, derived like a tile's `in_rows`) placed above the
+    new strips' maps when every maps tile is written empty; left as written when the ring has no
+    room there (check_conv then says so)."""
+    assert plan.pool is not None
+    slots = place_ring(plan, plan.pool, hw)
+    if slots is not None:
+        layer.properties["pool_slots"] = DenseArrayBase.from_list(i64, list(slots))
 
 
 def _keep_holding(layer: tile.LayerOp, kt: tile.KernelTileOp, s: ConvShape, hw: SnowflakeConfig) -> None:
@@ -211,6 +227,10 @@ def check_bodies(layer: tile.LayerOp, want: list[Operation]) -> None:
             if diff:
                 raise TileError(layer, f"{_what(layer, a)}: {diff[0]} is derived from the other attributes "
                                        f"(write the tile's body empty `{{}}` to recompute it)")
+            if not tile.body_ops(a):
+                raise TileError(layer, f"{_what(layer, a)}: a body with no ops (braces on separate lines) is "
+                                       f"checked as written; its attributes imply {len(tile.body_ops(b))} loads and "
+                                       "windows: write the body `{}` on one line to derive them")
             raise TileError(layer, f"{_what(layer, a)}: its loads and windows differ from what its attributes imply; "
                                    "they are derived: edit the attributes (out_rows, count, cu_rows, ring, the "
                                    "layer's mode, loop_order, maps_buffering, ...) and write the body empty `{}`")
@@ -455,8 +475,10 @@ def _check_maps_room(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig, f
                 raise TileError(layer, f"maps tile {i}: {st.y1 - st.y0} rows are not up to {hw.cus} CUs x cu_rows {r}")
             cus = (st.y1 - st.y0) // r
             if (cus > 1 or r > 1) and (st.y0 < top or st.y1 > bottom):
+                fix = f"cu_rows = 1 and out_rows [{st.y0}, {st.y0 + 1})" if r > 1 else \
+                    f"out_rows [{st.y0}, {st.y0 + 1}): one row on one CU"
                 raise TileError(layer, f"maps tile {i}: rows whose kernel rows padding clips form single-row groups "
-                                       "(cu_rows = 1 on one CU)")
+                                       f"({fix}; or write the bodies empty `{{}}` to derive the groups)")
             need = max(b - a for a, b in (input_rows(s.h, s.kh, s.sy, s.pt, st.y0 + c * r, st.y0 + (c + 1) * r)
                                           for c in range(cus))) * row
             if need > hw.maps_bank_elements:
@@ -491,9 +513,9 @@ def _check_maps_room(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig, f
     for i, st in enumerate(strips):
         need = (st.r1 - st.r0) * row + s.overread  # a padded depthwise conv's last lanes read past the tile
         if need > limit:
+            whole = ", or maps_buffering = whole" if limit < hw.maps_buffer_elements else ""
             raise TileError(layer, f"maps tile {i}: {need} words exceed the {limit}-word "
-                                   f"{'buffer' if limit == hw.maps_buffer_elements else 'bank'} (split the tile, or "
-                                   "maps_buffering = whole)")
+                                   f"{'buffer' if limit == hw.maps_buffer_elements else 'bank'} (split the tile{whole})")
 
 
 def _check_ring(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None:
@@ -506,17 +528,29 @@ def _check_ring(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> Non
     slots = plan.pool_slots
     size = p.w * p.c + GUARD
     if len(slots) < span:
-        raise TileError(layer, f"pool_slots: {len(slots)} slots, the pool needs {span} rows at once")
+        raise TileError(layer, f"pool_slots: {len(slots)} slots, the pool needs {span} rows at once "
+                               f"({_slots_hint(plan, p, span, size, hw)})")
     used = maps_words(plan)
     for a in slots:
         bank = a // hw.maps_bank_elements
         if bank > 1 or a % 2 or a < bank * hw.maps_bank_elements + used[bank] or \
                 a + size > (bank + 1) * hw.maps_bank_elements:
             raise TileError(layer, f"pool_slots: slot {a} must be even and hold {size} words above the row groups' "
-                                   "or strips' maps, within its bank")
+                                   f"or strips' maps, within its bank ({_slots_hint(plan, p, span, size, hw)})")
     ordered = sorted(slots)
     if any(b < a + size for a, b in zip(ordered, ordered[1:])):
-        raise TileError(layer, f"pool_slots: slots of {size} words overlap")
+        raise TileError(layer, f"pool_slots: slots of {size} words overlap ({_slots_hint(plan, p, span, size, hw)})")
+
+
+def _slots_hint(plan: ConvPlan, p: PoolShape, span: int, size: int, hw: SnowflakeConfig) -> str:
+    """What to write when a fused pool's slots do not serve its strips: the slots that would, or
+    (no room for them above the maps) shorter maps tiles."""
+    fits = place_ring(plan, p, hw)
+    if fits is None:
+        return (f"{span} slots of {size} words do not fit above the maps tiles' maps in their banks: make the "
+                "maps tiles shorter")
+    return (f"write pool_slots = array<i64: {', '.join(map(str, fits))}>, or every maps tile's body empty `{{}}` "
+            "to derive them")
 
 
 def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: SnowflakeConfig) -> None:
@@ -535,8 +569,12 @@ def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: Sno
     row = p.w * p.c
     for i, (mt, t) in enumerate(zip(maps, tiles)):
         st = t.strip
-        if mt._int("cu") != -1 or mt.cu_rows is not None:
-            raise TileError(layer, f"maps tile {i}: a max pool's maps are broadcast to every CU (cu = -1, no cu_rows)")
+        if mt._int("cu") != -1:
+            raise TileError(layer, f"maps tile {i}: cu {mt._int('cu')}: a max pool's maps are broadcast to every CU "
+                                   "(cu = -1)")
+        if mt.cu_rows is not None:
+            raise TileError(layer, f"maps tile {i}: cu_rows: a max pool's maps are broadcast to every CU, not split "
+                                   "in row groups (remove cu_rows)")
         _in_rows(layer, i, mt, input_rows(p.h, p.kh, p.sy, p.pt, st.y0, st.y1), 0)
         if t.ring:
             per_row = row_maxs(p, hw)
@@ -548,8 +586,9 @@ def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: Sno
                                        f"{hw.vector_queue_depth}-deep vector queue (slots would be reloaded while "
                                        "read): use strips (remove ring)")
         elif st.r1 - st.r0 > max_pool_rows(p, hw, buffering == tile.MapsBuffering.WHOLE):
+            whole = buffering == tile.MapsBuffering.WHOLE
+            fix = "split the tile" if whole else "split the tile, or maps_buffering = whole"
             raise TileError(layer, f"maps tile {i}: {st.r1 - st.r0} input rows exceed the "
-                                   f"{max_pool_rows(p, hw, buffering == tile.MapsBuffering.WHOLE)} its "
-                                   f"{'buffer' if buffering == tile.MapsBuffering.WHOLE else 'bank'} holds")
+                                   f"{max_pool_rows(p, hw, whole)} its {'buffer' if whole else 'bank'} holds ({fix})")
     _regions(layer, {"maps": p.h * row * 2, "output": p.oh * p.ow * p.c * 2})
     check_bodies(layer, [*pool_tile_body(p, tiles, hw, _maps_at(layer))])

@@ -19,7 +19,7 @@ tile.layer @pool1 maxpool attributes {loop_order = #tile<loop_order Mloop>} {
     tile.window {trace_length = 3 : i64, rows = 3 : i64, repeat_x = 13 : i64, repeat_y = 1 : i64, offset_x = 32 : i64, offset_y = 0 : i64, start = 0 : i64, out_addr = 65536 : i64}
   }
 }
-tile.layer @res2a avgpool attributes {mode = #tile<mode INDP>, loop_order = #tile<loop_order Mloop>, mloop_bytes = 1000 : i64, kloop_bytes = 2000 : i64} {
+tile.layer @res2a conv attributes {mode = #tile<mode INDP>, loop_order = #tile<loop_order Mloop>, mloop_bytes = 1000 : i64, kloop_bytes = 2000 : i64} {
   tile.dram_region @res2a.bypass {offset = 0 : i64, size = 64 : i64, label = "bypass"}
   tile.dram_region @res2a.w {offset = 64 : i64, size = 64 : i64, label = "weights"}
   tile.dram_region @res2a.b {offset = 128 : i64, size = 64 : i64, label = "bias"}
@@ -27,10 +27,10 @@ tile.layer @res2a avgpool attributes {mode = #tile<mode INDP>, loop_order = #til
     tile.window {trace_length = 16 : i64, rows = 1 : i64, repeat_x = 2 : i64, repeat_y = 2 : i64, offset_x = 16 : i64, offset_y = 32 : i64, start = 32768 : i64, out_addr = 0 : i64, bias_vmov, bypass_vmov}
   }
 }
-tile.layer @fc fc attributes {mode = #tile<mode COOP>} {
+tile.layer @fc conv attributes {mode = #tile<mode COOP>} {
   tile.dram_region @fc.w {offset = 0 : i64, size = 8192 : i64, label = "weights"}
 }
-tile.layer @sum add {
+tile.layer @sum maxpool {
   tile.dram_region @sum.out {offset = 0 : i64, size = 64 : i64, label = "output"}
 }
 tile.dram_plan {
@@ -54,7 +54,7 @@ tile.dram_plan {
 // CHECK-NEXT: tile.window {trace_length = 3 : i64, rows = 3 : i64, repeat_x = 13 : i64, repeat_y = 1 : i64, offset_x = 32 : i64, offset_y = 0 : i64, start = 0 : i64, out_addr = 65536 : i64}
 // CHECK-NEXT: }
 // CHECK-NEXT: }
-// CHECK-NEXT: tile.layer @res2a avgpool attributes {mode = #tile<mode INDP>, loop_order = #tile<loop_order Mloop>, mloop_bytes = 1000 : i64, kloop_bytes = 2000 : i64} {
+// CHECK-NEXT: tile.layer @res2a conv attributes {mode = #tile<mode INDP>, loop_order = #tile<loop_order Mloop>, mloop_bytes = 1000 : i64, kloop_bytes = 2000 : i64} {
 // CHECK-NEXT: tile.dram_region @res2a.bypass {offset = 0 : i64, size = 64 : i64, label = "bypass"}
 // CHECK-NEXT: tile.dram_region @res2a.w {offset = 64 : i64, size = 64 : i64, label = "weights"}
 // CHECK-NEXT: tile.dram_region @res2a.b {offset = 128 : i64, size = 64 : i64, label = "bias"}
@@ -62,10 +62,10 @@ tile.dram_plan {
 // CHECK-NEXT: tile.window {trace_length = 16 : i64, rows = 1 : i64, repeat_x = 2 : i64, repeat_y = 2 : i64, offset_x = 16 : i64, offset_y = 32 : i64, start = 32768 : i64, out_addr = 0 : i64, bias_vmov, bypass_vmov}
 // CHECK-NEXT: }
 // CHECK-NEXT: }
-// CHECK-NEXT: tile.layer @fc fc attributes {mode = #tile<mode COOP>} {
+// CHECK-NEXT: tile.layer @fc conv attributes {mode = #tile<mode COOP>} {
 // CHECK-NEXT: tile.dram_region @fc.w {offset = 0 : i64, size = 8192 : i64, label = "weights"}
 // CHECK-NEXT: }
-// CHECK-NEXT: tile.layer @sum add {
+// CHECK-NEXT: tile.layer @sum maxpool {
 // CHECK-NEXT: tile.dram_region @sum.out {offset = 0 : i64, size = 64 : i64, label = "output"}
 // CHECK-NEXT: }
 // CHECK-NEXT: tile.dram_plan {

@@ -30,6 +30,5 @@ func.func @main(%x: tensor<1x16x3x4200xf32>) -> tensor<1x16x3x4200xf32> {
 // EXACT: "golden_bit_exact": true
 
 // tile-rows splits each band's tiles into one-row tiles, keeping the band's columns.
-// ROWS:       tile.maps_tile attributes {out_rows = array<i64: 0, 1>, {{.*}}out_cols = array<i64: 0, [[B:[0-9]+]]>
-// ROWS-NEXT:  }
+// ROWS:       tile.maps_tile attributes {out_rows = array<i64: 0, 1>, {{.*}}out_cols = array<i64: 0, [[B:[0-9]+]]>} {}
 // ROWS-NEXT:  tile.maps_tile attributes {out_rows = array<i64: 1, 2>, {{.*}}out_cols = array<i64: 0, [[B]]>
