@@ -64,6 +64,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Whole-model tests (`heavy`, most of a minute each) first: with two pytest-xdist workers,
+    the long ones start at once and the short ones fill in around them, instead of one long
+    test starting last and leaving the other worker idle."""
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+
+
 @pytest.fixture(scope="session")
 def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     path = tmp_path_factory.mktemp("models")

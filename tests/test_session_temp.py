@@ -9,15 +9,18 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).parent
 
 
-def test_onnx_home_is_in_the_session_folder() -> None:
-    """ONNX_HOME (set before collection) is under this session's temporary folder, itself not
-    the system's temporary directory."""
-    session_tmp = Path(tempfile.gettempdir())
-    assert session_tmp.name == "t" or session_tmp.name.startswith("snowir-tests-")
-    assert Path(os.environ["ONNX_HOME"]).is_relative_to(session_tmp)
+def test_onnx_home_is_in_the_session_folder(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """ONNX_HOME (set before collection) and the temporary directory are under this run's
+    basetemp (a pytest-xdist worker's is in the controller's, where ONNX_HOME was set)."""
+    base = tmp_path_factory.getbasetemp()
+    run = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    assert Path(tempfile.gettempdir()) == base / "t"
+    assert Path(os.environ["ONNX_HOME"]).is_relative_to(run)
 
 
 def test_a_session_without_the_tmpdir_plugin_leaves_nothing(tmp_path: Path) -> None:
@@ -29,7 +32,7 @@ def test_a_session_without_the_tmpdir_plugin_leaves_nothing(tmp_path: Path) -> N
     env = {k: v for k, v in os.environ.items() if k not in ("ONNX_HOME", "RAY_TMPDIR")}
     env["TMPDIR"] = str(system_tmp)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:tmpdir",
-                           "-p", "no:cacheprovider", "-p", "no:xdist", str(TESTS / "test_onnx_backend.py")],
+                           "-p", "no:cacheprovider", "-n", "0", str(TESTS / "test_onnx_backend.py")],
                           capture_output=True, text=True, env=env, cwd=TESTS.parent)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert sorted(p.name for p in system_tmp.iterdir()) == []
