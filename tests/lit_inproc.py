@@ -123,7 +123,7 @@ def _run_tree(node, test: lit.Test.Test, cwd: str, log: list[str]) -> int:
         raise LitScriptError(f"unsupported shell construct {node!r}")
     data = b""
     statuses: list[int] = []
-    for i, cmd in enumerate(node.commands):
+    for cmd in node.commands:
         streams = _Streams(stdin=data)
         statuses.append(_run_command(cmd, streams, test, cwd))
         data = streams.stdout.getvalue()
