@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.loads import load_broadcast
 from snowir.dialects import snowflake_asm as sf
-from snowir.hw import SnowflakeConfig
+from snowir.hw import DEFAULT, SnowflakeConfig
 from snowir.plan.pool import ring_loads
 from snowir.plan.shapes import PoolShape, PoolTile, interior_columns
 
@@ -22,7 +22,7 @@ def set_up_max(b: AsmBuilder, p: PoolShape) -> None:
     """R_STEP = the channel count (a MAX trace steps a pixel) and the CU stride: CU c compares
     channels 16c.. of a pixel and writes them there (32 bytes a CU)."""
     b.const(R_STEP, p.c)
-    b.const(R_TMP, 2 * 16)
+    b.const(R_TMP, DEFAULT.element_bytes * DEFAULT.lanes)  # [S] 16 lanes of 16 bits on every machine
     b.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.STRIDE, R_TMP))
 
 
@@ -59,11 +59,11 @@ def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int
             nxt = tiles[ti + 1].strip if ti + 1 < len(tiles) and strip.bank >= 0 and not tiles[ti + 1].ring \
                 and tiles[ti + 1].strip.bank >= 0 else None
             issued = 0
-            for g in range(0, p.c, 16 * hw.cus):
+            for g in range(0, p.c, hw.lanes * hw.cus):
                 # a last, partial CU (channels not a multiple of 16, all in this one group) writes
                 # its extra lanes into the next pixel's first channels, which that pixel's own
                 # write-back (issued later, in pixel order) overwrites; the output has 16 words slack
-                cus = min(hw.cus, -(-(p.c - g) // 16))
+                cus = min(hw.cus, -(-(p.c - g) // hw.lanes))
                 b.write_mask(hw, R_MASK, sum(1 << (hw.vmacs_per_cu * c) for c in range(cus)))
                 for y in range(strip.y0, strip.y1):
                     if nxt is not None and issued >= hw.vector_queue_depth:
@@ -108,8 +108,8 @@ def ring_output_row(b: AsmBuilder, p: PoolShape, hw: SnowflakeConfig, y: int, sl
     ky0, ky1 = max(0, -iy), min(p.kh, p.h - iy)
     slots = [slot(iy + ky) for ky in range(ky0, ky1)]
     steps = [b_ - a for a, b_ in zip(slots, slots[1:])]
-    for g in range(0, p.c, 16 * hw.cus):
-        cus = min(hw.cus, -(-(p.c - g) // 16))
+    for g in range(0, p.c, hw.lanes * hw.cus):
+        cus = min(hw.cus, -(-(p.c - g) // hw.lanes))
         b.write_mask(hw, R_MASK, sum(1 << (hw.vmacs_per_cu * c) for c in range(cus)))
         _pool_row(b, p, slots[0] + g, out_addr + 2 * (y * p.ow * p.c + g), ky1 - ky0, p.w * p.c, steps)
 

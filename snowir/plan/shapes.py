@@ -200,7 +200,7 @@ class ConvPlan:
     @property
     def weight_step(self) -> int:
         """Weights-buffer words per maps word of a trace: 16 interleaved kernels in INDP."""
-        return 16 if self.indp else 1
+        return DEFAULT.lanes if self.indp else 1
 
     def dram_bytes(self, hw: SnowflakeConfig | None = None) -> dict[str, int]:
         if self.column_tiled:
