@@ -55,17 +55,22 @@ def test_light_model(name: str, models_dir: Path) -> None:
 @_model_group("resnet50")
 def test_resnet50_prints_compactly_and_round_trips(models_dir: Path) -> None:
     module = import_onnx(build("resnet50", models_dir))
-    out = io.StringIO()
-    printer = Printer(stream=out)
-    printer.print_op(module)
-    printer.print_metadata([Builtin])
-    text = out.getvalue()
+    text = _printed(module)
     assert len(text.splitlines()) < 3000
     again = api.parse_text(text)
     again.verify()
     assert len(list(again.walk())) == len(list(module.walk()))
-    x = np.random.default_rng(3).standard_normal((1, 3, 224, 224)).astype(np.float32)
-    np.testing.assert_array_equal(golden_logits(again, x), golden_logits(module, x))  # printing changed nothing
+    # printing changed nothing: the parsed module prints the same text, weights (the dense_resource
+    # blobs in the metadata) included; cheaper and stricter than running both through the golden model
+    assert _printed(again) == text
+
+
+def _printed(module) -> str:
+    out = io.StringIO()
+    printer = Printer(stream=out)
+    printer.print_op(module)
+    printer.print_metadata([Builtin])
+    return out.getvalue()
 
 
 def test_digits_accuracy_in_q8_8() -> None:
