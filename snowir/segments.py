@@ -9,7 +9,8 @@ An op of `@main` is one of:
     once linked, its layer marker (`layer`);
   * free: a constant, the return, a reshape or transpose (keeping the leading axis) that keeps
     the device's channel-innermost byte order (a view of the same DRAM bytes: sequence-gemm's
-    1x1xTxK -> 1xKx1xT), a channel slice only convs read (in place);
+    1x1xTxK -> 1xKx1xT), a channel slice only convs read (in place), a channel concat placed on
+    the device (its producers write their channel slices of its one DRAM tensor: `slot_of`);
   * a host layer: everything else (it reads and writes the device's DRAM between segments).
 """
 
@@ -104,8 +105,67 @@ def root(value: SSAValue) -> SSAValue:
     return value
 
 
+@dataclass(frozen=True)
+class Slot:
+    """Where a tensor's channels lie in DRAM: channels [first, first + channels) of every pixel of
+    `root`, a tensor of `total` channels (C17 §5.1 step 2: layers that share inputs and outputs
+    share one pre-allocated region). A tensor no device concat places is its own root."""
+
+    root: SSAValue
+    first: int
+    channels: int
+    total: int
+
+    @property
+    def whole(self) -> bool:
+        return self.channels == self.total
+
+
+def placed_concat(op: Operation | None) -> bool:
+    """A channel concat partition-host put on the device: no copy, its inputs are slices of it."""
+    if not isinstance(op, nn.ConcatOp) or op.axis.value.data != 1:
+        return False
+    place = op.attributes.get("place")
+    return isinstance(place, StringAttr) and place.data == "snowflake"
+
+
+def concat_of(value: SSAValue) -> tuple[nn.ConcatOp, int] | None:
+    """The device concat `value` is an input of, and its first channel there."""
+    for use in value.uses:
+        if placed_concat(use.operation):
+            concat = use.operation
+            assert isinstance(concat, nn.ConcatOp)
+            first = sum(v.type.get_shape()[1] for v in concat.operands[:use.index])
+            return concat, first
+    return None
+
+
+def slot_of(value: SSAValue) -> Slot:
+    """The DRAM slot of `value` (through views and device concats)."""
+    shape = value.type.get_shape()
+    channels = shape[1] if len(shape) == 4 else 0
+    member = concat_of(value) if channels else None
+    if member is None:  # a view's bytes are its source's (a device concat's inputs are no views)
+        return Slot(root(value), 0, channels, channels)
+    outer = slot_of(member[0].results[0])
+    return Slot(outer.root, outer.first + member[1], channels, outer.total)
+
+
+def members_of(concat: nn.ConcatOp) -> list[tuple[SSAValue, int]]:
+    """The tensors a device concat's region holds, each with its first channel (nested concats'
+    inputs too): what producers and the host write into it."""
+    out: list[tuple[SSAValue, int]] = []
+    first = 0
+    for v in concat.operands:
+        out.append((v, first))
+        if placed_concat(v.owner):
+            out += [(m, first + c) for m, c in members_of(v.owner)]  # type: ignore[arg-type]
+        first += v.type.get_shape()[1]
+    return out
+
+
 def _free(op: Operation) -> bool:
-    if isinstance(op, nn.ConstantOp | func.ReturnOp) or is_view(op):
+    if isinstance(op, nn.ConstantOp | func.ReturnOp) or is_view(op) or placed_concat(op):
         return True
     if isinstance(op, nn.ChannelSliceOp):
         return all(isinstance(use.operation, nn.Conv2dOp) and layer_of(use.operation) is not None

@@ -34,7 +34,7 @@ from snowir.machine.run import DEFAULT_MAX_INSTRUCTIONS, imbalance, run_engine, 
 from snowir.machine.timing import Event
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
-from snowir.segments import main_of, root, segments_of
+from snowir.segments import members_of, main_of, placed_concat, root, segments_of, slot_of
 from snowir.tile.build import device_input
 
 
@@ -188,6 +188,9 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
                 if value is None or key not in facts or root(value) in inside:
                     continue
                 seg = image.segment(facts[key])
+                if placed_concat(root(value).owner):  # the slices the host wrote, not the segment's layers
+                    _write_slices(dram, seg, root(value), golden, env, inside, len(drams), i)
+                    continue
                 words = golden._q(env[root(value)], element_frac(root(value)))
                 raw = _image_bytes(words, len(drams), i)
                 if raw.size != seg.size:
@@ -238,7 +241,9 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
             expected = golden._op(out_op, env)
             golden_saturated += golden.saturated[out_op]
         n, k, oh, ow = out_op.results[0].type.get_shape()
-        got = np.stack([y.reshape(oh, ow, k).transpose(2, 0, 1) for y in outs[name]])
+        slot = slot_of(out_op.results[0])  # a device concat's slice: whole pixels of `total` channels
+        got = np.stack([y[:oh * ow * slot.total].reshape(oh, ow, slot.total)[:, :, slot.first:slot.first + k]
+                        .transpose(2, 0, 1) for y in outs[name]])
         env[out_op.results[0]] = Q(got.astype(np.int16), element_frac(out_op.results[0]))
         runs = counts[name]
         stalls = stall_breakdown({})
@@ -259,6 +264,21 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
             simulate_s * dynamic / total_dynamic, compile_s / len(layers),
             None if out_op is conv else layer_name(out_op, out_op.name), saturated))
     return start_cycle
+
+
+def _write_slices(dram: np.ndarray, seg, concat: SSAValue, golden: Golden, env: dict, inside: set,
+                  images: int, i: int) -> None:
+    """The host's part of a device concat's tensor: each input neither a layer of this segment nor
+    a concat writes (a host layer's output, a model input, an earlier segment's), in its channel slice
+    of every pixel; the inputs not computed yet are written by their own layers later."""
+    _, total, h, w = concat.type.get_shape()
+    pixels = dram[seg.address:seg.address + 2 * h * w * total].view("<i2").reshape(h * w, total)
+    for member, first in members_of(concat.owner):  # type: ignore[arg-type]
+        if member in inside or placed_concat(member.owner) or member not in env:
+            continue
+        c = member.type.get_shape()[1]
+        words = golden._q(env[member], element_frac(member))
+        pixels[:, first:first + c] = words.reshape(images, c, h * w)[i].T
 
 
 def _ensure(golden: Golden, env: dict, value: SSAValue) -> None:

@@ -30,6 +30,7 @@ from snowir.plan.pool import plan_pool_tiles, ring_loads
 from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align, band_plans,
                                 indp_kernel_words, input_columns, input_rows, kernels_per_tile)
 from snowir.resources import int16_array, int16_resource
+from snowir.segments import slot_of
 
 POOL_SLACK = 64  # bytes after a pool's output: the lanes of a partly used CU write there
 
@@ -60,17 +61,19 @@ def layout_of(layer: tile.LayerOp) -> ConvLayout:
     regions = regions_of(layer)
     r = regions.get("bypass")
     out = regions.get("conv_output", regions["output"])  # a fused pool's layer: the conv's own output
+    first, _, total = out._ints("channels") if out.channels is not None else (0, 0, 0)
     return ConvLayout(regions["maps"].size.value.data, regions["weights"].offset.value.data,
                       regions["weights"].size.value.data, out.offset.value.data,
-                      out.size.value.data, r.offset.value.data if r is not None else None)
+                      out.size.value.data, r.offset.value.data if r is not None else None, first, total)
 
 
 def device_input(op: nn.Conv2dOp | nn.MaxPoolOp) -> SSAValue:
     """The tensor a device layer reads from DRAM: a conv over a channel slice reads the
-    slice's source in place (a strided view), everything else its input."""
+    slice's source in place (a strided view), everything else its input; either may be a slice of
+    a device concat's tensor (`slot_of`), read in place too."""
     if isinstance(op, nn.Conv2dOp) and isinstance(op.input.owner, nn.ChannelSliceOp):
-        return op.input.owner.input
-    return op.input
+        return slot_of(op.input.owner.input).root
+    return slot_of(op.input).root
 
 
 def layer_conv_shape(op: nn.Conv2dOp) -> ConvShape:
@@ -78,8 +81,10 @@ def layer_conv_shape(op: nn.Conv2dOp) -> ConvShape:
     if LANE_GROUPS in op.attributes:  # channels padded to whole groups of a vMAC's lanes
         return dataclasses.replace(s, c=DEFAULT.lanes, groups=-(-s.k // DEFAULT.lanes), cin_total=s.k)
     if isinstance(op.input.owner, nn.ChannelSliceOp):
-        s = dataclasses.replace(s, cin_total=op.input.owner.input.type.get_shape()[1],
-                                c_base=op.input.owner.start.value.data)
+        slot = slot_of(op.input.owner.input)
+        s = dataclasses.replace(s, cin_total=slot.total, c_base=slot.first + op.input.owner.start.value.data)
+    elif not (slot := slot_of(op.input)).whole:  # a device concat's input, read in place
+        s = dataclasses.replace(s, cin_total=slot.total, c_base=slot.first)
     return s
 
 
@@ -118,7 +123,11 @@ def tile_base(plan: ConvPlan, strip: Strip, hw: SnowflakeConfig) -> int:
 
 def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeConfig) -> list[Operation]:
     """The kernel tile and the maps tiles (loads, windows) of a planned conv."""
-    w_addr, out_addr, r_addr = lay.w_addr, lay.out_addr, lay.r_addr
+    w_addr, out_addr, r_addr = lay.w_addr, lay.out_addr + 2 * lay.out_first, lay.r_addr
+    if lay.out_pixel:  # a channel slice of a wider tensor: whole pixels `out_pixel` words apart
+        if plan.column_tiled or plan.indp or plan.pool is not None:
+            raise LoweringError("a conv writing a channel slice of a concat runs COOP, by rows, without a fused pool")
+        plan = dataclasses.replace(plan, out_row=s.ow * lay.out_pixel, out_pixel=lay.out_pixel)
     if plan.indp:  # vMAC v of every CU: 16 interleaved kernels (weights broadcast)
         words = indp_kernel_words(s, hw)
         kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, words, w_addr + 2 * v * words, 0, 0, hw.vmacs + v)
@@ -303,7 +312,7 @@ def fusable_pool(op: nn.Conv2dOp, plan: ConvPlan, pool_addr: int,
     (`fusing_pays`)."""
     uses = list(op.output.uses)
     if len(uses) != 1 or not isinstance(uses[0].operation, nn.MaxPoolOp) \
-            or on_host(uses[0].operation):
+            or on_host(uses[0].operation) or not slot_of(uses[0].operation.results[0]).whole:
         return None
     pool_op = uses[0].operation
     p = pool_shape(pool_op)
@@ -327,7 +336,8 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     s = layer_conv_shape(op)
     bypass = op.bypass is not None
     mode = conv_mode(s, hw, bypass, mode)
-    lay = conv_layout(s, bypass, mode, hw)
+    slot = slot_of(op.output)
+    lay = conv_layout(s, bypass, mode, hw, (0, 0) if slot.whole else (slot.first, slot.total))
     plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
                             weights_region(name, lay, s, mode, weight_image(op, s, mode, hw), hw)]
@@ -337,6 +347,8 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     pool_op = None
     if fused is None:
         ops.append(tile.DramRegionOp(f"{name}.output", lay.out_addr, lay.out_bytes, "output"))
+        if lay.out_pixel:
+            ops[-1].properties["channels"] = DenseArrayBase.from_list(i64, [slot.first, slot.channels, slot.total])
     else:
         pool_op, plan = fused
         p = plan.pool

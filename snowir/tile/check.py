@@ -356,7 +356,7 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
     if plan.bypass_slices and (plan.bypass_addr is None or indp):
         raise TileError(layer, "bypass_slices: a COOP residual conv's")
     sizes = {"maps": full.h * full.w * full.cin * 2, "weights": 2 * packed_words(full, plan.mode, plan.kernels, hw),
-             "output" if plan.pool is None else "conv_output": full.oh * full.ow * full.k * 2}
+             "output" if plan.pool is None else "conv_output": full.oh * full.ow * (plan.out_pixel or full.k) * 2}
     if plan.bypass_addr is not None:
         sizes["bypass"] = full.oh * full.ow * full.k * 2
     if plan.pool is not None:
