@@ -46,7 +46,7 @@ from snowir.dialects import snowflake_asm as sf, tile
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
-from snowir.tile.build import regions_of
+from snowir.tile.build import output_channels, regions_of
 from snowir.tile.check import check_conv, check_pool, derive_layer
 from snowir.tile.read import TileError, conv_plan_of, pool_tiles_of
 from snowir.codegen.traces import R_TMP
@@ -76,9 +76,10 @@ def layer_code(layer: tile.LayerOp, hw: SnowflakeConfig, cache: dict[Hashable, l
             p, tiles = pool_tiles_of(layer)
             check_pool(layer, p, tiles, hw)
             regions = regions_of(layer)
-            addrs = (regions["maps"].offset.value.data, regions["output"].offset.value.data)
-            key = ("pool", p, addrs, tuple(tiles))
-            generate = lambda: generate_pool(p, hw, *addrs, tiles).ops  # noqa: E731
+            first, _, total = output_channels(regions["output"])  # a device concat's slice: whole pixels apart
+            addrs = (regions["maps"].offset.value.data, regions["output"].offset.value.data + 2 * first)
+            key = ("pool", p, addrs, tuple(tiles), total)
+            generate = lambda: generate_pool(p, hw, *addrs, tiles, total).ops  # noqa: E731
         else:
             raise TileError(layer, f"{layer.kind.data.value} layers are not lowered to Snowflake")
         if key not in cache:

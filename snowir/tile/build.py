@@ -56,12 +56,18 @@ def regions_of(layer: tile.LayerOp) -> dict[str, tile.DramRegionOp]:
     return {op.label.data: op for op in layer.body.block.ops if isinstance(op, tile.DramRegionOp)}
 
 
+def output_channels(region: tile.DramRegionOp) -> tuple[int, int, int]:
+    """An output region's `channels` (first, count, total): a channel slice of a wider tensor (a
+    device concat's) the layer writes whole pixels of; (0, 0, 0) for an output of its own."""
+    return region._ints("channels") if region.channels is not None else (0, 0, 0)  # type: ignore[return-value]
+
+
 def layout_of(layer: tile.LayerOp) -> ConvLayout:
     """The conv layer's DRAM layout as its `tile.dram_region`s record it."""
     regions = regions_of(layer)
     r = regions.get("bypass")
     out = regions.get("conv_output", regions["output"])  # a fused pool's layer: the conv's own output
-    first, _, total = out._ints("channels") if out.channels is not None else (0, 0, 0)
+    first, _, total = output_channels(out)
     return ConvLayout(regions["maps"].size.value.data, regions["weights"].offset.value.data,
                       regions["weights"].size.value.data, out.offset.value.data,
                       out.size.value.data, r.offset.value.data if r is not None else None, first, total)
@@ -399,7 +405,8 @@ def pool_tile_body(p: PoolShape, tiles: list[PoolTile], hw: SnowflakeConfig, in_
 
 def pool_layer(op: nn.MaxPoolOp, name: str, hw: SnowflakeConfig) -> tile.LayerOp:
     """A max pool on the pool units: maps tiles (strips or a ring, loads broadcast), no kernels."""
-    return bare_pool_layer(name, pool_shape(op), hw)
+    slot = slot_of(op.output)
+    return bare_pool_layer(name, pool_shape(op), hw, (0, 0) if slot.whole else (slot.first, slot.total))
 
 
 def bare_conv_layer(name: str, s: ConvShape, weights: np.ndarray, bias: np.ndarray, hw: SnowflakeConfig,
@@ -423,14 +430,18 @@ def bare_conv_layer(name: str, s: ConvShape, weights: np.ndarray, bias: np.ndarr
     return layer
 
 
-def bare_pool_layer(name: str, p: PoolShape, hw: SnowflakeConfig) -> tile.LayerOp:
-    """A max pool layer from its shape (as nn-to-tile writes it)."""
+def bare_pool_layer(name: str, p: PoolShape, hw: SnowflakeConfig, out_slice: tuple[int, int] = (0, 0)) -> tile.LayerOp:
+    """A max pool layer from its shape (as nn-to-tile writes it); `out_slice` = (first channel, total
+    channels) of a device concat's tensor its output is a slice of."""
     tiles = plan_pool_tiles(p, hw)
-    in_b, out_b = p.h * p.w * p.c * 2, p.oh * p.ow * p.c * 2
+    first, total = out_slice
+    in_b, out_b = p.h * p.w * p.c * 2, p.oh * p.ow * (total or p.c) * 2
     out_addr = align(in_b)
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, in_b, "maps"),
                             tile.DramRegionOp(f"{name}.output", out_addr, out_b, "output"),
                             tile.DramRegionOp(f"{name}.slack", out_addr + out_b, POOL_SLACK, "scratch")]
+    if total:
+        ops[1].properties["channels"] = DenseArrayBase.from_list(i64, [first, p.c, total])
     ops += pool_tile_body(p, tiles, hw)
     buffering = tile.MapsBuffering.WHOLE if tiles[0].strip.bank < 0 else tile.MapsBuffering.DOUBLE
     return tile.LayerOp(name, tile.LayerKind.MAXPOOL, ops, extra={"shape": pool_shape_attr(p),

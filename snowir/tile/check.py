@@ -31,7 +31,7 @@ from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, Lowering
                                 band_plans, bands_of, coop_kernels, gather_of, indp_kernel_words, input_columns,
                                 input_rows, kernels_per_tile, ring_schedule, slice_words)
 from snowir.resources import int16_array
-from snowir.tile.build import conv_shape_of, conv_tile_body, layout_of, packed_words, pool_tile_body, regions_of, repack
+from snowir.tile.build import conv_shape_of, conv_tile_body, layout_of, output_channels, packed_words, pool_tile_body, regions_of, repack
 from snowir.tile.read import (TileError, cols_of, compact_shape_of, conv_plan_of, input_rows_of, kernel_tile_of,
                               maps_tiles_of, pool_tiles_of)
 
@@ -551,5 +551,6 @@ def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: Sno
             raise TileError(layer, f"maps tile {i}: {st.r1 - st.r0} input rows exceed the "
                                    f"{max_pool_rows(p, hw, buffering == tile.MapsBuffering.WHOLE)} its "
                                    f"{'buffer' if buffering == tile.MapsBuffering.WHOLE else 'bank'} holds")
-    _regions(layer, {"maps": p.h * row * 2, "output": p.oh * p.ow * p.c * 2})
+    total = output_channels(regions_of(layer)["output"])[2] if "output" in regions_of(layer) else 0
+    _regions(layer, {"maps": p.h * row * 2, "output": p.oh * p.ow * (total or p.c) * 2})
     check_bodies(layer, [*pool_tile_body(p, tiles, hw, _maps_at(layer))])

@@ -17,7 +17,7 @@ from snowir.plan.residual_mode import conv_mode
 from snowir.plan.layout import conv_layout
 from snowir.plan.pool import plan_pool
 from snowir.plan.shapes import ConvPlan, LoweringError
-from snowir.segments import concat_of, placed_concat
+from snowir.segments import concat_inputs, concat_of, placed_concat
 from snowir.tile.build import layer_conv_shape, pool_shape
 
 
@@ -66,10 +66,11 @@ def concat_refusal(op: nn.ConcatOp, hw: SnowflakeConfig) -> str | None:
     axis = op.axis.value.data
     if axis != 1 or len(op.results[0].type.get_shape()) != 4:
         return f"concat on axis {axis} (a device layer writes whole pixels, channel-innermost)"
-    if len(set(op.operands)) != len(op.operands):
+    inputs = [v for v, _ in concat_inputs(op)]
+    if len(set(inputs)) != len(inputs):
         return "channel concat of one tensor twice: the host copies it (one producer writes one slice)"
     device = 0
-    for v in op.operands:
+    for v in inputs:
         why = _member_refusal(v, op, hw)
         if why is not None:
             return f"channel concat: the host copies its inputs side by side ({why})"
@@ -87,8 +88,12 @@ def _member_refusal(v: SSAValue, concat: nn.ConcatOp, hw: SnowflakeConfig) -> st
     owner = v.owner
     if isinstance(owner, Operation):
         if isinstance(owner, nn.ConstantOp) or (not _placed(owner, "host") and not placed_concat(owner)
-                                                and not isinstance(owner, nn.Conv2dOp)):
+                                                and not isinstance(owner, nn.Conv2dOp | nn.MaxPoolOp)):
             return f"an input comes from {owner.name}, which writes no channel slice"
+        if isinstance(owner, nn.MaxPoolOp) and not _placed(owner, "host") and pool_shape(owner).c % 16:
+            return "an input's max pool has channels not a multiple of 16 (a partial CU writes past them)"
+        if isinstance(owner, nn.Conv2dOp) and owner.bypass is not None:
+            return "an input's conv is residual (its bypass region is its own output's size)"
         if isinstance(owner, nn.Conv2dOp) and not _placed(owner, "host"):
             try:
                 plan = planned_conv(owner, hw)
@@ -104,8 +109,8 @@ def _member_refusal(v: SSAValue, concat: nn.ConcatOp, hw: SnowflakeConfig) -> st
             continue
         if isinstance(reader, nn.Conv2dOp) and "lane_groups" not in reader.attributes:
             continue  # reads its channels in place (layer_conv_shape)
-        if isinstance(reader, nn.ChannelSliceOp) and all(isinstance(u.operation, nn.Conv2dOp)
-                                                         for u in reader.results[0].uses):
+        if isinstance(reader, nn.ChannelSliceOp) and all(isinstance(u.operation, nn.Conv2dOp) or u.operation is concat
+                                                         or placed_concat(u.operation) for u in reader.results[0].uses):
             continue
         return f"an input is read by {reader.name}, which reads no channel slice in place"
     return None

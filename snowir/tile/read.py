@@ -15,7 +15,7 @@ from snowir.dialects import nn, tile
 from snowir.errors import SnowError
 from snowir.nn_util import on_host
 from snowir.plan.shapes import ConvPlan, ConvShape, PoolShape, PoolTile, Strip, compact_shape, input_rows
-from snowir.tile.build import conv_shape_of, pool_shape_of, regions_of
+from snowir.tile.build import conv_shape_of, output_channels, pool_shape_of, regions_of
 
 
 class TileError(SnowError):
@@ -109,8 +109,7 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
     in_addr, w_addr = _offset(layer, regions, "maps"), _offset(layer, regions, "weights")
     pool = pool_shape_of(layer.pool) if layer.pool is not None else None
     out_addr = _offset(layer, regions, "conv_output" if pool is not None else "output")
-    channels = regions["output"].channels if pool is None else None
-    first, _, total = regions["output"]._ints("channels") if channels is not None else (0, 0, 0)
+    first, _, total = output_channels(regions["output"]) if pool is None else (0, 0, 0)
     pool_out = _offset(layer, regions, "output") if pool is not None else 0
     bypass = _offset(layer, regions, "bypass") if "bypass" in regions else None
     kt = kernel_tile_of(layer)
