@@ -18,6 +18,8 @@ from onnx import helper
 from snowir.dialects import nn
 from snowir.frontend.onnx_import import import_model
 from snowir.passes.pipelines import NNPreparePass
+from snowir.segments import slot_of
+from snowir.tools.snow_opt import main as snow_opt
 from tests.onnx_util import model, rand, snow_run
 
 N = helper.make_node
@@ -135,7 +137,7 @@ def _run(m: onnx.ModelProto, tmp_path: Path, capsys) -> dict:
     return json.loads(report.read_text())
 
 
-DEVICE_PATTERNS = {"dense_block": dense_block, "fire": fire}
+DEVICE_PATTERNS = {"dense_block": dense_block, "fire": fire, "c2f": c2f}
 
 
 @pytest.mark.parametrize("pattern", sorted(DEVICE_PATTERNS))
@@ -149,3 +151,72 @@ def test_the_concats_run_on_the_device_bit_exact(pattern: str, tmp_path: Path, c
     rows = {row["name"]: row for row in r["layers"]}
     assert all(rows[op.attributes["onnx_node"].data]["where"] == "device" for op in concats)
     assert r["total"]["host_ms"] == 0  # no host copy left
+
+
+def test_a_split_imports_as_channel_slices_read_in_place() -> None:
+    module = _prepared(c2f())
+    slices = [op for op in module.walk() if isinstance(op, nn.ChannelSliceOp)]
+    assert [(op.start.value.data, op.size.value.data) for op in slices] == [(0, 32), (32, 32)]
+    assert not any(isinstance(op, nn.HostOp) for op in module.walk())
+    m0 = next(op for op in module.walk() if op.attributes.get("onnx_node") == nn.StringAttr("m0"))
+    slot = slot_of(m0.input)  # the second half of cv1's output, itself the concat's first 64 channels
+    assert (slot.first, slot.channels, slot.total) == (32, 32, 96)
+
+
+def test_the_dense_block_concats_nest_into_one_tensor() -> None:
+    module = _prepared(dense_block())
+    first, *_, last = _concats(module)
+    inner = slot_of(first.results[0])
+    assert inner.root is last.results[0] and (inner.first, inner.channels, inner.total) == (0, 48, 80)
+
+
+def test_an_sppf_stays_on_the_host_with_its_reason() -> None:
+    """Max pools read no channel slice in place yet (their maps loads are whole pixels of C words)."""
+    (cat,) = _concats(_prepared(sppf()))
+    assert cat.attributes["place"].data == "host"
+    assert "read by nn.max_pool" in cat.attributes["host_reason"].data
+
+
+def test_an_sppf_is_bit_exact_with_the_concat_on_the_host(tmp_path: Path, capsys) -> None:
+    r = _run(sppf(), tmp_path, capsys)
+    assert r["check"]["golden_bit_exact"] and r["check"]["snr_db"] > 30
+
+
+def _lowered_tile(tmp_path: Path) -> str:
+    path, out = tmp_path / "m.onnx", tmp_path / "t.mlir"
+    onnx.save(fire(), path)
+    assert snow_opt([str(path), "-p", "nn-prepare,nn-to-tile,tile-loop-order,allocate-dram", "-o", str(out)]) in (0, None)
+    return out.read_text()
+
+
+def _tile_to_asm(text: str, tmp_path: Path, capsys) -> tuple[int, str]:
+    path = tmp_path / "e.mlir"
+    path.write_text(text)
+    try:
+        code = snow_opt([str(path), "-p", "tile-to-asm", "-o", str(tmp_path / "o.mlir")]) or 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    return code, capsys.readouterr().err
+
+
+def test_two_producers_writing_one_channel_range_are_refused(tmp_path: Path, capsys) -> None:
+    text = _lowered_tile(tmp_path)
+    assert "channels = array<i64: 32, 32, 64>" in text
+    code, err = _tile_to_asm(text.replace("channels = array<i64: 32, 32, 64>", "channels = array<i64: 16, 32, 64>"),
+                             tmp_path, capsys)
+    assert code != 0 and len(err.strip().splitlines()) == 1
+    assert "writes channels [16, 48) of tensor @cat, which layer @expand1 writes too ([0, 32))" in err
+
+
+def test_an_edited_slice_the_graph_disagrees_with_is_refused(tmp_path: Path, capsys) -> None:
+    """Swapping the two slices keeps them disjoint, but the reader and the host find each result where
+    the graph's concat puts it: refused in one line, naming the layer and what to edit instead."""
+    text = _lowered_tile(tmp_path)
+    swapped = text.replace("channels = array<i64: 0, 32, 64>", "@@").replace(
+        "channels = array<i64: 32, 32, 64>", "channels = array<i64: 0, 32, 64>").replace("@@", "channels = array<i64: 32, 32, 64>")
+    code, err = _tile_to_asm(swapped, tmp_path, capsys)
+    assert code != 0 and len(err.strip().splitlines()) == 1
+    assert "layer @expand1: tile.dram_region @expand1.output: channels [32, 32, 64] where the graph places its " \
+           "output at [0, 32, 64]" in err
+    code, err = _tile_to_asm(text, tmp_path, capsys)
+    assert code == 0, err

@@ -40,7 +40,8 @@ from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import nn, tile
 from snowir.hw import DRAM_PAGE_BYTES, SnowflakeConfig
-from snowir.segments import main_of, segments_of, slot_of
+from snowir.nn_util import layer_name
+from snowir.segments import main_of, placed_concat, segments_of, slot_of
 from snowir.tile.build import device_input, regions_of
 from snowir.plan.shapes import LoweringError
 from snowir.tile.check import derive_layer
@@ -147,11 +148,17 @@ class AllocateDramPass(ModulePass):
             if isinstance(inner, nn.Conv2dOp | nn.MaxPoolOp) and isinstance(name, StringAttr):
                 ops.setdefault(name.data, []).append(inner)
         tensors: dict[SSAValue | str, _Tensor] = {}
+        taken = {region.sym_name.data for layer in layers for region in regions_of(layer).values()}
         last_layer = len(order) - 1
 
         def activation(value: SSAValue, name: str) -> _Tensor:
             value = slot_of(value).root  # a device concat's inputs are slices of its one tensor
             if value not in tensors:
+                if placed_concat(value.owner):  # named after the concat, not its first region
+                    name = base = layer_name(value.owner, "concat")  # type: ignore[arg-type]
+                    while name in taken:
+                        name = f"{base}_{len(taken)}"
+                    taken.add(name)
                 tensors[value] = _Tensor(name, "activation", last_layer + 1, -1)
             return tensors[value]
 

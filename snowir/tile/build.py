@@ -62,6 +62,20 @@ def output_channels(region: tile.DramRegionOp) -> tuple[int, int, int]:
     return region._ints("channels") if region.channels is not None else (0, 0, 0)  # type: ignore[return-value]
 
 
+def slice_refusal(layer: tile.LayerOp, op: nn.Conv2dOp | nn.MaxPoolOp) -> str | None:
+    """Why the layer's output region disagrees with where the graph places the nn op's result (a
+    device concat's channel slice, `slot_of`): the readers, the host and the reports find the result
+    there, so an edited `channels` is refused, not followed."""
+    region = regions_of(layer).get("output")
+    slot = slot_of(op.results[0])
+    want = (0, 0, 0) if slot.whole else (slot.first, slot.channels, slot.total)
+    if region is None or output_channels(region) == want:
+        return None
+    return (f"tile.dram_region @{region.sym_name.data}: channels {list(output_channels(region))} where the graph places "
+            f"its output at {list(want)} ([first, count, total] of its concat's tensor; [0, 0, 0]: a tensor of its own): "
+            "edit the concat in @main (or place it on the host) instead")
+
+
 def layout_of(layer: tile.LayerOp) -> ConvLayout:
     """The conv layer's DRAM layout as its `tile.dram_region`s record it."""
     regions = regions_of(layer)
