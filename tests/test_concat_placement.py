@@ -220,3 +220,14 @@ def test_an_edited_slice_the_graph_disagrees_with_is_refused(tmp_path: Path, cap
            "output at [0, 32, 64]" in err
     code, err = _tile_to_asm(text, tmp_path, capsys)
     assert code == 0, err
+
+
+def test_one_program_per_layer_reads_and_writes_the_slices(tmp_path: Path, capsys) -> None:
+    """whole-model=false (each layer its own DRAM): the host gives a layer reading a concat's first
+    channels the tensor assembled from the slices so far, and reads each producer's slice back."""
+    path, report = tmp_path / "m.onnx", tmp_path / "r.json"
+    onnx.save(dense_block(), path)
+    assert snow_run([str(path), "--check", "--quiet", "--report", str(report),
+                     "--pipeline", "snowflake-lower{whole-model=false}"]) == 0, capsys.readouterr().err
+    r = json.loads(report.read_text())
+    assert r["check"]["golden_bit_exact"] and r["total"]["host_ms"] == 0

@@ -240,10 +240,7 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
             env[conv.results[0]] = expected
             expected = golden._op(out_op, env)
             golden_saturated += golden.saturated[out_op]
-        n, k, oh, ow = out_op.results[0].type.get_shape()
-        slot = slot_of(out_op.results[0])  # a device concat's slice: whole pixels of `total` channels
-        got = np.stack([y[:oh * ow * slot.total].reshape(oh, ow, slot.total)[:, :, slot.first:slot.first + k]
-                        .transpose(2, 0, 1) for y in outs[name]])
+        got = np.stack([out_slice(y, out_op.results[0]) for y in outs[name]])
         env[out_op.results[0]] = Q(got.astype(np.int16), element_frac(out_op.results[0]))
         runs = counts[name]
         stalls = stall_breakdown({})
@@ -264,6 +261,26 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
             simulate_s * dynamic / total_dynamic, compile_s / len(layers),
             None if out_op is conv else layer_name(out_op, out_op.name), saturated))
     return start_cycle
+
+
+def out_slice(y: np.ndarray, value: SSAValue) -> np.ndarray:
+    """A layer's (C, H, W) output from the words of its output region: its channel slice of every
+    pixel when it writes a device concat's tensor (`slot_of`), else the region as it is."""
+    _, k, oh, ow = value.type.get_shape()
+    slot = slot_of(value)
+    return y[:oh * ow * slot.total].reshape(oh, ow, slot.total)[:, :, slot.first:slot.first + k].transpose(2, 0, 1)
+
+
+def tensor_words(golden: Golden, env: dict, value: SSAValue) -> np.ndarray:
+    """The int16 words of the tensor a layer reads: a device concat's from the slices computed so
+    far (a layer reading its first channels runs before the later slices exist; the rest are 0)."""
+    if value in env or not placed_concat(value.owner):
+        return golden._q(env[value], element_frac(value))
+    out = np.zeros(value.type.get_shape(), np.int16)
+    for member, first in members_of(value.owner):  # type: ignore[arg-type]
+        if member in env and not placed_concat(member.owner):
+            out[:, first:first + member.type.get_shape()[1]] = golden._q(env[member], element_frac(member))
+    return out
 
 
 def _write_slices(dram: np.ndarray, seg, concat: SSAValue, golden: Golden, env: dict, inside: set,
