@@ -148,7 +148,7 @@ def _run(m: onnx.ModelProto, tmp_path: Path, capsys) -> dict:
     return json.loads(report.read_text())
 
 
-DEVICE_PATTERNS = {"dense_block": dense_block, "fire": fire, "c2f": c2f, "host_partner": host_partner}
+DEVICE_PATTERNS = {"dense_block": dense_block, "fire": fire, "c2f": c2f, "sppf": sppf, "host_partner": host_partner}
 
 
 @pytest.mark.parametrize("pattern", sorted(DEVICE_PATTERNS))
@@ -183,16 +183,20 @@ def test_the_dense_block_concats_nest_into_one_tensor() -> None:
     assert inner.root is last.results[0] and (inner.first, inner.channels, inner.total) == (0, 48, 80)
 
 
-def test_an_sppf_stays_on_the_host_with_its_reason() -> None:
-    """Max pools read no channel slice in place yet (their maps loads are whole pixels of C words)."""
-    (cat,) = _concats(_prepared(sppf()))
-    assert cat.attributes["place"].data == "host"
-    assert "read by nn.max_pool" in cat.attributes["host_reason"].data
+def test_the_sppf_pools_read_and_write_slices_of_one_tensor() -> None:
+    """Each pool reads its input's channels in place (whole pixels of the concat's 128 channels) and
+    writes its own slice; the tile IR records both (pool_shape's cin_total / c_base, channels)."""
+    from snowir.passes.convert.nn_to_tile import NNToTilePass
+    from snowir.tile.build import output_channels, regions_of
+    from snowir.dialects import tile
 
-
-def test_an_sppf_is_bit_exact_with_the_concat_on_the_host(tmp_path: Path, capsys) -> None:
-    r = _run(sppf(), tmp_path, capsys)
-    assert r["check"]["golden_bit_exact"] and r["check"]["snr_db"] > 30
+    module = _prepared(sppf())
+    NNToTilePass().apply(None, module)
+    pools = {op.sym_name.data: op for op in module.ops if isinstance(op, tile.LayerOp) and op.kind.data.value == "maxpool"}
+    shapes = {name: (op.shape.values()["cin_total"], op.shape.values()["c_base"]) for name, op in pools.items()}
+    assert shapes == {"pool0": (128, 0), "pool1": (128, 32), "pool2": (128, 64)}
+    assert [output_channels(regions_of(pools[n])["output"]) for n in sorted(pools)] == [(32, 32, 128), (64, 32, 128),
+                                                                                        (96, 32, 128)]
 
 
 def _lowered_tile(tmp_path: Path) -> str:

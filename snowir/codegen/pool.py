@@ -21,7 +21,7 @@ R_OUT, R_MAPS, R_STEP, R_X, R_XEND, R_TMP, R_SRC, R_LEN, R_MASK = 1, 2, 3, 4, 5,
 def set_up_max(b: AsmBuilder, p: PoolShape) -> None:
     """R_STEP = the channel count (a MAX trace steps a pixel) and the CU stride: CU c compares
     channels 16c.. of a pixel and writes them there (32 bytes a CU)."""
-    b.const(R_STEP, p.c)
+    b.const(R_STEP, p.cin)
     b.const(R_TMP, 2 * 16)
     b.emit(sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.STRIDE, R_TMP))
 
@@ -33,7 +33,7 @@ def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int
     output pixels when the output is a channel slice of a wider tensor (a device concat's; 0: C)."""
     b = AsmBuilder()
     q = out_pixel or p.c
-    row = p.w * p.c
+    row = p.w * p.cin
     set_up_max(b, p)
 
     def load(st) -> None:
@@ -73,7 +73,7 @@ def generate_pool(p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_addr: int
                         nxt = None
                     iy = y * p.sy - p.pt
                     ky0, ky1 = max(0, -iy), min(p.kh, p.h - iy)
-                    row_base = base + (iy + ky0 - strip.r0) * row + g
+                    row_base = base + (iy + ky0 - strip.r0) * row + p.c_base + g
                     out_row = out_addr + 2 * (y * p.ow * q + g)
                     _pool_row(b, p, row_base, out_row, ky1 - ky0, row, out_pixel=q)
                     issued += p.ow * (ky1 - ky0)
@@ -87,7 +87,7 @@ def _ring(b: AsmBuilder, p: PoolShape, hw: SnowflakeConfig, in_addr: int, out_ad
           out_pixel: int) -> None:
     """Output rows in order over a ring of `t.ring` input rows; after each output row, the rows
     `ring_loads` places there are loaded into the slots of rows no longer read."""
-    row = p.w * p.c
+    row = p.w * p.cin
     st, n = t.strip, t.ring
     loads = ring_loads(p, t)
 
@@ -115,7 +115,7 @@ def ring_output_row(b: AsmBuilder, p: PoolShape, hw: SnowflakeConfig, y: int, sl
         cus = min(hw.cus, -(-(p.c - g) // 16))
         b.write_mask(hw, R_MASK, sum(1 << (hw.vmacs_per_cu * c) for c in range(cus)))
         q = out_pixel or p.c
-        _pool_row(b, p, slots[0] + g, out_addr + 2 * (y * p.ow * q + g), ky1 - ky0, p.w * p.c, steps, q)
+        _pool_row(b, p, slots[0] + p.c_base + g, out_addr + 2 * (y * p.ow * q + g), ky1 - ky0, p.w * p.cin, steps, q)
 
 
 def _pool_row(b: AsmBuilder, p: PoolShape, row_base: int, out_row: int, rows: int, row: int,
@@ -127,7 +127,7 @@ def _pool_row(b: AsmBuilder, p: PoolShape, row_base: int, out_row: int, rows: in
         for x in xs:
             ix = x * p.sx - p.pl
             kx0, kx1 = max(0, -ix), min(p.kw, p.w - ix)
-            b.const(R_MAPS, row_base + (ix + kx0) * p.c)
+            b.const(R_MAPS, row_base + (ix + kx0) * p.cin)
             b.const(R_OUT, out_row + 2 * x * q)
             _window(b, rows, kx1 - kx0, row, steps)
 
@@ -137,16 +137,16 @@ def _pool_row(b: AsmBuilder, p: PoolShape, row_base: int, out_row: int, rows: in
     for r in range(rows - 1):
         offsets.append(offsets[-1] + (steps[r] if steps else row))
     if xr > xl and rows <= len(R_WINDOW_ROWS) and max(map(abs, offsets)) < 1 << 16:
-        _pixels_pipelined(b, p, row_base + (xl * p.sx - p.pl) * p.c, out_row, xl, xr, offsets, q)
+        _pixels_pipelined(b, p, row_base + (xl * p.sx - p.pl) * p.cin, out_row, xl, xr, offsets, q)
     elif xr > xl:
-        b.const(R_MAPS, row_base + (xl * p.sx - p.pl) * p.c)
+        b.const(R_MAPS, row_base + (xl * p.sx - p.pl) * p.cin)
         b.const(R_OUT, out_row + 2 * xl * q)
         b.const(R_X, xl)
         b.const(R_XEND, xr - 1)
         top = b.label("x")
         b.emit(sf.AddiOp(R_X, R_X, 1))
         moved = _window(b, rows, p.kw, row, steps)
-        b.branch(sf.BleOp(R_X, R_XEND, top), [sf.AddiOp(R_MAPS, R_MAPS, p.sx * p.c - moved),
+        b.branch(sf.BleOp(R_X, R_XEND, top), [sf.AddiOp(R_MAPS, R_MAPS, p.sx * p.cin - moved),
                                                sf.AddiOp(R_OUT, R_OUT, 2 * q)])
     border([x for x in range(p.ow) if x >= max(xr, xl)])
 
@@ -170,7 +170,7 @@ def _pixels_pipelined(b: AsmBuilder, p: PoolShape, first: int, out_row: int, xl:
     b.emit(sf.AddiOp(R_OUT, R_OUT, 2 * q))
     for r, reg in enumerate(regs):
         b.emit(sf.MaxOp(R_OUT, reg, R_STEP, p.kw, wb=r == len(regs) - 1))
-    b.branch(sf.BleOp(R_OUT, R_XEND, top), [sf.AddiOp(reg, reg, p.sx * p.c) for reg in regs])
+    b.branch(sf.BleOp(R_OUT, R_XEND, top), [sf.AddiOp(reg, reg, p.sx * p.cin) for reg in regs])
 
 
 def _window(b: AsmBuilder, rows: int, trace: int, row: int, steps: list[int] | None = None) -> int:

@@ -378,6 +378,13 @@ class PoolShape:
     pl: int
     oh: int
     ow: int
+    cin_total: int = 0  # > 0: the input is channels [c_base, c_base + c) of a cin_total-channel tensor
+    c_base: int = 0
+
+    @property
+    def cin(self) -> int:
+        """Words between the input's pixels (the maps rows are w x cin words)."""
+        return self.cin_total or self.c
 
 
 @dataclass(frozen=True)

@@ -394,13 +394,14 @@ def pool_shape(op: nn.MaxPoolOp) -> PoolShape:
     kh, kw = int_values(op.kernel)
     sy, sx = int_values(op.strides)
     pt, pl, _, _ = int_values(op.pads)
-    return PoolShape(c, h, w, kh, kw, sy, sx, pt, pl, oh, ow)
+    slot = slot_of(op.input)  # a device concat's channels, read in place
+    return PoolShape(c, h, w, kh, kw, sy, sx, pt, pl, oh, ow, 0 if slot.whole else slot.total, slot.first)
 
 
 def pool_tile_body(p: PoolShape, tiles: list[PoolTile], hw: SnowflakeConfig, in_addr: int = 0) -> list[Operation]:
     """A max pool's maps tiles with their loads (broadcast) from its input at DRAM `in_addr`: a
     strip's rows in one LD, a ring's LDs in the order `ring_loads` issues them, into slot (r - r0) mod N."""
-    row = p.w * p.c
+    row = p.w * p.cin
     ops: list[Operation] = []
     for t in tiles:
         st = t.strip
@@ -449,7 +450,7 @@ def bare_pool_layer(name: str, p: PoolShape, hw: SnowflakeConfig, out_slice: tup
     channels) of a device concat's tensor its output is a slice of."""
     tiles = plan_pool_tiles(p, hw)
     first, total = out_slice
-    in_b, out_b = p.h * p.w * p.c * 2, p.oh * p.ow * (total or p.c) * 2
+    in_b, out_b = p.h * p.w * p.cin * 2, p.oh * p.ow * (total or p.c) * 2
     out_addr = align(in_b)
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, in_b, "maps"),
                             tile.DramRegionOp(f"{name}.output", out_addr, out_b, "output"),

@@ -532,7 +532,7 @@ def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: Sno
     buffering = layer.maps_buffering.data  # type: ignore[union-attr]
     if buffering == tile.MapsBuffering.SINGLE:
         raise TileError(layer, "maps_buffering single is a residual conv's (double or whole)")
-    row = p.w * p.c
+    row = p.w * p.cin
     for i, (mt, t) in enumerate(zip(maps, tiles)):
         st = t.strip
         if mt._int("cu") != -1 or mt.cu_rows is not None:

@@ -107,8 +107,9 @@ def _member_refusal(v: SSAValue, concat: nn.ConcatOp, hw: SnowflakeConfig) -> st
         reader = use.operation
         if reader is concat or _placed(reader, "host"):
             continue
-        if isinstance(reader, nn.Conv2dOp) and "lane_groups" not in reader.attributes:
-            continue  # reads its channels in place (layer_conv_shape)
+        if isinstance(reader, nn.Conv2dOp) and "lane_groups" not in reader.attributes or \
+                isinstance(reader, nn.MaxPoolOp):
+            continue  # reads its channels in place (layer_conv_shape, pool_shape)
         if isinstance(reader, nn.ChannelSliceOp) and all(isinstance(u.operation, nn.Conv2dOp) or u.operation is concat
                                                          or placed_concat(u.operation) for u in reader.results[0].uses):
             continue
