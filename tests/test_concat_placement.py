@@ -117,6 +117,17 @@ def host_partner(size: int = 8) -> onnx.ModelProto:
     return net.model([1, 16, size, size], y, [1, 16, size, size])
 
 
+def residual_partner(size: int = 14) -> onnx.ModelProto:
+    """A concat whose second input is a residual conv's (a ResNet-style add fused into the conv's
+    write-back): the conv reads its bypass whole and writes its output as the concat's slice."""
+    net = _Net()
+    x = net.conv(net.conv("x", 16, 32, 3, "stem"), 32, 256, 3, "x2")
+    a = net.conv(x, 256, 64, 1, "a")
+    net.nodes.append(N("Add", [net.conv(x, 256, 64, 1, "b", relu=False), a], ["res"], name="res"))
+    y = net.conv(net.concat([x, "res"], "cat"), 320, 16, 1, "post")
+    return net.model([1, 16, size, size], y, [1, 16, size, size])
+
+
 def sppf(size: int = 12) -> onnx.ModelProto:
     """YOLO's SPPF: cv1, three chained 5x5 max pools, Concat of the four, cv2."""
     net = _Net()
@@ -148,7 +159,8 @@ def _run(m: onnx.ModelProto, tmp_path: Path, capsys) -> dict:
     return json.loads(report.read_text())
 
 
-DEVICE_PATTERNS = {"dense_block": dense_block, "fire": fire, "c2f": c2f, "sppf": sppf, "host_partner": host_partner}
+DEVICE_PATTERNS = {"dense_block": dense_block, "fire": fire, "c2f": c2f, "sppf": sppf, "host_partner": host_partner,
+                   "residual_partner": residual_partner}
 
 
 @pytest.mark.parametrize("pattern", sorted(DEVICE_PATTERNS))

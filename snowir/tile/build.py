@@ -145,8 +145,9 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
     """The kernel tile and the maps tiles (loads, windows) of a planned conv."""
     w_addr, out_addr, r_addr = lay.w_addr, lay.out_addr + 2 * lay.out_first, lay.r_addr
     if lay.out_pixel:  # a channel slice of a wider tensor: whole pixels `out_pixel` words apart
-        if plan.column_tiled or plan.indp or plan.pool is not None:
-            raise LoweringError("a conv writing a channel slice of a concat runs COOP, by rows, without a fused pool")
+        if plan.column_tiled or plan.indp or plan.pool is not None or plan.bypass_slices:
+            raise LoweringError("a conv writing a channel slice of a concat runs COOP, by rows, without a fused pool "
+                                "or bypass slices")
         plan = dataclasses.replace(plan, out_row=s.ow * lay.out_pixel, out_pixel=lay.out_pixel)
     if plan.indp:  # vMAC v of every CU: 16 interleaved kernels (weights broadcast)
         words = indp_kernel_words(s, hw)
@@ -377,8 +378,8 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
         ops += [tile.DramRegionOp(f"{name}.conv_output", lay.out_addr, lay.out_bytes, "conv_output"),
                 tile.DramRegionOp(f"{name}.output", pool_addr, pool_bytes, "output"),
                 tile.DramRegionOp(f"{name}.slack", pool_addr + pool_bytes, POOL_SLACK, "scratch")]
-    if lay.r_addr is not None:
-        ops.append(tile.DramRegionOp(f"{name}.bypass", lay.r_addr, lay.out_bytes, "bypass"))
+    if lay.r_addr is not None:  # the residual input: the conv's own K channels a pixel
+        ops.append(tile.DramRegionOp(f"{name}.bypass", lay.r_addr, s.oh * s.ow * s.k * 2, "bypass"))
     ops += conv_tile_body(s, plan, lay, hw)
     cost = plan.dram_bytes(hw)
     extra |= {"mloop_bytes": IntegerAttr(cost["Mloop"], i64), "kloop_bytes": IntegerAttr(cost["Kloop"], i64),

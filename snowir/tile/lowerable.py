@@ -92,24 +92,25 @@ def _member_refusal(v: SSAValue, concat: nn.ConcatOp, hw: SnowflakeConfig) -> st
             return f"an input comes from {owner.name}, which writes no channel slice"
         if isinstance(owner, nn.MaxPoolOp) and not _placed(owner, "host") and pool_shape(owner).c % 16:
             return "an input's max pool has channels not a multiple of 16 (a partial CU writes past them)"
-        if isinstance(owner, nn.Conv2dOp) and owner.bypass is not None:
-            return "an input's conv is residual (its bypass region is its own output's size)"
         if isinstance(owner, nn.Conv2dOp) and not _placed(owner, "host"):
             try:
                 plan = planned_conv(owner, hw)
             except LoweringError as e:
                 return str(e)
-            if plan.indp or plan.bypass_slices or plan.column_tiled:
-                return "an input's conv is INDP, column-tiled or bypass-sliced: it writes whole pixels only"
+            why = "INDP" if plan.indp else "column-tiled" if plan.column_tiled else \
+                "a residual conv with bypass slices (their code steps the output by its own channels)" \
+                if plan.bypass_slices else None
+            if why is not None:
+                return f"an input's conv is {why}: it writes whole pixels of its own only"
     elif not isinstance(v, SSAValue) or not isinstance(owner, Block):
         return "an input is not a tensor"
     for use in v.uses:
         reader = use.operation
         if reader is concat or _placed(reader, "host"):
             continue
-        if isinstance(reader, nn.Conv2dOp) and "lane_groups" not in reader.attributes or \
+        if isinstance(reader, nn.Conv2dOp) and "lane_groups" not in reader.attributes and use.index == 0 or \
                 isinstance(reader, nn.MaxPoolOp):
-            continue  # reads its channels in place (layer_conv_shape, pool_shape)
+            continue  # reads its channels in place (layer_conv_shape, pool_shape); a bypass is read whole
         if isinstance(reader, nn.ChannelSliceOp) and all(isinstance(u.operation, nn.Conv2dOp) or u.operation is concat
                                                          or placed_concat(u.operation) for u in reader.results[0].uses):
             continue
