@@ -260,3 +260,23 @@ def test_one_program_per_layer_reads_and_writes_the_slices(tmp_path: Path, capsy
                      "--pipeline", "snowflake-lower{whole-model=false}"]) == 0, capsys.readouterr().err
     r = json.loads(report.read_text())
     assert r["check"]["golden_bit_exact"] and r["total"]["host_ms"] == 0
+
+
+@pytest.mark.parametrize("opset, axis, attrs, inputs, device", [
+    (13, 1, {}, ["x", "sizes"], True),             # sizes as an input
+    (11, 1, {"split": [16, 48]}, ["x"], True),     # sizes as an attribute
+    (18, 1, {"num_outputs": 2}, ["x"], True),      # equal parts: 32, 32
+    (13, 2, {}, ["x", "rows"], False),             # off the channel axis: the host's
+])
+def test_a_split_maps_to_channel_slices_on_the_channel_axis_only(opset: int, axis: int, attrs: dict, inputs: list[str],
+                                                                 device: bool) -> None:
+    nodes = [N("Split", inputs, ["a", "b"], name="split", axis=axis, **attrs)]
+    inits = {"sizes": np.array([16, 48], np.int64), "rows": np.array([4, 4], np.int64)}
+    m = model(nodes, {"x": [1, 64, 8, 8]}, {"a": None, "b": None}, {k: inits[k] for k in inputs[1:]}, opset=opset)
+    module = import_model(m)
+    slices = [op for op in module.walk() if isinstance(op, nn.ChannelSliceOp)]
+    hosts = [op for op in module.walk() if isinstance(op, nn.HostOp)]
+    assert bool(slices) == device and bool(hosts) != device
+    if device:
+        want = [(0, 16), (16, 48)] if "num_outputs" not in attrs else [(0, 32), (32, 32)]
+        assert [(op.start.value.data, op.size.value.data) for op in slices] == want
