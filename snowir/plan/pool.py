@@ -13,7 +13,7 @@ from snowir.plan.shapes import GUARD, LoweringError, PoolShape, PoolTile, Strip,
 def max_pool_rows(p: PoolShape, hw: SnowflakeConfig, whole: bool) -> int:
     """Input rows a pool strip may hold: a bank's (or the whole buffer's), less the guard."""
     room = hw.maps_buffer_elements if whole else hw.maps_bank_elements
-    return (room - GUARD - hw.lanes) // (p.w * p.c)
+    return (room - GUARD - hw.lanes) // (p.w * p.cin)
 
 
 def check_pool_channels(p: PoolShape, hw: SnowflakeConfig) -> None:
@@ -29,7 +29,7 @@ def plan_pool(p: PoolShape, hw: SnowflakeConfig) -> list[Strip]:
     if whole:
         max_rows = max_pool_rows(p, hw, True)
         if max_rows < p.kh:
-            raise LoweringError(f"max pool: {p.kh} rows of {p.w * p.c} words do not fit the maps buffer")
+            raise LoweringError(f"max pool: {p.kh} rows of {p.w * p.cin} words do not fit the maps buffer")
     rows = lambda y0, y1: input_rows(p.h, p.kh, p.sy, p.pt, y0, y1)  # noqa: E731
     return row_strips(p.oh, rows, lambda y0, y1: rows(y0, y1)[1] - rows(y0, y1)[0] <= max_rows,
                       lambda i: -1 if whole else i % 2, "max pool")
