@@ -19,6 +19,9 @@ The bytes-weighted mean C_L over the groups (against all `hw` load units, so `un
 reads ~100%) is recorded as `load_imbalance_pct` on the program's image (on the program when
 it has none), which the report shows per layer. `units` < the machine's units restricts the loads to the first units (the
 C17 Table 3 experiment). Instruction-cache loads are left alone.
+
+A program's rewrite is kept only when the program then runs no slower on the machine model
+(passes/asm/guard.py): the static model above does not see every queue of the machine.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from snowir.asm_analysis import LABEL_OR_BRANCH, body_ops, known_registers, prog
 from snowir.codegen.builder import MOVI_MAX, AsmBuilder
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
+from snowir.passes.asm.guard import guarded
 
 
 def _data_ld(op: Operation) -> bool:
@@ -159,6 +163,8 @@ class BalanceLoadsPass(ModulePass):
     """Split LDs of at least this many elements."""
     hw: str = ""
     """A hardware description JSON (SnowflakeConfig fields); default: the ZC706 build."""
+    guard: bool = True
+    """Keep a program's rewrite only when it runs no slower on the machine model (guard.py)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
@@ -172,8 +178,11 @@ class BalanceLoadsPass(ModulePass):
         for program in programs(op, banked=False):
             if "loads_balanced" in program.attributes:
                 continue
-            cl = balance_program(program, units, self.split, hw)
+            result: list[float | None] = []
+            kept = guarded(program, hw, self.guard,
+                           lambda: result.append(balance_program(program, units, self.split, hw)))
             program.attributes["loads_balanced"] = UnitAttr()
+            cl = result[0] if kept else None
             if cl is not None:
                 holder = program.parent_op() if isinstance(program.parent_op(), sf.ImageOp) else program
                 holder.attributes["load_imbalance_pct"] = FloatAttr(round(cl, 3), f64)
