@@ -9,7 +9,7 @@ on or must step around: counted loops (backward branches) and forward skips of e
 kind, skips with an empty body and skips whose target is followed only by no-ops at the end of
 the program, no-ops of every spelling (scalar ops writing r0) inside blocks, delay slots that
 already hold instructions, `ld icache` (a program that loads its own cache is left alone by
-every pass), LDs large enough for balance-loads to split, LD, TMOV, vector-op bursts and LDs
+every pass but icache-banking refuses in one line), LDs large enough for balance-loads to split, LD, TMOV, vector-op bursts and LDs
 racing the vector ops that read their region. Every `LONG_EVERY`-th program is long (more
 than a bank of 512 instructions, no `ld icache`) so icache-banking lays it out, half of them
 with a loop starting at the second block: its original runs on a machine whose one bank holds
@@ -34,8 +34,9 @@ For every program and pass (or pass sequence):
   * schedule-asm and fill-delay-slots keep the vector ops and loads, in their order;
   * icache-banking runs each instruction it adds at most once (a loop that starts a bank's
     block does not run the block's bank load again);
-  * a pass may refuse a program only in one line, and only icache-banking a loop longer
-    than a bank.
+  * a pass may refuse a program only in one line: icache-banking a loop longer than a bank,
+    the others a program that loads its own instruction cache (they cannot act on it, and say
+    so rather than leave it as it is in silence).
 """
 
 from __future__ import annotations
@@ -304,7 +305,8 @@ def check_program(seed: int, code_base: int) -> dict[str, int]:
             for name in config:
                 _make(name).apply(ctx, module)
         except PassFailedException as e:
-            assert "icache-banking: a loop of" in str(e) and "\n" not in str(e), f"{where}: {e}"
+            assert ("icache-banking: a loop of" in str(e) or "loads its own instruction cache" in str(e)) \
+                and "\n" not in str(e), f"{where}: {e}"
             stats["refused"] += 1
             continue
         assert ends_in_label or not _ends_in_label(module), f"{where}: a label ends the program"
@@ -503,3 +505,25 @@ def test_passes_keep_the_pc_of_code_they_do_not_change(name: str) -> None:
     for key in ("after", "snowflake_asm.movi r3, 5", "snowflake_asm.movi r4, 6"):
         assert new[key] == old[key], key
     _same_run("\n".join(body), name)
+
+
+@pytest.mark.parametrize("name", ["balance-loads", "schedule-asm", "fill-delay-slots"])
+def test_a_pass_after_link_segments_says_so(name: str, capsys) -> None:
+    """Issue 40: an asm pass placed after link-segments did nothing, in silence (it skipped the
+    linked segment programs). It now refuses in one line saying where it goes; the same after
+    icache-banking."""
+    from pathlib import Path
+
+    from snowir.tools.snow_opt import main as snow_opt
+
+    digits = str(Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx")
+    lowered = "nn-prepare,nn-to-tile,tile-loop-order,allocate-dram,tile-to-asm,link-segments"
+    assert snow_opt([digits, "-p", f"{lowered},{name}"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{name}: program @segment0.code is a segment" in err[0] and f"run {name} before link-segments" in err[0]
+    long = "\n".join([*(f"snowflake_asm.movi r1, {k}" for k in range(BANK + 100)), "snowflake_asm.movi r2, 1",
+                      "snowflake_asm.movi r3, 0", *[NOP] * 3, "snowflake_asm.addi r3, r2, 1"])
+    _, banked = _apply(long, "icache-banking")
+    with pytest.raises(PassFailedException, match=f"^{name}: program @r loads its own instruction cache .*"
+                       f"run {name} before icache-banking$"):
+        _make(name).apply(api.context(), banked)

@@ -35,7 +35,7 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.asm_analysis import LABEL_OR_BRANCH, body_ops, known_registers, programs, replace_body
+from snowir.asm_analysis import LABEL_OR_BRANCH, body_ops, known_registers, replace_body, rewritable_programs
 from snowir.codegen.builder import MOVI_MAX, AsmBuilder
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
@@ -175,7 +175,7 @@ class BalanceLoadsPass(ModulePass):
             raise PassFailedException(f"balance-loads: units must be 1..{hw.load_units}, not {self.units}")
         if self.split < 2:
             raise PassFailedException(f"balance-loads: split must be >= 2, not {self.split}")
-        for program in programs(op, banked=False):
+        for program in rewritable_programs(op, "balance-loads"):
             if "loads_balanced" in program.attributes:
                 continue
             result: list[float | None] = []

@@ -39,7 +39,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from snowir.asm_analysis import INSTRUCTION_ROLES, LABEL_OR_BRANCH, body_ops, depends, is_machine, is_nop, issue_cycles, programs, raw_pairs, replace_body
+from snowir.asm_analysis import INSTRUCTION_ROLES, LABEL_OR_BRANCH, body_ops, depends, is_machine, is_nop, issue_cycles, raw_pairs, replace_body, rewritable_programs
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.passes.asm.guard import guarded
@@ -173,7 +173,7 @@ class FillDelaySlotsPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
-        for program in programs(op, banked=False):
+        for program in rewritable_programs(op, "fill-delay-slots"):
             guarded(program, hw, self.guard, lambda: fill_program(program, hw.branch_delay_slots, hw.scalar_latency))
 
 

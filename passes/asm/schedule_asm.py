@@ -38,7 +38,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from snowir.asm_analysis import INSTRUCTION_ROLES, blocks, body_ops, is_machine, is_nop, issue_cycles, programs, replace_body
+from snowir.asm_analysis import INSTRUCTION_ROLES, blocks, body_ops, is_machine, is_nop, issue_cycles, replace_body, rewritable_programs
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.passes.asm.fill_delay_slots import fill_ops
@@ -244,5 +244,5 @@ class ScheduleAsmPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
-        for program in programs(op, banked=False):
+        for program in rewritable_programs(op, "schedule-asm"):
             guarded(program, hw, self.guard, lambda: schedule_program(program, hw))
