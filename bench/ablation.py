@@ -168,7 +168,8 @@ def print_ablation(rows: list[dict]) -> None:
     print("worst end: the most cycles a layer ends later with the pass than without (<= 0: none ends later);")
     print("worst layer: the most cycles one layer's own count grows (a linked layer that starts sooner can take")
     print("over its predecessor's CU tail). Layers by name in ablation.json.")
-    late = [(r["model"], a, r["-" + a]["worst_end"]) for r in rows for a in ABLATED if r["-" + a]["worst_end"]["delay"] > 0]
+    late = [(r["model"], a, r["-" + a]["worst_end"]) for r in rows for a in ABLATED
+            if r["-" + a]["worst_end"]["delay"] > 0]
     for model, a, w in late:
         print(f"  SLOWER: {model}, {a}: layer {w['layer']} ends at {w['with']:,} with it, {w['without']:,} without")
     if not late:

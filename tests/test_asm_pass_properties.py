@@ -520,7 +520,8 @@ def test_a_pass_after_link_segments_says_so(name: str, capsys) -> None:
     lowered = "nn-prepare,nn-to-tile,tile-loop-order,allocate-dram,tile-to-asm,link-segments"
     assert snow_opt([digits, "-p", f"{lowered},{name}"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and f"{name}: program @segment0.code is a segment" in err[0] and f"run {name} before link-segments" in err[0]
+    assert len(err) == 1 and f"{name}: program @segment0.code is a segment" in err[0]
+    assert f"run {name} before link-segments" in err[0]
     long = "\n".join([*(f"snowflake_asm.movi r1, {k}" for k in range(BANK + 100)), "snowflake_asm.movi r2, 1",
                       "snowflake_asm.movi r3, 0", *[NOP] * 3, "snowflake_asm.addi r3, r2, 1"])
     _, banked = _apply(long, "icache-banking")

@@ -12,6 +12,11 @@ inputs snow-run gives; a program that cannot run alone (it faults, runs past the
 budget, or cannot be banked) keeps the rewrite, which the static model chose. Measurements are
 kept by program content, so a program the previous pass left is not run again.
 
+In a whole-model lowering the passes run on each layer's program before link-segments joins
+them, so the guard measures a layer alone: exact for a per-layer lowering, and for a linked
+program up to what the layers before it leave on the bus and in the CUs (that the passes keep
+every unchanged instruction at its pc makes the bank layout the same either way).
+
 It costs compile time: two fast-engine runs of every program a pass changes (the Table 1 conv5
 model: about 1 s more per pass on this machine).
 """

@@ -38,7 +38,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from snowir.asm_analysis import INSTRUCTION_ROLES, blocks, body_ops, is_machine, is_nop, issue_cycles, replace_body, rewritable_programs
+from snowir.asm_analysis import (INSTRUCTION_ROLES, blocks, body_ops, is_machine, is_nop, issue_cycles, replace_body,
+                                  rewritable_programs)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.passes.asm.fill_delay_slots import fill_ops
