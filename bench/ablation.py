@@ -1,16 +1,28 @@
 """
-What each asm pass of snowflake-lower is worth, and C17 Table 3.
+What each asm pass of snowflake-lower is worth, layer by layer, and C17 Table 3.
 
-1. Ablation: cycles of the default pipeline and of the pipeline without balance-loads,
-   schedule-asm or fill-delay-slots, on the four C17 Table 1 layers and the Table 2 models
-   (conv + pool layers), all bit-exact against golden.
+1. Ablation: every device layer's cycles under the default pipeline and under the pipeline
+   without balance-loads, schedule-asm or fill-delay-slots, on the four C17 Table 1 layers
+   (each an ONNX conv + ReLU through the whole pipeline, as bench/table1.py builds them, so a
+   layer split into channel parts is linked into one program) and, with --models, on the
+   Table 2 models (AlexNet-OWT and ResNet-18 from tools/bench_models.py, ResNet-50 the onnx
+   wheel's light model) and the onnx wheel's nine light models (tools/light_models.py).
+   A pass must never make a layer slower. In a linked program the report counts a layer's
+   cycles from its marker to the next, so a layer that issues sooner hands its CUs' tail to the
+   next one; what a pass must not delay is when each layer ends (the device cycles up to and
+   including it). Per pass the table shows the worst layer by end (`worst end`: the largest
+   delay, <= 0 when no layer ends later) and by its own cycles (`worst layer`).
 2. C17 Table 3: the 14x14, 1x1, 1024->2048, stride-2 conv with its loads on 1, 2, 3 or 4 load
    units (balance-loads{units=N}), and on 4 units without splitting the maps strip, against
    the load imbalance C_L balance-loads measures; speed-up against the slowest, beside the
    paper's (132% -> 1.000 ... 5% -> 1.658).
 
-    python bench/ablation.py [--models] [--out DIR | --update-results]   # tables + ablation.json in
-                                                                          # build/bench/ or bench/results/
+    python bench/ablation.py [--models [NAMES]] [--no-table1] [--no-table3] [--out DIR | --update-results]
+
+`--models` alone runs all eleven models (an hour or more: four lowerings and runs each);
+`--models resnet18,squeezenet` a few. Tables on standard output, ablation.json in build/bench/
+(or bench/results/ with --update-results). No seconds are printed: cycles come from the machine
+model and do not depend on the machine running it.
 """
 
 from __future__ import annotations
@@ -18,7 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -34,49 +46,77 @@ from _output import add_output_options, forget_blobs, output_file  # noqa: E402
 ABLATED = ("balance-loads", "schedule-asm", "fill-delay-slots")
 TABLE1 = [(64, 27, 27, 192, 5, 5, 1, 2), (192, 13, 13, 384, 3, 3, 1, 1), (384, 13, 13, 256, 3, 3, 1, 1),
           (256, 13, 13, 256, 3, 3, 1, 1)]
+TABLE2 = ("alexnet_owt", "resnet18")  # tools/bench_models.py; ResNet-50 is the light model
+LIGHT = ("bvlc_alexnet", "zfnet512", "vgg19", "squeezenet", "inception_v1", "inception_v2", "densenet121", "resnet50",
+         "shufflenet")
 TABLE3_LAYER = (1024, 14, 14, 2048, 1, 1, 2, 0)
 PAPER_TABLE3 = [(5, 1.658), (17, 1.656), (42, 1.652), (102, 1.644), (114, 1.297), (132, 1.000)]
 
 
-def _layer_cycles(shape, passes) -> tuple[int, bool]:
-    run, got, want, plan, image = conv_case(*shape, asm_passes=passes)
-    return run.cycles, bool(np.array_equal(got, want))
-
-
-def table1_ablation() -> list[dict]:
-    rows = []
-    for shape in TABLE1:
-        c, h, w, k, kh, kw, s, p = shape
-        row = {"layer": f"{h}x{w},{kh}x{kw},{c}->{k}"}
-        for drop in (None, *ABLATED):
-            cycles, exact = _layer_cycles(shape, tuple(x for x in ASM_PIPELINE if x != drop))
-            row["full" if drop is None else f"-{drop}"] = cycles
-            row["bit_exact"] = row.get("bit_exact", True) and exact
-        rows.append(row)
-        print(f"  table 1 {row['layer']}: done", flush=True)
-    return rows
-
-
-def model_ablation() -> list[dict]:
+def device_layers(path: Path, drop: str | None, check: bool) -> tuple[list[dict], bool | None]:
+    """Every device layer with cycles (name, op, cycles) of the model lowered by the default
+    pipeline without `drop`, in program order; and whether it was bit-exact (with `check`)."""
     from snowir.driver.model_api import run_model_on_device
+
+    report = run_model_on_device(path, pipeline=",".join(x for x in PIPELINE if x != drop), check=check).report
+    forget_blobs()  # one run's weights at a time
+    layers = [{"name": layer["name"], "op": layer["op"], "cycles": layer["cycles"]}
+              for layer in report["layers"] if layer["where"] == "device" and layer["cycles"]]
+    return layers, (bool(report["check"]["golden_bit_exact"]) if check else None)
+
+
+def ablate(label: str, path: Path, check: bool) -> dict:
+    """The model under the default pipeline and without each ablated pass: per layer, and per
+    pass the worst layer."""
+    full, exact = device_layers(path, None, check)
+    row: dict = {"model": label, "bit_exact": exact, "layers": [dict(layer, full=layer["cycles"]) for layer in full]}
+    for layer in row["layers"]:
+        del layer["cycles"]
+    ends_full = np.cumsum([layer["full"] for layer in row["layers"]])
+    row["full"] = int(ends_full[-1]) if len(ends_full) else 0
+    for drop in ABLATED:
+        without, exact = device_layers(path, drop, check)
+        if [layer["name"] for layer in without] != [layer["name"] for layer in full]:
+            raise SystemExit(f"ablation: {label} without {drop} has other device layers than with it")
+        if check:
+            row["bit_exact"] = row["bit_exact"] and exact
+        for layer, other in zip(row["layers"], without):
+            layer[f"-{drop}"] = other["cycles"]
+        ends = np.cumsum([layer["cycles"] for layer in without])
+        delays = ends_full - ends  # > 0: the layer ends later with the pass
+        own = np.array([layer["full"] - layer[f"-{drop}"] for layer in row["layers"]])
+        k, j = int(np.argmax(delays)), int(np.argmax(own))
+        row[f"-{drop}"] = {"total": int(ends[-1]), "worst_end": {"layer": row["layers"][k]["name"],
+                                                                 "delay": int(delays[k]), "with": int(ends_full[k]),
+                                                                 "without": int(ends[k])},
+                           "worst_layer": {"layer": row["layers"][j]["name"], "delay": int(own[j]),
+                                           "with": row["layers"][j]["full"],
+                                           "without": row["layers"][j][f"-{drop}"]},
+                           "layers_ending_later": int((delays > 0).sum())}
+    print(f"  {label}: done", flush=True)
+    return row
+
+
+def table1_model(shape: tuple[int, ...], folder: Path) -> Path:
+    """A Table 1 layer as bench/table1.py builds it: an ONNX conv + ReLU."""
+    import onnx
+    from onnx import helper
+    from onnx_util import model, rand
+
+    c, h, w, k, kh, kw, s, pad = shape
+    m = model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[kh, kw], strides=[s, s], pads=[pad] * 4),
+               helper.make_node("Relu", ["y"], ["o"])], {"x": [1, c, h, w]}, {"o": None},
+              {"w": rand(k, c, kh, kw, seed=1, scale=1 / np.sqrt(c * kh * kw)), "b": rand(k, seed=2, scale=0.1)})
+    path = folder / f"table1_{h}x{w}_{kh}x{kw}_{c}_{k}.onnx"
+    onnx.save(m, path)
+    return path
+
+
+def model_path(name: str) -> Path:
     from snowir.tools.bench_models import build as build_bench
     from snowir.tools.light_models import build as build_light
 
-    rows = []
-    for name, path_fn in (("alexnet_owt", lambda: build_bench("alexnet_owt")),
-                          ("resnet18", lambda: build_bench("resnet18")), ("resnet50", lambda: build_light("resnet50"))):
-        row: dict = {"layer": name}
-        for drop in (None, *ABLATED):
-            pipeline = ",".join(x for x in PIPELINE if x != drop)
-            t0 = time.perf_counter()
-            r = run_model_on_device(path_fn(), pipeline=pipeline, check=True).report
-            forget_blobs()  # one run's weights at a time (twelve runs of three models)
-            conv = [layer for layer in r["layers"] if layer["cycles"] and layer["op"] != "dense"]
-            row["full" if drop is None else f"-{drop}"] = sum(layer["cycles"] for layer in conv)
-            row["bit_exact"] = row.get("bit_exact", True) and r["check"]["golden_bit_exact"]
-            print(f"  {name} without {drop}: {time.perf_counter() - t0:.0f} s", flush=True)
-        rows.append(row)
-    return rows
+    return build_bench(name) if name in TABLE2 else build_light(name)
 
 
 def table3() -> list[dict]:
@@ -99,9 +139,9 @@ def _cl(spec: str) -> float:
     """C_L that balance-loads records for the Table 3 layer under `spec` (after tile-to-asm)."""
     from xdsl.dialects.builtin import ModuleOp
 
-    from snowir.plan.shapes import ConvShape
     from snowir.dialects import snowflake_asm as sf
     from snowir.driver.model_run import apply_pipeline
+    from snowir.plan.shapes import ConvShape
     from snowir.tile.build import bare_conv_layer
 
     c, h, w, k, kh, kw, s, p = TABLE3_LAYER
@@ -113,26 +153,59 @@ def _cl(spec: str) -> float:
     return float(image.attributes["load_imbalance_pct"].value.data)
 
 
+def print_ablation(rows: list[dict]) -> None:
+    head = (f"{'model':<26} {'layers':>6} {'full':>12} " + " ".join(f"{'-' + a:>44}" for a in ABLATED) + "  exact")
+    print(head)
+    print(f"{'':<46} " + " ".join(f"{'total (%)':>17} {'worst end':>12} {'worst layer':>13}" for _ in ABLATED))
+    print("-" * len(head))
+    for r in rows:
+        cells = []
+        for a in ABLATED:
+            d = r["-" + a]
+            cells.append(f"{d['total']:>10,} ({100 * (d['total'] / r['full'] - 1):+5.1f}%) "
+                         f"{d['worst_end']['delay']:>+12,} {d['worst_layer']['delay']:>+13,}")
+        print(f"{r['model']:<26} {len(r['layers']):>6} {r['full']:>12,} " + " ".join(cells) + f"  {r['bit_exact']}")
+    print("worst end: the most cycles a layer ends later with the pass than without (<= 0: none ends later);")
+    print("worst layer: the most cycles one layer's own count grows (a linked layer that starts sooner can take")
+    print("over its predecessor's CU tail). Layers by name in ablation.json.")
+    late = [(r["model"], a, r["-" + a]["worst_end"]) for r in rows for a in ABLATED
+            if r["-" + a]["worst_end"]["delay"] > 0]
+    for model, a, w in late:
+        print(f"  SLOWER: {model}, {a}: layer {w['layer']} ends at {w['with']:,} with it, {w['without']:,} without")
+    if not late:
+        print("no asm pass makes any layer end later")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--models", action="store_true", help="also the Table 2 models (several minutes)")
+    ap.add_argument("--models", nargs="?", const="all", default="",
+                    help="also these models (comma-separated; alone: the Table 2 models and the nine light models)")
+    ap.add_argument("--no-table1", action="store_true")
+    ap.add_argument("--no-table3", action="store_true")
+    ap.add_argument("--check", action="store_true", help="check every run bit-exact against golden (slower)")
     add_output_options(ap, "ablation.json")
     args = ap.parse_args()
-    t1 = table1_ablation()
-    models = model_ablation() if args.models else []
-    head = f"{'layer / model':<22} {'full':>10} " + " ".join(f"{'-' + a:>18}" for a in ABLATED) + "  exact"
-    print(head)
-    print("-" * len(head))
-    for r in t1 + models:
-        cells = " ".join(f"{r['-' + a]:>10,} ({100 * (r['-' + a] / r['full'] - 1):+5.1f}%)" for a in ABLATED)
-        print(f"{r['layer']:<22} {r['full']:>10,} {cells}  {r['bit_exact']}")
-    t3 = table3()
-    print()
-    print(f"{'C17 Table 3 (1x1 1024->2048 /2)':<32} {'C_L %':>7} {'cycles':>10} {'speed-up':>8}")
-    for r in sorted(t3, key=lambda r: -r["load_imbalance_pct"]):
-        print(f"{r['variant']:<32} {r['load_imbalance_pct']:>7.1f} {r['cycles']:>10,} {r['speedup']:>8.3f}")
-    print("paper (C_L % -> speed-up): " + ", ".join(f"{c}% -> {v:.3f}" for c, v in PAPER_TABLE3[::-1]))
-    output_file(args, "ablation.json").write_text(json.dumps({"table1": t1, "models": models, "table3": t3}, indent=2) + "\n")
+    names = [*TABLE2, *LIGHT] if args.models == "all" else [n for n in args.models.split(",") if n]
+    unknown = [n for n in names if n not in (*TABLE2, *LIGHT)]
+    if unknown:
+        ap.error(f"unknown model {unknown[0]} (known: {', '.join((*TABLE2, *LIGHT))})")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        if not args.no_table1:
+            for shape in TABLE1:
+                c, h, w, k, kh, kw, s, p = shape
+                rows.append(ablate(f"T1 {h}x{w},{kh}x{kw},{c}->{k}", table1_model(shape, Path(tmp)), args.check))
+        for name in names:
+            rows.append(ablate(name, model_path(name), args.check))
+    print_ablation(rows)
+    t3 = [] if args.no_table3 else table3()
+    if t3:
+        print()
+        print(f"{'C17 Table 3 (1x1 1024->2048 /2)':<32} {'C_L %':>7} {'cycles':>10} {'speed-up':>8}")
+        for r in sorted(t3, key=lambda r: -r["load_imbalance_pct"]):
+            print(f"{r['variant']:<32} {r['load_imbalance_pct']:>7.1f} {r['cycles']:>10,} {r['speedup']:>8.3f}")
+        print("paper (C_L % -> speed-up): " + ", ".join(f"{c}% -> {v:.3f}" for c, v in PAPER_TABLE3[::-1]))
+    output_file(args, "ablation.json").write_text(json.dumps({"ablation": rows, "table3": t3}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 from xdsl.ir import Operation
+from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import snowflake_asm as sf
 
@@ -101,14 +102,33 @@ def replace_body(program: sf.ProgramOp, ops: Sequence[Operation]) -> None:
             block.insert_op_before(op, at)
 
 
-def programs(module: Operation, banked: bool = True) -> Iterator[sf.ProgramOp]:
-    """Every program of a module: top-level ones and those inside `snowflake_asm.image`s;
-    `banked=False` leaves out programs icache-banking has laid out (moving their instructions
-    would move loops across bank boundaries) and the segment programs link-segments joined
-    (their layers' code was scheduled before; moving it would move it across layer markers)."""
+def programs(module: Operation) -> Iterator[sf.ProgramOp]:
+    """Every program of a module: top-level ones and those inside `snowflake_asm.image`s."""
     for op in outside_programs(module):
-        if isinstance(op, sf.ProgramOp) and (banked or not (is_banked(op) or _linked(op))):
+        if isinstance(op, sf.ProgramOp):
             yield op
+
+
+def rewritable_programs(module: Operation, pass_name: str) -> list[sf.ProgramOp]:
+    """The programs a pass that moves instructions (balance-loads, schedule-asm,
+    fill-delay-slots) rewrites: every program of the module. It cannot act on one icache-banking
+    laid out, or one that loads its own instruction cache (moving its instructions would move
+    loops across bank boundaries), nor on a segment program link-segments joined (its layers'
+    code was rewritten before; the pass runs on each layer's program): such a program is refused
+    in one line naming it and saying where the pass goes, rather than left as it is in silence."""
+    out = []
+    for program in programs(module):
+        parent = program.parent_op()
+        name = f"{parent.sym_name.data}.{program.sym_name.data}" if isinstance(parent, sf.ImageOp) \
+            else program.sym_name.data
+        if _linked(program):
+            raise PassFailedException(f"{pass_name}: program @{name} is a segment link-segments joined; "
+                                      f"run {pass_name} before link-segments (as snowflake-lower does)")
+        if is_banked(program):
+            raise PassFailedException(f"{pass_name}: program @{name} loads its own instruction cache (icache-banking "
+                                      f"laid it out, or its author); run {pass_name} before icache-banking")
+        out.append(program)
+    return out
 
 
 def _linked(program: sf.ProgramOp) -> bool:

@@ -19,6 +19,9 @@ The bytes-weighted mean C_L over the groups (against all `hw` load units, so `un
 reads ~100%) is recorded as `load_imbalance_pct` on the program's image (on the program when
 it has none), which the report shows per layer. `units` < the machine's units restricts the loads to the first units (the
 C17 Table 3 experiment). Instruction-cache loads are left alone.
+
+A program's rewrite is kept only when the program then runs no slower on the machine model
+(passes/asm/guard.py): the static model above does not see every queue of the machine.
 """
 
 from __future__ import annotations
@@ -32,10 +35,11 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.asm_analysis import LABEL_OR_BRANCH, body_ops, known_registers, programs, replace_body
+from snowir.asm_analysis import LABEL_OR_BRANCH, body_ops, known_registers, replace_body, rewritable_programs
 from snowir.codegen.builder import MOVI_MAX, AsmBuilder
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
+from snowir.passes.asm.guard import guarded
 
 
 def _data_ld(op: Operation) -> bool:
@@ -159,6 +163,8 @@ class BalanceLoadsPass(ModulePass):
     """Split LDs of at least this many elements."""
     hw: str = ""
     """A hardware description JSON (SnowflakeConfig fields); default: the ZC706 build."""
+    guard: bool = True
+    """Keep a program's rewrite only when it runs no slower on the machine model (guard.py)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
@@ -169,11 +175,14 @@ class BalanceLoadsPass(ModulePass):
             raise PassFailedException(f"balance-loads: units must be 1..{hw.load_units}, not {self.units}")
         if self.split < 2:
             raise PassFailedException(f"balance-loads: split must be >= 2, not {self.split}")
-        for program in programs(op, banked=False):
+        for program in rewritable_programs(op, "balance-loads"):
             if "loads_balanced" in program.attributes:
                 continue
-            cl = balance_program(program, units, self.split, hw)
+            result: list[float | None] = []
+            kept = guarded(program, hw, self.guard,
+                           lambda: result.append(balance_program(program, units, self.split, hw)))
             program.attributes["loads_balanced"] = UnitAttr()
+            cl = result[0] if kept else None
             if cl is not None:
                 holder = program.parent_op() if isinstance(program.parent_op(), sf.ImageOp) else program
                 holder.attributes["load_imbalance_pct"] = FloatAttr(round(cl, 3), f64)

@@ -16,6 +16,17 @@ and by latency path alone). A new order is kept only when it beats the original 
 in-order issue model, evaluated after fill-delay-slots would fill the branch's slots and, for
 a loop, on its second iteration (so a result the next iteration reads counts): fewer cycles,
 or as many with the vector ops and loads dispatched earlier in total.
+
+The pass never moves code it does not change (as fill-delay-slots): the no-ops a one-block
+loop drops go before its label (they run once per entry), and a block that is no such loop
+keeps its no-ops, at its start. Every instruction outside the block then keeps its pc, so
+icache-banking lays the rest of the program out as it would have (a shorter program moved every
+later bank boundary and with it when each bank load is requested against the data loads
+around it: fill-delay-slots' docstring has the case). A loop's new order must also be no
+slower on its first pass, the no-ops before the label included.
+
+A program's rewrite is kept only when the program then runs no slower on the machine model
+(passes/asm/guard.py): the static model above does not see every queue of the machine.
 """
 
 from __future__ import annotations
@@ -27,10 +38,12 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from snowir.asm_analysis import INSTRUCTION_ROLES, blocks, body_ops, is_machine, is_nop, issue_cycles, programs, replace_body
+from snowir.asm_analysis import (INSTRUCTION_ROLES, blocks, body_ops, is_machine, is_nop, issue_cycles, replace_body,
+                                  rewritable_programs)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.passes.asm.fill_delay_slots import fill_ops
+from snowir.passes.asm.guard import guarded
 
 
 def _graph(body: list[sf.SnowflakeInstruction], latency: int) -> list[list[tuple[int, int]]]:
@@ -106,8 +119,20 @@ def _cost(seq: list[Operation], branch: Operation | None, window: list[Operation
     """The block under the in-order issue model after fill-delay-slots would fill the branch's
     slots (`issue_cycles`; a loop measured on its second iteration)."""
     if branch is not None:
-        seq, _ = fill_ops([*seq, branch, *window], slots, latency)
+        seq, _ = _filled(seq, branch, window, loop, slots, latency)
     return issue_cycles(seq, latency, loop)
+
+
+def _filled(seq: list[Operation], branch: Operation, window: list[Operation], loop: bool, slots: int,
+            latency: int) -> tuple[list[Operation], int]:
+    """`seq`, `branch` and its slots as fill-delay-slots leaves them (it fills a loop's slots
+    only: the block is given its label for it). No-ops the fill places before the label are
+    left out: they run once, before the loop."""
+    if not loop:
+        return [*seq, branch, *window], 0
+    label = sf.LabelOp(branch.target.data)
+    ops, filled = fill_ops([label, *seq, branch, *window], slots, latency)
+    return ops[ops.index(label) + 1:], filled
 
 
 def _shape(op: Operation) -> tuple:
@@ -144,7 +169,12 @@ def schedule_block(body: list[sf.SnowflakeInstruction], latency: int, branch: sf
 def _schedule_block(body: list[sf.SnowflakeInstruction], latency: int, branch: sf.SnowflakeInstruction | None,
                     window: list[Operation], loop: bool, slots: int,
                     tail: bool) -> list[sf.SnowflakeInstruction] | None:
-    ops = [op for op in body if not is_nop(op)] or (body[-1:] if tail else [])
+    nops = [op for op in body if is_nop(op)]
+    ops = [op for op in body if not is_nop(op)]
+    if not loop:  # no-ops outside a loop stay in their block (at its start): no pc moves
+        ops, nops = nops + ops, []
+    elif not ops and tail:
+        ops = body[-1:]
     with_branch = ops + ([branch] if branch is not None else [])
     last = len(ops) if branch is not None else -1
     preds = _graph(with_branch, latency)
@@ -152,14 +182,29 @@ def _schedule_block(body: list[sf.SnowflakeInstruction], latency: int, branch: s
         # fill-delay-slots may move up to `slots` instructions from before the branch to after
         # it: keep what the branch compares that much further ahead
         preds[last] = [(i, lat + slots) for i, lat in preds[last]]
-    best, best_cost = None, _cost(list(body), branch, list(window), loop, slots, latency)
+    base = _cost(list(body), branch, list(window), loop, slots, latency)
+    first = _first_pass(list(body), branch, list(window), loop, slots, latency)
+    best, best_cost = None, base
     for machine_first in (True, False):
         order = [j for j in _list_schedule(with_branch, preds, last, machine_first) if j != last]
         candidate = [ops[j] for j in order]
         cost = _cost(candidate, branch, list(window), loop, slots, latency)
-        if cost < best_cost:
+        if cost < best_cost and (not loop or _first_pass(
+                _nops(len(body) - len(candidate)) + candidate, branch, list(window), loop, slots, latency) <= first):
             best, best_cost = candidate, cost
     return best
+
+
+def _first_pass(seq: list[Operation], branch: Operation | None, window: list[Operation], loop: bool,
+                slots: int, latency: int) -> int:
+    """Cycles of a loop's first pass (`seq` may start with no-ops placed before its label)."""
+    if branch is not None:
+        seq, _ = _filled(seq, branch, window, loop, slots, latency)
+    return issue_cycles(seq, latency)[0]
+
+
+def _nops(n: int) -> list[Operation]:
+    return [sf.MovOp(0, 0) for _ in range(n)]
 
 
 def schedule_program(program: sf.ProgramOp, hw: SnowflakeConfig) -> int:
@@ -177,7 +222,13 @@ def schedule_program(program: sf.ProgramOp, hw: SnowflakeConfig) -> int:
             and ops[start - 1].label.data == branch.target.data
         new = schedule_block(ops[start:end], hw.scalar_latency, branch, window, loop, slots, end >= tail_end)
         if new is not None:
+            dropped = (end - start) - len(new)  # a loop's no-ops: before its label, run once per entry
             ops[start:end] = new
+            if dropped:
+                nops = _nops(dropped)
+                for nop in nops:
+                    nop.location = ops[start - 1].location
+                ops[start - 1:start - 1] = nops
             changed += 1
     if changed:
         replace_body(program, ops)
@@ -189,8 +240,10 @@ class ScheduleAsmPass(ModulePass):
     name = "schedule-asm"
     hw: str = ""
     """A hardware description JSON (SnowflakeConfig fields); default: the ZC706 build."""
+    guard: bool = True
+    """Keep a program's rewrite only when it runs no slower on the machine model (guard.py)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
-        for program in programs(op, banked=False):
-            schedule_program(program, hw)
+        for program in rewritable_programs(op, "schedule-asm"):
+            guarded(program, hw, self.guard, lambda: schedule_program(program, hw))
