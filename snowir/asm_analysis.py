@@ -131,6 +131,13 @@ def rewritable_programs(module: Operation, pass_name: str) -> list[sf.ProgramOp]
     return out
 
 
+def finished_programs_only(module: Operation) -> bool:
+    """The module holds programs, and every one is linked or banked (snowflake-lower's output):
+    nothing is left for the rewriting asm passes."""
+    found = list(programs(module))
+    return bool(found) and all(_linked(p) or is_banked(p) for p in found)
+
+
 def _linked(program: sf.ProgramOp) -> bool:
     parent = program.parent_op()
     return isinstance(parent, sf.ImageOp) and "segment" in parent.attributes

@@ -91,8 +91,9 @@ ORDER_KEEPING = {"schedule-asm", "fill-delay-slots"}
 
 
 def _make(name: str) -> ModulePass:
-    """The pass as the pipeline configures it."""
-    return next(p for p in SnowflakeLowerPass().passes(True) if p.name == name)
+    """The pass as the pipeline configures it, with the machine-model guard each pass has alone
+    (`snowflake-lower{guard=true}`; the pipeline leaves it off by default for compile time)."""
+    return next(p for p in SnowflakeLowerPass(guard=True).passes(True) if p.name == name)
 
 
 MAPS, WEIGHTS = DEFAULT.maps_buffer_elements, DEFAULT.weights_buffer_elements

@@ -50,7 +50,7 @@ def test_list_passes_describes_every_snowir_pass(capsys) -> None:
     out = capsys.readouterr().out
     for name in all_passes():
         assert f"\n{name}" in "\n" + out
-    assert "balance-loads{metric=cl units=0 split=512 hw=}\n    spread the loads over the load units (C17 §6.3)." in out
+    assert "balance-loads{metric=cl units=0 split=512 hw= guard=True}\n    spread the loads over the load units (C17 §6.3)." in out
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "--pass-pipeline" in capsys.readouterr().out
