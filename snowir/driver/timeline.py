@@ -9,9 +9,10 @@ between its fp32 arrays and the device's 16-bit words in the DRAM image: before 
 yet (model inputs, host layers' results); before a host layer it reads every device tensor it
 needs that it has not read yet, and so for the model's outputs at the end. A layer-by-layer
 lowering (whole-model=false) gives each layer its own program and DRAM segments: its inputs are
-written before it and its output read back after it. Each copy streams the fp32 side (4 bytes an
-element) and the word side (2 bytes) at the host's memory rate (`HostCPU.gbps`). Nothing
-overlaps: the host waits for the device, the device for the host, as the runner does.
+written before it and its output read back after it. Constants (weights) are in the DRAM image
+already. A copy moves its words (2 bytes an element) at the host's memory rate (`HostCPU.gbps`),
+as partition-host prices a round trip (host_model.round_trip_ms). Nothing overlaps: the host
+waits for the device, the device for the host, as the runner does.
 """
 
 from __future__ import annotations
@@ -34,16 +35,13 @@ from snowir.tile.build import device_input
 
 WORD_BYTES = 2
 """A device tensor element: one 16-bit fixed-point word."""
-HOST_BYTES = 4
-"""A host tensor element: fp32 (the host runs its layers in float)."""
 HOST_TRACK = "host"
 
 
 def copy_ms(words_bytes: int, cpu: HostCPU = HOST) -> float:
-    """A round trip of `words_bytes` bytes of device words: the host streams them and their fp32
-    side (twice as many bytes) at its memory rate."""
-    elements = words_bytes // WORD_BYTES
-    return elements * (WORD_BYTES + HOST_BYTES) / (cpu.gbps * 1e6)
+    """[P] A round trip of `words_bytes` bytes of device words at the host's streaming rate: the
+    price partition-host gives a round trip when it places a layer (host_model.round_trip_ms)."""
+    return words_bytes / (cpu.gbps * 1e6)
 
 
 def _bytes(value: SSAValue) -> int:
@@ -63,11 +61,12 @@ def _device_layer(op: Operation, row: dict[str, Any]) -> bool:
 
 
 def _reads(op: Operation) -> list[SSAValue]:
-    """The tensors (roots) a device layer reads from DRAM: its input and a conv's residual."""
+    """The tensors (roots) the host may have to write for a device layer: its input and a conv's
+    residual, unless constant (in the DRAM image with the weights)."""
     values = [device_input(op)]
     if isinstance(op, nn.Conv2dOp) and op.bypass is not None:
         values.append(op.bypass)
-    return [root(v) for v in values]
+    return [r for r in (root(v) for v in values) if not isinstance(r.owner, nn.ConstantOp)]
 
 
 @dataclass
