@@ -98,9 +98,11 @@ def test_a_host_op_between_device_convs_costs_its_round_trips(sigmoid_run) -> No
     assert layers["sig"]["where"] == "host" and layers["conv0"]["where"] == layers["conv1"]["where"] == "device"
     # in execution order: x in, conv0, conv0 out, sig, sig in, conv1, y out
     words = C * HW * HW * 2
-    assert [(t["direction"], t["name"], t["bytes"]) for t in r["round_trips"]] == \
-        [("to_device", "x", words), ("to_host", "conv0", words), ("to_device", "sig", words), ("to_host", "conv1", words)]
-    assert r["total"]["round_trip_ms"] == pytest.approx(4 * copy_ms(words)) == pytest.approx(4 * words / (HOST.gbps * 1e6))
+    assert [(t["direction"], t["name"], t["bytes"]) for t in r["round_trips"]] == [
+        ("to_device", "x", words), ("to_host", "conv0", words),
+        ("to_device", "sig", words), ("to_host", "conv1", words)]
+    assert r["total"]["round_trip_ms"] == pytest.approx(4 * copy_ms(words))
+    assert copy_ms(words) == pytest.approx(words / (HOST.gbps * 1e6))  # 16-bit words at the host's rate
     order = [layers["conv0"], r["round_trips"][1], layers["sig"], r["round_trips"][2], layers["conv1"]]
     assert all(a["end_ms"] == pytest.approx(b["start_ms"]) for a, b in zip(order, order[1:]))
 
@@ -152,24 +154,26 @@ def test_golden_reports_have_no_timeline(tmp_path: Path) -> None:
 
 
 def test_snow_run_and_snow_report_show_end_to_end(sigmoid_run, tmp_path: Path, capsys) -> None:
-    r, _, path = sigmoid_run
-    from snowir.driver.table import print_table
-
-    print_table(r)
+    """snow-run's line below the table; snow-report A B: A the default machine, B with half the
+    bus (device layers slower, host and round trips the same)."""
+    a, _, path = sigmoid_run
+    model_path, report, hw = path.with_suffix(".onnx"), tmp_path / "b.json", tmp_path / "hw.json"
+    hw.write_text(json.dumps({"dram_gbps": 2.1, "unit_gbps": 1.0}))
+    capsys.readouterr()
+    assert snow_run([str(model_path), "--hw", str(hw), "--report", str(report)]) == 0
+    b = json.loads(report.read_text())
+    ta, tb = a["total"], b["total"]
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("end to end"))
-    assert f"{r['total']['end_to_end_ms']:.4f} ms" in line and f"device share {100 * r['total']['device_share']:.1f}%" in line
-    # B: the same model with the sigmoid's round trips twice as dear (a slower host): end to end moves
-    slower = json.loads(path.read_text())
-    slower["total"]["round_trip_ms"] *= 2
-    slower["total"]["end_to_end_ms"] = slower["total"]["ms"] + slower["total"]["host_ms"] + slower["total"]["round_trip_ms"]
-    slower["total"]["device_share"] = slower["total"]["ms"] / slower["total"]["end_to_end_ms"]
-    b = tmp_path / "b.json"
-    b.write_text(json.dumps(slower))
-    assert snow_report([str(path), str(b)]) == 0
-    out = capsys.readouterr().out
-    rows = {x.split()[0] if x.split()[1][0].isdigit() or x.split()[1] == "-" else " ".join(x.split()[:2]): x.split()
-            for x in out.splitlines()[-5:]}
-    ta, tb = r["total"], slower["total"]
-    assert rows["end_to_end_ms"][1:3] == [f"{ta['end_to_end_ms']:.4f}", f"{tb['end_to_end_ms']:.4f}"]
-    assert rows["end_to_end_ms"][3] == f"{100 * (tb['end_to_end_ms'] / ta['end_to_end_ms'] - 1):+.1f}%"
-    assert rows["device share"][2:4] == [f"{100 * ta['device_share']:.1f}%", f"{100 * tb['device_share']:.1f}%"]
+    assert line == (f"end to end {tb['end_to_end_ms']:.4f} ms = device {tb['ms']:.4f} + host {tb['host_ms']:.4f} "
+                    f"+ round trips {tb['round_trip_ms']:.4f} ({tb['round_trip_bytes']:,} bytes); "
+                    f"device share {100 * tb['device_share']:.1f}%")
+    assert tb["ms"] > ta["ms"] and tb["host_ms"] == ta["host_ms"] and tb["round_trip_ms"] == ta["round_trip_ms"]
+    assert snow_report([str(path), str(report)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = {" ".join(x.split()[:-3]): x.split()[-3:] for x in out[out.index(next(x for x in out if
+                                                                               x.startswith("end to end"))) + 1:]}
+    assert rows["end_to_end_ms"] == [f"{ta['end_to_end_ms']:.4f}", f"{tb['end_to_end_ms']:.4f}",
+                                     f"{100 * (tb['end_to_end_ms'] / ta['end_to_end_ms'] - 1):+.1f}%"]
+    assert rows["round trip ms"][2] == "=" and rows["host ms"][2] == "="
+    assert rows["device share"] == [f"{100 * ta['device_share']:.1f}%", f"{100 * tb['device_share']:.1f}%",
+                                    f"{100 * (tb['device_share'] - ta['device_share']):+.1f}pt"]

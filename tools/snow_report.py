@@ -167,7 +167,7 @@ def end_to_end_lines(ta: dict[str, Any], tb: dict[str, Any]) -> list[str]:
         diff = _pct(a, b) if a is not None and b is not None else "-"
         lines.append(f"{label:<14} {ms(ta, key):>12} {ms(tb, key):>12} {diff:>8}")
     share = [f"{100 * t['device_share']:.1f}%" if t.get("device_share") is not None else "-" for t in (ta, tb)]
-    moved = f"{100 * (tb['device_share'] - ta['device_share']):+.1f} pt" \
+    moved = f"{100 * (tb['device_share'] - ta['device_share']):+.1f}pt" \
         if None not in (ta.get("device_share"), tb.get("device_share")) else "-"
     lines.append(f"{'device share':<14} {share[0]:>12} {share[1]:>12} {moved:>8}")
     return lines

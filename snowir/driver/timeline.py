@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -71,15 +71,17 @@ def _reads(op: Operation) -> list[SSAValue]:
 
 @dataclass
 class _Clock:
+    """Where the timeline has got to, and the round trips placed on it so far."""
+
     now: float = 0.0
-    trips: list[dict[str, Any]] | None = None
+    trips: list[dict[str, Any]] = field(default_factory=list)
 
     def copy(self, values: Sequence[SSAValue], direction: str, cpu: HostCPU) -> None:
+        """One round trip moving `values` (none: nothing), starting now."""
         if not values:
             return
         size = sum(_bytes(v) for v in values)
         ms = copy_ms(size, cpu)
-        assert self.trips is not None
         self.trips.append({"name": ", ".join(_tensor_name(v) for v in values), "direction": direction,
                            "bytes": size, "ms": ms, "start_ms": self.now, "end_ms": self.now + ms})
         self.now += ms
@@ -90,7 +92,7 @@ def place_on_timeline(rows: list[dict[str, Any]], ops: list[Operation], linked: 
     """Set every row's `start_ms` / `end_ms` (rows and `ops` in @main's order, rows already timed:
     a device row's `ms`, a host row's `host_ms`); returns the round trips, in order, each
     {name (the tensors), direction (to_device / to_host), bytes, ms, start_ms, end_ms}."""
-    clock = _Clock(trips=[])
+    clock = _Clock()
     on_device: set[SSAValue] = set()  # tensors in the DRAM image
     on_host: set[SSAValue] = set()  # tensors the host holds as arrays
     segment_of: dict[str, int] = {}  # device layer -> its segment (a whole-model lowering)
