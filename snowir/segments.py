@@ -9,7 +9,8 @@ An op of `@main` is one of:
     once linked, its layer marker (`layer`);
   * free: a constant, the return, a reshape or transpose (keeping the leading axis) that keeps
     the device's channel-innermost byte order (a view of the same DRAM bytes: sequence-gemm's
-    1x1xTxK -> 1xKx1xT), a channel slice only convs read (in place);
+    1x1xTxK -> 1xKx1xT), a channel slice only convs read (in place), a channel concat placed on
+    the device (its producers write their channel slices of its one DRAM tensor: `slot_of`);
   * a host layer: everything else (it reads and writes the device's DRAM between segments).
 """
 
@@ -104,12 +105,106 @@ def root(value: SSAValue) -> SSAValue:
     return value
 
 
+@dataclass(frozen=True)
+class Slot:
+    """Where a tensor's channels lie in DRAM: channels [first, first + channels) of every pixel of
+    `root`, a tensor of `total` channels (C17 §5.1 step 2: layers that share inputs and outputs
+    share one pre-allocated region). A tensor no device concat places is its own root."""
+
+    root: SSAValue
+    first: int
+    channels: int
+    total: int
+
+    @property
+    def whole(self) -> bool:
+        return self.channels == self.total
+
+
+def placed_concat(op: Operation | None) -> bool:
+    """A channel concat partition-host put on the device: no copy, its inputs are slices of it."""
+    if not isinstance(op, nn.ConcatOp) or op.axis.value.data != 1:
+        return False
+    place = op.attributes.get("place")
+    return isinstance(place, StringAttr) and place.data == "snowflake"
+
+
+def concat_of(value: SSAValue) -> tuple[nn.ConcatOp, int] | None:
+    """The device concat `value` is an input of (itself, or as the consecutive channel slices that
+    cover it, a Split's outputs), and its first channel there."""
+    users = [u.operation for u in value.uses]
+    users += [u.operation for s in users if isinstance(s, nn.ChannelSliceOp) for u in s.results[0].uses]
+    for op in users:
+        if placed_concat(op):
+            for member, first in concat_inputs(op):  # type: ignore[arg-type]
+                if member is value:
+                    return op, first  # type: ignore[return-value]
+    return None
+
+
+def concat_inputs(concat: nn.ConcatOp) -> list[tuple[SSAValue, int]]:
+    """A concat's inputs and their first channels, a run of channel slices that covers one tensor
+    in order (a Split's outputs, concatenated again) as that tensor."""
+    out: list[tuple[SSAValue, int]] = []
+    first = 0
+    operands = list(concat.operands)
+    i = 0
+    while i < len(operands):
+        v = operands[i]
+        source = _sliced(v)
+        if source is not None and isinstance(v.owner, nn.ChannelSliceOp) and v.owner.start.value.data == 0:
+            covered, j = 0, i
+            while j < len(operands) and _sliced(operands[j]) is source \
+                    and operands[j].owner.start.value.data == covered:  # type: ignore[union-attr]
+                covered += operands[j].type.get_shape()[1]
+                j += 1
+            if covered == source.type.get_shape()[1]:
+                out.append((source, first))
+                first += covered
+                i = j
+                continue
+        out.append((v, first))
+        first += v.type.get_shape()[1]
+        i += 1
+    return out
+
+
+def _sliced(value: SSAValue) -> SSAValue | None:
+    return value.owner.input if isinstance(value.owner, nn.ChannelSliceOp) else None
+
+
+def slot_of(value: SSAValue) -> Slot:
+    """The DRAM slot of `value` (through views, channel slices and device concats)."""
+    shape = value.type.get_shape()
+    channels = shape[1] if len(shape) == 4 else 0
+    if isinstance(value.owner, nn.ChannelSliceOp):
+        outer = slot_of(value.owner.input)
+        if not outer.whole:  # a slice of a concat's slice: a view of the same bytes
+            return Slot(outer.root, outer.first + value.owner.start.value.data, channels, outer.total)
+    member = concat_of(value) if channels else None
+    if member is None:  # a view's bytes are its source's (a device concat's inputs are no views)
+        return Slot(root(value), 0, channels, channels)
+    outer = slot_of(member[0].results[0])
+    return Slot(outer.root, outer.first + member[1], channels, outer.total)
+
+
+def members_of(concat: nn.ConcatOp) -> list[tuple[SSAValue, int]]:
+    """The tensors a device concat's region holds, each with its first channel (nested concats'
+    inputs too): what producers and the host write into it."""
+    out: list[tuple[SSAValue, int]] = []
+    for v, first in concat_inputs(concat):
+        out.append((v, first))
+        if placed_concat(v.owner):
+            out += [(m, first + c) for m, c in members_of(v.owner)]  # type: ignore[arg-type]
+    return out
+
+
 def _free(op: Operation) -> bool:
-    if isinstance(op, nn.ConstantOp | func.ReturnOp) or is_view(op):
+    if isinstance(op, nn.ConstantOp | func.ReturnOp) or is_view(op) or placed_concat(op):
         return True
     if isinstance(op, nn.ChannelSliceOp):
         return all(isinstance(use.operation, nn.Conv2dOp) and layer_of(use.operation) is not None
-                   for use in op.results[0].uses)
+                   or placed_concat(use.operation) for use in op.results[0].uses)
     return False
 
 

@@ -2,10 +2,11 @@
 tree), and xDSL's process-wide resource-blob table emptied after every test (weights of a
 model are hex strings there, never freed otherwise: the suite grew to 9 GB).
 
-The session's temporary files (tempfile's, onnxruntime's, Ray's, the ONNX backend data sets,
-child processes') go to a folder under pytest's basetemp that is removed when the session ends,
-so a run leaves nothing behind in the system's temporary directory (issue 29: the suite left
-~1.4 GB there)."""
+The session's temporary files (tempfile's, onnxruntime's, Ray's, the ONNX backend data sets in
+ONNX_HOME, child processes') go to a folder under pytest's basetemp (or, with `-p no:tmpdir`, a
+folder of its own) that is removed when the session ends, so a run leaves nothing behind in the
+system's temporary directory (issue 29: the suite left ~1.4 GB there; issue 40: a
+snowir-onnx-home-* folder per session)."""
 
 from __future__ import annotations
 
@@ -22,25 +23,29 @@ import pytest
 _RAY_SOCKET_SUFFIX = 68
 _AF_UNIX_MAX = 107
 _SAVED = pytest.StashKey[tuple[Path, dict[str, str | None], str | None]]()
+_ENV = ("TMPDIR", "RAY_TMPDIR", "ONNX_HOME")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Point TMPDIR (children) and tempfile.tempdir (this process) at basetemp/t before
-    collection: some test modules make temporary folders at import time."""
+    """Point TMPDIR (children), tempfile.tempdir (this process) and ONNX_HOME (the ONNX backend
+    suite's data sets) at basetemp/t before collection: some test modules make temporary
+    folders at import time."""
     # the factory's basetemp (a private attribute, but the only way to reach it before any
     # fixture runs) follows tmp_path_retention_policy, so a killed session is swept later too
     factory = getattr(session.config, "_tmp_path_factory", None)
-    if factory is None:  # -p no:tmpdir
-        return
-    base = factory.getbasetemp()
-    tmp = base / "t"
-    tmp.mkdir(exist_ok=True)
-    env = {key: os.environ.get(key) for key in ("TMPDIR", "RAY_TMPDIR")}
+    if factory is None:  # -p no:tmpdir: a folder of this session's own
+        tmp = Path(tempfile.mkdtemp(prefix="snowir-tests-"))
+    else:
+        tmp = factory.getbasetemp() / "t"
+        tmp.mkdir(exist_ok=True)
+    env = {key: os.environ.get(key) for key in _ENV}
     session.config.stash[_SAVED] = (tmp, env, tempfile.tempdir)
     if len(str(tmp)) + _RAY_SOCKET_SUFFIX > _AF_UNIX_MAX and env["RAY_TMPDIR"] is None:
         os.environ["RAY_TMPDIR"] = tempfile.gettempdir()  # a long basetemp: Ray keeps the system's
     os.environ["TMPDIR"] = str(tmp)
     tempfile.tempdir = str(tmp)
+    if env["ONNX_HOME"] is None:
+        os.environ["ONNX_HOME"] = str(tmp / "onnx-home")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -57,6 +62,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             os.environ[key] = value
     tempfile.tempdir = tempdir
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Whole-model tests (`heavy`, most of a minute each) first: with two pytest-xdist workers,
+    the long ones start at once and the short ones fill in around them, instead of one long
+    test starting last and leaving the other worker idle."""
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
 
 
 @pytest.fixture(scope="session")

@@ -177,3 +177,20 @@ def test_snow_run_and_snow_report_show_end_to_end(sigmoid_run, tmp_path: Path, c
     assert rows["round trip ms"][2] == "=" and rows["host ms"][2] == "="
     assert rows["device share"] == [f"{100 * ta['device_share']:.1f}%", f"{100 * tb['device_share']:.1f}%",
                                     f"{100 * (tb['device_share'] - ta['device_share']):+.1f}pt"]
+
+
+def test_a_device_concat_costs_only_the_slices_the_host_writes() -> None:
+    """A concat by placement (the device conv's slice and a host Sigmoid's in one DRAM tensor):
+    the host writes its own slice before the segment that reads the concat, not the whole tensor,
+    and the concat itself takes no time."""
+    from tests.test_concat_placement import host_partner
+
+    r = snowir.compile(host_partner()).run().report.to_json()
+    _sums_up(r)
+    _ordered_without_overlap(r)
+    slice_bytes = 16 * 8 * 8 * 2  # 16 channels of 8x8, 2 bytes a word
+    assert [(t["direction"], t["name"], t["bytes"]) for t in r["round_trips"]] == [
+        ("to_device", "x", slice_bytes), ("to_host", "right", slice_bytes),
+        ("to_device", "gate", slice_bytes), ("to_host", "post", slice_bytes)]
+    cat = next(layer for layer in r["layers"] if layer["name"] == "cat")
+    assert cat["where"] == "device" and cat["start_ms"] == cat["end_ms"]

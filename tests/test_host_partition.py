@@ -228,11 +228,12 @@ def test_the_depthwise_estimate_counts_issue_not_only_macs(tmp_path: Path, capsy
 
 
 def concat_net(channels: int = 16, size: int = 8) -> onnx.ModelProto:
+    """A concat of host tensors (a host ReLU's output and the model input): the host's copy (a concat
+    a device layer feeds is placed on the device, tests/test_concat_placement.py)."""
     n = helper.make_node
-    nodes = [n("Conv", ["x", "w0"], ["a"], name="left"), n("Conv", ["x", "w1"], ["b"], name="right"),
-             n("Concat", ["a", "b"], ["c"], name="cat", axis=1), n("Conv", ["c", "w2"], ["y"], name="mix")]
-    inits = {"w0": rand(channels, channels, 1, 1, scale=0.2), "w1": rand(channels, channels, 1, 1, seed=1, scale=0.2),
-             "w2": rand(channels, 2 * channels, 1, 1, seed=2, scale=0.2)}
+    nodes = [n("Relu", ["x"], ["a"], name="left"),
+             n("Concat", ["a", "x"], ["c"], name="cat", axis=1), n("Conv", ["c", "w2"], ["y"], name="mix")]
+    inits = {"w2": rand(channels, 2 * channels, 1, 1, seed=2, scale=0.2)}
     return model(nodes, {"x": [1, channels, size, size]}, {"y": [1, channels, size, size]}, inits)
 
 

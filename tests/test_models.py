@@ -30,8 +30,14 @@ from snowir.tools.snow_run import main as snow_run
 DIGITS = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
 
 
+def _model_group(name: str) -> pytest.MarkDecorator:
+    """The tests of one built model run on one pytest-xdist worker (`--dist loadgroup`), which
+    builds it once in its models_dir (ResNet-50's BN calibration alone is most of a minute)."""
+    return pytest.mark.xdist_group(f"model-{name}")
+
+
 @pytest.mark.heavy
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_model_group(n)) for n in NAMES])
 def test_light_model(name: str, models_dir: Path) -> None:
     path = build(name, models_dir)
     module = import_onnx(path)
@@ -46,19 +52,25 @@ def test_light_model(name: str, models_dir: Path) -> None:
 
 
 @pytest.mark.heavy
+@_model_group("resnet50")
 def test_resnet50_prints_compactly_and_round_trips(models_dir: Path) -> None:
     module = import_onnx(build("resnet50", models_dir))
-    out = io.StringIO()
-    printer = Printer(stream=out)
-    printer.print_op(module)
-    printer.print_metadata([Builtin])
-    text = out.getvalue()
+    text = _printed(module)
     assert len(text.splitlines()) < 3000
     again = api.parse_text(text)
     again.verify()
     assert len(list(again.walk())) == len(list(module.walk()))
-    x = np.random.default_rng(3).standard_normal((1, 3, 224, 224)).astype(np.float32)
-    np.testing.assert_array_equal(golden_logits(again, x), golden_logits(import_onnx(build("resnet50", models_dir)), x))
+    # printing changed nothing: the parsed module prints the same text, weights (the dense_resource
+    # blobs in the metadata) included; cheaper and stricter than running both through the golden model
+    assert _printed(again) == text
+
+
+def _printed(module) -> str:
+    out = io.StringIO()
+    printer = Printer(stream=out)
+    printer.print_op(module)
+    printer.print_metadata([Builtin])
+    return out.getvalue()
 
 
 def test_digits_accuracy_in_q8_8() -> None:
@@ -85,6 +97,7 @@ def test_snow_run_digits_check(tmp_path: Path) -> None:
 
 
 @pytest.mark.heavy
+@_model_group("bvlc_alexnet")
 def test_caffe_alexnet_runs_end_to_end_on_the_machine(tmp_path: Path, models_dir: Path) -> None:
     """The light bvlc_alexnet (grouped convs, LRN on the host, FC layers streamed) compiled and run
     layer by layer on the machine model: every device layer bit-exact with the golden model."""

@@ -14,15 +14,13 @@ marked strict xfail: one that starts passing turns the suite red until the list 
 
 from __future__ import annotations
 
-import os
-import tempfile
 import unittest
 import warnings
 
 import numpy as np
 import pytest
 
-os.environ.setdefault("ONNX_HOME", tempfile.mkdtemp(prefix="snowir-onnx-home-"))  # light-model data sets
+# ONNX_HOME (where the light models' data sets are unpacked): conftest.py, in the session's temporary folder
 
 NODE_OPS = ["conv", "maxpool", "averagepool", "globalaveragepool", "globalmaxpool", "batchnorm", "relu", "leakyrelu",
             "prelu", "sigmoid", "hardsigmoid", "hardswish", "clip", "softmax", "lrn", "gemm", "matmul", "add", "mul",

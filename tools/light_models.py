@@ -147,17 +147,21 @@ def calibrate_batch_norm(model: onnx.ModelProto, seed: int = 1, batch: int = 2, 
     shape = [d.dim_value if d.dim_value > 0 else batch for d in inp.type.tensor_type.shape.dim]
     if x is None:
         x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    # one session for every round, the statistics fed as inputs (most of a minute for ResNet-50
+    # was building a session per round from the re-serialised model)
+    stat_names = set(bn.input[k] for bn in bns for k in (3, 4))
+    kept = [t for t in probe.graph.initializer if t.name not in stat_names]
+    del probe.graph.initializer[:]
+    probe.graph.initializer.extend(kept)
+    listed = {i.name for i in probe.graph.input}
+    probe.graph.input.extend(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
+                             for name in sorted(stat_names - listed))
+    sess = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
     rounds = max_rounds or len(bns)
     for _ in range(rounds):
-        for i, name in ((init_index[bn.input[3]], bn.input[3]) for bn in bns):
-            probe.graph.initializer[i].CopyFrom(graph.initializer[i])
-        for bn in bns:
-            for k in (3, 4):
-                idx = init_index[bn.input[k]]
-                probe.graph.initializer[idx].CopyFrom(graph.initializer[idx])
-        sess = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
-        names = [o.name for o in sess.get_outputs()]
-        outs = dict(zip(names, sess.run(None, {inp.name: x})))
+        feeds = {name: numpy_helper.to_array(graph.initializer[init_index[name]]) for name in stat_names}
+        outs = dict(zip(names, sess.run(None, {inp.name: x, **feeds})))
         changed = 0.0
         for bn in bns:
             # before the earlier BNs are calibrated, late activations can overflow float32: those

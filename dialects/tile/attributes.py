@@ -99,9 +99,12 @@ class _NamedInts(ParametrizedAttribute):
     """A layer geometry as named integers: `#tile.conv_shape<c = 64, h = 27, ...>`."""
 
     FIELDS: ClassVar[tuple[str, ...]] = ()
+    OPTIONAL: ClassVar[tuple[str, ...]] = ()
+    """Fields that are 0 unless written (and printed only when not 0)."""
 
     @classmethod
     def get(cls, **values: int):
+        values = {**{f: 0 for f in cls.OPTIONAL}, **values}
         missing = [f for f in cls.FIELDS if f not in values]
         if missing:
             raise ValueError(f"{cls.name}: missing {', '.join(missing)}")
@@ -122,13 +125,15 @@ class _NamedInts(ParametrizedAttribute):
             values[key] = parser.parse_integer(allow_boolean=False)
 
         parser.parse_comma_separated_list(parser.Delimiter.ANGLE, field)
+        values = {**{f: 0 for f in cls.OPTIONAL}, **values}
         missing = [f for f in cls.FIELDS if f not in values]
         if missing:
             parser.raise_error(f"{cls.name} needs {', '.join(missing)}")
         return tuple(IntAttr(values[f]) for f in cls.FIELDS)
 
     def print_parameters(self, printer: Printer) -> None:
-        printer.print_string("<" + ", ".join(f"{k} = {v}" for k, v in self.values().items()) + ">")
+        printer.print_string("<" + ", ".join(f"{k} = {v}" for k, v in self.values().items()
+                                             if v or k not in self.OPTIONAL) + ">")
 
 
 @irdl_attr_definition
@@ -176,10 +181,13 @@ class GatherAttr(_NamedInts):
 
 @irdl_attr_definition
 class PoolShapeAttr(_NamedInts):
-    """A max pool's geometry: C channels of H x W, a kh x kw window, strides, top/left pads, output size."""
+    """A max pool's geometry: C channels of H x W, a kh x kw window, strides, top/left pads, output size,
+    and for channels read in place from a wider tensor (a device concat's), its channel count and
+    the first channel (printed when not 0)."""
 
     name = "tile.pool_shape"
-    FIELDS = ("c", "h", "w", "kh", "kw", "sy", "sx", "pt", "pl", "oh", "ow")
+    FIELDS = ("c", "h", "w", "kh", "kw", "sy", "sx", "pt", "pl", "oh", "ow", "cin_total", "c_base")
+    OPTIONAL = ("cin_total", "c_base")
     c: IntAttr
     h: IntAttr
     w: IntAttr
@@ -191,3 +199,5 @@ class PoolShapeAttr(_NamedInts):
     pl: IntAttr
     oh: IntAttr
     ow: IntAttr
+    cin_total: IntAttr
+    c_base: IntAttr

@@ -80,6 +80,10 @@ FIELD_DOCS: dict[str, str] = {
     "tile.layer.weights_before_fence": "With fence: the first kernel loads issue before it, the maps loads after (the "
                                        "previous layer reads no weights; allocate-dram decides, the verifier checks).",
     "tile.dram_region.tensor": "The tile.dram_plan tensor the region is (allocate-dram); its offset must be the tensor's.",
+    "tile.dram_region.channels": "An output region that is a channel slice of a device concat's tensor: [first, count, "
+                                 "total]; the write-backs go to channel first of each pixel, pixels total words apart; "
+                                 "two writers of a tensor write disjoint channels; must be where the graph's concat "
+                                 "places the output (tile-to-asm refuses an edit).",
     "tile.tensor.sym_name": "The buffer's name (segment name in the lowered program).",
     "tile.tensor.offset": "Byte address in the model's DRAM.", "tile.tensor.size": "Bytes.",
     "tile.tensor.live": "[first, last] positions of the module's tile.layers that use it; no live neighbour overlaps.",

@@ -157,6 +157,10 @@ class DramRegionOp(TileOperation):
     tensor = opt_prop_def(StringAttr)
     """The `tile.tensor` of the model's `tile.dram_plan` the region is (allocate-dram): the
     region then sits at the tensor's offset, shared with the layers that also read or write it."""
+    channels = opt_prop_def(DenseArrayBase[I64])
+    """An 'output' region that is a channel slice of a wider tensor (a device concat's):
+    [first, count, total]: the layer writes channels [first, first + count) of every pixel, whole
+    pixels `total` channels apart; the region spans the whole tensor."""
     traits = traits_def(HasParent(LayerOp), SymbolOpInterface())
     assembly_format = "$sym_name attr-dict"
 
@@ -178,6 +182,11 @@ class DramRegionOp(TileOperation):
             self._fail("packing describes a 'weights' region")
         if self.label.data not in self.LABELS:
             self._fail(f"label '{self.label.data}' is not one of {', '.join(self.LABELS)}")
+        if self.channels is not None:
+            ch = self._ints("channels")
+            if self.label.data != "output" or len(ch) != 3 or not (0 <= ch[0] and 0 < ch[1] and ch[0] + ch[1] <= ch[2]):
+                self._fail("channels = [first, count, total] marks an 'output' region that is a channel slice, "
+                           "first + count <= total")
 
 
 @irdl_op_definition

@@ -54,7 +54,8 @@ class TensorOp(TileOperation):
 class DramPlanOp(TileOperation):
     """The model's DRAM plan (allocate-dram): every buffer the device layers use, by liveness.
     Two tensors live at the same layer never overlap; a layer's `tile.dram_region` naming a
-    tensor sits at its offset, fits it, and is used while it is live."""
+    tensor sits at its offset, fits it, and is used while it is live; two layers' 'output' regions
+    of one tensor (a device concat's) write disjoint channel ranges (`channels`)."""
 
     name = "tile.dram_plan"
     body = region_def("single_block")
@@ -90,6 +91,7 @@ class DramPlanOp(TileOperation):
             return
         tensors = self.tensors()
         layers = [op for op in module.regions[0].block.ops if isinstance(op, LayerOp)]
+        written: dict[str, list[tuple[int, int, str]]] = {}  # a tensor's channel ranges and their writers
         for position, layer in enumerate(layers):
             if layer.weights_before_fence is not None and not (
                     position and weights_free(layers[position - 1])):
@@ -114,6 +116,13 @@ class DramPlanOp(TileOperation):
                 if not first <= position <= last:
                     raise VerifyException(f"{where}: its tensor @{t.sym_name.data} is live at layers "
                                           f"[{first}, {last}], not at this one ({position})")
+                if region.label.data == "output":
+                    c0, n = region._ints("channels")[:2] if region.channels is not None else (0, 1 << 40)
+                    for o0, o1, other in written.get(t.sym_name.data, []):
+                        if c0 < o1 and o0 < c0 + n:
+                            raise VerifyException(f"{where}: writes channels [{c0}, {c0 + n}) of tensor "
+                                                  f"@{t.sym_name.data}, which layer @{other} writes too ([{o0}, {o1}))")
+                    written.setdefault(t.sym_name.data, []).append((c0, c0 + n, layer.sym_name.data))
 
 
 def weights_free(layer: LayerOp) -> bool:

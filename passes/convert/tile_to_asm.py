@@ -42,11 +42,11 @@ from snowir.codegen.builder import layer_prologue
 from snowir.codegen.conv import generate_conv
 from snowir.codegen.indp_columns import generate_indp_columns
 from snowir.codegen.pool import generate_pool
-from snowir.dialects import snowflake_asm as sf, tile
+from snowir.dialects import nn, snowflake_asm as sf, tile
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
-from snowir.tile.build import regions_of
+from snowir.tile.build import output_channels, regions_of, slice_refusal
 from snowir.tile.check import check_conv, check_pool, derive_layer
 from snowir.tile.read import TileError, conv_plan_of, pool_tiles_of
 from snowir.codegen.traces import R_TMP
@@ -76,9 +76,10 @@ def layer_code(layer: tile.LayerOp, hw: SnowflakeConfig, cache: dict[Hashable, l
             p, tiles = pool_tiles_of(layer)
             check_pool(layer, p, tiles, hw)
             regions = regions_of(layer)
-            addrs = (regions["maps"].offset.value.data, regions["output"].offset.value.data)
-            key = ("pool", p, addrs, tuple(tiles))
-            generate = lambda: generate_pool(p, hw, *addrs, tiles).ops  # noqa: E731
+            first, _, total = output_channels(regions["output"])  # a device concat's slice: whole pixels apart
+            addrs = (regions["maps"].offset.value.data, regions["output"].offset.value.data + 2 * first)
+            key = ("pool", p, addrs, tuple(tiles), total)
+            generate = lambda: generate_pool(p, hw, *addrs, tiles, total).ops  # noqa: E731
         if key not in cache:
             cache[key] = generate()
             return cache[key]
@@ -152,7 +153,12 @@ class TileToAsmPass(ModulePass):
         plan = next((o for o in op.ops if isinstance(o, tile.DramPlanOp)), None)
         nodes = onnx_nodes(op)
         relative: dict[Attribute, str] = {}
+        outputs = {inner.attributes["tile"].data: inner for inner in outside_programs(op)  # type: ignore[union-attr]
+                   if isinstance(inner, nn.Conv2dOp | nn.MaxPoolOp) and isinstance(inner.attributes.get("tile"), StringAttr)}
         for layer in [o for o in op.ops if isinstance(o, tile.LayerOp)]:
+            wrong = slice_refusal(layer, outputs[layer.sym_name.data]) if layer.sym_name.data in outputs else None
+            if wrong is not None:
+                raise _fail(layer, wrong)
             code = layer_code(layer, hw, cache)
             if plan is not None:
                 coop_conv = layer.kind.data == tile.LayerKind.CONV and layer.mode is not None \

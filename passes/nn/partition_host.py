@@ -13,9 +13,11 @@ sums over contiguous channels — so they run on the host too (a conv left so sa
 arithmetic of the golden model (an add add-to-bypass found cheaper on the device is a conv by
 then). So does any conv, max pool or concat the lowering cannot
 place (`snowir.tile.lowerable.device_refusal`, the planners' own answer: a dilated conv, a max pool
-over 200 channels, any concat — no device layer writes a channel slice of a wider tensor yet, so
-the host copies a concat's inputs between segments and the reports count that copy), with the
-reason as `host_reason`. The runner
+over 200 channels, a channel concat whose inputs cannot all be written as channel slices of its
+one DRAM tensor — by a COOP conv or a max pool of whole CUs, or by the host — and read in place —
+by convs — (the host then copies it between segments and the reports count that copy), with the
+reason as `host_reason`. A channel concat on the device is no work: its producers write their slices
+(snowir/segments.py `slot_of`). The runner
 and the reports follow these attributes. A `place` already in the IR (the user's edit, or an
 earlier run) is honoured: "host" stays on the host, "snowflake" on an op the device cannot run is
 refused in one line.

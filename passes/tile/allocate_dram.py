@@ -7,7 +7,9 @@ would copy each layer's output into the next layer's input. After it, the layers
 
   * a tensor the device reads or writes is one `tile.tensor`: a layer's output region is its
     consumers' maps (or bypass) region, through reshapes that keep the bytes in place and channel
-    slices read in place; a residual input stays where its producer wrote it;
+    slices read in place; a residual input stays where its producer wrote it; a device concat is
+    one tensor, each input a channel slice of it (snowir/segments.py `slot_of`), written by its
+    producer's output region (`channels`) and read in place;
   * weights are laid out once, at the bottom, live for the whole model; a layer's scratch lives
     for that layer;
   * tensors the host writes (model inputs, host layers' outputs) are live from the start of the
@@ -38,7 +40,8 @@ from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import nn, tile
 from snowir.hw import DRAM_PAGE_BYTES, SnowflakeConfig
-from snowir.segments import main_of, root, segments_of
+from snowir.nn_util import layer_name
+from snowir.segments import main_of, placed_concat, segments_of, slot_of
 from snowir.tile.build import device_input, regions_of
 from snowir.plan.shapes import LoweringError
 from snowir.tile.check import derive_layer
@@ -145,11 +148,17 @@ class AllocateDramPass(ModulePass):
             if isinstance(inner, nn.Conv2dOp | nn.MaxPoolOp) and isinstance(name, StringAttr):
                 ops.setdefault(name.data, []).append(inner)
         tensors: dict[SSAValue | str, _Tensor] = {}
+        taken = {region.sym_name.data for layer in layers for region in regions_of(layer).values()}
         last_layer = len(order) - 1
 
         def activation(value: SSAValue, name: str) -> _Tensor:
-            value = root(value)
+            value = slot_of(value).root  # a device concat's inputs are slices of its one tensor
             if value not in tensors:
+                if placed_concat(value.owner):  # named after the concat, not its first region
+                    name = base = layer_name(value.owner, "concat")  # type: ignore[arg-type]
+                    while name in taken:
+                        name = f"{base}_{len(taken)}"
+                    taken.add(name)
                 tensors[value] = _Tensor(name, "activation", last_layer + 1, -1)
             return tensors[value]
 
@@ -178,12 +187,12 @@ class AllocateDramPass(ModulePass):
         for index, s in enumerate(segs.segments):
             for host in s.host_before:
                 for operand in host.operands:
-                    t = tensors.get(root(operand))
+                    t = tensors.get(slot_of(operand).root)
                     if t is not None and index:
                         t.last = max(t.last, segs.last_position(index - 1))
         ret = list(main.body.block.ops)[-1]
         for operand in [*ret.operands, *(o for h in segs.host_after for o in h.operands)]:
-            t = tensors.get(root(operand))
+            t = tensors.get(slot_of(operand).root)
             if t is not None:
                 t.last = last_layer
         planned = list(tensors.values())

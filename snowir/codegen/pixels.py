@@ -53,7 +53,7 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
     issued = 2
     row = s.w * s.cin
     b.const(R_ROWSTEP, s.sy * row)
-    out_row = plan.out_row or s.ow * s.k  # a column band writes into rows of the whole output
+    out_row = plan.out_row or s.ow * s.k  # a column band (a concat's slice) writes into rows of the whole output
     b.const(R_OUTSTEP, 2 * out_row)
     if bypass_base is not None:
         b.const(R_BYPSTEP, s.ow * _bypass_stride(plan))
@@ -191,7 +191,7 @@ def _border_pixels(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: b
         ix = x * s.sx - s.pl
         kx0, kx1 = max(0, -ix), min(s.kw, s.w - ix)
         add_offset(b, R_MAPS, R_ROWBASE, (ix + kx0) * s.cin)
-        add_offset(b, R_OUT, R_OUTROW, 2 * x * s.k)
+        add_offset(b, R_OUT, R_OUTROW, 2 * x * out_pixel(plan))
         if bypass:
             add_offset(b, R_BYP, R_BYPROW, x * _bypass_stride(plan))
         add_offset(b, R_W, R_TW, (ky0 * s.kw + kx0) * s.c * plan.weight_step)
@@ -218,7 +218,7 @@ def _pixel_loop(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool
     if x1 - x0 < 1:
         return
     add_offset(b, R_MAPS, R_ROWBASE, (x0 * s.sx - s.pl) * s.cin)
-    add_offset(b, R_OUT, R_OUTROW, 2 * x0 * s.k)
+    add_offset(b, R_OUT, R_OUTROW, 2 * x0 * out_pixel(plan))
     if bypass:
         add_offset(b, R_BYP, R_BYPROW, x0 * _bypass_stride(plan))
     add_offset(b, R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step)
@@ -229,7 +229,7 @@ def _pixel_loop(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool
     back = macs(b, plan, rows, s.kw, row, bypass)
     b.branch(sf.BleOp(R_X, R_XEND, top), [
         sf.AddiOp(R_MAPS, R_MAPS, s.sx * s.cin - back), sf.AddiOp(R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step),
-        sf.AddiOp(R_OUT, R_OUT, 2 * s.k), *([sf.AddiOp(R_BYP, R_BYP, _bypass_stride(plan))] if bypass else [])])
+        sf.AddiOp(R_OUT, R_OUT, 2 * out_pixel(plan)), *([sf.AddiOp(R_BYP, R_BYP, _bypass_stride(plan))] if bypass else [])])
 
 
 
@@ -254,11 +254,11 @@ def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, xl: int, xr: int, bypass: bo
     n = (xr - xl) // UNROLL
     for j in range(UNROLL):
         add_offset(b, R_MAPS_U[j], R_ROWBASE, ((xl + j) * s.sx - s.pl) * s.cin)
-        add_offset(b, R_OUT_U[j], R_OUTROW, 2 * (xl + j) * s.k)
+        add_offset(b, R_OUT_U[j], R_OUTROW, 2 * (xl + j) * out_pixel(plan))
     if bypass:
         for j in range(UNROLL):
             b.emit(sf.AddiOp(R_BYP_U[j], R_BYPROW, (xl + j) * _bypass_stride(plan)))
-    step_maps, step_out = UNROLL * s.sx * s.cin, 2 * UNROLL * s.k
+    step_maps, step_out = UNROLL * s.sx * s.cin, 2 * UNROLL * out_pixel(plan)
     # the loop ends on the first pixel's maps address (no counter to step): its last pass's
     b.emit(sf.AddiOp(R_W, R_TW, 0), sf.AddiOp(R_XEND, R_MAPS_U[0], (n - 1) * step_maps))
     top = b.label("x_unrolled")
@@ -271,6 +271,12 @@ def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, xl: int, xr: int, bypass: bo
         b.emit(*(sf.AddiOp(r, r, UNROLL * _bypass_stride(plan)) for r in R_BYP_U))
     b.branch(sf.BleOp(R_MAPS_U[0], R_XEND, top), [sf.AddiOp(r, r, step_out) for r in R_OUT_U])
     return xl + n * UNROLL
+
+
+def out_pixel(plan: ConvPlan) -> int:
+    """Words between the write-backs of consecutive output pixels: K, or the channels of the wider
+    tensor whose channel slice the layer writes (a device concat's)."""
+    return plan.out_pixel or plan.shape.k
 
 
 def _bypass_stride(plan: ConvPlan) -> int:

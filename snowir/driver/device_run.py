@@ -5,7 +5,8 @@ The lowering (`snowflake-lower`, or any pipeline that ends in the same IR) leave
 as the host's sequence: every device conv2d / max_pool names its `snowflake_asm.image`
 (`image = "..."`), whose program and DRAM segments (weights included) are what the device
 runs; the other ops run on the host as in the golden model (a channel concat copies its
-inputs side by side); reshapes are views. The host writes each device layer's input (channel-innermost) into the
+inputs side by side, or on the device its producers write their slices of one tensor: the host
+then assembles the tensor a layer reads from the slices computed so far); reshapes are views. The host writes each device layer's input (channel-innermost) into the
 image's `@x` (and the residual into `@r`), runs the program, reads `@y`, and compares it bit
 for bit with the golden model's output of the same nn op. Nothing is compiled here.
 """
@@ -24,7 +25,7 @@ from xdsl.ir import SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf
 from snowir.driver.results import Counts, DeviceRun, LayerResult, inputs_report, saturation, useful
-from snowir.driver.segment_run import linked, run_segments
+from snowir.driver.segment_run import linked, out_slice, run_segments, tensor_words
 from snowir.driver.timeline import place_on_timeline, totals
 from snowir.golden import Golden, Q, element_frac
 from snowir.hw import SnowflakeConfig
@@ -175,7 +176,7 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
             image = assembled[ref.data]
             compile_s = time.perf_counter() - t0
             # each tensor in its own format (one for all, or per tensor with quantize{format=auto})
-            words = golden._q(env[device_input(op)], element_frac(device_input(op)))
+            words = tensor_words(golden, env, device_input(op))
             bypass = golden._q(env[op.bypass], element_frac(op.bypass)) \
                 if isinstance(op, nn.Conv2dOp) and op.bypass is not None else None
             n = out_op.results[0].type.get_shape()[0]
@@ -203,7 +204,7 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
         # reshapes are views: no device work; any other device op must have been lowered above
         if op.name.startswith("nn.") and "place" in op.attributes and op.attributes["place"].data == "snowflake" \
                 and not isinstance(op, nn.ConstantOp | nn.ReshapeOp | nn.FlattenOp | nn.IdentityOp
-                                   | nn.ChannelSliceOp | nn.TransposeOp):
+                                   | nn.ChannelSliceOp | nn.TransposeOp | nn.ConcatOp):  # a device concat: a view
             raise LoweringError(f"layer '{name}' ({op.name}) is not lowered to Snowflake yet")
         golden.step(op, env)
     else:
@@ -252,7 +253,7 @@ def _record_layer(result: DeviceRun, op, name: str, image_op: sf.ImageOp, image:
             result.events.extend(Event(e.track, e.name, e.start + start, e.end + start, e.count, e.mix, e.part)
                                  for e in run.events)
             start += run.cycles
-    got = np.stack([run.y.reshape(oh, ow, k).transpose(2, 0, 1) for run in runs])
+    got = np.stack([out_slice(run.y, out_op.results[0]) for run in runs])
     stalls = stall_breakdown({})
     for r in runs:
         for cause, v in r.stalls.items():

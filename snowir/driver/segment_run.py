@@ -34,7 +34,7 @@ from snowir.machine.run import DEFAULT_MAX_INSTRUCTIONS, imbalance, run_engine, 
 from snowir.machine.timing import Event
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
-from snowir.segments import main_of, root, segments_of
+from snowir.segments import members_of, main_of, placed_concat, root, segments_of, slot_of
 from snowir.tile.build import device_input
 
 
@@ -188,6 +188,9 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
                 if value is None or key not in facts or root(value) in inside:
                     continue
                 seg = image.segment(facts[key])
+                if placed_concat(root(value).owner):  # the slices the host wrote, not the segment's layers
+                    _write_slices(dram, seg, root(value), golden, env, inside, len(drams), i)
+                    continue
                 words = golden._q(env[root(value)], element_frac(root(value)))
                 raw = _image_bytes(words, len(drams), i)
                 if raw.size != seg.size:
@@ -237,8 +240,7 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
             env[conv.results[0]] = expected
             expected = golden._op(out_op, env)
             golden_saturated += golden.saturated[out_op]
-        n, k, oh, ow = out_op.results[0].type.get_shape()
-        got = np.stack([y.reshape(oh, ow, k).transpose(2, 0, 1) for y in outs[name]])
+        got = np.stack([out_slice(y, out_op.results[0]) for y in outs[name]])
         env[out_op.results[0]] = Q(got.astype(np.int16), element_frac(out_op.results[0]))
         runs = counts[name]
         stalls = stall_breakdown({})
@@ -259,6 +261,41 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
             simulate_s * dynamic / total_dynamic, compile_s / len(layers),
             None if out_op is conv else layer_name(out_op, out_op.name), saturated))
     return start_cycle
+
+
+def out_slice(y: np.ndarray, value: SSAValue) -> np.ndarray:
+    """A layer's (C, H, W) output from the words of its output region: its channel slice of every
+    pixel when it writes a device concat's tensor (`slot_of`), else the region as it is."""
+    _, k, oh, ow = value.type.get_shape()
+    slot = slot_of(value)
+    return y[:oh * ow * slot.total].reshape(oh, ow, slot.total)[:, :, slot.first:slot.first + k].transpose(2, 0, 1)
+
+
+def tensor_words(golden: Golden, env: dict, value: SSAValue) -> np.ndarray:
+    """The int16 words of the tensor a layer reads: a device concat's from the slices computed so
+    far (a layer reading its first channels runs before the later slices exist; the rest are 0)."""
+    if value in env or not placed_concat(value.owner):
+        return golden._q(env[value], element_frac(value))
+    out = np.zeros(value.type.get_shape(), np.int16)
+    for member, first in members_of(value.owner):  # type: ignore[arg-type]
+        if member in env and not placed_concat(member.owner):
+            out[:, first:first + member.type.get_shape()[1]] = golden._q(env[member], element_frac(member))
+    return out
+
+
+def _write_slices(dram: np.ndarray, seg, concat: SSAValue, golden: Golden, env: dict, inside: set,
+                  images: int, i: int) -> None:
+    """The host's part of a device concat's tensor: each input neither a layer of this segment nor
+    a concat writes (a host layer's output, a model input, an earlier segment's), in its channel slice
+    of every pixel; the inputs not computed yet are written by their own layers later."""
+    _, total, h, w = concat.type.get_shape()
+    pixels = dram[seg.address:seg.address + 2 * h * w * total].view("<i2").reshape(h * w, total)
+    for member, first in members_of(concat.owner):  # type: ignore[arg-type]
+        if member in inside or placed_concat(member.owner) or member not in env:
+            continue
+        c = member.type.get_shape()[1]
+        words = golden._q(env[member], element_frac(member))
+        pixels[:, first:first + c] = words.reshape(images, c, h * w)[i].T
 
 
 def _ensure(golden: Golden, env: dict, value: SSAValue) -> None:

@@ -30,7 +30,7 @@ from snowir.host_model import HOST, HostCPU
 from snowir.hw import SnowflakeConfig
 from snowir.machine.timing import Event
 from snowir.nn_util import layer_name
-from snowir.segments import is_view, layer_of, root, segments_of
+from snowir.segments import is_view, layer_of, members_of, placed_concat, root, segments_of
 from snowir.tile.build import device_input
 
 WORD_BYTES = 2
@@ -69,6 +69,20 @@ def _reads(op: Operation) -> list[SSAValue]:
     return [r for r in (root(v) for v in values) if not isinstance(r.owner, nn.ConstantOp)]
 
 
+def _leaves(value: SSAValue) -> list[SSAValue]:
+    """The tensors whose bytes `value` (a root) is: a device concat's inputs, which their
+    producers (or the host) write into its one DRAM tensor (snowir/segments.py: slot_of), else
+    itself."""
+    if not placed_concat(value.owner):
+        return [value]
+    return [m for m, _ in members_of(value.owner) if not placed_concat(m.owner)]  # type: ignore[arg-type]
+
+
+def _held(values, where: set[SSAValue], unless: set[SSAValue]) -> list[SSAValue]:
+    """The leaves of `values` that are in `where` and not in `unless`, once each, in order."""
+    return [v for v in dict.fromkeys(leaf for r in values for leaf in _leaves(r)) if v in where and v not in unless]
+
+
 @dataclass
 class _Clock:
     """Where the timeline has got to, and the round trips placed on it so far."""
@@ -95,6 +109,7 @@ def place_on_timeline(rows: list[dict[str, Any]], ops: list[Operation], linked: 
     clock = _Clock()
     on_device: set[SSAValue] = set()  # tensors in the DRAM image
     on_host: set[SSAValue] = set()  # tensors the host holds as arrays
+    computed: set[SSAValue] = set(ops[0].parent_block().args) if ops and ops[0].parent_block() else set()
     segment_of: dict[str, int] = {}  # device layer -> its segment (a whole-model lowering)
     members: dict[int, list[Operation]] = {}
     if linked and ops and ops[0].parent_block() is not None:
@@ -104,15 +119,17 @@ def place_on_timeline(rows: list[dict[str, Any]], ops: list[Operation], linked: 
             if _device_layer(op, row) and layer_of(op) in segment_of:
                 members.setdefault(segment_of[layer_of(op)], []).append(op)
     for op, row in zip(ops, rows):
+        computed.update(op.results)  # a segment's own outputs are `inside` it, not written
         if _device_layer(op, row):
             k = segment_of.get(layer_of(op) or "")
             if k is not None:
                 if k in members:  # the segment's first layer: the host writes what it reads
                     group = members.pop(k)
                     inside = {r for m in group for r in m.results}
-                    wanted: list[SSAValue] = []
-                    for m in group:
-                        wanted += [v for v in _reads(m) if v not in inside and v not in on_device and v not in wanted]
+                    # what exists and is not in DRAM yet: a device concat's slices its later
+                    # producers write are theirs to write
+                    wanted = _held([r for m in group for r in _reads(m)], computed, inside | on_device)
+                    wanted = [v for v in wanted if not isinstance(v.owner, nn.ConstantOp)]
                     clock.copy(wanted, "to_device", cpu)
                     on_device.update(wanted)
                 on_device.update(op.results)
@@ -129,7 +146,7 @@ def place_on_timeline(rows: list[dict[str, Any]], ops: list[Operation], linked: 
                     on_host.update(op.results)
             continue
         if row["where"] == "host" and not _free(op):
-            needed = [r for r in dict.fromkeys(root(v) for v in op.operands) if r in on_device and r not in on_host]
+            needed = _held([root(v) for v in op.operands], on_device, on_host)
             clock.copy(needed, "to_host", cpu)
             on_host.update(needed)
             on_host.update(op.results)
@@ -137,17 +154,18 @@ def place_on_timeline(rows: list[dict[str, Any]], ops: list[Operation], linked: 
     block = ops[-1].parent_block() if ops else None
     ret = block.last_op if block is not None else None
     if ret is not None:
-        outs = [r for r in dict.fromkeys(root(v) for v in ret.operands) if r in on_device and r not in on_host]
-        clock.copy(outs, "to_host", cpu)
+        clock.copy(_held([root(v) for v in ret.operands], on_device, on_host), "to_host", cpu)
     return clock.trips
 
 
 def _free(op: Operation) -> bool:
-    """No host work: a view, or a channel slice only device convs read (in place)."""
-    if is_view(op):
+    """No host work: a view, a device concat, or a channel slice only device convs or device
+    concats read (in place; snowir/segments.py's free ops)."""
+    if is_view(op) or placed_concat(op):
         return True
     return isinstance(op, nn.ChannelSliceOp) and all(
-        isinstance(use.operation, nn.Conv2dOp) and layer_of(use.operation) is not None for use in op.results[0].uses)
+        isinstance(use.operation, nn.Conv2dOp) and layer_of(use.operation) is not None or placed_concat(use.operation)
+        for use in op.results[0].uses)
 
 
 def _span(row: dict[str, Any], clock: _Clock, ms: float) -> None:

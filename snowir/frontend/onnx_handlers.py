@@ -273,6 +273,30 @@ def _concat(imp: ImportContext, node: onnx.NodeProto) -> None:
     imp.set_output(node, imp.emit(nn.ConcatOp(xs, axis, _tensor_type(shape))))
 
 
+def _split(imp: ImportContext, node: onnx.NodeProto) -> None:
+    """A Split on the channel axis of an NCHW tensor: one `nn.channel_slice` per output, which device
+    layers read in place (and a device concat may place: snowir/segments.py `slot_of`)."""
+    x = imp.value(node, node.input[0])
+    shape = imp.shape(x)
+    axis = int(_attrs(node).get("axis", 0)) % max(len(shape), 1)
+    if len(shape) != 4 or axis != 1:
+        raise Unmapped("a split off the channel axis")
+    if len(node.input) > 1 and node.input[1]:
+        sizes = [int(v) for v in imp.const(node, 1, "split")]
+    elif "split" in _attrs(node):
+        sizes = [int(v) for v in _attrs(node)["split"]]
+    else:
+        parts = len(node.output)
+        sizes = [-(-shape[1] // parts)] * (parts - 1)
+        sizes.append(shape[1] - sum(sizes))
+    if len(sizes) != len(node.output) or sum(sizes) != shape[1] or min(sizes) < 1:
+        raise Unmapped("split sizes that do not cover the channels")
+    start = 0
+    for i, size in enumerate(sizes):
+        imp.set_output(node, imp.emit(nn.ChannelSliceOp(x, start, size, _tensor_type([shape[0], size, *shape[2:]]))), i)
+        start += size
+
+
 def _flatten(imp: ImportContext, node: onnx.NodeProto) -> None:
     x = imp.value(node, node.input[0])
     shape = imp.shape(x)
@@ -376,6 +400,7 @@ HANDLERS: dict[str, Callable[[ImportContext, onnx.NodeProto], None]] = {
     "Mul": _binary(nn.MulOp),
     "BatchNormalization": _batch_norm,
     "Concat": _concat,
+    "Split": _split,
     "Flatten": _flatten,
     "Reshape": _reshape,
     "Unsqueeze": _reshape,

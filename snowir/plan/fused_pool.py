@@ -50,7 +50,7 @@ def fusable(plan: ConvPlan, p: PoolShape, hw: SnowflakeConfig) -> bool:
     pool unit takes."""
     s = plan.shape
     return (plan.indp or coop_fusable(plan)) and (p.c, p.h, p.w) == (s.k, s.oh, s.ow) \
-        and not (p.c % 16 and p.c > 16 * hw.cus)
+        and not (p.c % hw.lanes and p.c > hw.lanes * hw.cus)
 
 
 def place_ring(plan: ConvPlan, p: PoolShape, hw: SnowflakeConfig) -> tuple[int, ...] | None:
@@ -142,7 +142,7 @@ def _pool_costs(p: PoolShape, hw: SnowflakeConfig) -> tuple[float, float]:
     """The pool's DRAM bytes (its input read back, its output written) and MAX cycles."""
     pool_bytes = 2 * (p.h * p.w * p.c + p.oh * p.ow * p.c)
     rows = min(p.kh, p.h)
-    return pool_bytes, p.oh * p.ow * rows * p.kw * -(-p.c // (16 * hw.cus))
+    return pool_bytes, p.oh * p.ow * rows * p.kw * -(-p.c // (hw.lanes * hw.cus))
 
 
 def fused_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:

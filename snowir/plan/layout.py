@@ -24,16 +24,26 @@ class ConvLayout:
     out_addr: int
     out_bytes: int
     r_addr: int | None
+    out_first: int = 0
+    """A channel slice of a wider output tensor (a device concat's, snowir/segments.py `Slot`): the
+    layer's first channel there; `out_addr` is the tensor's, `out_bytes` the whole tensor's."""
+    out_pixel: int = 0
+    """Words between the output's pixels: the wider tensor's channels (0: the layer's own K)."""
 
 
-def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeConfig | None = None) -> ConvLayout:
+def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeConfig | None = None,
+                out_slice: tuple[int, int] = (0, 0)) -> ConvLayout:
+    """`out_slice` = (first channel, total channels) of the tensor the output is a slice of, (0, 0)
+    for an output of its own."""
     in_bytes = s.h * s.w * s.cin * 2
     w_addr = align(in_bytes)
     hw = hw or SnowflakeConfig()
     w_bytes = 2 * packed_words(s, mode, packed_kernels(s, mode, hw), hw)
     out_addr = align(w_addr + w_bytes)
-    out_bytes = s.oh * s.ow * s.k * 2
-    return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, align(out_addr + out_bytes) if bypass else None)
+    first, total = out_slice
+    out_bytes = s.oh * s.ow * (total or s.k) * 2
+    return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, align(out_addr + out_bytes) if bypass else None,
+                      first, total if total != s.k else 0)
 
 
 LANE_GROUPS = "lane_groups"

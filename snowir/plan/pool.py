@@ -13,13 +13,13 @@ from snowir.plan.shapes import GUARD, LoweringError, PoolShape, PoolTile, Strip,
 def max_pool_rows(p: PoolShape, hw: SnowflakeConfig, whole: bool) -> int:
     """Input rows a pool strip may hold: a bank's (or the whole buffer's), less the guard."""
     room = hw.maps_buffer_elements if whole else hw.maps_bank_elements
-    return (room - GUARD - 16) // (p.w * p.c)
+    return (room - GUARD - hw.lanes) // (p.w * p.cin)
 
 
 def check_pool_channels(p: PoolShape, hw: SnowflakeConfig) -> None:
-    if p.c % 16 and p.c > 16 * hw.cus:
-        raise LoweringError(f"max pool over {p.c} channels: only multiples of 16, or fewer than "
-                            f"{16 * hw.cus}, are lowered")
+    if p.c % hw.lanes and p.c > hw.lanes * hw.cus:
+        raise LoweringError(f"max pool over {p.c} channels: only multiples of {hw.lanes}, or fewer than "
+                            f"{hw.lanes * hw.cus}, are lowered")
 
 
 def plan_pool(p: PoolShape, hw: SnowflakeConfig) -> list[Strip]:
@@ -29,7 +29,7 @@ def plan_pool(p: PoolShape, hw: SnowflakeConfig) -> list[Strip]:
     if whole:
         max_rows = max_pool_rows(p, hw, True)
         if max_rows < p.kh:
-            raise LoweringError(f"max pool: {p.kh} rows of {p.w * p.c} words do not fit the maps buffer")
+            raise LoweringError(f"max pool: {p.kh} rows of {p.w * p.cin} words do not fit the maps buffer")
     rows = lambda y0, y1: input_rows(p.h, p.kh, p.sy, p.pt, y0, y1)  # noqa: E731
     return row_strips(p.oh, rows, lambda y0, y1: rows(y0, y1)[1] - rows(y0, y1)[0] <= max_rows,
                       lambda i: -1 if whole else i % 2, "max pool")
@@ -56,7 +56,7 @@ def ring_rows(p: PoolShape, hw: SnowflakeConfig) -> int:
 
 def row_maxs(p: PoolShape, hw: SnowflakeConfig) -> int:
     """MAX traces of one output row (a window row each, per group of 16 x CUs channels)."""
-    return p.ow * min(p.kh, p.h) * -(-p.c // (16 * hw.cus))
+    return p.ow * min(p.kh, p.h) * -(-p.c // (hw.lanes * hw.cus))
 
 
 def ring_loads(p: PoolShape, t: PoolTile) -> list[tuple[int, int, int]]:

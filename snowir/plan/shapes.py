@@ -175,6 +175,9 @@ class ConvPlan:
     # tiles' out_cols): DRAM words between input rows and between output rows, 0 = the shape's own
     in_row: int = 0
     out_row: int = 0
+    # words between output pixels: a channel slice of a wider tensor's (a device concat, recorded on the
+    # output region as `channels`), 0 = the shape's K; `out_addr` is then the slice's first channel's
+    out_pixel: int = 0
     # in a whole-model program, the previous layer's vector ops read no weights-buffer word: the
     # cold start's kernel loads issue before the fence, the maps loads after (`weights_before_fence`)
     weights_before_fence: bool = False
@@ -200,7 +203,7 @@ class ConvPlan:
     @property
     def weight_step(self) -> int:
         """Weights-buffer words per maps word of a trace: 16 interleaved kernels in INDP."""
-        return 16 if self.indp else 1
+        return DEFAULT.lanes if self.indp else 1
 
     def dram_bytes(self, hw: SnowflakeConfig | None = None) -> dict[str, int]:
         if self.column_tiled:
@@ -375,6 +378,13 @@ class PoolShape:
     pl: int
     oh: int
     ow: int
+    cin_total: int = 0  # > 0: the input is channels [c_base, c_base + c) of a cin_total-channel tensor
+    c_base: int = 0
+
+    @property
+    def cin(self) -> int:
+        """Words between the input's pixels (the maps rows are w x cin words)."""
+        return self.cin_total or self.c
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from snowir.plan.pool import plan_pool_tiles, ring_loads
 from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align, band_plans,
                                 indp_kernel_words, input_columns, input_rows, kernels_per_tile)
 from snowir.resources import int16_array, int16_resource
+from snowir.segments import slot_of
 
 POOL_SLACK = 64  # bytes after a pool's output: the lanes of a partly used CU write there
 
@@ -55,22 +56,44 @@ def regions_of(layer: tile.LayerOp) -> dict[str, tile.DramRegionOp]:
     return {op.label.data: op for op in layer.body.block.ops if isinstance(op, tile.DramRegionOp)}
 
 
+def output_channels(region: tile.DramRegionOp) -> tuple[int, int, int]:
+    """An output region's `channels` (first, count, total): a channel slice of a wider tensor (a
+    device concat's) the layer writes whole pixels of; (0, 0, 0) for an output of its own."""
+    return region._ints("channels") if region.channels is not None else (0, 0, 0)  # type: ignore[return-value]
+
+
+def slice_refusal(layer: tile.LayerOp, op: nn.Conv2dOp | nn.MaxPoolOp) -> str | None:
+    """Why the layer's output region disagrees with where the graph places the nn op's result (a
+    device concat's channel slice, `slot_of`): the readers, the host and the reports find the result
+    there, so an edited `channels` is refused, not followed."""
+    region = regions_of(layer).get("output")
+    slot = slot_of(op.results[0])
+    want = (0, 0, 0) if slot.whole else (slot.first, slot.channels, slot.total)
+    if region is None or output_channels(region) == want:
+        return None
+    return (f"tile.dram_region @{region.sym_name.data}: channels {list(output_channels(region))} where the graph places "
+            f"its output at {list(want)} ([first, count, total] of its concat's tensor; [0, 0, 0]: a tensor of its own): "
+            "edit the concat in @main (or place it on the host) instead")
+
+
 def layout_of(layer: tile.LayerOp) -> ConvLayout:
     """The conv layer's DRAM layout as its `tile.dram_region`s record it."""
     regions = regions_of(layer)
     r = regions.get("bypass")
     out = regions.get("conv_output", regions["output"])  # a fused pool's layer: the conv's own output
+    first, _, total = output_channels(out)
     return ConvLayout(regions["maps"].size.value.data, regions["weights"].offset.value.data,
                       regions["weights"].size.value.data, out.offset.value.data,
-                      out.size.value.data, r.offset.value.data if r is not None else None)
+                      out.size.value.data, r.offset.value.data if r is not None else None, first, total)
 
 
 def device_input(op: nn.Conv2dOp | nn.MaxPoolOp) -> SSAValue:
     """The tensor a device layer reads from DRAM: a conv over a channel slice reads the
-    slice's source in place (a strided view), everything else its input."""
+    slice's source in place (a strided view), everything else its input; either may be a slice of
+    a device concat's tensor (`slot_of`), read in place too."""
     if isinstance(op, nn.Conv2dOp) and isinstance(op.input.owner, nn.ChannelSliceOp):
-        return op.input.owner.input
-    return op.input
+        return slot_of(op.input.owner.input).root
+    return slot_of(op.input).root
 
 
 def layer_conv_shape(op: nn.Conv2dOp) -> ConvShape:
@@ -78,8 +101,10 @@ def layer_conv_shape(op: nn.Conv2dOp) -> ConvShape:
     if LANE_GROUPS in op.attributes:  # channels padded to whole groups of a vMAC's lanes
         return dataclasses.replace(s, c=DEFAULT.lanes, groups=-(-s.k // DEFAULT.lanes), cin_total=s.k)
     if isinstance(op.input.owner, nn.ChannelSliceOp):
-        s = dataclasses.replace(s, cin_total=op.input.owner.input.type.get_shape()[1],
-                                c_base=op.input.owner.start.value.data)
+        slot = slot_of(op.input.owner.input)
+        s = dataclasses.replace(s, cin_total=slot.total, c_base=slot.first + op.input.owner.start.value.data)
+    elif not (slot := slot_of(op.input)).whole:  # a device concat's input, read in place
+        s = dataclasses.replace(s, cin_total=slot.total, c_base=slot.first)
     return s
 
 
@@ -118,7 +143,12 @@ def tile_base(plan: ConvPlan, strip: Strip, hw: SnowflakeConfig) -> int:
 
 def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeConfig) -> list[Operation]:
     """The kernel tile and the maps tiles (loads, windows) of a planned conv."""
-    w_addr, out_addr, r_addr = lay.w_addr, lay.out_addr, lay.r_addr
+    w_addr, out_addr, r_addr = lay.w_addr, lay.out_addr + 2 * lay.out_first, lay.r_addr
+    if lay.out_pixel:  # a channel slice of a wider tensor: whole pixels `out_pixel` words apart
+        if plan.column_tiled or plan.indp or plan.pool is not None or plan.bypass_slices:
+            raise LoweringError("a conv writing a channel slice of a concat runs COOP, by rows, without a fused pool "
+                                "or bypass slices")
+        plan = dataclasses.replace(plan, out_row=s.ow * lay.out_pixel, out_pixel=lay.out_pixel)
     if plan.indp:  # vMAC v of every CU: 16 interleaved kernels (weights broadcast)
         words = indp_kernel_words(s, hw)
         kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, words, w_addr + 2 * v * words, 0, 0, hw.vmacs + v)
@@ -303,7 +333,7 @@ def fusable_pool(op: nn.Conv2dOp, plan: ConvPlan, pool_addr: int,
     (`fusing_pays`)."""
     uses = list(op.output.uses)
     if len(uses) != 1 or not isinstance(uses[0].operation, nn.MaxPoolOp) \
-            or on_host(uses[0].operation):
+            or on_host(uses[0].operation) or not slot_of(uses[0].operation.results[0]).whole:
         return None
     pool_op = uses[0].operation
     p = pool_shape(pool_op)
@@ -327,7 +357,8 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     s = layer_conv_shape(op)
     bypass = op.bypass is not None
     mode = conv_mode(s, hw, bypass, mode)
-    lay = conv_layout(s, bypass, mode, hw)
+    slot = slot_of(op.output)
+    lay = conv_layout(s, bypass, mode, hw, (0, 0) if slot.whole else (slot.first, slot.total))
     plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
                             weights_region(name, lay, s, mode, weight_image(op, s, mode, hw), hw)]
@@ -337,6 +368,8 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     pool_op = None
     if fused is None:
         ops.append(tile.DramRegionOp(f"{name}.output", lay.out_addr, lay.out_bytes, "output"))
+        if lay.out_pixel:
+            ops[-1].properties["channels"] = DenseArrayBase.from_list(i64, [slot.first, slot.channels, slot.total])
     else:
         pool_op, plan = fused
         p = plan.pool
@@ -345,8 +378,8 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
         ops += [tile.DramRegionOp(f"{name}.conv_output", lay.out_addr, lay.out_bytes, "conv_output"),
                 tile.DramRegionOp(f"{name}.output", pool_addr, pool_bytes, "output"),
                 tile.DramRegionOp(f"{name}.slack", pool_addr + pool_bytes, POOL_SLACK, "scratch")]
-    if lay.r_addr is not None:
-        ops.append(tile.DramRegionOp(f"{name}.bypass", lay.r_addr, lay.out_bytes, "bypass"))
+    if lay.r_addr is not None:  # the residual input: the conv's own K channels a pixel
+        ops.append(tile.DramRegionOp(f"{name}.bypass", lay.r_addr, s.oh * s.ow * s.k * 2, "bypass"))
     ops += conv_tile_body(s, plan, lay, hw)
     cost = plan.dram_bytes(hw)
     extra |= {"mloop_bytes": IntegerAttr(cost["Mloop"], i64), "kloop_bytes": IntegerAttr(cost["Kloop"], i64),
@@ -362,13 +395,14 @@ def pool_shape(op: nn.MaxPoolOp) -> PoolShape:
     kh, kw = int_values(op.kernel)
     sy, sx = int_values(op.strides)
     pt, pl, _, _ = int_values(op.pads)
-    return PoolShape(c, h, w, kh, kw, sy, sx, pt, pl, oh, ow)
+    slot = slot_of(op.input)  # a device concat's channels, read in place
+    return PoolShape(c, h, w, kh, kw, sy, sx, pt, pl, oh, ow, 0 if slot.whole else slot.total, slot.first)
 
 
 def pool_tile_body(p: PoolShape, tiles: list[PoolTile], hw: SnowflakeConfig, in_addr: int = 0) -> list[Operation]:
     """A max pool's maps tiles with their loads (broadcast) from its input at DRAM `in_addr`: a
     strip's rows in one LD, a ring's LDs in the order `ring_loads` issues them, into slot (r - r0) mod N."""
-    row = p.w * p.c
+    row = p.w * p.cin
     ops: list[Operation] = []
     for t in tiles:
         st = t.strip
@@ -387,7 +421,8 @@ def pool_tile_body(p: PoolShape, tiles: list[PoolTile], hw: SnowflakeConfig, in_
 
 def pool_layer(op: nn.MaxPoolOp, name: str, hw: SnowflakeConfig) -> tile.LayerOp:
     """A max pool on the pool units: maps tiles (strips or a ring, loads broadcast), no kernels."""
-    return bare_pool_layer(name, pool_shape(op), hw)
+    slot = slot_of(op.output)
+    return bare_pool_layer(name, pool_shape(op), hw, (0, 0) if slot.whole else (slot.first, slot.total))
 
 
 def bare_conv_layer(name: str, s: ConvShape, weights: np.ndarray, bias: np.ndarray, hw: SnowflakeConfig,
@@ -411,14 +446,18 @@ def bare_conv_layer(name: str, s: ConvShape, weights: np.ndarray, bias: np.ndarr
     return layer
 
 
-def bare_pool_layer(name: str, p: PoolShape, hw: SnowflakeConfig) -> tile.LayerOp:
-    """A max pool layer from its shape (as nn-to-tile writes it)."""
+def bare_pool_layer(name: str, p: PoolShape, hw: SnowflakeConfig, out_slice: tuple[int, int] = (0, 0)) -> tile.LayerOp:
+    """A max pool layer from its shape (as nn-to-tile writes it); `out_slice` = (first channel, total
+    channels) of a device concat's tensor its output is a slice of."""
     tiles = plan_pool_tiles(p, hw)
-    in_b, out_b = p.h * p.w * p.c * 2, p.oh * p.ow * p.c * 2
+    first, total = out_slice
+    in_b, out_b = p.h * p.w * p.cin * 2, p.oh * p.ow * (total or p.c) * 2
     out_addr = align(in_b)
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, in_b, "maps"),
                             tile.DramRegionOp(f"{name}.output", out_addr, out_b, "output"),
                             tile.DramRegionOp(f"{name}.slack", out_addr + out_b, POOL_SLACK, "scratch")]
+    if total:
+        ops[1].properties["channels"] = DenseArrayBase.from_list(i64, [first, p.c, total])
     ops += pool_tile_body(p, tiles, hw)
     buffering = tile.MapsBuffering.WHOLE if tiles[0].strip.bank < 0 else tile.MapsBuffering.DOUBLE
     return tile.LayerOp(name, tile.LayerKind.MAXPOOL, ops, extra={"shape": pool_shape_attr(p),

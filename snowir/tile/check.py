@@ -31,7 +31,7 @@ from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, Lowering
                                 band_plans, bands_of, coop_kernels, gather_of, indp_kernel_words, input_columns,
                                 input_rows, kernels_per_tile, ring_schedule, slice_words)
 from snowir.resources import int16_array
-from snowir.tile.build import conv_shape_of, conv_tile_body, layout_of, packed_words, pool_tile_body, regions_of, repack
+from snowir.tile.build import conv_shape_of, conv_tile_body, layout_of, output_channels, packed_words, pool_tile_body, regions_of, repack
 from snowir.tile.read import (TileError, cols_of, compact_shape_of, conv_plan_of, input_rows_of, kernel_tile_of,
                               maps_tiles_of, pool_tiles_of)
 
@@ -376,7 +376,7 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
     if plan.bypass_slices and (plan.bypass_addr is None or indp):
         raise TileError(layer, "bypass_slices: a COOP residual conv's")
     sizes = {"maps": full.h * full.w * full.cin * 2, "weights": 2 * packed_words(full, plan.mode, plan.kernels, hw),
-             "output" if plan.pool is None else "conv_output": full.oh * full.ow * full.k * 2}
+             "output" if plan.pool is None else "conv_output": full.oh * full.ow * (plan.out_pixel or full.k) * 2}
     if plan.bypass_addr is not None:
         sizes["bypass"] = full.oh * full.ow * full.k * 2
     if plan.pool is not None:
@@ -566,7 +566,7 @@ def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: Sno
     buffering = layer.maps_buffering.data  # type: ignore[union-attr]
     if buffering == tile.MapsBuffering.SINGLE:
         raise TileError(layer, "maps_buffering single is a residual conv's (double or whole)")
-    row = p.w * p.c
+    row = p.w * p.cin
     for i, (mt, t) in enumerate(zip(maps, tiles)):
         st = t.strip
         if mt._int("cu") != -1:
@@ -590,5 +590,6 @@ def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: Sno
             fix = "split the tile" if whole else "split the tile, or maps_buffering = whole"
             raise TileError(layer, f"maps tile {i}: {st.r1 - st.r0} input rows exceed the "
                                    f"{max_pool_rows(p, hw, whole)} its {'buffer' if whole else 'bank'} holds ({fix})")
-    _regions(layer, {"maps": p.h * row * 2, "output": p.oh * p.ow * p.c * 2})
+    total = output_channels(regions_of(layer)["output"])[2] if "output" in regions_of(layer) else 0
+    _regions(layer, {"maps": p.h * row * 2, "output": p.oh * p.ow * (total or p.c) * 2})
     check_bodies(layer, [*pool_tile_body(p, tiles, hw, _maps_at(layer))])

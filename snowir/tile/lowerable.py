@@ -6,7 +6,8 @@ planners nn-to-tile uses, so the two never disagree.
 
 from __future__ import annotations
 
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Block, Operation, SSAValue
 
 from snowir.dialects import nn
 from snowir.golden import int_values
@@ -16,6 +17,7 @@ from snowir.plan.residual_mode import conv_mode
 from snowir.plan.layout import conv_layout
 from snowir.plan.pool import plan_pool
 from snowir.plan.shapes import ConvPlan, LoweringError
+from snowir.segments import concat_inputs, concat_of, placed_concat
 from snowir.tile.build import layer_conv_shape, pool_shape
 
 
@@ -23,12 +25,7 @@ def device_refusal(op: Operation, hw: SnowflakeConfig | None = None) -> str | No
     """Why the lowering cannot run `op` on Snowflake; None when it can (or the op needs no lowering)."""
     hw = hw or SnowflakeConfig()
     if isinstance(op, nn.ConcatOp):
-        axis = op.axis.value.data
-        if axis != 1:
-            return f"concat on axis {axis} (a device layer writes whole pixels, channel-innermost)"
-        # its producers could write side by side in one DRAM tensor, but no device layer writes a
-        # channel slice of a wider tensor yet: the host copies the inputs between segments
-        return "channel concat: the host copies its inputs side by side (no device layer writes a channel slice yet)"
+        return concat_refusal(op, hw)
     if isinstance(op, nn.MaxPoolOp):
         try:
             plan_pool(pool_shape(op), hw)
@@ -54,3 +51,68 @@ def planned_conv(op: nn.Conv2dOp, hw: SnowflakeConfig) -> ConvPlan:
     mode = conv_mode(s, hw, bypass)
     lay = conv_layout(s, bypass, mode, hw)
     return plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
+
+
+def _placed(op: Operation, where: str) -> bool:
+    place = op.attributes.get("place")
+    return isinstance(place, StringAttr) and place.data == where
+
+
+def concat_refusal(op: nn.ConcatOp, hw: SnowflakeConfig) -> str | None:
+    """Why a concat cannot be placed (snowir/segments.py: `slot_of`): its inputs become channel
+    slices of its one DRAM tensor, each written in place by its device producer (a conv writing
+    whole pixels `total` channels apart) or by the host, and read in place by their other readers.
+    Asked in graph order, once its producers are placed."""
+    axis = op.axis.value.data
+    if axis != 1 or len(op.results[0].type.get_shape()) != 4:
+        return f"concat on axis {axis} (a device layer writes whole pixels, channel-innermost)"
+    inputs = [v for v, _ in concat_inputs(op)]
+    if len(set(inputs)) != len(inputs):
+        return "channel concat of one tensor twice: the host copies it (one producer writes one slice)"
+    device = 0
+    for v in inputs:
+        why = _member_refusal(v, op, hw)
+        if why is not None:
+            return f"channel concat: the host copies its inputs side by side ({why})"
+        device += isinstance(v.owner, Operation) and not _placed(v.owner, "host")
+    if not device:
+        return "channel concat of host tensors: the host copies them"
+    return None
+
+
+def _member_refusal(v: SSAValue, concat: nn.ConcatOp, hw: SnowflakeConfig) -> str | None:
+    """Why `v` cannot be a channel slice of `concat`'s tensor."""
+    other = concat_of(v)
+    if other is not None and other[0] is not concat:
+        return "an input is already a slice of another concat"
+    owner = v.owner
+    if isinstance(owner, Operation):
+        if isinstance(owner, nn.ConstantOp) or (not _placed(owner, "host") and not placed_concat(owner)
+                                                and not isinstance(owner, nn.Conv2dOp | nn.MaxPoolOp)):
+            return f"an input comes from {owner.name}, which writes no channel slice"
+        if isinstance(owner, nn.MaxPoolOp) and not _placed(owner, "host") and pool_shape(owner).c % 16:
+            return "an input's max pool has channels not a multiple of 16 (a partial CU writes past them)"
+        if isinstance(owner, nn.Conv2dOp) and not _placed(owner, "host"):
+            try:
+                plan = planned_conv(owner, hw)
+            except LoweringError as e:
+                return str(e)
+            why = "INDP" if plan.indp else "column-tiled" if plan.column_tiled else \
+                "a residual conv with bypass slices (their code steps the output by its own channels)" \
+                if plan.bypass_slices else None
+            if why is not None:
+                return f"an input's conv is {why}: it writes whole pixels of its own only"
+    elif not isinstance(v, SSAValue) or not isinstance(owner, Block):
+        return "an input is not a tensor"
+    for use in v.uses:
+        reader = use.operation
+        if reader is concat or _placed(reader, "host"):
+            continue
+        if isinstance(reader, nn.Conv2dOp) and "lane_groups" not in reader.attributes and use.index == 0 or \
+                isinstance(reader, nn.MaxPoolOp):
+            continue  # reads its channels in place (layer_conv_shape, pool_shape); a bypass is read whole
+        if isinstance(reader, nn.ChannelSliceOp) and all(isinstance(u.operation, nn.Conv2dOp) or u.operation is concat
+                                                         or placed_concat(u.operation) for u in reader.results[0].uses):
+            continue
+        return f"an input is read by {reader.name}, which reads no channel slice in place"
+    return None

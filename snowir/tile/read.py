@@ -15,7 +15,7 @@ from snowir.dialects import nn, tile
 from snowir.errors import SnowError
 from snowir.nn_util import on_host
 from snowir.plan.shapes import ConvPlan, ConvShape, PoolShape, PoolTile, Strip, compact_shape, input_rows
-from snowir.tile.build import conv_shape_of, pool_shape_of, regions_of
+from snowir.tile.build import conv_shape_of, output_channels, pool_shape_of, regions_of
 
 
 class TileError(SnowError):
@@ -109,6 +109,7 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
     in_addr, w_addr = _offset(layer, regions, "maps"), _offset(layer, regions, "weights")
     pool = pool_shape_of(layer.pool) if layer.pool is not None else None
     out_addr = _offset(layer, regions, "conv_output" if pool is not None else "output")
+    first, _, total = output_channels(regions["output"]) if pool is None else (0, 0, 0)
     pool_out = _offset(layer, regions, "output") if pool is not None else 0
     bypass = _offset(layer, regions, "bypass") if "bypass" in regions else None
     kt = kernel_tile_of(layer)
@@ -134,12 +135,13 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
     return ConvPlan(
         compact_shape_of(layer),
         strips_of(layer, tiles), kt._int("repeat"), kt._int("count"), kt.slot is not None,
-        in_addr, w_addr, out_addr, mode, layer.loop_order.data.value, bypass, cu_rows,
+        in_addr, w_addr, out_addr + 2 * first, mode, layer.loop_order.data.value, bypass, cu_rows,
         gather_in(layer), kt.resident is not None, bool(slices), pool, pool_out,  # type: ignore[arg-type]
         kt._int("slot") if kt.slot is not None else 0, kt._int("stagger") if kt.stagger is not None else 0,
         slices, tuple(int(v) for v in layer.pool_slots.get_values()) if layer.pool_slots is not None else (),
         weights_before_fence=layer.weights_before_fence is not None, cu_split=split,
-        slice_tiles=layer.slice_tiles.value.data if layer.slice_tiles is not None else 1)
+        slice_tiles=layer.slice_tiles.value.data if layer.slice_tiles is not None else 1,
+        out_row=conv_shape_of(layer.shape).ow * total, out_pixel=total)  # type: ignore[arg-type]
 
 
 def pool_tiles_of(layer: tile.LayerOp) -> tuple[PoolShape, list[PoolTile]]:
