@@ -5,7 +5,9 @@ snow-report: read, compare and plot snow-run JSON reports.
     snow-report A.json B.json          what differs in the runs' provenance (pipeline, format,
                                        calibration, model, engine) and machine (hw), then
                                        per-layer and total differences, B against A: cycles, ms,
-                                       GB/s, utilisation, stall cycles, loop order, mode
+                                       GB/s, utilisation, stall cycles, loop order, mode; then
+                                       end to end: device, host and round-trip ms, their sum
+                                       and the device's share
     snow-report A.json --plot t.png    per device layer, its cycles split into CU work and each
                                        CU stall cause (where the time goes), and a per-layer
                                        roofline; `snow-run MODEL --plot t.png` adds the DRAM
@@ -144,6 +146,31 @@ def print_diff(a: dict[str, Any], b: dict[str, Any], out=None) -> None:
     print(f"{'total':<{wn}} {ta['cycles']:>12,} {tb['cycles']:>12,} {_pct(ta['cycles'], tb['cycles']):>8} "
           f"{tb['ms']:>9.4f} {100 * ta['mac_utilization']:>7.1f} {100 * tb['mac_utilization']:>7.1f} "
           f"{ta['gbps']:>6.2f} {tb['gbps']:>6.2f}", file=out)
+    for line in end_to_end_lines(ta, tb):
+        print(line, file=out)
+
+
+E2E_ROWS = (("device ms", "ms"), ("host ms", "host_ms"), ("round trip ms", "round_trip_ms"),
+            ("end_to_end_ms", "end_to_end_ms"))
+
+
+def end_to_end_lines(ta: dict[str, Any], tb: dict[str, Any]) -> list[str]:
+    """The two runs end to end (docs/machine.md "End-to-end time"): device, host and round-trip
+    ms, their sum and the device's share, A and B; "-" where a report has none (the golden
+    model, an older report)."""
+    def ms(t: dict[str, Any], key: str) -> str:
+        return f"{t[key]:.4f}" if t.get(key) is not None else "-"
+
+    lines = ["", f"{'end to end':<14} {'A':>12} {'B':>12} {'diff':>8}"]
+    for label, key in E2E_ROWS:
+        a, b = ta.get(key), tb.get(key)
+        diff = _pct(a, b) if a is not None and b is not None else "-"
+        lines.append(f"{label:<14} {ms(ta, key):>12} {ms(tb, key):>12} {diff:>8}")
+    share = [f"{100 * t['device_share']:.1f}%" if t.get("device_share") is not None else "-" for t in (ta, tb)]
+    moved = f"{100 * (tb['device_share'] - ta['device_share']):+.1f}pt" \
+        if None not in (ta.get("device_share"), tb.get("device_share")) else "-"
+    lines.append(f"{'device share':<14} {share[0]:>12} {share[1]:>12} {moved:>8}")
+    return lines
 
 
 # ---------------------------------------------------------------------------------- plots

@@ -26,6 +26,7 @@ from xdsl.ir import SSAValue
 from snowir.dialects import nn, snowflake_asm as sf
 from snowir.driver.results import Counts, DeviceRun, LayerResult, inputs_report, saturation, useful
 from snowir.driver.segment_run import linked, out_slice, run_segments, tensor_words
+from snowir.driver.timeline import place_on_timeline, totals
 from snowir.golden import Golden, Q, element_frac
 from snowir.hw import SnowflakeConfig
 from snowir.machine.image import ProgramImage, assemble
@@ -271,8 +272,10 @@ def _record_layer(result: DeviceRun, op, name: str, image_op: sf.ImageOp, image:
 
 def device_report(run: DeviceRun, hw: SnowflakeConfig, model: str, host_rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The report (docs/machine.md, "Report fields"): device layers with their machine numbers, host layers with their
-    estimated host time; `total.ms` is the device time (as C17 Table 2), `total.host_ms` beside it."""
+    estimated host time; `total.ms` is the device time (as C17 Table 2), `total.host_ms` beside it,
+    `total.end_to_end_ms` the two and the round trips between them on one timeline (timeline.py)."""
     layers = []
+    ops = [row["_op"] for row in host_rows]
     by_op = {id(layer.op_ref): layer for layer in run.layers}
     computed_by = {layer.fused: layer.name for layer in run.layers if layer.fused is not None}
     for row in host_rows:
@@ -310,5 +313,8 @@ def device_report(run: DeviceRun, hw: SnowflakeConfig, model: str, host_rows: li
              "dynamic_instructions": sum(layer.dynamic for layer in run.layers), "stall_cycles": stalls,
              "compile_s": sum(layer.compile_s for layer in run.layers),
              "simulate_s": sum(layer.simulate_s for layer in run.layers)}
+    trips = place_on_timeline(layers, ops, any(linked(op.get_toplevel_object()) for op in ops[:1]
+                                               if isinstance(op.get_toplevel_object(), ModuleOp)))
+    totals(total, trips)
     return {"model": model, "hw": hw.to_json(), "total": total, "layers": layers, "check": None,
-            "inputs": inputs_report(run.input_saturated)}
+            "inputs": inputs_report(run.input_saturated), "round_trips": trips}

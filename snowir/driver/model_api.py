@@ -31,6 +31,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from snowir.driver.check import check_outputs, check_summary, golden_checked, ort_checked
 from snowir.driver.device_run import device_report, run_device
+from snowir.driver.timeline import on_timeline
 from snowir.driver.model_run import (Inputs, ModelRun, Provenance, file_sha256, golden_report, graph_names, io_names,
                                      layer_filter, layer_rows, load_model, lower, main_of, model_inputs)
 from snowir.pass_steps import gc_paused
@@ -71,6 +72,9 @@ class LayerReport:
     # int16, host result or format conversion out of range), and their share of the results
     saturated: int = 0
     saturated_share: float = 0.0
+    # on the end-to-end timeline (docs/machine.md "End-to-end time"); None from the golden model
+    start_ms: float | None = None
+    end_ms: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -95,6 +99,28 @@ class TotalReport:
     stall_cycles: dict[str, int]
     compile_s: float
     simulate_s: float
+    # end to end (docs/machine.md "End-to-end time"): `ms` (device) + `host_ms` + `round_trip_ms`,
+    # in order on one timeline; None from the golden model (no device time) and older reports
+    round_trip_ms: float | None = None
+    round_trip_bytes: int | None = None
+    end_to_end_ms: float | None = None
+    device_share: float | None = None
+
+
+@dataclass(frozen=True)
+class RoundTrip:
+    """The host converting tensors between its fp32 arrays and the device's words in DRAM."""
+
+    name: str
+    """The tensors copied, comma-separated."""
+    direction: str
+    """to_device (before a segment or layer that reads them) or to_host (before a host layer or
+    at the end, for the model's outputs)."""
+    bytes: int
+    """Of device words (2 per element)."""
+    ms: float
+    start_ms: float
+    end_ms: float
 
 
 @dataclass(frozen=True)
@@ -158,12 +184,14 @@ class Report:
     check: CheckReport | None = None
     provenance: Provenance | None = None
     inputs: tuple[InputReport, ...] = ()
+    round_trips: tuple[RoundTrip, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = {"model": self.model, "hw": self.hw.to_json(), "total": dataclasses.asdict(self.total),
                 "layers": [layer.to_json() for layer in self.layers],
                 "check": self.check.to_json() if self.check else None,
-                "inputs": [dataclasses.asdict(i) for i in self.inputs]}
+                "inputs": [dataclasses.asdict(i) for i in self.inputs],
+                "round_trips": [dataclasses.asdict(t) for t in self.round_trips]}
         if self.provenance is not None:
             data["provenance"] = dataclasses.asdict(self.provenance)
         return data
@@ -175,7 +203,8 @@ class Report:
                        TotalReport(**data["total"]), tuple(LayerReport(**layer) for layer in data["layers"]),
                        CheckReport.from_json(data["check"]) if data.get("check") else None,
                        Provenance(**data["provenance"]) if data.get("provenance") else None,
-                       tuple(InputReport(**i) for i in data.get("inputs", ())))
+                       tuple(InputReport(**i) for i in data.get("inputs", ())),
+                       tuple(RoundTrip(**t) for t in data.get("round_trips") or ()))
         except (KeyError, TypeError) as e:
             raise SnowError(f"not a snowir report: {e}") from None
 
@@ -191,7 +220,8 @@ class Result:
     outputs: list[np.ndarray]
     report: Report
     events: list = field(default_factory=list)
-    """Timing events of the recorded layers (`record=True`), on one time line."""
+    """Timing events of the recorded layers (`record=True`) and a span per host layer and round
+    trip (track `host`), on the end-to-end timeline (in device cycles)."""
 
 
 @dataclass
@@ -253,7 +283,8 @@ class Compiled:
             for row, name in zip(data.get("inputs") or (), in_names):
                 row["name"] = name
             data["total"]["compile_s"] += self.compile_s
-            outputs, events, logits = run.outputs, run.events, run.logits
+            outputs, logits = run.outputs, run.logits
+            events = on_timeline(run.events, data, self.hw) if run.events else []
             exact = all(layer.bit_exact for layer in run.layers)
         if check:
             got, golden_last = golden_checked(self.module, xs)

@@ -228,9 +228,13 @@ def golden_report(module: ModuleOp, source: str, hw: SnowflakeConfig, compile_s:
     total = {"cycles": 0, "ms": 0.0, "host_ms": host_total_ms(rows), "macs": sum(r["macs"] for r in rows),
              "lane_macs": 0, "mac_utilization": 0.0,
              "dram_bytes": 0, "gbps": 0.0, "static_instructions": 0, "dynamic_instructions": 0,
-             "stall_cycles": {}, "compile_s": compile_s, "simulate_s": simulate_s}
+             "stall_cycles": {}, "compile_s": compile_s, "simulate_s": simulate_s,
+             # no device time, so no end-to-end timeline (docs/machine.md "End-to-end time")
+             "round_trip_ms": None, "round_trip_bytes": None, "end_to_end_ms": None, "device_share": None}
+    for row in rows:
+        row.update(start_ms=None, end_ms=None)
     return {"model": source, "hw": hw.to_json(), "total": total, "layers": rows, "check": None,
-            "inputs": inputs_report(golden.input_saturated, input_names)}
+            "inputs": inputs_report(golden.input_saturated, input_names), "round_trips": []}
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """
 The per-layer table snow-run prints and snow-report reprints from a saved report: cycles, ms,
 MACs, utilisation, traffic, mode and loop order, the share of the layer's values saturation
-changed (`sat%`, "-" where none), then the stall cycles by cause.
+changed (`sat%`, "-" where none), the end-to-end time (device + host + round trips) and the
+device's share of it, then the stall cycles by cause.
 """
 
 from __future__ import annotations
@@ -19,6 +20,16 @@ def _saturated(row: dict[str, Any]) -> str:
         return "-"
     share = 100 * row.get("saturated_share", 0.0)
     return f"{share:.1f}" if share >= 1 else f"{share:.2g}"
+
+
+def end_to_end_line(total: dict[str, Any]) -> str | None:
+    """The run's end-to-end time (docs/machine.md "End-to-end time") and the device's share of
+    it; None without a timeline (the golden model, older reports)."""
+    if total.get("end_to_end_ms") is None:
+        return None
+    return (f"end to end {total['end_to_end_ms']:.4f} ms = device {total['ms']:.4f} + host {total['host_ms']:.4f} "
+            f"+ round trips {total['round_trip_ms']:.4f} ({total['round_trip_bytes']:,} bytes); "
+            f"device share {100 * total['device_share']:.1f}%")
 
 
 def print_table(report: dict[str, Any], out=None) -> None:
@@ -47,6 +58,9 @@ def print_table(report: dict[str, Any], out=None) -> None:
             timing = f"{'-':>12} {'-':>9} {host} {r['macs']:>14,} {'-':>6} {'-':>9} {'-':>6}"
         print(f"{r['name']:<{wn}} {r['op']:<{wo}} {w:<{ww}} {timing} "
               f"{(r.get('mode') or '-'):>5} {(r.get('loop_order') or '-'):>6} {_saturated(r):>6}", file=out)
+    line = end_to_end_line(report["total"])
+    if line:
+        print(line, file=out)
     for i in report.get("inputs") or ():  # quantising a model input saturates too
         if i.get("saturated"):
             print(f"input '{i['name']}' ({i['format']}): {i['saturated']:,} values saturated "

@@ -1,4 +1,6 @@
-"""Chrome / Perfetto trace-event JSON of a run: a track per CU, per load unit, and the control pipeline."""
+"""Chrome / Perfetto trace-event JSON of a run: a track per CU, per load unit, and the control
+pipeline; a model run's also the host's (its layers and the round trips between host and device
+DRAM, on the same end-to-end time axis: snowir/driver/timeline.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,10 @@ CUS = "CUs (lock step)"
 per op says what each CU does; per-CU copies only multiplied the trace's size."""
 
 
+HOST = "host"
+"""The host CPU's track (a process of its own beside the machine's): its layers and round trips."""
+
+
 def _tracks(hw: SnowflakeConfig) -> dict[str, int]:
     names = ["control", CUS] + [f"load unit {u}" for u in range(hw.load_units)] + ["write-back"]
     return {name: i for i, name in enumerate(names)}
@@ -23,12 +29,17 @@ def _tracks(hw: SnowflakeConfig) -> dict[str, int]:
 def _records(timing: Timing | None, hw: SnowflakeConfig, source: list | None) -> Iterator[dict[str, Any]]:
     us_per_cycle = 1.0 / hw.clock_mhz
     tid = _tracks(hw)
+    events = timing.events if source is None else source
     for name, i in tid.items():
         yield {"name": "thread_name", "ph": "M", "pid": 0, "tid": i, "args": {"name": name}}
     yield {"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "Snowflake"}}
-    for e in (timing.events if source is None else source):
-        record = {"name": e.label, "ph": "X", "pid": 0,
-                  "tid": tid[CUS if e.track == "CUs" else e.track],
+    if any(e.track == HOST for e in events):
+        yield {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "host (Cortex-A9, estimated)"}}
+        yield {"name": "thread_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": HOST}}
+    for e in events:
+        host = e.track == HOST
+        record = {"name": e.label, "ph": "X", "pid": 1 if host else 0,
+                  "tid": 0 if host else tid[CUS if e.track == "CUs" else e.track],
                   "ts": round(e.start * us_per_cycle, 4), "dur": round(max(e.end - e.start, 0) * us_per_cycle, 4)}
         args: dict[str, Any] = {}
         if e.count > 1:
