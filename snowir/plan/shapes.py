@@ -111,6 +111,14 @@ class ConvShape:
         cols = sum(self._valid(x * self.sx - self.pl, self.kw, self.w) for x in range(self.ow))
         return rows * cols * self.c * self.k
 
+    @property
+    def empty_windows(self) -> bool:
+        """Some output pixel's window covers padding alone (a pad as large as the kernel, or a
+        1x1 conv's padding): its output is the bias (+ bypass, ReLU), the write-back of a MAC
+        that adds nothing (codegen/pixels._bias_only)."""
+        return any(self._valid(y * self.sy - self.pt, self.kh, self.h) == 0 for y in (0, self.oh - 1)) \
+            or any(self._valid(x * self.sx - self.pl, self.kw, self.w) == 0 for x in (0, self.ow - 1))
+
     @staticmethod
     def _valid(start: int, k: int, size: int) -> int:
         return max(0, min(start + k, size) - max(start, 0))
