@@ -307,8 +307,10 @@ def load_cycles(hw: SnowflakeConfig, nbytes: float, lds: int) -> float:
 
 
 def input_rows(h: int, kh: int, sy: int, pt: int, y0: int, y1: int) -> tuple[int, int]:
-    """Input rows [r0, r1) that output rows [y0, y1) of a window op read (padding rows excluded)."""
-    return max(0, y0 * sy - pt), min(h, (y1 - 1) * sy - pt + kh)
+    """Input rows [r0, r1) that output rows [y0, y1) of a window op read (padding rows excluded;
+    empty, r0 = r1, when every window is padding alone)."""
+    r0 = min(h, max(0, y0 * sy - pt))
+    return r0, max(r0, min(h, (y1 - 1) * sy - pt + kh))
 
 
 def interior_columns(ow: int, sx: int, pl: int, kw: int, w: int) -> tuple[int, int]:
