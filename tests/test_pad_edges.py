@@ -63,6 +63,8 @@ CASES = {  # (c, h, w, k, kh, stride, pads, before)
     "1x1_pad1_32ch": (32, 5, 5, 32, 1, 1, [1, 1, 1, 1], True),
     "1x1_pad1_stride2": (4, 6, 6, 8, 1, 2, [1, 1, 1, 1], True),
     "1x1_pad0102": (4, 6, 6, 8, 1, 1, [0, 1, 0, 2], True),
+    "3x3_pad7_strips": (256, 32, 32, 16, 3, 1, [7, 7, 7, 7], True),  # maps strips, the last mostly padding
+    "3x3_pad3_column_tiled": (256, 4, 128, 16, 3, 1, [3, 3, 3, 3], True),  # rows too wide: column bands
     "3x3_pad3_64k_indp_shape": (4, 6, 6, 64, 3, 1, [3, 3, 3, 3], True),  # INDP by channels: refused there
 }
 
