@@ -58,7 +58,8 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
     if bypass_base is not None:
         b.const(R_BYPSTEP, s.ow * _bypass_stride(plan))
     chunks = len(trace_chunks(s.kw * s.c))
-    ops_per_row = lambda kernel_rows: s.ow * kernel_rows * chunks * (s.kw if s.cin != s.c else 1)  # noqa: E731
+    # (a row of padding alone: one bias-only MAC a pixel)
+    ops_per_row = lambda kernel_rows: s.ow * max(1, kernel_rows * chunks * (s.kw if s.cin != s.c else 1))  # noqa: E731
 
     def row_block(y: int, issued: int, pending: bool) -> tuple[int, int, int]:
         """(end, first, last kernel row) of the block of output rows from y: the rows with the
