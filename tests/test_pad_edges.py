@@ -130,3 +130,17 @@ def replace_pads(s: ConvShape, p: int) -> ConvShape:
     from dataclasses import replace
 
     return replace(s, pt=p, pl=p, pb=p, pr=p)
+
+
+def test_a_concat_of_convs_with_windows_of_padding_alone_writes_their_channel_slices(tmp_path: Path) -> None:
+    """The bias-only pixels step by the concat's pixel (codegen/pixels.out_pixel), not by K."""
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["x0"], kernel_shape=[1, 1]),
+             helper.make_node("Conv", ["x0", "wa", "ba"], ["a"], kernel_shape=[3, 3], pads=[3] * 4),
+             helper.make_node("Conv", ["x0", "wb", "bb"], ["b"], kernel_shape=[1, 1], pads=[2] * 4),
+             helper.make_node("Concat", ["a", "b"], ["o"], axis=1)]
+    inits = {"w0": rand(16, 16, 1, 1, seed=3, scale=0.3), "wa": rand(16, 16, 3, 3, seed=1, scale=0.1),
+             "ba": rand(16, seed=2, scale=0.5), "wb": rand(32, 16, 1, 1, seed=4, scale=0.3), "bb": rand(32, seed=5)}
+    path = tmp_path / "m.onnx"
+    onnx.save(model(nodes, {"x": [1, 16, 6, 6]}, {"o": None}, inits), path)
+    report = _check(path)
+    assert not [layer for layer in report["layers"] if layer["where"] == "host"], report["layers"]
