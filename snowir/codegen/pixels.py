@@ -58,7 +58,8 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
     if bypass_base is not None:
         b.const(R_BYPSTEP, s.ow * _bypass_stride(plan))
     chunks = len(trace_chunks(s.kw * s.c))
-    ops_per_row = lambda kernel_rows: s.ow * kernel_rows * chunks * (s.kw if s.cin != s.c else 1)  # noqa: E731
+    # (a row of padding alone: one bias-only MAC a pixel)
+    ops_per_row = lambda kernel_rows: s.ow * max(1, kernel_rows * chunks * (s.kw if s.cin != s.c else 1))  # noqa: E731
 
     def row_block(y: int, issued: int, pending: bool) -> tuple[int, int, int]:
         """(end, first, last kernel row) of the block of output rows from y: the rows with the
@@ -105,7 +106,8 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
         due_row_loads()
         iy = y * s.sy - s.pt
         y_end, ky0, ky1 = row_block(y, issued, bool(prefetch))
-        b.const(R_ROWBASE, base + (iy + ky0 - strip.r0) * row + c_off)
+        # a row of padding alone reads no input row: its bias-only MACs read the strip's first word
+        b.const(R_ROWBASE, base + ((iy + ky0 - strip.r0) * row if ky1 > ky0 else 0) + c_off)
         b.const(R_OUTROW, plan.out_addr + 2 * y * out_row)
         b.emit(sf.AddOp(R_OUTROW, R_OUTROW, R_TO))
         bypass = bypass_base is not None
@@ -153,6 +155,11 @@ def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = Fals
     address; `mid` is emitted halfway through its pixels, or once `mid_after` of its MACs are
     issued (border pixels first, then the interior in order)."""
     s = plan.shape
+    if rows <= 0:  # a row of padding alone: every pixel the bias
+        _bias_only_pixels(b, plan, bypass, 0, s.ow)
+        if mid is not None:
+            mid(b)
+        return
     xl, xr = interior_columns(s.ow, s.sx, s.pl, s.kw, s.w)
     border = [x for x in range(s.ow) if not xl <= x < xr]
     if mid_after is not None:
@@ -190,12 +197,45 @@ def _border_pixels(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: b
     for x in border:
         ix = x * s.sx - s.pl
         kx0, kx1 = max(0, -ix), min(s.kw, s.w - ix)
-        add_offset(b, R_MAPS, R_ROWBASE, (ix + kx0) * s.cin)
+        add_offset(b, R_MAPS, R_ROWBASE, (ix + kx0) * s.cin if kx1 > kx0 else 0)
         add_offset(b, R_OUT, R_OUTROW, 2 * x * out_pixel(plan))
         if bypass:
             add_offset(b, R_BYP, R_BYPROW, x * _bypass_stride(plan))
+        if kx1 <= kx0:  # columns of padding alone
+            _bias_only(b, plan, bypass)
+            continue
         add_offset(b, R_W, R_TW, (ky0 * s.kw + kx0) * s.c * plan.weight_step)
         macs(b, plan, rows, kx1 - kx0, row, bypass)
+
+
+def _bias_only(b: AsmBuilder, plan: ConvPlan, bypass: bool) -> None:
+    """The write-back of a pixel whose window is padding alone (R_OUT, R_BYP set): the ISA has
+    no empty trace, so a one-word MAC against word 1 of the kernel's bias block, zero in every
+    COOP kernel (plan/layout.pack_weights), reading any loaded maps word (R_MAPS). Its output
+    is then the bias (+ bypass, ReLU), as the golden model's all-padding window."""
+    assert not plan.indp, "INDP kernels hold no zero word (plan/indp.indp_fits refuses the layer)"
+    s = plan.shape
+    add_offset(b, R_W, R_TW, s.kh * s.kw * s.c + 1)
+    if bypass:
+        b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BYPASS, R_BYP))
+    b.emit(sf.MacOp(plan.vector_mode, R_OUT, R_MAPS, R_W, 1, wb=True, relu=s.relu))
+
+
+def _bias_only_pixels(b: AsmBuilder, plan: ConvPlan, bypass: bool, x0: int, x1: int) -> None:
+    """Pixels [x0, x1) of a row of padding alone (R_ROWBASE: a loaded maps word), one a loop
+    iteration (`_bias_only`)."""
+    s = plan.shape
+    b.emit(sf.AddiOp(R_MAPS, R_ROWBASE, 0))
+    add_offset(b, R_OUT, R_OUTROW, 2 * x0 * out_pixel(plan))
+    if bypass:
+        add_offset(b, R_BYP, R_BYPROW, x0 * _bypass_stride(plan))
+    b.const(R_X, x0)
+    b.const(R_XEND, x1 - 1)
+    top = b.label("x_bias")
+    b.emit(sf.AddiOp(R_X, R_X, 1))
+    _bias_only(b, plan, bypass)
+    b.branch(sf.BleOp(R_X, R_XEND, top), [
+        sf.AddiOp(R_OUT, R_OUT, 2 * out_pixel(plan)), *([sf.AddiOp(R_BYP, R_BYP, _bypass_stride(plan))] if bypass else [])])
 
 
 def _interior(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool, x0: int, x1: int) -> None:

@@ -17,7 +17,10 @@ INDP_GROUP_TARGET = 4  # aim for at least this many row groups, so the first (ex
 
 def indp_fits(s: ConvShape, hw: SnowflakeConfig, bypass: bool) -> bool:
     """INDP can run it: row groups without a bypass, a residual conv with the CUs splitting
-    columns (plan/indp_columns.py)."""
+    columns (plan/indp_columns.py). Not a conv with windows of padding alone: their bias-only
+    write-back reads a zero weight, which INDP's interleaved kernels do not hold."""
+    if s.empty_windows:
+        return False
     if bypass:
         return columns_refusal(s, hw) is None
     return (s.groups == 1 and s.cin == s.c and s.k % hw.lanes == 0
@@ -30,9 +33,10 @@ def choose_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | Non
     residual conv stays COOP here (plan/residual_mode.py weighs its column-split INDP plan);
     `mode` INDP on one is refused when its columns do not split."""
     if mode == "INDP" and bypass and not indp_fits(s, hw, bypass):
-        raise LoweringError(str(columns_refusal(s, hw)))
+        raise LoweringError(str(columns_refusal(s, hw) or "INDP needs no output pixel whose window is padding alone"))
     if mode == "INDP" and not indp_fits(s, hw, bypass):
         why = [text for bad, text in (
+            (s.empty_windows, "no output pixel whose window is padding alone"),
             (s.groups != 1 or s.cin != s.c, "an ungrouped conv over its whole input"),
             (s.k % hw.lanes != 0, f"output channels a multiple of {hw.lanes} (not {s.k})"),
             (indp_kernel_words(s, hw) > hw.weights_buffer_elements,

@@ -111,6 +111,14 @@ class ConvShape:
         cols = sum(self._valid(x * self.sx - self.pl, self.kw, self.w) for x in range(self.ow))
         return rows * cols * self.c * self.k
 
+    @property
+    def empty_windows(self) -> bool:
+        """Some output pixel's window covers padding alone (a pad as large as the kernel, or a
+        1x1 conv's padding): its output is the bias (+ bypass, ReLU), the write-back of a MAC
+        that adds nothing (codegen/pixels._bias_only)."""
+        return any(self._valid(y * self.sy - self.pt, self.kh, self.h) == 0 for y in (0, self.oh - 1)) \
+            or any(self._valid(x * self.sx - self.pl, self.kw, self.w) == 0 for x in (0, self.ow - 1))
+
     @staticmethod
     def _valid(start: int, k: int, size: int) -> int:
         return max(0, min(start + k, size) - max(start, 0))
@@ -299,8 +307,10 @@ def load_cycles(hw: SnowflakeConfig, nbytes: float, lds: int) -> float:
 
 
 def input_rows(h: int, kh: int, sy: int, pt: int, y0: int, y1: int) -> tuple[int, int]:
-    """Input rows [r0, r1) that output rows [y0, y1) of a window op read (padding rows excluded)."""
-    return max(0, y0 * sy - pt), min(h, (y1 - 1) * sy - pt + kh)
+    """Input rows [r0, r1) that output rows [y0, y1) of a window op read (padding rows excluded;
+    empty, r0 = r1, when every window is padding alone)."""
+    r0 = min(h, max(0, y0 * sy - pt))
+    return r0, max(r0, min(h, (y1 - 1) * sy - pt + kh))
 
 
 def interior_columns(ow: int, sx: int, pl: int, kw: int, w: int) -> tuple[int, int]:

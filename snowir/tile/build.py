@@ -221,6 +221,11 @@ def _maps_tiles(plan: ConvPlan, out_addr: int, r_addr: int | None, hw: Snowflake
             while y_end < strip.y1 and (max(0, -(y_end * s.sy - s.pt)),
                                          min(s.kh, s.h - (y_end * s.sy - s.pt))) == (ky0, ky1):
                 y_end += 1
+            if ky1 <= ky0:  # rows of padding alone: a one-word MAC a pixel, its bias (codegen/pixels._bias_only)
+                windows.append(tile.WindowOp(1, 1, s.ow, y_end - y, 0, 0, 0, out_addr + 2 * y * out_row,
+                                             bias_vmov=True, bypass_vmov=r_addr is not None))
+                y = y_end
+                continue
             windows.append(tile.WindowOp(s.kw * s.c if s.groups == 1 else s.c, ky1 - ky0, s.ow, y_end - y,
                                          s.sx * s.cin, s.sy * row,
                                          (iy + ky0 - strip.r0) * row if iy + ky0 >= strip.r0 else 0,
