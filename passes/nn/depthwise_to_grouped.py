@@ -54,6 +54,7 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 
 from snowir.dialects import nn
 from snowir.host_model import host_ms, round_trip_ms
+from snowir.host_nodes import valid_taps
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, constant_op, shape_of
 from snowir.plan.issue import placement_cycles
@@ -63,6 +64,55 @@ from snowir.tile.lowerable import planned_conv
 
 LANES = SnowflakeConfig().macs_per_vmac
 """the channels one vMAC multiplies per trace word"""
+
+
+@dataclass(frozen=True)
+class DepthwiseBound:
+    """What Snowflake can do at best for a depthwise conv over channel-innermost (HWC) maps, the
+    layout every device tensor has (docs/lowering.md, "Depthwise convs: the bound"). A MAC's
+    lanes are channels in both modes: COOP sums 16 contiguous words into one output, and a
+    vMAC's output is one channel, so a 16-word cycle holds at most `lanes_useful` words of its
+    channel; INDP broadcasts one word to 16 kernels written back as 16 contiguous words, i.e.
+    16 channels of one pixel, so the word is useful to one lane. Hence at most `lane_share` of
+    the MACs do useful work, and the layer takes at least `cycles`: the larger of its useful
+    MACs at that share and its DRAM traffic (input and output once, the kernels once)."""
+
+    useful_macs: int
+    """multiply-accumulates of the depthwise conv, padding taps excluded"""
+    lane_share: float
+    """useful share of a vMAC's lanes per MAC cycle"""
+    mac_cycles: float
+    """useful_macs / (all MACs x lane_share)"""
+    dram_cycles: float
+    """input, output and kernel words once over the shared DRAM bus"""
+
+    @property
+    def cycles(self) -> float:
+        return max(self.mac_cycles, self.dram_cycles)
+
+    def utilisation(self, hw: SnowflakeConfig) -> float:
+        """Useful-MAC utilisation at the bound: useful MACs / (cycles x MACs)."""
+        return self.useful_macs / (self.cycles * hw.macs)
+
+
+def lane_share(c: int, kw: int, lanes: int) -> float:
+    """Useful share of a COOP trace's lanes for a depthwise conv over C channel-innermost
+    channels: a kernel row of one channel group's g = min(C, lanes) channels is kw·g contiguous
+    words (for C > lanes a group's taps are C words apart, so a trace is one tap's g words), of
+    which kw are the vMAC's channel, over ceil(kw·g / lanes) cycles. 1/lanes for C >= lanes."""
+    g = min(c, lanes)
+    return kw / (lanes * -(-kw * g // lanes))
+
+
+def depthwise_bound(c: int, h: int, w: int, kernel: tuple[int, int], stride: tuple[int, int],
+                    pads: tuple[int, int, int, int], hw: SnowflakeConfig) -> DepthwiseBound:
+    """The bound of a C-channel depthwise conv over h x w (pads top, left, bottom, right)."""
+    (kh, kw), (sy, sx), (pt, pl, pb, pr) = kernel, stride, pads
+    oh, ow = (h + pt + pb - kh) // sy + 1, (w + pl + pr - kw) // sx + 1
+    useful = c * valid_taps(oh, kh, sy, pt, 1, h) * valid_taps(ow, kw, sx, pl, 1, w)
+    share = lane_share(c, kw, hw.lanes)
+    words = c * (h * w + oh * ow + kh * kw + 1)
+    return DepthwiseBound(useful, share, useful / (hw.macs * share), 2 * words / hw.dram_bytes_per_cycle)
 
 
 DENSE_GROUPS = "dense_groups"
