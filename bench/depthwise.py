@@ -4,7 +4,9 @@ the bound"): MobileNetV2 / PP-LCNet shapes, each a depthwise conv between two 1x
 exporter writes a mobile block (no host neighbour, so no DRAM round trip weighs on its
 placement). Per shape: where it runs, simulated cycles, useful-MAC utilisation, the bound
 (`depthwise_bound`: one useful lane of 16 per vMAC cycle on channel-innermost maps, or the DRAM
-traffic) and the measured share of it; every layer checked bit for bit against the golden model.
+traffic) and the measured share of it, with depthwise-to-grouped's width chosen by cost and with
+the fixed rule before it (16-channel groups); every layer checked bit for bit against the golden
+model.
 Also the lane shares other maps layouts would give (the derivation's table). Prints a table,
 writes depthwise.json:
 
@@ -22,11 +24,11 @@ from pathlib import Path
 import onnx
 from onnx import helper
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from onnx_util import model, rand  # noqa: E402
 
-from passes.nn.depthwise_to_grouped import depthwise_bound  # noqa: E402
+from snowir.passes.nn import depthwise_to_grouped  # noqa: E402
+from snowir.passes.nn.depthwise_to_grouped import depthwise_bound  # noqa: E402
 from snowir.driver.model_api import compile as compile_model  # noqa: E402
 from snowir.hw import SnowflakeConfig  # noqa: E402
 
@@ -44,6 +46,9 @@ SHAPES = [  # name, (C, H, W, kernel, stride): MobileNetV2's depthwise layers, P
     ("lcnet 14x14x256 5x5/2", (256, 14, 14, 5, 2)),
     ("lcnet 14x14x256 5x5/1", (256, 14, 14, 5, 1)),
     ("lcnet 7x7x512 5x5/1", (512, 7, 7, 5, 1)),
+    ("narrow 56x56x24 3x3/1", (24, 56, 56, 3, 1)),  # width-0.5 / 0.25 nets' narrow layers
+    ("narrow 56x56x64 3x3/1", (64, 56, 56, 3, 1)),
+    ("narrow 28x28x48 5x5/1", (48, 28, 28, 5, 1)),
 ]
 
 
@@ -73,8 +78,19 @@ def layout_shares(kernel: int, stride: int, lanes: int = 16) -> dict[str, float]
             "unfolded_coop": k * k / (lanes * -(-(k * k) // lanes))}
 
 
-def measure(c: int, h: int, w: int, kernel: int, stride: int, hw: SnowflakeConfig) -> dict:
-    """Compile and run the block, check it, and return the `dw` layer's facts."""
+def measure(c: int, h: int, w: int, kernel: int, stride: int, hw: SnowflakeConfig, fixed: bool = False) -> dict:
+    """Compile and run the block, check it, and return the `dw` layer's facts; `fixed`: with the
+    rule before the width was chosen by cost (16-channel groups, padded above 16 channels)."""
+    rule = depthwise_to_grouped.DepthwiseToGrouped.width
+    if fixed:
+        depthwise_to_grouped.DepthwiseToGrouped.width = lambda self, op, w, c: c if c <= 16 else None if c % 16 else 16
+    try:
+        return _measure(c, h, w, kernel, stride, hw)
+    finally:
+        depthwise_to_grouped.DepthwiseToGrouped.width = rule
+
+
+def _measure(c: int, h: int, w: int, kernel: int, stride: int, hw: SnowflakeConfig) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "m.onnx"
         onnx.save(block(c, h, w, kernel, stride), path)
@@ -100,13 +116,17 @@ def main() -> None:
                "bound_cycles": round(bound.cycles), "bound_mac_cycles": round(bound.mac_cycles),
                "bound_dram_cycles": round(bound.dram_cycles), "bound_util_pct": 100 * bound.utilisation(hw),
                "layout_shares": layout_shares(kernel, stride)} | measure(c, h, w, kernel, stride, hw)
+        fixed = measure(c, h, w, kernel, stride, hw, fixed=True)
+        row |= {"fixed_where": fixed["where"], "fixed_cycles": fixed["cycles"], "fixed_bit_exact": fixed["bit_exact"]}
         if row["cycles"]:
             row["util_pct"] = 100 * row["useful_macs"] / (row["cycles"] * hw.macs)
             row["share_of_bound_pct"] = 100 * bound.cycles / row["cycles"]
+        if fixed["cycles"]:
+            row["fixed_share_of_bound_pct"] = 100 * bound.cycles / fixed["cycles"]
         rows.append(row)
         print(row, file=sys.stderr)
     head = (f"{'shape':<24} {'where':>9} {'cycles':>10} {'bound':>9} {'MAC/DRAM':>8} {'util%':>6} "
-            f"{'bound%':>6} {'of bound%':>9} {'exact':>5}")
+            f"{'bound%':>6} {'of bound%':>9} {'exact':>5} {'16-groups':>10} {'of bound%':>9}")
     print(head)
     print("-" * len(head))
     for r in rows:
@@ -114,7 +134,9 @@ def main() -> None:
         print(f"{r['shape']:<24} {r['where']:>9} {(format(r['cycles'], ',') if on else '-'):>10} "
               f"{r['bound_cycles']:>9,} {'MAC' if r['bound_mac_cycles'] >= r['bound_dram_cycles'] else 'DRAM':>8} "
               f"{(format(r['util_pct'], '.2f') if on else '-'):>6} {r['bound_util_pct']:>6.2f} "
-              f"{(format(r['share_of_bound_pct'], '.1f') if on else '-'):>9} {str(r['bit_exact']):>5}")
+              f"{(format(r['share_of_bound_pct'], '.1f') if on else '-'):>9} {str(r['bit_exact']):>5} "
+              f"{(format(r['fixed_cycles'], ',') if r['fixed_cycles'] else r['fixed_where']):>10} "
+              f"{(format(r['fixed_share_of_bound_pct'], '.1f') if r['fixed_cycles'] else '-'):>9}")
     out = output_file(args, "depthwise.json")
     out.write_text(json.dumps({"rows": rows}, indent=1))
     print(f"wrote {out}")

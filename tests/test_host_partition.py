@@ -211,11 +211,11 @@ def test_the_depthwise_estimate_counts_issue_not_only_macs(tmp_path: Path, capsy
 
     n = helper.make_node
     nodes = [n("Conv", ["x", "w0"], ["a"], name="expand"),
-             n("Conv", ["a", "w1"], ["d"], name="dw", group=32, pads=[1, 1, 1, 1]),
+             n("Conv", ["a", "w1"], ["d"], name="dw", group=96, pads=[1, 1, 1, 1]),
              n("Conv", ["d", "w2"], ["y"], name="project")]
-    inits = {"w0": rand(32, 32, 1, 1, scale=0.2), "w1": rand(32, 1, 3, 3, seed=1, scale=0.3),
-             "w2": rand(32, 32, 1, 1, seed=2, scale=0.2)}
-    m = model(nodes, {"x": [1, 32, 16, 16]}, {"y": [1, 32, 16, 16]}, inits)
+    inits = {"w0": rand(96, 96, 1, 1, scale=0.1), "w1": rand(96, 1, 3, 3, seed=1, scale=0.3),
+             "w2": rand(96, 96, 1, 1, seed=2, scale=0.1)}
+    m = model(nodes, {"x": [1, 96, 16, 16]}, {"y": [1, 96, 16, 16]}, inits)
     dw = _by_node(_prepared(m), "dw")
     hw = SnowflakeConfig()
     plan = planned_conv(dw, hw)

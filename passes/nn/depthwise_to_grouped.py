@@ -22,7 +22,13 @@ the host's memory-bound 1.61 ms; a 7x7 global pool over 512 channels (one output
 agree bit for bit. The new conv carries `block_diagonal`: reports count its useful MACs from
 the depthwise shape, not from the lanes the machine keeps busy.
 
-C not a multiple of 16, the same decision: above 16 channels the conv keeps its depthwise form
+The group width is chosen by the same estimate (`DepthwiseToGrouped.width`): 16-channel groups
+(a trace a tap, issue-bound) or one C x C diagonal conv (traces of a kernel row, kw·C words,
+MAC-bound at 16/C of the bound's lanes). Measured (bench/depthwise.py): 32 x 112² 3x3 1.15 M ->
+0.45 M cycles (19% -> 50% of the bound, `depthwise_bound`), 64 x 56² 0.57 M -> 0.44 M, 24 x 56²
+from the host to 0.09 M; from 96 channels the groups stay. A 1x1 keeps the groups.
+
+C not a multiple of 16 (and the groups chosen), the same decision: above 16 channels the conv keeps its depthwise form
 and is marked `lane_groups` — the tile level runs it as ceil(C/16) block-diagonal groups, the
 last padded past C (its extra lanes read the next pixel's words against zero weights, its extra
 kernels are zero and masked at the write-back); below 16, one group is the whole input, so the
@@ -193,18 +199,13 @@ class DepthwiseToGrouped(RewritePattern):
         w = const_of(op.weight)
         if w is None:
             return
-        if c % LANES and c > LANES:  # padded groups: the tile level's form, the nn op stays depthwise
+        width = self.width(op, w, c)
+        if width is None:  # padded groups: the tile level's form, the nn op stays depthwise
             op.attributes[LANE_GROUPS] = UnitAttr()
             if not _pays(self.hw, op, op):
                 del op.attributes[LANE_GROUPS]
             return
-        lanes = LANES if c > LANES else c  # below 16 channels, one ungrouped C x C diagonal conv
-        weight = constant_op(block_diagonal(w, lanes).astype(np.float32), "w_diag")
-        conv = nn.Conv2dOp(op.input, weight.result, op.bias, op.output.type, [int(v) for v in op.strides.get_values()],
-                           [int(v) for v in op.pads.get_values()], [int(v) for v in op.dilations.get_values()],
-                           c // lanes, op.relu is not None, op.bypass)
-        conv.attributes.update(op.attributes)
-        conv.attributes["block_diagonal"] = UnitAttr()
+        weight, conv = diagonal_conv(op, w, width)
         if not _pays(self.hw, conv, op):  # left for the host, with its costs
             return
         rewriter.insert(weight, InsertPoint.before(op))
@@ -212,6 +213,51 @@ class DepthwiseToGrouped(RewritePattern):
         rewriter.replace(op, conv)
         if isinstance(old, nn.ConstantOp) and not old.result.uses:
             rewriter.erase(old)
+
+    def width(self, op: nn.Conv2dOp, w: np.ndarray, c: int) -> int | None:
+        """The block-diagonal group width, by the placement estimate: 16-channel groups (None:
+        padded ones, C not a multiple of 16), one trace a tap and issue-bound, or one C x C
+        diagonal conv, whose traces span a kernel row (kw·C words, 16/C of them useful) and
+        which is MAC-bound: below 16 channels always, above where C is small enough that its
+        C/16 times the bound's MACs beat the groups' issue slots (32 channels: 3x3 at 112²,
+        1.17 M -> 0.45 M cycles estimated). A 1x1 (a per-channel mul) has no kernel row to
+        span: 16-channel groups."""
+        if c <= LANES:
+            return c
+        groups: int | None = None if c % LANES else LANES
+        if w.shape[2:] == (1, 1):
+            return groups
+        if groups is not None:
+            form = diagonal_conv(op, w, groups)[1]
+        else:
+            op.attributes[LANE_GROUPS] = UnitAttr()
+            form = op
+        try:
+            grouped = _device_cycles(self.hw, form)
+        finally:
+            op.attributes.pop(LANE_GROUPS, None)
+        return c if _device_cycles(self.hw, diagonal_conv(op, w, c)[1]) < grouped else groups
+
+
+def diagonal_conv(op: nn.Conv2dOp, w: np.ndarray, lanes: int) -> tuple[nn.ConstantOp, nn.Conv2dOp]:
+    """The depthwise `op` (weights `w`) as a conv of `lanes`-channel groups whose kernel blocks
+    are diagonal (one ungrouped C x C conv when `lanes` = C), not yet in a block."""
+    c = w.shape[0]
+    weight = constant_op(block_diagonal(w, lanes).astype(np.float32), "w_diag")
+    conv = nn.Conv2dOp(op.input, weight.result, op.bias, op.output.type, [int(v) for v in op.strides.get_values()],
+                       [int(v) for v in op.pads.get_values()], [int(v) for v in op.dilations.get_values()],
+                       c // lanes, op.relu is not None, op.bypass)
+    conv.attributes.update(op.attributes)
+    conv.attributes["block_diagonal"] = UnitAttr()
+    return weight, conv
+
+
+def _device_cycles(hw: SnowflakeConfig, conv: nn.Conv2dOp) -> float:
+    """The placement estimate of `conv` (inf where the planners refuse it)."""
+    try:
+        return placement_cycles(planned_conv(conv, hw), hw)
+    except LoweringError:
+        return float("inf")
 
 
 def _pays(hw: SnowflakeConfig, conv: nn.Conv2dOp, original: nn.Conv2dOp) -> bool:
