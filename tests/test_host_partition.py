@@ -203,8 +203,9 @@ def test_a_larger_mul_between_host_ops_moves_and_is_bit_exact(tmp_path: Path, ca
 
 
 def test_the_depthwise_estimate_counts_issue_not_only_macs(tmp_path: Path, capsys) -> None:
-    # a 3x3 depthwise conv in 16-lane groups is a trace per tap behind an ADDI pair: the estimate
-    # placement compares must be near the machine's cycles, not the MAC count's ~4x below
+    # a 3x3 depthwise conv in 16-lane groups is a trace per tap and its ADDI pair (3 issue slots
+    # for 1 MAC cycle): the estimate placement compares must be near the machine's cycles, not
+    # the MAC count's ~3x below
     from snowir.tile.lowerable import planned_conv
     from snowir.hw import SnowflakeConfig
     from snowir.plan.issue import issue_cycles
@@ -219,7 +220,7 @@ def test_the_depthwise_estimate_counts_issue_not_only_macs(tmp_path: Path, capsy
     dw = _by_node(_prepared(m), "dw")
     hw = SnowflakeConfig()
     plan = planned_conv(dw, hw)
-    assert issue_cycles(plan, hw) > 3 * plan.estimated_cycles(hw)
+    assert issue_cycles(plan, hw) > 2 * plan.estimated_cycles(hw)
     path, report = tmp_path / "m.onnx", tmp_path / "r.json"
     onnx.save(m, path)
     assert snow_run([str(path), "--quiet", "--report", str(report)]) == 0, capsys.readouterr().err

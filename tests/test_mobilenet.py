@@ -49,7 +49,7 @@ def test_mobile_blocks_are_placed(net):
     assert rows["stem.bn.hswish"]["op"] == "hard_swish" and rows["stem.bn.hswish"]["where"] == "host"
     assert not any(name.endswith(("hs_add", "hs_clip", "hs_mul")) for name in rows)
     # the depthwise conv sits between two host ops (ReLU6, hard-swish): in 16-lane groups it was
-    # issue-bound (0.09 ms measured) and stayed on the host, the DRAM round trip on top; as one
+    # issue-bound (0.09 ms measured, a 5-cycle trace a tap) and stayed on the host, the DRAM round trip on top; as one
     # 32x32 diagonal conv (kernel-row traces, 0.039 ms measured) it pays the round trip and moves,
     # the numbers in the IR; its MACs counted depthwise
     dw = rows["dw"]

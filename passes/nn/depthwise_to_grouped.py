@@ -23,10 +23,11 @@ agree bit for bit. The new conv carries `block_diagonal`: reports count its usef
 the depthwise shape, not from the lanes the machine keeps busy.
 
 The group width is chosen by the same estimate (`DepthwiseToGrouped.width`): 16-channel groups
-(a trace a tap, issue-bound) or one C x C diagonal conv (traces of a kernel row, kw·C words,
-MAC-bound at 16/C of the bound's lanes). Measured (bench/depthwise.py): 32 x 112² 3x3 1.15 M ->
-0.45 M cycles (19% -> 50% of the bound, `depthwise_bound`), 64 x 56² 0.57 M -> 0.44 M, 24 x 56²
-from the host to 0.09 M; from 96 channels the groups stay. A 1x1 keeps the groups.
+(a trace a tap and its ADDI pair, issue-bound) or one C x C diagonal conv (traces of a kernel
+row, kw·C words, MAC-bound at 16/C of the bound's lanes). Measured (bench/depthwise.py):
+32 x 112² 3x3 0.75 M cycles in groups, 0.45 M as one 32 x 32 conv (50% of the bound,
+`depthwise_bound`), 24 x 56² 0.19 M / 0.09 M, 48 x 28² 5x5 0.17 M / 0.16 M; from 64 channels
+the groups win. A 1x1 keeps the groups.
 
 C not a multiple of 16 (and the groups chosen), the same decision: above 16 channels the conv keeps its depthwise form
 and is marked `lane_groups` — the tile level runs it as ceil(C/16) block-diagonal groups, the
@@ -220,7 +221,7 @@ class DepthwiseToGrouped(RewritePattern):
         diagonal conv, whose traces span a kernel row (kw·C words, 16/C of them useful) and
         which is MAC-bound: below 16 channels always, above where C is small enough that its
         C/16 times the bound's MACs beat the groups' issue slots (32 channels: 3x3 at 112²,
-        1.17 M -> 0.45 M cycles estimated). A 1x1 (a per-channel mul) has no kernel row to
+        0.45 M cycles estimated, 0.75 M in groups). A 1x1 (a per-channel mul) has no kernel row to
         span: 16-channel groups."""
         if c <= LANES:
             return c
