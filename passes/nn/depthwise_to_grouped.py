@@ -22,7 +22,14 @@ the host's memory-bound 1.61 ms; a 7x7 global pool over 512 channels (one output
 agree bit for bit. The new conv carries `block_diagonal`: reports count its useful MACs from
 the depthwise shape, not from the lanes the machine keeps busy.
 
-C not a multiple of 16, the same decision: above 16 channels the conv keeps its depthwise form
+The group width is chosen by the same estimate (`DepthwiseToGrouped.width`): 16-channel groups
+(a trace a tap and its ADDI pair, issue-bound) or one C x C diagonal conv (traces of a kernel
+row, kw·C words, MAC-bound at 16/C of the bound's lanes). Measured (bench/depthwise.py):
+32 x 112² 3x3 0.75 M cycles in groups, 0.45 M as one 32 x 32 conv (50% of the bound,
+`depthwise_bound`), 24 x 56² 0.19 M / 0.09 M, 48 x 28² 5x5 0.17 M / 0.16 M; from 64 channels
+the groups win. A 1x1 keeps the groups.
+
+C not a multiple of 16 (and the groups chosen), the same decision: above 16 channels the conv keeps its depthwise form
 and is marked `lane_groups` — the tile level runs it as ceil(C/16) block-diagonal groups, the
 last padded past C (its extra lanes read the next pixel's words against zero weights, its extra
 kernels are zero and masked at the write-back); below 16, one group is the whole input, so the
@@ -54,6 +61,7 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 
 from snowir.dialects import nn
 from snowir.host_model import host_ms, round_trip_ms
+from snowir.host_nodes import valid_taps
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, constant_op, shape_of
 from snowir.plan.issue import placement_cycles
@@ -63,6 +71,55 @@ from snowir.tile.lowerable import planned_conv
 
 LANES = SnowflakeConfig().macs_per_vmac
 """the channels one vMAC multiplies per trace word"""
+
+
+@dataclass(frozen=True)
+class DepthwiseBound:
+    """What Snowflake can do at best for a depthwise conv over channel-innermost (HWC) maps, the
+    layout every device tensor has (docs/lowering.md, "Depthwise convs: the bound"). A MAC's
+    lanes are channels in both modes: COOP sums 16 contiguous words into one output, and a
+    vMAC's output is one channel, so a 16-word cycle holds at most `lanes_useful` words of its
+    channel; INDP broadcasts one word to 16 kernels written back as 16 contiguous words, i.e.
+    16 channels of one pixel, so the word is useful to one lane. Hence at most `lane_share` of
+    the MACs do useful work, and the layer takes at least `cycles`: the larger of its useful
+    MACs at that share and its DRAM traffic (input and output once, the kernels once)."""
+
+    useful_macs: int
+    """multiply-accumulates of the depthwise conv, padding taps excluded"""
+    lane_share: float
+    """useful share of a vMAC's lanes per MAC cycle"""
+    mac_cycles: float
+    """useful_macs / (all MACs x lane_share)"""
+    dram_cycles: float
+    """input, output and kernel words once over the shared DRAM bus"""
+
+    @property
+    def cycles(self) -> float:
+        return max(self.mac_cycles, self.dram_cycles)
+
+    def utilisation(self, hw: SnowflakeConfig) -> float:
+        """Useful-MAC utilisation at the bound: useful MACs / (cycles x MACs)."""
+        return self.useful_macs / (self.cycles * hw.macs)
+
+
+def lane_share(c: int, kw: int, lanes: int) -> float:
+    """Useful share of a COOP trace's lanes for a depthwise conv over C channel-innermost
+    channels: a kernel row of one channel group's g = min(C, lanes) channels is kw·g contiguous
+    words (for C > lanes a group's taps are C words apart, so a trace is one tap's g words), of
+    which kw are the vMAC's channel, over ceil(kw·g / lanes) cycles. 1/lanes for C >= lanes."""
+    g = min(c, lanes)
+    return kw / (lanes * -(-kw * g // lanes))
+
+
+def depthwise_bound(c: int, h: int, w: int, kernel: tuple[int, int], stride: tuple[int, int],
+                    pads: tuple[int, int, int, int], hw: SnowflakeConfig) -> DepthwiseBound:
+    """The bound of a C-channel depthwise conv over h x w (pads top, left, bottom, right)."""
+    (kh, kw), (sy, sx), (pt, pl, pb, pr) = kernel, stride, pads
+    oh, ow = (h + pt + pb - kh) // sy + 1, (w + pl + pr - kw) // sx + 1
+    useful = c * valid_taps(oh, kh, sy, pt, 1, h) * valid_taps(ow, kw, sx, pl, 1, w)
+    share = lane_share(c, kw, hw.lanes)
+    words = c * (h * w + oh * ow + kh * kw + 1)
+    return DepthwiseBound(useful, share, useful / (hw.macs * share), 2 * words / hw.dram_bytes_per_cycle)
 
 
 DENSE_GROUPS = "dense_groups"
@@ -143,18 +200,13 @@ class DepthwiseToGrouped(RewritePattern):
         w = const_of(op.weight)
         if w is None:
             return
-        if c % LANES and c > LANES:  # padded groups: the tile level's form, the nn op stays depthwise
+        width = self.width(op, w, c)
+        if width is None:  # padded groups: the tile level's form, the nn op stays depthwise
             op.attributes[LANE_GROUPS] = UnitAttr()
             if not _pays(self.hw, op, op):
                 del op.attributes[LANE_GROUPS]
             return
-        lanes = LANES if c > LANES else c  # below 16 channels, one ungrouped C x C diagonal conv
-        weight = constant_op(block_diagonal(w, lanes).astype(np.float32), "w_diag")
-        conv = nn.Conv2dOp(op.input, weight.result, op.bias, op.output.type, [int(v) for v in op.strides.get_values()],
-                           [int(v) for v in op.pads.get_values()], [int(v) for v in op.dilations.get_values()],
-                           c // lanes, op.relu is not None, op.bypass)
-        conv.attributes.update(op.attributes)
-        conv.attributes["block_diagonal"] = UnitAttr()
+        weight, conv = diagonal_conv(op, w, width)
         if not _pays(self.hw, conv, op):  # left for the host, with its costs
             return
         rewriter.insert(weight, InsertPoint.before(op))
@@ -162,6 +214,51 @@ class DepthwiseToGrouped(RewritePattern):
         rewriter.replace(op, conv)
         if isinstance(old, nn.ConstantOp) and not old.result.uses:
             rewriter.erase(old)
+
+    def width(self, op: nn.Conv2dOp, w: np.ndarray, c: int) -> int | None:
+        """The block-diagonal group width, by the placement estimate: 16-channel groups (None:
+        padded ones, C not a multiple of 16), one trace a tap and issue-bound, or one C x C
+        diagonal conv, whose traces span a kernel row (kw·C words, 16/C of them useful) and
+        which is MAC-bound: below 16 channels always, above where C is small enough that its
+        C/16 times the bound's MACs beat the groups' issue slots (32 channels: 3x3 at 112²,
+        0.45 M cycles estimated, 0.75 M in groups). A 1x1 (a per-channel mul) has no kernel row to
+        span: 16-channel groups."""
+        if c <= LANES:
+            return c
+        groups: int | None = None if c % LANES else LANES
+        if w.shape[2:] == (1, 1):
+            return groups
+        if groups is not None:
+            form = diagonal_conv(op, w, groups)[1]
+        else:
+            op.attributes[LANE_GROUPS] = UnitAttr()
+            form = op
+        try:
+            grouped = _device_cycles(self.hw, form)
+        finally:
+            op.attributes.pop(LANE_GROUPS, None)
+        return c if _device_cycles(self.hw, diagonal_conv(op, w, c)[1]) < grouped else groups
+
+
+def diagonal_conv(op: nn.Conv2dOp, w: np.ndarray, lanes: int) -> tuple[nn.ConstantOp, nn.Conv2dOp]:
+    """The depthwise `op` (weights `w`) as a conv of `lanes`-channel groups whose kernel blocks
+    are diagonal (one ungrouped C x C conv when `lanes` = C), not yet in a block."""
+    c = w.shape[0]
+    weight = constant_op(block_diagonal(w, lanes).astype(np.float32), "w_diag")
+    conv = nn.Conv2dOp(op.input, weight.result, op.bias, op.output.type, [int(v) for v in op.strides.get_values()],
+                       [int(v) for v in op.pads.get_values()], [int(v) for v in op.dilations.get_values()],
+                       c // lanes, op.relu is not None, op.bypass)
+    conv.attributes.update(op.attributes)
+    conv.attributes["block_diagonal"] = UnitAttr()
+    return weight, conv
+
+
+def _device_cycles(hw: SnowflakeConfig, conv: nn.Conv2dOp) -> float:
+    """The placement estimate of `conv` (inf where the planners refuse it)."""
+    try:
+        return placement_cycles(planned_conv(conv, hw), hw)
+    except LoweringError:
+        return float("inf")
 
 
 def _pays(hw: SnowflakeConfig, conv: nn.Conv2dOp, original: nn.Conv2dOp) -> bool:

@@ -61,6 +61,8 @@ def macs(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row: int, bypass: 
     if s.cin == s.c and 1 < rows and taps * s.c <= TRACE_CHUNK \
             and (rows - 1) * max(row, s.kw * s.c * ws) < IMM17:
         return macs_pipelined(b, plan, rows, taps, row, bypass)
+    if taps_pipelined(plan, rows, row):
+        return macs_taps_pipelined(b, plan, rows, taps, row, bypass)
     per_row = [(taps * s.c, 0)] if s.cin == s.c else [(s.c, j) for j in range(taps)]
     moved = 0
     for r in range(rows):
@@ -110,4 +112,32 @@ def macs_pipelined(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row: int
             b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BYPASS, R_BYP))
         m, w = pair(r)
         b.emit(sf.MacOp(plan.vector_mode, R_OUT, m, w, taps * s.c, wb=last, relu=last and s.relu))
+    return 0
+
+
+def taps_pipelined(plan: ConvPlan, rows: int, row: int) -> bool:
+    """A grouped conv (a trace a tap) whose taps' offsets from the pixel's first fit an ADDI."""
+    s = plan.shape
+    return s.cin != s.c and s.c <= TRACE_CHUNK and not plan.indp \
+        and max((rows - 1) * row + (s.kw - 1) * s.cin, (rows * s.kw) * s.c * plan.weight_step) < IMM17
+
+
+def macs_taps_pipelined(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row: int, bypass: bool) -> int:
+    """A grouped conv's traces, one a tap, each tap's addresses in a register pair of its own set
+    before the previous tap's MAC (as `macs_pipelined` does for kernel rows): 3 issue slots a tap
+    instead of an ADDI pair the MAC waits on. R_MAPS and R_W stay at the pixel's first tap;
+    returns 0."""
+    s = plan.shape
+    ws = plan.weight_step
+    offsets = [(r * row + j * s.cin, (r * s.kw + j) * s.c * ws) for r in range(rows) for j in range(taps)]
+    pair = lambda t: ROW_PAIRS[0] if t == 0 else ROW_PAIRS[1 if t % 2 else 2]  # noqa: E731
+    for t in range(len(offsets)):
+        if t + 1 < len(offsets):
+            m, w = pair(t + 1)
+            b.emit(sf.AddiOp(m, R_MAPS, offsets[t + 1][0]), sf.AddiOp(w, R_W, offsets[t + 1][1]))
+        last = t == len(offsets) - 1
+        if last and bypass:
+            b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BYPASS, R_BYP))
+        m, w = pair(t)
+        b.emit(sf.MacOp(plan.vector_mode, R_OUT, m, w, s.c, wb=last, relu=last and s.relu))
     return 0

@@ -2,16 +2,18 @@
 The issue floor of a COOP conv: the cycles the control pipeline needs to issue its pixel loops,
 one instruction a cycle, whatever the vector unit does meanwhile. `ConvPlan.estimated_cycles`
 counts MACs and DRAM traffic; a conv of short traces (a depthwise conv in block-diagonal groups:
-one 16-word trace per tap, one cycle of MACs, behind an ADDI pair it waits on) is bound by issue
-instead, 4-5 cycles a trace: measured 3.9-5.2x the MAC estimate (bench/results/columns.json).
+one 16-word trace per tap, one cycle of MACs, and the next tap's ADDI pair) is bound by issue
+instead, ~3 cycles a trace (4-5 before the pairs were set a MAC ahead, 2026-11-28: measured
+3.9-5.2x the MAC estimate then, bench/results/columns.json).
 Placement decisions (depthwise-to-grouped, add-to-bypass) take the larger of the two,
 `placement_cycles`. The planners' choices among plans do not use it: every loop order of a conv
 issues the same traces.
 
 The counts follow the code generator (snowir/codegen/pixels.py `_row`, traces.py `macs`):
   * a pixel of the loop: the X-counter ADDI, the branch and its delay slots (the address steps);
-  * grouped (one trace per tap): a MAC per tap, between taps an ADDI pair (maps, weights) the
-    next MAC reads, so it waits `scalar_latency - 1` cycles after the second;
+  * grouped (one trace per tap): a MAC per tap and the next tap's ADDI pair (maps, weights),
+    set a MAC ahead (`macs_taps_pipelined`) so no MAC waits; where the offsets do not fit an
+    ADDI, the pair the next MAC reads, which waits `scalar_latency - 1` cycles after the second;
   * ungrouped, kernel rows pipelined (`macs_pipelined`): a MAC per kernel row and the next row's
     ADDI pair, set early enough not to wait;
   * ungrouped 1x1 (`_unrolled_pixels`): UNROLL pixels an iteration, a MAC and a maps ADDI each
@@ -49,8 +51,10 @@ def issue_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
         per_iteration = 1 + hw.branch_delay_slots + UNROLL * (2 + 2 * bypass)
         return plan.tiles * pixels * per_iteration / UNROLL
     loop = 2 + hw.branch_delay_slots + bypass
-    if s.cin != s.c:  # grouped: a trace a tap
-        traces, gap = rows * cols, 2 + hw.scalar_latency - 1
+    if s.cin != s.c:  # grouped: a trace a tap, each tap's ADDI pair a MAC ahead where offsets fit
+        row = s.w * s.cin
+        ahead = s.c <= TRACE_CHUNK and max((s.kh - 1) * row + (s.kw - 1) * s.cin, s.kh * s.kw * s.c) < 1 << 16
+        traces, gap = rows * cols, 2 if ahead else 2 + hw.scalar_latency - 1
     else:
         chunks = math.ceil(s.kw * s.c / TRACE_CHUNK)
         traces = rows * s.ow * chunks

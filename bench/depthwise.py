@@ -1,0 +1,146 @@
+"""
+Depthwise convs against Snowflake's bound (issue 36 item 5; docs/lowering.md, "Depthwise convs:
+the bound"): MobileNetV2 / PP-LCNet shapes, each a depthwise conv between two 1x1 convs as an
+exporter writes a mobile block (no host neighbour, so no DRAM round trip weighs on its
+placement). Per shape: where it runs, simulated cycles, useful-MAC utilisation, the bound
+(`depthwise_bound`: one useful lane of 16 per vMAC cycle on channel-innermost maps, or the DRAM
+traffic) and the measured share of it, with depthwise-to-grouped's width chosen by cost and with
+the fixed rule before it (16-channel groups); every layer checked bit for bit against the golden
+model.
+Also the lane shares other maps layouts would give (the derivation's table). Prints a table,
+writes depthwise.json:
+
+    python bench/depthwise.py [--only NAME] [--out DIR | --update-results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import onnx
+from onnx import helper
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from onnx_util import model, rand  # noqa: E402
+
+from snowir.passes.nn import depthwise_to_grouped  # noqa: E402
+from snowir.passes.nn.depthwise_to_grouped import depthwise_bound  # noqa: E402
+from snowir.driver.model_api import compile as compile_model  # noqa: E402
+from snowir.hw import SnowflakeConfig  # noqa: E402
+
+from _output import add_output_options, output_file  # noqa: E402
+
+SHAPES = [  # name, (C, H, W, kernel, stride): MobileNetV2's depthwise layers, PP-LCNet's 5x5 ones
+    ("mbv2 112x112x32 3x3/1", (32, 112, 112, 3, 1)),
+    ("mbv2 112x112x96 3x3/2", (96, 112, 112, 3, 2)),
+    ("mbv2 56x56x144 3x3/1", (144, 56, 56, 3, 1)),
+    ("mbv2 56x56x144 3x3/2", (144, 56, 56, 3, 2)),
+    ("mbv2 28x28x192 3x3/1", (192, 28, 28, 3, 1)),
+    ("mbv2 14x14x384 3x3/1", (384, 14, 14, 3, 1)),
+    ("mbv2 7x7x960 3x3/1", (960, 7, 7, 3, 1)),
+    ("lcnet 28x28x128 5x5/1", (128, 28, 28, 5, 1)),
+    ("lcnet 14x14x256 5x5/2", (256, 14, 14, 5, 2)),
+    ("lcnet 14x14x256 5x5/1", (256, 14, 14, 5, 1)),
+    ("lcnet 7x7x512 5x5/1", (512, 7, 7, 5, 1)),
+    ("narrow 56x56x24 3x3/1", (24, 56, 56, 3, 1)),  # width-0.5 / 0.25 nets' narrow layers
+    ("narrow 56x56x64 3x3/1", (64, 56, 56, 3, 1)),
+    ("narrow 28x28x48 5x5/1", (48, 28, 28, 5, 1)),
+]
+
+
+def block(c: int, h: int, w: int, kernel: int, stride: int) -> onnx.ModelProto:
+    """`expand` 1x1, `dw` (the depthwise conv, pad kernel // 2), `project` 1x1, ReLUs between."""
+    n = helper.make_node
+    oh, ow = (h - 1) // stride + 1, (w - 1) // stride + 1
+    nodes = [n("Conv", ["x", "w0", "b0"], ["c0"], name="expand"), n("Relu", ["c0"], ["r0"]),
+             n("Conv", ["r0", "w1", "b1"], ["c1"], name="dw", pads=[kernel // 2] * 4, group=c,
+               strides=[stride, stride]),
+             n("Relu", ["c1"], ["r1"]), n("Conv", ["r1", "w2", "b2"], ["y"], name="project")]
+    inits = {"w0": rand(c, c, 1, 1, scale=0.3 / c ** 0.5), "b0": rand(c, seed=1, scale=0.1),
+             "w1": rand(c, 1, kernel, kernel, seed=2, scale=0.3 / kernel), "b1": rand(c, seed=3, scale=0.1),
+             "w2": rand(c, c, 1, 1, seed=4, scale=0.3 / c ** 0.5), "b2": rand(c, seed=5, scale=0.1)}
+    return model(nodes, {"x": [1, c, h, w]}, {"y": [1, c, oh, ow]}, inits)
+
+
+def layout_shares(kernel: int, stride: int, lanes: int = 16) -> dict[str, float]:
+    """Useful lane share per MAC cycle under each maps layout (docs/lowering.md's table): the
+    channel-innermost layout snowir's tensors have, and three it cannot produce (a write-back's
+    lanes are contiguous channels; a gather of single words is an LD a word)."""
+    k, s = kernel, stride
+    side = 4  # INDP: 16 lanes as a 4 x 4 block of one channel's output pixels
+    return {"hwc_coop": 1 / lanes, "hwc_indp": 1 / lanes,
+            "planar_coop": k / (lanes * -(-((side - 1) * s + k) // lanes)),
+            "planar_indp": k * k / (((side - 1) * s + k) ** 2),
+            "unfolded_coop": k * k / (lanes * -(-(k * k) // lanes))}
+
+
+def measure(c: int, h: int, w: int, kernel: int, stride: int, hw: SnowflakeConfig, fixed: bool = False) -> dict:
+    """Compile and run the block, check it, and return the `dw` layer's facts; `fixed`: with the
+    rule before the width was chosen by cost (16-channel groups, padded above 16 channels)."""
+    rule = depthwise_to_grouped.DepthwiseToGrouped.width
+    if fixed:
+        depthwise_to_grouped.DepthwiseToGrouped.width = lambda self, op, w, c: c if c <= 16 else None if c % 16 else 16
+    try:
+        return _measure(c, h, w, kernel, stride, hw)
+    finally:
+        depthwise_to_grouped.DepthwiseToGrouped.width = rule
+
+
+def _measure(c: int, h: int, w: int, kernel: int, stride: int, hw: SnowflakeConfig) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "m.onnx"
+        onnx.save(block(c, h, w, kernel, stride), path)
+        report = compile_model(path, hw=hw).run(check=True).report.to_json()
+    dw = next(layer for layer in report["layers"] if layer["name"] == "dw")
+    return {"where": dw["where"], "cycles": dw["cycles"], "useful_macs": dw["macs"],
+            "bit_exact": bool(report["check"]["golden_bit_exact"])}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--only", help="measure only the shapes whose name contains this")
+    add_output_options(p, "depthwise.json")
+    args = p.parse_args()
+    hw = SnowflakeConfig()
+    rows = []
+    for name, (c, h, w, kernel, stride) in SHAPES:
+        if args.only and args.only not in name:
+            continue
+        pad = kernel // 2
+        bound = depthwise_bound(c, h, w, (kernel, kernel), (stride, stride), (pad,) * 4, hw)
+        row = {"shape": name, "c": c, "h": h, "w": w, "kernel": kernel, "stride": stride,
+               "bound_cycles": round(bound.cycles), "bound_mac_cycles": round(bound.mac_cycles),
+               "bound_dram_cycles": round(bound.dram_cycles), "bound_util_pct": 100 * bound.utilisation(hw),
+               "layout_shares": layout_shares(kernel, stride)} | measure(c, h, w, kernel, stride, hw)
+        fixed = measure(c, h, w, kernel, stride, hw, fixed=True)
+        row |= {"fixed_where": fixed["where"], "fixed_cycles": fixed["cycles"], "fixed_bit_exact": fixed["bit_exact"]}
+        if row["cycles"]:
+            row["util_pct"] = 100 * row["useful_macs"] / (row["cycles"] * hw.macs)
+            row["share_of_bound_pct"] = 100 * bound.cycles / row["cycles"]
+        if fixed["cycles"]:
+            row["fixed_share_of_bound_pct"] = 100 * bound.cycles / fixed["cycles"]
+        rows.append(row)
+        print(row, file=sys.stderr)
+    head = (f"{'shape':<24} {'where':>9} {'cycles':>10} {'bound':>9} {'MAC/DRAM':>8} {'util%':>6} "
+            f"{'bound%':>6} {'of bound%':>9} {'exact':>5} {'16-groups':>10} {'of bound%':>9}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        on = bool(r["cycles"])
+        print(f"{r['shape']:<24} {r['where']:>9} {(format(r['cycles'], ',') if on else '-'):>10} "
+              f"{r['bound_cycles']:>9,} {'MAC' if r['bound_mac_cycles'] >= r['bound_dram_cycles'] else 'DRAM':>8} "
+              f"{(format(r['util_pct'], '.2f') if on else '-'):>6} {r['bound_util_pct']:>6.2f} "
+              f"{(format(r['share_of_bound_pct'], '.1f') if on else '-'):>9} {str(r['bit_exact']):>5} "
+              f"{(format(r['fixed_cycles'], ',') if r['fixed_cycles'] else r['fixed_where']):>10} "
+              f"{(format(r['fixed_share_of_bound_pct'], '.1f') if r['fixed_cycles'] else '-'):>9}")
+    out = output_file(args, "depthwise.json")
+    out.write_text(json.dumps({"rows": rows}, indent=1))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
