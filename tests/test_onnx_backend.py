@@ -14,6 +14,7 @@ marked strict xfail: one that starts passing turns the suite red until the list 
 
 from __future__ import annotations
 
+import os
 import unittest
 import warnings
 

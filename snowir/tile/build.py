@@ -91,9 +91,12 @@ def device_input(op: nn.Conv2dOp | nn.MaxPoolOp) -> SSAValue:
     """The tensor a device layer reads from DRAM: a conv over a channel slice reads the
     slice's source in place (a strided view), everything else its input; either may be a slice of
     a device concat's tensor (`slot_of`), read in place too."""
-    if isinstance(op, nn.Conv2dOp) and isinstance(op.input.owner, nn.ChannelSliceOp):
-        return slot_of(op.input.owner.input).root
-    return slot_of(op.input).root
+    value = op.input.owner.input if isinstance(op, nn.Conv2dOp) and isinstance(op.input.owner, nn.ChannelSliceOp) \
+        else op.input
+    slot = slot_of(value)
+    # a tensor no device concat places is read as it is: its root may be a view's source of
+    # another shape (a transpose or reshape), which holds the same bytes but not the same images
+    return value if slot.whole else slot.root
 
 
 def layer_conv_shape(op: nn.Conv2dOp) -> ConvShape:
