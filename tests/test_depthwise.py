@@ -8,14 +8,17 @@ its useful MACs are the bound's — and every layer is bit-exact against the gol
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from onnx import helper
 
 from snowir.passes.nn.depthwise_to_grouped import depthwise_bound, lane_share
 from snowir.hw import SnowflakeConfig
+from snowir.tools.snow_opt import main as snow_opt
 from snowir.tools.snow_run import main as snow_run
 from tests.onnx_util import model, rand
 
@@ -31,6 +34,14 @@ def block(c: int, h: int, kernel: int, stride: int) -> onnx.ModelProto:
              "w1": rand(c, 1, kernel, kernel, seed=2, scale=0.3 / kernel), "b1": rand(c, seed=3, scale=0.1),
              "w2": rand(c, c, 1, 1, seed=4, scale=0.3 / c ** 0.5), "b2": rand(c, seed=5, scale=0.1)}
     return model(nodes, {"x": [1, c, h, h]}, {"y": [1, c, oh, oh]}, inits)
+
+
+def _dw(r: dict) -> dict:
+    """The depthwise layer's row: `dw`, or its slices `dw.0`, `dw.1`, ... and their concat `dw`
+    (depthwise-to-grouped's slice form) summed."""
+    parts = [layer for layer in r["layers"] if layer["name"] == "dw" or layer["name"].startswith("dw.")]
+    return {"where": "/".join(sorted({p["where"] for p in parts})), "layers": len(parts),
+            **{key: sum(p[key] or 0 for p in parts) for key in ("cycles", "macs")}}
 
 
 def test_lane_share_is_one_lane_a_vmac_from_16_channels() -> None:
@@ -62,7 +73,7 @@ def test_the_machine_stays_within_the_bound(tmp_path: Path, c: int, h: int, kern
     assert snow_run([str(tmp_path / "m.onnx"), "--check", "--quiet", "--report", str(report)]) == 0
     r = json.loads(report.read_text())
     assert r["check"]["golden_bit_exact"] is True
-    dw = next(layer for layer in r["layers"] if layer["name"] == "dw")
+    dw = _dw(r)
     assert dw["where"] == "device"
     hw = SnowflakeConfig()
     pad = kernel // 2
@@ -85,7 +96,7 @@ def test_narrow_depthwise_runs_as_one_diagonal_conv_near_its_ceiling(tmp_path: P
     assert snow_run([str(tmp_path / "m.onnx"), "--check", "--quiet", "--report", str(report)]) == 0
     r = json.loads(report.read_text())
     assert r["check"]["golden_bit_exact"] is True
-    dw = next(layer for layer in r["layers"] if layer["name"] == "dw")
+    dw = _dw(r)
     assert dw["where"] == "device"
     pad = kernel // 2
     b = depthwise_bound(c, h, h, (kernel, kernel), (stride, stride), (pad,) * 4, SnowflakeConfig())
@@ -104,8 +115,102 @@ def test_grouped_taps_issue_their_addresses_a_mac_ahead(tmp_path: Path, c: int, 
     assert snow_run([str(tmp_path / "m.onnx"), "--check", "--quiet", "--report", str(report)]) == 0
     r = json.loads(report.read_text())
     assert r["check"]["golden_bit_exact"] is True
-    dw = next(layer for layer in r["layers"] if layer["name"] == "dw")
+    dw = _dw(r)
     pad = kernel // 2
     hw = SnowflakeConfig()
     b = depthwise_bound(c, h, h, (kernel, kernel), (stride, stride), (pad,) * 4, hw)
     assert dw["where"] == "device" and 0.22 <= b.cycles / dw["cycles"] <= 1
+
+
+# The 16-channel slice form (depthwise-to-grouped `_slices`)
+
+def _block(c: int, hw: int, w1: np.ndarray, groups: int, stride: int = 1) -> onnx.ModelProto:
+    """A mobile block (1x1, ReLU, the 3x3 conv `dw` in `groups` groups, ReLU, 1x1): no host
+    neighbour, so no DRAM round trip weighs on the middle conv's placement."""
+    n = helper.make_node
+    o = (hw - 1) // stride + 1
+    nodes = [n("Conv", ["x", "w0", "b0"], ["c0"], name="expand"), n("Relu", ["c0"], ["r0"]),
+             n("Conv", ["r0", "w1", "b1"], ["c1"], name="dw", pads=[1] * 4, group=groups, strides=[stride] * 2),
+             n("Relu", ["c1"], ["r1"]), n("Conv", ["r1", "w2", "b2"], ["y"], name="project")]
+    inits = {"w0": rand(c, c, 1, 1, scale=0.3 / c ** 0.5), "b0": rand(c, seed=1, scale=0.1), "w1": w1,
+             "b1": rand(c, seed=3, scale=0.1), "w2": rand(c, c, 1, 1, seed=4, scale=0.3 / c ** 0.5),
+             "b2": rand(c, seed=5, scale=0.1)}
+    return model(nodes, {"x": [1, c, hw, hw]}, {"y": [1, c, o, o]}, inits)
+
+
+def _run_dw(tmp_path: Path, m: onnx.ModelProto, name: str) -> dict:
+    """The report's row of `dw`, or of its slices `dw.0`, `dw.1`, ... and their concat `dw` summed."""
+    path, report = tmp_path / f"{name}.onnx", tmp_path / f"{name}.json"
+    onnx.save(m, path)
+    assert snow_run([str(path), "--check", "--quiet", "--report", str(report)]) == 0
+    r = json.loads(report.read_text())
+    assert r["check"]["golden_bit_exact"] is True
+    parts = [layer for layer in r["layers"] if layer["name"] == "dw" or layer["name"].startswith("dw.")]
+    return {"where": "/".join(sorted({p["where"] for p in parts})), "layers": len(parts),
+            **{key: sum(p[key] or 0 for p in parts) for key in ("cycles", "macs")}}
+
+
+def _groups_chosen(tmp_path: Path, m: onnx.ModelProto) -> int | str:
+    """The groups of the block-diagonal conv `dw` became, or "N slices"."""
+    src, out = tmp_path / "m.onnx", tmp_path / "t.mlir"
+    onnx.save(m, src)
+    assert snow_opt([str(src), "-p", "nn-prepare", "-o", str(out)]) == 0
+    text = out.read_text()
+    slices = re.findall(r'nn\.conv2d .*onnx_node = "dw\.(\d+)", block_diagonal, depthwise_slice = "\1 of (\d+)"', text)
+    if slices:
+        assert "nn.concat" in text and len(slices) == int(slices[0][1]), slices
+        return f"{len(slices)} slices"
+    line = next(line for line in text.splitlines() if 'onnx_node = "dw"' in line)
+    assert "block_diagonal" in line, line
+    return int(re.search(r"groups = (\d+)", line).group(1))
+
+
+def test_wide_depthwise_runs_in_16_channel_slices_and_faster(tmp_path: Path) -> None:
+    """96 channels, stride 1: 6 convs over 16-channel slices (gathered, a pipelined trace per
+    kernel row), concatenated by placement; 1.6x faster than 16-lane groups (their taps pipelined)
+    on the machine."""
+    w = rand(96, 1, 3, 3, seed=2, scale=0.3)
+    depthwise = _block(96, 14, w, 96)
+    assert _groups_chosen(tmp_path, depthwise) == "6 slices"
+    chosen = _run_dw(tmp_path, depthwise, "chosen")
+    blocks = np.zeros((96, 16, 3, 3), np.float32)
+    blocks[np.arange(96), np.arange(96) % 16] = w[:, 0]
+    grouped = _run_dw(tmp_path, _block(96, 14, blocks, 6), "grouped")
+    assert chosen["where"] == grouped["where"] == "device" and chosen["layers"] == 7
+    assert chosen["macs"] == 96 * 40 * 40  # depthwise MACs: 14 rows read 12 x 3 + 2 x 2 valid rows
+    assert chosen["cycles"] < 0.7 * grouped["cycles"], (chosen["cycles"], grouped["cycles"])
+
+
+def test_strided_wide_depthwise_keeps_16_lane_groups(tmp_path: Path) -> None:
+    """144 channels at stride 2: each slice would gather every input pixel for a quarter of the
+    outputs; the groups stay."""
+    assert _groups_chosen(tmp_path, _block(144, 16, rand(144, 1, 3, 3, seed=2, scale=0.3), 144, 2)) == 9
+
+
+def test_slices_with_per_tensor_formats_are_bit_exact(tmp_path: Path) -> None:
+    """--format auto: the slices' outputs are one concat's, so they share its format (the first
+    slice's kernels 20x the others' would want a wider one alone); bit-exact."""
+    w = rand(96, 1, 3, 3, seed=2, scale=0.3)
+    w[:16] *= 20
+    path, cal, report = tmp_path / "m.onnx", tmp_path / "cal.npy", tmp_path / "r.json"
+    onnx.save(_block(96, 14, w, 96), path)
+    np.save(cal, 3 * np.random.default_rng(0).standard_normal((4, 96, 14, 14)).astype(np.float32))
+    assert snow_run([str(path), "--check", "--format", "auto", "--calibration", str(cal), "--quiet",
+                     "--report", str(report)]) == 0
+    r = json.loads(report.read_text())
+    assert r["check"]["golden_bit_exact"] is True
+    slices = [layer for layer in r["layers"] if layer["name"].startswith("dw.")]
+    assert len(slices) == 6 and all(layer["where"] == "device" for layer in slices)
+    assert len({layer["format"] for layer in slices + [next(x for x in r["layers"] if x["name"] == "dw")]}) == 1
+
+
+def test_a_padded_width_runs_in_slices_the_last_narrower(tmp_path: Path) -> None:
+    """88 channels: 5 slices of 16 and one of 8 (an 8 x 8 diagonal conv), concatenated; bit-exact,
+    depthwise MACs reported."""
+    m = _block(88, 14, rand(88, 1, 3, 3, seed=2, scale=0.3), 88)
+    assert _groups_chosen(tmp_path, m) == "6 slices"
+    src, out = tmp_path / "m.onnx", tmp_path / "t.mlir"
+    assert snow_opt([str(src), "-p", "nn-prepare", "-o", str(out)]) == 0
+    assert "nn.channel_slice %c0 {place = \"snowflake\", start = 80 : i64, size = 8 : i64}" in out.read_text()
+    dw = _run_dw(tmp_path, m, "dw")
+    assert dw["where"] == "device" and dw["layers"] == 7 and dw["macs"] == 88 * 40 * 40

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, UnitAttr
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, TensorType, UnitAttr, f32
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
@@ -201,6 +201,10 @@ class DepthwiseToGrouped(RewritePattern):
         if w is None:
             return
         width = self.width(op, w, c)
+        sliced = _sliced_cycles(self.hw, op, w)
+        if sliced < self.form_cycles(op, w, width):
+            self._place_sliced(op, w, sliced, rewriter)
+            return
         if width is None:  # padded groups: the tile level's form, the nn op stays depthwise
             op.attributes[LANE_GROUPS] = UnitAttr()
             if not _pays(self.hw, op, op):
@@ -238,6 +242,108 @@ class DepthwiseToGrouped(RewritePattern):
         finally:
             op.attributes.pop(LANE_GROUPS, None)
         return c if _device_cycles(self.hw, diagonal_conv(op, w, c)[1]) < grouped else groups
+
+
+    def form_cycles(self, op: nn.Conv2dOp, w: np.ndarray, width: int | None) -> float:
+        """The placement estimate of the block-diagonal form `width` chose."""
+        if width is not None:
+            return _device_cycles(self.hw, diagonal_conv(op, w, width)[1])
+        op.attributes[LANE_GROUPS] = UnitAttr()
+        try:
+            return _device_cycles(self.hw, op)
+        finally:
+            del op.attributes[LANE_GROUPS]
+
+    def _place_sliced(self, op: nn.Conv2dOp, w: np.ndarray, cycles: float, rewriter: PatternRewriter) -> None:
+        """`op` replaced by its `_slices` and their placed concat if, at `cycles` (`_sliced_cycles`),
+        it pays; else left for the host. Each slice carries the whole conv's costs."""
+        device = self.hw.cycles_to_ms(cycles)
+        trip, host = round_trip_ms([op.input], op.output), host_ms(op)
+        cost = StringAttr(f"device {device:.4f} ms + DRAM round trip {trip:.4f} ms vs host {host:.4f} ms")
+        if device + trip >= host:
+            op.attributes["placement_cost"] = cost
+            return
+        parts = _slices(op, w)
+        for sl, consts, conv in parts:
+            conv.attributes["placement_cost"] = cost
+            rewriter.insert([sl, *consts, conv], InsertPoint.before(op))
+        concat = nn.ConcatOp([conv.output for _, _, conv in parts], 1, op.output.type)
+        if "onnx_node" in op.attributes:
+            concat.attributes["onnx_node"] = op.attributes["onnx_node"]
+        old = op.weight.owner
+        rewriter.replace(op, concat)
+        if isinstance(old, nn.ConstantOp) and not old.result.uses:
+            rewriter.erase(old)
+
+
+GATHER_PIXEL_CYCLES = 10
+"""What a slice layer's gather adds a input pixel, which the planners' estimate leaves out: one LD
+of the pixel's 16 words and its two address registers (snowir/codegen/strip_loads.py
+`load_maps`), straight-line code, so its instruction-cache fetches and register waits too.
+Measured (simulated minus estimated cycles of a slice, before the grouped taps' pipelining):
+5.5 a pixel at 14², 8.4-9.4 at 28² and 56², 10.0 at 112²; the upper end, so the choice errs
+toward the forms without a gather."""
+
+SLICED = "depthwise_slice"
+"""On a diagonal conv over a channel slice of a depthwise conv's input (`_slices`): which slice
+it is, of how many."""
+
+SliceConv = tuple[nn.ChannelSliceOp, tuple[nn.ConstantOp, nn.ConstantOp], nn.Conv2dOp]
+"""A slice of a depthwise conv's input, the diagonal conv's weights and bias, the conv."""
+
+
+def _slice_sizes(c: int) -> list[int]:
+    """The channel slices of a C-channel depthwise conv: 16 each, the last C mod 16."""
+    return [LANES] * (c // LANES) + ([c % LANES] if c % LANES else [])
+
+
+def _slice_conv(op: nn.Conv2dOp, w: np.ndarray, bias: np.ndarray | None, start: int, size: int) -> SliceConv:
+    """The diagonal size x size conv over channels [start, start + size) of `op`'s input."""
+    n, _, h, w_in = shape_of(op.input)
+    _, _, oh, ow = shape_of(op.output)
+    sl = nn.ChannelSliceOp(op.input, start, size, TensorType(f32, [n, size, h, w_in]))
+    weight = constant_op(block_diagonal(w[start:start + size], size).astype(np.float32), "w_diag")
+    b = constant_op((bias[start:start + size] if bias is not None else np.zeros(size)).astype(np.float32), "b_slice")
+    conv = nn.Conv2dOp(sl.output, weight.result, b.result, TensorType(f32, [n, size, oh, ow]),
+                       [int(v) for v in op.strides.get_values()], [int(v) for v in op.pads.get_values()],
+                       [int(v) for v in op.dilations.get_values()], 1, op.relu is not None)
+    conv.attributes.update(op.attributes)
+    conv.attributes["block_diagonal"] = UnitAttr()
+    return sl, (weight, b), conv
+
+
+def _slices(op: nn.Conv2dOp, w: np.ndarray) -> list[SliceConv]:
+    """The depthwise `op` (weights `w`) as ceil(C/16) convs, each over its 16-channel slice of
+    the input (the last C mod 16; `nn.channel_slice`: the layer gathers its channels, so its
+    maps are 16 words a pixel) with diagonal kernels, their outputs concatenated (placed: each
+    writes its channel slice of one DRAM tensor, allocate-dram). Not yet in a block.
+
+    Why: over a gathered 16-channel slice a kernel row is kw·16 contiguous words, one pipelined
+    trace of kw MAC cycles with 1 useful lane in 16 (the bound), instead of a 16-word trace a
+    tap (docs/lowering.md, "Depthwise convs: the bound")."""
+    bias = const_of(op.bias) if op.bias is not None else None
+    name = op.attributes.get("onnx_node")
+    sizes = _slice_sizes(shape_of(op.input)[1])
+    parts = []
+    for g, size in enumerate(sizes):
+        sl, consts, conv = _slice_conv(op, w, bias, g * LANES, size)
+        if isinstance(name, StringAttr):  # the reports' rows: dw.0, dw.1, ... and the concat dw
+            conv.attributes["onnx_node"] = StringAttr(f"{name.data}.{g}")
+        conv.attributes[SLICED] = StringAttr(f"{g} of {len(sizes)}")
+        parts.append((sl, consts, conv))
+    return parts
+
+
+def _sliced_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray) -> float:
+    """The placement estimate of `op` as `_slices` (one slice of each width planned), each
+    slice's gather included; inf where it does not apply: a 1x1 (no kernel row to span), a fused
+    residual, an input already a channel slice, or the planners refuse a slice."""
+    if w.shape[2:] == (1, 1) or op.bypass is not None or isinstance(op.input.owner, nn.ChannelSliceOp):
+        return float("inf")
+    h, w_in = shape_of(op.input)[2:]
+    sizes = _slice_sizes(shape_of(op.input)[1])
+    each = {size: _device_cycles(hw, _slice_conv(op, w, None, 0, size)[2]) for size in set(sizes)}
+    return sum(each[size] + GATHER_PIXEL_CYCLES * h * w_in for size in sizes)
 
 
 def diagonal_conv(op: nn.Conv2dOp, w: np.ndarray, lanes: int) -> tuple[nn.ConstantOp, nn.Conv2dOp]:

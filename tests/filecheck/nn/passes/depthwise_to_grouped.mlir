@@ -57,7 +57,15 @@ func.func @grouped(%x: tensor<1x24x16x16xf32>) -> (tensor<1x24x16x16xf32>, tenso
 // CHECK-LABEL: func.func @grouped
 // CHECK:       %[[W1:.*]] = nn.constant dense_resource<{{.*}}> : tensor<48x24x1x1xf32>
 // CHECK-NEXT:  %g1 = nn.conv2d %x, %[[W1]], %b1 {dense_groups = 4 : i64, placement_cost = "device {{.*}}", {{.*}}groups = 1 : i64, relu}
-// CHECK:       %dw = nn.conv2d %g1, %{{.*}}, %b1 {block_diagonal, placement_cost = "device {{.*}} ms + DRAM round trip 0.0000 ms vs host {{.*}} ms", {{.*}}groups = 1 : i64}
+// The 48-channel depthwise conv runs as 3 convs over 16-channel slices of %g1 (each gathers its
+// slice: a pipelined trace per kernel row), concatenated by placement.
+// CHECK:       %[[S0:.*]] = nn.channel_slice %g1 {start = 0 : i64, size = 16 : i64} : (tensor<1x48x16x16xf32>) -> tensor<1x16x16x16xf32>
+// CHECK-NEXT:  %[[W0:.*]] = nn.constant dense_resource<{{.*}}> : tensor<16x16x3x3xf32>
+// CHECK-NEXT:  %[[B0:.*]] = nn.constant dense_resource<{{.*}}> : tensor<16xf32>
+// CHECK-NEXT:  %[[C0:.*]] = nn.conv2d %[[S0]], %[[W0]], %[[B0]] {block_diagonal, depthwise_slice = "0 of 3", placement_cost = "device {{.*}} ms + DRAM round trip 0.0000 ms vs host {{.*}} ms", {{.*}}groups = 1 : i64}
+// CHECK:       nn.channel_slice %g1 {start = 32 : i64, size = 16 : i64}
+// CHECK:       %[[C2:.*]] = nn.conv2d {{.*}}depthwise_slice = "2 of 3"
+// CHECK-NEXT:  %dw = nn.concat %[[C0]], {{.*}}, %[[C2]] {axis = 1 : i64} : {{.*}} -> tensor<1x48x16x16xf32>
 // CHECK:       %[[W2:.*]] = nn.constant dense_resource<{{.*}}> : tensor<24x48x1x1xf32>
 // CHECK-NEXT:  %g2 = nn.conv2d %dw, %[[W2]], %b2 bypass %x {dense_groups = 4 : i64, {{.*}}groups = 1 : i64, relu}
 // CHECK-NEXT:  %tiles = nn.conv2d %x, %w3, %b3 {strides = {{.*}}groups = 2 : i64}
