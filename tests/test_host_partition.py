@@ -205,16 +205,18 @@ def test_a_larger_mul_between_host_ops_moves_and_is_bit_exact(tmp_path: Path, ca
 def test_the_depthwise_estimate_counts_issue_not_only_macs(tmp_path: Path, capsys) -> None:
     # a 3x3 depthwise conv in 16-lane groups is a trace per tap and its ADDI pair (3 issue slots
     # for 1 MAC cycle): the estimate placement compares must be near the machine's cycles, not
-    # the MAC count's ~3x below
+    # the MAC count's ~3x below (written as its 16-lane groups: depthwise-to-grouped prefers
+    # 16-channel slices for this one)
     from snowir.tile.lowerable import planned_conv
     from snowir.hw import SnowflakeConfig
     from snowir.plan.issue import issue_cycles
+    from snowir.plan.layout import block_diagonal
 
     n = helper.make_node
     nodes = [n("Conv", ["x", "w0"], ["a"], name="expand"),
-             n("Conv", ["a", "w1"], ["d"], name="dw", group=96, pads=[1, 1, 1, 1]),
+             n("Conv", ["a", "w1"], ["d"], name="dw", group=6, pads=[1, 1, 1, 1]),
              n("Conv", ["d", "w2"], ["y"], name="project")]
-    inits = {"w0": rand(96, 96, 1, 1, scale=0.1), "w1": rand(96, 1, 3, 3, seed=1, scale=0.3),
+    inits = {"w0": rand(96, 96, 1, 1, scale=0.1), "w1": block_diagonal(rand(96, 1, 3, 3, seed=1, scale=0.3), 16),
              "w2": rand(96, 96, 1, 1, seed=2, scale=0.1)}
     m = model(nodes, {"x": [1, 96, 16, 16]}, {"y": [1, 96, 16, 16]}, inits)
     dw = _by_node(_prepared(m), "dw")
