@@ -1,7 +1,10 @@
 """
-depthwise-to-grouped: a depthwise conv (one input channel per output channel) -> a grouped conv
-of 16 channels per group whose 16 x 16 kernel blocks are diagonal (C a multiple of 16; else see
-below).
+depthwise-to-grouped: a depthwise conv (one input channel per output channel) -> block-diagonal
+convs, in the form with the lowest placement estimate (docs/lowering.md, "Depthwise convs: the
+bound"): a grouped conv of 16 channels per group whose 16 x 16 kernel blocks are diagonal (C a
+multiple of 16; else see below), one ungrouped C x C diagonal conv (`DepthwiseToGrouped.width`),
+or ceil(C/16) diagonal convs over 16-channel slices of the input joined by a placed concat
+(`_slices`: a kernel row of a gathered slice is one trace at the bound's 1/16 lanes).
 
 Why: the 16 MACs of a vMAC multiply 16 contiguous channels of one trace into one output
 channel, so a depthwise conv (one channel per output) has no dense mapping (docs/lowering.md,
