@@ -41,7 +41,7 @@ def load_npy(path: str | Path, what: str = "input array") -> np.ndarray:
         raise SnowError(f"{path}: not an .npy file (numpy.save writes one)")
     try:
         return np.load(path)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, EOFError) as e:
         raise SnowError(f"{path}: cannot read {what}: {str(e).splitlines()[0] if str(e) else e}") from None
 
 def context() -> Context:

@@ -85,7 +85,7 @@ def calibration_inputs(module: ModuleOp, path: str, samples: int) -> np.ndarray:
     if path:
         try:
             x = np.load(Path(path))
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, EOFError) as e:  # an empty file: numpy says EOFError
             raise CalibrationError(f"{path}: cannot read calibration inputs ({e})") from None
         x = np.asarray(x, np.float32)
         if x.ndim == len(shape) + 1 and list(x.shape[1:]) != shape:

@@ -293,3 +293,16 @@ def test_a_program_or_an_image_piped_on_stdin_runs_as_from_a_file(tmp_path: Path
         outs.append(np.load(out))
     assert snow_run([str(example), "--quiet", "--output", str(tmp_path / "file.npy")]) == 0
     assert all(np.array_equal(np.load(tmp_path / "file.npy"), y) for y in outs)
+
+
+def test_an_empty_calibration_file_is_one_line(tmp_path: Path, capsys) -> None:
+    """`--calibration` of an empty file (/dev/null, a failed download) named the file and the
+    problem, not numpy's bare 'EOFError: No data left in file'."""
+    empty = tmp_path / "empty.npy"
+    empty.write_bytes(b"")
+    digits = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
+    rc = snow_run([str(digits), "--format", "auto", "--calibration", str(empty), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc != 0
+    assert str(empty) in err and "cannot read calibration inputs" in err and "EOFError" not in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
