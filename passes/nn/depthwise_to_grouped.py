@@ -59,6 +59,7 @@ import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, TensorType, UnitAttr, f32
 from xdsl.passes import ModulePass
+from xdsl.ir import Operation
 from xdsl.rewriter import InsertPoint
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
 
@@ -168,6 +169,15 @@ def grouped_refused(op: nn.Conv2dOp, hw: SnowflakeConfig) -> bool:
     return False
 
 
+
+def _replace(op: nn.Conv2dOp, new: Operation, rewriter: PatternRewriter) -> None:
+    """`op` replaced by `new`, and its weight constant erased when nothing else reads it."""
+    old = op.weight.owner
+    rewriter.replace(op, new)
+    if isinstance(old, nn.ConstantOp) and not old.result.uses:
+        rewriter.erase(old)
+
+
 class GroupedToDense(RewritePattern):
     def __init__(self, hw: SnowflakeConfig):
         self.hw = hw
@@ -183,10 +193,7 @@ class GroupedToDense(RewritePattern):
         if not _pays(self.hw, conv, op):
             return
         rewriter.insert(weight, InsertPoint.before(op))
-        old = op.weight.owner
-        rewriter.replace(op, conv)
-        if isinstance(old, nn.ConstantOp) and not old.result.uses:
-            rewriter.erase(old)
+        _replace(op, conv, rewriter)
 
 
 class DepthwiseToGrouped(RewritePattern):
@@ -217,10 +224,7 @@ class DepthwiseToGrouped(RewritePattern):
         if not _pays(self.hw, conv, op):  # left for the host, with its costs
             return
         rewriter.insert(weight, InsertPoint.before(op))
-        old = op.weight.owner
-        rewriter.replace(op, conv)
-        if isinstance(old, nn.ConstantOp) and not old.result.uses:
-            rewriter.erase(old)
+        _replace(op, conv, rewriter)
 
     def width(self, op: nn.Conv2dOp, w: np.ndarray, c: int) -> int | None:
         """The block-diagonal group width, by the placement estimate: 16-channel groups (None:
@@ -273,10 +277,7 @@ class DepthwiseToGrouped(RewritePattern):
         concat = nn.ConcatOp([conv.output for _, _, conv in parts], 1, op.output.type)
         if "onnx_node" in op.attributes:
             concat.attributes["onnx_node"] = op.attributes["onnx_node"]
-        old = op.weight.owner
-        rewriter.replace(op, concat)
-        if isinstance(old, nn.ConstantOp) and not old.result.uses:
-            rewriter.erase(old)
+        _replace(op, concat, rewriter)
 
 
 GATHER_PIXEL_CYCLES = 10
