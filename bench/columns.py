@@ -35,6 +35,7 @@ from snowir.hw import SnowflakeConfig  # noqa: E402
 from snowir.tools.snow_opt import main as snow_opt  # noqa: E402
 
 from _output import add_output_options, machine_speed, output_file, speed_line, with_speed  # noqa: E402
+from depthwise import summed_layer  # noqa: E402
 
 LAYERS = [  # name, (C, H, W, K, kernel, groups), simulated unless large
     ("depthwise 3x3, 8 ch, 56x56", (8, 56, 56, 8, 3, 8), False),
@@ -100,12 +101,9 @@ def main() -> None:
                 t0 = time.perf_counter()
                 result = compiled.run(check=True)
                 report = result.report.to_json()
-                # the depthwise conv may run as 16-channel slices (`dw.*`) joined by their concat (`dw`)
-                parts = [layer for layer in report["layers"] if layer["name"] == "dw" or layer["name"].startswith("dw.")]
-                cycles, macs = sum(p["cycles"] or 0 for p in parts), sum(p["macs"] or 0 for p in parts)
-                row |= {"where": "/".join(sorted({p["where"] for p in parts})), "cycles": cycles,
-                        "ms": sum(p["ms"] or 0 for p in parts), "useful_macs": macs,
-                        "useful_mac_util_pct": 100 * macs / (cycles * hw.macs) if cycles else 0.0,
+                dw = summed_layer(report, "dw")  # its 16-channel slices summed, where it runs as them
+                row |= {"where": dw["where"], "cycles": dw["cycles"], "ms": dw["ms"], "useful_macs": dw["macs"],
+                        "useful_mac_util_pct": 100 * dw["macs"] / (dw["cycles"] * hw.macs) if dw["cycles"] else 0.0,
                         "bit_exact": bool(report["check"]["golden_bit_exact"]),
                         "simulate_s": round(time.perf_counter() - t0, 2)}
             rows.append(row)

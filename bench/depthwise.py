@@ -101,10 +101,17 @@ def _measure(c: int, h: int, w: int, kernel: int, stride: int, hw: SnowflakeConf
         path = Path(tmp) / "m.onnx"
         onnx.save(block(c, h, w, kernel, stride), path)
         report = compile_model(path, hw=hw).run(check=True).report.to_json()
-    parts = [layer for layer in report["layers"] if layer["name"] == "dw" or layer["name"].startswith("dw.")]
-    return {"where": "/".join(sorted({p["where"] for p in parts})), "form": f"{len(parts) - 1} slices"
-            if len(parts) > 1 else "one layer", "cycles": sum(p["cycles"] or 0 for p in parts),
-            "useful_macs": sum(p["macs"] or 0 for p in parts), "bit_exact": bool(report["check"]["golden_bit_exact"])}
+    dw = summed_layer(report, "dw")
+    return {"where": dw["where"], "form": f"{dw['parts'] - 1} slices" if dw["parts"] > 1 else "one layer",
+            "cycles": dw["cycles"], "useful_macs": dw["macs"], "bit_exact": bool(report["check"]["golden_bit_exact"])}
+
+
+def summed_layer(report: dict, name: str) -> dict:
+    """Layer `name` of a snow-run report, with the 16-channel slices it may run as (`name.*`,
+    joined by their concat, `name`) summed: where, parts, cycles, ms, macs."""
+    parts = [layer for layer in report["layers"] if layer["name"] == name or layer["name"].startswith(f"{name}.")]
+    return {"where": "/".join(sorted({p["where"] for p in parts})), "parts": len(parts),
+            **{key: sum(p[key] or 0 for p in parts) for key in ("cycles", "ms", "macs")}}
 
 
 def main() -> None:
