@@ -44,6 +44,18 @@ def _dw(r: dict) -> dict:
             **{key: sum(p[key] or 0 for p in parts) for key in ("cycles", "macs")}}
 
 
+def _run_block(tmp_path: Path, c: int, h: int, kernel: int, stride: int):
+    """`block` run with --check (bit-exact asserted): the depthwise layer's row (`_dw`) and the
+    bound of its shape on the default machine."""
+    onnx.save(block(c, h, kernel, stride), tmp_path / "m.onnx")
+    report = tmp_path / "r.json"
+    assert snow_run([str(tmp_path / "m.onnx"), "--check", "--quiet", "--report", str(report)]) == 0
+    r = json.loads(report.read_text())
+    assert r["check"]["golden_bit_exact"] is True
+    pad = kernel // 2
+    return _dw(r), depthwise_bound(c, h, h, (kernel, kernel), (stride, stride), (pad,) * 4, SnowflakeConfig())
+
+
 def test_lane_share_is_one_lane_a_vmac_from_16_channels() -> None:
     """HWC maps: a 16-word cycle holds one word of a vMAC's channel once C >= 16; below, a
     kernel row of kw·C words holds kw."""
@@ -68,16 +80,9 @@ def test_a_strided_3x3_is_dram_bound() -> None:
 def test_the_machine_stays_within_the_bound(tmp_path: Path, c: int, h: int, kernel: int, stride: int) -> None:
     """Bit-exact on the device, the depthwise layer's useful MACs are the bound's, and it takes
     no fewer cycles than the bound (so its utilisation is at most the bound's)."""
-    onnx.save(block(c, h, kernel, stride), tmp_path / "m.onnx")
-    report = tmp_path / "r.json"
-    assert snow_run([str(tmp_path / "m.onnx"), "--check", "--quiet", "--report", str(report)]) == 0
-    r = json.loads(report.read_text())
-    assert r["check"]["golden_bit_exact"] is True
-    dw = _dw(r)
-    assert dw["where"] == "device"
+    dw, b = _run_block(tmp_path, c, h, kernel, stride)
     hw = SnowflakeConfig()
-    pad = kernel // 2
-    b = depthwise_bound(c, h, h, (kernel, kernel), (stride, stride), (pad,) * 4, hw)
+    assert dw["where"] == "device"
     assert dw["macs"] == b.useful_macs
     assert dw["cycles"] >= b.cycles
     assert dw["macs"] / (dw["cycles"] * hw.macs) <= b.utilisation(hw)
@@ -91,15 +96,8 @@ def test_narrow_depthwise_runs_as_one_diagonal_conv_near_its_ceiling(tmp_path: P
     tap, issue-bound at 22-31% of the bound), and depthwise-to-grouped picks it by the estimate;
     bit-exact. Before, the fixed rule ran 32 channels at 19% of the bound and kept 24 on the
     host."""
-    onnx.save(block(c, h, kernel, stride), tmp_path / "m.onnx")
-    report = tmp_path / "r.json"
-    assert snow_run([str(tmp_path / "m.onnx"), "--check", "--quiet", "--report", str(report)]) == 0
-    r = json.loads(report.read_text())
-    assert r["check"]["golden_bit_exact"] is True
-    dw = _dw(r)
+    dw, b = _run_block(tmp_path, c, h, kernel, stride)
     assert dw["where"] == "device"
-    pad = kernel // 2
-    b = depthwise_bound(c, h, h, (kernel, kernel), (stride, stride), (pad,) * 4, SnowflakeConfig())
     assert share <= b.cycles / dw["cycles"] <= 1
 
 
@@ -110,15 +108,7 @@ def test_grouped_taps_issue_their_addresses_a_mac_ahead(tmp_path: Path, c: int, 
     (codegen/traces.py `macs_taps_pipelined`), so a tap issues in ~3 cycles, not the ~5 of a MAC
     waiting on its pair: above 22% of the bound (17-20% before), bit-exact. (That the issue
     estimate follows: tests/test_host_partition.py.)"""
-    onnx.save(block(c, h, kernel, stride), tmp_path / "m.onnx")
-    report = tmp_path / "r.json"
-    assert snow_run([str(tmp_path / "m.onnx"), "--check", "--quiet", "--report", str(report)]) == 0
-    r = json.loads(report.read_text())
-    assert r["check"]["golden_bit_exact"] is True
-    dw = _dw(r)
-    pad = kernel // 2
-    hw = SnowflakeConfig()
-    b = depthwise_bound(c, h, h, (kernel, kernel), (stride, stride), (pad,) * 4, hw)
+    dw, b = _run_block(tmp_path, c, h, kernel, stride)
     assert dw["where"] == "device" and 0.22 <= b.cycles / dw["cycles"] <= 1
 
 
