@@ -170,4 +170,10 @@ def round_trip_ms(inputs: list[SSAValue], output: SSAValue, cpu: HostCPU = HOST)
                 if not isinstance(_source(v), nn.ConstantOp) and not _device_layer(_source(v)))
     if any(not _device_layer(user) for user in _readers(output)):
         words += int(np.prod(output.type.get_shape()))
-    return words * 2 / (cpu.gbps * 1e6)
+    return copy_ms(words * 2, cpu)
+
+
+def copy_ms(words_bytes: int, cpu: HostCPU = HOST) -> float:
+    """[P] `words_bytes` bytes of device words copied between host and device DRAM at the host's
+    streaming rate: a round trip as partition-host prices it, and the end-to-end timeline's copies."""
+    return words_bytes / (cpu.gbps * 1e6)

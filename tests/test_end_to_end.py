@@ -14,7 +14,7 @@ from onnx import helper
 
 import snowir
 from snowir.driver.model_api import Report
-from snowir.driver.timeline import copy_ms
+from snowir.host_model import copy_ms
 from snowir.host_model import HOST
 from snowir.segments import main_of
 from snowir.tools.snow_report import main as snow_report

@@ -26,7 +26,7 @@ import numpy as np
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from snowir.dialects import nn
-from snowir.host_model import HOST, HostCPU
+from snowir.host_model import HOST, HostCPU, copy_ms
 from snowir.hw import SnowflakeConfig
 from snowir.machine.timing import Event
 from snowir.nn_util import layer_name
@@ -36,12 +36,6 @@ from snowir.tile.build import device_input
 WORD_BYTES = 2
 """A device tensor element: one 16-bit fixed-point word."""
 HOST_TRACK = "host"
-
-
-def copy_ms(words_bytes: int, cpu: HostCPU = HOST) -> float:
-    """[P] A round trip of `words_bytes` bytes of device words at the host's streaming rate: the
-    price partition-host gives a round trip when it places a layer (host_model.round_trip_ms)."""
-    return words_bytes / (cpu.gbps * 1e6)
 
 
 def _bytes(value: SSAValue) -> int:
