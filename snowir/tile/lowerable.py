@@ -77,6 +77,32 @@ def concat_refusal(op: nn.ConcatOp, hw: SnowflakeConfig) -> str | None:
         device += isinstance(v.owner, Operation) and not _placed(v.owner, "host")
     if not device:
         return "channel concat of host tensors: the host copies them"
+    return _reader_refusal(op, inputs, hw)
+
+
+def _reader_refusal(op: nn.ConcatOp, inputs: list[SSAValue], hw: SnowflakeConfig) -> str | None:
+    """Why a device reader of an input could not read it in place once the concat is placed: its
+    rows become whole pixels of the concat's tensor (a 13x13 SPP pool over 768-channel pixels no
+    longer fits the maps buffer), and it was asked before, with a tensor of its own."""
+    before = op.attributes.get("place")
+    op.attributes["place"] = StringAttr("snowflake")  # slot_of then answers as after the placement
+    try:
+        for v in inputs:
+            for use in v.uses:
+                reader = use.operation
+                if reader is op or _placed(reader, "host") or not isinstance(reader, nn.Conv2dOp | nn.MaxPoolOp):
+                    continue
+                why = device_refusal(reader, hw)
+                if why is not None:
+                    node = reader.attributes.get("onnx_node")
+                    name = node.data if isinstance(node, StringAttr) else reader.name
+                    return f"channel concat: the host copies its inputs side by side ('{name}' cannot read its " \
+                           f"slice in place: {why})"
+    finally:
+        if before is None:
+            del op.attributes["place"]
+        else:
+            op.attributes["place"] = before
     return None
 
 
