@@ -89,6 +89,14 @@ class SnowflakeInstruction(IRDLOperation, ABC):
         # time at 10^5 instructions); the verifier still checks every property.
         initialise(self, {k: v for k, v in properties.items() if v is not None}, {})
 
+    @classmethod
+    def from_properties(cls, properties: dict[str, Attribute]) -> Self:
+        """An instruction of these properties, already checked (the decoder's: `_build` without
+        an `__init__` signature to go through)."""
+        new = cls.__new__(cls)
+        initialise(new, properties, {})
+        return new
+
     def clone(self, value_mapper=None, block_mapper=None, *, clone_name_hints: bool = True,
               clone_operands: bool = True) -> Self:
         # nothing to map: a copy of the properties and attributes (tile-to-asm clones the code of

@@ -102,9 +102,21 @@ class BitField:
     when: tuple[str, tuple[Any, ...]] | None = None
     doc: str = ""
 
-    @property
+    @cached_property
     def bits(self) -> int:
         return sum(width for _, width in self.segments)
+
+    @cached_property
+    def full_mask(self) -> int:
+        return self.mask()
+
+    @cached_property
+    def code_of(self) -> dict[Any, int]:
+        return dict(self.codes)
+
+    @cached_property
+    def member_of(self) -> dict[int, Any]:
+        return {code: member for member, code in self.codes}
 
     def mask(self, bits: int | None = None) -> int:
         """The word bits of the field's low `bits` value bits (all of them by default)."""
@@ -124,6 +136,9 @@ class BitField:
         return out
 
     def unpack(self, word: int) -> int:
+        if len(self.segments) == 1:
+            lsb, width = self.segments[0]
+            return (word >> lsb) & ((1 << width) - 1)
         out, at = 0, 0
         for lsb, width in self.segments:
             out |= ((word >> lsb) & ((1 << width) - 1)) << at
@@ -172,9 +187,21 @@ class Instruction:
     def name(self) -> str:
         return f"snowflake_asm.{self.mnemonic}"
 
-    @property
+    @cached_property
     def field(self) -> dict[str, BitField]:
         return {f.name: f for f in self.fields}
+
+    @cached_property
+    def properties(self) -> tuple[str, ...]:
+        """The op properties of the fields, in syntax order (the order the op classes build them)."""
+        out: list[str] = []
+        for spec in self.syntax:
+            if spec == ",":
+                continue
+            name = spec if isinstance(spec, str) else spec[2] if spec[0] in ("kw", "okw", "select") else spec[1]
+            out.append(name)
+        assert sorted(out) == sorted(f.name for f in self.fields), f"{self.mnemonic}: syntax and fields differ"
+        return tuple(out)
 
     @cached_property
     def operands(self) -> tuple[str, ...]:
@@ -341,6 +368,7 @@ def _check_layout(entry: Instruction) -> None:
     name fields of the instruction."""
     taken = ((1 << OPCODE_BITS) - 1) << OPCODE_LSB
     names = {f.name for f in entry.fields}
+    entry.properties  # noqa: B018 - asserts the syntax names the fields
     for f in entry.fields:
         if f.mask() & taken:
             raise ValueError(f"{entry.mnemonic}: field {f.name} overlaps another field or the opcode")
