@@ -164,7 +164,12 @@ class Instruction:
     """One instruction of the ISA (module docstring). `semantics`: for scalar instructions the
     value written to `writes`, for branches the condition, as a Python expression over the
     field names (register fields read their register's value); scalar results wrap to 32 bits.
-    `machine_call`: the `Machine` method a vector or memory instruction runs (state.py)."""
+    `machine_call`: the `Machine` method a vector or memory instruction runs (state.py).
+    Flags: `steady`, it may be in a self-loop the fast engine times in closed form
+    (snowir/machine/steady.py; `steady_if` = (field, values): only with those values;
+    `nonlinear`: not when every register it reads changes in the loop; a branch only if its
+    condition is `rs1 <= | > | == rs2`), `steady_anchor`: such a loop needs one of these;
+    `deferrable`: the fast engine may batch it (snowir/machine/mac_batch.py)."""
 
     mnemonic: str
     opcode: int
@@ -178,6 +183,7 @@ class Instruction:
     semantics: str | None = None
     machine_call: str | None = None
     steady: bool = False
+    steady_anchor: bool = False
     steady_if: tuple[str, tuple[Any, ...]] | None = None
     nonlinear: bool = False
     deferrable: bool = False
@@ -301,12 +307,12 @@ _BASE: tuple[Instruction, ...] = (
                  ("flag", "wb"), ("flag", "relu")),
                 MEMORY_READS, None, VECTOR_TIMING,
                 "multiply-accumulate a trace on every vMAC; `wb`: write back to DRAM rd",
-                machine_call="mac", steady=True, deferrable=True,
+                machine_call="mac", steady=True, steady_anchor=True, deferrable=True,
                 checks=(_trace_nonzero("mac"), Check(lambda f: f["wb"] or not f["relu"], "MAC with relu but no write-back"))),
     Instruction("max", 7, Kind.VECTOR, (RD, RS1, RS2, TRACE, BitField("wb", "flag", ((11, 1),))),
                 ("rd", ",", "rs1", ",", "rs2", ("kw", "trace", "trace"), ("flag", "wb")),
                 MEMORY_READS, None, VECTOR_TIMING, "pool unit: max of a trace of 16-lane vectors; `wb`: to DRAM rd",
-                machine_call="max", steady=True, checks=(_trace_nonzero("max"),)),
+                machine_call="max", steady=True, steady_anchor=True, checks=(_trace_nonzero("max"),)),
     Instruction("vmov", 8, Kind.VECTOR,
                 (MODE, RS1, BitField("select", "enum", ((0, 3),), _VMOV_CODES, VmovSelectAttr),
                  BitField("word", "uint", ((3, 3),), when=("select", (VmovSelect.MASK,)), doc="mask only")),
