@@ -82,6 +82,7 @@ VECTOR_TIMING = TimingClass("vector", "vector queue", 1, None,
                             "queued at dispatch (`vector_queue_depth`); CU cycles in docs/machine.md")
 MEMORY_TIMING = TimingClass("memory", "load unit", 1, None,
                             "queued on its load unit at dispatch; DRAM time in docs/machine.md")
+TIMING_CLASSES = (SCALAR_TIMING, BRANCH_TIMING, VECTOR_TIMING, MEMORY_TIMING)
 
 
 @dataclass(frozen=True)
@@ -415,11 +416,11 @@ def _syntax_text(entry: Instruction) -> str:
         elif isinstance(spec, str):
             parts.append(spec)
         elif spec[0] == "int":
-            parts.append(spec[1])
+            parts.append(f"<{spec[1]}>")
         elif spec[0] == "kw":
-            parts.append(f"{spec[1]} {spec[2]}")
+            parts.append(f"{spec[1]} <{spec[2]}>")
         elif spec[0] == "okw":
-            parts.append(f"[{spec[1]} {spec[2]}]")
+            parts.append(f"[{spec[1]} <{spec[2]}>]")
         elif spec[0] == "flag":
             parts.append(f"[{spec[1]}]")
         elif spec[0] == "enum":
@@ -427,7 +428,7 @@ def _syntax_text(entry: Instruction) -> str:
         elif spec[0] == "label":
             parts.append("@label")
         elif spec[0] == "select":
-            parts.append(f"{spec[1]} {spec[2]}")
+            parts.append(f"{spec[1]} <{spec[2]}>" + ("\\|all" if entry.field[spec[2]].kind == "select" else ""))
     return f"{entry.mnemonic} {' '.join(parts)}".strip()
 
 
@@ -438,6 +439,18 @@ def _field_text(f: BitField) -> str:
     when = f" if {f.when[0]} = {'/'.join(getattr(v, 'value', str(v)) for v in f.when[1])}" if f.when else ""
     extra = f" {kind}" if kind else ""
     return f"{f.name}{f.layout()}{extra}{codes}{when}"
+
+
+DOC_BEGIN = "<!-- isa-table: generated from dialects/snowflake_asm/isa.py by python tools/gen_isa_docs.py -->"
+DOC_END = "<!-- end isa-table -->"
+
+
+def with_table(doc: str) -> str:
+    """`doc` (docs/isa.md) with the region between DOC_BEGIN and DOC_END rendered anew."""
+    start, end = doc.find(DOC_BEGIN), doc.find(DOC_END)
+    if start < 0 or end < start:
+        raise ValueError(f"the doc has no region {DOC_BEGIN} ... {DOC_END}")
+    return doc[:start] + DOC_BEGIN + "\n" + markdown() + doc[end:]
 
 
 def markdown() -> str:
@@ -460,6 +473,6 @@ def markdown() -> str:
     free = free_opcodes()
     lines += ["", f"Free opcodes: {', '.join(map(str, free)) if free else 'none'} (a word with one is an "
               "illegal instruction). Timing classes:", ""]
-    for t in (SCALAR_TIMING, BRANCH_TIMING, VECTOR_TIMING, MEMORY_TIMING):
+    for t in TIMING_CLASSES:
         lines.append(f"* **{t.name}** ({t.unit}): {t.doc}.")
     return "\n".join(lines) + "\n"
