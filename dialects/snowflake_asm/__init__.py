@@ -75,11 +75,21 @@ from snowir.dialects.snowflake_asm.scalar_ops import (
 )
 from snowir.dialects.snowflake_asm.vector_ops import LdOp, MacOp, MaxOp, TmovOp, VmovOp
 
-INSTRUCTIONS: tuple[type[SnowflakeInstruction], ...] = (
+_WRITTEN: tuple[type[SnowflakeInstruction], ...] = (
     MovOp, MoviOp, AddOp, AddiOp, MulOp, MuliOp, MacOp, MaxOp, VmovOp,
     BleOp, BgtOp, BeqOp, LdOp, TmovOp,
 )
+"""The op classes written out (a Python constructor and docstring); a record of isa.py without
+one gets its class from `define_op`."""
+INSTRUCTIONS: tuple[type[SnowflakeInstruction], ...] = tuple(sorted(
+    [*_WRITTEN, *(define_op(e) for e in isa.ISA if e not in {c.ISA_ENTRY for c in _WRITTEN})],
+    key=lambda c: c.OPCODE))
 BY_OPCODE: dict[int, type[SnowflakeInstruction]] = {op.OPCODE: op for op in INSTRUCTIONS}
+
+
+def op_class(mnemonic: str) -> type[SnowflakeInstruction]:
+    """The op class of an instruction of the ISA table, e.g. `op_class("add") is AddOp`."""
+    return BY_OPCODE[isa.ISA[mnemonic].opcode]
 
 SnowflakeAsm = Dialect(
     "snowflake_asm",
@@ -134,6 +144,6 @@ __all__ = [
     "AddOp", "AddiOp", "BeqOp", "BgtOp", "BleOp", "BranchOperation", "FieldSpec", "ImageOp", "LabelOp", "LdOp",
     "LoadTarget", "LoadTargetAttr", "MacOp", "MaxOp", "MemoryOperation", "MovOp", "MoviOp", "MulOp", "MuliOp",
     "ProgramOp", "ProgramRole", "RegisterType", "ScalarRdRsImm", "ScalarRdRsRs", "SegmentKind", "SegmentKindAttr",
-    "SegmentOp", "SnowflakeAsm", "add_instruction", "define_op", "extended", "isa", "remove_instruction", "SnowflakeInstruction", "TmovOp", "VectorMode", "VectorModeAttr", "VmovOp",
+    "SegmentOp", "SnowflakeAsm", "add_instruction", "define_op", "op_class", "extended", "isa", "remove_instruction", "SnowflakeInstruction", "TmovOp", "VectorMode", "VectorModeAttr", "VmovOp",
     "VmovSelect", "VmovSelectAttr", "const", "program_role", "reg", "symbol",
 ]
