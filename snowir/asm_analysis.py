@@ -21,9 +21,16 @@ def _entry(kind: type) -> Instruction | None:
 
 
 def is_scalar(op: Operation) -> bool:
-    """A scalar instruction of the control pipeline (its record's kind)."""
-    entry = _entry(type(op))
-    return entry is not None and entry.kind is Kind.SCALAR
+    """A scalar instruction of the control pipeline (its record's kind), decided once a class."""
+    kind = type(op)
+    scalar = _SCALAR.get(kind)
+    if scalar is None:
+        entry = _entry(kind)
+        scalar = _SCALAR[kind] = entry is not None and entry.kind is Kind.SCALAR
+    return scalar
+
+
+_SCALAR: dict[type, bool] = {}
 
 INSTRUCTION_ROLES = frozenset({sf.ProgramRole.INSTRUCTION, sf.ProgramRole.BRANCH})
 """`sf.program_role(type(op)) in INSTRUCTION_ROLES`: `isinstance(op, sf.SnowflakeInstruction)` as one
@@ -241,8 +248,8 @@ def fold(op: sf.SnowflakeInstruction, known: dict[int, int]) -> int | None:
     if entry is None or entry.kind is not Kind.SCALAR:
         return None
     values = []
-    for name in entry.operands:
-        if entry.field[name].kind == "reg":
+    for name, is_reg in entry.operand_kinds:
+        if is_reg:
             value = known.get(op.reg_index(name))
             if value is None:
                 return None

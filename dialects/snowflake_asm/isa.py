@@ -219,6 +219,11 @@ class Instruction:
         return tuple(f.name for f in self.fields if f.name in used)
 
     @cached_property
+    def operand_kinds(self) -> tuple[tuple[str, bool], ...]:
+        """(name, is a register) of each operand: what an evaluator reads, and from where."""
+        return tuple((name, self.field[name].kind == "reg") for name in self.operands)
+
+    @cached_property
     def function(self) -> Callable[..., Any]:
         """`semantics` as a Python function of the operand values (keyword or positional, in
         `operands` order): what the reference engine runs and constant folding evaluates."""

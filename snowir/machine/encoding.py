@@ -136,38 +136,81 @@ def encode(op: sf.SnowflakeInstruction, pc: int, labels: dict[str, int],
 
 
 # ------------------------------------------------------------------------------ decode
-def _field_value(entry: Instruction, f: BitField, raw: int, pc: int, width: int) -> Any:
-    """The op's value of field `f` from its bits `raw` (None: a flag that is off)."""
-    if f.kind == "sint":
-        return _sext(raw, f.bits)
-    if f.kind == "flag":
-        return bool(raw)
-    if f.kind == "enum":
-        member = f.member_of.get(raw)
-        if member is not None:
-            return member
-        raise EncodingError(f"pc {pc}: {entry.mnemonic.upper()} with unknown {f.name} {raw}")
-    if f.kind == "label":
-        return branch_label(pc + _sext(raw, f.bits))
-    if f.kind == "select":
-        return sf.SELECT_ALL if raw == (1 << width) - 1 else raw
-    return raw
+def _segments(f: BitField, bits: int) -> list[tuple[int, int]]:
+    """The (lsb, width) segments of the field's low `bits` value bits."""
+    out, left = [], bits
+    for lsb, width in f.segments:
+        if left <= 0:
+            break
+        out.append((lsb, min(width, left)))
+        left -= width
+    return out
 
 
-def _attribute(f: BitField, value: Any) -> Any:
-    kind = f.kind
-    if kind == "reg":
-        return sf.reg(value)
-    if kind == "uint" or kind == "sint" or kind == "select":
-        return sf.const(value)
-    if f.kind == "flag":
-        return UnitAttr() if value else None
-    if f.kind == "enum":
-        assert f.enum_attr is not None
-        return f.enum_attr(value)
-    if f.kind == "label":
-        return StringAttr(value)
-    return sf.const(value)
+def _raw(f: BitField, bits: int) -> str:
+    """The expression of the field's `bits` value bits in `word`."""
+    parts, at = [], 0
+    for lsb, width in _segments(f, bits):
+        part = f"((word >> {lsb}) & {(1 << width) - 1})"
+        parts.append(f"({part} << {at})" if at else part)
+        at += width
+    return " | ".join(parts)
+
+
+def _decoder(entry: Instruction, cls: type[sf.SnowflakeInstruction], select_bits: int
+             ) -> Callable[[int, int], sf.SnowflakeInstruction]:
+    """The record's decoder for a machine of `select_bits`, as one compiled Python function:
+    each field's value from its bits (an unknown enum code is refused), the bits no field has
+    must be zero, the record's checks hold; then the op, its properties in syntax order."""
+    env: dict[str, Any] = {"E": EncodingError, "reg": sf.reg, "const": sf.const, "label": branch_label,
+                           "new": cls.from_properties, "UNIT": UnitAttr(), "CHECKS": entry.checks}
+    static = _OPCODE_MASK
+    lines = ["def decode_op(word, pc):"]
+    for i, f in enumerate(entry.fields):
+        bits = select_bits if f.kind == "select" else f.bits
+        mask = sum(((1 << w) - 1) << lsb for lsb, w in _segments(f, bits))
+        body: list[str] = [f"v{i} = {_raw(f, bits)}"]
+        if f.kind == "sint":
+            body.append(f"if v{i} >> {bits - 1}: v{i} -= {1 << bits}")
+        elif f.kind == "enum":
+            env[f"M{i}"], env[f"A{i}"] = f.member_of, f.enum_attr
+            body += [f"m{i} = M{i}.get(v{i})", f"if m{i} is None: raise E(f'pc {{pc}}: "
+                     f"{entry.mnemonic.upper()} with unknown {f.name} {{v{i}}}')", f"v{i} = m{i}"]
+        elif f.kind == "label":
+            body += [f"if v{i} >> {bits - 1}: v{i} -= {1 << bits}", f"v{i} = label(pc + v{i})"]
+        elif f.kind == "select":
+            body.append(f"if v{i} == {(1 << bits) - 1}: v{i} = {sf.SELECT_ALL}")
+        if f.when is None:
+            static |= mask
+            lines += [f"    {line}" for line in body]
+        else:
+            j = next(k for k, g in enumerate(entry.fields) if g.name == f.when[0])
+            env[f"W{i}"] = f.when[1]
+            lines += [f"    v{i} = 0", f"    if v{j} in W{i}:", f"        used |= {mask}"]
+            lines += [f"        {line}" for line in body]
+    lines.insert(1, f"    used = {static}")
+    lines += ["    if word & ~used & 4294967295:",
+              f"        raise E(f'pc {{pc}}: word {{word:#010x}} ({cls.name}) has reserved bits set')"]
+    index = {f.name: i for i, f in enumerate(entry.fields)}
+    if entry.checks:
+        lines.append("    values = {" + ", ".join(f"{f.name!r}: v{i}" for i, f in enumerate(entry.fields)) + "}")
+        lines += ["    for check in CHECKS:", "        if not check.holds(values):",
+                  "            raise E(f'pc {pc}: {check.message}')"]
+    lines.append("    P = {}")
+    for name in entry.properties:
+        i, kind = index[name], entry.fields[index[name]].kind
+        if kind == "flag":
+            lines.append(f"    if v{i}: P[{name!r}] = UNIT")
+        else:
+            value = {"reg": f"reg(v{i})", "enum": f"A{i}(v{i})", "label": f"SA(v{i})"}.get(kind, f"const(v{i})")
+            lines.append(f"    P[{name!r}] = {value}")
+    env["SA"] = StringAttr
+    lines.append("    return new(P)")
+    exec(compile("\n".join(lines) + "\n", f"<decode {entry.mnemonic}>", "exec"), env)
+    return env["decode_op"]
+
+
+_DECODERS: dict[tuple[type, int], tuple[Instruction, Callable[[int, int], sf.SnowflakeInstruction]]] = {}
 
 
 def decode(word: int, pc: int, select_bits: int = DEFAULT_SELECT_BITS) -> sf.SnowflakeInstruction:
@@ -180,34 +223,11 @@ def decode(word: int, pc: int, select_bits: int = DEFAULT_SELECT_BITS) -> sf.Sno
     cls = sf.BY_OPCODE.get(code)
     if cls is None:
         raise EncodingError(f"pc {pc}: word {word:#010x} has illegal opcode {code}")
-    entry = cls.ISA_ENTRY
-    assert entry is not None
-    used = _OPCODE_MASK
-    values: dict[str, Any] = {}
-    for f in entry.fields:
-        if f.when is not None and values[f.when[0]] not in f.when[1]:
-            values[f.name] = 0  # absent: its bits are reserved
-            continue
-        kind = f.kind
-        if kind == "select":
-            used |= f.mask(select_bits)
-            values[f.name] = _field_value(entry, f, f.unpack(word) & ((1 << select_bits) - 1), pc, select_bits)
-        else:
-            used |= f.full_mask
-            raw = f.unpack(word)
-            values[f.name] = raw if kind == "reg" or kind == "uint" else _field_value(entry, f, raw, pc, f.bits)
-    if word & ~used & 0xFFFFFFFF:
-        raise EncodingError(f"pc {pc}: word {word:#010x} ({cls.name}) has reserved bits set")
-    for check in entry.checks:
-        if not check.holds(values):
-            raise EncodingError(f"pc {pc}: {check.message}")
-    by_name = entry.field
-    props = {}
-    for name in entry.properties:
-        attr = _attribute(by_name[name], values[name])
-        if attr is not None:
-            props[name] = attr
-    return cls.from_properties(props)
+    known = _DECODERS.get((cls, select_bits))
+    if known is None or known[0] is not cls.ISA_ENTRY:
+        assert cls.ISA_ENTRY is not None
+        known = _DECODERS[(cls, select_bits)] = (cls.ISA_ENTRY, _decoder(cls.ISA_ENTRY, cls, select_bits))
+    return known[1](word, pc)
 
 
 def layout(program: sf.ProgramOp) -> tuple[list[sf.SnowflakeInstruction], dict[str, int]]:

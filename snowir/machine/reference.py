@@ -73,7 +73,7 @@ _OpImpl = Callable[[SnowflakeFunctions, Interpreter, Any, _Args], _Args]
 
 def _operand_reader(entry: Instruction) -> Callable[[list[int], sf.SnowflakeInstruction], list[int]]:
     """The values of the operands `entry.semantics` names: a register field reads its register."""
-    reads = [(name, entry.field[name].kind == "reg") for name in entry.operands]
+    reads = entry.operand_kinds
     return lambda regs, op: [regs[op.reg_index(n)] if is_reg else op._int(n) for n, is_reg in reads]
 
 
