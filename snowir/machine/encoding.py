@@ -32,10 +32,6 @@ DEFAULT_SELECT_BITS = DEFAULT.select_bits
 _OPCODE_MASK = ((1 << OPCODE_BITS) - 1) << OPCODE_LSB
 
 
-def _sext(value: int, bits: int) -> int:
-    return value - (1 << bits) if value >> (bits - 1) & 1 else value
-
-
 def branch_label(target_pc: int) -> str:
     return f"L{target_pc}"
 
