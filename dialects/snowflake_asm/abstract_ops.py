@@ -338,6 +338,7 @@ def define_op(entry: isa.Instruction, doc: str | None = None) -> type[SnowflakeI
     base = bases.get(entry.syntax)
     if base is None:
         raise ValueError(f"{entry.mnemonic}: no op shape has syntax {entry.syntax}; write its op class")
-    cls = type(f"{entry.mnemonic.capitalize()}Op", (base,),
-               {"name": entry.name, "__doc__": doc or entry.summary, "__module__": __name__})
-    return irdl_op_definition(cls)
+    cls = irdl_op_definition(type(f"{entry.mnemonic.capitalize()}Op", (base,),
+                                  {"name": entry.name, "__doc__": doc or entry.summary, "__module__": __name__}))
+    globals()[cls.__name__] = cls  # importable by name, as pickle finds a class
+    return cls
