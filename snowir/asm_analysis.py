@@ -13,9 +13,25 @@ from xdsl.ir import Operation
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import snowflake_asm as sf
+from snowir.dialects.snowflake_asm.isa import Instruction, Kind
 
-_SCALAR = (sf.MovOp, sf.MoviOp, sf.AddOp, sf.AddiOp, sf.MulOp, sf.MuliOp)
-_SCALAR_TYPES = frozenset(_SCALAR)
+
+def _entry(kind: type) -> Instruction | None:
+    return getattr(kind, "ISA_ENTRY", None)
+
+
+def is_scalar(op: Operation) -> bool:
+    """A scalar instruction of the control pipeline (its record's kind), decided once a class."""
+    kind = type(op)
+    scalar = _SCALAR.get(kind)
+    if scalar is None:
+        entry = _entry(kind)
+        scalar = _SCALAR[kind] = entry is not None and entry.kind is Kind.SCALAR
+    return scalar
+
+
+_SCALAR: dict[type, bool] = {}
+
 INSTRUCTION_ROLES = frozenset({sf.ProgramRole.INSTRUCTION, sf.ProgramRole.BRANCH})
 """`sf.program_role(type(op)) in INSTRUCTION_ROLES`: `isinstance(op, sf.SnowflakeInstruction)` as one
 look-up a class (the passes ask it of every op of every program)."""
@@ -24,7 +40,7 @@ LABEL_OR_BRANCH = frozenset({sf.ProgramRole.LABEL, sf.ProgramRole.BRANCH})
 
 def is_nop(op: Operation) -> bool:
     """A scalar op writing r0 (which reads as zero): it only takes an issue slot."""
-    return type(op) in _SCALAR_TYPES and op.reg_index("rd") == 0
+    return is_scalar(op) and op.writes() == 0  # type: ignore[attr-defined]
 
 
 def is_machine(op: Operation) -> bool:
@@ -33,8 +49,8 @@ def is_machine(op: Operation) -> bool:
     kind = type(op)
     machine = _MACHINE.get(kind)
     if machine is None:
-        machine = _MACHINE[kind] = issubclass(kind, sf.SnowflakeInstruction) and (
-            kind.IS_VECTOR or issubclass(kind, sf.MemoryOperation))
+        entry = _entry(kind)
+        machine = _MACHINE[kind] = entry is not None and entry.kind in (Kind.VECTOR, Kind.MEMORY)
     return machine
 
 
@@ -199,35 +215,25 @@ def blocks(ops: Sequence[Operation], slots: int) -> list[tuple[int, int]]:
 def known_registers(ops: Sequence[Operation], slots: int,
                     wanted: Callable[[Operation], bool] | None = None) -> list[dict[int, int] | None]:
     """For each op, the register values known just before it from the straight-line code since
-    the last label (MOVI, MOV shl, ADDI, MULI, ADD/MUL of known values); r0 is 0. With `wanted`,
-    only the ops it accepts get their values (the others None: a copy per op of 10^5 adds up)."""
+    the last label (every scalar instruction whose operands are known, folded by its ISA
+    record's semantics: MOVI, MOV shl, ADDI, MULI, ADD/MUL of known values); r0 is 0. With
+    `wanted`, only the ops it accepts get their values (the others None: a copy per op of 10^5
+    adds up)."""
     out: list[dict[int, int] | None] = []
     known: dict[int, int] = {0: 0}
     for op in ops:
         out.append(dict(known) if wanted is None or wanted(op) else None)
-        kind = type(op)  # exact classes: a type test, not an isinstance chain, per op
+        kind = type(op)
         if kind is sf.LabelOp:
             known = {0: 0}
             continue
-        if kind not in _SCALAR_TYPES and sf.program_role(kind) not in INSTRUCTION_ROLES:
+        entry = _entry(kind)
+        if entry is None:
             continue
-        w = op.writes()
+        w = op.writes()  # type: ignore[attr-defined]
         if not w:
             continue
-        value = None
-        r = lambda name: known.get(op.reg_index(name))  # noqa: E731
-        if kind is sf.MoviOp:
-            value = op._int("imm")
-        elif kind is sf.MovOp and r("rs1") is not None:
-            value = r("rs1") << op._int("shift")
-        elif kind is sf.AddiOp and r("rs1") is not None:
-            value = r("rs1") + op._int("imm")
-        elif kind is sf.MuliOp and r("rs1") is not None:
-            value = r("rs1") * op._int("imm")
-        elif kind is sf.AddOp and r("rs1") is not None and r("rs2") is not None:
-            value = r("rs1") + r("rs2")
-        elif kind is sf.MulOp and r("rs1") is not None and r("rs2") is not None:
-            value = r("rs1") * r("rs2")
+        value = fold(op, known)  # type: ignore[arg-type]
         if value is None or not -(1 << 31) <= value < (1 << 31):
             known.pop(w, None)
         else:
@@ -235,10 +241,30 @@ def known_registers(ops: Sequence[Operation], slots: int,
     return out
 
 
+def fold(op: sf.SnowflakeInstruction, known: dict[int, int]) -> int | None:
+    """The value a scalar instruction writes when the registers it reads are `known` (its record's
+    semantics, unwrapped: the caller decides what a value past 32 bits means); None otherwise."""
+    entry = op.ISA_ENTRY
+    if entry is None or entry.kind is not Kind.SCALAR:
+        return None
+    values = []
+    for name, is_reg in entry.operand_kinds:
+        if is_reg:
+            value = known.get(op.reg_index(name))
+            if value is None:
+                return None
+            values.append(value)
+        else:
+            values.append(op._int(name))
+    return entry.function(*values)
+
+
 def issue_cycles(seq: Sequence[Operation], latency: int, loop: bool = False) -> tuple[int, int]:
-    """(cycles, summed dispatch offsets of the vector ops and loads) of `seq` issued in order,
-    one per cycle, a scalar result readable `latency` cycles after its dispatch; a loop body
-    is measured on its second pass, so a result the next iteration reads early counts."""
+    """(cycles, summed dispatch offsets of the vector ops and loads) of `seq` issued in order by
+    the rule of each instruction's timing class (ISA record: `issue_cycles` apart, a written
+    register readable `latency` cycles after its dispatch: the scalar class's latency on the
+    target, `SCALAR_TIMING.latency(hw)`, which callers pass); a loop body is measured on its
+    second pass, so a result the next iteration reads early counts."""
     t = start = machine = 0
     ready: dict[int, int] = {}
     for _ in range(2 if loop else 1):
@@ -249,7 +275,7 @@ def issue_cycles(seq: Sequence[Operation], latency: int, loop: bool = False) -> 
             d = max([t] + [ready.get(r, 0) for r in op.reads() if r])
             if is_machine(op):
                 machine += d - start
-            t = d + 1
+            t = d + op.ISA_ENTRY.timing.issue_cycles
             w = op.writes()
             if w:
                 ready[w] = d + latency

@@ -24,11 +24,17 @@ instructions), program_ops.py (program, segment, image). Every name is re-export
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from xdsl.ir import Dialect
+
+from snowir.dialects.snowflake_asm import isa
 
 from snowir.dialects.snowflake_asm.abstract_ops import (
     BranchOperation,
     FieldSpec,
+    define_op,
     MemoryOperation,
     ScalarRdRsImm,
     ScalarRdRsRs,
@@ -69,23 +75,75 @@ from snowir.dialects.snowflake_asm.scalar_ops import (
 )
 from snowir.dialects.snowflake_asm.vector_ops import LdOp, MacOp, MaxOp, TmovOp, VmovOp
 
-INSTRUCTIONS: tuple[type[SnowflakeInstruction], ...] = (
+_WRITTEN: tuple[type[SnowflakeInstruction], ...] = (
     MovOp, MoviOp, AddOp, AddiOp, MulOp, MuliOp, MacOp, MaxOp, VmovOp,
     BleOp, BgtOp, BeqOp, LdOp, TmovOp,
 )
+"""The op classes written out (a Python constructor and docstring); a record of isa.py without
+one gets its class from `define_op`."""
+INSTRUCTIONS: tuple[type[SnowflakeInstruction], ...] = tuple(sorted(
+    [*_WRITTEN, *(define_op(e) for e in isa.ISA if e not in {c.ISA_ENTRY for c in _WRITTEN})],
+    key=lambda c: c.OPCODE))
 BY_OPCODE: dict[int, type[SnowflakeInstruction]] = {op.OPCODE: op for op in INSTRUCTIONS}
+
+
+def op_class(mnemonic: str) -> type[SnowflakeInstruction]:
+    """The op class of an instruction of the ISA table, e.g. `op_class("add") is AddOp`."""
+    return BY_OPCODE[isa.ISA[mnemonic].opcode]
 
 SnowflakeAsm = Dialect(
     "snowflake_asm",
     [*INSTRUCTIONS, LabelOp, ProgramOp, SegmentOp, ImageOp],
     [RegisterType, VectorModeAttr, VmovSelectAttr, LoadTargetAttr, SegmentKindAttr],
 )
+assert {op.ISA_ENTRY for op in INSTRUCTIONS} == set(isa.ISA), "an op class per ISA record, and a record per class"
+
+
+def add_instruction(entry: isa.Instruction, op_class: type[SnowflakeInstruction] | None = None
+                    ) -> type[SnowflakeInstruction]:
+    """Add `entry` to the ISA and its op class to the dialect (made by `define_op` unless
+    given): the encoder, decoder, both engines, the asm passes and docs/isa.md's table follow."""
+    global INSTRUCTIONS
+    isa.register(entry)
+    try:
+        cls = op_class if op_class is not None else define_op(entry)
+    except Exception:
+        isa.unregister(entry.mnemonic)
+        raise
+    if cls.ISA_ENTRY is not entry:
+        isa.unregister(entry.mnemonic)
+        raise ValueError(f"{cls.__name__} is not the op class of {entry.mnemonic} (its name is {cls.name})")
+    INSTRUCTIONS = (*INSTRUCTIONS, cls)
+    BY_OPCODE[entry.opcode] = cls
+    SnowflakeAsm._operations.append(cls)  # contexts made from now on parse it
+    return cls
+
+
+def remove_instruction(mnemonic: str) -> None:
+    """Undo `add_instruction`."""
+    global INSTRUCTIONS
+    entry = isa.ISA[mnemonic]
+    cls = BY_OPCODE.pop(entry.opcode)
+    INSTRUCTIONS = tuple(c for c in INSTRUCTIONS if c is not cls)
+    SnowflakeAsm._operations.remove(cls)
+    isa.unregister(mnemonic)
+
+
+@contextmanager
+def extended(entry: isa.Instruction, op_class: type[SnowflakeInstruction] | None = None
+             ) -> Iterator[type[SnowflakeInstruction]]:
+    """The ISA with `entry` for the duration of a `with` block (a tutorial, a test): its op class."""
+    cls = add_instruction(entry, op_class)
+    try:
+        yield cls
+    finally:
+        remove_instruction(entry.mnemonic)
 
 __all__ = [
     "BY_OPCODE", "IMM12_BITS", "IMM17_BITS", "IMM23_BITS", "INSTRUCTIONS", "SELECT_ALL", "SHIFT_MAX", "TRACE_MAX",
     "AddOp", "AddiOp", "BeqOp", "BgtOp", "BleOp", "BranchOperation", "FieldSpec", "ImageOp", "LabelOp", "LdOp",
     "LoadTarget", "LoadTargetAttr", "MacOp", "MaxOp", "MemoryOperation", "MovOp", "MoviOp", "MulOp", "MuliOp",
     "ProgramOp", "ProgramRole", "RegisterType", "ScalarRdRsImm", "ScalarRdRsRs", "SegmentKind", "SegmentKindAttr",
-    "SegmentOp", "SnowflakeAsm", "SnowflakeInstruction", "TmovOp", "VectorMode", "VectorModeAttr", "VmovOp",
+    "SegmentOp", "SnowflakeAsm", "add_instruction", "define_op", "op_class", "extended", "isa", "remove_instruction", "SnowflakeInstruction", "TmovOp", "VectorMode", "VectorModeAttr", "VmovOp",
     "VmovSelect", "VmovSelectAttr", "const", "program_role", "reg", "symbol",
 ]

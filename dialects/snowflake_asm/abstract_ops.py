@@ -4,6 +4,11 @@ dialect keeps `RdRsRsOperation` and friends in abstract_ops.py: `SnowflakeInstru
 `SYNTAX` table that drives parse and print, the fast build and verify paths, the register
 accessors the assembler and machine model read) and the shapes several instructions share
 (`ScalarRdRsRs`, `ScalarRdRsImm`, `BranchOperation`, `MemoryOperation`).
+
+An op class names its instruction (`name`); its OPCODE, SYNTAX, IS_VECTOR / IS_BRANCH flags,
+`reads()` / `writes()`, a branch's `taken()` and the range checks of its integer fields come
+from that instruction's record in the ISA table (isa.py) when the class is defined.
+`define_op` makes the class of a new instruction of one of the shapes here from its record.
 """
 
 from __future__ import annotations
@@ -21,8 +26,8 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from snowir.dialects.property_ops import initialise, verified_fast
+from snowir.dialects.snowflake_asm import isa
 from snowir.dialects.snowflake_asm.attributes import (
-    IMM17_BITS,
     SELECT_ALL,
     SHARED_REGISTERS,
     RegisterType,
@@ -53,8 +58,9 @@ FieldSpec = str | tuple
 
 
 class SnowflakeInstruction(IRDLOperation, ABC):
-    """Base class of all instruction ops; subclasses set `SYNTAX` and `OPCODE`."""
+    """Base class of all instruction ops; `ISA_ENTRY` (its record in isa.py) sets the rest."""
 
+    ISA_ENTRY: ClassVar[isa.Instruction | None] = None
     SYNTAX: ClassVar[tuple[FieldSpec, ...]] = ()
     OPCODE: ClassVar[int] = -1
     IS_VECTOR: ClassVar[bool] = False
@@ -64,6 +70,9 @@ class SnowflakeInstruction(IRDLOperation, ABC):
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
+        entry = isa.ISA.by_mnemonic.get(str(getattr(cls, "name", "")).removeprefix("snowflake_asm."))
+        if entry is not None:
+            _from_table(cls, entry)
         # the field checks irdl_op_definition wraps, taken the same way, for the fast verifier
         _OWN_VERIFY[cls] = getattr(cls, "verify_")
 
@@ -79,6 +88,14 @@ class SnowflakeInstruction(IRDLOperation, ABC):
         # builder's argument normalisation is pure overhead (a third of code-generation
         # time at 10^5 instructions); the verifier still checks every property.
         initialise(self, {k: v for k, v in properties.items() if v is not None}, {})
+
+    @classmethod
+    def from_properties(cls, properties: dict[str, Attribute]) -> Self:
+        """An instruction of these properties, already checked (the decoder's: `_build` without
+        an `__init__` signature to go through)."""
+        new = cls.__new__(cls)
+        initialise(new, properties, {})
+        return new
 
     def clone(self, value_mapper=None, block_mapper=None, *, clone_name_hints: bool = True,
               clone_operands: bool = True) -> Self:
@@ -180,12 +197,16 @@ class SnowflakeInstruction(IRDLOperation, ABC):
         return attr.index.data
 
     def reads(self) -> tuple[int, ...]:
-        """Registers this instruction reads at dispatch (RAW hazard detection)."""
+        """Registers this instruction reads at dispatch (RAW hazard detection): the table's."""
         return ()
 
     def writes(self) -> int | None:
-        """The register this instruction writes, if any."""
+        """The register this instruction writes, if any: the table's."""
         return None
+
+    def verify_(self) -> None:
+        """The integer fields fit their bits (a class with checks of its own replaces this)."""
+        _check_int_fields(self)
 
     def _check_signed(self, name: str, bits: int) -> None:
         value = self._int(name)
@@ -204,7 +225,9 @@ _OWN_VERIFY: dict[type[SnowflakeInstruction], Callable[[SnowflakeInstruction], N
 
 
 class ScalarRdRsRs(SnowflakeInstruction, ABC):
-    SYNTAX: ClassVar[tuple[FieldSpec, ...]] = ("rd", ",", "rs1", ",", "rs2")
+    """`rd = f(rs1, rs2)` (isa.scalar_rrr)."""
+
+    SHAPE: ClassVar[tuple[FieldSpec, ...]] = isa.RRR_SYNTAX
     rd = prop_def(RegisterType)
     rs1 = prop_def(RegisterType)
     rs2 = prop_def(RegisterType)
@@ -212,30 +235,17 @@ class ScalarRdRsRs(SnowflakeInstruction, ABC):
     def __init__(self, rd: int, rs1: int, rs2: int):
         self._build({"rd": reg(rd), "rs1": reg(rs1), "rs2": reg(rs2)})
 
-    def reads(self) -> tuple[int, ...]:
-        return (self.reg_index("rs1"), self.reg_index("rs2"))
-
-    def writes(self) -> int | None:
-        return self.reg_index("rd")
-
 
 class ScalarRdRsImm(SnowflakeInstruction, ABC):
-    SYNTAX: ClassVar[tuple[FieldSpec, ...]] = ("rd", ",", "rs1", ",", ("int", "imm"))
+    """`rd = f(rs1, imm)` (isa.scalar_rri)."""
+
+    SHAPE: ClassVar[tuple[FieldSpec, ...]] = isa.RRI_SYNTAX
     rd = prop_def(RegisterType)
     rs1 = prop_def(RegisterType)
     imm = prop_def(IntAttr)
 
     def __init__(self, rd: int, rs1: int, imm: int):
         self._build({"rd": reg(rd), "rs1": reg(rs1), "imm": const(imm)})
-
-    def verify_(self) -> None:
-        self._check_signed("imm", IMM17_BITS)
-
-    def reads(self) -> tuple[int, ...]:
-        return (self.reg_index("rs1"),)
-
-    def writes(self) -> int | None:
-        return self.reg_index("rd")
 
 
 
@@ -244,7 +254,7 @@ class BranchOperation(SnowflakeInstruction, ABC):
     """Compare rs1 with rs2; if true, continue at `target` after the 4 delay slots."""
 
     IS_BRANCH: ClassVar[bool] = True
-    SYNTAX: ClassVar[tuple[FieldSpec, ...]] = ("rs1", ",", "rs2", ",", ("label", "target"))
+    SHAPE: ClassVar[tuple[FieldSpec, ...]] = isa.BRANCH_SYNTAX
     rs1 = prop_def(RegisterType)
     rs2 = prop_def(RegisterType)
     target = prop_def(StringAttr)
@@ -253,11 +263,9 @@ class BranchOperation(SnowflakeInstruction, ABC):
         self._build({"rs1": reg(rs1), "rs2": reg(rs2),
                                      "target": StringAttr(target)})
 
-    def reads(self) -> tuple[int, ...]:
-        return (self.reg_index("rs1"), self.reg_index("rs2"))
-
     @staticmethod
     def taken(lhs: int, rhs: int) -> bool:
+        """The branch condition on (rs1, rs2): the table's semantics."""
         raise NotImplementedError
 
 
@@ -270,10 +278,67 @@ class MemoryOperation(SnowflakeInstruction, ABC):
     unit = prop_def(IntAttr)
     select = prop_def(IntAttr)
 
-    def reads(self) -> tuple[int, ...]:
-        return (self.reg_index("rd"), self.reg_index("rs1"), self.reg_index("rs2"))
-
     def verify_(self) -> None:
         # the encoding's range; a machine with fewer units faults on the others (docs/isa.md)
         self._check_range("unit", 0, ISA_LOAD_UNITS - 1)
 
+
+
+# ---------------------------------------------------------------- from the ISA table
+def _reader(names: tuple[str, ...]) -> Callable[[SnowflakeInstruction], tuple[int, ...]]:
+    """`reads()` of an instruction reading register fields `names` (passes ask 10^6 times: no loop)."""
+    if not names:
+        return lambda self: ()
+    if len(names) == 1:
+        (a,) = names
+        return lambda self: (self.reg_index(a),)
+    if len(names) == 2:
+        a, b = names
+        return lambda self: (self.reg_index(a), self.reg_index(b))
+    return lambda self: tuple(self.reg_index(n) for n in names)
+
+
+def _from_table(cls: type[SnowflakeInstruction], entry: isa.Instruction) -> None:
+    """Set what the ISA record says about the instruction on its op class (its constants
+    annotated as ClassVars, as IRDL requires of a class's upper-case fields)."""
+    own = dict(cls.__dict__.get("__annotations__", {}))
+    for constant in ("ISA_ENTRY", "OPCODE", "SYNTAX", "IS_VECTOR", "IS_BRANCH"):
+        own[constant] = "ClassVar[object]"
+    cls.__annotations__ = own
+    cls.ISA_ENTRY = entry
+    cls.OPCODE = entry.opcode
+    cls.SYNTAX = entry.syntax
+    cls.IS_VECTOR = entry.kind is isa.Kind.VECTOR
+    cls.IS_BRANCH = entry.kind is isa.Kind.BRANCH
+    cls.reads = _reader(entry.reads)  # type: ignore[method-assign]
+    if entry.writes is not None:
+        written = entry.writes
+        cls.writes = lambda self: self.reg_index(written)  # type: ignore[method-assign]
+    if entry.kind is isa.Kind.BRANCH:
+        cls.taken = staticmethod(entry.function)  # type: ignore[method-assign]
+
+
+def _check_int_fields(op: SnowflakeInstruction) -> None:
+    entry = op.ISA_ENTRY
+    if entry is None:
+        return
+    for f in entry.fields:
+        if f.kind == "sint":
+            op._check_signed(f.name, f.bits)
+        elif f.kind == "uint" and f.when is None:
+            op._check_range(f.name, 0, (1 << f.bits) - 1)
+
+
+def define_op(entry: isa.Instruction, doc: str | None = None) -> type[SnowflakeInstruction]:
+    """The op class of a new instruction whose syntax is one of the shapes above (a scalar
+    `rd, rs1, rs2` or `rd, rs1, imm`, or a branch): what a table entry needs to be an op."""
+    from xdsl.irdl import irdl_op_definition
+
+    bases = {isa.RRR_SYNTAX: ScalarRdRsRs, isa.RRI_SYNTAX: ScalarRdRsImm, isa.BRANCH_SYNTAX: BranchOperation}
+    base = bases.get(entry.syntax)
+    if base is None:
+        raise ValueError(f"{entry.mnemonic}: no op shape has syntax {entry.syntax}; write its op class")
+    cls = irdl_op_definition(type(f"{entry.mnemonic.capitalize()}Op", (base,),
+                                  {"name": entry.name, "__doc__": doc or entry.summary, "__module__": __name__}))
+    globals()[cls.__name__] = cls  # importable by name, as pickle finds a class
+    return cls

@@ -132,10 +132,8 @@ def program_role(cls: type[Operation]) -> ProgramRole | None:
     class: isinstance against the ABC bases costs ~0.3 us and passes ask it 10^6 times a model."""
     if issubclass(cls, LabelOp):
         return ProgramRole.LABEL
-    if issubclass(cls, BranchOperation):
-        return ProgramRole.BRANCH
-    if issubclass(cls, SnowflakeInstruction):
-        return ProgramRole.INSTRUCTION
+    if issubclass(cls, SnowflakeInstruction):  # the ISA table's kind (isa.Kind.BRANCH: IS_BRANCH)
+        return ProgramRole.BRANCH if cls.IS_BRANCH else ProgramRole.INSTRUCTION
     return None
 
 

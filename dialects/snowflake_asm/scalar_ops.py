@@ -1,11 +1,11 @@
 """
 The `snowflake_asm` scalar instructions of the control pipeline: register moves, integer
 arithmetic on addresses and counters, the three branches, and the labels they target.
+Opcode, syntax, registers, semantics and timing are each instruction's record in isa.py; a
+class here adds its Python constructor and docstring.
 """
 
 from __future__ import annotations
-
-from typing import ClassVar
 
 from xdsl.dialects.builtin import IntAttr, StringAttr
 from xdsl.irdl import IRDLOperation, irdl_op_definition, prop_def
@@ -14,12 +14,11 @@ from xdsl.printer import Printer
 
 from snowir.dialects.snowflake_asm.abstract_ops import (
     BranchOperation,
-    FieldSpec,
     ScalarRdRsImm,
     ScalarRdRsRs,
     SnowflakeInstruction,
 )
-from snowir.dialects.snowflake_asm.attributes import IMM23_BITS, SHIFT_MAX, RegisterType, const, reg, symbol
+from snowir.dialects.snowflake_asm.attributes import RegisterType, const, reg, symbol
 
 
 # ---------------------------------------------------------------- data movement
@@ -28,8 +27,6 @@ class MovOp(SnowflakeInstruction):
     """rd = rs1 << shift (shift 0..31)."""
 
     name = "snowflake_asm.mov"
-    OPCODE: ClassVar[int] = 0
-    SYNTAX: ClassVar[tuple[FieldSpec, ...]] = ("rd", ",", "rs1", ("okw", "shl", "shift"))
     rd = prop_def(RegisterType)
     rs1 = prop_def(RegisterType)
     shift = prop_def(IntAttr)
@@ -37,34 +34,17 @@ class MovOp(SnowflakeInstruction):
     def __init__(self, rd: int, rs1: int, shift: int = 0):
         self._build({"rd": reg(rd), "rs1": reg(rs1), "shift": const(shift)})
 
-    def verify_(self) -> None:
-        self._check_range("shift", 0, SHIFT_MAX)
-
-    def reads(self) -> tuple[int, ...]:
-        return (self.reg_index("rs1"),)
-
-    def writes(self) -> int | None:
-        return self.reg_index("rd")
-
 
 @irdl_op_definition
 class MoviOp(SnowflakeInstruction):
     """rd = sign-extended 23-bit immediate."""
 
     name = "snowflake_asm.movi"
-    OPCODE: ClassVar[int] = 1
-    SYNTAX: ClassVar[tuple[FieldSpec, ...]] = ("rd", ",", ("int", "imm"))
     rd = prop_def(RegisterType)
     imm = prop_def(IntAttr)
 
     def __init__(self, rd: int, imm: int):
         self._build({"rd": reg(rd), "imm": const(imm)})
-
-    def verify_(self) -> None:
-        self._check_signed("imm", IMM23_BITS)
-
-    def writes(self) -> int | None:
-        return self.reg_index("rd")
 
 
 # ---------------------------------------------------------------- scalar compute
@@ -73,7 +53,6 @@ class AddOp(ScalarRdRsRs):
     """rd = rs1 + rs2 (32-bit wrap-around)."""
 
     name = "snowflake_asm.add"
-    OPCODE: ClassVar[int] = 2
 
 
 @irdl_op_definition
@@ -81,7 +60,6 @@ class AddiOp(ScalarRdRsImm):
     """rd = rs1 + sign-extended 17-bit immediate."""
 
     name = "snowflake_asm.addi"
-    OPCODE: ClassVar[int] = 3
 
 
 @irdl_op_definition
@@ -89,7 +67,6 @@ class MulOp(ScalarRdRsRs):
     """rd = low 32 bits of rs1 * rs2."""
 
     name = "snowflake_asm.mul"
-    OPCODE: ClassVar[int] = 4
 
 
 @irdl_op_definition
@@ -97,7 +74,6 @@ class MuliOp(ScalarRdRsImm):
     """rd = low 32 bits of rs1 * sign-extended 17-bit immediate."""
 
     name = "snowflake_asm.muli"
-    OPCODE: ClassVar[int] = 5
 
 
 # ---------------------------------------------------------------- flow control
@@ -106,11 +82,6 @@ class BleOp(BranchOperation):
     """Branch if rs1 <= rs2 (signed)."""
 
     name = "snowflake_asm.ble"
-    OPCODE: ClassVar[int] = 9
-
-    @staticmethod
-    def taken(lhs: int, rhs: int) -> bool:
-        return lhs <= rhs
 
 
 @irdl_op_definition
@@ -118,11 +89,6 @@ class BgtOp(BranchOperation):
     """Branch if rs1 > rs2 (signed)."""
 
     name = "snowflake_asm.bgt"
-    OPCODE: ClassVar[int] = 10
-
-    @staticmethod
-    def taken(lhs: int, rhs: int) -> bool:
-        return lhs > rhs
 
 
 @irdl_op_definition
@@ -130,11 +96,6 @@ class BeqOp(BranchOperation):
     """Branch if rs1 == rs2."""
 
     name = "snowflake_asm.beq"
-    OPCODE: ClassVar[int] = 11
-
-    @staticmethod
-    def taken(lhs: int, rhs: int) -> bool:
-        return lhs == rhs
 
 
 @irdl_op_definition

@@ -5,14 +5,12 @@ and VMOV, and the load units' LD (DRAM to a buffer) and TMOV (a maps buffer to D
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from xdsl.dialects.builtin import IntAttr, UnitAttr
 from xdsl.ir import Attribute
 from xdsl.irdl import irdl_op_definition, opt_prop_def, prop_def
 from xdsl.utils.exceptions import VerifyException
 
-from snowir.dialects.snowflake_asm.abstract_ops import FieldSpec, MemoryOperation, SnowflakeInstruction
+from snowir.dialects.snowflake_asm.abstract_ops import MemoryOperation, SnowflakeInstruction
 from snowir.dialects.snowflake_asm.attributes import (
     SELECT_ALL,
     TRACE_MAX,
@@ -40,10 +38,6 @@ class MacOp(SnowflakeInstruction):
     """
 
     name = "snowflake_asm.mac"
-    OPCODE: ClassVar[int] = 6
-    IS_VECTOR: ClassVar[bool] = True
-    SYNTAX: ClassVar[tuple[FieldSpec, ...]] = (("enum", "mode", VectorModeAttr), "rd", ",", "rs1", ",", "rs2",
-              ("kw", "trace", "trace"), ("flag", "wb"), ("flag", "relu"))
     mode = prop_def(VectorModeAttr)
     rd = prop_def(RegisterType)
     rs1 = prop_def(RegisterType)
@@ -69,9 +63,6 @@ class MacOp(SnowflakeInstruction):
         if self.relu is not None and self.wb is None:
             raise VerifyException(f"{self.name}: relu applies at write-back; it needs wb")
 
-    def reads(self) -> tuple[int, ...]:
-        return (self.reg_index("rd"), self.reg_index("rs1"), self.reg_index("rs2"))
-
 
 @irdl_op_definition
 class MaxOp(SnowflakeInstruction):
@@ -82,9 +73,6 @@ class MaxOp(SnowflakeInstruction):
     """
 
     name = "snowflake_asm.max"
-    OPCODE: ClassVar[int] = 7
-    IS_VECTOR: ClassVar[bool] = True
-    SYNTAX: ClassVar[tuple[FieldSpec, ...]] = ("rd", ",", "rs1", ",", "rs2", ("kw", "trace", "trace"), ("flag", "wb"))
     rd = prop_def(RegisterType)
     rs1 = prop_def(RegisterType)
     rs2 = prop_def(RegisterType)
@@ -102,9 +90,6 @@ class MaxOp(SnowflakeInstruction):
     def verify_(self) -> None:
         self._check_range("trace", 1, TRACE_MAX)
 
-    def reads(self) -> tuple[int, ...]:
-        return (self.reg_index("rd"), self.reg_index("rs1"), self.reg_index("rs2"))
-
 
 @irdl_op_definition
 class VmovOp(SnowflakeInstruction):
@@ -117,10 +102,6 @@ class VmovOp(SnowflakeInstruction):
     """
 
     name = "snowflake_asm.vmov"
-    OPCODE: ClassVar[int] = 8
-    IS_VECTOR: ClassVar[bool] = True
-    SYNTAX: ClassVar[tuple[FieldSpec, ...]] = (("enum", "mode", VectorModeAttr), ("enum", "select", VmovSelectAttr), "rs1",
-                                               ("okw", "word", "word"))
     mode = prop_def(VectorModeAttr)
     select = prop_def(VmovSelectAttr)
     rs1 = prop_def(RegisterType)
@@ -133,9 +114,6 @@ class VmovOp(SnowflakeInstruction):
 
     def verify_(self) -> None:
         self._check_range("word", 0, ISA_MASK_WORDS - 1 if self.select.data == VmovSelect.MASK else 0)
-
-    def reads(self) -> tuple[int, ...]:
-        return (self.reg_index("rs1"),)
 
 
 # ---------------------------------------------------------------- memory access
@@ -150,9 +128,6 @@ class LdOp(MemoryOperation):
     """
 
     name = "snowflake_asm.ld"
-    OPCODE: ClassVar[int] = 12
-    SYNTAX: ClassVar[tuple[FieldSpec, ...]] = (("enum", "target", LoadTargetAttr), "rd", ",", "rs1", ",", "rs2",
-              ("kw", "unit", "unit"), ("select", "to", "select"))
     target = prop_def(LoadTargetAttr)
 
     def __init__(self, target: LoadTarget, rd: int, rs1: int, rs2: int, unit: int,
@@ -181,8 +156,6 @@ class TmovOp(MemoryOperation):
     """Store `rs2` elements of CU `select`'s maps buffer at address rs1 to DRAM address rd."""
 
     name = "snowflake_asm.tmov"
-    OPCODE: ClassVar[int] = 13
-    SYNTAX: ClassVar[tuple[FieldSpec, ...]] = ("rd", ",", "rs1", ",", "rs2", ("kw", "unit", "unit"), ("select", "from", "select"))
 
     def __init__(self, rd: int, rs1: int, rs2: int, unit: int, select: int):
         self._build({

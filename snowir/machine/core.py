@@ -1,7 +1,10 @@
 """
 `Machine`: the state, the cycle model and one method per non-scalar instruction kind,
 shared by the reference and the fast engine. Engines differ only in how they walk
-the program; what an instruction does and costs is defined here once.
+the program. What a scalar or branch instruction does and how it issues is its record in the
+ISA table (dialects/snowflake_asm/isa.py: semantics and timing class), which both engines
+compile from; what a vector or memory instruction does and costs is the `Machine` method its
+record names (here, state.py and timing.py).
 """
 
 from __future__ import annotations

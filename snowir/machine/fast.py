@@ -4,8 +4,10 @@ function, run those.
 
 A block is a straight run of instructions in one instruction-cache bank, ending at a
 branch's last delay slot or before a branch target. Scalar instructions compile to
-straight-line register arithmetic; their timing (issue slots and RAW stalls, the
-same rules as `Timing.scalar`) is folded into closed form: every dispatch time in a
+straight-line register arithmetic and branches to their condition, both rendered from the
+semantics of their ISA records (dialects/snowflake_asm/isa.py); their timing (issue slots
+and RAW stalls, the rule of the record's timing class, as `Timing.scalar`) is folded into
+closed form: every dispatch time in a
 run is max(t + a, ready[r] + b_r, ...) over the few registers the run reads before it
 writes them, so a run of any length costs a couple of `max` calls. Vector and memory
 instructions call the shared `Machine` methods, exactly as the reference engine does.
@@ -17,68 +19,83 @@ at the exact instruction.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from types import CodeType
 
 from snowir.dialects import snowflake_asm as sf
+from snowir.dialects.snowflake_asm.isa import BitField, Kind, TimingClass
+from snowir.hw import SnowflakeConfig
 from snowir.machine.core import Machine, delay_slot_raw_pairs, mark, next_pc
 from snowir.machine.encoding import decode
 from snowir.machine.state import MachineFault
 from snowir.machine.steady import SteadyLoop
 
 _WRAP = "((({x}) + 2147483648) & 4294967295) - 2147483648"
-_SCALAR = (sf.MovOp, sf.MoviOp, sf.AddOp, sf.AddiOp, sf.MulOp, sf.MuliOp)
 
-_COMPARE = {"snowflake_asm.ble": "<=", "snowflake_asm.bgt": ">", "snowflake_asm.beq": "=="}
+
+def _is_scalar(op: sf.SnowflakeInstruction) -> bool:
+    return op.ISA_ENTRY.kind is Kind.SCALAR  # type: ignore[union-attr]
 
 
 def _steady_block(ops: list[sf.SnowflakeInstruction]) -> bool:
-    """A self-loop steady.py may time in closed form: vector ops that neither load nor change
-    the write-back layout (MAC, MAX, VMOV bias / bypass), and linear scalar code (a MUL only by
-    a register the block does not write)."""
-    written = {op.writes() for op in ops if isinstance(op, _SCALAR)}
-    vector = False
+    """A self-loop steady.py may time in closed form: every instruction's ISA record allows it
+    (`Instruction.steady`: vector ops that neither load nor change the write-back layout, linear
+    scalar code, branches of a comparison steady.py solves), and a MAC or MAX is in it."""
+    written = {op.writes() for op in ops if _is_scalar(op)}
+    anchored = False
     for op in ops:
-        if isinstance(op, sf.MacOp | sf.MaxOp):
-            vector = True
-        elif isinstance(op, sf.VmovOp):
-            if op.select.data not in (sf.VmovSelect.BIAS, sf.VmovSelect.BYPASS):
-                return False
-        elif isinstance(op, sf.MulOp):
-            if op.reg_index("rs1") in written and op.reg_index("rs2") in written:
-                return False
-        elif not isinstance(op, (*_SCALAR, sf.BranchOperation)):
+        entry = op.ISA_ENTRY
+        assert entry is not None
+        if not entry.steady:
             return False
-    return vector
+        if entry.steady_if is not None and op.properties[entry.steady_if[0]].data not in entry.steady_if[1]:  # type: ignore[attr-defined]
+            return False
+        if entry.nonlinear and all(op.reg_index(name) in written for name in entry.reads):
+            return False
+        if entry.kind is Kind.BRANCH and entry.compare is None:
+            return False
+        anchored |= entry.steady_anchor
+    return anchored
 
 
 _CODE: dict[str, CodeType] = {}
 """Compiled block functions by source text (position-independent), shared by every program."""
 
 
-def _scalar_expr(op: sf.SnowflakeInstruction, consts: list[int] | None = None) -> str:
-    """The value an instruction writes; with `consts`, immediates become `K[i]` (appended there)
-    so blocks that differ only in addresses and offsets share one compiled code object."""
-    r = op.reg_index
-
-    def imm(value: int) -> str:
+def _operand(op: sf.SnowflakeInstruction, consts: list[int] | None) -> Callable[[BitField], str]:
+    """How an operand of `op`'s semantics reads in compiled code: a register `R[i]`, an
+    immediate its value or, with `consts`, `K[i]` (appended there)."""
+    def text(f: BitField) -> str:
+        if f.kind == "reg":
+            return f"R[{op.reg_index(f.name)}]"
+        value = op._int(f.name)
         if consts is None:
-            return str(value)
+            return f"({value})"
         consts.append(value)
         return f"K[{len(consts) - 1}]"
+    return text
 
-    if isinstance(op, sf.MoviOp):
-        return imm(op._int("imm"))
-    if isinstance(op, sf.MovOp):
-        return _WRAP.format(x=f"R[{r('rs1')}] << {op._int('shift')}")
-    if isinstance(op, sf.AddOp):
-        return _WRAP.format(x=f"R[{r('rs1')}] + R[{r('rs2')}]")
-    if isinstance(op, sf.AddiOp):
-        return _WRAP.format(x=f"R[{r('rs1')}] + {imm(op._int('imm'))}")
-    if isinstance(op, sf.MulOp):
-        return _WRAP.format(x=f"R[{r('rs1')}] * R[{r('rs2')}]")
-    if isinstance(op, sf.MuliOp):
-        return _WRAP.format(x=f"R[{r('rs1')}] * {imm(op._int('imm'))}")
-    raise AssertionError(op.name)  # pragma: no cover
+
+def _scalar_expr(op: sf.SnowflakeInstruction, consts: list[int] | None = None) -> str:
+    """The value an instruction writes, from its ISA record's semantics; with `consts`,
+    immediates become `K[i]` so blocks that differ only in addresses and offsets share one
+    compiled code object."""
+    entry = op.ISA_ENTRY
+    assert entry is not None
+    expr = entry.python(_operand(op, consts))
+    return _WRAP.format(x=expr) if entry.wraps else expr
+
+
+def _condition(op: sf.SnowflakeInstruction, steady: bool = False) -> str:
+    """The statement setting `taken` for a branch, from its record's semantics; `steady`: its
+    operands also in `ba`, `bb` (steady.py's watcher reads them)."""
+    entry = op.ISA_ENTRY
+    assert entry is not None
+    if not steady:
+        return f"taken = {entry.python(_operand(op, None))}"
+    names = {"rs1": "ba", "rs2": "bb"}
+    return (f"ba = R[{op.reg_index('rs1')}]; bb = R[{op.reg_index('rs2')}]; "
+            f"taken = {entry.python(lambda f: names[f.name])}")
 
 
 def _dynamic_call(op: sf.SnowflakeInstruction, pc: str, functional: bool = False) -> str:
@@ -118,17 +135,22 @@ def _decoded(word: int, pc: int, select_bits: int) -> sf.SnowflakeInstruction:
 
 
 class _Run:
-    """Closed-form timing of a run of scalar-pipeline instructions (Timing.scalar rules)."""
+    """Closed-form timing of a run of control-pipeline instructions: the rule of their ISA
+    records' timing classes (`TimingClass`, as `Timing.scalar` applies it one by one)."""
 
-    def __init__(self, latency: int):
-        self.latency = latency
+    def __init__(self, hw: SnowflakeConfig):
+        self.hw = hw
         self.count = 0
+        self.issued = 0  # issue cycles of the run before its last instruction
+        self.last_issue = 0
         self.last: dict[str, int] = {}  # dispatch time of the last instruction, max-plus form
         self.ready_of: dict[int, dict[str, int]] = {}  # registers written in the run
         self.reads_external: set[int] = set()
 
-    def add(self, reads: tuple[int, ...], write: int | None) -> None:
-        d = {"t": 0} if self.count == 0 else {k: v + 1 for k, v in self.last.items()}
+    def add(self, reads: tuple[int, ...], write: int | None, timing: TimingClass) -> None:
+        if self.count:
+            self.issued += self.last_issue
+        d = {"t": 0} if self.count == 0 else {k: v + self.last_issue for k, v in self.last.items()}
         for reg in reads:
             if reg == 0:
                 continue
@@ -141,8 +163,10 @@ class _Run:
                 if d.get(k, -1 << 60) < v:
                     d[k] = v
         if write:
-            self.ready_of[write] = {k: v + self.latency for k, v in d.items()}
+            latency = timing.latency(self.hw)
+            self.ready_of[write] = {k: v + latency for k, v in d.items()}
         self.last = d
+        self.last_issue = timing.issue_cycles
         self.count += 1
 
     @staticmethod
@@ -154,14 +178,14 @@ class _Run:
         if not self.count:
             return []
         lines = [f"d = {self._max(self.last)}"]
-        lines.append(f"if d > t + {self.count - 1}: S['raw'] += d - t - {self.count - 1}")
+        lines.append(f"if d > t + {self.issued}: S['raw'] += d - t - {self.issued}")
         # every expression reads the ready times of before the run: compute, then store
         written = sorted(self.ready_of.items())
         for reg, expr in written:
             lines.append(f"n{reg} = {self._max(expr)}")
         for reg, _ in written:
             lines.append(f"rr[{reg}] = n{reg}")
-        lines.append("t = d + 1")
+        lines.append(f"t = d + {self.last_issue}")
         return lines
 
 
@@ -179,7 +203,7 @@ class FastProgram:
         leaders.update(range(0, self.n, bank))
         leaders.update(m.pc for m in machine.image.markers)  # the machine marks a layer's start between blocks
         for pc, op in enumerate(self.ops):
-            if isinstance(op, sf.BranchOperation):
+            if op.IS_BRANCH:
                 target = pc + self._offset(op, pc)
                 self.targets[pc] = target
                 leaders.add(target)
@@ -228,31 +252,29 @@ class FastProgram:
         if b is None:
             return None
         m = self.m
-        latency = m.hw.scalar_latency
         self_loop = b >= 0 and self.targets[b] == s
         steady = self_loop and _steady_block(self.ops[s:e])
         body: list[str] = ["t = T.t"]
         consts: list[int] = []
-        run = _Run(latency)
+        run = _Run(m.hw)
 
         def flush() -> None:
             nonlocal run
             body.extend(run.emit())
             body.append("T.t = t")
-            run = _Run(latency)
+            run = _Run(m.hw)
 
         for pc in range(s, e):
             op = self.ops[pc]
-            if isinstance(op, _SCALAR):
-                rd = op.reg_index("rd")
+            entry = op.ISA_ENTRY
+            if entry.kind is Kind.SCALAR:
+                rd = op.writes()
                 if rd:
                     body.append(f"R[{rd}] = {_scalar_expr(op, consts)}")
-                run.add(op.reads(), rd)
-            elif isinstance(op, sf.BranchOperation):
-                a, c = op.reg_index("rs1"), op.reg_index("rs2")
-                cmp = _COMPARE[op.name]
-                body.append(f"ba = R[{a}]; bb = R[{c}]; taken = ba {cmp} bb" if steady else f"taken = R[{a}] {cmp} R[{c}]")
-                run.add(op.reads(), None)
+                run.add(op.reads(), rd, entry.timing)
+            elif entry.kind is Kind.BRANCH:
+                body.append(_condition(op, steady))
+                run.add(op.reads(), None, entry.timing)
             else:
                 flush()
                 # addresses relative to the block's start P: blocks of one shape at different
@@ -297,13 +319,14 @@ class FastProgram:
         cmp = "<="
         for pc in range(s, e):
             op = self.ops[pc]
-            if isinstance(op, _SCALAR):
-                rd = op.reg_index("rd")
+            entry = op.ISA_ENTRY
+            if entry.kind is Kind.SCALAR:
+                rd = op.writes()
                 if rd:
                     lines.append(f"R[{rd}] = {_scalar_expr(op, consts)}")
-            elif isinstance(op, sf.BranchOperation):
-                cmp = _COMPARE[op.name]
-                lines.append(f"taken = R[{op.reg_index('rs1')}] {cmp} R[{op.reg_index('rs2')}]")
+            elif entry.kind is Kind.BRANCH:
+                cmp = entry.compare
+                lines.append(_condition(op))
             else:
                 lines.append(f"M.pc = P + {pc - s}")
                 call = _dynamic_call(op, "M.pc", functional=True)
@@ -363,22 +386,23 @@ class FastProgram:
         try:
             timing.fetch(pc)
             taken = None
-            if isinstance(op, _SCALAR):
-                rd = op.reg_index("rd")
-                timing.scalar(op.reads(), rd)
+            entry = op.ISA_ENTRY
+            if entry.kind is Kind.SCALAR:
+                rd = op.writes()
+                timing.scalar(op.reads(), rd, entry.timing)
                 if rd:
                     regs = m.state.regs
                     m.state.regs[rd] = eval(_scalar_expr(op), {"R": regs})
-            elif isinstance(op, sf.BranchOperation):
+            elif entry.kind is Kind.BRANCH:
                 if slots_left:
                     raise MachineFault("branch in a branch delay slot")
                 if delay_slot_raw_pairs(self.ops, pc, self.slots) > 1:
                     raise MachineFault("more than one RAW-dependent pair in the branch delay slots")
                 target = self.targets[pc]
                 timing.check_branch(pc, target)
-                timing.scalar(op.reads(), None)
+                timing.scalar(op.reads(), None, entry.timing)
                 regs = m.state.regs
-                if op.taken(regs[op.reg_index("rs1")], regs[op.reg_index("rs2")]):
+                if op.taken(regs[op.reg_index("rs1")], regs[op.reg_index("rs2")]):  # the record's condition
                     taken = target
             else:
                 m.pc = pc

@@ -1,7 +1,9 @@
 """
 The reference engine: xDSL's `Interpreter` with one `@impl` per snowflake_asm op.
 
-Obviously correct and slow. The program counter loop lives here rather than in the
+Obviously correct and slow. The `@impl`s of scalar and branch instructions are made from their
+ISA records (dialects/snowflake_asm/isa.py: the semantics function, the written register, the
+timing class); those of vector and memory instructions call the shared `Machine` methods. The program counter loop lives here rather than in the
 interpreter's block walker: a Snowflake program is a flat instruction stream with
 delay-slot branches, so each instruction is one `run_op` and no scope is pushed per
 branch (the stock per-block scope push makes long branch loops quadratic).
@@ -9,12 +11,14 @@ branch (the stock per-block scope push makes long branch loops quadratic).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
 
 from snowir.dialects import snowflake_asm as sf
+from snowir.dialects.snowflake_asm.isa import ISA, Instruction, Kind
 from snowir.fixedpoint import wrap32
 from snowir.machine.core import Machine, delay_slot_raw_pairs, mark, next_pc
 from snowir.machine.encoding import branch_label, decode, layout
@@ -30,65 +34,6 @@ class SnowflakeFunctions(InterpreterFunctions):
         self.labels = labels
         self.taken: int | None = None
         self.pc = 0
-
-    # ---------------------------------------------------------------- helpers
-    def _scalar(self, op: sf.SnowflakeInstruction, value: int) -> _Args:
-        m = self.machine
-        rd = op.reg_index("rd")
-        m.timing.scalar(op.reads(), rd)
-        if rd:
-            m.state.regs[rd] = wrap32(value)
-        return ()
-
-    def _r(self, op: sf.SnowflakeInstruction, name: str) -> int:
-        return self.machine.state.regs[op.reg_index(name)]
-
-    # ---------------------------------------------------------------- scalar
-    @impl(sf.MovOp)
-    def run_mov(self, interpreter: Interpreter, op: sf.MovOp, args: _Args) -> _Args:
-        return self._scalar(op, self._r(op, "rs1") << op._int("shift"))
-
-    @impl(sf.MoviOp)
-    def run_movi(self, interpreter: Interpreter, op: sf.MoviOp, args: _Args) -> _Args:
-        return self._scalar(op, op._int("imm"))
-
-    @impl(sf.AddOp)
-    def run_add(self, interpreter: Interpreter, op: sf.AddOp, args: _Args) -> _Args:
-        return self._scalar(op, self._r(op, "rs1") + self._r(op, "rs2"))
-
-    @impl(sf.AddiOp)
-    def run_addi(self, interpreter: Interpreter, op: sf.AddiOp, args: _Args) -> _Args:
-        return self._scalar(op, self._r(op, "rs1") + op._int("imm"))
-
-    @impl(sf.MulOp)
-    def run_mul(self, interpreter: Interpreter, op: sf.MulOp, args: _Args) -> _Args:
-        return self._scalar(op, self._r(op, "rs1") * self._r(op, "rs2"))
-
-    @impl(sf.MuliOp)
-    def run_muli(self, interpreter: Interpreter, op: sf.MuliOp, args: _Args) -> _Args:
-        return self._scalar(op, self._r(op, "rs1") * op._int("imm"))
-
-    # ---------------------------------------------------------------- branches
-    def _branch(self, op: sf.BranchOperation) -> _Args:
-        m = self.machine
-        target = self.labels[op.target.data]
-        m.timing.check_branch(self.pc, target)
-        m.timing.scalar(op.reads(), None)
-        taken = op.taken(self._r(op, "rs1"), self._r(op, "rs2"))
-        self.taken = target if taken else None
-        return ()
-
-    @impl(sf.BleOp)
-    def run_ble(self, interpreter: Interpreter, op: sf.BleOp, args: _Args) -> _Args:
-        return self._branch(op)
-
-    @impl(sf.BgtOp)
-    def run_bgt(self, interpreter: Interpreter, op: sf.BgtOp, args: _Args) -> _Args:
-        return self._branch(op)
-
-    @impl(sf.BeqOp)
-    def run_beq(self, interpreter: Interpreter, op: sf.BeqOp, args: _Args) -> _Args:
-        return self._branch(op)
 
     # ---------------------------------------------------------------- vector
     @impl(sf.MacOp)
@@ -123,13 +68,67 @@ class SnowflakeFunctions(InterpreterFunctions):
         return ()
 
 
+_OpImpl = Callable[[SnowflakeFunctions, Interpreter, Any, _Args], _Args]
+
+
+def _operand_reader(entry: Instruction) -> Callable[[list[int], sf.SnowflakeInstruction], list[int]]:
+    """The values of the operands `entry.semantics` names: a register field reads its register."""
+    reads = entry.operand_kinds
+    return lambda regs, op: [regs[op.reg_index(n)] if is_reg else op._int(n) for n, is_reg in reads]
+
+
+def _scalar_impl(entry: Instruction) -> _OpImpl:
+    operands, function, written, timing = _operand_reader(entry), entry.function, entry.writes, entry.timing
+    assert written is not None
+
+    def run(self: SnowflakeFunctions, interpreter: Interpreter, op: Any, args: _Args) -> _Args:
+        m = self.machine
+        rd = op.reg_index(written)
+        m.timing.scalar(op.reads(), rd, timing)
+        if rd:
+            regs = m.state.regs
+            regs[rd] = wrap32(function(*operands(regs, op)))
+        return ()
+    return run
+
+
+def _branch_impl(entry: Instruction) -> _OpImpl:
+    operands, condition, timing = _operand_reader(entry), entry.function, entry.timing
+
+    def run(self: SnowflakeFunctions, interpreter: Interpreter, op: Any, args: _Args) -> _Args:
+        m = self.machine
+        target = self.labels[op.target.data]
+        m.timing.check_branch(self.pc, target)
+        m.timing.scalar(op.reads(), None, timing)
+        self.taken = target if condition(*operands(m.state.regs, op)) else None
+        return ()
+    return run
+
+
+_FUNCTIONS: dict[int, type[SnowflakeFunctions]] = {}
+
+
+def functions_class() -> type[SnowflakeFunctions]:
+    """`SnowflakeFunctions` with an `@impl` made from the ISA record of every scalar and branch
+    instruction of the table as it is now (an instruction added at run time included)."""
+    cls = _FUNCTIONS.get(ISA.generation)
+    if cls is None:
+        methods: dict[str, Any] = {}
+        for entry in ISA:
+            make = {Kind.SCALAR: _scalar_impl, Kind.BRANCH: _branch_impl}.get(entry.kind)
+            if make is not None:
+                methods[f"run_{entry.mnemonic}"] = impl(sf.BY_OPCODE[entry.opcode])(make(entry))
+        cls = _FUNCTIONS[ISA.generation] = register_impls(type("IsaFunctions", (SnowflakeFunctions,), methods))
+    return cls
+
+
 def run_reference(machine: Machine, module: ModuleOp | sf.ImageOp, max_instructions: int | None = None) -> None:
     """Execute the program of the module (or image) on `machine` until the PC leaves the program."""
     program = next(op for op in module.body.block.ops if isinstance(op, sf.ProgramOp))
     ops, labels = layout(program)
     if len(ops) != machine.n:
         raise MachineFault(f"module has {len(ops)} instructions, the image {machine.n}")
-    funcs = SnowflakeFunctions(machine, labels)
+    funcs = functions_class()(machine, labels)
     interpreter = Interpreter(module)
     interpreter.register_implementations(funcs)
     timing = machine.timing

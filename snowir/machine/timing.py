@@ -6,9 +6,12 @@ instruction (the fast engine folds runs of scalar instructions into one closed-f
 update that equals the sequence of calls), so cycle counts are identical by
 construction and the differential test checks the folding.
 
-  * control pipeline: one dispatch per cycle; a register written by a scalar op is
-    readable `scalar_latency` cycles after that op's dispatch (RAW -> decode stall);
-    branches execute their 4 delay slots, so a branch costs one issue slot;
+  * control pipeline: the rule of the instruction's timing class in the ISA table
+    (dialects/snowflake_asm/isa.py `TimingClass`, the one rule set the fast engine's
+    `_Run`, asm_analysis.issue_cycles and plan/issue.py read too): one dispatch per cycle;
+    a register written by a scalar op is readable `scalar_latency` cycles after that op's
+    dispatch (RAW -> decode stall); branches execute their 4 delay slots, so a branch
+    costs one issue slot;
   * vector unit: vector ops enter a queue of `vector_queue_depth` in-flight ops
     (full queue -> dispatch stall) and run in order on the CUs (all CUs in lock
     step); a vector op whose operand region still awaits a load holds dispatch until
@@ -35,6 +38,7 @@ import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
+from snowir.dialects.snowflake_asm.isa import SCALAR_TIMING, TimingClass
 from snowir.hw import DRAM_PAGE_BYTES, SnowflakeConfig
 from snowir.machine.ledgers import BandwidthLedger, PendingLoads
 from snowir.machine.state import MachineFault
@@ -195,11 +199,14 @@ class Timing:
             self.stalls["raw"] += d - self.t
         return d
 
-    def scalar(self, reads: tuple[int, ...], write: int | None) -> int:
+    def scalar(self, reads: tuple[int, ...], write: int | None, timing: TimingClass = SCALAR_TIMING) -> int:
+        """Dispatch a control-pipeline instruction of timing class `timing` (its ISA record's):
+        once the registers it reads are ready; the next one `issue_cycles` later; the register
+        it writes ready `timing.latency(hw)` after dispatch."""
         d = self._issue(reads)
-        self.t = d + 1
+        self.t = d + timing.issue_cycles
         if write:
-            self.reg_ready[write] = d + self.hw.scalar_latency
+            self.reg_ready[write] = d + timing.latency(self.hw)
         return d
 
     # ------------------------------------------------------------------ vector unit

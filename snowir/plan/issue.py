@@ -20,17 +20,24 @@ The counts follow the code generator (snowir/codegen/pixels.py `_row`, traces.py
     (a residual's: its bypass VMOV and ADDI too), the output ADDIs in the delay slots, the branch
     on the first pixel's maps address (no counter).
 Border pixels (fewer taps) are counted by their valid taps. INDP plans (16 rows a MAC) are
-MAC-bound: floor 0.
+MAC-bound: floor 0. The issue rule is the ISA table's (dialects/snowflake_asm/isa.py
+`TimingClass`, as the machine's `Timing.scalar` applies it): every class issues `ISSUE` cycles
+apart, a scalar result is readable `SCALAR_TIMING.latency(hw)` after its dispatch.
 """
 
 from __future__ import annotations
 
 import math
 
+from snowir.dialects.snowflake_asm.isa import SCALAR_TIMING, TIMING_CLASSES
 from snowir.host_nodes import valid_taps
 from snowir.hw import SnowflakeConfig
 from snowir.plan.indp_columns import columns_cycles
 from snowir.plan.shapes import TRACE_CHUNK, ConvPlan, band_plans
+
+ISSUE = SCALAR_TIMING.issue_cycles
+"""Cycles between two dispatches: the counts below are instructions of any class, one slot each."""
+assert all(t.issue_cycles == ISSUE for t in TIMING_CLASSES), "plan/issue.py counts one slot an instruction"
 
 UNROLL = 4
 """1x1 convs: pixels an X-loop iteration (snowir/codegen/pixels.py `_unrolled_pixels`)."""
@@ -49,17 +56,18 @@ def issue_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
     cols = valid_taps(s.ow, s.kw, s.sx, s.pl, 1, s.w)
     if s.kh == s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK:
         per_iteration = 1 + hw.branch_delay_slots + UNROLL * (2 + 2 * bypass)
-        return plan.tiles * pixels * per_iteration / UNROLL
+        return ISSUE * plan.tiles * pixels * per_iteration / UNROLL
+    wait = SCALAR_TIMING.latency(hw) - 1  # a MAC reading the pair's second ADDI at once
     loop = 2 + hw.branch_delay_slots + bypass
     if s.cin != s.c:  # grouped: a trace a tap, each tap's ADDI pair a MAC ahead where offsets fit
         row = s.w * s.cin
         ahead = s.c <= TRACE_CHUNK and max((s.kh - 1) * row + (s.kw - 1) * s.cin, s.kh * s.kw * s.c) < 1 << 16
-        traces, gap = rows * cols, 2 if ahead else 2 + hw.scalar_latency - 1
+        traces, gap = rows * cols, 2 if ahead else 2 + wait
     else:
         chunks = math.ceil(s.kw * s.c / TRACE_CHUNK)
         traces = rows * s.ow * chunks
-        gap = 2 if s.kh > 1 and chunks == 1 else 2 + hw.scalar_latency - 1
-    return plan.tiles * (pixels * loop + traces + (traces - pixels) * gap)
+        gap = 2 if s.kh > 1 and chunks == 1 else 2 + wait
+    return ISSUE * plan.tiles * (pixels * loop + traces + (traces - pixels) * gap)
 
 
 def placement_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
