@@ -148,9 +148,9 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
     """The kernel tile and the maps tiles (loads, windows) of a planned conv."""
     w_addr, out_addr, r_addr = lay.w_addr, lay.out_addr + 2 * lay.out_first, lay.r_addr
     if lay.out_pixel:  # a channel slice of a wider tensor: whole pixels `out_pixel` words apart
-        if plan.column_tiled or plan.indp or plan.pool is not None or plan.bypass_slices:
-            raise LoweringError("a conv writing a channel slice of a concat runs COOP, by rows, without a fused pool "
-                                "or bypass slices")
+        if plan.cu_split == "cols" or plan.pool is not None:
+            raise LoweringError("a conv writing a channel slice of a concat runs without a fused pool and, in INDP, "
+                                "with the CUs splitting rows (a column-split INDP conv's CU stride is its bypass's too)")
         plan = dataclasses.replace(plan, out_row=s.ow * lay.out_pixel, out_pixel=lay.out_pixel)
     if plan.indp:  # vMAC v of every CU: 16 interleaved kernels (weights broadcast)
         words = indp_kernel_words(s, hw)
@@ -174,7 +174,7 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
         load.properties["load_id"] = IntegerAttr(next(ids), i64)
     if plan.column_tiled:  # each column band's tiles: its input columns, rows of the whole width apart
         for (x0, x1), band in band_plans(plan):
-            for mt in _maps_tiles(band, out_addr + 2 * x0 * s.k, r_addr, hw, ids):
+            for mt in _maps_tiles(band, out_addr + 2 * x0 * (lay.out_pixel or s.k), r_addr, hw, ids):
                 c0, c1 = input_columns(s, x0, x1)
                 mt.properties["out_cols"] = DenseArrayBase.from_list(i64, [x0, x1])
                 mt.properties["in_cols"] = DenseArrayBase.from_list(i64, [c0, c1])
@@ -364,8 +364,8 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     `output`."""
     s = layer_conv_shape(op)
     bypass = op.bypass is not None
-    mode = conv_mode(s, hw, bypass, mode)
     slot = slot_of(op.output)
+    mode = conv_mode(s, hw, bypass, mode, sliced=not slot.whole)
     lay = conv_layout(s, bypass, mode, hw, (0, 0) if slot.whole else (slot.first, slot.total))
     plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
