@@ -72,8 +72,16 @@ class PartitionHostPass(ModulePass):
                 inner.attributes["place"] = StringAttr("snowflake" if device else "host")
 
 
+GATE_REASON = ("a per-channel gate computed at run time (an SE block's): the device multiplies maps only by "
+               "kernels loaded from a weights region packed at compile time; the gate as a 1x1 depthwise conv's "
+               "kernels, written there by the host each run, is not lowered yet")
+
+
 def _host_conv_reason(op) -> str | None:
-    """Why a conv `_depthwise` keeps on the host (None for other ops: their op says it)."""
+    """Why a conv `_depthwise` keeps on the host, or a multiply by a run-time per-channel gate
+    (None for other ops: their op says it)."""
+    if isinstance(op, nn.MulOp) and _gate_of(op) is not None:
+        return GATE_REASON
     if not isinstance(op, nn.Conv2dOp):
         return None
     k, cg = op.weight.type.get_shape()[:2]
@@ -93,3 +101,14 @@ def _depthwise(op) -> bool:
     if not isinstance(op, nn.Conv2dOp) or op.groups.value.data == 1 or "lane_groups" in op.attributes:
         return False  # lane_groups: depthwise-to-grouped's padded groups of 16 lanes
     return (op.output.type.get_shape()[1] // op.groups.value.data) % 16 != 0
+
+
+def _gate_of(op: nn.MulOp):
+    """The operand of `op` that is a per-channel gate ([N, C, 1, 1] scaling an [N, C, H, W] tensor)
+    no constant holds: an SE block's sigmoid; None otherwise (fold-batch-norm takes constant scales)."""
+    a, b = (v.type.get_shape() for v in op.operands)
+    for gate, shape, other in ((op.operands[1], b, a), (op.operands[0], a, b)):
+        if len(shape) == 4 and len(other) == 4 and shape[2:] == (1, 1) and other[2:] != (1, 1) \
+                and shape[1] == other[1] and not isinstance(gate.owner, nn.ConstantOp):
+            return gate
+    return None
