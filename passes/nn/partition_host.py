@@ -33,6 +33,7 @@ from xdsl.utils.exceptions import PassFailedException
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
 from snowir.segments import transpose_is_view
+from snowir.passes.nn.se_gate import gate_of
 from snowir.tile.lowerable import device_refusal
 
 DEVICE = (nn.Conv2dOp, nn.DenseOp, nn.MaxPoolOp, nn.AvgPoolOp, nn.GlobalAvgPoolOp, nn.AddOp, nn.ReluOp,
@@ -72,16 +73,15 @@ class PartitionHostPass(ModulePass):
                 inner.attributes["place"] = StringAttr("snowflake" if device else "host")
 
 
-GATE_REASON = ("a per-channel gate computed at run time (an SE block's): the device multiplies maps only by "
-               "kernels loaded from a weights region packed at compile time; the gate as a 1x1 depthwise conv's "
-               "kernels, written there by the host each run, is not lowered yet")
+GATE_REASON = ("a per-channel gate computed at run time that se-gate did not make a conv: a gate a device layer "
+               "writes (it would be written mid-segment, after the conv's kernels load), or se-gate off")
 
 
 def _host_conv_reason(op) -> str | None:
     """Why a conv `_depthwise` keeps on the host, or a multiply by a run-time per-channel gate
     (None for other ops: their op says it)."""
-    if isinstance(op, nn.MulOp) and _gate_of(op) is not None:
-        return GATE_REASON
+    if isinstance(op, nn.MulOp) and gate_of(op) is not None:
+        return "the host is estimated faster (placement_cost)" if "placement_cost" in op.attributes else GATE_REASON
     if not isinstance(op, nn.Conv2dOp):
         return None
     k, cg = op.weight.type.get_shape()[:2]
@@ -102,13 +102,3 @@ def _depthwise(op) -> bool:
         return False  # lane_groups: depthwise-to-grouped's padded groups of 16 lanes
     return (op.output.type.get_shape()[1] // op.groups.value.data) % 16 != 0
 
-
-def _gate_of(op: nn.MulOp):
-    """The operand of `op` that is a per-channel gate ([N, C, 1, 1] scaling an [N, C, H, W] tensor)
-    no constant holds: an SE block's sigmoid; None otherwise (fold-batch-norm takes constant scales)."""
-    a, b = (v.type.get_shape() for v in op.operands)
-    for gate, shape, other in ((op.operands[1], b, a), (op.operands[0], a, b)):
-        if len(shape) == 4 and len(other) == 4 and shape[2:] == (1, 1) and other[2:] != (1, 1) \
-                and shape[1] == other[1] and not isinstance(gate.owner, nn.ConstantOp):
-            return gate
-    return None

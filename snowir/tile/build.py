@@ -118,9 +118,21 @@ def _words(value: SSAValue, frac: int) -> np.ndarray:
     return Golden._q(Q(constant_array(owner), element_frac(value)), frac)
 
 
-def weight_image(op: nn.Conv2dOp, s: ConvShape, mode: str, hw: SnowflakeConfig) -> np.ndarray:
-    """The DRAM weight image of a quantised conv: kernels + biases packed for the mode."""
-    w = constant_array(op.weight.owner)
+RUNTIME_KERNELS = "runtime_kernels"
+"""nn.conv2d attribute (se-gate): its weight operand is a tensor computed at run time (an SE
+block's gate), not a constant; the host packs and writes it into the layer's weights region
+before each run (`weight_image` with its words)."""
+
+
+def weight_image(op: nn.Conv2dOp, s: ConvShape, mode: str, hw: SnowflakeConfig,
+                 kernels: np.ndarray | None = None) -> np.ndarray:
+    """The DRAM weight image of a quantised conv: kernels + biases packed for the mode. A conv
+    whose kernels are computed at run time (an SE gate: no constant) packs `kernels`, the int16
+    words the host writes before each run (snowir/driver/segment_run.py), and zeros at compile time."""
+    if isinstance(op.weight.owner, nn.ConstantOp):
+        w = constant_array(op.weight.owner)
+    else:
+        w = np.zeros(op.weight.type.get_shape(), np.int16) if kernels is None else kernels.reshape(op.weight.type.get_shape())
     if LANE_GROUPS in op.attributes:  # one channel of a 16-lane group per kernel
         w = block_diagonal(w, s.c)
     bias = _words(op.bias, element_frac(op.output))  # added at the write-back, in the output's format
