@@ -2,7 +2,8 @@
 partition-host: mark every nn op `place = "snowflake"` or `place = "host"`.
 
 Snowflake runs MAC/MAX work (conv, dense, pools, residual add, ReLU) and data movement;
-everything else (softmax, LRN, a transpose that moves bytes, clip, hard-sigmoid/swish, element-wise multiply,
+everything else (softmax, LRN, a transpose that moves bytes, clip, hard-sigmoid/swish, element-wise multiply
+(an SE gate's too, when se-gate left it: `GATE_REASON`),
 an unfolded batch_norm) runs on the host CPU in float, reading and writing DRAM between
 device layers. Depthwise convs (a group with fewer than 16 output channels: DenseNet's
 pre-activation BN, average pools as convs) and average pools whose border windows exclude the
@@ -14,7 +15,8 @@ arithmetic of the golden model (an add add-to-bypass found cheaper on the device
 then). So does any conv, max pool or concat the lowering cannot
 place (`snowir.tile.lowerable.device_refusal`, the planners' own answer: a dilated conv, a max pool
 over 200 channels, a channel concat whose inputs cannot all be written as channel slices of its
-one DRAM tensor — by a COOP conv or a max pool of whole CUs, or by the host — and read in place —
+one DRAM tensor — by a conv (COOP by rows or column bands, INDP row groups, bypass slices) or a max pool
+of whole CUs, or by the host — and read in place —
 by convs — (the host then copies it between segments and the reports count that copy), with the
 reason as `host_reason`. A channel concat on the device is no work: its producers write their slices
 (snowir/segments.py `slot_of`). The runner
