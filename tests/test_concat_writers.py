@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
 
@@ -95,3 +94,30 @@ def test_the_writer_places_its_slice(writer: str, tmp_path: Path, capsys) -> Non
     r = json.loads(report.read_text())
     assert r["check"]["golden_bit_exact"] and r["check"]["snr_db"] > 30
     assert not [row for row in r["layers"] if row["op"] == "concat" and row["where"] == "host"]
+
+
+@pytest.mark.parametrize("size", [20, 40])
+@pytest.mark.parametrize("block", ["c2f", "sppf"])
+def test_yolo_blocks_at_their_sizes_place_every_concat_and_split(block: str, size: int) -> None:
+    """YOLOv8's C2f (Split, bottlenecks, Concat) and SPPF (three chained 5x5 pools, Concat) at
+    20^2 and 40^2: every channel Concat placed on the device and every Split a channel slice read
+    in place (no nn.host, nothing on the host)."""
+    from tests.test_concat_placement import c2f, sppf
+
+    module = _prepared({"c2f": c2f, "sppf": sppf}[block](size))
+    host = [op.name for op in module.walk() if op.attributes.get("place") == nn.StringAttr("host")]
+    assert not host and not any(isinstance(op, nn.HostOp) for op in module.walk())
+    assert all(op.attributes["place"].data == "snowflake" for op in _concats(module))
+    slices = [op for op in module.walk() if isinstance(op, nn.ChannelSliceOp)]
+    assert (block == "c2f") == bool(slices)
+
+
+def test_c2f_at_20_runs_bit_exact(tmp_path: Path, capsys) -> None:
+    from tests.test_concat_placement import c2f
+
+    path, report = tmp_path / "m.onnx", tmp_path / "r.json"
+    onnx.save(c2f(20), path)
+    assert snow_run([str(path), "--check", "--quiet", "--report", str(report)]) == 0, capsys.readouterr().err
+    r = json.loads(report.read_text())
+    assert r["check"]["golden_bit_exact"] and r["check"]["snr_db"] > 30
+    assert all(row["where"] == "device" for row in r["layers"])
