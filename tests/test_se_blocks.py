@@ -100,3 +100,11 @@ def test_a_constant_per_channel_scale_is_no_gate() -> None:
     scale = _node(_prepared(se_block(constant=True)), "scale")
     assert isinstance(scale, nn.Conv2dOp) and RUNTIME_KERNELS not in scale.attributes
     assert scale.attributes["place"].data == "snowflake"
+
+
+def test_the_gate_conv_takes_the_gate_format_with_calibration(tmp_path: Path, capsys) -> None:
+    """--format auto: the conv's kernels are in the format chosen for the gate tensor (no weight
+    format of its own: calibration once failed on it with a KeyError), bit-exact."""
+    cal = tmp_path / "cal.npy"
+    np.save(cal, np.random.default_rng(0).standard_normal((3, 1, 16, 20, 20)).astype(np.float32))
+    _run(se_block(), tmp_path, capsys, "--format", "auto", "--calibration", str(cal))
