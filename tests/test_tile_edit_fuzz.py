@@ -9,7 +9,8 @@ run on the machine model. Every edit must end one of three ways:
     model's bit for bit ("accepted then faulted" and a wrong output are failures);
   * no-op: the program (code and segments) is the unedited layer's, and then the edit must
     mean nothing: the decoded plan (conv_plan_of / pool_tiles_of, after derive_layer) and the
-    DRAM regions are the unedited layer's, else the edit was silently ignored. Edits that mean
+    DRAM regions are the unedited layer's, else the edit was silently ignored (encodings that mean
+    the same compare equal: a lone maps tile's bank, a lone kernel tile's slot / stagger). Edits that mean
     nothing by definition (bodies emptied alone, load IDs) must give the unedited program.
 
 Edits (EDITS, drawn by weight): maps-tile rows split / merged / shifted / retiled (set_maps_rows)
@@ -213,6 +214,8 @@ def meaning(layer: tile.LayerOp, hw: SnowflakeConfig) -> tuple:
         plan = conv_plan_of(layer)
         if len(plan.strips) == 1:  # one maps tile sits at word 0 whatever its buffering
             plan = replace(plan, strips=(replace(plan.strips[0], bank=0),))
+        if plan.tiles == 1 and not plan.indp:  # a lone kernel tile loads once, at word 0: no slot to alternate
+            plan = replace(plan, w_slot=0, stagger=0, double_buffer_weights=False)
     regions = tuple(sorted(
         (label, r.offset.value.data, r.size.value.data,
          r.packing.data.value if r.packing is not None else None,
