@@ -29,6 +29,7 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "depthwise-to-grouped": p("nn.depthwise_to_grouped", "DepthwiseToGroupedPass"),
         "fold-hard-swish": p("nn.fold_hard_swish", "FoldHardSwishPass"),
         "add-to-bypass": p("nn.add_to_bypass", "AddToBypassPass"),
+        "se-gate": p("nn.se_gate", "SEGatePass"),
         "partition-host": p("nn.partition_host", "PartitionHostPass"),
         "quantize": p("nn.quantize", "QuantizePass"),
         "nn-prepare": p("pipelines", "NNPreparePass"),

@@ -5,7 +5,7 @@ nn-prepare{format=Q8.8}: from an imported model to the fixed-point graph Snowfla
 conv-transpose-to-conv, fold-hard-swish, drop-identity, fold-batch-norm, fuse-residual-add, fuse-relu,
 fold-channel-shuffle, sequence-gemm, fc-to-conv,
 avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth, pad-rows,
-add-to-bypass, partition-host, quantize.
+add-to-bypass, se-gate, partition-host, quantize.
 
 snowflake-lower{format=Q8.8|auto calibration=x.npy mode=auto loop-order=auto hw=path.json}: the
 default lowering from an nn module to one `snowflake_asm.image` per device segment (a run of
@@ -53,6 +53,7 @@ from snowir.passes.nn.fuse_relu import FuseReluPass
 from snowir.passes.nn.fuse_residual_add import FuseResidualAddPass
 from snowir.passes.nn.partition_host import PartitionHostPass
 from snowir.passes.nn.quantize import QuantizePass
+from snowir.passes.nn.se_gate import SEGatePass
 from snowir.passes.nn.sequence_gemm import SequenceGemmPass
 from snowir.passes.nn.space_to_depth import SpaceToDepthPass
 from snowir.passes.nn.split_kernels import SplitKernelsPass
@@ -80,6 +81,8 @@ class NNPreparePass(ModulePass):
     """false: sequence-gemm{layout=off} (a dense over timesteps runs as T one-pixel images)."""
     add_to_bypass: bool = True
     """false: add-to-bypass{enable=false} (an add of host results stays on the host)."""
+    se_gate: bool = True
+    """false: se-gate{enable=false} (an SE block's gate multiply stays on the host)."""
     pad_rows: bool = True
     """false: leave out pad-rows (an INDP conv on the model input keeps its row padding as clipped
     kernel rows, run one CU at a time)."""
@@ -93,7 +96,7 @@ class NNPreparePass(ModulePass):
                                     SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
                                     UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), *([PadRowsPass(self.hw)] if self.pad_rows else []),
-                                    AddToBypassPass(self.add_to_bypass, self.hw),
+                                    AddToBypassPass(self.add_to_bypass, self.hw), SEGatePass(self.se_gate, self.hw),
                                     PartitionHostPass(self.hw)]
         if self.quantize:
             passes.append(QuantizePass(self.format, self.calibration))

@@ -184,19 +184,21 @@ def choose_formats(module: ModuleOp, peak: dict[SSAValue, float], weight_frac: d
             root = groups.find(op.output)
             best[root] = max(best[root], float(np.abs(b).max()) if b.size else 0.0)
     frac = {root: frac_for(p * headroom) if fixed_frac is None else fixed_frac for root, p in best.items()}
+    # a conv whose kernels are a tensor computed at run time (se-gate) takes that tensor's format
+    wf = lambda op: weight_frac[op] if op in weight_frac else frac[groups.find(op.weight)]  # noqa: E731
     changed = True
     while changed:  # shift = f_in + f_w - f_out >= 1
         changed = False
         for op in macs:
             fi, fo = frac[groups.find(op.input)], frac[groups.find(op.output)]
-            limit = fi + weight_frac[op] - 1
+            limit = fi + wf(op) - 1
             if fo > limit:
                 if limit < 0:
                     raise CalibrationError(f"{op.name}: no output format leaves a write-back shift >= 1")
                 frac[groups.find(op.output)] = limit
                 changed = True
     wfrac = {op: min(weight_frac[op], MAX_WB_SHIFT - frac[groups.find(op.input)] + frac[groups.find(op.output)])
-             for op in macs}
+             for op in macs if op in weight_frac}
     return {v: frac[groups.find(v)] for v in tensors}, wfrac
 
 

@@ -173,6 +173,15 @@ def round_trip_ms(inputs: list[SSAValue], output: SSAValue, cpu: HostCPU = HOST)
     return copy_ms(words * 2, cpu)
 
 
+def host_round_trip_ms(inputs: list[SSAValue], output: SSAValue, cpu: HostCPU = HOST) -> float:
+    """[P] The other way round: what the host pays when the layer runs on the host between device
+    layers: each input a device layer wrote read back, the output written when a device layer reads it."""
+    words = sum(int(np.prod(v.type.get_shape())) for v in inputs if _device_layer(_source(v)))
+    if any(_device_layer(user) for user in _readers(output)):
+        words += int(np.prod(output.type.get_shape()))
+    return copy_ms(words * 2, cpu)
+
+
 def copy_ms(words_bytes: int, cpu: HostCPU = HOST) -> float:
     """[P] `words_bytes` bytes of device words copied between host and device DRAM at the host's
     streaming rate: a round trip as partition-host prices it, and the end-to-end timeline's copies."""

@@ -58,9 +58,10 @@ def test_mobile_blocks_are_placed(net):
     device, trip, host = (float(part.split()[-2]) for part in
                           op.attributes["placement_cost"].data.replace(" vs ", " + ").split(" + "))
     assert trip > 0 and device + trip < host and op.groups.value.data == 1
-    # squeeze-excite: the two 1x1 convs on the device, the gate and the scale on the host
-    assert rows["se.fc1"]["where"] == rows["se.fc2"]["where"] == "device"
-    assert rows["se.gate"]["where"] == rows["se.scale"]["where"] == "host"
+    # squeeze-excite: the two 1x1 convs on the device, the gate on the host, the scale a 1x1
+    # depthwise conv on the device whose kernels the host writes (se-gate)
+    assert rows["se.fc1"]["where"] == rows["se.fc2"]["where"] == rows["se.scale"]["where"] == "device"
+    assert rows["se.gate"]["where"] == "host"
     # the residual add is the project conv's write-back bypass
     assert "block.add" not in rows and rows["project"]["where"] == "device"
     assert rows["expand.relu6"]["op"] == "clip" and rows["expand.relu6"]["where"] == "host"

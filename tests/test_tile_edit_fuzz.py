@@ -9,7 +9,8 @@ run on the machine model. Every edit must end one of three ways:
     model's bit for bit ("accepted then faulted" and a wrong output are failures);
   * no-op: the program (code and segments) is the unedited layer's, and then the edit must
     mean nothing: the decoded plan (conv_plan_of / pool_tiles_of, after derive_layer) and the
-    DRAM regions are the unedited layer's, else the edit was silently ignored. Edits that mean
+    DRAM regions are the unedited layer's, else the edit was silently ignored (encodings that mean
+    the same compare equal: a lone maps tile's bank, a lone kernel tile's slot / stagger). Edits that mean
     nothing by definition (bodies emptied alone, load IDs) must give the unedited program.
 
 Edits (EDITS, drawn by weight): maps-tile rows split / merged / shifted / retiled (set_maps_rows)
@@ -18,7 +19,7 @@ buffering, the kernel tile's slot / stagger / resident (added, removed, changed,
 cu_rows, ring, in_rows / overlap, load and window fields, loads and windows deleted or
 duplicated, DRAM region offsets and sizes, the weights' recorded packing, relu (layer, shape,
 both), pool_slots, bypass_slices, gather, tiles deleted or duplicated, bodies emptied alone, and
-pairs of edits.
+the output region's `channels` (a device concat's slice: added, moved, removed), pairs of edits.
 
 Layers (KINDS): plain COOP convs (Kloop, Mloop, staggered kernel tiles), residual convs (bypass
 rows; bypass slices), an INDP conv (c = 3, 7x7/2), a gathered strided 1x1 conv, an INDP conv
@@ -213,10 +214,13 @@ def meaning(layer: tile.LayerOp, hw: SnowflakeConfig) -> tuple:
         plan = conv_plan_of(layer)
         if len(plan.strips) == 1:  # one maps tile sits at word 0 whatever its buffering
             plan = replace(plan, strips=(replace(plan.strips[0], bank=0),))
+        if plan.tiles == 1 and not plan.indp:  # a lone kernel tile loads once, at word 0: no slot to alternate
+            plan = replace(plan, w_slot=0, stagger=0, double_buffer_weights=False)
     regions = tuple(sorted(
         (label, r.offset.value.data, r.size.value.data,
          r.packing.data.value if r.packing is not None else None,
          r.packed_kernels.value.data if r.packed_kernels is not None else None,
+         tuple(int(v) for v in r.channels.get_values()) if r.channels is not None else None,
          int16_array(r.value).tobytes() if r.value is not None else None)
         for label, r in regions_of(layer).items()))
     return plan, regions
@@ -855,6 +859,54 @@ def e_bypass_slices(layer, rng, hw):
     return Edit(f"bypass_slices {old} -> {None if how == 'remove' else new}, {_body_note(empty)}")
 
 
+def e_channels(layer, rng, hw):
+    """The output region made a channel slice of a wider tensor (a device concat's: `channels` =
+    [first, count, total], whole pixels `total` channels apart), its slice moved, or the slice
+    removed; the region grown to the tensor or not. The judge reads the layer's channels of every
+    pixel (`_written`)."""
+    regions = regions_of(layer)
+    out = regions["output"]
+    k = conv_shape_of(layer.shape).k if isinstance(layer.shape, tile.ConvShapeAttr) else pool_shape_of(layer.shape).c
+    pixels = out.size.value.data // (2 * k) if out.channels is None else \
+        out.size.value.data // (2 * int(out.channels.get_values()[2]))
+    if out.channels is not None and rng.random() < 0.3:
+        out.properties.pop("channels")
+        empty_bodies(layer)
+        return Edit("output channels removed, bodies empty", acts=True)
+    total = rng.choice([k + 16, 2 * k, k + rng.randrange(1, 16), k + 64])
+    first = rng.choice([0, total - k, 16, rng.randrange(0, total - k + 1)])
+    count = rng.choice([k, k, k, k, k - 1, k + 1])
+    if first + count > total or count < 1:
+        raise NotApplicable
+    _arr(out, "channels", [first, count, total])
+    grown = rng.random() < 0.85
+    if grown:  # the regions after it (a bypass, a pool's slack) move up past the tensor
+        end, size = out.offset.value.data + out.size.value.data, 2 * pixels * total
+        delta = -(-(size - out.size.value.data) // 64) * 64
+        for r in regions.values():
+            if r is not out and r.offset.value.data >= end and delta > 0:
+                _set(r, "offset", r.offset.value.data + delta)
+        _set(out, "size", size)
+    empty = rng.random() < 0.8  # the windows' output addresses follow: derived
+    if empty:
+        empty_bodies(layer)
+    return Edit(f"output channels [{first}, {count}, {total}], region {'grown to the tensor' if grown else 'kept'}, "
+                f"{_body_note(empty)}", acts=True)
+
+
+def _written(layer: tile.LayerOp, y: np.ndarray, size: int) -> np.ndarray:
+    """The layer's output words from its output segment: its channel slice of every pixel when the
+    region is a slice of a wider tensor (`channels`), else the first `size` words."""
+    out = regions_of(layer).get("output")
+    if out is None or out.channels is None:
+        return y[:size]
+    first, count, total = (int(v) for v in out.channels.get_values())
+    pixels = size // count
+    if y.size < pixels * total:
+        return y[:0]
+    return y[:pixels * total].reshape(pixels, total)[:, first:first + count].ravel()
+
+
 def e_delete_tile(layer, rng, hw):
     tiles = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp | tile.MapsTileOp)]
     op = rng.choice(tiles)
@@ -965,7 +1017,7 @@ def maps_cols_cut(layer: tile.LayerOp) -> bool:
 
 
 PAIRED = ("split", "merge", "shift", "retile", "count", "mode", "loop_order", "buffering", "slot", "stagger",
-          "resident", "cu_rows", "ring", "relu", "pool_slots", "bypass_slices", "gather", "region", "empty")
+          "resident", "cu_rows", "ring", "relu", "pool_slots", "bypass_slices", "gather", "region", "empty", "channels")
 
 
 def e_pair(layer, rng, hw):
@@ -985,6 +1037,7 @@ EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the dra
     "bypass_slices": (e_bypass_slices, 2), "delete_tile": (e_delete_tile, 1), "duplicate_tile": (e_duplicate_tile, 1),
     "empty": (e_empty, 2), "gather": (e_gather, 1), "packing": (e_packing, 1), "pair": (e_pair, 4),
     "drop_load": (e_drop_load, 1), "resident_one": (e_resident_one, 1), "taller": (e_taller, 1),
+    "channels": (e_channels, 2),
 }
 
 
@@ -1038,7 +1091,7 @@ def judge(base: Base, seed: int, among: tuple[str, ...] = ()) -> tuple[Edit, Out
         return edit, Outcome("FAILURE", f"accepted then faulted ({type(e).__name__}): "
                                         f"{str(e).splitlines()[0] if str(e) else ''}")
     want = base.golden(relu)
-    got = result.outputs["y"][:want.size]
+    got = _written(edited, result.outputs["y"], want.size)
     if got.size != want.size:
         return edit, Outcome("FAILURE", f"accepted, its output segment holds {got.size} words, the layer writes "
                                         f"{want.size}")

@@ -2,7 +2,8 @@
 partition-host: mark every nn op `place = "snowflake"` or `place = "host"`.
 
 Snowflake runs MAC/MAX work (conv, dense, pools, residual add, ReLU) and data movement;
-everything else (softmax, LRN, a transpose that moves bytes, clip, hard-sigmoid/swish, element-wise multiply,
+everything else (softmax, LRN, a transpose that moves bytes, clip, hard-sigmoid/swish, element-wise multiply
+(an SE gate's too, when se-gate left it: `GATE_REASON`),
 an unfolded batch_norm) runs on the host CPU in float, reading and writing DRAM between
 device layers. Depthwise convs (a group with fewer than 16 output channels: DenseNet's
 pre-activation BN, average pools as convs) and average pools whose border windows exclude the
@@ -14,7 +15,8 @@ arithmetic of the golden model (an add add-to-bypass found cheaper on the device
 then). So does any conv, max pool or concat the lowering cannot
 place (`snowir.tile.lowerable.device_refusal`, the planners' own answer: a dilated conv, a max pool
 over 200 channels, a channel concat whose inputs cannot all be written as channel slices of its
-one DRAM tensor — by a COOP conv or a max pool of whole CUs, or by the host — and read in place —
+one DRAM tensor — by a conv (COOP by rows or column bands, INDP row groups, bypass slices) or a max pool
+of whole CUs, or by the host — and read in place —
 by convs — (the host then copies it between segments and the reports count that copy), with the
 reason as `host_reason`. A channel concat on the device is no work: its producers write their slices
 (snowir/segments.py `slot_of`). The runner
@@ -33,6 +35,7 @@ from xdsl.utils.exceptions import PassFailedException
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
 from snowir.segments import transpose_is_view
+from snowir.passes.nn.se_gate import gate_of
 from snowir.tile.lowerable import device_refusal
 
 DEVICE = (nn.Conv2dOp, nn.DenseOp, nn.MaxPoolOp, nn.AvgPoolOp, nn.GlobalAvgPoolOp, nn.AddOp, nn.ReluOp,
@@ -72,8 +75,15 @@ class PartitionHostPass(ModulePass):
                 inner.attributes["place"] = StringAttr("snowflake" if device else "host")
 
 
+GATE_REASON = ("a per-channel gate computed at run time that se-gate did not make a conv: a gate a device layer "
+               "writes (it would be written mid-segment, after the conv's kernels load), or se-gate off")
+
+
 def _host_conv_reason(op) -> str | None:
-    """Why a conv `_depthwise` keeps on the host (None for other ops: their op says it)."""
+    """Why a conv `_depthwise` keeps on the host, or a multiply by a run-time per-channel gate
+    (None for other ops: their op says it)."""
+    if isinstance(op, nn.MulOp) and gate_of(op) is not None:
+        return "the host is estimated faster (placement_cost)" if "placement_cost" in op.attributes else GATE_REASON
     if not isinstance(op, nn.Conv2dOp):
         return None
     k, cg = op.weight.type.get_shape()[:2]
@@ -93,3 +103,4 @@ def _depthwise(op) -> bool:
     if not isinstance(op, nn.Conv2dOp) or op.groups.value.data == 1 or "lane_groups" in op.attributes:
         return False  # lane_groups: depthwise-to-grouped's padded groups of 16 lanes
     return (op.output.type.get_shape()[1] // op.groups.value.data) % 16 != 0
+

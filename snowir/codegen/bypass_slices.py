@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.traces import (COOP, Prefetch, R_BYP, R_BYPROW, R_LEN, R_MAPS, R_OUT, R_OUTROW, R_SRC, R_TMP, R_TO, R_TT, R_TW,
-                                   R_W, R_X, R_XEND, macs, add_offset)
+                                   R_W, R_X, R_XEND, R_Y, macs, add_offset, out_pixel)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import TRACE_CHUNK, ConvPlan, Strip
@@ -99,7 +99,7 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
     row = s.w * s.cin
     s0 = plan.slice_bases[0]
     b.const(R_MAPS, base + (strip.y0 - strip.r0) * row + s.c_base)
-    b.const(R_OUT, plan.out_addr + 2 * strip.y0 * s.ow * s.k)
+    b.const(R_OUT, plan.out_addr + 2 * strip.y0 * s.ow * out_pixel(plan))
     b.emit(sf.AddOp(R_OUT, R_OUT, R_TO), sf.AddiOp(R_W, R_TW, 0))
     add_offset(b, R_BYP, R_TT, s0)
     if next_slice is not None:
@@ -122,7 +122,7 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
             _slice_loads(bb, plan, n)
         for _ in range(n):
             moved = macs(bb, plan, 1, 1, row, bypass=True)
-            bb.emit(sf.AddiOp(R_MAPS, R_MAPS, s.cin - moved), sf.AddiOp(R_OUT, R_OUT, 2 * s.k),
+            bb.emit(sf.AddiOp(R_MAPS, R_MAPS, s.cin - moved), sf.AddiOp(R_OUT, R_OUT, 2 * out_pixel(plan)),
                     sf.AddiOp(R_BYP, R_BYP, slice_channels(plan)))
             if moved:
                 bb.emit(sf.AddiOp(R_W, R_TW, 0))
@@ -182,7 +182,7 @@ def _pipelined_pixels(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip:
         if load_next:
             b.emit(sf.AddiOp(src, R_BSRC, 2 * j * s.k), sf.AddiOp(dst, R_BDST, j * slice_channels(plan)))
     (m1, o1) = PIXEL_SETS[1]
-    b.emit(sf.AddiOp(m1, R_MAPS, s.cin), sf.AddiOp(o1, R_OUT, 2 * s.k))
+    b.emit(sf.AddiOp(m1, R_MAPS, s.cin), sf.AddiOp(o1, R_OUT, 2 * out_pixel(plan)))
     at = [0]  # pixels emitted: the next one's place in the pair / set rotation
 
     def pixels(bb: AsmBuilder, n: int) -> None:
@@ -196,21 +196,29 @@ def _pipelined_pixels(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip:
             bb.emit(sf.VmovOp(COOP, sf.VmovSelect.BYPASS, R_BYP),
                     sf.MacOp(COOP, out, maps, R_W, s.c, wb=True, relu=s.relu),
                     sf.AddiOp(R_BYP, R_BYP, slice_channels(plan)), sf.AddiOp(maps, maps, 2 * s.cin),
-                    sf.AddiOp(out, out, 4 * s.k))
+                    sf.AddiOp(out, out, 4 * out_pixel(plan)))
         at[0] += n
 
     _tile_pixels(b, plan, hw, strip, prefetch, pixels, row_loads)
 
 
 def row_slice_loads(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
-    """A k x k conv's slices: at the start of an output row (R_OUTROW / R_BYPROW set), the LDs
-    of the row's pixels' K channels of the next kernel tile into the other slice (one group:
-    `balance-loads` spreads them over the units)."""
+    """A k x k conv's slices: at the start of an output row (R_OUTROW / R_BYPROW set; R_Y the row
+    when the output is a concat's slice), the LDs of the row's pixels' K channels of the next
+    kernel tile into the other slice (one group: `balance-loads` spreads them over the units).
+    The bypass row lies where the output row would in a tensor of the layer's own K channels: its
+    address follows from R_OUTROW, or, when the output rows step a wider tensor's channels, from
+    the row number (R_Y x the bypass row's bytes)."""
     s = plan.shape
     b.const(R_LEN, plan.kernels)
     b.emit(sf.MuliOp(R_TMP, R_TT, -2), sf.AddOp(R_TMP, R_TMP, R_BYPROW), sf.AddiOp(R_TMP, R_TMP, slice_gap(plan)))
-    b.const(R_SRC, plan.bypass_addr - plan.out_addr + 2 * plan.kernels)
-    b.emit(sf.AddOp(R_SRC, R_SRC, R_OUTROW))
+    if out_pixel(plan) != s.k:
+        b.const(R_SRC, 2 * s.ow * s.k)
+        b.emit(sf.MulOp(R_SRC, R_SRC, R_Y), sf.AddOp(R_SRC, R_SRC, R_TO))
+        add_offset(b, R_SRC, R_SRC, plan.bypass_addr + 2 * plan.kernels)
+    else:
+        b.const(R_SRC, plan.bypass_addr - plan.out_addr + 2 * plan.kernels)
+        b.emit(sf.AddOp(R_SRC, R_SRC, R_OUTROW))
     for x in range(s.ow):
         b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, 0, sf.SELECT_ALL))
         if x + 1 < s.ow:

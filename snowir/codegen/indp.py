@@ -70,7 +70,7 @@ def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
         with b.at(f"group{gi}.ktile{t}"):
             r, cus, rows = group_of(plan, gi)
             if t == 0:
-                b.const(R_TMP, 2 * r * s.ow * s.k)
+                b.const(R_TMP, 2 * r * (plan.out_row or s.ow * s.k))  # CU c writes r rows on (a concat's rows)
                 b.emit(sf.VmovOp(sf.VectorMode.INDP, sf.VmovSelect.STRIDE, R_TMP))
             nxt = items[i + 1] if i + 1 < len(items) else None
             new_tile = nxt is not None and nxt[1] != t

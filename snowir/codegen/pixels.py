@@ -10,7 +10,7 @@ from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.bypass_slices import row_slice_loads, slice_tile
 from snowir.codegen.traces import (COOP, Prefetch, R_BYP, R_BYPROW, R_BYPSTEP, R_LEN, R_MAPS, R_OUT, R_OUTROW,
                                    R_OUTSTEP, R_ROWBASE, R_ROWSTEP, R_SRC, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_W, R_X,
-                                   R_XEND, R_Y, R_YEND, TRACE_CHUNK, add_offset, trace_chunks, macs)
+                                   R_XEND, R_Y, R_YEND, TRACE_CHUNK, add_offset, out_pixel, trace_chunks, macs)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.plan.issue import UNROLL
@@ -136,6 +136,8 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
                 sf.AddOp(R_ROWBASE, R_ROWBASE, R_ROWSTEP), sf.AddOp(R_OUTROW, R_OUTROW, R_OUTSTEP),
                 *([sf.AddOp(R_BYPROW, R_BYPROW, R_BYPSTEP)] if bypass else [])])
         else:
+            if slice_next and out_pixel(plan) != s.k:  # row_slice_loads finds the bypass row by its number
+                b.const(R_Y, y)
             one_row(ky0, ky1 - ky0, bypass, single=True, loads=inside)
         issued += (y_end - y) * ops_per_row(ky1 - ky0)
         done_at[y_end - 1] = issued
@@ -311,12 +313,6 @@ def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, xl: int, xr: int, bypass: bo
         b.emit(*(sf.AddiOp(r, r, UNROLL * _bypass_stride(plan)) for r in R_BYP_U))
     b.branch(sf.BleOp(R_MAPS_U[0], R_XEND, top), [sf.AddiOp(r, r, step_out) for r in R_OUT_U])
     return xl + n * UNROLL
-
-
-def out_pixel(plan: ConvPlan) -> int:
-    """Words between the write-backs of consecutive output pixels: K, or the channels of the wider
-    tensor whose channel slice the layer writes (a device concat's)."""
-    return plan.out_pixel or plan.shape.k
 
 
 def _bypass_stride(plan: ConvPlan) -> int:

@@ -43,6 +43,12 @@ def trace_chunks(length: int) -> list[tuple[int, int]]:
 R_ROWSTEP, R_OUTSTEP, R_BYPSTEP = 24, 25, 26
 
 
+def out_pixel(plan: ConvPlan) -> int:
+    """Words between the write-backs of consecutive output pixels: K, or the channels of the wider
+    tensor whose channel slice the layer writes (a device concat's)."""
+    return plan.out_pixel or plan.shape.k
+
+
 def add_offset(b: AsmBuilder, dst: int, base_reg: int, offset: int) -> None:
     if -(1 << 16) <= offset < (1 << 16):
         b.emit(sf.AddiOp(dst, base_reg, offset))

@@ -25,7 +25,7 @@ from xdsl.ir import SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf
 from snowir.driver.results import Counts, DeviceRun, LayerResult, inputs_report, saturation, useful
-from snowir.driver.segment_run import linked, out_slice, run_segments, tensor_words
+from snowir.driver.segment_run import linked, out_slice, run_segments, runtime_weight_image, tensor_words
 from snowir.driver.timeline import place_on_timeline, totals
 from snowir.golden import Golden, Q, element_frac
 from snowir.hw import SnowflakeConfig
@@ -35,7 +35,7 @@ from snowir.machine.timing import Event
 from snowir.nn_util import layer_name, on_host
 from snowir.passes.pipelines import quantised
 from snowir.plan.shapes import LoweringError
-from snowir.tile.build import device_input
+from snowir.tile.build import RUNTIME_KERNELS, device_input
 
 
 def _hwc(image: np.ndarray) -> np.ndarray:
@@ -182,8 +182,14 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
             n = out_op.results[0].type.get_shape()[0]
             keep = record and (record_layer is None or record_layer(name))
             batch = []
+            kernels = None
+            if isinstance(op, nn.Conv2dOp) and RUNTIME_KERNELS in op.attributes:  # an SE gate: the host packs it
+                kernels = runtime_weight_image(op, golden, env, image_op.attributes["mode"], hw)
+                kernels = np.concatenate([kernels, np.zeros(image.segment("w").size // 2 - kernels.size, np.int16)])
             for i in range(n):  # one program run per image of the batch
                 inputs = {"x": _hwc(words[i])}
+                if kernels is not None:
+                    inputs["w"] = kernels
                 if bypass is not None:
                     inputs["r"] = _hwc(bypass[i])
                 batch.append((image, hw, engine, inputs, keep, image_op, max_instructions))

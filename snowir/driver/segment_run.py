@@ -35,7 +35,7 @@ from snowir.machine.timing import Event
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
 from snowir.segments import members_of, main_of, placed_concat, root, segments_of, slot_of
-from snowir.tile.build import device_input
+from snowir.tile.build import RUNTIME_KERNELS, device_input, layer_conv_shape, weight_image
 
 
 def linked(module: ModuleOp) -> bool:
@@ -198,6 +198,17 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
                                         f"has {raw.size}")
                 dram[seg.address:seg.end] = raw
         machine = Machine(image, hw, record, dram)
+        for name in layers:  # kernels computed at run time (an SE gate): the host packs and writes them
+            conv = ops_of[name][0]
+            if isinstance(conv, nn.Conv2dOp) and RUNTIME_KERNELS in conv.attributes:
+                _ensure(golden, env, conv.weight)
+                words = runtime_weight_image(conv, golden, env, markers[name].facts["mode"], hw)
+                seg = image.segment(markers[name].facts["w"])
+                if 2 * words.size > seg.size:
+                    raise LoweringError(f"layer '{name}': weights segment @{seg.name} holds {seg.size} bytes, its "
+                                        f"run-time kernels {2 * words.size}")
+                machine.state.dram[seg.address:seg.address + 2 * words.size] = \
+                    np.ascontiguousarray(words, dtype="<i2").view(np.uint8).ravel()
         order = [m.name for m in image.markers]
 
         def read_output(index: int, machine=machine) -> None:
@@ -261,6 +272,14 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
             simulate_s * dynamic / total_dynamic, compile_s / len(layers),
             None if out_op is conv else layer_name(out_op, out_op.name), saturated))
     return start_cycle
+
+
+def runtime_weight_image(conv: nn.Conv2dOp, golden: Golden, env: dict, mode, hw: SnowflakeConfig) -> np.ndarray:
+    """The packed weight image of a conv whose kernels are a run-time tensor (passes/nn/se_gate.py):
+    the tensor's words in its own format, packed as tile/build.weight_image packs constants."""
+    kernels = golden._q(env[conv.weight], element_frac(conv.weight))
+    mode = mode.data if hasattr(mode, "data") else str(mode)
+    return weight_image(conv, layer_conv_shape(conv), mode, hw, kernels)
 
 
 def out_slice(y: np.ndarray, value: SSAValue) -> np.ndarray:

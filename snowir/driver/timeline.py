@@ -55,11 +55,14 @@ def _device_layer(op: Operation, row: dict[str, Any]) -> bool:
 
 
 def _reads(op: Operation) -> list[SSAValue]:
-    """The tensors (roots) the host may have to write for a device layer: its input and a conv's
-    residual, unless constant (in the DRAM image with the weights)."""
+    """The tensors (roots) the host may have to write for a device layer: its input, a conv's
+    residual and its kernels when computed at run time (an SE gate, se-gate), unless constant (in
+    the DRAM image with the weights)."""
     values = [device_input(op)]
     if isinstance(op, nn.Conv2dOp) and op.bypass is not None:
         values.append(op.bypass)
+    if isinstance(op, nn.Conv2dOp) and not isinstance(op.weight.owner, nn.ConstantOp):
+        values.append(op.weight)  # the host packs them into the weights region: as many words
     return [r for r in (root(v) for v in values) if not isinstance(r.owner, nn.ConstantOp)]
 
 

@@ -509,11 +509,12 @@ def band_plans(plan: ConvPlan) -> list[tuple[tuple[int, int], ConvPlan]]:
     input column and writing output rows OW·K words apart from its first output column. The code
     generators run the bands in turn; nothing of this is a decision (the maps tiles' out_cols are)."""
     s = plan.shape
+    pixel = plan.out_pixel or s.k  # words between output pixels: a concat's channels when a slice of it
     out = []
     for x0, x1 in bands_of(plan):
         c0, _ = input_columns(s, x0, x1)
         strips = tuple(replace(st, x0=0, x1=0, c0=0, c1=0) for st in plan.strips if st.cols == (x0, x1))
         out.append(((x0, x1), replace(plan, shape=band_shape(s, x0, x1), strips=strips,
-                                      in_addr=plan.in_addr + 2 * c0 * s.cin, out_addr=plan.out_addr + 2 * x0 * s.k,
-                                      in_row=s.w * s.cin, out_row=s.ow * s.k)))
+                                      in_addr=plan.in_addr + 2 * c0 * s.cin, out_addr=plan.out_addr + 2 * x0 * pixel,
+                                      in_row=s.w * s.cin, out_row=s.ow * pixel)))
     return out

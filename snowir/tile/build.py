@@ -118,9 +118,21 @@ def _words(value: SSAValue, frac: int) -> np.ndarray:
     return Golden._q(Q(constant_array(owner), element_frac(value)), frac)
 
 
-def weight_image(op: nn.Conv2dOp, s: ConvShape, mode: str, hw: SnowflakeConfig) -> np.ndarray:
-    """The DRAM weight image of a quantised conv: kernels + biases packed for the mode."""
-    w = constant_array(op.weight.owner)
+RUNTIME_KERNELS = "runtime_kernels"
+"""nn.conv2d attribute (se-gate): its weight operand is a tensor computed at run time (an SE
+block's gate), not a constant; the host packs and writes it into the layer's weights region
+before each run (`weight_image` with its words)."""
+
+
+def weight_image(op: nn.Conv2dOp, s: ConvShape, mode: str, hw: SnowflakeConfig,
+                 kernels: np.ndarray | None = None) -> np.ndarray:
+    """The DRAM weight image of a quantised conv: kernels + biases packed for the mode. A conv
+    whose kernels are computed at run time (an SE gate: no constant) packs `kernels`, the int16
+    words the host writes before each run (snowir/driver/segment_run.py), and zeros at compile time."""
+    if isinstance(op.weight.owner, nn.ConstantOp):
+        w = constant_array(op.weight.owner)
+    else:
+        w = np.zeros(op.weight.type.get_shape(), np.int16) if kernels is None else kernels.reshape(op.weight.type.get_shape())
     if LANE_GROUPS in op.attributes:  # one channel of a 16-lane group per kernel
         w = block_diagonal(w, s.c)
     bias = _words(op.bias, element_frac(op.output))  # added at the write-back, in the output's format
@@ -148,9 +160,9 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
     """The kernel tile and the maps tiles (loads, windows) of a planned conv."""
     w_addr, out_addr, r_addr = lay.w_addr, lay.out_addr + 2 * lay.out_first, lay.r_addr
     if lay.out_pixel:  # a channel slice of a wider tensor: whole pixels `out_pixel` words apart
-        if plan.column_tiled or plan.indp or plan.pool is not None or plan.bypass_slices:
-            raise LoweringError("a conv writing a channel slice of a concat runs COOP, by rows, without a fused pool "
-                                "or bypass slices")
+        if plan.cu_split == "cols" or plan.pool is not None:
+            raise LoweringError("a conv writing a channel slice of a concat runs without a fused pool and, in INDP, "
+                                "with the CUs splitting rows (a column-split INDP conv's CU stride is its bypass's too)")
         plan = dataclasses.replace(plan, out_row=s.ow * lay.out_pixel, out_pixel=lay.out_pixel)
     if plan.indp:  # vMAC v of every CU: 16 interleaved kernels (weights broadcast)
         words = indp_kernel_words(s, hw)
@@ -174,7 +186,7 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
         load.properties["load_id"] = IntegerAttr(next(ids), i64)
     if plan.column_tiled:  # each column band's tiles: its input columns, rows of the whole width apart
         for (x0, x1), band in band_plans(plan):
-            for mt in _maps_tiles(band, out_addr + 2 * x0 * s.k, r_addr, hw, ids):
+            for mt in _maps_tiles(band, out_addr + 2 * x0 * (lay.out_pixel or s.k), r_addr, hw, ids):
                 c0, c1 = input_columns(s, x0, x1)
                 mt.properties["out_cols"] = DenseArrayBase.from_list(i64, [x0, x1])
                 mt.properties["in_cols"] = DenseArrayBase.from_list(i64, [c0, c1])
@@ -364,8 +376,8 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     `output`."""
     s = layer_conv_shape(op)
     bypass = op.bypass is not None
-    mode = conv_mode(s, hw, bypass, mode)
     slot = slot_of(op.output)
+    mode = conv_mode(s, hw, bypass, mode, sliced=not slot.whole)
     lay = conv_layout(s, bypass, mode, hw, (0, 0) if slot.whole else (slot.first, slot.total))
     plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),

@@ -276,6 +276,22 @@ def _regions(layer: tile.LayerOp, sizes: dict[str, int]) -> None:
             raise TileError(layer, f"tile.dram_region @{bn} overlaps @{an}")
 
 
+def check_slice(layer: tile.LayerOp, k: int) -> None:
+    """An output region that is a device concat's channel slice (`channels`) holds the layer's k
+    channels of every pixel, and is the layer's own output (a fused pool's conv writes
+    `conv_output`, the pool `output` of its own: neither steps a wider tensor's pixels)."""
+    out = regions_of(layer).get("output")
+    if out is None or out.channels is None:
+        return
+    _, count, _ = output_channels(out)
+    if layer.pool is not None:
+        raise TileError(layer, f"tile.dram_region @{out.sym_name.data}: channels: a fused pool writes an output of its "
+                               "own (remove channels, or the pool)")
+    if count != k:
+        raise TileError(layer, f"tile.dram_region @{out.sym_name.data}: channels count {count}: the layer writes its "
+                               f"{k} channels")
+
+
 def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     full = conv_shape_of(layer.shape)
     s = plan.shape
@@ -375,6 +391,7 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
             "only a strided 1x1 conv or a conv over a channel slice gathers its maps (remove it)"))
     if plan.bypass_slices and (plan.bypass_addr is None or indp):
         raise TileError(layer, "bypass_slices: a COOP residual conv's")
+    check_slice(layer, full.k)
     sizes = {"maps": full.h * full.w * full.cin * 2, "weights": 2 * packed_words(full, plan.mode, plan.kernels, hw),
              "output" if plan.pool is None else "conv_output": full.oh * full.ow * (plan.out_pixel or full.k) * 2}
     if plan.bypass_addr is not None:
@@ -590,6 +607,7 @@ def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: Sno
             fix = "split the tile" if whole else "split the tile, or maps_buffering = whole"
             raise TileError(layer, f"maps tile {i}: {st.r1 - st.r0} input rows exceed the "
                                    f"{max_pool_rows(p, hw, whole)} its {'buffer' if whole else 'bank'} holds ({fix})")
+    check_slice(layer, p.c)
     total = output_channels(regions_of(layer)["output"])[2] if "output" in regions_of(layer) else 0
     _regions(layer, {"maps": p.h * row * 2, "output": p.oh * p.ow * (total or p.c) * 2})
     check_bodies(layer, [*pool_tile_body(p, tiles, hw, _maps_at(layer))])

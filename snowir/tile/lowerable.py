@@ -17,7 +17,7 @@ from snowir.plan.residual_mode import conv_mode
 from snowir.plan.layout import conv_layout
 from snowir.plan.pool import plan_pool
 from snowir.plan.shapes import ConvPlan, LoweringError
-from snowir.segments import concat_inputs, concat_of, placed_concat
+from snowir.segments import concat_inputs, concat_of, placed_concat, slot_of
 from snowir.tile.build import layer_conv_shape, pool_shape
 
 
@@ -40,15 +40,18 @@ def device_refusal(op: Operation, hw: SnowflakeConfig | None = None) -> str | No
     return None
 
 
-def planned_conv(op: nn.Conv2dOp, hw: SnowflakeConfig) -> ConvPlan:
+def planned_conv(op: nn.Conv2dOp, hw: SnowflakeConfig, sliced: bool | None = None) -> ConvPlan:
     """The plan the lowering would make for `op` (mode and loop order as nn-to-tile and
-    tile-loop-order choose them); LoweringError when it cannot place it."""
+    tile-loop-order choose them); LoweringError when it cannot place it. `sliced`: as if its
+    output were a device concat's channel slice (None: as the graph places it now, `slot_of`)."""
     if any(d != 1 for d in int_values(op.dilations)):
         raise LoweringError("dilated convolution (traces need contiguous taps)")
 
     s = layer_conv_shape(op)
     bypass = op.bypass is not None
-    mode = conv_mode(s, hw, bypass)
+    if sliced is None:
+        sliced = not slot_of(op.output).whole
+    mode = conv_mode(s, hw, bypass, sliced=sliced)
     lay = conv_layout(s, bypass, mode, hw)
     return plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
 
@@ -119,15 +122,10 @@ def _member_refusal(v: SSAValue, concat: nn.ConcatOp, hw: SnowflakeConfig) -> st
         if isinstance(owner, nn.MaxPoolOp) and not _placed(owner, "host") and pool_shape(owner).c % 16:
             return "an input's max pool has channels not a multiple of 16 (a partial CU writes past them)"
         if isinstance(owner, nn.Conv2dOp) and not _placed(owner, "host"):
-            try:
-                plan = planned_conv(owner, hw)
+            try:  # as the slice's writer: its plan is chosen knowing its output is one (conv_mode)
+                planned_conv(owner, hw, sliced=True)
             except LoweringError as e:
                 return str(e)
-            why = "INDP" if plan.indp else "column-tiled" if plan.column_tiled else \
-                "a residual conv with bypass slices (their code steps the output by its own channels)" \
-                if plan.bypass_slices else None
-            if why is not None:
-                return f"an input's conv is {why}: it writes whole pixels of its own only"
     elif not isinstance(v, SSAValue) or not isinstance(owner, Block):
         return "an input is not a tensor"
     for use in v.uses:

@@ -1,0 +1,22 @@
+// RUN: snow-opt %s -p se-gate | filecheck %s
+// RUN: snow-opt %s -p 'se-gate{enable=false}' | filecheck %s --check-prefix=OFF
+
+// An SE block's gate multiply, Mul(x, sigmoid(...)) by a [1, C, 1, 1] gate the host computes,
+// becomes a 1x1 depthwise conv whose kernels are the gate (reshaped to [C, 1, 1, 1], run-time
+// kernels the host writes into the weights region), in 16-lane groups; a gate a conv writes,
+// a constant scale and a placed Mul are left alone.
+
+func.func @main(%x: tensor<1x32x16x16xf32>, %g: tensor<1x32x1x1xf32>, %w: tensor<32x32x1x1xf32>, %b: tensor<32xf32>) -> (tensor<1x32x16x16xf32>, tensor<1x32x16x16xf32>, tensor<1x32x16x16xf32>) {
+  %gate = nn.host "Sigmoid"(%g) {attrs = {}, opset = 13 : i64} : (tensor<1x32x1x1xf32>) -> tensor<1x32x1x1xf32>
+  %scaled = nn.mul %x, %gate {onnx_node = "scale"} : (tensor<1x32x16x16xf32>, tensor<1x32x1x1xf32>) -> tensor<1x32x16x16xf32>
+  %c = nn.conv2d %g, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x32x1x1xf32>, tensor<32x32x1x1xf32>, tensor<32xf32>) -> tensor<1x32x1x1xf32>
+  %direct = nn.mul %x, %c {onnx_node = "direct"} : (tensor<1x32x16x16xf32>, tensor<1x32x1x1xf32>) -> tensor<1x32x16x16xf32>
+  %kept = nn.mul %x, %gate {onnx_node = "kept", place = "host"} : (tensor<1x32x16x16xf32>, tensor<1x32x1x1xf32>) -> tensor<1x32x16x16xf32>
+  func.return %scaled, %direct, %kept : tensor<1x32x16x16xf32>, tensor<1x32x16x16xf32>, tensor<1x32x16x16xf32>
+}
+
+// CHECK:      %[[K:.*]] = nn.reshape %gate : (tensor<1x32x1x1xf32>) -> tensor<32x1x1x1xf32>
+// CHECK:      nn.conv2d %x, %[[K]], %{{.*}} {onnx_node = "scale", lane_groups, runtime_kernels, placement_cost = "device {{.*}} ms + gate written {{.*}} ms vs host {{.*}} ms + DRAM round trip {{.*}} ms"{{.*}}groups = 32 : i64} : (tensor<1x32x16x16xf32>, tensor<32x1x1x1xf32>, tensor<32xf32>) -> tensor<1x32x16x16xf32>
+// CHECK:      nn.mul %x, %c {onnx_node = "direct"}
+// CHECK:      nn.mul %x, %gate {onnx_node = "kept", place = "host"}
+// OFF-NOT: nn.conv2d %x

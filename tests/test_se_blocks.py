@@ -1,0 +1,110 @@
+"""SE blocks (issue 36 item 6), as MobileNetV3 / PP-LCNet / CUNet exporters write them:
+GlobalAveragePool -> 1x1 conv -> ReLU -> 1x1 conv -> Sigmoid (or HardSigmoid) -> Mul(x, gate).
+The 1x1 convs run on the device; the sigmoid on the host (no write-back activation unit); the
+gate multiply becomes a 1x1 depthwise conv whose kernels are the gate (se-gate), the host
+writing the gate's words, packed, into the layer's weights region before its segment runs.
+Bit-exact against the golden model with whole-model programs and with one program per layer;
+a gate a device layer writes stays on the host with its reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from snowir.dialects import nn
+from snowir.passes.nn.partition_host import GATE_REASON
+from snowir.tile.build import RUNTIME_KERNELS
+from tests.onnx_util import ort_run, snow_run
+from tests.test_concat_placement import N, _Net, _prepared
+
+
+def se_block(c: int = 32, size: int = 20, gate: str = "Sigmoid", constant: bool = False) -> onnx.ModelProto:
+    """A conv, an SE block over its output (squeeze to c/4) and a 1x1 projection. `gate`: the
+    activation making the gate ("" for none: the second 1x1 conv's output is the gate);
+    `constant`: the gate an initializer instead (the Mul a per-channel scale, folded to a conv)."""
+    net = _Net()
+    y = net.conv(net.conv("x", 16, c, 3, "stem"), c, c, 3, "body")
+    if constant:
+        net.inits["gate"] = np.random.default_rng(0).uniform(0.2, 0.9, (1, c, 1, 1)).astype(np.float32)
+    else:
+        net.nodes.append(N("GlobalAveragePool", [y], ["gap"], name="gap"))
+        s = net.conv(net.conv("gap", c, max(8, c // 4), 1, "fc1"), max(8, c // 4), c, 1, "fc2", relu=False)
+        if gate:
+            attrs = {"alpha": 1 / 6, "beta": 0.5} if gate == "HardSigmoid" else {}
+            net.nodes.append(N(gate, [s], ["gate"], name="gate", **attrs))
+        else:
+            net.nodes.append(N("Identity", [s], ["gate"], name="gate"))
+    net.nodes.append(N("Mul", [y, "gate"], ["scaled"], name="scale"))
+    return net.model([1, 16, size, size], net.conv("scaled", c, c, 1, "proj"), [1, c, size, size])
+
+
+def _node(module, name: str):
+    return next(op for op in module.walk() if op.attributes.get("onnx_node") == nn.StringAttr(name))
+
+
+def _run(m: onnx.ModelProto, tmp_path: Path, capsys, *extra: str) -> dict:
+    path, report = tmp_path / "m.onnx", tmp_path / "r.json"
+    onnx.save(m, path)
+    assert snow_run([str(path), "--check", "--quiet", "--report", str(report), *extra]) == 0, capsys.readouterr().err
+    r = json.loads(report.read_text())
+    assert r["check"]["golden_bit_exact"] and r["check"]["snr_db"] > 30
+    return r
+
+
+@pytest.mark.parametrize("gate, c, pipeline", [("Sigmoid", 32, ""), ("HardSigmoid", 40, ""),
+                                               ("Sigmoid", 40, "snowflake-lower{whole-model=false}")])
+def test_the_gate_multiply_runs_on_the_device(gate: str, c: int, pipeline: str, tmp_path: Path, capsys) -> None:
+    """40 channels: two full 16-lane groups and a partial one."""
+    m = se_block(c, gate=gate)
+    module = _prepared(m)
+    scale = _node(module, "scale")
+    assert isinstance(scale, nn.Conv2dOp) and RUNTIME_KERNELS in scale.attributes
+    assert scale.attributes["place"].data == "snowflake" and "placement_cost" in scale.attributes
+    assert not isinstance(scale.weight.owner, nn.ConstantOp)
+    assert all(_node(module, n).attributes["place"].data == "snowflake" for n in ("fc1", "fc2", "body", "proj"))
+    r = _run(m, tmp_path, capsys, *(["--pipeline", pipeline] if pipeline else []))
+    rows = {row["name"]: row["where"] for row in r["layers"]}
+    assert rows["scale"] == rows["fc1"] == rows["fc2"] == "device" and rows["gate"] == "host"
+    assert {row["name"] for row in r["layers"] if row["where"] == "host"} == {"gap", "gate"}
+
+
+def test_the_gate_conv_matches_onnxruntime(tmp_path: Path) -> None:
+    """The golden model (the machine's words) against onnxruntime's float SE block."""
+    from snowir.backend import SnowflakeBackend
+
+    m = se_block(32, 12)
+    x = np.random.default_rng(5).standard_normal((1, 16, 12, 12)).astype(np.float32)
+    (y,) = SnowflakeBackend.prepare(m, engine="golden").run([x])
+    want = ort_run(m, x)
+    snr = 10 * np.log10(np.sum(want ** 2) / np.sum((y - want) ** 2))
+    assert snr > 35, snr
+
+
+def test_a_gate_a_device_layer_writes_stays_on_the_host(tmp_path: Path, capsys) -> None:
+    """No activation between the second 1x1 conv and the Mul: the gate is a device conv's output,
+    written in the segment that would load it as kernels; the Mul stays on the host, saying why."""
+    m = se_block(gate="")
+    module = _prepared(m)
+    scale = _node(module, "scale")
+    assert isinstance(scale, nn.MulOp) and scale.attributes["place"].data == "host"
+    assert scale.attributes["host_reason"].data == GATE_REASON
+    _run(m, tmp_path, capsys)
+
+
+def test_a_constant_per_channel_scale_is_no_gate() -> None:
+    """The same Mul by an initializer: fold-batch-norm's 1x1 depthwise conv, constant kernels."""
+    scale = _node(_prepared(se_block(constant=True)), "scale")
+    assert isinstance(scale, nn.Conv2dOp) and RUNTIME_KERNELS not in scale.attributes
+    assert scale.attributes["place"].data == "snowflake"
+
+
+def test_the_gate_conv_takes_the_gate_format_with_calibration(tmp_path: Path, capsys) -> None:
+    """--format auto: the conv's kernels are in the format chosen for the gate tensor (no weight
+    format of its own: calibration once failed on it with a KeyError), bit-exact."""
+    cal = tmp_path / "cal.npy"
+    np.save(cal, np.random.default_rng(0).standard_normal((3, 1, 16, 20, 20)).astype(np.float32))
+    _run(se_block(), tmp_path, capsys, "--format", "auto", "--calibration", str(cal))
