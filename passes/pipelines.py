@@ -5,7 +5,7 @@ nn-prepare{format=Q8.8}: from an imported model to the fixed-point graph Snowfla
 conv-transpose-to-conv, fold-hard-swish, drop-identity, fold-batch-norm, fuse-residual-add, fuse-relu,
 fold-channel-shuffle, sequence-gemm, fc-to-conv,
 avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth, pad-rows,
-add-to-bypass, partition-host, quantize.
+add-to-bypass, fuse-activation, partition-host, quantize.
 
 snowflake-lower{format=Q8.8|auto calibration=x.npy mode=auto loop-order=auto hw=path.json}: the
 default lowering from an nn module to one `snowflake_asm.image` per device segment (a run of
@@ -49,6 +49,7 @@ from snowir.passes.nn.fc_to_conv import FcToConvPass
 from snowir.passes.nn.fold_batch_norm import FoldBatchNormPass
 from snowir.passes.nn.fold_channel_shuffle import FoldChannelShufflePass
 from snowir.passes.nn.fold_hard_swish import FoldHardSwishPass
+from snowir.passes.nn.fuse_activation import FuseActivationPass
 from snowir.passes.nn.fuse_relu import FuseReluPass
 from snowir.passes.nn.fuse_residual_add import FuseResidualAddPass
 from snowir.passes.nn.partition_host import PartitionHostPass
@@ -93,7 +94,7 @@ class NNPreparePass(ModulePass):
                                     SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
                                     UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), *([PadRowsPass(self.hw)] if self.pad_rows else []),
-                                    AddToBypassPass(self.add_to_bypass, self.hw),
+                                    AddToBypassPass(self.add_to_bypass, self.hw), FuseActivationPass(self.hw),
                                     PartitionHostPass(self.hw)]
         if self.quantize:
             passes.append(QuantizePass(self.format, self.calibration))

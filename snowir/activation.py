@@ -38,6 +38,10 @@ TABLE_KNOTS = 33
 """0 .. 8 in steps of 1/4; beyond 8, sigmoid is 1 (1 - sigmoid(8) = 3.4e-4)."""
 TABLE = np.array([round(2 ** 16 / (1 + math.exp(-k / 4))) for k in range(TABLE_KNOTS)], np.int64)
 """sigmoid(k/4) in Q0.16, k = 0..32."""
+PIPELINE_CYCLES = 3
+"""[P] the unit's pipeline: table read / gate, interpolation multiply, final multiply and round."""
+LANES_PER_VMAC = 4
+"""[P] unit lanes per vMAC: a write-back's values per vMAC (INDP 16, COOP 1) pass 4 a cycle."""
 _SEG = 16 - TABLE_STEP_LOG2  # fraction bits of the position within a segment (Q.16 input)
 
 
@@ -73,7 +77,7 @@ class Activation:
         return word
 
     def __str__(self) -> str:
-        return self.kind + (f"({', '.join(f'{p:g}' for p in self.params)})" if self.params else "")
+        return self.kind + (f"({', '.join(f'{p:.9g}' for p in self.params)})" if self.params else "")
 
     @staticmethod
     def parse(text: str) -> Activation:
@@ -150,6 +154,14 @@ def apply(word: int, v: np.ndarray) -> np.ndarray:
     if code == 5:  # sigmoid
         return ((s << frac) + half16) >> 16
     return (v * s + half16) >> 16  # SiLU: x sigmoid(x)
+
+
+def unit_cycles(lanes: int, indp: bool) -> int:
+    """Cycles a write-back spends in the unit before the result pipeline (timing.py): its
+    pipeline, and its values per vMAC (INDP: `lanes`, COOP: 1) through LANES_PER_VMAC lanes.
+    Write-backs closer together than this are not held up by one another (not modelled: an
+    INDP write-back's MAC takes at least its trace's cycles, as long as the unit's 4 for L >= 4)."""
+    return PIPELINE_CYCLES + (-(-lanes // LANES_PER_VMAC) if indp else 1)
 
 
 def _signed12(bits: int) -> int:

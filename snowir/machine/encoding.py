@@ -39,7 +39,7 @@ def _r(op: sf.SnowflakeInstruction, name: str) -> int:
 _TARGET_CODE = {sf.LoadTarget.MAPS: 0, sf.LoadTarget.WEIGHTS: 1, sf.LoadTarget.ICACHE: 2}
 _TARGET_OF = {v: k for k, v in _TARGET_CODE.items()}
 _VMOV_CODE = {sf.VmovSelect.BIAS: 0, sf.VmovSelect.BYPASS: 1, sf.VmovSelect.MASK: 2,
-              sf.VmovSelect.STRIDE: 3, sf.VmovSelect.SHIFT: 4}
+              sf.VmovSelect.STRIDE: 3, sf.VmovSelect.SHIFT: 4, sf.VmovSelect.ACT: 5}
 _VMOV_OF = {v: k for k, v in _VMOV_CODE.items()}
 
 

@@ -319,6 +319,11 @@ class MachineState:
             if not 1 <= value <= MAX_WB_SHIFT:
                 raise MachineFault(f"VMOV shift {value} out of range [1, {MAX_WB_SHIFT}]")
             self.wb_shift = value
+        elif select == "act":
+            if not hw.writeback_activation:
+                raise MachineFault("VMOV act on a machine without the write-back activation unit "
+                                   "(SnowflakeConfig.writeback_activation = 0)")
+            self.wb_act = value & 0xFFFFFFFF
         else:  # pragma: no cover
             raise AssertionError(select)
 
