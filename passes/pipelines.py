@@ -5,7 +5,7 @@ nn-prepare{format=Q8.8}: from an imported model to the fixed-point graph Snowfla
 conv-transpose-to-conv, fold-hard-swish, drop-identity, fold-batch-norm, fuse-residual-add, fuse-relu,
 fold-channel-shuffle, sequence-gemm, fc-to-conv,
 avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth, pad-rows,
-add-to-bypass, fuse-activation, partition-host, quantize.
+add-to-bypass, fuse-activation (a machine with the write-back activation unit), partition-host, quantize.
 
 snowflake-lower{format=Q8.8|auto calibration=x.npy mode=auto loop-order=auto hw=path.json}: the
 default lowering from an nn module to one `snowflake_asm.image` per device segment (a run of
@@ -30,6 +30,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from snowir.hw import SnowflakeConfig
 from snowir.dialects import nn
 from snowir.asm_analysis import finished_programs_only
 from snowir.pass_steps import run_steps
@@ -94,7 +95,10 @@ class NNPreparePass(ModulePass):
                                     SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
                                     UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), *([PadRowsPass(self.hw)] if self.pad_rows else []),
-                                    AddToBypassPass(self.add_to_bypass, self.hw), FuseActivationPass(self.hw),
+                                    AddToBypassPass(self.add_to_bypass, self.hw),
+                                    # only on a machine with the unit: the stock pipeline is the ZC706 build's
+                                    *([FuseActivationPass(self.hw)] if SnowflakeConfig.load(self.hw or None).writeback_activation
+                                      else []),
                                     PartitionHostPass(self.hw)]
         if self.quantize:
             passes.append(QuantizePass(self.format, self.calibration))

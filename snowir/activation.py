@@ -66,12 +66,12 @@ class Activation:
             word |= alpha << 7
         elif self.kind == "clip":
             lo, hi = (round(p * 16) for p in self.params)
-            if not (-2048 <= lo <= hi <= 2047):
+            if not -(1 << 11) <= lo <= hi < 1 << 11:  # 12-bit signed fields
                 raise SnowError(f"activation {self}: bounds outside [-128, 128) or lo > hi")
             word |= (lo & 0xFFF) << 7 | (hi & 0xFFF) << 19
         elif self.kind in ("hard_sigmoid", "hard_swish"):
             alpha, beta = (round(p * 2 ** 12) for p in self.params)
-            if not (0 <= alpha < 4096 and 0 <= beta < 4096):
+            if not (0 <= alpha < 1 << 12 and 0 <= beta < 1 << 12):  # 12-bit fields
                 raise SnowError(f"activation {self}: alpha, beta outside [0, 1)")
             word |= alpha << 7 | beta << 19
         return word
