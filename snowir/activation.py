@@ -66,6 +66,8 @@ class Activation:
             word |= alpha << 7
         elif self.kind == "clip":
             lo, hi = (round(p * 16) for p in self.params)
+            if any(abs(p * 16 - q) > 1e-6 * max(1.0, abs(q)) for p, q in zip(self.params, (lo, hi))):
+                raise SnowError(f"activation {self}: bounds off the unit's 1/16 grid")
             if not -(1 << 11) <= lo <= hi < 1 << 11:  # 12-bit signed fields
                 raise SnowError(f"activation {self}: bounds outside [-128, 128) or lo > hi")
             word |= (lo & 0xFFF) << 7 | (hi & 0xFFF) << 19

@@ -100,9 +100,9 @@ class FuseActivation(RewritePattern):
         except (SnowError, OverflowError, ValueError):  # ValueError: a NaN bound
             return
         conv.properties["act"] = StringAttr(str(act))
-        rewriter.replace_op(op, [], [x])
+        rewriter.replace(op, [], [x])
         for d in dead:
-            rewriter.erase_op(d)
+            rewriter.erase(d)
 
 
 @dataclass(frozen=True)
