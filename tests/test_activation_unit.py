@@ -65,6 +65,16 @@ def test_activation_on_device_bit_exact_both_engines(kind: str) -> None:
     assert err <= TOLERANCE[kind], (kind, err)
 
 
+def test_a_layer_without_activation_after_one_with_it() -> None:
+    """Regression: the unit keeps its word across the layers of a whole-model program, so a
+    conv without an activation after one with it must set word 0 (it applied the SiLU again)."""
+    m = act_net(("silu", "none", "tanh", "none"), size=8)
+    x = act_input(size=8)
+    c = compile(m, hw=UNIT)
+    for engine in ("fast", "reference"):
+        assert c.run(x, engine=engine, check=True).report.check.golden_bit_exact, engine
+
+
 def test_vmov_act_faults_without_the_unit_and_encodes(tmp_path: Path) -> None:
     from snowir.api import load_program, run_program
     from snowir.machine.encoding import decode, encode

@@ -29,7 +29,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
+from xdsl.rewriter import Rewriter
 
 from snowir.activation import Activation
 from snowir.dialects import nn
@@ -81,28 +81,29 @@ def _fusable(x: SSAValue, users: int) -> nn.Conv2dOp | None:
     return conv
 
 
-class FuseActivation(RewritePattern):
-    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        silu = _silu(op)
-        if silu is not None:
-            x, dead = silu
-            act, users = Activation("silu"), 2
-        else:
-            found = _activation(op)
-            if found is None:
-                return
-            (x, act), dead, users = found, [], 1
-        conv = _fusable(x, users)
-        if conv is None or op.results[0].type != x.type:
+def _fuse(op: Operation, rewriter: Rewriter) -> None:
+    """Fold `op` (an activation, or the multiply of x * Sigmoid(x)) into its conv if it may."""
+    silu = _silu(op)
+    if silu is not None:
+        x, dead = silu
+        act, users = Activation("silu"), 2
+    else:
+        found = _activation(op)
+        if found is None:
             return
-        try:
-            act.word(8)  # the parameters fit the unit's word
-        except (SnowError, OverflowError, ValueError):  # ValueError: a NaN bound
-            return
-        conv.properties["act"] = StringAttr(str(act))
-        rewriter.replace(op, [], [x])
-        for d in dead:
-            rewriter.erase(d)
+        (x, act), dead, users = found, [], 1
+    conv = _fusable(x, users)
+    if conv is None or op.results[0].type != x.type:
+        return
+    try:
+        act.word(8)  # the parameters fit the unit's word
+    except (SnowError, OverflowError, ValueError):  # ValueError: a NaN bound
+        return
+    conv.properties["act"] = StringAttr(str(act))
+    op.results[0].replace_all_uses_with(x)
+    rewriter.erase_op(op)
+    for d in dead:
+        rewriter.erase_op(d)
 
 
 @dataclass(frozen=True)
@@ -116,4 +117,7 @@ class FuseActivationPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not SnowflakeConfig.load(self.hw or None).writeback_activation:
             return
-        PatternRewriteWalker(FuseActivation()).rewrite_module(op)
+        rewriter = Rewriter()
+        for candidate in list(op.walk()):  # a list: the walk erases as it goes
+            if candidate.parent is not None:
+                _fuse(candidate, rewriter)

@@ -145,13 +145,14 @@ def macs_taps_pipelined(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row
 
 
 def set_writeback(b: AsmBuilder, s: ConvShape, hw: SnowflakeConfig) -> None:
-    """A conv program's write-back set-up: the shift, and the activation unit's function when
-    the layer has one (a stock program has no VMOV act: its image is the ZC706 build's)."""
+    """A conv program's write-back set-up: the shift, and on a machine with the activation unit
+    its function, 0 (none) included, since the unit keeps the word of the layer before in a
+    whole-model program (a stock program has no VMOV act: its image is the ZC706 build's)."""
     b.const(R_TMP, s.shift)
     b.emit(sf.VmovOp(COOP, sf.VmovSelect.SHIFT, R_TMP))
-    if s.act:
-        if not hw.writeback_activation:
-            raise LoweringError("a conv with a write-back activation on a machine without the unit "
-                                "(SnowflakeConfig.writeback_activation = 0)")
+    if s.act and not hw.writeback_activation:
+        raise LoweringError("a conv with a write-back activation on a machine without the unit "
+                            "(SnowflakeConfig.writeback_activation = 0)")
+    if hw.writeback_activation:
         b.const(R_TMP, s.act)
         b.emit(sf.VmovOp(COOP, sf.VmovSelect.ACT, R_TMP))
