@@ -20,7 +20,7 @@ from snowir.hw import SnowflakeConfig
 from snowir.model_image import model_image
 
 sys.path.insert(0, str(Path(__file__).parent))
-from act_nets import ACTIVATIONS, act_input, act_net  # noqa: E402
+from act_nets import ACTIVATIONS, act_input, act_net, mobile_net  # noqa: E402
 from onnx_util import ort_run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,6 +73,16 @@ def test_a_layer_without_activation_after_one_with_it() -> None:
     c = compile(m, hw=UNIT)
     for engine in ("fast", "reference"):
         assert c.run(x, engine=engine, check=True).report.check.golden_bit_exact, engine
+
+
+def test_mobile_net_runs_its_activations_on_the_device() -> None:
+    """SiLU, HardSwish (after a depthwise conv left as parts: through the concat) and LeakyReLU
+    all leave the host; the device layers are bit-exact with the golden model."""
+    c = compile(mobile_net(32), hw=UNIT)
+    text = str(c.module)
+    assert all(op not in text for op in ('"Sigmoid"', "nn.mul", "nn.hard_swish", '"LeakyRelu"')), text
+    r = c.run(None, engine="fast", check=True)
+    assert r.report.check.golden_bit_exact and r.report.check.top1_match
 
 
 def test_vmov_act_faults_without_the_unit_and_encodes(tmp_path: Path) -> None:

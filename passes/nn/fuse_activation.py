@@ -13,7 +13,8 @@ Why: without the unit these are host element-wise ops, each a round trip off the
 pass over the tensor on the Cortex-A9 (a YOLOv8n-style net spends most of its time in SiLU's
 sigmoid and multiply there); with it the write-back applies them for a few cycles per write-back.
 Like fuse-relu, it fuses only into a conv whose result nothing else reads, and not after a
-ReLU (the unit applies before ReLU). It runs late in nn-prepare, after the passes that rebuild
+ReLU (the unit applies before ReLU); an activation of a channel concat of such convs (a wide
+depthwise conv, which depthwise-to-grouped leaves as parts) goes into every part. It runs late in nn-prepare, after the passes that rebuild
 convs (split-kernels, depthwise-to-grouped, the input layouts, add-to-bypass: an add's identity
 conv takes the activation too), so partition-host then re-decides with the activation gone
 from the host. Parameters that do not fit the unit's word (`Activation.word`: a clip bound off
@@ -71,14 +72,29 @@ def _silu(op: Operation) -> tuple[SSAValue, list[Operation]] | None:
     return None
 
 
-def _fusable(x: SSAValue, users: int) -> nn.Conv2dOp | None:
-    """The conv producing x, when the activation may go into its write-back."""
-    conv = x.owner
+def _conv(value: SSAValue) -> nn.Conv2dOp | None:
+    """The conv producing `value`, when an activation may go into its write-back."""
+    conv = value.owner
     if not isinstance(conv, nn.Conv2dOp) or conv.relu is not None or conv.act is not None:
         return None
-    if sum(1 for _ in x.uses) != users or conv.results[0].type != x.type:
-        return None
     return conv
+
+
+def _fusable(x: SSAValue, users: int) -> list[nn.Conv2dOp]:
+    """The convs an activation of x goes into: x's producer, or every producer of a channel
+    concat whose parts are convs read by nothing else (depthwise-to-grouped and split-kernels
+    leave a wide depthwise conv as such parts); [] when x has other users."""
+    if sum(1 for _ in x.uses) != users:
+        return []
+    conv = _conv(x)
+    if conv is not None:
+        return [conv]
+    cat = x.owner
+    if isinstance(cat, nn.ConcatOp) and cat.axis.value.data == 1:
+        parts = [_conv(v) if v.has_one_use() else None for v in cat.inputs]
+        if all(p is not None for p in parts):
+            return parts
+    return []
 
 
 def _fuse(op: Operation, rewriter: Rewriter) -> None:
@@ -92,14 +108,15 @@ def _fuse(op: Operation, rewriter: Rewriter) -> None:
         if found is None:
             return
         (x, act), dead, users = found, [], 1
-    conv = _fusable(x, users)
-    if conv is None or op.results[0].type != x.type:
+    convs = _fusable(x, users)
+    if not convs or op.results[0].type != x.type:
         return
     try:
         act.word(8)  # the parameters fit the unit's word
     except (SnowError, OverflowError, ValueError):  # ValueError: a NaN bound
         return
-    conv.properties["act"] = StringAttr(str(act))
+    for conv in convs:
+        conv.properties["act"] = StringAttr(str(act))
     op.results[0].replace_all_uses_with(x)
     rewriter.erase_op(op)
     for d in dead:

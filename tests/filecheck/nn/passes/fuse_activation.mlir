@@ -54,3 +54,21 @@ func.func @main(%x: tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4x4
 // STOCK-NOT:  act =
 // STOCK:      %a0 = nn.host "LeakyRelu"(%c0)
 // STOCK-NOT:  act =
+
+// A channel concat of convs read by nothing else (a wide depthwise conv's parts): every part
+// takes the activation.
+func.func @parts(%x: tensor<1x2x4x4xf32>) -> tensor<1x4x4x4xf32> {
+  %w = nn.constant dense<0.5> : tensor<2x2x1x1xf32>
+  %b = nn.constant dense<0.1> : tensor<2xf32>
+  %p0 = nn.conv2d %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32>
+  %p1 = nn.conv2d %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32>
+  %cat = nn.concat %p0, %p1 {axis = 1 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %y = nn.hard_swish %cat : (tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  func.return %y : tensor<1x4x4x4xf32>
+}
+
+// CHECK-LABEL: func.func @parts
+// CHECK:      %p0 = nn.conv2d %x, %w, %b {{{.*}}act = "hard_swish(0.166666667, 0.5)"}
+// CHECK-NEXT: %p1 = nn.conv2d %x, %w, %b {{{.*}}act = "hard_swish(0.166666667, 0.5)"}
+// CHECK-NEXT: %cat = nn.concat %p0, %p1
+// CHECK-NEXT: func.return %cat
