@@ -37,7 +37,7 @@ from snowir.errors import SnowError
 from snowir.hw import ConfigError, SnowflakeConfig
 
 STALLS = ("raw", "load_wait", "icache", "cu_starved", "cu_load_wait", "cu_drain")
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,9 @@ def summarise(report: dict[str, Any], hw: SnowflakeConfig) -> dict[str, Any]:
                 "gbps": total["gbps"],
                 # traffic, named apart from the config's `dram_bytes` (capacity) it used to overwrite
                 "mac_utilization": total["mac_utilization"], "dram_traffic_bytes": total["dram_bytes"],
-                "host_ms": total["host_ms"], "resource_proxy": resource_proxy(hw),
+                "host_ms": total["host_ms"],
+                # device + host + round trips: what a feature that moves host work (the activation unit) changes
+                "end_to_end_ms": total.get("end_to_end_ms"), "resource_proxy": resource_proxy(hw),
                 "compile_s": total["compile_s"], "simulate_s": total["simulate_s"]})
     for cause in STALLS:
         row[f"stall_{cause}"] = int(stalls.get(cause, 0))
