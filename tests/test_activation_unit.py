@@ -55,12 +55,14 @@ def test_activation_on_device_bit_exact_both_engines(kind: str) -> None:
     assert "nn.host" not in text and "nn.mul" not in text and "nn.clip" not in text \
         and "nn.hard_" not in text, f"{kind} left on the host"
     assert "snowflake_asm.vmov coop act" in text
-    outs = []
+    outs, cycles = [], []
     for engine in ("fast", "reference"):
         r = c.run(x, engine=engine, check=True)
         assert r.report.check.golden_bit_exact, (kind, engine)
         outs.append(r.outputs[0] if isinstance(r.outputs, list) else next(iter(r.outputs.values())))
+        cycles.append(r.report.total.cycles)
     np.testing.assert_array_equal(outs[0], outs[1])
+    assert cycles[0] == cycles[1]  # the unit's write-back delay, timed alike by both engines
     err = float(np.abs(outs[0] - ort_run(m, x)).max())
     assert err <= TOLERANCE[kind], (kind, err)
 
