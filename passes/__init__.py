@@ -21,6 +21,7 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "drop-identity": p("nn.drop_identity", "DropIdentityPass"),
         "fold-batch-norm": p("nn.fold_batch_norm", "FoldBatchNormPass"),
         "fuse-relu": p("nn.fuse_relu", "FuseReluPass"),
+        "fuse-activation": p("nn.fuse_activation", "FuseActivationPass"),
         "fuse-residual-add": p("nn.fuse_residual_add", "FuseResidualAddPass"),
         "fold-channel-shuffle": p("nn.fold_channel_shuffle", "FoldChannelShufflePass"),
         "sequence-gemm": p("nn.sequence_gemm", "SequenceGemmPass"),

@@ -5,7 +5,8 @@ nn-prepare{format=Q8.8}: from an imported model to the fixed-point graph Snowfla
 conv-transpose-to-conv, fold-hard-swish, drop-identity, fold-batch-norm, fuse-residual-add, fuse-relu,
 fold-channel-shuffle, sequence-gemm, fc-to-conv,
 avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth, pad-rows,
-add-to-bypass, se-gate, partition-host, quantize.
+add-to-bypass, fuse-activation (a machine with the write-back activation unit), se-gate, partition-host,
+quantize.
 
 snowflake-lower{format=Q8.8|auto calibration=x.npy mode=auto loop-order=auto hw=path.json}: the
 default lowering from an nn module to one `snowflake_asm.image` per device segment (a run of
@@ -30,6 +31,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from snowir.hw import SnowflakeConfig
 from snowir.dialects import nn
 from snowir.asm_analysis import finished_programs_only
 from snowir.pass_steps import run_steps
@@ -49,6 +51,7 @@ from snowir.passes.nn.fc_to_conv import FcToConvPass
 from snowir.passes.nn.fold_batch_norm import FoldBatchNormPass
 from snowir.passes.nn.fold_channel_shuffle import FoldChannelShufflePass
 from snowir.passes.nn.fold_hard_swish import FoldHardSwishPass
+from snowir.passes.nn.fuse_activation import FuseActivationPass
 from snowir.passes.nn.fuse_relu import FuseReluPass
 from snowir.passes.nn.fuse_residual_add import FuseResidualAddPass
 from snowir.passes.nn.partition_host import PartitionHostPass
@@ -96,7 +99,11 @@ class NNPreparePass(ModulePass):
                                     SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
                                     UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), *([PadRowsPass(self.hw)] if self.pad_rows else []),
-                                    AddToBypassPass(self.add_to_bypass, self.hw), SEGatePass(self.se_gate, self.hw),
+                                    AddToBypassPass(self.add_to_bypass, self.hw),
+                                    # only on a machine with the unit: the stock pipeline is the ZC706 build's
+                                    *([FuseActivationPass(self.hw)] if SnowflakeConfig.load(self.hw or None).writeback_activation
+                                      else []),
+                                    SEGatePass(self.se_gate, self.hw),  # after: a gate a device conv writes stays a host Mul
                                     PartitionHostPass(self.hw)]
         if self.quantize:
             passes.append(QuantizePass(self.format, self.calibration))

@@ -89,6 +89,10 @@ class SnowflakeConfig:
     result_latency: int = 6
     """Cycles from the end of a write-back trace until the result is in memory."""
     vmov_cycles: int = 1
+    writeback_activation: int = 0
+    """[P] 1: the MAC write-back has the activation unit (snowir/activation.py: LeakyReLU, clip,
+    hard-sigmoid, hard-swish, sigmoid, SiLU, tanh after bias, bypass and shift; `VMOV act`);
+    0: the ZC706 build's write-back (saturation and ReLU only)."""
 
     # --- memory system [S] 4.2 GB/s, 4 load units; [P] per-unit cap and start-up
     load_units: int = 4
@@ -235,6 +239,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "vector_queue_depth": (1, 1024, "in-flight vector ops"),
     "result_latency": (0, 1000, "cycles from a trace's end to its write-back request"),
     "vmov_cycles": (1, 1000, "cycles of a VMOV on the CUs"),
+    "writeback_activation": (0, 1, "0: the ZC706 write-back; 1: with the activation unit"),
     "load_units": (1, ISA_LOAD_UNITS, "the LD/TMOV encoding names 8 load units"),
     "dram_gbps": (0.001, 10_000.0, "shared DRAM bandwidth in GB/s"),
     "unit_gbps": (0.001, 10_000.0, "one load unit's port in GB/s"),

@@ -89,10 +89,12 @@ def run(args: argparse.Namespace) -> int:
     files.add(str(out / "pareto.png"), dse.plot(rows, fields, args.model))
     files.commit()
     if not args.quiet:
-        head = fields + ["ms", "conv ms", "GB/s", "util", "traffic MB", "pareto"]
+        head = fields + ["ms", "conv ms", "host ms", "e2e ms", "GB/s", "util", "traffic MB", "pareto"]
         print("  ".join(f"{h:>12}" for h in head))
         for row in rows:
-            cells = [str(row[f]) for f in fields] + [f"{row['ms']:.3f}", f"{row['conv_ms']:.3f}", f"{row['gbps']:.2f}",
+            e2e = row.get("end_to_end_ms")
+            cells = [str(row[f]) for f in fields] + [f"{row['ms']:.3f}", f"{row['conv_ms']:.3f}", f"{row['host_ms']:.3f}",
+                                                     "-" if e2e is None else f"{e2e:.3f}", f"{row['gbps']:.2f}",
                                                      f"{100 * row['mac_utilization']:.1f}%",
                                                      f"{row['dram_traffic_bytes'] / 1e6:.2f}", "*" if row["pareto"] else ""]
             print("  ".join(f"{c:>12}" for c in cells))

@@ -100,6 +100,9 @@ class Conv2dOp(NNOperation):
     dilations = prop_def(DenseArrayBase[I64])
     groups = prop_def(IntegerAttr[I64])
     relu = opt_prop_def(UnitAttr)
+    act = opt_prop_def(StringAttr)
+    """A function of the write-back activation unit (snowir/activation.py), applied after bias,
+    bypass and shift, before ReLU: `silu`, `leaky_relu(0.1)`, ... (fuse-activation)."""
 
     assembly_format = (
         "$input `,` $weight `,` $bias (`bypass` $bypass^)? attr-dict `:` functional-type(operands, results)"

@@ -126,6 +126,7 @@ class VmovSelect(StrEnum):
     MASK = "mask"
     STRIDE = "stride"
     SHIFT = "shift"
+    ACT = "act"
 
 
 @irdl_attr_definition

@@ -293,7 +293,7 @@ def branch(mnemonic: str, opcode: int, semantics: str, summary: str) -> Instruct
 
 
 _VMOV_CODES = ((VmovSelect.BIAS, 0), (VmovSelect.BYPASS, 1), (VmovSelect.MASK, 2), (VmovSelect.STRIDE, 3),
-               (VmovSelect.SHIFT, 4))
+               (VmovSelect.SHIFT, 4), (VmovSelect.ACT, 5))
 _TARGET_CODES = ((LoadTarget.MAPS, 0), (LoadTarget.WEIGHTS, 1), (LoadTarget.ICACHE, 2))
 
 _BASE: tuple[Instruction, ...] = (

@@ -97,8 +97,9 @@ class VmovOp(SnowflakeInstruction):
     Fill a CU operand register: `bias` (16 lanes per vMAC from its weights buffer at
     rs1), `bypass` (residual values from each CU's maps buffer at rs1), `mask`
     (write-back enable bits of vMACs 32w..32w+31 = rs1, `word w`, absent = 0), `stride`
-    (DRAM bytes between the write-back blocks of consecutive CUs = rs1) or `shift`
-    (write-back shift = the weights' fraction bits, rs1).
+    (DRAM bytes between the write-back blocks of consecutive CUs = rs1), `shift`
+    (write-back shift = the weights' fraction bits, rs1) or `act` (the write-back activation
+    unit's function word = rs1, snowir/activation.py; machines with `writeback_activation`).
     """
 
     name = "snowflake_asm.vmov"

@@ -144,7 +144,8 @@ class ConvShapeAttr(_NamedInts):
 
     name = "tile.conv_shape"
     FIELDS = ("c", "h", "w", "k", "kh", "kw", "sy", "sx", "pt", "pl", "pb", "pr", "shift", "relu", "groups",
-              "cin_total", "c_base")
+              "cin_total", "c_base", "act")
+    OPTIONAL = ("act",)  # the write-back activation unit's VMOV act word (snowir/activation.py)
     c: IntAttr
     h: IntAttr
     w: IntAttr
@@ -162,6 +163,7 @@ class ConvShapeAttr(_NamedInts):
     groups: IntAttr
     cin_total: IntAttr
     c_base: IntAttr
+    act: IntAttr
 
 
 @irdl_attr_definition

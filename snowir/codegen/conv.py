@@ -26,7 +26,7 @@ from snowir.codegen.strip_loads import (load_bypass_rows, load_first_strip, load
                                         spread_piece, spreads)
 from snowir.codegen.pixels import kernel_tile
 from snowir.codegen.traces import (COOP, Prefetch, R_LEN, R_MAPS, R_OUT, R_SRC, R_TK, R_TMP, R_TMP2, R_TO, R_TT, R_TW,
-                                   R_W, R_WSRC, TRACE_CHUNK, trace_chunks)
+                                   R_W, R_WSRC, TRACE_CHUNK, set_writeback, trace_chunks)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, band_plans, full_mask, ring_of
@@ -43,8 +43,7 @@ def generate_conv(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
     the current one computes."""
     s = plan.shape
     b = AsmBuilder()
-    b.const(R_TMP, s.shift)
-    b.emit(sf.VmovOp(COOP, sf.VmovSelect.SHIFT, R_TMP))
+    set_writeback(b, s, hw)
     mask_last = (1 << (s.k - plan.kernels * (plan.tiles - 1))) - 1
     if s.kernel_words > hw.weights_buffer_elements:
         _fully_connected(b, plan, hw, mask_last)

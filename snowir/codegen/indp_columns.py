@@ -18,7 +18,7 @@ from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.indp import load_kernel_tile, tile_mask
 from snowir.codegen.loads import load_runs
 from snowir.codegen.pixels import kernel_tile
-from snowir.codegen.traces import COOP, Prefetch, R_TMP, R_TO, R_TT, R_TW
+from snowir.codegen.traces import COOP, Prefetch, R_TMP, R_TO, R_TT, R_TW, set_writeback
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.plan.indp_columns import ColumnLayout, column_layout, stagger_parts, tile_order
@@ -59,8 +59,7 @@ def generate_indp_columns(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
     MACs drain."""
     s = plan.shape
     b = AsmBuilder()
-    b.const(R_TMP, s.shift)
-    b.emit(sf.VmovOp(COOP, sf.VmovSelect.SHIFT, R_TMP))
+    set_writeback(b, s, hw)
     lay = column_layout(s, hw, max(st.y1 - st.y0 for st in plan.strips))
     words = indp_kernel_words(s, hw)
     tile = kernels_per_tile(hw)

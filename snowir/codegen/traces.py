@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from snowir.codegen.builder import AsmBuilder
 from snowir.dialects import snowflake_asm as sf
-from snowir.plan.shapes import ConvPlan, TRACE_CHUNK
+from snowir.hw import SnowflakeConfig
+from snowir.plan.shapes import ConvPlan, ConvShape, LoweringError, TRACE_CHUNK
 
 
 
@@ -147,3 +148,17 @@ def macs_taps_pipelined(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row
         m, w = pair(t)
         b.emit(sf.MacOp(plan.vector_mode, R_OUT, m, w, s.c, wb=last, relu=last and s.relu))
     return 0
+
+
+def set_writeback(b: AsmBuilder, s: ConvShape, hw: SnowflakeConfig) -> None:
+    """A conv program's write-back set-up: the shift, and on a machine with the activation unit
+    its function, 0 (none) included, since the unit keeps the word of the layer before in a
+    whole-model program (a stock program has no VMOV act: its image is the ZC706 build's)."""
+    b.const(R_TMP, s.shift)
+    b.emit(sf.VmovOp(COOP, sf.VmovSelect.SHIFT, R_TMP))
+    if s.act and not hw.writeback_activation:
+        raise LoweringError("a conv with a write-back activation on a machine without the unit "
+                            "(SnowflakeConfig.writeback_activation = 0)")
+    if hw.writeback_activation:
+        b.const(R_TMP, s.act)
+        b.emit(sf.VmovOp(COOP, sf.VmovSelect.ACT, R_TMP))

@@ -30,13 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from snowir.activation import LANES_PER_VMAC
 from snowir.driver.files import write_text_atomic
 from snowir.driver.model_api import run_model_on_device
 from snowir.errors import SnowError
 from snowir.hw import ConfigError, SnowflakeConfig
 
 STALLS = ("raw", "load_wait", "icache", "cu_starved", "cu_load_wait", "cu_drain")
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ PRICES: dict[str, float] = {
     "load_unit": 8.0,    # per load unit: its DMA engine, ~1.8 k of the device's 218 k LUTs (0.8%, 7 DSPs' share)
     "port_gbps": 4.0,    # per GB/s of one load unit's port: its data path and FIFO widen with it
     "dram_gbps": 24.0,   # per GB/s of shared DRAM bandwidth: the build's 4.2 GB/s ~ 100, a sixth of it
+    "act_lane": 3.0,     # per lane of the write-back activation unit: 2 multipliers (2 DSPs) + ~200 LUTs of table and muxes
 }
 REFERENCE_MHZ = SnowflakeConfig().clock_mhz  # the ZC706 build's clock: the default machine's
 KIB = 1 << 10
@@ -108,10 +110,13 @@ def resource_breakdown(hw: SnowflakeConfig) -> dict[str, float]:
     """The proxy's terms, in MAC-equivalents (PRICES)."""
     sram = (hw.cus * hw.maps_banks * hw.maps_bank_bytes + hw.vmacs * hw.weights_buffer_bytes
             + hw.icache_instructions * ICACHE_INSTRUCTION_BYTES + hw.vector_queue_depth * QUEUE_ENTRY_BYTES)
-    return {"macs": PRICES["mac"] * hw.macs * hw.clock_mhz / REFERENCE_MHZ,
-            "sram": PRICES["sram_kib"] * sram / KIB,
-            "load_units": hw.load_units * (PRICES["load_unit"] + PRICES["port_gbps"] * hw.unit_gbps),
-            "dram_bandwidth": PRICES["dram_gbps"] * hw.dram_gbps}
+    terms = {"macs": PRICES["mac"] * hw.macs * hw.clock_mhz / REFERENCE_MHZ,
+             "sram": PRICES["sram_kib"] * sram / KIB,
+             "load_units": hw.load_units * (PRICES["load_unit"] + PRICES["port_gbps"] * hw.unit_gbps),
+             "dram_bandwidth": PRICES["dram_gbps"] * hw.dram_gbps}
+    if hw.writeback_activation:  # activation.LANES_PER_VMAC lanes per vMAC, at the MAC array's clock
+        terms["activation_unit"] = PRICES["act_lane"] * hw.vmacs * LANES_PER_VMAC * hw.clock_mhz / REFERENCE_MHZ
+    return terms
 
 
 def resource_proxy(hw: SnowflakeConfig) -> float:
@@ -164,7 +169,9 @@ def summarise(report: dict[str, Any], hw: SnowflakeConfig) -> dict[str, Any]:
                 "gbps": total["gbps"],
                 # traffic, named apart from the config's `dram_bytes` (capacity) it used to overwrite
                 "mac_utilization": total["mac_utilization"], "dram_traffic_bytes": total["dram_bytes"],
-                "host_ms": total["host_ms"], "resource_proxy": resource_proxy(hw),
+                "host_ms": total["host_ms"],
+                # device + host + round trips: what a feature that moves host work (the activation unit) changes
+                "end_to_end_ms": total.get("end_to_end_ms"), "resource_proxy": resource_proxy(hw),
                 "compile_s": total["compile_s"], "simulate_s": total["simulate_s"]})
     for cause in STALLS:
         row[f"stall_{cause}"] = int(stalls.get(cause, 0))

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from snowir.fixedpoint import ACC_LIMIT, INT16_MAX, INT16_MIN, clipped, saturate, writeback_rounded
+from snowir.fixedpoint import ACC_LIMIT
 from snowir.machine.state import MachineFault, MachineState, page_runs
 
 FLUSH_AT = 3000
@@ -121,9 +121,8 @@ class DeferredMacs:
                 self.bypasses.append(st.bypass.copy() if indp else st.bypass[:, :, 0].copy())
                 self.bypass_changed = False
             self.wb_bypass.append(len(self.bypasses) - 1)
-            if st.bypass_held:  # consumed by this write-back (MachineState.mac)
-                st.bypass[:] = 0
-                st.bypass_held = False
+            if st.bypass_held:  # consumed by this write-back, as in MachineState.mac
+                st.consume_bypass()
                 self.bypass_changed = True
         if i + 1 >= FLUSH_AT:
             self.flush()
@@ -246,19 +245,10 @@ class DeferredMacs:
         if not k:
             return
         st, hw = self.st, self.st.hw
-        shift = st.frac if st.wb_shift is None else st.wb_shift
         bias = _seen(self.biases, self.wb_bias, k)
         bypass = _seen(self.bypasses, self.wb_bypass, k)
-        rounded = writeback_rounded(sums, bias, bypass, shift)
-        if self.indp:
-            rounded = rounded.reshape(k, hw.cus, -1)
-        vals = saturate(rounded, False)
         relu = self.relu[:k]
-        if all(relu):
-            np.maximum(vals, 0, out=vals)
-        elif any(relu):
-            keep = np.asarray(relu, bool)
-            vals[keep] = np.maximum(vals[keep], 0)
+        vals, rounded = st.write_back_values(sums, bias, bypass, relu)
         # every write-back of the run has the same layout (a mask or stride VMOV ends the run);
         # its address checks were made when each MAC was recorded
         per_cu = self._per_cu(self.indp)
@@ -267,9 +257,7 @@ class DeferredMacs:
             return
         offsets, lo, hi = span
         enabled = st._mask(per_cu, hw.vmacs_per_cu)
-        if int(rounded.max()) > INT16_MAX or int(rounded.min()) < INT16_MIN:  # counted as MachineState.mac does
-            lost = clipped(rounded, np.asarray(relu, bool)[:, None, None])
-            st.saturated += int(np.count_nonzero(lost[:, enabled]))
+        st.count_saturated(rounded, relu, enabled)
         out = np.asarray(self.out_at[:k], np.int64)
         addr = (out[:, None] + offsets[None, :]).ravel() // 2
         values = vals[:, enabled].ravel()

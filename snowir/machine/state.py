@@ -16,6 +16,7 @@ import numpy as np
 
 from snowir.dialects.snowflake_asm import SELECT_ALL
 from snowir.errors import SnowError
+from snowir import activation
 from snowir.fixedpoint import (INT16_MAX, INT16_MIN, MAX_WB_SHIFT, accumulator_overflows, clipped, saturate,
                                writeback_rounded)
 from snowir.hw import DRAM_PAGE_BYTES, MASK_WORD_BITS, MASK_WORD_MAX, SnowflakeConfig
@@ -68,6 +69,8 @@ class MachineState:
     wb_mask: int = -1  # reset: every vMAC enabled (set from hw in __post_init__)
     cu_stride: int | None = None
     wb_shift: int | None = None  # None: the program's frac_bits
+    wb_act: int = 0
+    """The activation unit's word (`VMOV act`, snowir/activation.py); 0: none, the stock write-back."""
     saturated: int = 0
     """Write-back values the saturation changed (`fixedpoint.clipped`), of enabled vMACs."""
 
@@ -95,9 +98,7 @@ class MachineState:
         self.bias = np.zeros((hw.cus, hw.vmacs_per_cu, lanes), np.int64)
         self.bypass = np.zeros((hw.cus, hw.vmacs_per_cu, lanes), np.int64)
         self.pool = np.full((hw.cus, lanes), INT16_MIN, np.int16)
-        # the bypass operand is consumed by the write-back that adds it (docs/machine.md [P]: one VMOV
-        # bypass per write-back MAC), so a conv after a residual one adds nothing
-        self.bypass_held = False
+        self.bypass_held = False  # a VMOV bypass since the last write-back (`consume_bypass`)
 
     # ------------------------------------------------------------------ helpers
     def _dram_index(self, address: int, elements: int, what: str) -> int:
@@ -211,21 +212,53 @@ class MachineState:
             return None
         if accumulator_overflows(self.acc):
             raise MachineFault("48-bit accumulator overflow")
-        shift = self.frac if self.wb_shift is None else self.wb_shift
         if indp:
-            rounded = writeback_rounded(self.acc, self.bias, self.bypass, shift)
-            rounded = rounded.reshape(hw.cus, hw.vmacs_per_cu * lanes)
+            sums, bias, bypass = self.acc, self.bias, self.bypass
         else:
-            rounded = writeback_rounded(self.acc[:, :, 0], self.bias[:, :, 0], self.bypass[:, :, 0], shift)
-        vals = saturate(rounded, relu)
+            sums, bias, bypass = self.acc[:, :, 0], self.bias[:, :, 0], self.bypass[:, :, 0]
+        vals, rounded = self.write_back_values(sums[None], bias, bypass, [relu])
         self.acc[:] = 0
+        self.consume_bypass()
+        vals, rounded = vals[0], rounded[0]
+        written = self._store(out_addr, vals, vals.shape[1], hw.vmacs_per_cu, self._stride(indp, lanes), "MAC")
+        if written is not None:
+            self.count_saturated(rounded[None], [relu], self._mask(vals.shape[1], hw.vmacs_per_cu))
+        return written
+
+    def write_back_values(self, sums: np.ndarray, bias: np.ndarray, bypass: np.ndarray,
+                          relu: list[bool]) -> tuple[np.ndarray, np.ndarray]:
+        """The one MAC write-back, of both engines: k write-backs' accumulator sums
+        (k x C x V(, lanes)), with the bias and bypass each saw (broadcast against them), ->
+        (int16 values k x C x per-CU, the rounded values before saturation). Bias and bypass
+        added at the accumulator's scale, the write-back shift with rounding (`writeback_rounded`),
+        the activation unit (`activation.apply`, word 0: none), 16-bit saturation, then ReLU
+        where `relu[i]`."""
+        shift = self.frac if self.wb_shift is None else self.wb_shift
+        rounded = writeback_rounded(sums, bias, bypass, shift)
+        if self.wb_act:
+            rounded = activation.apply(self.wb_act, rounded)
+        rounded = rounded.reshape(rounded.shape[0], self.hw.cus, -1)
+        vals = saturate(rounded, False)
+        if all(relu):
+            np.maximum(vals, 0, out=vals)
+        elif any(relu):
+            keep = np.asarray(relu, bool)
+            vals[keep] = np.maximum(vals[keep], 0)
+        return vals, rounded
+
+    def count_saturated(self, rounded: np.ndarray, relu: list[bool], enabled: np.ndarray) -> None:
+        """Add to `saturated` the enabled values saturation changed (`fixedpoint.clipped`) of k
+        write-backs' rounded values (k x C x per-CU)."""
+        if int(rounded.max()) > INT16_MAX or int(rounded.min()) < INT16_MIN:
+            lost = clipped(rounded, np.asarray(relu, bool)[:, None, None])
+            self.saturated += int(np.count_nonzero(lost[:, enabled]))
+
+    def consume_bypass(self) -> None:
+        """A write-back uses up the bypass operand it added (docs/machine.md [P]: one VMOV bypass
+        per write-back MAC), so a conv after a residual one adds nothing."""
         if self.bypass_held:
             self.bypass[:] = 0
             self.bypass_held = False
-        written = self._store(out_addr, vals, vals.shape[1], hw.vmacs_per_cu, self._stride(indp, lanes), "MAC")
-        if written is not None and (int(rounded.max()) > INT16_MAX or int(rounded.min()) < INT16_MIN):
-            self.saturated += int(np.count_nonzero(clipped(rounded, relu)[self._mask(vals.shape[1], hw.vmacs_per_cu)]))
-        return written
 
     def pool_stride(self) -> int:
         """Bytes between the CUs' MAX write-backs, and (halved, in elements) between their reads."""
@@ -286,6 +319,11 @@ class MachineState:
             if not 1 <= value <= MAX_WB_SHIFT:
                 raise MachineFault(f"VMOV shift {value} out of range [1, {MAX_WB_SHIFT}]")
             self.wb_shift = value
+        elif select == "act":
+            if not hw.writeback_activation:
+                raise MachineFault("VMOV act on a machine without the write-back activation unit "
+                                   "(SnowflakeConfig.writeback_activation = 0)")
+            self.wb_act = value & 0xFFFFFFFF
         else:  # pragma: no cover
             raise AssertionError(select)
 

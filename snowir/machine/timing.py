@@ -220,10 +220,11 @@ class Timing:
 
     def vector_op(self, r1: int, r2: int, r3: int, cycles: int, mlo: int | None, mhi: int,
                   wlo: int | None, whi: int, name: str, macs: int, lane_macs: int,
-                  written: tuple[int, int, int] | None) -> None:
+                  written: tuple[int, int, int] | None, wb_delay: int = 0) -> None:
         """`vector` reading registers r1..r3 and, when `written` = (lo, hi, bytes), `writeback`:
         every MAC, MAX and VMOV (~10^6 in a model) comes here, so arguments are flat (a range
-        with lo None is none; an unused register slot is r0, ready at 0) and nothing is built."""
+        with lo None is none; an unused register slot is r0, ready at 0) and nothing is built.
+        `wb_delay`: cycles the write-back activation unit adds before the result pipeline."""
         t = self.t
         ready = self.reg_ready
         d = t
@@ -237,7 +238,7 @@ class Timing:
             self.stalls["raw"] += d - t
         _, end = self._vector(d, cycles, mlo, mhi, wlo, whi, name, macs, lane_macs)
         if written is not None:
-            self._writeback(end, written[2], written[0], written[1], written[3] if len(written) > 3 else None)
+            self._writeback(end + wb_delay, written[2], written[0], written[1], written[3] if len(written) > 3 else None)
 
     def _vector(self, d: int, cycles: int, mlo: int | None, mhi: int, wlo: int | None, whi: int,
                 name: str, macs: int, lane_macs: int) -> tuple[int, int]:

@@ -1,0 +1,140 @@
+"""
+fuse-activation: fold an activation into the producing conv2d when the machine has the
+write-back activation unit (`SnowflakeConfig.writeback_activation`, snowir/activation.py).
+
+    conv -> LeakyRelu(alpha)             conv{act = "leaky_relu(alpha)"}
+    conv -> Clip(lo, hi)   (ReLU6, ...)  conv{act = "clip(lo, hi)"}
+    conv -> HardSigmoid(alpha, beta)     conv{act = "hard_sigmoid(alpha, beta)"}
+    conv -> HardSwish                    conv{act = "hard_swish(0.166667, 0.5)"}
+    conv -> Sigmoid / Tanh               conv{act = "sigmoid"} / conv{act = "tanh"}
+    conv -> x * Sigmoid(x)   (SiLU)      conv{act = "silu"}
+
+Why: without the unit these are host element-wise ops, each a round trip off the device and a
+pass over the tensor on the Cortex-A9 (a YOLOv8n-style net spends most of its time in SiLU's
+sigmoid and multiply there); with it the write-back applies them for a few cycles per write-back.
+Like fuse-relu, it fuses only into a conv whose result nothing else reads, and not after a
+ReLU (the unit applies before ReLU); an activation of a channel concat of such convs (a wide
+depthwise conv, which depthwise-to-grouped leaves as parts) goes into every part. It runs late in nn-prepare, after the passes that rebuild
+convs (split-kernels, depthwise-to-grouped, the input layouts, add-to-bypass: an add's identity
+conv takes the activation too), so partition-host then re-decides with the activation gone
+from the host. Parameters that do not fit the unit's word (`Activation.word`: a clip bound off
+the 1/16 grid or beyond +-128, alpha outside [0, 1)) leave the op where it is. On a machine
+without the unit the pass changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
+
+from snowir.activation import Activation
+from snowir.dialects import nn
+from snowir.errors import SnowError
+from snowir.hw import SnowflakeConfig
+
+
+def _attr(op: nn.HostOp, name: str, default: float) -> float:
+    value = op.attrs.data.get(name)
+    return float(value.value.data) if value is not None else default
+
+
+def _activation(op: Operation) -> tuple[SSAValue, Activation] | None:
+    """The value an activation op applies to and its unit function, or None."""
+    if isinstance(op, nn.ClipOp):
+        return op.input, Activation("clip", (op.min.value.data, op.max.value.data))
+    if isinstance(op, nn.HardSigmoidOp):
+        return op.input, Activation("hard_sigmoid", (op.alpha.value.data, op.beta.value.data))
+    if isinstance(op, nn.HardSwishOp):
+        return op.input, Activation("hard_swish", (1 / 6, 0.5))
+    if isinstance(op, nn.HostOp) and len(op.inputs) == 1 and len(op.outputs) == 1 and not op.domain:
+        kind = op.op_type.data
+        if kind == "LeakyRelu":
+            return op.inputs[0], Activation("leaky_relu", (_attr(op, "alpha", 0.01),))
+        if kind in ("Sigmoid", "Tanh"):
+            return op.inputs[0], Activation(kind.lower())
+    return None
+
+
+def _silu(op: Operation) -> tuple[SSAValue, list[Operation]] | None:
+    """x * Sigmoid(x): x and the sigmoid (erased with the multiply)."""
+    if not isinstance(op, nn.MulOp):
+        return None
+    for x, gate in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+        sig = gate.owner
+        if isinstance(sig, nn.HostOp) and sig.op_type.data == "Sigmoid" and len(sig.inputs) == 1 \
+                and sig.inputs[0] is x and gate.has_one_use():
+            return x, [sig]
+    return None
+
+
+def _conv(value: SSAValue) -> nn.Conv2dOp | None:
+    """The conv producing `value`, when an activation may go into its write-back."""
+    conv = value.owner
+    if not isinstance(conv, nn.Conv2dOp) or conv.relu is not None or conv.act is not None:
+        return None
+    return conv
+
+
+def _fusable(x: SSAValue, users: int) -> list[nn.Conv2dOp]:
+    """The convs an activation of x goes into: x's producer, or every producer of a channel
+    concat whose parts are convs read by nothing else (depthwise-to-grouped and split-kernels
+    leave a wide depthwise conv as such parts); [] when x has other users."""
+    if sum(1 for _ in x.uses) != users:
+        return []
+    conv = _conv(x)
+    if conv is not None:
+        return [conv]
+    cat = x.owner
+    if isinstance(cat, nn.ConcatOp) and cat.axis.value.data == 1:
+        parts = [_conv(v) if v.has_one_use() else None for v in cat.inputs]
+        if all(p is not None for p in parts):
+            return parts
+    return []
+
+
+def _fuse(op: Operation, rewriter: Rewriter) -> None:
+    """Fold `op` (an activation, or the multiply of x * Sigmoid(x)) into its conv if it may."""
+    silu = _silu(op)
+    if silu is not None:
+        x, dead = silu
+        act, users = Activation("silu"), 2
+    else:
+        found = _activation(op)
+        if found is None:
+            return
+        (x, act), dead, users = found, [], 1
+    convs = _fusable(x, users)
+    if not convs or op.results[0].type != x.type:
+        return
+    try:
+        act.word(8)  # the parameters fit the unit's word
+    except (SnowError, OverflowError, ValueError):  # ValueError: a NaN bound
+        return
+    for conv in convs:
+        conv.properties["act"] = StringAttr(str(act))
+    op.results[0].replace_all_uses_with(x)
+    rewriter.erase_op(op)
+    for d in dead:
+        rewriter.erase_op(d)
+
+
+@dataclass(frozen=True)
+class FuseActivationPass(ModulePass):
+    name = "fuse-activation"
+
+    hw: str = ""
+    """A hardware description JSON (SnowflakeConfig fields); default: the ZC706 build, which has
+    no activation unit (the pass then does nothing)."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if not SnowflakeConfig.load(self.hw or None).writeback_activation:
+            return
+        rewriter = Rewriter()
+        for candidate in list(op.walk()):  # a list: the walk erases as it goes
+            if candidate.parent is not None:
+                _fuse(candidate, rewriter)
