@@ -11,7 +11,8 @@ from __future__ import annotations
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.dialects import nn, tile
+from snowir.dialects import tile
+from snowir.device_layers import DEVICE_OPS
 from snowir.dialects.tile.decisions import KERNEL_TILE, LAYER, plan_decisions
 from snowir.errors import SnowError
 from snowir.nn_util import on_host
@@ -156,7 +157,7 @@ def tile_layers(module: ModuleOp, pass_name: str) -> list[tile.LayerOp]:
     is refused in one line (the pass would otherwise do nothing without saying so)."""
     layers = [op for op in module.ops if isinstance(op, tile.LayerOp)]
     if not layers:
-        pending = [op for op in module.walk() if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and not on_host(op)
+        pending = [op for op in module.walk() if isinstance(op, DEVICE_OPS) and not on_host(op)
                    and "tile" not in op.attributes and "image" not in op.attributes]
         if pending:
             raise PassFailedException(f"{pass_name}: no tile.layer in the module: run nn-to-tile first "
