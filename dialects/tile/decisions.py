@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from xdsl.dialects.builtin import I64, DenseArrayBase, IntegerAttr, UnitAttr, i64
+from xdsl.dialects.builtin import I64, DenseArrayBase, IntegerAttr, StringAttr, UnitAttr, i64
 from xdsl.ir import Attribute, Operation
 from xdsl.irdl import opt_prop_def
 
@@ -40,19 +40,19 @@ class Codec:
     directions between the property and the plan's Python value."""
 
     constraint: Any
-    read: Callable[[Attribute], Any]
+    read: Callable[[Any], Any]
     write: Callable[[Any], Attribute]
     kind: str
 
 
-INT = Codec(IntegerAttr[I64], lambda a: a.value.data, lambda v: IntegerAttr(int(v), i64), "int")  # type: ignore[attr-defined]
+INT = Codec(IntegerAttr[I64], lambda a: a.value.data, lambda v: IntegerAttr(int(v), i64), "int")
 FLAG = Codec(UnitAttr, lambda a: True, lambda v: UnitAttr(), "flag")
-INTS = Codec(DenseArrayBase[I64], lambda a: tuple(int(v) for v in a.get_values()),  # type: ignore[attr-defined]
+INTS = Codec(DenseArrayBase[I64], lambda a: tuple(int(v) for v in a.get_values()),
              lambda v: DenseArrayBase.from_list(i64, list(v)), "ints")
-GATHER = Codec(GatherAttr, lambda a: tuple(a.values().values()),  # type: ignore[attr-defined]
+GATHER = Codec(GatherAttr, lambda a: tuple(a.values().values()),
                lambda v: GatherAttr.get(**dict(zip(GatherAttr.FIELDS, v))), "gather")
-CU_SPLIT = Codec(CuSplitAttr, lambda a: a.data.value, lambda v: CuSplitAttr(CuSplit(v)), "enum")  # type: ignore[attr-defined]
-BUFFERING = Codec(MapsBufferingAttr, lambda a: a.data, lambda v: MapsBufferingAttr(MapsBuffering(v)), "enum")  # type: ignore[attr-defined]
+CU_SPLIT = Codec(CuSplitAttr, lambda a: a.data.value, lambda v: CuSplitAttr(CuSplit(v)), "enum")
+BUFFERING = Codec(MapsBufferingAttr, lambda a: a.data, lambda v: MapsBufferingAttr(MapsBuffering(v)), "enum")
 
 
 def _has(name: str) -> Callable[[Operation], bool]:
@@ -69,8 +69,11 @@ def _indp_conv(op: Operation) -> bool:
 
 
 def _region(label: str) -> Callable[[Operation], bool]:
-    return lambda op: any(o.properties.get("label") is not None and o.properties["label"].data == label  # type: ignore[attr-defined]
-                          for o in op.regions[0].block.ops)
+    def has(op: Operation) -> bool:
+        labels = (o.properties.get("label") for o in op.regions[0].block.ops)
+        return any(isinstance(a, StringAttr) and a.data == label for a in labels)
+
+    return has
 
 
 @dataclass(frozen=True)
