@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 
 from snowir.dialects import nn
+from snowir.device_layers import DEVICE_OPS
 from snowir.errors import SnowError
 
 
@@ -244,7 +245,7 @@ def segments_of(block: Block) -> Segments:
     position: dict[str, int] = {}
     current: Segment | None = None
     for op in block.ops:
-        layer = layer_of(op) if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) else None
+        layer = layer_of(op) if isinstance(op, DEVICE_OPS) else None
         if layer is not None:
             if current is None:
                 current = Segment(host_before=pending_host)

@@ -39,10 +39,12 @@ from snowir.dialects.tile.attributes import (
     MapsBufferingAttr,
     PoolShapeAttr,
 )
+from snowir.dialects.tile.decisions import KERNEL_TILE, LAYER, MAPS_TILE, declare_on, verify_decisions
 from snowir.hw import ISA_CUS, ISA_LOAD_UNITS, MAX_MAPS_BUFFER_ELEMENTS, MAX_WEIGHTS_BUFFER_ELEMENTS
 
 
 @irdl_op_definition
+@declare_on(LAYER)
 class LayerOp(TileOperation):
     """One layer object of the paper: its DRAM regions, kernel tiles and maps tiles."""
 
@@ -58,26 +60,7 @@ class LayerOp(TileOperation):
     pool = opt_prop_def(PoolShapeAttr)
     """A conv layer's fused max pool: the pool reading its output runs in its program
     (snowir/plan/fused_pool.py); its `output` region is then the pool's, `conv_output` the conv's."""
-    pool_slots = opt_prop_def(DenseArrayBase[I64])
-    """A fused max pool's row ring: the maps-buffer words of its row slots (conv output row r
-    goes to slot r mod N)."""
-    maps_buffering = opt_prop_def(MapsBufferingAttr)
-    gather = opt_prop_def(GatherAttr)
-    bypass_slices = opt_prop_def(DenseArrayBase[I64])
-    """A residual conv's bypass in per-kernel-tile slices (snowir/codegen/bypass_slices.py): the
-    maps-buffer words of the two slices the kernel tiles take in turn."""
-    cu_split = opt_prop_def(CuSplitAttr)
-    """INDP: how the CUs share a row group (absent: rows)."""
-    slice_tiles = opt_prop_def(IntegerAttr[I64])
-    """With `bypass_slices` on a 1x1 conv: the kernel tiles a slice holds (absent: 1), each
-    pixel's channels of all of them loaded by one LD."""
-    fence = opt_prop_def(UnitAttr)
-    """In a whole-model program: the layer's first loads wait until the previous layer's vector
-    ops are done (a vector queue's depth of VMOVs), because they may overwrite buffer words those
-    ops still read. Without it they issue while the previous layer drains (allocate-dram decides)."""
-    weights_before_fence = opt_prop_def(UnitAttr)
-    """With `fence`: the layer's cold-start kernel loads issue before the fence and only its maps
-    loads wait, because the previous layer's vector ops read no weights-buffer word (a max pool)."""
+    # the schedule decisions a layer records: declared in decisions.py, added by `declare_on`
     body = region_def("single_block")
     traits = traits_def(NoTerminator(), SymbolOpInterface(), LayerScope())
     assembly_format = "$sym_name $kind attr-dict-with-keyword $body"
@@ -112,27 +95,14 @@ class LayerOp(TileOperation):
                 self._fail("a fused max pool needs a 'conv_output' dram_region for the conv's own output")
             if self.pool_slots is None:
                 self._fail("a fused max pool needs `pool_slots` (its row ring in the maps buffer)")
-        elif self.pool_slots is not None:
-            self._fail("pool_slots belong to a fused max pool (`pool`)")
-        if self.weights_before_fence is not None and (self.fence is None or kind != LayerKind.CONV):
-            self._fail("weights_before_fence splits a conv layer's `fence` (set both)")
         if self.shape is not None and isinstance(self.shape, ConvShapeAttr) and self.relu is not None \
                 and not self.shape.relu.data:
             self._fail("relu: the ReLU is #tile.conv_shape's `relu` field (relu = 1); the layer's `relu` mirrors it")
         if self.shape is not None and isinstance(self.shape, ConvShapeAttr) and self.relu is None \
                 and self.shape.relu.data:
             self._fail("relu: #tile.conv_shape has relu = 1, the layer has no `relu` (edit both: the shape's field decides)")
-        if self.bypass_slices is not None:
-            labels = {op.label.data for op in self.body.block.ops if isinstance(op, DramRegionOp)}
-            if "bypass" not in labels or len(self.bypass_slices.get_values()) != 2:
-                self._fail("bypass_slices: two slice bases, on a layer with a 'bypass' dram_region")
-        if self.cu_split is not None and (kind != LayerKind.CONV or self.mode is None
-                                          or self.mode.data != ComputeMode.INDP):
-            self._fail("cu_split: how an INDP conv's CUs share a row group (rows or cols)")
-        if self.slice_tiles is not None and (self.bypass_slices is None or self.slice_tiles.value.data < 2):
-            self._fail("slice_tiles: 2 or more kernel tiles a bypass slice holds, with `bypass_slices`")
-        if self.gather is not None and kind != LayerKind.CONV:
-            self._fail("gather: only a conv layer gathers its maps")
+        if (why := verify_decisions(self)) is not None:
+            self._fail(why)
         if self.shape is not None:
             want = PoolShapeAttr if kind == LayerKind.MAXPOOL else ConvShapeAttr
             if not isinstance(self.shape, want):
@@ -190,6 +160,7 @@ class DramRegionOp(TileOperation):
 
 
 @irdl_op_definition
+@declare_on(KERNEL_TILE)
 class KernelTileOp(TileBodyOperation):
     """Kernels [first, first+count) at single-kernel granularity, processed `repeat` times."""
 
@@ -197,14 +168,7 @@ class KernelTileOp(TileBodyOperation):
     first = prop_def(IntegerAttr[I64])
     count = prop_def(IntegerAttr[I64])
     repeat = prop_def(IntegerAttr[I64])
-    slot = opt_prop_def(IntegerAttr[I64])
-    """Double-buffered kernel tiles: the weights-buffer word of the second slot (tiles
-    alternate between words 0 and `slot`, the next loading while the current computes)."""
-    stagger = opt_prop_def(IntegerAttr[I64])
-    """A kernel too large for a slot: tiles alternate between bases 0 and F = `stagger`, the F
-    words of the next tile that miss the current one loading while it computes."""
-    resident = opt_prop_def(UnitAttr)
-    """Every kernel tile held at once (tile t at t x kernel words), loaded once for the layer."""
+    # how the tiles are held in the weights buffer: declared in decisions.py
     body = region_def()
     """Its loads; written empty (`{}`, on one line), they are derived from the attributes (at
     tile-to-asm); braces on separate lines with no op between are a body with no loads."""
@@ -217,10 +181,8 @@ class KernelTileOp(TileBodyOperation):
     def verify_(self) -> None:
         self._nonneg("first")
         self._positive("count", "repeat")
-        if self.slot is not None:
-            self._positive("slot")
-        if self.stagger is not None:
-            self._positive("stagger")
+        if (why := verify_decisions(self)) is not None:
+            self._fail(why)
         if sum(x is not None for x in (self.slot, self.stagger, self.resident)) > 1:
             self._fail("slot, stagger and resident are three ways to hold kernel tiles: at most one")
         for op in body_ops(self):
@@ -229,6 +191,7 @@ class KernelTileOp(TileBodyOperation):
 
 
 @irdl_op_definition
+@declare_on(MAPS_TILE)
 class MapsTileOp(TileBodyOperation):
     """
     An output-row strip [out_rows) computed from input rows [in_rows) (the overlap rows
@@ -241,11 +204,7 @@ class MapsTileOp(TileBodyOperation):
     in_rows = prop_def(DenseArrayBase[I64])
     overlap = prop_def(IntegerAttr[I64])
     cu = prop_def(IntegerAttr[I64])
-    cu_rows = opt_prop_def(IntegerAttr[I64])
-    """INDP: the tile is a row group, each CU `cu_rows` consecutive output rows of it."""
-    ring = opt_prop_def(IntegerAttr[I64])
-    """A max pool's tile run over a ring of `ring` input-row slots (each input row loaded
-    once, into slot r mod N, when the row it replaces is no longer read) instead of loaded whole."""
+    # INDP rows per CU, a pool's ring: declared in decisions.py
     out_cols = opt_prop_def(DenseArrayBase[I64])
     """Column tiling: the tile computes output columns [out_cols) only (absent: all). Tiles of
     one band of columns follow each other, covering the rows; the bands cover the columns in order."""
@@ -264,10 +223,8 @@ class MapsTileOp(TileBodyOperation):
                          regions=[Region(Block(ops))])
 
     def verify_(self) -> None:
-        if self.cu_rows is not None:
-            self._positive("cu_rows")
-        if self.ring is not None:
-            self._positive("ring")
+        if (why := verify_decisions(self)) is not None:
+            self._fail(why)
         if self.in_cols is not None and self.out_cols is None:
             self._fail("in_cols without out_cols: in_cols are the input columns out_cols read")
         if self.out_cols is not None and self.in_cols is None and not to_derive(self):

@@ -32,6 +32,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import nn
+from snowir.device_layers import DEVICE_OPS
 from snowir.hw import SnowflakeConfig
 from snowir.packed import refer_to_packed
 from snowir.nn_util import layer_name, on_host
@@ -43,7 +44,7 @@ def device_layers(module: ModuleOp) -> list[nn.Conv2dOp | nn.MaxPoolOp]:
     """The convs and max pools partition-host left on the device, in graph order."""
     out = []
     for op in module.walk():
-        if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and not on_host(op):
+        if isinstance(op, DEVICE_OPS) and not on_host(op):
             out.append(op)
     return out
 

@@ -42,7 +42,8 @@ from snowir.codegen.builder import layer_prologue
 from snowir.codegen.conv import generate_conv
 from snowir.codegen.indp_columns import generate_indp_columns
 from snowir.codegen.pool import generate_pool
-from snowir.dialects import nn, snowflake_asm as sf, tile
+from snowir.dialects import snowflake_asm as sf, tile
+from snowir.device_layers import DEVICE_OPS
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
@@ -154,7 +155,7 @@ class TileToAsmPass(ModulePass):
         nodes = onnx_nodes(op)
         relative: dict[Attribute, str] = {}
         outputs = {inner.attributes["tile"].data: inner for inner in outside_programs(op)  # type: ignore[union-attr]
-                   if isinstance(inner, nn.Conv2dOp | nn.MaxPoolOp) and isinstance(inner.attributes.get("tile"), StringAttr)}
+                   if isinstance(inner, DEVICE_OPS) and isinstance(inner.attributes.get("tile"), StringAttr)}
         for layer in [o for o in op.ops if isinstance(o, tile.LayerOp)]:
             wrong = slice_refusal(layer, outputs[layer.sym_name.data]) if layer.sym_name.data in outputs else None
             if wrong is not None:

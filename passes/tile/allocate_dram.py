@@ -38,7 +38,8 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.dialects import nn, tile
+from snowir.dialects import tile
+from snowir.device_layers import DEVICE_OPS
 from snowir.hw import DRAM_PAGE_BYTES, SnowflakeConfig
 from snowir.nn_util import layer_name
 from snowir.segments import main_of, placed_concat, segments_of, slot_of
@@ -145,7 +146,7 @@ class AllocateDramPass(ModulePass):
         ops: dict[str, list[Operation]] = {}
         for inner in main.body.block.ops:
             name = inner.attributes.get("tile")
-            if isinstance(inner, nn.Conv2dOp | nn.MaxPoolOp) and isinstance(name, StringAttr):
+            if isinstance(inner, DEVICE_OPS) and isinstance(name, StringAttr):
                 ops.setdefault(name.data, []).append(inner)
         tensors: dict[SSAValue | str, _Tensor] = {}
         taken = {region.sym_name.data for layer in layers for region in regions_of(layer).values()}

@@ -39,6 +39,12 @@ def slice_channels(plan: ConvPlan) -> int:
     return plan.kernels * plan.slice_tiles
 
 
+def tiles_per_slice(plan: ConvPlan) -> int:
+    """Kernel tiles a slice holds (the layer's `slice_tiles`): the next group's slice loads
+    during a group's first tile."""
+    return plan.slice_tiles
+
+
 def slice_gap(plan: ConvPlan) -> int:
     """Words from the first bypass slice to the second (`plan.slice_bases`, the tile IR's
     `bypass_slices`): R_TT is 0 or this, plus K for each earlier tile of the slice's group."""
@@ -54,7 +60,7 @@ def strips_ahead(plan: ConvPlan, strip: Strip, nxt: Strip) -> bool:
     shorter one's loads run on into the bypass rows after it, which must exist); a k x k conv
     loads it whole, after the last tile's first 16 vector ops."""
     s = plan.shape
-    groups = plan.tiles // plan.slice_tiles
+    groups = plan.tiles // tiles_per_slice(plan)
     if groups < 2 or groups % 2 or plan.resident_weights:
         return False
     if (s.kh, s.kw) != (1, 1):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from snowir.codegen.builder import AsmBuilder
-from snowir.codegen.bypass_slices import load_first_slice, slice_gap, strips_ahead
+from snowir.codegen.bypass_slices import load_first_slice, slice_channels, slice_gap, strips_ahead, tiles_per_slice
 from snowir.codegen.fused_pool import load_rows, pool_rows
 from snowir.codegen.indp import generate_indp
 from snowir.codegen.strip_loads import (load_bypass_rows, load_first_strip, load_maps, replacing_pixels, replacing_rows,
@@ -211,7 +211,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
             else:
                 _load_next_weights(bb, plan, hw)
 
-    group = plan.slice_tiles  # bypass slices of `group` tiles: the next group's slice loads in a group's first
+    group = tiles_per_slice(plan)  # bypass slices of `group` tiles: the next group's slice loads in a group's first
 
     def tiles_of_group(bb: AsmBuilder, last: bool) -> None:
         """A group's tiles (the last group's but its last tile), the advances between them."""
@@ -326,7 +326,7 @@ def _advance_channels(plan: ConvPlan, in_group: bool = False) -> list:
     """R_TT += K (bypass slices: to the other slice's first tile, or `in_group` to the next
     tile's channels in the same slice), R_TO += 2K (K kernels per tile)."""
     if plan.bypass_slices and not in_group:
-        first = slice_gap(plan) + (plan.slice_tiles - 1) * plan.kernels  # R_TT sits at its group's last tile
+        first = slice_gap(plan) + slice_channels(plan) - plan.kernels  # R_TT sits at its group's last tile
         tt = [sf.MuliOp(R_TMP2, R_TT, -1), sf.AddiOp(R_TT, R_TMP2, first)]
     else:
         tt = [sf.AddiOp(R_TT, R_TT, plan.kernels)]

@@ -7,7 +7,7 @@ pixels for short traces), the tile's prefetches after its first 16 vector ops.
 from __future__ import annotations
 
 from snowir.codegen.builder import AsmBuilder
-from snowir.codegen.bypass_slices import row_slice_loads, slice_tile
+from snowir.codegen.bypass_slices import row_slice_loads, slice_channels, slice_tile
 from snowir.codegen.traces import (COOP, Prefetch, R_BYP, R_BYPROW, R_BYPSTEP, R_LEN, R_MAPS, R_OUT, R_OUTROW,
                                    R_OUTSTEP, R_ROWBASE, R_ROWSTEP, R_SRC, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_W, R_X,
                                    R_XEND, R_Y, R_YEND, TRACE_CHUNK, add_offset, out_pixel, trace_chunks, macs)
@@ -318,4 +318,4 @@ def _unrolled_pixels(b: AsmBuilder, plan: ConvPlan, xl: int, xr: int, bypass: bo
 def _bypass_stride(plan: ConvPlan) -> int:
     """Words between the bypass values of consecutive output pixels: a row's K channels, or a
     kernel tile's in a bypass slice."""
-    return plan.kernels * plan.slice_tiles if plan.bypass_slices else plan.shape.k
+    return slice_channels(plan) if plan.bypass_slices else plan.shape.k

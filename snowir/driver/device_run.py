@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import FloatAttr, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf
+from snowir.device_layers import DEVICE_OPS
 from snowir.driver.results import Counts, DeviceRun, LayerResult, inputs_report, saturation, useful
 from snowir.driver.segment_run import linked, out_slice, run_segments, runtime_weight_image, tensor_words
 from snowir.driver.timeline import place_on_timeline, totals
@@ -62,7 +63,7 @@ def _load_imbalance(image: sf.ImageOp, unit_bytes: list[int]) -> float | None:
 
 def _unlowered(op) -> bool:
     """A device conv / max pool the lowering has not turned into an image."""
-    return isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and "image" not in op.attributes and not on_host(op)
+    return isinstance(op, DEVICE_OPS) and "image" not in op.attributes and not on_host(op)
 
 
 @dataclass

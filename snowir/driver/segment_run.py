@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf
+from snowir.device_layers import DEVICE_OPS
 from snowir.driver.results import Counts, DeviceRun, LayerResult, useful
 from snowir.golden import Golden, Q, element_frac
 from snowir.host_model import useful_macs
@@ -100,7 +101,7 @@ def run_segments(module: ModuleOp, x, hw: SnowflakeConfig, engine: str = "fast",
     ops_of: dict[str, list[Operation]] = {}
     for op in block.ops:
         ref = op.attributes.get("layer")
-        if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and isinstance(ref, StringAttr):
+        if isinstance(op, DEVICE_OPS) and isinstance(ref, StringAttr):
             ops_of.setdefault(ref.data, []).append(op)
     first_of = {s.layers[0]: k for k, s in enumerate(segs.segments)}
     eta = Eta([name for seg in segs.segments for name in seg.layers], ops_of, progress)
@@ -115,7 +116,7 @@ def run_segments(module: ModuleOp, x, hw: SnowflakeConfig, engine: str = "fast",
         if isinstance(op, nn.SoftmaxOp):
             result.logits = golden._float(env[op.input])
         ref = op.attributes.get("layer")
-        if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and isinstance(ref, StringAttr):
+        if isinstance(op, DEVICE_OPS) and isinstance(ref, StringAttr):
             k = first_of.pop(ref.data, None)
             if k is None:
                 continue  # ran with its segment

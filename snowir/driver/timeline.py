@@ -26,6 +26,7 @@ import numpy as np
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from snowir.dialects import nn
+from snowir.device_layers import DEVICE_OPS
 from snowir.host_model import HOST, HostCPU, copy_ms
 from snowir.hw import SnowflakeConfig
 from snowir.machine.timing import Event
@@ -51,7 +52,7 @@ def _tensor_name(value: SSAValue) -> str:
 
 
 def _device_layer(op: Operation, row: dict[str, Any]) -> bool:
-    return row["where"] == "device" and isinstance(op, nn.Conv2dOp | nn.MaxPoolOp)
+    return row["where"] == "device" and isinstance(op, DEVICE_OPS)
 
 
 def _reads(op: Operation) -> list[SSAValue]:

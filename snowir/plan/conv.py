@@ -14,11 +14,16 @@ from snowir.hw import SnowflakeConfig
 from snowir.plan.columns import column_tilings
 from snowir.plan.indp import choose_mode, plan_indp
 from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, Strip, compact_shape, coop_kernels, gather_of,
-                                input_rows, load_cycles, slice_words, weights_slot_elements, weights_stagger)
+                                input_rows, load_cycles, weights_slot_elements, weights_stagger)
 
 
 if TYPE_CHECKING:
     pass
+
+
+def slice_words(plan: ConvPlan) -> int:
+    """Words of one bypass slice: `slice_tiles` kernel tiles' channels of the largest strip's pixels."""
+    return max(st.y1 - st.y0 for st in plan.strips) * plan.shape.ow * plan.kernels * plan.slice_tiles
 
 
 def settle(plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from snowir.dialects import snowflake_asm as sf
+from snowir.dialects.tile.decisions import ConvDecisions
 from snowir.errors import SnowError
 from snowir.hw import DEFAULT, SnowflakeConfig
 
@@ -146,7 +147,11 @@ class Strip:
 
 
 @dataclass(frozen=True)
-class ConvPlan:
+class ConvPlan(ConvDecisions):
+    """A conv's decisions as the code generators follow them. The ones the tile IR records one to
+    one are declared once, in snowir/dialects/tile/decisions.py (`ConvDecisions`, keyword-only
+    fields); the rest are the plan's own, below."""
+
     shape: ConvShape
     strips: tuple[Strip, ...]
     tiles: int
@@ -159,27 +164,14 @@ class ConvPlan:
     loop_order: str = "Kloop"
     bypass_addr: int | None = None  # residual input (H', W', K) added at write-back
     cu_rows: tuple[int, ...] = ()  # INDP: output rows per CU of each strip (a strip = one row group)
-    # maps gathered pixel by pixel, `shape` then being the compact conv over what is loaded: a
-    # strided 1x1 conv planned on the pixels it reads, a conv over a channel slice on its
-    # channels. (sy, sx, W, C, c0): pixel (r, x) of the compact input is DRAM pixel
-    # (r*sy, x*sx) of a W-wide, C-channel tensor, channels from c0
-    gather: tuple[int, int, int, int, int] | None = None
-    # every kernel tile held in the weights buffer at once (tile t at t x kernel words): loaded
-    # once for the layer, not once per maps strip (`weights_resident`)
-    resident_weights: bool = False
     # a residual 1x1 conv with its bypass in per-kernel-tile slices (snowir/codegen/bypass_slices.py)
     bypass_slices: bool = False
     # the max pool reading this conv's output, run in the same program (snowir/plan/fused_pool.py):
     # its shape and the DRAM byte address of the pooled output; `out_addr` is then scratch
     pool: PoolShape | None = None
     pool_out_addr: int = 0
-    # the placements the code follows (`settle` decides them, the tile IR records them):
-    # the second weights slot's word when double-buffered (FC: its chunk slot), staggered kernel
-    # tiles' F, the bypass slices' bases, a fused pool's row-ring slots
+    # the second weights slot's word when double-buffered (FC: its chunk slot; `settle` decides it)
     w_slot: int = 0
-    stagger: int = 0
-    slice_bases: tuple[int, ...] = ()
-    pool_slots: tuple[int, ...] = ()
     # a column band's plan (plan/columns.band_plans, never recorded: it follows from the maps
     # tiles' out_cols): DRAM words between input rows and between output rows, 0 = the shape's own
     in_row: int = 0
@@ -187,15 +179,6 @@ class ConvPlan:
     # words between output pixels: a channel slice of a wider tensor's (a device concat, recorded on the
     # output region as `channels`), 0 = the shape's K; `out_addr` is then the slice's first channel's
     out_pixel: int = 0
-    # in a whole-model program, the previous layer's vector ops read no weights-buffer word: the
-    # cold start's kernel loads issue before the fence, the maps loads after (`weights_before_fence`)
-    weights_before_fence: bool = False
-    # INDP: the CUs split each row group's rows (`cu_rows`) or every row's output columns
-    # (snowir/plan/indp_columns.py)
-    cu_split: str = "rows"
-    # kernel tiles a 1x1 conv's bypass slice holds: each pixel's channels of that many tiles in
-    # one LD (their start-ups on the load units bound the tiles otherwise)
-    slice_tiles: int = 1
 
     @property
     def column_tiled(self) -> bool:
@@ -452,11 +435,6 @@ def ring_of(plan: ConvPlan) -> PoolRing:
     return PoolRing(plan.pool_slots, steps, tail)
 
 
-
-
-def slice_words(plan: ConvPlan) -> int:
-    """Words of one slice: `slice_tiles` kernel tiles' channels of the largest strip's pixels."""
-    return max(st.y1 - st.y0 for st in plan.strips) * plan.shape.ow * plan.kernels * plan.slice_tiles
 
 
 def gather_of(s: ConvShape) -> tuple[int, int, int, int, int] | None:

@@ -18,6 +18,7 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, UnitAttr, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf, tile
+from snowir.dialects.tile.decisions import KERNEL_TILE, LAYER, PLAN_DECISIONS, decisions_on, write_decisions
 from snowir.golden import Golden, Q, constant_array, element_frac, int_values
 from snowir.hw import DEFAULT, SnowflakeConfig
 from snowir.nn_util import conv_shape, on_host
@@ -176,10 +177,7 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
     ktile = tile.KernelTileOp(0, per_tile, plan.tiles, kernel_loads)
     if plan.double_buffer_weights:
         ktile.properties["slot"] = IntegerAttr(plan.w_slot, i64)
-    if plan.stagger:
-        ktile.properties["stagger"] = IntegerAttr(plan.stagger, i64)
-    if plan.resident_weights:
-        ktile.properties["resident"] = UnitAttr()
+    write_decisions(KERNEL_TILE, plan, ktile.properties)
     ops: list[Operation] = [ktile]
     ids = iter(range(1 << 30))
     for load in kernel_loads:
@@ -294,24 +292,18 @@ def maps_buffering(plan: ConvPlan) -> tile.MapsBuffering:
     return tile.MapsBuffering.DOUBLE
 
 
-LAYER_DECISIONS = ("maps_buffering", "gather", "bypass_slices", "slice_tiles", "pool_slots", "cu_split")
+LAYER_DECISIONS = ("maps_buffering", "pool", *(d.name for d in decisions_on(LAYER, PLAN_DECISIONS) if d.planned))
+"""The layer properties a (re)plan writes: the declared decisions the planner sets, the buffering, a fused pool."""
 
 
 def layer_decisions(plan: ConvPlan) -> dict[str, Attribute]:
     """The layer-level decisions of a conv plan, as `tile.layer` properties."""
     props: dict[str, Attribute] = {"maps_buffering": tile.MapsBufferingAttr(maps_buffering(plan))}
-    if plan.gather is not None:
-        props["gather"] = tile.GatherAttr.get(**dict(zip(tile.GatherAttr.FIELDS, plan.gather)))
-    if plan.cu_split == "cols":
-        props["cu_split"] = tile.CuSplitAttr(tile.CuSplit.COLS)
-    if plan.bypass_slices:
-        props["bypass_slices"] = DenseArrayBase.from_list(i64, list(plan.slice_bases))
-    if plan.slice_tiles > 1:
-        props["slice_tiles"] = IntegerAttr(plan.slice_tiles, i64)
-    if plan.pool is not None:
-        props["pool"] = pool_shape_attr(plan.pool)
-        props["pool_slots"] = DenseArrayBase.from_list(i64, list(plan.pool_slots))
-    return props
+    write_decisions(LAYER, plan, props)
+    if plan.pool is None:
+        return props
+    slots = {"pool_slots": props.pop("pool_slots")} if "pool_slots" in props else {}
+    return props | {"pool": pool_shape_attr(plan.pool)} | slots  # the pool beside its ring
 
 
 def set_conv_plan(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None:

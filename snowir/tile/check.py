@@ -22,6 +22,7 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, i64
 from xdsl.ir import Block, Operation
 
 from snowir.dialects import tile
+from snowir.dialects.tile.decisions import PLAN_DECISIONS
 from snowir.hw import SnowflakeConfig
 from snowir.plan.fused_pool import fusable, maps_words, place_ring
 from snowir.plan.indp import default_rows_per_cu, group_strips, indp_groups, interior_rows
@@ -29,7 +30,8 @@ from snowir.plan.indp_columns import column_layout, columns_refusal
 from snowir.plan.pool import check_pool_channels, max_pool_rows, row_maxs
 from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, LoweringError, PoolShape, PoolTile, TRACE_CHUNK,
                                 band_plans, bands_of, coop_kernels, gather_of, indp_kernel_words, input_columns,
-                                input_rows, kernels_per_tile, ring_schedule, slice_words)
+                                input_rows, kernels_per_tile, ring_schedule)
+from snowir.plan.conv import slice_words
 from snowir.resources import int16_array
 from snowir.tile.build import conv_shape_of, conv_tile_body, layout_of, output_channels, packed_words, pool_tile_body, regions_of, repack
 from snowir.tile.read import (TileError, cols_of, compact_shape_of, conv_plan_of, input_rows_of, kernel_tile_of,
@@ -300,10 +302,9 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
     regions = regions_of(layer)
     indp = plan.indp
     fc = s.kernel_words > hw.weights_buffer_elements
-    if plan.slice_tiles > 1 and not ((s.kh, s.kw) == (1, 1) and plan.tiles % plan.slice_tiles == 0
-                                     and plan.double_buffer_weights):
-        raise TileError(layer, f"slice_tiles {plan.slice_tiles}: a 1x1 conv's whose kernel tiles, a multiple of it, "
-                               "double-buffer (remove it)")
+    for d in PLAN_DECISIONS:  # the declared decisions' plan-level preconditions
+        if (why := d.refusal(plan, hw)) is not None:
+            raise TileError(layer, why)
     # kernel tiles
     if kt._int("first") != 0:
         raise TileError(layer, "kernel tile: first must be 0 (the tile repeats over kernels count x repeat; edit count)")

@@ -19,15 +19,18 @@ on a COOP conv without a residual input, gather or fused pool, even one whose ro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, i64
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from xdsl.utils.exceptions import VerifyException
+
 from snowir.dialects import tile
+from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
-from snowir.tile.check import derive_layer
-from snowir.tile.read import input_rows_of
+from snowir.tile.check import check_conv, check_pool, derive_layer
+from snowir.tile.read import conv_plan_of, input_rows_of, pool_tiles_of
 
 
 def maps_rows(layer: tile.LayerOp) -> list[tuple[int, int]]:
@@ -110,3 +113,38 @@ def empty_bodies(layer: tile.LayerOp) -> None:
 def rederive(layer: tile.LayerOp, hw: SnowflakeConfig | None = None) -> None:
     """Fill the layer's empty tiles now (tile-to-asm does it too), to print or inspect them."""
     derive_layer(layer, hw or SnowflakeConfig())
+
+
+def check_layer(layer: tile.LayerOp, hw: SnowflakeConfig | None = None) -> None:
+    """What tile-to-asm asks of a layer before generating its code: the op verifiers, then its
+    empty tiles derived and every rule for `hw` checked (TileError / LoweringError /
+    VerifyException, one line, when one is broken)."""
+    hw = hw or SnowflakeConfig()
+    layer.verify()
+    derive_layer(layer, hw)
+    if layer.kind.data == tile.LayerKind.CONV:
+        check_conv(layer, conv_plan_of(layer), hw)
+    else:
+        check_pool(layer, *pool_tiles_of(layer), hw)
+
+
+def edit_refusal(layer: tile.LayerOp, edit: Callable[[tile.LayerOp], None],
+                 hw: SnowflakeConfig | None = None) -> str | None:
+    """Whether the layer can take `edit`, asked without changing it: the edit is tried on a copy,
+    which is then checked as tile-to-asm checks it (`check_layer`). None: tile-to-asm follows the
+    edit; else its one-line refusal (the layer, the op, the rule). A pass asks this before it edits:
+
+        if edit_refusal(layer, lambda l: set_maps_rows(l, split_rows(maps_rows(l), 2)), hw) is None:
+            set_maps_rows(layer, split_rows(maps_rows(layer), 2))
+
+    The edit may be any change of the copy's attributes (the declared decisions among them,
+    snowir/dialects/tile/decisions.py) or tiles, with the helpers above or by hand."""
+    trial = layer.clone()
+    try:
+        edit(trial)
+        check_layer(trial, hw)
+    except (SnowError, VerifyException) as e:
+        return str(e)
+    finally:
+        trial.erase()
+    return None

@@ -10,6 +10,7 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 
 from snowir.dialects import nn
+from snowir.device_layers import DEVICE_OPS
 from snowir.golden import int_values
 from snowir.hw import SnowflakeConfig
 from snowir.plan.conv import plan_conv
@@ -117,7 +118,7 @@ def _member_refusal(v: SSAValue, concat: nn.ConcatOp, hw: SnowflakeConfig) -> st
     owner = v.owner
     if isinstance(owner, Operation):
         if isinstance(owner, nn.ConstantOp) or (not _placed(owner, "host") and not placed_concat(owner)
-                                                and not isinstance(owner, nn.Conv2dOp | nn.MaxPoolOp)):
+                                                and not isinstance(owner, DEVICE_OPS)):
             return f"an input comes from {owner.name}, which writes no channel slice"
         if isinstance(owner, nn.MaxPoolOp) and not _placed(owner, "host") and pool_shape(owner).c % 16:
             return "an input's max pool has channels not a multiple of 16 (a partial CU writes past them)"

@@ -11,7 +11,9 @@ from __future__ import annotations
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.dialects import nn, tile
+from snowir.dialects import tile
+from snowir.device_layers import DEVICE_OPS
+from snowir.dialects.tile.decisions import KERNEL_TILE, LAYER, plan_decisions
 from snowir.errors import SnowError
 from snowir.nn_util import on_host
 from snowir.plan.shapes import ConvPlan, ConvShape, PoolShape, PoolTile, Strip, compact_shape, input_rows
@@ -115,9 +117,9 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
     kt = kernel_tile_of(layer)
     tiles = maps_tiles_of(layer)
     mode = layer.mode.data.value
-    slices = tuple(int(v) for v in layer.bypass_slices.get_values()) if layer.bypass_slices is not None else ()
+    decided = plan_decisions(LAYER, layer) | plan_decisions(KERNEL_TILE, kt)
     cu_rows: tuple[int, ...] = ()
-    split = layer.cu_split.data.value if layer.cu_split is not None else "rows"
+    split = decided["cu_split"]
     if split == "cols":
         given = [i for i, mt in enumerate(tiles) if mt.cu_rows is not None]
         if given:
@@ -133,15 +135,11 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
                                    "(or write its body empty `{}` to derive it)")
         cu_rows = tuple(mt._int("cu_rows") for mt in tiles)
     return ConvPlan(
-        compact_shape_of(layer),
-        strips_of(layer, tiles), kt._int("repeat"), kt._int("count"), kt.slot is not None,
+        compact_shape_of(layer), strips_of(layer, tiles), kt._int("repeat"), kt._int("count"), kt.slot is not None,
         in_addr, w_addr, out_addr + 2 * first, mode, layer.loop_order.data.value, bypass, cu_rows,
-        gather_in(layer), kt.resident is not None, bool(slices), pool, pool_out,  # type: ignore[arg-type]
-        kt._int("slot") if kt.slot is not None else 0, kt._int("stagger") if kt.stagger is not None else 0,
-        slices, tuple(int(v) for v in layer.pool_slots.get_values()) if layer.pool_slots is not None else (),
-        weights_before_fence=layer.weights_before_fence is not None, cu_split=split,
-        slice_tiles=layer.slice_tiles.value.data if layer.slice_tiles is not None else 1,
-        out_row=conv_shape_of(layer.shape).ow * total, out_pixel=total)  # type: ignore[arg-type]
+        bypass_slices=bool(decided["slice_bases"]), pool=pool, pool_out_addr=pool_out,
+        w_slot=kt._int("slot") if kt.slot is not None else 0,
+        out_row=conv_shape_of(layer.shape).ow * total, out_pixel=total, **decided)  # type: ignore[arg-type]
 
 
 def pool_tiles_of(layer: tile.LayerOp) -> tuple[PoolShape, list[PoolTile]]:
@@ -159,7 +157,7 @@ def tile_layers(module: ModuleOp, pass_name: str) -> list[tile.LayerOp]:
     is refused in one line (the pass would otherwise do nothing without saying so)."""
     layers = [op for op in module.ops if isinstance(op, tile.LayerOp)]
     if not layers:
-        pending = [op for op in module.walk() if isinstance(op, nn.Conv2dOp | nn.MaxPoolOp) and not on_host(op)
+        pending = [op for op in module.walk() if isinstance(op, DEVICE_OPS) and not on_host(op)
                    and "tile" not in op.attributes and "image" not in op.attributes]
         if pending:
             raise PassFailedException(f"{pass_name}: no tile.layer in the module: run nn-to-tile first "

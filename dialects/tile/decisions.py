@@ -1,0 +1,276 @@
+"""
+Each schedule decision of a tile layer, declared once (as MLIR's ODS declares an op's attributes).
+
+A declaration (`Decision`) says which op records the decision and under what name, how its
+value is stored, what it is when absent, what it means for the generated code (the docs text),
+the rule it must satisfy and when it applies (its preconditions). From it come:
+
+- the op's property (`declare_on`, applied to the tile ops in layer_ops.py), with the rule as its
+  verifier check (`Decision.verify`), one message per rule;
+- its entry in FIELD_DOCS, hence docs/dialects.md;
+- the field of the generators' view: a decision with a `field` is a field of `ConvDecisions`,
+  the base of `ConvPlan` (snowir/plan/shapes.py), written from the planner's choice
+  (`Decision.write`, snowir/tile/build.py) and read back (`Decision.read`, snowir/tile/read.py);
+- the refusal tile-to-asm gives when a plan-level precondition fails (`Decision.refusal`,
+  snowir/tile/check.py).
+
+A new decision is then: its declaration here, the planner or pass that sets it, and the code
+generator that follows it (docs/lowering.md, "Decisions declared once").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from xdsl.dialects.builtin import I64, DenseArrayBase, IntegerAttr, StringAttr, UnitAttr, i64
+from xdsl.ir import Attribute, Operation
+from xdsl.irdl import opt_prop_def
+
+from snowir.dialects.tile.attributes import (ComputeMode, CuSplit, CuSplitAttr, GatherAttr, LayerKind, MapsBuffering,
+                                             MapsBufferingAttr)
+
+LAYER, KERNEL_TILE, MAPS_TILE = "tile.layer", "tile.kernel_tile", "tile.maps_tile"
+
+
+@dataclass(frozen=True)
+class Codec:
+    """How a decision's value is stored on its op: the property's constraint, and the two
+    directions between the property and the plan's Python value."""
+
+    constraint: Any
+    read: Callable[[Any], Any]
+    write: Callable[[Any], Attribute]
+    kind: str
+
+
+INT = Codec(IntegerAttr[I64], lambda a: a.value.data, lambda v: IntegerAttr(int(v), i64), "int")
+FLAG = Codec(UnitAttr, lambda a: True, lambda v: UnitAttr(), "flag")
+INTS = Codec(DenseArrayBase[I64], lambda a: tuple(int(v) for v in a.get_values()),
+             lambda v: DenseArrayBase.from_list(i64, list(v)), "ints")
+GATHER = Codec(GatherAttr, lambda a: tuple(a.values().values()),
+               lambda v: GatherAttr.get(**dict(zip(GatherAttr.FIELDS, v))), "gather")
+CU_SPLIT = Codec(CuSplitAttr, lambda a: a.data.value, lambda v: CuSplitAttr(CuSplit(v)), "enum")
+BUFFERING = Codec(MapsBufferingAttr, lambda a: a.data, lambda v: MapsBufferingAttr(MapsBuffering(v)), "enum")
+
+
+def _has(name: str) -> Callable[[Operation], bool]:
+    return lambda op: op.properties.get(name) is not None
+
+
+def _conv(op: Operation) -> bool:
+    return op.properties["kind"].data == LayerKind.CONV  # type: ignore[attr-defined]
+
+
+def _indp_conv(op: Operation) -> bool:
+    mode = op.properties.get("mode")
+    return _conv(op) and mode is not None and mode.data == ComputeMode.INDP  # type: ignore[attr-defined]
+
+
+def _region(label: str) -> Callable[[Operation], bool]:
+    def has(op: Operation) -> bool:
+        labels = (o.properties.get("label") for o in op.regions[0].block.ops)
+        return any(isinstance(a, StringAttr) and a.data == label for a in labels)
+
+    return has
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision: `name` on op `op`, stored as `codec` says, `default` when absent."""
+
+    name: str
+    op: str
+    codec: Codec
+    default: Any
+    doc: str
+    """What the decision means for the generated code (FIELD_DOCS, docs/dialects.md)."""
+    rule: str = ""
+    """The constraint in words; a property breaking it is refused as `name: rule`."""
+    minimum: int | None = None
+    length: int | None = None
+    needs: Callable[[Operation], bool] | None = None
+    """The op-level precondition (the owning op's other properties), checked by the verifier."""
+    refuse: Callable[[Any, Any], str | None] | None = None
+    """The plan-level precondition (plan, hardware) -> why not, checked by tile-to-asm."""
+    field: str = ""
+    """The ConvPlan field it becomes ('' : read by the generators from the IR directly)."""
+    planned: bool = True
+    """Set from the planner's choice when a layer is (re)planned (False: a later pass decides,
+    allocate-dram's `weights_before_fence`, and re-planning keeps it)."""
+
+    def value(self, op: Operation) -> Any:
+        """The decision as the op records it (`default` when absent)."""
+        attr = op.properties.get(self.name)
+        return self.default if attr is None else self.codec.read(attr)
+
+    def write(self, op_or_props: Operation | dict[str, Attribute], value: Any) -> None:
+        """Record `value` (the default, or a false flag: the property is removed)."""
+        props = op_or_props if isinstance(op_or_props, dict) else op_or_props.properties
+        if value == self.default or (self.codec is FLAG and not value):
+            props.pop(self.name, None)
+        else:
+            props[self.name] = self.codec.write(value)
+
+    def verify(self, op: Operation) -> str | None:
+        """Why the op's property breaks the declaration's rule (None: it does not, or is absent)."""
+        attr = op.properties.get(self.name)
+        if attr is None:
+            return None
+        v = self.codec.read(attr)
+        if self.minimum is not None and v < self.minimum and not self.rule:
+            return f"{self.name} must be >= {self.minimum}, got {v}"
+        bad = (self.minimum is not None and v < self.minimum) or (self.length is not None and len(v) != self.length) \
+            or (self.needs is not None and not self.needs(op))
+        return f"{self.name}: {self.rule}" if bad else None
+
+    def refusal(self, plan: Any, hw: Any) -> str | None:
+        """Why the plan cannot take this decision's value (a precondition beyond the op's own)."""
+        if self.refuse is None or getattr(plan, self.field) == self.default:
+            return None
+        why = self.refuse(plan, hw)
+        return f"{self.name} {_show(getattr(plan, self.field))}: {why}" if why else None
+
+
+def _show(v: Any) -> str:
+    return str(list(v)) if isinstance(v, tuple) else str(v)
+
+
+def decision(d: Decision) -> Any:
+    """A `ConvDecisions` field declared by `d` (keyword-only, `d.default` when not given)."""
+    default = d.default
+    return field(default=default, kw_only=True, metadata={"decision": d})
+
+
+def _slice_tiles_refusal(plan: Any, hw: Any) -> str | None:
+    s = plan.shape
+    fits = (s.kh, s.kw) == (1, 1) and plan.tiles % plan.slice_tiles == 0 and plan.double_buffer_weights
+    return None if fits else "a 1x1 conv's whose kernel tiles, a multiple of it, double-buffer (remove it)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConvDecisions:
+    """The decisions of a conv the tile IR records one to one, as the generators' view holds them
+    (the base of ConvPlan: each field's declaration is its metadata, `DECISIONS`)."""
+
+    gather: tuple[int, int, int, int, int] | None = decision(Decision(
+        "gather", LAYER, GATHER, None, field="gather",
+        doc="Maps loaded pixel by pixel (#tile.gather<sy, sx, w, cin, c0>): a strided 1x1's pixels or a channel "
+            "slice's channels; tiles, loads and windows are over the compact input.",
+        rule="only a conv layer gathers its maps", needs=_conv))
+    """maps gathered pixel by pixel, `shape` then being the compact conv over what is loaded: a
+    strided 1x1 conv planned on the pixels it reads, a conv over a channel slice on its channels.
+    (sy, sx, W, C, c0): pixel (r, x) of the compact input is DRAM pixel (r*sy, x*sx) of a W-wide,
+    C-channel tensor, channels from c0."""
+    cu_split: str = decision(Decision(
+        "cu_split", LAYER, CU_SPLIT, "rows", field="cu_split",
+        doc="INDP: rows (absent; CU c its own output rows, cu_rows) or cols (CU c output columns [c OW/4, (c+1) OW/4) "
+            "of every row of a tile, vmov stride OW/4 x K words: a residual 1x1 conv's bypass read where the "
+            "write-back stores it). Followed.",
+        rule="how an INDP conv's CUs share a row group (rows or cols)", needs=_indp_conv))
+    """INDP: the CUs split each row group's rows (`cu_rows`) or every row's output columns
+    (snowir/plan/indp_columns.py)."""
+    slice_bases: tuple[int, ...] = decision(Decision(
+        "bypass_slices", LAYER, INTS, (), field="slice_bases",
+        doc="A residual conv's bypass in two per-kernel-tile slices at these maps-buffer words, the next tile's "
+            "slice loading pixel by pixel beside the current one.",
+        rule="two slice bases, on a layer with a 'bypass' dram_region", length=2, needs=_region("bypass")))
+    """The bypass slices' bases (`settle` places them)."""
+    slice_tiles: int = decision(Decision(
+        "slice_tiles", LAYER, INT, 1, field="slice_tiles",
+        doc="A residual 1x1 conv's kernel tiles per bypass slice (absent: 1): each pixel's channels of the next "
+            "group of tiles load with one LD, during the group's first tile.",
+        rule="2 or more kernel tiles a bypass slice holds, with `bypass_slices`", minimum=2,
+        needs=_has("bypass_slices"), refuse=_slice_tiles_refusal))
+    """Kernel tiles a 1x1 conv's bypass slice holds: each pixel's channels of that many tiles in
+    one LD (their start-ups on the load units bound the tiles otherwise)."""
+    pool_slots: tuple[int, ...] = decision(Decision(
+        "pool_slots", LAYER, INTS, (), field="pool_slots",
+        doc="Maps-buffer words of the fused pool's row ring (conv output row r in slot r mod N).",
+        rule="belong to a fused max pool (`pool`)", needs=_has("pool")))
+    """A fused pool's row-ring slots."""
+    weights_before_fence: bool = decision(Decision(
+        "weights_before_fence", LAYER, FLAG, False, field="weights_before_fence",
+        doc="With fence: the first kernel loads issue before it, the maps loads after (the previous layer reads "
+            "no weights; allocate-dram decides, the verifier checks).",
+        rule="splits a conv layer's `fence` (set both)", needs=lambda op: _conv(op) and _has("fence")(op),
+        planned=False))
+    """In a whole-model program, the previous layer's vector ops read no weights-buffer word: the
+    cold start's kernel loads issue before the fence, the maps loads after."""
+    stagger: int = decision(Decision(
+        "stagger", KERNEL_TILE, INT, 0, field="stagger",
+        doc="Tiles alternate between bases 0 and F = stagger; the F words of the next tile that miss the current "
+            "one load while it computes, the rest after a flush.", minimum=1))
+    """Staggered kernel tiles' F."""
+    resident_weights: bool = decision(Decision(
+        "resident", KERNEL_TILE, FLAG, False, field="resident_weights",
+        doc="Every tile held at once (tile t at t x kernel words), loaded once for the layer."))
+    """Every kernel tile held in the weights buffer at once (tile t at t x kernel words): loaded
+    once for the layer, not once per maps strip (`weights_resident`)."""
+
+
+IR_ONLY: tuple[Decision, ...] = (
+    Decision("maps_buffering", LAYER, BUFFERING, None,
+             doc="double: maps tile i in bank i mod 2 (a residual conv: half i mod 2), the next loading while the "
+                 "current computes; whole: a tile may fill the buffer, its rows loaded as the previous tile's last "
+                 "kernel tile frees them; single: a residual conv's tiles in turn at the bottom."),
+    Decision("fence", LAYER, FLAG, False,
+             doc="Whole-model programs: the layer's loads wait for the previous layer's vector ops (set where its "
+                 "first loads could overwrite buffer words those still read); absent: they overlap."),
+    Decision("slot", KERNEL_TILE, INT, None,
+             doc="Double-buffered tiles alternate between weights words 0 and `slot`, the next loading while the "
+                 "current computes (a kernel larger than the buffer: its chunks do).", minimum=1),
+    Decision("cu_rows", MAPS_TILE, INT, None,
+             doc="INDP: each CU computes cu_rows consecutive rows of the row group.", minimum=1),
+    Decision("ring", MAPS_TILE, INT, None,
+             doc="A max pool's tile over a ring of N input-row slots, each row loaded once, instead of a strip "
+                 "loaded whole.", minimum=1),
+)
+"""Decisions the generators read from the IR itself (per maps tile, or not part of a conv's plan)."""
+
+PLAN_DECISIONS: tuple[Decision, ...] = tuple(f.metadata["decision"] for f in fields(ConvDecisions))
+DECISIONS: tuple[Decision, ...] = PLAN_DECISIONS + IR_ONLY
+"""Every declared decision."""
+
+
+def decisions_on(op_name: str, among: Iterable[Decision] = DECISIONS) -> tuple[Decision, ...]:
+    return tuple(d for d in among if d.op == op_name)
+
+
+def declare_on(op_name: str) -> Callable[[type], type]:
+    """A class decorator (under `@irdl_op_definition`): the op gets an optional property per
+    decision it owns, and a `verify_decisions` its verify_ calls."""
+
+    def deco(cls: type) -> type:
+        for d in decisions_on(op_name):
+            setattr(cls, d.name, opt_prop_def(d.codec.constraint))
+        return cls
+
+    return deco
+
+
+def verify_decisions(op: Operation) -> str | None:
+    """The first rule of a declared decision the op breaks (None: none)."""
+    for d in decisions_on(op.name):
+        why = d.verify(op)
+        if why is not None:
+            return why
+    return None
+
+
+def plan_decisions(op_name: str, op: Operation) -> dict[str, Any]:
+    """The `ConvDecisions` fields `op` records, as keyword arguments of ConvPlan."""
+    return {d.field: d.value(op) for d in decisions_on(op_name, PLAN_DECISIONS)}
+
+
+def write_decisions(op_name: str, plan: Any, props: dict[str, Attribute]) -> None:
+    """Record the plan's `ConvDecisions` fields that `op_name` owns into `props`."""
+    for d in decisions_on(op_name, PLAN_DECISIONS):
+        if d.planned:
+            d.write(props, getattr(plan, d.field))
+
+
+def decision_docs() -> dict[str, str]:
+    """FIELD_DOCS entries of the declared decisions."""
+    return {f"{d.op}.{d.name}": d.doc + (f" Rule: {d.rule}." if d.rule else "") for d in DECISIONS}

@@ -1,0 +1,71 @@
+"""Each schedule decision declared once (snowir/dialects/tile/decisions.py): its op property, its
+docs entry, its ConvPlan field, its writing and reading and its rule all come from the declaration."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import IntegerAttr, i64
+from xdsl.utils.exceptions import VerifyException
+
+from snowir.dialects import tile
+from snowir.dialects.tile.decisions import DECISIONS, PLAN_DECISIONS, ConvDecisions, Decision
+from snowir.hw import DEFAULT
+from snowir.plan.shapes import ConvPlan, ConvShape
+from snowir.tile.build import bare_conv_layer
+from snowir.tile.read import conv_plan_of
+
+OPS = {op.name: op for op in tile.Tile.operations}
+
+
+@pytest.mark.parametrize("d", DECISIONS, ids=lambda d: f"{d.op}.{d.name}")
+def test_declaration_gives_property_and_docs(d: Decision) -> None:
+    """The declaring op has the property (with the declared constraint) and FIELD_DOCS its meaning."""
+    assert d.name in OPS[d.op].get_irdl_definition().properties
+    assert tile.FIELD_DOCS[f"{d.op}.{d.name}"].startswith(d.doc)
+
+
+def test_plan_decisions_are_convplan_fields() -> None:
+    """Every plan-level declaration is a keyword-only ConvPlan field with the declared default,
+    and ConvPlan declares none of them itself."""
+    own = set(ConvPlan.__annotations__)
+    for f in dataclasses.fields(ConvDecisions):
+        d = f.metadata["decision"]
+        assert f.name == d.field and f.kw_only and f.default == d.default and f.name not in own
+    assert {f.name for f in dataclasses.fields(ConvPlan)} >= {d.field for d in PLAN_DECISIONS}
+
+
+def _residual_1x1() -> tile.LayerOp:
+    """A COOP residual 1x1 conv whose planner chooses bypass slices of two kernel tiles."""
+    s = ConvShape(c=128, h=8, w=8, k=128, kh=1, kw=1, sy=1, sx=1, pt=0, pl=0, pb=0, pr=0, relu=False, shift=8)
+    rng = np.random.default_rng(0)
+    weights = rng.integers(-64, 64, (s.k, s.c, 1, 1), dtype=np.int16)
+    return bare_conv_layer("res", s, weights, np.zeros(s.k, np.int16), DEFAULT, mode="COOP", bypass=True)
+
+
+def test_written_and_read_through_the_declarations() -> None:
+    """build writes the planner's choice as the declared property, read.conv_plan_of reads it back
+    into the same ConvPlan field; an edit of the property changes the plan."""
+    layer = _residual_1x1()
+    plan = conv_plan_of(layer)
+    assert plan.bypass_slices and plan.slice_tiles == 2
+    assert layer.properties["slice_tiles"] == IntegerAttr(2, i64)
+    for d in PLAN_DECISIONS:
+        holder = layer if d.op == "tile.layer" else next(o for o in layer.body.block.ops if o.name == d.op)
+        assert d.value(holder) == getattr(plan, d.field)
+    layer.properties.pop("slice_tiles")
+    assert conv_plan_of(layer).slice_tiles == 1
+
+
+def test_rule_is_the_verifier_message() -> None:
+    """A property breaking its declared rule is refused as `name: rule`, once."""
+    layer = _residual_1x1()
+    layer.properties["slice_tiles"] = IntegerAttr(1, i64)
+    with pytest.raises(VerifyException, match="slice_tiles: 2 or more kernel tiles a bypass slice holds"):
+        layer.verify()
+    layer.properties["slice_tiles"] = IntegerAttr(2, i64)
+    layer.properties.pop("bypass_slices")
+    with pytest.raises(VerifyException, match="slice_tiles: 2 or more kernel tiles a bypass slice holds"):
+        layer.verify()
