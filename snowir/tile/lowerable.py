@@ -94,7 +94,7 @@ def _reader_refusal(op: nn.ConcatOp, inputs: list[SSAValue], hw: SnowflakeConfig
         for v in inputs:
             for use in v.uses:
                 reader = use.operation
-                if reader is op or _placed(reader, "host") or not isinstance(reader, nn.Conv2dOp | nn.MaxPoolOp):
+                if reader is op or _placed(reader, "host") or not isinstance(reader, DEVICE_OPS):
                     continue
                 why = device_refusal(reader, hw)
                 if why is not None:
