@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import hashlib
 import re
 
 import numpy as np
@@ -72,14 +73,21 @@ def reset_blobs() -> None:
 
 
 def put_blob(key: str, data: bytes | np.ndarray) -> str:
-    """Store `data` under a fresh key derived from `key`; returns the key used. An array is
-    kept as a read-only view of its bytes (no copy: an importer's weights and the module's
-    blobs are one buffer)."""
+    """Store `data` under a key made of `key` and a digest of the bytes; returns the key used.
+    The digest, not the table's history, tells equal names apart: xDSL's table is process-wide
+    and renamed a taken key (`w` -> `w_0`), so a model's printed IR and its `.sfb` bytes depended
+    on which models the process had compiled before. Equal bytes under an equal name share one
+    entry. An array is kept as a read-only view of its bytes (no copy: an importer's weights and
+    the module's blobs are one buffer)."""
     iface = _interface()
-    used = iface.declare_resource(key)
     if isinstance(data, np.ndarray):
         data = memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8)).toreadonly()
-    iface._blob_storage[used] = data
+    digest = hashlib.blake2b(data, digest_size=4).hexdigest()
+    used = key if key.endswith(f"_{digest}") else f"{key}_{digest}"  # a key of these bytes, stored again
+    store = iface._blob_storage
+    if used not in store:
+        iface.declare_resource(used)
+    store[used] = data  # new, or the same bytes again (perhaps as parsed text): kept as bytes
     return used
 
 
