@@ -36,7 +36,7 @@ from snowir.segments import transpose_is_view
 from snowir.tile.lowerable import device_refusal
 
 DEVICE = (nn.Conv2dOp, nn.DenseOp, nn.MaxPoolOp, nn.AvgPoolOp, nn.GlobalAvgPoolOp, nn.AddOp, nn.ReluOp,
-          nn.ConcatOp, nn.FlattenOp, nn.ReshapeOp, nn.IdentityOp, nn.ChannelSliceOp)
+          nn.ConcatOp, nn.FlattenOp, nn.ReshapeOp, nn.IdentityOp, nn.ChannelSliceOp, nn.DepthToSpaceOp)
 
 
 def placement(op) -> str | None:

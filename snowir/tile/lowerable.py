@@ -17,7 +17,7 @@ from snowir.plan.residual_mode import conv_mode
 from snowir.plan.layout import conv_layout
 from snowir.plan.pool import plan_pool
 from snowir.plan.shapes import ConvPlan, LoweringError
-from snowir.segments import concat_inputs, concat_of, placed_concat
+from snowir.segments import concat_inputs, concat_of, placed_concat, placed_interleave
 from snowir.tile.build import layer_conv_shape, pool_shape
 
 
@@ -26,6 +26,8 @@ def device_refusal(op: Operation, hw: SnowflakeConfig | None = None) -> str | No
     hw = hw or SnowflakeConfig()
     if isinstance(op, nn.ConcatOp):
         return concat_refusal(op, hw)
+    if isinstance(op, nn.DepthToSpaceOp):
+        return interleave_refusal(op, hw)
     if isinstance(op, nn.MaxPoolOp):
         try:
             plan_pool(pool_shape(op), hw)
@@ -80,6 +82,44 @@ def concat_refusal(op: nn.ConcatOp, hw: SnowflakeConfig) -> str | None:
     return None
 
 
+def _writes_whole_pixels_only(plan: ConvPlan) -> str | None:
+    """Why a planned conv cannot write its output at a wider stride than its own (a concat's
+    channel slice, an interleave's phase): only COOP by rows steps its write-back so."""
+    why = "INDP" if plan.indp else "column-tiled" if plan.column_tiled else \
+        "a residual conv with bypass slices (their code steps the output by its own channels)" \
+        if plan.bypass_slices else None
+    return None if why is None else f"{why}: it writes whole pixels of its own only"
+
+
+def interleave_refusal(op: nn.DepthToSpaceOp, hw: SnowflakeConfig) -> str | None:
+    """Why an interleave (conv-transpose-to-conv's) cannot be placed: each input must be the conv of
+    one result phase (offsets 0, row-major, exactly that phase's pixels), which then writes its
+    pixels into the result's one DRAM tensor in place (output pixel stride sx, row stride sy; the
+    tile IR's `pixels`). Asked in graph order, once the phase convs are placed."""
+    by, bx = int_values(op.block)
+    _, _, oh, ow = op.output.type.get_shape()
+    if len(op.inputs) != by * bx:
+        return ("interleave of one merged conv's phases (method sub-pixel): its write-back writes a pixel's "
+                f"{by}x{bx} phases together, which land in different pixels; the host interleaves")
+    if any(int_values(op.offsets)):
+        return "interleave of phases computed past the result (cropped): the host interleaves"
+    for p, v in enumerate(op.inputs):
+        ry, rx = divmod(p, bx)
+        conv = v.owner
+        if not isinstance(conv, nn.Conv2dOp) or _placed(conv, "host") or not v.has_one_use() \
+                or conv.bypass is not None:
+            return f"interleave: phase {p} is not a device conv read only by it; the host interleaves"
+        if tuple(v.type.get_shape()[2:]) != (-(-(oh - ry) // by), -(-(ow - rx) // bx)):
+            return f"interleave: phase {p} computes pixels the result crops; the host interleaves"
+        try:
+            why = _writes_whole_pixels_only(planned_conv(conv, hw))
+        except LoweringError as e:
+            why = str(e)
+        if why is not None:
+            return f"interleave: phase {p}'s conv is {why}; the host interleaves"
+    return None
+
+
 def _member_refusal(v: SSAValue, concat: nn.ConcatOp, hw: SnowflakeConfig) -> str | None:
     """Why `v` cannot be a channel slice of `concat`'s tensor."""
     other = concat_of(v)
@@ -88,6 +128,7 @@ def _member_refusal(v: SSAValue, concat: nn.ConcatOp, hw: SnowflakeConfig) -> st
     owner = v.owner
     if isinstance(owner, Operation):
         if isinstance(owner, nn.ConstantOp) or (not _placed(owner, "host") and not placed_concat(owner)
+                                                and not placed_interleave(owner)
                                                 and not isinstance(owner, nn.Conv2dOp | nn.MaxPoolOp)):
             return f"an input comes from {owner.name}, which writes no channel slice"
         if isinstance(owner, nn.MaxPoolOp) and not _placed(owner, "host") and pool_shape(owner).c % 16:
@@ -97,11 +138,9 @@ def _member_refusal(v: SSAValue, concat: nn.ConcatOp, hw: SnowflakeConfig) -> st
                 plan = planned_conv(owner, hw)
             except LoweringError as e:
                 return str(e)
-            why = "INDP" if plan.indp else "column-tiled" if plan.column_tiled else \
-                "a residual conv with bypass slices (their code steps the output by its own channels)" \
-                if plan.bypass_slices else None
+            why = _writes_whole_pixels_only(plan)
             if why is not None:
-                return f"an input's conv is {why}: it writes whole pixels of its own only"
+                return f"an input's conv is {why}"
     elif not isinstance(v, SSAValue) or not isinstance(owner, Block):
         return "an input is not a tensor"
     for use in v.uses:
