@@ -18,12 +18,17 @@ conv's, so the fixed-point result (one rounding at the write-back) equals the go
 ConvTranspose bit for bit. The conv is an ordinary device conv: partition-host places and
 prices it like any other.
 
-Phases (`method=phases`, ungrouped or depthwise): one conv per phase with that phase's taps
-only (`phase_window`: no zero tap where k is not a multiple of s), over the grid rows the
-interleave reads it at; the interleave takes the s² results as its inputs. A depthwise
-transposed conv is always split so (each phase conv depthwise-to-grouped's, as any depthwise
-conv). Measured, 64 -> 64 3x3/2 p1 op1 at 32x32: one merged conv 1.058 ms, four phase convs
-0.671 ms (39.3 M MACs against 71.4 M), both bit-exact.
+Phases (`method=phases`): one conv per result phase r (the result's rows r, r + s, ...), with
+the taps of the plan phase (r + offset) mod s only (`exact_window`), computing exactly that
+phase's pixels of the result: the interleave (offsets 0, s² inputs) is then a placement, not a
+copy. partition-host puts it on the device (snowir/tile/lowerable.py `interleave_refusal`) and
+each phase conv's write-back writes its pixels into the result's one DRAM tensor (pixel stride
+s·M words, row stride s·OW·M; `tile.dram_region pixels`). A crop that cuts the phase grid inside
+the input (pads past the kernel's reach at the top or bottom) costs zero taps there: the conv
+cannot start or stop its rows inside its input. A depthwise transposed conv is always split so
+(each phase conv depthwise-to-grouped's, as any depthwise conv). Measured, 64 -> 64 4x4/2 p1 at
+32x32: 2.806 ms end to end with the merged conv and the host interleave, 1.710 ms with the
+phases in place (no host ms), bit-exact.
 
 Zero insertion (`method=zero-insertion`, or where the cost model prefers it): the input spread
 s apart with zeros between and padded by ((k − 1)·d + 1) − 1 − p (`nn.zero_insert`, on the host),
@@ -35,10 +40,10 @@ where the interleave moves the M output channels: it wins where C is much smalle
 or on the host where partition-host would put a grouped conv; plus the host's copy), and the
 conv records the prices as `conv_transpose`. Crops past the kernel's span leave only sub-pixel.
 
-The interleave runs on the host: `nn.depth_to_space` is a permutation of the conv's words
-(nothing computed), priced as the host's copy of 16-bit words. Writing the phases in place
-through the write-back's address steps (output pixel stride s, row stride s, one conv per phase)
-is left to the tile level.
+The merged conv's interleave runs on the host (its write-back writes a pixel's s² phases
+together, which land in different pixels): `nn.depth_to_space` is a permutation of its words,
+priced as the host's copy of 16-bit words; `plans` prices the phases' in place (no host words)
+where their convs run COOP (INDP writes whole pixels of its own only).
 A ReLU or batch norm after the transposed conv is moved before the interleave (a per-channel
 op commutes with a permutation of pixels), where fuse-relu and fold-batch-norm fold it into
 the conv. Run first in nn-prepare.
