@@ -17,6 +17,7 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         return load
 
     return {
+        "resize-to-conv-transpose": p("nn.resize_to_conv_transpose", "ResizeToConvTransposePass"),
         "conv-transpose-to-conv": p("nn.conv_transpose_to_conv", "ConvTransposeToConvPass"),
         "drop-identity": p("nn.drop_identity", "DropIdentityPass"),
         "fold-batch-norm": p("nn.fold_batch_norm", "FoldBatchNormPass"),

@@ -2,7 +2,7 @@
 The two pipelines, as pass lists in one place.
 
 nn-prepare{format=Q8.8}: from an imported model to the fixed-point graph Snowflake runs:
-conv-transpose-to-conv, fold-hard-swish, drop-identity, fold-batch-norm, fuse-residual-add, fuse-relu,
+resize-to-conv-transpose, conv-transpose-to-conv, fold-hard-swish, drop-identity, fold-batch-norm, fuse-residual-add, fuse-relu,
 fold-channel-shuffle, sequence-gemm, fc-to-conv,
 avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth, pad-rows,
 add-to-bypass, fuse-activation (a machine with the write-back activation unit), se-gate, partition-host,
@@ -45,6 +45,7 @@ from snowir.passes.convert.tile_to_asm import TileToAsmPass
 from snowir.passes.nn.add_to_bypass import AddToBypassPass
 from snowir.passes.nn.avgpool_to_conv import AvgPoolToConvPass
 from snowir.passes.nn.conv_transpose_to_conv import ConvTransposeToConvPass
+from snowir.passes.nn.resize_to_conv_transpose import ResizeToConvTransposePass
 from snowir.passes.nn.depthwise_to_grouped import DepthwiseToGroupedPass
 from snowir.passes.nn.drop_identity import DropIdentityPass
 from snowir.passes.nn.fc_to_conv import FcToConvPass
@@ -94,7 +95,7 @@ class NNPreparePass(ModulePass):
     space-to-depth, pad-rows, depthwise-to-grouped, partition-host); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        passes: list[ModulePass] = [ConvTransposeToConvPass(self.hw), FoldHardSwishPass(), DropIdentityPass(), FoldBatchNormPass(),
+        passes: list[ModulePass] = [ResizeToConvTransposePass(), ConvTransposeToConvPass(self.hw), FoldHardSwishPass(), DropIdentityPass(), FoldBatchNormPass(),
                                     FuseResidualAddPass(), FuseReluPass(), FoldChannelShufflePass(self.hw),
                                     SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),

@@ -10,7 +10,8 @@ An op of `@main` is one of:
   * free: a constant, the return, a reshape or transpose (keeping the leading axis) that keeps
     the device's channel-innermost byte order (a view of the same DRAM bytes: sequence-gemm's
     1x1xTxK -> 1xKx1xT), a channel slice only convs read (in place), a channel concat placed on
-    the device (its producers write their channel slices of its one DRAM tensor: `slot_of`);
+    the device (its producers write their channel slices of its one DRAM tensor: `slot_of`), an
+    interleave placed on the device (its phase convs write their pixels of its tensor in place);
   * a host layer: everything else (it reads and writes the device's DRAM between segments).
 """
 
@@ -116,10 +117,13 @@ class Slot:
     first: int
     channels: int
     total: int
+    pixels: tuple[int, int, int, int, int, int] | None = None
+    """An interleave's phase (a device `nn.depth_to_space`, `interleave_of`): the tensor is root's
+    pixels (oy + sy·i, ox + sx·j), as (oy, ox, sy, sx, root's height, root's width)."""
 
     @property
     def whole(self) -> bool:
-        return self.channels == self.total
+        return self.channels == self.total and self.pixels is None
 
 
 def placed_concat(op: Operation | None) -> bool:
@@ -128,6 +132,27 @@ def placed_concat(op: Operation | None) -> bool:
         return False
     place = op.attributes.get("place")
     return isinstance(place, StringAttr) and place.data == "snowflake"
+
+
+def placed_interleave(op: Operation | None) -> bool:
+    """An interleave partition-host put on the device: no copy, each input one phase's conv, which
+    writes its pixels in place (pixel stride sx, row stride sy of the result)."""
+    if not isinstance(op, nn.DepthToSpaceOp):
+        return False
+    place = op.attributes.get("place")
+    return isinstance(place, StringAttr) and place.data == "snowflake"
+
+
+def interleave_of(value: SSAValue) -> tuple[nn.DepthToSpaceOp, int, int] | None:
+    """The device interleave `value` is a phase of, and the phase's first pixel (oy, ox) in its
+    result (offsets 0, one input per phase, row-major: lowerable's `interleave_refusal`)."""
+    for use in value.uses:
+        if placed_interleave(use.operation):
+            d2s = use.operation
+            _, bx = nn.int_values(d2s.block)  # type: ignore[attr-defined]
+            oy, ox = divmod(use.index, bx)
+            return d2s, oy, ox  # type: ignore[return-value]
+    return None
 
 
 def concat_of(value: SSAValue) -> tuple[nn.ConcatOp, int] | None:
@@ -182,6 +207,12 @@ def slot_of(value: SSAValue) -> Slot:
         outer = slot_of(value.owner.input)
         if not outer.whole:  # a slice of a concat's slice: a view of the same bytes
             return Slot(outer.root, outer.first + value.owner.start.value.data, channels, outer.total)
+    phase = interleave_of(value) if channels else None
+    if phase is not None:  # an interleave's phase: every sy-th row's every sx-th pixel of its result
+        d2s, oy, ox = phase
+        outer = slot_of(d2s.output)  # which may be a concat's slice
+        (sy, sx), (_, _, h, w) = nn.int_values(d2s.block), d2s.output.type.get_shape()
+        return Slot(outer.root, outer.first, channels, outer.total, (oy, ox, sy, sx, h, w))
     member = concat_of(value) if channels else None
     if member is None:  # a view's bytes are its source's (a device concat's inputs are no views)
         return Slot(root(value), 0, channels, channels)
@@ -201,7 +232,7 @@ def members_of(concat: nn.ConcatOp) -> list[tuple[SSAValue, int]]:
 
 
 def _free(op: Operation) -> bool:
-    if isinstance(op, nn.ConstantOp | func.ReturnOp) or is_view(op) or placed_concat(op):
+    if isinstance(op, nn.ConstantOp | func.ReturnOp) or is_view(op) or placed_concat(op) or placed_interleave(op):
         return True
     if isinstance(op, nn.ChannelSliceOp):
         return all(isinstance(use.operation, nn.Conv2dOp) and layer_of(use.operation) is not None

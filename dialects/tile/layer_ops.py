@@ -131,6 +131,11 @@ class DramRegionOp(TileOperation):
     """An 'output' region that is a channel slice of a wider tensor (a device concat's):
     [first, count, total]: the layer writes channels [first, first + count) of every pixel, whole
     pixels `total` channels apart; the region spans the whole tensor."""
+    pixels = opt_prop_def(DenseArrayBase[I64])
+    """An 'output' region that is one phase of an interleave (a ConvTranspose's or a nearest
+    upsampling's, conv-transpose-to-conv): [oy, ox, sy, sx, height, width]: the layer's output pixel
+    (i, j) is the tensor's pixel (oy + sy·i, ox + sx·j) of a height x width tensor (write-back pixel
+    stride sx, row stride sy rows); the region spans the whole tensor."""
     traits = traits_def(HasParent(LayerOp), SymbolOpInterface())
     assembly_format = "$sym_name attr-dict"
 
@@ -157,6 +162,12 @@ class DramRegionOp(TileOperation):
             if self.label.data != "output" or len(ch) != 3 or not (0 <= ch[0] and 0 < ch[1] and ch[0] + ch[1] <= ch[2]):
                 self._fail("channels = [first, count, total] marks an 'output' region that is a channel slice, "
                            "first + count <= total")
+        if self.pixels is not None:
+            px = self._ints("pixels")
+            if self.label.data != "output" or len(px) != 6 or not (0 <= px[0] < px[2] and 0 <= px[1] < px[3]) \
+                    or min(px[4:]) < 1:
+                self._fail("pixels = [oy, ox, sy, sx, height, width] marks an 'output' region that is an interleave's "
+                           "phase, 0 <= oy < sy, 0 <= ox < sx")
 
 
 @irdl_op_definition

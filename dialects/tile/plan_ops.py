@@ -5,6 +5,8 @@ device layers use, placed by liveness, and checks the layers' `tile.dram_region`
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -118,11 +120,20 @@ class DramPlanOp(TileOperation):
                                           f"[{first}, {last}], not at this one ({position})")
                 if region.label.data == "output":
                     c0, n = region._ints("channels")[:2] if region.channels is not None else (0, 1 << 40)
-                    for o0, o1, other in written.get(t.sym_name.data, []):
-                        if c0 < o1 and o0 < c0 + n:
-                            raise VerifyException(f"{where}: writes channels [{c0}, {c0 + n}) of tensor "
-                                                  f"@{t.sym_name.data}, which layer @{other} writes too ([{o0}, {o1}))")
-                    written.setdefault(t.sym_name.data, []).append((c0, c0 + n, layer.sym_name.data))
+                    px = tuple(region._ints("pixels")[:4]) if region.pixels is not None else (0, 0, 1, 1)
+                    for o0, o1, opx, other in written.get(t.sym_name.data, []):
+                        if c0 < o1 and o0 < c0 + n and _pixels_meet(px, opx):
+                            what = "" if px == opx == (0, 0, 1, 1) else f" at pixels {list(px)}"
+                            raise VerifyException(f"{where}: writes channels [{c0}, {c0 + n}){what} of tensor "
+                                                  f"@{t.sym_name.data}, which layer @{other} writes too ([{o0}, {o1})"
+                                                  + (f" at pixels {list(opx)})" if what else ")"))
+                    written.setdefault(t.sym_name.data, []).append((c0, c0 + n, px, layer.sym_name.data))
+
+
+def _pixels_meet(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Two interleave phases' pixel lattices (oy + sy·i, ox + sx·j) share a pixel (ignoring the
+    tensor's bounds: a conservative answer); whole pixels are (0, 0, 1, 1)."""
+    return all((a[k] - b[k]) % math.gcd(a[k + 2], b[k + 2]) == 0 for k in (0, 1))
 
 
 def weights_free(layer: LayerOp) -> bool:

@@ -18,12 +18,17 @@ conv's, so the fixed-point result (one rounding at the write-back) equals the go
 ConvTranspose bit for bit. The conv is an ordinary device conv: partition-host places and
 prices it like any other.
 
-Phases (`method=phases`, ungrouped or depthwise): one conv per phase with that phase's taps
-only (`phase_window`: no zero tap where k is not a multiple of s), over the grid rows the
-interleave reads it at; the interleave takes the s² results as its inputs. A depthwise
-transposed conv is always split so (each phase conv depthwise-to-grouped's, as any depthwise
-conv). Measured, 64 -> 64 3x3/2 p1 op1 at 32x32: one merged conv 1.058 ms, four phase convs
-0.671 ms (39.3 M MACs against 71.4 M), both bit-exact.
+Phases (`method=phases`): one conv per result phase r (the result's rows r, r + s, ...), with
+the taps of the plan phase (r + offset) mod s only (`exact_window`), computing exactly that
+phase's pixels of the result: the interleave (offsets 0, s² inputs) is then a placement, not a
+copy. partition-host puts it on the device (snowir/tile/lowerable.py `interleave_refusal`) and
+each phase conv's write-back writes its pixels into the result's one DRAM tensor (pixel stride
+s·M words, row stride s·OW·M; `tile.dram_region pixels`). A crop that cuts the phase grid inside
+the input (pads past the kernel's reach at the top or bottom) costs zero taps there: the conv
+cannot start or stop its rows inside its input. A depthwise transposed conv is always split so
+(each phase conv depthwise-to-grouped's, as any depthwise conv). Measured, 64 -> 64 4x4/2 p1 at
+32x32: 2.806 ms end to end with the merged conv and the host interleave, 1.710 ms with the
+phases in place (no host ms), bit-exact.
 
 Zero insertion (`method=zero-insertion`, or where the cost model prefers it): the input spread
 s apart with zeros between and padded by ((k − 1)·d + 1) − 1 − p (`nn.zero_insert`, on the host),
@@ -35,10 +40,10 @@ where the interleave moves the M output channels: it wins where C is much smalle
 or on the host where partition-host would put a grouped conv; plus the host's copy), and the
 conv records the prices as `conv_transpose`. Crops past the kernel's span leave only sub-pixel.
 
-The interleave runs on the host: `nn.depth_to_space` is a permutation of the conv's words
-(nothing computed), priced as the host's copy of 16-bit words. Writing the phases in place
-through the write-back's address steps (output pixel stride s, row stride s, one conv per phase)
-is left to the tile level.
+The merged conv's interleave runs on the host (its write-back writes a pixel's s² phases
+together, which land in different pixels): `nn.depth_to_space` is a permutation of its words,
+priced as the host's copy of 16-bit words; `plans` prices the phases' in place (no host words)
+where their convs run COOP (INDP writes whole pixels of its own only).
 A ReLU or batch norm after the transposed conv is moved before the interleave (a per-channel
 op commutes with a permutation of pixels), where fuse-relu and fold-batch-norm fold it into
 the conv. Run first in nn-prepare.
@@ -61,6 +66,8 @@ from xdsl.utils.exceptions import PassFailedException
 from snowir.dialects import nn
 from snowir.host_model import HOST
 from snowir.hw import SnowflakeConfig
+from snowir.plan.indp import choose_mode
+from snowir.plan.shapes import ConvShape
 from snowir.nn_util import const_of, drop_dead_constants, new_constant, shape_of, tensor
 from snowir.passes.nn.quantize import weight_frac
 
@@ -129,6 +136,36 @@ def phase_window(p: AxisPlan, size: int, phase: int) -> PhaseWindow:
         lo, pad_lo = lo - grow, pad_lo + grow
     length = hi - lo + 1
     return PhaseWindow(lo, length, pad_lo, pad_hi, size + pad_lo + pad_hi - length + 1)
+
+
+def exact_window(p: AxisPlan, size: int, r: int) -> tuple[int, PhaseWindow] | None:
+    """The conv computing exactly the result's rows r, r + s, r + 2s, ... (result phase `r`): the
+    plan's phase a = (r + offset) mod s from its grid row (r + offset) div s on, as many rows as
+    the result has in phase r. Returns (a, window). Zero taps pad the kernel where the window
+    would start before the input (leading), read past its end or compute rows past the result's
+    (trailing), so that pads stay < kernel. Each result pixel then comes from one conv output,
+    which the write-back can put in place (output pixel stride s, row stride s). None when the
+    result has no row in phase r (a result shorter than the stride)."""
+    s = p.stride
+    if p.result <= r:
+        return None
+    n = (p.result - r + s - 1) // s
+    a, i0 = (r + p.offset) % s, (r + p.offset) // s
+    us = [u for _, ph, u in p.taps if ph == a] or [p.pad_lo]  # no tap: one zero tap
+    lo, hi = min(us), max(us)
+    pad = p.pad_lo - i0 - lo  # output t, tap v reads x[t - pad + v]
+    if pad < 0:  # starts inside the input: leading zero taps
+        lo, pad = lo + pad, 0
+    hi = max(hi, lo + pad)  # pads < kernel
+    pad_hi = n + (hi - lo + 1) - 1 - pad - size
+    if pad_hi < 0:  # would compute rows past the result's: trailing zero taps
+        hi, pad_hi = hi - pad_hi, 0
+    if pad_hi > hi - lo:  # rows past the input's reach: leading zero taps (pads < kernel)
+        grow = pad_hi - (hi - lo)
+        lo, pad = lo - grow, pad + grow
+    length = hi - lo + 1
+    assert size + pad + pad_hi - length + 1 == n
+    return a, PhaseWindow(lo, length, pad, pad_hi, n)
 
 
 def _window(w: np.ndarray, axis: int, lo: int, length: int) -> np.ndarray:
@@ -215,7 +252,17 @@ def plans(op: nn.ConvTranspose2dOp, hw: SnowflakeConfig) -> list[Plan]:
     depthwise = g > 1 and c == g and mg == 1  # one depthwise conv per phase
     found = [] if depthwise else [Plan("sub-pixel", grid * (c // g) * ay.length * ax.length, c // g, ax.length, g,
                                        sy * sx * mg, n * c * h * w + grid, interleave)]
-    if g == 1 or depthwise:  # one conv per phase, each with its own taps only
+    exact = in_place_windows(ay, ax, h, w)
+    if exact:  # one conv per result phase, written in place (no host copy; partition-host may still refuse it)
+        per_tap = sum(y.out * y.length for (_, y), _ in exact[::sx]) * sum(x.out * x.length for _, (_, x) in exact[:sx])
+        phase_grid = n * m * oh * ow
+        (_, wy), (_, wx) = exact[0]
+        shape = ConvShape(c // g, h, w, g * mg, wy.length, wx.length, 1, 1, wy.pad_lo, wx.pad_lo, wy.pad_hi, wx.pad_hi,
+                          False, 0, g)
+        in_place = depthwise or choose_mode(shape, hw, False) == "COOP"  # INDP writes whole pixels of its own only
+        found.append(Plan("phases", n * g * mg * (c // g) * per_tap, c // g, max(x.length for _, (_, x) in exact), g,
+                          mg, n * c * h * w * sy * sx + phase_grid, 0 if in_place else 2 * phase_grid))
+    elif g == 1 or depthwise:  # one conv per phase, each with its own taps only
         wy = [phase_window(ay, h, a) for a in range(sy)]
         wx = [phase_window(ax, w, b) for b in range(sx)]
         per_tap = sum(y.out * y.length for y in wy) * sum(x.out * x.length for x in wx)
@@ -260,6 +307,17 @@ def _phase_channels(values: np.ndarray, groups: int, phases: int) -> np.ndarray:
     """A per-channel vector of the result (g·Mg) as one per conv channel ((group, phase, channel))."""
     v = values.reshape(groups, 1, -1)
     return np.broadcast_to(v, (groups, phases, v.shape[2])).reshape(-1).copy()
+
+
+def in_place_windows(ay: AxisPlan, ax: AxisPlan, h: int, w: int) \
+        -> list[tuple[tuple[int, PhaseWindow], tuple[int, PhaseWindow]]] | None:
+    """Per result phase (ry, rx), row-major, the plan phases and windows of the conv computing
+    exactly its pixels (`exact_window`); None when some result phase has no pixel."""
+    ys = [exact_window(ay, h, r) for r in range(ay.stride)]
+    xs = [exact_window(ax, w, r) for r in range(ax.stride)]
+    if any(v is None for v in ys + xs):
+        return None
+    return [(y, x) for y in ys for x in xs]  # type: ignore[misc]
 
 
 class ConvTransposeToConv(RewritePattern):
@@ -311,18 +369,23 @@ class ConvTransposeToConv(RewritePattern):
         ay, ax = axis_plan(h, w.shape[2], sy, dy, pads[0], oh), axis_plan(wd, w.shape[3], sx, dx, pads[1], ow)
         weights, phases = sub_pixel_weights(w, g, ay, ax), sy * sx
         mg = w.shape[1]
+        exact = in_place_windows(ay, ax, h, wd)
+        offsets = [ay.offset, ax.offset]
         if per_phase or (g > 1 and c == g and mg == 1):  # one conv per phase (a depthwise one: depthwise-to-grouped's)
             by_phase = weights.reshape(g, phases, mg, *weights.shape[1:])
             convs = []
-            for a in range(sy):
-                for bx in range(sx):
-                    wy, wx = phase_window(ay, h, a), phase_window(ax, wd, bx)
-                    kernel = by_phase[:, a * sx + bx].reshape(g * mg, *weights.shape[1:])
-                    kernel = _window(_window(kernel, 2, wy.lo, wy.length), 3, wx.lo, wx.length)
-                    convs.append(nn.Conv2dOp(op.input, new_constant(rewriter, op, kernel, "w_phase"),
-                                             new_constant(rewriter, op, b, "b_phase"),
-                                             tensor([n, g * mg, wy.out, wx.out], op.output),
-                                             pads=[wy.pad_lo, wx.pad_lo, wy.pad_hi, wx.pad_hi], groups=g))
+            if exact:  # result phase by result phase: each pixel one conv's (in place: offsets 0)
+                windows, offsets = exact, [0, 0]
+            else:  # the plan's phases over its grid, cropped by the interleave
+                windows = [((a, phase_window(ay, h, a)), (bx, phase_window(ax, wd, bx)))
+                           for a in range(sy) for bx in range(sx)]
+            for (a, wy), (bx, wx) in windows:
+                kernel = by_phase[:, a * sx + bx].reshape(g * mg, *weights.shape[1:])
+                kernel = _window(_window(kernel, 2, wy.lo, wy.length), 3, wx.lo, wx.length)
+                convs.append(nn.Conv2dOp(op.input, new_constant(rewriter, op, kernel, "w_phase"),
+                                         new_constant(rewriter, op, b, "b_phase"),
+                                         tensor([n, g * mg, wy.out, wx.out], op.output),
+                                         pads=[wy.pad_lo, wx.pad_lo, wy.pad_hi, wx.pad_hi], groups=g))
             layout = 1
         else:
             convs = [nn.Conv2dOp(op.input, new_constant(rewriter, op, weights, "w_subpixel"),
@@ -340,7 +403,7 @@ class ConvTransposeToConv(RewritePattern):
         if phases == 1 and (ay.out, ax.out) == (oh, ow):
             rewriter.replace(op, convs)
             return
-        interleave = nn.DepthToSpaceOp([conv.output for conv in convs], [sy, sx], [ay.offset, ax.offset], layout,
+        interleave = nn.DepthToSpaceOp([conv.output for conv in convs], [sy, sx], offsets, layout,
                                        op.output.type)
         if "onnx_node" in op.attributes:
             interleave.attributes["onnx_node"] = StringAttr(f"{op.attributes['onnx_node'].data}.interleave")

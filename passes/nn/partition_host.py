@@ -19,7 +19,9 @@ one DRAM tensor — by a conv (COOP by rows or column bands, INDP row groups, by
 of whole CUs, or by the host — and read in place —
 by convs — (the host then copies it between segments and the reports count that copy), with the
 reason as `host_reason`. A channel concat on the device is no work: its producers write their slices
-(snowir/segments.py `slot_of`). The runner
+(snowir/segments.py `slot_of`); so is an interleave (`nn.depth_to_space`) whose inputs are one
+COOP conv per result phase, each writing its pixels of the result in place (its reason otherwise:
+snowir/tile/lowerable.py `interleave_refusal`). The runner
 and the reports follow these attributes. A `place` already in the IR (the user's edit, or an
 earlier run) is honoured: "host" stays on the host, "snowflake" on an op the device cannot run is
 refused in one line.
@@ -39,7 +41,7 @@ from snowir.passes.nn.se_gate import gate_of
 from snowir.tile.lowerable import device_refusal
 
 DEVICE = (nn.Conv2dOp, nn.DenseOp, nn.MaxPoolOp, nn.AvgPoolOp, nn.GlobalAvgPoolOp, nn.AddOp, nn.ReluOp,
-          nn.ConcatOp, nn.FlattenOp, nn.ReshapeOp, nn.IdentityOp, nn.ChannelSliceOp)
+          nn.ConcatOp, nn.FlattenOp, nn.ReshapeOp, nn.IdentityOp, nn.ChannelSliceOp, nn.DepthToSpaceOp)
 
 
 def placement(op) -> str | None:

@@ -211,7 +211,8 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
         # reshapes are views: no device work; any other device op must have been lowered above
         if op.name.startswith("nn.") and "place" in op.attributes and op.attributes["place"].data == "snowflake" \
                 and not isinstance(op, nn.ConstantOp | nn.ReshapeOp | nn.FlattenOp | nn.IdentityOp
-                                   | nn.ChannelSliceOp | nn.TransposeOp | nn.ConcatOp):  # a device concat: a view
+                                   | nn.ChannelSliceOp | nn.TransposeOp | nn.ConcatOp  # a device concat: a view
+                                   | nn.DepthToSpaceOp):  # a device interleave: its phases wrote it in place
             raise LoweringError(f"layer '{name}' ({op.name}) is not lowered to Snowflake yet")
         golden.step(op, env)
     else:

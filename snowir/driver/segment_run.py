@@ -35,7 +35,7 @@ from snowir.machine.run import DEFAULT_MAX_INSTRUCTIONS, imbalance, run_engine, 
 from snowir.machine.timing import Event
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
-from snowir.segments import members_of, main_of, placed_concat, root, segments_of, slot_of
+from snowir.segments import members_of, main_of, placed_concat, placed_interleave, root, segments_of, slot_of
 from snowir.tile.build import RUNTIME_KERNELS, device_input, layer_conv_shape, weight_image
 
 
@@ -189,6 +189,8 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
                 if value is None or key not in facts or root(value) in inside:
                     continue
                 seg = image.segment(facts[key])
+                if placed_interleave(root(value).owner) and any(v in inside for v in root(value).owner.operands):
+                    continue  # an interleave's phases, written by this segment's convs in place
                 if placed_concat(root(value).owner):  # the slices the host wrote, not the segment's layers
                     _write_slices(dram, seg, root(value), golden, env, inside, len(drams), i)
                     continue
@@ -288,6 +290,10 @@ def out_slice(y: np.ndarray, value: SSAValue) -> np.ndarray:
     pixel when it writes a device concat's tensor (`slot_of`), else the region as it is."""
     _, k, oh, ow = value.type.get_shape()
     slot = slot_of(value)
+    if slot.pixels is not None:  # an interleave's phase: every sy-th row's every sx-th pixel
+        oy, ox, sy, sx, h, w = slot.pixels
+        full = y[:h * w * slot.total].reshape(h, w, slot.total)
+        return full[oy::sy, ox::sx][:oh, :ow, slot.first:slot.first + k].transpose(2, 0, 1)
     return y[:oh * ow * slot.total].reshape(oh, ow, slot.total)[:, :, slot.first:slot.first + k].transpose(2, 0, 1)
 
 

@@ -31,7 +31,7 @@ from snowir.host_model import HOST, HostCPU, copy_ms
 from snowir.hw import SnowflakeConfig
 from snowir.machine.timing import Event
 from snowir.nn_util import layer_name
-from snowir.segments import is_view, layer_of, members_of, placed_concat, root, segments_of
+from snowir.segments import is_view, layer_of, members_of, placed_concat, placed_interleave, root, segments_of
 from snowir.tile.build import device_input
 
 WORD_BYTES = 2
@@ -70,10 +70,13 @@ def _reads(op: Operation) -> list[SSAValue]:
 def _leaves(value: SSAValue) -> list[SSAValue]:
     """The tensors whose bytes `value` (a root) is: a device concat's inputs, which their
     producers (or the host) write into its one DRAM tensor (snowir/segments.py: slot_of), else
-    itself."""
+    itself; a device interleave's phases, which their convs write into its tensor in place."""
+    if placed_interleave(value.owner):
+        return list(value.owner.operands)  # type: ignore[union-attr]
     if not placed_concat(value.owner):
         return [value]
-    return [m for m, _ in members_of(value.owner) if not placed_concat(m.owner)]  # type: ignore[arg-type]
+    return [leaf for m, _ in members_of(value.owner) if not placed_concat(m.owner)  # type: ignore[arg-type]
+            for leaf in _leaves(m)]
 
 
 def _held(values, where: set[SSAValue], unless: set[SSAValue]) -> list[SSAValue]:
@@ -157,9 +160,9 @@ def place_on_timeline(rows: list[dict[str, Any]], ops: list[Operation], linked: 
 
 
 def _free(op: Operation) -> bool:
-    """No host work: a view, a device concat, or a channel slice only device convs or device
-    concats read (in place; snowir/segments.py's free ops)."""
-    if is_view(op) or placed_concat(op):
+    """No host work: a view, a device concat or interleave, or a channel slice only device convs or
+    device concats read (in place; snowir/segments.py's free ops)."""
+    if is_view(op) or placed_concat(op) or placed_interleave(op):
         return True
     return isinstance(op, nn.ChannelSliceOp) and all(
         isinstance(use.operation, nn.Conv2dOp) and layer_of(use.operation) is not None or placed_concat(use.operation)

@@ -28,19 +28,34 @@ class ConvLayout:
     """A channel slice of a wider output tensor (a device concat's, snowir/segments.py `Slot`): the
     layer's first channel there; `out_addr` is the tensor's, `out_bytes` the whole tensor's."""
     out_pixel: int = 0
-    """Words between the output's pixels: the wider tensor's channels (0: the layer's own K)."""
+    """Words between the output's pixels: the wider tensor's channels (0: the layer's own K), times
+    the interleave's column step for an interleave's phase."""
+    out_row: int = 0
+    """Words between the output's rows when not `ow · out_pixel` (an interleave's phase: its
+    result's row, times the row step); `out_first` is then the phase's first word in the tensor."""
+
+
+def interleaved(first: int, total: int, pixels: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """An interleave's phase written in place (`pixels` = (oy, ox, sy, sx, height, width) of the
+    result, a tensor of `total` channels, the phase's channels from `first`): the tensor's bytes,
+    the phase's first word in it, and the words between its pixels and between its rows."""
+    oy, ox, sy, sx, h, w = pixels
+    return 2 * h * w * total, (oy * w + ox) * total + first, sx * total, sy * w * total
 
 
 def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeConfig | None = None,
-                out_slice: tuple[int, int] = (0, 0)) -> ConvLayout:
+                out_slice: tuple[int, int] = (0, 0), pixels: tuple[int, ...] | None = None) -> ConvLayout:
     """`out_slice` = (first channel, total channels) of the tensor the output is a slice of, (0, 0)
-    for an output of its own."""
+    for an output of its own; `pixels`: an interleave's phase (`interleaved`)."""
     in_bytes = s.h * s.w * s.cin * 2
     w_addr = align(in_bytes)
     hw = hw or SnowflakeConfig()
     w_bytes = 2 * packed_words(s, mode, packed_kernels(s, mode, hw), hw)
     out_addr = align(w_addr + w_bytes)
     first, total = out_slice
+    if pixels is not None:
+        out_bytes, word, step, row = interleaved(first, total or s.k, pixels)
+        return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, None, word, step, row)
     out_bytes = s.oh * s.ow * (total or s.k) * 2
     return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, align(out_addr + out_bytes) if bypass else None,
                       first, total if total != s.k else 0)

@@ -26,7 +26,8 @@ from snowir.plan.conv import plan_conv
 from snowir.plan.fused_pool import fuse, fusing_pays
 from snowir.plan.indp_columns import column_layout
 from snowir.plan.residual_mode import conv_mode
-from snowir.plan.layout import LANE_GROUPS, ConvLayout, block_diagonal, conv_layout, pack_for, packed_kernels, packed_words, unpack
+from snowir.plan.layout import (LANE_GROUPS, ConvLayout, block_diagonal, conv_layout, interleaved, pack_for, packed_kernels,
+                                packed_words, unpack)
 from snowir.plan.pool import plan_pool_tiles, ring_loads
 from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align, band_plans,
                                 indp_kernel_words, input_columns, input_rows, kernels_per_tile)
@@ -63,13 +64,40 @@ def output_channels(region: tile.DramRegionOp) -> tuple[int, int, int]:
     return region._ints("channels") if region.channels is not None else (0, 0, 0)  # type: ignore[return-value]
 
 
+def output_pixels(region: tile.DramRegionOp) -> tuple[int, ...] | None:
+    """An output region's `pixels` (oy, ox, sy, sx, height, width): an interleave's phase, written
+    at every sy-th row's every sx-th pixel of a height x width tensor; None for whole pixels."""
+    return region._ints("pixels") if region.pixels is not None else None
+
+
+def output_placement(region: tile.DramRegionOp, s: ConvShape) -> tuple[int, int, int]:
+    """Where a conv's output region puts its words: (first word, words between pixels, words between
+    rows); (0, 0, 0) for an output of its own (K words a pixel, OW pixels a row)."""
+    first, _, total = output_channels(region)
+    pixels = output_pixels(region)
+    if pixels is not None:
+        return interleaved(first, total or s.k, pixels)[1:]
+    return (first, total, s.ow * total) if total else (0, 0, 0)
+
+
+def output_bytes(region: tile.DramRegionOp, s: ConvShape) -> int:
+    """The bytes a conv's output region spans: the whole tensor it is a slice or phase of."""
+    first, _, total = output_channels(region)
+    pixels = output_pixels(region)
+    return interleaved(first, total or s.k, pixels)[0] if pixels is not None else s.oh * s.ow * (total or s.k) * 2
+
+
 def slice_refusal(layer: tile.LayerOp, op: nn.Conv2dOp | nn.MaxPoolOp) -> str | None:
     """Why the layer's output region disagrees with where the graph places the nn op's result (a
     device concat's channel slice, `slot_of`): the readers, the host and the reports find the result
     there, so an edited `channels` is refused, not followed."""
     region = regions_of(layer).get("output")
     slot = slot_of(op.results[0])
-    want = (0, 0, 0) if slot.whole else (slot.first, slot.channels, slot.total)
+    want = (0, 0, 0) if slot.channels == slot.total else (slot.first, slot.channels, slot.total)
+    if region is not None and output_pixels(region) != slot.pixels:
+        return (f"tile.dram_region @{region.sym_name.data}: pixels {list(output_pixels(region) or [])} where the graph "
+                f"places its output at {list(slot.pixels or [])} ([oy, ox, sy, sx, height, width] of its interleave's "
+                "result; none: whole pixels of its own): edit the interleave in @main (or place it on the host) instead")
     if region is None or output_channels(region) == want:
         return None
     return (f"tile.dram_region @{region.sym_name.data}: channels {list(output_channels(region))} where the graph places "
@@ -82,10 +110,10 @@ def layout_of(layer: tile.LayerOp) -> ConvLayout:
     regions = regions_of(layer)
     r = regions.get("bypass")
     out = regions.get("conv_output", regions["output"])  # a fused pool's layer: the conv's own output
-    first, _, total = output_channels(out)
+    first, step, row = output_placement(out, conv_shape_of(layer.shape))  # type: ignore[arg-type]
     return ConvLayout(regions["maps"].size.value.data, regions["weights"].offset.value.data,
                       regions["weights"].size.value.data, out.offset.value.data,
-                      out.size.value.data, r.offset.value.data if r is not None else None, first, total)
+                      out.size.value.data, r.offset.value.data if r is not None else None, first, step, row)
 
 
 def device_input(op: nn.Conv2dOp | nn.MaxPoolOp) -> SSAValue:
@@ -160,11 +188,14 @@ def tile_base(plan: ConvPlan, strip: Strip, hw: SnowflakeConfig) -> int:
 def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeConfig) -> list[Operation]:
     """The kernel tile and the maps tiles (loads, windows) of a planned conv."""
     w_addr, out_addr, r_addr = lay.w_addr, lay.out_addr + 2 * lay.out_first, lay.r_addr
-    if lay.out_pixel:  # a channel slice of a wider tensor: whole pixels `out_pixel` words apart
+    if lay.out_pixel:  # a channel slice of a wider tensor or an interleave's phase: pixels `out_pixel` words apart
+        if lay.out_row and (plan.column_tiled or plan.indp or plan.pool is not None or plan.bypass_slices):
+            raise LoweringError("a conv writing an interleave's phase runs COOP, by rows, without a fused pool or "
+                                "bypass slices")
         if plan.cu_split == "cols" or plan.pool is not None:
             raise LoweringError("a conv writing a channel slice of a concat runs without a fused pool and, in INDP, "
                                 "with the CUs splitting rows (a column-split INDP conv's CU stride is its bypass's too)")
-        plan = dataclasses.replace(plan, out_row=s.ow * lay.out_pixel, out_pixel=lay.out_pixel)
+        plan = dataclasses.replace(plan, out_row=lay.out_row or s.ow * lay.out_pixel, out_pixel=lay.out_pixel)
     if plan.indp:  # vMAC v of every CU: 16 interleaved kernels (weights broadcast)
         words = indp_kernel_words(s, hw)
         kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, words, w_addr + 2 * v * words, 0, 0, hw.vmacs + v)
@@ -370,7 +401,7 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     bypass = op.bypass is not None
     slot = slot_of(op.output)
     mode = conv_mode(s, hw, bypass, mode, sliced=not slot.whole)
-    lay = conv_layout(s, bypass, mode, hw, (0, 0) if slot.whole else (slot.first, slot.total))
+    lay = conv_layout(s, bypass, mode, hw, (0, 0) if slot.whole else (slot.first, slot.total), slot.pixels)
     plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
                             weights_region(name, lay, s, mode, weight_image(op, s, mode, hw), hw)]
@@ -380,8 +411,10 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     pool_op = None
     if fused is None:
         ops.append(tile.DramRegionOp(f"{name}.output", lay.out_addr, lay.out_bytes, "output"))
-        if lay.out_pixel:
+        if slot.channels != slot.total:
             ops[-1].properties["channels"] = DenseArrayBase.from_list(i64, [slot.first, slot.channels, slot.total])
+        if slot.pixels is not None:  # an interleave's phase: its pixels of the result, in place
+            ops[-1].properties["pixels"] = DenseArrayBase.from_list(i64, list(slot.pixels))
     else:
         pool_op, plan = fused
         p = plan.pool

@@ -33,7 +33,7 @@ from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, Lowering
                                 input_rows, kernels_per_tile, ring_schedule)
 from snowir.plan.conv import slice_words
 from snowir.resources import int16_array
-from snowir.tile.build import conv_shape_of, conv_tile_body, layout_of, output_channels, packed_words, pool_tile_body, regions_of, repack
+from snowir.tile.build import conv_shape_of, conv_tile_body, layout_of, output_bytes, output_channels, output_pixels, packed_words, pool_tile_body, regions_of, repack
 from snowir.tile.read import (TileError, cols_of, compact_shape_of, conv_plan_of, input_rows_of, kernel_tile_of,
                               maps_tiles_of, pool_tiles_of)
 
@@ -394,9 +394,16 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
         raise TileError(layer, "bypass_slices: a COOP residual conv's")
     check_slice(layer, full.k)
     sizes = {"maps": full.h * full.w * full.cin * 2, "weights": 2 * packed_words(full, plan.mode, plan.kernels, hw),
-             "output" if plan.pool is None else "conv_output": full.oh * full.ow * (plan.out_pixel or full.k) * 2}
+             "output" if plan.pool is None else "conv_output": output_bytes(regions["output"], full) if plan.pool is None
+             else full.oh * full.ow * full.k * 2}
     if plan.bypass_addr is not None:
         sizes["bypass"] = full.oh * full.ow * full.k * 2
+    pixels = output_pixels(regions["output"]) if plan.pool is None else None
+    if pixels is not None:  # an interleave's phase: every pixel it writes inside the tensor
+        oy, ox, sy, sx, height, width = pixels
+        if oy + sy * (full.oh - 1) >= height or ox + sx * (full.ow - 1) >= width:
+            raise TileError(layer, f"tile.dram_region @{regions['output'].sym_name.data}: pixels {list(pixels)}: its "
+                                   f"{full.oh}x{full.ow} output reaches past the {height}x{width} tensor")
     if plan.pool is not None:
         sizes["output"] = plan.pool.oh * plan.pool.ow * plan.pool.c * 2
     _regions(layer, sizes)

@@ -18,7 +18,7 @@ from snowir.plan.residual_mode import conv_mode
 from snowir.plan.layout import conv_layout
 from snowir.plan.pool import plan_pool
 from snowir.plan.shapes import ConvPlan, LoweringError
-from snowir.segments import concat_inputs, concat_of, placed_concat, slot_of
+from snowir.segments import concat_inputs, concat_of, placed_concat, placed_interleave, slot_of
 from snowir.tile.build import layer_conv_shape, pool_shape
 
 
@@ -27,6 +27,8 @@ def device_refusal(op: Operation, hw: SnowflakeConfig | None = None) -> str | No
     hw = hw or SnowflakeConfig()
     if isinstance(op, nn.ConcatOp):
         return concat_refusal(op, hw)
+    if isinstance(op, nn.DepthToSpaceOp):
+        return interleave_refusal(op, hw)
     if isinstance(op, nn.MaxPoolOp):
         try:
             plan_pool(pool_shape(op), hw)
@@ -110,6 +112,44 @@ def _reader_refusal(op: nn.ConcatOp, inputs: list[SSAValue], hw: SnowflakeConfig
     return None
 
 
+def _writes_whole_pixels_only(plan: ConvPlan) -> str | None:
+    """Why a planned conv cannot write its output at a wider stride than its own (a concat's
+    channel slice, an interleave's phase): only COOP by rows steps its write-back so."""
+    why = "INDP" if plan.indp else "column-tiled" if plan.column_tiled else \
+        "a residual conv with bypass slices (their code steps the output by its own channels)" \
+        if plan.bypass_slices else None
+    return None if why is None else f"{why}: it writes whole pixels of its own only"
+
+
+def interleave_refusal(op: nn.DepthToSpaceOp, hw: SnowflakeConfig) -> str | None:
+    """Why an interleave (conv-transpose-to-conv's) cannot be placed: each input must be the conv of
+    one result phase (offsets 0, row-major, exactly that phase's pixels), which then writes its
+    pixels into the result's one DRAM tensor in place (output pixel stride sx, row stride sy; the
+    tile IR's `pixels`). Asked in graph order, once the phase convs are placed."""
+    by, bx = int_values(op.block)
+    _, _, oh, ow = op.output.type.get_shape()
+    if len(op.inputs) != by * bx:
+        return ("interleave of one merged conv's phases (method sub-pixel): its write-back writes a pixel's "
+                f"{by}x{bx} phases together, which land in different pixels; the host interleaves")
+    if any(int_values(op.offsets)):
+        return "interleave of phases computed past the result (cropped): the host interleaves"
+    for p, v in enumerate(op.inputs):
+        ry, rx = divmod(p, bx)
+        conv = v.owner
+        if not isinstance(conv, nn.Conv2dOp) or _placed(conv, "host") or not v.has_one_use() \
+                or conv.bypass is not None:
+            return f"interleave: phase {p} is not a device conv read only by it; the host interleaves"
+        if tuple(v.type.get_shape()[2:]) != (-(-(oh - ry) // by), -(-(ow - rx) // bx)):
+            return f"interleave: phase {p} computes pixels the result crops; the host interleaves"
+        try:
+            why = _writes_whole_pixels_only(planned_conv(conv, hw, sliced=True))
+        except LoweringError as e:
+            why = str(e)
+        if why is not None:
+            return f"interleave: phase {p}'s conv is {why}; the host interleaves"
+    return None
+
+
 def _member_refusal(v: SSAValue, concat: nn.ConcatOp, hw: SnowflakeConfig) -> str | None:
     """Why `v` cannot be a channel slice of `concat`'s tensor."""
     other = concat_of(v)
@@ -118,6 +158,7 @@ def _member_refusal(v: SSAValue, concat: nn.ConcatOp, hw: SnowflakeConfig) -> st
     owner = v.owner
     if isinstance(owner, Operation):
         if isinstance(owner, nn.ConstantOp) or (not _placed(owner, "host") and not placed_concat(owner)
+                                                and not placed_interleave(owner)
                                                 and not isinstance(owner, DEVICE_OPS)):
             return f"an input comes from {owner.name}, which writes no channel slice"
         if isinstance(owner, nn.MaxPoolOp) and not _placed(owner, "host") and pool_shape(owner).c % 16:

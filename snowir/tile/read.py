@@ -17,7 +17,7 @@ from snowir.dialects.tile.decisions import KERNEL_TILE, LAYER, plan_decisions
 from snowir.errors import SnowError
 from snowir.nn_util import on_host
 from snowir.plan.shapes import ConvPlan, ConvShape, PoolShape, PoolTile, Strip, compact_shape, input_rows
-from snowir.tile.build import conv_shape_of, output_channels, pool_shape_of, regions_of
+from snowir.tile.build import conv_shape_of, output_placement, pool_shape_of, regions_of
 
 
 class TileError(SnowError):
@@ -111,7 +111,7 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
     in_addr, w_addr = _offset(layer, regions, "maps"), _offset(layer, regions, "weights")
     pool = pool_shape_of(layer.pool) if layer.pool is not None else None
     out_addr = _offset(layer, regions, "conv_output" if pool is not None else "output")
-    first, _, total = output_channels(regions["output"]) if pool is None else (0, 0, 0)
+    first, step, row = output_placement(regions["output"], conv_shape_of(layer.shape)) if pool is None else (0, 0, 0)
     pool_out = _offset(layer, regions, "output") if pool is not None else 0
     bypass = _offset(layer, regions, "bypass") if "bypass" in regions else None
     kt = kernel_tile_of(layer)
@@ -139,7 +139,7 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
         in_addr, w_addr, out_addr + 2 * first, mode, layer.loop_order.data.value, bypass, cu_rows,
         bypass_slices=bool(decided["slice_bases"]), pool=pool, pool_out_addr=pool_out,
         w_slot=kt._int("slot") if kt.slot is not None else 0,
-        out_row=conv_shape_of(layer.shape).ow * total, out_pixel=total, **decided)  # type: ignore[arg-type]
+        out_row=row, out_pixel=step, **decided)  # type: ignore[arg-type]
 
 
 def pool_tiles_of(layer: tile.LayerOp) -> tuple[PoolShape, list[PoolTile]]:
