@@ -44,7 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_lowering import ASM_PIPELINE, conv_case  # noqa: E402 - one layer = the harness the tests use
 
 from snowir.hw import SnowflakeConfig  # noqa: E402
-from snowir.passes.pipelines import PIPELINE  # noqa: E402
+from snowir.passes.pipelines import PIPELINE, SnowflakeLowerPass  # noqa: E402
+from xdsl.passes import ModulePass  # noqa: E402
 
 from _output import (add_output_options, forget_blobs, loop_units, machine_speed, output_file, speed_line,  # noqa: E402
                      with_speed)
@@ -63,29 +64,41 @@ PREFIX = PIPELINE[:PIPELINE.index("balance-loads")]
 """The passes every variant shares: lowered once per model, then cloned per variant."""
 
 
+def pipeline_passes(drop: str | None = None, **options: object) -> list[ModulePass]:
+    """snowflake-lower's passes after tile-to-asm, as it configures them (`options`: its own, e.g.
+    guard), without `drop`."""
+    passes = SnowflakeLowerPass(**options).passes(quantised_already=True)
+    rest = passes[[p.name for p in passes].index("tile-to-asm") + 1:]
+    return [p for p in rest if p.name != drop]
+
+
 def variants(path: Path, check: bool) -> Iterator[tuple[str | None, list[dict], bool | None, float, float]]:
-    """The model lowered once up to tile-to-asm, then the rest of the default pipeline applied to a
-    copy per variant (all of it, then without each ablated pass) and run once, linked, on the fast
-    engine: per variant (dropped pass or None, device layers with cycles in program order, bit-exact
-    with `check`, compile seconds, simulate seconds)."""
-    from snowir.driver.model_api import compile as compile_model
+    """The model lowered once up to tile-to-asm, then the rest of snowflake-lower (its passes as it
+    configures them) applied to a copy per variant (all of it, then without each ablated pass) and
+    run once, linked, on the fast engine: per variant (dropped pass or None, device layers with
+    cycles in program order, bit-exact with `check`, compile seconds, simulate seconds)."""
+    from snowir import api
+    from snowir.driver.model_api import Compiled
     from snowir.driver.model_run import apply_pipeline, load_model
+    from snowir.pass_steps import run_steps
 
     t0 = time.perf_counter()
     module, _ = load_model(path)
     apply_pipeline(module, ",".join(PREFIX))
     shared = time.perf_counter() - t0
-    rest = PIPELINE[len(PREFIX):]
+    hw = SnowflakeConfig()
     for drop in (None, *ABLATED):
         t0 = time.perf_counter()
-        compiled = compile_model(module.clone(), ",".join(x for x in rest if x != drop))
+        copy = module.clone()
+        run_steps(api.context(), copy, pipeline_passes(drop))
+        compiled = Compiled(copy, hw, str(path), None, shared + time.perf_counter() - t0)
         t1 = time.perf_counter()
         report = compiled.run(engine="fast", check=check).report.to_json()
         t2 = time.perf_counter()
         layers = [{"name": layer["name"], "op": layer["op"], "cycles": layer["cycles"]}
                   for layer in report["layers"] if layer["where"] == "device" and layer["cycles"]]
         exact = bool(report["check"]["golden_bit_exact"]) if check else None
-        del compiled, report
+        del compiled, report, copy
         yield drop, layers, exact, shared + t1 - t0, t2 - t1
     del module
     forget_blobs()  # one model's weights at a time
