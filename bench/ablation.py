@@ -245,6 +245,8 @@ def main() -> None:
         for i, (label, path) in enumerate(jobs, 1):
             print(f"[{i}/{len(jobs)}] {label}", file=sys.stderr, flush=True)
             rows.append(ablate(label, path(), args.check))
+            # written as each model finishes: a long run stopped early keeps what it measured
+            output_file(args, "ablation.json").write_text(json.dumps({"ablation": rows, "partial": True}, indent=2) + "\n")
     print_ablation(rows)
     t3 = [] if args.no_table3 else table3()
     if t3:
