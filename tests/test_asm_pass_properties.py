@@ -536,7 +536,7 @@ def test_icache_banking_requests_a_bank_load_after_the_data_loads_beside_it() ->
     inside a kernel tile's group of weight LDs, and schedule-asm's order of the group's scalars put
     the block's bank load before all three LDs; the bus serves requests in order, so the weights
     waited behind a block of code (912 cycles a layer, n74 ended 417 cycles later with
-    schedule-asm than without). The bank load now goes after the data LDs of its straight-line
+    schedule-asm than without). The bank load now goes after the weight LDs of its straight-line
     run, and the program runs faster than with the bank load first."""
     lds = [f"snowflake_asm.ld weights r{4 + k}, r0, r3 unit {k} to {k}" for k in range(3)]
     body = "\n".join([*(f"snowflake_asm.movi r1, {k}" for k in range(BANK - 1)), "snowflake_asm.movi r3, 1000",
