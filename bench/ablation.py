@@ -19,10 +19,13 @@ What each asm pass of snowflake-lower is worth, layer by layer, and C17 Table 3.
 
     python bench/ablation.py [--models [NAMES]] [--no-table1] [--no-table3] [--out DIR | --update-results]
 
-`--models` alone runs all eleven models (an hour or more: four lowerings and runs each);
-`--models resnet18,squeezenet` a few. Tables on standard output, ablation.json in build/bench/
-(or bench/results/ with --update-results). No seconds are printed: cycles come from the machine
-model and do not depend on the machine running it.
+`--models` alone runs all eleven models; `--models resnet18,squeezenet` a few. Each model is
+lowered once up to tile-to-asm; the asm passes then run on a copy per variant (all, and without
+each ablated pass), and each variant runs once, linked as snow-run runs it, on the fast engine:
+a layer's end time is the device cycles up to and including it in that run. Progress (seconds
+per variant) on standard error; tables on standard output, ablation.json in build/bench/ (or
+bench/results/ with --update-results), with every variant's compile and simulate seconds and
+the machine-speed figure. Cycles come from the machine model and do not depend on the machine.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import argparse
 import json
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -39,9 +44,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_lowering import ASM_PIPELINE, conv_case  # noqa: E402 - one layer = the harness the tests use
 
 from snowir.hw import SnowflakeConfig  # noqa: E402
-from snowir.passes.pipelines import PIPELINE  # noqa: E402
+from snowir.passes.pipelines import PIPELINE, SnowflakeLowerPass  # noqa: E402
+from xdsl.passes import ModulePass  # noqa: E402
 
-from _output import add_output_options, forget_blobs, output_file  # noqa: E402
+from _output import (add_output_options, forget_blobs, loop_units, machine_speed, output_file, speed_line,  # noqa: E402
+                     with_speed)
 
 ABLATED = ("balance-loads", "schedule-asm", "fill-delay-slots")
 TABLE1 = [(64, 27, 27, 192, 5, 5, 1, 2), (192, 13, 13, 384, 3, 3, 1, 1), (384, 13, 13, 256, 3, 3, 1, 1),
@@ -53,36 +60,72 @@ TABLE3_LAYER = (1024, 14, 14, 2048, 1, 1, 2, 0)
 PAPER_TABLE3 = [(5, 1.658), (17, 1.656), (42, 1.652), (102, 1.644), (114, 1.297), (132, 1.000)]
 
 
-def device_layers(path: Path, drop: str | None, check: bool) -> tuple[list[dict], bool | None]:
-    """Every device layer with cycles (name, op, cycles) of the model lowered by the default
-    pipeline without `drop`, in program order; and whether it was bit-exact (with `check`)."""
-    from snowir.driver.model_api import run_model_on_device
+PREFIX = PIPELINE[:PIPELINE.index("balance-loads")]
+"""The passes every variant shares: lowered once per model, then cloned per variant."""
 
-    report = run_model_on_device(path, pipeline=",".join(x for x in PIPELINE if x != drop), check=check).report
-    forget_blobs()  # one run's weights at a time
-    layers = [{"name": layer["name"], "op": layer["op"], "cycles": layer["cycles"]}
-              for layer in report["layers"] if layer["where"] == "device" and layer["cycles"]]
-    return layers, (bool(report["check"]["golden_bit_exact"]) if check else None)
+
+def pipeline_passes(drop: str | None = None, **options: object) -> list[ModulePass]:
+    """snowflake-lower's passes after tile-to-asm, as it configures them (`options`: its own, e.g.
+    guard), without `drop`."""
+    passes = SnowflakeLowerPass(**options).passes(quantised_already=True)
+    rest = passes[[p.name for p in passes].index("tile-to-asm") + 1:]
+    return [p for p in rest if p.name != drop]
+
+
+def variants(path: Path, check: bool) -> Iterator[tuple[str | None, list[dict], bool | None, float, float]]:
+    """The model lowered once up to tile-to-asm, then the rest of snowflake-lower (its passes as it
+    configures them) applied to a copy per variant (all of it, then without each ablated pass) and
+    run once, linked, on the fast engine: per variant (dropped pass or None, device layers with
+    cycles in program order, bit-exact with `check`, compile seconds, simulate seconds)."""
+    from snowir import api
+    from snowir.driver.model_api import Compiled
+    from snowir.driver.model_run import apply_pipeline, load_model
+    from snowir.pass_steps import run_steps
+
+    t0 = time.perf_counter()
+    module, _ = load_model(path)
+    apply_pipeline(module, ",".join(PREFIX))
+    shared = time.perf_counter() - t0
+    hw = SnowflakeConfig()
+    for drop in (None, *ABLATED):
+        t0 = time.perf_counter()
+        copy = module.clone()
+        run_steps(api.context(), copy, pipeline_passes(drop))
+        compiled = Compiled(copy, hw, str(path), None, shared + time.perf_counter() - t0)
+        t1 = time.perf_counter()
+        report = compiled.run(engine="fast", check=check).report.to_json()
+        t2 = time.perf_counter()
+        layers = [{"name": layer["name"], "op": layer["op"], "cycles": layer["cycles"]}
+                  for layer in report["layers"] if layer["where"] == "device" and layer["cycles"]]
+        exact = bool(report["check"]["golden_bit_exact"]) if check else None
+        del compiled, report, copy
+        yield drop, layers, exact, shared + t1 - t0, t2 - t1
+    del module
+    forget_blobs()  # one model's weights at a time
 
 
 def ablate(label: str, path: Path, check: bool) -> dict:
     """The model under the default pipeline and without each ablated pass: per layer, and per
     pass the worst layer."""
-    full, exact = device_layers(path, None, check)
-    row: dict = {"model": label, "bit_exact": exact, "layers": [dict(layer, full=layer["cycles"]) for layer in full]}
-    for layer in row["layers"]:
-        del layer["cycles"]
-    ends_full = np.cumsum([layer["full"] for layer in row["layers"]])
-    row["full"] = int(ends_full[-1]) if len(ends_full) else 0
-    for drop in ABLATED:
-        without, exact = device_layers(path, drop, check)
-        if [layer["name"] for layer in without] != [layer["name"] for layer in full]:
-            raise SystemExit(f"ablation: {label} without {drop} has other device layers than with it")
+    row: dict = {"model": label, "bit_exact": True if check else None, "seconds": {}}
+    ends_full = np.zeros(0, dtype=np.int64)
+    for drop, layers, exact, compile_s, simulate_s in variants(path, check):
+        key = "full" if drop is None else f"-{drop}"
+        row["seconds"][key] = {"compile": round(compile_s, 2), "simulate": round(simulate_s, 2)}
+        print(f"  {label} {'' if drop is None else 'without ' + drop:<{len('without fill-delay-slots')}} "
+              f"compile {compile_s:6.1f} s, simulate {simulate_s:6.1f} s", file=sys.stderr, flush=True)
         if check:
             row["bit_exact"] = row["bit_exact"] and exact
-        for layer, other in zip(row["layers"], without):
+        if drop is None:
+            row["layers"] = [{"name": layer["name"], "op": layer["op"], "full": layer["cycles"]} for layer in layers]
+            ends_full = np.cumsum([layer["full"] for layer in row["layers"]])
+            row["full"] = int(ends_full[-1]) if len(ends_full) else 0
+            continue
+        if [layer["name"] for layer in layers] != [layer["name"] for layer in row["layers"]]:
+            raise SystemExit(f"ablation: {label} without {drop} has other device layers than with it")
+        for layer, other in zip(row["layers"], layers):
             layer[f"-{drop}"] = other["cycles"]
-        ends = np.cumsum([layer["cycles"] for layer in without])
+        ends = np.cumsum([layer["cycles"] for layer in layers])
         delays = ends_full - ends  # > 0: the layer ends later with the pass
         own = np.array([layer["full"] - layer[f"-{drop}"] for layer in row["layers"]])
         k, j = int(np.argmax(delays)), int(np.argmax(own))
@@ -92,8 +135,7 @@ def ablate(label: str, path: Path, check: bool) -> dict:
                            "worst_layer": {"layer": row["layers"][j]["name"], "delay": int(own[j]),
                                            "with": row["layers"][j]["full"],
                                            "without": row["layers"][j][f"-{drop}"]},
-                           "layers_ending_later": int((delays > 0).sum())}
-    print(f"  {label}: done", flush=True)
+                           "layers_ending_later": [row["layers"][i]["name"] for i in np.flatnonzero(delays > 0)]}
     return row
 
 
@@ -168,12 +210,17 @@ def print_ablation(rows: list[dict]) -> None:
     print("worst end: the most cycles a layer ends later with the pass than without (<= 0: none ends later);")
     print("worst layer: the most cycles one layer's own count grows (a linked layer that starts sooner can take")
     print("over its predecessor's CU tail). Layers by name in ablation.json.")
-    late = [(r["model"], a, r["-" + a]["worst_end"]) for r in rows for a in ABLATED
-            if r["-" + a]["worst_end"]["delay"] > 0]
-    for model, a, w in late:
-        print(f"  SLOWER: {model}, {a}: layer {w['layer']} ends at {w['with']:,} with it, {w['without']:,} without")
+    late = [(r["model"], a, r["-" + a]) for r in rows for a in ABLATED if r["-" + a]["worst_end"]["delay"] > 0]
+    for model, a, d in late:
+        w = d["worst_end"]
+        print(f"  SLOWER: {model}, {a}: {len(d['layers_ending_later'])} layer(s) end later, worst {w['layer']} at "
+              f"{w['with']:,} with it, {w['without']:,} without (+{w['delay']:,})")
     if not late:
         print("no asm pass makes any layer end later")
+    for a in ABLATED:  # the worst layer over every model, per pass
+        model, w = max(((r["model"], r["-" + a]["worst_end"]) for r in rows), key=lambda mw: mw[1]["delay"])
+        print(f"worst case of {a}: {model} layer {w['layer']} ends {w['delay']:+,} cycles later with it "
+              f"({w['with']:,} against {w['without']:,})")
 
 
 def main() -> None:
@@ -189,14 +236,17 @@ def main() -> None:
     unknown = [n for n in names if n not in (*TABLE2, *LIGHT)]
     if unknown:
         ap.error(f"unknown model {unknown[0]} (known: {', '.join((*TABLE2, *LIGHT))})")
+    speed = machine_speed()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        if not args.no_table1:
-            for shape in TABLE1:
-                c, h, w, k, kh, kw, s, p = shape
-                rows.append(ablate(f"T1 {h}x{w},{kh}x{kw},{c}->{k}", table1_model(shape, Path(tmp)), args.check))
-        for name in names:
-            rows.append(ablate(name, model_path(name), args.check))
+        jobs = [(f"T1 {h}x{w},{kh}x{kw},{c}->{k}", lambda shape=(c, h, w, k, kh, kw, s, p): table1_model(shape, Path(tmp)))
+                for c, h, w, k, kh, kw, s, p in ([] if args.no_table1 else TABLE1)]
+        jobs += [(name, lambda name=name: model_path(name)) for name in names]
+        for i, (label, path) in enumerate(jobs, 1):
+            print(f"[{i}/{len(jobs)}] {label}", file=sys.stderr, flush=True)
+            rows.append(ablate(label, path(), args.check))
+            # written as each model finishes: a long run stopped early keeps what it measured
+            output_file(args, "ablation.json").write_text(json.dumps({"ablation": rows, "partial": True}, indent=2) + "\n")
     print_ablation(rows)
     t3 = [] if args.no_table3 else table3()
     if t3:
@@ -205,7 +255,13 @@ def main() -> None:
         for r in sorted(t3, key=lambda r: -r["load_imbalance_pct"]):
             print(f"{r['variant']:<32} {r['load_imbalance_pct']:>7.1f} {r['cycles']:>10,} {r['speedup']:>8.3f}")
         print("paper (C_L % -> speed-up): " + ", ".join(f"{c}% -> {v:.3f}" for c, v in PAPER_TABLE3[::-1]))
-    output_file(args, "ablation.json").write_text(json.dumps({"ablation": rows, "table3": t3}, indent=2) + "\n")
+    speed = machine_speed(speed)
+    print(speed_line(speed))
+    compile_s = sum(r["seconds"]["full"]["compile"] for r in rows)
+    print(f"compile s of snowflake-lower over these models: {compile_s:.1f} = {loop_units(compile_s, speed):.1f} "
+          "loop-units")
+    output_file(args, "ablation.json").write_text(
+        json.dumps(with_speed({"ablation": rows, "table3": t3}, speed), indent=2) + "\n")
 
 
 if __name__ == "__main__":
