@@ -132,10 +132,11 @@ class SnowflakeLowerPass(ModulePass):
     guard: bool = False
     """Run balance-loads, schedule-asm and fill-delay-slots with their machine-model guard (each
     program measured before and after, the original kept where the rewrite loses: about 6x the
-    compile time). Off in the pipeline: the passes' own rules lose on no layer of bench/ablation.py's
-    Table 1 runs and per-layer programs, and the guard measures layers alone, before link-segments,
-    so it cannot see the one whole-model loss the ablation reports (docs/lowering.md). Alone, each
-    pass guards by default."""
+    compile time). Off in the pipeline: the passes' own rules lose on no layer bench/ablation.py
+    has measured in the linked programs (bench/results/ablation.json; the ResNet-50 loss it found was
+    icache-banking's bank load queued before weight loads, fixed there), and the guard measures
+    layers alone, before link-segments, so it could not have seen that one. Alone, each pass guards
+    by default."""
 
     def passes(self, quantised_already: bool, lowered_already: bool = False) -> list[ModulePass]:
         steps: list[ModulePass] = [] if quantised_already else \
