@@ -57,7 +57,7 @@ _CELL_OPS = {"LSTM": 5 * TRANSCENDENTAL + 5, "GRU": 3 * TRANSCENDENTAL + 6, "RNN
 and 6, RNN's tanh and its sum"""
 
 
-def _attr(op: nn.HostOp, key: str, default=None):
+def host_attr(op: nn.HostOp, key: str, default=None):
     value = op.attrs.data.get(key)
     if isinstance(value, IntegerAttr):
         return value.value.data
@@ -92,8 +92,8 @@ def scatter_taps(size: int, k: int, stride: int, pad: int, dil: int, out: int) -
 
 def _begin_pads(op: nn.HostOp, spatial: int, totals: list[int]) -> list[int]:
     """The leading pad of each spatial axis: `pads`, or auto_pad's share of the total padding."""
-    pads = _attr(op, "pads")
-    auto = _attr(op, "auto_pad", "NOTSET")
+    pads = host_attr(op, "pads")
+    auto = host_attr(op, "auto_pad", "NOTSET")
     if pads and auto in ("NOTSET", ""):
         return list(pads[:spatial])
     if auto == "SAME_UPPER":
@@ -111,9 +111,9 @@ def node_macs(op: nn.HostOp) -> int:
         x, w = ins[0], ins[1]
         spatial = len(x) - 2
         kernel = list(w[2:])
-        strides = _attr(op, "strides") or [1] * spatial
-        dil = _attr(op, "dilations") or [1] * spatial
-        groups = _attr(op, "group", 1)
+        strides = host_attr(op, "strides") or [1] * spatial
+        dil = host_attr(op, "dilations") or [1] * spatial
+        groups = host_attr(op, "group", 1)
         if kind == "Conv":
             totals = [max(0, (out[2 + d] - 1) * strides[d] + (kernel[d] - 1) * dil[d] + 1 - x[2 + d]) for d in range(spatial)]
             pads = _begin_pads(op, spatial, totals)
@@ -126,11 +126,11 @@ def node_macs(op: nn.HostOp) -> int:
     if kind == "MatMul" and 0 in ins:
         return _size(out) * ins[0][-1]
     if kind == "Gemm" and 0 in ins:
-        return _size(out) * ins[0][0 if _attr(op, "transA", 0) else 1]
+        return _size(out) * ins[0][0 if host_attr(op, "transA", 0) else 1]
     if kind in _GATES and 0 in ins and 1 in ins:
         steps, batch = _steps_batch(op, ins[0])
         dirs, gates_h, inputs = _gate_weights(op, ins[1])
-        hidden = _attr(op, "hidden_size", gates_h // _GATES[kind])
+        hidden = host_attr(op, "hidden_size", gates_h // _GATES[kind])
         peep = 3 * hidden if kind == "LSTM" and 7 in ins else 0
         return dirs * steps * batch * (gates_h * (inputs + hidden) + peep)
     if kind == "Resize" and 0 in ins:
@@ -139,12 +139,12 @@ def node_macs(op: nn.HostOp) -> int:
 
 
 def _steps_batch(op: nn.HostOp, x: tuple[int, ...]) -> tuple[int, int]:
-    return (x[1], x[0]) if _attr(op, "layout", 0) else (x[0], x[1])
+    return (x[1], x[0]) if host_attr(op, "layout", 0) else (x[0], x[1])
 
 
 def _resize_taps(op: nn.HostOp, x: tuple[int, ...], out: tuple[int, ...]) -> int:
     resized = sum(1 for a, b in zip(x, out) if a != b)
-    mode = _attr(op, "mode", "nearest")
+    mode = host_attr(op, "mode", "nearest")
     return {"linear": 2 ** resized, "cubic": 4 ** resized}.get(mode, 0)
 
 
@@ -156,7 +156,7 @@ def node_ops(op: nn.HostOp) -> float:
         ins = _inputs(op)
         if 0 in ins and 1 in ins:
             steps, batch = _steps_batch(op, ins[0])
-            hidden = _attr(op, "hidden_size", _gate_weights(op, ins[1])[1] // _GATES[kind])
+            hidden = host_attr(op, "hidden_size", _gate_weights(op, ins[1])[1] // _GATES[kind])
             return ins[1][0] * steps * batch * hidden * _CELL_OPS[kind]
     if kind in ("Conv", "ConvTranspose", "MatMul", "Gemm"):
         return float(_size(op.outputs[0].type.get_shape()))  # the bias / accumulator write

@@ -38,7 +38,7 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 
 from snowir.dialects import nn
 from snowir.frontend.onnx_host import NodeRunner
-from snowir.host_nodes import _attr
+from snowir.host_nodes import host_attr
 from snowir.nn_util import const_of, drop_dead_constants, new_constant, shape_of
 
 
@@ -46,7 +46,7 @@ def nearest_factors(op: nn.HostOp) -> tuple[tuple[int, int] | None, str]:
     """The integer upsampling factors (sy, sx) of a Resize / Upsample node that is a nearest copy
     (each output pixel (y, x) the input's (y div sy, x div sx)), or None and why not."""
     kind = op.op_type.data
-    mode = _attr(op, "mode", "nearest")
+    mode = host_attr(op, "mode", "nearest")
     if mode != "nearest":
         return None, f"{kind} mode {mode}: interpolation weights that vary by pixel (not a copy), on the host"
     if len(op.inputs) < 1 or len(op.outputs) != 1 or len(shape_of(op.inputs[0])) != 4:
@@ -67,8 +67,8 @@ def nearest_factors(op: nn.HostOp) -> tuple[tuple[int, int] | None, str]:
     except Exception as e:  # noqa: BLE001 - the node's own evaluation failing: leave it to the host
         return None, f"{kind}: {str(e).splitlines()[0] if str(e) else type(e).__name__}, on the host"
     if got.shape != probe.repeat(sy, 2).repeat(sx, 3).shape or not np.array_equal(got, probe.repeat(sy, 2).repeat(sx, 3)):
-        return None, (f"{kind} nearest with its coordinate mapping ({_attr(op, 'coordinate_transformation_mode', 'half_pixel')}, "
-                      f"{_attr(op, 'nearest_mode', 'round_prefer_floor')}): not pixel y from y div {sy}, on the host")
+        return None, (f"{kind} nearest with its coordinate mapping ({host_attr(op, 'coordinate_transformation_mode', 'half_pixel')}, "
+                      f"{host_attr(op, 'nearest_mode', 'round_prefer_floor')}): not pixel y from y div {sy}, on the host")
     return (sy, sx), ""
 
 
