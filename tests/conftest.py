@@ -65,10 +65,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Whole-model tests (`heavy`, most of a minute each) first: with two pytest-xdist workers,
-    the long ones start at once and the short ones fill in around them, instead of one long
-    test starting last and leaving the other worker idle."""
-    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+    """Whole-model tests (`heavy`, most of a minute each) first, then the tests that share an
+    xdist group (the ONNX backend suite: one worker's unit of several hundred tests): with two
+    pytest-xdist workers, the long units start at once and the short tests fill in around them,
+    instead of one long unit starting last and leaving the other worker idle."""
+    items.sort(key=lambda item: (item.get_closest_marker("heavy") is None,
+                                 item.get_closest_marker("xdist_group") is None))
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,8 @@ from snowir import api
 from snowir.driver.check import compare, golden_logits, ort_logits
 from snowir.frontend.onnx_import import import_onnx
 from snowir.passes.pipelines import NNPreparePass
-from snowir.tools.light_models import NAMES, build
+from snowir.tools import light_models
+from snowir.tools.light_models import NAMES
 from snowir.tools.snow_run import main as snow_run
 
 DIGITS = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
@@ -36,10 +37,23 @@ def _model_group(name: str) -> pytest.MarkDecorator:
     return pytest.mark.xdist_group(f"model-{name}")
 
 
+BN_MODELS = ("inception_v2", "densenet121", "resnet50", "shufflenet")
+"""The light models with batch norms: build() sets their statistics from the shipped file."""
+_STEPS: dict[str, list[str]] = {}
+
+
+def build(name: str, models_dir: Path) -> Path:
+    """light_models.build, remembering the steps of the build that made the model."""
+    return light_models.build(name, models_dir, say=_STEPS.setdefault(name, []).append)
+
+
 @pytest.mark.heavy
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_model_group(n)) for n in NAMES])
 def test_light_model(name: str, models_dir: Path) -> None:
     path = build(name, models_dir)
+    if name in BN_MODELS:  # calibrating would be most of the suite's time: the shipped statistics are current
+        assert "batch norms: the shipped statistics" in _STEPS[name], \
+            f"{name}: {light_models.SHIPPED_BN_STATS.name} is stale: python tools/light_models.py --ship-bn-stats"
     module = import_onnx(path)
     shape = list(module.body.block.ops.first.body.block.args[0].type.get_shape())
     x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
@@ -63,6 +77,28 @@ def test_resnet50_prints_compactly_and_round_trips(models_dir: Path) -> None:
     # printing changed nothing: the parsed module prints the same text, weights (the dense_resource
     # blobs in the metadata) included; cheaper and stricter than running both through the golden model
     assert _printed(again) == text
+
+
+def test_shipped_bn_statistics_are_those_of_this_very_model() -> None:
+    """The shipped statistics of a model are used only for the weighted graph they were
+    calibrated on: one weight changed, and build() calibrates again."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = light_models.give_weights(onnx.load(str(light_models.light_path("shufflenet"))))
+    stats = light_models.shipped_bn_stats("shufflenet", model)
+    bns = [n for n in model.graph.node if n.op_type == "BatchNormalization"]
+    assert stats is not None and len(stats) == 2 * len(bns) == 98
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    for bn in bns:  # one mean and one (positive) variance per channel of the BN
+        channels = inits[bn.input[1]].shape
+        assert stats[bn.input[3]].shape == channels and stats[bn.input[4]].shape == channels
+        assert stats[bn.input[3]].dtype == np.float32 and (stats[bn.input[4]] > 0).all()
+    light_models.set_initializers(model, stats)
+    assert all((numpy_helper.to_array(t) == stats[t.name]).all() for t in model.graph.initializer if t.name in stats)
+    w = next(t for t in model.graph.initializer if t.name == bns[0].input[1])
+    w.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w) * np.float32(1.5), w.name))
+    assert light_models.shipped_bn_stats("shufflenet", model) is None
 
 
 def _printed(module) -> str:

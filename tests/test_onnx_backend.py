@@ -10,16 +10,28 @@ ResNet-50, VGG-19, ... with the wheel's weights).
 
 Each backend test is one pytest test. The known failures are listed with their reason and
 marked strict xfail: one that starts passing turns the suite red until the list is updated.
+
+Collection reads the tests' names from onnx_backend_selection.txt: generating the wheel's 1884
+node tests (their reference outputs computed by onnx's Python reference ops) costs about 7
+CPU-seconds, which every pytest-xdist worker paid to collect. The cases are built when a test
+first needs them, and the module's tests share one xdist group, so one worker builds them once;
+test_suite_selection_is_the_cnn_one checks the list against the filter (and says how to rewrite
+it when the wheel changes).
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 import unittest
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
+
+pytestmark = pytest.mark.xdist_group("onnx-backend")
 
 # ONNX_HOME (where the light models' data sets are unpacked): conftest.py, in the session's temporary folder
 
@@ -112,44 +124,63 @@ def failure_message(traceback: str, limit: int = 2000) -> str:
 
 
 
-def _params(cases: dict[str, unittest.TestCase], xfail: dict[str, str]):
+def _params(names: list[str], xfail: dict[str, str]):
     return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=xfail[name])) if name in xfail
-            else name for name in sorted(cases)]
+            else name for name in sorted(names)]
 
 
-def _float_cases():
-    from snowir.backend import FloatBackend
+@functools.cache
+def cases(kind: str) -> dict[str, unittest.TestCase]:
+    """The selected backend tests of `kind` ("float" or "snowflake"), built on first use."""
+    from snowir.backend import FloatBackend, SnowflakeBackend
 
-    return _suite(FloatBackend, light=True)
-
-
-def _snowflake_cases():
-    from snowir.backend import SnowflakeBackend
-
+    if kind == "float":
+        return _suite(FloatBackend, light=True)
     return _suite(SnowflakeBackend, light=False, compare=_q88_similar)
 
 
-FLOAT_CASES = _float_cases()
-SNOWFLAKE_CASES = _snowflake_cases()
+SELECTION = Path(__file__).with_name("onnx_backend_selection.txt")
+"""The names `cases` selects, `<kind> <name>` a line: what collection parametrizes over."""
+
+
+def _listed() -> dict[str, list[str]]:
+    listed: dict[str, list[str]] = {"float": [], "snowflake": []}
+    for line in SELECTION.read_text().splitlines():
+        if line and not line.startswith("#"):
+            kind, name = line.split()
+            listed[kind].append(name)
+    return listed
+
+
+def _selection_text() -> str:
+    head = [line for line in SELECTION.read_text().splitlines() if line.startswith("#")]
+    return "\n".join([*head, *(f"{kind} {name}" for kind in ("float", "snowflake") for name in sorted(cases(kind)))]) + "\n"
+
+
+LISTED = _listed()
 
 
 def test_suite_selection_is_the_cnn_one():
     # the filter: 356 node / pytorch tests (8 of If, Loop, Scan) + 9 light models; onnxruntime's
     # backend passes 301 of the 357 others and 7 of the 8 control-flow ones
-    assert len(FLOAT_CASES) == 365
-    assert {f"test_{m}_cpu" for m in LIGHT} <= set(FLOAT_CASES)
-    assert len(SNOWFLAKE_CASES) == 356
-    assert set(FLOAT_XFAIL) <= set(FLOAT_CASES) and set(SNOWFLAKE_XFAIL) <= set(SNOWFLAKE_CASES)
+    float_cases, snowflake_cases = cases("float"), cases("snowflake")
+    assert len(float_cases) == 365
+    assert {f"test_{m}_cpu" for m in LIGHT} <= set(float_cases)
+    assert len(snowflake_cases) == 356
+    assert set(FLOAT_XFAIL) <= set(float_cases) and set(SNOWFLAKE_XFAIL) <= set(snowflake_cases)
+    # what collection runs is what the filter selects
+    assert LISTED == {"float": sorted(float_cases), "snowflake": sorted(snowflake_cases)}, \
+        f"{SELECTION.name} is not the filter's selection: python tests/test_onnx_backend.py --write-selection"
 
 
-@pytest.mark.parametrize("name", _params(FLOAT_CASES, FLOAT_XFAIL))
+@pytest.mark.parametrize("name", _params(LISTED["float"], FLOAT_XFAIL))
 def test_float_backend(name: str):
-    _run(FLOAT_CASES[name])
+    _run(cases("float")[name])
 
 
-@pytest.mark.parametrize("name", _params(SNOWFLAKE_CASES, SNOWFLAKE_XFAIL))
+@pytest.mark.parametrize("name", _params(LISTED["snowflake"], SNOWFLAKE_XFAIL))
 def test_snowflake_backend(name: str):
-    _run(SNOWFLAKE_CASES[name])
+    _run(cases("snowflake")[name])
 
 
 def test_every_onnx_node_model_imports_or_is_refused_in_one_line():
@@ -252,3 +283,8 @@ def test_equal_channels_alike_with_the_blas_kernel_that_split_them():
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).parent.parent)
     assert done.returncode == 0 and "alike" in done.stdout, done.stderr[-2000:]
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--write-selection"]:
+    SELECTION.write_text(_selection_text())
+    print(f"{SELECTION}: {sum(len(v) for v in _listed().values())} tests")

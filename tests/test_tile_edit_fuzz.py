@@ -64,6 +64,11 @@ from snowir.tile.check import derive_layer  # noqa: E402
 from snowir.tile.edit import empty_bodies, maps_rows, set_kernel_count, set_maps_rows  # noqa: E402
 from snowir.tile.read import TileError, conv_plan_of, pool_tiles_of  # noqa: E402
 
+pytestmark = pytest.mark.xdist_group("tile-edit-fuzz")
+"""One pytest-xdist worker runs the module: the layer bases are built once, and the summary test
+reads the batches' outcomes (module-scoped) instead of judging again the ~half of them another
+worker ran (89 of the module's 268 CPU-seconds in a `-n 2` run)."""
+
 ASM_PASSES = tuple(p for p in PIPELINE[PIPELINE.index("tile-to-asm") + 1:] if p != "link-segments")  # one layer: nothing to link
 REFUSALS = (PassFailedException, VerifyException, DiagnosticException, TileError, LoweringError)
 SMALL = SnowflakeConfig(maps_bank_bytes=4096, weights_buffer_bytes=2048)  # 2048-word banks, 1024-word weights

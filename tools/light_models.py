@@ -18,12 +18,21 @@ replaces each ConstantOfShape by a seeded initializer:
     unit scale, inside Q8.8's +-128, even in residual nets.
 Outputs go to build/models/ (not committed: 5 to 550 MB each).
 
-    python tools/light_models.py [--out build/models] [names...]
+The BN statistics are most of a build's time (ResNet-50: 48 onnxruntime runs of the whole net
+at 224², about 40 CPU-seconds; DenseNet-121: 121 BNs), and they are a pure function of the
+weighted graph, the calibration code and the onnxruntime version. snowir/data/light_bn_stats.npz
+ships them for build()'s models, keyed by a hash of those three: a build whose key matches
+uses them (the same float32 values calibration gives, without it), any other calibrates as
+before. `python tools/light_models.py --ship-bn-stats` rewrites the file after a change.
+
+    python tools/light_models.py [--out build/models] [--ship-bn-stats] [names...]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import inspect
 import os
 import sys
 import time
@@ -37,6 +46,8 @@ LIGHT_DIR = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" /
 NAMES = ("bvlc_alexnet", "zfnet512", "vgg19", "squeezenet", "inception_v1", "inception_v2",
          "densenet121", "resnet50", "shufflenet")
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "build" / "models"
+SHIPPED_BN_STATS = Path(__file__).resolve().parent.parent / "snowir" / "data" / "light_bn_stats.npz"
+"""build()'s BN statistics per model, with the key they were computed under (module docstring)."""
 
 
 def light_path(name: str) -> Path:
@@ -225,6 +236,53 @@ def scale_classifier(model: onnx.ModelProto, target_rms: float = 3.0, seed: int 
     return model
 
 
+def bn_stats_key(model: onnx.ModelProto) -> str:
+    """What build()'s BN statistics of `model` (weighted, not yet calibrated) depend on: the
+    model's bytes, calibrate_batch_norm's code (and its defaults) and the onnxruntime version."""
+    import onnxruntime as ort
+
+    digest = hashlib.sha256(model.SerializeToString(deterministic=True))
+    digest.update(inspect.getsource(calibrate_batch_norm).encode())
+    digest.update(ort.__version__.encode())
+    return digest.hexdigest()
+
+
+def _stat_names(model: onnx.ModelProto) -> list[str]:
+    return [bn.input[k] for bn in model.graph.node if bn.op_type == "BatchNormalization" for k in (3, 4)]
+
+
+def shipped_bn_stats(name: str, model: onnx.ModelProto) -> dict[str, np.ndarray] | None:
+    """The shipped statistics of `name` if they were computed for this very model, else None."""
+    if not SHIPPED_BN_STATS.exists():
+        return None
+    with np.load(SHIPPED_BN_STATS) as shipped:
+        if f"{name}:key" not in shipped.files or str(shipped[f"{name}:key"]) != bn_stats_key(model):
+            return None
+        return {stat: shipped[f"{name}:{stat}"] for stat in _stat_names(model)}
+
+
+def set_initializers(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> onnx.ModelProto:
+    for i, t in enumerate(model.graph.initializer):
+        if t.name in values:
+            model.graph.initializer[i].CopyFrom(numpy_helper.from_array(values[t.name], t.name))
+    return model
+
+
+def ship_bn_stats(names: list[str]) -> Path:
+    """Calibrate `names`' BNs (those with any) and write them, keyed, to SHIPPED_BN_STATS."""
+    arrays: dict[str, np.ndarray] = {}
+    for name in names:
+        model = give_weights(onnx.load(str(light_path(name))))
+        if not _stat_names(model):
+            continue
+        key = bn_stats_key(model)
+        calibrated = {t.name: numpy_helper.to_array(t) for t in calibrate_batch_norm(model).graph.initializer}
+        arrays[f"{name}:key"] = np.array(key)
+        arrays.update({f"{name}:{stat}": calibrated[stat] for stat in _stat_names(model)})
+    np.savez_compressed(SHIPPED_BN_STATS, **arrays)
+    return SHIPPED_BN_STATS
+
+
 def build(name: str, out_dir: Path = DEFAULT_OUT, seed: int = 0, say=None) -> Path:
     """The model with weights, built once (`say`: called with each step as it starts)."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -236,8 +294,13 @@ def build(name: str, out_dir: Path = DEFAULT_OUT, seed: int = 0, say=None) -> Pa
     model = onnx.load(str(light_path(name)))
     say("drawing weights")
     model = give_weights(model, seed)
-    say("calibrating batch norms on onnxruntime (the long step)")
-    model = calibrate_batch_norm(model)
+    shipped = shipped_bn_stats(name, model)
+    if shipped is not None:
+        say("batch norms: the shipped statistics")
+        model = set_initializers(model, shipped)
+    else:
+        say("calibrating batch norms on onnxruntime (the long step)")
+        model = calibrate_batch_norm(model)
     say("scaling the classifier")
     model = scale_classifier(model)
     onnx.checker.check_model(model)
@@ -251,10 +314,15 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     p.add_argument("names", nargs="*", default=list(NAMES))
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    p.add_argument("--ship-bn-stats", action="store_true",
+                   help=f"calibrate the BN models and write their statistics to {SHIPPED_BN_STATS.name}, then stop")
     args = p.parse_args()
     for name in args.names:
         if name not in NAMES:
             sys.exit(f"light_models: unknown model '{name}' (one of {', '.join(NAMES)})")
+    if args.ship_bn_stats:
+        print(ship_bn_stats(args.names))
+        return
         start = time.perf_counter()
         say = lambda step, name=name: print(f"  {name}: {step} ({time.perf_counter() - start:.0f} s)",  # noqa: E731
                                             file=sys.stderr, flush=True)
