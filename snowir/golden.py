@@ -48,6 +48,12 @@ class Q:
     words: np.ndarray
     frac: int
 
+    def __post_init__(self) -> None:
+        # one memory layout whoever made the words (a machine result transposed back from
+        # channel-innermost, a strided quantised view): host ops' float sums (BLAS blocking, NumPy's
+        # pairwise reductions) depend on the layout, so the machine run and the golden engine must agree
+        self.words = np.ascontiguousarray(self.words)
+
     def float(self) -> np.ndarray:
         return dequantize(self.words, self.frac)
 
@@ -495,7 +501,7 @@ class Golden:
         args = []
         for v in op.inputs:
             value = env[v]
-            args.append(self._float(value) if isinstance(value, Q) else value)
+            args.append(np.ascontiguousarray(self._float(value) if isinstance(value, Q) else value))
         try:
             outs = runner(*args)
         except Exception as e:  # noqa: BLE001 - onnxruntime's or the reference evaluator's message, in one line
@@ -518,7 +524,7 @@ class Golden:
         if isinstance(op, nn.MulOp):
             r = self._float(env[op.lhs]) * self._float(env[op.rhs])
         else:
-            x = self._float(env[op.input]).astype(np.float32)
+            x = np.ascontiguousarray(self._float(env[op.input]), np.float32)
             if isinstance(op, nn.SoftmaxOp):
                 axis = op.axis.value.data
                 e = np.exp(x - x.max(axis=axis, keepdims=True))
