@@ -73,22 +73,30 @@ def reset_blobs() -> None:
 
 
 def put_blob(key: str, data: bytes | np.ndarray) -> str:
-    """Store `data` under a key made of `key` and a digest of the bytes; returns the key used.
-    The digest, not the table's history, tells equal names apart: xDSL's table is process-wide
-    and renamed a taken key (`w` -> `w_0`), so a model's printed IR and its `.sfb` bytes depended
-    on which models the process had compiled before. Equal bytes under an equal name share one
-    entry. An array is kept as a read-only view of its bytes (no copy: an importer's weights and
-    the module's blobs are one buffer)."""
+    """Store `data` under `key`; returns the key used. A key the process-wide table already holds
+    with the same bytes is shared, with other bytes it becomes `key_<digest of the bytes>`: xDSL's
+    own renaming (`w` -> `w_0`) made a model's printed IR and `.sfb` bytes depend on what the
+    process had compiled before (the same model compiled twice wrote two images). A model compiled
+    first in a process keeps its plain names, so its images are the ones it always had. An array is
+    kept as a read-only view of its bytes (no copy: an importer's weights and the module's blobs
+    are one buffer)."""
     iface = _interface()
     if isinstance(data, np.ndarray):
         data = memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8)).toreadonly()
-    digest = hashlib.blake2b(data, digest_size=4).hexdigest()
-    used = key if key.endswith(f"_{digest}") else f"{key}_{digest}"  # a key of these bytes, stored again
     store = iface._blob_storage
-    if used not in store:
-        iface.declare_resource(used)
-    store[used] = data  # new, or the same bytes again (perhaps as parsed text): kept as bytes
-    return used
+    if key in store and not _same_bytes(key, data):
+        key = f"{key}_{hashlib.blake2b(data, digest_size=4).hexdigest()}"
+    if key not in store:
+        iface.declare_resource(key)
+    store[key] = data  # new, or the same bytes again (perhaps as parsed text): kept as bytes
+    return key
+
+
+def _same_bytes(key: str, data: bytes | memoryview) -> bool:
+    held = _interface()._blob_storage.raw(key)
+    if isinstance(held, str):
+        return held == "0x" + (_ALIGNMENT_PREFIX + bytes(data)).hex()
+    return held is not None and len(held) == len(data) and bytes(held) == bytes(data)
 
 
 def get_blob(key: str) -> bytes | memoryview | None:

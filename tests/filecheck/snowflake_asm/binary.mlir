@@ -22,7 +22,7 @@ snowflake_asm.program @loop {
   snowflake_asm.mov r0, r0
 }
 
-// CHECK:      snowflake_asm.segment data @w at 0 size 8 = dense_resource<w_{{[0-9a-f]+}}> : tensor<4xi16>
+// CHECK:      snowflake_asm.segment data @w at 0 size 8 = dense_resource<w> : tensor<4xi16>
 // CHECK-NEXT: snowflake_asm.segment output @y at 64 size 32
 // CHECK-NEXT: snowflake_asm.program @loop {
 // CHECK-NEXT:   snowflake_asm.movi r1, 3
@@ -30,4 +30,4 @@ snowflake_asm.program @loop {
 // CHECK-NEXT:   snowflake_asm.addi r1, r1, -1
 // CHECK-NEXT:   snowflake_asm.mac indp r2, r0, r0 trace 4 wb relu
 // CHECK-NEXT:   snowflake_asm.bgt r1, r0, @L1
-// CHECK:      w_{{[0-9a-f]+}}: "0x080000000001
+// CHECK:      w: "0x080000000001

@@ -20,7 +20,7 @@ func.func @main(%x: tensor<1x16x6x6xf32>) -> tensor<1x20x6x6xf32> {
 // CHECK:      nn.conv2d {{.*}}tile = "conv"
 // CHECK:      tile.layer @conv conv attributes {mode = #tile<mode COOP>, mloop_bytes = {{[0-9]+}} : i64, kloop_bytes = {{[0-9]+}} : i64, shape = #tile.conv_shape<c = 16, h = 6, w = 6, k = 20, kh = 3, kw = 3, sy = 1, sx = 1, pt = 1, pl = 1, pb = 1, pr = 1, shift = 15, relu = 1, groups = 1, cin_total = 0, c_base = 0>, relu, maps_buffering = #tile<buffering double>, loop_order = #tile<loop_order Kloop>} {
 // CHECK-NEXT:   tile.dram_region @conv.maps {offset = 0 : i64, size = 1152 : i64, label = "maps"}
-// CHECK-NEXT:   tile.dram_region @conv.weights {offset = 1280 : i64, size = 10240 : i64, label = "weights", value = dense_resource<conv_w_{{[0-9a-f]+}}> : tensor<5120xi16>, packing = #tile<mode COOP>, packed_kernels = 16 : i64}
+// CHECK-NEXT:   tile.dram_region @conv.weights {offset = 1280 : i64, size = 10240 : i64, label = "weights", value = dense_resource<conv_w> : tensor<5120xi16>, packing = #tile<mode COOP>, packed_kernels = 16 : i64}
 // CHECK-NEXT:   tile.dram_region @conv.output {offset = 11520 : i64, size = 1440 : i64, label = "output"}
 // CHECK-NEXT:   tile.kernel_tile attributes {first = 0 : i64, count = 16 : i64, repeat = 2 : i64, slot = 2048 : i64} {
 // CHECK-COUNT-16: tile.load {buffer = #tile<buffer weights>, length = 160 : i64
@@ -37,7 +37,7 @@ func.func @main(%x: tensor<1x16x6x6xf32>) -> tensor<1x20x6x6xf32> {
 // ASM:        nn.conv2d {{.*}}image = "conv"
 // ASM:        snowflake_asm.image @conv attributes {layer = "conv", kind = "conv", mode = "COOP", loop_order = "Kloop"{{.*}}} {
 // ASM-NEXT:   snowflake_asm.segment input @x at 0 size 1152
-// ASM-NEXT:   snowflake_asm.segment data @w at 1280 size 10240 = dense_resource<conv_w_{{[0-9a-f]+}}> : tensor<5120xi16>
+// ASM-NEXT:   snowflake_asm.segment data @w at 1280 size 10240 = dense_resource<conv_w> : tensor<5120xi16>
 // ASM-NEXT:   snowflake_asm.segment output @y at 11520 size 1440
 // ASM-NEXT:   snowflake_asm.program @code {{.*}}{
 // ASM:          snowflake_asm.vmov coop shift
