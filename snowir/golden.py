@@ -52,7 +52,7 @@ class Q:
         # one memory layout whoever made the words (a machine result transposed back from
         # channel-innermost, a strided quantised view): host ops' float sums (BLAS blocking, NumPy's
         # pairwise reductions) depend on the layout, so the machine run and the golden engine must agree
-        self.words = np.ascontiguousarray(self.words)
+        self.words = np.asarray(self.words, order="C")  # ascontiguousarray makes a 0-d value 1-d
 
     def float(self) -> np.ndarray:
         return dequantize(self.words, self.frac)
@@ -501,7 +501,7 @@ class Golden:
         args = []
         for v in op.inputs:
             value = env[v]
-            args.append(np.ascontiguousarray(self._float(value) if isinstance(value, Q) else value))
+            args.append(np.asarray(self._float(value) if isinstance(value, Q) else value, order="C"))
         try:
             outs = runner(*args)
         except Exception as e:  # noqa: BLE001 - onnxruntime's or the reference evaluator's message, in one line
@@ -524,7 +524,7 @@ class Golden:
         if isinstance(op, nn.MulOp):
             r = self._float(env[op.lhs]) * self._float(env[op.rhs])
         else:
-            x = np.ascontiguousarray(self._float(env[op.input]), np.float32)
+            x = np.asarray(self._float(env[op.input]), np.float32, order="C")
             if isinstance(op, nn.SoftmaxOp):
                 axis = op.axis.value.data
                 e = np.exp(x - x.max(axis=axis, keepdims=True))
