@@ -244,7 +244,10 @@ def run_nn(args: argparse.Namespace) -> int:
         if fmt.lower() != "auto" and args.calibration:
             raise SnowError(f"--calibration is for --format auto, not {fmt}")
         cal = f" calibration={json.dumps(args.calibration)}" if args.calibration else ""  # quoted: a path may hold spaces
-        args.pipeline = f"nn-prepare{{format={fmt}{cal}}}"
+        # the machine's own nn-prepare: partition-host, fuse-activation and the other hw-aware passes decide for
+        # --hw, as snowflake-lower does after it (without hw= they decided for the ZC706 build)
+        machine = f" hw={json.dumps(str(args.hw))}" if args.hw else ""
+        args.pipeline = f"nn-prepare{{format={fmt}{cal}{machine}}}"
         if fmt.lower() == "auto" and not args.calibration:
             from snowir.driver.model_api import SYNTHETIC_WARNING
 

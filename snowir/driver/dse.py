@@ -182,9 +182,16 @@ def run_one(model: str, hw_json: dict[str, Any], pipeline: str | None, fmt: str,
             input_shape: str | None) -> dict[str, Any]:
     """One configuration, as `snow-run MODEL --hw` runs it (also the Ray task's body)."""
     hw = SnowflakeConfig.from_json(hw_json)
-    if pipeline is None and fmt != "Q8.8":
-        pipeline = f"nn-prepare{{format={fmt}}}"
-    result = run_model_on_device(model, pipeline=pipeline, input_shape=input_shape, hw=hw)
+    if pipeline is None and fmt != "Q8.8":  # the machine's own nn-prepare (partition-host, fuse-activation)
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "hw.json"
+            hw.save(path)
+            result = run_model_on_device(model, pipeline=f"nn-prepare{{format={fmt} hw={json.dumps(str(path))}}}",
+                                         input_shape=input_shape, hw=hw)
+    else:
+        result = run_model_on_device(model, pipeline=pipeline, input_shape=input_shape, hw=hw)
     return summarise(result.report, hw)
 
 
