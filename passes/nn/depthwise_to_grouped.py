@@ -240,21 +240,20 @@ class DepthwiseToGrouped(RewritePattern):
         if w.shape[2:] == (1, 1):
             return groups
         if groups is not None:
-            form = diagonal_conv(op, w, groups, priced_only=True)[1]
+            grouped = _diagonal_cycles(self.hw, op, w, groups)
         else:
             op.attributes[LANE_GROUPS] = UnitAttr()
-            form = op
-        try:
-            grouped = _device_cycles(self.hw, form)
-        finally:
-            op.attributes.pop(LANE_GROUPS, None)
-        return c if _device_cycles(self.hw, diagonal_conv(op, w, c, priced_only=True)[1]) < grouped else groups
+            try:
+                grouped = _device_cycles(self.hw, op)
+            finally:
+                op.attributes.pop(LANE_GROUPS, None)
+        return c if _diagonal_cycles(self.hw, op, w, c) < grouped else groups
 
 
     def form_cycles(self, op: nn.Conv2dOp, w: np.ndarray, width: int | None) -> float:
         """The placement estimate of the block-diagonal form `width` chose."""
         if width is not None:
-            return _device_cycles(self.hw, diagonal_conv(op, w, width, priced_only=True)[1])
+            return _diagonal_cycles(self.hw, op, w, width)
         op.attributes[LANE_GROUPS] = UnitAttr()
         try:
             return _device_cycles(self.hw, op)
@@ -346,7 +345,14 @@ def _sliced_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray) -> float
         return float("inf")
     h, w_in = shape_of(op.input)[2:]
     sizes = _slice_sizes(shape_of(op.input)[1])
-    each = {size: _device_cycles(hw, _slice_conv(op, w, None, 0, size)[2]) for size in set(sizes)}
+    each = {}
+    for size in set(sizes):
+        sl, _, conv = _slice_conv(op, w, None, 0, size)
+        try:
+            each[size] = _device_cycles(hw, conv)
+        finally:  # priced, then let go of: op.input's uses forget the slice
+            conv.drop_all_references()
+            sl.drop_all_references()
     return sum(each[size] + GATHER_PIXEL_CYCLES * h * w_in for size in sizes)
 
 
@@ -369,6 +375,17 @@ def diagonal_conv(op: nn.Conv2dOp, w: np.ndarray, lanes: int, priced_only: bool 
     conv.attributes.update(op.attributes)
     conv.attributes["block_diagonal"] = UnitAttr()
     return weight, conv
+
+
+def _diagonal_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray, lanes: int) -> float:
+    """The placement estimate of `diagonal_conv(op, w, lanes)`, built for pricing only and then
+    let go of: its operands' use lists forget it (a priced form left among op.input's uses was
+    seen by every later walk over them)."""
+    conv = diagonal_conv(op, w, lanes, priced_only=True)[1]
+    try:
+        return _device_cycles(hw, conv)
+    finally:
+        conv.drop_all_references()
 
 
 def _device_cycles(hw: SnowflakeConfig, conv: nn.Conv2dOp) -> float:
