@@ -33,6 +33,19 @@ def constant_op(array: np.ndarray, hint: str) -> nn.ConstantOp:
     return nn.ConstantOp(f32_resource(f"{hint}_{next(_KEYS)}", np.asarray(array, np.float32)))
 
 
+def replace_by_cost(rewriter: PatternRewriter, op: Operation, conv: Operation, constants: list[Operation],
+                    device_ms: float, host_ms: float, cost: str) -> None:
+    """`op` replaced by the device `conv` (its new `constants` inserted before it) when the device's
+    estimate beats the host's, else left for the host; `cost` (the estimate's terms) goes on the op
+    that runs, as `placement_cost`, where the reports and partition-host read it."""
+    if device_ms >= host_ms:
+        op.attributes["placement_cost"] = StringAttr(cost)
+        return
+    conv.attributes["placement_cost"] = StringAttr(cost)
+    rewriter.insert(constants, InsertPoint.before(op))
+    rewriter.replace(op, conv)
+
+
 def new_constant(rewriter: PatternRewriter, before: Operation, array: np.ndarray, hint: str) -> SSAValue:
     op = constant_op(array, hint)
     rewriter.insert(op, InsertPoint.before(before))

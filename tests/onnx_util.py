@@ -48,3 +48,26 @@ def snow_run(argv: list[str]) -> int:
         return main(argv)
     except SystemExit as e:
         return int(e.code or 0)
+
+
+def tile_level(m: onnx.ModelProto, tmp_path) -> str:
+    """`m` lowered to the tile level with its DRAM plan (nn-prepare .. allocate-dram), as text to edit."""
+    from snowir.tools.snow_opt import main
+
+    path, out = tmp_path / "m.onnx", tmp_path / "t.mlir"
+    onnx.save(m, path)
+    assert main([str(path), "-p", "nn-prepare,nn-to-tile,tile-loop-order,allocate-dram", "-o", str(out)]) in (0, None)
+    return out.read_text()
+
+
+def tile_to_asm(text: str, tmp_path, capsys) -> tuple[int, str]:
+    """tile-to-asm over (edited) tile-level text: snow-opt's exit code and its stderr."""
+    from snowir.tools.snow_opt import main
+
+    path = tmp_path / "e.mlir"
+    path.write_text(text)
+    try:
+        code = main([str(path), "-p", "tile-to-asm", "-o", str(tmp_path / "o.mlir")]) or 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    return code, capsys.readouterr().err

@@ -19,8 +19,7 @@ from snowir.dialects import nn
 from snowir.frontend.onnx_import import import_model
 from snowir.passes.pipelines import NNPreparePass
 from snowir.segments import slot_of
-from snowir.tools.snow_opt import main as snow_opt
-from tests.onnx_util import model, rand, snow_run
+from tests.onnx_util import model, rand, snow_run, tile_level, tile_to_asm
 
 N = helper.make_node
 
@@ -212,26 +211,13 @@ def test_the_sppf_pools_read_and_write_slices_of_one_tensor() -> None:
 
 
 def _lowered_tile(tmp_path: Path) -> str:
-    path, out = tmp_path / "m.onnx", tmp_path / "t.mlir"
-    onnx.save(fire(), path)
-    assert snow_opt([str(path), "-p", "nn-prepare,nn-to-tile,tile-loop-order,allocate-dram", "-o", str(out)]) in (0, None)
-    return out.read_text()
-
-
-def _tile_to_asm(text: str, tmp_path: Path, capsys) -> tuple[int, str]:
-    path = tmp_path / "e.mlir"
-    path.write_text(text)
-    try:
-        code = snow_opt([str(path), "-p", "tile-to-asm", "-o", str(tmp_path / "o.mlir")]) or 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    return code, capsys.readouterr().err
+    return tile_level(fire(), tmp_path)
 
 
 def test_two_producers_writing_one_channel_range_are_refused(tmp_path: Path, capsys) -> None:
     text = _lowered_tile(tmp_path)
     assert "channels = array<i64: 32, 32, 64>" in text
-    code, err = _tile_to_asm(text.replace("channels = array<i64: 32, 32, 64>", "channels = array<i64: 16, 32, 64>"),
+    code, err = tile_to_asm(text.replace("channels = array<i64: 32, 32, 64>", "channels = array<i64: 16, 32, 64>"),
                              tmp_path, capsys)
     assert code != 0 and len(err.strip().splitlines()) == 1
     assert "writes channels [16, 48) of tensor @cat, which layer @expand1 writes too ([0, 32))" in err
@@ -243,11 +229,11 @@ def test_an_edited_slice_the_graph_disagrees_with_is_refused(tmp_path: Path, cap
     text = _lowered_tile(tmp_path)
     swapped = text.replace("channels = array<i64: 0, 32, 64>", "@@").replace(
         "channels = array<i64: 32, 32, 64>", "channels = array<i64: 0, 32, 64>").replace("@@", "channels = array<i64: 32, 32, 64>")
-    code, err = _tile_to_asm(swapped, tmp_path, capsys)
+    code, err = tile_to_asm(swapped, tmp_path, capsys)
     assert code != 0 and len(err.strip().splitlines()) == 1
     assert "layer @expand1: tile.dram_region @expand1.output: channels [32, 32, 64] where the graph places its " \
            "output at [0, 32, 64]" in err
-    code, err = _tile_to_asm(text, tmp_path, capsys)
+    code, err = tile_to_asm(text, tmp_path, capsys)
     assert code == 0, err
 
 

@@ -19,8 +19,7 @@ from snowir.driver.model_api import compile as compile_model
 from snowir.frontend.onnx_import import import_model
 from snowir.passes.pipelines import NNPreparePass
 from snowir.tile.build import output_pixels, regions_of
-from snowir.tools.snow_opt import main as snow_opt
-from tests.onnx_util import model, rand
+from tests.onnx_util import model, rand, tile_level, tile_to_asm
 
 N = helper.make_node
 C = 16
@@ -125,20 +124,7 @@ def test_other_resizes_stay_on_the_host_with_their_reason(attrs: dict, why: str)
 
 
 def _tile_text(tmp_path: Path) -> str:
-    path, out = tmp_path / "m.onnx", tmp_path / "t.mlir"
-    onnx.save(_transpose_model(*TRANSPOSES[0][1:]), path)
-    assert snow_opt([str(path), "-p", "nn-prepare,nn-to-tile,tile-loop-order,allocate-dram", "-o", str(out)]) in (0, None)
-    return out.read_text()
-
-
-def _tile_to_asm(text: str, tmp_path: Path, capsys) -> tuple[int, str]:
-    path = tmp_path / "e.mlir"
-    path.write_text(text)
-    try:
-        code = snow_opt([str(path), "-p", "tile-to-asm", "-o", str(tmp_path / "o.mlir")]) or 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    return code, capsys.readouterr().err
+    return tile_level(_transpose_model(*TRANSPOSES[0][1:]), tmp_path)
 
 
 def test_the_tile_ir_records_each_phase_s_pixels_of_one_tensor() -> None:
@@ -161,13 +147,13 @@ def test_an_edited_phase_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
     text = _tile_text(tmp_path)
     a, b = "pixels = array<i64: 0, 1, 2, 2, 12, 12>", "pixels = array<i64: 1, 0, 2, 2, 12, 12>"
     assert a in text and b in text
-    code, err = _tile_to_asm(text.replace(a, b), tmp_path, capsys)
+    code, err = tile_to_asm(text.replace(a, b), tmp_path, capsys)
     assert code != 0 and len(err.strip().splitlines()) == 1
     assert "at pixels [1, 0, 2, 2] of tensor" in err and "writes too" in err
-    code, err = _tile_to_asm(text.replace(a, "@@").replace(b, a).replace("@@", b), tmp_path, capsys)
+    code, err = tile_to_asm(text.replace(a, "@@").replace(b, a).replace("@@", b), tmp_path, capsys)
     assert code != 0 and len(err.strip().splitlines()) == 1
     assert "pixels [1, 0, 2, 2, 12, 12] where the graph places its output at [0, 1, 2, 2, 12, 12]" in err
-    code, err = _tile_to_asm(text, tmp_path, capsys)
+    code, err = tile_to_asm(text, tmp_path, capsys)
     assert code == 0, err
 
 

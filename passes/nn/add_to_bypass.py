@@ -26,15 +26,14 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
+from xdsl.dialects.builtin import ModuleOp, UnitAttr
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
-from xdsl.rewriter import InsertPoint
 
 from snowir.dialects import nn
 from snowir.host_model import host_ms, round_trip_ms
 from snowir.hw import SnowflakeConfig
-from snowir.nn_util import const_of, constant_op, shape_of
+from snowir.nn_util import const_of, constant_op, replace_by_cost, shape_of
 from snowir.plan.issue import placement_cycles
 from snowir.plan.shapes import LoweringError
 from snowir.tile.lowerable import planned_conv
@@ -68,12 +67,7 @@ class AddToBypass(RewritePattern):
             return  # the planners refuse it: the host's, as partition-host decides
         trip, host = round_trip_ms([op.lhs, op.rhs], op.output), host_ms(op)
         cost = f"device {device:.4f} ms + DRAM round trip {trip:.4f} ms vs host {host:.4f} ms"
-        if device + trip >= host:
-            op.attributes["placement_cost"] = StringAttr(cost)
-            return
-        conv.attributes["placement_cost"] = StringAttr(cost)
-        rewriter.insert([weight, bias], InsertPoint.before(op))
-        rewriter.replace(op, conv)
+        replace_by_cost(rewriter, op, conv, [weight, bias], device + trip, host, cost)
 
 
 @dataclass(frozen=True)

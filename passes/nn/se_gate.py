@@ -31,16 +31,15 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType, UnitAttr
+from xdsl.dialects.builtin import ModuleOp, TensorType, UnitAttr
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
-from xdsl.rewriter import InsertPoint
 
 from snowir.dialects import nn
 from snowir.host_model import host_ms, host_round_trip_ms, round_trip_ms
 from snowir.hw import SnowflakeConfig
-from snowir.nn_util import constant_op, shape_of
+from snowir.nn_util import constant_op, replace_by_cost, shape_of
 from snowir.plan.issue import placement_cycles
 from snowir.plan.layout import LANE_GROUPS
 from snowir.plan.shapes import LoweringError
@@ -90,12 +89,7 @@ class GateToConv(RewritePattern):
         trip_host, host = host_round_trip_ms([x], op.output), host_ms(op)
         cost = (f"device {device:.4f} ms + gate written {trip_device:.4f} ms vs host {host:.4f} ms + "
                 f"DRAM round trip {trip_host:.4f} ms")
-        if device + trip_device >= host + trip_host:
-            op.attributes["placement_cost"] = StringAttr(cost)
-            return
-        conv.attributes["placement_cost"] = StringAttr(cost)
-        rewriter.insert([kernels, bias], InsertPoint.before(op))
-        rewriter.replace(op, conv)
+        replace_by_cost(rewriter, op, conv, [kernels, bias], device + trip_device, host + trip_host, cost)
 
 
 @dataclass(frozen=True)
