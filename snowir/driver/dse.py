@@ -33,6 +33,7 @@ from typing import Any
 from snowir.activation import LANES_PER_VMAC
 from snowir.driver.files import write_text_atomic
 from snowir.driver.model_api import run_model_on_device
+from snowir.driver.model_run import hw_file
 from snowir.errors import SnowError
 from snowir.hw import ConfigError, SnowflakeConfig
 
@@ -183,11 +184,7 @@ def run_one(model: str, hw_json: dict[str, Any], pipeline: str | None, fmt: str,
     """One configuration, as `snow-run MODEL --hw` runs it (also the Ray task's body)."""
     hw = SnowflakeConfig.from_json(hw_json)
     if pipeline is None and fmt != "Q8.8":  # the machine's own nn-prepare (partition-host, fuse-activation)
-        import tempfile
-
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "hw.json"
-            hw.save(path)
+        with hw_file(hw) as path:
             result = run_model_on_device(model, pipeline=f"nn-prepare{{format={fmt} hw={json.dumps(str(path))}}}",
                                          input_shape=input_shape, hw=hw)
     else:

@@ -10,7 +10,8 @@ import dataclasses
 import hashlib
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -314,6 +315,18 @@ def lowered(module: ModuleOp) -> bool:
         and all("image" in op.attributes for op in device_layers(module))
 
 
+@contextmanager
+def hw_file(hw: SnowflakeConfig) -> Iterator[Path]:
+    """`hw` as a JSON file for the length of the block: passes take their machine as `hw=` a path,
+    as on the command line."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "hw.json"
+        hw.save(path)
+        yield path
+
+
 def lower(module: ModuleOp, pipeline: str | None = None, hw: SnowflakeConfig | None = None,
           format: str = "Q8.8", calibration: str | None = None) -> str:
     """`pipeline` exactly as given (if any); then, unless every device layer already has its
@@ -339,11 +352,7 @@ def lower(module: ModuleOp, pipeline: str | None = None, hw: SnowflakeConfig | N
         step = f"snowflake-lower{{{options}}}" if options else "snowflake-lower"
         apply_pipeline(module, step)
         return ",".join([*applied, step])
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "hw.json"
-        hw.save(path)
+    with hw_file(hw) as path:
         apply_pipeline(module, f"snowflake-lower{{hw={path} {options}}}")
     return ",".join([*applied, f"snowflake-lower{{hw=<report hw> {options}}}".replace(" }", "}")])
 
