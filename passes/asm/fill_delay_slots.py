@@ -42,11 +42,12 @@ from xdsl.passes import ModulePass
 from snowir.asm_analysis import (INSTRUCTION_ROLES, LABEL_OR_BRANCH, body_ops, depends, is_machine, is_nop, issue_cycles,
                                   raw_pairs, replace_body, rewritable_programs)
 from snowir.dialects import snowflake_asm as sf
+from snowir.dialects.snowflake_asm.isa import VECTOR_TIMING
 from snowir.hw import SnowflakeConfig
 from snowir.passes.asm.guard import guarded
 
 
-def fill_ops(ops: list[Operation], slots: int, latency: int = 3) -> tuple[list[Operation], int]:
+def fill_ops(ops: list[Operation], slots: int, latency: int = 3, lanes: int = 16) -> tuple[list[Operation], int]:
     """`ops` (a program body) with the delay slots of every one-block loop's branch filled, the
     no-ops they held placed before the loop's label."""
     ops = list(ops)
@@ -78,7 +79,7 @@ def fill_ops(ops: list[Operation], slots: int, latency: int = 3) -> tuple[list[O
         key = tuple(map(_shape, ops[start:i + 1 + slots]))
         take = decided.get(key)
         if take is None:
-            take = decided[key] = _choose(ops, start, i, slots, latency)
+            take = decided[key] = _choose(ops, start, i, slots, latency, lanes)
         if take:
             moved = [ops[start + k] for k in take]
             kept = [o for o in window if not is_nop(o)]
@@ -92,12 +93,14 @@ def fill_ops(ops: list[Operation], slots: int, latency: int = 3) -> tuple[list[O
 
 
 def _shape(op: Operation) -> tuple:
+    """What the choice reads of an op: its kind, its registers, and a vector op's CU cycles
+    (`_vector_busy`: its trace and mode)."""
     if sf.program_role(type(op)) not in INSTRUCTION_ROLES:
         return (op.name,)
-    return op.name, op.reads(), op.writes(), is_machine(op)
+    return op.name, op.reads(), op.writes(), is_machine(op), op.properties.get("trace"), op.properties.get("mode")
 
 
-def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int) -> tuple[int, ...]:
+def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, lanes: int) -> tuple[int, ...]:
     """Positions (from `start`) of the loop block's instructions to move into the slots of its
     branch at `i`."""
     op = ops[i]
@@ -132,6 +135,8 @@ def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int) 
         return later, first, machine
 
     base = cost(0)
+    if _vector_busy(ops[start:i], lanes) >= base[0]:
+        return ()  # the traces outlast the issue: a filled slot saves no cycle, a no-op before the label costs one
     costs = {k: cost(k) for k in range(1, len(moved) + 1)}
     # no slower on any pass: a loop may run once (the no-ops before its label then cost what
     # the slots saved), and a slot that writes what the next pass reads first can stall it
@@ -142,9 +147,24 @@ def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int) 
     return tuple(idx - start for idx in sorted(moved[:best]))
 
 
-def fill_program(program: sf.ProgramOp, slots: int, latency: int) -> int:
+def _vector_busy(block: list[Operation], lanes: int) -> int:
+    """CU cycles a pass of the loop issues (docs/machine.md, Timing: COOP MAC ceil(L/16), INDP
+    MAC L, MAX L, VMOV 1): the vector ops run in order on the CUs, so a pass takes at least this."""
+    busy = 0
+    for op in block:
+        if isinstance(op, sf.MacOp):
+            trace = op.trace.data
+            busy += trace if op.mode.data is sf.VectorMode.INDP else -(-trace // lanes)
+        elif isinstance(op, sf.MaxOp):
+            busy += op.trace.data
+        elif sf.program_role(type(op)) in INSTRUCTION_ROLES and op.ISA_ENTRY.timing is VECTOR_TIMING:
+            busy += 1  # VMOV
+    return busy
+
+
+def fill_program(program: sf.ProgramOp, slots: int, latency: int, lanes: int) -> int:
     """Fill the delay slots of one program; returns the no-ops replaced."""
-    ops, filled = fill_ops(body_ops(program), slots, latency)
+    ops, filled = fill_ops(body_ops(program), slots, latency, lanes)
     if filled:
         replace_body(program, ops)
     return filled
@@ -175,7 +195,7 @@ class FillDelaySlotsPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
         for program in rewritable_programs(op, "fill-delay-slots"):
-            guarded(program, hw, self.guard, lambda: fill_program(program, hw.branch_delay_slots, hw.scalar_latency))
+            guarded(program, hw, self.guard, lambda: fill_program(program, hw.branch_delay_slots, hw.scalar_latency, hw.macs_per_vmac))
 
 
 def _nops(branch: Operation, n: int) -> list[Operation]:
