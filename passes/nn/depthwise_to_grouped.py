@@ -212,7 +212,16 @@ class DepthwiseToGrouped(RewritePattern):
             return
         width = self.width(op, w, c)
         sliced = _sliced_cycles(self.hw, op, w)
-        if sliced < self.form_cycles(op, w, width):
+        form = self.form_cycles(op, w, width)
+        producer = _blocked_producer(op) if w.shape[2:] != (1, 1) and op.bypass is None else None
+        if producer is not None:  # the input channel-tile-major, if it beats the best form over (H, W, C)
+            p, pw = producer
+            alone = _device_cycles(self.hw, p)
+            blocked = _blocked_cycles(self.hw, op, w, p, pw)
+            if blocked < (1 - BLOCKED_MIN_GAIN) * (min(sliced, form) + alone):
+                self._place_sliced(op, w, blocked - alone, rewriter, producer)
+                return
+        if sliced < form:
             self._place_sliced(op, w, sliced, rewriter)
             return
         if width is None:  # padded groups: the tile level's form, the nn op stays depthwise
@@ -260,9 +269,13 @@ class DepthwiseToGrouped(RewritePattern):
         finally:
             del op.attributes[LANE_GROUPS]
 
-    def _place_sliced(self, op: nn.Conv2dOp, w: np.ndarray, cycles: float, rewriter: PatternRewriter) -> None:
-        """`op` replaced by its `_slices` and their placed concat if, at `cycles` (`_sliced_cycles`),
-        it pays; else left for the host. Each slice carries the whole conv's costs."""
+    def _place_sliced(self, op: nn.Conv2dOp, w: np.ndarray, cycles: float, rewriter: PatternRewriter,
+                      producer: tuple[nn.Conv2dOp, np.ndarray] | None = None) -> None:
+        """`op` replaced by its `_slices` and their placed concat if, at `cycles` (`_sliced_cycles`,
+        or with `producer` the `_blocked_cycles` less the producer's own), it pays; else left for
+        the host. Each slice carries the whole conv's costs. With `producer` (`_blocked_producer`)
+        the input is written channel-tile-major: the producer becomes one conv per slice
+        (`_producer_blocks`), each slice reading its block whole, no gather."""
         device = self.hw.cycles_to_ms(cycles)
         trip, host = round_trip_ms([op.input], op.output), host_ms(op)
         cost = StringAttr(f"device {device:.4f} ms + DRAM round trip {trip:.4f} ms vs host {host:.4f} ms")
@@ -270,13 +283,22 @@ class DepthwiseToGrouped(RewritePattern):
             op.attributes["placement_cost"] = cost
             return
         parts = _slices(op, w)
+        if producer is not None:
+            p, pw = producer
+            blocks = _producer_blocks(p, pw)
+            for (sl, _, conv), (consts, block) in zip(parts, blocks, strict=True):
+                rewriter.insert([*consts, block], InsertPoint.before(p))
+                conv.operands[0] = block.output  # the slice's block itself, not a channel slice of one tensor
+                sl.drop_all_references()
         for sl, consts, conv in parts:
             conv.attributes["placement_cost"] = cost
-            rewriter.insert([sl, *consts, conv], InsertPoint.before(op))
+            rewriter.insert([*([] if producer is not None else [sl]), *consts, conv], InsertPoint.before(op))
         concat = nn.ConcatOp([conv.output for _, _, conv in parts], 1, op.output.type)
         if "onnx_node" in op.attributes:
             concat.attributes["onnx_node"] = op.attributes["onnx_node"]
         _replace(op, concat, rewriter)
+        if producer is not None:
+            _erase_with_constants(producer[0], rewriter)
 
 
 GATHER_PIXEL_CYCLES = 10
@@ -354,6 +376,91 @@ def _sliced_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray) -> float
             conv.drop_all_references()
             sl.drop_all_references()
     return sum(each[size] + GATHER_PIXEL_CYCLES * h * w_in for size in sizes)
+
+
+BLOCKED = "channel_block"
+"""On a conv that writes one 16-channel block of a tensor stored channel-tile-major (`_blocked_producer`):
+which block, of how many."""
+
+
+BLOCKED_MIN_GAIN = 0.03
+"""The share by which the blocked form's estimate (producer blocks and slices) must beat the
+producer and the best form over (H, W, C): the estimate misses what the blocks' repeated input
+reads and per-layer starts cost (a 144 -> 144 1x1 before a 144-channel 56² 3x3: estimated 2%
+less, measured 1.2% more), so a near tie keeps the one producer, as split-kernels' MIN_GAIN does."""
+
+
+def _blocked_producer(op: nn.Conv2dOp) -> tuple[nn.Conv2dOp, np.ndarray] | None:
+    """The conv producing the depthwise `op`'s input, with its weights, when it can write that
+    input channel-tile-major (NCHW[16]c: block g holds channels [16g, 16g + 16) of every pixel,
+    an (H, W, 16) tensor of its own): an ungrouped conv with constant weights, no residual input,
+    no device placement decided yet, whose result the depthwise conv alone reads. None otherwise.
+
+    Why: over the blocked layout a slice's kernel row is kw·16 contiguous words of its own block,
+    loaded whole (one LD a strip), where over the channel-innermost (H, W, C) layout the slice
+    gathers its 16 channels pixel by pixel (an LD a pixel: `GATHER_PIXEL_CYCLES`)."""
+    p = op.input.owner
+    if not isinstance(p, nn.Conv2dOp) or p.groups.value.data != 1 or p.bypass is not None \
+            or "place" in p.attributes or "placement_cost" in p.attributes or LANE_GROUPS in p.attributes \
+            or BLOCKED in p.attributes or len(list(p.output.uses)) != 1:
+        return None
+    pw = const_of(p.weight)
+    if pw is None or (p.bias is not None and const_of(p.bias) is None):
+        return None
+    return p, pw
+
+
+def _producer_blocks(p: nn.Conv2dOp, pw: np.ndarray) -> list[tuple[tuple[nn.ConstantOp, nn.ConstantOp], nn.Conv2dOp]]:
+    """The producer `p` (weights `pw`) as one conv per 16-channel block of its output (the last
+    C mod 16), each over the whole input with its kernels' weights and biases: the same integer
+    sums per output channel, so the golden model and the machine agree with the unsplit conv bit
+    for bit. Not yet in a block."""
+    bias = const_of(p.bias) if p.bias is not None else None
+    n, _, oh, ow = shape_of(p.output)
+    name = p.attributes.get("onnx_node")
+    sizes = _slice_sizes(shape_of(p.output)[1])
+    out = []
+    for g, size in enumerate(sizes):
+        start = g * LANES
+        weight = constant_op(pw[start:start + size], "w_block")
+        b = constant_op((bias[start:start + size] if bias is not None else np.zeros(size)), "b_block")
+        conv = nn.Conv2dOp(p.input, weight.result, b.result, TensorType(f32, [n, size, oh, ow]),
+                           [int(v) for v in p.strides.get_values()], [int(v) for v in p.pads.get_values()],
+                           [int(v) for v in p.dilations.get_values()], 1, p.relu is not None)
+        conv.attributes.update(p.attributes)
+        if isinstance(name, StringAttr):
+            conv.attributes["onnx_node"] = StringAttr(f"{name.data}.{g}")
+        conv.attributes[BLOCKED] = StringAttr(f"{g} of {len(sizes)}")
+        out.append(((weight, b), conv))
+    return out
+
+
+def _blocked_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray, p: nn.Conv2dOp, pw: np.ndarray) -> float:
+    """The placement estimate of the producer's blocks and the depthwise slices reading them
+    whole (no gather), each block planned once per width; inf where the planners refuse one."""
+    sizes = _slice_sizes(shape_of(op.input)[1])
+    blocks = {size: block for (_, block), size in zip(_producer_blocks(p, pw), sizes)}
+    each = {}
+    for size, block in blocks.items():
+        sl, _, conv = _slice_conv(op, w, None, 0, size)
+        conv.operands[0] = block.output
+        sl.drop_all_references()
+        try:
+            each[size] = _device_cycles(hw, block) + _device_cycles(hw, conv)
+        finally:
+            conv.drop_all_references()
+    for block in blocks.values():
+        block.drop_all_references()
+    return sum(each[size] for size in sizes)
+
+
+def _erase_with_constants(op: nn.Conv2dOp, rewriter: PatternRewriter) -> None:
+    """`op` (no longer read) erased, and its weight and bias constants when nothing else reads them."""
+    consts = [v.owner for v in (op.weight, op.bias) if v is not None]
+    rewriter.erase(op)
+    for c in consts:
+        if isinstance(c, nn.ConstantOp) and not c.result.uses:
+            rewriter.erase(c)
 
 
 def diagonal_conv(op: nn.Conv2dOp, w: np.ndarray, lanes: int, priced_only: bool = False
