@@ -214,7 +214,8 @@ class DepthwiseToGrouped(RewritePattern):
         sliced = _sliced_cycles(self.hw, op, w)
         form = self.form_cycles(op, w, width)
         producer = _blocked_producer(op) if w.shape[2:] != (1, 1) and op.bypass is None else None
-        if producer is not None:  # the input channel-tile-major, if it beats the best form over (H, W, C)
+        if producer is not None and not _runs_indp(self.hw, producer[0]):
+            # the input channel-tile-major, if it beats the best form over (H, W, C)
             p, pw = producer
             alone = _device_cycles(self.hw, p)
             blocked = _blocked_cycles(self.hw, op, w, p, pw)
@@ -408,6 +409,17 @@ def _blocked_producer(op: nn.Conv2dOp) -> tuple[nn.Conv2dOp, np.ndarray] | None:
     if pw is None or (p.bias is not None and const_of(p.bias) is None):
         return None
     return p, pw
+
+
+def _runs_indp(hw: SnowflakeConfig, p: nn.Conv2dOp) -> bool:
+    """Whether the planners run the producer INDP (fewer than 16 input channels): its kernel tiles
+    are 64 kernels over the CUs' rows, which 16-kernel blocks would give up for COOP (an 8 -> 48
+    1x1 at 14²: 1,422 cycles INDP, 5,519 as three COOP blocks, which the estimate, 347 against
+    the blocks' share, does not see), so it keeps its one conv."""
+    try:
+        return planned_conv(p, hw).indp
+    except LoweringError:
+        return True
 
 
 def _producer_blocks(p: nn.Conv2dOp, pw: np.ndarray, priced_only: bool = False
