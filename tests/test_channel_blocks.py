@@ -16,7 +16,11 @@ import onnx
 import pytest
 from onnx import helper
 
+from snowir.dialects import nn
+from snowir.frontend.onnx_import import import_model
+from snowir.golden import Golden
 from snowir.passes.nn import depthwise_to_grouped
+from snowir.passes.pipelines import NNPreparePass
 from snowir.tools.snow_run import main as snow_run
 from tests.onnx_util import model, rand
 
@@ -87,3 +91,25 @@ def test_an_indp_producer_keeps_its_one_conv(tmp_path: Path) -> None:
     16-kernel COOP blocks would give up (1,422 cycles against 5,519 at 14²): not blocked."""
     layers = _run(tmp_path, mobile_block(8, 48, 14), "indp")
     assert "expand" in layers and "expand.0" not in layers and layers["expand"]["mode"] == "INDP"
+
+
+def test_blocks_keep_the_producers_weight_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Q8.8: the blocked model's golden output equals the unblocked one's bit for bit, though the
+    other blocks' kernels are 20x the first's (alone, the first would take more fraction bits):
+    each block is capped at the producer's weight format (`w_frac_max`)."""
+    m = mobile_block(16, 48, 14)
+    w0 = next(i for i in m.graph.initializer if i.name == "w0")
+    a = onnx.numpy_helper.to_array(w0).copy()
+    a[16:] *= 20
+    w0.CopyFrom(onnx.numpy_helper.from_array(a, "w0"))
+    x = rand(1, 16, 14, 14, seed=9)
+    blocked = import_model(m)
+    NNPreparePass().apply(None, blocked)
+    fracs = {op.attributes["w_frac"].value.data for op in blocked.walk()
+             if isinstance(op, nn.Conv2dOp) and "channel_block" in op.attributes}
+    assert len(fracs) == 1
+    monkeypatch.setattr(depthwise_to_grouped, "_blocked_producer", lambda op: None)
+    plain = import_model(m)
+    NNPreparePass().apply(None, plain)
+    (got,), (want,) = Golden(blocked).run(x), Golden(plain).run(x)
+    assert np.array_equal(got, want)

@@ -76,6 +76,7 @@ from snowir.nn_util import const_of, constant_op, shape_of
 from snowir.plan.issue import placement_cycles
 from snowir.plan.layout import LANE_GROUPS, block_diagonal
 from snowir.plan.shapes import LoweringError
+from snowir.passes.nn.quantize import most_frac, weight_frac
 from snowir.tile.lowerable import planned_conv
 
 LANES = SnowflakeConfig().macs_per_vmac
@@ -430,14 +431,16 @@ def _runs_indp(hw: SnowflakeConfig, p: nn.Conv2dOp) -> bool:
 def _producer_blocks(p: nn.Conv2dOp, pw: np.ndarray, priced_only: bool = False
                      ) -> list[tuple[tuple[nn.ConstantOp, nn.ConstantOp], nn.Conv2dOp]]:
     """The producer `p` (weights `pw`) as one conv per 16-channel block of its output (the last
-    C mod 16), each over the whole input with its kernels' weights and biases: the same integer
-    sums per output channel, so the golden model and the machine agree with the unsplit conv bit
-    for bit. Not yet in a block. `priced_only`: constants of the right types and no data (the
+    C mod 16), each over the whole input with its kernels' weights and biases, capped at the
+    producer's weight format (`w_frac_max`, as conv-transpose-to-conv's phases: a block of small
+    kernels would otherwise take more fraction bits than the conv): the same integer sums per
+    output channel, so in a fixed format the result is the unsplit conv's bit for bit. Not yet in a block. `priced_only`: constants of the right types and no data (the
     planners' estimate reads shapes only; `diagonal_conv`)."""
     bias = const_of(p.bias) if p.bias is not None else None
     n, _, oh, ow = shape_of(p.output)
     name = p.attributes.get("onnx_node")
     sizes = _slice_sizes(shape_of(p.output)[1])
+    frac = weight_frac(pw, most_frac(p))
     out = []
     for g, size in enumerate(sizes):
         start = g * LANES
@@ -454,6 +457,7 @@ def _producer_blocks(p: nn.Conv2dOp, pw: np.ndarray, priced_only: bool = False
         if isinstance(name, StringAttr):
             conv.attributes["onnx_node"] = StringAttr(f"{name.data}.{g}")
         conv.attributes[BLOCKED] = StringAttr(f"{g} of {len(sizes)}")
+        conv.attributes["w_frac_max"] = IntegerAttr(frac, 64)  # the producer's one weight format
         out.append(((weight, b), conv))
     return out
 
