@@ -19,7 +19,9 @@ from onnx import helper
 from snowir.dialects import nn
 from snowir.frontend.onnx_import import import_model
 from snowir.golden import Golden
+from snowir.hw import SnowflakeConfig
 from snowir.passes.nn import depthwise_to_grouped
+from snowir.passes.nn.fuse_relu import FuseReluPass
 from snowir.passes.pipelines import NNPreparePass
 from snowir.tools.snow_run import main as snow_run
 from tests.onnx_util import model, rand
@@ -113,3 +115,16 @@ def test_blocks_keep_the_producers_weight_format(monkeypatch: pytest.MonkeyPatch
     NNPreparePass().apply(None, plain)
     (got,), (want,) = Golden(blocked).run(x), Golden(plain).run(x)
     assert np.array_equal(got, want)
+
+
+def test_pricing_the_blocks_leaves_no_reader_behind() -> None:
+    """`_blocked_cycles` builds every block to price it and lets go of all of them: the producer's
+    input keeps its one reader (a priced block left among its uses was seen by later passes)."""
+    module = import_model(mobile_block(16, 48, 14))
+    FuseReluPass().apply(None, module)
+    dw = next(op for op in module.walk() if isinstance(op, nn.Conv2dOp) and op.groups.value.data == 48)
+    producer, w = depthwise_to_grouped._blocked_producer(dw), depthwise_to_grouped.const_of(dw.weight)
+    assert producer is not None
+    before = len(list(producer[0].input.uses))
+    assert depthwise_to_grouped._blocked_cycles(SnowflakeConfig(), dw, w, *producer) > 0
+    assert len(list(producer[0].input.uses)) == before == 1

@@ -434,8 +434,9 @@ def _producer_blocks(p: nn.Conv2dOp, pw: np.ndarray, priced_only: bool = False
     C mod 16), each over the whole input with its kernels' weights and biases, capped at the
     producer's weight format (`w_frac_max`, as conv-transpose-to-conv's phases: a block of small
     kernels would otherwise take more fraction bits than the conv): the same integer sums per
-    output channel, so in a fixed format the result is the unsplit conv's bit for bit. Not yet in a block. `priced_only`: constants of the right types and no data (the
-    planners' estimate reads shapes only; `diagonal_conv`)."""
+    output channel, so in a fixed format the result is the unsplit conv's bit for bit. Not yet
+    in a block. `priced_only`: constants of the right types and no data (the planners' estimate
+    reads shapes only; `diagonal_conv`)."""
     bias = const_of(p.bias) if p.bias is not None else None
     n, _, oh, ow = shape_of(p.output)
     name = p.attributes.get("onnx_node")
@@ -466,7 +467,8 @@ def _blocked_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray, p: nn.C
     """The placement estimate of the producer's blocks and the depthwise slices reading them
     whole (no gather), each block planned once per width; inf where the planners refuse one."""
     sizes = _slice_sizes(shape_of(op.input)[1])
-    blocks = {size: block for (_, block), size in zip(_producer_blocks(p, pw, priced_only=True), sizes)}
+    priced = [block for _, block in _producer_blocks(p, pw, priced_only=True)]
+    blocks = dict(zip(sizes, priced))
     each = {}
     for size, block in blocks.items():
         sl, _, conv = _slice_conv(op, w, None, 0, size)
@@ -476,7 +478,7 @@ def _blocked_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray, p: nn.C
             each[size] = _device_cycles(hw, block) + _device_cycles(hw, conv)
         finally:
             conv.drop_all_references()
-    for block in blocks.values():
+    for block in priced:  # let go of: the producer's input forgets every one
         block.drop_all_references()
     return sum(each[size] for size in sizes) + BLOCK_START_CYCLES * (len(sizes) - 1)
 
