@@ -34,38 +34,41 @@ from snowir.hw import SnowflakeConfig  # noqa: E402
 
 from _output import add_output_options, output_file  # noqa: E402
 
-SHAPES = [  # name, (C, H, W, kernel, stride): MobileNetV2's depthwise layers, PP-LCNet's 5x5 ones
-    ("mbv2 112x112x32 3x3/1", (32, 112, 112, 3, 1)),
-    ("mbv2 112x112x96 3x3/2", (96, 112, 112, 3, 2)),
-    ("mbv2 56x56x144 3x3/1", (144, 56, 56, 3, 1)),
-    ("mbv2 56x56x144 3x3/2", (144, 56, 56, 3, 2)),
-    ("mbv2 28x28x192 3x3/1", (192, 28, 28, 3, 1)),
-    ("mbv2 14x14x384 3x3/1", (384, 14, 14, 3, 1)),
-    ("mbv2 7x7x960 3x3/1", (960, 7, 7, 3, 1)),
-    ("lcnet 28x28x128 5x5/1", (128, 28, 28, 5, 1)),
-    ("lcnet 14x14x256 5x5/2", (256, 14, 14, 5, 2)),
-    ("lcnet 14x14x256 5x5/1", (256, 14, 14, 5, 1)),
-    ("lcnet 7x7x512 5x5/1", (512, 7, 7, 5, 1)),
-    ("narrow 56x56x24 3x3/1", (24, 56, 56, 3, 1)),  # width-0.5 / 0.25 nets' narrow layers
-    ("narrow 56x56x64 3x3/1", (64, 56, 56, 3, 1)),
-    ("narrow 28x28x48 5x5/1", (48, 28, 28, 5, 1)),
-    ("mbv3 28x28x88 3x3/1", (88, 28, 28, 3, 1)),  # widths not a multiple of 16
-    ("mbv3 14x14x200 3x3/1", (200, 14, 14, 3, 1)),
+SHAPES = [  # name, (C, H, W, kernel, stride, the 1x1 producer's input channels): MobileNetV2's depthwise
+    # layers (expansion 6: the producer reads C/6 channels), PP-LCNet's 5x5 ones
+    ("mbv2 112x112x32 3x3/1", (32, 112, 112, 3, 1, 32)),
+    ("mbv2 112x112x96 3x3/2", (96, 112, 112, 3, 2, 16)),
+    ("mbv2 56x56x144 3x3/1", (144, 56, 56, 3, 1, 24)),
+    ("mbv2 56x56x144 3x3/2", (144, 56, 56, 3, 2, 24)),
+    ("mbv2 28x28x192 3x3/1", (192, 28, 28, 3, 1, 32)),
+    ("mbv2 14x14x384 3x3/1", (384, 14, 14, 3, 1, 64)),
+    ("mbv2 7x7x960 3x3/1", (960, 7, 7, 3, 1, 160)),
+    ("lcnet 28x28x128 5x5/1", (128, 28, 28, 5, 1, 128)),
+    ("lcnet 14x14x256 5x5/2", (256, 14, 14, 5, 2, 256)),
+    ("lcnet 14x14x256 5x5/1", (256, 14, 14, 5, 1, 256)),
+    ("lcnet 7x7x512 5x5/1", (512, 7, 7, 5, 1, 512)),
+    ("narrow 56x56x24 3x3/1", (24, 56, 56, 3, 1, 24)),  # width-0.5 / 0.25 nets' narrow layers
+    ("narrow 56x56x64 3x3/1", (64, 56, 56, 3, 1, 64)),
+    ("narrow 28x28x48 5x5/1", (48, 28, 28, 5, 1, 48)),
+    ("mbv3 28x28x88 3x3/1", (88, 28, 28, 3, 1, 24)),  # widths not a multiple of 16
+    ("mbv3 14x14x200 3x3/1", (200, 14, 14, 3, 1, 80)),
 ]
 
 
-def block(c: int, h: int, w: int, kernel: int, stride: int) -> onnx.ModelProto:
-    """`expand` 1x1, `dw` (the depthwise conv, pad kernel // 2), `project` 1x1, ReLUs between."""
+def block(c: int, h: int, w: int, kernel: int, stride: int, cin: int | None = None) -> onnx.ModelProto:
+    """`expand` 1x1 (`cin` -> C, default C -> C), `dw` (the depthwise conv, pad kernel // 2),
+    `project` 1x1, ReLUs between."""
+    cin = cin or c
     n = helper.make_node
     oh, ow = (h - 1) // stride + 1, (w - 1) // stride + 1
     nodes = [n("Conv", ["x", "w0", "b0"], ["c0"], name="expand"), n("Relu", ["c0"], ["r0"]),
              n("Conv", ["r0", "w1", "b1"], ["c1"], name="dw", pads=[kernel // 2] * 4, group=c,
                strides=[stride, stride]),
              n("Relu", ["c1"], ["r1"]), n("Conv", ["r1", "w2", "b2"], ["y"], name="project")]
-    inits = {"w0": rand(c, c, 1, 1, scale=0.3 / c ** 0.5), "b0": rand(c, seed=1, scale=0.1),
+    inits = {"w0": rand(c, cin, 1, 1, scale=0.3 / cin ** 0.5), "b0": rand(c, seed=1, scale=0.1),
              "w1": rand(c, 1, kernel, kernel, seed=2, scale=0.3 / kernel), "b1": rand(c, seed=3, scale=0.1),
              "w2": rand(c, c, 1, 1, seed=4, scale=0.3 / c ** 0.5), "b2": rand(c, seed=5, scale=0.1)}
-    return model(nodes, {"x": [1, c, h, w]}, {"y": [1, c, oh, ow]}, inits)
+    return model(nodes, {"x": [1, cin, h, w]}, {"y": [1, c, oh, ow]}, inits)
 
 
 def layout_shares(kernel: int, stride: int, lanes: int = 16) -> dict[str, float]:
@@ -80,30 +83,38 @@ def layout_shares(kernel: int, stride: int, lanes: int = 16) -> dict[str, float]
             "unfolded_coop": k * k / (lanes * -(-(k * k) // lanes))}
 
 
-def measure(c: int, h: int, w: int, kernel: int, stride: int, hw: SnowflakeConfig, rule: str = "cost") -> dict:
+def measure(c: int, h: int, w: int, kernel: int, stride: int, cin: int, hw: SnowflakeConfig,
+            rule: str = "cost") -> dict:
     """Compile and run the block, check it, and return the depthwise layer's facts (its slices'
     and their concat's, summed, where it runs in 16-channel slices); `rule`: "cost" (the pass as
-    it is), "no-slices" (the width by cost, no slice form), "fixed" (the rule before both:
-    16-channel groups, padded above 16 channels)."""
+    it is), "no-blocks" (the input channel-innermost: no producer blocks), "no-slices" (the width
+    by cost, no slice form), "fixed" (the rule before these: 16-channel groups, padded above 16
+    channels)."""
     width, sliced = depthwise_to_grouped.DepthwiseToGrouped.width, depthwise_to_grouped._sliced_cycles
+    producer = depthwise_to_grouped._blocked_producer
     if rule != "cost":
+        depthwise_to_grouped._blocked_producer = lambda op: None
+    if rule not in ("cost", "no-blocks"):
         depthwise_to_grouped._sliced_cycles = lambda *_: float("inf")
     if rule == "fixed":
         depthwise_to_grouped.DepthwiseToGrouped.width = lambda self, op, w, c: c if c <= 16 else None if c % 16 else 16
     try:
-        return _measure(c, h, w, kernel, stride, hw)
+        return _measure(c, h, w, kernel, stride, cin, hw)
     finally:
         depthwise_to_grouped.DepthwiseToGrouped.width, depthwise_to_grouped._sliced_cycles = width, sliced
+        depthwise_to_grouped._blocked_producer = producer
 
 
-def _measure(c: int, h: int, w: int, kernel: int, stride: int, hw: SnowflakeConfig) -> dict:
+def _measure(c: int, h: int, w: int, kernel: int, stride: int, cin: int, hw: SnowflakeConfig) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "m.onnx"
-        onnx.save(block(c, h, w, kernel, stride), path)
+        onnx.save(block(c, h, w, kernel, stride, cin), path)
         report = compile_model(path, hw=hw).run(check=True).report.to_json()
-    dw = summed_layer(report, "dw")
-    return {"where": dw["where"], "form": f"{dw['parts'] - 1} slices" if dw["parts"] > 1 else "one layer",
-            "cycles": dw["cycles"], "useful_macs": dw["macs"], "bit_exact": bool(report["check"]["golden_bit_exact"])}
+    dw, expand = summed_layer(report, "dw"), summed_layer(report, "expand")
+    form = f"{dw['parts'] - 1} slices" if dw["parts"] > 1 else "one layer"
+    return {"where": dw["where"], "form": form + (" on blocks" if expand["parts"] > 1 else ""),
+            "cycles": dw["cycles"], "useful_macs": dw["macs"], "bit_exact": bool(report["check"]["golden_bit_exact"]),
+            "block_cycles": sum(summed_layer(report, n)["cycles"] for n in ("expand", "dw", "project"))}
 
 
 def summed_layer(report: dict, name: str) -> dict:
@@ -121,7 +132,7 @@ def main() -> None:
     args = p.parse_args()
     hw = SnowflakeConfig()
     rows = []
-    for name, (c, h, w, kernel, stride) in SHAPES:
+    for name, (c, h, w, kernel, stride, cin) in SHAPES:
         if args.only and args.only not in name:
             continue
         pad = kernel // 2
@@ -129,11 +140,16 @@ def main() -> None:
         row = {"shape": name, "c": c, "h": h, "w": w, "kernel": kernel, "stride": stride,
                "bound_cycles": round(bound.cycles), "bound_mac_cycles": round(bound.mac_cycles),
                "bound_dram_cycles": round(bound.dram_cycles), "bound_util_pct": 100 * bound.utilisation(hw),
-               "layout_shares": layout_shares(kernel, stride)} | measure(c, h, w, kernel, stride, hw)
-        fixed = measure(c, h, w, kernel, stride, hw, rule="fixed")
+               "expand_cin": cin, "layout_shares": layout_shares(kernel, stride)} \
+            | measure(c, h, w, kernel, stride, cin, hw)
+        fixed = measure(c, h, w, kernel, stride, cin, hw, rule="fixed")
         row |= {"fixed_where": fixed["where"], "fixed_cycles": fixed["cycles"], "fixed_bit_exact": fixed["bit_exact"]}
+        if row["form"].endswith("on blocks"):  # what the slices over the channel-innermost input give
+            flat = measure(c, h, w, kernel, stride, cin, hw, rule="no-blocks")
+            row |= {"no_blocks_form": flat["form"], "no_blocks_cycles": flat["cycles"],
+                    "no_blocks_block_cycles": flat["block_cycles"], "no_blocks_bit_exact": flat["bit_exact"]}
         if row["form"] != "one layer":  # what the width by cost alone gives
-            whole = measure(c, h, w, kernel, stride, hw, rule="no-slices")
+            whole = measure(c, h, w, kernel, stride, cin, hw, rule="no-slices")
             row |= {"no_slices_cycles": whole["cycles"], "no_slices_bit_exact": whole["bit_exact"]}
         if row["cycles"]:
             row["util_pct"] = 100 * row["useful_macs"] / (row["cycles"] * hw.macs)
@@ -142,16 +158,20 @@ def main() -> None:
             row["fixed_share_of_bound_pct"] = 100 * bound.cycles / fixed["cycles"]
         rows.append(row)
         print(row, file=sys.stderr)
-    head = (f"{'shape':<24} {'form':>10} {'where':>9} {'cycles':>10} {'bound':>9} {'MAC/DRAM':>8} {'util%':>6} "
-            f"{'bound%':>6} {'of bound%':>9} {'exact':>5} {'no slices':>10} {'16-groups':>10} {'of bound%':>9}")
+    head = (f"{'shape':<24} {'form':>18} {'where':>9} {'cycles':>10} {'bound':>9} {'MAC/DRAM':>8} {'util%':>6} "
+            f"{'bound%':>6} {'of bound%':>9} {'exact':>5} {'block':>10} {'no blocks':>10} {'its block':>10} "
+            f"{'no slices':>10} {'16-groups':>10} {'of bound%':>9}")
     print(head)
     print("-" * len(head))
     for r in rows:
         on = bool(r["cycles"])
-        print(f"{r['shape']:<24} {r['form']:>10} {r['where']:>9} {(format(r['cycles'], ',') if on else '-'):>10} "
+        print(f"{r['shape']:<24} {r['form']:>18} {r['where']:>9} {(format(r['cycles'], ',') if on else '-'):>10} "
               f"{r['bound_cycles']:>9,} {'MAC' if r['bound_mac_cycles'] >= r['bound_dram_cycles'] else 'DRAM':>8} "
               f"{(format(r['util_pct'], '.2f') if on else '-'):>6} {r['bound_util_pct']:>6.2f} "
               f"{(format(r['share_of_bound_pct'], '.1f') if on else '-'):>9} {str(r['bit_exact']):>5} "
+              f"{format(r['block_cycles'], ','):>10} "
+              f"{format(r['no_blocks_cycles'], ',') if 'no_blocks_cycles' in r else '-':>10} "
+              f"{format(r['no_blocks_block_cycles'], ',') if 'no_blocks_cycles' in r else '-':>10} "
               f"{format(r['no_slices_cycles'], ',') if 'no_slices_cycles' in r else '-':>10} "
               f"{(format(r['fixed_cycles'], ',') if r['fixed_cycles'] else r['fixed_where']):>10} "
               f"{(format(r['fixed_share_of_bound_pct'], '.1f') if r['fixed_cycles'] else '-'):>9}")

@@ -17,6 +17,7 @@ from snowir.dialects import nn
 from snowir.frontend.onnx_import import import_model
 from snowir.golden import Golden
 from snowir.host_model import useful_macs
+from snowir.passes.nn import depthwise_to_grouped
 from snowir.passes.nn.fold_batch_norm import FoldBatchNormPass
 from snowir.passes.nn.fold_channel_shuffle import FoldChannelShufflePass
 from snowir.passes.nn.fuse_relu import FuseReluPass
@@ -101,7 +102,9 @@ def test_every_spelling_folds_and_computes_what_onnxruntime_does(spelling: str) 
     np.testing.assert_allclose(y, ort_run(m, _x()), rtol=1e-4, atol=1e-4)
 
 
-def test_prepare_puts_every_conv_of_the_unit_on_the_device() -> None:
+def test_prepare_puts_every_conv_of_the_unit_on_the_device(monkeypatch) -> None:
+    # gconv1 whole: the blocked form would split it into 16-kernel blocks (tests/test_channel_blocks.py)
+    monkeypatch.setattr(depthwise_to_grouped, "_blocked_producer", lambda op: None)
     module = import_model(shuffle_unit())
     NNPreparePass().apply(None, module)
     assert not _ops(module, nn.TransposeOp) and not _ops(module, nn.ReshapeOp)

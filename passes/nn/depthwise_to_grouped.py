@@ -4,7 +4,12 @@ convs, in the form with the lowest placement estimate (docs/lowering.md, "Depthw
 bound"): a grouped conv of 16 channels per group whose 16 x 16 kernel blocks are diagonal (C a
 multiple of 16; else see below), one ungrouped C x C diagonal conv (`DepthwiseToGrouped.width`),
 or ceil(C/16) diagonal convs over 16-channel slices of the input joined by a placed concat
-(`_slices`: a kernel row of a gathered slice is one trace at the bound's 1/16 lanes).
+(`_slices`: a kernel row of a gathered slice is one trace at the bound's 1/16 lanes). The slices'
+input may be written channel-tile-major (`_blocked_producer`): its producer, an ungrouped COOP
+conv only the depthwise conv reads, becomes one conv per 16-channel block (`channel_block`) and
+slice g reads block g whole, with no gather, where the estimate says so (`BLOCKED_MIN_GAIN`).
+Measured (bench/depthwise.py): MobileNetV2's 144-channel 56² 3x3/1 after its 24 -> 144 1x1,
+630.7 k -> 355.6 k cycles (39% -> 70% of the bound), the block 992.0 k -> 747.6 k.
 
 Why: the 16 MACs of a vMAC multiply 16 contiguous channels of one trace into one output
 channel, so a depthwise conv (one channel per output) has no dense mapping (docs/lowering.md,
@@ -71,6 +76,7 @@ from snowir.nn_util import const_of, constant_op, shape_of
 from snowir.plan.issue import placement_cycles
 from snowir.plan.layout import LANE_GROUPS, block_diagonal
 from snowir.plan.shapes import LoweringError
+from snowir.passes.nn.quantize import most_frac, weight_frac
 from snowir.tile.lowerable import planned_conv
 
 LANES = SnowflakeConfig().macs_per_vmac
@@ -212,7 +218,17 @@ class DepthwiseToGrouped(RewritePattern):
             return
         width = self.width(op, w, c)
         sliced = _sliced_cycles(self.hw, op, w)
-        if sliced < self.form_cycles(op, w, width):
+        form = self.form_cycles(op, w, width)
+        producer = _blocked_producer(op) if w.shape[2:] != (1, 1) and op.bypass is None else None
+        if producer is not None and not _runs_indp(self.hw, producer[0]):
+            # the input channel-tile-major, if it beats the best form over (H, W, C)
+            p, pw = producer
+            alone = _device_cycles(self.hw, p)
+            blocked = _blocked_cycles(self.hw, op, w, p, pw)
+            if blocked < (1 - BLOCKED_MIN_GAIN) * (min(sliced, form) + alone):
+                self._place_sliced(op, w, blocked - alone, rewriter, producer)
+                return
+        if sliced < form:
             self._place_sliced(op, w, sliced, rewriter)
             return
         if width is None:  # padded groups: the tile level's form, the nn op stays depthwise
@@ -260,9 +276,13 @@ class DepthwiseToGrouped(RewritePattern):
         finally:
             del op.attributes[LANE_GROUPS]
 
-    def _place_sliced(self, op: nn.Conv2dOp, w: np.ndarray, cycles: float, rewriter: PatternRewriter) -> None:
-        """`op` replaced by its `_slices` and their placed concat if, at `cycles` (`_sliced_cycles`),
-        it pays; else left for the host. Each slice carries the whole conv's costs."""
+    def _place_sliced(self, op: nn.Conv2dOp, w: np.ndarray, cycles: float, rewriter: PatternRewriter,
+                      producer: tuple[nn.Conv2dOp, np.ndarray] | None = None) -> None:
+        """`op` replaced by its `_slices` and their placed concat if, at `cycles` (`_sliced_cycles`,
+        or with `producer` the `_blocked_cycles` less the producer's own), it pays; else left for
+        the host. Each slice carries the whole conv's costs. With `producer` (`_blocked_producer`)
+        the input is written channel-tile-major: the producer becomes one conv per slice
+        (`_producer_blocks`), each slice reading its block whole, no gather."""
         device = self.hw.cycles_to_ms(cycles)
         trip, host = round_trip_ms([op.input], op.output), host_ms(op)
         cost = StringAttr(f"device {device:.4f} ms + DRAM round trip {trip:.4f} ms vs host {host:.4f} ms")
@@ -270,13 +290,22 @@ class DepthwiseToGrouped(RewritePattern):
             op.attributes["placement_cost"] = cost
             return
         parts = _slices(op, w)
+        if producer is not None:
+            p, pw = producer
+            blocks = _producer_blocks(p, pw)
+            for (sl, _, conv), (consts, block) in zip(parts, blocks, strict=True):
+                rewriter.insert([*consts, block], InsertPoint.before(p))
+                conv.operands[0] = block.output  # the slice's block itself, not a channel slice of one tensor
+                sl.drop_all_references()
         for sl, consts, conv in parts:
             conv.attributes["placement_cost"] = cost
-            rewriter.insert([sl, *consts, conv], InsertPoint.before(op))
+            rewriter.insert([*([] if producer is not None else [sl]), *consts, conv], InsertPoint.before(op))
         concat = nn.ConcatOp([conv.output for _, _, conv in parts], 1, op.output.type)
         if "onnx_node" in op.attributes:
             concat.attributes["onnx_node"] = op.attributes["onnx_node"]
         _replace(op, concat, rewriter)
+        if producer is not None:
+            _erase_with_constants(producer[0], rewriter)
 
 
 GATHER_PIXEL_CYCLES = 10
@@ -354,6 +383,119 @@ def _sliced_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray) -> float
             conv.drop_all_references()
             sl.drop_all_references()
     return sum(each[size] + GATHER_PIXEL_CYCLES * h * w_in for size in sizes)
+
+
+BLOCKED = "channel_block"
+"""On a conv that writes one 16-channel block of a tensor stored channel-tile-major (`_blocked_producer`):
+which block, of how many."""
+
+
+BLOCKED_MIN_GAIN = 0.03
+"""The share by which the blocked form's estimate (producer blocks and slices) must beat the
+producer and the best form over (H, W, C): the estimate misses what the blocks' repeated input
+reads and per-layer starts cost (a 144 -> 144 1x1 before a 144-channel 56² 3x3: estimated 2%
+less, measured 1.2% more), so a near tie keeps the one producer, as split-kernels' MIN_GAIN does."""
+
+
+def _blocked_producer(op: nn.Conv2dOp) -> tuple[nn.Conv2dOp, np.ndarray] | None:
+    """The conv producing the depthwise `op`'s input, with its weights, when it can write that
+    input channel-tile-major (NCHW[16]c: block g holds channels [16g, 16g + 16) of every pixel,
+    an (H, W, 16) tensor of its own): an ungrouped conv with constant weights, no residual input,
+    no device placement decided yet, whose result the depthwise conv alone reads. None otherwise.
+
+    Why: over the blocked layout a slice's kernel row is kw·16 contiguous words of its own block,
+    loaded whole (one LD a strip), where over the channel-innermost (H, W, C) layout the slice
+    gathers its 16 channels pixel by pixel (an LD a pixel: `GATHER_PIXEL_CYCLES`)."""
+    p = op.input.owner
+    if not isinstance(p, nn.Conv2dOp) or p.groups.value.data != 1 or p.bypass is not None \
+            or "place" in p.attributes or "placement_cost" in p.attributes or LANE_GROUPS in p.attributes \
+            or BLOCKED in p.attributes or len(list(p.output.uses)) != 1:
+        return None
+    pw = const_of(p.weight)
+    if pw is None or (p.bias is not None and const_of(p.bias) is None):
+        return None
+    return p, pw
+
+
+def _runs_indp(hw: SnowflakeConfig, p: nn.Conv2dOp) -> bool:
+    """Whether the planners run the producer INDP (fewer than 16 input channels): its kernel tiles
+    are 64 kernels over the CUs' rows, which 16-kernel blocks would give up for COOP (an 8 -> 48
+    1x1 at 14²: 1,422 cycles INDP, 5,519 as three COOP blocks, which the estimate, 347 against
+    the blocks' share, does not see), so it keeps its one conv."""
+    try:
+        return planned_conv(p, hw).indp
+    except LoweringError:
+        return True
+
+
+def _producer_blocks(p: nn.Conv2dOp, pw: np.ndarray, priced_only: bool = False
+                     ) -> list[tuple[tuple[nn.ConstantOp, nn.ConstantOp], nn.Conv2dOp]]:
+    """The producer `p` (weights `pw`) as one conv per 16-channel block of its output (the last
+    C mod 16), each over the whole input with its kernels' weights and biases, capped at the
+    producer's weight format (`w_frac_max`, as conv-transpose-to-conv's phases: a block of small
+    kernels would otherwise take more fraction bits than the conv): the same integer sums per
+    output channel, so in a fixed format the result is the unsplit conv's bit for bit. Not yet
+    in a block. `priced_only`: constants of the right types and no data (the planners' estimate
+    reads shapes only; `diagonal_conv`)."""
+    bias = const_of(p.bias) if p.bias is not None else None
+    n, _, oh, ow = shape_of(p.output)
+    name = p.attributes.get("onnx_node")
+    sizes = _slice_sizes(shape_of(p.output)[1])
+    frac = weight_frac(pw, most_frac(p))
+    out = []
+    for g, size in enumerate(sizes):
+        start = g * LANES
+        if priced_only:
+            weight, b = (nn.ConstantOp(DenseResourceAttr.from_params("priced_only", TensorType(Float32Type(), shape)))
+                         for shape in ([size, *pw.shape[1:]], [size]))
+        else:
+            weight = constant_op(pw[start:start + size], "w_block")
+            b = constant_op((bias[start:start + size] if bias is not None else np.zeros(size)), "b_block")
+        conv = nn.Conv2dOp(p.input, weight.result, b.result, TensorType(f32, [n, size, oh, ow]),
+                           [int(v) for v in p.strides.get_values()], [int(v) for v in p.pads.get_values()],
+                           [int(v) for v in p.dilations.get_values()], 1, p.relu is not None)
+        conv.attributes.update(p.attributes)
+        if isinstance(name, StringAttr):
+            conv.attributes["onnx_node"] = StringAttr(f"{name.data}.{g}")
+        conv.attributes[BLOCKED] = StringAttr(f"{g} of {len(sizes)}")
+        conv.attributes["w_frac_max"] = IntegerAttr(frac, 64)  # the producer's one weight format
+        out.append(((weight, b), conv))
+    return out
+
+
+def _blocked_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray, p: nn.Conv2dOp, pw: np.ndarray) -> float:
+    """The placement estimate of the producer's blocks and the depthwise slices reading them
+    whole (no gather), each block planned once per width; inf where the planners refuse one."""
+    sizes = _slice_sizes(shape_of(op.input)[1])
+    priced = [block for _, block in _producer_blocks(p, pw, priced_only=True)]
+    blocks = dict(zip(sizes, priced))
+    each = {}
+    for size, block in blocks.items():
+        sl, _, conv = _slice_conv(op, w, None, 0, size)
+        conv.operands[0] = block.output
+        sl.drop_all_references()
+        try:
+            each[size] = _device_cycles(hw, block) + _device_cycles(hw, conv)
+        finally:
+            conv.drop_all_references()
+    for block in priced:  # let go of: the producer's input forgets every one
+        block.drop_all_references()
+    return sum(each[size] for size in sizes) + BLOCK_START_CYCLES * (len(sizes) - 1)
+
+
+BLOCK_START_CYCLES = 400
+"""What each producer block past the first adds that the planners' estimate leaves out: a
+layer's start (its first kernel and maps loads, the fence behind the previous layer's vector ops).
+Measured: a 32 -> 32 1x1 at 8² took 1,588 cycles as one conv, 1,973 as two 16-channel blocks."""
+
+
+def _erase_with_constants(op: nn.Conv2dOp, rewriter: PatternRewriter) -> None:
+    """`op` (no longer read) erased, and its weight and bias constants when nothing else reads them."""
+    consts = [v.owner for v in (op.weight, op.bias) if v is not None]
+    rewriter.erase(op)
+    for c in consts:
+        if isinstance(c, nn.ConstantOp) and not c.result.uses:
+            rewriter.erase(c)
 
 
 def diagonal_conv(op: nn.Conv2dOp, w: np.ndarray, lanes: int, priced_only: bool = False

@@ -69,3 +69,49 @@ func.func @grouped(%x: tensor<1x24x16x16xf32>) -> (tensor<1x24x16x16xf32>, tenso
 // CHECK:       %[[W2:.*]] = nn.constant dense_resource<{{.*}}> : tensor<24x48x1x1xf32>
 // CHECK-NEXT:  %g2 = nn.conv2d %dw, %[[W2]], %b2 bypass %x {dense_groups = 4 : i64, {{.*}}groups = 1 : i64, relu}
 // CHECK-NEXT:  %tiles = nn.conv2d %x, %w3, %b3 {strides = {{.*}}groups = 2 : i64}
+
+// Channel-tile-major input: a 48-channel depthwise conv whose input only an ungrouped COOP 1x1
+// conv writes and only it reads has that producer write the input as three 16-channel blocks (one
+// conv per block, `channel_block`), each slice reading its block whole (no channel_slice, no
+// gather), when the estimate of blocks and slices beats the producer and the best (H, W, C) form
+// by 3%. Where the producer's result is read elsewhere too (a residual input), it stays one conv
+// and the slices gather their channels.
+
+func.func @blocked(%x: tensor<1x16x14x14xf32>) -> tensor<1x48x14x14xf32> {
+  %w1 = nn.constant dense<0.25> : tensor<48x16x1x1xf32>
+  %b = nn.constant dense<0.1> : tensor<48xf32>
+  %wd = nn.constant dense<0.5> : tensor<48x1x3x3xf32>
+  %w2 = nn.constant dense<0.25> : tensor<48x48x1x1xf32>
+  %expand = nn.conv2d %x, %w1, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64, relu} : (tensor<1x16x14x14xf32>, tensor<48x16x1x1xf32>, tensor<48xf32>) -> tensor<1x48x14x14xf32>
+  %dw = nn.conv2d %expand, %wd, %b {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 48 : i64, relu} : (tensor<1x48x14x14xf32>, tensor<48x1x3x3xf32>, tensor<48xf32>) -> tensor<1x48x14x14xf32>
+  %project = nn.conv2d %dw, %w2, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x48x14x14xf32>, tensor<48x48x1x1xf32>, tensor<48xf32>) -> tensor<1x48x14x14xf32>
+  func.return %project : tensor<1x48x14x14xf32>
+}
+
+// CHECK-LABEL: func.func @blocked
+// CHECK-NOT:   %expand =
+// CHECK:       %[[B0:.*]] = nn.conv2d %x, %{{.*}}, %{{.*}} {channel_block = "0 of 3", {{.*}}relu} : (tensor<1x16x14x14xf32>, tensor<16x16x1x1xf32>, tensor<16xf32>) -> tensor<1x16x14x14xf32>
+// CHECK:       %[[B1:.*]] = nn.conv2d %x, %{{.*}}, %{{.*}} {channel_block = "1 of 3", {{.*}}relu}
+// CHECK:       %[[B2:.*]] = nn.conv2d %x, %{{.*}}, %{{.*}} {channel_block = "2 of 3", {{.*}}relu}
+// CHECK-NOT:   nn.channel_slice
+// CHECK:       %[[S0:.*]] = nn.conv2d %[[B0]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "0 of 3"
+// CHECK:       %[[S1:.*]] = nn.conv2d %[[B1]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "1 of 3"
+// CHECK:       %[[S2:.*]] = nn.conv2d %[[B2]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "2 of 3"
+// CHECK-NEXT:  %dw = nn.concat %[[S0]], %[[S1]], %[[S2]] {axis = 1 : i64}
+// CHECK-NEXT:  %project = nn.conv2d %dw,
+
+func.func @shared(%x: tensor<1x16x14x14xf32>) -> tensor<1x48x14x14xf32> {
+  %w1 = nn.constant dense<0.25> : tensor<48x16x1x1xf32>
+  %b = nn.constant dense<0.1> : tensor<48xf32>
+  %wd = nn.constant dense<0.5> : tensor<48x1x3x3xf32>
+  %w2 = nn.constant dense<0.25> : tensor<48x48x1x1xf32>
+  %expand = nn.conv2d %x, %w1, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64, relu} : (tensor<1x16x14x14xf32>, tensor<48x16x1x1xf32>, tensor<48xf32>) -> tensor<1x48x14x14xf32>
+  %dw = nn.conv2d %expand, %wd, %b {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 48 : i64, relu} : (tensor<1x48x14x14xf32>, tensor<48x1x3x3xf32>, tensor<48xf32>) -> tensor<1x48x14x14xf32>
+  %project = nn.conv2d %dw, %w2, %b bypass %expand {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x48x14x14xf32>, tensor<48x48x1x1xf32>, tensor<48xf32>, tensor<1x48x14x14xf32>) -> tensor<1x48x14x14xf32>
+  func.return %project : tensor<1x48x14x14xf32>
+}
+
+// CHECK-LABEL: func.func @shared
+// CHECK:       %expand = nn.conv2d %x, %w1, %b
+// CHECK-NOT:   channel_block
+// CHECK:       nn.channel_slice %expand {start = 0 : i64, size = 16 : i64}
