@@ -1224,9 +1224,9 @@ TARGETED = {  # an edit kind held-out users made, and the layer kinds it applies
     "resident_one": ("conv_one_tile",),
     "taller": ("fused_pool", "conv_kloop", "conv_one_tile", "pool_strips"),
     # the load-placement decisions (issue 39 item 3): never ignored (each sets `acts`)
-    "prefetch_after": ("conv_kloop", "conv_mloop", "conv_stagger", "residual", "bypass_slices", "indp", "fused_pool",
-                       "pool_strips"),
-    "load_next_whole": ("conv_kloop", "conv_mloop", "residual", "indp", "pool_ring"),
+    # (the kinds where each is followed, refused by its own rules, and the cheapest; the random draw covers the rest)
+    "prefetch_after": ("conv_stagger", "residual", "bypass_slices", "indp", "fused_pool", "pool_strips"),
+    "load_next_whole": ("residual", "indp", "pool_ring"),
 }
 TARGETED_SEEDS = 6
 
