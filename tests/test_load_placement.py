@@ -1,9 +1,8 @@
 """
 The load-placement decisions of a conv layer (dialects/tile/decisions.py, issue 39 item 3):
 `prefetch_after` (codegen/pixels.kernel_tile: vector ops of a kernel tile queued before its
-prefetches issue), `load_next_whole` (codegen/strip_loads.spreads: the next maps strip whole
-in the last kernel tile, not one piece per tile) and `load_units` (balance-loads: the units the
-layer's loads are spread over). Edited in the tile IR, each is followed (the
+prefetches issue) and `load_next_whole` (codegen/strip_loads.spreads: the next maps strip whole
+in the last kernel tile, not one piece per tile). Edited in the tile IR, each is followed (the
 layer's cycles change, the output stays bit-exact with the golden model) or refused in one line.
 """
 
@@ -67,8 +66,7 @@ def _with(text: str, prop: str) -> str:
 
 
 @pytest.mark.parametrize("prop, rows", [("prefetch_after = 48 : i64", None), ("prefetch_after = 400 : i64", 4),
-                                        ("load_next_whole", 4), ("load_units = 1 : i64", None),
-                                        ("load_units = 3 : i64", 4)])
+                                        ("load_next_whole", 4)])
 def test_edit_is_followed(tmp_path: Path, capsys: pytest.CaptureFixture[str], prop: str, rows: int | None) -> None:
     text = _tiled(tmp_path, rows)
     rc, before, err = _run(tmp_path, text, capsys)
@@ -83,7 +81,6 @@ def test_edit_is_followed(tmp_path: Path, capsys: pytest.CaptureFixture[str], pr
     ("prefetch_after = 8 : i64", None, "layer @conv: prefetch_after 8: fewer than the vector queue's 16 ops"),
     ("load_next_whole", None, "layer @conv: load_next_whole: the layer's code is the same without it"),
     ("prefetch_after = 0 : i64", None, "tile.layer @conv: prefetch_after: a conv layer's ops queued"),
-    ("load_units = 4 : i64", None, "layer @conv: load_units 4: not fewer than the 4 units the pass uses"),
 ])
 def test_edit_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], prop: str, rows: int | None,
                          says: str) -> None:

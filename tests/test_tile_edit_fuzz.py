@@ -20,7 +20,7 @@ cu_rows, ring, in_rows / overlap, load and window fields, loads and windows dele
 duplicated, DRAM region offsets and sizes, the weights' recorded packing, relu (layer, shape,
 both), pool_slots, bypass_slices, gather, tiles deleted or duplicated, bodies emptied alone, the
 output region's `channels` (a device concat's slice: added, moved, removed), the load placement
-(`prefetch_after`, `load_next_whole`) and load units (`load_units`), pairs of edits.
+(`prefetch_after`, `load_next_whole`), pairs of edits.
 
 Layers (KINDS): plain COOP convs (Kloop, Mloop, staggered kernel tiles), residual convs (bypass
 rows; bypass slices), an INDP conv (c = 3, 7x7/2), a gathered strided 1x1 conv, an INDP conv
@@ -1054,24 +1054,13 @@ def e_load_next_whole(layer, rng, hw):
     return Edit("load_next_whole added", acts=True)
 
 
-def e_load_units(layer, rng, hw):
-    """`load_units` (the units balance-loads spreads the layer's loads over) set to 0 .. the
-    machine's units + 1, or removed when present."""
-    old = layer.properties.pop("load_units", None)
-    value = rng.choice([None, *range(hw.load_units + 2)] if old is not None else range(hw.load_units + 2))
-    if old is not None and value == old.value.data:
-        raise NotApplicable
-    _set(layer, "load_units", value)
-    return Edit(f"load_units = {value}", acts=value is not None)
-
-
 def maps_cols_cut(layer: tile.LayerOp) -> bool:
     return any(mt.out_cols is not None for mt in _maps(layer))
 
 
 PAIRED = ("split", "merge", "shift", "retile", "count", "mode", "loop_order", "buffering", "slot", "stagger",
           "resident", "cu_rows", "ring", "relu", "pool_slots", "bypass_slices", "gather", "region", "empty", "channels",
-          "prefetch_after", "load_next_whole", "load_units")
+          "prefetch_after", "load_next_whole")
 
 
 def e_pair(layer, rng, hw):
@@ -1092,7 +1081,6 @@ EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the dra
     "empty": (e_empty, 2), "gather": (e_gather, 1), "packing": (e_packing, 1), "pair": (e_pair, 4),
     "drop_load": (e_drop_load, 1), "resident_one": (e_resident_one, 1), "taller": (e_taller, 1),
     "channels": (e_channels, 2), "prefetch_after": (e_prefetch_after, 2), "load_next_whole": (e_load_next_whole, 2),
-    "load_units": (e_load_units, 2),
 }
 
 
@@ -1239,7 +1227,6 @@ TARGETED = {  # an edit kind held-out users made, and the layer kinds it applies
     # (the kinds where each is followed, refused by its own rules, and the cheapest; the random draw covers the rest)
     "prefetch_after": ("conv_stagger", "residual", "bypass_slices", "indp", "fused_pool", "pool_strips"),
     "load_next_whole": ("residual", "indp", "pool_ring"),
-    "load_units": ("conv_stagger", "indp", "pool_strips"),
 }
 TARGETED_SEEDS = 6
 

@@ -242,11 +242,6 @@ IR_ONLY: tuple[Decision, ...] = (
     Decision("ring", MAPS_TILE, INT, None,
              doc="A max pool's tile over a ring of N input-row slots, each row loaded once, instead of a strip "
                  "loaded whole.", minimum=1),
-    Decision("load_units", LAYER, INT, None,
-             doc="Load units balance-loads spreads the layer's loads over, the first N (absent: the pass's "
-                 "`units`, all of the machine's by default; C17 Table 3 per layer). Followed by balance-loads "
-                 "(tile-to-asm puts it on the layer's image); fewer than the pass uses, else refused.",
-             minimum=1),
 )
 """Decisions the generators read from the IR itself (per maps tile, or not part of a conv's plan)."""
 

@@ -153,21 +153,6 @@ def balance_program(program: sf.ProgramOp, units: int, split: int, hw: Snowflake
     return sum(c * w for c, w in stats) / sum(w for _, w in stats)
 
 
-def _layer_units(program: sf.ProgramOp, units: int) -> int:
-    """The units for a layer's program: its tile layer's `load_units` (on the image, tile-to-asm)
-    when it asks for fewer than the pass uses; one asking for as many or more is refused (it would
-    change nothing)."""
-    image = program.parent_op()
-    attr = image.attributes.get("load_units") if isinstance(image, sf.ImageOp) else None
-    if attr is None:
-        return units
-    n = attr.value.data  # type: ignore[attr-defined]
-    if n >= units:
-        raise PassFailedException(f"balance-loads: layer @{image.sym_name.data}: load_units {n}: not fewer than "
-                                  f"the {units} units the pass uses (remove it, or balance-loads{{units=...}})")
-    return n
-
-
 @dataclass(frozen=True)
 class BalanceLoadsPass(ModulePass):
     name = "balance-loads"
@@ -194,9 +179,8 @@ class BalanceLoadsPass(ModulePass):
             if "loads_balanced" in program.attributes:
                 continue
             result: list[float | None] = []
-            mine = _layer_units(program, units)
             kept = guarded(program, hw, self.guard,
-                           lambda: result.append(balance_program(program, mine, self.split, hw)))
+                           lambda: result.append(balance_program(program, units, self.split, hw)))
             program.attributes["loads_balanced"] = UnitAttr()
             cl = result[0] if kept else None
             if cl is not None:

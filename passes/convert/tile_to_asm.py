@@ -107,7 +107,7 @@ def layer_image(layer: tile.LayerOp, code: list[Operation]) -> sf.ImageOp:
         attrs["loop_order"] = StringAttr(layer.loop_order.data.value)
     if layer.pool is not None:
         attrs["fused"] = StringAttr("max_pool")  # its @y is the max pool's output
-    for key in ("mloop_bytes", "kloop_bytes", "load_units"):  # traffic for C17 Fig. 4 plots; balance-loads' units
+    for key in ("mloop_bytes", "kloop_bytes"):  # both orders' estimated traffic, for C17 Fig. 4 plots
         if key in layer.properties:
             attrs[key] = layer.properties[key]
     return sf.ImageOp(layer.sym_name.data, [*segments, sf.ProgramOp("code", code)], attrs)
