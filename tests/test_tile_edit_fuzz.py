@@ -18,8 +18,9 @@ with and without emptying bodies, kernel count, repeat, first, mode, loop order,
 buffering, the kernel tile's slot / stagger / resident (added, removed, changed, switched), cu,
 cu_rows, ring, in_rows / overlap, load and window fields, loads and windows deleted or
 duplicated, DRAM region offsets and sizes, the weights' recorded packing, relu (layer, shape,
-both), pool_slots, bypass_slices, gather, tiles deleted or duplicated, bodies emptied alone, and
-the output region's `channels` (a device concat's slice: added, moved, removed), pairs of edits.
+both), pool_slots, bypass_slices, gather, tiles deleted or duplicated, bodies emptied alone, the
+output region's `channels` (a device concat's slice: added, moved, removed), the load placement
+(`prefetch_after`, `load_next_whole`), pairs of edits.
 
 Layers (KINDS): plain COOP convs (Kloop, Mloop, staggered kernel tiles), residual convs (bypass
 rows; bypass slices), an INDP conv (c = 3, 7x7/2), a gathered strided 1x1 conv, an INDP conv
@@ -61,7 +62,7 @@ from snowir.plan.shapes import GUARD, PoolShape, PoolTile  # noqa: E402
 from snowir.resources import get_blob, int16_array, put_blob  # noqa: E402
 from snowir.tile.build import bare_conv_layer, bare_pool_layer, conv_shape_of, pool_shape_of, regions_of  # noqa: E402
 from snowir.tile.check import derive_layer  # noqa: E402
-from snowir.tile.edit import empty_bodies, maps_rows, set_kernel_count, set_maps_rows  # noqa: E402
+from snowir.tile.edit import empty_bodies, maps_rows, set_kernel_count, set_maps_rows, split_rows  # noqa: E402
 from snowir.tile.read import TileError, conv_plan_of, pool_tiles_of  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("tile-edit-fuzz")
@@ -1017,12 +1018,49 @@ def e_taller(layer, rng, hw):
     return Edit(f"maps tiles merged {k} by {k} into {merged}{f', cu_rows x{k}' if per_cu[0] else ''}, bodies empty")
 
 
+def e_prefetch_after(layer, rng, hw):
+    """`prefetch_after` (ops of a kernel tile queued before its prefetches) set: below the vector
+    queue's depth, at it, a little or far past it, or the property removed when present (a max
+    pool's too: the verifier refuses it)."""
+    depth = hw.vector_queue_depth
+    old = layer.properties.get("prefetch_after")
+    value = rng.choice([None, 0, depth // 2, depth, depth + rng.randint(1, 3 * depth), rng.randint(4 * depth, 4000)]
+                       if old is not None else [0, depth // 2, depth, depth + rng.randint(1, 3 * depth),
+                                                rng.randint(4 * depth, 4000)])
+    if old is not None and value is not None and value == old.value.data:
+        raise NotApplicable
+    _set(layer, "prefetch_after", value)
+    return Edit(f"prefetch_after = {value}", acts=value is not None)
+
+
+def e_load_next_whole(layer, rng, hw):
+    """`load_next_whole` (the next maps strip whole in the last kernel tile) added or removed (on
+    any layer: a max pool's is refused)."""
+    if layer.properties.pop("load_next_whole", None) is not None:
+        return Edit("load_next_whole removed")
+    layer.properties["load_next_whole"] = UnitAttr()
+    kts = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp)]
+    words = _kernel_words(layer, hw) if kts else 0
+    if kts and kts[0].resident is not None and 2 * words <= hw.weights_buffer_elements and rng.random() < 0.7:
+        kt = kts[0]  # resident tiles leave tile 0 the bus (no spread): double-buffer them instead
+        kt.properties.pop("resident")
+        _set(kt, "slot", hw.weights_buffer_elements // 2)
+        _empty(kt)
+        return Edit("load_next_whole added, kernel tile resident -> slot (buffer / 2), body empty", acts=True)
+    if layer.kind.data == tile.LayerKind.CONV and rng.random() < 0.5 and len(_maps(layer)) < 3:
+        most = rng.choice([2, 3])  # strips short enough to be several: spread by default
+        set_maps_rows(layer, split_rows(maps_rows(layer), most))
+        return Edit(f"load_next_whole added, maps tiles of at most {most} rows, bodies empty", acts=True)
+    return Edit("load_next_whole added", acts=True)
+
+
 def maps_cols_cut(layer: tile.LayerOp) -> bool:
     return any(mt.out_cols is not None for mt in _maps(layer))
 
 
 PAIRED = ("split", "merge", "shift", "retile", "count", "mode", "loop_order", "buffering", "slot", "stagger",
-          "resident", "cu_rows", "ring", "relu", "pool_slots", "bypass_slices", "gather", "region", "empty", "channels")
+          "resident", "cu_rows", "ring", "relu", "pool_slots", "bypass_slices", "gather", "region", "empty", "channels",
+          "prefetch_after", "load_next_whole")
 
 
 def e_pair(layer, rng, hw):
@@ -1042,7 +1080,7 @@ EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the dra
     "bypass_slices": (e_bypass_slices, 2), "delete_tile": (e_delete_tile, 1), "duplicate_tile": (e_duplicate_tile, 1),
     "empty": (e_empty, 2), "gather": (e_gather, 1), "packing": (e_packing, 1), "pair": (e_pair, 4),
     "drop_load": (e_drop_load, 1), "resident_one": (e_resident_one, 1), "taller": (e_taller, 1),
-    "channels": (e_channels, 2),
+    "channels": (e_channels, 2), "prefetch_after": (e_prefetch_after, 2), "load_next_whole": (e_load_next_whole, 2),
 }
 
 
@@ -1185,6 +1223,10 @@ TARGETED = {  # an edit kind held-out users made, and the layer kinds it applies
     "drop_load": ("pool_strips", "pool_ring", "conv_kloop", "fused_pool"),
     "resident_one": ("conv_one_tile",),
     "taller": ("fused_pool", "conv_kloop", "conv_one_tile", "pool_strips"),
+    # the load-placement decisions (issue 39 item 3): never ignored (each sets `acts`)
+    # (the kinds where each is followed, refused by its own rules, and the cheapest; the random draw covers the rest)
+    "prefetch_after": ("conv_stagger", "residual", "bypass_slices", "indp", "fused_pool", "pool_strips"),
+    "load_next_whole": ("residual", "indp", "pool_ring"),
 }
 TARGETED_SEEDS = 6
 

@@ -208,6 +208,22 @@ class ConvDecisions:
         doc="Every tile held at once (tile t at t x kernel words), loaded once for the layer."))
     """Every kernel tile held in the weights buffer at once (tile t at t x kernel words): loaded
     once for the layer, not once per maps strip (`weights_resident`)."""
+    prefetch_after: int | None = decision(Decision(
+        "prefetch_after", LAYER, INT, None, field="prefetch_after",
+        doc="Vector ops of a kernel tile queued before its prefetches (the next strip's maps, the next tile's "
+            "weights) issue (absent: the vector queue's depth, 16; a tile with fewer ops: its prefetches first, "
+            "behind a flush). Followed; a value placing them as the default does is refused.",
+        rule="a conv layer's ops queued before a tile's prefetches, >= the vector queue's depth", minimum=1,
+        needs=_conv, refuse=lambda plan, hw: _prefetch_refusal(plan, hw)))
+    """Where a tile's prefetches go (codegen/pixels.kernel_tile): once this many of its vector ops
+    are queued, so that the loads overwrite only words older, finished vector ops read."""
+    load_next_whole: bool = decision(Decision(
+        "load_next_whole", LAYER, FLAG, False, field="load_next_whole",
+        doc="The next maps strip (a residual conv's: and its bypass rows) loads whole during the strip's last "
+            "kernel tile (absent: in one piece per kernel tile where each piece is a whole number of vMAC "
+            "counts, codegen/strip_loads.spreads). Followed; on a layer whose strips never load in pieces, refused.",
+        rule="on a conv layer", needs=_conv, refuse=lambda plan, hw: _whole_refusal(plan, hw)))
+    """The next strip's loads not spread over the kernel tiles (codegen/strip_loads.spreads)."""
 
 
 IR_ONLY: tuple[Decision, ...] = (
@@ -274,3 +290,21 @@ def write_decisions(op_name: str, plan: Any, props: dict[str, Attribute]) -> Non
 def decision_docs() -> dict[str, str]:
     """FIELD_DOCS entries of the declared decisions."""
     return {f"{d.op}.{d.name}": d.doc + (f" Rule: {d.rule}." if d.rule else "") for d in DECISIONS}
+
+
+def _prefetch_refusal(plan: Any, hw: Any) -> str | None:
+    s = plan.shape
+    if plan.prefetch_after < hw.vector_queue_depth:
+        return (f"fewer than the vector queue's {hw.vector_queue_depth} ops: the loads could overwrite words "
+                "queued vector ops still read")
+    if plan.bypass_slices and (s.kh, s.kw) == (1, 1):
+        return "a bypass-slice 1x1 conv's prefetches follow its pixel pipeline (remove it)"
+    if plan.indp and plan.cu_split == "cols":
+        return "a column-split INDP conv places its own loads (remove it)"
+    return None
+
+
+def _whole_refusal(plan: Any, hw: Any) -> str | None:
+    if plan.indp:
+        return "an INDP conv loads its next row group whole already (remove it)"
+    return None

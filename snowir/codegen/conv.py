@@ -18,6 +18,8 @@ clamp the kernel-row range, border columns get their own shorter traces.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields, replace
+
 from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.bypass_slices import load_first_slice, slice_channels, slice_gap, strips_ahead, tiles_per_slice
 from snowir.codegen.fused_pool import load_rows, pool_rows
@@ -29,7 +31,7 @@ from snowir.codegen.traces import (COOP, Prefetch, R_LEN, R_MAPS, R_OUT, R_SRC, 
                                    R_W, R_WSRC, TRACE_CHUNK, set_writeback, trace_chunks)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, band_plans, full_mask, ring_of
+from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, LoweringError, Strip, band_plans, full_mask, ring_of
 
 
 # staggered kernel tiles (weights_stagger): 1 while the current tile sits at base 0, else 0.
@@ -37,10 +39,30 @@ from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, Strip, band_plans, full_mas
 R_PAR = 14
 
 
+FOLLOWED = ("prefetch_after", "load_next_whole")
+"""Load-placement decisions of the plan that change the code wherever they mean anything: one
+that leaves the layer's code as its default does is refused (an edit is followed, never ignored)."""
+
+
 def generate_conv(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
     """The layer program: Kloop (kernel tiles inside each maps strip) or Mloop (strips inside
     each kernel tile); maps banks and weights slots alternate so the next strip / tile loads while
     the current one computes."""
+    b = _generate(plan, hw)
+    for name in FOLLOWED:
+        d = next(f for f in fields(plan) if f.name == name).metadata["decision"]
+        value = getattr(plan, name)
+        if value != d.default and _same(b, _generate(replace(plan, **{name: d.default}), hw)):
+            raise LoweringError(f"{d.name}{'' if value is True else f' {value}'}: the layer's code is the same "
+                                "without it (no load it moves here; remove it)")
+    return b
+
+
+def _same(a: AsmBuilder, b: AsmBuilder) -> bool:
+    return len(a.ops) == len(b.ops) and all(x.is_structurally_equivalent(y) for x, y in zip(a.ops, b.ops))
+
+
+def _generate(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
     s = plan.shape
     b = AsmBuilder()
     set_writeback(b, s, hw)

@@ -28,8 +28,9 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
     (y below the strip: at once), the rows then one block each; those still due at the end
     behind a flush (the next whole-buffer strip replacing this one as its last tile frees the
     rows; a 1x1 bypass-slice tile's are by pixel, and `next_slice` its slice loads' strip,
-    bypass_slices.slice_tile)."""
+    bypass_slices.slice_tile). The layer's `prefetch_after` moves `prefetch` past more ops."""
     s = plan.shape
+    depth = plan.prefetch_after or hw.vector_queue_depth  # ops queued before the prefetch
     b.emit(sf.AddiOp(R_TMP, R_TW, s.kh * s.kw * s.c * plan.weight_step))
     b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BIAS, R_TMP))
     b.write_mask(hw, R_TMP, mask)
@@ -71,14 +72,14 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
             while y_end < strip.y1 and y_end * s.sy - s.pt + s.kh <= s.h:
                 y_end += 1
             if pending:  # end the block once 16 ops are queued: the prefetch goes there, not after the tile
-                y_end = min(y_end, y + max(1, -(-(hw.vector_queue_depth - issued) // ops_per_row(s.kh))))
+                y_end = min(y_end, y + max(1, -(-(depth - issued) // ops_per_row(s.kh))))
         return y_end, ky0, ky1
 
     if prefetch:
         # no block boundary inside the tile with 16 ops queued (a strip of one row): the loads
         # go first, behind a flush, to overlap this tile rather than wait after it
         y, n = strip.y0, issued
-        while y < strip.y1 and n < hw.vector_queue_depth:
+        while y < strip.y1 and n < depth:
             y_next, ky0, ky1 = row_block(y, n, True)
             n += (y_next - y) * ops_per_row(ky1 - ky0)
             y = y_next
@@ -99,7 +100,7 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
 
     y = strip.y0
     while y < strip.y1:
-        if prefetch and issued >= hw.vector_queue_depth:
+        if prefetch and issued >= depth:
             for load in prefetch:
                 load(b)
             prefetch = []
@@ -115,14 +116,14 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
             b.const(R_BYPROW, bypass_base + y * s.ow * _bypass_stride(plan))
             b.emit(sf.AddOp(R_BYPROW, R_BYPROW, R_TT))
         inside = None
-        if prefetch and not mid and y_end - y == 1 and issued + ops_per_row(ky1 - ky0) > hw.vector_queue_depth \
+        if prefetch and not mid and y_end - y == 1 and issued + ops_per_row(ky1 - ky0) > depth \
                 and 4 * ops_per_row(ky1 - ky0) >= tile_ops:
             # the row, a quarter of the tile or more, would hold the prefetch back past the
             # tile's first 16 ops: it goes into the row, after the pixel that issues the 16th (a
             # short strip's tiles otherwise gave their next kernels half a tile less to land;
             # in longer strips the split loop costs more than the loads gain)
             pending = prefetch
-            inside = (lambda bb: [load(bb) for load in pending], hw.vector_queue_depth - issued)
+            inside = (lambda bb: [load(bb) for load in pending], depth - issued)
             prefetch = []
         if y_end - y > 1:
             if mid:  # not inside a Y loop: before it

@@ -56,8 +56,9 @@ def spreads(plan: ConvPlan, streams: list[tuple[int, int, int]]) -> bool:
     """Whether the next strip's `streams` (buffer element, DRAM byte, words: contiguous runs)
     load in pieces, one per kernel tile (`spread_piece`): several kernel tiles, not resident
     (those leave tile 0 the bus), not gathered or a column band (runs of their own), and each
-    stream longer than the T - 1 pieces of whole vMAC counts the loop's tiles load."""
-    if plan.resident_weights or plan.gather is not None or plan.in_row or plan.tiles < 2:
+    stream longer than the T - 1 pieces of whole vMAC counts the loop's tiles load; never when the
+    layer says `load_next_whole`."""
+    if plan.load_next_whole or plan.resident_weights or plan.gather is not None or plan.in_row or plan.tiles < 2:
         return False
     return all((plan.tiles - 1) * piece_words(plan, words) < words for _, _, words in streams)
 
