@@ -112,3 +112,20 @@ def test_bound_is_never_above_the_measured_time(tmp_path: Path, fields: dict) ->
             if pipeline is not None:
                 over = [(r["name"], r["bound_share"]) for r in timed if r["bound_share"] > 1]
                 assert over == [], f"{path.name} on {fields}: bound above the measured cycles"
+
+
+def test_snow_run_and_snow_report_print_the_bound(tmp_path: Path, capsys) -> None:
+    from snowir.tools.snow_report import main as snow_report
+    from snowir.tools.snow_run import main as snow_run
+
+    report = tmp_path / "r.json"
+    assert snow_run([str(_conv(tmp_path, 16, 8, 32)), "--report", str(report)]) == 0
+    printed = capsys.readouterr().out
+    data = __import__("json").loads(report.read_text())
+    row = next(r for r in data["layers"] if r["op"] == "conv2d")
+    assert "bound ms" in printed and "bound%" in printed
+    line = next(x for x in printed.splitlines() if x.startswith("c "))
+    assert f"{row['bound_ms']:.4f} {100 * row['bound_share']:>6.1f} compute" in line
+    assert f"= {100 * data['total']['bound_share']:.1f}% of the device time; mostly compute-bound" in printed
+    assert snow_report([str(report)]) == 0  # a saved report reprints the same table
+    assert capsys.readouterr().out.splitlines()[:4] == [x for x in printed.splitlines() if x][:4]
