@@ -445,6 +445,8 @@ def dse_value(R: Results, model: str, cus: str, gbps: str, field: str) -> str:
         return f"{r['conv_bound_ms']:.2f} ms"
     if field == "of_bound":
         return pct(r["conv_bound_share"])
+    if field == "bound_speedup":  # the bound's own speed-up against 4 CUs at 4.2 GB/s
+        return f"{_dse_base(R, model)['conv_bound_ms'] / r['conv_bound_ms']:.2f}x"
     if field == "fc_ms":  # the device time that is not conv time: the fully connected layers
         return f"{r['ms'] - r['conv_ms']:.0f} ms"
     raise DocTableError(f"dse value: unknown field {field!r}")
