@@ -49,6 +49,7 @@ def test_rows_equal_snow_run_and_ray_equals_one_worker(tmp_path: Path, capsys) -
     assert len(csv) == 5 and csv[0].startswith("cus,") and "stall_cu_load_wait" in csv[0]
     header = csv[0].split(",")  # capacity and traffic, each its own column
     assert header.count("dram_bytes") == 1 and "dram_traffic_bytes" in header
+    assert {"bound_ms", "bound_share", "bound_by", "conv_bound_ms", "conv_bound_share"} <= set(header)
     assert (one / "pareto.png").read_bytes()[:4] == b"\x89PNG" and any(r["pareto"] for r in rows)
     for row in rows:  # every row is the snow-run --hw of its configuration
         hw = SnowflakeConfig(dram_gbps=row["dram_gbps"], load_units=row["load_units"])
@@ -60,6 +61,10 @@ def test_rows_equal_snow_run_and_ray_equals_one_worker(tmp_path: Path, capsys) -
         assert (row["cycles"], row["dram_traffic_bytes"], row["ms"]) == (total["cycles"], total["dram_bytes"], total["ms"])
         assert row["dram_bytes"] == SnowflakeConfig().dram_bytes  # the config field, capacity: not overwritten
         assert row["stall_cu_load_wait"] == total["stall_cycles"]["cu_load_wait"]
+        # the bound on that machine and the share reached, as snow-run reports them
+        assert (row["bound_ms"], row["bound_share"], row["bound_by"]) == (
+            total["bound_ms"], total["bound_share"], total["bound_by"])
+        assert 0 < row["conv_bound_share"] <= 1 and row["conv_bound_ms"] <= row["conv_ms"]
     assert len({r["cycles"] for r in rows}) > 1  # the swept fields matter
     # the same sweep on a local Ray runtime: the same rows
     assert snow_dse([str(net), *SWEEP, "--out", str(many), "--workers", "2", "--quiet"]) == 0
@@ -119,3 +124,28 @@ def test_help_lists_the_sweepable_fields(capsys) -> None:
         main(["--help"])
     out = capsys.readouterr().out
     assert "sweepable fields" in out and all(name in out for name in RANGES)
+
+
+def test_the_front_ranks_by_end_to_end_time_where_layers_run_on_the_host(tmp_path: Path, capsys) -> None:
+    """Issue 37: the write-back activation unit takes a LeakyReLU off the host. By device ms the
+    machine without it dominates (cheaper, no slower); end to end (the default, since that
+    machine runs a host layer) the unit's machine is on the front too. An unknown objective is
+    one line, before anything runs."""
+    from act_nets import act_net
+
+    net = tmp_path / "leaky.onnx"
+    onnx.save(act_net(("leaky_relu",), size=8), net)
+    sweep = ["--sweep", "writeback_activation=0,1", "--workers", "1", "--quiet"]
+    fronts = {}
+    for objective in (None, "end-to-end", "device"):
+        out = tmp_path / str(objective)
+        assert snow_dse([str(net), *sweep, "--out", str(out)] + (["--objective", objective] if objective else [])) == 0
+        data = json.loads((out / "results.json").read_text())
+        fronts[objective] = (data["objective"], sorted(r["writeback_activation"] for r in data["rows"] if r["pareto"]))
+    assert fronts["device"] == ("ms", [0])
+    assert fronts["end-to-end"] == fronts[None] == ("end_to_end_ms", [0, 1])
+    out = tmp_path / "bad"
+    assert snow_dse([str(net), *sweep, "--out", str(out), "--objective", "latency"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--objective 'latency': not one of end-to-end, device" in err
+    assert not out.exists()

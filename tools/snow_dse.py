@@ -3,8 +3,10 @@ snow-dse MODEL --sweep FIELD=v1,v2,... [--sweep ...] [--out DIR] [--address ADDR
 design-space exploration over hardware configurations on Ray (snowir/driver/dse.py).
 
 Writes DIR/results.csv, DIR/results.json (one row per configuration: every config field, ms
-(device), conv_ms (device layers but fully connected ones, as C17 Table 2), GB/s, useful-MAC utilisation, stall cycles by cause, DRAM bytes) and DIR/pareto.png (ms against
-the resource proxy, every swept resource priced in MAC-equivalents as docs/dse.md says, Pareto
+(device), conv_ms (device layers but fully connected ones, as C17 Table 2), the bound on that
+machine (bound_ms, bound_share, bound_by; conv_bound_ms, conv_bound_share), GB/s, useful-MAC
+utilisation, stall cycles by cause, DRAM traffic bytes) and DIR/pareto.png (--objective: end-to-end
+or device ms, against the resource proxy, every swept resource priced in MAC-equivalents as docs/dse.md says, Pareto
 front marked); rows are cached in DIR/cache, so a re-run computes only new configurations.
 Every row equals `snow-run MODEL --hw` of that configuration.
 """
@@ -50,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pipeline", help="lowering pipeline, as snow-run --pipeline")
     p.add_argument("--format", default="Q8.8", help="fixed-point format (Qm.n or auto), as snow-run --format")
     p.add_argument("--input-shape", help="static shape for ONNX inputs with dynamic dimensions")
+    p.add_argument("--objective", help="what the Pareto front ranks by, against the resource proxy: end-to-end "
+                                       "(device + host + round trips) or device ms (default: end-to-end when "
+                                       "some configuration runs layers on the host, else device)")
     p.add_argument("--quiet", action="store_true", help="no progress, no table")
     return p
 
@@ -67,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
         raise SnowError("give at least one --sweep FIELD=v1,v2,...")
     if args.workers < 0 or (args.address and args.workers == 1):
         raise SnowError("--workers must be >= 0 (1: no Ray, so not with --address)")
+    if args.objective is not None and args.objective not in dse.OBJECTIVES:  # before anything runs
+        raise SnowError(f"--objective '{args.objective}': not one of {', '.join(dse.OBJECTIVES)}")
     sweeps = [dse.parse_sweep(s) for s in args.sweep]
     hws = dse.configs(SnowflakeConfig.load(args.hw), sweeps)
     out = Path(args.out)
@@ -78,29 +85,42 @@ def run(args: argparse.Namespace) -> int:
     explorer = dse.Explorer(args.model, out, args.pipeline, args.format, args.input_shape, args.workers,
                             args.address, say)
     rows = explorer.run(hws)
-    front = dse.pareto(rows)
+    key = dse.objective(rows, args.objective)
+    front = dse.pareto(rows, key)
     for row, f in zip(rows, front):
         row["pareto"] = f
     fields = [s.field for s in sweeps]
     files = Outputs()
     files.add(str(out / "results.csv"), dse.csv_text(rows).encode())
     files.add(str(out / "results.json"), (json.dumps({"model": args.model, "sweep": {s.field: list(s.values) for s in sweeps},
-                                                      "wall_s": explorer.wall_s, "rows": rows}, indent=2) + "\n").encode())
-    files.add(str(out / "pareto.png"), dse.plot(rows, fields, args.model))
+                                                      "objective": key, "wall_s": explorer.wall_s, "rows": rows},
+                                                     indent=2) + "\n").encode())
+    files.add(str(out / "pareto.png"), dse.plot(rows, fields, args.model, key))
     files.commit()
     if not args.quiet:
-        head = fields + ["ms", "conv ms", "host ms", "e2e ms", "GB/s", "util", "traffic MB", "pareto"]
+        head = fields + ["ms", "conv ms", "host ms", "e2e ms", "bound ms", "bound %", "bound by", "GB/s", "util",
+                         "traffic MB", "pareto"]
         print("  ".join(f"{h:>12}" for h in head))
         for row in rows:
             e2e = row.get("end_to_end_ms")
             cells = [str(row[f]) for f in fields] + [f"{row['ms']:.3f}", f"{row['conv_ms']:.3f}", f"{row['host_ms']:.3f}",
-                                                     "-" if e2e is None else f"{e2e:.3f}", f"{row['gbps']:.2f}",
+                                                     "-" if e2e is None else f"{e2e:.3f}",
+                                                     *_bound_cells(row), f"{row['gbps']:.2f}",
                                                      f"{100 * row['mac_utilization']:.1f}%",
                                                      f"{row['dram_traffic_bytes'] / 1e6:.2f}", "*" if row["pareto"] else ""]
             print("  ".join(f"{c:>12}" for c in cells))
+        print(f"snow-dse: Pareto front by {'device ms' if key == 'ms' else 'end-to-end ms'} against the resource proxy",
+              file=sys.stderr)
         print(f"snow-dse: {len(rows)} configurations in {explorer.wall_s:.1f} s; wrote {out}/results.csv, "
               f"results.json, pareto.png", file=sys.stderr)
     return 0
+
+
+def _bound_cells(row: dict) -> list[str]:
+    """The device layers' bound, the share of device ms it is, and what binds most of it."""
+    if row.get("bound_ms") is None:
+        return ["-", "-", "-"]
+    return [f"{row['bound_ms']:.3f}", f"{100 * row['bound_share']:.1f}%", row["bound_by"]]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

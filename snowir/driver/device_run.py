@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import FloatAttr, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf
+from snowir.driver import bound
 from snowir.device_layers import DEVICE_OPS
 from snowir.driver.results import Counts, DeviceRun, LayerResult, inputs_report, saturation, useful
 from snowir.driver.segment_run import linked, out_slice, run_segments, runtime_weight_image, tensor_words
@@ -284,6 +285,7 @@ def device_report(run: DeviceRun, hw: SnowflakeConfig, model: str, host_rows: li
     `total.end_to_end_ms` the two and the round trips between them on one timeline (timeline.py)."""
     layers = []
     ops = [row["_op"] for row in host_rows]
+    op_named = {row["name"]: row["_op"] for row in host_rows}
     by_op = {id(layer.op_ref): layer for layer in run.layers}
     computed_by = {layer.fused: layer.name for layer in run.layers if layer.fused is not None}
     for row in host_rows:
@@ -294,7 +296,7 @@ def device_report(run: DeviceRun, hw: SnowflakeConfig, model: str, host_rows: li
         if layer is None:
             if row["name"] in computed_by:  # 0 cycles of its own: in the conv's
                 row["computed_by"] = computed_by[row["name"]]
-            layers.append(row)
+            layers.append(row | bound.NO_BOUND)
             continue
         ms = hw.cycles_to_ms(layer.cycles)
         if layer.fused is not None:  # its program also computed the max pool reading it
@@ -304,6 +306,11 @@ def device_report(run: DeviceRun, hw: SnowflakeConfig, model: str, host_rows: li
                     "dram_bytes": layer.dram_bytes, "gbps": layer.dram_bytes / (ms * 1e6) if ms else 0.0,
                     "stall_cycles": layer.stalls, "mode": layer.mode, "loop_order": layer.loop_order,
                     "load_imbalance_pct": layer.imbalance})
+        if layer.cycles:  # the layer's bound on this machine (bound.py): 0 cycles, nothing ran
+            traffic = bound.compulsory(op, hw.element_bytes, op_named.get(layer.fused))
+            row.update(bound.row_fields(layer.cycles, layer.macs, traffic, hw))
+        else:
+            row.update(bound.NO_BOUND)
         layers.append(row)
     cycles = sum(layer.cycles for layer in run.layers)
     macs = sum(layer.macs for layer in run.layers)
@@ -321,6 +328,7 @@ def device_report(run: DeviceRun, hw: SnowflakeConfig, model: str, host_rows: li
              "dynamic_instructions": sum(layer.dynamic for layer in run.layers), "stall_cycles": stalls,
              "compile_s": sum(layer.compile_s for layer in run.layers),
              "simulate_s": sum(layer.simulate_s for layer in run.layers)}
+    total.update(bound.total_fields(layers, ms))
     trips = place_on_timeline(layers, ops, any(linked(op.get_toplevel_object()) for op in ops[:1]
                                                if isinstance(op.get_toplevel_object(), ModuleOp)))
     totals(total, trips)

@@ -38,7 +38,9 @@ from snowir.errors import SnowError
 from snowir.hw import ConfigError, SnowflakeConfig
 
 STALLS = ("raw", "load_wait", "icache", "cu_starved", "cu_load_wait", "cu_drain")
-CACHE_VERSION = 4
+CACHE_VERSION = 5  # 5: the bound columns
+# what the Pareto front ranks by (`--objective`), as the row's column
+OBJECTIVES = {"end-to-end": "end_to_end_ms", "device": "ms"}
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,14 @@ def summarise(report: dict[str, Any], hw: SnowflakeConfig) -> dict[str, Any]:
     stalls = total.get("stall_cycles", {})
     row: dict[str, Any] = dict(hw.to_json())
     conv = [layer for layer in report["layers"] if layer["where"] == "device" and layer["op"] != "dense"]
-    row.update({"cycles": total["cycles"], "ms": total["ms"], "conv_ms": sum(layer["ms"] for layer in conv),
+    conv_ms = sum(layer["ms"] for layer in conv)
+    conv_bound = [layer["bound_ms"] for layer in conv if layer.get("bound_ms") is not None]
+    row.update({"cycles": total["cycles"], "ms": total["ms"], "conv_ms": conv_ms,
+                # the bound on this machine (snowir/driver/bound.py): the device layers', its share
+                # of `ms` and the resource binding most of it; conv_*: over conv_ms's layers
+                "bound_ms": total.get("bound_ms"), "bound_share": total.get("bound_share"),
+                "bound_by": total.get("bound_by"), "conv_bound_ms": sum(conv_bound) if conv_bound else None,
+                "conv_bound_share": sum(conv_bound) / conv_ms if conv_bound and conv_ms else None,
                 "gbps": total["gbps"],
                 # traffic, named apart from the config's `dram_bytes` (capacity) it used to overwrite
                 "mac_utilization": total["mac_utilization"], "dram_traffic_bytes": total["dram_bytes"],
@@ -282,12 +291,26 @@ def _label(hw: SnowflakeConfig, hws: Sequence[SnowflakeConfig]) -> str:
     return ", ".join(f"{k}={hw.to_json()[k]}" for k in varying) or "default"
 
 
-def pareto(rows: list[dict[str, Any]]) -> list[bool]:
-    """Rows no other row beats on both resource proxy and ms."""
+def objective(rows: list[dict[str, Any]], name: str | None) -> str:
+    """The row column the front ranks by: `name` (`--objective`), or by default end to end where
+    some configuration runs layers on the host (its time and the round trips are then part of
+    what a user waits for), else device ms. Refused in one line when unknown or not measured."""
+    if name is None:
+        name = "end-to-end" if any(r.get("host_ms") for r in rows) else "device"
+    if name not in OBJECTIVES:
+        raise SnowError(f"--objective '{name}': not one of {', '.join(OBJECTIVES)}")
+    key = OBJECTIVES[name]
+    if any(r.get(key) is None for r in rows):
+        raise SnowError(f"--objective {name}: the runs have no {key} (no end-to-end timeline); use --objective device")
+    return key
+
+
+def pareto(rows: list[dict[str, Any]], key: str = "ms") -> list[bool]:
+    """Rows no other row beats on both resource proxy and `key` (device `ms` or `end_to_end_ms`)."""
     front = []
     for r in rows:
-        dominated = any((o["resource_proxy"] <= r["resource_proxy"] and o["ms"] <= r["ms"])
-                        and (o["resource_proxy"] < r["resource_proxy"] or o["ms"] < r["ms"]) for o in rows)
+        dominated = any((o["resource_proxy"] <= r["resource_proxy"] and o[key] <= r[key])
+                        and (o["resource_proxy"] < r["resource_proxy"] or o[key] < r[key]) for o in rows)
         front.append(not dominated)
     return front
 
@@ -300,18 +323,19 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def pareto_figure(rows: list[dict[str, Any]], fields: Sequence[str], model: str, dpi: int = 120):
-    """ms against the resource proxy, the Pareto front marked and its points labelled first;
-    other points are labelled where a label fits without overlapping (`place_labels`)."""
+def pareto_figure(rows: list[dict[str, Any]], fields: Sequence[str], model: str, dpi: int = 120, key: str = "ms"):
+    """`key` (device `ms` or `end_to_end_ms`) against the resource proxy, the Pareto front marked
+    and its points labelled first; other points are labelled where a label fits without
+    overlapping (`place_labels`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    front = pareto(rows)
+    front = pareto(rows, key)
     fig, ax = plt.subplots(figsize=(7.5, 5), dpi=dpi)
     xs = [r["resource_proxy"] for r in rows]
-    ys = [r["ms"] for r in rows]
+    ys = [r[key] for r in rows]
     ax.scatter(xs, ys, c=["tab:red" if f else "tab:gray" for f in front], zorder=3)
     pts = sorted((x, y) for x, y, f in zip(xs, ys, front) if f)
     ax.step([p[0] for p in pts], [p[1] for p in pts], where="post", color="tab:red", lw=1, label="Pareto front")
@@ -320,7 +344,7 @@ def pareto_figure(rows: list[dict[str, Any]], fields: Sequence[str], model: str,
     if wide:
         ax.set_xscale("log")
     ax.set_xlabel(f"resource proxy: MAC-equivalents (docs/dse.md){' (log)' if wide else ''}")
-    ax.set_ylabel("simulated ms (device layers)")
+    ax.set_ylabel("simulated ms (device layers)" if key == "ms" else "simulated ms end to end (device + host + round trips)")
     ax.set_title(f"{Path(model).name}: {len(rows)} configurations")
     ax.grid(alpha=0.3)
     ax.legend()
@@ -332,10 +356,10 @@ def pareto_figure(rows: list[dict[str, Any]], fields: Sequence[str], model: str,
     return fig
 
 
-def plot(rows: list[dict[str, Any]], fields: Sequence[str], model: str) -> bytes:
+def plot(rows: list[dict[str, Any]], fields: Sequence[str], model: str, key: str = "ms") -> bytes:
     import matplotlib.pyplot as plt
 
-    fig = pareto_figure(rows, fields, model)
+    fig = pareto_figure(rows, fields, model, key=key)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")  # the figure's dpi: the one its labels were placed at
     plt.close(fig)

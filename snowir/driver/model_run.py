@@ -24,6 +24,7 @@ from xdsl.passes import PassPipeline
 from snowir import api
 from snowir.version import __version__
 from snowir.dialects import nn, tile
+from snowir.driver.bound import NO_BOUND
 from snowir.driver.check import check_outputs, check_summary, golden_checked, ort_checked
 from snowir.driver.results import inputs_report, saturation
 from snowir.pass_steps import gc_paused
@@ -225,13 +226,14 @@ def golden_report(module: ModuleOp, source: str, hw: SnowflakeConfig, compile_s:
     rows = layer_rows(module)
     for row in rows:
         op = row.pop("_op")
-        row.update(saturation(golden.saturated.get(op, 0), op))
+        row.update(saturation(golden.saturated.get(op, 0), op), **NO_BOUND)
     total = {"cycles": 0, "ms": 0.0, "host_ms": host_total_ms(rows), "macs": sum(r["macs"] for r in rows),
              "lane_macs": 0, "mac_utilization": 0.0,
              "dram_bytes": 0, "gbps": 0.0, "static_instructions": 0, "dynamic_instructions": 0,
              "stall_cycles": {}, "compile_s": compile_s, "simulate_s": simulate_s,
              # no device time, so no end-to-end timeline (docs/machine.md "End-to-end time")
-             "round_trip_ms": None, "round_trip_bytes": None, "end_to_end_ms": None, "device_share": None}
+             "round_trip_ms": None, "round_trip_bytes": None, "end_to_end_ms": None, "device_share": None,
+             **NO_BOUND}  # no device time: no share of a bound either
     for row in rows:
         row.update(start_ms=None, end_ms=None)
     return {"model": source, "hw": hw.to_json(), "total": total, "layers": rows, "check": None,

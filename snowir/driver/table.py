@@ -1,6 +1,7 @@
 """
 The per-layer table snow-run prints and snow-report reprints from a saved report: cycles, ms,
-MACs, utilisation, traffic, mode and loop order, the share of the layer's values saturation
+MACs, utilisation, traffic, the bound on the machine (its ms, the share of the layer's time it
+is and whether compute, the bus or the load units' ports bind; snowir/driver/bound.py), mode and loop order, the share of the layer's values saturation
 changed (`sat%`, "-" where none), the end-to-end time (device + host + round trips) and the
 device's share of it, then the stall cycles by cause.
 """
@@ -20,6 +21,24 @@ def _saturated(row: dict[str, Any]) -> str:
         return "-"
     share = 100 * row.get("saturated_share", 0.0)
     return f"{share:.1f}" if share >= 1 else f"{share:.2g}"
+
+
+def _bound(row: dict[str, Any]) -> str:
+    """The layer's bound on the machine (snowir/driver/bound.py), the share of its time that is,
+    and what binds it; dashes where there is none (host layers, older reports)."""
+    if row.get("bound_ms") is None:
+        return f"{'-':>9} {'-':>6} {'-':>7}"
+    return f"{row['bound_ms']:>9.4f} {100 * row['bound_share']:>6.1f} {row['bound_by']:>7}"
+
+
+def bound_line(total: dict[str, Any]) -> str | None:
+    """The device layers' bound and the share of the device time it is; None without one."""
+    if total.get("bound_ms") is None:
+        return None
+    return (f"bound {total['bound_ms']:.4f} ms (each device layer's larger of compute and compulsory traffic; "
+            f"summed: compute {total['bound_compute_ms']:.4f}, traffic {total['bound_bus_ms']:.4f} ms, "
+            f"{total['compulsory_bytes']:,} bytes) = {100 * total['bound_share']:.1f}% of the device time; "
+            f"mostly {total['bound_by']}-bound")
 
 
 def end_to_end_line(total: dict[str, Any]) -> str | None:
@@ -44,7 +63,8 @@ def print_table(report: dict[str, Any], out=None) -> None:
     wo = max(2, *(len(r["op"]) for r in rows))
     ww = max(6, *(len(w) for w in where))
     head = (f"{'layer':<{wn}} {'op':<{wo}} {'where':<{ww}} {'cycles':>12} {'ms':>9} {'host ms':>8} {'MACs':>14} "
-            f"{'util%':>6} {'DRAM MB':>9} {'GB/s':>6} {'mode':>5} {'order':>6} {'sat%':>6}")
+            f"{'util%':>6} {'DRAM MB':>9} {'GB/s':>6} {'bound ms':>9} {'bound%':>6} {'by':>7} {'mode':>5} {'order':>6} "
+            f"{'sat%':>6}")
     print(head, file=out)
     print("-" * len(head), file=out)
     # the golden model computes values, not time: its device layers have no cycles to show
@@ -53,14 +73,14 @@ def print_table(report: dict[str, Any], out=None) -> None:
         host = f"{r['host_ms']:>8.3f}" if r.get("host_ms") else f"{'-':>8}"
         if timed:
             timing = (f"{r['cycles']:>12,} {r['ms']:>9.4f} {host} {r['macs']:>14,} {100 * r['mac_utilization']:>6.1f} "
-                      f"{r['dram_bytes'] / 1e6:>9.3f} {r['gbps']:>6.2f}")
+                      f"{r['dram_bytes'] / 1e6:>9.3f} {r['gbps']:>6.2f} {_bound(r)}")
         else:
-            timing = f"{'-':>12} {'-':>9} {host} {r['macs']:>14,} {'-':>6} {'-':>9} {'-':>6}"
+            timing = f"{'-':>12} {'-':>9} {host} {r['macs']:>14,} {'-':>6} {'-':>9} {'-':>6} {_bound({})}"
         print(f"{r['name']:<{wn}} {r['op']:<{wo}} {w:<{ww}} {timing} "
               f"{(r.get('mode') or '-'):>5} {(r.get('loop_order') or '-'):>6} {_saturated(r):>6}", file=out)
-    line = end_to_end_line(report["total"])
-    if line:
-        print(line, file=out)
+    for line in (end_to_end_line(report["total"]), bound_line(report["total"])):
+        if line:
+            print(line, file=out)
     for i in report.get("inputs") or ():  # quantising a model input saturates too
         if i.get("saturated"):
             print(f"input '{i['name']}' ({i['format']}): {i['saturated']:,} values saturated "

@@ -1,0 +1,144 @@
+"""
+The bound of a device layer on one machine (issue 38 item 4): the fewest cycles any compiler
+could run the layer in, so that a report row or a snow-dse sweep says where the compiler, not
+the hardware, is the limit.
+
+* **Compute**: the useful (padding-free) MACs over the machine's MACs per cycle, the bound
+  of C17 Table 1 (bench/table1.py's `ConvShape.valid_macs() / hw.macs`, docs' "padding-free
+  bound"): the report row's `macs` is that count (`host_model.useful_macs`, and the machine
+  counts the same work), so the bound is `macs / hw.macs`, not a second count.
+* **Compulsory traffic**: the layer's weights (and bias), inputs (bypass included) and outputs
+  crossing the bus once, at `element_bytes` a value; all of it shares `dram_gbps`, and what is
+  read also goes through the load units' ports (`load_units` × `unit_gbps`), so the traffic
+  takes at least max(all bytes / bus rate, read bytes / port rate). What the compiler
+  made counts as its choice, not as compulsory: a channel part's partial sum (split-kernels,
+  the `split` chain's bypass), the zeros a block-diagonal or ungrouped conv's weights carry,
+  the rows unfold-rows / pad-rows lay out on the host (the layer reads the tensor they came
+  from). A conv whose program computes a max pool (`computes`) writes the pool's output.
+* The bound is the larger of the two, `bound_by` names it (`compute`, `bus`, or `ports` when the
+  load units' ports, not the shared bus, limit the reads); `bound_share` = bound / measured
+  cycles, at most 1 unless the bound or the machine model is wrong (tests/test_bound.py).
+
+A model's bound is the sum of its device layers' (they run one after another), its `bound_by`
+the resource that binds the largest part of that sum.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from xdsl.ir import Operation, SSAValue
+
+from snowir.dialects import nn
+from snowir.hw import SnowflakeConfig
+
+RESOURCES = ("compute", "bus", "ports")
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """A layer's compulsory bytes: what it must read (weights, inputs) and write (outputs) once."""
+
+    weights: int
+    inputs: int
+    outputs: int
+
+    @property
+    def read(self) -> int:
+        return self.weights + self.inputs
+
+    @property
+    def total(self) -> int:
+        return self.read + self.outputs
+
+
+def _elements(value: SSAValue) -> int:
+    return int(math.prod(value.type.get_shape())) if hasattr(value.type, "get_shape") else 0
+
+
+def _partial(value: SSAValue) -> bool:
+    """A channel part's partial sum: the result of a `split` conv that a `split` conv reads as
+    its bypass (split-kernels' chain), a round trip the compiler chose."""
+    owner = value.owner
+    return isinstance(owner, nn.Conv2dOp) and "split" in owner.attributes and any(
+        isinstance(use.operation, nn.Conv2dOp) and "split" in use.operation.attributes
+        and use.operation.bypass is value for use in value.uses)
+
+
+def _weight_elements(op: Operation, value: SSAValue) -> int:
+    """The weights' values, zeros the lowering added left out: a block-diagonal conv's kernel
+    (depthwise-to-grouped) has one non-zero channel, an ungrouped conv's (`dense_groups`) the
+    group's."""
+    if isinstance(op, nn.Conv2dOp) and value is op.weight:
+        k, cg, kh, kw = value.type.get_shape()
+        if "block_diagonal" in op.attributes:
+            cg = 1
+        elif "dense_groups" in op.attributes:
+            cg //= op.attributes["dense_groups"].value.data
+        return k * cg * kh * kw
+    return _elements(value)
+
+
+def _input_elements(value: SSAValue) -> int:
+    """An activation's values, as the model holds them: the tensor a host layout (unfold-rows'
+    rows as channels, pad-rows' zero rows) was made from."""
+    owner = value.owner
+    if isinstance(owner, nn.UnfoldRowsOp | nn.PadRowsOp):
+        return _elements(owner.input)
+    return _elements(value)
+
+
+def compulsory(op: Operation, element_bytes: int, computes: Operation | None = None) -> Traffic:
+    """The bytes layer `op` must move once (module docstring); `computes`: the max pool its
+    program computes, whose output it writes instead of its own."""
+    weights = inputs = 0
+    for value in op.operands:
+        if isinstance(value.owner, nn.ConstantOp):
+            if isinstance(op, nn.Conv2dOp) and value is op.bias and op.bypass is not None and _partial(op.bypass):
+                continue  # a later channel part's zero bias: the first part carries the conv's
+            weights += _weight_elements(op, value)
+        elif not _partial(value):
+            inputs += _input_elements(value)
+    outs = (computes or op).results
+    outputs = sum(_elements(r) for r in outs if not _partial(r))
+    return Traffic(weights * element_bytes, inputs * element_bytes, outputs * element_bytes)
+
+
+def layer_bound(macs: int, traffic: Traffic, hw: SnowflakeConfig) -> dict[str, Any]:
+    """The bound's report fields, in cycles of `hw` (module docstring): `compute_cycles`,
+    `bus_cycles` (traffic: the bus or the ports, whichever is slower), `cycles`, `by`."""
+    compute = macs / hw.macs
+    bus = traffic.total / hw.dram_bytes_per_cycle
+    ports = traffic.read / (hw.load_units * hw.unit_bytes_per_cycle)
+    traffic_cycles = max(bus, ports)
+    by = "compute" if compute >= traffic_cycles else "bus" if bus >= ports else "ports"
+    return {"compute_cycles": compute, "bus_cycles": traffic_cycles, "cycles": max(compute, traffic_cycles), "by": by}
+
+
+def row_fields(cycles: int, macs: int, traffic: Traffic, hw: SnowflakeConfig) -> dict[str, Any]:
+    """A device layer row's bound fields: `compulsory_bytes`, `bound_compute_ms`, `bound_bus_ms`,
+    `bound_ms`, `bound_share` (bound / measured) and `bound_by`."""
+    b = layer_bound(macs, traffic, hw)
+    return {"compulsory_bytes": traffic.total, "bound_compute_ms": hw.cycles_to_ms(b["compute_cycles"]),
+            "bound_bus_ms": hw.cycles_to_ms(b["bus_cycles"]), "bound_ms": hw.cycles_to_ms(b["cycles"]),
+            "bound_share": b["cycles"] / cycles if cycles else None, "bound_by": b["by"]}
+
+
+NO_BOUND = {"compulsory_bytes": None, "bound_compute_ms": None, "bound_bus_ms": None, "bound_ms": None,
+            "bound_share": None, "bound_by": None}
+
+
+def total_fields(rows: list[dict[str, Any]], ms: float) -> dict[str, Any]:
+    """The bound of the rows that have one, summed (they run one after another), its share of
+    `ms` (their measured time) and the resource binding most of it."""
+    bounded = [r for r in rows if r.get("bound_ms") is not None]
+    if not bounded:
+        return dict(NO_BOUND)
+    bound = sum(r["bound_ms"] for r in bounded)
+    by = {res: sum(r["bound_ms"] for r in bounded if r["bound_by"] == res) for res in RESOURCES}
+    return {"compulsory_bytes": sum(r["compulsory_bytes"] for r in bounded),
+            "bound_compute_ms": sum(r["bound_compute_ms"] for r in bounded),
+            "bound_bus_ms": sum(r["bound_bus_ms"] for r in bounded), "bound_ms": bound,
+            "bound_share": bound / ms if ms else None, "bound_by": max(RESOURCES, key=by.__getitem__)}
