@@ -40,6 +40,8 @@ CASES = [
     ("s2_same_lower", dict(strides=[2, 2], auto_pad="SAME_LOWER"), 8, 4, 3),
     ("grouped", dict(strides=[2, 2], pads=[1, 1, 1, 1], group=2), 8, 8, 4),
     ("depthwise", dict(strides=[2, 2], pads=[1, 1, 1, 1], group=16), 16, 1, 4),
+    # waifu2x UpConv7's 4x4/2 with pads 3: the crop cuts the phase grid inside the input
+    ("s2_k4_p3", dict(strides=[2, 2], pads=[3, 3, 3, 3]), 8, 4, 4),
 ]
 
 
@@ -74,7 +76,7 @@ def test_conv_transpose_runs_on_the_device_bit_exact(name: str, attrs: dict, c: 
 
 
 METHOD_CASES = [("zero-insertion", CASES[i]) for i in (3, 4, 5, 7, 10)] + \
-    [("phases", CASES[i]) for i in (2, 4, 6, 10)]
+    [("phases", CASES[i]) for i in (2, 4, 6, 10, 11)]
 
 
 @pytest.mark.parametrize("method, case", METHOD_CASES, ids=[f"{m}-{c[0]}" for m, c in METHOD_CASES])

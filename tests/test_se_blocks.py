@@ -108,3 +108,27 @@ def test_the_gate_conv_takes_the_gate_format_with_calibration(tmp_path: Path, ca
     cal = tmp_path / "cal.npy"
     np.save(cal, np.random.default_rng(0).standard_normal((3, 1, 16, 20, 20)).astype(np.float32))
     _run(se_block(), tmp_path, capsys, "--format", "auto", "--calibration", str(cal))
+
+
+ACT_UNIT = str(Path(__file__).resolve().parent / "filecheck" / "Inputs" / "act_unit.json")
+
+
+@pytest.mark.parametrize("gate", ["Sigmoid", "HardSigmoid"])
+def test_with_the_activation_unit_the_gate_multiply_stays_on_the_device(gate: str, tmp_path: Path, capsys) -> None:
+    """Regression: with the write-back activation unit, fuse-activation folded the gate's
+    activation into the second 1x1 conv, so the gate became a device conv's output and se-gate
+    left the Mul (H x W x C products) on the host. The gate's activation (C values) stays a host
+    op feeding the runtime kernels; the Mul is a device conv, bit-exact."""
+    from snowir.passes.pipelines import NNPreparePass
+    from snowir.frontend.onnx_import import import_model
+
+    m = se_block(32, gate=gate)
+    module = import_model(m)
+    NNPreparePass(hw=ACT_UNIT).apply(None, module)
+    scale = _node(module, "scale")
+    assert isinstance(scale, nn.Conv2dOp) and RUNTIME_KERNELS in scale.attributes
+    assert scale.attributes["place"].data == "snowflake"
+    r = _run(m, tmp_path, capsys, "--hw", ACT_UNIT)
+    rows = {row["name"]: row["where"] for row in r["layers"]}
+    assert rows["scale"] == rows["fc2"] == "device", rows
+    assert {row["name"] for row in r["layers"] if row["where"] == "host"} == {"gap", "gate"}

@@ -19,7 +19,8 @@ buffering, the kernel tile's slot / stagger / resident (added, removed, changed,
 cu_rows, ring, in_rows / overlap, load and window fields, loads and windows deleted or
 duplicated, DRAM region offsets and sizes, the weights' recorded packing, relu (layer, shape,
 both), pool_slots, bypass_slices, gather, tiles deleted or duplicated, bodies emptied alone, the
-output region's `channels` (a device concat's slice: added, moved, removed), the load placement
+output region's `channels` (a device concat's slice: added, moved, removed) and `pixels` (an
+interleave's phase: added, moved, too small for the output, removed), the load placement
 (`prefetch_after`, `load_next_whole`), pairs of edits.
 
 Layers (KINDS): plain COOP convs (Kloop, Mloop, staggered kernel tiles), residual convs (bypass
@@ -900,13 +901,68 @@ def e_channels(layer, rng, hw):
                 f"{_body_note(empty)}", acts=True)
 
 
+def _out_hw(layer: tile.LayerOp) -> tuple[int, int, int]:
+    """The layer's output rows, columns and channels (a conv's, or its fused pool's, or a pool's)."""
+    if isinstance(layer.shape, tile.ConvShapeAttr):
+        s = conv_shape_of(layer.shape)
+        if "conv_output" in regions_of(layer):
+            raise NotApplicable  # a fused pool: its output dims are the pool's (not edited here)
+        return s.oh, s.ow, s.k
+    p = pool_shape_of(layer.shape)
+    return p.oh, p.ow, p.c
+
+
+def e_pixels(layer, rng, hw):
+    """The output region made one phase of an interleave (`pixels` = [oy, ox, sy, sx, height,
+    width]: output pixel (i, j) at the tensor's (oy + sy·i, ox + sx·j)), its phase moved, its
+    tensor too small, or the phase removed; with or without a channel slice; the region grown to
+    the tensor or not. The judge reads the phase's pixels (`_written`)."""
+    regions = regions_of(layer)
+    out = regions["output"]
+    oh, ow, k = _out_hw(layer)
+    if out.pixels is not None and rng.random() < 0.3:
+        out.properties.pop("pixels")
+        empty_bodies(layer)
+        return Edit("output pixels removed, bodies empty", acts=True)
+    sy, sx = rng.choice([(2, 2), (2, 1), (1, 2), (3, 3), (1, 1), (2, 3)])
+    oy, ox = rng.randrange(sy), rng.randrange(sx)
+    height = oy + sy * (oh - 1) + 1 + rng.choice([0, 0, 0, 1, sy - 1, -1])
+    width = ox + sx * (ow - 1) + 1 + rng.choice([0, 0, 0, 1, sx - 1, -1])
+    if (sy, sx, height, width) == (1, 1, oh, ow) or min(height, width) < 1:
+        raise NotApplicable  # whole pixels: the same placement as none
+    _arr(out, "pixels", [oy, ox, sy, sx, height, width])
+    total = int(out.channels.get_values()[2]) if out.channels is not None else k
+    grown = rng.random() < 0.85
+    if grown:  # the regions after it (a bypass, a pool's slack) move up past the tensor
+        end, size = out.offset.value.data + out.size.value.data, 2 * height * width * total
+        delta = -(-(size - out.size.value.data) // 64) * 64
+        for r in regions.values():
+            if r is not out and r.offset.value.data >= end and delta > 0:
+                _set(r, "offset", r.offset.value.data + delta)
+        _set(out, "size", max(size, out.size.value.data))
+    empty = rng.random() < 0.8  # the windows' output addresses follow: derived
+    if empty:
+        empty_bodies(layer)
+    return Edit(f"output pixels [{oy}, {ox}, {sy}, {sx}, {height}, {width}], region "
+                f"{'grown to the tensor' if grown else 'kept'}, {_body_note(empty)}", acts=True)
+
+
 def _written(layer: tile.LayerOp, y: np.ndarray, size: int) -> np.ndarray:
     """The layer's output words from its output segment: its channel slice of every pixel when the
-    region is a slice of a wider tensor (`channels`), else the first `size` words."""
+    region is a slice of a wider tensor (`channels`), its phase's pixels when it is an interleave's
+    phase (`pixels`), else the first `size` words."""
     out = regions_of(layer).get("output")
-    if out is None or out.channels is None:
+    if out is None or (out.channels is None and out.pixels is None):
         return y[:size]
-    first, count, total = (int(v) for v in out.channels.get_values())
+    first, count, total = (int(v) for v in out.channels.get_values()) if out.channels is not None else \
+        (0, _out_hw(layer)[2], _out_hw(layer)[2])
+    if out.pixels is not None:
+        oy, ox, sy, sx, height, width = (int(v) for v in out.pixels.get_values())
+        oh, ow, _ = _out_hw(layer)
+        if y.size < height * width * total or oy + sy * (oh - 1) >= height or ox + sx * (ow - 1) >= width:
+            return y[:0]
+        grid = y[:height * width * total].reshape(height, width, total)
+        return grid[oy::sy, ox::sx][:oh, :ow, first:first + count].ravel()
     pixels = size // count
     if y.size < pixels * total:
         return y[:0]
@@ -1060,7 +1116,7 @@ def maps_cols_cut(layer: tile.LayerOp) -> bool:
 
 PAIRED = ("split", "merge", "shift", "retile", "count", "mode", "loop_order", "buffering", "slot", "stagger",
           "resident", "cu_rows", "ring", "relu", "pool_slots", "bypass_slices", "gather", "region", "empty", "channels",
-          "prefetch_after", "load_next_whole")
+          "pixels", "prefetch_after", "load_next_whole")
 
 
 def e_pair(layer, rng, hw):
@@ -1080,7 +1136,8 @@ EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the dra
     "bypass_slices": (e_bypass_slices, 2), "delete_tile": (e_delete_tile, 1), "duplicate_tile": (e_duplicate_tile, 1),
     "empty": (e_empty, 2), "gather": (e_gather, 1), "packing": (e_packing, 1), "pair": (e_pair, 4),
     "drop_load": (e_drop_load, 1), "resident_one": (e_resident_one, 1), "taller": (e_taller, 1),
-    "channels": (e_channels, 2), "prefetch_after": (e_prefetch_after, 2), "load_next_whole": (e_load_next_whole, 2),
+    "channels": (e_channels, 2), "pixels": (e_pixels, 2), "prefetch_after": (e_prefetch_after, 2),
+    "load_next_whole": (e_load_next_whole, 2),
 }
 
 
@@ -1227,6 +1284,7 @@ TARGETED = {  # an edit kind held-out users made, and the layer kinds it applies
     # (the kinds where each is followed, refused by its own rules, and the cheapest; the random draw covers the rest)
     "prefetch_after": ("conv_stagger", "residual", "bypass_slices", "indp", "fused_pool", "pool_strips"),
     "load_next_whole": ("residual", "indp", "pool_ring"),
+    "pixels": ("pool_strips", "conv_kloop", "gathered", "residual"),
 }
 TARGETED_SEEDS = 6
 
@@ -1235,7 +1293,8 @@ TARGETED_SEEDS = 6
 def test_targeted_edits_are_followed_bit_exact_or_refused(bases, name: str, kind: str) -> None:
     """Edits that found defects held out (issue 40): a max pool tile's only load deleted (was
     ignored: derived again), `resident` on a lone kernel tile (was computed twice: every row
-    wrong), taller strips under a fused pool (its ring's slots were not derived again). Each is
+    wrong), taller strips under a fused pool (its ring's slots were not derived again), an
+    interleave's phase (`pixels`) on a max pool's output (was ignored: the pool wrote whole pixels). Each is
     followed (new code, bit-exact with the golden model) or refused in one line naming the layer;
     never wrong, never ignored (a deleted load or `resident` never a no-op; taller tiles a no-op
     only when they derive the same plan)."""
@@ -1248,10 +1307,11 @@ def test_targeted_edits_are_followed_bit_exact_or_refused(bases, name: str, kind
 
 
 def test_targeted_edits_meet_the_defects_as_found(bases) -> None:
-    """The held-out cases themselves: the pool's deleted load refused, the lone resident tile and
-    the fused pool's taller row groups followed (before: accepted as a no-op, wrong output, refused)."""
+    """The held-out cases themselves: the pool's deleted load and a pool's `pixels` refused, the
+    lone resident tile, the fused pool's taller row groups and a conv's phase placement followed (before: accepted as a no-op, wrong output, refused)."""
     cases = {("pool_strips", "drop_load"): "refused", ("conv_one_tile", "resident_one"): "followed",
-             ("fused_pool", "taller"): "followed"}
+             ("fused_pool", "taller"): "followed", ("pool_strips", "pixels"): "refused",
+             ("conv_kloop", "pixels"): "followed"}
     for (kind, name), want in cases.items():
         base = bases[kind]
         restore_blobs(base)

@@ -18,8 +18,9 @@ depthwise conv, which depthwise-to-grouped leaves as parts) goes into every part
 convs (split-kernels, depthwise-to-grouped, the input layouts, add-to-bypass: an add's identity
 conv takes the activation too), so partition-host then re-decides with the activation gone
 from the host. Parameters that do not fit the unit's word (`Activation.word`: a clip bound off
-the 1/16 grid or beyond +-128, alpha outside [0, 1)) leave the op where it is. On a machine
-without the unit the pass changes nothing.
+the 1/16 grid or beyond +-128, alpha outside [0, 1)) leave the op where it is. An SE block's gate activation
+(Sigmoid / HardSigmoid feeding a per-channel Mul) stays too: se-gate needs the gate a host result
+to put the Mul on the device (`_se_gate`). On a machine without the unit the pass changes nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from snowir.activation import Activation
 from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
+from snowir.passes.nn.se_gate import gate_of
 
 
 def _attr(op: nn.HostOp, name: str, default: float) -> float:
@@ -97,6 +99,16 @@ def _fusable(x: SSAValue, users: int) -> list[nn.Conv2dOp]:
     return []
 
 
+def _se_gate(value: SSAValue) -> bool:
+    """Whether `value` is an SE block's gate (a Mul scales a tensor by it per channel): se-gate,
+    after this pass, makes that Mul a device conv whose kernels the host writes, which needs the
+    gate a host result. Fused into the producing conv, the gate would be a device conv's output
+    and the Mul (H x W x C products) would stay on the host to spare an activation of C values
+    there, in a round trip the host makes anyway (it packs the gate)."""
+    return any(isinstance(use.operation, nn.MulOp) and (found := gate_of(use.operation)) is not None
+               and found[1] is value for use in value.uses)
+
+
 def _fuse(op: Operation, rewriter: Rewriter) -> None:
     """Fold `op` (an activation, or the multiply of x * Sigmoid(x)) into its conv if it may."""
     silu = _silu(op)
@@ -108,6 +120,8 @@ def _fuse(op: Operation, rewriter: Rewriter) -> None:
         if found is None:
             return
         (x, act), dead, users = found, [], 1
+        if _se_gate(op.results[0]):
+            return
     convs = _fusable(x, users)
     if not convs or op.results[0].type != x.type:
         return

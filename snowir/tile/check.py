@@ -281,8 +281,14 @@ def _regions(layer: tile.LayerOp, sizes: dict[str, int]) -> None:
 def check_slice(layer: tile.LayerOp, k: int) -> None:
     """An output region that is a device concat's channel slice (`channels`) holds the layer's k
     channels of every pixel, and is the layer's own output (a fused pool's conv writes
-    `conv_output`, the pool `output` of its own: neither steps a wider tensor's pixels)."""
+    `conv_output`, the pool `output` of its own: neither steps a wider tensor's pixels). An
+    interleave's phase (`pixels`) is a conv's output only: a max pool writes whole pixels, row after
+    row (accepted, the pool wrote its rows over the phase's tensor as if `pixels` were not there)."""
     out = regions_of(layer).get("output")
+    if out is not None and out.pixels is not None and (layer.pool is not None
+                                                       or not isinstance(layer.shape, tile.ConvShapeAttr)):
+        raise TileError(layer, f"tile.dram_region @{out.sym_name.data}: pixels: a max pool writes whole pixels of its "
+                               "own, not an interleave's phase (remove pixels)")
     if out is None or out.channels is None:
         return
     _, count, _ = output_channels(out)
