@@ -59,7 +59,8 @@ def simulate(layer, hw: SnowflakeConfig, hw_path: Path, x: np.ndarray, want: np.
     return result.cycles, bool(np.array_equal(result.outputs["y"][:want.size], want))
 
 
-def search(s: ConvShape, hw: SnowflakeConfig, hw_path: Path, max_rows: int) -> dict:
+def golden_case(s: ConvShape) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Random int16 input (HWC words), weights, bias and the golden output words of conv `s`."""
     rng = np.random.default_rng(0)
     x = rng.integers(-300, 300, (s.c, s.h, s.w)).astype(np.int16)
     wt = rng.integers(-3000, 3000, (s.k, s.c, s.kh, s.kw)).astype(np.int16)
@@ -67,7 +68,11 @@ def search(s: ConvShape, hw: SnowflakeConfig, hw_path: Path, max_rows: int) -> d
     acc = conv_sum(x[None], wt, (s.sy, s.sx), (s.pt, s.pl, s.pb, s.pr), (1, 1), 1, dtype=np.float64)[0]
     want = writeback(acc.astype(np.int64), bias.reshape(-1, 1, 1).astype(np.int64), 0, s.shift, s.relu)
     want = want.transpose(1, 2, 0).ravel()
-    x = x.transpose(1, 2, 0).ravel()
+    return x.transpose(1, 2, 0).ravel(), wt, bias, want
+
+
+def search(s: ConvShape, hw: SnowflakeConfig, hw_path: Path, max_rows: int) -> dict:
+    x, wt, bias, want = golden_case(s)
     base = bare_conv_layer("stem", s, wt, bias, hw)
     planner = conv_plan_of(base.clone())
     variants = [("planner", None, base.clone())]
