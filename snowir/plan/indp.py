@@ -87,15 +87,27 @@ def default_rows_per_cu(s: ConvShape, hw: SnowflakeConfig) -> int:
     (1.21x after pad-rows) off the best on a 16-CU machine's 7x7/2 stem (bench/stem_search.py):
     one row per CU reloads kh input rows per output row, and 16 CUs' loads outran the MACs."""
     rule = rule_rows_per_cu(s, hw)
+    cu, loads, _ = indp_cost_parts(s, hw, indp_groups(s, hw, 0, s.oh, rule))
+    if loads <= cu or s.k > kernels_per_tile(hw):
+        # MAC-bound: rows per CU only move the exposed loads; several kernel tiles: the model's
+        # re-sends per group are not checked against the simulator yet (bench/stem_search.py
+        # searches one-tile stems), so the rule stays
+        return rule
     cost = {r: indp_cycles(s, hw, indp_groups(s, hw, 0, s.oh, r)) for r in range(1, rows_per_cu_fit(s, hw) + 1)}
     best = min(cost, key=lambda r: (cost[r], r))
     return best if cost[best] < cost[rule] * (1 - PRICE_MARGIN) else rule
 
 
 def indp_cycles(s: ConvShape, hw: SnowflakeConfig, groups: list[tuple[int, int, int]]) -> float:
-    """The row groups' cost model: the larger of the CUs' time (all CUs run one instruction
+    """`indp_cost_parts` as cycles: the larger of the CUs' and the loads' time, plus the exposed."""
+    cu, loads, exposed = indp_cost_parts(s, hw, groups)
+    return max(cu, loads) + exposed
+
+
+def indp_cost_parts(s: ConvShape, hw: SnowflakeConfig, groups: list[tuple[int, int, int]]) -> tuple[float, float, float]:
+    """The row groups' cost model, (CU cycles, load cycles, exposed load cycles): the CUs' time (all CUs run one instruction
     stream, so a group takes its rows per CU times the kernel rows its rows read, every pixel
-    a kw x C trace per kernel tile) and the DRAM traffic (each CU's own input rows, the output,
+    a kw x C trace per kernel tile), the DRAM traffic (each CU's own input rows, the output,
     the kernel tiles per group unless one), plus the first group's load and, kernel tiles not
     double-buffered, each tile's load per group."""
     tiles = -(-s.k // kernels_per_tile(hw))
@@ -121,7 +133,7 @@ def indp_cycles(s: ConvShape, hw: SnowflakeConfig, groups: list[tuple[int, int, 
     exposed = first * row_bytes + kernels
     if tiles > 1 and words > weights_slot_elements(hw):
         exposed += (sends - 1) * kernels
-    return max(cu, load_cycles(hw, traffic, lds)) + exposed / hw.dram_bytes_per_cycle
+    return cu, load_cycles(hw, traffic, lds), exposed / hw.dram_bytes_per_cycle
 
 
 def interior_rows(s: ConvShape) -> tuple[int, int]:
