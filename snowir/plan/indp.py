@@ -9,7 +9,7 @@ import math
 from snowir.hw import SnowflakeConfig
 from snowir.plan.indp_columns import columns_refusal, plan_indp_columns
 from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, Strip, indp_kernel_words, input_rows,
-                                kernels_per_tile, weights_slot_elements)
+                                kernels_per_tile, load_cycles, weights_slot_elements)
 
 
 INDP_GROUP_TARGET = 4  # aim for at least this many row groups, so the first (exposed) load is small
@@ -67,11 +67,73 @@ def rows_per_cu_fit(s: ConvShape, hw: SnowflakeConfig) -> int:
     return fit
 
 
-def default_rows_per_cu(s: ConvShape, hw: SnowflakeConfig) -> int:
-    """Output rows per CU of a row group: as many as fit a bank, at most a quarter of the
-    interior rows per CU, so at least INDP_GROUP_TARGET groups."""
+PRICE_MARGIN = 0.05  # the cost model's resolution: a priced choice must beat the rule by more (measured:
+# a 5% predicted gain at an 80x80 stem on 16 CUs was a 3% loss in the simulator; a 1x28x28 3x3
+# conv on 4 CUs, 2% predicted, changed which of pad-rows and clipped rows is faster)
+
+
+def rule_rows_per_cu(s: ConvShape, hw: SnowflakeConfig) -> int:
+    """The rule: as many rows as fit a bank, at most a quarter of the interior rows per CU, so
+    at least INDP_GROUP_TARGET groups (the first group's load is exposed)."""
     top, bottom = interior_rows(s)
     return max(1, min(rows_per_cu_fit(s, hw), (bottom - top) // (hw.cus * INDP_GROUP_TARGET)))
+
+
+def default_rows_per_cu(s: ConvShape, hw: SnowflakeConfig) -> int:
+    """Output rows per CU of a row group, priced: every candidate (1 up to what a bank holds)
+    by the cost model `indp_cycles`; the rule's choice unless the cheapest beats it by more
+    than PRICE_MARGIN (the model does not see the vector queue's spread of loads, so it does
+    not rank near-ties: on the default machine the rule stays). The rule alone was 1.15x
+    (1.21x after pad-rows) off the best on a 16-CU machine's 7x7/2 stem (bench/stem_search.py):
+    one row per CU reloads kh input rows per output row, and 16 CUs' loads outran the MACs."""
+    rule = rule_rows_per_cu(s, hw)
+    cu, loads, _ = indp_cost_parts(s, hw, indp_groups(s, hw, 0, s.oh, rule))
+    if loads <= cu or s.k > kernels_per_tile(hw):
+        # MAC-bound: rows per CU only move the exposed loads; several kernel tiles: the model's
+        # re-sends per group are not checked against the simulator yet (bench/stem_search.py
+        # searches one-tile stems), so the rule stays
+        return rule
+    cost = {r: indp_cycles(s, hw, indp_groups(s, hw, 0, s.oh, r)) for r in range(1, rows_per_cu_fit(s, hw) + 1)}
+    best = min(cost, key=lambda r: (cost[r], r))
+    return best if cost[best] < cost[rule] * (1 - PRICE_MARGIN) else rule
+
+
+def indp_cycles(s: ConvShape, hw: SnowflakeConfig, groups: list[tuple[int, int, int]]) -> float:
+    """`indp_cost_parts` as cycles: the larger of the CUs' and the loads' time, plus the exposed."""
+    cu, loads, exposed = indp_cost_parts(s, hw, groups)
+    return max(cu, loads) + exposed
+
+
+def indp_cost_parts(s: ConvShape, hw: SnowflakeConfig, groups: list[tuple[int, int, int]]) -> tuple[float, float, float]:
+    """The row groups' cost model, (CU cycles, load cycles, exposed load cycles): the CUs' time (all CUs run one instruction
+    stream, so a group takes its rows per CU times the kernel rows its rows read, every pixel
+    a kw x C trace per kernel tile), the DRAM traffic (each CU's own input rows, the output,
+    the kernel tiles per group unless one), plus the first group's load and, kernel tiles not
+    double-buffered, each tile's load per group."""
+    tiles = -(-s.k // kernels_per_tile(hw))
+    cols = sum(min(s.kw, s.w - (x * s.sx - s.pl)) - max(0, s.pl - x * s.sx) for x in range(s.ow))
+    cu = 0
+    maps_rows = 0
+    first = 0
+    for gi, (y0, r, cus) in enumerate(groups):
+        kernel_rows = max(min(s.kh, s.h - (y * s.sy - s.pt)) - max(0, s.pt - y * s.sy)
+                          for y in range(y0, y0 + r * cus))
+        cu += r * kernel_rows * cols * s.c * tiles
+        rows = sum(r1 - r0 for c in range(cus) for r0, r1 in [input_rows(s.h, s.kh, s.sy, s.pt, y0 + c * r,
+                                                                           y0 + (c + 1) * r)])
+        maps_rows += rows
+        if gi == 0:
+            first = rows
+    words = indp_kernel_words(s, hw)
+    kernels = hw.vmacs_per_cu * words * 2
+    sends = tiles * (len(groups) if tiles > 1 else 1)
+    row_bytes = s.w * s.cin * 2
+    traffic = maps_rows * row_bytes + 2 * s.oh * s.ow * s.k + kernels * sends
+    lds = sum(cus for _, _, cus in groups) + hw.vmacs_per_cu * sends
+    exposed = first * row_bytes + kernels
+    if tiles > 1 and words > weights_slot_elements(hw):
+        exposed += (sends - 1) * kernels
+    return cu, load_cycles(hw, traffic, lds), exposed / hw.dram_bytes_per_cycle
 
 
 def interior_rows(s: ConvShape) -> tuple[int, int]:
