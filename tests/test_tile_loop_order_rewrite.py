@@ -78,3 +78,40 @@ def test_slot_that_does_not_hold_is_dropped_in_one_line(nn_tiled: str, tmp_path:
     err = [line for line in capsys.readouterr().err.splitlines() if "conv2" in line]
     assert len(err) == 1 and "kernel tile slot 4000 dropped for Mloop" in err[0] and "4096-word" in err[0], err
     assert "slot = 2048" in _conv2(out)[0]
+
+
+@pytest.fixture(scope="module")
+def tiled(tmp_path_factory: pytest.TempPathFactory) -> str:
+    out = tmp_path_factory.mktemp("bodies") / "t.mlir"
+    assert snow_opt([str(DIGITS), "-p", "nn-prepare,nn-to-tile,tile-loop-order", "-o", str(out)]) == 0
+    return out.read_text()
+
+
+def _body_edit(text: str, tmp_path: Path, capsys, old: str, new: str) -> str:
+    """conv2's tile IR with `old` replaced by `new` once, lowered: the one-line refusal."""
+    src = tmp_path / "t.mlir"
+    a = text.index("tile.layer @conv2 ")
+    assert old in text[a:]
+    src.write_text(text[:a] + text[a:].replace(old, new, 1))
+    capsys.readouterr()
+    assert snow_opt([str(src), "-p", "tile-to-asm", "-o", str(tmp_path / "o.mlir")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("old, new, says", [
+    ("length = 160 : i64, dram_addr = 832", "length = 80 : i64, dram_addr = 832",
+     "tile.load 1: length 80 where its attributes imply 160 (a maps load's words are its rows'"),
+    ("dram_addr = 832 : i64", "dram_addr = 900 : i64",
+     "tile.load 1: dram_addr 900 where its attributes imply 832 (the maps (weights) region's offset"),
+    ("dram_addr = 832 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 1",
+     "dram_addr = 832 : i64, buf_addr = 0 : i64, unit = 0 : i64, select = 2",
+     "tile.load 1: select 2 where its attributes imply 1 (the mode"),
+], ids=["length", "dram_addr", "select"])
+def test_body_edit_is_refused_naming_the_rule(tiled: str, tmp_path: Path, capsys, old: str, new: str,
+                                              says: str) -> None:
+    """A tile body is derived from its tile's attributes (docs/lowering.md, "Tile bodies"): an
+    edited load is refused naming the field, the value implied and the rule it follows from."""
+    err = _body_edit(tiled, tmp_path, capsys, old, new)
+    assert "layer @conv2: kernel tile:" in err and says in err, err
