@@ -224,6 +224,39 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
     return ops + _maps_tiles(plan, out_addr, r_addr, hw, ids)
 
 
+BODY_RULES: dict[tuple[str, str], str] = {
+    ("tile.load", "buffer"): "a kernel tile loads weights, a maps tile maps",
+    ("tile.load", "length"): "a maps load's words are its rows' (in_rows, cu_rows in INDP) x the input row's words; "
+                             "a kernel load's a kernel's (or 16 interleaved kernels' in INDP)",
+    ("tile.load", "dram_addr"): "the maps (weights) region's offset + 2 x the words before its first row (kernel)",
+    ("tile.load", "buf_addr"): "its tile's bank (maps_buffering) or the row's place in it; kernel loads at 0 "
+                               "(the kernel tile's slot / stagger place them)",
+    ("tile.load", "select"): "the mode: every CU (COOP maps), CU c its own rows (INDP), vMAC j kernel j",
+    ("tile.window", ""): "the layer's shape, the tile's out_rows, the mode and the output region",
+}
+"""What each field of a derived body follows from (the rule a body edit is refused by)."""
+
+
+def body_difference(have: Operation, want: Operation) -> str | None:
+    """The first field where a tile's written body differs from the one its attributes imply, with
+    the rule it follows from: bodies are derived (conv_tile_body, pool_tile_body), so a body edit
+    is refused naming what to edit instead. None: the bodies agree (NOT_SCHEDULE fields aside)."""
+    a, b = tile.body_ops(have), tile.body_ops(want)
+    if len(a) != len(b) or any(x.name != y.name for x, y in zip(a, b)):
+        return (f"{len(a)} loads and windows ({', '.join(o.name for o in a) or 'none'}) where its attributes imply "
+                f"{len(b)} ({', '.join(o.name for o in b)}): a tile's loads follow its rows and the mode")
+    counts: dict[str, int] = {}
+    for x, y in zip(a, b):
+        i = counts[x.name] = counts.get(x.name, -1) + 1
+        for k in sorted(x.properties.keys() | y.properties.keys()):
+            if k in ("unit", "load_id") or x.properties.get(k) == y.properties.get(k):
+                continue
+            got, exp = (str(o.properties[k]).split(" : ")[0] if k in o.properties else "(absent)" for o in (x, y))
+            rule = BODY_RULES.get((x.name, k)) or BODY_RULES.get((x.name, ""), "")
+            return f"{x.name} {i}: {k} {got} where its attributes imply {exp} ({rule})"
+    return None
+
+
 def _maps_tiles(plan: ConvPlan, out_addr: int, r_addr: int | None, hw: SnowflakeConfig,
                 ids: Iterator[int]) -> list[tile.MapsTileOp]:
     """The maps tiles (loads, windows) of a plan's strips; its shape is what the tiles load (a

@@ -33,7 +33,7 @@ from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, Lowering
                                 input_rows, kernels_per_tile, ring_schedule)
 from snowir.plan.conv import slice_words
 from snowir.resources import int16_array
-from snowir.tile.build import conv_shape_of, conv_tile_body, layout_of, output_bytes, output_channels, output_pixels, packed_words, pool_tile_body, regions_of, repack
+from snowir.tile.build import body_difference, conv_shape_of, conv_tile_body, layout_of, output_bytes, output_channels, output_pixels, packed_words, pool_tile_body, regions_of, repack
 from snowir.tile.read import (TileError, cols_of, compact_shape_of, conv_plan_of, input_rows_of, kernel_tile_of,
                               maps_tiles_of, pool_tiles_of)
 
@@ -233,8 +233,8 @@ def check_bodies(layer: tile.LayerOp, want: list[Operation]) -> None:
                 raise TileError(layer, f"{_what(layer, a)}: a body with no ops (braces on separate lines) is "
                                        f"checked as written; its attributes imply {len(tile.body_ops(b))} loads and "
                                        "windows: write the body `{}` on one line to derive them")
-            raise TileError(layer, f"{_what(layer, a)}: its loads and windows differ from what its attributes imply; "
-                                   "they are derived: edit the attributes (out_rows, count, cu_rows, ring, the "
+            raise TileError(layer, f"{_what(layer, a)}: its loads and windows differ from what its attributes imply, "
+                                   f"{body_difference(a, b)}; they are derived: edit the attributes (out_rows, count, cu_rows, ring, the "
                                    "layer's mode, loop_order, maps_buffering, ...) and write the body empty `{}`")
 
 
