@@ -27,6 +27,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import VerifyException
 
 from snowir.dialects import tile
+from snowir.dialects.tile.decisions import RING
 from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
 from snowir.tile.check import check_conv, check_pool, derive_layer
@@ -80,9 +81,7 @@ def set_maps_tiles(layer: tile.LayerOp, tiles: Sequence[tuple[tuple[int, int], t
         if cols is not None:  # in_cols derived with the body
             new.properties["out_cols"] = DenseArrayBase.from_list(i64, list(cols))
         _empty(new)  # written empty: derived at tile-to-asm
-        for key in ("ring",):
-            if key in source.properties:
-                new.properties[key] = source.properties[key]
+        RING.write(new, RING.value(source))  # a pool's ring keeps its slots
         Rewriter.insert_op(new, InsertPoint.before(old[0]))
     for mt in old:
         Rewriter.erase_op(mt)
