@@ -333,6 +333,10 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
                                    f"{packed[1]} kernels a tile; the layer runs {plan.mode} with {plan.kernels} (write "
                                    "the kernel tile's body empty `{}` to repack them)")
     words = indp_kernel_words(s, hw) if indp else s.kernel_words
+    if not fc and words > hw.weights_buffer_elements:
+        # one root cause, one message: whatever holds the tiles (slot, stagger, resident), the kernel
+        # itself does not fit (only a COOP kernel over the buffer streams in chunks)
+        raise TileError(layer, f"kernel tile: {words} words a kernel exceed the {hw.weights_buffer_elements}-word buffer")
     if plan.double_buffer_weights:
         if fc:
             chunk = (plan.w_slot - BIAS_BLOCK) // hw.lanes * hw.lanes
@@ -344,8 +348,6 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
                                    f"above it within the {hw.weights_buffer_elements}-word weights buffer")
     elif fc:
         raise TileError(layer, "kernel tile: a kernel larger than the weights buffer streams in chunks: it needs a slot")
-    elif words > hw.weights_buffer_elements:
-        raise TileError(layer, f"kernel tile: {words} words a kernel exceed the {hw.weights_buffer_elements}-word buffer")
     kloop_coop = not indp and plan.loop_order == "Kloop" and full.groups == 1
     columns = indp and plan.cu_split == "cols"
     if plan.stagger:

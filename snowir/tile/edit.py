@@ -15,6 +15,12 @@ impossible (rows that do not fit a bank, say) is refused there in one line.
 
 A column split (`set_maps_tiles(layer, split_columns(layer, [(0, 40), (40, 80)]))`) is honoured
 on a COOP conv without a residual input, gather or fused pool, even one whose rows fit.
+
+The feasibility call: `edit_refusal(layer, edit, hw)` tries any edit on a copy and returns the
+one-line refusal tile-to-asm would give (None: followed); a pass asks it instead of copying
+tile-to-asm's derive + check calls. Each decision's preconditions are written beside its
+declaration (snowir/dialects/tile/decisions.py: `rule`, `needs`, `refuse`), and each root cause
+is refused by one message (a kernel over the weights buffer is that, whatever slot it names).
 """
 
 from __future__ import annotations
