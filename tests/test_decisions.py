@@ -4,6 +4,7 @@ docs entry, its ConvPlan field, its writing and reading and its rule all come fr
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -69,3 +70,49 @@ def test_rule_is_the_verifier_message() -> None:
     layer.properties.pop("bypass_slices")
     with pytest.raises(VerifyException, match="slice_tiles: 2 or more kernel tiles a bypass slice holds"):
         layer.verify()
+
+
+def test_ir_decisions_read_only_through_declarations() -> None:
+    """No library file reads or writes a declared IR decision by its property name by hand
+    (`properties["cu_rows"]`, `mt._int("cu_rows")`, `kt.slot is not None`): only decisions.py names
+    it; the rest go through the declaration (`CU_ROWS.value(mt)`, `CU_ROWS.write(mt, r)`)."""
+    import re
+    from pathlib import Path
+
+    from snowir.dialects.tile.decisions import IR_ONLY
+
+    root = Path(__file__).resolve().parent.parent
+    sources = [p for d in ("snowir", "dialects", "passes", "tools") for p in (root / d).rglob("*.py")
+               if p.name != "decisions.py"]
+    lines = [(p, i, line) for p in sources for i, line in enumerate(p.read_text().splitlines(), 1)
+             if any(d.name in line for d in IR_ONLY)]
+    for d in IR_ONLY:
+        by_hand = re.compile(rf"""properties(\.get\(|\.pop\(|\[)["']{d.name}["']|_ints?\(["']{d.name}["']\)"""
+                             rf"""|\b(mt|kt|layer|region|out|new|source)\.{d.name}\b""")
+        hits = [f"{p.relative_to(root)}:{i}" for p, i, line in lines if by_hand.search(line)]
+        assert not hits, f"{d.name} read by hand: {hits}"
+
+
+@pytest.mark.parametrize("name, good, bad", [("channels", (0, 8, 16), (8, 16, 16)),
+                                             ("pixels", (1, 0, 2, 2, 8, 8), (2, 0, 2, 2, 8, 8))])
+def test_placement_decisions_declared(name: str, good: tuple[int, ...], bad: tuple[int, ...]) -> None:
+    """A dram_region's placement (`channels`: a concat slice, `pixels`: an interleave's phase) is
+    a declared decision of tile.dram_region: read and written through it, its rule the verifier's
+    one message, and only an 'output' region takes it."""
+    from snowir.dialects.tile.decisions import CHANNELS, PIXELS
+
+    d = {"channels": CHANNELS, "pixels": PIXELS}[name]
+    region = tile.DramRegionOp("r", 0, 64, "output")
+    assert d.value(region) is None
+    d.write(region, good)
+    assert d.value(region) == good and name in region.properties
+    region.verify_()
+    d.write(region, bad)
+    with pytest.raises(VerifyException, match=f"{name}: " + re.escape(d.rule)):
+        region.verify_()
+    maps = tile.DramRegionOp("m", 0, 64, "maps")
+    d.write(maps, good)
+    with pytest.raises(VerifyException, match=f"{name}: "):
+        maps.verify_()
+    d.write(region, None)
+    assert name not in region.properties

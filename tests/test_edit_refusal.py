@@ -44,3 +44,24 @@ def test_refused_edits_return_the_one_line_reason() -> None:
     indp = edit_refusal(layer, lambda l: l.properties.__setitem__("mode", tile.ComputeModeAttr(tile.ComputeMode.INDP)),
                         DEFAULT)
     assert indp is not None and "@res" in indp and "\n" not in indp
+
+
+def test_one_root_cause_one_message() -> None:
+    """An INDP kernel over the weights buffer (16 kernels of a 3x3x32 conv: 4624 words) is refused
+    as that, whatever slot the kernel tile names: not as 'slot N: ... must fit below it and above it'."""
+    from snowir.dialects.tile.decisions import SLOT
+    from snowir.tile.edit import empty_bodies
+
+    s = ConvShape(c=32, h=8, w=8, k=64, kh=3, kw=3, sy=1, sx=1, pt=1, pl=1, pb=1, pr=1, relu=False, shift=8)
+    weights = np.random.default_rng(0).integers(-64, 64, (s.k, s.c, 3, 3), dtype=np.int16)
+    layer = bare_conv_layer("c", s, weights, np.zeros(s.k, np.int16), DEFAULT, mode="COOP")
+
+    def indp(slot: int | None) -> str | None:
+        def edit(l: tile.LayerOp) -> None:
+            l.properties["mode"] = tile.ComputeModeAttr(tile.ComputeMode.INDP)
+            empty_bodies(l)
+            SLOT.write(next(o for o in l.body.block.ops if isinstance(o, tile.KernelTileOp)), slot)
+        return edit_refusal(layer, edit, DEFAULT)
+
+    why = {indp(slot) for slot in (None, 2048, 4000)}
+    assert why == {"layer @c: kernel tile: 4624 words a kernel exceed the 4096-word buffer"}

@@ -31,7 +31,7 @@ from xdsl.irdl import opt_prop_def
 from snowir.dialects.tile.attributes import (ComputeMode, CuSplit, CuSplitAttr, GatherAttr, LayerKind, MapsBuffering,
                                              MapsBufferingAttr)
 
-LAYER, KERNEL_TILE, MAPS_TILE = "tile.layer", "tile.kernel_tile", "tile.maps_tile"
+LAYER, KERNEL_TILE, MAPS_TILE, DRAM_REGION = "tile.layer", "tile.kernel_tile", "tile.maps_tile", "tile.dram_region"
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,8 @@ class Decision:
     """The constraint in words; a property breaking it is refused as `name: rule`."""
     minimum: int | None = None
     length: int | None = None
+    valid: Callable[[Any], bool] | None = None
+    """A rule on the value itself beyond `minimum` and `length` (its fields' ranges)."""
     needs: Callable[[Operation], bool] | None = None
     """The op-level precondition (the owning op's other properties), checked by the verifier."""
     refuse: Callable[[Any, Any], str | None] | None = None
@@ -122,7 +124,7 @@ class Decision:
         if self.minimum is not None and v < self.minimum and not self.rule:
             return f"{self.name} must be >= {self.minimum}, got {v}"
         bad = (self.minimum is not None and v < self.minimum) or (self.length is not None and len(v) != self.length) \
-            or (self.needs is not None and not self.needs(op))
+            or (self.valid is not None and not self.valid(v)) or (self.needs is not None and not self.needs(op))
         return f"{self.name}: {self.rule}" if bad else None
 
     def refusal(self, plan: Any, hw: Any) -> str | None:
@@ -226,23 +228,55 @@ class ConvDecisions:
     """The next strip's loads not spread over the kernel tiles (codegen/strip_loads.spreads)."""
 
 
-IR_ONLY: tuple[Decision, ...] = (
-    Decision("maps_buffering", LAYER, BUFFERING, None,
-             doc="double: maps tile i in bank i mod 2 (a residual conv: half i mod 2), the next loading while the "
-                 "current computes; whole: a tile may fill the buffer, its rows loaded as the previous tile's last "
-                 "kernel tile frees them; single: a residual conv's tiles in turn at the bottom."),
-    Decision("fence", LAYER, FLAG, False,
-             doc="Whole-model programs: the layer's loads wait for the previous layer's vector ops (set where its "
-                 "first loads could overwrite buffer words those still read); absent: they overlap."),
-    Decision("slot", KERNEL_TILE, INT, None,
-             doc="Double-buffered tiles alternate between weights words 0 and `slot`, the next loading while the "
-                 "current computes (a kernel larger than the buffer: its chunks do).", minimum=1),
-    Decision("cu_rows", MAPS_TILE, INT, None,
-             doc="INDP: each CU computes cu_rows consecutive rows of the row group.", minimum=1),
-    Decision("ring", MAPS_TILE, INT, None,
-             doc="A max pool's tile over a ring of N input-row slots, each row loaded once, instead of a strip "
-                 "loaded whole.", minimum=1),
-)
+MAPS_BUFFERING = Decision(
+    "maps_buffering", LAYER, BUFFERING, None,
+    doc="double: maps tile i in bank i mod 2 (a residual conv: half i mod 2), the next loading while the current "
+        "computes; whole: a tile may fill the buffer, its rows loaded as the previous tile's last kernel tile frees "
+        "them; single: a residual conv's tiles in turn at the bottom.")
+FENCE = Decision(
+    "fence", LAYER, FLAG, False,
+    doc="Whole-model programs: the layer's loads wait for the previous layer's vector ops (set where its first "
+        "loads could overwrite buffer words those still read); absent: they overlap.")
+SLOT = Decision(
+    "slot", KERNEL_TILE, INT, None,
+    doc="Double-buffered tiles alternate between weights words 0 and `slot`, the next loading while the current "
+        "computes (a kernel larger than the buffer: its chunks do).", minimum=1)
+CU_ROWS = Decision(
+    "cu_rows", MAPS_TILE, INT, None,
+    doc="INDP: each CU computes cu_rows consecutive rows of the row group.", minimum=1)
+RING = Decision(
+    "ring", MAPS_TILE, INT, None,
+    doc="A max pool's tile over a ring of N input-row slots, each row loaded once, instead of a strip loaded "
+        "whole.", minimum=1)
+
+
+def _output(op: Operation) -> bool:
+    label = op.properties.get("label")
+    return isinstance(label, StringAttr) and label.data == "output"
+
+
+CHANNELS = Decision(
+    "channels", DRAM_REGION, INTS, None, length=3, needs=_output,
+    valid=lambda ch: len(ch) == 3 and 0 <= ch[0] and 0 < ch[1] and ch[0] + ch[1] <= ch[2],
+    doc="An output region that is a channel slice of a device concat's tensor: [first, count, total]; the "
+        "write-backs go to channel first of each pixel, pixels total words apart; two writers of a tensor write "
+        "disjoint channels; must be where the graph's concat places the output (tile-to-asm refuses an edit).",
+    rule="[first, count, total] marks an 'output' region that is a channel slice, first + count <= total")
+"""The placement of a concat's operand (nn-to-tile sets it from the graph; allocate-dram and the
+write-back follow it)."""
+PIXELS = Decision(
+    "pixels", DRAM_REGION, INTS, None, length=6, needs=_output,
+    valid=lambda px: len(px) == 6 and 0 <= px[0] < px[2] and 0 <= px[1] < px[3] and min(px[4:]) >= 1,
+    doc="An output region that is one phase of an interleave (a ConvTranspose's or a nearest Resize's result, "
+        "written in place): [oy, ox, sy, sx, height, width]; the layer's pixel (i, j) goes to the result's pixel "
+        "(oy + sy·i, ox + sx·j), the write-back stepping sx pixels and sy rows; phases of one result may not meet; "
+        "must be where the graph's interleave places the output (tile-to-asm refuses an edit).",
+    rule="[oy, ox, sy, sx, height, width] marks an 'output' region that is an interleave's phase, "
+         "0 <= oy < sy, 0 <= ox < sx")
+"""The placement of a ConvTranspose phase (conv-transpose-to-conv sets it; allocate-dram and the
+write-back follow it)."""
+
+IR_ONLY: tuple[Decision, ...] = (MAPS_BUFFERING, FENCE, SLOT, CU_ROWS, RING, CHANNELS, PIXELS)
 """Decisions the generators read from the IR itself (per maps tile, or not part of a conv's plan)."""
 
 PLAN_DECISIONS: tuple[Decision, ...] = tuple(f.metadata["decision"] for f in fields(ConvDecisions))

@@ -57,15 +57,6 @@ _WRITTEN: dict[str, str] = {
     "tile.window.bias_vmov": "A bias VMOV before each kernel iteration.",
     "tile.window.bypass_vmov": "A bypass VMOV per write-back MAC (residual add).",
     "tile.dram_region.tensor": "The tile.dram_plan tensor the region is (allocate-dram); its offset must be the tensor's.",
-    "tile.dram_region.channels": "An output region that is a channel slice of a device concat's tensor: [first, count, "
-                                 "total]; the write-backs go to channel first of each pixel, pixels total words apart; "
-                                 "two writers of a tensor write disjoint channels; must be where the graph's concat "
-                                 "places the output (tile-to-asm refuses an edit).",
-    "tile.dram_region.pixels": "An output region that is one phase of an interleave (a ConvTranspose's or a nearest "
-                               "Resize's result, written in place): [oy, ox, sy, sx, height, width]; the layer's "
-                               "pixel (i, j) goes to the result's pixel (oy + sy·i, ox + sx·j), the write-back stepping "
-                               "sx pixels and sy rows; phases of one result may not meet; must be where the graph's "
-                               "interleave places the output (tile-to-asm refuses an edit).",
     "tile.tensor.sym_name": "The buffer's name (segment name in the lowered program).",
     "tile.tensor.offset": "Byte address in the model's DRAM.", "tile.tensor.size": "Bytes.",
     "tile.tensor.live": "[first, last] positions of the module's tile.layers that use it; no live neighbour overlaps.",

@@ -39,7 +39,7 @@ from snowir.dialects.tile.attributes import (
     MapsBufferingAttr,
     PoolShapeAttr,
 )
-from snowir.dialects.tile.decisions import KERNEL_TILE, LAYER, MAPS_TILE, declare_on, verify_decisions
+from snowir.dialects.tile.decisions import DRAM_REGION, KERNEL_TILE, LAYER, MAPS_TILE, declare_on, verify_decisions
 from snowir.hw import ISA_CUS, ISA_LOAD_UNITS, MAX_MAPS_BUFFER_ELEMENTS, MAX_WEIGHTS_BUFFER_ELEMENTS
 
 
@@ -110,6 +110,7 @@ class LayerOp(TileOperation):
 
 
 @irdl_op_definition
+@declare_on(DRAM_REGION)
 class DramRegionOp(TileOperation):
     """A main-memory region the layer reads or writes, placed by the dependency labels."""
 
@@ -127,15 +128,7 @@ class DramRegionOp(TileOperation):
     tensor = opt_prop_def(StringAttr)
     """The `tile.tensor` of the model's `tile.dram_plan` the region is (allocate-dram): the
     region then sits at the tensor's offset, shared with the layers that also read or write it."""
-    channels = opt_prop_def(DenseArrayBase[I64])
-    """An 'output' region that is a channel slice of a wider tensor (a device concat's):
-    [first, count, total]: the layer writes channels [first, first + count) of every pixel, whole
-    pixels `total` channels apart; the region spans the whole tensor."""
-    pixels = opt_prop_def(DenseArrayBase[I64])
-    """An 'output' region that is one phase of an interleave (a ConvTranspose's or a nearest
-    upsampling's, conv-transpose-to-conv): [oy, ox, sy, sx, height, width]: the layer's output pixel
-    (i, j) is the tensor's pixel (oy + sy·i, ox + sx·j) of a height x width tensor (write-back pixel
-    stride sx, row stride sy rows); the region spans the whole tensor."""
+    # channels, pixels: declared in decisions.py (CHANNELS, PIXELS), a concat slice's / interleave phase's placement
     traits = traits_def(HasParent(LayerOp), SymbolOpInterface())
     assembly_format = "$sym_name attr-dict"
 
@@ -157,17 +150,8 @@ class DramRegionOp(TileOperation):
             self._fail("packing describes a 'weights' region")
         if self.label.data not in self.LABELS:
             self._fail(f"label '{self.label.data}' is not one of {', '.join(self.LABELS)}")
-        if self.channels is not None:
-            ch = self._ints("channels")
-            if self.label.data != "output" or len(ch) != 3 or not (0 <= ch[0] and 0 < ch[1] and ch[0] + ch[1] <= ch[2]):
-                self._fail("channels = [first, count, total] marks an 'output' region that is a channel slice, "
-                           "first + count <= total")
-        if self.pixels is not None:
-            px = self._ints("pixels")
-            if self.label.data != "output" or len(px) != 6 or not (0 <= px[0] < px[2] and 0 <= px[1] < px[3]) \
-                    or min(px[4:]) < 1:
-                self._fail("pixels = [oy, ox, sy, sx, height, width] marks an 'output' region that is an interleave's "
-                           "phase, 0 <= oy < sy, 0 <= ox < sx")
+        if (why := verify_decisions(self)) is not None:
+            self._fail(why)
 
 
 @irdl_op_definition

@@ -18,6 +18,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from snowir.dialects.tile.abstract_ops import TileOperation, i64_array, i64_attr
 from snowir.dialects.tile.attributes import LayerKind
+from snowir.dialects.tile.decisions import CHANNELS, FENCE, PIXELS
 from snowir.dialects.tile.layer_ops import DramRegionOp, LayerOp
 
 
@@ -119,8 +120,8 @@ class DramPlanOp(TileOperation):
                     raise VerifyException(f"{where}: its tensor @{t.sym_name.data} is live at layers "
                                           f"[{first}, {last}], not at this one ({position})")
                 if region.label.data == "output":
-                    c0, n = region._ints("channels")[:2] if region.channels is not None else (0, 1 << 40)
-                    px = tuple(region._ints("pixels")[:4]) if region.pixels is not None else (0, 0, 1, 1)
+                    c0, n = (CHANNELS.value(region) or (0, 1 << 40))[:2]
+                    px = (PIXELS.value(region) or (0, 0, 1, 1))[:4]
                     for o0, o1, opx, other in written.get(t.sym_name.data, []):
                         if c0 < o1 and o0 < c0 + n and _pixels_meet(px, opx):
                             what = "" if px == opx == (0, 0, 1, 1) else f" at pixels {list(px)}"
@@ -139,4 +140,4 @@ def _pixels_meet(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
 def weights_free(layer: LayerOp) -> bool:
     """No vector op of the stream is reading the weights buffer once `layer`'s code starts and until
     it ends: a max pool (the pool unit reads maps only) whose fence waited for every earlier op."""
-    return layer.kind.data == LayerKind.MAXPOOL and layer.fence is not None
+    return layer.kind.data == LayerKind.MAXPOOL and FENCE.value(layer)

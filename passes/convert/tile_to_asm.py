@@ -43,6 +43,7 @@ from snowir.codegen.conv import generate_conv
 from snowir.codegen.indp_columns import generate_indp_columns
 from snowir.codegen.pool import generate_pool
 from snowir.dialects import snowflake_asm as sf, tile
+from snowir.dialects.tile.decisions import FENCE
 from snowir.device_layers import DEVICE_OPS
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name
@@ -165,7 +166,7 @@ class TileToAsmPass(ModulePass):
                 coop_conv = layer.kind.data == tile.LayerKind.CONV and layer.mode is not None \
                     and layer.mode.data == tile.ComputeMode.COOP
                 # weights_before_fence: the code generator placed the fence after the first kernel loads
-                fence = layer.fence is not None and layer.weights_before_fence is None
+                fence = FENCE.value(layer) and layer.weights_before_fence is None
                 code = layer_prologue(hw, coop_conv, fence, R_TMP) + code
             name = layer.sym_name.data
             locate(code, nodes.get(name, name), name, relative)

@@ -39,6 +39,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import tile
+from snowir.dialects.tile.decisions import FENCE
 from snowir.device_layers import DEVICE_OPS
 from snowir.hw import DRAM_PAGE_BYTES, SnowflakeConfig
 from snowir.nn_util import layer_name
@@ -221,7 +222,7 @@ class AllocateDramPass(ModulePass):
             _move(layer, moves[name])
             same_segment = previous is not None and segs.segment_of(previous.sym_name.data) == segs.segment_of(name)
             if same_segment and needs_fence(previous, layer):
-                layer.properties["fence"] = UnitAttr()
+                FENCE.write(layer, True)
                 if layer.kind.data == tile.LayerKind.CONV and tile.weights_free(previous):
                     layer.properties["weights_before_fence"] = UnitAttr()
             previous = layer

@@ -18,7 +18,8 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, UnitAttr, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf, tile
-from snowir.dialects.tile.decisions import KERNEL_TILE, LAYER, PLAN_DECISIONS, decisions_on, write_decisions
+from snowir.dialects.tile.decisions import (CHANNELS, CU_ROWS, KERNEL_TILE, LAYER, MAPS_BUFFERING, PIXELS, PLAN_DECISIONS, RING,
+                                          SLOT, decisions_on, write_decisions)
 from snowir.golden import Golden, Q, constant_array, element_frac, int_values
 from snowir.hw import DEFAULT, SnowflakeConfig
 from snowir.nn_util import conv_shape, on_host
@@ -61,13 +62,13 @@ def regions_of(layer: tile.LayerOp) -> dict[str, tile.DramRegionOp]:
 def output_channels(region: tile.DramRegionOp) -> tuple[int, int, int]:
     """An output region's `channels` (first, count, total): a channel slice of a wider tensor (a
     device concat's) the layer writes whole pixels of; (0, 0, 0) for an output of its own."""
-    return region._ints("channels") if region.channels is not None else (0, 0, 0)  # type: ignore[return-value]
+    return CHANNELS.value(region) or (0, 0, 0)  # type: ignore[return-value]
 
 
 def output_pixels(region: tile.DramRegionOp) -> tuple[int, ...] | None:
     """An output region's `pixels` (oy, ox, sy, sx, height, width): an interleave's phase, written
     at every sy-th row's every sx-th pixel of a height x width tensor; None for whole pixels."""
-    return region._ints("pixels") if region.pixels is not None else None
+    return PIXELS.value(region)
 
 
 def output_placement(region: tile.DramRegionOp, s: ConvShape) -> tuple[int, int, int]:
@@ -207,7 +208,7 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
                         for j in range(per_tile)] if s.kernel_words <= hw.weights_buffer_elements else []
     ktile = tile.KernelTileOp(0, per_tile, plan.tiles, kernel_loads)
     if plan.double_buffer_weights:
-        ktile.properties["slot"] = IntegerAttr(plan.w_slot, i64)
+        SLOT.write(ktile, plan.w_slot)
     write_decisions(KERNEL_TILE, plan, ktile.properties)
     ops: list[Operation] = [ktile]
     ids = iter(range(1 << 30))
@@ -315,7 +316,7 @@ def _maps_tiles(plan: ConvPlan, out_addr: int, r_addr: int | None, hw: Snowflake
             load.properties["load_id"] = IntegerAttr(next(ids), i64)
         mt = tile.MapsTileOp((strip.y0, strip.y1), (strip.r0, strip.r1), overlap, -1, [*loads, *windows])
         if plan.indp:
-            mt.properties["cu_rows"] = IntegerAttr(plan.cu_rows[si], i64)
+            CU_ROWS.write(mt, plan.cu_rows[si])
         ops.append(mt)
     return ops
 
@@ -356,13 +357,14 @@ def maps_buffering(plan: ConvPlan) -> tile.MapsBuffering:
     return tile.MapsBuffering.DOUBLE
 
 
-LAYER_DECISIONS = ("maps_buffering", "pool", *(d.name for d in decisions_on(LAYER, PLAN_DECISIONS) if d.planned))
+LAYER_DECISIONS = (MAPS_BUFFERING.name, "pool", *(d.name for d in decisions_on(LAYER, PLAN_DECISIONS) if d.planned))
 """The layer properties a (re)plan writes: the declared decisions the planner sets, the buffering, a fused pool."""
 
 
 def layer_decisions(plan: ConvPlan) -> dict[str, Attribute]:
     """The layer-level decisions of a conv plan, as `tile.layer` properties."""
-    props: dict[str, Attribute] = {"maps_buffering": tile.MapsBufferingAttr(maps_buffering(plan))}
+    props: dict[str, Attribute] = {}
+    MAPS_BUFFERING.write(props, maps_buffering(plan))
     write_decisions(LAYER, plan, props)
     if plan.pool is None:
         return props
@@ -445,9 +447,9 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     if fused is None:
         ops.append(tile.DramRegionOp(f"{name}.output", lay.out_addr, lay.out_bytes, "output"))
         if slot.channels != slot.total:
-            ops[-1].properties["channels"] = DenseArrayBase.from_list(i64, [slot.first, slot.channels, slot.total])
+            CHANNELS.write(ops[-1], (slot.first, slot.channels, slot.total))
         if slot.pixels is not None:  # an interleave's phase: its pixels of the result, in place
-            ops[-1].properties["pixels"] = DenseArrayBase.from_list(i64, list(slot.pixels))
+            PIXELS.write(ops[-1], tuple(slot.pixels))
     else:
         pool_op, plan = fused
         p = plan.pool
@@ -492,7 +494,7 @@ def pool_tile_body(p: PoolShape, tiles: list[PoolTile], hw: SnowflakeConfig, in_
                                  max(st.bank, 0) * hw.maps_bank_elements, 0, sf.SELECT_ALL)]
         mt = tile.MapsTileOp((st.y0, st.y1), (st.r0, st.r1), 0, -1, loads)
         if t.ring:
-            mt.properties["ring"] = IntegerAttr(t.ring, i64)
+            RING.write(mt, t.ring)
         ops.append(mt)
     return ops
 
@@ -535,11 +537,11 @@ def bare_pool_layer(name: str, p: PoolShape, hw: SnowflakeConfig, out_slice: tup
                             tile.DramRegionOp(f"{name}.output", out_addr, out_b, "output"),
                             tile.DramRegionOp(f"{name}.slack", out_addr + out_b, POOL_SLACK, "scratch")]
     if total:
-        ops[1].properties["channels"] = DenseArrayBase.from_list(i64, [first, p.c, total])
+        CHANNELS.write(ops[1], (first, p.c, total))
     ops += pool_tile_body(p, tiles, hw)
     buffering = tile.MapsBuffering.WHOLE if tiles[0].strip.bank < 0 else tile.MapsBuffering.DOUBLE
     return tile.LayerOp(name, tile.LayerKind.MAXPOOL, ops, extra={"shape": pool_shape_attr(p),
-                                                                  "maps_buffering": tile.MapsBufferingAttr(buffering)})
+                                                                  MAPS_BUFFERING.name: MAPS_BUFFERING.codec.write(buffering)})
 
 
 def repack(layer: tile.LayerOp, mode_name: str, count: int, hw: SnowflakeConfig) -> None:

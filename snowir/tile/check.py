@@ -22,7 +22,7 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, i64
 from xdsl.ir import Block, Operation
 
 from snowir.dialects import tile
-from snowir.dialects.tile.decisions import PLAN_DECISIONS
+from snowir.dialects.tile.decisions import CHANNELS, CU_ROWS, MAPS_BUFFERING, PIXELS, PLAN_DECISIONS, RING, SLOT
 from snowir.hw import SnowflakeConfig
 from snowir.plan.fused_pool import fusable, maps_words, place_ring
 from snowir.plan.indp import default_rows_per_cu, group_strips, indp_groups, interior_rows
@@ -92,28 +92,28 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
             continue
         y0, y1 = mt._ints("out_rows")
         if indp and layer.cu_split is not None and layer.cu_split.data == tile.CuSplit.COLS:
-            _set(mt, "cu_rows", None)  # every CU takes columns of every row of the tile
+            CU_ROWS.write(mt, None)  # every CU takes columns of every row of the tile
         elif indp:
-            per_cu = mt._int("cu_rows") if mt.cu_rows is not None else default_rows_per_cu(s, hw)
+            per_cu = CU_ROWS.value(mt) or default_rows_per_cu(s, hw)
             groups = indp_groups(s, hw, y0, min(y1, s.oh), per_cu)
             if len(groups) > 1 or groups[0][1] * groups[0][2] != y1 - y0:
                 # one maps tile over several row groups' rows: its row groups
                 for (_, r, _), st in zip(groups, group_strips(s, groups)):
                     new = tile.MapsTileOp((st.y0, st.y1), (st.r0, st.r1), 0, -1)
                     new.regions[0].detach_block(0)  # its body to be derived
-                    _set(new, "cu_rows", r)
+                    CU_ROWS.write(new, r)
                     layer.body.block.insert_op_before(new, mt)
                 mt.detach()
                 mt.erase()
                 continue
-            _set(mt, "cu_rows", groups[0][1])
+            CU_ROWS.write(mt, groups[0][1])
         else:
-            _set(mt, "cu_rows", None)
+            CU_ROWS.write(mt, None)
         mt.properties["in_rows"] = DenseArrayBase.from_list(i64, list(input_rows_of(layer, y0, y1)))
         if mt.out_cols is not None:
             mt.properties["in_cols"] = DenseArrayBase.from_list(i64, list(input_columns(s, *mt._ints("out_cols"))))
     if indp and all(_empty(mt) for mt in maps_tiles_of(layer)):
-        layer.properties["maps_buffering"] = tile.MapsBufferingAttr(tile.MapsBuffering.DOUBLE)
+        MAPS_BUFFERING.write(layer, tile.MapsBuffering.DOUBLE)
     prev, band = 0, None
     for i, mt in enumerate(maps_tiles_of(layer)):
         r0, r1 = mt._ints("in_rows")
@@ -154,8 +154,9 @@ def _keep_holding(layer: tile.LayerOp, kt: tile.KernelTileOp, s: ConvShape, hw: 
     kloop_coop = not indp and layer.loop_order is not None and layer.loop_order.data == tile.LoopOrder.KLOOP \
         and conv_shape_of(layer.shape).groups == 1
     columns = layer.cu_split is not None and layer.cu_split.data == tile.CuSplit.COLS
-    if kt.slot is not None and not _holds("slot", kt._int("slot"), words, tiles, hw):
-        _set(kt, "slot", None)
+    slot = SLOT.value(kt)
+    if slot is not None and not _holds("slot", slot, words, tiles, hw):
+        SLOT.write(kt, None)
     if kt.stagger is not None and (not (kloop_coop or columns)
                                    or not _holds("stagger", kt._int("stagger"), words, tiles, hw)):
         _set(kt, "stagger", None)
@@ -285,11 +286,11 @@ def check_slice(layer: tile.LayerOp, k: int) -> None:
     interleave's phase (`pixels`) is a conv's output only: a max pool writes whole pixels, row after
     row (accepted, the pool wrote its rows over the phase's tensor as if `pixels` were not there)."""
     out = regions_of(layer).get("output")
-    if out is not None and out.pixels is not None and (layer.pool is not None
-                                                       or not isinstance(layer.shape, tile.ConvShapeAttr)):
+    if out is not None and PIXELS.value(out) is not None and (layer.pool is not None
+                                                            or not isinstance(layer.shape, tile.ConvShapeAttr)):
         raise TileError(layer, f"tile.dram_region @{out.sym_name.data}: pixels: a max pool writes whole pixels of its "
                                "own, not an interleave's phase (remove pixels)")
-    if out is None or out.channels is None:
+    if out is None or CHANNELS.value(out) is None:
         return
     _, count, _ = output_channels(out)
     if layer.pool is not None:
@@ -338,6 +339,10 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
                                    f"{packed[1]} kernels a tile; the layer runs {plan.mode} with {plan.kernels} (write "
                                    "the kernel tile's body empty `{}` to repack them)")
     words = indp_kernel_words(s, hw) if indp else s.kernel_words
+    if not fc and words > hw.weights_buffer_elements:
+        # one root cause, one message: whatever holds the tiles (slot, stagger, resident), the kernel
+        # itself does not fit (only a COOP kernel over the buffer streams in chunks)
+        raise TileError(layer, f"kernel tile: {words} words a kernel exceed the {hw.weights_buffer_elements}-word buffer")
     if plan.double_buffer_weights:
         if fc:
             chunk = (plan.w_slot - BIAS_BLOCK) // hw.lanes * hw.lanes
@@ -349,8 +354,6 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
                                    f"above it within the {hw.weights_buffer_elements}-word weights buffer")
     elif fc:
         raise TileError(layer, "kernel tile: a kernel larger than the weights buffer streams in chunks: it needs a slot")
-    elif words > hw.weights_buffer_elements:
-        raise TileError(layer, f"kernel tile: {words} words a kernel exceed the {hw.weights_buffer_elements}-word buffer")
     kloop_coop = not indp and plan.loop_order == "Kloop" and full.groups == 1
     columns = indp and plan.cu_split == "cols"
     if plan.stagger:
@@ -471,9 +474,9 @@ def _check_rows(layer: tile.LayerOp, plan: ConvPlan, tiles: list[tile.MapsTileOp
         if mt._int("cu") != -1:
             raise TileError(layer, f"maps tile {i}: cu {mt._int('cu')}: maps tiles are broadcast (-1); an INDP "
                                    "row group spreads its rows over the CUs by cu_rows")
-        if mt.ring is not None:
+        if RING.value(mt) is not None:
             raise TileError(layer, f"maps tile {i}: ring belongs to max pool layers")
-        if not indp and mt.cu_rows is not None:
+        if not indp and CU_ROWS.value(mt) is not None:
             raise TileError(layer, f"maps tile {i}: cu_rows belongs to INDP row groups (write the body empty `{{}}`)")
         _in_rows(layer, i, mt, input_rows(s.h, s.kh, s.sy, s.pt, st.y0, st.y1), prev, j == 0)
         prev = st.r1
@@ -483,7 +486,7 @@ def _check_rows(layer: tile.LayerOp, plan: ConvPlan, tiles: list[tile.MapsTileOp
 def _check_maps_room(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig, fc: bool) -> None:
     s = plan.shape
     row = s.w * s.cin
-    buffering = layer.maps_buffering.data  # type: ignore[union-attr]
+    buffering = MAPS_BUFFERING.value(layer)
     strips = plan.strips
     if fc:
         if len(strips) != 1 or s.h * row > hw.maps_buffer_elements:
@@ -594,7 +597,7 @@ def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: Sno
     if cut:
         raise TileError(layer, f"maps tile {cut[0]}: out_cols: max pools are not column-tiled (remove out_cols)")
     _cover(layer, [(t.strip.y0, t.strip.y1) for t in tiles], p.oh)
-    buffering = layer.maps_buffering.data  # type: ignore[union-attr]
+    buffering = MAPS_BUFFERING.value(layer)
     if buffering == tile.MapsBuffering.SINGLE:
         raise TileError(layer, "maps_buffering single is a residual conv's (double or whole)")
     row = p.w * p.cin
@@ -603,7 +606,7 @@ def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: Sno
         if mt._int("cu") != -1:
             raise TileError(layer, f"maps tile {i}: cu {mt._int('cu')}: a max pool's maps are broadcast to every CU "
                                    "(cu = -1)")
-        if mt.cu_rows is not None:
+        if CU_ROWS.value(mt) is not None:
             raise TileError(layer, f"maps tile {i}: cu_rows: a max pool's maps are broadcast to every CU, not split "
                                    "in row groups (remove cu_rows)")
         _in_rows(layer, i, mt, input_rows(p.h, p.kh, p.sy, p.pt, st.y0, st.y1), 0)

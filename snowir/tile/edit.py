@@ -15,6 +15,12 @@ impossible (rows that do not fit a bank, say) is refused there in one line.
 
 A column split (`set_maps_tiles(layer, split_columns(layer, [(0, 40), (40, 80)]))`) is honoured
 on a COOP conv without a residual input, gather or fused pool, even one whose rows fit.
+
+The feasibility call: `edit_refusal(layer, edit, hw)` tries any edit on a copy and returns the
+one-line refusal tile-to-asm would give (None: followed); a pass asks it instead of copying
+tile-to-asm's derive + check calls. Each decision's preconditions are written beside its
+declaration (snowir/dialects/tile/decisions.py: `rule`, `needs`, `refuse`), and each root cause
+is refused by one message (a kernel over the weights buffer is that, whatever slot it names).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import VerifyException
 
 from snowir.dialects import tile
+from snowir.dialects.tile.decisions import RING
 from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
 from snowir.tile.check import check_conv, check_pool, derive_layer
@@ -80,9 +87,7 @@ def set_maps_tiles(layer: tile.LayerOp, tiles: Sequence[tuple[tuple[int, int], t
         if cols is not None:  # in_cols derived with the body
             new.properties["out_cols"] = DenseArrayBase.from_list(i64, list(cols))
         _empty(new)  # written empty: derived at tile-to-asm
-        for key in ("ring",):
-            if key in source.properties:
-                new.properties[key] = source.properties[key]
+        RING.write(new, RING.value(source))  # a pool's ring keeps its slots
         Rewriter.insert_op(new, InsertPoint.before(old[0]))
     for mt in old:
         Rewriter.erase_op(mt)

@@ -13,7 +13,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import tile
 from snowir.device_layers import DEVICE_OPS
-from snowir.dialects.tile.decisions import KERNEL_TILE, LAYER, plan_decisions
+from snowir.dialects.tile.decisions import CU_ROWS, KERNEL_TILE, LAYER, MAPS_BUFFERING, RING, SLOT, plan_decisions
 from snowir.errors import SnowError
 from snowir.nn_util import on_host
 from snowir.plan.shapes import ConvPlan, ConvShape, PoolShape, PoolTile, Strip, compact_shape, input_rows
@@ -72,9 +72,10 @@ def _offset(layer: tile.LayerOp, regions: dict[str, tile.DramRegionOp], label: s
 
 
 def buffering_of(layer: tile.LayerOp) -> tile.MapsBuffering:
-    if layer.maps_buffering is None:
+    buffering = MAPS_BUFFERING.value(layer)
+    if buffering is None:
         raise TileError(layer, "no maps_buffering (double, whole or single): where its maps tiles sit")
-    return layer.maps_buffering.data
+    return buffering
 
 
 def strips_of(layer: tile.LayerOp, tiles: list[tile.MapsTileOp]) -> tuple[Strip, ...]:
@@ -121,7 +122,7 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
     cu_rows: tuple[int, ...] = ()
     split = decided["cu_split"]
     if split == "cols":
-        given = [i for i, mt in enumerate(tiles) if mt.cu_rows is not None]
+        given = [i for i, mt in enumerate(tiles) if CU_ROWS.value(mt) is not None]
         if given:
             raise TileError(layer, f"maps tile {given[0]}: cu_rows: with cu_split = cols every CU takes columns of "
                                    "every row of a tile (remove cu_rows)")
@@ -129,16 +130,17 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
         raise TileError(layer, "an INDP residual conv runs with cu_split = cols (each CU's bypass where its "
                                "write-back goes; or mode COOP)")
     elif mode == "INDP":
-        missing = [i for i, mt in enumerate(tiles) if mt.cu_rows is None]
+        missing = [i for i, mt in enumerate(tiles) if CU_ROWS.value(mt) is None]
         if missing:
             raise TileError(layer, f"maps tile {missing[0]}: an INDP maps tile (a row group) needs cu_rows "
                                    "(or write its body empty `{}` to derive it)")
-        cu_rows = tuple(mt._int("cu_rows") for mt in tiles)
+        cu_rows = tuple(CU_ROWS.value(mt) for mt in tiles)
+    slot = SLOT.value(kt)
     return ConvPlan(
-        compact_shape_of(layer), strips_of(layer, tiles), kt._int("repeat"), kt._int("count"), kt.slot is not None,
+        compact_shape_of(layer), strips_of(layer, tiles), kt._int("repeat"), kt._int("count"), slot is not None,
         in_addr, w_addr, out_addr + 2 * first, mode, layer.loop_order.data.value, bypass, cu_rows,
         bypass_slices=bool(decided["slice_bases"]), pool=pool, pool_out_addr=pool_out,
-        w_slot=kt._int("slot") if kt.slot is not None else 0,
+        w_slot=slot or 0,
         out_row=row, out_pixel=step, **decided)  # type: ignore[arg-type]
 
 
@@ -148,7 +150,7 @@ def pool_tiles_of(layer: tile.LayerOp) -> tuple[PoolShape, list[PoolTile]]:
         raise TileError(layer, "a maxpool layer needs `shape = #tile.pool_shape<...>`")
     tiles = maps_tiles_of(layer)
     strips = strips_of(layer, tiles)
-    return pool_shape_of(layer.shape), [PoolTile(st, mt._int("ring") if mt.ring is not None else 0)
+    return pool_shape_of(layer.shape), [PoolTile(st, RING.value(mt) or 0)
                                         for st, mt in zip(strips, tiles)]
 
 

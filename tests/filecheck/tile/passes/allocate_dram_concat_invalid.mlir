@@ -29,10 +29,10 @@ tile.layer @b conv attributes {mode = #tile<mode COOP>} {
 tile.layer @l conv attributes {mode = #tile<mode COOP>} {
   tile.dram_region @l.output {offset = 0 : i64, size = 4096 : i64, label = "output", channels = array<i64: 24, 16, 32>}
 }
-// CHECK: tile.dram_region: channels = [first, count, total] marks an 'output' region that is a channel slice, first + count <= total
+// CHECK: tile.dram_region: channels: [first, count, total] marks an 'output' region that is a channel slice, first + count <= total
 
 // -----
 tile.layer @l conv attributes {mode = #tile<mode COOP>} {
   tile.dram_region @l.maps {offset = 0 : i64, size = 4096 : i64, label = "maps", channels = array<i64: 0, 16, 32>}
 }
-// CHECK: tile.dram_region: channels = [first, count, total] marks an 'output' region that is a channel slice, first + count <= total
+// CHECK: tile.dram_region: channels: [first, count, total] marks an 'output' region that is a channel slice, first + count <= total
