@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -35,6 +36,9 @@ from snowir.plan.indp import plan_indp, rows_per_cu_fit
 from snowir.plan.shapes import ConvShape, LoweringError
 from snowir.tile.build import bare_conv_layer, set_conv_plan
 from snowir.tile.read import conv_plan_of
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _output import add_output_options, machine_speed, output_file, speed_line, with_speed  # noqa: E402
 
 ASM_PASSES = tuple(p for p in PIPELINE[PIPELINE.index("tile-to-asm") + 1:] if p != "link-segments")
 
@@ -106,11 +110,11 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--cus", type=int, nargs="+", default=[4, 16])
     ap.add_argument("--max-rows", type=int, default=8, help="largest cu_rows tried")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "stem_search.json"))
+    add_output_options(ap, "stem_search.json")
     args = ap.parse_args()
+    speed = machine_speed()  # the machine, in the run whose seconds it qualifies
     out: dict = {"size": args.size, "machines": {}}
-    tmp = Path("/tmp") / f"stem_search_{args.size}"
-    tmp.mkdir(exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="stem_search_"))
     for cus in args.cus:
         hw = SnowflakeConfig(cus=cus)
         hw_path = tmp / f"hw{cus}.json"
@@ -126,8 +130,11 @@ def main() -> None:
         p, b = res["planner"], res["best"]
         print(f"| {key} | {p['mode']} cu_rows {p['cu_rows']} | {p['cycles']:,} | {b['variant']} | {b['cycles']:,} | "
               f"{res['ratio']:.3f}x |")
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    speed = machine_speed(speed)
+    print(speed_line(speed))
+    path = output_file(args, "stem_search.json")
+    path.write_text(json.dumps(with_speed(out, speed), indent=1) + "\n")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
