@@ -31,6 +31,20 @@ def rand(*shape, seed=0, scale=1.0) -> np.ndarray:
     return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
 
 
+def three_layer_net(tmp_path) -> str:
+    """Conv, max pool, a 1x1 conv with a residual add: three device layers of different kinds
+    (test_snow_dse's sweeps, test_bound's shares), saved as net.onnx under `tmp_path`."""
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w1", "b1"], ["a"], name="c1", pads=[1, 1, 1, 1]), n("Relu", ["a"], ["r"]),
+             n("MaxPool", ["r"], ["p"], name="p1", kernel_shape=[2, 2], strides=[2, 2]),
+             n("Conv", ["p", "w2", "b2"], ["c"], name="c2"), n("Add", ["c", "p"], ["y"])]
+    inits = {"w1": rand(32, 8, 3, 3, seed=1, scale=0.2), "b1": rand(32, seed=2, scale=0.1),
+             "w2": rand(32, 32, 1, 1, seed=3, scale=0.1), "b2": rand(32, seed=4, scale=0.1)}
+    path = tmp_path / "net.onnx"
+    onnx.save(model(nodes, {"x": [1, 8, 24, 24]}, {"y": None}, inits), path)
+    return path
+
+
 def ort_run(m: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
     import onnxruntime as ort
 

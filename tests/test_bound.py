@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import helper
 
-from onnx_util import model, rand
+from onnx_util import model, rand, three_layer_net
 from snowir.driver import bound
 from snowir.driver.model_api import run_model_on_device
 from snowir.hw import SnowflakeConfig
@@ -30,18 +30,6 @@ def _conv(tmp_path: Path, c: int, hw_: int, k: int, pool: bool = False, name: st
     path = tmp_path / name
     onnx.save(model(nodes, {"x": [1, c, hw_, hw_]}, {"o": None},
                     {"w": rand(k, c, 3, 3, seed=1, scale=0.05), "b": rand(k, seed=2, scale=0.1)}), path)
-    return path
-
-
-def _net(tmp_path: Path) -> Path:
-    """Conv, max pool, a 1x1 conv with a residual add: three device layers of different kinds."""
-    nodes = [n("Conv", ["x", "w1", "b1"], ["a"], name="c1", pads=[1, 1, 1, 1]), n("Relu", ["a"], ["r"]),
-             n("MaxPool", ["r"], ["p"], name="p1", kernel_shape=[2, 2], strides=[2, 2]),
-             n("Conv", ["p", "w2", "b2"], ["c"], name="c2"), n("Add", ["c", "p"], ["y"])]
-    inits = {"w1": rand(32, 8, 3, 3, seed=1, scale=0.2), "b1": rand(32, seed=2, scale=0.1),
-             "w2": rand(32, 32, 1, 1, seed=3, scale=0.1), "b2": rand(32, seed=4, scale=0.1)}
-    path = tmp_path / "net.onnx"
-    onnx.save(model(nodes, {"x": [1, 8, 24, 24]}, {"y": None}, inits), path)
     return path
 
 
@@ -101,7 +89,7 @@ def test_bound_is_never_above_the_measured_time(tmp_path: Path, fields: dict) ->
     hw = SnowflakeConfig(**fields)
     hw_path = tmp_path / "hw.json"
     hw.save(hw_path)
-    for path in (_net(tmp_path), _conv(tmp_path, 512, 4, 16, name="split.onnx"),
+    for path in (three_layer_net(tmp_path), _conv(tmp_path, 512, 4, 16, name="split.onnx"),
                  _conv(tmp_path, 64, 24, 64, pool=True, name="pool.onnx")):
         for pipeline in (None, f"snowflake-lower{{whole-model=false hw={hw_path}}}"):
             report = run_model_on_device(path, hw=hw, pipeline=pipeline).report

@@ -10,25 +10,13 @@ import onnx
 import pytest
 from onnx import helper
 
-from onnx_util import model, rand
+from onnx_util import model, rand, three_layer_net
 from snowir.hw import SnowflakeConfig
 from snowir.driver.model_api import run_model_on_device
 from snowir.tools.snow_dse import main as snow_dse
 from snowir.tools.snow_run import main as snow_run
 
 SWEEP = ["--sweep", "dram_gbps=4.2,8.4", "--sweep", "load_units=2,8"]
-
-
-def _net(tmp_path: Path) -> Path:
-    n = helper.make_node
-    nodes = [n("Conv", ["x", "w1", "b1"], ["a"], name="c1", pads=[1, 1, 1, 1]), n("Relu", ["a"], ["r"]),
-             n("MaxPool", ["r"], ["p"], name="p1", kernel_shape=[2, 2], strides=[2, 2]),
-             n("Conv", ["p", "w2", "b2"], ["c"], name="c2"), n("Add", ["c", "p"], ["y"])]
-    inits = {"w1": rand(32, 8, 3, 3, seed=1, scale=0.2), "b1": rand(32, seed=2, scale=0.1),
-             "w2": rand(32, 32, 1, 1, seed=3, scale=0.1), "b2": rand(32, seed=4, scale=0.1)}
-    path = tmp_path / "net.onnx"
-    onnx.save(model(nodes, {"x": [1, 8, 24, 24]}, {"y": None}, inits), path)
-    return path
 
 
 def _rows(out: Path) -> list[dict]:
@@ -40,7 +28,7 @@ def _key(row: dict) -> tuple:
 
 
 def test_rows_equal_snow_run_and_ray_equals_one_worker(tmp_path: Path, capsys) -> None:
-    net = _net(tmp_path)
+    net = three_layer_net(tmp_path)
     one, many = tmp_path / "one", tmp_path / "ray"
     assert snow_dse([str(net), *SWEEP, "--out", str(one), "--workers", "1"]) == 0
     rows = _rows(one)
@@ -86,7 +74,7 @@ def test_rows_equal_snow_run_and_ray_equals_one_worker(tmp_path: Path, capsys) -
 ])
 def test_invalid_configurations_are_one_line(tmp_path: Path, capsys, sweep: str, message: str) -> None:
     out = tmp_path / "out"
-    assert snow_dse([str(_net(tmp_path)), "--sweep", sweep, "--out", str(out), "--workers", "1"]) == 1
+    assert snow_dse([str(three_layer_net(tmp_path)), "--sweep", sweep, "--out", str(out), "--workers", "1"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
     assert not (out / "results.json").exists()
@@ -99,7 +87,7 @@ def test_invalid_configurations_are_one_line(tmp_path: Path, capsys, sweep: str,
     {"cus": 1}, {"cus": 2}, {"cus": 8}, {"cus": 16}, {"vmacs_per_cu": 2}, {"cus": 16, "vmacs_per_cu": 1},
 ])
 def test_every_targetable_config_is_bit_exact(tmp_path: Path, fields: dict) -> None:
-    report = run_model_on_device(_net(tmp_path), hw=SnowflakeConfig(**fields), check=True).report
+    report = run_model_on_device(three_layer_net(tmp_path), hw=SnowflakeConfig(**fields), check=True).report
     assert report["check"]["golden_bit_exact"] is True
     assert report["hw"] == SnowflakeConfig(**fields).to_json() and report["total"]["cycles"] > 0
 
