@@ -8,7 +8,6 @@ from pathlib import Path
 
 import onnx
 import pytest
-from onnx import helper
 
 from onnx_util import model, rand, three_layer_net
 from snowir.hw import SnowflakeConfig
