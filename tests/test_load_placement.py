@@ -15,8 +15,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
+from onnx_util import model
 from snowir.tools.snow_opt import main as snow_opt
 from snowir.tools.snow_run import main as snow_run
 
@@ -25,13 +26,9 @@ def _model(path: Path) -> Path:
     """One 3x3 conv, 16 -> 32 channels (two kernel tiles) over 12x12."""
     rng = np.random.default_rng(1)
     w = (rng.standard_normal((32, 16, 3, 3)) * np.sqrt(2.0 / 144)).astype(np.float32)
-    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.full(32, 0.1, np.float32), "b")]
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c"], ["y"])]
-    g = helper.make_graph(nodes, "loads", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 12, 12])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 12, 12])], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 8
+    m = model(nodes, {"x": [1, 16, 12, 12]}, {"y": [1, 32, 12, 12]}, {"w": w, "b": np.full(32, 0.1, np.float32)})
     onnx.save(m, str(path))
     return path
 
