@@ -56,7 +56,23 @@ def test_a_record_is_checked_when_registered() -> None:
                                      ("rs1",), "rd", isa.SCALAR_TIMING, "", semantics="rs1"))
     with pytest.raises(SyntaxError):
         isa.register(isa.scalar_rrr("sub", 14, "rs1 -", "rd = rs1 - ?"))
+    with pytest.raises(ValueError, match="vector instructions .only. have cu_cycles"):
+        isa.register(isa.Instruction("vbad", 14, isa.Kind.VECTOR, (isa._reg("rs1", 18),), ("rs1",),
+                                     ("rs1",), None, isa.VECTOR_TIMING, ""))
     assert 14 in isa.free_opcodes() and "sub" not in isa.ISA.by_mnemonic
+
+
+def test_cu_cycles_come_from_the_records() -> None:
+    """The machine's Timing and fill-delay-slots' loop cost both read a vector record's
+    `cu_cycles` (COOP MAC ceil(L/lanes), INDP MAC L, MAX L, VMOV vmov_cycles)."""
+    from snowir.hw import SnowflakeConfig
+    hw = SnowflakeConfig(vmov_cycles=3)
+    assert sf.MacOp(sf.VectorMode.COOP, 1, 2, 3, 33).cu_cycles(hw) == 3
+    assert sf.MacOp(sf.VectorMode.INDP, 1, 2, 3, 33).cu_cycles(hw) == 33
+    assert sf.MaxOp(1, 2, 3, 9).cu_cycles(hw) == 9
+    assert sf.VmovOp(sf.VectorMode.COOP, sf.VmovSelect.BIAS, 1).cu_cycles(hw) == 3
+    assert sf.MacOp(sf.VectorMode.COOP, 1, 2, 3, 33, wb=True).cu_cycles(SnowflakeConfig()) == 3
+    assert sf.AddOp(1, 1, 2).cu_cycles(hw) == 0
 
 
 def test_a_new_record_encodes_decodes_and_leaves_the_isa_as_it_was() -> None:

@@ -14,8 +14,8 @@ from that instruction's record in the ISA table (isa.py) when the class is defin
 from __future__ import annotations
 
 from abc import ABC
-from collections.abc import Callable
-from typing import ClassVar, Self
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, ClassVar, Self
 
 from xdsl.dialects.builtin import IntAttr, StringAttr, UnitAttr
 from xdsl.dialects.utils import EnumAttribute
@@ -196,6 +196,13 @@ class SnowflakeInstruction(IRDLOperation, ABC):
         assert isinstance(attr, RegisterType)
         return attr.index.data
 
+    def cu_cycles(self, hw: Any) -> int:
+        """CU cycles of a vector instruction on machine `hw` (its record's `cu_cycles`); 0 else."""
+        entry = self.ISA_ENTRY
+        if entry is None or entry.cu_cycles is None:
+            return 0
+        return entry.cu_cycles(_FieldValues(self), hw)
+
     def reads(self) -> tuple[int, ...]:
         """Registers this instruction reads at dispatch (RAW hazard detection): the table's."""
         return ()
@@ -285,6 +292,28 @@ class MemoryOperation(SnowflakeInstruction, ABC):
 
 
 # ---------------------------------------------------------------- from the ISA table
+class _FieldValues(Mapping[str, Any]):
+    """An instruction's field values by name, as its record's functions take them: a flag is
+    whether it is set, an enum its member, an integer its value."""
+
+    def __init__(self, op: SnowflakeInstruction):
+        self._op = op
+
+    def __getitem__(self, name: str) -> Any:
+        attr = self._op.properties.get(name)
+        if self._op.ISA_ENTRY.field[name].kind == "flag":
+            return attr is not None
+        if attr is None:
+            raise KeyError(name)
+        return attr.index.data if isinstance(attr, RegisterType) else attr.data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(f.name for f in self._op.ISA_ENTRY.fields)
+
+    def __len__(self) -> int:
+        return len(self._op.ISA_ENTRY.fields)
+
+
 def _reader(names: tuple[str, ...]) -> Callable[[SnowflakeInstruction], tuple[int, ...]]:
     """`reads()` of an instruction reading register fields `names` (passes ask 10^6 times: no loop)."""
     if not names:

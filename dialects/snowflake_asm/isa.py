@@ -14,7 +14,8 @@ Everything else is derived from `ISA`, so a new scalar instruction is one `regis
   * constant folding, `known_registers` and the machine / scalar classification
     (snowir/asm_analysis.py);
   * the scalar timing rule (`TimingClass`: Timing.scalar, fast.py's `_Run`,
-    asm_analysis.issue_cycles, snowir/plan/issue.py);
+    asm_analysis.issue_cycles, snowir/plan/issue.py), and a vector instruction's CU cycles
+    (`cu_cycles`: the machine's Timing and the asm passes' loop costs);
   * the instruction table of docs/isa.md (`markdown()`, tools/gen_isa_docs.py).
 Vector and memory instructions keep their data-path semantics in snowir/machine/state.py (the
 `Machine` methods); their records say which method runs them.
@@ -189,6 +190,9 @@ class Instruction:
     nonlinear: bool = False
     deferrable: bool = False
     checks: tuple[Check, ...] = ()
+    cu_cycles: Callable[[Mapping[str, Any], Any], int] | None = None
+    """A vector instruction's CU cycles from its field values and the machine (`hw`): the
+    machine's Timing charges them, and the asm passes weigh a loop's issue against them."""
 
     @property
     def name(self) -> str:
@@ -253,6 +257,12 @@ class Instruction:
 
 
 # ------------------------------------------------------------------------------ field shapes
+def mac_cu_cycles(trace: int, indp: bool, lanes: int) -> int:
+    """CU cycles of a MAC (docs/machine.md, Timing): INDP feeds one trace element a cycle to
+    its 16 kernels; COOP spreads one kernel's trace over the lanes."""
+    return trace if indp else -(-trace // lanes)
+
+
 def _reg(name: str, lsb: int) -> BitField:
     return BitField(name, "reg", ((lsb, 5),))
 
@@ -314,17 +324,20 @@ _BASE: tuple[Instruction, ...] = (
                 MEMORY_READS, None, VECTOR_TIMING,
                 "multiply-accumulate a trace on every vMAC; `wb`: write back to DRAM rd",
                 machine_call="mac", steady=True, steady_anchor=True, deferrable=True,
+                cu_cycles=lambda f, hw: mac_cu_cycles(f["trace"], f["mode"] is VectorMode.INDP, hw.lanes),
                 checks=(_trace_nonzero("mac"), Check(lambda f: f["wb"] or not f["relu"], "MAC with relu but no write-back"))),
     Instruction("max", 7, Kind.VECTOR, (RD, RS1, RS2, TRACE, BitField("wb", "flag", ((11, 1),))),
                 ("rd", ",", "rs1", ",", "rs2", ("kw", "trace", "trace"), ("flag", "wb")),
                 MEMORY_READS, None, VECTOR_TIMING, "pool unit: max of a trace of 16-lane vectors; `wb`: to DRAM rd",
-                machine_call="max", steady=True, steady_anchor=True, checks=(_trace_nonzero("max"),)),
+                machine_call="max", steady=True, steady_anchor=True, checks=(_trace_nonzero("max"),),
+                cu_cycles=lambda f, hw: f["trace"]),
     Instruction("vmov", 8, Kind.VECTOR,
                 (MODE, RS1, BitField("select", "enum", ((0, 3),), _VMOV_CODES, VmovSelectAttr),
                  BitField("word", "uint", ((3, 3),), when=("select", (VmovSelect.MASK,)), doc="mask only")),
                 (("enum", "mode", VectorModeAttr), ("enum", "select", VmovSelectAttr), "rs1", ("okw", "word", "word")),
                 ("rs1",), None, VECTOR_TIMING, "fill a CU operand register (bias, bypass, mask, stride, shift)",
-                machine_call="vmov", steady=True, steady_if=("select", (VmovSelect.BIAS, VmovSelect.BYPASS))),
+                machine_call="vmov", steady=True, steady_if=("select", (VmovSelect.BIAS, VmovSelect.BYPASS)),
+                cu_cycles=lambda f, hw: hw.vmov_cycles),
     branch("ble", 9, "rs1 <= rs2", "branch if rs1 <= rs2 (signed)"),
     branch("bgt", 10, "rs1 > rs2", "branch if rs1 > rs2 (signed)"),
     branch("beq", 11, "rs1 == rs2", "branch if rs1 == rs2"),
@@ -392,6 +405,8 @@ def _check_layout(entry: Instruction) -> None:
         raise ValueError(f"{entry.mnemonic}: scalar and branch instructions (only) have semantics")
     if entry.semantics is not None:
         entry.function  # noqa: B018 - compiles now: a typo is an error at registration
+    if (entry.kind is Kind.VECTOR) != (entry.cu_cycles is not None):
+        raise ValueError(f"{entry.mnemonic}: vector instructions (only) have cu_cycles")
 
 
 ISA = _Table()

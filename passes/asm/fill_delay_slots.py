@@ -42,12 +42,11 @@ from xdsl.passes import ModulePass
 from snowir.asm_analysis import (INSTRUCTION_ROLES, LABEL_OR_BRANCH, body_ops, depends, is_machine, is_nop, issue_cycles,
                                   raw_pairs, replace_body, rewritable_programs)
 from snowir.dialects import snowflake_asm as sf
-from snowir.dialects.snowflake_asm.isa import VECTOR_TIMING
-from snowir.hw import SnowflakeConfig
+from snowir.hw import DEFAULT, SnowflakeConfig
 from snowir.passes.asm.guard import guarded
 
 
-def fill_ops(ops: list[Operation], slots: int, latency: int = 3, lanes: int = 16) -> tuple[list[Operation], int]:
+def fill_ops(ops: list[Operation], slots: int, latency: int = 3, hw: SnowflakeConfig = DEFAULT) -> tuple[list[Operation], int]:
     """`ops` (a program body) with the delay slots of every one-block loop's branch filled, the
     no-ops they held placed before the loop's label."""
     ops = list(ops)
@@ -79,7 +78,7 @@ def fill_ops(ops: list[Operation], slots: int, latency: int = 3, lanes: int = 16
         key = tuple(map(_shape, ops[start:i + 1 + slots]))
         take = decided.get(key)
         if take is None:
-            take = decided[key] = _choose(ops, start, i, slots, latency, lanes)
+            take = decided[key] = _choose(ops, start, i, slots, latency, hw)
         if take:
             moved = [ops[start + k] for k in take]
             kept = [o for o in window if not is_nop(o)]
@@ -100,7 +99,7 @@ def _shape(op: Operation) -> tuple:
     return op.name, op.reads(), op.writes(), is_machine(op), op.properties.get("trace"), op.properties.get("mode")
 
 
-def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, lanes: int) -> tuple[int, ...]:
+def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, hw: SnowflakeConfig) -> tuple[int, ...]:
     """Positions (from `start`) of the loop block's instructions to move into the slots of its
     branch at `i`."""
     op = ops[i]
@@ -135,7 +134,7 @@ def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, 
         return later, first, machine
 
     base = cost(0)
-    if _vector_busy(ops[start:i], lanes) >= base[0]:
+    if _vector_busy(ops[start:i], hw) >= base[0]:
         return ()  # the traces outlast the issue: a filled slot saves no cycle, a no-op before the label costs one
     costs = {k: cost(k) for k in range(1, len(moved) + 1)}
     # no slower on any pass: a loop may run once (the no-ops before its label then cost what
@@ -147,24 +146,15 @@ def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, 
     return tuple(idx - start for idx in sorted(moved[:best]))
 
 
-def _vector_busy(block: list[Operation], lanes: int) -> int:
-    """CU cycles a pass of the loop issues (docs/machine.md, Timing: COOP MAC ceil(L/16), INDP
-    MAC L, MAX L, VMOV 1): the vector ops run in order on the CUs, so a pass takes at least this."""
-    busy = 0
-    for op in block:
-        if isinstance(op, sf.MacOp):
-            trace = op.trace.data
-            busy += trace if op.mode.data is sf.VectorMode.INDP else -(-trace // lanes)
-        elif isinstance(op, sf.MaxOp):
-            busy += op.trace.data
-        elif sf.program_role(type(op)) in INSTRUCTION_ROLES and op.ISA_ENTRY.timing is VECTOR_TIMING:
-            busy += 1  # VMOV
-    return busy
+def _vector_busy(block: list[Operation], hw: SnowflakeConfig) -> int:
+    """CU cycles a pass of the loop issues (each instruction record's `cu_cycles`): the vector
+    ops run in order on the CUs, so a pass takes at least this."""
+    return sum(op.cu_cycles(hw) for op in block if isinstance(op, sf.SnowflakeInstruction))
 
 
-def fill_program(program: sf.ProgramOp, slots: int, latency: int, lanes: int) -> int:
+def fill_program(program: sf.ProgramOp, slots: int, latency: int, hw: SnowflakeConfig) -> int:
     """Fill the delay slots of one program; returns the no-ops replaced."""
-    ops, filled = fill_ops(body_ops(program), slots, latency, lanes)
+    ops, filled = fill_ops(body_ops(program), slots, latency, hw)
     if filled:
         replace_body(program, ops)
     return filled
@@ -195,7 +185,7 @@ class FillDelaySlotsPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
         for program in rewritable_programs(op, "fill-delay-slots"):
-            guarded(program, hw, self.guard, lambda: fill_program(program, hw.branch_delay_slots, hw.scalar_latency, hw.macs_per_vmac))
+            guarded(program, hw, self.guard, lambda: fill_program(program, hw.branch_delay_slots, hw.scalar_latency, hw))
 
 
 def _nops(branch: Operation, n: int) -> list[Operation]:

@@ -41,7 +41,7 @@ from xdsl.passes import ModulePass
 from snowir.asm_analysis import (INSTRUCTION_ROLES, blocks, body_ops, is_machine, is_nop, issue_cycles, replace_body,
                                   rewritable_programs)
 from snowir.dialects import snowflake_asm as sf
-from snowir.hw import SnowflakeConfig
+from snowir.hw import DEFAULT, SnowflakeConfig
 from snowir.passes.asm.fill_delay_slots import fill_ops
 from snowir.passes.asm.guard import guarded
 
@@ -115,23 +115,23 @@ def _list_schedule(ops: list[sf.SnowflakeInstruction], preds: list[list[tuple[in
 
 
 def _cost(seq: list[Operation], branch: Operation | None, window: list[Operation], loop: bool,
-          slots: int, latency: int, lanes: int) -> tuple[int, int]:
+          slots: int, latency: int, hw: SnowflakeConfig) -> tuple[int, int]:
     """The block under the in-order issue model after fill-delay-slots would fill the branch's
     slots (`issue_cycles`; a loop measured on its second iteration)."""
     if branch is not None:
-        seq, _ = _filled(seq, branch, window, loop, slots, latency, lanes)
+        seq, _ = _filled(seq, branch, window, loop, slots, latency, hw)
     return issue_cycles(seq, latency, loop)
 
 
 def _filled(seq: list[Operation], branch: Operation, window: list[Operation], loop: bool, slots: int,
-            latency: int, lanes: int) -> tuple[list[Operation], int]:
+            latency: int, hw: SnowflakeConfig) -> tuple[list[Operation], int]:
     """`seq`, `branch` and its slots as fill-delay-slots leaves them (it fills a loop's slots
     only: the block is given its label for it). No-ops the fill places before the label are
     left out: they run once, before the loop."""
     if not loop:
         return [*seq, branch, *window], 0
     label = sf.LabelOp(branch.target.data)
-    ops, filled = fill_ops([label, *seq, branch, *window], slots, latency, lanes)
+    ops, filled = fill_ops([label, *seq, branch, *window], slots, latency, hw)
     return ops[ops.index(label) + 1:], filled
 
 
@@ -152,16 +152,16 @@ blocks, a few hundred shapes)."""
 
 def schedule_block(body: list[sf.SnowflakeInstruction], latency: int, branch: sf.SnowflakeInstruction | None = None,
                    window: list[Operation] = (), loop: bool = False, slots: int = 4,
-                   tail: bool = False, lanes: int = 16) -> list[sf.SnowflakeInstruction] | None:
+                   tail: bool = False, hw: SnowflakeConfig = DEFAULT) -> list[sf.SnowflakeInstruction] | None:
     """The block reordered, or None when the original order is as good. `branch` (the block's
     closing branch, kept last) with its delay-slot `window`; `loop`: it branches back to the block;
     `tail`: it holds the program's last instruction (then it keeps an instruction even when all
     are no-ops: a label before it -- a branch target -- must name an instruction of the program,
     not the pc past its end, which is outside the instruction-cache bank)."""
     key = (tuple(map(_shape, body)), _shape(branch) if branch is not None else None, tuple(map(_shape, window)),
-           loop, slots, latency, tail, lanes)
+           loop, slots, latency, tail, hw)
     if key not in _DECISIONS:
-        best = _schedule_block(body, latency, branch, window, loop, slots, tail, lanes)
+        best = _schedule_block(body, latency, branch, window, loop, slots, tail, hw)
         index = {id(op): i for i, op in enumerate(body)}
         _DECISIONS[key] = None if best is None else tuple(index[id(op)] for op in best)
     order = _DECISIONS[key]
@@ -170,7 +170,7 @@ def schedule_block(body: list[sf.SnowflakeInstruction], latency: int, branch: sf
 
 def _schedule_block(body: list[sf.SnowflakeInstruction], latency: int, branch: sf.SnowflakeInstruction | None,
                     window: list[Operation], loop: bool, slots: int,
-                    tail: bool, lanes: int) -> list[sf.SnowflakeInstruction] | None:
+                    tail: bool, hw: SnowflakeConfig) -> list[sf.SnowflakeInstruction] | None:
     nops = [op for op in body if is_nop(op)]
     ops = [op for op in body if not is_nop(op)]
     if not loop:  # no-ops outside a loop stay in their block (at its start): no pc moves
@@ -184,24 +184,24 @@ def _schedule_block(body: list[sf.SnowflakeInstruction], latency: int, branch: s
         # fill-delay-slots may move up to `slots` instructions from before the branch to after
         # it: keep what the branch compares that much further ahead
         preds[last] = [(i, lat + slots) for i, lat in preds[last]]
-    base = _cost(list(body), branch, list(window), loop, slots, latency, lanes)
-    first = _first_pass(list(body), branch, list(window), loop, slots, latency, lanes)
+    base = _cost(list(body), branch, list(window), loop, slots, latency, hw)
+    first = _first_pass(list(body), branch, list(window), loop, slots, latency, hw)
     best, best_cost = None, base
     for machine_first in (True, False):
         order = [j for j in _list_schedule(with_branch, preds, last, machine_first) if j != last]
         candidate = [ops[j] for j in order]
-        cost = _cost(candidate, branch, list(window), loop, slots, latency, lanes)
+        cost = _cost(candidate, branch, list(window), loop, slots, latency, hw)
         if cost < best_cost and (not loop or _first_pass(
-                _nops(len(body) - len(candidate)) + candidate, branch, list(window), loop, slots, latency, lanes) <= first):
+                _nops(len(body) - len(candidate)) + candidate, branch, list(window), loop, slots, latency, hw) <= first):
             best, best_cost = candidate, cost
     return best
 
 
 def _first_pass(seq: list[Operation], branch: Operation | None, window: list[Operation], loop: bool,
-                slots: int, latency: int, lanes: int) -> int:
+                slots: int, latency: int, hw: SnowflakeConfig) -> int:
     """Cycles of a loop's first pass (`seq` may start with no-ops placed before its label)."""
     if branch is not None:
-        seq, _ = _filled(seq, branch, window, loop, slots, latency, lanes)
+        seq, _ = _filled(seq, branch, window, loop, slots, latency, hw)
     return issue_cycles(seq, latency)[0]
 
 
@@ -223,7 +223,7 @@ def schedule_program(program: sf.ProgramOp, hw: SnowflakeConfig) -> int:
         loop = branch is not None and start > 0 and type(ops[start - 1]) is sf.LabelOp \
             and ops[start - 1].label.data == branch.target.data
         new = schedule_block(ops[start:end], hw.scalar_latency, branch, window, loop, slots, end >= tail_end,
-                             hw.macs_per_vmac)
+                             hw)
         if new is not None:
             dropped = (end - start) - len(new)  # a loop's no-ops: before its label, run once per entry
             ops[start:end] = new

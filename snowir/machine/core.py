@@ -17,6 +17,7 @@ import numpy as np
 from snowir import activation
 from snowir.asm_analysis import raw_pairs
 from snowir.dialects import snowflake_asm as sf
+from snowir.dialects.snowflake_asm.isa import mac_cu_cycles
 from snowir.hw import SnowflakeConfig
 from snowir.machine.profile import new_profile
 from snowir.machine.image import ProgramImage
@@ -131,12 +132,8 @@ class Machine:
             written = self.deferred.add(self.pc, indp, out, a, b, trace, wb, relu)
         else:
             written = st.mac(indp, out, a, b, trace, wb, relu)
-        if indp:
-            wlen = self.lanes * trace
-            cycles = trace
-        else:
-            wlen = trace
-            cycles = -(-trace // self.lanes)
+        wlen = self.lanes * trace if indp else trace
+        cycles = mac_cu_cycles(trace, indp, self.lanes)
         # useful work: every trace element of a vMAC whose result is kept (COOP: one kernel's
         # channels, so the lanes past the trace's end in its last cycle are idle; INDP: 16 kernels)
         self.timing.vector_op(rd, rs1, rs2, cycles, a, a + trace, b, b + wlen, "MAC wb" if wb else "MAC",
