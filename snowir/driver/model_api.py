@@ -46,8 +46,23 @@ Progress = Callable[[str], None]
 ENGINES = ("fast", "reference", "golden")
 
 
+@dataclass(frozen=True, kw_only=True)
+class BoundFields:
+    """The bound on the machine (snowir/driver/bound.py) of a layer, or of the device layers
+    summed: compulsory bytes (weights, inputs, outputs once), compute and traffic time, the
+    larger, its share of `ms` and the resource that binds (for a total: binding most layers).
+    None where no device time was measured (host layers, the golden model, older reports)."""
+
+    compulsory_bytes: int | None = None
+    bound_compute_ms: float | None = None
+    bound_bus_ms: float | None = None
+    bound_ms: float | None = None
+    bound_share: float | None = None
+    bound_by: str | None = None
+
+
 @dataclass(frozen=True)
-class LayerReport:
+class LayerReport(BoundFields):
     name: str
     op: str
     where: str
@@ -75,15 +90,6 @@ class LayerReport:
     # on the end-to-end timeline (docs/machine.md "End-to-end time"); None from the golden model
     start_ms: float | None = None
     end_ms: float | None = None
-    # the layer's bound on the machine (snowir/driver/bound.py): compulsory bytes (weights, inputs,
-    # outputs once), compute and traffic time, the larger, its share of `ms` and which binds;
-    # None where no device time was measured (host layers, the golden model, older reports)
-    compulsory_bytes: int | None = None
-    bound_compute_ms: float | None = None
-    bound_bus_ms: float | None = None
-    bound_ms: float | None = None
-    bound_share: float | None = None
-    bound_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -94,7 +100,7 @@ class LayerReport:
 
 
 @dataclass(frozen=True)
-class TotalReport:
+class TotalReport(BoundFields):
     cycles: int
     ms: float
     host_ms: float
@@ -114,14 +120,6 @@ class TotalReport:
     round_trip_bytes: int | None = None
     end_to_end_ms: float | None = None
     device_share: float | None = None
-    # the device layers' bounds summed (snowir/driver/bound.py), the share of `ms` they are, and
-    # the resource binding most of them; None from the golden model and older reports
-    compulsory_bytes: int | None = None
-    bound_compute_ms: float | None = None
-    bound_bus_ms: float | None = None
-    bound_ms: float | None = None
-    bound_share: float | None = None
-    bound_by: str | None = None
 
 
 @dataclass(frozen=True)
