@@ -12,7 +12,7 @@ from onnx import helper, numpy_helper
 
 from onnx_util import model, ort_run, rand
 from snowir.golden import run_golden
-from snowir.frontend.onnx_import import OnnxImportError, import_model, import_onnx
+from snowir.frontend.onnx_import import OnnxImportError, import_model, import_onnx, parse_input_shape
 from snowir.tools.snow_opt import main as snow_opt
 
 X = [1, 4, 8, 8]
@@ -180,3 +180,8 @@ def test_input_shape_resolves_dynamic_dimension(tmp_path: Path) -> None:
     assert "tensor<2x4x8x8xf32>" in out.read_text()
     with pytest.raises(OnnxImportError, match="dynamic dimension"):
         import_onnx(path)
+    # an input named as --input names it, or with ':' (a name may hold ':', as TF's x:0 does)
+    assert parse_input_shape("x=2,4,8,8") == parse_input_shape("x:2,4,8,8") == {"x": [2, 4, 8, 8]}
+    assert parse_input_shape("in:0=1,3,8,8;y=2x2") == {"in:0": [1, 3, 8, 8], "y": [2, 2]}
+    assert snow_opt([str(path), "--input-shape", "x=3,4,8,8", "-o", str(out)]) == 0
+    assert "tensor<3x4x8x8xf32>" in out.read_text()

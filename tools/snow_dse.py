@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="local Ray workers (default: one per core); 1 runs in this process without Ray")
     p.add_argument("--pipeline", help="lowering pipeline, as snow-run --pipeline")
     p.add_argument("--format", default="Q8.8", help="fixed-point format (Qm.n or auto), as snow-run --format")
-    p.add_argument("--input-shape", help="static shape for ONNX inputs with dynamic dimensions")
+    p.add_argument("--input-shape", help="static shape for ONNX inputs with dynamic dimensions: 1,3,224,224 or NAME=1,3,224,224[;NAME2=...]")
     p.add_argument("--objective", help="what the Pareto front ranks by, against the resource proxy: end-to-end "
                                        "(device + host + round trips) or device ms (default: end-to-end when "
                                        "some configuration runs layers on the host, else device)")

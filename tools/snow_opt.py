@@ -152,7 +152,7 @@ class SnowOptMain(xDSLOptMain):
                  "without data (a run that needs one says so)")
         arg_parser.add_argument(
             "--input-shape", default=None,
-            help="static shape for ONNX inputs with dynamic dimensions: 1,3,224,224 or name:1,3,224,224[;name2:...]")
+            help="static shape for ONNX inputs with dynamic dimensions: 1,3,224,224 or NAME=1,3,224,224[;NAME2=...]")
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         limit = self.args.elide_resources_if_larger

@@ -84,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"snow-run (snowir {__version__})")
     p.add_argument("--traceback", action="store_true",
                    help="on an error, print the full Python traceback too (or set SNOWIR_TRACEBACK=1)")
-    p.add_argument("--input-shape", help="static shape for ONNX inputs with dynamic dimensions, e.g. 1,3,224,224")
+    p.add_argument("--input-shape", help="static shape for ONNX inputs with dynamic dimensions: 1,3,224,224 or NAME=1,3,224,224[;NAME2=...]")
     p.add_argument("--min-snr", type=float, default=30.0,
                    help="--check fails when an output's SNR (dB; a classifier's logits) against the reference "
                         "is below this (default 30)")

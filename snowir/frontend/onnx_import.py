@@ -464,14 +464,16 @@ def import_model(model: onnx.ModelProto, source: str = "<onnx>",
 
 
 def parse_input_shape(spec: str, default_name: str | None = None) -> dict[str, list[int]]:
-    """`1,3,224,224` or `name:1,3,224,224[;name2:...]`."""
+    """`1,3,224,224`, or per input `name=1,3,224,224[;name2=...]` (as `--input NAME=X.npy` names
+    inputs; `name:...` also, and a name may hold ':' as TensorFlow exports' `x:0` do)."""
     out: dict[str, list[int]] = {}
     for part in filter(None, spec.split(";")):
-        name, _, dims = part.rpartition(":")
+        name, _, dims = part.rpartition("=") if "=" in part else part.rpartition(":")
         try:
             shape = [int(d) for d in dims.replace("x", ",").split(",") if d]
         except ValueError:
-            raise OnnxImportError(f"--input-shape '{spec}': dimensions must be integers") from None
+            raise OnnxImportError(f"--input-shape '{spec}': dimensions must be integers "
+                                  f"(1,3,224,224, or NAME=1,3,224,224;NAME2=... per input)") from None
         if not shape or any(d <= 0 for d in shape):
             raise OnnxImportError(f"--input-shape '{spec}': dimensions must be positive")
         out[name or (default_name or "")] = shape
