@@ -155,9 +155,14 @@ def table1_model(shape: tuple[int, ...], folder: Path) -> Path:
 
 
 def model_path(name: str) -> Path:
+    """A Table 2 or light model by name, or an .onnx file (static input shapes) by its path."""
     from snowir.tools.bench_models import build as build_bench
     from snowir.tools.light_models import build as build_light
 
+    if name.endswith(".onnx"):
+        if not Path(name).is_file():
+            raise SystemExit(f"ablation: {name}: no such file")
+        return Path(name)
     return build_bench(name) if name in TABLE2 else build_light(name)
 
 
@@ -226,22 +231,24 @@ def print_ablation(rows: list[dict]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", nargs="?", const="all", default="",
-                    help="also these models (comma-separated; alone: the Table 2 models and the nine light models)")
+                    help="also these models (comma-separated names, or .onnx paths with static input shapes; "
+                         "alone: the Table 2 models and the nine light models)")
     ap.add_argument("--no-table1", action="store_true")
     ap.add_argument("--no-table3", action="store_true")
     ap.add_argument("--check", action="store_true", help="check every run bit-exact against golden (slower)")
     add_output_options(ap, "ablation.json")
     args = ap.parse_args()
     names = [*TABLE2, *LIGHT] if args.models == "all" else [n for n in args.models.split(",") if n]
-    unknown = [n for n in names if n not in (*TABLE2, *LIGHT)]
+    unknown = [n for n in names if n not in (*TABLE2, *LIGHT) and not n.endswith(".onnx")]
     if unknown:
-        ap.error(f"unknown model {unknown[0]} (known: {', '.join((*TABLE2, *LIGHT))})")
+        ap.error(f"unknown model {unknown[0]} (known: {', '.join((*TABLE2, *LIGHT))}, or an .onnx path)")
     speed = machine_speed()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         jobs = [(f"T1 {h}x{w},{kh}x{kw},{c}->{k}", lambda shape=(c, h, w, k, kh, kw, s, p): table1_model(shape, Path(tmp)))
                 for c, h, w, k, kh, kw, s, p in ([] if args.no_table1 else TABLE1)]
-        jobs += [(name, lambda name=name: model_path(name)) for name in names]
+        jobs += [(Path(name).name if name.endswith(".onnx") else name, lambda name=name: model_path(name))
+                 for name in names]
         for i, (label, path) in enumerate(jobs, 1):
             print(f"[{i}/{len(jobs)}] {label}", file=sys.stderr, flush=True)
             rows.append(ablate(label, path(), args.check))
