@@ -47,6 +47,9 @@ def test_a_concat_whose_pool_reader_cannot_read_wide_rows_stays_on_the_host(tmp_
     assert r["check"]["golden_bit_exact"] and r["check"]["snr_db"] > 30
     where = {row["name"]: row["where"] for row in r["layers"]}
     assert where["pool5"] == where["pool9"] == where["pool13"] == "device" and where["cat"] == "host"
+    # the report says why, as the IR does (a device layer carries no host_reason)
+    rows = {row["name"]: row for row in r["layers"]}
+    assert rows["cat"]["host_reason"] == reason and "host_reason" not in rows["pool5"]
 
 
 def test_the_same_block_narrow_enough_keeps_its_concat_on_the_device() -> None:

@@ -61,6 +61,9 @@ class BoundFields:
     bound_by: str | None = None
 
 
+BOUND_KEYS = tuple(f.name for f in dataclasses.fields(BoundFields))
+
+
 @dataclass(frozen=True)
 class LayerReport(BoundFields):
     name: str
@@ -83,6 +86,9 @@ class LayerReport(BoundFields):
     # names the pool it `computes`, the pool's row (0 cycles) the conv it is `computed_by`
     computes: str | None = None
     computed_by: str | None = None
+    # a host layer's `host_reason` (partition-host and the graph passes that leave it there say why
+    # it is not on the device)
+    host_reason: str | None = None
     # values of the layer's fixed-point results that saturation changed (write-back clipped to
     # int16, host result or format conversion out of range), and their share of the results
     saturated: int = 0
@@ -93,10 +99,11 @@ class LayerReport(BoundFields):
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        for key in ("computes", "computed_by"):
+        for key in ("computes", "computed_by", "host_reason"):
             if data[key] is None:
                 del data[key]
-        return data
+        bound = {key: data.pop(key) for key in BOUND_KEYS}  # after the layer's own fields, as printed
+        return data | bound
 
 
 @dataclass(frozen=True)

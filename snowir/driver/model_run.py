@@ -211,7 +211,9 @@ def layer_rows(module: ModuleOp) -> list[dict[str, Any]]:
                      "host_ms": host_ms(op) if host else None, "macs": useful_macs(op), "lane_macs": 0,
                      "mac_utilization": 0.0, "dram_bytes": 0, "gbps": 0.0, "stall_cycles": {},
                      "mode": None, "loop_order": None, "load_imbalance_pct": None, "format": _format(op),
-                     "saturated": 0, "saturated_share": 0.0, "_op": op})
+                     "saturated": 0, "saturated_share": 0.0, "_op": op,
+                     **({"host_reason": op.attributes["host_reason"].data}
+                        if host and "host_reason" in op.attributes else {})})
     return rows
 
 
