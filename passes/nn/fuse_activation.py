@@ -14,7 +14,11 @@ pass over the tensor on the Cortex-A9 (a YOLOv8n-style net spends most of its ti
 sigmoid and multiply there); with it the write-back applies them for a few cycles per write-back.
 Like fuse-relu, it fuses only into a conv whose result nothing else reads, and not after a
 ReLU (the unit applies before ReLU); an activation of a channel concat of such convs (a wide
-depthwise conv, which depthwise-to-grouped leaves as parts) goes into every part. It runs late in nn-prepare, after the passes that rebuild
+depthwise conv, which depthwise-to-grouped leaves as parts) goes into every part. An activation
+of one channel slice of a conv whose result only slices read (a detector head's Split into class
+scores and boxes, then Sigmoid on the scores) splits the conv at the slices' edges into convs
+over kernel ranges, the slice's own taking the activation (each slice then reads its part; a
+slice over several parts, their channel concat). It runs late in nn-prepare, after the passes that rebuild
 convs (split-kernels, depthwise-to-grouped, the input layouts, add-to-bypass: an add's identity
 conv takes the activation too), so partition-host then re-decides with the activation gone
 from the host. Parameters that do not fit the unit's word (`Activation.word`: a clip bound off
@@ -27,16 +31,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import Rewriter
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from snowir.activation import Activation
 from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
+from snowir.nn_util import const_of, constant_op, shape_of, tensor
 from snowir.passes.nn.se_gate import gate_of
 
 
@@ -99,6 +105,53 @@ def _fusable(x: SSAValue, users: int) -> list[nn.Conv2dOp]:
     return []
 
 
+def _kernel_part(sl: nn.ChannelSliceOp) -> nn.Conv2dOp | None:
+    """The conv `sl` reads a kernel range of, if every reader of that conv's result is a channel
+    slice and no other slice's edge falls inside `sl` (so `sl` is one part of the split)."""
+    conv = _conv(sl.input)
+    if conv is None or conv.groups.value.data != 1 or conv.bypass is not None \
+            or const_of(conv.weight) is None or const_of(conv.bias) is None:
+        return None
+    slices = [use.operation for use in conv.output.uses]
+    if not all(isinstance(other, nn.ChannelSliceOp) for other in slices):
+        return None
+    lo, hi = sl.start.value.data, sl.start.value.data + sl.size.value.data
+    edges = {e for other in slices for e in (other.start.value.data, other.start.value.data + other.size.value.data)}
+    return conv if not any(lo < e < hi for e in edges) else None
+
+
+def _split_at_slices(conv: nn.Conv2dOp, rewriter: Rewriter) -> dict[int, nn.Conv2dOp]:
+    """`conv` as convs over the kernel ranges between its slices' edges (by first channel); each
+    slice reads its part, or the channel concat of the parts it spans."""
+    w, b = const_of(conv.weight), const_of(conv.bias)
+    slices = [use.operation for use in conv.output.uses]
+    edges = sorted({0, w.shape[0]} | {e for sl in slices for e in (sl.start.value.data,
+                                                                    sl.start.value.data + sl.size.value.data)})
+    n, _, oh, ow = shape_of(conv.output)
+    name = conv.attributes.get("onnx_node")
+    parts: dict[int, nn.Conv2dOp] = {}
+    for lo, hi in zip(edges, edges[1:]):
+        weight, bias = constant_op(w[lo:hi].astype(np.float32), "w_part"), constant_op(b[lo:hi].astype(np.float32), "b_part")
+        part = nn.Conv2dOp(conv.input, weight.result, bias.result, tensor([n, hi - lo, oh, ow], conv.output),
+                           [int(v) for v in conv.strides.get_values()], [int(v) for v in conv.pads.get_values()],
+                           [int(v) for v in conv.dilations.get_values()])
+        part.attributes.update(conv.attributes)
+        if isinstance(name, StringAttr):  # the reports' rows: head.0, head.1, ...
+            part.attributes["onnx_node"] = StringAttr(f"{name.data}.{len(parts)}")
+        rewriter.insert_op([weight, bias, part], InsertPoint.before(conv))
+        parts[lo] = part
+    for sl in slices:
+        lo, hi = sl.start.value.data, sl.start.value.data + sl.size.value.data
+        spanned = [parts[e] for e in edges if lo <= e < hi]
+        if len(spanned) == 1:
+            sl.output.replace_all_uses_with(spanned[0].output)
+            rewriter.erase_op(sl)
+        else:
+            rewriter.replace_op(sl, nn.ConcatOp([p.output for p in spanned], 1, sl.output.type))
+    rewriter.erase_op(conv)
+    return parts
+
+
 def _se_gate(value: SSAValue) -> bool:
     """Whether `value` is an SE block's gate (a Mul scales a tensor by it per channel): se-gate,
     after this pass, makes that Mul a device conv whose kernels the host writes, which needs the
@@ -123,12 +176,16 @@ def _fuse(op: Operation, rewriter: Rewriter) -> None:
         if _se_gate(op.results[0]):
             return
     convs = _fusable(x, users)
-    if not convs or op.results[0].type != x.type:
+    whole = isinstance(x.owner, nn.ChannelSliceOp) and x.has_one_use() and not dead and _kernel_part(x.owner)
+    if not (convs or whole) or op.results[0].type != x.type:
         return
     try:
         act.word(8)  # the parameters fit the unit's word
     except (SnowError, OverflowError, ValueError):  # ValueError: a NaN bound
         return
+    if not convs:
+        part = _split_at_slices(whole, rewriter)[x.owner.start.value.data]
+        x, convs = part.output, [part]
     for conv in convs:
         conv.properties["act"] = StringAttr(str(act))
     op.results[0].replace_all_uses_with(x)
