@@ -46,13 +46,14 @@ def test_column_split_bit_exact(c, h, w, k, s, holds) -> None:
 
 
 def test_several_row_groups_bit_exact() -> None:
-    """56 columns of 256 channels: four rows a group fit two groups' segments; 14 groups in two
-    slots, the next group's rows loading a part per kernel tile; exact, and faster than COOP."""
-    s = ConvShape(64, 56, 56, 256, 1, 1, 1, 1, 0, 0, 0, 0, True, 12)
+    """56 columns of 256 channels (28 rows): four rows a group fit two groups' segments; 7 groups
+    in two slots, the next group's rows loading a part per kernel tile; exact, and faster than
+    COOP (123.1 k cycles against 153.1 k)."""
+    s = ConvShape(64, 28, 56, 256, 1, 1, 1, 1, 0, 0, 0, 0, True, 12)
     assert max_group_rows(s, HW) == 4
-    run, got, want, plan, _ = conv_case(64, 56, 56, 256, 1, 1, 1, 0, bypass=True, shift=12)
-    assert plan.cu_split == "cols" and len(plan.strips) == 14 and np.array_equal(got, want)
-    coop = conv_case(64, 56, 56, 256, 1, 1, 1, 0, bypass=True, mode="COOP", shift=12)[0]
+    run, got, want, plan, _ = conv_case(64, 28, 56, 256, 1, 1, 1, 0, bypass=True, shift=12)
+    assert plan.cu_split == "cols" and len(plan.strips) == 7 and np.array_equal(got, want)
+    coop = conv_case(64, 28, 56, 256, 1, 1, 1, 0, bypass=True, mode="COOP", shift=12)[0]
     assert run.cycles < 0.85 * coop.cycles
 
 
