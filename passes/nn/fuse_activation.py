@@ -105,6 +105,11 @@ def _fusable(x: SSAValue, users: int) -> list[nn.Conv2dOp]:
     return []
 
 
+def _channels(sl: nn.ChannelSliceOp) -> tuple[int, int]:
+    """The [first, end) channels a slice reads."""
+    return sl.start.value.data, sl.start.value.data + sl.size.value.data
+
+
 def _kernel_part(sl: nn.ChannelSliceOp) -> nn.Conv2dOp | None:
     """The conv `sl` reads a kernel range of, if every reader of that conv's result is a channel
     slice and no other slice's edge falls inside `sl` (so `sl` is one part of the split)."""
@@ -115,8 +120,8 @@ def _kernel_part(sl: nn.ChannelSliceOp) -> nn.Conv2dOp | None:
     slices = [use.operation for use in conv.output.uses]
     if not all(isinstance(other, nn.ChannelSliceOp) for other in slices):
         return None
-    lo, hi = sl.start.value.data, sl.start.value.data + sl.size.value.data
-    edges = {e for other in slices for e in (other.start.value.data, other.start.value.data + other.size.value.data)}
+    lo, hi = _channels(sl)
+    edges = {e for other in slices for e in _channels(other)}
     return conv if not any(lo < e < hi for e in edges) else None
 
 
@@ -125,23 +130,21 @@ def _split_at_slices(conv: nn.Conv2dOp, rewriter: Rewriter) -> dict[int, nn.Conv
     slice reads its part, or the channel concat of the parts it spans."""
     w, b = const_of(conv.weight), const_of(conv.bias)
     slices = [use.operation for use in conv.output.uses]
-    edges = sorted({0, w.shape[0]} | {e for sl in slices for e in (sl.start.value.data,
-                                                                    sl.start.value.data + sl.size.value.data)})
+    edges = sorted({0, w.shape[0]} | {e for sl in slices for e in _channels(sl)})
     n, _, oh, ow = shape_of(conv.output)
     name = conv.attributes.get("onnx_node")
     parts: dict[int, nn.Conv2dOp] = {}
     for lo, hi in zip(edges, edges[1:]):
         weight, bias = constant_op(w[lo:hi].astype(np.float32), "w_part"), constant_op(b[lo:hi].astype(np.float32), "b_part")
         part = nn.Conv2dOp(conv.input, weight.result, bias.result, tensor([n, hi - lo, oh, ow], conv.output),
-                           [int(v) for v in conv.strides.get_values()], [int(v) for v in conv.pads.get_values()],
-                           [int(v) for v in conv.dilations.get_values()])
+                           nn.int_values(conv.strides), nn.int_values(conv.pads), nn.int_values(conv.dilations))
         part.attributes.update(conv.attributes)
         if isinstance(name, StringAttr):  # the reports' rows: head.0, head.1, ...
             part.attributes["onnx_node"] = StringAttr(f"{name.data}.{len(parts)}")
         rewriter.insert_op([weight, bias, part], InsertPoint.before(conv))
         parts[lo] = part
     for sl in slices:
-        lo, hi = sl.start.value.data, sl.start.value.data + sl.size.value.data
+        lo, hi = _channels(sl)
         spanned = [parts[e] for e in edges if lo <= e < hi]
         if len(spanned) == 1:
             sl.output.replace_all_uses_with(spanned[0].output)
@@ -176,15 +179,15 @@ def _fuse(op: Operation, rewriter: Rewriter) -> None:
         if _se_gate(op.results[0]):
             return
     convs = _fusable(x, users)
-    whole = isinstance(x.owner, nn.ChannelSliceOp) and x.has_one_use() and not dead and _kernel_part(x.owner)
-    if not (convs or whole) or op.results[0].type != x.type:
+    to_split = isinstance(x.owner, nn.ChannelSliceOp) and x.has_one_use() and not dead and _kernel_part(x.owner)
+    if not (convs or to_split) or op.results[0].type != x.type:
         return
     try:
         act.word(8)  # the parameters fit the unit's word
     except (SnowError, OverflowError, ValueError):  # ValueError: a NaN bound
         return
     if not convs:
-        part = _split_at_slices(whole, rewriter)[x.owner.start.value.data]
+        part = _split_at_slices(to_split, rewriter)[x.owner.start.value.data]
         x, convs = part.output, [part]
     for conv in convs:
         conv.properties["act"] = StringAttr(str(act))

@@ -60,6 +60,11 @@ class BoundFields:
     bound_share: float | None = None
     bound_by: str | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """The fields as the report prints them: the bound fields after the row's own."""
+        data = dataclasses.asdict(self)
+        return data | {key: data.pop(key) for key in BOUND_KEYS}
+
 
 BOUND_KEYS = tuple(f.name for f in dataclasses.fields(BoundFields))
 
@@ -98,12 +103,11 @@ class LayerReport(BoundFields):
     end_ms: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        data = super().to_json()
         for key in ("computes", "computed_by", "host_reason"):
             if data[key] is None:
                 del data[key]
-        bound = {key: data.pop(key) for key in BOUND_KEYS}  # after the layer's own fields, as printed
-        return data | bound
+        return data
 
 
 @dataclass(frozen=True)
@@ -209,7 +213,7 @@ class Report:
     round_trips: tuple[RoundTrip, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        data = {"model": self.model, "hw": self.hw.to_json(), "total": dataclasses.asdict(self.total),
+        data = {"model": self.model, "hw": self.hw.to_json(), "total": self.total.to_json(),
                 "layers": [layer.to_json() for layer in self.layers],
                 "check": self.check.to_json() if self.check else None,
                 "inputs": [dataclasses.asdict(i) for i in self.inputs],
