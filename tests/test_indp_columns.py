@@ -206,3 +206,43 @@ def test_columns_written_on_a_plain_indp_1x1_are_followed() -> None:
     got = run.outputs["y"].reshape(8, 16, 64).transpose(2, 0, 1)
     acc = conv_sum(x[None], wt, (1, 1), (0, 0, 0, 0), (1, 1), 1, dtype=np.float64)[0].astype(np.int64)
     assert np.array_equal(got, writeback(acc, bias.reshape(-1, 1, 1).astype(np.int64), 0, 12, True))
+
+
+SMALL = SnowflakeConfig(maps_bank_bytes=4096, weights_buffer_bytes=2048)
+"""2048-word banks and a 1024-word weights buffer: a 32 -> 128 1x1 on 8 x 8 is two staggered
+kernel tiles over two row groups."""
+
+
+def test_kernel_order_is_recorded_and_an_edit_is_followed() -> None:
+    """The planner records `kernel_order = serpentine` (a later group starts with the tile the
+    previous one ended with); the order removed (up: 0, 1 in every group) is followed: one more
+    kernel tile load (its four vMACs' LDs), bit-exact, slower."""
+    from snowir.dialects import snowflake_asm as sf
+    from snowir.machine.image import disassemble
+
+    runs, loads = {}, {}
+    for name, edit in (("serpentine", None), ("up", lambda layer: layer.properties.pop("kernel_order"))):
+        run, got, want, plan, image = conv_case(32, 8, 8, 128, 1, 1, 1, 0, bypass=True, mode="INDP", shift=12,
+                                                hw=SMALL, edit=edit)
+        assert plan.cu_split == "cols" and plan.tiles == 2 and len(plan.strips) == 2 and not plan.resident_weights
+        assert plan.kernel_order == name and np.array_equal(got, want)
+        runs[name] = run
+        loads[name] = sum(isinstance(op, sf.LdOp) and op.target.data == sf.LoadTarget.WEIGHTS
+                          for op in disassemble(image).walk())
+    assert loads["up"] > loads["serpentine"]
+    assert runs["up"].cycles > runs["serpentine"].cycles
+
+
+@pytest.mark.parametrize("c, h, k, mode, says", [
+    (32, 8, 128, "COOP", "kernel_order serpentine: only a column-split INDP conv (cu_split = cols) orders"),
+    (16, 8, 64, "INDP", "kernel_order serpentine: one kernel tile or one row group: the order changes nothing"),
+])
+def test_kernel_order_where_it_means_nothing_is_refused(c, h, k, mode, says) -> None:
+    from xdsl.dialects.builtin import StringAttr
+    from xdsl.utils.exceptions import PassFailedException
+
+    def serpentine(layer) -> None:
+        layer.properties["kernel_order"] = StringAttr("serpentine")
+
+    with pytest.raises(PassFailedException, match=re.escape(says)):
+        conv_case(c, h, h, k, 1, 1, 1, 0, bypass=True, mode=mode, shift=12, hw=SMALL, edit=serpentine)

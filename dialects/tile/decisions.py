@@ -53,6 +53,7 @@ GATHER = Codec(GatherAttr, lambda a: tuple(a.values().values()),
                lambda v: GatherAttr.get(**dict(zip(GatherAttr.FIELDS, v))), "gather")
 CU_SPLIT = Codec(CuSplitAttr, lambda a: a.data.value, lambda v: CuSplitAttr(CuSplit(v)), "enum")
 BUFFERING = Codec(MapsBufferingAttr, lambda a: a.data, lambda v: MapsBufferingAttr(MapsBuffering(v)), "enum")
+WORD = Codec(StringAttr, lambda a: a.data, lambda v: StringAttr(str(v)), "word")
 
 
 def _has(name: str) -> Callable[[Operation], bool]:
@@ -226,6 +227,14 @@ class ConvDecisions:
             "counts, codegen/strip_loads.spreads). Followed; on a layer whose strips never load in pieces, refused.",
         rule="on a conv layer", needs=_conv, refuse=lambda plan, hw: _whole_refusal(plan, hw)))
     """The next strip's loads not spread over the kernel tiles (codegen/strip_loads.spreads)."""
+    kernel_order: str = decision(Decision(
+        "kernel_order", LAYER, WORD, "up", field="kernel_order",
+        doc="The kernel tiles' order in each row group (Kloop): up (absent; 0, 1, ... in every group) or serpentine "
+            "(up in even groups, down in odd ones, so a group starts with the tile the previous one ended with and "
+            "that tile is not loaded again). Followed by column-split INDP convs; elsewhere refused.",
+        rule="up or serpentine, on a conv layer", valid=lambda v: v in KERNEL_ORDERS, needs=_conv,
+        refuse=lambda plan, hw: kernel_order_refusal(plan)))
+    """The kernel tiles of each row group, in turn (`kernel_tile_order`)."""
 
 
 MAPS_BUFFERING = Decision(
@@ -335,6 +344,31 @@ def _prefetch_refusal(plan: Any, hw: Any) -> str | None:
         return "a bypass-slice 1x1 conv's prefetches follow its pixel pipeline (remove it)"
     if plan.indp and plan.cu_split == "cols":
         return "a column-split INDP conv places its own loads (remove it)"
+    return None
+
+
+KERNEL_ORDERS = ("up", "serpentine")
+
+
+def kernel_tile_order(order: str, tiles: int, group: int) -> list[int]:
+    """The kernel tiles row group `group` computes, in turn, under `kernel_order`."""
+    up = list(range(tiles))
+    return up[::-1] if order == "serpentine" and group % 2 else up
+
+
+def kernel_tile_sends(order: str, tiles: int, groups: int, resident: bool) -> int:
+    """Kernel tiles loaded over a Kloop layer: each once if resident or alone; else every tile of
+    each group, but under serpentine a later group's first tile, still in the buffer."""
+    if resident or tiles == 1:
+        return tiles
+    return tiles * groups - (groups - 1) * (order == "serpentine")
+
+
+def kernel_order_refusal(plan: Any) -> str | None:
+    if not (plan.indp and plan.cu_split == "cols"):
+        return "only a column-split INDP conv (cu_split = cols) orders its kernel tiles; this one runs them up (remove it)"
+    if plan.tiles == 1 or len(plan.strips) == 1:
+        return "one kernel tile or one row group: the order changes nothing (remove it)"
     return None
 
 

@@ -21,7 +21,8 @@ from snowir.codegen.pixels import kernel_tile
 from snowir.codegen.traces import COOP, Prefetch, R_TMP, R_TO, R_TT, R_TW, set_writeback
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.indp_columns import ColumnLayout, column_layout, stagger_parts, tile_order
+from snowir.dialects.tile.decisions import kernel_tile_order
+from snowir.plan.indp_columns import ColumnLayout, column_layout, stagger_parts
 from snowir.plan.shapes import ConvPlan, Strip, indp_kernel_words, kernels_per_tile
 
 
@@ -53,8 +54,8 @@ def _parts(rows: range, n: int) -> list[range]:
 
 
 def generate_indp_columns(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
-    """Row groups in turn (two slots), every kernel tile per group (Kloop, `tile_order`: a group
-    starts with the tile the previous one ended with, so it is not loaded again): kernel tiles
+    """Row groups in turn (two slots), every kernel tile per group (Kloop, in `kernel_order`: under
+    serpentine a group starts with the tile the previous one ended with, not loaded again): kernel tiles
     resident, double-buffered in the weights slots, staggered, or loaded after the previous one's
     MACs drain."""
     s = plan.shape
@@ -80,7 +81,7 @@ def generate_indp_columns(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
     b.emit(sf.VmovOp(sf.VectorMode.INDP, sf.VmovSelect.STRIDE, R_TMP))
     reload = not plan.resident_weights and plan.tiles > 1
     slot = 0  # weights slot of the tile being computed (double-buffered: a new tile takes the other)
-    items = [(gi, t) for gi in range(len(groups)) for t in tile_order(plan.tiles, gi)]
+    items = [(gi, t) for gi in range(len(groups)) for t in kernel_tile_order(plan.kernel_order, plan.tiles, gi)]
     for i, (gi, t) in enumerate(items):
         st = plan.strips[gi]
         part = i - gi * plan.tiles  # the kernel tile's place in its group: which part of the next group loads

@@ -21,7 +21,9 @@ one's VMOVs run. Everything follows from the shape and the largest maps tile's r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from snowir.dialects.tile.decisions import kernel_order_refusal, kernel_tile_sends
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import (FLUSH_COST, ConvPlan, ConvShape, Strip, indp_kernel_words, input_rows, kernels_per_tile,
                                 load_cycles, stagger_words, weights_slot_elements)
@@ -118,8 +120,13 @@ def plan_indp_columns(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: i
     resident = tiles > 1 and len(strips) > 1 and tiles * words <= hw.weights_buffer_elements
     double = not resident and words <= weights_slot_elements(hw)
     stagger = stagger_words(words, hw) if tiles > 1 and not (resident or double) else 0
-    return ConvPlan(s, strips, tiles, kernels_per_tile(hw), double, in_addr, w_addr, out_addr, "INDP", "Kloop",
+    plan = ConvPlan(s, strips, tiles, kernels_per_tile(hw), double, in_addr, w_addr, out_addr, "INDP", "Kloop",
                     bypass_addr, resident_weights=resident, stagger=stagger, cu_split="cols")
+    if kernel_order_refusal(replace(plan, kernel_order="serpentine")) is None:
+        # serpentine spares a kernel tile's load per later group (priced, as the rest, by the cost
+        # model; on a tie, where the loads hide behind the MACs, still the fewer loads)
+        plan = min((replace(plan, kernel_order="serpentine"), plan), key=lambda p: columns_cycles(p, hw))
+    return plan
 
 
 def stagger_parts(words: int, f: int, at_f: bool) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -128,18 +135,9 @@ def stagger_parts(words: int, f: int, at_f: bool) -> tuple[tuple[int, int], tupl
     return ((words - f, words), (0, words - f)) if at_f else ((0, f), (f, words))
 
 
-def tile_order(tiles: int, group: int) -> list[int]:
-    """Kernel tiles of row group `group` in turn: up, then down in the next group, so a group
-    starts with the tile the previous one ended with (its kernels stay)."""
-    return list(range(tiles)) if group % 2 == 0 else list(range(tiles - 1, -1, -1))
-
-
 def kernel_sends(plan: ConvPlan) -> int:
-    """Kernel tiles loaded over the layer: each once if resident or alone, else every tile of
-    the first group and all but one of each later group's (`tile_order`)."""
-    if plan.resident_weights or plan.tiles == 1:
-        return plan.tiles
-    return plan.tiles + (len(plan.strips) - 1) * (plan.tiles - 1)
+    """Kernel tiles loaded over the layer, in its `kernel_order`."""
+    return kernel_tile_sends(plan.kernel_order, plan.tiles, len(plan.strips), plan.resident_weights)
 
 
 def columns_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:

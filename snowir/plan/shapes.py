@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from snowir.dialects import snowflake_asm as sf
-from snowir.dialects.tile.decisions import ConvDecisions
+from snowir.dialects.tile.decisions import ConvDecisions, kernel_tile_sends
 from snowir.errors import SnowError
 from snowir.hw import DEFAULT, SnowflakeConfig
 
@@ -208,9 +208,7 @@ class ConvPlan(ConvDecisions):
             # a CU's row: the span its q pixels cover, or (strided) those pixels (ColumnLayout.seg)
             maps = s.oh * hw.cus * (q if s.sx > 1 else (q - 1) * s.sx + 1) * s.cin * 2
             tile = hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
-            # each tile once, or (tile_order) all of the first group's and all but one of the others'
-            once = self.resident_weights or self.tiles == 1
-            sends = self.tiles + (0 if once else (len(self.strips) - 1) * (self.tiles - 1))
+            sends = kernel_tile_sends(self.kernel_order, self.tiles, len(self.strips), self.resident_weights)
             return {"Kloop": maps + tile * sends, "Mloop": maps * self.tiles + tile * self.tiles}
         elif self.indp:  # every CU loads its own rows; a tile is 4 vMACs of 16 interleaved kernels
 
