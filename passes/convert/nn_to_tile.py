@@ -32,12 +32,11 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import nn
-from snowir.device_layers import DEVICE_OPS
+from snowir.device_layers import DEVICE_OPS, kind_of
 from snowir.hw import SnowflakeConfig
-from snowir.packed import refer_to_packed
 from snowir.nn_util import layer_name, on_host
 from snowir.plan.shapes import LoweringError
-from snowir.tile.build import conv_layer, pool_layer
+from snowir.tile.kinds import BuildOptions
 
 
 def device_layers(module: ModuleOp) -> list[nn.Conv2dOp | nn.MaxPoolOp]:
@@ -73,22 +72,22 @@ class NNToTilePass(ModulePass):
         hw = SnowflakeConfig.load(self.hw or None)
         mode = None if self.mode == "auto" else self.mode
         taken = {o.sym_name.data for o in op.walk() if hasattr(o, "sym_name") and isinstance(o.sym_name, StringAttr)}
+        options = BuildOptions(mode, self.fuse_pool)
         layers = []
         for inner in device_layers(op):
             if "tile" in inner.attributes or "image" in inner.attributes:
                 continue  # already broken down
             if not isinstance(inner.input.type.get_element_type(), nn.FixedType):
                 raise PassFailedException("nn-to-tile: quantise the module first (nn-prepare)")
+            kind = kind_of(inner)
+            assert kind is not None  # device_layers: DEVICE_OPS only
             name = layer_name(inner, inner.name.removeprefix("nn."))
             sym = unique_symbol(name, taken)
             try:
-                layer, pool = conv_layer(inner, sym, hw, mode, self.fuse_pool) if isinstance(inner, nn.Conv2dOp) \
-                    else (pool_layer(inner, sym, hw), None)
+                layer, pool = kind.function("builder")(inner, sym, hw, options)
             except LoweringError as e:
                 raise PassFailedException(f"nn-to-tile: layer '{name}' ({inner.name}): {e}") from None
             inner.attributes["tile"] = StringAttr(sym)
-            if isinstance(inner, nn.Conv2dOp):
-                refer_to_packed(inner, sym, hw)  # the weights are the layer's packed image's now
             if pool is not None:
                 pool.attributes["tile"] = StringAttr(sym)  # computed by the conv's program
             layers.append(layer)

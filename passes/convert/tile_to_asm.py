@@ -39,18 +39,14 @@ from xdsl.utils.exceptions import PassFailedException
 
 from snowir.asm_analysis import outside_programs
 from snowir.codegen.builder import layer_prologue
-from snowir.codegen.conv import generate_conv
-from snowir.codegen.indp_columns import generate_indp_columns
-from snowir.codegen.pool import generate_pool
 from snowir.dialects import snowflake_asm as sf, tile
 from snowir.dialects.tile.decisions import FENCE
-from snowir.device_layers import DEVICE_OPS
+from snowir.device_layers import DEVICE_OPS, kind_of_layer
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
-from snowir.tile.build import output_channels, regions_of, slice_refusal
-from snowir.tile.check import check_conv, check_pool, derive_layer
-from snowir.tile.read import TileError, conv_plan_of, pool_tiles_of
+from snowir.tile.build import regions_of, slice_refusal
+from snowir.tile.read import TileError
 from snowir.codegen.traces import R_TMP
 
 SEGMENTS = {"maps": ("x", sf.SegmentKind.INPUT), "weights": ("w", sf.SegmentKind.DATA),
@@ -66,22 +62,7 @@ def layer_code(layer: tile.LayerOp, hw: SnowflakeConfig, cache: dict[Hashable, l
     """The layer's instructions, from its tile IR alone (derived bodies filled in, then checked
     for `hw`); layers with equal decisions get clones of one generated program."""
     try:
-        derive_layer(layer, hw)
-        if layer.kind.data == tile.LayerKind.CONV:
-            plan = conv_plan_of(layer)
-            check_conv(layer, plan, hw)
-            key: Hashable = ("conv", plan)
-            # a column-split INDP conv has its own generator (its CUs split columns, not rows)
-            gen = generate_indp_columns if plan.indp and plan.cu_split == "cols" else generate_conv
-            generate = lambda: gen(plan, hw).ops  # noqa: E731
-        else:  # a max pool (the only other kind)
-            p, tiles = pool_tiles_of(layer)
-            check_pool(layer, p, tiles, hw)
-            regions = regions_of(layer)
-            first, _, total = output_channels(regions["output"])  # a device concat's slice: whole pixels apart
-            addrs = (regions["maps"].offset.value.data, regions["output"].offset.value.data + 2 * first)
-            key = ("pool", p, addrs, tuple(tiles), total)
-            generate = lambda: generate_pool(p, hw, *addrs, tiles, total).ops  # noqa: E731
+        key, generate = kind_of_layer(layer).function("program")(layer, hw)
         if key not in cache:
             cache[key] = generate()
             return cache[key]

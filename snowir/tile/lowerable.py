@@ -10,13 +10,12 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 
 from snowir.dialects import nn
-from snowir.device_layers import DEVICE_OPS
+from snowir.device_layers import DEVICE_OPS, kind_of
 from snowir.golden import int_values
 from snowir.hw import SnowflakeConfig
 from snowir.plan.conv import plan_conv
 from snowir.plan.residual_mode import conv_mode
 from snowir.plan.layout import conv_layout
-from snowir.plan.pool import plan_pool
 from snowir.plan.shapes import ConvPlan, LoweringError
 from snowir.segments import concat_inputs, concat_of, placed_concat, placed_interleave, slot_of
 from snowir.tile.build import layer_conv_shape, pool_shape
@@ -29,15 +28,10 @@ def device_refusal(op: Operation, hw: SnowflakeConfig | None = None) -> str | No
         return concat_refusal(op, hw)
     if isinstance(op, nn.DepthToSpaceOp):
         return interleave_refusal(op, hw)
-    if isinstance(op, nn.MaxPoolOp):
+    kind = kind_of(op)
+    if kind is not None:  # a device layer kind: its planner says
         try:
-            plan_pool(pool_shape(op), hw)
-        except LoweringError as e:
-            return str(e)
-        return None
-    if isinstance(op, nn.Conv2dOp):
-        try:
-            planned_conv(op, hw)
+            kind.function("planner")(op, hw)
         except LoweringError as e:
             return str(e)
     return None

@@ -1,0 +1,44 @@
+"""
+The program of each device layer kind from its `tile.layer` alone, behind the registry's uniform
+signature (snowir/device_layers.py: `program`, tile-to-asm calls it): `(layer, hw) -> (key,
+generate)`: the layer's bodies derived and its decisions checked for `hw` (TileError /
+LoweringError refuse), then a key under which layers with equal decisions share one generated
+program, and the generator to call. (At the passes' level: it joins the tile IR and the code
+generators, which do not import each other.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+from xdsl.ir import Operation
+
+from snowir.codegen.conv import generate_conv
+from snowir.codegen.indp_columns import generate_indp_columns
+from snowir.codegen.pool import generate_pool
+from snowir.dialects import tile
+from snowir.hw import SnowflakeConfig
+from snowir.tile.build import output_channels, regions_of
+from snowir.tile.check import check_conv, check_pool, derive_layer
+from snowir.tile.read import conv_plan_of, pool_tiles_of
+
+Program = tuple[Hashable, Callable[[], list[Operation]]]
+
+
+def conv_program(layer: tile.LayerOp, hw: SnowflakeConfig) -> Program:
+    derive_layer(layer, hw)
+    plan = conv_plan_of(layer)
+    check_conv(layer, plan, hw)
+    # a column-split INDP conv has its own generator (its CUs split columns, not rows)
+    gen = generate_indp_columns if plan.indp and plan.cu_split == "cols" else generate_conv
+    return ("conv", plan), lambda: gen(plan, hw).ops
+
+
+def pool_program(layer: tile.LayerOp, hw: SnowflakeConfig) -> Program:
+    derive_layer(layer, hw)
+    p, tiles = pool_tiles_of(layer)
+    check_pool(layer, p, tiles, hw)
+    regions = regions_of(layer)
+    first, _, total = output_channels(regions["output"])  # a device concat's slice: whole pixels apart
+    addrs = (regions["maps"].offset.value.data, regions["output"].offset.value.data + 2 * first)
+    return ("pool", p, addrs, tuple(tiles), total), lambda: generate_pool(p, hw, *addrs, tiles, total).ops
