@@ -289,6 +289,9 @@ IR_ONLY: tuple[Decision, ...] = (MAPS_BUFFERING, FENCE, SLOT, CU_ROWS, RING, CHA
 """Decisions the generators read from the IR itself (per maps tile, or not part of a conv's plan)."""
 
 PLAN_DECISIONS: tuple[Decision, ...] = tuple(f.metadata["decision"] for f in fields(ConvDecisions))
+WEIGHTS_BEFORE_FENCE: Decision = next(d for d in PLAN_DECISIONS if d.name == "weights_before_fence")
+"""The plan decision a later pass (allocate-dram) sets: read and written by it, the verifier and
+tile-to-asm through this declaration."""
 DECISIONS: tuple[Decision, ...] = PLAN_DECISIONS + IR_ONLY
 """Every declared decision."""
 

@@ -18,7 +18,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from snowir.dialects.tile.abstract_ops import TileOperation, i64_array, i64_attr
 from snowir.dialects.tile.attributes import LayerKind
-from snowir.dialects.tile.decisions import CHANNELS, FENCE, PIXELS
+from snowir.dialects.tile.decisions import CHANNELS, FENCE, PIXELS, WEIGHTS_BEFORE_FENCE
 from snowir.dialects.tile.layer_ops import DramRegionOp, LayerOp
 
 
@@ -96,7 +96,7 @@ class DramPlanOp(TileOperation):
         layers = [op for op in module.regions[0].block.ops if isinstance(op, LayerOp)]
         written: dict[str, list[tuple[int, int, str]]] = {}  # a tensor's channel ranges and their writers
         for position, layer in enumerate(layers):
-            if layer.weights_before_fence is not None and not (
+            if WEIGHTS_BEFORE_FENCE.value(layer) and not (
                     position and weights_free(layers[position - 1])):
                 raise VerifyException(f"tile.layer @{layer.sym_name.data}: weights_before_fence needs a fenced max "
                                       "pool before it in the stream (other vector ops may still read the weights "

@@ -40,7 +40,7 @@ from xdsl.utils.exceptions import PassFailedException
 from snowir.asm_analysis import outside_programs
 from snowir.codegen.builder import layer_prologue
 from snowir.dialects import snowflake_asm as sf, tile
-from snowir.dialects.tile.decisions import FENCE
+from snowir.dialects.tile.decisions import FENCE, WEIGHTS_BEFORE_FENCE
 from snowir.device_layers import DEVICE_OPS, kind_of_layer
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name
@@ -147,7 +147,7 @@ class TileToAsmPass(ModulePass):
                 coop_conv = layer.kind.data == tile.LayerKind.CONV and layer.mode is not None \
                     and layer.mode.data == tile.ComputeMode.COOP
                 # weights_before_fence: the code generator placed the fence after the first kernel loads
-                fence = FENCE.value(layer) and layer.weights_before_fence is None
+                fence = FENCE.value(layer) and not WEIGHTS_BEFORE_FENCE.value(layer)
                 code = layer_prologue(hw, coop_conv, fence, R_TMP) + code
             name = layer.sym_name.data
             locate(code, nodes.get(name, name), name, relative)

@@ -33,13 +33,13 @@ import sys
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, UnitAttr, i64
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import tile
-from snowir.dialects.tile.decisions import FENCE
+from snowir.dialects.tile.decisions import FENCE, WEIGHTS_BEFORE_FENCE
 from snowir.device_layers import DEVICE_OPS
 from snowir.hw import DRAM_PAGE_BYTES, SnowflakeConfig
 from snowir.nn_util import layer_name
@@ -224,7 +224,7 @@ class AllocateDramPass(ModulePass):
             if same_segment and needs_fence(previous, layer):
                 FENCE.write(layer, True)
                 if layer.kind.data == tile.LayerKind.CONV and tile.weights_free(previous):
-                    layer.properties["weights_before_fence"] = UnitAttr()
+                    WEIGHTS_BEFORE_FENCE.write(layer, True)
             previous = layer
         plan = tile.DramPlanOp([tile.TensorOp(t.name, t.offset, t.size, (max(t.first, 0), max(t.last, t.first)), t.role)
                                 for t in sorted(planned, key=lambda t: t.offset)])
