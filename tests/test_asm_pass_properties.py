@@ -1,7 +1,8 @@
 """
 The snowflake_asm passes are safe on any program (issue 25 item 6): balance-loads,
 schedule-asm, fill-delay-slots and icache-banking, each alone and in the order the
-`snowflake-lower` pipeline runs them, over 1000 seeded random programs, every transformed
+`snowflake-lower` pipeline runs them, over 600 seeded random programs (`PROGRAMS`; more with
+SNOWIR_FUZZ_DEPTH, tests/fuzz_depth.py), every transformed
 program run on the machine model (the fast engine) against the original.
 
 The programs come from test_fuzz's generator, extended (`PassGen`) with what the passes act
@@ -57,10 +58,11 @@ from snowir.machine.image import assemble
 from snowir.machine.run import run_image
 from snowir.machine.state import MachineFault
 from snowir.passes.pipelines import PIPELINE, SnowflakeLowerPass
+from fuzz_depth import scaled
 from test_fuzz import NOP, SEG, Gen, _code_base
 
-PROGRAMS = 1000
 BATCH = 50
+PROGRAMS = scaled(600, BATCH)
 LONG_EVERY = 40  # seeds 39, 79, ... make long programs (icache-banking lays them out)
 LIMIT = 30_000  # dynamic instructions of an original program (a simulator guard)
 

@@ -49,6 +49,7 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, UnitAtt
 from xdsl.ir import Operation
 from xdsl.utils.exceptions import DiagnosticException, PassFailedException, VerifyException
 
+from fuzz_depth import scaled  # noqa: E402
 from snowir.plan.shapes import ConvShape, LoweringError  # noqa: E402
 from snowir.dialects import snowflake_asm as sf  # noqa: E402
 from snowir.dialects import tile  # noqa: E402
@@ -78,8 +79,8 @@ MID = SnowflakeConfig(maps_bank_bytes=2048)  # 1024-word banks, 4096-word weight
 DEFAULT = SnowflakeConfig()
 
 EDITS_PER_BATCH = 12
-BATCHES = 10  # per layer kind: 11 kinds x 10 x 12 + 4 x 12 = 1368 edits a run
-BATCHES_OF = {"indp_cols": 4}
+BATCHES = scaled(8)  # per layer kind: 11 kinds x 8 x 12 + 4 x 12 = 1104 edits a run (more: tests/fuzz_depth.py)
+BATCHES_OF = {"indp_cols": scaled(4)}
 """Kinds with fewer batches (the suite's time): the column-split conv, added last."""
 
 
