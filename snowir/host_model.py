@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from snowir.dialects import nn
 from snowir.golden import int_values as ints
@@ -87,10 +87,17 @@ def _elements(op: Operation) -> int:
     return int(sum(np.prod(r.type.get_shape()) for r in op.results if hasattr(r.type, "get_shape")))
 
 
+def input_layout(op: Operation) -> bool:
+    """A layout of a model input (pad-rows, unfold-rows): the host writes the input into DRAM in
+    the device's order and format as it loads it, so the layout is that write, which the round
+    trip counts (the laid-out tensor's words to the device), not work of its own."""
+    return isinstance(op, nn.PadRowsOp | nn.UnfoldRowsOp) and isinstance(op.input, BlockArgument)
+
+
 def host_ops(op: Operation) -> float:
     """[P] arithmetic operations of the layer run in float on the host (a concat, an interleave, a
-    zero insertion: a copy, none)."""
-    if isinstance(op, (*_VIEWS, nn.ConcatOp, nn.DepthToSpaceOp, nn.ZeroInsertOp)):
+    zero insertion: a copy, none; a model input's layout: none)."""
+    if isinstance(op, (*_VIEWS, nn.ConcatOp, nn.DepthToSpaceOp, nn.ZeroInsertOp)) or input_layout(op):
         return 0.0
     if isinstance(op, nn.HostOp):
         return 2.0 * node_macs(op) + node_ops(op)
@@ -109,9 +116,9 @@ def host_ops(op: Operation) -> float:
 
 
 def host_bytes(op: Operation) -> int:
-    """fp32 bytes the host reads and writes for the layer (views move nothing; a concat, an
-    interleave or a zero insertion copies 16-bit words)."""
-    if isinstance(op, _VIEWS) or (isinstance(op, nn.TransposeOp) and transpose_is_view(op)):
+    """fp32 bytes the host reads and writes for the layer (views and a model input's layout move
+    nothing of their own; a concat, an interleave or a zero insertion copies 16-bit words)."""
+    if isinstance(op, _VIEWS) or (isinstance(op, nn.TransposeOp) and transpose_is_view(op)) or input_layout(op):
         return 0
     if isinstance(op, nn.HostOp):
         return node_bytes(op)

@@ -18,7 +18,7 @@ from onnx_util import model, ort_run, rand, snow_run  # noqa: E402
 
 from snowir.driver.model_api import run_model_on_device  # noqa: E402
 from snowir.hw import DEFAULT  # noqa: E402
-from snowir.plan.indp import choose_mode  # noqa: E402
+from snowir.plan.conv import choose_mode  # noqa: E402
 from snowir.plan.shapes import ConvShape, LoweringError  # noqa: E402
 from snowir.tools.snow_opt import main as snow_opt  # noqa: E402
 

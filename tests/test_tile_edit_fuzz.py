@@ -172,9 +172,10 @@ def _fused_base(kind: str, tmp: Path, size: int = 20) -> Base:
 
 KINDS: dict[str, Callable[[Path], Base]] = {
     # 8 strips double-buffered in the banks, 2 resident kernel tiles; few channels: INDP would fit
-    "conv_kloop": lambda tmp: _conv_base("conv_kloop", 8, 24, 32, 3, 1, 1, MID, loop_order="Kloop"),
+    # (COOP pinned: the priced mode would take INDP for 8 channels at 24 x 24)
+    "conv_kloop": lambda tmp: _conv_base("conv_kloop", 8, 24, 32, 3, 1, 1, MID, mode="COOP", loop_order="Kloop"),
     # 8 strips double-buffered in the banks, one kernel tile (repeat 1) held in its slot
-    "conv_one_tile": lambda tmp: _conv_base("conv_one_tile", 8, 24, 16, 3, 1, 1, MID, loop_order="Kloop"),
+    "conv_one_tile": lambda tmp: _conv_base("conv_one_tile", 8, 24, 16, 3, 1, 1, MID, mode="COOP", loop_order="Kloop"),
     # 5 strips, 3 kernel tiles (the last partial) in two weights slots
     "conv_mloop": lambda tmp: _conv_base("conv_mloop", 16, 20, 40, 3, 1, 1, SMALL, loop_order="Mloop"),
     # kernels too large for a slot: staggered kernel tiles

@@ -66,7 +66,7 @@ from xdsl.utils.exceptions import PassFailedException
 from snowir.dialects import nn
 from snowir.host_model import HOST
 from snowir.hw import SnowflakeConfig
-from snowir.plan.indp import choose_mode
+from snowir.plan.conv import choose_mode
 from snowir.plan.shapes import ConvShape
 from snowir.nn_util import const_of, drop_dead_constants, new_constant, shape_of, tensor
 from snowir.passes.nn.quantize import weight_frac

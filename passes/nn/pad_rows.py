@@ -33,7 +33,8 @@ from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, conv_shape, tensor
 from snowir.passes.nn.input_layout import plain_stem, relayout_conv
-from snowir.plan.indp import choose_mode, default_rows_per_cu, indp_groups
+from snowir.plan.conv import choose_mode
+from snowir.plan.indp import default_rows_per_cu, indp_groups
 from snowir.plan.shapes import ConvShape, LoweringError
 
 

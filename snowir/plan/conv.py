@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from dataclasses import replace
 from snowir.hw import SnowflakeConfig
 from snowir.plan.columns import column_tilings
-from snowir.plan.indp import choose_mode, plan_indp
+from snowir.plan.indp import PRICE_MARGIN, indp_fits, mode_rule, plan_indp
+from snowir.plan.issue import placement_cycles
 from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, Strip, compact_shape, coop_kernels, gather_of,
                                 input_rows, load_cycles, weights_slot_elements, weights_stagger)
 
@@ -45,6 +46,29 @@ def settle(plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
         n = slice_words(plan)
         bases = (hw.maps_buffer_elements - 2 * n, hw.maps_buffer_elements - n)
     return replace(plan, w_slot=w_slot, stagger=stagger, slice_bases=bases)
+
+
+def choose_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | None = None) -> str:
+    """`mode` if given (refused when the layer cannot run it), else plan/indp.mode_rule, priced
+    where the rule weighs lanes alone: a conv of fewer input channels than a vMAC's lanes that
+    both modes can run (not residual: plan/residual_mode.py prices those) takes the other mode
+    when its placement estimate (plan/issue.placement_cycles: MACs and traffic, or issue) is
+    lower by more than PRICE_MARGIN and MODE_PRICE_FLOOR cycles. The rule counts the lanes a trace fills, not the issue
+    slots: a 3-channel 3x3 stem's COOP traces are 9 words, one per kernel row, issue-bound; at
+    480 x 640, 3 -> 32 (CenterFace's) ran 1.85 M cycles COOP against 0.53 M INDP."""
+    rule = mode_rule(s, hw, bypass, mode)
+    if mode is not None or bypass or s.c >= hw.lanes or not indp_fits(s, hw, bypass):
+        return rule
+    other = "INDP" if rule == "COOP" else "COOP"
+    cost = {m: placement_cycles(plan_conv(s, hw, 0, 0, 0, None, None, m), hw) for m in (rule, other)}
+    wins = cost[other] < (1 - PRICE_MARGIN) * cost[rule] and cost[rule] - cost[other] > MODE_PRICE_FLOOR
+    return other if wins else rule
+
+
+MODE_PRICE_FLOOR = 2_000
+"""Cycles a priced mode must save beyond the margin: the estimates leave out a layer's fixed costs
+(prologue, first loads), so smaller predicted gains are noise (3 -> 16 3x3 over 8 x 8: 502 cycles
+predicted for INDP, 59 lost measured, 1,230 against 1,171)."""
 
 
 def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,

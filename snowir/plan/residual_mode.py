@@ -10,8 +10,7 @@ double-buffered) the layer stays COOP.
 from __future__ import annotations
 
 from snowir.hw import SnowflakeConfig
-from snowir.plan.conv import plan_conv, residual_cycles
-from snowir.plan.indp import choose_mode
+from snowir.plan.conv import choose_mode, plan_conv, residual_cycles
 from snowir.plan.indp_columns import columns_cycles, columns_refusal, plan_indp_columns
 from snowir.plan.issue import UNROLL, issue_cycles
 from snowir.plan.shapes import ConvPlan, ConvShape
