@@ -75,14 +75,31 @@ def _device_axes(rank: int) -> list[int]:
     return [0, 2, 3, 1] if rank == 4 else list(range(rank))
 
 
+def _flattens_pixels(op: Operation) -> bool:
+    """A reshape of an (N, C, H, W) tensor to (N, C, H·W): with a (0, 2, 1) transpose after it
+    (detector heads' outputs: Reshape then Transpose to (N, H·W, C)), the pair's result is the
+    device's channel-innermost bytes as they are."""
+    if not isinstance(op, nn.ReshapeOp):
+        return False
+    a, b = op.operands[0].type.get_shape(), op.results[0].type.get_shape()
+    return len(a) == 4 and len(b) == 3 and (b[0], b[1], b[2]) == (a[0], a[1], a[2] * a[3])
+
+
+def _pixel_major(op: Operation) -> bool:
+    return isinstance(op, nn.TransposeOp) and [int(v) for v in op.perm.get_values()] == [0, 2, 1]
+
+
 def transpose_is_view(op: nn.TransposeOp) -> bool:
     """The permutation moves no byte in the device's order: the non-unit axes, read in device order,
-    come in the same order before and after (only axes of size one move). The leading axis stays:
-    a device layer runs once per image of it, and its DRAM regions are per image."""
+    come in the same order before and after (only axes of size one move), or it reads a flattened
+    (N, C, H·W) tensor back pixel-major (`_flattens_pixels`). The leading axis stays: a device
+    layer runs once per image of it, and its DRAM regions are per image."""
     shape = op.input.type.get_shape()
     perm = [int(v) for v in op.perm.get_values()]
     if not perm or perm[0] != 0:
         return False
+    if _pixel_major(op) and isinstance(op.input.owner, Operation) and _flattens_pixels(op.input.owner):
+        return True
     before = [a for a in _device_axes(len(shape)) if shape[a] != 1]
     after = [perm[a] for a in _device_axes(len(perm)) if shape[perm[a]] != 1]
     return before == after
@@ -96,6 +113,8 @@ def is_view(op: Operation) -> bool:
         return transpose_is_view(op)
     if not isinstance(op, nn.ReshapeOp | nn.FlattenOp):
         return False
+    if _flattens_pixels(op) and op.results[0].uses and all(_pixel_major(u.operation) for u in op.results[0].uses):
+        return True  # read only through a (0, 2, 1) transpose: the pair is a view
     a, b = op.operands[0].type.get_shape(), op.results[0].type.get_shape()
     return _chw_order_kept(tuple(a)) and _chw_order_kept(tuple(b))
 

@@ -194,3 +194,30 @@ def test_a_device_concat_costs_only_the_slices_the_host_writes() -> None:
         ("to_device", "gate", slice_bytes), ("to_host", "post", slice_bytes)]
     cat = next(layer for layer in r["layers"] if layer["name"] == "cat")
     assert cat["where"] == "device" and cat["start_ms"] == cat["end_ms"]
+
+
+def test_a_detector_heads_flatten_and_transpose_are_a_view(tmp_path: Path) -> None:
+    """A detector head's output written (N, C, H, W) by a conv, then Reshape to (N, C, H·W) and
+    Transpose (0, 2, 1) to (N, H·W, C) (PicoDet, YOLO exporters): the pair is the device's
+    channel-innermost bytes as they are, so neither runs on the host (the transpose did: 0.123 ms
+    here) and the model output is read straight from the conv's region; exact."""
+    from onnx import TensorProto, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal((32, 16, 3, 3)) * 0.1).astype(np.float32), "w"),
+             numpy_helper.from_array(np.zeros(32, np.float32), "b"),
+             numpy_helper.from_array(np.array([1, 32, -1], np.int64), "shape")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Reshape", ["c", "shape"], ["r"], name="flat"),
+             helper.make_node("Transpose", ["r"], ["y"], perm=[0, 2, 1], name="tr")]
+    g = helper.make_graph(nodes, "head", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 20, 24])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 480, 32])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, tmp_path / "head.onnx")
+    assert snow_run([str(tmp_path / "head.onnx"), "--check", "--quiet", "--report", str(tmp_path / "r.json")]) == 0
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert r["check"]["golden_bit_exact"] is True and r["check"]["snr_db"] > 40
+    assert {layer["name"]: layer["where"] for layer in r["layers"]} == {"conv": "device", "flat": "device",
+                                                                       "tr": "device"}
+    assert r["total"]["host_ms"] == 0
