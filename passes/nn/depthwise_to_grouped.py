@@ -6,7 +6,7 @@ multiple of 16; else see below), one ungrouped C x C diagonal conv (`DepthwiseTo
 or ceil(C/16) diagonal convs over 16-channel slices of the input joined by a placed concat
 (`_slices`: a kernel row of a gathered slice is one trace at the bound's 1/16 lanes). The slices'
 input may be written channel-tile-major (`_blocked_producer`): its producer, an ungrouped COOP
-conv only the depthwise conv reads, becomes one conv per 16-channel block (`channel_block`) and
+conv (or an INDP one whose blocks run INDP) only the depthwise conv reads, becomes one conv per 16-channel block (`channel_block`) and
 slice g reads block g whole, with no gather, where the estimate says so (`BLOCKED_MIN_GAIN`).
 Measured (bench/depthwise.py): MobileNetV2's 144-channel 56² 3x3/1 after its 24 -> 144 1x1,
 630.7 k -> 355.6 k cycles (39% -> 70% of the bound), the block 992.0 k -> 747.6 k.
@@ -76,6 +76,7 @@ from snowir.nn_util import const_of, constant_op, shape_of
 from snowir.plan.issue import placement_cycles
 from snowir.plan.layout import LANE_GROUPS, block_diagonal
 from snowir.plan.shapes import LoweringError
+from snowir.passes.nn.input_layout import CHANNEL_BLOCK
 from snowir.passes.nn.quantize import most_frac, weight_frac
 from snowir.tile.lowerable import planned_conv
 
@@ -220,7 +221,7 @@ class DepthwiseToGrouped(RewritePattern):
         sliced = _sliced_cycles(self.hw, op, w)
         form = self.form_cycles(op, w, width)
         producer = _blocked_producer(op) if w.shape[2:] != (1, 1) and op.bypass is None else None
-        if producer is not None and not _runs_indp(self.hw, producer[0]):
+        if producer is not None and (not _runs_indp(self.hw, producer[0]) or _blocks_run_indp(self.hw, *producer)):
             # the input channel-tile-major, if it beats the best form over (H, W, C)
             p, pw = producer
             alone = _device_cycles(self.hw, p)
@@ -385,7 +386,7 @@ def _sliced_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray) -> float
     return sum(each[size] + GATHER_PIXEL_CYCLES * h * w_in for size in sizes)
 
 
-BLOCKED = "channel_block"
+BLOCKED = CHANNEL_BLOCK
 """On a conv that writes one 16-channel block of a tensor stored channel-tile-major (`_blocked_producer`):
 which block, of how many."""
 
@@ -426,6 +427,22 @@ def _runs_indp(hw: SnowflakeConfig, p: nn.Conv2dOp) -> bool:
         return planned_conv(p, hw).indp
     except LoweringError:
         return True
+
+
+def _blocks_run_indp(hw: SnowflakeConfig, p: nn.Conv2dOp, pw: np.ndarray) -> bool:
+    """Whether every 16-kernel block of an INDP producer runs INDP too (a 3-channel stem's, by the
+    priced mode: plan/conv.choose_mode): then the blocks keep the producer's mode and their
+    estimate is the INDP one, which `_runs_indp`'s COOP blocks' was not. CenterFace's 3 -> 32
+    3x3/2 stem at 480 x 640 as two INDP blocks, its depthwise slices reading them whole: 3.71 M
+    cycles before (two COOP blocks), 3.36 M unblocked (a 32 x 32 diagonal conv), 2.92 M."""
+    priced = [block for _, block in _producer_blocks(p, pw, priced_only=True)]
+    try:
+        return all(planned_conv(block, hw).indp for block in priced)
+    except LoweringError:
+        return False
+    finally:
+        for block in priced:  # let go of: the producer's input forgets every one
+            block.drop_all_references()
 
 
 def _producer_blocks(p: nn.Conv2dOp, pw: np.ndarray, priced_only: bool = False

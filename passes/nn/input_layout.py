@@ -26,6 +26,9 @@ from snowir.hw import SnowflakeConfig
 from snowir.nn_util import new_constant
 from snowir.plan.shapes import TRACE_CHUNK
 
+CHANNEL_BLOCK = "channel_block"
+"""depthwise-to-grouped's attribute on one 16-channel block of a producer (its `BLOCKED`)."""
+
 PIXEL_SLOTS = 4
 TRACE_SLOTS = 3
 
@@ -99,9 +102,11 @@ def unfold_rows_fits(s: StemConv, hw: SnowflakeConfig) -> bool:
 
 def plain_stem(op: nn.Conv2dOp) -> bool:
     """A conv the host can lay the input out for: it reads the model input, ungrouped,
-    undilated, without a residual bypass."""
+    undilated, without a residual bypass, and is not one 16-channel block of a producer
+    (depthwise-to-grouped's `channel_block`: a layout per block would be a copy of the input per
+    block to write)."""
     return isinstance(op.input, BlockArgument) and op.groups.value.data == 1 and op.bypass is None \
-        and all(int(d) == 1 for d in op.dilations.get_values())
+        and all(int(d) == 1 for d in op.dilations.get_values()) and CHANNEL_BLOCK not in op.attributes
 
 
 def relayout_conv(rewriter: PatternRewriter, op: nn.Conv2dOp, layout: Operation, weights: np.ndarray | None,
