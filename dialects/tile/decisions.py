@@ -353,18 +353,19 @@ def _prefetch_refusal(plan: Any, hw: Any) -> str | None:
 KERNEL_ORDERS = ("up", "serpentine")
 
 
-def kernel_tile_order(order: str, tiles: int, group: int) -> list[int]:
-    """The kernel tiles row group `group` computes, in turn, under `kernel_order`."""
-    up = list(range(tiles))
-    return up[::-1] if order == "serpentine" and group % 2 else up
+def kernel_tile_order(plan: Any, group: int) -> list[int]:
+    """The kernel tiles row group `group` of `plan` computes, in turn, under its `kernel_order`."""
+    up = list(range(plan.tiles))
+    return up[::-1] if plan.kernel_order == "serpentine" and group % 2 else up
 
 
-def kernel_tile_sends(order: str, tiles: int, groups: int, resident: bool) -> int:
-    """Kernel tiles loaded over a Kloop layer: each once if resident or alone; else every tile of
-    each group, but under serpentine a later group's first tile, still in the buffer."""
-    if resident or tiles == 1:
-        return tiles
-    return tiles * groups - (groups - 1) * (order == "serpentine")
+def kernel_tile_sends(plan: Any) -> int:
+    """Kernel tiles `plan` loads over a Kloop layer: each once if resident or alone; else every
+    tile of each row group, but under serpentine a later group's first tile, still in the buffer."""
+    groups = len(plan.strips)
+    if plan.resident_weights or plan.tiles == 1:
+        return plan.tiles
+    return plan.tiles * groups - (groups - 1) * (plan.kernel_order == "serpentine")
 
 
 def kernel_order_refusal(plan: Any) -> str | None:

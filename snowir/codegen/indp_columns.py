@@ -81,7 +81,7 @@ def generate_indp_columns(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
     b.emit(sf.VmovOp(sf.VectorMode.INDP, sf.VmovSelect.STRIDE, R_TMP))
     reload = not plan.resident_weights and plan.tiles > 1
     slot = 0  # weights slot of the tile being computed (double-buffered: a new tile takes the other)
-    items = [(gi, t) for gi in range(len(groups)) for t in kernel_tile_order(plan.kernel_order, plan.tiles, gi)]
+    items = [(gi, t) for gi in range(len(groups)) for t in kernel_tile_order(plan, gi)]
     for i, (gi, t) in enumerate(items):
         st = plan.strips[gi]
         part = i - gi * plan.tiles  # the kernel tile's place in its group: which part of the next group loads

@@ -135,11 +135,6 @@ def stagger_parts(words: int, f: int, at_f: bool) -> tuple[tuple[int, int], tupl
     return ((words - f, words), (0, words - f)) if at_f else ((0, f), (f, words))
 
 
-def kernel_sends(plan: ConvPlan) -> int:
-    """Kernel tiles loaded over the layer, in its `kernel_order`."""
-    return kernel_tile_sends(plan.kernel_order, plan.tiles, len(plan.strips), plan.resident_weights)
-
-
 def columns_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
     """The column split's cost model, as plan/conv.residual_cycles for COOP's residual plans: the
     larger of the CUs' time (a C-cycle trace and a bypass VMOV per pixel and kernel tile) and the
@@ -150,7 +145,7 @@ def columns_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
     lay = column_layout(s, hw, max(st.y1 - st.y0 for st in plan.strips))
     cu = s.oh * lay.q * plan.tiles * (s.c + (hw.vmov_cycles if plan.bypass_addr is not None else 0))
     kernels = hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
-    sends = kernel_sends(plan)
+    sends = kernel_tile_sends(plan)
     per_row = hw.cus * (lay.seg + (lay.out_seg if plan.bypass_addr is not None else 0)) * 2
     traffic = s.oh * per_row + 2 * s.oh * s.ow * s.k + kernels * sends
     lds = s.oh * hw.cus * ((lay.q if lay.gathered else 1) + (plan.bypass_addr is not None)) + hw.vmacs_per_cu * sends

@@ -208,7 +208,7 @@ class ConvPlan(ConvDecisions):
             # a CU's row: the span its q pixels cover, or (strided) those pixels (ColumnLayout.seg)
             maps = s.oh * hw.cus * (q if s.sx > 1 else (q - 1) * s.sx + 1) * s.cin * 2
             tile = hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
-            sends = kernel_tile_sends(self.kernel_order, self.tiles, len(self.strips), self.resident_weights)
+            sends = kernel_tile_sends(self)
             return {"Kloop": maps + tile * sends, "Mloop": maps * self.tiles + tile * self.tiles}
         elif self.indp:  # every CU loads its own rows; a tile is 4 vMACs of 16 interleaved kernels
 
