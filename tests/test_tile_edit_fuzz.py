@@ -79,8 +79,8 @@ MID = SnowflakeConfig(maps_bank_bytes=2048)  # 1024-word banks, 4096-word weight
 DEFAULT = SnowflakeConfig()
 
 EDITS_PER_BATCH = 12
-BATCHES = scaled(8)  # per layer kind: 11 kinds x 8 x 12 + 4 x 12 = 1104 edits a run (more: tests/fuzz_depth.py)
-BATCHES_OF = {"indp_cols": scaled(4)}
+BATCHES = scaled(8)  # per layer kind: 11 kinds x 8 x 12 + (4 + 2) x 12 = 1128 edits a run (more: tests/fuzz_depth.py)
+BATCHES_OF = {"indp_cols": scaled(4), "indp_strips": scaled(2)}
 """Kinds with fewer batches (the suite's time): the column-split conv, added last."""
 
 
@@ -185,6 +185,8 @@ KINDS: dict[str, Callable[[Path], Base]] = {
     # a residual 1x1 conv with its bypass in per-kernel-tile slices (2 strips, 16 kernel tiles)
     "bypass_slices": lambda tmp: _conv_base("bypass_slices", 64, 8, 256, 1, 1, 0, SMALL, bypass=True),
     "indp": lambda tmp: _conv_base("indp", 3, 20, 32, 7, 2, 3, DEFAULT, mode="INDP"),
+    # INDP over 8 row groups with one 64-kernel tile (an edited slot / stagger / resident means nothing)
+    "indp_strips": lambda tmp: _conv_base("indp_strips", 8, 24, 32, 3, 1, 1, MID, mode="INDP"),
     # a residual 1x1 with the CUs splitting columns: 2 staggered kernel tiles over 2 row groups, serpentine
     "indp_cols": lambda tmp: _conv_base("indp_cols", 32, 8, 128, 1, 1, 0, SMALL, mode="INDP", bypass=True),
     # a strided 1x1 conv gathered pixel by pixel, over several strips
@@ -227,7 +229,7 @@ def meaning(layer: tile.LayerOp, hw: SnowflakeConfig) -> tuple:
         plan = conv_plan_of(layer)
         if len(plan.strips) == 1:  # one maps tile sits at word 0 whatever its buffering
             plan = replace(plan, strips=(replace(plan.strips[0], bank=0),))
-        if plan.tiles == 1 and not plan.indp:  # a lone kernel tile loads once, at word 0: no slot to alternate
+        if plan.tiles == 1:  # a lone kernel tile (COOP or INDP) loads once, at word 0: no slot to alternate
             plan = replace(plan, w_slot=0, stagger=0, double_buffer_weights=False)
     regions = tuple(sorted(
         (label, r.offset.value.data, r.size.value.data,
@@ -1306,6 +1308,7 @@ TARGETED = {  # an edit kind held-out users made, and the layer kinds it applies
     "prefetch_after": ("conv_stagger", "residual", "bypass_slices", "indp", "fused_pool", "pool_strips"),
     "load_next_whole": ("residual", "indp", "pool_ring"),
     "kernel_order": ("indp_cols", "indp", "conv_kloop"),
+    "slot": ("indp_strips",), "resident": ("indp_strips",),
     "pixels": ("pool_strips", "conv_kloop", "gathered", "residual"),
 }
 TARGETED_SEEDS = 6

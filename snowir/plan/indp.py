@@ -177,6 +177,7 @@ def plan_indp(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_
     per_cu = default_rows_per_cu(s, hw) if rows_per_cu is None else max(1, min(rows_per_cu_fit(s, hw), rows_per_cu))
     groups = indp_groups(s, hw, 0, s.oh, per_cu)
     tiles = -(-s.k // kernels_per_tile(hw))
-    double = indp_kernel_words(s, hw) <= weights_slot_elements(hw)
+    # a lone kernel tile loads once, at word 0: no slot to alternate (recorded, an edit of it would mean nothing)
+    double = tiles > 1 and indp_kernel_words(s, hw) <= weights_slot_elements(hw)
     return ConvPlan(s, tuple(group_strips(s, groups)), tiles, kernels_per_tile(hw), double, in_addr, w_addr, out_addr,
                     "INDP", "Kloop", cu_rows=tuple(r for _, r, _ in groups))
