@@ -6,8 +6,9 @@ multiple of 16; else see below), one ungrouped C x C diagonal conv (`DepthwiseTo
 or ceil(C/16) diagonal convs over 16-channel slices of the input joined by a placed concat
 (`_slices`: a kernel row of a gathered slice is one trace at the bound's 1/16 lanes). The slices'
 input may be written channel-tile-major (`_blocked_producer`): its producer, an ungrouped COOP
-conv (or an INDP one whose blocks run INDP) only the depthwise conv reads, becomes one conv per 16-channel block (`channel_block`) and
-slice g reads block g whole, with no gather, where the estimate says so (`BLOCKED_MIN_GAIN`).
+conv (or an INDP one whose blocks run INDP) only the depthwise conv reads, becomes one conv per
+16-channel block (`channel_block`) and slice g reads block g whole, with no gather, where the
+estimate says so (`BLOCKED_MIN_GAIN`).
 Measured (bench/depthwise.py): MobileNetV2's 144-channel 56² 3x3/1 after its 24 -> 144 1x1,
 630.7 k -> 355.6 k cycles (39% -> 70% of the bound), the block 992.0 k -> 747.6 k.
 

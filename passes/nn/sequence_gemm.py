@@ -39,8 +39,7 @@ from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, new_constant, shape_of, tensor
 from snowir.plan.shapes import ConvShape, LoweringError
-from snowir.plan.conv import plan_conv
-from snowir.plan.conv import choose_mode
+from snowir.plan.conv import choose_mode, plan_conv
 from snowir.plan.layout import conv_layout
 
 LAYOUTS = ("auto", "row", "column", "off")

@@ -53,9 +53,9 @@ def choose_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | Non
     where the rule weighs lanes alone: a conv of fewer input channels than a vMAC's lanes that
     both modes can run (not residual: plan/residual_mode.py prices those) takes the other mode
     when its placement estimate (plan/issue.placement_cycles: MACs and traffic, or issue) is
-    lower by more than PRICE_MARGIN and MODE_PRICE_FLOOR cycles. The rule counts the lanes a trace fills, not the issue
-    slots: a 3-channel 3x3 stem's COOP traces are 9 words, one per kernel row, issue-bound (3 -> 32
-    3x3/2 at 48 x 64: 19,470 cycles COOP, 6,488 INDP)."""
+    lower by more than PRICE_MARGIN and MODE_PRICE_FLOOR cycles. The rule counts the lanes a
+    trace fills, not the issue slots: a 3-channel 3x3 stem's COOP traces are 9 words, one per
+    kernel row, issue-bound (3 -> 32 3x3/2 at 48 x 64: 19,470 cycles COOP, 6,488 INDP)."""
     rule = mode_rule(s, hw, bypass, mode)
     if mode is not None or bypass or s.c >= hw.lanes or not indp_fits(s, hw, bypass):
         return rule
@@ -73,7 +73,7 @@ predicted for INDP, 59 lost measured, 1,230 against 1,171)."""
 
 def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
               loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None) -> ConvPlan:
-    """The layer's decisions; `mode`/`loop_order` None = chosen here (plan/indp.choose_mode,
+    """The layer's decisions; `mode`/`loop_order` None = chosen here (choose_mode,
     fewer DRAM bytes)."""
     return settle(_plan_conv(shape, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, mode), hw)
 

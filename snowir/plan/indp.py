@@ -28,8 +28,8 @@ def indp_fits(s: ConvShape, hw: SnowflakeConfig, bypass: bool) -> bool:
 
 
 def mode_rule(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | None = None) -> str:
-    """The rule plan/conv.choose_mode prices: COOP, or INDP for few input channels (C < 16) when INDP keeps at least as many lanes busy
-    (64 kernels per tile vs kw·C words per COOP trace) and 16 kernels fit a weights buffer. A
+    """The rule plan/conv.choose_mode prices: COOP, or INDP for few input channels (C < 16) when
+    INDP keeps at least as many lanes busy (64 kernels per tile vs kw·C words per COOP trace) and 16 kernels fit a weights buffer. A
     residual conv stays COOP here (plan/residual_mode.py weighs its column-split INDP plan);
     `mode` INDP on one is refused when its columns do not split."""
     if mode == "INDP" and bypass and not indp_fits(s, hw, bypass):

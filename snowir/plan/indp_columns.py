@@ -122,10 +122,11 @@ def plan_indp_columns(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: i
     stagger = stagger_words(words, hw) if tiles > 1 and not (resident or double) else 0
     plan = ConvPlan(s, strips, tiles, kernels_per_tile(hw), double, in_addr, w_addr, out_addr, "INDP", "Kloop",
                     bypass_addr, resident_weights=resident, stagger=stagger, cu_split="cols")
-    if kernel_order_refusal(replace(plan, kernel_order="serpentine")) is None:
+    serpentine = replace(plan, kernel_order="serpentine")
+    if kernel_order_refusal(serpentine) is None:
         # serpentine spares a kernel tile's load per later group (priced, as the rest, by the cost
         # model; on a tie, where the loads hide behind the MACs, still the fewer loads)
-        plan = min((replace(plan, kernel_order="serpentine"), plan), key=lambda p: columns_cycles(p, hw))
+        plan = min((serpentine, plan), key=lambda p: columns_cycles(p, hw))
     return plan
 
 

@@ -1,10 +1,10 @@
 """
-A conv layer's mode, residual convs included: plan/indp.choose_mode decides by lane occupancy;
-a residual conv the CUs can run column-split in INDP (plan/indp_columns.py) runs INDP when that
-plan's estimate (`columns_cycles`) beats the COOP residual plans' (`residual_cycles`), the two
-cost models counting the same DRAM bytes (maps, bypass, output, kernels re-sent) and the CUs'
-traces and bypass VMOVs. Where it does not pay (long COOP traces, kernel tiles that cannot be
-double-buffered) the layer stays COOP.
+A conv layer's mode, residual convs included: plan/conv.choose_mode decides by lane occupancy
+(priced for few input channels); a residual conv the CUs can run column-split in INDP
+(plan/indp_columns.py) runs INDP when that plan's estimate (`columns_cycles`) beats the COOP
+residual plans' (`residual_cycles`), the two cost models counting the same DRAM bytes (maps,
+bypass, output, kernels re-sent) and the CUs' traces and bypass VMOVs. Where it does not pay
+(long COOP traces, kernel tiles that cannot be double-buffered) the layer stays COOP.
 """
 
 from __future__ import annotations
