@@ -6,14 +6,17 @@ pixels for short traces), the tile's prefetches after its first 16 vector ops.
 
 from __future__ import annotations
 
-from snowir.codegen.builder import AsmBuilder
+from xdsl.ir import Operation
+
+from snowir.codegen.builder import DELAY_SLOTS, AsmBuilder
 from snowir.codegen.bypass_slices import row_slice_loads, slice_channels, slice_tile
 from snowir.codegen.traces import (COOP, Prefetch, R_BYP, R_BYPROW, R_BYPSTEP, R_LEN, R_MAPS, R_OUT, R_OUTROW,
                                    R_OUTSTEP, R_ROWBASE, R_ROWSTEP, R_SRC, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_W, R_X,
-                                   R_XEND, R_Y, R_YEND, TRACE_CHUNK, add_offset, out_pixel, trace_chunks, macs)
+                                   R_XEND, R_Y, R_YEND, ROW_PAIRS, TRACE_CHUNK, add_offset, out_pixel, rows_pipelined,
+                                   trace_chunks, macs)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.issue import UNROLL
+from snowir.plan.issue import ROW_REGISTERS, UNROLL
 from snowir.plan.shapes import ConvPlan, Strip, interior_columns
 
 
@@ -260,6 +263,9 @@ def _pixel_loop(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool
     row = s.w * s.cin
     if x1 - x0 < 1:
         return
+    if rows <= ROW_REGISTERS and rows_pipelined(plan, rows, s.kw, row):
+        _row_traces_loop(b, plan, ky0, rows, bypass, x0, x1)
+        return
     add_offset(b, R_MAPS, R_ROWBASE, (x0 * s.sx - s.pl) * s.cin)
     add_offset(b, R_OUT, R_OUTROW, 2 * x0 * out_pixel(plan))
     if bypass:
@@ -274,6 +280,47 @@ def _pixel_loop(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool
         sf.AddiOp(R_MAPS, R_MAPS, s.sx * s.cin - back), sf.AddiOp(R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step),
         sf.AddiOp(R_OUT, R_OUT, 2 * out_pixel(plan)), *([sf.AddiOp(R_BYP, R_BYP, _bypass_stride(plan))] if bypass else [])])
 
+
+
+def _row_traces_loop(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool, x0: int, x1: int) -> None:
+    """Interior pixels [x0, x1) of a conv whose kernel rows are one trace each, with a register
+    pair per row (2-3 rows): the rows' weights addresses do not change from pixel to pixel, so
+    they are set once, before the loop, and a pixel issues its MACs, the maps ADDI of each row
+    past the first, the maps and output steps and the branch: 2 * rows + 2 slots (+2 with a
+    residual's bypass) where the counted loop took 3 * rows + 3 (the delay slots hold the
+    pixel's last instructions, the loop ends on the output address: no counter). A 16-channel
+    3x3 window (a depthwise slice's: 3 MAC cycles a row) was issue-bound at 12 slots for 9 MAC
+    cycles; it now takes 8."""
+    s = plan.shape
+    row = s.w * s.cin
+    ws = plan.weight_step
+    step_out = 2 * out_pixel(plan)
+    add_offset(b, R_MAPS, R_ROWBASE, (x0 * s.sx - s.pl) * s.cin)
+    add_offset(b, R_OUT, R_OUTROW, 2 * x0 * out_pixel(plan))
+    if bypass:
+        add_offset(b, R_BYP, R_BYPROW, x0 * _bypass_stride(plan))
+    add_offset(b, R_W, R_TW, ky0 * s.kw * s.c * ws)
+    for r in range(1, rows):
+        b.emit(sf.AddiOp(ROW_PAIRS[r][1], R_W, r * s.kw * s.c * ws))
+    # taken while the pixel just computed is not the last but one: R_OUT steps in a delay slot
+    add_offset(b, R_XEND, R_OUT, (x1 - x0 - 2) * step_out)
+    top = b.label("x")
+    # the rows' maps addresses first, so the first MAC, which reads R_OUT (its write-back
+    # address) too, issues the scalar latency after the last pixel's output step; R_MAPS steps
+    # once every read of it is issued, early enough for the next pixel's ADDIs
+    body: list[Operation] = [sf.AddiOp(ROW_PAIRS[r][0], R_MAPS, r * row) for r in range(1, rows)]
+    for r in range(rows):
+        last = r == rows - 1
+        if last:
+            body.append(sf.AddiOp(R_MAPS, R_MAPS, s.sx * s.cin))
+            if bypass:
+                body.append(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BYPASS, R_BYP))
+        m, w = ROW_PAIRS[r]
+        body.append(sf.MacOp(plan.vector_mode, R_OUT, m, w, s.kw * s.c, wb=last, relu=last and s.relu))
+    body.append(sf.AddiOp(R_OUT, R_OUT, step_out))
+    if bypass:
+        body.append(sf.AddiOp(R_BYP, R_BYP, _bypass_stride(plan)))
+    b.emit(*body[:-DELAY_SLOTS], sf.BleOp(R_OUT, R_XEND, top), *body[-DELAY_SLOTS:])
 
 
 R_MAPS_U = (2, 4, 5, 12)  # free registers: one maps / output address per unrolled pixel

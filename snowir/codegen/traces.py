@@ -10,6 +10,7 @@ from collections.abc import Callable
 from snowir.codegen.builder import AsmBuilder
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
+from snowir.plan.issue import ROW_REGISTERS
 from snowir.plan.shapes import ConvPlan, ConvShape, LoweringError, TRACE_CHUNK
 
 
@@ -65,8 +66,7 @@ def macs(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row: int, bypass: 
     words); grouped: one trace per tap (the group's channels), stepping a pixel between taps."""
     s = plan.shape
     ws = plan.weight_step
-    if s.cin == s.c and 1 < rows and taps * s.c <= TRACE_CHUNK \
-            and (rows - 1) * max(row, s.kw * s.c * ws) < IMM17:
+    if rows_pipelined(plan, rows, taps, row):
         return macs_pipelined(b, plan, rows, taps, row, bypass)
     if taps_pipelined(plan, rows, row):
         return macs_taps_pipelined(b, plan, rows, taps, row, bypass)
@@ -100,6 +100,15 @@ IMM17 = 1 << 16
 
 
 ROW_PAIRS = ((R_MAPS, R_W), (4, 5), (12, 13))  # (maps, weights) address of kernel row 0, odd rows, even rows
+assert len(ROW_PAIRS) == ROW_REGISTERS
+
+
+def rows_pipelined(plan: ConvPlan, rows: int, taps: int, row: int) -> bool:
+    """An ungrouped conv's window as one trace per kernel row, each row's addresses an ADDI
+    from the first's (`macs_pipelined`)."""
+    s = plan.shape
+    return s.cin == s.c and 1 < rows and taps * s.c <= TRACE_CHUNK \
+        and (rows - 1) * max(row, s.kw * s.c * plan.weight_step) < IMM17
 
 
 def macs_pipelined(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row: int, bypass: bool) -> int:

@@ -15,7 +15,10 @@ The counts follow the code generator (snowir/codegen/pixels.py `_row`, traces.py
     set a MAC ahead (`macs_taps_pipelined`) so no MAC waits; where the offsets do not fit an
     ADDI, the pair the next MAC reads, which waits `scalar_latency - 1` cycles after the second;
   * ungrouped, kernel rows pipelined (`macs_pipelined`): a MAC per kernel row and the next row's
-    ADDI pair, set early enough not to wait;
+    ADDI pair, set early enough not to wait; with 2-3 kernel rows (`_row_traces_loop`) the
+    weights addresses are set before the loop and a pixel issues a MAC and a maps ADDI a row,
+    the output step and the branch (its delay slots hold the pixel's last four: no counter, no
+    no-ops), a residual's bypass VMOV and step besides;
   * ungrouped 1x1 (`_unrolled_pixels`): UNROLL pixels an iteration, a MAC and a maps ADDI each
     (a residual's: its bypass VMOV and ADDI too), the output ADDIs in the delay slots, the branch
     on the first pixel's maps address (no counter).
@@ -38,6 +41,10 @@ from snowir.plan.shapes import TRACE_CHUNK, ConvPlan, band_plans
 ISSUE = SCALAR_TIMING.issue_cycles
 """Cycles between two dispatches: the counts below are instructions of any class, one slot each."""
 assert all(t.issue_cycles == ISSUE for t in TIMING_CLASSES), "plan/issue.py counts one slot an instruction"
+
+ROW_REGISTERS = 3
+"""Kernel rows with an address register pair each, whose weights addresses a pixel loop sets
+once (snowir/codegen/traces.py `ROW_PAIRS`, pixels.py `_row_traces_loop`)."""
 
 UNROLL = 4
 """1x1 convs: pixels an X-loop iteration (snowir/codegen/pixels.py `_unrolled_pixels`)."""
@@ -66,6 +73,8 @@ def issue_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
     else:
         chunks = math.ceil(s.kw * s.c / TRACE_CHUNK)
         traces = rows * s.ow * chunks
+        if 1 < s.kh <= ROW_REGISTERS and chunks == 1:  # `_row_traces_loop`: weights rows set once
+            return ISSUE * plan.tiles * (2 * traces + pixels * (2 + 2 * bypass))
         gap = 2 if s.kh > 1 and chunks == 1 else 2 + wait
     return ISSUE * plan.tiles * (pixels * loop + traces + (traces - pixels) * gap)
 
