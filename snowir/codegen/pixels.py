@@ -12,11 +12,11 @@ from snowir.codegen.builder import DELAY_SLOTS, AsmBuilder
 from snowir.codegen.bypass_slices import row_slice_loads, slice_channels, slice_tile
 from snowir.codegen.traces import (COOP, Prefetch, R_BYP, R_BYPROW, R_BYPSTEP, R_LEN, R_MAPS, R_OUT, R_OUTROW,
                                    R_OUTSTEP, R_ROWBASE, R_ROWSTEP, R_SRC, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_W, R_X,
-                                   R_XEND, R_Y, R_YEND, ROW_PAIRS, TRACE_CHUNK, add_offset, out_pixel, rows_pipelined,
-                                   trace_chunks, macs)
+                                   R_XEND, R_Y, R_YEND, ROW_PAIRS, TRACE_CHUNK, add_offset, out_pixel, trace_chunks,
+                                   macs)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.issue import ROW_REGISTERS, UNROLL
+from snowir.plan.issue import UNROLL, row_loop_pays
 from snowir.plan.shapes import ConvPlan, Strip, interior_columns
 
 
@@ -50,9 +50,9 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
         if slice_next:
             row_slice_loads(b, plan, hw)
         if loads is not None:  # the prefetch after this row's first ops
-            _row(b, plan, ky0, rows, bypass, loads[0], loads[1])
+            _row(b, plan, hw, ky0, rows, bypass, loads[0], loads[1])
             return
-        _row(b, plan, ky0, rows, bypass, mid.pop() if single and mid else None)
+        _row(b, plan, hw, ky0, rows, bypass, mid.pop() if single and mid else None)
 
     issued = 2
     row = s.w * s.cin
@@ -155,7 +155,7 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
             load(b)
 
 
-def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = False,
+def _row(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, ky0: int, rows: int, bypass: bool = False,
          mid: Prefetch | None = None, mid_after: int | None = None) -> None:
     """One output row: R_ROWBASE = maps address of its first used input row, R_OUTROW = output
     address; `mid` is emitted halfway through its pixels, or once `mid_after` of its MACs are
@@ -178,9 +178,9 @@ def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = Fals
             first += macs_of(min(s.kw, s.w - ix) - max(0, -ix))
         split = min(xr, xl + max(0, -(-(mid_after - first) // macs_of(s.kw))))
         _border_pixels(b, plan, ky0, rows, bypass, border)
-        _interior(b, plan, ky0, rows, bypass, xl, split)
+        _interior(b, plan, hw, ky0, rows, bypass, xl, split)
         mid(b)
-        _interior(b, plan, ky0, rows, bypass, split, xr)
+        _interior(b, plan, hw, ky0, rows, bypass, split, xr)
         return
     _border_pixels(b, plan, ky0, rows, bypass, border)
     if _short(plan) and xr - xl >= 2 * UNROLL:
@@ -191,7 +191,7 @@ def _row(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool = Fals
     for half, (x0, x1) in enumerate(halves):
         if half:
             mid(b)
-        _pixel_loop(b, plan, ky0, rows, bypass, x0, x1)
+        _pixel_loop(b, plan, hw, ky0, rows, bypass, x0, x1)
     if mid is not None and len(halves) == 1:
         mid(b)
 
@@ -230,7 +230,6 @@ def _bias_only(b: AsmBuilder, plan: ConvPlan, bypass: bool) -> None:
 def _bias_only_pixels(b: AsmBuilder, plan: ConvPlan, bypass: bool, x0: int, x1: int) -> None:
     """Pixels [x0, x1) of a row of padding alone (R_ROWBASE: a loaded maps word), one a loop
     iteration (`_bias_only`)."""
-    s = plan.shape
     b.emit(sf.AddiOp(R_MAPS, R_ROWBASE, 0))
     add_offset(b, R_OUT, R_OUTROW, 2 * x0 * out_pixel(plan))
     if bypass:
@@ -244,11 +243,11 @@ def _bias_only_pixels(b: AsmBuilder, plan: ConvPlan, bypass: bool, x0: int, x1: 
         sf.AddiOp(R_OUT, R_OUT, 2 * out_pixel(plan)), *([sf.AddiOp(R_BYP, R_BYP, _bypass_stride(plan))] if bypass else [])])
 
 
-def _interior(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool, x0: int, x1: int) -> None:
+def _interior(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, ky0: int, rows: int, bypass: bool, x0: int, x1: int) -> None:
     """Interior pixels [x0, x1): unrolled when traces are short and there are enough of them."""
     if _short(plan) and x1 - x0 >= 2 * UNROLL:
         x0 = _unrolled_pixels(b, plan, x0, x1, bypass)
-    _pixel_loop(b, plan, ky0, rows, bypass, x0, x1)
+    _pixel_loop(b, plan, hw, ky0, rows, bypass, x0, x1)
 
 
 def _short(plan: ConvPlan) -> bool:
@@ -257,13 +256,13 @@ def _short(plan: ConvPlan) -> bool:
     return s.kh == 1 and s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK and not plan.indp
 
 
-def _pixel_loop(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass: bool, x0: int, x1: int) -> None:
+def _pixel_loop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, ky0: int, rows: int, bypass: bool, x0: int, x1: int) -> None:
     """Interior pixels [x0, x1), one a loop iteration."""
     s = plan.shape
     row = s.w * s.cin
     if x1 - x0 < 1:
         return
-    if rows <= ROW_REGISTERS and rows_pipelined(plan, rows, s.kw, row):
+    if row_loop_pays(plan, rows, hw):
         _row_traces_loop(b, plan, ky0, rows, bypass, x0, x1)
         return
     add_offset(b, R_MAPS, R_ROWBASE, (x0 * s.sx - s.pl) * s.cin)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from snowir.codegen.builder import AsmBuilder
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.issue import ROW_REGISTERS
+from snowir.plan.issue import IMM17, ROW_REGISTERS, rows_pipelined
 from snowir.plan.shapes import ConvPlan, ConvShape, LoweringError, TRACE_CHUNK
 
 
@@ -96,19 +96,8 @@ def macs(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row: int, bypass: 
     return moved
 
 
-IMM17 = 1 << 16
-
-
 ROW_PAIRS = ((R_MAPS, R_W), (4, 5), (12, 13))  # (maps, weights) address of kernel row 0, odd rows, even rows
 assert len(ROW_PAIRS) == ROW_REGISTERS
-
-
-def rows_pipelined(plan: ConvPlan, rows: int, taps: int, row: int) -> bool:
-    """An ungrouped conv's window as one trace per kernel row, each row's addresses an ADDI
-    from the first's (`macs_pipelined`)."""
-    s = plan.shape
-    return s.cin == s.c and 1 < rows and taps * s.c <= TRACE_CHUNK \
-        and (rows - 1) * max(row, s.kw * s.c * plan.weight_step) < IMM17
 
 
 def macs_pipelined(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row: int, bypass: bool) -> int:

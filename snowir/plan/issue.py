@@ -46,8 +46,35 @@ ROW_REGISTERS = 3
 """Kernel rows with an address register pair each, whose weights addresses a pixel loop sets
 once (snowir/codegen/traces.py `ROW_PAIRS`, pixels.py `_row_traces_loop`)."""
 
+IMM17 = 1 << 16
+"""ADDI's immediate range (its 17-bit signed field)."""
+
 UNROLL = 4
 """1x1 convs: pixels an X-loop iteration (snowir/codegen/pixels.py `_unrolled_pixels`)."""
+
+
+def rows_pipelined(plan: ConvPlan, rows: int, taps: int, row: int) -> bool:
+    """An ungrouped conv's window as one trace per kernel row, each row's addresses an ADDI
+    from the first's (snowir/codegen/traces.py `macs_pipelined`)."""
+    s = plan.shape
+    return s.cin == s.c and 1 < rows and taps * s.c <= TRACE_CHUNK \
+        and (rows - 1) * max(row, s.kw * s.c * plan.weight_step) < IMM17
+
+
+def row_loop_pays(plan: ConvPlan, rows: int, hw: SnowflakeConfig) -> bool:
+    """Whether a COOP pixel loop over `rows` pipelined kernel rows (2-3: a register pair each)
+    sets the rows' weights addresses once (snowir/codegen/pixels.py `_row_traces_loop`): where a
+    pixel's MAC cycles are fewer than the counted loop's 3 * rows + 3 issue slots (+2 with a
+    residual's bypass), so the vector unit waits on issue, as a 16-channel 3x3 window's 9 do
+    on 12. Elsewhere the counted loop stays: the saved slots would hide behind MACs, and a
+    shorter program moves the instruction-cache banks against the loads (C17 Table 1's fourth
+    layer, MAC-bound, measured 1.440 -> 1.444 ms with every such loop rewritten)."""
+    s = plan.shape
+    if plan.indp or not 1 < rows <= ROW_REGISTERS \
+            or not rows_pipelined(plan, rows, s.kw, s.w * s.cin):
+        return False
+    bypass = plan.bypass_addr is not None
+    return rows * math.ceil(s.kw * s.c / hw.lanes) < 3 * rows + 3 + 2 * bypass
 
 
 def issue_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
@@ -68,12 +95,12 @@ def issue_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
     loop = 2 + hw.branch_delay_slots + bypass
     if s.cin != s.c:  # grouped: a trace a tap, each tap's ADDI pair a MAC ahead where offsets fit
         row = s.w * s.cin
-        ahead = s.c <= TRACE_CHUNK and max((s.kh - 1) * row + (s.kw - 1) * s.cin, s.kh * s.kw * s.c) < 1 << 16
+        ahead = s.c <= TRACE_CHUNK and max((s.kh - 1) * row + (s.kw - 1) * s.cin, s.kh * s.kw * s.c) < IMM17
         traces, gap = rows * cols, 2 if ahead else 2 + wait
     else:
         chunks = math.ceil(s.kw * s.c / TRACE_CHUNK)
         traces = rows * s.ow * chunks
-        if 1 < s.kh <= ROW_REGISTERS and chunks == 1:  # `_row_traces_loop`: weights rows set once
+        if row_loop_pays(plan, s.kh, hw):  # `_row_traces_loop`: weights rows set once
             return ISSUE * plan.tiles * (2 * traces + pixels * (2 + 2 * bypass))
         gap = 2 if s.kh > 1 and chunks == 1 else 2 + wait
     return ISSUE * plan.tiles * (pixels * loop + traces + (traces - pixels) * gap)
