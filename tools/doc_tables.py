@@ -297,6 +297,23 @@ def light_machine(R: Results) -> str:
                     rows) + "\n\n" + caption("bench/results/light_machine.json", "python bench/light_machine.py")
 
 
+@table("depthwise")
+def depthwise(R: Results) -> str:
+    """bench/depthwise.py: each shape's form, cycles against its bound, and the forms it beat."""
+    rows = []
+    for r in R("depthwise.json")["rows"]:
+        by = "MAC" if r["bound_cycles"] == r["bound_mac_cycles"] else "DRAM"
+        other = lambda key: f"{r[key]:,}" if r.get(key) else "–"  # noqa: E731
+        rows.append([r["shape"], r["form"] if r["where"] == "device" else "on the host", f"{r['cycles']:,}",
+                     f"{r['bound_cycles']:,} ({by})", f"{r['util_pct']:.2f}%", f"{r['bound_util_pct']:.2f}%",
+                     f"**{r['share_of_bound_pct']:.1f}%**", other("no_blocks_cycles"), other("no_slices_cycles"),
+                     f"{r['fixed_cycles']:,}, {r['fixed_share_of_bound_pct']:.1f}%"])
+    return md_table(["shape (C, H×W, kernel/stride)", "form", "cycles", "bound cycles (by)", "useful-MAC util",
+                     "bound util", "share of bound", "no blocks: cycles", "no slices: cycles",
+                     "16-groups: cycles, share"], rows) \
+        + "\n\n" + caption("bench/results/depthwise.json", "python bench/depthwise.py --update-results")
+
+
 @table("real-nets")
 def real_nets(R: Results) -> str:
     rows = [[r["model"], "x".join(map(str, r["input"])), f"{r['device_layers']} / {r['device_macs'] / 1e6:.1f} M",
