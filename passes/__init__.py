@@ -20,6 +20,7 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "resize-to-conv-transpose": p("nn.resize_to_conv_transpose", "ResizeToConvTransposePass"),
         "conv-transpose-to-conv": p("nn.conv_transpose_to_conv", "ConvTransposeToConvPass"),
         "drop-identity": p("nn.drop_identity", "DropIdentityPass"),
+        "fold-focus": p("nn.fold_focus", "FoldFocusPass"),
         "fold-batch-norm": p("nn.fold_batch_norm", "FoldBatchNormPass"),
         "fuse-relu": p("nn.fuse_relu", "FuseReluPass"),
         "fuse-activation": p("nn.fuse_activation", "FuseActivationPass"),

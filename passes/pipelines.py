@@ -2,7 +2,7 @@
 The two pipelines, as pass lists in one place.
 
 nn-prepare{format=Q8.8}: from an imported model to the fixed-point graph Snowflake runs:
-resize-to-conv-transpose, conv-transpose-to-conv, fold-hard-swish, drop-identity, fold-batch-norm, fuse-residual-add, fuse-relu,
+resize-to-conv-transpose, conv-transpose-to-conv, fold-hard-swish, drop-identity, fold-focus, fold-batch-norm, fuse-residual-add, fuse-relu,
 fold-channel-shuffle, sequence-gemm, fc-to-conv,
 avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth, pad-rows,
 add-to-bypass, fuse-activation (a machine with the write-back activation unit), se-gate, partition-host,
@@ -51,6 +51,7 @@ from snowir.passes.nn.drop_identity import DropIdentityPass
 from snowir.passes.nn.fc_to_conv import FcToConvPass
 from snowir.passes.nn.fold_batch_norm import FoldBatchNormPass
 from snowir.passes.nn.fold_channel_shuffle import FoldChannelShufflePass
+from snowir.passes.nn.fold_focus import FoldFocusPass
 from snowir.passes.nn.fold_hard_swish import FoldHardSwishPass
 from snowir.passes.nn.fuse_activation import FuseActivationPass
 from snowir.passes.nn.fuse_relu import FuseReluPass
@@ -95,7 +96,7 @@ class NNPreparePass(ModulePass):
     space-to-depth, pad-rows, depthwise-to-grouped, partition-host); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        passes: list[ModulePass] = [ResizeToConvTransposePass(), ConvTransposeToConvPass(self.hw), FoldHardSwishPass(), DropIdentityPass(), FoldBatchNormPass(),
+        passes: list[ModulePass] = [ResizeToConvTransposePass(), ConvTransposeToConvPass(self.hw), FoldHardSwishPass(), DropIdentityPass(), FoldFocusPass(), FoldBatchNormPass(),
                                     FuseResidualAddPass(), FuseReluPass(), FoldChannelShufflePass(self.hw),
                                     SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
