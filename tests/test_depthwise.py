@@ -204,3 +204,18 @@ def test_a_padded_width_runs_in_slices_the_last_narrower(tmp_path: Path) -> None
     assert "nn.channel_slice %c0 {place = \"snowflake\", start = 80 : i64, size = 8 : i64}" in out.read_text()
     dw = _run_dw(tmp_path, m, "dw")
     assert dw["where"] == "device" and dw["layers"] == 7 and dw["macs"] == 88 * 40 * 40
+
+
+def test_unnamed_nodes_slices_and_blocks_take_their_outputs_names(tmp_path: Path) -> None:
+    """Exporters often leave nodes unnamed (CenterFace): the report names a layer by its output,
+    so the slices and the producer's blocks are `c1.0`, `c1.1`, ... and `c0.0`, ... rather than
+    rows all called `nn.conv2d`."""
+    m = block(48, 14, 3, 1)
+    for node in m.graph.node:
+        node.name = ""
+    onnx.save(m, tmp_path / "m.onnx")
+    report = tmp_path / "r.json"
+    assert snow_run([str(tmp_path / "m.onnx"), "--quiet", "--report", str(report)]) == 0
+    names = [layer["name"] for layer in json.loads(report.read_text())["layers"]]
+    assert "nn.conv2d" not in names, names
+    assert {"c1.0", "c1.1", "c1.2", "c1"} <= set(names), names

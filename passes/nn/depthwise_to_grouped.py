@@ -363,6 +363,8 @@ def _slices(op: nn.Conv2dOp, w: np.ndarray) -> list[SliceConv]:
         sl, consts, conv = _slice_conv(op, w, bias, g * LANES, size)
         if isinstance(name, StringAttr):  # the reports' rows: dw.0, dw.1, ... and the concat dw
             conv.attributes["onnx_node"] = StringAttr(f"{name.data}.{g}")
+        elif op.output.name_hint:  # an unnamed ONNX node's rows: its output's name, v478.0, ...
+            conv.output.name_hint = f"{op.output.name_hint}.{g}"
         conv.attributes[SLICED] = StringAttr(f"{g} of {len(sizes)}")
         parts.append((sl, consts, conv))
     return parts
@@ -475,6 +477,8 @@ def _producer_blocks(p: nn.Conv2dOp, pw: np.ndarray, priced_only: bool = False
         conv.attributes.update(p.attributes)
         if isinstance(name, StringAttr):
             conv.attributes["onnx_node"] = StringAttr(f"{name.data}.{g}")
+        elif p.output.name_hint:
+            conv.output.name_hint = f"{p.output.name_hint}.{g}"
         conv.attributes[BLOCKED] = StringAttr(f"{g} of {len(sizes)}")
         conv.attributes["w_frac_max"] = IntegerAttr(frac, 64)  # the producer's one weight format
         out.append(((weight, b), conv))
