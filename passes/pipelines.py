@@ -92,13 +92,13 @@ class NNPreparePass(ModulePass):
     """false: leave out pad-rows (an INDP conv on the model input keeps its row padding as clipped
     kernel rows, run one CU at a time)."""
     hw: str = ""
-    """A hardware description JSON for the passes that plan (conv-transpose-to-conv, fold-channel-shuffle, sequence-gemm, split-kernels, unfold-rows,
+    """A hardware description JSON for the passes that plan (conv-transpose-to-conv, fold-channel-shuffle, sequence-gemm, avgpool-to-conv, split-kernels, unfold-rows,
     space-to-depth, pad-rows, depthwise-to-grouped, partition-host); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         passes: list[ModulePass] = [ResizeToConvTransposePass(), ConvTransposeToConvPass(self.hw), FoldHardSwishPass(), DropIdentityPass(), FoldFocusPass(), FoldBatchNormPass(),
                                     FuseResidualAddPass(), FuseReluPass(), FoldChannelShufflePass(self.hw),
-                                    SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(),
+                                    SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(self.hw),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
                                     UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), *([PadRowsPass(self.hw)] if self.pad_rows else []),
                                     AddToBypassPass(self.add_to_bypass, self.hw),

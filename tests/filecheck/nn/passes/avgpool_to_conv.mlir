@@ -13,3 +13,15 @@ func.func @main(%x: tensor<1x3x4x4xf32>) -> (tensor<1x3x1x1xf32>, tensor<1x3x2x2
 // CHECK:     nn.conv2d %x, %{{.*}}, %{{.*}} {{{.*}}groups = 3 : i64} : (tensor<1x3x4x4xf32>, tensor<3x1x4x4xf32>, tensor<3xf32>) -> tensor<1x3x1x1xf32>
 // CHECK:     nn.conv2d %x, %{{.*}}, %{{.*}} {strides = array<i64: 2, 2>, {{.*}}groups = 3 : i64} : (tensor<1x3x4x4xf32>, tensor<3x1x2x2xf32>, tensor<3xf32>) -> tensor<1x3x2x2xf32>
 // CHECK:     %p = nn.avg_pool %x
+
+// A global pool whose 24x64 kernel would not fit a vMAC's weights buffer as a 16-channel diagonal
+// kernel (16 x 24 x 64 words): the row means (1x64 kernel, 1/64) then their mean (24x1, 1/24).
+
+func.func @big(%x: tensor<1x16x24x64xf32>) -> tensor<1x16x1x1xf32> {
+  %g = nn.global_avg_pool %x {onnx_node = "gap"} : (tensor<1x16x24x64xf32>) -> tensor<1x16x1x1xf32>
+  func.return %g : tensor<1x16x1x1xf32>
+}
+
+// CHECK-LABEL: func.func @big
+// CHECK:       %[[R:.*]] = nn.conv2d %x, %{{.*}}, %{{.*}} {onnx_node = "gap.rows", {{.*}}groups = 16 : i64} : (tensor<1x16x24x64xf32>, tensor<16x1x1x64xf32>, tensor<16xf32>) -> tensor<1x16x24x1xf32>
+// CHECK:       %g = nn.conv2d %[[R]], %{{.*}}, %{{.*}} {{{.*}}onnx_node = "gap"{{.*}}groups = 16 : i64} : (tensor<1x16x24x1xf32>, tensor<16x1x24x1xf32>, tensor<16xf32>) -> tensor<1x16x1x1xf32>
