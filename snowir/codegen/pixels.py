@@ -251,9 +251,10 @@ def _interior(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, ky0: int, rows
 
 
 def _short(plan: ConvPlan) -> bool:
-    """A 1x1 conv's one-trace pixels, unrolled (`_unrolled_pixels`)."""
+    """A 1x1 conv's one-trace pixels, unrolled (`_unrolled_pixels`): a grouped one's too (a
+    group's channels, `cin` apart from pixel to pixel: a per-channel scale, an SE gate)."""
     s = plan.shape
-    return s.kh == 1 and s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK and not plan.indp
+    return s.kh == 1 and s.kw == 1 and s.c <= TRACE_CHUNK and not plan.indp
 
 
 def _pixel_loop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, ky0: int, rows: int, bypass: bool, x0: int, x1: int) -> None:

@@ -19,7 +19,7 @@ The counts follow the code generator (snowir/codegen/pixels.py `_row`, traces.py
     weights addresses are set before the loop and a pixel issues a MAC and a maps ADDI a row,
     the output step and the branch (its delay slots hold the pixel's last four: no counter, no
     no-ops), a residual's bypass VMOV and step besides;
-  * ungrouped 1x1 (`_unrolled_pixels`): UNROLL pixels an iteration, a MAC and a maps ADDI each
+  * 1x1, ungrouped or grouped (`_unrolled_pixels`): UNROLL pixels an iteration, a MAC and a maps ADDI each
     (a residual's: its bypass VMOV and ADDI too), the output ADDIs in the delay slots, the branch
     on the first pixel's maps address (no counter).
 Border pixels (fewer taps) are counted by their valid taps. INDP plans (16 rows a MAC) are
@@ -88,7 +88,7 @@ def issue_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
     pixels = s.oh * s.ow
     rows = valid_taps(s.oh, s.kh, s.sy, s.pt, 1, s.h)
     cols = valid_taps(s.ow, s.kw, s.sx, s.pl, 1, s.w)
-    if s.kh == s.kw == 1 and s.cin == s.c and s.c <= TRACE_CHUNK:
+    if s.kh == s.kw == 1 and s.c <= TRACE_CHUNK:  # ungrouped or grouped (a group's channels)
         per_iteration = 1 + hw.branch_delay_slots + UNROLL * (2 + 2 * bypass)
         return ISSUE * plan.tiles * pixels * per_iteration / UNROLL
     wait = SCALAR_TIMING.latency(hw) - 1  # a MAC reading the pair's second ADDI at once
