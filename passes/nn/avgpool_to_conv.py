@@ -9,11 +9,14 @@ their border windows need their own weights (separate window objects at the tile
 
 A global pool whose H x W kernel does not fit a vMAC's weights buffer as a 16-channel diagonal
 kernel (16·H·W words and a bias block: an SE block's pool over 96 x 40 x 120 needs 76,800 of
-4,096) becomes two depthwise convs, a 1 x W kernel of 1/W (each row's mean) then an H x 1 kernel
-of 1/H: each fits, and runs on the device where the one conv went to the host (PP-OCRv4's
-detector: 3.69 ms of host time for that pool). The row means are rounded to the tensor format
-once more than the one conv's sum; the weights are finer (1/120 and 1/40 in Q1.15: 273 and 819
-LSBs, against 7 for 1/4800), so the result is closer to float, not farther.
+4,096) becomes the means of fh x fw windows (a depthwise conv, kernel and stride fh x fw, weight
+1/(fh·fw)), then the global pool of those, split again while it does not fit: the largest
+window dividing H and W whose kernels for all the channel groups stay in the weights buffers
+together, so the input streams through once (96 x 40 x 120: 5 x 8 windows, then one 8 x 15
+kernel). Each conv runs on the device, where the one conv went to the host (PP-OCRv4's
+detector: 3.69 ms of host time for that pool). The window means are rounded to the tensor
+format once more than the one conv's sum; the weights are finer (1/40 and 1/120 in Q1.15: 819
+and 273 LSBs, against 7 for 1/4800), so the result is closer to float, not farther.
 """
 
 from dataclasses import dataclass
@@ -45,9 +48,31 @@ def _depthwise(op, kernel, strides, pads, rewriter: PatternRewriter) -> None:
     rewriter.replace(op, conv)
 
 
-def kernel_fits(kh: int, kw: int, hw: SnowflakeConfig) -> bool:
-    """A 16-channel diagonal kernel of kh x kw taps and its bias block fit a weights buffer."""
-    return hw.lanes * kh * kw + BIAS_BLOCK <= hw.weights_buffer_elements
+def kernel_fits(kh: int, kw: int, hw: SnowflakeConfig, kernels: int = 1) -> bool:
+    """`kernels` 16-channel diagonal kernels of kh x kw taps, each with its bias block, fit a
+    vMAC's weights buffer."""
+    return kernels * (hw.lanes * kh * kw + BIAS_BLOCK) <= hw.weights_buffer_elements
+
+
+MAX_WINDOW_TAPS = 64
+"""A window's taps at most: a 16-channel group's trace a tap, so a pixel's code grows with them
+(120 taps, 360 straight-line instructions a pixel: 38 k instruction-cache stall cycles on a
+96 x 40 x 120 pool's rows)."""
+
+
+def pool_window(h: int, w: int, c: int, hw: SnowflakeConfig) -> tuple[int, int] | None:
+    """The largest window (fh, fw) of at most MAX_WINDOW_TAPS taps, fh | h and fw | w, the most
+    square among equals, whose kernels for every 16-channel group stay in the weights buffers
+    together (so the first stage streams its input once), else None."""
+    groups = -(-c // hw.lanes)
+    per_vmac = -(-groups * hw.lanes // hw.vmacs)  # kernels a vMAC holds
+    best = None
+    for fh in (d for d in range(1, h + 1) if h % d == 0):
+        for fw in (d for d in range(1, w + 1) if w % d == 0):
+            if 1 < fh * fw < h * w and fh * fw <= MAX_WINDOW_TAPS and kernel_fits(fh, fw, hw, per_vmac) \
+                    and (best is None or (fh * fw, -abs(fh - fw)) > (best[0] * best[1], -abs(best[0] - best[1]))):
+                best = (fh, fw)
+    return best
 
 
 class GlobalAvgToConv(RewritePattern):
@@ -58,18 +83,23 @@ class GlobalAvgToConv(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: nn.GlobalAvgPoolOp, rewriter: PatternRewriter) -> None:
         n, c, h, w = shape_of(op.input)
-        if kernel_fits(h, w, self.hw) or h == 1 or w == 1 or not (kernel_fits(1, w, self.hw) and kernel_fits(h, 1, self.hw)):
+        window = None if kernel_fits(h, w, self.hw) else pool_window(h, w, c, self.hw)
+        if window is None:
             _depthwise(op, (h, w), (1, 1), (0, 0, 0, 0), rewriter)
             return
-        rows = _depthwise_conv(op, op.input, (1, w), (1, 1), (0, 0, 0, 0), tensor([n, c, h, 1], op.input), rewriter)
+        # the window's means, then the global pool of those (split again if it is still too big)
+        fh, fw = window
+        part = _depthwise_conv(op, op.input, window, window, (0, 0, 0, 0), tensor([n, c, h // fh, w // fw], op.input),
+                               rewriter)
+        suffix = f"{fh}x{fw}"
         if "onnx_node" in op.attributes:
-            rows.attributes["onnx_node"] = StringAttr(f"{op.attributes['onnx_node'].data}.rows")
+            part.attributes["onnx_node"] = StringAttr(f"{op.attributes['onnx_node'].data}.{suffix}")
         elif op.output.name_hint:
-            rows.output.name_hint = f"{op.output.name_hint}.rows"
-        rewriter.insert(rows, InsertPoint.before(op))
-        conv = _depthwise_conv(op, rows.output, (h, 1), (1, 1), (0, 0, 0, 0), op.output.type, rewriter)
-        conv.attributes.update(op.attributes)
-        rewriter.replace(op, conv)
+            part.output.name_hint = f"{op.output.name_hint}.{suffix}"
+        rewriter.insert(part, InsertPoint.before(op))
+        rest = nn.GlobalAvgPoolOp(part.output, op.output.type)
+        rest.attributes.update(op.attributes)
+        rewriter.replace(op, rest)
 
 
 class AvgToConv(RewritePattern):

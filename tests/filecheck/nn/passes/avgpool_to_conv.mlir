@@ -15,7 +15,8 @@ func.func @main(%x: tensor<1x3x4x4xf32>) -> (tensor<1x3x1x1xf32>, tensor<1x3x2x2
 // CHECK:     %p = nn.avg_pool %x
 
 // A global pool whose 24x64 kernel would not fit a vMAC's weights buffer as a 16-channel diagonal
-// kernel (16 x 24 x 64 words): the row means (1x64 kernel, 1/64) then their mean (24x1, 1/24).
+// kernel (16 x 24 x 64 words): the means of 8x8 windows (the largest of at most 64 taps dividing
+// 24 x 64, the most square), then one 3x8 kernel over those.
 
 func.func @big(%x: tensor<1x16x24x64xf32>) -> tensor<1x16x1x1xf32> {
   %g = nn.global_avg_pool %x {onnx_node = "gap"} : (tensor<1x16x24x64xf32>) -> tensor<1x16x1x1xf32>
@@ -23,5 +24,5 @@ func.func @big(%x: tensor<1x16x24x64xf32>) -> tensor<1x16x1x1xf32> {
 }
 
 // CHECK-LABEL: func.func @big
-// CHECK:       %[[R:.*]] = nn.conv2d %x, %{{.*}}, %{{.*}} {onnx_node = "gap.rows", {{.*}}groups = 16 : i64} : (tensor<1x16x24x64xf32>, tensor<16x1x1x64xf32>, tensor<16xf32>) -> tensor<1x16x24x1xf32>
-// CHECK:       %g = nn.conv2d %[[R]], %{{.*}}, %{{.*}} {{{.*}}onnx_node = "gap"{{.*}}groups = 16 : i64} : (tensor<1x16x24x1xf32>, tensor<16x1x24x1xf32>, tensor<16xf32>) -> tensor<1x16x1x1xf32>
+// CHECK:       %[[R:.*]] = nn.conv2d %x, %{{.*}}, %{{.*}} {onnx_node = "gap.8x8", strides = array<i64: 8, 8>, {{.*}}groups = 16 : i64} : (tensor<1x16x24x64xf32>, tensor<16x1x8x8xf32>, tensor<16xf32>) -> tensor<1x16x3x8xf32>
+// CHECK:       %g = nn.conv2d %[[R]], %{{.*}}, %{{.*}} {{{.*}}onnx_node = "gap"{{.*}}groups = 16 : i64} : (tensor<1x16x3x8xf32>, tensor<16x1x3x8xf32>, tensor<16xf32>) -> tensor<1x16x1x1xf32>
