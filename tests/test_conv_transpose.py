@@ -275,3 +275,36 @@ def test_random_conv_transposes_decompose_exactly(seed: int) -> None:
 
 def numpy_weights(m: onnx.ModelProto) -> dict[str, np.ndarray]:
     return {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
+
+
+def _head(activation: str = "Sigmoid") -> onnx.ModelProto:
+    """A detector head's end (PP-OCRv4 det): conv, ReLU, ConvTranspose 2x2/2 to one channel, BN,
+    then the activation."""
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w0", "b0"], ["c0"], name="c0", pads=[1, 1, 1, 1]), n("Relu", ["c0"], ["r0"]),
+             n("ConvTranspose", ["r0", "wt", "bt"], ["t"], name="ct", strides=[2, 2], kernel_shape=[2, 2]),
+             n("BatchNormalization", ["t", "g", "be", "m", "v"], ["bn"], name="bn"), n(activation, ["bn"], ["y"], name="act")]
+    inits = {"w0": rand(24, 8, 3, 3, scale=0.1), "b0": rand(24, seed=1, scale=0.1), "wt": rand(24, 1, 2, 2, seed=2, scale=0.3),
+             "bt": rand(1, seed=3, scale=0.1), "g": np.array([1.3], np.float32), "be": np.array([0.2], np.float32),
+             "m": np.array([0.1], np.float32), "v": np.array([0.8], np.float32)}
+    return model(nodes, {"x": [1, 8, 12, 20]}, {"y": [1, 1, 24, 40]}, inits)
+
+
+@pytest.mark.parametrize("unit", [0, 1])
+def test_a_bn_after_the_interleave_folds_into_the_phases(unit: int) -> None:
+    """The BN after a ConvTranspose's interleave scales every phase of its channel: it folds into
+    the phase conv (fold-batch-norm), not a 1x1 conv over the interleaved map; with the
+    write-back activation unit the sigmoid after it goes into the phase conv too. Golden and
+    machine bit-exact, close to onnxruntime."""
+    hw = SnowflakeConfig(writeback_activation=unit)
+    c = compile_model(_head(), hw=hw)
+    convs = [op for op in c.module.walk() if isinstance(op, nn.Conv2dOp)]
+    assert not [op for op in c.module.walk() if isinstance(op, nn.BatchNormOp)]
+    assert [op.attributes["onnx_node"].data for op in convs] == ["c0", "ct"], [str(op.attributes.get("onnx_node")) for op in convs]
+    ct = convs[1]
+    assert (ct.act is not None and "sigmoid" in str(ct.act)) == bool(unit)
+    x = rand(1, 8, 12, 20, seed=9)
+    r = c.run(x, check=True)
+    assert r.report.check.golden_bit_exact
+    got = r.outputs[0] if isinstance(r.outputs, list) else next(iter(r.outputs.values()))
+    np.testing.assert_allclose(got, ort_run(_head(), x), atol=0.01)

@@ -4,6 +4,9 @@ fold-batch-norm: fold inference batch normalisation and per-channel scale/shift 
   * batch_norm(conv(x)) -> conv with w' = w*k, b' = (b - mean)*k + beta, k = gamma/sqrt(var+eps);
   * caffe2's "Scale" (BN followed by Mul/Add with per-channel constants, from Unsqueeze in the
     ONNX graph): mul(conv, c) and add(conv, c) fold into the conv's weights and bias;
+  * one after an `nn.depth_to_space` of convs' phases (a ConvTranspose, conv-transpose-to-conv's
+    interleave, read only by it) folds into those convs, each phase channel taking its output
+    channel's scale and shift (the interleave only moves words): PP-OCRv4's detector's last BN;
   * a batch_norm, mul or add by per-channel constants that has no conv to fold into (DenseNet's
     pre-activation BN after a concat) becomes a depthwise 1x1 conv, which is how Snowflake runs it;
   * add(dense(x), c), through a reshape that keeps the last axis, with c one constant per output
@@ -47,6 +50,47 @@ def _rescale(conv: nn.Conv2dOp, k: np.ndarray, shift: np.ndarray, rewriter: Patt
     rewriter.erase(conv)
 
 
+Interleaved = tuple[nn.DepthToSpaceOp, list[tuple[nn.Conv2dOp, np.ndarray]]]
+
+
+def _interleaved(value: SSAValue) -> Interleaved | None:
+    """The convs whose phases an `nn.depth_to_space` read only by the BN interleaves into
+    `value`, each with the output channel of each of its channels; None if it is not that."""
+    d2s = value.owner
+    if not isinstance(d2s, nn.DepthToSpaceOp) or not single_use(value):
+        return None
+    convs = [_foldable_conv(v) for v in d2s.inputs]
+    if any(c is None or const_of(c.weight) is None or const_of(c.bias) is None for c in convs):
+        return None
+    by, bx = (int(v) for v in d2s.block.get_values())
+    groups = d2s.groups.value.data
+    per_group = shape_of(value)[1] // groups  # Mg
+    out, start = [], 0
+    for conv in convs:
+        q = start + np.arange(shape_of(conv.output)[1])
+        out.append((conv, q // (by * bx * per_group) * per_group + q % per_group))
+        start += len(q)
+    return d2s, out
+
+
+def _fold_interleaved(interleaved: Interleaved, k: np.ndarray, shift: np.ndarray, rewriter: PatternRewriter,
+                      replace) -> None:
+    """A per-channel scale / shift after a depth_to_space, folded into the phases' convs (the
+    interleave only moves words, so output channel o's k and shift apply to every phase of o)."""
+    d2s, parts = interleaved
+    for conv, channel in parts:
+        w, b = const_of(conv.weight), const_of(conv.bias)
+        new_w = new_constant(rewriter, conv, w * k[channel].reshape(-1, 1, 1, 1), "w_folded")
+        new_b = new_constant(rewriter, conv, b * k[channel] + shift[channel], "b_folded")
+        folded = nn.Conv2dOp(conv.input, new_w, new_b, conv.output.type, [int(v) for v in conv.strides.get_values()],
+                             [int(v) for v in conv.pads.get_values()], [int(v) for v in conv.dilations.get_values()],
+                             conv.groups.value.data)
+        folded.attributes.update(conv.attributes)
+        rewriter.insert(folded, _before(conv))
+        rewriter.replace(conv, [folded], [folded.output])
+    rewriter.replace(replace, [], [d2s.output])
+
+
 def _before(op):
     from xdsl.rewriter import InsertPoint
 
@@ -75,6 +119,8 @@ class FoldBatchNorm(RewritePattern):
         conv = _foldable_conv(op.input)
         if conv is not None and const_of(conv.weight) is not None and const_of(conv.bias) is not None:
             _rescale(conv, k, shift, rewriter, op)
+        elif (parts := _interleaved(op.input)) is not None:
+            _fold_interleaved(parts, k, shift, rewriter, op)
         else:
             _depthwise(op.input, k, shift, rewriter, op)
 
@@ -97,6 +143,8 @@ class FoldChannelScale(RewritePattern):
             conv = _foldable_conv(x)
             if conv is not None and const_of(conv.weight) is not None and const_of(conv.bias) is not None:
                 _rescale(conv, k, shift, rewriter, op)
+            elif (parts := _interleaved(x)) is not None:
+                _fold_interleaved(parts, k, shift, rewriter, op)
             else:
                 _depthwise(x, k, shift, rewriter, op)
             return

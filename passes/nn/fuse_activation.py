@@ -14,7 +14,8 @@ pass over the tensor on the Cortex-A9 (a YOLOv8n-style net spends most of its ti
 sigmoid and multiply there); with it the write-back applies them for a few cycles per write-back.
 Like fuse-relu, it fuses only into a conv whose result nothing else reads, and not after a
 ReLU (the unit applies before ReLU); an activation of a channel concat of such convs (a wide
-depthwise conv, which depthwise-to-grouped leaves as parts) goes into every part. An activation
+depthwise conv, which depthwise-to-grouped leaves as parts), or of a ConvTranspose's interleave
+of them (`nn.depth_to_space`), goes into every part. An activation
 of one channel slice of a conv whose result only slices read (a detector head's Split into class
 scores and boxes, then Sigmoid on the scores) splits the conv at the slices' edges into convs
 over kernel ranges, the slice's own taking the activation (each slice then reads its part; a
@@ -98,7 +99,9 @@ def _fusable(x: SSAValue, users: int) -> list[nn.Conv2dOp]:
     if conv is not None:
         return [conv]
     cat = x.owner
-    if isinstance(cat, nn.ConcatOp) and cat.axis.value.data == 1:
+    if isinstance(cat, nn.ConcatOp) and cat.axis.value.data == 1 or isinstance(cat, nn.DepthToSpaceOp):
+        # a concat's parts, or the phases a ConvTranspose's interleave moves (an element-wise
+        # function commutes with moving words)
         parts = [_conv(v) if v.has_one_use() else None for v in cat.inputs]
         if all(p is not None for p in parts):
             return parts
