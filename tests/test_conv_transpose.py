@@ -278,15 +278,17 @@ def numpy_weights(m: onnx.ModelProto) -> dict[str, np.ndarray]:
 
 
 def _head(activation: str = "Sigmoid") -> onnx.ModelProto:
-    """A detector head's end (PP-OCRv4 det): conv, ReLU, ConvTranspose 2x2/2 to one channel, BN,
-    then the activation."""
+    """A detector head's end as Paddle exports it (PP-OCRv4 det): conv, ReLU, ConvTranspose 2x2/2
+    to one channel, its BN as a Mul and an Add by per-channel constants, then the activation (the
+    importer folds a BatchNormalization node into the ConvTranspose itself; these it cannot)."""
     n = helper.make_node
     nodes = [n("Conv", ["x", "w0", "b0"], ["c0"], name="c0", pads=[1, 1, 1, 1]), n("Relu", ["c0"], ["r0"]),
              n("ConvTranspose", ["r0", "wt", "bt"], ["t"], name="ct", strides=[2, 2], kernel_shape=[2, 2]),
-             n("BatchNormalization", ["t", "g", "be", "m", "v"], ["bn"], name="bn"), n(activation, ["bn"], ["y"], name="act")]
+             n("Mul", ["t", "k"], ["tk"], name="scale"), n("Add", ["tk", "s"], ["bn"], name="shift"),
+             n(activation, ["bn"], ["y"], name="act")]
     inits = {"w0": rand(24, 8, 3, 3, scale=0.1), "b0": rand(24, seed=1, scale=0.1), "wt": rand(24, 1, 2, 2, seed=2, scale=0.3),
-             "bt": rand(1, seed=3, scale=0.1), "g": np.array([1.3], np.float32), "be": np.array([0.2], np.float32),
-             "m": np.array([0.1], np.float32), "v": np.array([0.8], np.float32)}
+             "bt": rand(1, seed=3, scale=0.1), "k": np.full((1, 1, 1, 1), 1.4, np.float32),
+             "s": np.full((1, 1, 1, 1), 0.15, np.float32)}
     return model(nodes, {"x": [1, 8, 12, 20]}, {"y": [1, 1, 24, 40]}, inits)
 
 
@@ -299,7 +301,7 @@ def test_a_bn_after_the_interleave_folds_into_the_phases(unit: int) -> None:
     hw = SnowflakeConfig(writeback_activation=unit)
     c = compile_model(_head(), hw=hw)
     convs = [op for op in c.module.walk() if isinstance(op, nn.Conv2dOp)]
-    assert not [op for op in c.module.walk() if isinstance(op, nn.BatchNormOp)]
+    assert not [op for op in c.module.walk() if isinstance(op, (nn.BatchNormOp, nn.MulOp, nn.AddOp))]
     assert [op.attributes["onnx_node"].data for op in convs] == ["c0", "ct"], [str(op.attributes.get("onnx_node")) for op in convs]
     ct = convs[1]
     assert (ct.act is not None and "sigmoid" in str(ct.act)) == bool(unit)
@@ -308,3 +310,19 @@ def test_a_bn_after_the_interleave_folds_into_the_phases(unit: int) -> None:
     assert r.report.check.golden_bit_exact
     got = r.outputs[0] if isinstance(r.outputs, list) else next(iter(r.outputs.values()))
     np.testing.assert_allclose(got, ort_run(_head(), x), atol=0.01)
+
+
+def test_the_scale_folds_into_every_phase_conv() -> None:
+    """With the phases method the interleave reads four convs: the scale and shift fold into each,
+    and the result is onnxruntime's."""
+    from snowir.passes.nn.fold_batch_norm import FoldBatchNormPass
+
+    module = import_model(_head())
+    ConvTransposeToConvPass(method="phases").apply(None, module)
+    FoldBatchNormPass().apply(None, module)
+    assert not [op for op in module.walk() if isinstance(op, (nn.MulOp, nn.AddOp))]
+    (d2s,) = [op for op in module.walk() if isinstance(op, nn.DepthToSpaceOp)]
+    assert len(d2s.inputs) == 4 and all(isinstance(v.owner, nn.Conv2dOp) for v in d2s.inputs)
+    x = rand(1, 8, 12, 20, seed=9)
+    (y,) = Golden(module).run(x)
+    np.testing.assert_allclose(y, ort_run(_head(), x), rtol=1e-4, atol=1e-4)

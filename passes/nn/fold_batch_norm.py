@@ -87,7 +87,7 @@ def _fold_interleaved(interleaved: Interleaved, k: np.ndarray, shift: np.ndarray
                              conv.groups.value.data)
         folded.attributes.update(conv.attributes)
         rewriter.insert(folded, _before(conv))
-        rewriter.replace(conv, [folded], [folded.output])
+        rewriter.replace(conv, [], [folded.output])
     rewriter.replace(replace, [], [d2s.output])
 
 
