@@ -325,6 +325,27 @@ def real_nets(R: Results) -> str:
                     rows) + "\n\n" + caption("bench/results/real_nets.json", "python bench/real_nets.py")
 
 
+@table("real-nets-unit")
+def real_nets_unit(R: Results) -> str:
+    """The real nets run on the stock machine (real_nets.json) and with the write-back activation
+    unit (real_nets_unit.json, the models run there)."""
+    stock = {r["model"]: r for r in R("real_nets.json")["rows"]}
+    rows = []
+    for u in R("real_nets_unit.json")["rows"]:
+        s = stock[u["model"]]
+        rows.append([u["model"], f"{s['device_ms']:.2f} / {u['device_ms']:.2f}", f"{s['host_ms']:.2f} / {u['host_ms']:.2f}",
+                     f"{s['end_to_end_ms']:.2f} / {u['end_to_end_ms']:.2f}",
+                     f"**{u['end_to_end_ms'] / s['end_to_end_ms']:.2f}×**",
+                     ", ".join(f"{k} {v}" for k, v in sorted(u.get("host_ops", {}).items())) or "–",
+                     f"{s['metric']} {s['score']:.3f} / {u['score']:.3f}", yes(u["golden_eq_machine"])])
+    return md_table(["model", "device ms (stock / unit)", "host ms", "end to end ms", "unit / stock",
+                     "host ops left with the unit", "task result vs onnxruntime", "machine = golden (unit)"],
+                    rows) + "\n\n" + caption("bench/results/real_nets.json and real_nets_unit.json",
+                                               "python bench/real_nets.py; python bench/real_nets.py --only "
+                                               "common_det,ch_PP-OCRv4_det_infer,ch_ppocr_mobile_v2.0_cls_infer "
+                                               "--hw unit.json --out DIR")
+
+
 @table("light-snr")
 def light_snr(R: Results) -> str:
     rows = [[r["model"], r["format"], f"{r['float_rel_err']:.1e}", f"{r['snr_db']:.1f}", f"{r['max_abs_err']:.3f}",
