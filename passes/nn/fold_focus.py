@@ -1,8 +1,10 @@
 """
-fold-focus: a space-to-depth written as strided Slices and a channel Concat (YOLOv5 / YOLOX's
-"Focus": x[..., ::2, ::2], x[..., 1::2, ::2], ... concatenated on channels) in front of convs
-becomes part of each conv: the conv reads the Slices' source with s times its stride and an s
-times larger kernel.
+fold-focus: a space-to-depth written as strided Slices and a channel Concat in front of convs
+(the Focus layer of YOLOv5 and YOLOX) becomes part of each conv: the conv reads the Slices'
+source with s times its stride and an s times larger kernel.
+
+Focus concatenates x[:, :, 0::2, 0::2], x[:, :, 1::2, 0::2], x[:, :, 0::2, 1::2] and
+x[:, :, 1::2, 1::2] on channels:
 
     P[0, q, a, b] = X[0, c_q, s·a + dy_q, s·b + dx_q]     (the Slices and Concat, for every q)
     conv(P, W, stride t, pads p) = conv(X, W', stride s·t, pads s·p)
