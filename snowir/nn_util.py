@@ -102,6 +102,16 @@ def layer_name(op: Operation, default: str = "layer") -> str:
     return (op.results[0].name_hint if op.results else None) or default
 
 
+def name_part(part: Operation, whole: Operation, suffix: str) -> None:
+    """Name `part`, one of the ops `whole` became, as `whole`'s row in the reports with
+    `.suffix`: its ONNX node's name, or an unnamed node's output name (`layer_name`)."""
+    name = whole.attributes.get("onnx_node")
+    if isinstance(name, StringAttr):
+        part.attributes["onnx_node"] = StringAttr(f"{name.data}.{suffix}")
+    elif whole.results and whole.results[0].name_hint and part.results:
+        part.results[0].name_hint = f"{whole.results[0].name_hint}.{suffix}"
+
+
 def conv_shape(op: nn.Conv2dOp):
     """The code generator's ConvShape of a (quantised) nn.conv2d."""
     _, c, h, w = op.input.type.get_shape()

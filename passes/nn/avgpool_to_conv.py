@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 from xdsl.pattern_rewriter import (GreedyRewritePatternApplier, PatternRewriter, PatternRewriteWalker,
@@ -31,7 +31,7 @@ from xdsl.pattern_rewriter import (GreedyRewritePatternApplier, PatternRewriter,
 
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
-from snowir.nn_util import new_constant, shape_of, tensor
+from snowir.nn_util import name_part, new_constant, shape_of, tensor
 from snowir.plan.shapes import BIAS_BLOCK
 
 
@@ -91,11 +91,7 @@ class GlobalAvgToConv(RewritePattern):
         fh, fw = window
         part = _depthwise_conv(op, op.input, window, window, (0, 0, 0, 0), tensor([n, c, h // fh, w // fw], op.input),
                                rewriter)
-        suffix = f"{fh}x{fw}"
-        if "onnx_node" in op.attributes:
-            part.attributes["onnx_node"] = StringAttr(f"{op.attributes['onnx_node'].data}.{suffix}")
-        elif op.output.name_hint:
-            part.output.name_hint = f"{op.output.name_hint}.{suffix}"
+        name_part(part, op, f"{fh}x{fw}")
         rewriter.insert(part, InsertPoint.before(op))
         rest = nn.GlobalAvgPoolOp(part.output, op.output.type)
         rest.attributes.update(op.attributes)

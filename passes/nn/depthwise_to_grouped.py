@@ -73,7 +73,7 @@ from snowir.dialects import nn
 from snowir.host_model import host_ms, round_trip_ms
 from snowir.host_nodes import valid_taps
 from snowir.hw import SnowflakeConfig
-from snowir.nn_util import const_of, constant_op, shape_of
+from snowir.nn_util import const_of, constant_op, name_part, shape_of
 from snowir.plan.issue import placement_cycles
 from snowir.plan.layout import LANE_GROUPS, block_diagonal
 from snowir.plan.shapes import LoweringError
@@ -356,15 +356,11 @@ def _slices(op: nn.Conv2dOp, w: np.ndarray) -> list[SliceConv]:
     trace of kw MAC cycles with 1 useful lane in 16 (the bound), instead of a 16-word trace a
     tap (docs/lowering.md, "Depthwise convs: the bound")."""
     bias = const_of(op.bias) if op.bias is not None else None
-    name = op.attributes.get("onnx_node")
     sizes = _slice_sizes(shape_of(op.input)[1])
     parts = []
     for g, size in enumerate(sizes):
         sl, consts, conv = _slice_conv(op, w, bias, g * LANES, size)
-        if isinstance(name, StringAttr):  # the reports' rows: dw.0, dw.1, ... and the concat dw
-            conv.attributes["onnx_node"] = StringAttr(f"{name.data}.{g}")
-        elif op.output.name_hint:  # an unnamed ONNX node's rows: its output's name, v478.0, ...
-            conv.output.name_hint = f"{op.output.name_hint}.{g}"
+        name_part(conv, op, str(g))  # the reports' rows: dw.0, dw.1, ... and the concat dw
         conv.attributes[SLICED] = StringAttr(f"{g} of {len(sizes)}")
         parts.append((sl, consts, conv))
     return parts
@@ -459,7 +455,6 @@ def _producer_blocks(p: nn.Conv2dOp, pw: np.ndarray, priced_only: bool = False
     reads shapes only; `diagonal_conv`)."""
     bias = const_of(p.bias) if p.bias is not None else None
     n, _, oh, ow = shape_of(p.output)
-    name = p.attributes.get("onnx_node")
     sizes = _slice_sizes(shape_of(p.output)[1])
     frac = weight_frac(pw, most_frac(p))
     out = []
@@ -475,10 +470,7 @@ def _producer_blocks(p: nn.Conv2dOp, pw: np.ndarray, priced_only: bool = False
                            [int(v) for v in p.strides.get_values()], [int(v) for v in p.pads.get_values()],
                            [int(v) for v in p.dilations.get_values()], 1, p.relu is not None)
         conv.attributes.update(p.attributes)
-        if isinstance(name, StringAttr):
-            conv.attributes["onnx_node"] = StringAttr(f"{name.data}.{g}")
-        elif p.output.name_hint:
-            conv.output.name_hint = f"{p.output.name_hint}.{g}"
+        name_part(conv, p, str(g))
         conv.attributes[BLOCKED] = StringAttr(f"{g} of {len(sizes)}")
         conv.attributes["w_frac_max"] = IntegerAttr(frac, 64)  # the producer's one weight format
         out.append(((weight, b), conv))

@@ -30,14 +30,17 @@ from snowir.nn_util import const_of, drop_dead_constants, new_constant, per_chan
 
 
 def _foldable_conv(value: SSAValue) -> nn.Conv2dOp | None:
+    """The conv producing `value`, when a per-channel scale / shift may go into its constant
+    weights and bias."""
     conv = value.owner
-    if isinstance(conv, nn.Conv2dOp) and single_use(value) and conv.relu is None and conv.bypass is None:
+    if isinstance(conv, nn.Conv2dOp) and single_use(value) and conv.relu is None and conv.bypass is None \
+            and const_of(conv.weight) is not None and const_of(conv.bias) is not None:
         return conv
     return None
 
 
-def _rescale(conv: nn.Conv2dOp, k: np.ndarray, shift: np.ndarray, rewriter: PatternRewriter, replace) -> None:
-    """Replace `replace` by conv with weights * k (per output channel) and bias * k + shift."""
+def _scaled(conv: nn.Conv2dOp, k: np.ndarray, shift: np.ndarray, rewriter: PatternRewriter) -> nn.Conv2dOp:
+    """`conv` with weights * k (per output channel) and bias * k + shift, inserted before it."""
     w, b = const_of(conv.weight), const_of(conv.bias)
     new_w = new_constant(rewriter, conv, w * k.reshape(-1, 1, 1, 1), "w_folded")
     new_b = new_constant(rewriter, conv, b * k + shift, "b_folded")
@@ -46,25 +49,20 @@ def _rescale(conv: nn.Conv2dOp, k: np.ndarray, shift: np.ndarray, rewriter: Patt
                          conv.groups.value.data)
     folded.attributes.update(conv.attributes)
     rewriter.insert(folded, _before(conv))
-    rewriter.replace(replace, [], [folded.output])
-    rewriter.erase(conv)
+    return folded
 
 
-Interleaved = tuple[nn.DepthToSpaceOp, list[tuple[nn.Conv2dOp, np.ndarray]]]
-
-
-def _interleaved(value: SSAValue) -> Interleaved | None:
+def _interleaved(value: SSAValue) -> tuple[nn.DepthToSpaceOp, list[tuple[nn.Conv2dOp, np.ndarray]]] | None:
     """The convs whose phases an `nn.depth_to_space` read only by the BN interleaves into
     `value`, each with the output channel of each of its channels; None if it is not that."""
     d2s = value.owner
     if not isinstance(d2s, nn.DepthToSpaceOp) or not single_use(value):
         return None
     convs = [_foldable_conv(v) for v in d2s.inputs]
-    if any(c is None or const_of(c.weight) is None or const_of(c.bias) is None for c in convs):
+    if any(c is None for c in convs):
         return None
     by, bx = (int(v) for v in d2s.block.get_values())
-    groups = d2s.groups.value.data
-    per_group = shape_of(value)[1] // groups  # Mg
+    per_group = shape_of(value)[1] // d2s.groups.value.data  # Mg
     out, start = [], 0
     for conv in convs:
         q = start + np.arange(shape_of(conv.output)[1])
@@ -73,22 +71,24 @@ def _interleaved(value: SSAValue) -> Interleaved | None:
     return d2s, out
 
 
-def _fold_interleaved(interleaved: Interleaved, k: np.ndarray, shift: np.ndarray, rewriter: PatternRewriter,
-                      replace) -> None:
-    """A per-channel scale / shift after a depth_to_space, folded into the phases' convs (the
-    interleave only moves words, so output channel o's k and shift apply to every phase of o)."""
-    d2s, parts = interleaved
-    for conv, channel in parts:
-        w, b = const_of(conv.weight), const_of(conv.bias)
-        new_w = new_constant(rewriter, conv, w * k[channel].reshape(-1, 1, 1, 1), "w_folded")
-        new_b = new_constant(rewriter, conv, b * k[channel] + shift[channel], "b_folded")
-        folded = nn.Conv2dOp(conv.input, new_w, new_b, conv.output.type, [int(v) for v in conv.strides.get_values()],
-                             [int(v) for v in conv.pads.get_values()], [int(v) for v in conv.dilations.get_values()],
-                             conv.groups.value.data)
-        folded.attributes.update(conv.attributes)
-        rewriter.insert(folded, _before(conv))
-        rewriter.replace(conv, [], [folded.output])
-    rewriter.replace(replace, [], [d2s.output])
+def _fold(x: SSAValue, k: np.ndarray, shift: np.ndarray, rewriter: PatternRewriter, replace) -> None:
+    """Replace `replace` (a per-channel scale / shift of x) by x's conv rescaled; or, after a
+    ConvTranspose's interleave, by the interleave of its phase convs rescaled (it only moves
+    words, so output channel o's k and shift apply to every phase of o); else by a depthwise
+    1x1 conv."""
+    conv = _foldable_conv(x)
+    if conv is not None:
+        rewriter.replace(replace, [], [_scaled(conv, k, shift, rewriter).output])
+        rewriter.erase(conv)
+        return
+    interleaved = _interleaved(x)
+    if interleaved is not None:
+        d2s, parts = interleaved
+        for conv, channel in parts:
+            rewriter.replace(conv, [], [_scaled(conv, k[channel], shift[channel], rewriter).output])
+        rewriter.replace(replace, [], [d2s.output])
+        return
+    _depthwise(x, k, shift, rewriter, replace)
 
 
 def _before(op):
@@ -116,13 +116,7 @@ class FoldBatchNorm(RewritePattern):
             return
         k = (gamma / np.sqrt(var.astype(np.float64) + op.epsilon.value.data)).astype(np.float32)
         shift = (beta - mean * k).astype(np.float32)
-        conv = _foldable_conv(op.input)
-        if conv is not None and const_of(conv.weight) is not None and const_of(conv.bias) is not None:
-            _rescale(conv, k, shift, rewriter, op)
-        elif (parts := _interleaved(op.input)) is not None:
-            _fold_interleaved(parts, k, shift, rewriter, op)
-        else:
-            _depthwise(op.input, k, shift, rewriter, op)
+        _fold(op.input, k, shift, rewriter, op)
 
 
 class FoldChannelScale(RewritePattern):
@@ -140,13 +134,7 @@ class FoldChannelScale(RewritePattern):
                 continue
             ones, zeros = np.ones_like(vec), np.zeros_like(vec)
             k, shift = (vec, zeros) if isinstance(op, nn.MulOp) else (ones, vec)
-            conv = _foldable_conv(x)
-            if conv is not None and const_of(conv.weight) is not None and const_of(conv.bias) is not None:
-                _rescale(conv, k, shift, rewriter, op)
-            elif (parts := _interleaved(x)) is not None:
-                _fold_interleaved(parts, k, shift, rewriter, op)
-            else:
-                _depthwise(x, k, shift, rewriter, op)
+            _fold(x, k, shift, rewriter, op)
             return
 
 

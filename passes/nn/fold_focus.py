@@ -54,6 +54,8 @@ class Phases:
     channel: np.ndarray
     dy: np.ndarray
     dx: np.ndarray
+    ops: tuple[Operation, ...]
+    """The Concat (if any) and the Slices computing P, readers first."""
 
 
 def _slice_args(op: nn.HostOp) -> tuple[list[int], list[int], list[int], list[int]] | None:
@@ -108,7 +110,8 @@ def _chain(value: SSAValue) -> tuple[SSAValue, list[nn.HostOp]] | None:
 
 def match_phases(p: SSAValue) -> Phases | None:
     """How `p` (a conv's input) is a space-to-depth of one tensor, if it is."""
-    parts = list(p.owner.inputs) if isinstance(p.owner, nn.ConcatOp) and p.owner.axis.value.data == 1 else [p]
+    cat = p.owner if isinstance(p.owner, nn.ConcatOp) and p.owner.axis.value.data == 1 else None
+    parts = list(cat.inputs) if cat is not None else [p]
     chains = [_chain(v) for v in parts]
     if any(c is None for c in chains) or len({id(c[0]) for c in chains}) != 1:
         return None
@@ -143,7 +146,8 @@ def match_phases(p: SSAValue) -> Phases | None:
     expected = channel[:, None, None] * h * w + (s * a + dy[:, None, None]) * w + s * b + dx[:, None, None]
     if not np.array_equal(flat, expected):
         return None
-    return Phases(x, s, channel, dy, dx)
+    slices = tuple(op for _, chain in chains for op in reversed(chain))
+    return Phases(x, s, channel, dy, dx, ((cat,) if cat is not None else ()) + slices)
 
 
 def conv_over_source(w: np.ndarray, ph: Phases, c: int) -> np.ndarray:
@@ -177,16 +181,8 @@ class FoldFocus(RewritePattern):
                            strides=[s * int(v) for v in op.strides.get_values()],
                            pads=[s * int(v) for v in op.pads.get_values()])
         conv.attributes.update(op.attributes)
-        self.bypassed += [o for o in _producers(op.input) if o not in self.bypassed]
+        self.bypassed += [o for o in ph.ops if o not in self.bypassed]
         rewriter.replace(op, [conv])
-
-
-def _producers(p: SSAValue) -> list[Operation]:
-    """The Concat and Slices that compute `p`, readers first."""
-    ops: list[Operation] = []
-    for v in (list(p.owner.inputs) if isinstance(p.owner, nn.ConcatOp) else []):
-        ops += reversed(_chain(v)[1])
-    return [p.owner, *ops] if isinstance(p.owner, nn.ConcatOp) else list(reversed(_chain(p)[1]))
 
 
 def _drop_dead(ops: list[Operation]) -> None:

@@ -257,6 +257,17 @@ def _short(plan: ConvPlan) -> bool:
     return s.kh == 1 and s.kw == 1 and s.c <= TRACE_CHUNK and not plan.indp
 
 
+def _loop_start(b: AsmBuilder, plan: ConvPlan, ky0: int, bypass: bool, x0: int) -> None:
+    """A pixel loop's addresses at pixel x0: maps (from its first used kernel row), output,
+    bypass, weights (kernel row ky0)."""
+    s = plan.shape
+    add_offset(b, R_MAPS, R_ROWBASE, (x0 * s.sx - s.pl) * s.cin)
+    add_offset(b, R_OUT, R_OUTROW, 2 * x0 * out_pixel(plan))
+    if bypass:
+        add_offset(b, R_BYP, R_BYPROW, x0 * _bypass_stride(plan))
+    add_offset(b, R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step)
+
+
 def _pixel_loop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, ky0: int, rows: int, bypass: bool, x0: int, x1: int) -> None:
     """Interior pixels [x0, x1), one a loop iteration."""
     s = plan.shape
@@ -266,11 +277,7 @@ def _pixel_loop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, ky0: int, ro
     if row_loop_pays(plan, rows, hw):
         _row_traces_loop(b, plan, ky0, rows, bypass, x0, x1)
         return
-    add_offset(b, R_MAPS, R_ROWBASE, (x0 * s.sx - s.pl) * s.cin)
-    add_offset(b, R_OUT, R_OUTROW, 2 * x0 * out_pixel(plan))
-    if bypass:
-        add_offset(b, R_BYP, R_BYPROW, x0 * _bypass_stride(plan))
-    add_offset(b, R_W, R_TW, ky0 * s.kw * s.c * plan.weight_step)
+    _loop_start(b, plan, ky0, bypass, x0)
     b.const(R_X, x0)
     b.const(R_XEND, x1 - 1)
     top = b.label("x")
@@ -295,11 +302,7 @@ def _row_traces_loop(b: AsmBuilder, plan: ConvPlan, ky0: int, rows: int, bypass:
     row = s.w * s.cin
     ws = plan.weight_step
     step_out = 2 * out_pixel(plan)
-    add_offset(b, R_MAPS, R_ROWBASE, (x0 * s.sx - s.pl) * s.cin)
-    add_offset(b, R_OUT, R_OUTROW, 2 * x0 * out_pixel(plan))
-    if bypass:
-        add_offset(b, R_BYP, R_BYPROW, x0 * _bypass_stride(plan))
-    add_offset(b, R_W, R_TW, ky0 * s.kw * s.c * ws)
+    _loop_start(b, plan, ky0, bypass, x0)
     for r in range(1, rows):
         b.emit(sf.AddiOp(ROW_PAIRS[r][1], R_W, r * s.kw * s.c * ws))
     # taken while the pixel just computed is not the last but one: R_OUT steps in a delay slot
