@@ -2,7 +2,7 @@
 The two pipelines, as pass lists in one place.
 
 nn-prepare{format=Q8.8}: from an imported model to the fixed-point graph Snowflake runs:
-resize-to-conv-transpose, conv-transpose-to-conv, fold-hard-swish, drop-identity, fold-focus, fold-batch-norm, fuse-residual-add, fuse-relu,
+resize-to-conv-transpose, conv-transpose-to-conv, fold-hard-swish, drop-identity, fold-focus, cascade-max-pool, fold-batch-norm, fuse-residual-add, fuse-relu,
 fold-channel-shuffle, sequence-gemm, fc-to-conv,
 avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth, pad-rows,
 add-to-bypass, fuse-activation (a machine with the write-back activation unit), se-gate, partition-host,
@@ -44,6 +44,7 @@ from snowir.passes.convert.nn_to_tile import NNToTilePass
 from snowir.passes.convert.tile_to_asm import TileToAsmPass
 from snowir.passes.nn.add_to_bypass import AddToBypassPass
 from snowir.passes.nn.avgpool_to_conv import AvgPoolToConvPass
+from snowir.passes.nn.cascade_max_pool import CascadeMaxPoolPass
 from snowir.passes.nn.conv_transpose_to_conv import ConvTransposeToConvPass
 from snowir.passes.nn.resize_to_conv_transpose import ResizeToConvTransposePass
 from snowir.passes.nn.depthwise_to_grouped import DepthwiseToGroupedPass
@@ -96,7 +97,7 @@ class NNPreparePass(ModulePass):
     space-to-depth, pad-rows, depthwise-to-grouped, partition-host); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        passes: list[ModulePass] = [ResizeToConvTransposePass(), ConvTransposeToConvPass(self.hw), FoldHardSwishPass(), DropIdentityPass(), FoldFocusPass(), FoldBatchNormPass(),
+        passes: list[ModulePass] = [ResizeToConvTransposePass(), ConvTransposeToConvPass(self.hw), FoldHardSwishPass(), DropIdentityPass(), FoldFocusPass(), CascadeMaxPoolPass(), FoldBatchNormPass(),
                                     FuseResidualAddPass(), FuseReluPass(), FoldChannelShufflePass(self.hw),
                                     SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(self.hw),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
