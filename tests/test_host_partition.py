@@ -261,3 +261,19 @@ def test_a_concat_placed_on_the_device_is_refused() -> None:
     next(op for op in module.walk() if isinstance(op, nn.ConcatOp)).attributes["place"] = nn.StringAttr("snowflake")
     with pytest.raises(PassFailedException, match="cannot run there: channel concat"):
         NNPreparePass().apply(None, module)
+
+
+@pytest.mark.parametrize("include_pad,place", [(0, "host"), (1, "snowflake")])
+def test_an_average_pool_excluding_padding_stays_on_the_host_and_says_why(include_pad: int, place: str) -> None:
+    """Inception's branch pool (3x3, stride 1, pad 1, count_include_pad = 0): a border window
+    divides by 6 or 4, the interior by 9, which one conv's weights cannot give; with the padding
+    counted it is a conv (avgpool-to-conv) on the device."""
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                            count_include_pad=include_pad, name="pool")
+    module = import_model(model([node], {"x": [1, 32, 14, 14]}, {"y": [1, 32, 14, 14]}))
+    NNPreparePass().apply(None, module)
+    (op,) = [op for op in module.walk() if getattr(op.attributes.get("onnx_node"), "data", None) == "pool"
+             and not isinstance(op, nn.ConstantOp)]
+    assert op.attributes["place"].data == place
+    if place == "host":
+        assert "count_include_pad = 0" in op.attributes["host_reason"].data

@@ -81,11 +81,17 @@ GATE_REASON = ("a per-channel gate computed at run time that se-gate did not mak
                "writes (it would be written mid-segment, after the conv's kernels load), or se-gate off")
 
 
+AVG_REASON = ("average pool whose border windows divide by their own count (padding excluded: count_include_pad = 0, "
+              "or ceil-mode partial windows): one conv's weights give one divisor")
+
+
 def _host_conv_reason(op) -> str | None:
-    """Why a conv `_depthwise` keeps on the host, or a multiply by a run-time per-channel gate
-    (None for other ops: their op says it)."""
+    """Why a conv `_depthwise` keeps on the host, an average pool avgpool-to-conv left, or a
+    multiply by a run-time per-channel gate (None for other ops: their op says it)."""
     if isinstance(op, nn.MulOp) and gate_of(op) is not None:
         return "the host is estimated faster (placement_cost)" if "placement_cost" in op.attributes else GATE_REASON
+    if isinstance(op, nn.AvgPoolOp):
+        return AVG_REASON
     if not isinstance(op, nn.Conv2dOp):
         return None
     k, cg = op.weight.type.get_shape()[:2]
