@@ -10,10 +10,13 @@ from here, never from literals of their own.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from snowir.errors import SnowError
 
 
 # What the 32-bit encoding can name (docs/isa.md): the LD select field (imm[8:4] and imm[11:10],
@@ -54,8 +57,8 @@ timing only, so an image may run on a machine that differs in them (a what-if); 
 images record these fields (`.sfb` version 2, the `hw` attribute of `snowflake_asm.image`)."""
 
 
-class ConfigError(ValueError):
-    """A hardware description file that cannot be used."""
+class ConfigError(SnowError, ValueError):
+    """A hardware description file that cannot be used (a SnowError: the tools print it as one line)."""
 
 
 @dataclass(frozen=True)
@@ -181,7 +184,9 @@ class SnowflakeConfig:
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if key not in known:
-                raise ConfigError(f"{source}: unknown hardware parameter '{key}'")
+                close = difflib.get_close_matches(key, sorted(known), n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise ConfigError(f"{source}: unknown hardware parameter '{key}'{hint}")
             want = type(getattr(cls(), key))
             if want is float and isinstance(value, int) and not isinstance(value, bool):
                 value = float(value)

@@ -61,7 +61,7 @@ class PartitionHostPass(ModulePass):
             if inner.name.startswith("nn.") and not isinstance(inner, nn.ConstantOp):
                 device = (isinstance(inner, DEVICE) and not _depthwise(inner)) or \
                     (isinstance(inner, nn.TransposeOp) and transpose_is_view(inner))
-                reason = device_refusal(inner, hw) if device else _host_conv_reason(inner)
+                reason = device_refusal(inner, hw) if device else _host_conv_reason(inner, hw)
                 if reason is not None:
                     device = False
                     inner.attributes["host_reason"] = StringAttr(reason)
@@ -85,13 +85,56 @@ AVG_REASON = ("average pool whose border windows divide by their own count (padd
               "or ceil-mode partial windows): one conv's weights give one divisor")
 
 
-def _host_conv_reason(op) -> str | None:
+HOST_OP_REASONS = {
+    "Slice": "a slice of pixels, a strided slice or one computed at run time (a channel run is a channel slice, "
+             "read in place)",
+    "Split": "a split of a tensor that is not NCHW, off the channel axis, or with run-time sizes (a channel split of "
+             "an NCHW tensor is channel slices, read in place)",
+    "Resize": "a mode or coordinate mapping other than nearest pixel y -> y div s (resize-to-conv-transpose)",
+}
+"""Why common ONNX operators that have a device form in some spelling stayed `nn.host` ops."""
+UNIT_ACTIVATIONS = ("Sigmoid", "LeakyRelu", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Relu6")
+
+
+def _writes_runtime_kernels(op) -> bool:
+    """Whether `op`'s result becomes a conv's kernels (through views): se-gate's gate."""
+    values = list(op.results)
+    while values:
+        for use in values.pop().uses:
+            user = use.operation
+            if isinstance(user, nn.ReshapeOp | nn.FlattenOp):
+                values.extend(user.results)
+            elif isinstance(user, nn.Conv2dOp) and "runtime_kernels" in user.attributes and use.index == 1:
+                return True
+    return False
+
+
+def _host_conv_reason(op, hw: SnowflakeConfig) -> str | None:
     """Why a conv `_depthwise` keeps on the host, an average pool avgpool-to-conv left, or a
     multiply by a run-time per-channel gate (None for other ops: their op says it)."""
     if isinstance(op, nn.MulOp) and gate_of(op) is not None:
         return "the host is estimated faster (placement_cost)" if "placement_cost" in op.attributes else GATE_REASON
     if isinstance(op, nn.AvgPoolOp):
         return AVG_REASON
+    if isinstance(op, nn.HostOp):
+        kind = op.op_type.data
+        if kind in UNIT_ACTIVATIONS and _writes_runtime_kernels(op):
+            why = ("an SE gate: se-gate writes it as the gate conv's kernels, which the host computes (C values) "
+                   "before the segment that reads them")
+        elif kind in UNIT_ACTIVATIONS:
+            why = ("not right after a conv whose write-back could apply it" if hw.writeback_activation else
+                   "this machine's write-back has no activation unit (SnowflakeConfig.writeback_activation = 0)")
+        else:
+            why = HOST_OP_REASONS.get(kind, "no device form (onnxruntime runs it)")
+        return f"ONNX {kind}: {why}"
+    if isinstance(op, nn.ClipOp | nn.HardSigmoidOp | nn.HardSwishOp):
+        return (f"{op.name}: not right after a conv whose write-back could apply it" if hw.writeback_activation else
+                f"{op.name}: this machine's write-back has no activation unit (SnowflakeConfig.writeback_activation"
+                f" = 0)")
+    if isinstance(op, nn.SpaceToDepthOp | nn.UnfoldRowsOp | nn.PadRowsOp):
+        return f"{op.name}: the model input in the stem's layout, written by the host as it loads the input"
+    if isinstance(op, nn.TransposeOp):
+        return "a transpose that moves words in the device's order: the host copies them"
     if not isinstance(op, nn.Conv2dOp):
         return None
     k, cg = op.weight.type.get_shape()[:2]

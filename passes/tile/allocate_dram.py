@@ -194,9 +194,9 @@ class AllocateDramPass(ModulePass):
         written += [(index, result) for index, s in enumerate(segs.segments) for host in s.host_before
                     for result in host.results]
         for index, value in written:
-            t = tensors.get(slot_of(value).root)
-            if t is not None:
-                t.first = min(t.first, segs.first_position(index))
+            root = slot_of(value).root
+            if root is not value and root in tensors:  # a slice of a concat's tensor, not a tensor of its own
+                tensors[root].first = min(tensors[root].first, segs.first_position(index))
         # the host reads a device tensor once the segment that wrote it has ended
         for index, s in enumerate(segs.segments):
             for host in s.host_before:
