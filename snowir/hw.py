@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from snowir.errors import SnowError
-
 
 # What the 32-bit encoding can name (docs/isa.md): the LD select field (imm[8:4] and imm[11:10],
 # 7 bits) names up to 16 CUs x 4 vMACs; the VMOV mask word (imm[5:3]) sets 32 write-back enables
@@ -57,8 +55,11 @@ timing only, so an image may run on a machine that differs in them (a what-if); 
 images record these fields (`.sfb` version 2, the `hw` attribute of `snowflake_asm.image`)."""
 
 
-class ConfigError(SnowError, ValueError):
-    """A hardware description file that cannot be used (a SnowError: the tools print it as one line)."""
+class ConfigError(ValueError):
+    """A hardware description file that cannot be used. Its message starts with the file's name,
+    so the tools print it as it is (snowir/errors.py `one_line`)."""
+
+    names_its_file = True
 
 
 @dataclass(frozen=True)

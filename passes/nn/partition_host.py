@@ -116,6 +116,9 @@ def _host_conv_reason(op, hw: SnowflakeConfig) -> str | None:
         return "the host is estimated faster (placement_cost)" if "placement_cost" in op.attributes else GATE_REASON
     if isinstance(op, nn.AvgPoolOp):
         return AVG_REASON
+    given = op.attributes.get("host_reason")
+    if isinstance(given, StringAttr) and not isinstance(op, nn.Conv2dOp | nn.MulOp):
+        return given.data  # an earlier pass said why (resize-to-conv-transpose, fold-channel-shuffle, ...)
     if isinstance(op, nn.HostOp):
         kind = op.op_type.data
         if kind in UNIT_ACTIVATIONS and _writes_runtime_kernels(op):
