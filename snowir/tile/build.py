@@ -18,7 +18,7 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, UnitAttr, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf, tile
-from snowir.dialects.tile.decisions import (CHANNELS, CU_ROWS, KERNEL_TILE, LAYER, MAPS_BUFFERING, PIXELS, PLAN_DECISIONS, RING,
+from snowir.dialects.tile.decisions import (CHANNELS, CU_ROWS, KERNEL_TILE, LAYER, MAPS_BUFFERING, PHASES, PIXELS, PLAN_DECISIONS, RING,
                                           SLOT, decisions_on, write_decisions)
 from snowir.golden import Golden, Q, constant_array, element_frac, int_values
 from snowir.hw import DEFAULT, SnowflakeConfig
@@ -27,11 +27,11 @@ from snowir.plan.conv import plan_conv
 from snowir.plan.fused_pool import fuse, fusing_pays
 from snowir.plan.indp_columns import column_layout
 from snowir.plan.residual_mode import conv_mode
-from snowir.plan.layout import (LANE_GROUPS, ConvLayout, block_diagonal, conv_layout, interleaved, pack_for, packed_kernels,
+from snowir.plan.layout import (LANE_GROUPS, ConvLayout, block_diagonal, conv_layout, interleaved, merged, pack_for, packed_kernels,
                                 packed_words, unpack)
 from snowir.plan.pool import plan_pool_tiles, ring_loads
 from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align, band_plans,
-                                indp_kernel_words, input_columns, input_rows, kernels_per_tile)
+                                indp_kernel_words, input_columns, input_rows, kernel_vmacs, kernels_per_tile)
 from snowir.resources import int16_array, int16_resource
 from snowir.segments import slot_of
 
@@ -71,20 +71,37 @@ def output_pixels(region: tile.DramRegionOp) -> tuple[int, ...] | None:
     return PIXELS.value(region)
 
 
+def output_phases(region: tile.DramRegionOp) -> tuple[int, ...] | None:
+    """An output region's `phases` (sy, sx, height, width): a merged conv's interleave result,
+    every phase written in place through the CU stride; None otherwise."""
+    return PHASES.value(region)
+
+
 def output_placement(region: tile.DramRegionOp, s: ConvShape) -> tuple[int, int, int]:
     """Where a conv's output region puts its words: (first word, words between pixels, words between
     rows); (0, 0, 0) for an output of its own (K words a pixel, OW pixels a row)."""
     first, _, total = output_channels(region)
-    pixels = output_pixels(region)
+    pixels, phases = output_pixels(region), output_phases(region)
     if pixels is not None:
         return interleaved(first, total or s.k, pixels)[1:]
+    if phases is not None:
+        return (0, *merged(s.k, phases)[1:3])
     return (first, total, s.ow * total) if total else (0, 0, 0)
+
+
+def output_cus(region: tile.DramRegionOp, s: ConvShape) -> tuple[int, int]:
+    """How a conv's output region spreads its kernels over the CUs: (CU stride in bytes, kernels a
+    CU); (0, 0) for the COOP default (kernel j on vMAC j, CUs 2V bytes apart)."""
+    phases = output_phases(region)
+    return merged(s.k, phases)[3:] if phases is not None else (0, 0)
 
 
 def output_bytes(region: tile.DramRegionOp, s: ConvShape) -> int:
     """The bytes a conv's output region spans: the whole tensor it is a slice or phase of."""
     first, _, total = output_channels(region)
-    pixels = output_pixels(region)
+    pixels, phases = output_pixels(region), output_phases(region)
+    if phases is not None:
+        return merged(s.k, phases)[0]
     return interleaved(first, total or s.k, pixels)[0] if pixels is not None else s.oh * s.ow * (total or s.k) * 2
 
 
@@ -94,7 +111,11 @@ def slice_refusal(layer: tile.LayerOp, op: nn.Conv2dOp | nn.MaxPoolOp) -> str | 
     there, so an edited `channels` is refused, not followed."""
     region = regions_of(layer).get("output")
     slot = slot_of(op.results[0])
-    want = (0, 0, 0) if slot.channels == slot.total else (slot.first, slot.channels, slot.total)
+    want = (0, 0, 0) if slot.channels == slot.total or slot.phases else (slot.first, slot.channels, slot.total)
+    if region is not None and output_phases(region) != slot.phases:
+        return (f"tile.dram_region @{region.sym_name.data}: phases {list(output_phases(region) or [])} where the graph "
+                f"places its output at {list(slot.phases or [])} ([sy, sx, height, width] of its merged interleave's "
+                "result; none: whole pixels of its own): edit the interleave in @main (or place it on the host) instead")
     if region is not None and output_pixels(region) != slot.pixels:
         return (f"tile.dram_region @{region.sym_name.data}: pixels {list(output_pixels(region) or [])} where the graph "
                 f"places its output at {list(slot.pixels or [])} ([oy, ox, sy, sx, height, width] of its interleave's "
@@ -111,10 +132,12 @@ def layout_of(layer: tile.LayerOp) -> ConvLayout:
     regions = regions_of(layer)
     r = regions.get("bypass")
     out = regions.get("conv_output", regions["output"])  # a fused pool's layer: the conv's own output
-    first, step, row = output_placement(out, conv_shape_of(layer.shape))  # type: ignore[arg-type]
+    s = conv_shape_of(layer.shape)  # type: ignore[arg-type]
+    first, step, row = output_placement(out, s)
     return ConvLayout(regions["maps"].size.value.data, regions["weights"].offset.value.data,
                       regions["weights"].size.value.data, out.offset.value.data,
-                      out.size.value.data, r.offset.value.data if r is not None else None, first, step, row)
+                      out.size.value.data, r.offset.value.data if r is not None else None, first, step, row,
+                      *output_cus(out, s))
 
 
 def device_input(op: nn.Conv2dOp | nn.MaxPoolOp) -> SSAValue:
@@ -197,6 +220,10 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
             raise LoweringError("a conv writing a channel slice of a concat runs without a fused pool and, in INDP, "
                                 "with the CUs splitting rows (a column-split INDP conv's CU stride is its bypass's too)")
         plan = dataclasses.replace(plan, out_row=lay.out_row or s.ow * lay.out_pixel, out_pixel=lay.out_pixel)
+    if lay.cu_stride:  # a merged conv's phases in place: phase row a's kernels on CU a
+        if plan.indp or plan.tiles != 1 or s.kernel_words > hw.weights_buffer_elements:
+            raise LoweringError("a merged conv writing its phases in place runs COOP in one kernel tile")
+        plan = dataclasses.replace(plan, cu_stride=lay.cu_stride, per_cu=lay.per_cu)
     if plan.indp:  # vMAC v of every CU: 16 interleaved kernels (weights broadcast)
         words = indp_kernel_words(s, hw)
         kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, words, w_addr + 2 * v * words, 0, 0, hw.vmacs + v)
@@ -204,8 +231,9 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
         per_tile = kernels_per_tile(hw)
     else:
         per_tile = plan.kernels
-        kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, s.kernel_words, w_addr + 2 * j * s.kernel_words, 0, 0, j)
-                        for j in range(per_tile)] if s.kernel_words <= hw.weights_buffer_elements else []
+        vmacs = kernel_vmacs(plan, hw, s.k if plan.per_cu else per_tile)  # a merged conv in place: its kernels' vMACs
+        kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, s.kernel_words, w_addr + 2 * j * s.kernel_words, 0, 0, v)
+                        for j, v in enumerate(vmacs)] if s.kernel_words <= hw.weights_buffer_elements else []
     ktile = tile.KernelTileOp(0, per_tile, plan.tiles, kernel_loads)
     if plan.double_buffer_weights:
         SLOT.write(ktile, plan.w_slot)
@@ -436,7 +464,8 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     bypass = op.bypass is not None
     slot = slot_of(op.output)
     mode = conv_mode(s, hw, bypass, mode, sliced=not slot.whole)
-    lay = conv_layout(s, bypass, mode, hw, (0, 0) if slot.whole else (slot.first, slot.total), slot.pixels)
+    lay = conv_layout(s, bypass, mode, hw, (0, 0) if slot.whole else (slot.first, slot.total), slot.pixels,
+                      slot.phases)
     plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
                             weights_region(name, lay, s, mode, weight_image(op, s, mode, hw), hw)]
@@ -446,10 +475,12 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     pool_op = None
     if fused is None:
         ops.append(tile.DramRegionOp(f"{name}.output", lay.out_addr, lay.out_bytes, "output"))
-        if slot.channels != slot.total:
+        if slot.channels != slot.total and slot.phases is None:
             CHANNELS.write(ops[-1], (slot.first, slot.channels, slot.total))
         if slot.pixels is not None:  # an interleave's phase: its pixels of the result, in place
             PIXELS.write(ops[-1], tuple(slot.pixels))
+        if slot.phases is not None:  # a merged conv's interleave: every phase in place (CU stride)
+            PHASES.write(ops[-1], tuple(slot.phases))
     else:
         pool_op, plan = fused
         p = plan.pool
