@@ -40,10 +40,17 @@ where the interleave moves the M output channels: it wins where C is much smalle
 or on the host where partition-host would put a grouped conv; plus the host's copy), and the
 conv records the prices as `conv_transpose`. Crops past the kernel's span leave only sub-pixel.
 
-The merged conv's interleave runs on the host (its write-back writes a pixel's s² phases
-together, which land in different pixels): `nn.depth_to_space` is a permutation of its words,
-priced as the host's copy of 16-bit words; `plans` prices the phases' in place (no host words)
-where their convs run COOP (INDP writes whole pixels of its own only).
+The merged conv's interleave runs on the host under `method=sub-pixel` (its write-back writes a
+pixel's s² phases together, which land in different pixels; the pass places it there):
+`nn.depth_to_space` is a permutation of its words, priced as the host's copy of 16-bit words;
+`plans` prices the phases' in place (no host words) where their convs run COOP (INDP writes whole
+pixels of its own only). Cu-stride (`method=cu-stride`): the same merged conv writes the result
+in place itself, phase row a's sx·M kernels on CU a's vMACs and `vmov stride` one result row, so
+a MAC's write-back puts each phase in its pixel (the output region's `phases`; docs/lowering.md,
+"One merged conv, in place through the CU stride"). Where sx·M <= V, sy <= CUs, the grid is the
+result's (no crop), one group and the conv plans COOP in one kernel tile (`cu_stride_refusal`,
+plan/shapes.phases_refusal) it is priced as the merged conv's device time with no host words;
+elsewhere `conv_transpose` names why not. PP-OCRv4 det's 24 -> 1 2x2/2 head: 0.307 host ms gone.
 A ReLU or batch norm after the transposed conv is moved before the interleave (a per-channel
 op commutes with a permutation of pixels), where fuse-relu and fold-batch-norm fold it into
 the conv. Run first in nn-prepare.
