@@ -18,7 +18,7 @@ from snowir.dialects import nn, tile
 from snowir.driver.model_api import compile as compile_model
 from snowir.frontend.onnx_import import import_model
 from snowir.passes.pipelines import NNPreparePass
-from snowir.tile.build import output_pixels, regions_of
+from snowir.tile.placement import output_pixels, regions_of
 from tests.onnx_util import model, rand, tile_level, tile_to_asm
 
 N = helper.make_node

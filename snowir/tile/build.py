@@ -27,13 +27,14 @@ from snowir.plan.conv import plan_conv
 from snowir.plan.fused_pool import fuse, fusing_pays
 from snowir.plan.indp_columns import column_layout
 from snowir.plan.residual_mode import conv_mode
-from snowir.plan.layout import (LANE_GROUPS, ConvLayout, block_diagonal, conv_layout, interleaved, merged, pack_for, packed_kernels,
+from snowir.plan.layout import (LANE_GROUPS, ConvLayout, block_diagonal, conv_layout, pack_for, packed_kernels,
                                 packed_words, unpack)
 from snowir.plan.pool import plan_pool_tiles, ring_loads
 from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align, band_plans,
                                 indp_kernel_words, input_columns, input_rows, kernel_vmacs, kernels_per_tile)
 from snowir.resources import int16_array, int16_resource
 from snowir.segments import slot_of
+from snowir.tile.placement import output_cus, output_placement, regions_of
 
 POOL_SLACK = 64  # bytes after a pool's output: the lanes of a partly used CU write there
 
@@ -53,78 +54,6 @@ def pool_shape_attr(p: PoolShape) -> tile.PoolShapeAttr:
 
 def pool_shape_of(attr: tile.PoolShapeAttr) -> PoolShape:
     return PoolShape(**attr.values())
-
-
-def regions_of(layer: tile.LayerOp) -> dict[str, tile.DramRegionOp]:
-    return {op.label.data: op for op in layer.body.block.ops if isinstance(op, tile.DramRegionOp)}
-
-
-def output_channels(region: tile.DramRegionOp) -> tuple[int, int, int]:
-    """An output region's `channels` (first, count, total): a channel slice of a wider tensor (a
-    device concat's) the layer writes whole pixels of; (0, 0, 0) for an output of its own."""
-    return CHANNELS.value(region) or (0, 0, 0)  # type: ignore[return-value]
-
-
-def output_pixels(region: tile.DramRegionOp) -> tuple[int, ...] | None:
-    """An output region's `pixels` (oy, ox, sy, sx, height, width): an interleave's phase, written
-    at every sy-th row's every sx-th pixel of a height x width tensor; None for whole pixels."""
-    return PIXELS.value(region)
-
-
-def output_phases(region: tile.DramRegionOp) -> tuple[int, ...] | None:
-    """An output region's `phases` (sy, sx, height, width): a merged conv's interleave result,
-    every phase written in place through the CU stride; None otherwise."""
-    return PHASES.value(region)
-
-
-def output_placement(region: tile.DramRegionOp, s: ConvShape) -> tuple[int, int, int]:
-    """Where a conv's output region puts its words: (first word, words between pixels, words between
-    rows); (0, 0, 0) for an output of its own (K words a pixel, OW pixels a row)."""
-    first, _, total = output_channels(region)
-    pixels, phases = output_pixels(region), output_phases(region)
-    if pixels is not None:
-        return interleaved(first, total or s.k, pixels)[1:]
-    if phases is not None:
-        return (0, *merged(s.k, phases)[1:3])
-    return (first, total, s.ow * total) if total else (0, 0, 0)
-
-
-def output_cus(region: tile.DramRegionOp, s: ConvShape) -> tuple[int, int]:
-    """How a conv's output region spreads its kernels over the CUs: (CU stride in bytes, kernels a
-    CU); (0, 0) for the COOP default (kernel j on vMAC j, CUs 2V bytes apart)."""
-    phases = output_phases(region)
-    return merged(s.k, phases)[3:] if phases is not None else (0, 0)
-
-
-def output_bytes(region: tile.DramRegionOp, s: ConvShape) -> int:
-    """The bytes a conv's output region spans: the whole tensor it is a slice or phase of."""
-    first, _, total = output_channels(region)
-    pixels, phases = output_pixels(region), output_phases(region)
-    if phases is not None:
-        return merged(s.k, phases)[0]
-    return interleaved(first, total or s.k, pixels)[0] if pixels is not None else s.oh * s.ow * (total or s.k) * 2
-
-
-def slice_refusal(layer: tile.LayerOp, op: nn.Conv2dOp | nn.MaxPoolOp) -> str | None:
-    """Why the layer's output region disagrees with where the graph places the nn op's result (a
-    device concat's channel slice, `slot_of`): the readers, the host and the reports find the result
-    there, so an edited `channels` is refused, not followed."""
-    region = regions_of(layer).get("output")
-    slot = slot_of(op.results[0])
-    want = (0, 0, 0) if slot.channels == slot.total or slot.phases else (slot.first, slot.channels, slot.total)
-    if region is not None and output_phases(region) != slot.phases:
-        return (f"tile.dram_region @{region.sym_name.data}: phases {list(output_phases(region) or [])} where the graph "
-                f"places its output at {list(slot.phases or [])} ([sy, sx, height, width] of its merged interleave's "
-                "result; none: whole pixels of its own): edit the interleave in @main (or place it on the host) instead")
-    if region is not None and output_pixels(region) != slot.pixels:
-        return (f"tile.dram_region @{region.sym_name.data}: pixels {list(output_pixels(region) or [])} where the graph "
-                f"places its output at {list(slot.pixels or [])} ([oy, ox, sy, sx, height, width] of its interleave's "
-                "result; none: whole pixels of its own): edit the interleave in @main (or place it on the host) instead")
-    if region is None or output_channels(region) == want:
-        return None
-    return (f"tile.dram_region @{region.sym_name.data}: channels {list(output_channels(region))} where the graph places "
-            f"its output at {list(want)} ([first, count, total] of its concat's tensor; [0, 0, 0]: a tensor of its own): "
-            "edit the concat in @main (or place it on the host) instead")
 
 
 def layout_of(layer: tile.LayerOp) -> ConvLayout:

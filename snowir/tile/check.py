@@ -33,8 +33,9 @@ from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, Lowering
                                 input_rows, kernels_per_tile, phases_refusal, ring_schedule)
 from snowir.plan.conv import slice_words
 from snowir.resources import int16_array
-from snowir.tile.build import (body_difference, conv_shape_of, conv_tile_body, layout_of, output_bytes, output_channels,
-                              output_phases, output_pixels, packed_words, pool_tile_body, regions_of, repack)
+from snowir.tile.build import (body_difference, conv_shape_of, conv_tile_body, layout_of, packed_words, pool_tile_body,
+                              repack)
+from snowir.tile.placement import output_bytes, output_channels, output_phases, output_pixels, regions_of
 from snowir.tile.read import (TileError, cols_of, compact_shape_of, conv_plan_of, input_rows_of, kernel_tile_of,
                               maps_tiles_of, pool_tiles_of)
 

@@ -17,7 +17,8 @@ from snowir.dialects.tile.decisions import CU_ROWS, KERNEL_TILE, LAYER, MAPS_BUF
 from snowir.errors import SnowError
 from snowir.nn_util import on_host
 from snowir.plan.shapes import ConvPlan, ConvShape, PoolShape, PoolTile, Strip, compact_shape, input_rows
-from snowir.tile.build import conv_shape_of, output_cus, output_placement, pool_shape_of, regions_of
+from snowir.tile.build import conv_shape_of, pool_shape_of
+from snowir.tile.placement import output_cus, output_placement, regions_of
 
 
 class TileError(SnowError):
