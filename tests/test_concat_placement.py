@@ -220,7 +220,7 @@ def test_the_sppf_pools_read_and_write_slices_of_one_tensor() -> None:
     """Each pool reads its input's channels in place (whole pixels of the concat's 128 channels) and
     writes its own slice; the tile IR records both (pool_shape's cin_total / c_base, channels)."""
     from snowir.passes.convert.nn_to_tile import NNToTilePass
-    from snowir.tile.build import output_channels, regions_of
+    from snowir.tile.placement import output_channels, regions_of
     from snowir.dialects import tile
 
     module = _prepared(sppf())

@@ -45,7 +45,7 @@ from snowir.device_layers import DEVICE_OPS, kind_of_layer
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
-from snowir.tile.build import regions_of, slice_refusal
+from snowir.tile.placement import regions_of, slice_refusal
 from snowir.tile.read import TileError, tile_layers
 from snowir.codegen.traces import R_TMP
 

@@ -20,7 +20,8 @@ of whole CUs, or by the host — and read in place —
 by convs — (the host then copies it between segments and the reports count that copy), with the
 reason as `host_reason`. A channel concat on the device is no work: its producers write their slices
 (snowir/segments.py `slot_of`); so is an interleave (`nn.depth_to_space`) whose inputs are one
-COOP conv per result phase, each writing its pixels of the result in place (its reason otherwise:
+COOP conv per result phase, each writing its pixels of the result in place, or one merged conv
+writing every phase in place through its CU stride (its reason otherwise:
 snowir/tile/lowerable.py `interleave_refusal`). The runner
 and the reports follow these attributes. A `place` already in the IR (the user's edit, or an
 earlier run) is honoured: "host" stays on the host, "snowflake" on an op the device cannot run is
