@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import ModuleOp, UnitAttr
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
 
+from snowir import writeback
 from snowir.dialects import nn
 
 
@@ -26,8 +27,8 @@ class FuseRelu(RewritePattern):
             return
         if isinstance(producer, nn.DepthToSpaceOp):
             phases = [v.owner for v in producer.inputs]
-            if not all(isinstance(p, nn.Conv2dOp) and p.relu is None and p.act is None and v.has_one_use()
-                       for p, v in zip(phases, producer.inputs)):
+            if not all(isinstance(p, nn.Conv2dOp) and p.relu is None and not writeback.layer_choices(p.attributes)
+                       and v.has_one_use() for p, v in zip(phases, producer.inputs)):
                 return
             for p in phases:
                 p.properties["relu"] = UnitAttr()

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from snowir.activation import LANES_PER_VMAC
+from snowir import writeback
 from snowir.driver.files import write_text_atomic
 from snowir.driver.model_api import run_model_on_device
 from snowir.driver.model_run import hw_file
@@ -94,8 +94,9 @@ PRICES: dict[str, float] = {
     "load_unit": 8.0,    # per load unit: its DMA engine, ~1.8 k of the device's 218 k LUTs (0.8%, 7 DSPs' share)
     "port_gbps": 4.0,    # per GB/s of one load unit's port: its data path and FIFO widen with it
     "dram_gbps": 24.0,   # per GB/s of shared DRAM bandwidth: the build's 4.2 GB/s ~ 100, a sixth of it
-    "act_lane": 3.0,     # per lane of the write-back activation unit: 2 multipliers (2 DSPs) + ~200 LUTs of table and muxes
 }
+# A write-back unit prices itself (`WritebackUnit.area_per_vmac`, snowir/writeback.py): the activation
+# unit's 4 lanes per vMAC at 3 MAC-equivalents each (snowir/activation.py, LANE_AREA).
 REFERENCE_MHZ = SnowflakeConfig().clock_mhz  # the ZC706 build's clock: the default machine's
 KIB = 1 << 10
 ICACHE_INSTRUCTION_BYTES = 4
@@ -117,8 +118,9 @@ def resource_breakdown(hw: SnowflakeConfig) -> dict[str, float]:
              "sram": PRICES["sram_kib"] * sram / KIB,
              "load_units": hw.load_units * (PRICES["load_unit"] + PRICES["port_gbps"] * hw.unit_gbps),
              "dram_bandwidth": PRICES["dram_gbps"] * hw.dram_gbps}
-    if hw.writeback_activation:  # activation.LANES_PER_VMAC lanes per vMAC, at the MAC array's clock
-        terms["activation_unit"] = PRICES["act_lane"] * hw.vmacs * LANES_PER_VMAC * hw.clock_mhz / REFERENCE_MHZ
+    for unit in writeback.units():  # each unit the machine has, per vMAC, at the MAC array's clock
+        if unit.machine_has(hw):
+            terms[f"{unit.title}_unit"] = unit.area_per_vmac * hw.vmacs * hw.clock_mhz / REFERENCE_MHZ
     return terms
 
 
