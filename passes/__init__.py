@@ -26,7 +26,7 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "cascade-max-pool": p("nn.cascade_max_pool", "CascadeMaxPoolPass"),
         "fold-batch-norm": p("nn.fold_batch_norm", "FoldBatchNormPass"),
         "fuse-relu": p("nn.fuse_relu", "FuseReluPass"),
-        # each write-back unit's nn pass, declared with its unit (snowir/writeback.py): fuse-activation
+        # each write-back unit's nn pass, declared with its unit (snowir/writeback.py)
         **{u.nn_pass.name: u.nn_pass.load for u in writeback.units() if u.nn_pass is not None},
         "fuse-residual-add": p("nn.fuse_residual_add", "FuseResidualAddPass"),
         "fold-channel-shuffle": p("nn.fold_channel_shuffle", "FoldChannelShufflePass"),

@@ -5,8 +5,8 @@ nn-prepare{format=Q8.8}: from an imported model to the fixed-point graph Snowfla
 resize-to-conv-transpose, conv-transpose-to-conv, fold-hard-swish, drop-identity, fold-focus, cascade-max-pool, fold-batch-norm, fuse-residual-add, fuse-relu,
 fold-channel-shuffle, sequence-gemm, fc-to-conv,
 avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth, pad-rows,
-add-to-bypass, the nn pass of each write-back unit the machine has (snowir/writeback.py: fuse-activation
-for the activation unit), se-gate, partition-host,
+add-to-bypass, the nn pass of each write-back unit the machine has (snowir/writeback.py), se-gate,
+partition-host,
 quantize.
 
 snowflake-lower{format=Q8.8|auto calibration=x.npy mode=auto loop-order=auto hw=path.json}: the

@@ -145,14 +145,6 @@ def layer_words(attributes: Mapping[str, Any], frac: int) -> tuple[tuple[str, in
     return tuple((u.name, u.word(text, frac)) for u, text in layer_choices(attributes))
 
 
-def apply_all(words: Mapping[str, int], values: np.ndarray) -> np.ndarray:
-    """`values` through every unit whose word is set, in registration order (golden model)."""
-    for u in units():
-        if words.get(u.name):
-            values = u.apply(words[u.name], values)
-    return values
-
-
 def refusal(words: Mapping[str, int], hw: Any) -> str | None:
     """Why machine `hw` cannot run a layer with these unit words (one line), or None."""
     for name, word in words.items():

@@ -90,9 +90,8 @@ class ConstantOp(IRDLOperation):
 @irdl_op_definition
 class Conv2dOp(NNOperation):
     """2-D convolution (NCHW, weights OIHW), optional fused ReLU and residual `bypass` add. A
-    write-back unit's function (snowir/writeback.py) is the attribute named by the unit, its text
-    checked by the unit: `act = "silu"` (the activation unit, fuse-activation), applied after
-    bias, bypass and shift, before ReLU."""
+    write-back unit's function is the attribute named by the unit (snowir/writeback.py), its
+    text checked by the unit, applied after bias, bypass and shift, before ReLU."""
 
     name = "nn.conv2d"
     input = operand_def(TensorType)

@@ -162,8 +162,8 @@ class ConvShapeAttr(_NamedInts):
     """A conv layer's geometry: C per group, input H x W, K kernels of kh x kw, strides, pads
     (top, left, bottom, right), the weights' fraction bits (`shift`), fused ReLU, groups, and
     for a channel slice read in place, the producer's channel count and the slice's start. Then
-    the 32-bit word of each write-back unit the layer uses, named by the unit
-    (snowir/writeback.py: `act = 838977`, the activation unit's)."""
+    the 32-bit word of each write-back unit the layer uses, named by the unit (snowir/writeback.py),
+    printed after the other fields when not 0."""
 
     name = "tile.conv_shape"
     FIELDS = ("c", "h", "w", "k", "kh", "kw", "sy", "sx", "pt", "pl", "pb", "pr", "shift", "relu", "groups",

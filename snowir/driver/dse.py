@@ -95,8 +95,7 @@ PRICES: dict[str, float] = {
     "port_gbps": 4.0,    # per GB/s of one load unit's port: its data path and FIFO widen with it
     "dram_gbps": 24.0,   # per GB/s of shared DRAM bandwidth: the build's 4.2 GB/s ~ 100, a sixth of it
 }
-# A write-back unit prices itself (`WritebackUnit.area_per_vmac`, snowir/writeback.py): the activation
-# unit's 4 lanes per vMAC at 3 MAC-equivalents each (snowir/activation.py, LANE_AREA).
+# A write-back unit prices itself per vMAC (`WritebackUnit.area_per_vmac`, snowir/writeback.py).
 REFERENCE_MHZ = SnowflakeConfig().clock_mhz  # the ZC706 build's clock: the default machine's
 KIB = 1 << 10
 ICACHE_INSTRUCTION_BYTES = 4
@@ -182,7 +181,7 @@ def summarise(report: dict[str, Any], hw: SnowflakeConfig) -> dict[str, Any]:
                 # traffic, named apart from the config's `dram_bytes` (capacity) it used to overwrite
                 "mac_utilization": total["mac_utilization"], "dram_traffic_bytes": total["dram_bytes"],
                 "host_ms": total["host_ms"],
-                # device + host + round trips: what a feature that moves host work (the activation unit) changes
+                # device + host + round trips: what a feature that moves host work (a write-back unit) changes
                 "end_to_end_ms": total.get("end_to_end_ms"), "resource_proxy": resource_proxy(hw),
                 "compile_s": total["compile_s"], "simulate_s": total["simulate_s"]})
     for cause in STALLS:
@@ -194,7 +193,7 @@ def run_one(model: str, hw_json: dict[str, Any], pipeline: str | None, fmt: str,
             input_shape: str | None) -> dict[str, Any]:
     """One configuration, as `snow-run MODEL --hw` runs it (also the Ray task's body)."""
     hw = SnowflakeConfig.from_json(hw_json)
-    if pipeline is None and fmt != "Q8.8":  # the machine's own nn-prepare (partition-host, fuse-activation)
+    if pipeline is None and fmt != "Q8.8":  # the machine's own nn-prepare (partition-host, its write-back units' passes)
         with hw_file(hw) as path:
             result = run_model_on_device(model, pipeline=f"nn-prepare{{format={fmt} hw={json.dumps(str(path))}}}",
                                          input_shape=input_shape, hw=hw)
