@@ -115,7 +115,8 @@ class NNPreparePass(ModulePass):
         """The nn pass of each write-back unit the machine has (snowir/writeback.py), in the
         units' order; none on the stock machine, whose pipeline is the ZC706 build's."""
         hw = SnowflakeConfig.load(self.hw or None)
-        return [u.nn_pass.load()(hw=self.hw) for u in writeback.units() if u.nn_pass is not None and u.machine_has(hw)]
+        return [u.nn_pass.load()(hw=self.hw) for u in writeback.units()
+                if u.nn_pass is not None and u.machine_has(hw)]
 
 
 def quantised(op: ModuleOp) -> bool:
