@@ -23,6 +23,7 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "conv-transpose-to-conv": p("nn.conv_transpose_to_conv", "ConvTransposeToConvPass"),
         "drop-identity": p("nn.drop_identity", "DropIdentityPass"),
         "fold-focus": p("nn.fold_focus", "FoldFocusPass"),
+        "copy-concat-slices": p("nn.copy_concat_slices", "CopyConcatSlicesPass"),
         "cascade-max-pool": p("nn.cascade_max_pool", "CascadeMaxPoolPass"),
         "fold-batch-norm": p("nn.fold_batch_norm", "FoldBatchNormPass"),
         "fuse-relu": p("nn.fuse_relu", "FuseReluPass"),

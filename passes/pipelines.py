@@ -5,8 +5,8 @@ nn-prepare{format=Q8.8}: from an imported model to the fixed-point graph Snowfla
 resize-to-conv-transpose, conv-transpose-to-conv, fold-hard-swish, drop-identity, fold-focus, cascade-max-pool, fold-batch-norm, fuse-residual-add, fuse-relu,
 fold-channel-shuffle, sequence-gemm, fc-to-conv,
 avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth, pad-rows,
-add-to-bypass, the nn pass of each write-back unit the machine has (snowir/writeback.py), se-gate,
-partition-host,
+copy-concat-slices, add-to-bypass, the nn pass of each write-back unit the machine has
+(snowir/writeback.py), se-gate, partition-host,
 quantize.
 
 snowflake-lower{format=Q8.8|auto calibration=x.npy mode=auto loop-order=auto hw=path.json}: the
@@ -48,6 +48,7 @@ from snowir.passes.nn.add_to_bypass import AddToBypassPass
 from snowir.passes.nn.avgpool_to_conv import AvgPoolToConvPass
 from snowir.passes.nn.cascade_max_pool import CascadeMaxPoolPass
 from snowir.passes.nn.conv_transpose_to_conv import ConvTransposeToConvPass
+from snowir.passes.nn.copy_concat_slices import CopyConcatSlicesPass
 from snowir.passes.nn.resize_to_conv_transpose import ResizeToConvTransposePass
 from snowir.passes.nn.depthwise_to_grouped import DepthwiseToGroupedPass
 from snowir.passes.nn.drop_identity import DropIdentityPass
@@ -103,7 +104,7 @@ class NNPreparePass(ModulePass):
                                     SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(self.hw),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
                                     UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), *([PadRowsPass(self.hw)] if self.pad_rows else []),
-                                    AddToBypassPass(self.add_to_bypass, self.hw),
+                                    CopyConcatSlicesPass(self.hw), AddToBypassPass(self.add_to_bypass, self.hw),
                                     *self._unit_passes(),
                                     SEGatePass(self.se_gate, self.hw),  # after: a gate a device conv writes stays a host Mul
                                     PartitionHostPass(self.hw)]

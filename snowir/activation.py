@@ -193,6 +193,8 @@ UNIT = writeback.register(writeback.WritebackUnit(
     describe=describe,
     nn_pass=writeback.UnitPass("fuse-activation",
                                writeback.lazy_class("snowir.passes.nn.fuse_activation", "FuseActivationPass")),
+    absorbs=("Sigmoid", "LeakyRelu", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Relu6",
+             "nn.clip", "nn.hard_sigmoid", "nn.hard_swish"),
 ))
 """The write-back activation unit: `VMOV act`, `act = "silu"` on an nn.conv2d, `act = <word>` in
 #tile.conv_shape; fuse-activation sets it."""

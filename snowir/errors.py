@@ -96,7 +96,7 @@ def run_cli(prog: str, body: Callable[[], int], input_name: str, full_traceback:
 
 
 def one_line(e: BaseException, input_name: str = "<input>") -> str:
-    if isinstance(e, SnowError):
+    if isinstance(e, SnowError) or getattr(e, "names_its_file", False):  # hw.ConfigError: "FILE: what"
         return _first_line(str(e))
     if isinstance(e, ParseError):
         loc = e.span.get_location()

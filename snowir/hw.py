@@ -10,6 +10,7 @@ from here, never from literals of their own.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +56,10 @@ images record these fields (`.sfb` version 2, the `hw` attribute of `snowflake_a
 
 
 class ConfigError(ValueError):
-    """A hardware description file that cannot be used."""
+    """A hardware description file that cannot be used. Its message starts with the file's name,
+    so the tools print it as it is (snowir/errors.py `one_line`)."""
+
+    names_its_file = True
 
 
 @dataclass(frozen=True)
@@ -181,7 +185,9 @@ class SnowflakeConfig:
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if key not in known:
-                raise ConfigError(f"{source}: unknown hardware parameter '{key}'")
+                close = difflib.get_close_matches(key, sorted(known), n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise ConfigError(f"{source}: unknown hardware parameter '{key}'{hint}")
             want = type(getattr(cls(), key))
             if want is float and isinstance(value, int) and not isinstance(value, bool):
                 value = float(value)

@@ -139,10 +139,14 @@ class Slot:
     pixels: tuple[int, int, int, int, int, int] | None = None
     """An interleave's phase (a device `nn.depth_to_space`, `interleave_of`): the tensor is root's
     pixels (oy + sy·i, ox + sx·j), as (oy, ox, sy, sx, root's height, root's width)."""
+    phases: tuple[int, int, int, int] | None = None
+    """A merged conv's phases interleaved in place (a device `nn.depth_to_space` of one input): the
+    tensor's channel (a·sx + b)·M + m of pixel (i, j) is root's pixel (sy·i + a, sx·j + b) channel
+    m, as (sy, sx, root's height, root's width)."""
 
     @property
     def whole(self) -> bool:
-        return self.channels == self.total and self.pixels is None
+        return self.channels == self.total and self.pixels is None and self.phases is None
 
 
 def placed_concat(op: Operation | None) -> bool:
@@ -155,7 +159,8 @@ def placed_concat(op: Operation | None) -> bool:
 
 def placed_interleave(op: Operation | None) -> bool:
     """An interleave partition-host put on the device: no copy, each input one phase's conv, which
-    writes its pixels in place (pixel stride sx, row stride sy of the result)."""
+    writes its pixels in place (pixel stride sx, row stride sy of the result), or one merged conv
+    writing every phase in place through its CU stride (`Slot.phases`)."""
     if not isinstance(op, nn.DepthToSpaceOp):
         return False
     place = op.attributes.get("place")
@@ -231,6 +236,8 @@ def slot_of(value: SSAValue) -> Slot:
         d2s, oy, ox = phase
         outer = slot_of(d2s.output)  # which may be a concat's slice
         (sy, sx), (_, _, h, w) = nn.int_values(d2s.block), d2s.output.type.get_shape()
+        if len(d2s.inputs) == 1:  # one merged conv: its channels are the phases (lowerable: interleave_refusal)
+            return Slot(outer.root, outer.first, channels, outer.total, phases=(sy, sx, h, w))
         return Slot(outer.root, outer.first, channels, outer.total, (oy, ox, sy, sx, h, w))
     member = concat_of(value) if channels else None
     if member is None:  # a view's bytes are its source's (a device concat's inputs are no views)

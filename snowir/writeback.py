@@ -75,6 +75,9 @@ class WritebackUnit:
     describe: Callable[[int], str]
     """A word as text (`silu, Q.8`), for disassembly, traces and messages."""
     nn_pass: UnitPass | None = None
+    absorbs: tuple[str, ...] = ()
+    """The ops its nn pass may fold into a conv (an nn.host's ONNX op type, or an nn op's name):
+    partition-host's `host_reason` for one left on the host names the unit."""
 
     def machine_has(self, hw: Any) -> bool:
         return bool(getattr(hw, self.switch))
@@ -128,6 +131,11 @@ def units() -> tuple[WritebackUnit, ...]:
 def unit(name: str) -> WritebackUnit | None:
     _load_builtin()
     return _UNITS.get(name)
+
+
+def absorbing(kind: str) -> WritebackUnit | None:
+    """The unit whose nn pass may fold an op of `kind` (ONNX op type or nn op name) into a conv."""
+    return next((u for u in units() if kind in u.absorbs), None)
 
 
 def layer_choices(attributes: Mapping[str, Any]) -> list[tuple[WritebackUnit, str]]:

@@ -91,13 +91,22 @@ def fire(size: int = 12) -> onnx.ModelProto:
     return net.model([1, 16, size, size], y, [1, 32, size, size])
 
 
-def c2f(size: int = 10) -> onnx.ModelProto:
-    """YOLOv8's C2f: cv1, Split in two, bottleneck convs on the second half, Concat of all, cv2."""
+def c2f(size: int = 10, chunk: bool = False) -> onnx.ModelProto:
+    """YOLOv8's C2f: cv1, Split in two, bottleneck convs on the second half, Concat of all, cv2.
+    `chunk`: the split as two channel Slices (torch's `chunk` / `x[:, :32]`, `x[:, 32:]`, the
+    second with the INT64_MAX end and negative axis exporters write)."""
     net = _Net()
     x = net.conv("x", 16, 32, 3, "stem")
     a = net.conv(x, 32, 64, 1, "cv1")
-    net.inits["split"] = np.array([32, 32], np.int64)
-    net.nodes.append(N("Split", [a, "split"], ["a0", "a1"], name="split", axis=1))
+    if chunk:
+        net.inits |= {"s0": np.array([0], np.int64), "e0": np.array([32], np.int64), "ax": np.array([1], np.int64),
+                      "s1": np.array([32], np.int64), "e1": np.array([2**63 - 1], np.int64),
+                      "axn": np.array([-3], np.int64)}
+        net.nodes += [N("Slice", [a, "s0", "e0", "ax"], ["a0"], name="slice0"),
+                      N("Slice", [a, "s1", "e1", "axn"], ["a1"], name="slice1")]
+    else:
+        net.inits["split"] = np.array([32, 32], np.int64)
+        net.nodes.append(N("Split", [a, "split"], ["a0", "a1"], name="split", axis=1))
     m0 = net.conv("a1", 32, 32, 3, "m0")
     m1 = net.conv(m0, 32, 32, 3, "m1")
     cat = net.concat(["a0", "a1", m1], "cat")
@@ -114,6 +123,18 @@ def host_partner(size: int = 8) -> onnx.ModelProto:
     net.nodes.append(N("Sigmoid", [net.conv(x, 32, 16, 3, "right", relu=False)], ["gate"], name="gate"))
     y = net.conv(net.concat([a, "gate"], "cat"), 32, 16, 3, "post")
     return net.model([1, 16, size, size], y, [1, 16, size, size])
+
+
+def host_partner_early(size: int = 16) -> onnx.ModelProto:
+    """The host writes its slice (a Sigmoid of the first conv) a segment before the device writes
+    the concat's other slice at the end of a three-conv branch: the concat's tensor must be live
+    from that segment's start, or the branch's tensors are laid over the host's slice (found on
+    ShuffleNetV2 exports, whose channel Slice runs on the host: the machine differed from golden)."""
+    net = _Net()
+    net.nodes.append(N("Sigmoid", [net.conv("x", 32, 16, 1, "first", relu=False)], ["gate"], name="gate"))
+    b = net.conv(net.conv(net.conv("x", 32, 16, 1, "b1"), 16, 16, 3, "b2"), 16, 16, 1, "b3")
+    y = net.conv(net.concat(["gate", b], "cat"), 32, 16, 1, "post")
+    return net.model([1, 32, size, size], y, [1, 16, size, size])
 
 
 def residual_partner(size: int = 14) -> onnx.ModelProto:
@@ -158,8 +179,8 @@ def _run(m: onnx.ModelProto, tmp_path: Path, capsys) -> dict:
     return json.loads(report.read_text())
 
 
-DEVICE_PATTERNS = {"dense_block": dense_block, "fire": fire, "c2f": c2f, "sppf": sppf, "host_partner": host_partner,
-                   "residual_partner": residual_partner}
+DEVICE_PATTERNS = {"dense_block": dense_block, "fire": fire, "c2f": c2f, "c2f_chunk": lambda: c2f(chunk=True), "sppf": sppf, "host_partner": host_partner,
+                   "host_partner_early": host_partner_early, "residual_partner": residual_partner}
 
 
 @pytest.mark.parametrize("pattern", sorted(DEVICE_PATTERNS))
@@ -174,11 +195,12 @@ def test_the_concats_run_on_the_device_bit_exact(pattern: str, tmp_path: Path, c
     assert all(rows[op.attributes["onnx_node"].data]["where"] == "device" for op in concats)
     host = [row for row in r["layers"] if row["where"] == "host"]
     assert all(row["op"] != "concat" for row in host)  # no host copy left
-    assert r["total"]["host_ms"] == sum(row["host_ms"] for row in host) and (pattern == "host_partner") == bool(host)
+    assert r["total"]["host_ms"] == sum(row["host_ms"] for row in host) and pattern.startswith("host_partner") == bool(host)
 
 
-def test_a_split_imports_as_channel_slices_read_in_place() -> None:
-    module = _prepared(c2f())
+@pytest.mark.parametrize("chunk", [False, True])
+def test_a_split_imports_as_channel_slices_read_in_place(chunk: bool) -> None:
+    module = _prepared(c2f(chunk=chunk))
     slices = [op for op in module.walk() if isinstance(op, nn.ChannelSliceOp)]
     assert [(op.start.value.data, op.size.value.data) for op in slices] == [(0, 32), (32, 32)]
     assert not any(isinstance(op, nn.HostOp) for op in module.walk())
@@ -198,7 +220,7 @@ def test_the_sppf_pools_read_and_write_slices_of_one_tensor() -> None:
     """Each pool reads its input's channels in place (whole pixels of the concat's 128 channels) and
     writes its own slice; the tile IR records both (pool_shape's cin_total / c_base, channels)."""
     from snowir.passes.convert.nn_to_tile import NNToTilePass
-    from snowir.tile.build import output_channels, regions_of
+    from snowir.tile.placement import output_channels, regions_of
     from snowir.dialects import tile
 
     module = _prepared(sppf())
@@ -266,3 +288,17 @@ def test_a_split_maps_to_channel_slices_on_the_channel_axis_only(opset: int, axi
     if device:
         want = [(0, 16), (16, 48)] if "num_outputs" not in attrs else [(0, 32), (32, 32)]
         assert [(op.start.value.data, op.size.value.data) for op in slices] == want
+
+
+@pytest.mark.parametrize("starts,ends,axes,steps", [([0, 0], [1, 6], [0, 2], None), ([2], [8], [-1], None),
+                                                    ([0], [64], [1], [2]), ([1], [2], [0], None)])
+def test_a_slice_of_pixels_or_a_strided_one_stays_a_host_slice(starts, ends, axes, steps) -> None:
+    """Only a contiguous run of channels over every pixel is a channel slice; a crop of rows, a
+    strided slice (fold-focus's input) or a slice of the batch stays ONNX's Slice on the host."""
+    inits = {"s": np.array(starts, np.int64), "e": np.array(ends, np.int64), "a": np.array(axes, np.int64)}
+    if steps:
+        inits["st"] = np.array(steps, np.int64)
+    node = N("Slice", ["x", "s", "e", "a", *(["st"] if steps else [])], ["y"], name="slice")
+    module = import_model(model([node], {"x": [1, 64, 8, 8]}, {"y": None}, inits))
+    assert [op.op_type.data for op in module.walk() if isinstance(op, nn.HostOp)] == ["Slice"]
+    assert not any(isinstance(op, nn.ChannelSliceOp) for op in module.walk())

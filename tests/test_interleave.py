@@ -18,7 +18,7 @@ from snowir.dialects import nn, tile
 from snowir.driver.model_api import compile as compile_model
 from snowir.frontend.onnx_import import import_model
 from snowir.passes.pipelines import NNPreparePass
-from snowir.tile.build import output_pixels, regions_of
+from snowir.tile.placement import output_pixels, regions_of
 from tests.onnx_util import model, rand, tile_level, tile_to_asm
 
 N = helper.make_node
@@ -166,6 +166,111 @@ def test_one_program_per_layer_reads_each_phase_back(tmp_path: Path, capsys) -> 
 
     path, report = tmp_path / "m.onnx", tmp_path / "r.json"
     onnx.save(_upsample_model("concat"), path)
+    assert snow_run([str(path), "--check", "--quiet", "--report", str(report),
+                     "--pipeline", "snowflake-lower{whole-model=false}"]) == 0, capsys.readouterr().err
+    r = json.loads(report.read_text())
+    assert r["check"]["golden_bit_exact"] and r["total"]["host_ms"] == 0
+
+
+# ---- one merged conv writing every phase in place through the CU stride (method cu-stride) ----
+
+# (name, ConvTranspose attributes, input channels, output channels M, kernel (kh, kw)): sx·M <= 4
+# vMACs a CU, sy <= 4 CUs, the phase grid exactly the result (no crop)
+CU_STRIDE = [
+    ("k2_s2_m1", dict(strides=[2, 2]), 24, 1, (2, 2)),  # PP-OCRv4 det's head, small
+    ("k2_s2_m2", dict(strides=[2, 2]), 16, 2, (2, 2)),
+    ("k4_s4_m1", dict(strides=[4, 4]), 16, 1, (4, 4)),  # four phase rows: every CU
+    ("k2x1_s2x1_m4", dict(strides=[2, 1]), 16, 4, (2, 1)),  # a whole CU a phase row
+]
+
+
+def _head_model(attrs: dict, c: int, mg: int, k: tuple[int, int], size: int = 6) -> onnx.ModelProto:
+    """A segmentation head: conv -> ReLU -> ConvTranspose to M channels, the model's output."""
+    nodes = [N("Conv", ["x", "w0", "b0"], ["h"], pads=[1, 1, 1, 1]), N("Relu", ["h"], ["r"]),
+             N("ConvTranspose", ["r", "w", "b"], ["y"], name="up", kernel_shape=list(k), **attrs)]
+    return model(nodes, {"x": [1, 16, size, size]}, {"y": None},
+                 {"w0": rand(c, 16, 3, 3, seed=5, scale=0.25), "b0": rand(c, seed=6, scale=0.1),
+                  "w": rand(c, mg, *k, seed=1, scale=0.25), "b": rand(mg, seed=2, scale=0.1)})
+
+
+@pytest.mark.parametrize("name, attrs, c, mg, k", CU_STRIDE, ids=[t[0] for t in CU_STRIDE])
+def test_a_merged_conv_writes_its_interleave_in_place(name: str, attrs: dict, c: int, mg: int, k: tuple) -> None:
+    """The cost model takes cu-stride (the merged conv's device time, no host words); the interleave
+    of its one input is placed on the device, nothing runs on the host, bit-exact."""
+    m = _head_model(attrs, c, mg, k)
+    conv = next(op for op in compile_model(m).module.walk() if isinstance(op, nn.Conv2dOp)
+                and "conv_transpose" in op.attributes)
+    assert conv.attributes["conv_transpose"].data.startswith("cu-stride"), conv.attributes["conv_transpose"]
+    _runs_in_place(m, [rand(1, 16, 6, 6, seed=3)], 1)
+
+
+@pytest.mark.parametrize("name, attrs, mg, k, why", [
+    ("m3", dict(strides=[2, 2]), 3, (2, 2), "a phase row's 2x3 channels exceed a CU's 4 vMACs"),
+    ("k3_s2_p1_op1", dict(strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1]), 1, (3, 3),
+     "phases computed past the result (cropped)"),
+])
+def test_where_cu_stride_cannot_the_old_choice_stands(name: str, attrs: dict, mg: int, k: tuple, why: str) -> None:
+    """Refused in one line in the conv's `conv_transpose`; the cheapest other method runs (here the
+    phases in place), bit-exact."""
+    m = _head_model(attrs, 16, mg, k)
+    compiled = compile_model(m)
+    conv = next(op for op in compiled.module.walk() if isinstance(op, nn.Conv2dOp) and "conv_transpose" in op.attributes)
+    text = conv.attributes["conv_transpose"].data
+    assert not text.startswith("cu-stride") and text.endswith(f"; cu-stride: {why}"), text
+    x = rand(1, 16, 6, 6, seed=3)
+    result = compiled.run(x, check=True)
+    assert result.report.check.golden_bit_exact
+    assert np.abs(result.outputs[0] - _ort(m, [x])).max() < 0.05
+
+
+def test_method_sub_pixel_leaves_the_interleave_on_the_host() -> None:
+    """Asked for, sub-pixel is the merged conv with the host's interleave (the pass places it so)."""
+    m = _head_model(*CU_STRIDE[0][1:])
+    compiled = compile_model(m, pipeline="conv-transpose-to-conv{method=sub-pixel}")
+    d2s = next(op for op in compiled.module.walk() if isinstance(op, nn.DepthToSpaceOp))
+    assert d2s.attributes["place"].data == "host" and "method sub-pixel" in d2s.attributes["host_reason"].data
+    x = rand(1, 16, 6, 6, seed=3)
+    result = compiled.run(x, check=True)
+    assert result.report.check.golden_bit_exact and result.report.total.host_ms > 0
+
+
+def test_a_machine_of_one_cu_keeps_the_host_interleave() -> None:
+    """sy = 2 phase rows on a 1-CU machine: partition-host's refusal (plan/shapes.phases_refusal) is
+    the cost model's, so cu-stride is not offered and the cheapest other method runs."""
+    from snowir.hw import SnowflakeConfig
+    from snowir.passes.nn.conv_transpose_to_conv import cu_stride_refusal
+
+    ct = next(op for op in import_model(_head_model(*CU_STRIDE[0][1:])).walk() if isinstance(op, nn.ConvTranspose2dOp))
+    assert cu_stride_refusal(ct, SnowflakeConfig(cus=1)) == "its 2 phase rows exceed the 1 CUs"
+    assert cu_stride_refusal(ct, SnowflakeConfig()) is None
+
+
+def test_an_edited_phases_placement_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
+    """The tile IR records the merged conv's placement once (`phases` on its output region); the
+    kernels' vMACs, the CU stride and the mask follow from it. An edit that disagrees with the
+    graph's interleave, or that the conv cannot follow, is refused in one line."""
+    text = tile_level(_head_model(*CU_STRIDE[0][1:]), tmp_path)
+    placed = "phases = array<i64: 2, 2, 12, 12>"
+    assert placed in text
+    for edit, message in [(placed.replace("2, 2, 12", "1, 4, 12"), "phases [1, 4, 12, 12] where the graph places "
+                                                                   "its output at [2, 2, 12, 12]"),
+                          (", " + placed, "phases [] where the graph places its output at [2, 2, 12, 12]")]:
+        code, err = tile_to_asm(text.replace(", " + placed if edit.startswith(",") else placed,
+                                             "" if edit.startswith(",") else edit), tmp_path, capsys)
+        assert code != 0 and len(err.strip().splitlines()) == 1 and message in err, err
+    code, err = tile_to_asm(text, tmp_path, capsys)
+    assert code == 0, err
+
+
+def test_one_program_per_layer_reads_the_merged_phases_back(tmp_path: Path, capsys) -> None:
+    """whole-model=false: the merged conv's region is the whole result; the runner reads its
+    channels back from the interleaved pixels."""
+    import json
+
+    from tests.onnx_util import snow_run
+
+    path, report = tmp_path / "m.onnx", tmp_path / "r.json"
+    onnx.save(_head_model(*CU_STRIDE[1][1:]), path)
     assert snow_run([str(path), "--check", "--quiet", "--report", str(report),
                      "--pipeline", "snowflake-lower{whole-model=false}"]) == 0, capsys.readouterr().err
     r = json.loads(report.read_text())

@@ -161,3 +161,41 @@ def test_every_planner_path_goes_through_the_passes(tmp_path: Path) -> None:
     modes = {layer["name"]: layer["mode"] for layer in r["layers"] if layer["cycles"]}
     assert modes["indp"] == "INDP" and modes["stride2_1x1"] == "COOP" and modes["grouped"] == "COOP"
     assert sum(1 for name in modes if name.startswith("big_kernel")) >= 2  # split over channel slices
+
+
+DIGITS = str(Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx")
+
+
+def test_an_input_shape_for_an_input_the_model_lacks_is_refused(capsys) -> None:
+    assert snow_run([DIGITS, "--input-shape", "foo=1,1,8,8", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--input-shape names input 'foo', which the model does not have" in err
+
+
+def test_snow_opt_refuses_an_output_in_a_missing_directory_before_running(tmp_path: Path, capsys) -> None:
+    from snowir.tools.snow_opt import main as snow_opt
+
+    target = tmp_path / "nodir" / "x.mlir"
+    assert snow_opt([DIGITS, "-p", "nn-prepare", "-o", str(target)]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == f"snow-opt: no such directory for -o {target} (nothing run, nothing written)"
+    assert not target.parent.exists()
+
+
+def test_an_unknown_hardware_parameter_suggests_the_known_one(tmp_path: Path, capsys) -> None:
+    hw = tmp_path / "hw.json"
+    hw.write_text(json.dumps({"cuss": 4}))
+    assert snow_run([DIGITS, "--hw", str(hw), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == f"snow-run: {hw}: unknown hardware parameter 'cuss' (did you mean 'cus'?)"
+
+
+@pytest.mark.parametrize("pipeline,why", [("tile-to-asm", "tile-to-asm: no tile.layer in the module"),
+                                          ("nn-prepare,balance-loads", "balance-loads: no snowflake_asm program")])
+def test_a_lowering_pass_on_an_unlowered_module_says_so(pipeline: str, why: str, capsys) -> None:
+    """A pass with nothing of its level to act on refuses in one line rather than printing the
+    module unchanged."""
+    from snowir.tools.snow_opt import main as snow_opt
+
+    assert snow_opt([DIGITS, "-p", pipeline]) == 1
+    assert why in capsys.readouterr().err

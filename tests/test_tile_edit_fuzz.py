@@ -20,7 +20,8 @@ cu_rows, ring, in_rows / overlap, load and window fields, loads and windows dele
 duplicated, DRAM region offsets and sizes, the weights' recorded packing, relu (layer, shape,
 both), pool_slots, bypass_slices, gather, tiles deleted or duplicated, bodies emptied alone, the
 output region's `channels` (a device concat's slice: added, moved, removed) and `pixels` (an
-interleave's phase: added, moved, too small for the output, removed), the load placement
+interleave's phase: added, moved, too small for the output, removed) and `phases` (a merged
+conv's interleave result: added, its grid the result's or not, removed), the load placement
 (`prefetch_after`, `load_next_whole`), the kernel tiles' order (`kernel_order`), pairs of edits.
 
 Layers (KINDS): plain COOP convs (Kloop, Mloop, staggered kernel tiles), residual convs (bypass
@@ -955,11 +956,50 @@ def e_pixels(layer, rng, hw):
                 f"{'grown to the tensor' if grown else 'kept'}, {_body_note(empty)}", acts=True)
 
 
+def e_phases(layer, rng, hw):
+    """The output region made a merged conv's interleave result (`phases` = [sy, sx, height, width]:
+    channel (a·sx + b)·M + m of pixel (i, j) at the result's pixel (sy·i + a, sx·j + b), channel
+    m), its grid the result's or not, or the placement removed; the region grown to the result or
+    not. The judge reads the phases back (`_written`)."""
+    regions = regions_of(layer)
+    out = regions["output"]
+    oh, ow, k = _out_hw(layer)
+    if out.phases is not None and rng.random() < 0.3:
+        out.properties.pop("phases")
+        empty_bodies(layer)
+        return Edit("output phases removed, bodies empty", acts=True)
+    sy, sx = rng.choice([(4, 1), (4, 2), (4, 4)] * 2 + [(2, 2), (2, 1), (1, 2), (2, 4), (3, 1)])
+    height, width = sy * oh + rng.choice([0] * 5 + [1, -1]), sx * ow + rng.choice([0] * 5 + [1, -1])
+    if min(height, width) < 1:
+        raise NotApplicable
+    _arr(out, "phases", [sy, sx, height, width])
+    grown = rng.random() < 0.85
+    if grown:  # the regions after it (a bypass, a pool's slack) move up past the result
+        end, size = out.offset.value.data + out.size.value.data, 2 * height * width * max(1, k // (sy * sx))
+        delta = -(-(size - out.size.value.data) // 64) * 64
+        for r in regions.values():
+            if r is not out and r.offset.value.data >= end and delta > 0:
+                _set(r, "offset", r.offset.value.data + delta)
+        _set(out, "size", max(size, out.size.value.data))
+    empty = rng.random() < 0.8  # the kernel loads' vMACs and the windows' output addresses follow: derived
+    if empty:
+        empty_bodies(layer)
+    return Edit(f"output phases [{sy}, {sx}, {height}, {width}], region "
+                f"{'grown to the result' if grown else 'kept'}, {_body_note(empty)}", acts=True)
+
+
 def _written(layer: tile.LayerOp, y: np.ndarray, size: int) -> np.ndarray:
     """The layer's output words from its output segment: its channel slice of every pixel when the
     region is a slice of a wider tensor (`channels`), its phase's pixels when it is an interleave's
     phase (`pixels`), else the first `size` words."""
     out = regions_of(layer).get("output")
+    if out is not None and out.phases is not None:  # a merged conv's phases: back to (pixel, channel) order
+        sy, sx, height, width = (int(v) for v in out.phases.get_values())
+        oh, ow, k = _out_hw(layer)
+        m = k // (sy * sx)
+        if k % (sy * sx) or (height, width) != (sy * oh, sx * ow) or y.size < height * width * m:
+            return y[:0]
+        return y[:height * width * m].reshape(oh, sy, ow, sx, m).transpose(0, 2, 1, 3, 4).ravel()
     if out is None or (out.channels is None and out.pixels is None):
         return y[:size]
     first, count, total = (int(v) for v in out.channels.get_values()) if out.channels is not None else \
@@ -1159,7 +1199,8 @@ EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the dra
     "bypass_slices": (e_bypass_slices, 2), "delete_tile": (e_delete_tile, 1), "duplicate_tile": (e_duplicate_tile, 1),
     "empty": (e_empty, 2), "gather": (e_gather, 1), "packing": (e_packing, 1), "pair": (e_pair, 4),
     "drop_load": (e_drop_load, 1), "resident_one": (e_resident_one, 1), "taller": (e_taller, 1),
-    "channels": (e_channels, 2), "pixels": (e_pixels, 2), "prefetch_after": (e_prefetch_after, 2),
+    "channels": (e_channels, 2), "pixels": (e_pixels, 2), "phases": (e_phases, 2),
+    "prefetch_after": (e_prefetch_after, 2),
     "load_next_whole": (e_load_next_whole, 2), "kernel_order": (e_kernel_order, 2),
 }
 
@@ -1348,3 +1389,15 @@ if __name__ == "__main__":
     kind_, seed_ = sys.argv[1], int(sys.argv[2])
     e_, o_ = replay(kind_, seed_)
     print(f"{kind_} seed {seed_}: {e_.what}\n  -> {o_.kind}: {o_.detail}")
+
+
+def test_phases_edits_of_a_one_tile_conv_are_followed_or_refused(bases) -> None:
+    """A merged conv's `phases` (16 kernels, one tile: [4, 1], [4, 4], [4, 2] fit 4 CUs x 4 vMACs;
+    [2, 2] or a grid not the result's do not): followed bit-exact, or refused in one line."""
+    base = bases["conv_one_tile"]
+    restore_blobs(base)
+    judged = [judge(base, seed, ("phases",)) for seed in range(2 * EDITS_PER_BATCH)]
+    failures = [f"seed {seed}: {edit.what}: {o.detail}" for seed, (edit, o) in enumerate(judged) if o.kind == "FAILURE"]
+    assert not failures, "\n".join(failures)
+    kinds = Counter(o.kind for _, o in judged)
+    assert kinds["followed"] and kinds["refused"], dict(kinds)

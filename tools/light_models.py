@@ -323,6 +323,7 @@ def main() -> None:
     if args.ship_bn_stats:
         print(ship_bn_stats(args.names))
         return
+    for name in args.names:
         start = time.perf_counter()
         say = lambda step, name=name: print(f"  {name}: {step} ({time.perf_counter() - start:.0f} s)",  # noqa: E731
                                             file=sys.stderr, flush=True)

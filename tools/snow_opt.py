@@ -258,6 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         tool = SnowOptMain(description="snowir optimizer driver", args=args)
         input_name = tool.args.input_file or "<stdin>"
+        from snowir.driver.files import missing_directories
+
+        if tool.args.output_file is not None and missing_directories([tool.args.output_file]):
+            raise SnowError(f"no such directory for -o {tool.args.output_file} (nothing run, nothing written)")
         with gc_paused():  # snowir/pass_steps.py: the collector re-scans the whole IR otherwise
             if tool.args.output_file is None and tool.args.target not in BINARY_TARGETS:
                 tool.run()

@@ -284,8 +284,19 @@ PIXELS = Decision(
          "0 <= oy < sy, 0 <= ox < sx")
 """The placement of a ConvTranspose phase (conv-transpose-to-conv sets it; allocate-dram and the
 write-back follow it)."""
+PHASES = Decision(
+    "phases", DRAM_REGION, INTS, None, length=4, needs=_output,
+    valid=lambda ph: len(ph) == 4 and min(ph) >= 1,
+    doc="An output region that is a merged sub-pixel conv's interleave result, written in place (a ConvTranspose's, "
+        "method cu-stride): [sy, sx, height, width]; the layer's channel (a·sx + b)·M + m of pixel (i, j) goes to "
+        "the result's pixel (sy·i + a, sx·j + b) channel m (M = K / (sy·sx)): phase row a's kernels on CU a's first "
+        "sx·M vMACs, vmov stride one result row, the write-back mask their vMACs, stepping sx pixels and sy rows; "
+        "must be where the graph's interleave places the output (tile-to-asm refuses an edit).",
+    rule="[sy, sx, height, width] marks an 'output' region that is a merged conv's interleave result, all >= 1")
+"""The placement of a merged ConvTranspose conv's phases (conv-transpose-to-conv's cu-stride method
+and partition-host set it; allocate-dram, the kernel loads, the CU stride and the write-back follow it)."""
 
-IR_ONLY: tuple[Decision, ...] = (MAPS_BUFFERING, FENCE, SLOT, CU_ROWS, RING, CHANNELS, PIXELS)
+IR_ONLY: tuple[Decision, ...] = (MAPS_BUFFERING, FENCE, SLOT, CU_ROWS, RING, CHANNELS, PIXELS, PHASES)
 """Decisions the generators read from the IR itself (per maps tile, or not part of a conv's plan)."""
 
 PLAN_DECISIONS: tuple[Decision, ...] = tuple(f.metadata["decision"] for f in fields(ConvDecisions))

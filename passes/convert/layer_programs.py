@@ -18,7 +18,7 @@ from snowir.codegen.indp_columns import generate_indp_columns
 from snowir.codegen.pool import generate_pool
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
-from snowir.tile.build import output_channels, regions_of
+from snowir.tile.placement import output_channels, regions_of
 from snowir.tile.check import check_conv, check_pool, derive_layer
 from snowir.tile.read import conv_plan_of, pool_tiles_of
 

@@ -45,8 +45,8 @@ from snowir.device_layers import DEVICE_OPS, kind_of_layer
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
-from snowir.tile.build import regions_of, slice_refusal
-from snowir.tile.read import TileError
+from snowir.tile.placement import regions_of, slice_refusal
+from snowir.tile.read import TileError, tile_layers
 from snowir.codegen.traces import R_TMP
 
 SEGMENTS = {"maps": ("x", sf.SegmentKind.INPUT), "weights": ("w", sf.SegmentKind.DATA),
@@ -138,7 +138,7 @@ class TileToAsmPass(ModulePass):
         relative: dict[Attribute, str] = {}
         outputs = {inner.attributes["tile"].data: inner for inner in outside_programs(op)  # type: ignore[union-attr]
                    if isinstance(inner, DEVICE_OPS) and isinstance(inner.attributes.get("tile"), StringAttr)}
-        for layer in [o for o in op.ops if isinstance(o, tile.LayerOp)]:
+        for layer in tile_layers(op, self.name):
             wrong = slice_refusal(layer, outputs[layer.sym_name.data]) if layer.sym_name.data in outputs else None
             if wrong is not None:
                 raise _fail(layer, wrong)

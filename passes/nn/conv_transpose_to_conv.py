@@ -40,10 +40,17 @@ where the interleave moves the M output channels: it wins where C is much smalle
 or on the host where partition-host would put a grouped conv; plus the host's copy), and the
 conv records the prices as `conv_transpose`. Crops past the kernel's span leave only sub-pixel.
 
-The merged conv's interleave runs on the host (its write-back writes a pixel's s² phases
-together, which land in different pixels): `nn.depth_to_space` is a permutation of its words,
-priced as the host's copy of 16-bit words; `plans` prices the phases' in place (no host words)
-where their convs run COOP (INDP writes whole pixels of its own only).
+The merged conv's interleave runs on the host under `method=sub-pixel` (its write-back writes a
+pixel's s² phases together, which land in different pixels; the pass places it there):
+`nn.depth_to_space` is a permutation of its words, priced as the host's copy of 16-bit words;
+`plans` prices the phases' in place (no host words) where their convs run COOP (INDP writes whole
+pixels of its own only). Cu-stride (`method=cu-stride`): the same merged conv writes the result
+in place itself, phase row a's sx·M kernels on CU a's vMACs and `vmov stride` one result row, so
+a MAC's write-back puts each phase in its pixel (the output region's `phases`; docs/lowering.md,
+"One merged conv, in place through the CU stride"). Where sx·M <= V, sy <= CUs, the grid is the
+result's (no crop), one group and the conv plans COOP in one kernel tile (`cu_stride_refusal`,
+plan/shapes.phases_refusal) it is priced as the merged conv's device time with no host words;
+elsewhere `conv_transpose` names why not. PP-OCRv4 det's 24 -> 1 2x2/2 head: 0.307 host ms gone.
 A ReLU or batch norm after the transposed conv is moved before the interleave (a per-channel
 op commutes with a permutation of pixels), where fuse-relu and fold-batch-norm fold it into
 the conv. Run first in nn-prepare.
@@ -51,6 +58,7 @@ the conv. Run first in nn-prepare.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -66,8 +74,8 @@ from xdsl.utils.exceptions import PassFailedException
 from snowir.dialects import nn
 from snowir.host_model import HOST
 from snowir.hw import SnowflakeConfig
-from snowir.plan.conv import choose_mode
-from snowir.plan.shapes import ConvShape
+from snowir.plan.conv import choose_mode, plan_conv
+from snowir.plan.shapes import ConvShape, LoweringError, phases_refusal
 from snowir.nn_util import const_of, drop_dead_constants, new_constant, shape_of, tensor
 from snowir.passes.nn.quantize import weight_frac
 
@@ -269,13 +277,48 @@ def plans(op: nn.ConvTranspose2dOp, hw: SnowflakeConfig) -> list[Plan]:
         phase_grid = n * g * mg * sum(y.out for y in wy) * sum(x.out for x in wx)
         found.append(Plan("phases", n * g * mg * (c // g) * per_tap, c // g, max(x.length for x in wx), g, mg,
                           n * c * h * w * sy * sx + phase_grid, phase_grid + n * m * oh * ow))
+    if found and found[0].kind == "sub-pixel" and cu_stride_refusal(op, hw) is None:  # the merged conv, in place
+        found.append(dataclasses.replace(found[0], kind="cu-stride", host_words=0))
     z = zero_plan(op)
     if z is not None:
         spread = n * c * (oh + z.kernel[0] - 1) * (ow + z.kernel[1] - 1)
         found.append(Plan("zero-insertion", n * m * oh * ow * (c // g) * z.kernel[0] * z.kernel[1], c // g,
                           z.kernel[1], g, mg, spread + n * m * oh * ow, n * c * h * w + spread))
-    order = ("sub-pixel", "phases", "zero-insertion")  # ties: fewer layers first
+    order = ("cu-stride", "sub-pixel", "phases", "zero-insertion")  # ties: fewer layers (and host words) first
     return sorted(found, key=lambda p: (round(p.ms(hw), 9), order.index(p.kind)))
+
+
+def merged_shape(op: nn.ConvTranspose2dOp) -> tuple[ConvShape, AxisPlan, AxisPlan]:
+    """The sub-pixel method's one merged conv (all phases as output channels) as the planner sees
+    it, with its two axis plans."""
+    _, c, h, w = shape_of(op.input)
+    _, mg, kh, kw = shape_of(op.weight)
+    _, _, oh, ow = shape_of(op.output)
+    g = op.groups.value.data
+    (sy, sx), (dy, dx) = nn.int_values(op.strides), nn.int_values(op.dilations)
+    pads = nn.int_values(op.pads)
+    ay, ax = axis_plan(h, kh, sy, dy, pads[0], oh), axis_plan(w, kw, sx, dx, pads[1], ow)
+    shape = ConvShape(c // g, h, w, g * sy * sx * mg, ay.length, ax.length, 1, 1, ay.pad_lo, ax.pad_lo, ay.pad_hi,
+                      ax.pad_hi, False, 0, g)
+    return shape, ay, ax
+
+
+def cu_stride_refusal(op: nn.ConvTranspose2dOp, hw: SnowflakeConfig) -> str | None:
+    """Why the merged conv cannot write its interleave's result in place (method cu-stride): its
+    grid must be the result's (no crop), one group, and the planned conv must spread each phase row
+    over one CU's vMACs (snowir/plan/shapes.py `phases_refusal`, what tile-to-asm checks)."""
+    shape, ay, ax = merged_shape(op)
+    _, _, oh, ow = shape_of(op.output)
+    if (ay.stride, ax.stride) == (1, 1):
+        return "stride 1: no interleave"
+    if op.groups.value.data != 1:
+        return f"{op.groups.value.data} groups"
+    if (ay.offset, ax.offset) != (0, 0):
+        return "phases computed past the result (cropped)"
+    try:
+        return phases_refusal(plan_conv(shape, hw, 0, 0, 0), (ay.stride, ax.stride, oh, ow), hw)
+    except LoweringError as e:
+        return str(e)
 
 
 def zero_insertion_weights(w: np.ndarray, groups: int, dil: Sequence[int]) -> np.ndarray:
@@ -334,10 +377,13 @@ class ConvTransposeToConv(RewritePattern):
         if self.method != "auto":  # the user's choice first, where it applies
             ranked.sort(key=lambda p: p.kind != self.method)
         what = ", ".join(f"{p.kind} {p.ms(self.hw):.4f} ms ({p.macs} MACs, host {p.host_words} words)" for p in ranked)
+        refused = cu_stride_refusal(op, self.hw) if any(p.kind == "sub-pixel" for p in ranked) else None
+        if refused is not None:
+            what += f"; cu-stride: {refused}"
         if ranked[0].kind == "zero-insertion":
             self.zero_insertion(op, w, b, rewriter, what)
         else:
-            self.sub_pixel(op, w, b, rewriter, what, ranked[0].kind == "phases")
+            self.sub_pixel(op, w, b, rewriter, what, ranked[0].kind)
 
     @staticmethod
     def zero_insertion(op: nn.ConvTranspose2dOp, w: np.ndarray, b: np.ndarray, rewriter: PatternRewriter,
@@ -360,7 +406,10 @@ class ConvTransposeToConv(RewritePattern):
 
     @staticmethod
     def sub_pixel(op: nn.ConvTranspose2dOp, w: np.ndarray, b: np.ndarray, rewriter: PatternRewriter,
-                  what: str, per_phase: bool) -> None:
+                  what: str, kind: str) -> None:
+        """`kind`: phases (one conv per phase), sub-pixel (one merged conv, the host interleaves) or
+        cu-stride (one merged conv writing the result in place: partition-host places the interleave)."""
+        per_phase = kind == "phases"
         n, c, h, wd = shape_of(op.input)
         _, _, oh, ow = shape_of(op.output)
         g = op.groups.value.data
@@ -407,6 +456,11 @@ class ConvTransposeToConv(RewritePattern):
                                        op.output.type)
         if "onnx_node" in op.attributes:
             interleave.attributes["onnx_node"] = StringAttr(f"{op.attributes['onnx_node'].data}.interleave")
+        if kind == "sub-pixel" and phases > 1:  # the host interleaves (cu-stride: partition-host places it in place)
+            interleave.attributes["place"] = StringAttr("host")
+            interleave.attributes["host_reason"] = StringAttr(
+                f"interleave of one merged conv's phases (method sub-pixel): its write-back writes a pixel's {sy}x{sx} "
+                "phases together, which land in different pixels; the host interleaves")
         rewriter.replace(op, [*convs, interleave])
 
 
@@ -451,13 +505,14 @@ class ConvTransposeToConvPass(ModulePass):
     hw: str = ""
     """A hardware description JSON for the cost model (peak MACs, DRAM rate); default: the ZC706 build."""
     method: str = "auto"
-    """auto: the cheapest by `plans`; sub-pixel, phases or zero-insertion: that one where it applies
-    (phases: ungrouped or depthwise; zero insertion: crops within the kernel's span)."""
+    """auto: the cheapest by `plans`; cu-stride, sub-pixel, phases or zero-insertion: that one where it
+    applies (cu-stride: `cu_stride_refusal`; phases: ungrouped or depthwise; zero insertion: crops
+    within the kernel's span)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.method not in ("auto", "sub-pixel", "phases", "zero-insertion"):
-            raise PassFailedException(f"conv-transpose-to-conv: method '{self.method}' is not auto, sub-pixel, phases "
-                                      f"or zero-insertion")
+        if self.method not in ("auto", "cu-stride", "sub-pixel", "phases", "zero-insertion"):
+            raise PassFailedException(f"conv-transpose-to-conv: method '{self.method}' is not auto, cu-stride, "
+                                      f"sub-pixel, phases or zero-insertion")
         hw = SnowflakeConfig.load(self.hw or None)
         PatternRewriteWalker(GreedyRewritePatternApplier([ConvTransposeToConv(hw, self.method),
                                                           HoistThroughInterleave()])).rewrite_module(op)

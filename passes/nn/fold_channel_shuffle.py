@@ -21,6 +21,9 @@ spelling that ends in a pure channel permutation matches):
     (`dense_groups`: its kernels zero outside their group), so the permutation can cross groups;
   * otherwise every reader of y, when each is an ungrouped conv reading y as its input (or a
     grouped one depthwise-to-grouped would make dense): W[:, inverse(perm)] over x;
+  * otherwise, when x is a channel concat (ShuffleNetV2: Concat(identity half, branch)), one 1x1
+    conv per concat input writing its channels to their shuffled places, chained through the
+    bypass (`_fold_into_concat_parts`), where estimated faster than the host's copies;
   * otherwise the shuffle stays, and its transpose carries a `host_reason` saying why.
 Runs after fold-batch-norm and fuse-relu (the bias a permutation moves includes the folded BN)
 and before depthwise-to-grouped (whose round-trip costs then see the shuffle gone).
@@ -40,7 +43,11 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from snowir.dialects import nn
 from snowir.golden import int_values
 from snowir.hw import SnowflakeConfig
-from snowir.nn_util import const_of, constant_op, drop_dead_constants, shape_of
+from snowir.host_model import copy_ms, host_ms
+from snowir.nn_util import const_of, constant_op, drop_dead_constants, name_part, shape_of
+from snowir.plan.issue import placement_cycles
+from snowir.plan.shapes import LoweringError
+from snowir.tile.lowerable import planned_conv
 from snowir.passes.nn.depthwise_to_grouped import dense_conv, grouped_refused
 
 _SHAPE_OPS = (nn.ReshapeOp, nn.FlattenOp, nn.TransposeOp)
@@ -190,6 +197,53 @@ def _fold_into_consumers(shuffle: Shuffle, hw: SnowflakeConfig) -> str | None:
     return None
 
 
+def _fold_into_concat_parts(shuffle: Shuffle, hw: SnowflakeConfig) -> str | None:
+    """y = concat(v_0, ..., v_n)[:, perm] as one 1x1 conv per concat input, each writing its
+    channels to their shuffled places (a one-hot kernel per output channel, zero kernels for the
+    other inputs' places) and adding the part before it through its bypass: ShuffleNetV2's
+    Concat(identity half, branch) -> shuffle, whose identity half is a slice no conv writes and
+    whose two inputs a shuffle interleaves (no producer writes every other channel). Each output
+    channel sums one input word times 1 and zeros, so the copy is exact. Done where the parts'
+    device estimate beats the host's concat and shuffle copies with their DRAM round trip; the
+    parts then carry `placement_cost`. None when done, else why not."""
+    cat = shuffle.x.owner
+    assert isinstance(cat, nn.ConcatOp)
+    if cat.axis.value.data != 1:
+        return "its producer concat is not on the channel axis"
+    if not shuffle.x.has_one_use():
+        return "its producer concat has other readers"
+    c = shape_of(shuffle.y)[1]
+    lands = np.argsort(shuffle.perm)  # x's channel i is y's channel lands[i]
+    parts: list[tuple[Operation, Operation, nn.Conv2dOp]] = []
+    first = 0
+    for k, v in enumerate(cat.inputs):
+        m = shape_of(v)[1]
+        w = np.zeros((c, m, 1, 1), np.float32)
+        w[lands[first:first + m], np.arange(m)] = 1.0
+        first += m
+        weight, bias = constant_op(w, "w_shuffle"), constant_op(np.zeros(c, np.float32), "b_shuffle")
+        conv = nn.Conv2dOp(v, weight.result, bias.result, shuffle.y.type,
+                           bypass=parts[-1][2].output if parts else None)
+        name_part(conv, shuffle.ops[1] if len(shuffle.ops) > 1 else shuffle.ops[0], f"part{k}")
+        parts.append((weight, bias, conv))
+    try:
+        device = sum(hw.cycles_to_ms(placement_cycles(planned_conv(conv, hw), hw)) for _, _, conv in parts)
+    except LoweringError as e:
+        return f"its concat's inputs as shuffled 1x1 parts are refused ({e})"
+    words = sum(int(np.prod(shape_of(v))) for v in cat.inputs) + int(np.prod(shape_of(shuffle.y)))
+    host = host_ms(cat) + sum(host_ms(op) for op in shuffle.ops if isinstance(op, nn.TransposeOp)) + copy_ms(2 * words)
+    cost = f"device {device:.4f} ms vs host {host:.4f} ms (concat, shuffle and DRAM round trip)"
+    if device >= host:
+        return f"the concat's inputs as shuffled 1x1 parts are estimated slower: {cost}"
+    for weight, bias, conv in parts:
+        conv.attributes["placement_cost"] = StringAttr(cost)
+        Rewriter.insert_op([weight, bias, conv], InsertPoint.before(shuffle.ops[0]))
+    shuffle.y.replace_all_uses_with(parts[-1][2].output)
+    _erase_chain(shuffle)
+    Rewriter.erase_op(cat)
+    return None
+
+
 @dataclass(frozen=True)
 class FoldChannelShufflePass(ModulePass):
     name = "fold-channel-shuffle"
@@ -208,7 +262,13 @@ class FoldChannelShufflePass(ModulePass):
             if producer_why is None:
                 continue
             consumer_why = _fold_into_consumers(shuffle, hw)
-            if consumer_why is not None:
-                transpose.attributes["host_reason"] = StringAttr(
-                    f"channel shuffle left for the host: {producer_why}; {consumer_why}")
+            if consumer_why is None:
+                continue
+            if isinstance(shuffle.x.owner, nn.ConcatOp):
+                parts_why = _fold_into_concat_parts(shuffle, hw)
+                if parts_why is None:
+                    continue
+                consumer_why += f"; {parts_why}"
+            transpose.attributes["host_reason"] = StringAttr(
+                f"channel shuffle left for the host: {producer_why}; {consumer_why}")
         drop_dead_constants(op)

@@ -19,7 +19,10 @@ of them (`nn.depth_to_space`), goes into every part. An activation
 of one channel slice of a conv whose result only slices read (a detector head's Split into class
 scores and boxes, then Sigmoid on the scores) splits the conv at the slices' edges into convs
 over kernel ranges, the slice's own taking the activation (each slice then reads its part; a
-slice over several parts, their channel concat). It runs late in nn-prepare, after the passes that rebuild
+slice over several parts, their channel concat). An activation of channels that come whole
+from convs through a Split, reshapes keeping (N, C), channel concats and pixel concats (YOLOv8's
+Detect: Sigmoid on the class half of Concat(axis 2) of the scales' reshaped Concat(box, class
+convs)) goes into those convs when nothing else reads their channels. It runs late in nn-prepare, after the passes that rebuild
 convs (split-kernels, depthwise-to-grouped, the input layouts, add-to-bypass: an add's identity
 conv takes the activation too), so partition-host then re-decides with the activation gone
 from the host. Parameters that do not fit the unit's word (`Activation.word`: a clip bound off
@@ -105,7 +108,68 @@ def _fusable(x: SSAValue, users: int) -> list[nn.Conv2dOp]:
         parts = [_conv(v) if v.has_one_use() else None for v in cat.inputs]
         if all(p is not None for p in parts):
             return parts
+    if users == 1 and len(shape_of(x)) >= 2:
+        return _whole_convs(x, 0, shape_of(x)[1], top=True) or []
     return []
+
+
+def _whole_convs(x: SSAValue, lo: int, hi: int, top: bool = False) -> list[nn.Conv2dOp] | None:
+    """The convs whose every output channel, and nothing else, lands in channels [lo, hi) of x,
+    through channel slices (a Split), reshapes that keep the channel axis (N, C, H, W) -> (N, C,
+    H·W), channel concats and pixel concats (a concat on a later axis: each input holds every
+    channel): a detector head's class convs behind its Reshape / Concat(axis 2) / Split. None
+    where any value on the way is read by something else that sees those channels, or a conv
+    contributes only part of its channels. `top`: x is the activation's input (its caller counted
+    its readers)."""
+    owner = x.owner
+    if not top and not x.has_one_use():
+        return None
+    if isinstance(owner, nn.ChannelSliceOp):
+        start = owner.start.value.data
+        others = [u.operation for u in owner.input.uses if u.operation is not owner]
+        if not all(isinstance(o, nn.ChannelSliceOp) and (_channels(o)[1] <= start + lo or _channels(o)[0] >= start + hi)
+                   for o in others):
+            return None
+        return _whole_convs(owner.input, start + lo, start + hi)
+    if isinstance(owner, nn.HostOp) and owner.op_type.data == "Split":
+        first = _split_first(owner, x)
+        return None if first is None else _whole_convs(owner.inputs[0], first + lo, first + hi)
+    if isinstance(owner, nn.Conv2dOp):
+        return [owner] if _conv(x) is not None and (lo, hi) == (0, shape_of(x)[1]) else None
+    if isinstance(owner, nn.ReshapeOp | nn.FlattenOp):
+        before, after = shape_of(owner.operands[0]), shape_of(x)
+        if len(before) == 4 and len(after) >= 2 and before[:2] == after[:2]:
+            return _whole_convs(owner.operands[0], lo, hi)
+        return None
+    if isinstance(owner, nn.ConcatOp):
+        convs: list[nn.Conv2dOp] = []
+        first = 0
+        for v in owner.inputs:
+            c = shape_of(v)[1]
+            if owner.axis.value.data == 1:
+                a, b = max(lo - first, 0), min(hi - first, c)
+                first += c
+                if a >= b:
+                    continue
+            else:
+                a, b = lo, hi
+            found = _whole_convs(v, a, b)
+            if found is None:
+                return None
+            convs += found
+        return convs
+    return None
+
+
+def _split_first(split: nn.HostOp, x: SSAValue) -> int | None:
+    """The first channel of output x of a host Split on axis 1 (one the frontend left on the host:
+    a 3-D head tensor), None for another axis."""
+    axis = split.attrs.data.get("axis")
+    rank = len(shape_of(split.inputs[0]))
+    if (axis.value.data if axis is not None else 0) % rank != 1:
+        return None
+    outputs = list(split.results)
+    return sum(shape_of(v)[1] for v in outputs[:outputs.index(x)])
 
 
 def _channels(sl: nn.ChannelSliceOp) -> tuple[int, int]:

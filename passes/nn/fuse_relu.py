@@ -1,7 +1,8 @@
 """
 fuse-relu: fold `nn.relu` into the producing conv2d / dense / add, or into every phase conv of
 a ConvTranspose's interleave (`nn.depth_to_space`, which only moves words, so ReLU commutes
-with it).
+with it), or into the parts of a channel concat that convs write (the others keep a ReLU of
+their own channels: ShuffleNet's stride-2 unit ReLUs Concat(avg pool, branch)).
 
 Snowflake applies ReLU in the MAC write-back (after bias and bypass), so a separate ReLU
 layer would be a wasted pass over DRAM (on the host: PP-OCRv4 det's ConvTranspose, BN, ReLU,
@@ -13,10 +14,12 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, UnitAttr
 from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
 
 from snowir import writeback
 from snowir.dialects import nn
+from snowir.nn_util import name_part
 
 
 class FuseRelu(RewritePattern):
@@ -34,10 +37,38 @@ class FuseRelu(RewritePattern):
                 p.properties["relu"] = UnitAttr()
             rewriter.replace(op, [], [op.input])
             return
+        if isinstance(producer, nn.ConcatOp) and producer.axis.value.data == 1:
+            _into_concat_parts(op, producer, rewriter)
+            return
         if not isinstance(producer, nn.Conv2dOp | nn.DenseOp | nn.AddOp) or producer.relu is not None:
             return
         producer.properties["relu"] = UnitAttr()
         rewriter.replace(op, [], [op.input])
+
+
+def _takes_relu(v) -> bool:
+    p = v.owner
+    return isinstance(p, nn.Conv2dOp | nn.DenseOp | nn.AddOp) and p.relu is None and v.has_one_use() \
+        and not writeback.layer_choices(p.attributes)
+
+
+def _into_concat_parts(op: nn.ReluOp, concat: nn.ConcatOp, rewriter: PatternRewriter) -> None:
+    """relu(concat(a, b, ...)) = concat(relu(a), relu(b), ...): each part a conv writes takes the
+    ReLU at its write-back, any other part (ShuffleNet's stride-2 unit: an average pool the host
+    runs) gets a ReLU of its own, over its channels only rather than the whole concat's. Only
+    where some part is such a conv."""
+    parts = list(concat.inputs)
+    if not any(_takes_relu(v) for v in parts):
+        return
+    for i, v in enumerate(parts):
+        if _takes_relu(v):
+            v.owner.properties["relu"] = UnitAttr()
+        else:
+            relu = nn.ReluOp(v, v.type)
+            name_part(relu, op, str(i))
+            rewriter.insert_op(relu, InsertPoint.before(concat))
+            concat.operands[i] = relu.output
+    rewriter.replace(op, [], [op.input])
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ of whole CUs, or by the host — and read in place —
 by convs — (the host then copies it between segments and the reports count that copy), with the
 reason as `host_reason`. A channel concat on the device is no work: its producers write their slices
 (snowir/segments.py `slot_of`); so is an interleave (`nn.depth_to_space`) whose inputs are one
-COOP conv per result phase, each writing its pixels of the result in place (its reason otherwise:
+COOP conv per result phase, each writing its pixels of the result in place, or one merged conv
+writing every phase in place through its CU stride (its reason otherwise:
 snowir/tile/lowerable.py `interleave_refusal`). The runner
 and the reports follow these attributes. A `place` already in the IR (the user's edit, or an
 earlier run) is honoured: "host" stays on the host, "snowflake" on an op the device cannot run is
@@ -34,6 +35,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
+from snowir import writeback
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
 from snowir.segments import transpose_is_view
@@ -61,7 +63,7 @@ class PartitionHostPass(ModulePass):
             if inner.name.startswith("nn.") and not isinstance(inner, nn.ConstantOp):
                 device = (isinstance(inner, DEVICE) and not _depthwise(inner)) or \
                     (isinstance(inner, nn.TransposeOp) and transpose_is_view(inner))
-                reason = device_refusal(inner, hw) if device else _host_conv_reason(inner)
+                reason = device_refusal(inner, hw) if device else _host_conv_reason(inner, hw)
                 if reason is not None:
                     device = False
                     inner.attributes["host_reason"] = StringAttr(reason)
@@ -85,13 +87,64 @@ AVG_REASON = ("average pool whose border windows divide by their own count (padd
               "or ceil-mode partial windows): one conv's weights give one divisor")
 
 
-def _host_conv_reason(op) -> str | None:
+HOST_OP_REASONS = {
+    "Slice": "a slice of pixels, a strided slice or one computed at run time (a channel run is a channel slice, "
+             "read in place)",
+    "Split": "a split of a tensor that is not NCHW, off the channel axis, or with run-time sizes (a channel split of "
+             "an NCHW tensor is channel slices, read in place)",
+    "Resize": "a mode or coordinate mapping other than nearest pixel y -> y div s (resize-to-conv-transpose)",
+}
+"""Why common ONNX operators that have a device form in some spelling stayed `nn.host` ops."""
+
+
+def _writes_runtime_kernels(op) -> bool:
+    """Whether `op`'s result becomes a conv's kernels (through views): se-gate's gate."""
+    values = list(op.results)
+    while values:
+        for use in values.pop().uses:
+            user = use.operation
+            if isinstance(user, nn.ReshapeOp | nn.FlattenOp):
+                values.extend(user.results)
+            elif isinstance(user, nn.Conv2dOp) and "runtime_kernels" in user.attributes and use.index == 1:
+                return True
+    return False
+
+
+def _unit_reason(unit: writeback.WritebackUnit, hw: SnowflakeConfig) -> str:
+    """Why an op a write-back unit could take stayed on the host."""
+    if unit.machine_has(hw):
+        return "not right after a conv whose write-back could apply it"
+    return f"this machine's write-back has no {unit.title} unit (SnowflakeConfig.{unit.switch} = 0)"
+
+
+def _host_conv_reason(op, hw: SnowflakeConfig) -> str | None:
     """Why a conv `_depthwise` keeps on the host, an average pool avgpool-to-conv left, or a
     multiply by a run-time per-channel gate (None for other ops: their op says it)."""
     if isinstance(op, nn.MulOp) and gate_of(op) is not None:
         return "the host is estimated faster (placement_cost)" if "placement_cost" in op.attributes else GATE_REASON
     if isinstance(op, nn.AvgPoolOp):
         return AVG_REASON
+    given = op.attributes.get("host_reason")
+    if isinstance(given, StringAttr) and not isinstance(op, nn.Conv2dOp | nn.MulOp):
+        return given.data  # an earlier pass said why (resize-to-conv-transpose, fold-channel-shuffle, ...)
+    if isinstance(op, nn.HostOp):
+        kind = op.op_type.data
+        unit = writeback.absorbing(kind)
+        if unit is not None and _writes_runtime_kernels(op):
+            why = ("an SE gate: se-gate writes it as the gate conv's kernels, which the host computes (C values) "
+                   "before the segment that reads them")
+        elif unit is not None:
+            why = _unit_reason(unit, hw)
+        else:
+            why = HOST_OP_REASONS.get(kind, "no device form (onnxruntime runs it)")
+        return f"ONNX {kind}: {why}"
+    unit = writeback.absorbing(op.name)
+    if unit is not None:
+        return f"{op.name}: {_unit_reason(unit, hw)}"
+    if isinstance(op, nn.SpaceToDepthOp | nn.UnfoldRowsOp | nn.PadRowsOp):
+        return f"{op.name}: the model input in the stem's layout, written by the host as it loads the input"
+    if isinstance(op, nn.TransposeOp):
+        return "a transpose that moves words in the device's order: the host copies them"
     if not isinstance(op, nn.Conv2dOp):
         return None
     k, cg = op.weight.type.get_shape()[:2]

@@ -13,8 +13,10 @@ would copy each layer's output into the next layer's input. After it, the layers
   * weights are laid out once, at the bottom, live for the whole model; a layer's scratch lives
     for that layer;
   * tensors the host writes (model inputs, host layers' outputs) are live from the start of the
-    segment that first reads them; tensors the host reads stay live until the segment before it
-    ends (snowir/segments.py says where the host steps in);
+    segment that first reads them, and a device concat the host writes a slice of from the start
+    of the segment after that host layer (its device slices may come much later); tensors the
+    host reads stay live until the segment before it ends (snowir/segments.py says where the host
+    steps in);
   * addresses are first-fit by liveness, page aligned: two tensors live at the same layer
     never overlap (`tile.dram_plan` refuses a plan where they do).
 
@@ -185,6 +187,16 @@ class AllocateDramPass(ModulePass):
                         region.sym_name.data, role, 0 if role == "weights" else at, last_layer if role == "weights" else at)
                 t.regions.append(region)
                 t.size = max(t.size, region.size.value.data)
+        # a host layer (or the model input) that writes a slice of a device concat makes the concat's
+        # one tensor live from the start of the segment after it: a device layer of that segment may
+        # write the concat's other slices only later, and nothing else may sit there meanwhile
+        written = [(0, arg) for arg in main.body.block.args]
+        written += [(index, result) for index, s in enumerate(segs.segments) for host in s.host_before
+                    for result in host.results]
+        for index, value in written:
+            root = slot_of(value).root
+            if root is not value and root in tensors:  # a slice of a concat's tensor, not a tensor of its own
+                tensors[root].first = min(tensors[root].first, segs.first_position(index))
         # the host reads a device tensor once the segment that wrote it has ended
         for index, s in enumerate(segs.segments):
             for host in s.host_before:

@@ -31,7 +31,8 @@ from snowir.codegen.traces import (COOP, Prefetch, R_LEN, R_MAPS, R_OUT, R_SRC, 
                                    R_W, R_WSRC, TRACE_CHUNK, set_writeback, trace_chunks)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import BIAS_BLOCK, ConvPlan, LoweringError, Strip, band_plans, full_mask, ring_of
+from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, LoweringError, Strip, band_plans, full_mask, kernel_vmacs, ring_of,
+                                vmac_mask)
 
 
 # staggered kernel tiles (weights_stagger): 1 while the current tile sits at base 0, else 0.
@@ -67,6 +68,10 @@ def _generate(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
     b = AsmBuilder()
     set_writeback(b, s, hw)
     mask_last = (1 << (s.k - plan.kernels * (plan.tiles - 1))) - 1
+    if plan.cu_stride:  # a merged conv's phases in place: each CU's write-back one result row on
+        mask_last = vmac_mask(kernel_vmacs(plan, hw, s.k))
+        b.const(R_TMP, plan.cu_stride)
+        b.emit(sf.VmovOp(COOP, sf.VmovSelect.STRIDE, R_TMP))
     if s.kernel_words > hw.weights_buffer_elements:
         _fully_connected(b, plan, hw, mask_last)
         return b
@@ -535,6 +540,6 @@ def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wb
     with b.at(f"load_weights.ktile{t}"):
         b.const(R_LEN, s.kernel_words)
         b.const(R_TMP, wbuf)
-        for j in range(plan.kernels):
+        for j, vmac in enumerate(kernel_vmacs(plan, hw, s.k if plan.per_cu else plan.kernels)):
             b.const(R_SRC, plan.w_addr + 2 * (t * plan.kernels + j) * s.kernel_words)
-            b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, j))
+            b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, vmac))

@@ -294,6 +294,11 @@ def out_slice(y: np.ndarray, value: SSAValue) -> np.ndarray:
         oy, ox, sy, sx, h, w = slot.pixels
         full = y[:h * w * slot.total].reshape(h, w, slot.total)
         return full[oy::sy, ox::sx][:oh, :ow, slot.first:slot.first + k].transpose(2, 0, 1)
+    if slot.phases is not None:  # a merged conv's phases: channel (a·sx + b)·M + m at pixel (sy·i + a, sx·j + b)
+        sy, sx, h, w = slot.phases
+        m = k // (sy * sx)
+        full = y[:h * w * m].reshape(oh, sy, ow, sx, m)
+        return full.transpose(1, 3, 4, 0, 2).reshape(k, oh, ow)
     return y[:oh * ow * slot.total].reshape(oh, ow, slot.total)[:, :, slot.first:slot.first + k].transpose(2, 0, 1)
 
 

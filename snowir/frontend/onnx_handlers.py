@@ -297,6 +297,43 @@ def _split(imp: ImportContext, node: onnx.NodeProto) -> None:
         start += size
 
 
+def _slice(imp: ImportContext, node: onnx.NodeProto) -> None:
+    """A Slice that keeps a contiguous run of an NCHW tensor's channels and every pixel (torch's
+    `chunk` / `x[:, a:b]`, as YOLOv8's C2f and ShuffleNetV2's channel split export): an
+    `nn.channel_slice`, read in place like a Split's. Other slices (strided, spatial) stay host
+    Slices (fold-focus reads those)."""
+    x = imp.value(node, node.input[0])
+    shape = imp.shape(x)
+    a = _attrs(node)
+    if len(shape) != 4:
+        raise Unmapped("a slice of a tensor that is not NCHW")
+    if imp.opset < 10:
+        starts, ends = [int(v) for v in a.get("starts", [])], [int(v) for v in a.get("ends", [])]
+        axes, steps = [int(v) for v in a.get("axes", range(len(starts)))], [1] * len(starts)
+    else:
+        starts, ends = ([int(v) for v in np.asarray(imp.const(node, i, what)).reshape(-1)]
+                        for i, what in ((1, "starts"), (2, "ends")))
+        axes = ([int(v) for v in np.asarray(imp.const(node, 3, "axes")).reshape(-1)]
+                if len(node.input) > 3 and node.input[3] else list(range(len(starts))))
+        steps = ([int(v) for v in np.asarray(imp.const(node, 4, "steps")).reshape(-1)]
+                 if len(node.input) > 4 and node.input[4] else [1] * len(starts))
+    keep = {axis: (0, dim) for axis, dim in enumerate(shape)}
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        axis %= 4
+        dim = shape[axis]
+        if step != 1:
+            raise Unmapped("a strided slice")
+        start, end = (min(max(v + dim if v < 0 else v, 0), dim) for v in (start, end))
+        keep[axis] = (start, end)
+    if any(keep[axis] != (0, shape[axis]) for axis in (0, 2, 3)):
+        raise Unmapped("a slice of pixels (or images), not of channels")
+    start, end = keep[1]
+    if end <= start:
+        raise Unmapped("an empty channel slice")
+    imp.set_output(node, imp.emit(nn.ChannelSliceOp(x, start, end - start,
+                                                    _tensor_type([shape[0], end - start, *shape[2:]]))))
+
+
 def _flatten(imp: ImportContext, node: onnx.NodeProto) -> None:
     x = imp.value(node, node.input[0])
     shape = imp.shape(x)
@@ -401,6 +438,7 @@ HANDLERS: dict[str, Callable[[ImportContext, onnx.NodeProto], None]] = {
     "BatchNormalization": _batch_norm,
     "Concat": _concat,
     "Split": _split,
+    "Slice": _slice,
     "Flatten": _flatten,
     "Reshape": _reshape,
     "Unsqueeze": _reshape,

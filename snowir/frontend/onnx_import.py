@@ -178,6 +178,11 @@ class Importer:
         if not inputs:
             raise OnnxImportError(f"{self.source}: the graph has no non-constant input")
         arg_types = []
+        unknown = sorted(set(self.input_shapes) - {inp.name for inp in inputs} - ({""} if len(inputs) == 1 else set()))
+        if unknown:
+            names = ", ".join(f"'{inp.name}'" for inp in inputs)
+            raise OnnxImportError(f"{self.source}: --input-shape names input '{unknown[0]}', which the model does not "
+                                  f"have (its inputs: {names})")
         for inp in inputs:
             if not inp.type.HasField("tensor_type"):
                 raise OnnxImportError(f"{self.source}: input '{inp.name}' is not a tensor (sequences, maps and "
@@ -225,7 +230,11 @@ class Importer:
         try:
             module.verify()
         except Exception as e:  # noqa: BLE001
-            raise OnnxImportError(f"{self.source}: imported module does not verify: {str(e).splitlines()[0]}") from None
+            bad = next((op for op in block.ops if not _verifies(op)), None)
+            node = bad.attributes.get("onnx_node") if bad is not None else None
+            where = f" (node '{node.data}')" if isinstance(node, nn.StringAttr) else ""
+            raise OnnxImportError(f"{self.source}: imported module does not verify{where}: "
+                                  f"{str(e).splitlines()[0]}") from None
         return module
 
     def node(self, node: onnx.NodeProto) -> None:
@@ -461,6 +470,14 @@ def import_model(model: onnx.ModelProto, source: str = "<onnx>",
                  input_shapes: dict[str, list[int]] | None = None) -> ModuleOp:
     prepared, weights, _ = prepare_apart(model, source)
     return Importer(prepared, source, input_shapes, weights).run()
+
+
+def _verifies(op: Operation) -> bool:
+    try:
+        op.verify()
+    except Exception:  # noqa: BLE001 - which op fails is all that is asked
+        return False
+    return True
 
 
 def parse_input_shape(spec: str, default_name: str | None = None) -> dict[str, list[int]]:

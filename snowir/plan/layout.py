@@ -33,6 +33,11 @@ class ConvLayout:
     out_row: int = 0
     """Words between the output's rows when not `ow · out_pixel` (an interleave's phase: its
     result's row, times the row step); `out_first` is then the phase's first word in the tensor."""
+    cu_stride: int = 0
+    """Bytes between CU c's write-back and CU c + 1's when not the COOP default (2V): a merged
+    conv's phases written in place (`merged`), one result row."""
+    per_cu: int = 0
+    """Kernels a CU takes when not V (a merged conv's phase row's sx·M, `merged`)."""
 
 
 def interleaved(first: int, total: int, pixels: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -43,10 +48,22 @@ def interleaved(first: int, total: int, pixels: tuple[int, ...]) -> tuple[int, i
     return 2 * h * w * total, (oy * w + ox) * total + first, sx * total, sy * w * total
 
 
+def merged(k: int, phases: tuple[int, ...]) -> tuple[int, int, int, int, int]:
+    """A merged conv of `k` channels, its phases written in place (`phases` = (sy, sx, height,
+    width) of the result, a tensor of its own of M = k / (sy·sx) channels): the tensor's bytes, the
+    words between the conv's pixels (sx·M) and between its rows (sy result rows), the CU stride in
+    bytes (one result row: phase row a on CU a) and the kernels a CU takes (the row's sx·M)."""
+    sy, sx, h, w = phases
+    m = k // (sy * sx)
+    return 2 * h * w * m, sx * m, sy * w * m, 2 * w * m, sx * m
+
+
 def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeConfig | None = None,
-                out_slice: tuple[int, int] = (0, 0), pixels: tuple[int, ...] | None = None) -> ConvLayout:
+                out_slice: tuple[int, int] = (0, 0), pixels: tuple[int, ...] | None = None,
+                phases: tuple[int, ...] | None = None) -> ConvLayout:
     """`out_slice` = (first channel, total channels) of the tensor the output is a slice of, (0, 0)
-    for an output of its own; `pixels`: an interleave's phase (`interleaved`)."""
+    for an output of its own; `pixels`: an interleave's phase (`interleaved`); `phases`: a merged
+    conv's interleave result (`merged`)."""
     in_bytes = s.h * s.w * s.cin * 2
     w_addr = align(in_bytes)
     hw = hw or SnowflakeConfig()
@@ -56,6 +73,9 @@ def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeCon
     if pixels is not None:
         out_bytes, word, step, row = interleaved(first, total or s.k, pixels)
         return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, None, word, step, row)
+    if phases is not None:
+        out_bytes, step, row, cu, per_cu = merged(s.k, phases)
+        return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, None, 0, step, row, cu, per_cu)
     out_bytes = s.oh * s.ow * (total or s.k) * 2
     return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, align(out_addr + out_bytes) if bypass else None,
                       first, total if total != s.k else 0)

@@ -50,6 +50,44 @@ def full_mask(plan: ConvPlan) -> int:
     return (1 << plan.kernels) - 1
 
 
+def kernel_vmacs(plan: ConvPlan, hw: SnowflakeConfig, count: int) -> list[int]:
+    """The vMAC (c·V + v) each of a COOP kernel tile's first `count` kernels loads into: kernel j
+    on vMAC j, or with `per_cu` (a merged conv's phases in place) kernel j on CU j div per_cu's
+    vMAC j mod per_cu, so that the write-back's CU stride puts each phase row in its own row."""
+    if not plan.per_cu:
+        return list(range(count))
+    return [j // plan.per_cu * hw.vmacs_per_cu + j % plan.per_cu for j in range(count)]
+
+
+def vmac_mask(vmacs: list[int]) -> int:
+    """The write-back mask enabling exactly these vMACs."""
+    return sum(1 << v for v in vmacs)
+
+
+def phases_refusal(plan: ConvPlan, phases: tuple[int, ...], hw: SnowflakeConfig) -> str | None:
+    """Why a planned conv cannot write its channels as the phases of a (sy, sx, height, width)
+    result in place (the output region's `phases`): each phase row's sx·M channels must sit on one
+    CU's vMACs (the write-back writes a CU's vMACs contiguously, CUs one CU stride apart), so
+    sx·M <= V and sy <= CUs, its grid must be exactly the result's, and the conv one COOP kernel
+    tile by rows (its loads and mask place each kernel once)."""
+    s = plan.shape
+    sy, sx, h, w = phases
+    if s.k % (sy * sx):
+        return f"its {s.k} channels are not {sy}x{sx} phases of whole pixels"
+    m = s.k // (sy * sx)
+    if sx * m > hw.vmacs_per_cu:
+        return f"a phase row's {sx}x{m} channels exceed a CU's {hw.vmacs_per_cu} vMACs"
+    if sy > hw.cus:
+        return f"its {sy} phase rows exceed the {hw.cus} CUs"
+    if (sy * s.oh, sx * s.ow) != (h, w):
+        return f"its {s.oh}x{s.ow} phase grid is not the {h}x{w} result's"
+    why = "INDP" if plan.indp else "column-tiled" if plan.column_tiled else \
+        "residual" if plan.bypass_addr is not None else "a fused pool's" if plan.pool is not None else \
+        "grouped" if s.groups > 1 else f"{plan.tiles} kernel tiles" if plan.tiles != 1 else \
+        "larger than the weights buffer" if s.kernel_words > hw.weights_buffer_elements else None
+    return None if why is None else f"{why}: only a COOP conv of one kernel tile, by rows, spreads its kernels over the CUs"
+
+
 @dataclass(frozen=True)
 class ConvShape:
     c: int
@@ -180,6 +218,11 @@ class ConvPlan(ConvDecisions):
     # words between output pixels: a channel slice of a wider tensor's (a device concat, recorded on the
     # output region as `channels`), 0 = the shape's K; `out_addr` is then the slice's first channel's
     out_pixel: int = 0
+    # a merged conv's phases written in place (the output region's `phases`): bytes between CU c's
+    # write-back and CU c + 1's (one result row; 0 = the COOP default, 2V) and kernels a CU takes
+    # (phase row a's sx·M kernels on CU a's first vMACs; 0 = V, kernel j on vMAC j: `kernel_vmacs`)
+    cu_stride: int = 0
+    per_cu: int = 0
 
     @property
     def column_tiled(self) -> bool:

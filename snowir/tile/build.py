@@ -18,7 +18,7 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, UnitAttr, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf, tile
-from snowir.dialects.tile.decisions import (CHANNELS, CU_ROWS, KERNEL_TILE, LAYER, MAPS_BUFFERING, PIXELS, PLAN_DECISIONS, RING,
+from snowir.dialects.tile.decisions import (CHANNELS, CU_ROWS, KERNEL_TILE, LAYER, MAPS_BUFFERING, PHASES, PIXELS, PLAN_DECISIONS, RING,
                                           SLOT, decisions_on, write_decisions)
 from snowir.golden import Golden, Q, constant_array, element_frac, int_values
 from snowir.hw import DEFAULT, SnowflakeConfig
@@ -27,13 +27,14 @@ from snowir.plan.conv import plan_conv
 from snowir.plan.fused_pool import fuse, fusing_pays
 from snowir.plan.indp_columns import column_layout
 from snowir.plan.residual_mode import conv_mode
-from snowir.plan.layout import (LANE_GROUPS, ConvLayout, block_diagonal, conv_layout, interleaved, pack_for, packed_kernels,
+from snowir.plan.layout import (LANE_GROUPS, ConvLayout, block_diagonal, conv_layout, pack_for, packed_kernels,
                                 packed_words, unpack)
 from snowir.plan.pool import plan_pool_tiles, ring_loads
 from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align, band_plans,
-                                indp_kernel_words, input_columns, input_rows, kernels_per_tile)
+                                indp_kernel_words, input_columns, input_rows, kernel_vmacs, kernels_per_tile)
 from snowir.resources import int16_array, int16_resource
 from snowir.segments import slot_of
+from snowir.tile.placement import output_cus, output_placement, regions_of
 
 POOL_SLACK = 64  # bytes after a pool's output: the lanes of a partly used CU write there
 
@@ -56,66 +57,17 @@ def pool_shape_of(attr: tile.PoolShapeAttr) -> PoolShape:
     return PoolShape(**attr.values())
 
 
-def regions_of(layer: tile.LayerOp) -> dict[str, tile.DramRegionOp]:
-    return {op.label.data: op for op in layer.body.block.ops if isinstance(op, tile.DramRegionOp)}
-
-
-def output_channels(region: tile.DramRegionOp) -> tuple[int, int, int]:
-    """An output region's `channels` (first, count, total): a channel slice of a wider tensor (a
-    device concat's) the layer writes whole pixels of; (0, 0, 0) for an output of its own."""
-    return CHANNELS.value(region) or (0, 0, 0)  # type: ignore[return-value]
-
-
-def output_pixels(region: tile.DramRegionOp) -> tuple[int, ...] | None:
-    """An output region's `pixels` (oy, ox, sy, sx, height, width): an interleave's phase, written
-    at every sy-th row's every sx-th pixel of a height x width tensor; None for whole pixels."""
-    return PIXELS.value(region)
-
-
-def output_placement(region: tile.DramRegionOp, s: ConvShape) -> tuple[int, int, int]:
-    """Where a conv's output region puts its words: (first word, words between pixels, words between
-    rows); (0, 0, 0) for an output of its own (K words a pixel, OW pixels a row)."""
-    first, _, total = output_channels(region)
-    pixels = output_pixels(region)
-    if pixels is not None:
-        return interleaved(first, total or s.k, pixels)[1:]
-    return (first, total, s.ow * total) if total else (0, 0, 0)
-
-
-def output_bytes(region: tile.DramRegionOp, s: ConvShape) -> int:
-    """The bytes a conv's output region spans: the whole tensor it is a slice or phase of."""
-    first, _, total = output_channels(region)
-    pixels = output_pixels(region)
-    return interleaved(first, total or s.k, pixels)[0] if pixels is not None else s.oh * s.ow * (total or s.k) * 2
-
-
-def slice_refusal(layer: tile.LayerOp, op: nn.Conv2dOp | nn.MaxPoolOp) -> str | None:
-    """Why the layer's output region disagrees with where the graph places the nn op's result (a
-    device concat's channel slice, `slot_of`): the readers, the host and the reports find the result
-    there, so an edited `channels` is refused, not followed."""
-    region = regions_of(layer).get("output")
-    slot = slot_of(op.results[0])
-    want = (0, 0, 0) if slot.channels == slot.total else (slot.first, slot.channels, slot.total)
-    if region is not None and output_pixels(region) != slot.pixels:
-        return (f"tile.dram_region @{region.sym_name.data}: pixels {list(output_pixels(region) or [])} where the graph "
-                f"places its output at {list(slot.pixels or [])} ([oy, ox, sy, sx, height, width] of its interleave's "
-                "result; none: whole pixels of its own): edit the interleave in @main (or place it on the host) instead")
-    if region is None or output_channels(region) == want:
-        return None
-    return (f"tile.dram_region @{region.sym_name.data}: channels {list(output_channels(region))} where the graph places "
-            f"its output at {list(want)} ([first, count, total] of its concat's tensor; [0, 0, 0]: a tensor of its own): "
-            "edit the concat in @main (or place it on the host) instead")
-
-
 def layout_of(layer: tile.LayerOp) -> ConvLayout:
     """The conv layer's DRAM layout as its `tile.dram_region`s record it."""
     regions = regions_of(layer)
     r = regions.get("bypass")
     out = regions.get("conv_output", regions["output"])  # a fused pool's layer: the conv's own output
-    first, step, row = output_placement(out, conv_shape_of(layer.shape))  # type: ignore[arg-type]
+    s = conv_shape_of(layer.shape)  # type: ignore[arg-type]
+    first, step, row = output_placement(out, s)
     return ConvLayout(regions["maps"].size.value.data, regions["weights"].offset.value.data,
                       regions["weights"].size.value.data, out.offset.value.data,
-                      out.size.value.data, r.offset.value.data if r is not None else None, first, step, row)
+                      out.size.value.data, r.offset.value.data if r is not None else None, first, step, row,
+                      *output_cus(out, s))
 
 
 def device_input(op: nn.Conv2dOp | nn.MaxPoolOp) -> SSAValue:
@@ -198,6 +150,10 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
             raise LoweringError("a conv writing a channel slice of a concat runs without a fused pool and, in INDP, "
                                 "with the CUs splitting rows (a column-split INDP conv's CU stride is its bypass's too)")
         plan = dataclasses.replace(plan, out_row=lay.out_row or s.ow * lay.out_pixel, out_pixel=lay.out_pixel)
+    if lay.cu_stride:  # a merged conv's phases in place: phase row a's kernels on CU a
+        if plan.indp or plan.tiles != 1 or s.kernel_words > hw.weights_buffer_elements:
+            raise LoweringError("a merged conv writing its phases in place runs COOP in one kernel tile")
+        plan = dataclasses.replace(plan, cu_stride=lay.cu_stride, per_cu=lay.per_cu)
     if plan.indp:  # vMAC v of every CU: 16 interleaved kernels (weights broadcast)
         words = indp_kernel_words(s, hw)
         kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, words, w_addr + 2 * v * words, 0, 0, hw.vmacs + v)
@@ -205,8 +161,9 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
         per_tile = kernels_per_tile(hw)
     else:
         per_tile = plan.kernels
-        kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, s.kernel_words, w_addr + 2 * j * s.kernel_words, 0, 0, j)
-                        for j in range(per_tile)] if s.kernel_words <= hw.weights_buffer_elements else []
+        vmacs = kernel_vmacs(plan, hw, s.k if plan.per_cu else per_tile)  # a merged conv in place: its kernels' vMACs
+        kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, s.kernel_words, w_addr + 2 * j * s.kernel_words, 0, 0, v)
+                        for j, v in enumerate(vmacs)] if s.kernel_words <= hw.weights_buffer_elements else []
     ktile = tile.KernelTileOp(0, per_tile, plan.tiles, kernel_loads)
     if plan.double_buffer_weights:
         SLOT.write(ktile, plan.w_slot)
@@ -437,7 +394,8 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     bypass = op.bypass is not None
     slot = slot_of(op.output)
     mode = conv_mode(s, hw, bypass, mode, sliced=not slot.whole)
-    lay = conv_layout(s, bypass, mode, hw, (0, 0) if slot.whole else (slot.first, slot.total), slot.pixels)
+    lay = conv_layout(s, bypass, mode, hw, (0, 0) if slot.whole else (slot.first, slot.total), slot.pixels,
+                      slot.phases)
     plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
                             weights_region(name, lay, s, mode, weight_image(op, s, mode, hw), hw)]
@@ -447,10 +405,12 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     pool_op = None
     if fused is None:
         ops.append(tile.DramRegionOp(f"{name}.output", lay.out_addr, lay.out_bytes, "output"))
-        if slot.channels != slot.total:
+        if slot.channels != slot.total and slot.phases is None:
             CHANNELS.write(ops[-1], (slot.first, slot.channels, slot.total))
         if slot.pixels is not None:  # an interleave's phase: its pixels of the result, in place
             PIXELS.write(ops[-1], tuple(slot.pixels))
+        if slot.phases is not None:  # a merged conv's interleave: every phase in place (CU stride)
+            PHASES.write(ops[-1], tuple(slot.phases))
     else:
         pool_op, plan = fused
         p = plan.pool

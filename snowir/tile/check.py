@@ -22,7 +22,7 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, i64
 from xdsl.ir import Block, Operation
 
 from snowir.dialects import tile
-from snowir.dialects.tile.decisions import CHANNELS, CU_ROWS, MAPS_BUFFERING, PIXELS, PLAN_DECISIONS, RING, SLOT
+from snowir.dialects.tile.decisions import CHANNELS, CU_ROWS, MAPS_BUFFERING, PHASES, PIXELS, PLAN_DECISIONS, RING, SLOT
 from snowir.hw import SnowflakeConfig
 from snowir.plan.fused_pool import fusable, maps_words, place_ring
 from snowir.plan.indp import default_rows_per_cu, group_strips, indp_groups, interior_rows
@@ -30,10 +30,12 @@ from snowir.plan.indp_columns import column_layout, columns_refusal
 from snowir.plan.pool import check_pool_channels, max_pool_rows, row_maxs
 from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, LoweringError, PoolShape, PoolTile, TRACE_CHUNK,
                                 band_plans, bands_of, coop_kernels, gather_of, indp_kernel_words, input_columns,
-                                input_rows, kernels_per_tile, ring_schedule)
+                                input_rows, kernels_per_tile, phases_refusal, ring_schedule)
 from snowir.plan.conv import slice_words
 from snowir.resources import int16_array
-from snowir.tile.build import body_difference, conv_shape_of, conv_tile_body, layout_of, output_bytes, output_channels, output_pixels, packed_words, pool_tile_body, regions_of, repack
+from snowir.tile.build import (body_difference, conv_shape_of, conv_tile_body, layout_of, packed_words, pool_tile_body,
+                              repack)
+from snowir.tile.placement import output_bytes, output_channels, output_phases, output_pixels, regions_of
 from snowir.tile.read import (TileError, cols_of, compact_shape_of, conv_plan_of, input_rows_of, kernel_tile_of,
                               maps_tiles_of, pool_tiles_of)
 
@@ -286,10 +288,13 @@ def check_slice(layer: tile.LayerOp, k: int) -> None:
     interleave's phase (`pixels`) is a conv's output only: a max pool writes whole pixels, row after
     row (accepted, the pool wrote its rows over the phase's tensor as if `pixels` were not there)."""
     out = regions_of(layer).get("output")
-    if out is not None and PIXELS.value(out) is not None and (layer.pool is not None
-                                                            or not isinstance(layer.shape, tile.ConvShapeAttr)):
+    pool = layer.pool is not None or not isinstance(layer.shape, tile.ConvShapeAttr)
+    if out is not None and PIXELS.value(out) is not None and pool:
         raise TileError(layer, f"tile.dram_region @{out.sym_name.data}: pixels: a max pool writes whole pixels of its "
                                "own, not an interleave's phase (remove pixels)")
+    if out is not None and PHASES.value(out) is not None and (pool or PIXELS.value(out) or CHANNELS.value(out)):
+        raise TileError(layer, f"tile.dram_region @{out.sym_name.data}: phases: a conv's own output, the whole "
+                               "result of its interleave (remove phases, or the pool, pixels or channels)")
     if out is None or CHANNELS.value(out) is None:
         return
     _, count, _ = output_channels(out)
@@ -413,6 +418,9 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
         if oy + sy * (full.oh - 1) >= height or ox + sx * (full.ow - 1) >= width:
             raise TileError(layer, f"tile.dram_region @{regions['output'].sym_name.data}: pixels {list(pixels)}: its "
                                    f"{full.oh}x{full.ow} output reaches past the {height}x{width} tensor")
+    phases = output_phases(regions["output"]) if plan.pool is None else None
+    if phases is not None and (why := phases_refusal(plan, phases, hw)) is not None:
+        raise TileError(layer, f"tile.dram_region @{regions['output'].sym_name.data}: phases {list(phases)}: {why}")
     if plan.pool is not None:
         sizes["output"] = plan.pool.oh * plan.pool.ow * plan.pool.c * 2
     _regions(layer, sizes)

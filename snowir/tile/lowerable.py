@@ -16,7 +16,7 @@ from snowir.hw import SnowflakeConfig
 from snowir.plan.conv import plan_conv
 from snowir.plan.residual_mode import conv_mode
 from snowir.plan.layout import conv_layout
-from snowir.plan.shapes import ConvPlan, LoweringError
+from snowir.plan.shapes import ConvPlan, LoweringError, phases_refusal
 from snowir.segments import concat_inputs, concat_of, placed_concat, placed_interleave, slot_of
 from snowir.tile.build import layer_conv_shape, pool_shape
 
@@ -122,9 +122,10 @@ def interleave_refusal(op: nn.DepthToSpaceOp, hw: SnowflakeConfig) -> str | None
     tile IR's `pixels`). Asked in graph order, once the phase convs are placed."""
     by, bx = int_values(op.block)
     _, _, oh, ow = op.output.type.get_shape()
+    if len(op.inputs) == 1:
+        return merged_refusal(op, hw)
     if len(op.inputs) != by * bx:
-        return ("interleave of one merged conv's phases (method sub-pixel): its write-back writes a pixel's "
-                f"{by}x{bx} phases together, which land in different pixels; the host interleaves")
+        return f"interleave of {len(op.inputs)} inputs into {by}x{bx} phases: the host interleaves"
     if any(int_values(op.offsets)):
         return "interleave of phases computed past the result (cropped): the host interleaves"
     for p, v in enumerate(op.inputs):
@@ -144,6 +145,36 @@ def interleave_refusal(op: nn.DepthToSpaceOp, hw: SnowflakeConfig) -> str | None
     return None
 
 
+MERGED = ("interleave of one merged conv's phases (method sub-pixel): its write-back writes a pixel's "
+          "{by}x{bx} phases together, which land in different pixels; the host interleaves ({why})")
+"""The reason a merged conv's interleave stays on the host; `why`: what keeps its phases from
+being written in place through the CU stride (method cu-stride)."""
+
+
+def merged_refusal(op: nn.DepthToSpaceOp, hw: SnowflakeConfig) -> str | None:
+    """Why one merged conv (conv-transpose-to-conv's sub-pixel conv) cannot write its interleave's
+    result in place: with phase row a's kernels on CU a and the CU stride one result row
+    (`Slot.phases`, plan/shapes.phases_refusal), every phase lands in its pixel, but only for a
+    device conv read only by the interleave, offsets 0, one group, and a result of its own."""
+    by, bx = int_values(op.block)
+    conv, value = op.inputs[0].owner, op.inputs[0]
+    why = None
+    if any(int_values(op.offsets)):
+        why = "phases computed past the result (cropped)"
+    elif op.groups.value.data != 1:
+        why = f"{op.groups.value.data} groups"
+    elif not isinstance(conv, nn.Conv2dOp) or _placed(conv, "host") or not value.has_one_use() \
+            or conv.bypass is not None:
+        why = "not a device conv read only by it"
+    if why is None:
+        _, _, oh, ow = op.output.type.get_shape()
+        try:
+            why = phases_refusal(planned_conv(conv, hw, sliced=True), (by, bx, oh, ow), hw)
+        except LoweringError as e:
+            why = str(e)
+    return None if why is None else MERGED.format(by=by, bx=bx, why=why)
+
+
 def _member_refusal(v: SSAValue, concat: nn.ConcatOp, hw: SnowflakeConfig) -> str | None:
     """Why `v` cannot be a channel slice of `concat`'s tensor."""
     other = concat_of(v)
@@ -155,6 +186,8 @@ def _member_refusal(v: SSAValue, concat: nn.ConcatOp, hw: SnowflakeConfig) -> st
                                                 and not placed_interleave(owner)
                                                 and not isinstance(owner, DEVICE_OPS)):
             return f"an input comes from {owner.name}, which writes no channel slice"
+        if placed_interleave(owner) and len(owner.operands) == 1:
+            return "an input is a merged conv's interleave, whose CU stride writes whole pixels of its own"
         if isinstance(owner, nn.MaxPoolOp) and not _placed(owner, "host") and pool_shape(owner).c % 16:
             return "an input's max pool has channels not a multiple of 16 (a partial CU writes past them)"
         if isinstance(owner, nn.Conv2dOp) and not _placed(owner, "host"):

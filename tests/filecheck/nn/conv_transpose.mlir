@@ -15,7 +15,8 @@
 // 2x2) and its host interleave of 1020 words, and zero insertion's 110592 (12x12 x 3 x 16 x
 // 4x4) and 4624 host words: the phases are cheapest. The ReLU moves before the interleave.
 // Asked for, one merged conv with 4 phases x 3 channels, interleaved on the host (its write-back
-// writes a pixel's four phases together; the pad of 3 crops the first grid row: offset 1).
+// writes a pixel's four phases together; the pad of 3 crops the first grid row: offset 1, which
+// also keeps it from writing the result in place through the CU stride: `cu-stride: ...`).
 // Zero insertion, asked for: the input spread by 2 and padded by 4 - 1 - 3 = 0, then a 4x4
 // conv with the flipped kernel.
 
@@ -27,7 +28,7 @@ func.func @main(%x: tensor<1x16x8x8xf32>) -> tensor<1x3x12x12xf32> {
   func.return %r : tensor<1x3x12x12xf32>
 }
 
-// CHECK:      nn.conv2d %x, %{{.*}}, %{{.*}} {onnx_node = "up.phase0", conv_transpose = "phases {{[0-9.]+}} ms (62208 MACs, host 0 words), sub-pixel {{[0-9.]+}} ms (37632 MACs, host 1020 words), zero-insertion {{[0-9.]+}} ms (110592 MACs, host 4624 words)"{{.*}}pads = array<i64: 0, 0, 0, 0>{{.*}} : (tensor<1x16x8x8xf32>, tensor<3x16x3x3xf32>, tensor<3xf32>) -> tensor<1x3x6x6xf32>
+// CHECK:      nn.conv2d %x, %{{.*}}, %{{.*}} {onnx_node = "up.phase0", conv_transpose = "phases {{[0-9.]+}} ms (62208 MACs, host 0 words), sub-pixel {{[0-9.]+}} ms (37632 MACs, host 1020 words), zero-insertion {{[0-9.]+}} ms (110592 MACs, host 4624 words); cu-stride: phases computed past the result (cropped)"{{.*}}pads = array<i64: 0, 0, 0, 0>{{.*}} : (tensor<1x16x8x8xf32>, tensor<3x16x3x3xf32>, tensor<3xf32>) -> tensor<1x3x6x6xf32>
 // CHECK-COUNT-3: nn.conv2d %x, {{.*}} -> tensor<1x3x6x6xf32>
 // CHECK-COUNT-4: nn.relu
 // CHECK-NEXT: nn.depth_to_space %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {onnx_node = "up.interleave", block = array<i64: 2, 2>, offsets = array<i64: 0, 0>, groups = 1 : i64} : ({{.*}}) -> tensor<1x3x12x12xf32>
@@ -39,10 +40,10 @@ func.func @main(%x: tensor<1x16x8x8xf32>) -> tensor<1x3x12x12xf32> {
 // MERGED:      %[[W:.*]] = nn.constant {{.*}} : tensor<12x16x2x2xf32>
 // MERGED:      %[[C:.*]] = nn.conv2d %x, %[[W]], %{{.*}} {{{.*}}strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>{{.*}}} : {{.*}} -> tensor<1x12x7x7xf32>
 // MERGED-NEXT: %[[R:.*]] = nn.relu %[[C]]
-// MERGED-NEXT: nn.depth_to_space %[[R]] {onnx_node = "up.interleave", block = array<i64: 2, 2>, offsets = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x12x7x7xf32>) -> tensor<1x3x12x12xf32>
+// MERGED-NEXT: nn.depth_to_space %[[R]] {onnx_node = "up.interleave", place = "host", host_reason = "interleave of one merged conv's phases (method sub-pixel): {{.*}}the host interleaves", block = array<i64: 2, 2>, offsets = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x12x7x7xf32>) -> tensor<1x3x12x12xf32>
 
 // ZERO:       %[[S:.*]] = nn.zero_insert %x {onnx_node = "up.zero_insert", strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>} : (tensor<1x16x8x8xf32>) -> tensor<1x16x15x15xf32>
 // ZERO:       %[[C:.*]] = nn.conv2d %[[S]], %{{.*}}, %b {{{.*}}pads = array<i64: 0, 0, 0, 0>{{.*}}} : (tensor<1x16x15x15xf32>, tensor<3x16x4x4xf32>, tensor<3xf32>) -> tensor<1x3x12x12xf32>
 // ZERO-NEXT:  nn.relu %[[C]]
 
-// BAD: conv-transpose-to-conv: method 'fft' is not auto, sub-pixel, phases or zero-insertion
+// BAD: conv-transpose-to-conv: method 'fft' is not auto, cu-stride, sub-pixel, phases or zero-insertion

@@ -53,6 +53,31 @@ func.func @neither(%x: tensor<1x4x2x2xf32>) -> tensor<1x4x2x2xf32> {
 // CHECK:       nn.transpose %r {host_reason = "channel shuffle left for the host: its producer is the model input, not a conv; it is read by nn.relu, not a conv whose input channels can be permuted"
 // CHECK-NEXT:  %y = nn.reshape %t
 
+// @concat: ShuffleNetV2's Concat(identity half, branch) -> shuffle -> a relu (no conv to take it): one 1x1
+// conv per concat input writes its channels to their shuffled places (y = [a0, b0, a1, b1]), the second
+// adding the first through its bypass; the concat and the shuffle vanish.
+
+func.func @concat(%x: tensor<1x4x24x24xf32>) -> tensor<1x4x24x24xf32> {
+  %w = nn.constant dense<0.5> : tensor<2x2x1x1xf32>
+  %b = nn.constant dense<0.0> : tensor<2xf32>
+  %a = nn.channel_slice %x {start = 0 : i64, size = 2 : i64} : (tensor<1x4x24x24xf32>) -> tensor<1x2x24x24xf32>
+  %h = nn.channel_slice %x {start = 2 : i64, size = 2 : i64} : (tensor<1x4x24x24xf32>) -> tensor<1x2x24x24xf32>
+  %br = nn.conv2d %h, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x2x24x24xf32>, tensor<2x2x1x1xf32>, tensor<2xf32>) -> tensor<1x2x24x24xf32>
+  %cat = nn.concat %a, %br {axis = 1 : i64} : (tensor<1x2x24x24xf32>, tensor<1x2x24x24xf32>) -> tensor<1x4x24x24xf32>
+  %r = nn.reshape %cat : (tensor<1x4x24x24xf32>) -> tensor<1x2x2x24x24xf32>
+  %t = nn.transpose %r {onnx_node = "shuffle", perm = array<i64: 0, 2, 1, 3, 4>} : (tensor<1x2x2x24x24xf32>) -> tensor<1x2x2x24x24xf32>
+  %y = nn.reshape %t : (tensor<1x2x2x24x24xf32>) -> tensor<1x4x24x24xf32>
+  %z = nn.relu %y : (tensor<1x4x24x24xf32>) -> tensor<1x4x24x24xf32>
+  func.return %z : tensor<1x4x24x24xf32>
+}
+
+// CHECK-LABEL: func.func @concat
+// CHECK-NOT:   nn.concat
+// CHECK:       %[[P0:.*]] = nn.conv2d %a, %{{.*}}, %{{.*}} {onnx_node = "shuffle.part0", placement_cost = "device {{.*}}"
+// CHECK:       %y = nn.conv2d %br, %{{.*}}, %{{.*}} bypass %[[P0]] {onnx_node = "shuffle.part1"
+// CHECK-NOT:   nn.transpose
+// CHECK:       nn.relu %y
+
 // The float32 blobs (after the 4-byte alignment word): kernels and biases 1, 3, 2, 4 (perm [0, 2, 1, 3]);
 // the consumer's channels 1, 3, 5, 2, 4, 6.
 // CHECK-LABEL: dialect_resources

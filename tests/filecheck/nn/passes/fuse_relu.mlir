@@ -18,3 +18,22 @@ func.func @main(%x: tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4x4
 // CHECK-NEXT: %a = nn.add %c, %x : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
 // CHECK-NEXT: %r2 = nn.relu %a
 // CHECK-NEXT: %r3 = nn.relu %x
+
+// ShuffleNet's stride-2 unit: ReLU(Concat(avg pool, branch conv)). The conv takes the ReLU at its
+// write-back; the pool's channels get a ReLU of their own (the host's, over 2 of the 4 channels).
+
+func.func @concat(%x: tensor<1x2x8x8xf32>) -> tensor<1x4x4x4xf32> {
+  %w = nn.constant dense<0.5> : tensor<2x2x3x3xf32>
+  %b = nn.constant dense<0.1> : tensor<2xf32>
+  %p = nn.avg_pool %x {onnx_node = "pool", kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>} : (tensor<1x2x8x8xf32>) -> tensor<1x2x4x4xf32>
+  %c = nn.conv2d %x, %w, %b {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x2x8x8xf32>, tensor<2x2x3x3xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32>
+  %cat = nn.concat %p, %c {axis = 1 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %r = nn.relu %cat {onnx_node = "unit_relu"} : (tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  func.return %r : tensor<1x4x4x4xf32>
+}
+
+// CHECK-LABEL: func.func @concat
+// CHECK:       %c = nn.conv2d %x, %w, %b {{{.*}}relu}
+// CHECK-NEXT:  %[[R:.*]] = nn.relu %p {onnx_node = "unit_relu.0"}
+// CHECK-NEXT:  %cat = nn.concat %[[R]], %c
+// CHECK-NEXT:  func.return %cat

@@ -1,0 +1,95 @@
+"""A detector head's class scores (YOLOv8's Detect: per scale Concat(box conv, class conv),
+Reshape to (N, C, H·W), Concat on axis 2, Split into boxes and classes, Sigmoid on the classes):
+with the write-back activation unit the Sigmoid goes into the class convs' write-back
+(fuse-activation traces the channels back through the Split, the pixel concat, the Reshape and
+the channel concat), bit-exact on the machine; where the class channels are read elsewhere too,
+it stays."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from snowir.dialects import nn
+from snowir.frontend.onnx_import import import_model
+from snowir.passes.pipelines import NNPreparePass
+from tests.onnx_util import model, rand, snow_run
+
+N = helper.make_node
+BOX, CLS = 16, 8
+
+
+def detect_tail(raw_scores: bool = False) -> onnx.ModelProto:
+    """Two scales (8x8 and 4x4) of a 16-channel feature map; `raw_scores`: the class logits of the
+    first scale are a model output too (so they must stay un-activated)."""
+    nodes, inits, outs = [], {}, {}
+    nodes.append(N("Conv", ["x", "w_s", "b_s"], ["f8"], pads=[1] * 4, name="stem"))
+    nodes.append(N("MaxPool", ["f8"], ["f4"], kernel_shape=[2, 2], strides=[2, 2], name="down"))
+    inits |= {"w_s": rand(16, 8, 3, 3, seed=1, scale=0.2), "b_s": rand(16, seed=2, scale=0.1)}
+    flat = []
+    for i, f in enumerate(("f8", "f4")):
+        for kind, k in (("box", BOX), ("cls", CLS)):
+            inits |= {f"w_{kind}{i}": rand(k, 16, 1, 1, seed=10 + i * 2 + k, scale=0.3),
+                      f"b_{kind}{i}": rand(k, seed=20 + i * 2 + k, scale=0.1)}
+            nodes.append(N("Conv", [f, f"w_{kind}{i}", f"b_{kind}{i}"], [f"{kind}{i}"], name=f"{kind}_conv{i}"))
+        nodes.append(N("Concat", [f"box{i}", f"cls{i}"], [f"cat{i}"], axis=1, name=f"cat{i}"))
+        inits[f"shape{i}"] = np.array([1, BOX + CLS, -1], np.int64)
+        nodes.append(N("Reshape", [f"cat{i}", f"shape{i}"], [f"flat{i}"], name=f"reshape{i}"))
+        flat.append(f"flat{i}")
+    inits["sizes"] = np.array([BOX, CLS], np.int64)
+    nodes += [N("Concat", flat, ["all"], axis=2, name="cat_scales"),
+              N("Split", ["all", "sizes"], ["boxes", "logits"], axis=1, name="split"),
+              N("Sigmoid", ["logits"], ["scores"], name="cls_sigmoid"),
+              N("Concat", ["boxes", "scores"], ["out"], axis=1, name="cat_out"),
+              N("Transpose", ["out"], ["y"], perm=[0, 2, 1], name="transpose")]
+    outs["y"] = [1, 80, BOX + CLS]
+    if raw_scores:
+        outs["cls0"] = [1, CLS, 8, 8]
+    return model(nodes, {"x": [1, 8, 8, 8]}, outs, inits)
+
+
+def _prepared(m: onnx.ModelProto, hw: str):
+    module = import_model(m)
+    NNPreparePass(hw=hw).apply(None, module)
+    return module
+
+
+@pytest.fixture
+def unit(tmp_path: Path) -> str:
+    path = tmp_path / "unit.json"
+    path.write_text(json.dumps({"writeback_activation": 1}))
+    return str(path)
+
+
+def _sigmoids(module) -> list[nn.HostOp]:
+    return [op for op in module.walk() if isinstance(op, nn.HostOp) and op.op_type.data == "Sigmoid"]
+
+
+def test_the_class_sigmoid_goes_into_the_class_convs(unit: str, tmp_path: Path, capsys) -> None:
+    module = _prepared(detect_tail(), unit)
+    assert not _sigmoids(module)
+    acts = {op.attributes["onnx_node"].data: op.attributes["act"].data for op in module.walk()
+            if isinstance(op, nn.Conv2dOp) and "act" in op.attributes}
+    assert acts == {"cls_conv0": "sigmoid", "cls_conv1": "sigmoid"}
+    path, report = tmp_path / "tail.onnx", tmp_path / "r.json"
+    onnx.save(detect_tail(), path)
+    assert snow_run([str(path), "--check", "--quiet", "--hw", unit, "--report", str(report)]) == 0, \
+        capsys.readouterr().err
+    r = json.loads(report.read_text())
+    assert r["check"]["golden_bit_exact"] is True
+    assert not any(row["op"] == "host:Sigmoid" for row in r["layers"])
+
+
+def test_class_logits_read_elsewhere_keep_their_sigmoid_on_the_host(unit: str) -> None:
+    (sig,) = _sigmoids(_prepared(detect_tail(raw_scores=True), unit))
+    assert "not right after a conv" in sig.attributes["host_reason"].data
+
+
+def test_a_machine_without_the_unit_says_so(tmp_path: Path) -> None:
+    (sig,) = _sigmoids(_prepared(detect_tail(), ""))
+    assert "no activation unit" in sig.attributes["host_reason"].data
