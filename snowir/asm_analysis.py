@@ -133,13 +133,7 @@ def rewritable_programs(module: Operation, pass_name: str) -> list[sf.ProgramOp]
     code was rewritten before; the pass runs on each layer's program): such a program is refused
     in one line naming it and saying where the pass goes, rather than left as it is in silence."""
     out = []
-    found = list(programs(module))
-    if not found and any(op.name == "tile.layer" or (op.name.startswith("nn.") and getattr(
-            op.attributes.get("place"), "data", None) == "snowflake" and "image" not in op.attributes)
-            for op in module.walk()):
-        raise PassFailedException(f"{pass_name}: no snowflake_asm program in the module: its device layers are not "
-                                  f"lowered yet (run nn-to-tile, tile-to-asm first, or snowflake-lower)")
-    for program in found:
+    for program in programs(module):
         parent = program.parent_op()
         name = f"{parent.sym_name.data}.{program.sym_name.data}" if isinstance(parent, sf.ImageOp) \
             else program.sym_name.data

@@ -35,6 +35,7 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
+from snowir.tile.read import refuse_unlowered
 from snowir.asm_analysis import LABEL_OR_BRANCH, body_ops, known_registers, replace_body, rewritable_programs
 from snowir.codegen.builder import MOVI_MAX, AsmBuilder
 from snowir.dialects import snowflake_asm as sf
@@ -175,7 +176,10 @@ class BalanceLoadsPass(ModulePass):
             raise PassFailedException(f"balance-loads: units must be 1..{hw.load_units}, not {self.units}")
         if self.split < 2:
             raise PassFailedException(f"balance-loads: split must be >= 2, not {self.split}")
-        for program in rewritable_programs(op, "balance-loads"):
+        found = rewritable_programs(op, "balance-loads")
+        if not found:
+            refuse_unlowered(op, "balance-loads")
+        for program in found:
             if "loads_balanced" in program.attributes:
                 continue
             result: list[float | None] = []

@@ -39,6 +39,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
+from snowir.tile.read import refuse_unlowered
 from snowir.asm_analysis import (INSTRUCTION_ROLES, LABEL_OR_BRANCH, body_ops, depends, is_machine, is_nop, issue_cycles,
                                   raw_pairs, replace_body, rewritable_programs)
 from snowir.dialects import snowflake_asm as sf
@@ -184,7 +185,10 @@ class FillDelaySlotsPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
-        for program in rewritable_programs(op, "fill-delay-slots"):
+        found = rewritable_programs(op, "fill-delay-slots")
+        if not found:
+            refuse_unlowered(op, "fill-delay-slots")
+        for program in found:
             guarded(program, hw, self.guard, lambda: fill_program(program, hw.branch_delay_slots, hw.scalar_latency, hw))
 
 

@@ -38,6 +38,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
+from snowir.tile.read import refuse_unlowered
 from snowir.asm_analysis import (INSTRUCTION_ROLES, blocks, body_ops, is_machine, is_nop, issue_cycles, replace_body,
                                   rewritable_programs)
 from snowir.dialects import snowflake_asm as sf
@@ -248,5 +249,8 @@ class ScheduleAsmPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
-        for program in rewritable_programs(op, "schedule-asm"):
+        found = rewritable_programs(op, "schedule-asm")
+        if not found:
+            refuse_unlowered(op, "schedule-asm")
+        for program in found:
             guarded(program, hw, self.guard, lambda: schedule_program(program, hw))
