@@ -8,6 +8,8 @@ from xdsl.passes import ModulePass
 
 import importlib
 
+from snowir import writeback
+
 
 def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     def p(module: str, cls: str) -> Callable[[], type[ModulePass]]:
@@ -25,7 +27,8 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "cascade-max-pool": p("nn.cascade_max_pool", "CascadeMaxPoolPass"),
         "fold-batch-norm": p("nn.fold_batch_norm", "FoldBatchNormPass"),
         "fuse-relu": p("nn.fuse_relu", "FuseReluPass"),
-        "fuse-activation": p("nn.fuse_activation", "FuseActivationPass"),
+        # each write-back unit's nn pass, declared with its unit (snowir/writeback.py)
+        **{u.nn_pass.name: u.nn_pass.load for u in writeback.units() if u.nn_pass is not None},
         "fuse-residual-add": p("nn.fuse_residual_add", "FuseResidualAddPass"),
         "fold-channel-shuffle": p("nn.fold_channel_shuffle", "FoldChannelShufflePass"),
         "sequence-gemm": p("nn.sequence_gemm", "SequenceGemmPass"),

@@ -5,7 +5,8 @@ nn-prepare{format=Q8.8}: from an imported model to the fixed-point graph Snowfla
 resize-to-conv-transpose, conv-transpose-to-conv, fold-hard-swish, drop-identity, fold-focus, cascade-max-pool, fold-batch-norm, fuse-residual-add, fuse-relu,
 fold-channel-shuffle, sequence-gemm, fc-to-conv,
 avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth, pad-rows,
-copy-concat-slices, add-to-bypass, fuse-activation (a machine with the write-back activation unit), se-gate, partition-host,
+copy-concat-slices, add-to-bypass, the nn pass of each write-back unit the machine has
+(snowir/writeback.py), se-gate, partition-host,
 quantize.
 
 snowflake-lower{format=Q8.8|auto calibration=x.npy mode=auto loop-order=auto hw=path.json}: the
@@ -31,6 +32,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from snowir import writeback
 from snowir.hw import SnowflakeConfig
 from snowir.dialects import nn
 from snowir.asm_analysis import finished_programs_only
@@ -55,7 +57,6 @@ from snowir.passes.nn.fold_batch_norm import FoldBatchNormPass
 from snowir.passes.nn.fold_channel_shuffle import FoldChannelShufflePass
 from snowir.passes.nn.fold_focus import FoldFocusPass
 from snowir.passes.nn.fold_hard_swish import FoldHardSwishPass
-from snowir.passes.nn.fuse_activation import FuseActivationPass
 from snowir.passes.nn.fuse_relu import FuseReluPass
 from snowir.passes.nn.fuse_residual_add import FuseResidualAddPass
 from snowir.passes.nn.partition_host import PartitionHostPass
@@ -104,14 +105,19 @@ class NNPreparePass(ModulePass):
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
                                     UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), *([PadRowsPass(self.hw)] if self.pad_rows else []),
                                     CopyConcatSlicesPass(self.hw), AddToBypassPass(self.add_to_bypass, self.hw),
-                                    # only on a machine with the unit: the stock pipeline is the ZC706 build's
-                                    *([FuseActivationPass(self.hw)] if SnowflakeConfig.load(self.hw or None).writeback_activation
-                                      else []),
+                                    *self._unit_passes(),
                                     SEGatePass(self.se_gate, self.hw),  # after: a gate a device conv writes stays a host Mul
                                     PartitionHostPass(self.hw)]
         if self.quantize:
             passes.append(QuantizePass(self.format, self.calibration))
         run_steps(ctx, op, passes)
+
+    def _unit_passes(self) -> list[ModulePass]:
+        """The nn pass of each write-back unit the machine has (snowir/writeback.py), in the
+        units' order; none on the stock machine, whose pipeline is the ZC706 build's."""
+        hw = SnowflakeConfig.load(self.hw or None)
+        return [u.nn_pass.load()(hw=self.hw) for u in writeback.units()
+                if u.nn_pass is not None and u.machine_has(hw)]
 
 
 def quantised(op: ModuleOp) -> bool:

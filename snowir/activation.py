@@ -17,6 +17,9 @@ the right output. The act word (docs/machine.md, "Write-back activation unit"):
 
 Sigmoid, SiLU and tanh share one table: sigmoid at the 33 knots 0, 1/4, ..., 8 in Q0.16,
 linear between them, 1 beyond 8, and sigmoid(-x) = 1 - sigmoid(x); tanh(x) = 2 sigmoid(2x) - 1.
+
+This module is the unit's one declaration: `UNIT`, registered with snowir/writeback.py, is what
+the machine, the golden model, the code generator, the DSE and nn-prepare read.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from snowir import writeback
 from snowir.errors import SnowError
 
 FUNCTIONS = ("none", "leaky_relu", "clip", "hard_sigmoid", "hard_swish", "sigmoid", "silu", "tanh")
@@ -42,6 +46,9 @@ PIPELINE_CYCLES = 3
 """[P] the unit's pipeline: table read / gate, interpolation multiply, final multiply and round."""
 LANES_PER_VMAC = 4
 """[P] unit lanes per vMAC: a write-back's values per vMAC (INDP 16, COOP 1) pass 4 a cycle."""
+LANE_AREA = 3.0
+"""MAC-equivalents per lane (the DSE's proxy, docs/dse.md): 2 multipliers (2 DSPs) + ~200 LUTs
+of table and muxes."""
 _SEG = 16 - TABLE_STEP_LOG2  # fraction bits of the position within a segment (Q.16 input)
 
 
@@ -174,3 +181,20 @@ def _signed12(bits: int) -> int:
 def describe(word: int) -> str:
     """The act word as text (`silu, Q.8`), for traces and messages."""
     return f"{FUNCTIONS[word & 7]}, Q.{word >> 3 & 15}" if word & 7 else "none"
+
+
+UNIT = writeback.register(writeback.WritebackUnit(
+    name="act", switch="writeback_activation", title="activation",
+    word=lambda text, frac: Activation.parse(text).word(frac),
+    apply=apply,
+    in_float=lambda text, x: Activation.parse(text).float(x),
+    cycles=unit_cycles,
+    area_per_vmac=LANE_AREA * LANES_PER_VMAC,
+    describe=describe,
+    nn_pass=writeback.UnitPass("fuse-activation",
+                               writeback.lazy_class("snowir.passes.nn.fuse_activation", "FuseActivationPass")),
+    absorbs=("Sigmoid", "LeakyRelu", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Relu6",
+             "nn.clip", "nn.hard_sigmoid", "nn.hard_swish"),
+))
+"""The write-back activation unit: `VMOV act`, `act = "silu"` on an nn.conv2d, `act = <word>` in
+#tile.conv_shape; fuse-activation sets it."""

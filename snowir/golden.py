@@ -26,7 +26,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DenseResourceAttr, ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 
-from snowir.activation import Activation, apply as apply_activation
+from snowir import writeback
 from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.fixedpoint import (INT16_MAX, INT16_MIN, clipped_count, dequantize, quantize, quantize_counted, saturate,
@@ -406,7 +406,7 @@ class Golden:
         x = env[op.input]
         relu = op.relu is not None
         bypass = env[op.bypass] if isinstance(op, nn.Conv2dOp) and op.bypass is not None else None
-        act = Activation.parse(op.act.data) if isinstance(op, nn.Conv2dOp) and op.act is not None else None
+        units = writeback.layer_choices(op.attributes) if isinstance(op, nn.Conv2dOp) else []
         if isinstance(op, nn.Conv2dOp):
             args = (int_values(op.strides), int_values(op.pads), int_values(op.dilations), op.groups.value.data)
         if out_frac is None:
@@ -422,8 +422,8 @@ class Golden:
                 r = (xf.astype(np.float64) @ w.T.astype(np.float64)).astype(np.float32) + b
             if bypass is not None:
                 r = r + self._float(bypass)
-            if act is not None:
-                r = act.float(r)
+            for unit, text in units:
+                r = unit.in_float(text, r)
             return np.maximum(r, 0) if relu else r.astype(np.float32)
         wq = env[op.weight]
         if not isinstance(wq, Q):
@@ -439,8 +439,8 @@ class Golden:
         byp = self._fixed(bypass, out_frac).astype(np.int64) if bypass is not None else 0
         # the write-back shift takes the accumulator (input + weight fraction bits) to the output's
         rounded = writeback_rounded(acc.astype(np.int64), bq, byp, in_frac + wq.frac - out_frac)
-        if act is not None:  # the write-back activation unit, as the machine applies it
-            rounded = apply_activation(act.word(out_frac), rounded)
+        for unit, text in units:  # the write-back units, as the machine applies them
+            rounded = unit.apply(unit.word(text, out_frac), rounded)
         return Q(self._saturate(rounded, relu), out_frac)
 
     def _conv_transpose(self, op: nn.ConvTranspose2dOp, env: dict[SSAValue, Value], out_frac: int | None) -> Value:

@@ -11,7 +11,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.pattern_rewriter import PatternRewriter
 
-from snowir.activation import Activation
+from snowir import writeback
 from snowir.dialects import nn
 from snowir.golden import constant_array, int_values
 from snowir.plan.shapes import ConvShape
@@ -121,10 +121,9 @@ def conv_shape(op: nn.Conv2dOp):
     fw, fi, fo = (v.type.get_element_type() for v in (op.weight, op.input, op.output))
     # the write-back shift: accumulator (input + weight fraction bits) to the output's format
     shift = fw.frac_bits.data + fi.frac_bits.data - fo.frac_bits.data if isinstance(fw, nn.FixedType) else 8
-    act = 0
-    if op.act is not None:  # fuse-activation's: the unit works in the output's format
-        act = Activation.parse(op.act.data).word(fo.frac_bits.data if isinstance(fo, nn.FixedType) else 8)
-    return ConvShape(cg, h, w, k, kh, kw, sy, sx, pt, pl, pb, pr, op.relu is not None, shift, c // cg, act=act)
+    # the write-back units work in the output's format
+    units = writeback.layer_words(op.attributes, fo.frac_bits.data if isinstance(fo, nn.FixedType) else 8)
+    return ConvShape(cg, h, w, k, kh, kw, sy, sx, pt, pl, pb, pr, op.relu is not None, shift, c // cg, units=units)
 
 
 def drop_dead_constants(module: ModuleOp) -> None:

@@ -152,11 +152,11 @@ def test_lowering_an_activation_for_the_stock_machine_is_one_line(tmp_path: Path
 
 
 def test_dse_prices_the_unit() -> None:
-    from snowir.driver.dse import PRICES, resource_breakdown, resource_proxy
+    from snowir.driver.dse import resource_breakdown, resource_proxy
 
     assert "activation_unit" not in resource_breakdown(SnowflakeConfig())
     extra = resource_proxy(UNIT) - resource_proxy(SnowflakeConfig())
-    assert extra == pytest.approx(PRICES["act_lane"] * UNIT.vmacs * activation.LANES_PER_VMAC, abs=1e-3)
+    assert extra == pytest.approx(activation.LANE_AREA * UNIT.vmacs * activation.LANES_PER_VMAC, abs=1e-3)
 
 
 @pytest.mark.parametrize("act, bound", [(Activation("leaky_relu", (0.1,)), 0.6), (Activation("clip", (0, 6)), 0.0),

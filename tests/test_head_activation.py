@@ -73,8 +73,8 @@ def _sigmoids(module) -> list[nn.HostOp]:
 def test_the_class_sigmoid_goes_into_the_class_convs(unit: str, tmp_path: Path, capsys) -> None:
     module = _prepared(detect_tail(), unit)
     assert not _sigmoids(module)
-    acts = {op.attributes["onnx_node"].data: op.act.data for op in module.walk()
-            if isinstance(op, nn.Conv2dOp) and op.act is not None}
+    acts = {op.attributes["onnx_node"].data: op.attributes["act"].data for op in module.walk()
+            if isinstance(op, nn.Conv2dOp) and "act" in op.attributes}
     assert acts == {"cls_conv0": "sigmoid", "cls_conv1": "sigmoid"}
     path, report = tmp_path / "tail.onnx", tmp_path / "r.json"
     onnx.save(detect_tail(), path)

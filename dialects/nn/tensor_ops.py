@@ -37,6 +37,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from snowir import writeback
 from snowir.dialects.nn.abstract_ops import (
     ElementwiseBinary,
     ElementwiseUnary,
@@ -48,6 +49,7 @@ from snowir.dialects.nn.abstract_ops import (
     window_out,
 )
 from snowir.dialects.nn.attributes import ExternalWeightsAttr, PackedWeightsAttr
+from snowir.errors import SnowError
 
 
 # ---------------------------------------------------------------- weights
@@ -87,7 +89,9 @@ class ConstantOp(IRDLOperation):
 # ---------------------------------------------------------------- device layers
 @irdl_op_definition
 class Conv2dOp(NNOperation):
-    """2-D convolution (NCHW, weights OIHW), optional fused ReLU and residual `bypass` add."""
+    """2-D convolution (NCHW, weights OIHW), optional fused ReLU and residual `bypass` add. A
+    write-back unit's function is the attribute named by the unit (snowir/writeback.py), its
+    text checked by the unit, applied after bias, bypass and shift, before ReLU."""
 
     name = "nn.conv2d"
     input = operand_def(TensorType)
@@ -100,9 +104,6 @@ class Conv2dOp(NNOperation):
     dilations = prop_def(DenseArrayBase[I64])
     groups = prop_def(IntegerAttr[I64])
     relu = opt_prop_def(UnitAttr)
-    act = opt_prop_def(StringAttr)
-    """A function of the write-back activation unit (snowir/activation.py), applied after bias,
-    bypass and shift, before ReLU: `silu`, `leaky_relu(0.1)`, ... (fuse-activation)."""
 
     assembly_format = (
         "$input `,` $weight `,` $bias (`bypass` $bypass^)? attr-dict `:` functional-type(operands, results)"
@@ -147,6 +148,13 @@ class Conv2dOp(NNOperation):
         self._weight_kind()
         if "lane_groups" in self.attributes and not (g == c == o and cg == 1):
             self._fail("lane_groups: a depthwise conv's (groups = input = output channels), run as groups of 16 lanes")
+        for unit, text in writeback.layer_choices(self.attributes):
+            if not isinstance(text, str):
+                self._fail(f"{unit.name}: the write-back {unit.title} unit's function, a string")
+            try:
+                writeback.check_text(unit, text)
+            except SnowError as e:
+                self._fail(f"{unit.name}: {e}")
 
 
 @irdl_op_definition

@@ -139,11 +139,25 @@ def extended(entry: isa.Instruction, op_class: type[SnowflakeInstruction] | None
     finally:
         remove_instruction(entry.mnemonic)
 
+
+
+@contextmanager
+def vmov_select_extended(name: str) -> Iterator[VmovSelect]:
+    """VMOV with the select `name` at its next free code for the duration of a `with` block (a
+    write-back unit's word, snowir/writeback.py; a tutorial, a test): the new VmovSelect member.
+    The VMOV record is replaced; its op class follows it (encoder, decoder, engines, docs)."""
+    VmovOp.ISA_ENTRY = isa.add_vmov_select(name)  # only its fields change: the rest of the class stands
+    try:
+        yield VmovSelect(name)
+    finally:
+        VmovOp.ISA_ENTRY = isa.remove_vmov_select(name)
+
+
 __all__ = [
     "BY_OPCODE", "IMM12_BITS", "IMM17_BITS", "IMM23_BITS", "INSTRUCTIONS", "SELECT_ALL", "SHIFT_MAX", "TRACE_MAX",
     "AddOp", "AddiOp", "BeqOp", "BgtOp", "BleOp", "BranchOperation", "FieldSpec", "ImageOp", "LabelOp", "LdOp",
     "LoadTarget", "LoadTargetAttr", "MacOp", "MaxOp", "MemoryOperation", "MovOp", "MoviOp", "MulOp", "MuliOp",
     "ProgramOp", "ProgramRole", "RegisterType", "ScalarRdRsImm", "ScalarRdRsRs", "SegmentKind", "SegmentKindAttr",
     "SegmentOp", "SnowflakeAsm", "add_instruction", "define_op", "op_class", "extended", "isa", "remove_instruction", "SnowflakeInstruction", "TmovOp", "VectorMode", "VectorModeAttr", "VmovOp",
-    "VmovSelect", "VmovSelectAttr", "const", "program_role", "reg", "symbol",
+    "VmovSelect", "VmovSelectAttr", "const", "vmov_select_extended", "program_role", "reg", "symbol",
 ]

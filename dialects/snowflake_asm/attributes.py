@@ -119,7 +119,9 @@ class VectorModeAttr(EnumAttribute[VectorMode], SpacedOpaqueSyntaxAttribute):
 
 
 class VmovSelect(StrEnum):
-    """Which CU operand register a VMOV fills."""
+    """Which CU operand register a VMOV fills; a member's place is its code in the word (isa.py).
+    The selects after `shift` set a write-back unit's word, the select named by the unit
+    (snowir/writeback.py): `act`, the activation unit's."""
 
     BIAS = "bias"
     BYPASS = "bypass"
@@ -127,6 +129,28 @@ class VmovSelect(StrEnum):
     STRIDE = "stride"
     SHIFT = "shift"
     ACT = "act"
+
+
+def add_vmov_select_member(name: str) -> VmovSelect:
+    """A member `name` appended to VmovSelect (`isa.add_vmov_select`: a select added at run time,
+    as a tutorial or a test adds an instruction for a `with` block). Python's enums are closed
+    to new members, so this writes the three maps `Enum` keeps; `remove_vmov_select_member` undoes it."""
+    if name in VmovSelect._value2member_map_:
+        raise ValueError(f"VMOV select '{name}' exists")
+    member = str.__new__(VmovSelect, name)
+    member._name_, member._value_ = name.upper(), name
+    VmovSelect._member_map_[member._name_] = member
+    VmovSelect._value2member_map_[name] = member
+    VmovSelect._member_names_.append(member._name_)
+    return member
+
+
+def remove_vmov_select_member(name: str) -> None:
+    member = VmovSelect(name)
+    if member._name_ != VmovSelect._member_names_[-1]:
+        raise ValueError(f"VMOV select '{name}' is not the last one added")
+    VmovSelect._member_names_.pop()
+    del VmovSelect._member_map_[member._name_], VmovSelect._value2member_map_[name]
 
 
 @irdl_attr_definition

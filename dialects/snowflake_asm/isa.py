@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import cached_property
 from typing import Any
@@ -40,6 +40,8 @@ from snowir.dialects.snowflake_asm.attributes import (
     VectorModeAttr,
     VmovSelect,
     VmovSelectAttr,
+    add_vmov_select_member,
+    remove_vmov_select_member,
 )
 
 OPCODE_BITS = 4
@@ -302,8 +304,18 @@ def branch(mnemonic: str, opcode: int, semantics: str, summary: str) -> Instruct
                        BRANCH_TIMING, summary, semantics=semantics, steady=True)
 
 
-_VMOV_CODES = ((VmovSelect.BIAS, 0), (VmovSelect.BYPASS, 1), (VmovSelect.MASK, 2), (VmovSelect.STRIDE, 3),
-               (VmovSelect.SHIFT, 4), (VmovSelect.ACT, 5))
+VMOV_SELECT_BITS = 3
+
+
+def _vmov_codes() -> tuple[tuple[VmovSelect, int], ...]:
+    """A select's code is its place in VmovSelect (bias 0, ..., act 5): a new select is one member."""
+    return tuple((member, code) for code, member in enumerate(VmovSelect))
+
+
+def _vmov_select() -> BitField:
+    return BitField("select", "enum", ((0, VMOV_SELECT_BITS),), _vmov_codes(), VmovSelectAttr)
+
+
 _TARGET_CODES = ((LoadTarget.MAPS, 0), (LoadTarget.WEIGHTS, 1), (LoadTarget.ICACHE, 2))
 
 _BASE: tuple[Instruction, ...] = (
@@ -332,10 +344,10 @@ _BASE: tuple[Instruction, ...] = (
                 machine_call="max", steady=True, steady_anchor=True, checks=(_trace_nonzero("max"),),
                 cu_cycles=lambda f, hw: f["trace"]),
     Instruction("vmov", 8, Kind.VECTOR,
-                (MODE, RS1, BitField("select", "enum", ((0, 3),), _VMOV_CODES, VmovSelectAttr),
+                (MODE, RS1, _vmov_select(),
                  BitField("word", "uint", ((3, 3),), when=("select", (VmovSelect.MASK,)), doc="mask only")),
                 (("enum", "mode", VectorModeAttr), ("enum", "select", VmovSelectAttr), "rs1", ("okw", "word", "word")),
-                ("rs1",), None, VECTOR_TIMING, "fill a CU operand register (bias, bypass, mask, stride, shift)",
+                ("rs1",), None, VECTOR_TIMING, "fill a CU operand register (bias, bypass, mask, stride, shift) or a write-back unit's word",
                 machine_call="vmov", steady=True, steady_if=("select", (VmovSelect.BIAS, VmovSelect.BYPASS)),
                 cu_cycles=lambda f, hw: hw.vmov_cycles),
     branch("ble", 9, "rs1 <= rs2", "branch if rs1 <= rs2 (signed)"),
@@ -421,6 +433,29 @@ def register(entry: Instruction) -> None:
 
 def unregister(mnemonic: str) -> None:
     ISA.remove(mnemonic)
+
+
+def add_vmov_select(name: str) -> Instruction:
+    """Give VMOV the select `name` at the next free code (a write-back unit's, for a `with` block:
+    the dialect's `vmov_select_extended`); the VMOV record with it, which replaces the old one."""
+    old = ISA["vmov"]
+    if len(VmovSelect) >= 1 << VMOV_SELECT_BITS:
+        raise ValueError(f"VMOV's {VMOV_SELECT_BITS}-bit select has no free code")
+    add_vmov_select_member(name)
+    return _replace_vmov(old)
+
+
+def remove_vmov_select(name: str) -> Instruction:
+    """Undo `add_vmov_select`; the VMOV record without the select."""
+    remove_vmov_select_member(name)
+    return _replace_vmov(ISA["vmov"])
+
+
+def _replace_vmov(old: Instruction) -> Instruction:
+    new = replace(old, fields=tuple(_vmov_select() if f.name == "select" else f for f in old.fields))
+    ISA.remove("vmov")
+    ISA.add(new)
+    return new
 
 
 def free_opcodes() -> list[int]:

@@ -98,8 +98,8 @@ class VmovOp(SnowflakeInstruction):
     rs1), `bypass` (residual values from each CU's maps buffer at rs1), `mask`
     (write-back enable bits of vMACs 32w..32w+31 = rs1, `word w`, absent = 0), `stride`
     (DRAM bytes between the write-back blocks of consecutive CUs = rs1), `shift`
-    (write-back shift = the weights' fraction bits, rs1) or `act` (the write-back activation
-    unit's function word = rs1, snowir/activation.py; machines with `writeback_activation`).
+    (write-back shift = the weights' fraction bits, rs1), or a write-back unit's word = rs1 (the
+    select named by the unit, snowir/writeback.py; a machine without the unit faults).
     """
 
     name = "snowflake_asm.vmov"

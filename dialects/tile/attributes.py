@@ -9,13 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from xdsl.dialects.builtin import IntAttr
+from xdsl.dialects.builtin import DictionaryAttr, IntAttr
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import Attribute, ParametrizedAttribute, SpacedOpaqueSyntaxAttribute
 from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.utils.str_enum import StrEnum
+
+from snowir import writeback
 
 
 class ComputeMode(StrEnum):
@@ -103,33 +105,52 @@ class _NamedInts(ParametrizedAttribute):
     """Fields that are 0 unless written (and printed only when not 0)."""
 
     @classmethod
+    def _open_field(cls, key: str) -> bool:
+        """Whether `key`, not one of FIELDS, names an integer of the attribute's open part
+        (ConvShapeAttr: a write-back unit's word)."""
+        return False
+
+    @classmethod
+    def _open(cls, values: dict[str, int]) -> tuple[Attribute, ...]:
+        """The parameters after FIELDS holding the open part's `values`."""
+        return ()
+
+    def _open_values(self) -> dict[str, int]:
+        return {}
+
+    @classmethod
     def get(cls, **values: int):
+        extra = {k: values.pop(k) for k in list(values) if k not in cls.FIELDS}
+        unknown = [k for k in extra if not cls._open_field(k)]
+        if unknown:
+            raise ValueError(f"{cls.name}: no field {', '.join(unknown)}")
         values = {**{f: 0 for f in cls.OPTIONAL}, **values}
         missing = [f for f in cls.FIELDS if f not in values]
         if missing:
             raise ValueError(f"{cls.name}: missing {', '.join(missing)}")
-        return cls(*(IntAttr(int(values[f])) for f in cls.FIELDS))
+        return cls(*(IntAttr(int(values[f])) for f in cls.FIELDS), *cls._open(extra))
 
     def values(self) -> dict[str, int]:
-        return {f: p.data for f, p in zip(self.FIELDS, self.parameters)}
+        return {**{f: p.data for f, p in zip(self.FIELDS, self.parameters)}, **self._open_values()}
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
         values: dict[str, int] = {}
+        extra: dict[str, int] = {}
 
         def field() -> None:
             key = parser.parse_identifier()
-            if key not in cls.FIELDS:
+            if key not in cls.FIELDS and not cls._open_field(key):
                 parser.raise_error(f"{cls.name} has no field '{key}' (fields: {', '.join(cls.FIELDS)})")
             parser.parse_punctuation("=")
-            values[key] = parser.parse_integer(allow_boolean=False)
+            (values if key in cls.FIELDS else extra)[key] = parser.parse_integer(allow_boolean=False)
 
         parser.parse_comma_separated_list(parser.Delimiter.ANGLE, field)
         values = {**{f: 0 for f in cls.OPTIONAL}, **values}
         missing = [f for f in cls.FIELDS if f not in values]
         if missing:
             parser.raise_error(f"{cls.name} needs {', '.join(missing)}")
-        return tuple(IntAttr(values[f]) for f in cls.FIELDS)
+        return (*(IntAttr(values[f]) for f in cls.FIELDS), *cls._open(extra))
 
     def print_parameters(self, printer: Printer) -> None:
         printer.print_string("<" + ", ".join(f"{k} = {v}" for k, v in self.values().items()
@@ -140,12 +161,13 @@ class _NamedInts(ParametrizedAttribute):
 class ConvShapeAttr(_NamedInts):
     """A conv layer's geometry: C per group, input H x W, K kernels of kh x kw, strides, pads
     (top, left, bottom, right), the weights' fraction bits (`shift`), fused ReLU, groups, and
-    for a channel slice read in place, the producer's channel count and the slice's start."""
+    for a channel slice read in place, the producer's channel count and the slice's start. Then
+    the 32-bit word of each write-back unit the layer uses, named by the unit (snowir/writeback.py),
+    printed after the other fields when not 0."""
 
     name = "tile.conv_shape"
     FIELDS = ("c", "h", "w", "k", "kh", "kw", "sy", "sx", "pt", "pl", "pb", "pr", "shift", "relu", "groups",
-              "cin_total", "c_base", "act")
-    OPTIONAL = ("act",)  # the write-back activation unit's VMOV act word (snowir/activation.py)
+              "cin_total", "c_base")
     c: IntAttr
     h: IntAttr
     w: IntAttr
@@ -163,7 +185,24 @@ class ConvShapeAttr(_NamedInts):
     groups: IntAttr
     cin_total: IntAttr
     c_base: IntAttr
-    act: IntAttr
+    units: DictionaryAttr
+    """Write-back unit name -> its word (IntAttr), in the registry's order; 0 words left out."""
+
+    @classmethod
+    def _open_field(cls, key: str) -> bool:
+        return writeback.unit(key) is not None
+
+    @classmethod
+    def _open(cls, values: dict[str, int]) -> tuple[Attribute, ...]:
+        order = [u.name for u in writeback.units()]
+        return (DictionaryAttr({k: IntAttr(int(values[k])) for k in sorted(values, key=order.index) if values[k]}),)
+
+    def _open_values(self) -> dict[str, int]:
+        return self.unit_words()
+
+    def unit_words(self) -> dict[str, int]:
+        """The layer's write-back unit words by unit name (nonzero)."""
+        return {k: v.data for k, v in self.units.data.items()}  # type: ignore[attr-defined]
 
 
 @irdl_attr_definition

@@ -42,7 +42,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from snowir.activation import Activation
+from snowir.activation import UNIT, Activation
 from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
@@ -87,7 +87,7 @@ def _silu(op: Operation) -> tuple[SSAValue, list[Operation]] | None:
 def _conv(value: SSAValue) -> nn.Conv2dOp | None:
     """The conv producing `value`, when an activation may go into its write-back."""
     conv = value.owner
-    if not isinstance(conv, nn.Conv2dOp) or conv.relu is not None or conv.act is not None:
+    if not isinstance(conv, nn.Conv2dOp) or conv.relu is not None or UNIT.name in conv.attributes:
         return None
     return conv
 
@@ -257,7 +257,7 @@ def _fuse(op: Operation, rewriter: Rewriter) -> None:
         part = _split_at_slices(to_split, rewriter)[x.owner.start.value.data]
         x, convs = part.output, [part]
     for conv in convs:
-        conv.properties["act"] = StringAttr(str(act))
+        conv.attributes[UNIT.name] = StringAttr(str(act))
     op.results[0].replace_all_uses_with(x)
     rewriter.erase_op(op)
     for d in dead:
@@ -273,7 +273,7 @@ class FuseActivationPass(ModulePass):
     no activation unit (the pass then does nothing)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if not SnowflakeConfig.load(self.hw or None).writeback_activation:
+        if not UNIT.machine_has(SnowflakeConfig.load(self.hw or None)):
             return
         rewriter = Rewriter()
         for candidate in list(op.walk()):  # a list: the walk erases as it goes

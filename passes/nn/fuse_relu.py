@@ -17,6 +17,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
 
+from snowir import writeback
 from snowir.dialects import nn
 from snowir.nn_util import name_part
 
@@ -29,8 +30,8 @@ class FuseRelu(RewritePattern):
             return
         if isinstance(producer, nn.DepthToSpaceOp):
             phases = [v.owner for v in producer.inputs]
-            if not all(isinstance(p, nn.Conv2dOp) and p.relu is None and p.act is None and v.has_one_use()
-                       for p, v in zip(phases, producer.inputs)):
+            if not all(isinstance(p, nn.Conv2dOp) and p.relu is None and not writeback.layer_choices(p.attributes)
+                       and v.has_one_use() for p, v in zip(phases, producer.inputs)):
                 return
             for p in phases:
                 p.properties["relu"] = UnitAttr()
@@ -48,7 +49,7 @@ class FuseRelu(RewritePattern):
 def _takes_relu(v) -> bool:
     p = v.owner
     return isinstance(p, nn.Conv2dOp | nn.DenseOp | nn.AddOp) and p.relu is None and v.has_one_use() \
-        and getattr(p, "act", None) is None
+        and not writeback.layer_choices(p.attributes)
 
 
 def _into_concat_parts(op: nn.ReluOp, concat: nn.ConcatOp, rewriter: PatternRewriter) -> None:

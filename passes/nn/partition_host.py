@@ -35,6 +35,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
+from snowir import writeback
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
 from snowir.segments import transpose_is_view
@@ -94,7 +95,6 @@ HOST_OP_REASONS = {
     "Resize": "a mode or coordinate mapping other than nearest pixel y -> y div s (resize-to-conv-transpose)",
 }
 """Why common ONNX operators that have a device form in some spelling stayed `nn.host` ops."""
-UNIT_ACTIVATIONS = ("Sigmoid", "LeakyRelu", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Relu6")
 
 
 def _writes_runtime_kernels(op) -> bool:
@@ -110,6 +110,13 @@ def _writes_runtime_kernels(op) -> bool:
     return False
 
 
+def _unit_reason(unit: writeback.WritebackUnit, hw: SnowflakeConfig) -> str:
+    """Why an op a write-back unit could take stayed on the host."""
+    if unit.machine_has(hw):
+        return "not right after a conv whose write-back could apply it"
+    return f"this machine's write-back has no {unit.title} unit (SnowflakeConfig.{unit.switch} = 0)"
+
+
 def _host_conv_reason(op, hw: SnowflakeConfig) -> str | None:
     """Why a conv `_depthwise` keeps on the host, an average pool avgpool-to-conv left, or a
     multiply by a run-time per-channel gate (None for other ops: their op says it)."""
@@ -122,19 +129,18 @@ def _host_conv_reason(op, hw: SnowflakeConfig) -> str | None:
         return given.data  # an earlier pass said why (resize-to-conv-transpose, fold-channel-shuffle, ...)
     if isinstance(op, nn.HostOp):
         kind = op.op_type.data
-        if kind in UNIT_ACTIVATIONS and _writes_runtime_kernels(op):
+        unit = writeback.absorbing(kind)
+        if unit is not None and _writes_runtime_kernels(op):
             why = ("an SE gate: se-gate writes it as the gate conv's kernels, which the host computes (C values) "
                    "before the segment that reads them")
-        elif kind in UNIT_ACTIVATIONS:
-            why = ("not right after a conv whose write-back could apply it" if hw.writeback_activation else
-                   "this machine's write-back has no activation unit (SnowflakeConfig.writeback_activation = 0)")
+        elif unit is not None:
+            why = _unit_reason(unit, hw)
         else:
             why = HOST_OP_REASONS.get(kind, "no device form (onnxruntime runs it)")
         return f"ONNX {kind}: {why}"
-    if isinstance(op, nn.ClipOp | nn.HardSigmoidOp | nn.HardSwishOp):
-        return (f"{op.name}: not right after a conv whose write-back could apply it" if hw.writeback_activation else
-                f"{op.name}: this machine's write-back has no activation unit (SnowflakeConfig.writeback_activation"
-                f" = 0)")
+    unit = writeback.absorbing(op.name)
+    if unit is not None:
+        return f"{op.name}: {_unit_reason(unit, hw)}"
     if isinstance(op, nn.SpaceToDepthOp | nn.UnfoldRowsOp | nn.PadRowsOp):
         return f"{op.name}: the model input in the stem's layout, written by the host as it loads the input"
     if isinstance(op, nn.TransposeOp):

@@ -7,6 +7,8 @@ when the rows are few (`macs_pipelined`).
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from snowir import writeback
 from snowir.codegen.builder import AsmBuilder
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
@@ -149,14 +151,17 @@ def macs_taps_pipelined(b: AsmBuilder, plan: ConvPlan, rows: int, taps: int, row
 
 
 def set_writeback(b: AsmBuilder, s: ConvShape, hw: SnowflakeConfig) -> None:
-    """A conv program's write-back set-up: the shift, and on a machine with the activation unit
-    its function, 0 (none) included, since the unit keeps the word of the layer before in a
-    whole-model program (a stock program has no VMOV act: its image is the ZC706 build's)."""
+    """A conv program's write-back set-up: the shift, and for each write-back unit the machine
+    has (snowir/writeback.py) the layer's word, 0 (none) included, since a unit keeps the word of
+    the layer before in a whole-model program (a stock program has no unit VMOV: its image is the
+    ZC706 build's)."""
     b.const(R_TMP, s.shift)
     b.emit(sf.VmovOp(COOP, sf.VmovSelect.SHIFT, R_TMP))
-    if s.act and not hw.writeback_activation:
-        raise LoweringError("a conv with a write-back activation on a machine without the unit "
-                            "(SnowflakeConfig.writeback_activation = 0)")
-    if hw.writeback_activation:
-        b.const(R_TMP, s.act)
-        b.emit(sf.VmovOp(COOP, sf.VmovSelect.ACT, R_TMP))
+    words = dict(s.units)
+    why = writeback.refusal(words, hw)
+    if why is not None:
+        raise LoweringError(why)
+    for unit in writeback.units():
+        if unit.machine_has(hw):
+            b.const(R_TMP, words.get(unit.name, 0))
+            b.emit(sf.VmovOp(COOP, sf.VmovSelect(unit.name), R_TMP))

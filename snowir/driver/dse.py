@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from snowir.activation import LANES_PER_VMAC
+from snowir import writeback
 from snowir.driver.files import write_text_atomic
 from snowir.driver.model_api import run_model_on_device
 from snowir.driver.model_run import hw_file
@@ -94,8 +94,8 @@ PRICES: dict[str, float] = {
     "load_unit": 8.0,    # per load unit: its DMA engine, ~1.8 k of the device's 218 k LUTs (0.8%, 7 DSPs' share)
     "port_gbps": 4.0,    # per GB/s of one load unit's port: its data path and FIFO widen with it
     "dram_gbps": 24.0,   # per GB/s of shared DRAM bandwidth: the build's 4.2 GB/s ~ 100, a sixth of it
-    "act_lane": 3.0,     # per lane of the write-back activation unit: 2 multipliers (2 DSPs) + ~200 LUTs of table and muxes
 }
+# A write-back unit prices itself per vMAC (`WritebackUnit.area_per_vmac`, snowir/writeback.py).
 REFERENCE_MHZ = SnowflakeConfig().clock_mhz  # the ZC706 build's clock: the default machine's
 KIB = 1 << 10
 ICACHE_INSTRUCTION_BYTES = 4
@@ -117,8 +117,9 @@ def resource_breakdown(hw: SnowflakeConfig) -> dict[str, float]:
              "sram": PRICES["sram_kib"] * sram / KIB,
              "load_units": hw.load_units * (PRICES["load_unit"] + PRICES["port_gbps"] * hw.unit_gbps),
              "dram_bandwidth": PRICES["dram_gbps"] * hw.dram_gbps}
-    if hw.writeback_activation:  # activation.LANES_PER_VMAC lanes per vMAC, at the MAC array's clock
-        terms["activation_unit"] = PRICES["act_lane"] * hw.vmacs * LANES_PER_VMAC * hw.clock_mhz / REFERENCE_MHZ
+    for unit in writeback.units():  # each unit the machine has, per vMAC, at the MAC array's clock
+        if unit.machine_has(hw):
+            terms[f"{unit.title}_unit"] = unit.area_per_vmac * hw.vmacs * hw.clock_mhz / REFERENCE_MHZ
     return terms
 
 
@@ -180,7 +181,7 @@ def summarise(report: dict[str, Any], hw: SnowflakeConfig) -> dict[str, Any]:
                 # traffic, named apart from the config's `dram_bytes` (capacity) it used to overwrite
                 "mac_utilization": total["mac_utilization"], "dram_traffic_bytes": total["dram_bytes"],
                 "host_ms": total["host_ms"],
-                # device + host + round trips: what a feature that moves host work (the activation unit) changes
+                # device + host + round trips: what a feature that moves host work (a write-back unit) changes
                 "end_to_end_ms": total.get("end_to_end_ms"), "resource_proxy": resource_proxy(hw),
                 "compile_s": total["compile_s"], "simulate_s": total["simulate_s"]})
     for cause in STALLS:
@@ -192,7 +193,7 @@ def run_one(model: str, hw_json: dict[str, Any], pipeline: str | None, fmt: str,
             input_shape: str | None) -> dict[str, Any]:
     """One configuration, as `snow-run MODEL --hw` runs it (also the Ray task's body)."""
     hw = SnowflakeConfig.from_json(hw_json)
-    if pipeline is None and fmt != "Q8.8":  # the machine's own nn-prepare (partition-host, fuse-activation)
+    if pipeline is None and fmt != "Q8.8":  # the machine's own nn-prepare (partition-host, its write-back units' passes)
         with hw_file(hw) as path:
             result = run_model_on_device(model, pipeline=f"nn-prepare{{format={fmt} hw={json.dumps(str(path))}}}",
                                          input_shape=input_shape, hw=hw)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from snowir import activation
 from snowir.asm_analysis import raw_pairs
 from snowir.dialects import snowflake_asm as sf
 from snowir.dialects.snowflake_asm.isa import mac_cu_cycles
@@ -138,7 +137,7 @@ class Machine:
         # channels, so the lanes past the trace's end in its last cycle are idle; INDP: 16 kernels)
         self.timing.vector_op(rd, rs1, rs2, cycles, a, a + trace, b, b + wlen, "MAC wb" if wb else "MAC",
                               wlen * st.enabled_vmacs(), cycles * self.lanes_all, written,
-                              activation.unit_cycles(self.lanes, indp) if st.wb_act and wb else 0)
+                              st.unit_cycles(indp) if st.wb_active and wb else 0)
 
     # the arithmetic alone, for loop iterations whose timing is known in closed form (steady.py)
     def mac_f(self, rd: int, rs1: int, rs2: int, trace: int, indp: bool, wb: bool,

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from types import CodeType
 
 from snowir.dialects import snowflake_asm as sf
-from snowir.dialects.snowflake_asm.isa import BitField, Kind, TimingClass
+from snowir.dialects.snowflake_asm.isa import ISA, BitField, Kind, TimingClass
 from snowir.hw import SnowflakeConfig
 from snowir.machine.core import Machine, delay_slot_raw_pairs, mark, next_pc
 from snowir.machine.encoding import decode
@@ -119,11 +119,17 @@ def _dynamic_call(op: sf.SnowflakeInstruction, pc: str, functional: bool = False
 
 
 _DECODED: dict[tuple[int, int], sf.SnowflakeInstruction] = {}
+_DECODED_FOR = [ISA.generation]  # the ISA table the cached ops were decoded with
 
 
 def _decoded(word: int, pc: int, select_bits: int) -> sf.SnowflakeInstruction:
     """`decode`, shared by word for all but branches (whose label names their pc): the engine
-    only reads these ops, and a network's programs repeat a few thousand distinct words."""
+    only reads these ops, and a network's programs repeat a few thousand distinct words. An
+    instruction or a VMOV select added or removed since (`sf.extended`, `sf.vmov_select_extended`)
+    changes what a word means: the cache starts again."""
+    if _DECODED_FOR[0] != ISA.generation:
+        _DECODED.clear()
+        _DECODED_FOR[0] = ISA.generation
     op = _DECODED.get((word, select_bits))
     if op is None:
         op = decode(word, pc, select_bits)

@@ -16,7 +16,7 @@ import numpy as np
 
 from snowir.dialects.snowflake_asm import SELECT_ALL
 from snowir.errors import SnowError
-from snowir import activation
+from snowir import writeback
 from snowir.fixedpoint import (INT16_MAX, INT16_MIN, MAX_WB_SHIFT, accumulator_overflows, clipped, saturate,
                                writeback_rounded)
 from snowir.hw import DRAM_PAGE_BYTES, MASK_WORD_BITS, MASK_WORD_MAX, SnowflakeConfig
@@ -69,8 +69,9 @@ class MachineState:
     wb_mask: int = -1  # reset: every vMAC enabled (set from hw in __post_init__)
     cu_stride: int | None = None
     wb_shift: int | None = None  # None: the program's frac_bits
-    wb_act: int = 0
-    """The activation unit's word (`VMOV act`, snowir/activation.py); 0: none, the stock write-back."""
+    wb_units: dict[str, int] = field(default_factory=dict)
+    """The write-back units' words (`VMOV <unit>`, snowir/writeback.py) by unit name; absent or 0:
+    the unit passes values through, the stock write-back."""
     saturated: int = 0
     """Write-back values the saturation changed (`fixedpoint.clipped`), of enabled vMACs."""
 
@@ -99,6 +100,9 @@ class MachineState:
         self.bypass = np.zeros((hw.cus, hw.vmacs_per_cu, lanes), np.int64)
         self.pool = np.full((hw.cus, lanes), INT16_MIN, np.int16)
         self.bypass_held = False  # a VMOV bypass since the last write-back (`consume_bypass`)
+        # the units a write-back runs through, with their words, in order: kept with `wb_units`
+        # so a write-back does not walk the registry
+        self.wb_active: tuple[tuple[writeback.WritebackUnit, int], ...] = ()
 
     # ------------------------------------------------------------------ helpers
     def _dram_index(self, address: int, elements: int, what: str) -> int:
@@ -231,12 +235,12 @@ class MachineState:
         (k x C x V(, lanes)), with the bias and bypass each saw (broadcast against them), ->
         (int16 values k x C x per-CU, the rounded values before saturation). Bias and bypass
         added at the accumulator's scale, the write-back shift with rounding (`writeback_rounded`),
-        the activation unit (`activation.apply`, word 0: none), 16-bit saturation, then ReLU
+        the write-back units whose word is set (`wb_active`), 16-bit saturation, then ReLU
         where `relu[i]`."""
         shift = self.frac if self.wb_shift is None else self.wb_shift
         rounded = writeback_rounded(sums, bias, bypass, shift)
-        if self.wb_act:
-            rounded = activation.apply(self.wb_act, rounded)
+        for unit, word in self.wb_active:
+            rounded = unit.apply(word, rounded)
         rounded = rounded.reshape(rounded.shape[0], self.hw.cus, -1)
         vals = saturate(rounded, False)
         if all(relu):
@@ -319,13 +323,19 @@ class MachineState:
             if not 1 <= value <= MAX_WB_SHIFT:
                 raise MachineFault(f"VMOV shift {value} out of range [1, {MAX_WB_SHIFT}]")
             self.wb_shift = value
-        elif select == "act":
-            if not hw.writeback_activation:
-                raise MachineFault("VMOV act on a machine without the write-back activation unit "
-                                   "(SnowflakeConfig.writeback_activation = 0)")
-            self.wb_act = value & 0xFFFFFFFF
-        else:  # pragma: no cover
-            raise AssertionError(select)
+        else:  # a write-back unit's word (snowir/writeback.py)
+            unit = writeback.unit(select)
+            if unit is None:  # pragma: no cover - a VMOV select of the ISA table no unit declares
+                raise MachineFault(f"VMOV {select}: no write-back unit of that name is registered")
+            if not unit.machine_has(hw):
+                raise MachineFault(f"VMOV {select} on a machine {unit.absent()}")
+            self.wb_units[select] = value & 0xFFFFFFFF
+            self.wb_active = tuple((u, self.wb_units[u.name]) for u in writeback.units() if self.wb_units.get(u.name))
+
+    def unit_cycles(self, indp: bool) -> int:
+        """Cycles a write-back spends in the units whose word is set, in series, before the
+        result pipeline (0 on the stock machine)."""
+        return sum(unit.cycles(self.hw.lanes, indp) for unit, _ in self.wb_active)
 
     # ------------------------------------------------------------------ memory ops
     def load_maps(self, buf: int, src: int, length: int, select: int) -> list[int]:

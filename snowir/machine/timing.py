@@ -224,7 +224,7 @@ class Timing:
         """`vector` reading registers r1..r3 and, when `written` = (lo, hi, bytes), `writeback`:
         every MAC, MAX and VMOV (~10^6 in a model) comes here, so arguments are flat (a range
         with lo None is none; an unused register slot is r0, ready at 0) and nothing is built.
-        `wb_delay`: cycles the write-back activation unit adds before the result pipeline."""
+        `wb_delay`: cycles the write-back units add before the result pipeline (MachineState.unit_cycles)."""
         t = self.t
         ready = self.reg_ready
         d = t

@@ -107,7 +107,8 @@ class ConvShape:
     groups: int = 1  # c is the channels per group; kernel tile t of K kernels reads group Kt // group_kernels
     cin_total: int = 0  # > 0: the input is channels [c_base, c_base + c) of a cin_total-channel tensor
     c_base: int = 0
-    act: int = 0  # the write-back activation unit's word (VMOV act, snowir/activation.py); 0: none
+    units: tuple[tuple[str, int], ...] = ()
+    """(write-back unit name, its 32-bit word) of each unit the layer uses (snowir/writeback.py)."""
 
     @property
     def cin(self) -> int:

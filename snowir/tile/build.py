@@ -40,12 +40,13 @@ POOL_SLACK = 64  # bytes after a pool's output: the lanes of a partly used CU wr
 
 
 def conv_shape_attr(s: ConvShape) -> tile.ConvShapeAttr:
-    return tile.ConvShapeAttr.get(**{f: int(getattr(s, f)) for f in tile.ConvShapeAttr.FIELDS})
+    return tile.ConvShapeAttr.get(**{f: int(getattr(s, f)) for f in tile.ConvShapeAttr.FIELDS}, **dict(s.units))
 
 
 def conv_shape_of(attr: tile.ConvShapeAttr) -> ConvShape:
     v = attr.values()
-    return ConvShape(**{**v, "relu": bool(v["relu"])})
+    return ConvShape(**{**{f: v[f] for f in tile.ConvShapeAttr.FIELDS}, "relu": bool(v["relu"])},
+                     units=tuple(attr.unit_words().items()))
 
 
 def pool_shape_attr(p: PoolShape) -> tile.PoolShapeAttr:

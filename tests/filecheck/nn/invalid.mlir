@@ -302,3 +302,18 @@ func.func @f(%c: tensor<i1>, %x: tensor<4xf32>) {
   func.return
 }
 // CHECK: nn.onnx_graph: not base64 (a serialised ONNX GraphProto)
+
+// -----
+// a write-back unit's attribute (snowir/writeback.py) is checked by its unit
+func.func @f(%x: tensor<1x2x4x4xf32>, %w: tensor<2x2x1x1xf32>, %b: tensor<2xf32>) {
+  %c = nn.conv2d %x, %w, %b {act = "gelu", strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32>
+  func.return
+}
+// CHECK: act: activation 'gelu': not one of the write-back unit's functions
+
+// -----
+func.func @f(%x: tensor<1x2x4x4xf32>, %w: tensor<2x2x1x1xf32>, %b: tensor<2xf32>) {
+  %c = nn.conv2d %x, %w, %b {act = 3 : i64, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32>
+  func.return
+}
+// CHECK: act: the write-back activation unit's function, a string

@@ -33,13 +33,13 @@ func.func @main(%x: tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4x4
   func.return %a9, %c7, %a1, %a2, %a3, %a4, %a5, %a6 : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
 }
 
-// CHECK:      %c0 = nn.conv2d %x, %w, %b {{{.*}}act = "leaky_relu(0.200000003)"}
-// CHECK-NEXT: %c1 = nn.conv2d %c0, %w, %b {{{.*}}act = "clip(0, 6)"}
-// CHECK-NEXT: %c2 = nn.conv2d %c1, %w, %b {{{.*}}act = "silu"}
-// CHECK-NEXT: %c3 = nn.conv2d %c2, %w, %b {{{.*}}act = "hard_swish(0.166666667, 0.5)"}
-// CHECK-NEXT: %c4 = nn.conv2d %c3, %w, %b {{{.*}}act = "tanh"}
-// CHECK-NEXT: %c5 = nn.conv2d %c4, %w, %b {{{.*}}act = "hard_sigmoid(0.200000003, 0.5)"}
-// CHECK-NEXT: %c6 = nn.conv2d %c5, %w, %b {{{.*}}act = "sigmoid"}
+// CHECK:      %c0 = nn.conv2d %x, %w, %b {{{.*}}act = "leaky_relu(0.200000003)"{{[,}]}}
+// CHECK-NEXT: %c1 = nn.conv2d %c0, %w, %b {{{.*}}act = "clip(0, 6)"{{[,}]}}
+// CHECK-NEXT: %c2 = nn.conv2d %c1, %w, %b {{{.*}}act = "silu"{{[,}]}}
+// CHECK-NEXT: %c3 = nn.conv2d %c2, %w, %b {{{.*}}act = "hard_swish(0.166666667, 0.5)"{{[,}]}}
+// CHECK-NEXT: %c4 = nn.conv2d %c3, %w, %b {{{.*}}act = "tanh"{{[,}]}}
+// CHECK-NEXT: %c5 = nn.conv2d %c4, %w, %b {{{.*}}act = "hard_sigmoid(0.200000003, 0.5)"{{[,}]}}
+// CHECK-NEXT: %c6 = nn.conv2d %c5, %w, %b {{{.*}}act = "sigmoid"{{[,}]}}
 // a second user of %c7 (the return): the Tanh stays on the host
 // CHECK-NEXT: %c7 = nn.conv2d %c6, %w, %b {{{[^}]*}}groups = 1 : i64}
 // CHECK-NEXT: %a7 = nn.host "Tanh"(%c7)
@@ -68,7 +68,7 @@ func.func @parts(%x: tensor<1x2x4x4xf32>) -> tensor<1x4x4x4xf32> {
 }
 
 // CHECK-LABEL: func.func @parts
-// CHECK:      %p0 = nn.conv2d %x, %w, %b {{{.*}}act = "hard_swish(0.166666667, 0.5)"}
-// CHECK-NEXT: %p1 = nn.conv2d %x, %w, %b {{{.*}}act = "hard_swish(0.166666667, 0.5)"}
+// CHECK:      %p0 = nn.conv2d %x, %w, %b {{{.*}}act = "hard_swish(0.166666667, 0.5)"{{[,}]}}
+// CHECK-NEXT: %p1 = nn.conv2d %x, %w, %b {{{.*}}act = "hard_swish(0.166666667, 0.5)"{{[,}]}}
 // CHECK-NEXT: %cat = nn.concat %p0, %p1
 // CHECK-NEXT: func.return %cat
