@@ -16,7 +16,6 @@ import onnx
 import pytest
 
 from snowir.dialects import nn
-from snowir.passes.nn.partition_host import GATE_REASON
 from snowir.tile.build import RUNTIME_KERNELS
 from tests.onnx_util import ort_run, snow_run
 from tests.test_concat_placement import N, _Net, _prepared
@@ -84,15 +83,19 @@ def test_the_gate_conv_matches_onnxruntime(tmp_path: Path) -> None:
     assert snr > 35, snr
 
 
-def test_a_gate_a_device_layer_writes_stays_on_the_host(tmp_path: Path, capsys) -> None:
-    """No activation between the second 1x1 conv and the Mul: the gate is a device conv's output,
-    written in the segment that would load it as kernels; the Mul stays on the host, saying why."""
+def test_a_gate_a_device_layer_writes_is_written_as_kernels_between_segments(tmp_path: Path, capsys) -> None:
+    """No activation between the second 1x1 conv and the Mul: the gate is a device conv's output.
+    Loaded as kernels in its own segment it would be read before it is written, so the kernels'
+    reshape is the host's: the segment ends after the gate, the host writes its C words as the
+    Mul conv's kernels, the next segment runs the conv; bit-exact (once the Mul stayed on the host)."""
     m = se_block(gate="")
     module = _prepared(m)
     scale = _node(module, "scale")
-    assert isinstance(scale, nn.MulOp) and scale.attributes["place"].data == "host"
-    assert scale.attributes["host_reason"].data == GATE_REASON
-    _run(m, tmp_path, capsys)
+    assert isinstance(scale, nn.Conv2dOp) and RUNTIME_KERNELS in scale.attributes
+    assert scale.attributes["place"].data == "snowflake" and scale.weight.owner.attributes["place"].data == "host"
+    r = _run(m, tmp_path, capsys)
+    rows = {row["name"]: row["where"] for row in r["layers"]}
+    assert rows["scale"] == rows["fc2"] == "device" and rows["scale.kernels"] == "host", rows
 
 
 def test_a_constant_per_channel_scale_is_no_gate() -> None:
@@ -114,11 +117,12 @@ ACT_UNIT = str(Path(__file__).resolve().parent / "filecheck" / "Inputs" / "act_u
 
 
 @pytest.mark.parametrize("gate", ["Sigmoid", "HardSigmoid"])
-def test_with_the_activation_unit_the_gate_multiply_stays_on_the_device(gate: str, tmp_path: Path, capsys) -> None:
-    """Regression: with the write-back activation unit, fuse-activation folded the gate's
-    activation into the second 1x1 conv, so the gate became a device conv's output and se-gate
-    left the Mul (H x W x C products) on the host. The gate's activation (C values) stays a host
-    op feeding the runtime kernels; the Mul is a device conv, bit-exact."""
+def test_with_the_activation_unit_the_gate_is_computed_on_the_device(gate: str, tmp_path: Path, capsys) -> None:
+    """With the write-back activation unit the gate's activation goes into the second 1x1 conv
+    (no sigmoid on the host); the Mul is still a device conv whose kernels are the gate: the host
+    writes the gate's C words, which that conv computed, as the kernels between segments (the
+    kernels' reshape is the host's, with its reason). Bit-exact. (Once the gate, a device conv's
+    output, left the Mul on the host: H x W x C products.)"""
     from snowir.passes.pipelines import NNPreparePass
     from snowir.frontend.onnx_import import import_model
 
@@ -128,10 +132,15 @@ def test_with_the_activation_unit_the_gate_multiply_stays_on_the_device(gate: st
     scale = _node(module, "scale")
     assert isinstance(scale, nn.Conv2dOp) and RUNTIME_KERNELS in scale.attributes
     assert scale.attributes["place"].data == "snowflake"
+    kernels = scale.weight.owner
+    assert kernels.attributes["place"].data == "host" and "a gate a device layer computed" in \
+        kernels.attributes["host_reason"].data
+    assert "act" in _node(module, "fc2").attributes
+    assert not [op for op in module.walk() if isinstance(op, nn.HostOp) or isinstance(op, nn.HardSigmoidOp)]
     r = _run(m, tmp_path, capsys, "--hw", ACT_UNIT)
     rows = {row["name"]: row["where"] for row in r["layers"]}
     assert rows["scale"] == rows["fc2"] == "device", rows
-    assert {row["name"] for row in r["layers"] if row["where"] == "host"} == {"gap", "gate"}
+    assert {row["name"] for row in r["layers"] if row["where"] == "host"} == {"gap", "scale.kernels"}
 
 
 def test_a_pool_too_big_for_one_kernel_runs_its_row_means_on_the_device(tmp_path: Path, capsys) -> None:

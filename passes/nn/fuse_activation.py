@@ -26,9 +26,10 @@ convs)) goes into those convs when nothing else reads their channels. It runs la
 convs (split-kernels, depthwise-to-grouped, the input layouts, add-to-bypass: an add's identity
 conv takes the activation too), so partition-host then re-decides with the activation gone
 from the host. Parameters that do not fit the unit's word (`Activation.word`: a clip bound off
-the 1/16 grid or beyond +-128, alpha outside [0, 1)) leave the op where it is. An SE block's gate activation
-(Sigmoid / HardSigmoid feeding a per-channel Mul) stays too: se-gate needs the gate a host result
-to put the Mul on the device (`_se_gate`). On a machine without the unit the pass changes nothing.
+the 1/16 grid or beyond +-128, alpha outside [0, 1)) leave the op where it is. An SE block's gate
+activation goes into the gate conv as any other; se-gate (after this pass) then has the host
+write that device-computed gate as the Mul conv's kernels between segments. On a machine without
+the unit the pass changes nothing.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, constant_op, shape_of, tensor
-from snowir.passes.nn.se_gate import gate_of
 
 
 def _attr(op: nn.HostOp, name: str, default: float) -> float:
@@ -222,16 +222,6 @@ def _split_at_slices(conv: nn.Conv2dOp, rewriter: Rewriter) -> dict[int, nn.Conv
     return parts
 
 
-def _se_gate(value: SSAValue) -> bool:
-    """Whether `value` is an SE block's gate (a Mul scales a tensor by it per channel): se-gate,
-    after this pass, makes that Mul a device conv whose kernels the host writes, which needs the
-    gate a host result. Fused into the producing conv, the gate would be a device conv's output
-    and the Mul (H x W x C products) would stay on the host to spare an activation of C values
-    there, in a round trip the host makes anyway (it packs the gate)."""
-    return any(isinstance(use.operation, nn.MulOp) and (found := gate_of(use.operation)) is not None
-               and found[1] is value for use in value.uses)
-
-
 def _fuse(op: Operation, rewriter: Rewriter) -> None:
     """Fold `op` (an activation, or the multiply of x * Sigmoid(x)) into its conv if it may."""
     silu = _silu(op)
@@ -243,8 +233,6 @@ def _fuse(op: Operation, rewriter: Rewriter) -> None:
         if found is None:
             return
         (x, act), dead, users = found, [], 1
-        if _se_gate(op.results[0]):
-            return
     convs = _fusable(x, users)
     to_split = isinstance(x.owner, nn.ChannelSliceOp) and x.has_one_use() and not dead and _kernel_part(x.owner)
     if not (convs or to_split) or op.results[0].type != x.type:

@@ -18,8 +18,11 @@ weight fraction is the gate's, not a weight format), so the write-back rounds xÂ
 `in_frac + gate_frac - out_frac` bits, exactly as the golden model's conv over the same words;
 the float Mul it replaces rounds differently (< 1 LSB), and the ONNX comparison sees that.
 
-Only a gate the host computes qualifies (its producer no device layer: the host writes it before
-the segment; a device-written gate would be written mid-segment, after the kernels load). The
+A gate the host computes is written before the segment that runs the conv. A gate a device
+layer writes (with the write-back activation unit, the gate conv applies the sigmoid itself)
+would be written mid-segment, after the kernels load, so the kernels' reshape is placed on the
+host: the segment ends after the gate, the host writes its C words as the kernels, the next
+segment runs the conv. The
 cost model as add-to-bypass's: the conv's estimate against the host's, each side with its round
 trip (the host Mul reads x back and writes its result: `round_trip_ms`), recorded as
 `placement_cost`; a Mul left on the host keeps it and partition-host's `GATE_REASON`.
@@ -31,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, TensorType, UnitAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType, UnitAttr
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
@@ -39,7 +42,7 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 from snowir.dialects import nn
 from snowir.host_model import host_ms, host_round_trip_ms, round_trip_ms
 from snowir.hw import SnowflakeConfig
-from snowir.nn_util import constant_op, replace_by_cost, shape_of
+from snowir.nn_util import constant_op, name_part, replace_by_cost, shape_of
 from snowir.plan.issue import placement_cycles
 from snowir.plan.layout import LANE_GROUPS
 from snowir.plan.shapes import LoweringError
@@ -70,10 +73,16 @@ class GateToConv(RewritePattern):
         if found is None or "place" in op.attributes or "placement_cost" in op.attributes:
             return
         x, gate = found
-        if isinstance(gate.owner, _DEVICE_WRITERS):
-            return  # written by a device layer, maybe in the segment that would load it as kernels
         c = shape_of(x)[1]
         kernels = nn.ReshapeOp(gate, TensorType(gate.type.get_element_type(), [c, 1, 1, 1]))
+        name_part(kernels, op, "kernels")
+        if isinstance(gate.owner, _DEVICE_WRITERS):
+            # a device layer writes the gate (its activation in the write-back, with the unit): the
+            # host reads its C words at a segment's end and writes them as the kernels before the
+            # next, as it would write a gate it computed; nothing of the gate is computed there
+            kernels.attributes["place"] = StringAttr("host")
+            kernels.attributes["host_reason"] = StringAttr(
+                "the host writes a gate a device layer computed as the gate conv's kernels (C words), between segments")
         bias = constant_op(np.zeros(c, np.float32), "zero_bias")
         conv = nn.Conv2dOp(x, kernels.results[0], bias.result, op.output.type, groups=c)
         conv.attributes.update(op.attributes)
