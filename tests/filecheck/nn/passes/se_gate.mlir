@@ -3,8 +3,10 @@
 
 // An SE block's gate multiply, Mul(x, sigmoid(...)) by a [1, C, 1, 1] gate the host computes,
 // becomes a 1x1 depthwise conv whose kernels are the gate (reshaped to [C, 1, 1, 1], run-time
-// kernels the host writes into the weights region), in 16-lane groups; a gate a conv writes,
-// a constant scale and a placed Mul are left alone.
+// kernels the host writes into the weights region), in 16-lane groups. A gate a device conv
+// writes (with the activation unit, its sigmoid in the write-back) goes the same way, its kernels'
+// reshape placed on the host (the segment ends after the gate, the host writes its C words); a
+// placed Mul is left alone.
 
 func.func @main(%x: tensor<1x32x16x16xf32>, %g: tensor<1x32x1x1xf32>, %w: tensor<32x32x1x1xf32>, %b: tensor<32xf32>) -> (tensor<1x32x16x16xf32>, tensor<1x32x16x16xf32>, tensor<1x32x16x16xf32>) {
   %gate = nn.host "Sigmoid"(%g) {attrs = {}, opset = 13 : i64} : (tensor<1x32x1x1xf32>) -> tensor<1x32x1x1xf32>
@@ -15,8 +17,9 @@ func.func @main(%x: tensor<1x32x16x16xf32>, %g: tensor<1x32x1x1xf32>, %w: tensor
   func.return %scaled, %direct, %kept : tensor<1x32x16x16xf32>, tensor<1x32x16x16xf32>, tensor<1x32x16x16xf32>
 }
 
-// CHECK:      %[[K:.*]] = nn.reshape %gate : (tensor<1x32x1x1xf32>) -> tensor<32x1x1x1xf32>
+// CHECK:      %[[K:.*]] = nn.reshape %gate {onnx_node = "scale.kernels"} : (tensor<1x32x1x1xf32>) -> tensor<32x1x1x1xf32>
 // CHECK:      nn.conv2d %x, %[[K]], %{{.*}} {onnx_node = "scale", lane_groups, runtime_kernels, placement_cost = "device {{.*}} ms + gate written {{.*}} ms vs host {{.*}} ms + DRAM round trip {{.*}} ms"{{.*}}groups = 32 : i64} : (tensor<1x32x16x16xf32>, tensor<32x1x1x1xf32>, tensor<32xf32>) -> tensor<1x32x16x16xf32>
-// CHECK:      nn.mul %x, %c {onnx_node = "direct"}
+// CHECK:      %[[D:.*]] = nn.reshape %c {onnx_node = "direct.kernels", place = "host", host_reason = "the host writes a gate a device layer computed as the gate conv's kernels (C words), between segments"}
+// CHECK:      %direct = nn.conv2d %x, %[[D]], %{{.*}} {onnx_node = "direct", lane_groups, runtime_kernels
 // CHECK:      nn.mul %x, %gate {onnx_node = "kept", place = "host"}
 // OFF-NOT: nn.conv2d %x
