@@ -199,3 +199,13 @@ def test_a_lowering_pass_on_an_unlowered_module_says_so(pipeline: str, why: str,
 
     assert snow_opt([DIGITS, "-p", pipeline]) == 1
     assert why in capsys.readouterr().err
+
+
+def test_a_conv_whose_kernel_shape_disagrees_with_its_weights_is_refused(tmp_path: Path, capsys) -> None:
+    """onnxruntime fails such a node deep inside its own graph (naming an internal node); the
+    import names the node and what disagrees, in one line."""
+    m = model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[5, 5], name="badconv")],
+              {"x": [1, 3, 8, 8]}, {"y": [1, 16, 6, 6]}, {"w": rand(16, 3, 3, 3)})
+    assert snow_run([str(_save(tmp_path, m, "bad.onnx")), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "node 'badconv' (Conv): kernel_shape [5, 5] disagrees with the weight's 3x3" in err

@@ -136,3 +136,16 @@ def test_the_front_ranks_by_end_to_end_time_where_layers_run_on_the_host(tmp_pat
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--objective 'latency': not one of end-to-end, device" in err
     assert not out.exists()
+
+
+def test_a_failed_sweep_leaves_no_directory_behind(tmp_path: Path, capsys) -> None:
+    """A model the import refuses: one line, exit 1, and neither --out nor its cache is created."""
+    from onnx import helper
+
+    bad = tmp_path / "bad.onnx"
+    onnx.save(model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[5, 5], name="badconv")],
+                    {"x": [1, 3, 8, 8]}, {"y": [1, 16, 6, 6]}, {"w": rand(16, 3, 3, 3)}), bad)
+    out = tmp_path / "dse"
+    assert snow_dse([str(bad), "--sweep", "cus=1,2", "--out", str(out), "--workers", "1", "--quiet"]) == 1
+    assert "kernel_shape [5, 5] disagrees" in capsys.readouterr().err
+    assert not out.exists()

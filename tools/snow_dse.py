@@ -82,9 +82,16 @@ def run(args: argparse.Namespace) -> int:
     if blind and say:  # else a column of points at one x would look like a plotting fault
         say(f"the resource proxy does not price {', '.join(blind)}: configurations differing only there "
             "share an x position in pareto.png")
+    made = [d for d in (out, out / "cache") if not d.exists()]  # what a failed run must not leave behind
     explorer = dse.Explorer(args.model, out, args.pipeline, args.format, args.input_shape, args.workers,
                             args.address, say)
-    rows = explorer.run(hws)
+    try:
+        rows = explorer.run(hws)
+    except BaseException:
+        for d in reversed(made):
+            if d.is_dir() and not any(d.iterdir()):
+                d.rmdir()
+        raise
     key = dse.objective(rows, args.objective)
     front = dse.pareto(rows, key)
     for row, f in zip(rows, front):

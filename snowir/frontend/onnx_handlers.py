@@ -43,6 +43,9 @@ def _conv(imp: ImportContext, node: onnx.NodeProto) -> None:
     b = imp.const(node, 2, "bias") if len(node.input) > 2 and node.input[2] else np.zeros(w.shape[0], np.float32)
     if len(imp.shape(x)) != 4:
         raise Unmapped(f"input of rank {len(imp.shape(x))}")
+    if "kernel_shape" in a and [int(k) for k in a["kernel_shape"]] != list(w.shape[2:]):
+        raise imp.fail(node, f"kernel_shape {[int(k) for k in a['kernel_shape']]} disagrees with the weight's "
+                             f"{w.shape[2]}x{w.shape[3]} kernels")
     n, c, h, wd = imp.shape(x)
     strides = list(a.get("strides", [1, 1]))
     dil = list(a.get("dilations", [1, 1]))
