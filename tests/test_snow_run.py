@@ -231,3 +231,16 @@ def test_refused_before_running(tmp_path: Path, capsys) -> None:
     assert snow_run([str(EXAMPLE), "--quiet", "--profile"]) == 0  # without --engine: the reference engine
     assert "conv3x3" in capsys.readouterr().out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["conv.sfb"]
+
+
+def test_the_table_says_why_each_host_layer_is_on_the_host(capsys) -> None:
+    """The printed table ends with the host layers grouped by their host_reason (the JSON report
+    has each row's): the digits CNN's input padding is the host's, written as it loads the input."""
+    from pathlib import Path
+
+    from snowir.tools.snow_run import main as snow_run
+
+    digits = Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx"
+    assert snow_run([str(digits)]) == 0
+    out = capsys.readouterr().out
+    assert "on the host, and why:\n  conv1.pad_rows: nn.pad_rows: the model input in the stem's layout" in out

@@ -51,6 +51,22 @@ def end_to_end_line(total: dict[str, Any]) -> str | None:
             f"device share {100 * total['device_share']:.1f}%")
 
 
+def host_reason_lines(layers: list[dict], shown: int = 3) -> list[str]:
+    """Why the host layers are there (their `host_reason`, as partition-host and the passes wrote
+    it), one line per reason with the layers it holds for: the JSON report has each row's."""
+    by_reason: dict[str, list[str]] = {}
+    for r in layers:
+        if r.get("where") == "host" and r.get("host_reason"):
+            by_reason.setdefault(r["host_reason"], []).append(r["name"])
+    if not by_reason:
+        return []
+    lines = ["on the host, and why:"]
+    for reason, names in by_reason.items():
+        more = f" and {len(names) - shown} more" if len(names) > shown else ""
+        lines.append(f"  {', '.join(names[:shown])}{more}: {reason}")
+    return lines
+
+
 def print_table(report: dict[str, Any], out=None) -> None:
     """The per-layer table, then the stall cycles by cause of every device layer. Columns are
     as wide as their longest entry: names and ops are never cut."""
@@ -81,6 +97,8 @@ def print_table(report: dict[str, Any], out=None) -> None:
     for line in (end_to_end_line(report["total"]), bound_line(report["total"])):
         if line:
             print(line, file=out)
+    for line in host_reason_lines(report["layers"]):
+        print(line, file=out)
     for i in report.get("inputs") or ():  # quantising a model input saturates too
         if i.get("saturated"):
             print(f"input '{i['name']}' ({i['format']}): {i['saturated']:,} values saturated "
