@@ -59,6 +59,28 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _preflight(args: argparse.Namespace) -> None:
+    """What every configuration would fail on is refused once, without a configuration's name in
+    front: the model's import and the pipeline's passes and options."""
+    from xdsl.passes import PassPipeline
+
+    from snowir.driver.pipeline_spec import explain_pipeline, unwrap_pipeline
+    from snowir.frontend.onnx_import import import_onnx, parse_input_shape
+    from snowir.passes import all_passes
+
+    if args.model.endswith(".onnx"):
+        import_onnx(args.model, parse_input_shape(args.input_shape) if args.input_shape else None)
+    spec = unwrap_pipeline(args.pipeline or "")
+    if spec:
+        try:
+            PassPipeline.parse_spec(all_passes(), spec)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # noqa: BLE001 - xDSL's ArgSpecParseError is a BaseException
+            raise SnowError(f"--pipeline '{args.pipeline}': "
+                            f"{explain_pipeline(spec, all_passes()) or str(e).splitlines()[0]}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -74,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         raise SnowError("--workers must be >= 0 (1: no Ray, so not with --address)")
     if args.objective is not None and args.objective not in dse.OBJECTIVES:  # before anything runs
         raise SnowError(f"--objective '{args.objective}': not one of {', '.join(dse.OBJECTIVES)}")
+    _preflight(args)
     sweeps = [dse.parse_sweep(s) for s in args.sweep]
     hws = dse.configs(SnowflakeConfig.load(args.hw), sweeps)
     out = Path(args.out)
