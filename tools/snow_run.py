@@ -66,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", help="write a Chrome/Perfetto trace-event JSON here (.json.gz: gzip-compressed); "
                    "identical back-to-back events are one span with a count")
     p.add_argument("--trace-layers", metavar="PATTERNS",
-                   help="--trace only these layers: comma-separated names or shell patterns (conv1,layer4.*)")
+                   help="--trace the machine's detail of only these layers: comma-separated names or shell "
+                        "patterns (conv1,layer4.*); the host's spans and round trips stay")
     p.add_argument("--jobs", type=_positive, default=os.cpu_count() or 1,
                    help="a per-layer lowering (snowflake-lower{whole-model=false}): layers simulated in parallel "
                         "processes (default: one per core; same results). A whole-model program is one "
