@@ -63,7 +63,7 @@ class PartitionHostPass(ModulePass):
             if inner.name.startswith("nn.") and not isinstance(inner, nn.ConstantOp):
                 device = (isinstance(inner, DEVICE) and not _depthwise(inner)) or \
                     (isinstance(inner, nn.TransposeOp) and transpose_is_view(inner))
-                reason = device_refusal(inner, hw) if device else _host_conv_reason(inner, hw)
+                reason = device_refusal(inner, hw) if device else _host_reason(inner, hw)
                 if reason is not None:
                     device = False
                     inner.attributes["host_reason"] = StringAttr(reason)
@@ -117,9 +117,11 @@ def _unit_reason(unit: writeback.WritebackUnit, hw: SnowflakeConfig) -> str:
     return f"this machine's write-back has no {unit.title} unit (SnowflakeConfig.{unit.switch} = 0)"
 
 
-def _host_conv_reason(op, hw: SnowflakeConfig) -> str | None:
-    """Why a conv `_depthwise` keeps on the host, an average pool avgpool-to-conv left, or a
-    multiply by a run-time per-channel gate (None for other ops: their op says it)."""
+def _host_reason(op, hw: SnowflakeConfig) -> str | None:
+    """Why an op with no device mapping here stays on the host, in one line: a conv `_depthwise`
+    keeps, an average pool avgpool-to-conv left, a multiply by a run-time gate, an ONNX op or an
+    activation no pass took, an input layout, a transpose that moves words; a reason an earlier
+    pass wrote is kept. None for element-wise work (ReLU, Add, softmax: their op says it)."""
     if isinstance(op, nn.MulOp) and gate_of(op) is not None:
         return "the host is estimated faster (placement_cost)" if "placement_cost" in op.attributes else GATE_REASON
     if isinstance(op, nn.AvgPoolOp):
