@@ -68,13 +68,17 @@ class CopyConcatSlices(RewritePattern):
             device = sum(self.hw.cycles_to_ms(placement_cycles(planned_conv(conv, self.hw), self.hw))
                          for _, conv in copies)
         except LoweringError:
-            return
+            device = None
         words = sum(int(np.prod(shape_of(v))) for v in op.inputs) + int(np.prod(shape_of(op.output)))
         host = host_ms(op) + copy_ms(2 * words)
-        cost = f"device {device:.4f} ms vs host {host:.4f} ms (the concat and its DRAM round trip)"
-        if device >= host:
-            op.attributes["placement_cost"] = StringAttr(cost)
+        if device is None or device >= host:
+            for _, conv in copies:  # priced, not taken: the slices must forget them
+                conv.drop_all_references()
+            if device is not None:
+                op.attributes["placement_cost"] = StringAttr(
+                    f"device {device:.4f} ms vs host {host:.4f} ms (the concat and its DRAM round trip)")
             return
+        cost = f"device {device:.4f} ms vs host {host:.4f} ms (the concat and its DRAM round trip)"
         for k, (s, (constants, conv)) in enumerate(zip(slices, copies)):
             conv.attributes["placement_cost"] = StringAttr(cost)
             name_part(conv, op, f"copy{k}")

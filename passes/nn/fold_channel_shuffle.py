@@ -197,6 +197,12 @@ def _fold_into_consumers(shuffle: Shuffle, hw: SnowflakeConfig) -> str | None:
     return None
 
 
+def _let_go(parts: list[tuple[Operation, Operation, nn.Conv2dOp]]) -> None:
+    """Parts priced and not taken: they read the concat's inputs, which must forget them."""
+    for _, _, conv in reversed(parts):
+        conv.drop_all_references()
+
+
 def _fold_into_concat_parts(shuffle: Shuffle, hw: SnowflakeConfig) -> str | None:
     """y = concat(v_0, ..., v_n)[:, perm] as one 1x1 conv per concat input, each writing its
     channels to their shuffled places (a one-hot kernel per output channel, zero kernels for the
@@ -229,11 +235,13 @@ def _fold_into_concat_parts(shuffle: Shuffle, hw: SnowflakeConfig) -> str | None
     try:
         device = sum(hw.cycles_to_ms(placement_cycles(planned_conv(conv, hw), hw)) for _, _, conv in parts)
     except LoweringError as e:
+        _let_go(parts)
         return f"its concat's inputs as shuffled 1x1 parts are refused ({e})"
     words = sum(int(np.prod(shape_of(v))) for v in cat.inputs) + int(np.prod(shape_of(shuffle.y)))
     host = host_ms(cat) + sum(host_ms(op) for op in shuffle.ops if isinstance(op, nn.TransposeOp)) + copy_ms(2 * words)
     cost = f"device {device:.4f} ms vs host {host:.4f} ms (concat, shuffle and DRAM round trip)"
     if device >= host:
+        _let_go(parts)
         return f"the concat's inputs as shuffled 1x1 parts are estimated slower: {cost}"
     for weight, bias, conv in parts:
         conv.attributes["placement_cost"] = StringAttr(cost)
