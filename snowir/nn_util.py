@@ -40,6 +40,8 @@ def replace_by_cost(rewriter: PatternRewriter, op: Operation, conv: Operation, c
     that runs, as `placement_cost`, where the reports and partition-host read it."""
     if device_ms >= host_ms:
         op.attributes["placement_cost"] = StringAttr(cost)
+        for priced in (conv, *constants):  # not taken: the values they read must forget them
+            priced.drop_all_references()
         return
     conv.attributes["placement_cost"] = StringAttr(cost)
     rewriter.insert(constants, InsertPoint.before(op))
