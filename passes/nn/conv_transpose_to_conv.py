@@ -246,15 +246,24 @@ def zero_plan(op: nn.ConvTranspose2dOp) -> ZeroPlan | None:
     return ZeroPlan(pads, (ey, ex)) if min(pads) >= 0 else None
 
 
+def axis_plans(op: nn.ConvTranspose2dOp) -> tuple[AxisPlan, AxisPlan]:
+    """The transposed conv's row and column axis plans (phases, taps, crop)."""
+    _, _, h, w = shape_of(op.input)
+    _, _, kh, kw = shape_of(op.weight)
+    _, _, oh, ow = shape_of(op.output)
+    (sy, sx), (dy, dx) = nn.int_values(op.strides), nn.int_values(op.dilations)
+    pads = nn.int_values(op.pads)
+    return axis_plan(h, kh, sy, dy, pads[0], oh), axis_plan(w, kw, sx, dx, pads[1], ow)
+
+
 def plans(op: nn.ConvTranspose2dOp, hw: SnowflakeConfig) -> list[Plan]:
     """Sub-pixel and (where the crops allow it) zero insertion, cheapest first."""
     n, c, h, w = shape_of(op.input)
-    _, mg, kh, kw = shape_of(op.weight)
+    _, mg, _, _ = shape_of(op.weight)
     _, m, oh, ow = shape_of(op.output)
     g = op.groups.value.data
-    (sy, sx), (dy, dx) = nn.int_values(op.strides), nn.int_values(op.dilations)
-    pads = nn.int_values(op.pads)
-    ay, ax = axis_plan(h, kh, sy, dy, pads[0], oh), axis_plan(w, kw, sx, dx, pads[1], ow)
+    sy, sx = nn.int_values(op.strides)
+    ay, ax = axis_plans(op)
     grid = n * g * sy * sx * mg * ay.out * ax.out
     interleave = 0 if (sy, sx) == (1, 1) and (ay.out, ax.out) == (oh, ow) else grid + n * m * oh * ow
     depthwise = g > 1 and c == g and mg == 1  # one depthwise conv per phase
@@ -292,12 +301,10 @@ def merged_shape(op: nn.ConvTranspose2dOp) -> tuple[ConvShape, AxisPlan, AxisPla
     """The sub-pixel method's one merged conv (all phases as output channels) as the planner sees
     it, with its two axis plans."""
     _, c, h, w = shape_of(op.input)
-    _, mg, kh, kw = shape_of(op.weight)
-    _, _, oh, ow = shape_of(op.output)
+    _, mg, _, _ = shape_of(op.weight)
     g = op.groups.value.data
-    (sy, sx), (dy, dx) = nn.int_values(op.strides), nn.int_values(op.dilations)
-    pads = nn.int_values(op.pads)
-    ay, ax = axis_plan(h, kh, sy, dy, pads[0], oh), axis_plan(w, kw, sx, dx, pads[1], ow)
+    sy, sx = nn.int_values(op.strides)
+    ay, ax = axis_plans(op)
     shape = ConvShape(c // g, h, w, g * sy * sx * mg, ay.length, ax.length, 1, 1, ay.pad_lo, ax.pad_lo, ay.pad_hi,
                       ax.pad_hi, False, 0, g)
     return shape, ay, ax
@@ -413,9 +420,8 @@ class ConvTransposeToConv(RewritePattern):
         n, c, h, wd = shape_of(op.input)
         _, _, oh, ow = shape_of(op.output)
         g = op.groups.value.data
-        (sy, sx), (dy, dx) = nn.int_values(op.strides), nn.int_values(op.dilations)
-        pads = nn.int_values(op.pads)
-        ay, ax = axis_plan(h, w.shape[2], sy, dy, pads[0], oh), axis_plan(wd, w.shape[3], sx, dx, pads[1], ow)
+        sy, sx = nn.int_values(op.strides)
+        ay, ax = axis_plans(op)
         weights, phases = sub_pixel_weights(w, g, ay, ax), sy * sx
         mg = w.shape[1]
         exact = in_place_windows(ay, ax, h, wd)
