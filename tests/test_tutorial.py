@@ -8,7 +8,6 @@ Sections 2 and 4: the pass they write, run on the example model that has a unit 
 from __future__ import annotations
 
 import json
-import re
 import runpy
 import shlex
 import sys
@@ -22,21 +21,14 @@ from snowir.dialects import tile
 from snowir.tools.snow_opt import main as snow_opt
 from snowir.tools.snow_report import main as snow_report
 from snowir.tools.snow_run import main as snow_run
+from tests.tutorial_util import tutorial_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = {"snow-opt": snow_opt, "snow-run": snow_run, "snow-report": snow_report}
 
 
-def _section(number: int = 6) -> str:
-    text = (ROOT / "docs" / "tutorial.md").read_text()
-    start = text.index(f"\n## {number}. ")
-    end = text.find("\n## ", start + 1)
-    return text[start:] if end < 0 else text[start:end]
-
-
 def _blocks(lang: str, number: int = 6) -> list[str]:
-    """The section's fenced blocks of `lang`, each as the text between its fences."""
-    return re.findall(rf"^```{lang}\n(.*?)^```$", _section(number), flags=re.S | re.M)
+    return tutorial_blocks(lang, number)
 
 
 def test_the_pass_and_its_filecheck_test_are_the_repositorys_files() -> None:

@@ -14,15 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.tutorial_util import tutorial_blocks
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _blocks(lang: str) -> list[str]:
-    text = (ROOT / "docs" / "tutorial.md").read_text()
-    start = text.index("\n## 8. ")
-    end = text.find("\n## ", start + 1)
-    section = text[start:] if end < 0 else text[start:end]
-    return re.findall(rf"^```{lang}\n(.*?)^```$", section, flags=re.S | re.M)
+    return tutorial_blocks(lang, 8)
 
 
 def test_the_declaration_and_the_generator_line_are_the_repositorys() -> None:

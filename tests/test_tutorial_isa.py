@@ -5,24 +5,13 @@ namespace) and print what the section quotes; the instruction it adds at run tim
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 from snowir.dialects import snowflake_asm as sf
 from snowir.dialects.snowflake_asm import isa
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _section(number: int) -> str:
-    text = (ROOT / "docs" / "tutorial.md").read_text()
-    start = text.index(f"\n## {number}. ")
-    end = text.find("\n## ", start + 1)
-    return text[start:] if end < 0 else text[start:end]
+from tests.tutorial_util import tutorial_blocks
 
 
 def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"^```{lang}\n(.*?)^```$", _section(7), flags=re.S | re.M)
+    return tutorial_blocks(lang, 7)
 
 
 def test_add_an_instruction_runs_and_prints_what_it_quotes(capsys) -> None:

@@ -8,25 +8,18 @@ registry would print otherwise; the unit and its VMOV select are gone after.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from snowir import writeback
 from snowir.dialects import snowflake_asm as sf
 from snowir.dialects.snowflake_asm import isa
+from tests.tutorial_util import tutorial_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _section(number: int) -> str:
-    text = (ROOT / "docs" / "tutorial.md").read_text()
-    start = text.index(f"\n## {number}. ")
-    end = text.find("\n## ", start + 1)
-    return text[start:] if end < 0 else text[start:end]
-
-
 def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"^```{lang}\n(.*?)^```$", _section(9), flags=re.S | re.M)
+    return tutorial_blocks(lang, 9)
 
 
 def test_add_a_write_back_unit_runs_and_prints_what_it_quotes(capsys, monkeypatch) -> None:
