@@ -921,6 +921,18 @@ def _out_hw(layer: tile.LayerOp) -> tuple[int, int, int]:
     return p.oh, p.ow, p.c
 
 
+def _grow_output(regions: dict, size: int) -> None:
+    """The output region grown to `size` bytes (the tensor it places its words in); the regions
+    after it (a bypass, a pool's slack) move up past it."""
+    out = regions["output"]
+    end = out.offset.value.data + out.size.value.data
+    delta = -(-(size - out.size.value.data) // 64) * 64
+    for r in regions.values():
+        if r is not out and r.offset.value.data >= end and delta > 0:
+            _set(r, "offset", r.offset.value.data + delta)
+    _set(out, "size", max(size, out.size.value.data))
+
+
 def e_pixels(layer, rng, hw):
     """The output region made one phase of an interleave (`pixels` = [oy, ox, sy, sx, height,
     width]: output pixel (i, j) at the tensor's (oy + sy·i, ox + sx·j)), its phase moved, its
@@ -942,13 +954,8 @@ def e_pixels(layer, rng, hw):
     _arr(out, "pixels", [oy, ox, sy, sx, height, width])
     total = int(out.channels.get_values()[2]) if out.channels is not None else k
     grown = rng.random() < 0.85
-    if grown:  # the regions after it (a bypass, a pool's slack) move up past the tensor
-        end, size = out.offset.value.data + out.size.value.data, 2 * height * width * total
-        delta = -(-(size - out.size.value.data) // 64) * 64
-        for r in regions.values():
-            if r is not out and r.offset.value.data >= end and delta > 0:
-                _set(r, "offset", r.offset.value.data + delta)
-        _set(out, "size", max(size, out.size.value.data))
+    if grown:
+        _grow_output(regions, 2 * height * width * total)
     empty = rng.random() < 0.8  # the windows' output addresses follow: derived
     if empty:
         empty_bodies(layer)
@@ -974,13 +981,8 @@ def e_phases(layer, rng, hw):
         raise NotApplicable
     _arr(out, "phases", [sy, sx, height, width])
     grown = rng.random() < 0.85
-    if grown:  # the regions after it (a bypass, a pool's slack) move up past the result
-        end, size = out.offset.value.data + out.size.value.data, 2 * height * width * max(1, k // (sy * sx))
-        delta = -(-(size - out.size.value.data) // 64) * 64
-        for r in regions.values():
-            if r is not out and r.offset.value.data >= end and delta > 0:
-                _set(r, "offset", r.offset.value.data + delta)
-        _set(out, "size", max(size, out.size.value.data))
+    if grown:
+        _grow_output(regions, 2 * height * width * max(1, k // (sy * sx)))
     empty = rng.random() < 0.8  # the kernel loads' vMACs and the windows' output addresses follow: derived
     if empty:
         empty_bodies(layer)
