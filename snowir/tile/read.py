@@ -156,13 +156,16 @@ def pool_tiles_of(layer: tile.LayerOp) -> tuple[PoolShape, list[PoolTile]]:
                                         for st, mt in zip(strips, tiles)]
 
 
+def _untiled(module: ModuleOp) -> bool:
+    """Whether an nn device layer still has neither a tile nor an image (nn-to-tile has not run)."""
+    return any(isinstance(op, DEVICE_OPS) and not on_host(op) and "tile" not in op.attributes
+               and "image" not in op.attributes for op in module.walk())
+
+
 def refuse_unlowered(module: ModuleOp, pass_name: str) -> None:
     """An asm pass on a module whose device layers have no program yet (tile layers, or nn device
     layers without a tile or an image) is refused in one line: it would print the module unchanged."""
-    pending = any(isinstance(op, tile.LayerOp) for op in module.ops) or any(
-        isinstance(op, DEVICE_OPS) and not on_host(op) and "tile" not in op.attributes and "image" not in op.attributes
-        for op in module.walk())
-    if pending:
+    if any(isinstance(op, tile.LayerOp) for op in module.ops) or _untiled(module):
         raise PassFailedException(f"{pass_name}: no snowflake_asm program in the module: its device layers are not "
                                   f"lowered yet (run nn-to-tile, tile-to-asm first, or snowflake-lower)")
 
@@ -171,10 +174,7 @@ def tile_layers(module: ModuleOp, pass_name: str) -> list[tile.LayerOp]:
     """The module's tile layers, for a tile pass; a module whose device layers are still nn ops
     is refused in one line (the pass would otherwise do nothing without saying so)."""
     layers = [op for op in module.ops if isinstance(op, tile.LayerOp)]
-    if not layers:
-        pending = [op for op in module.walk() if isinstance(op, DEVICE_OPS) and not on_host(op)
-                   and "tile" not in op.attributes and "image" not in op.attributes]
-        if pending:
-            raise PassFailedException(f"{pass_name}: no tile.layer in the module: run nn-to-tile first "
-                                      f"(e.g. nn-prepare,nn-to-tile,tile-loop-order,{pass_name})")
+    if not layers and _untiled(module):
+        raise PassFailedException(f"{pass_name}: no tile.layer in the module: run nn-to-tile first "
+                                  f"(e.g. nn-prepare,nn-to-tile,tile-loop-order,{pass_name})")
     return layers
