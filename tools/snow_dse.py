@@ -62,23 +62,12 @@ def _parser() -> argparse.ArgumentParser:
 def _preflight(args: argparse.Namespace) -> None:
     """What every configuration would fail on is refused once, without a configuration's name in
     front: the model's import and the pipeline's passes and options."""
-    from xdsl.passes import PassPipeline
-
-    from snowir.driver.pipeline_spec import explain_pipeline, unwrap_pipeline
+    from snowir.driver.model_run import parse_pipeline
     from snowir.frontend.onnx_import import import_onnx, parse_input_shape
-    from snowir.passes import all_passes
 
     if args.model.endswith(".onnx"):
         import_onnx(args.model, parse_input_shape(args.input_shape) if args.input_shape else None)
-    spec = unwrap_pipeline(args.pipeline or "")
-    if spec:
-        try:
-            PassPipeline.parse_spec(all_passes(), spec)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as e:  # noqa: BLE001 - xDSL's ArgSpecParseError is a BaseException
-            raise SnowError(f"--pipeline '{args.pipeline}': "
-                            f"{explain_pipeline(spec, all_passes()) or str(e).splitlines()[0]}") from None
+    parse_pipeline(args.pipeline or "")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -75,12 +75,14 @@ def is_quantized(module: ModuleOp) -> bool:
     return "nn.format" in module.attributes or any(isinstance(a.type.get_element_type(), nn.FixedType) for a in args)
 
 
-def apply_pipeline(module: ModuleOp, pipeline: str) -> None:
+def parse_pipeline(pipeline: str) -> PassPipeline | None:
+    """The passes of a `--pipeline` (None for an empty one), or its error in one line naming the
+    pass and option."""
     spec = unwrap_pipeline(pipeline)
     if not spec:
-        return
+        return None
     try:
-        passes = PassPipeline.parse_spec(all_passes(), spec)
+        return PassPipeline.parse_spec(all_passes(), spec)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as e:  # noqa: BLE001 - xDSL's ArgSpecParseError is a BaseException
@@ -88,6 +90,11 @@ def apply_pipeline(module: ModuleOp, pipeline: str) -> None:
             explain_pipeline(spec, all_passes()) or str(e).splitlines()[0]
         raise SnowError(f"--pipeline '{pipeline}': {reason}") from None
 
+
+def apply_pipeline(module: ModuleOp, pipeline: str) -> None:
+    passes = parse_pipeline(pipeline)
+    if passes is None:
+        return
     with gc_paused():
         passes.apply(api.context(), module)
 
