@@ -180,11 +180,22 @@ def test_a_conv_after_a_max_pool_loads_its_kernels_before_the_fence(net: Path) -
     layers = {op.sym_name.data: op for op in module.ops if isinstance(op, tile.LayerOp)}
     assert layers["pool1"].fence is not None and layers["block.conv1"].weights_before_fence is not None
     assert layers["block.conv2"].fence is not None and layers["block.conv2"].weights_before_fence is None
-    # an edit that lets a conv after a conv load its kernels early is refused, naming the layer
+    # an edit that lets a conv after a conv load its kernels where that conv's last tile still
+    # reads is refused by tile-to-asm, naming the layer and the words
     from xdsl.dialects.builtin import UnitAttr
+    from xdsl.utils.exceptions import PassFailedException
     layers["block.conv2"].properties["weights_before_fence"] = UnitAttr()
-    with pytest.raises(VerifyException, match="block.conv2: weights_before_fence needs a fenced max pool"):
+    plan.verify()  # after a conv the verifier cannot tell; the code generator's plans can
+    edited = module.clone()
+    with pytest.raises(PassFailedException, match=r"block.conv2.*weights_before_fence after conv @block.conv1: "
+                                                  r"its first kernels load weights words \[0, \d+\)"):
+        apply_pipeline(edited, "tile-to-asm")
+    # after a layer that reads no weights and is not a fenced pool, it is refused at once
+    layers["pool1"].properties.pop("fence", None)
+    layers["block.conv1"].properties["weights_before_fence"] = UnitAttr()
+    with pytest.raises(VerifyException, match="block.conv1: weights_before_fence needs a fenced max pool or a conv"):
         plan.verify()
+    layers["pool1"].properties["fence"] = UnitAttr()
     del layers["block.conv2"].properties["weights_before_fence"]
     apply_pipeline(module, "tile-to-asm")
     image = next(op for op in module.ops if isinstance(op, sf.ImageOp) and op.attributes["layer"].data == "block.conv1")

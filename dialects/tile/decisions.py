@@ -196,11 +196,13 @@ class ConvDecisions:
     weights_before_fence: bool = decision(Decision(
         "weights_before_fence", LAYER, FLAG, False, field="weights_before_fence",
         doc="With fence: the first kernel loads issue before it, the maps loads after (the previous layer reads "
-            "no weights; allocate-dram decides, the verifier checks).",
+            "none of the words they load: a fenced max pool reads no weights, a conv's last kernel tile sits in "
+            "its second slot; allocate-dram decides, the verifier checks a pool, tile-to-asm a conv).",
         rule="splits a conv layer's `fence` (set both)", needs=lambda op: _conv(op) and _has("fence")(op),
         planned=False))
-    """In a whole-model program, the previous layer's vector ops read no weights-buffer word: the
-    cold start's kernel loads issue before the fence, the maps loads after."""
+    """In a whole-model program, the previous layer's last vector ops read none of the weights-buffer
+    words the cold start loads (snowir/plan/weights_end.py): its kernel loads issue before the
+    fence, the maps loads after."""
     stagger: int = decision(Decision(
         "stagger", KERNEL_TILE, INT, 0, field="stagger",
         doc="Tiles alternate between bases 0 and F = stagger; the F words of the next tile that miss the current "

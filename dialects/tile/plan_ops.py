@@ -97,10 +97,11 @@ class DramPlanOp(TileOperation):
         written: dict[str, list[tuple[int, int, str]]] = {}  # a tensor's channel ranges and their writers
         for position, layer in enumerate(layers):
             if WEIGHTS_BEFORE_FENCE.value(layer) and not (
-                    position and weights_free(layers[position - 1])):
+                    position and (weights_free(layers[position - 1])
+                                  or layers[position - 1].kind.data == LayerKind.CONV)):
                 raise VerifyException(f"tile.layer @{layer.sym_name.data}: weights_before_fence needs a fenced max "
-                                      "pool before it in the stream (other vector ops may still read the weights "
-                                      "buffer)")
+                                      "pool or a conv before it in the stream (other vector ops may still read the "
+                                      "weights buffer; after a conv tile-to-asm checks its last kernel slot)")
             for region in layer.body.block.ops:
                 if not isinstance(region, DramRegionOp) or region.tensor is None:
                     continue

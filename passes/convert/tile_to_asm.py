@@ -45,8 +45,9 @@ from snowir.device_layers import DEVICE_OPS, kind_of_layer
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
+from snowir.plan.weights_end import weights_before_fence_refusal
 from snowir.tile.placement import regions_of, slice_refusal
-from snowir.tile.read import TileError, tile_layers
+from snowir.tile.read import TileError, conv_plan_of, tile_layers
 from snowir.codegen.traces import R_TMP
 
 SEGMENTS = {"maps": ("x", sf.SegmentKind.INPUT), "weights": ("w", sf.SegmentKind.DATA),
@@ -138,8 +139,14 @@ class TileToAsmPass(ModulePass):
         relative: dict[Attribute, str] = {}
         outputs = {inner.attributes["tile"].data: inner for inner in outside_programs(op)  # type: ignore[union-attr]
                    if isinstance(inner, DEVICE_OPS) and isinstance(inner.attributes.get("tile"), StringAttr)}
+        previous: tile.LayerOp | None = None
         for layer in tile_layers(op, self.name):
             wrong = slice_refusal(layer, outputs[layer.sym_name.data]) if layer.sym_name.data in outputs else None
+            if wrong is None and WEIGHTS_BEFORE_FENCE.value(layer) and previous is not None \
+                    and previous.kind.data == tile.LayerKind.CONV:
+                why = weights_before_fence_refusal(conv_plan_of(previous), conv_plan_of(layer), hw)
+                wrong = None if why is None else f"weights_before_fence after conv @{previous.sym_name.data}: {why}"
+            previous = layer
             if wrong is not None:
                 raise _fail(layer, wrong)
             code = layer_code(layer, hw, cache)

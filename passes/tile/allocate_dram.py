@@ -26,7 +26,9 @@ writes the plan's addresses. The pass also decides `fence` (see `needs_fence`): 
 first loads could land on buffer words the previous layer's last vector ops still read waits
 for them; the others overlap the previous layer's drain. A conv after a fenced max pool also gets
 `weights_before_fence`: the pool unit reads no weights, so the conv's cold-start kernel loads issue
-at once and only its maps loads wait (`tile.weights_free`).
+at once and only its maps loads wait (`tile.weights_free`). So does a conv after a conv whose last
+kernel tile sits in its second weights slot, above every word the conv's first kernels load
+(snowir/plan/weights_end.py; tile-to-asm refuses the attribute where that does not hold).
 """
 
 from __future__ import annotations
@@ -46,10 +48,12 @@ from snowir.device_layers import DEVICE_OPS
 from snowir.hw import DRAM_PAGE_BYTES, SnowflakeConfig
 from snowir.nn_util import layer_name
 from snowir.segments import main_of, placed_concat, segments_of, slot_of
+from snowir.errors import SnowError
 from snowir.tile.build import device_input, regions_of
 from snowir.plan.shapes import LoweringError
+from snowir.plan.weights_end import weights_before_fence_refusal
 from snowir.tile.check import derive_layer
-from snowir.tile.read import TileError, tile_layers
+from snowir.tile.read import TileError, conv_plan_of, tile_layers
 
 PAGE = DRAM_PAGE_BYTES
 """Tensors start on a DRAM page (the page interlock then never couples two tensors)."""
@@ -111,6 +115,17 @@ def needs_fence(previous: tile.LayerOp, layer: tile.LayerOp) -> bool:
     layer but a segment's first waits (the fence costs a vector queue's depth of cycles and the
     previous layer's last vector ops; the write-backs, icache loads and program start still overlap)."""
     return True
+
+
+def _weights_clear(previous: tile.LayerOp, layer: tile.LayerOp, hw: SnowflakeConfig) -> bool:
+    """A conv after a conv whose last kernel tile reads none of the weights words the conv's first
+    kernels load (snowir/plan/weights_end.py): they load before the fence."""
+    if previous.kind.data != tile.LayerKind.CONV:
+        return False
+    try:
+        return weights_before_fence_refusal(conv_plan_of(previous), conv_plan_of(layer), hw) is None
+    except (SnowError, LoweringError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -235,7 +250,8 @@ class AllocateDramPass(ModulePass):
             same_segment = previous is not None and segs.segment_of(previous.sym_name.data) == segs.segment_of(name)
             if same_segment and needs_fence(previous, layer):
                 FENCE.write(layer, True)
-                if layer.kind.data == tile.LayerKind.CONV and tile.weights_free(previous):
+                if layer.kind.data == tile.LayerKind.CONV and (tile.weights_free(previous)
+                                                               or _weights_clear(previous, layer, hw)):
                     WEIGHTS_BEFORE_FENCE.write(layer, True)
             previous = layer
         plan = tile.DramPlanOp([tile.TensorOp(t.name, t.offset, t.size, (max(t.first, 0), max(t.last, t.first)), t.role)
