@@ -33,7 +33,7 @@ from snowir.plan.pool import plan_pool_tiles, ring_loads
 from snowir.plan.shapes import (BIAS_LAYOUTS, ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align,
                                 band_plans, indp_kernel_words, input_columns, input_rows, kernel_vmacs,
                                 kernels_per_tile, plan_machine)
-from snowir.resources import int16_array, int16_resource
+from snowir.resources import int16_array, int16_resource, int16_words
 from snowir.segments import slot_of
 from snowir.tile.placement import output_cus, output_placement, regions_of
 
@@ -553,7 +553,7 @@ def repack(layer: tile.LayerOp, mode_name: str, count: int, hw: SnowflakeConfig)
     mode = tile.ComputeMode(mode_name)
     s = shape_of(layer)
     if w.packing.data == mode and w.packed_kernels.value.data == count \
-            and int16_array(w.value).size == packed_words(s, mode.value, count, hw):  # type: ignore[union-attr]
+            and int16_words(w.value) in (None, packed_words(s, mode.value, count, hw)):  # type: ignore[union-attr]
         return
     if mode == tile.ComputeMode.COOP and count < 1:
         return

@@ -34,7 +34,7 @@ from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, Lowering
                                 bias_block_words, bias_room, input_rows, kernels_per_tile, phases_refusal, plan_machine,
                                 ring_schedule)
 from snowir.plan.conv import slice_words
-from snowir.resources import int16_array
+from snowir.resources import int16_array, int16_words
 from snowir.tile.build import (body_difference, conv_tile_body, layout_of, packed_words, pool_tile_body, repack,
                               shape_of)
 from snowir.tile.placement import output_bytes, output_channels, output_phases, output_pixels, regions_of
@@ -348,7 +348,8 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
             raise TileError(layer, f"tile.dram_region @{w.sym_name.data}: weights packed for {packed[0]}, "
                                    f"{packed[1]} kernels a tile; the layer runs {plan.mode} with {plan.kernels} (write "
                                    "the kernel tile's body empty `{}` to repack them)")
-        if w.value is not None and int16_array(w.value).size != packed_words(full, plan.mode, plan.kernels, hw):
+        words = int16_words(w.value) if w.value is not None else None
+        if words is not None and words != packed_words(full, plan.mode, plan.kernels, hw):
             raise TileError(layer, f"tile.dram_region @{w.sym_name.data}: biases {full.bias_at}: the image keeps them "
                                    "the other way (write the kernel tile's body empty `{}` to repack it, and the maps "
                                    "tiles' to place them for the buffer it leaves)")
