@@ -99,7 +99,8 @@ def block_diagonal(w: np.ndarray, lanes: int) -> np.ndarray:
 
 def pack_weights(w: np.ndarray, b: np.ndarray, tiles: int, kernels: int, biases: str = "kernel") -> np.ndarray:
     """(K, C, kh, kw) int16 weights + (K,) bias -> the DRAM weight image (tiles x `kernels`
-    kernels, each followed by its bias block; or, `biases` maps, kernels alone, then the bias block)."""
+    kernels, each followed by its bias block; or, `biases` maps, kernels alone, then the bias
+    block and the layout's stamp)."""
     k, c, kh, kw = w.shape
     words = kh * kw * c + (BIAS_BLOCK if biases == "kernel" else 0)
     words += words % 2
@@ -108,7 +109,7 @@ def pack_weights(w: np.ndarray, b: np.ndarray, tiles: int, kernels: int, biases:
     if biases == "kernel":
         out[:k, kh * kw * c] = b
         return out.ravel()
-    return np.concatenate([out.ravel(), bias_block(b, kernels)])
+    return np.concatenate([out.ravel(), bias_block(b, kernels), layout_stamp("COOP", kernels)])
 
 
 def bias_block(b: np.ndarray, kernels: int) -> np.ndarray:
@@ -122,9 +123,22 @@ def bias_block(b: np.ndarray, kernels: int) -> np.ndarray:
     return out.ravel()
 
 
+STAMP_WORDS = 2
+"""A `maps` layout image ends with its layout (mode, kernels a tile), which no load reads: its size
+alone does not tell the layouts apart (an INDP image over 256 channels is as long as a COOP one of
+64 kernels a tile, and a COOP one's bias block is read by its tile), so a recorded `packing` or
+`packed_kernels` that is not the image's is refused (tile/build.unpack_weights) rather than followed
+as other weights."""
+
+
+def layout_stamp(mode: str, kernels: int) -> np.ndarray:
+    return np.array([int(mode == "INDP"), kernels], np.int16)
+
+
 def pack_indp(w: np.ndarray, b: np.ndarray, hw: SnowflakeConfig, biases: str = "kernel") -> np.ndarray:
     """(K, C, kh, kw) weights + (K,) bias -> per tile, per vMAC: taps (ky, kx, c) x 16 kernels
-    interleaved, then the 16 biases (`biases` maps: the kernels alone, then the bias block)."""
+    interleaved, then the 16 biases (`biases` maps: the kernels alone, then the bias block and the
+    layout's stamp)."""
     k, c, kh, kw = w.shape
     lanes, tile = hw.lanes, kernels_per_tile(hw)
     tiles = -(-k // tile)
@@ -141,7 +155,7 @@ def pack_indp(w: np.ndarray, b: np.ndarray, hw: SnowflakeConfig, biases: str = "
     if biases == "kernel":
         out[:, taps * lanes:taps * lanes + lanes] = bias.reshape(-1, lanes)
         return out.ravel()
-    return np.concatenate([out.ravel(), bias_block(b, tile)])
+    return np.concatenate([out.ravel(), bias_block(b, tile), layout_stamp("INDP", tile)])
 
 
 def packed_kernels(s: ConvShape, mode: str, hw: SnowflakeConfig) -> int:
@@ -149,15 +163,20 @@ def packed_kernels(s: ConvShape, mode: str, hw: SnowflakeConfig) -> int:
     return kernels_per_tile(hw) if mode == "INDP" else coop_kernels(hw, s)
 
 
+def kernel_image_words(s: ConvShape, mode: str, kernels: int, hw: SnowflakeConfig) -> int:
+    """Words of the weight image's kernels (with their bias blocks when `s.bias_at` is kernel)."""
+    if mode == "INDP":
+        return -(-s.k // kernels_per_tile(hw)) * hw.vmacs_per_cu * indp_kernel_words(s, hw)
+    return -(-s.k // kernels) * kernels * s.kernel_words
+
+
 def packed_words(s: ConvShape, mode: str, kernels: int, hw: SnowflakeConfig) -> int:
     """Words of the weight image of a conv packed for `mode` with `kernels` a tile, its biases
-    where `s.bias_at` says."""
-    if mode == "INDP":
-        kernels = kernels_per_tile(hw)
-        words = -(-s.k // kernels) * hw.vmacs_per_cu * indp_kernel_words(s, hw)
-    else:
-        words = -(-s.k // kernels) * kernels * s.kernel_words
-    return words + (bias_block_words(s.k, kernels) if s.bias_at == "maps" else 0)
+    where `s.bias_at` says (maps: the bias block and the layout stamp after the kernels)."""
+    words = kernel_image_words(s, mode, kernels, hw)
+    if s.bias_at == "maps":
+        words += bias_block_words(s.k, kernels_per_tile(hw) if mode == "INDP" else kernels) + STAMP_WORDS
+    return words
 
 
 def pack_for(w: np.ndarray, b: np.ndarray, mode: str, kernels: int, hw: SnowflakeConfig,
@@ -173,13 +192,22 @@ def bias_block_load(s: ConvShape, mode: str, kernels: int, w_addr: int, hw: Snow
     """A `maps` layout's bias block as its one load: (DRAM byte address, maps-buffer word, words)
     on the machine `hw` its plan sees (plan/shapes.plan_machine: the block right above its banks)."""
     words = bias_block_words(s.k, kernels_per_tile(hw) if mode == "INDP" else kernels)
-    return w_addr + 2 * (packed_words(s, mode, kernels, hw) - words), hw.maps_buffer_elements, words
+    return w_addr + 2 * kernel_image_words(s, mode, kernels, hw), hw.maps_buffer_elements, words
+
+
+def image_layout(image: np.ndarray, s: ConvShape) -> tuple[str, int] | None:
+    """The (mode, kernels a tile) a `maps` layout image records in its stamp (None: `s` keeps the
+    biases with the kernels, which records none)."""
+    if s.bias_at != "maps" or image.size < STAMP_WORDS:
+        return None
+    code, kernels = (int(v) for v in image[-STAMP_WORDS:])
+    return ("INDP" if code else "COOP"), kernels
 
 
 def unpack_kernels(image: np.ndarray, s: ConvShape, mode: str, hw: SnowflakeConfig) -> tuple[np.ndarray, int]:
     """(K, C, kh, kw) weights from an image packed for `mode`, its biases where `s.bias_at` says,
-    and the words the kernels take (a `maps` layout's bias block follows them: a COOP image of T
-    kernel slots is T x (kernel words + 2) words, so the kernels' part follows from its size)."""
+    and the words the kernels take (a `maps` layout's bias block and stamp follow them: a COOP image
+    of T kernel slots is T x (kernel words + 2) + 2 words, so its kernels' part follows from its size)."""
     taps = s.kh * s.kw * s.c
     maps = s.bias_at == "maps"
     if mode == "INDP":
@@ -188,7 +216,7 @@ def unpack_kernels(image: np.ndarray, s: ConvShape, mode: str, hw: SnowflakeConf
         w = image[:body].reshape(-1, words)[:, :taps * hw.lanes].reshape(-1, taps, hw.lanes).transpose(0, 2, 1)
     else:
         words = s.kernel_words
-        body = image.size // (words + 2) * words if maps else image.size
+        body = (image.size - STAMP_WORDS) // (words + 2) * words if maps else image.size
         w = image[:body].reshape(-1, words)[:, :taps]
     w = w.reshape(-1, taps)[:s.k]
     return w.reshape(s.k, s.kh, s.kw, s.c).transpose(0, 3, 1, 2).copy(), body
@@ -197,13 +225,13 @@ def unpack_kernels(image: np.ndarray, s: ConvShape, mode: str, hw: SnowflakeConf
 def unpack(image: np.ndarray, s: ConvShape, mode: str, hw: SnowflakeConfig,
            kernels: int) -> tuple[np.ndarray, np.ndarray]:
     """(K, C, kh, kw) weights and (K,) biases from an image packed for `mode` with `kernels` a
-    tile, its biases where `s.bias_at` says (the inverse of `pack_for`; the image's size is the
-    caller's to check with `packed_words`)."""
+    tile, its biases where `s.bias_at` says (the inverse of `pack_for`; the image's size and, maps,
+    its stamp are the caller's to check with `packed_words` and `image_layout`)."""
     w, body = unpack_kernels(image, s, mode, hw)
     taps = s.kh * s.kw * s.c
     if s.bias_at == "maps":  # the block after the kernels: per tile its biases, then as many zeros
         tile = kernels_per_tile(hw) if mode == "INDP" else kernels
-        b = image[body:].reshape(-1, 2, tile)[:, 0].reshape(-1)[:s.k]
+        b = image[body:image.size - STAMP_WORDS].reshape(-1, 2, tile)[:, 0].reshape(-1)[:s.k]
     elif mode == "INDP":
         b = image.reshape(-1, indp_kernel_words(s, hw))[:, taps * hw.lanes:taps * hw.lanes + hw.lanes].reshape(-1)[:s.k]
     else:

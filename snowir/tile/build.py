@@ -27,8 +27,8 @@ from snowir.plan.conv import plan_conv
 from snowir.plan.fused_pool import fuse, fusing_pays
 from snowir.plan.indp_columns import column_layout
 from snowir.plan.residual_mode import conv_mode
-from snowir.plan.layout import (LANE_GROUPS, ConvLayout, bias_block_load, block_diagonal, conv_layout, pack_for,
-                                packed_kernels, packed_words, unpack)
+from snowir.plan.layout import (LANE_GROUPS, ConvLayout, bias_block_load, block_diagonal, conv_layout, image_layout,
+                                pack_for, packed_kernels, packed_words, unpack)
 from snowir.plan.pool import plan_pool_tiles, ring_loads
 from snowir.plan.shapes import (BIAS_LAYOUTS, ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align,
                                 band_plans, indp_kernel_words, input_columns, input_rows, kernel_vmacs,
@@ -587,7 +587,8 @@ def unpack_weights(s: ConvShape, region: tile.DramRegionOp, hw: SnowflakeConfig)
     wanted = BIASES.value(region)
     for bias_at in (wanted, *(b for b in BIAS_LAYOUTS if b != wanted)):
         shaped = dataclasses.replace(s, bias_at=bias_at)
-        if image.size == packed_words(shaped, mode, count, hw):
+        stamp = image_layout(image, shaped)
+        if image.size == packed_words(shaped, mode, count, hw) and stamp in (None, (mode, count)):
             return unpack(image, shaped, mode, hw, count)
     want = packed_words(dataclasses.replace(s, bias_at=wanted), mode, count, hw)
     raise LoweringError(f"tile.dram_region @{region.sym_name.data}: its image of {image.size} words is not "

@@ -17,6 +17,7 @@ is refused rather than ignored.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from dataclasses import replace
 
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, i64
 from xdsl.ir import Block, Operation
@@ -360,7 +361,11 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
     if not fc and words > hw.weights_buffer_elements:
         # one root cause, one message: whatever holds the tiles (slot, stagger, resident), the kernel
         # itself does not fit (only a COOP kernel over the buffer streams in chunks)
-        raise TileError(layer, f"kernel tile: {words} words a kernel exceed the {hw.weights_buffer_elements}-word buffer")
+        bare = indp_kernel_words(replace(s, bias_at="maps"), hw) if indp else replace(s, bias_at="maps").kernel_words
+        hint = f" (without their bias blocks, biases = maps: {bare})" if s.bias_at == "kernel" \
+            and bare <= hw.weights_buffer_elements else ""
+        raise TileError(layer, f"kernel tile: {words} words a kernel exceed the {hw.weights_buffer_elements}-word "
+                               f"buffer{hint}")
     if plan.double_buffer_weights:
         if fc:
             chunk = (plan.w_slot - BIAS_BLOCK) // hw.lanes * hw.lanes
