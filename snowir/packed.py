@@ -20,7 +20,8 @@ from xdsl.ir import Operation
 from snowir.dialects import nn, snowflake_asm as sf, tile
 from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
-from snowir.plan.layout import LANE_GROUPS, unpack
+from snowir.dialects.tile.decisions import BIASES
+from snowir.plan.layout import LANE_GROUPS, unpack_kernels
 from snowir.plan.shapes import ConvShape
 from snowir.resources import int16_array
 
@@ -51,11 +52,12 @@ def packed_weights(const: nn.ConstantOp) -> np.ndarray:
     if not convs:
         raise PackedWeightsError(f"nn.constant #nn.packed<\"{layer}\">: no nn.conv2d reads it")
     conv = convs[0]
-    image, mode = packed_images(_root(const)).image(conv, layer)
+    image, mode, biases = packed_images(_root(const)).image(conv, layer)
     k, cg, kh, kw = value.type.get_shape()
     lanes = SnowflakeConfig().lanes if LANE_GROUPS in conv.attributes else 0  # the image is block-diagonal
-    kernel = ConvShape(lanes or cg, 1, 1, k, kh, kw, 1, 1, 0, 0, 0, 0, False, 0)  # unpacking reads only the kernel's geometry
-    weights, _ = unpack(image, kernel, mode, SnowflakeConfig())
+    # unpacking reads only the kernel's geometry and where the image keeps the biases
+    kernel = ConvShape(lanes or cg, 1, 1, k, kh, kw, 1, 1, 0, 0, 0, 0, False, 0, bias_at=biases)
+    weights, _ = unpack_kernels(image, kernel, mode, SnowflakeConfig())
     if lanes:  # each kernel's own channel of its group
         return weights[np.arange(k), np.arange(k) % lanes][:, None]
     return weights
@@ -120,9 +122,10 @@ class PackedImages:
             return img, marker
         return None
 
-    def image(self, conv: nn.Conv2dOp, layer: str) -> tuple[np.ndarray, str]:
-        """(packed image words, mode) of `layer`: its tile layer's weights region, else its image's
-        weights segment (a layer's own image, or a segment's, where its marker names the segment)."""
+    def image(self, conv: nn.Conv2dOp, layer: str) -> tuple[np.ndarray, str, str]:
+        """(packed image words, mode, where it keeps the biases) of `layer`: its tile layer's weights
+        region, else its image's weights segment (a layer's own image, or a segment's, where its
+        marker names the segment; the layout as the image's `biases` fact says, absent: kernel)."""
         if not self._built:
             self._build()
         holder = self._current(conv, layer)
@@ -147,13 +150,13 @@ def packed_images(module: ModuleOp) -> PackedImages:
     return index
 
 
-def _read(holder: tile.LayerOp | tuple[sf.ImageOp, sf.LabelOp | None], layer: str) -> tuple[np.ndarray, str] | None:
+def _read(holder: tile.LayerOp | tuple[sf.ImageOp, sf.LabelOp | None], layer: str) -> tuple[np.ndarray, str, str] | None:
     if isinstance(holder, tile.LayerOp):
         region = next((r for r in holder.body.block.ops if isinstance(r, tile.DramRegionOp)
                        and r.label.data == "weights"), None)
         if region is None or region.value is None or region.packing is None:
             return None
-        return int16_array(region.value), region.packing.data.value
+        return int16_array(region.value), region.packing.data.value, BIASES.value(region)
     image, marker = holder
     facts: dict = dict(marker.attributes["layer"].data) if marker is not None else dict(image.attributes)  # type: ignore[union-attr]
     segment = facts.get("w", StringAttr("w"))
@@ -162,4 +165,5 @@ def _read(holder: tile.LayerOp | tuple[sf.ImageOp, sf.LabelOp | None], layer: st
                 and isinstance(segment, StringAttr) and s.sym_name.data == segment.data), None)
     if seg is None or not isinstance(seg.value, DenseResourceAttr) or not isinstance(mode, StringAttr):
         return None
-    return int16_array(seg.value), mode.data
+    biases = facts.get(BIASES.name)
+    return int16_array(seg.value), mode.data, biases.data if isinstance(biases, StringAttr) else BIASES.default

@@ -142,6 +142,13 @@ def int16_array(value: DenseResourceAttr) -> np.ndarray:
     return np.frombuffer(blob, dtype="<i2").astype(np.int16)
 
 
+def int16_words(value: DenseResourceAttr) -> int | None:
+    """How many int16 values a resource holds (None: its data is not loaded, a module read back
+    with its blobs elided)."""
+    blob = get_blob(value.resource_handle.data)
+    return None if blob is None else len(blob) // 2
+
+
 def identifier(name: str) -> str:
     """`name` as an MLIR identifier (blob keys, SSA name hints)."""
     ident = re.sub(r"[^A-Za-z0-9_]", "_", name)

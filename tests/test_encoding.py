@@ -34,7 +34,8 @@ def _mac(draw, n: int) -> sf.MacOp:
 def _vmov(draw, n: int) -> sf.VmovOp:
     select = draw(st.sampled_from(list(sf.VmovSelect)))
     word = draw(st.integers(0, 7)) if select == sf.VmovSelect.MASK else 0
-    return sf.VmovOp(draw(st.sampled_from(list(sf.VectorMode))), select, draw(REG), word)
+    shared = select == sf.VmovSelect.MBIAS and draw(st.booleans())
+    return sf.VmovOp(draw(st.sampled_from(list(sf.VectorMode))), select, draw(REG), word, shared=shared)
 
 
 def _branch(cls):

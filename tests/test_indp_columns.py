@@ -29,16 +29,18 @@ from test_lowering import conv_case
 HW = SnowflakeConfig()
 
 
-@pytest.mark.parametrize("c, h, w, k, s, holds", [
-    (64, 8, 8, 256, 1, "slot"),        # ResNet-50's 64 -> 256 residual 1x1 (four tiles, double-buffered)
-    (64, 24, 128, 128, 2, "resident"),  # ResNet-18's strided down conv: two groups, two tiles resident
-    (128, 8, 32, 512, 1, "stagger"),   # 128 -> 512: a tile is 2064 words, staggered at 2032; two groups
-    (32, 6, 12, 80, 1, "slot"),        # 80 kernels: the last tile 16 of 64, vMACs masked
-    (16, 8, 4, 64, 1, "one tile"),     # one kernel tile, one column a CU
+@pytest.mark.parametrize("c, h, w, k, s, holds, biases", [
+    (64, 8, 8, 256, 1, "slot", None),        # ResNet-50's 64 -> 256 residual 1x1 (four tiles, double-buffered)
+    (64, 24, 128, 128, 2, "resident", None),  # ResNet-18's strided down conv: two groups, two tiles resident
+    (128, 8, 32, 512, 1, "stagger", "kernel"),  # 128 -> 512: a tile is 2064 words, staggered at 2032; two groups
+    (128, 8, 32, 512, 1, "slot", None),      # the same without its biases: 2048 words, double-buffered
+    (32, 6, 12, 80, 1, "slot", None),        # 80 kernels: the last tile 16 of 64, vMACs masked
+    (16, 8, 4, 64, 1, "one tile", None),     # one kernel tile, one column a CU
 ])
-def test_column_split_bit_exact(c, h, w, k, s, holds) -> None:
+def test_column_split_bit_exact(c, h, w, k, s, holds, biases) -> None:
     engine = "reference" if holds == "one tile" else "fast"  # the reference engine too, on the smallest
-    run, got, want, plan, _ = conv_case(c, h, w, k, 1, 1, s, 0, bypass=True, mode="INDP", shift=12, engine=engine)
+    run, got, want, plan, _ = conv_case(c, h, w, k, 1, 1, s, 0, bypass=True, mode="INDP", shift=12, engine=engine,
+                                        biases=biases)
     assert plan.indp and plan.cu_split == "cols" and plan.bypass_addr is not None
     assert {"slot": plan.double_buffer_weights, "resident": plan.resident_weights and len(plan.strips) > 1,
             "stagger": plan.stagger > 0 and len(plan.strips) > 1, "one tile": plan.tiles == 1}[holds]
@@ -223,7 +225,7 @@ def test_kernel_order_is_recorded_and_an_edit_is_followed() -> None:
     runs, loads = {}, {}
     for name, edit in (("serpentine", None), ("up", lambda layer: layer.properties.pop("kernel_order"))):
         run, got, want, plan, image = conv_case(32, 8, 8, 128, 1, 1, 1, 0, bypass=True, mode="INDP", shift=12,
-                                                hw=SMALL, edit=edit)
+                                                hw=SMALL, edit=edit, biases="kernel")
         assert plan.cu_split == "cols" and plan.tiles == 2 and len(plan.strips) == 2 and not plan.resident_weights
         assert plan.kernel_order == name and np.array_equal(got, want)
         runs[name] = run

@@ -67,8 +67,8 @@ def lower_layer(layer: tile.LayerOp, hw: SnowflakeConfig = HW, asm_passes=ASM_PI
 
 
 def conv_case(c, h, w, k, kh, kw, s, p, relu=True, shift=14, seed=0, engine="fast", loop_order=None, bypass=False,
-              groups=1, mode=None, asm_passes=ASM_PIPELINE, hw=HW, edit=None):
-    """c: input channels per group; mode None = the compiler's choice. The layer is decided as
+              groups=1, mode=None, asm_passes=ASM_PIPELINE, hw=HW, edit=None, biases=None):
+    """c: input channels per group; mode (biases) None = the compiler's choice. The layer is decided as
     nn-to-tile and tile-loop-order{order=loop_order} decide it (tile/build.bare_conv_layer),
     `edit`ed (a function of the tile.layer), lowered by tile-to-asm from its tile IR, then
     `asm_passes` (default: the asm part of snowflake-lower)."""
@@ -77,7 +77,7 @@ def conv_case(c, h, w, k, kh, kw, s, p, relu=True, shift=14, seed=0, engine="fas
     x = rng.integers(-300, 300, (c * groups, h, w)).astype(np.int16)
     wt = rng.integers(-3000, 3000, (k, c, kh, kw)).astype(np.int16)
     bias = rng.integers(-300, 300, k).astype(np.int16)
-    layer = bare_conv_layer("conv", shape, wt, bias, hw, mode, bypass, loop_order)
+    layer = bare_conv_layer("conv", shape, wt, bias, hw, mode, bypass, loop_order, biases)
     if edit is not None:
         edit(layer)
     plan = conv_plan_of(layer)

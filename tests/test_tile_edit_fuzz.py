@@ -22,10 +22,13 @@ both), pool_slots, bypass_slices, gather, tiles deleted or duplicated, bodies em
 output region's `channels` (a device concat's slice: added, moved, removed) and `pixels` (an
 interleave's phase: added, moved, too small for the output, removed) and `phases` (a merged
 conv's interleave result: added, its grid the result's or not, removed), the load placement
-(`prefetch_after`, `load_next_whole`), the kernel tiles' order (`kernel_order`), pairs of edits.
+(`prefetch_after`, `load_next_whole`), the kernel tiles' order (`kernel_order`), the weight image's bias
+layout (`biases` on the weights region), pairs of edits.
 
 Layers (KINDS): plain COOP convs (Kloop, Mloop, staggered kernel tiles), residual convs (bypass
-rows; bypass slices), an INDP conv (c = 3, 7x7/2), a column-split INDP residual 1x1, a gathered strided 1x1 conv, an INDP conv
+rows; bypass slices), an INDP conv (c = 3, 7x7/2), a column-split INDP residual 1x1, a gathered strided 1x1 conv,
+two layers whose biases the planner keeps in the maps buffer (a COOP 1x1 whose kernel tiles then stay
+resident, a column-split INDP 1x1 over 256 channels that needs it), an INDP conv
 with a fused max pool (built once through the ONNX path) and max pools (strips; a ring). Small
 shapes and, for most, a small configuration (SMALL, MID) so that they have several maps tiles;
 the configuration goes to every pass as `hw=` json.
@@ -63,7 +66,8 @@ from snowir.machine.run import run_image  # noqa: E402
 from snowir.passes.pipelines import PIPELINE  # noqa: E402
 from snowir.plan.shapes import GUARD, PoolShape, PoolTile  # noqa: E402
 from snowir.resources import get_blob, int16_array, put_blob  # noqa: E402
-from snowir.tile.build import bare_conv_layer, bare_pool_layer, conv_shape_of, pool_shape_of, regions_of  # noqa: E402
+from snowir.tile.build import (bare_conv_layer, bare_pool_layer, conv_shape_of, pool_shape_of, regions_of,  # noqa: E402
+                               shape_of)
 from snowir.tile.check import derive_layer  # noqa: E402
 from snowir.tile.edit import empty_bodies, maps_rows, set_kernel_count, set_maps_rows, split_rows  # noqa: E402
 from snowir.tile.read import TileError, conv_plan_of, pool_tiles_of  # noqa: E402
@@ -78,11 +82,13 @@ REFUSALS = (PassFailedException, VerifyException, DiagnosticException, TileError
 SMALL = SnowflakeConfig(maps_bank_bytes=4096, weights_buffer_bytes=2048)  # 2048-word banks, 1024-word weights
 MID = SnowflakeConfig(maps_bank_bytes=2048)  # 1024-word banks, 4096-word weights (16 kernels of INDP fit)
 DEFAULT = SnowflakeConfig()
+NARROW = SnowflakeConfig(maps_bank_bytes=8192, weights_buffer_bytes=2048)  # 4096-word banks, 1024-word weights
 
 EDITS_PER_BATCH = 12
 BATCHES = scaled(8)  # per layer kind: 11 kinds x 8 x 12 + (4 + 2) x 12 = 1128 edits a run (more: tests/fuzz_depth.py)
-BATCHES_OF = {"indp_cols": scaled(4), "indp_strips": scaled(2)}
-"""Kinds with fewer batches (the suite's time): the column-split conv, added last."""
+BATCHES_OF = {"indp_cols": scaled(4), "indp_strips": scaled(2), "conv_biases_maps": scaled(3),
+              "indp_cols_maps": scaled(2)}
+"""Kinds with fewer batches (the suite's time): the column-split conv, the biases-in-maps kinds, added last."""
 
 
 # ------------------------------------------------------------------------------ base layers
@@ -192,6 +198,12 @@ KINDS: dict[str, Callable[[Path], Base]] = {
     "indp_cols": lambda tmp: _conv_base("indp_cols", 32, 8, 128, 1, 1, 0, SMALL, mode="INDP", bypass=True),
     # a strided 1x1 conv gathered pixel by pixel, over several strips
     "gathered": lambda tmp: _conv_base("gathered", 64, 20, 32, 1, 2, 0, SMALL),
+    # biases in the maps buffer (`biases = maps`, chosen by cost): 4 kernel tiles of 248 words resident
+    # in a 1024-word weights buffer (with their bias blocks, 264: double-buffered, re-sent per strip)
+    "conv_biases_maps": lambda tmp: _conv_base("conv_biases_maps", 248, 8, 64, 1, 1, 0, NARROW),
+    # an INDP residual 1x1 over 256 channels: 16 interleaved kernels fit a vMAC only without their biases
+    "indp_cols_maps": lambda tmp: _conv_base("indp_cols_maps", 256, 8, 64, 1, 1, 0, DEFAULT, mode="INDP",
+                                             bypass=True),
     "fused_pool": lambda tmp: _fused_base("fused_pool", tmp),
     "pool_strips": lambda tmp: _pool_base("pool_strips", 64, 8, 3, 2, 1, SMALL),
     "pool_ring": lambda tmp: _pool_base("pool_ring", 32, 20, 3, 2, 1, SMALL),
@@ -232,6 +244,8 @@ def meaning(layer: tile.LayerOp, hw: SnowflakeConfig) -> tuple:
             plan = replace(plan, strips=(replace(plan.strips[0], bank=0),))
         if plan.tiles == 1:  # a lone kernel tile (COOP or INDP) loads once, at word 0: no slot to alternate
             plan = replace(plan, w_slot=0, stagger=0, double_buffer_weights=False)
+            if plan.cu_split == "cols":  # nor, in a column-split conv's code, a residency to follow
+                plan = replace(plan, resident_weights=False)
     regions = tuple(sorted(
         (label, r.offset.value.data, r.size.value.data,
          r.packing.data.value if r.packing is not None else None,
@@ -525,7 +539,7 @@ def e_buffering(layer, rng, hw):
 
 
 def _kernel_words(layer: tile.LayerOp, hw: SnowflakeConfig) -> int:
-    s = conv_shape_of(layer.shape)
+    s = shape_of(layer)
     if layer.gather is not None:
         from snowir.plan.shapes import compact_shape
 
@@ -1175,13 +1189,38 @@ def e_kernel_order(layer, rng, hw):
     return Edit(f"kernel_order = {value}", acts=value != "up" and old is None)
 
 
+def e_biases(layer, rng, hw):
+    """The weights region's `biases` (where the weight image keeps the biases) flipped between kernel
+    and maps, written out as its default, or set to a word the declaration does not know; with every
+    body written empty (the image repacked, the tiles placed for the buffer the bias block leaves),
+    the kernel tile's alone, or none."""
+    from xdsl.dialects.builtin import StringAttr
+
+    _conv(layer)
+    w = regions_of(layer).get("weights")
+    if w is None:
+        raise NotApplicable
+    old = w.properties.get("biases")
+    now = old.data if old is not None else "kernel"
+    value = rng.choice(["maps" if now == "kernel" else "kernel"] * 3 + ["both", now])
+    w.properties["biases"] = StringAttr(value)
+    how = rng.choice(["all bodies empty", "all bodies empty", "kernel tile empty", "bodies kept"])
+    if how == "all bodies empty":
+        empty_bodies(layer)
+    elif how == "kernel tile empty":
+        _empty(_kt(layer))
+    if value == now:  # the layout it has, written out: means nothing
+        return Edit(f"biases = {value} (as it is), {how}", noop=how == "bodies kept")
+    return Edit(f"biases {now} -> {value}, {how}", acts=True)
+
+
 def maps_cols_cut(layer: tile.LayerOp) -> bool:
     return any(mt.out_cols is not None for mt in _maps(layer))
 
 
 PAIRED = ("split", "merge", "shift", "retile", "count", "mode", "loop_order", "buffering", "slot", "stagger",
           "resident", "cu_rows", "ring", "relu", "pool_slots", "bypass_slices", "gather", "region", "empty", "channels",
-          "pixels", "prefetch_after", "load_next_whole", "kernel_order")
+          "pixels", "prefetch_after", "load_next_whole", "kernel_order", "biases")
 
 
 def e_pair(layer, rng, hw):
@@ -1203,7 +1242,7 @@ EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the dra
     "drop_load": (e_drop_load, 1), "resident_one": (e_resident_one, 1), "taller": (e_taller, 1),
     "channels": (e_channels, 2), "pixels": (e_pixels, 2), "phases": (e_phases, 2),
     "prefetch_after": (e_prefetch_after, 2),
-    "load_next_whole": (e_load_next_whole, 2), "kernel_order": (e_kernel_order, 2),
+    "load_next_whole": (e_load_next_whole, 2), "kernel_order": (e_kernel_order, 2), "biases": (e_biases, 2),
 }
 
 
@@ -1352,6 +1391,10 @@ TARGETED = {  # an edit kind held-out users made, and the layer kinds it applies
     "load_next_whole": ("residual", "indp", "pool_ring"),
     "kernel_order": ("indp_cols", "indp", "conv_kloop"),
     "slot": ("indp_strips",), "resident": ("indp_strips",),
+    # the weight image's bias layout (issue 38): flipped on the kinds that take it and those that refuse it
+    "biases": ("conv_biases_maps", "indp_cols_maps", "conv_kloop", "bypass_slices", "indp", "fused_pool"),
+    # a recorded packing that is not the image's: its size alone no longer tells (the layout stamp does)
+    "packing": ("conv_biases_maps", "indp_cols_maps"),
     "pixels": ("pool_strips", "conv_kloop", "gathered", "residual"),
 }
 TARGETED_SEEDS = 6

@@ -120,8 +120,9 @@ class VectorModeAttr(EnumAttribute[VectorMode], SpacedOpaqueSyntaxAttribute):
 
 class VmovSelect(StrEnum):
     """Which CU operand register a VMOV fills; a member's place is its code in the word (isa.py).
-    The selects after `shift` set a write-back unit's word, the select named by the unit
-    (snowir/writeback.py): `act`, the activation unit's."""
+    `act` sets a write-back unit's word, the select named by the unit (snowir/writeback.py: the
+    activation unit's), as does a select added at run time (`add_vmov_select_member`); `mbias`
+    fills the bias operand from the maps buffer (docs/isa.md, VMOV)."""
 
     BIAS = "bias"
     BYPASS = "bypass"
@@ -129,6 +130,7 @@ class VmovSelect(StrEnum):
     STRIDE = "stride"
     SHIFT = "shift"
     ACT = "act"
+    MBIAS = "mbias"
 
 
 def add_vmov_select_member(name: str) -> VmovSelect:

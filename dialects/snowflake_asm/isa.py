@@ -308,7 +308,7 @@ VMOV_SELECT_BITS = 3
 
 
 def _vmov_codes() -> tuple[tuple[VmovSelect, int], ...]:
-    """A select's code is its place in VmovSelect (bias 0, ..., act 5): a new select is one member."""
+    """A select's code is its place in VmovSelect (bias 0, ..., act 5, mbias 6): a new select is one member."""
     return tuple((member, code) for code, member in enumerate(VmovSelect))
 
 
@@ -345,10 +345,15 @@ _BASE: tuple[Instruction, ...] = (
                 cu_cycles=lambda f, hw: f["trace"]),
     Instruction("vmov", 8, Kind.VECTOR,
                 (MODE, RS1, _vmov_select(),
-                 BitField("word", "uint", ((3, 3),), when=("select", (VmovSelect.MASK,)), doc="mask only")),
-                (("enum", "mode", VectorModeAttr), ("enum", "select", VmovSelectAttr), "rs1", ("okw", "word", "word")),
-                ("rs1",), None, VECTOR_TIMING, "fill a CU operand register (bias, bypass, mask, stride, shift) or a write-back unit's word",
-                machine_call="vmov", steady=True, steady_if=("select", (VmovSelect.BIAS, VmovSelect.BYPASS)),
+                 BitField("word", "uint", ((3, 3),), when=("select", (VmovSelect.MASK,)), doc="mask only"),
+                 BitField("shared", "flag", ((6, 1),), when=("select", (VmovSelect.MBIAS,)), doc="mbias only")),
+                (("enum", "mode", VectorModeAttr), ("enum", "select", VmovSelectAttr), "rs1", ("okw", "word", "word"),
+                 ("flag", "shared")),
+                ("rs1",), None, VECTOR_TIMING,
+                "fill a CU operand register (bias, bypass, mask, stride, shift; mbias: the bias from the maps buffer) "
+                "or a write-back unit's word",
+                machine_call="vmov", steady=True,
+                steady_if=("select", (VmovSelect.BIAS, VmovSelect.BYPASS, VmovSelect.MBIAS)),
                 cu_cycles=lambda f, hw: hw.vmov_cycles),
     branch("ble", 9, "rs1 <= rs2", "branch if rs1 <= rs2 (signed)"),
     branch("bgt", 10, "rs1 > rs2", "branch if rs1 > rs2 (signed)"),

@@ -98,8 +98,10 @@ class VmovOp(SnowflakeInstruction):
     rs1), `bypass` (residual values from each CU's maps buffer at rs1), `mask`
     (write-back enable bits of vMACs 32w..32w+31 = rs1, `word w`, absent = 0), `stride`
     (DRAM bytes between the write-back blocks of consecutive CUs = rs1), `shift`
-    (write-back shift = the weights' fraction bits, rs1), or a write-back unit's word = rs1 (the
-    select named by the unit, snowir/writeback.py; a machine without the unit faults).
+    (write-back shift = the weights' fraction bits, rs1), `mbias` (the bias operand from each
+    CU's maps buffer at rs1, read as `bypass` reads; `shared`: every CU at rs1 itself), or a
+    write-back unit's word = rs1 (the select named by the unit, snowir/writeback.py; a machine
+    without the unit faults).
     """
 
     name = "snowflake_asm.vmov"
@@ -107,14 +109,19 @@ class VmovOp(SnowflakeInstruction):
     select = prop_def(VmovSelectAttr)
     rs1 = prop_def(RegisterType)
     word = prop_def(IntAttr)
+    shared = opt_prop_def(UnitAttr)
 
-    def __init__(self, mode: VectorMode, select: VmovSelect, rs1: int, word: int = 0):
+    def __init__(self, mode: VectorMode, select: VmovSelect, rs1: int, word: int = 0, *, shared: bool = False):
         self._build({
             "mode": VectorModeAttr(mode), "select": VmovSelectAttr(select), "rs1": reg(rs1), "word": const(word),
+            "shared": UnitAttr() if shared else None,
         })
 
     def verify_(self) -> None:
         self._check_range("word", 0, ISA_MASK_WORDS - 1 if self.select.data == VmovSelect.MASK else 0)
+        if self.shared is not None and self.select.data != VmovSelect.MBIAS:
+            raise VerifyException(f"{self.name}: shared applies to mbias (every CU reads the same bias block), "
+                                  f"not {self.select.data.value}")
 
 
 # ---------------------------------------------------------------- memory access

@@ -298,7 +298,27 @@ PHASES = Decision(
 """The placement of a merged ConvTranspose conv's phases (conv-transpose-to-conv's cu-stride method
 and partition-host set it; allocate-dram, the kernel loads, the CU stride and the write-back follow it)."""
 
-IR_ONLY: tuple[Decision, ...] = (MAPS_BUFFERING, FENCE, SLOT, CU_ROWS, RING, CHANNELS, PIXELS, PHASES)
+
+
+def _weights(op: Operation) -> bool:
+    label = op.properties.get("label")
+    return isinstance(label, StringAttr) and label.data == "weights"
+
+
+BIASES = Decision(
+    "biases", DRAM_REGION, WORD, "kernel", valid=lambda v: v in ("kernel", "maps"), needs=_weights,
+    doc="Where the weight image keeps the layer's biases: kernel (absent; a 16-word block after each kernel, "
+        "`vmov bias` reading it from the weights buffer) or maps (kernels alone, then the layer's bias block: "
+        "per kernel tile its biases and as many zeros; loaded once to the top of the maps buffer, whose banks the "
+        "layer's maps tiles then leave it, and read by `vmov mbias`). Chosen by cost (nn-to-tile), followed by "
+        "the packing, the kernel loads and the golden model's unpacking; an edit repacks the image with the "
+        "kernel tile's body written empty `{}`, or is refused in one line.",
+    rule="kernel or maps, on a 'weights' region")
+"""A weight-image layout (issue 38): the planner prices both (snowir/plan/conv.py `plan_conv`),
+snowir/plan/layout.py packs and unpacks, the generators load and read the bias block
+(`bias_refusal` names what cannot take `maps`)."""
+
+IR_ONLY: tuple[Decision, ...] = (MAPS_BUFFERING, FENCE, SLOT, CU_ROWS, RING, CHANNELS, PIXELS, PHASES, BIASES)
 """Decisions the generators read from the IR itself (per maps tile, or not part of a conv's plan)."""
 
 PLAN_DECISIONS: tuple[Decision, ...] = tuple(f.metadata["decision"] for f in fields(ConvDecisions))
@@ -386,6 +406,23 @@ def kernel_order_refusal(plan: Any) -> str | None:
         return "only a column-split INDP conv (cu_split = cols) orders its kernel tiles; this one runs them up (remove it)"
     if plan.tiles == 1 or len(plan.strips) == 1:
         return "one kernel tile or one row group: the order changes nothing (remove it)"
+    return None
+
+
+def bias_refusal(plan: Any, hw: Any) -> str | None:
+    """Why a plan cannot keep its biases in the maps buffer (`BIASES` maps; None: it can): the
+    programs that read the kernel's bias block or share the banks' tops otherwise."""
+    s = plan.shape
+    if s.kh * s.kw * s.c > hw.weights_buffer_elements:
+        return "a kernel larger than the weights buffer streams in chunks, its bias block with the last"
+    if s.empty_windows:
+        return "its windows of padding alone write back the bias through a MAC on the kernel's zero bias word"
+    if plan.pool is not None:
+        return "a fused pool's ring takes the tops of the banks"
+    if plan.column_tiled:
+        return "column bands start over in the buffer"
+    if plan.cu_stride:
+        return "its phases in place spread its kernels a result row apart over the CUs, not as one pixel's channels"
     return None
 
 

@@ -40,7 +40,7 @@ from xdsl.utils.exceptions import PassFailedException
 from snowir.asm_analysis import outside_programs
 from snowir.codegen.builder import layer_prologue
 from snowir.dialects import snowflake_asm as sf, tile
-from snowir.dialects.tile.decisions import FENCE, WEIGHTS_BEFORE_FENCE
+from snowir.dialects.tile.decisions import BIASES, FENCE, WEIGHTS_BEFORE_FENCE
 from snowir.device_layers import DEVICE_OPS, kind_of_layer
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name
@@ -90,6 +90,9 @@ def layer_image(layer: tile.LayerOp, code: list[Operation]) -> sf.ImageOp:
         attrs["loop_order"] = StringAttr(layer.loop_order.data.value)
     if layer.pool is not None:
         attrs["fused"] = StringAttr("max_pool")  # its @y is the max pool's output
+    w = regions_of(layer).get("weights")
+    if w is not None and BIASES.value(w) != BIASES.default:  # its weight image's layout (snowir/packed.py reads it)
+        attrs[BIASES.name] = StringAttr(BIASES.value(w))
     for key in ("mloop_bytes", "kloop_bytes"):  # both orders' estimated traffic, for C17 Fig. 4 plots
         if key in layer.properties:
             attrs[key] = layer.properties[key]

@@ -37,7 +37,7 @@ from snowir.dialects.tile.decisions import KERNEL_TILE, LAYER, PLAN_DECISIONS, d
 from snowir.hw import SnowflakeConfig
 from snowir.plan.conv import plan_conv
 from snowir.plan.shapes import ConvPlan, LoweringError
-from snowir.tile.build import conv_shape_of, layout_of, set_conv_plan, with_layer_pool
+from snowir.tile.build import layout_of, set_conv_plan, shape_of, with_layer_pool
 from snowir.tile.edit import edit_refusal
 from snowir.tile.read import tile_layers
 
@@ -172,13 +172,14 @@ class LoopOrderPattern(RewritePattern):
         rewriter.replace(layer, after, [])
 
     def _plan(self, layer: tile.LayerOp, order: str | None) -> ConvPlan:
-        """The planner's decisions for the layer's shape, layout, mode and fused pool, in `order`."""
-        s = conv_shape_of(layer.shape)  # type: ignore[arg-type]
+        """The planner's decisions for the layer's shape, layout, mode, weight image's bias layout
+        (`biases`) and fused pool, in `order`."""
+        s = shape_of(layer)
         lay = layout_of(layer)
         mode = layer.mode.data.value if layer.mode else None
         try:
-            return with_layer_pool(layer, plan_conv(s, self.hw, 0, lay.w_addr, lay.out_addr, order, lay.r_addr, mode),
-                                   self.hw)
+            plan = plan_conv(s, self.hw, 0, lay.w_addr, lay.out_addr, order, lay.r_addr, mode, s.bias_at)
+            return with_layer_pool(layer, plan, self.hw)
         except LoweringError as e:
             raise PassFailedException(f"tile-loop-order: layer @{layer.sym_name.data}: {e}") from None
 

@@ -24,6 +24,7 @@ from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.bypass_slices import load_first_slice, slice_channels, slice_gap, strips_ahead, tiles_per_slice
 from snowir.codegen.fused_pool import load_rows, pool_rows
 from snowir.codegen.indp import generate_indp
+from snowir.codegen.loads import load_biases
 from snowir.codegen.strip_loads import (load_bypass_rows, load_first_strip, load_maps, replacing_pixels, replacing_rows,
                                         spread_piece, spreads)
 from snowir.codegen.pixels import kernel_tile
@@ -31,8 +32,8 @@ from snowir.codegen.traces import (COOP, Prefetch, R_LEN, R_MAPS, R_OUT, R_SRC, 
                                    R_W, R_WSRC, TRACE_CHUNK, set_writeback, trace_chunks)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, LoweringError, Strip, band_plans, full_mask, kernel_vmacs, ring_of,
-                                vmac_mask)
+from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, LoweringError, Strip, band_plans, full_mask, kernel_vmacs,
+                                plan_machine, ring_of, vmac_mask)
 
 
 # staggered kernel tiles (weights_stagger): 1 while the current tile sits at base 0, else 0.
@@ -48,7 +49,9 @@ that leaves the layer's code as its default does is refused (an edit is followed
 def generate_conv(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
     """The layer program: Kloop (kernel tiles inside each maps strip) or Mloop (strips inside
     each kernel tile); maps banks and weights slots alternate so the next strip / tile loads while
-    the current one computes."""
+    the current one computes. (Its maps tiles see `hw` with room for a `maps` layout's bias
+    block: plan_machine.)"""
+    hw = plan_machine(plan, hw)
     b = _generate(plan, hw)
     for name in FOLLOWED:
         d = next(f for f in fields(plan) if f.name == name).metadata["decision"]
@@ -528,8 +531,10 @@ def _cold_start(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf
         if resident:
             _load_resident_weights(b, plan, hw)
         b.flush_vector_queue(hw, R_TMP)
+        load_biases(b, plan, hw)
         load_first_strip(b, plan, hw, strip, bypass_base, after_first)
         return
+    load_biases(b, plan, hw)
     load_first_strip(b, plan, hw, strip, bypass_base, after_first)
     if resident:
         _load_resident_weights(b, plan, hw)

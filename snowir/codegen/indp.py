@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.fused_pool import load_rows, pool_rows
-from snowir.codegen.loads import load_runs
+from snowir.codegen.loads import load_biases, load_runs
 from snowir.codegen.pixels import kernel_tile
 from snowir.codegen.traces import R_LEN, R_SRC, R_TMP, R_TO, R_TT, R_TW, Prefetch
 from snowir.dialects import snowflake_asm as sf
@@ -61,8 +61,10 @@ def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     if plan.weights_before_fence:  # after a max pool: the kernels load while it runs (codegen/conv._cold_start)
         load_kernel_tile(b, plan, hw, 0, 0)
         b.flush_vector_queue(hw, R_TMP)
+        load_biases(b, plan, hw)
         _load_group(b, plan, hw, 0)
     else:
+        load_biases(b, plan, hw)
         _load_group(b, plan, hw, 0)
         load_kernel_tile(b, plan, hw, 0, 0)
     slot = 0  # weights slot: a new tile takes the other bank when double-buffered

@@ -16,14 +16,14 @@ from dataclasses import replace
 
 from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.indp import load_kernel_tile, tile_mask
-from snowir.codegen.loads import load_runs
+from snowir.codegen.loads import load_biases, load_runs
 from snowir.codegen.pixels import kernel_tile
 from snowir.codegen.traces import COOP, Prefetch, R_TMP, R_TO, R_TT, R_TW, set_writeback
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.dialects.tile.decisions import kernel_tile_order
 from snowir.plan.indp_columns import ColumnLayout, column_layout, stagger_parts
-from snowir.plan.shapes import ConvPlan, Strip, indp_kernel_words, kernels_per_tile
+from snowir.plan.shapes import ConvPlan, Strip, indp_kernel_words, kernels_per_tile, plan_machine
 
 
 def _row_loads(plan: ConvPlan, lay: ColumnLayout, hw: SnowflakeConfig, gi: int, rows: range) -> list:
@@ -58,6 +58,7 @@ def generate_indp_columns(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
     serpentine a group starts with the tile the previous one ended with, not loaded again): kernel tiles
     resident, double-buffered in the weights slots, staggered, or loaded after the previous one's
     MACs drain."""
+    hw = plan_machine(plan, hw)  # room for a `maps` layout's bias block
     s = plan.shape
     b = AsmBuilder()
     set_writeback(b, s, hw)
@@ -72,6 +73,7 @@ def generate_indp_columns(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
     load_kernel_tile(b, plan, hw, 0, 0)
     if plan.weights_before_fence:  # after a max pool: the kernels load while it runs, the maps after
         b.flush_vector_queue(hw, R_TMP)
+    load_biases(b, plan, hw)
     for part in _parts(groups[0], len(groups[0])):  # row by row: the first MACs wait for one row
         _load_rows(b, plan, lay, hw, 0, part)
     if plan.resident_weights:

@@ -9,6 +9,8 @@ from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.traces import R_LEN, R_SRC, R_TMP
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
+from snowir.plan.layout import bias_block_load
+from snowir.plan.shapes import ConvPlan
 
 
 def load_broadcast(b: AsmBuilder, hw: SnowflakeConfig, dst: int, src: int, words: int) -> None:
@@ -30,3 +32,15 @@ def load_runs(b: AsmBuilder, hw: SnowflakeConfig, runs: list[tuple[int, int, int
             b.const(R_LEN, n)
             length = n
         b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, 0, select))
+
+
+def load_biases(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
+    """A `maps` layout's bias block (the weights region's `biases`), once at the layer's cold start,
+    after any fence (it lands in the maps buffer) and before the first kernel tile's `vmov mbias`
+    (which waits for it): from after the weight image's kernels to the top of the maps buffer of
+    every CU. `hw` is the machine the plan's maps tiles see (plan/shapes.plan_machine)."""
+    if plan.shape.bias_at != "maps":
+        return
+    src, dst, words = bias_block_load(plan.shape, plan.mode, plan.kernels, plan.w_addr, hw)
+    with b.at("load_biases"):
+        load_broadcast(b, hw, dst, src, words)

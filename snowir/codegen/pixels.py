@@ -34,8 +34,14 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
     bypass_slices.slice_tile). The layer's `prefetch_after` moves `prefetch` past more ops."""
     s = plan.shape
     depth = plan.prefetch_after or hw.vector_queue_depth  # ops queued before the prefetch
-    b.emit(sf.AddiOp(R_TMP, R_TW, s.kh * s.kw * s.c * plan.weight_step))
-    b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BIAS, R_TMP))
+    if s.bias_at == "maps":
+        # the tile's biases in the bias block on top of the maps buffer, 2 x its first channel
+        # on (R_TO, plan/shapes.bias_block_words); INDP's CUs hold the same kernels: `shared`
+        add_offset(b, R_TMP, R_TO, hw.maps_buffer_elements)
+        b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.MBIAS, R_TMP, shared=plan.indp))
+    else:  # the bias block after the kernel's taps in the weights buffer
+        b.emit(sf.AddiOp(R_TMP, R_TW, s.kh * s.kw * s.c * plan.weight_step))
+        b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.BIAS, R_TMP))
     b.write_mask(hw, R_TMP, mask)
     if plan.bypass_slices:
         if s.kh == s.kw == 1:

@@ -186,7 +186,8 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
             batch = []
             kernels = None
             if isinstance(op, nn.Conv2dOp) and RUNTIME_KERNELS in op.attributes:  # an SE gate: the host packs it
-                kernels = runtime_weight_image(op, golden, env, image_op.attributes["mode"], hw)
+                kernels = runtime_weight_image(op, golden, env, image_op.attributes["mode"], hw,
+                                               image_op.attributes.get("biases", "kernel"))
                 kernels = np.concatenate([kernels, np.zeros(image.segment("w").size // 2 - kernels.size, np.int16)])
             for i in range(n):  # one program run per image of the batch
                 inputs = {"x": _hwc(words[i])}

@@ -14,6 +14,8 @@ segments run as in the golden model, on what the device left in DRAM.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -205,7 +207,8 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
             conv = ops_of[name][0]
             if isinstance(conv, nn.Conv2dOp) and RUNTIME_KERNELS in conv.attributes:
                 _ensure(golden, env, conv.weight)
-                words = runtime_weight_image(conv, golden, env, markers[name].facts["mode"], hw)
+                words = runtime_weight_image(conv, golden, env, markers[name].facts["mode"], hw,
+                                             markers[name].facts.get("biases", "kernel"))
                 seg = image.segment(markers[name].facts["w"])
                 if 2 * words.size > seg.size:
                     raise LoweringError(f"layer '{name}': weights segment @{seg.name} holds {seg.size} bytes, its "
@@ -277,12 +280,15 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
     return start_cycle
 
 
-def runtime_weight_image(conv: nn.Conv2dOp, golden: Golden, env: dict, mode, hw: SnowflakeConfig) -> np.ndarray:
+def runtime_weight_image(conv: nn.Conv2dOp, golden: Golden, env: dict, mode, hw: SnowflakeConfig,
+                         biases="kernel") -> np.ndarray:
     """The packed weight image of a conv whose kernels are a run-time tensor (passes/nn/se_gate.py):
-    the tensor's words in its own format, packed as tile/build.weight_image packs constants."""
+    the tensor's words in its own format, packed as tile/build.weight_image packs constants (its
+    biases where the layer's image keeps them, `biases`)."""
     kernels = golden._q(env[conv.weight], element_frac(conv.weight))
     mode = mode.data if hasattr(mode, "data") else str(mode)
-    return weight_image(conv, layer_conv_shape(conv), mode, hw, kernels)
+    biases = biases.data if hasattr(biases, "data") else str(biases)
+    return weight_image(conv, replace(layer_conv_shape(conv), bias_at=biases), mode, hw, kernels)
 
 
 def out_slice(y: np.ndarray, value: SSAValue) -> np.ndarray:

@@ -24,6 +24,10 @@ from snowir.machine.mac_batch import DeferredMacs
 from snowir.machine.state import MachineFault, MachineState
 from snowir.machine.timing import Timing
 
+OPERAND_SELECTS = ("bias", "bypass", "mbias")
+"""VMOV selects that fill a write-back operand (bias or bypass): deferred MACs keep a copy per
+write-back (mac_batch.py), so these do not end a run of them."""
+
 
 def delay_slot_raw_pairs(ops: list[sf.SnowflakeInstruction], pc: int, slots: int) -> int:
     """True RAW pairs among the delay-slot instructions of the branch at `pc`."""
@@ -151,13 +155,13 @@ class Machine:
         regs = self.state.regs
         return self.state.max(regs[rd], regs[rs1], regs[rs2], trace, wb)
 
-    def vmov_f(self, rs1: int, indp: bool, select: str, word: int = 0) -> None:
-        assert select in ("bias", "bypass") and self.deferred is not None
-        if select == "bias":
-            self.deferred.bias_changed = True
-        else:
+    def vmov_f(self, rs1: int, indp: bool, select: str, word: int = 0, shared: bool = False) -> None:
+        assert select in OPERAND_SELECTS and self.deferred is not None
+        if select == "bypass":
             self.deferred.bypass_changed = True
-        self.state.vmov(indp, select, self.state.regs[rs1], word)
+        else:
+            self.deferred.bias_changed = True
+        self.state.vmov(indp, select, self.state.regs[rs1], word, shared)
 
     def max(self, rd: int, rs1: int, rs2: int, trace: int, wb: bool) -> None:
         written = self.max_f(rd, rs1, rs2, trace, wb)
@@ -167,20 +171,20 @@ class Machine:
         hi = max(a, a + step * (trace - 1)) + hw.lanes + (hw.cus - 1) * (st.pool_stride() // 2)
         self.timing.vector_op(rd, rs1, rs2, trace, lo, hi, None, 0, "MAX wb" if wb else "MAX", 0, 0, written)
 
-    def vmov(self, rs1: int, indp: bool, select: str, word: int = 0) -> None:
+    def vmov(self, rs1: int, indp: bool, select: str, word: int = 0, shared: bool = False) -> None:
         hw, st = self.hw, self.state
         value = st.regs[rs1]
-        if select in ("bias", "bypass") and self.deferred is not None:
-            self.vmov_f(rs1, indp, select, word)  # deferred write-backs keep what they saw
+        if select in OPERAND_SELECTS and self.deferred is not None:
+            self.vmov_f(rs1, indp, select, word, shared)  # deferred write-backs keep what they saw
         else:
             self.flush()
-            st.vmov(indp, select, value, word)
-        mlo = wlo = None  # the ranges read: none, but for bias (weights) and bypass (maps)
+            st.vmov(indp, select, value, word, shared)
+        mlo = wlo = None  # the ranges read: none, but for bias (weights) and bypass, mbias (maps)
         mhi = whi = 0
         if select == "bias":
             wlo, whi = value, value + hw.lanes
-        elif select == "bypass":
-            step, count = st.bypass_layout(indp)
+        elif select in ("bypass", "mbias"):
+            step, count = st.bypass_layout(indp, select, shared)
             mlo, mhi = value, value + (hw.cus - 1) * step + count
         self.timing.vector_op(rs1, 0, 0, hw.vmov_cycles, mlo, mhi, wlo, whi, "VMOV " + select, 0, 0, None)
 

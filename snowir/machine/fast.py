@@ -109,7 +109,8 @@ def _dynamic_call(op: sf.SnowflakeInstruction, pc: str, functional: bool = False
     if isinstance(op, sf.MaxOp):
         return f"M.max{f}({r('rd')}, {r('rs1')}, {r('rs2')}, {op._int('trace')}, {op.wb is not None})"
     if isinstance(op, sf.VmovOp):
-        return f"M.vmov{f}({r('rs1')}, {op.mode.data == sf.VectorMode.INDP}, {op.select.data.value!r}, {op._int('word')})"
+        return (f"M.vmov{f}({r('rs1')}, {op.mode.data == sf.VectorMode.INDP}, {op.select.data.value!r}, "
+                f"{op._int('word')}, {op.shared is not None})")
     if isinstance(op, sf.LdOp):
         return (f"M.ld({pc}, {r('rd')}, {r('rs1')}, {r('rs2')}, {op._int('unit')}, "
                 f"{op.target.data.value!r}, {op._int('select')})")

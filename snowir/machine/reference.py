@@ -51,7 +51,7 @@ class SnowflakeFunctions(InterpreterFunctions):
     @impl(sf.VmovOp)
     def run_vmov(self, interpreter: Interpreter, op: sf.VmovOp, args: _Args) -> _Args:
         self.machine.vmov(op.reg_index("rs1"), op.mode.data == sf.VectorMode.INDP, op.select.data.value,
-                          op._int("word"))
+                          op._int("word"), op.shared is not None)
         return ()
 
     # ---------------------------------------------------------------- memory

@@ -128,14 +128,29 @@ class MachineState:
             return self.cu_stride
         return 2 * self.hw.vmacs_per_cu * lanes_per_vmac if indp else 2 * self.hw.vmacs_per_cu
 
-    def bypass_layout(self, indp: bool) -> tuple[int, int]:
-        """(elements between the CUs' blocks, elements per CU) a `vmov bypass` reads: the
-        write-back layout (CU stride S, so CU c starts c*S/2 elements on), so a residual
-        input stored like the output lines up with it in the maps buffer."""
+    def bypass_layout(self, indp: bool, select: str = "bypass", shared: bool = False) -> tuple[int, int]:
+        """(elements between the CUs' blocks, elements per CU) a `vmov bypass` (or `mbias`) reads:
+        the write-back layout (CU stride S, so CU c starts c*S/2 elements on), so a residual
+        input (a bias block) stored like the output lines up with it in the maps buffer; a
+        `shared` mbias: every CU's block at rs1 itself (0 between them)."""
+        count = self.hw.vmacs_per_cu * (self.hw.lanes if indp else 1)
+        if shared:
+            return 0, count
         stride = self._stride(indp, self.hw.lanes)
         if stride % 2:
-            raise MachineFault(f"VMOV bypass with CU stride {stride}: not 16-bit aligned")
-        return stride // 2, self.hw.vmacs_per_cu * (self.hw.lanes if indp else 1)
+            raise MachineFault(f"VMOV {select} with CU stride {stride}: not 16-bit aligned")
+        return stride // 2, count
+
+    def _maps_block(self, value: int, step: int, count: int, what: str) -> np.ndarray:
+        """Element j of CU c's block at value + c*step, per CU (C x count), range-checked."""
+        hw = self.hw
+        self._maps_range(value, (hw.cus - 1) * step + count, what)
+        offsets = self._bypass_offsets.get((step, count))
+        if offsets is None:  # element c*step + j of CU c's buffer, as a flat index (one per pixel in ResNet)
+            cus = np.arange(hw.cus)[:, None]
+            offsets = self._bypass_offsets[(step, count)] = (
+                cus * (hw.maps_buffer_elements + step) + np.arange(count)[None, :])
+        return self.maps.reshape(-1)[value + offsets]
 
     def writeback_span(self, base: int, per_cu: int, bits_per_cu: int, stride: int,
                        what: str) -> tuple[np.ndarray, int, int] | None:
@@ -290,27 +305,23 @@ class MachineState:
         self.pool[:] = INT16_MIN
         return written
 
-    def vmov(self, indp: bool, select: str, value: int, word: int = 0) -> None:
+    def vmov(self, indp: bool, select: str, value: int, word: int = 0, shared: bool = False) -> None:
         hw = self.hw
         lanes = hw.lanes
         if select == "bias":
             self._weights_range(value, lanes, "VMOV bias")
             self.bias[:] = self.weights[:, :, value:value + lanes]
-        elif select == "bypass":
-            step, count = self.bypass_layout(indp)
-            self._maps_range(value, (hw.cus - 1) * step + count, "VMOV bypass")
-            offsets = self._bypass_offsets.get((step, count))
-            if offsets is None:  # element c*S/2 + j of CU c's buffer, as a flat index (one per pixel in ResNet)
-                cus = np.arange(hw.cus)[:, None]
-                offsets = self._bypass_offsets[(step, count)] = (
-                    cus * (hw.maps_buffer_elements + step) + np.arange(count)[None, :])
-            block = self.maps.reshape(-1)[value + offsets]
-            self.bypass_held = True
+        elif select in ("bypass", "mbias"):
+            # mbias reads a bias block as bypass reads the residual input (docs/isa.md, VMOV)
+            block = self._maps_block(value, *self.bypass_layout(indp, select, shared), f"VMOV {select}")
+            if select == "bypass":
+                self.bypass_held = True
+            operand = self.bypass if select == "bypass" else self.bias
             if indp:
-                self.bypass[:] = block.reshape(hw.cus, hw.vmacs_per_cu, lanes)
+                operand[:] = block.reshape(hw.cus, hw.vmacs_per_cu, lanes)
             else:
-                self.bypass.fill(0)
-                self.bypass[:, :, 0] = block
+                operand.fill(0)
+                operand[:, :, 0] = block
         elif select == "mask":
             if word >= hw.mask_words:
                 raise MachineFault(f"VMOV mask word {word} names no vMAC (this machine has {hw.vmacs})")

@@ -14,8 +14,11 @@ from snowir.hw import SnowflakeConfig
 from snowir.plan.columns import column_tilings
 from snowir.plan.indp import PRICE_MARGIN, indp_fits, mode_rule, plan_indp
 from snowir.plan.issue import placement_cycles
-from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, Strip, compact_shape, coop_kernels, gather_of,
-                                input_rows, load_cycles, weights_slot_elements, weights_stagger)
+from snowir.dialects.tile.decisions import bias_refusal
+from snowir.plan.indp_columns import columns_cycles
+from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, Strip, bias_block_words, bias_room, compact_shape,
+                                coop_kernels, gather_of, indp_kernel_words, input_rows, kernels_per_tile, load_cycles,
+                                weights_slot_elements, weights_stagger)
 
 
 if TYPE_CHECKING:
@@ -60,7 +63,7 @@ def choose_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | Non
     if mode is not None or bypass or s.c >= hw.lanes or not indp_fits(s, hw, bypass):
         return rule
     other = "INDP" if rule == "COOP" else "COOP"
-    cost = {m: placement_cycles(plan_conv(s, hw, 0, 0, 0, None, None, m), hw) for m in (rule, other)}
+    cost = {m: placement_cycles(plan_conv(s, hw, 0, 0, 0, None, None, m, s.bias_at), hw) for m in (rule, other)}
     wins = cost[other] < (1 - PRICE_MARGIN) * cost[rule] and cost[rule] - cost[other] > MODE_PRICE_FLOOR
     return other if wins else rule
 
@@ -72,10 +75,92 @@ predicted for INDP, 59 lost measured, 1,230 against 1,171)."""
 
 
 def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
-              loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None) -> ConvPlan:
+              loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None,
+              biases: str | None = None) -> ConvPlan:
     """The layer's decisions; `mode`/`loop_order` None = chosen here (choose_mode,
-    fewer DRAM bytes)."""
-    return settle(_plan_conv(shape, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, mode), hw)
+    fewer DRAM bytes); `biases` None = the weight image's bias layout chosen here too
+    (`choose_biases`), else that one ("kernel" or "maps", plan/shapes.BIAS_LAYOUTS)."""
+    args = (in_addr, w_addr, out_addr, loop_order, bypass_addr, mode)
+    if biases is None:
+        try:
+            kernel = plan_conv(shape, hw, *args, "kernel")
+        except LoweringError as refused:  # the kernels with their bias blocks do not fit: maps, or that
+            if not maps_may_pay(replace(shape, bias_at="maps"), hw):
+                raise
+            try:
+                return plan_conv(shape, hw, *args, "maps")
+            except LoweringError:
+                raise refused from None
+        if not maps_may_pay(replace(shape, bias_at="maps"), hw):
+            return kernel
+        try:
+            maps = plan_conv(shape, hw, *args, "maps")
+        except LoweringError:
+            return kernel
+        return choose_biases(kernel, maps, hw)
+    s = replace(shape, bias_at=biases)
+    if biases == "kernel":
+        return settle(_plan_conv(s, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, mode), hw)
+    if biases != "maps":
+        raise LoweringError(f"biases must be kernel or maps, not '{biases}'")
+    m = choose_mode(s, hw, bypass_addr is not None, mode)
+    room = bias_room(hw, bias_block_words(s.k, kernels_per_tile(hw) if m == "INDP" else coop_kernels(hw, s)))
+    plan = settle(_plan_conv(s, room, in_addr, w_addr, out_addr, loop_order, bypass_addr, m), room)
+    why = bias_refusal(plan, room)
+    if why is not None:
+        raise LoweringError(f"biases maps: {why}")
+    return plan
+
+
+def maps_may_pay(s: ConvShape, hw: SnowflakeConfig) -> bool:
+    """Whether keeping the biases out of the weights buffer (`s` with bias_at "maps") changes how
+    the kernels can be held: a COOP kernel or an INDP tile's 16 that then fit a weights slot
+    (double-buffered), the buffer (at all: an INDP conv over 256 channels), or every tile of them
+    the buffer together (resident). Elsewhere the 16 words a kernel save nothing but 3% of its
+    load, and the layer keeps the stock layout unpriced."""
+    if s.kh * s.kw * s.c > hw.weights_buffer_elements or s.empty_windows:
+        return False
+    kernel = replace(s, bias_at="kernel")
+    slot, buffer = weights_slot_elements(hw), hw.weights_buffer_elements
+    coop_tiles = -(-s.k // coop_kernels(hw, s))
+    indp_tiles = -(-s.k // kernels_per_tile(hw))
+    for before, after, tiles in ((kernel.kernel_words, s.kernel_words, coop_tiles),
+                                 (indp_kernel_words(kernel, hw), indp_kernel_words(s, hw), indp_tiles)):
+        if any(before > limit >= after for limit in (slot, buffer)) or tiles * before > buffer >= tiles * after:
+            return True
+    return False
+
+
+BIAS_MIN_GAIN = 0.01
+"""The share of the layer's estimated cycles the maps layout must save over the stock one (beyond
+holding its kernels otherwise, `choose_biases`): the estimates' resolution."""
+
+
+def layout_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
+    """The estimate a plan's own planner ranks it by: a column-split INDP plan's, a residual
+    plan's, or the loop-order model's."""
+    if plan.indp and plan.cu_split == "cols":
+        return columns_cycles(plan, hw)
+    if plan.bypass_addr is not None and not plan.indp:
+        return residual_cycles(plan, hw)
+    return plan.estimated_cycles(hw)
+
+
+def _held(plan: ConvPlan) -> tuple:
+    """What a plan decides beyond its bias layout's own effects: how the kernels are held and the
+    maps tiled (a staggered tile's F moves by the 16 words either way: only whether it staggers)."""
+    return (plan.mode, plan.cu_split, plan.loop_order, plan.tiles, plan.kernels, plan.strips, plan.cu_rows,
+            plan.double_buffer_weights, plan.resident_weights, bool(plan.stagger), plan.bypass_slices,
+            plan.slice_tiles, plan.gather, plan.kernel_order)
+
+
+def choose_biases(kernel: ConvPlan, maps: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
+    """The stock plan, unless the maps layout holds the kernels otherwise (resident, double-
+    buffered, another mode or tiling) and its estimate is lower by BIAS_MIN_GAIN: a tie keeps the
+    stock image."""
+    if _held(kernel) == _held(maps):
+        return kernel
+    return maps if layout_cycles(maps, hw) < (1 - BIAS_MIN_GAIN) * layout_cycles(kernel, hw) else kernel
 
 
 def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import BIAS_BLOCK, ConvShape, align, coop_kernels, indp_kernel_words, kernels_per_tile
+from snowir.plan.shapes import (BIAS_BLOCK, ConvShape, align, bias_block_words, coop_kernels, indp_kernel_words,
+                                kernels_per_tile)
 
 
 @dataclass(frozen=True)
@@ -96,26 +97,53 @@ def block_diagonal(w: np.ndarray, lanes: int) -> np.ndarray:
     return out
 
 
-def pack_weights(w: np.ndarray, b: np.ndarray, tiles: int, kernels: int) -> np.ndarray:
+def pack_weights(w: np.ndarray, b: np.ndarray, tiles: int, kernels: int, biases: str = "kernel") -> np.ndarray:
     """(K, C, kh, kw) int16 weights + (K,) bias -> the DRAM weight image (tiles x `kernels`
-    kernels, each followed by its bias block)."""
+    kernels, each followed by its bias block; or, `biases` maps, kernels alone, then the bias
+    block and the layout's stamp)."""
     k, c, kh, kw = w.shape
-    words = kh * kw * c + BIAS_BLOCK
+    words = kh * kw * c + (BIAS_BLOCK if biases == "kernel" else 0)
     words += words % 2
     out = np.zeros((tiles * kernels, words), np.int16)
     out[:k, :kh * kw * c] = w.transpose(0, 2, 3, 1).reshape(k, -1)
-    out[:k, kh * kw * c] = b
+    if biases == "kernel":
+        out[:k, kh * kw * c] = b
+        return out.ravel()
+    return np.concatenate([out.ravel(), bias_block(b, kernels), layout_stamp("COOP", kernels)])
+
+
+def bias_block(b: np.ndarray, kernels: int) -> np.ndarray:
+    """The `maps` layout's bias block of (K,) biases, `kernels` a tile (plan/shapes.bias_block_words):
+    per tile its biases (zeros past K), then as many zeros."""
+    tiles = -(-b.size // kernels)
+    padded = np.zeros(tiles * kernels, np.int16)
+    padded[:b.size] = b
+    out = np.zeros((tiles, 2, kernels), np.int16)
+    out[:, 0] = padded.reshape(tiles, kernels)
     return out.ravel()
 
 
-def pack_indp(w: np.ndarray, b: np.ndarray, hw: SnowflakeConfig) -> np.ndarray:
+STAMP_WORDS = 2
+"""A `maps` layout image ends with its layout (mode, kernels a tile), which no load reads: its size
+alone does not tell the layouts apart (an INDP image over 256 channels is as long as a COOP one of
+64 kernels a tile, and a COOP one's bias block is read by its tile), so a recorded `packing` or
+`packed_kernels` that is not the image's is refused (tile/build.unpack_weights) rather than followed
+as other weights."""
+
+
+def layout_stamp(mode: str, kernels: int) -> np.ndarray:
+    return np.array([int(mode == "INDP"), kernels], np.int16)
+
+
+def pack_indp(w: np.ndarray, b: np.ndarray, hw: SnowflakeConfig, biases: str = "kernel") -> np.ndarray:
     """(K, C, kh, kw) weights + (K,) bias -> per tile, per vMAC: taps (ky, kx, c) x 16 kernels
-    interleaved, then the 16 biases."""
+    interleaved, then the 16 biases (`biases` maps: the kernels alone, then the bias block and the
+    layout's stamp)."""
     k, c, kh, kw = w.shape
     lanes, tile = hw.lanes, kernels_per_tile(hw)
     tiles = -(-k // tile)
     taps = kh * kw * c
-    s_words = lanes * (taps + 1)
+    s_words = lanes * (taps + (biases == "kernel"))
     s_words += s_words % 2
     full = np.zeros((tiles * tile, taps), np.int16)
     full[:k] = w.transpose(0, 2, 3, 1).reshape(k, taps)
@@ -124,8 +152,10 @@ def pack_indp(w: np.ndarray, b: np.ndarray, hw: SnowflakeConfig) -> np.ndarray:
     out = np.zeros((tiles * hw.vmacs_per_cu, s_words), np.int16)
     groups = full.reshape(tiles * hw.vmacs_per_cu, lanes, taps)
     out[:, :taps * lanes] = groups.transpose(0, 2, 1).reshape(-1, taps * lanes)
-    out[:, taps * lanes:taps * lanes + lanes] = bias.reshape(-1, lanes)
-    return out.ravel()
+    if biases == "kernel":
+        out[:, taps * lanes:taps * lanes + lanes] = bias.reshape(-1, lanes)
+        return out.ravel()
+    return np.concatenate([out.ravel(), bias_block(b, tile), layout_stamp("INDP", tile)])
 
 
 def packed_kernels(s: ConvShape, mode: str, hw: SnowflakeConfig) -> int:
@@ -133,27 +163,77 @@ def packed_kernels(s: ConvShape, mode: str, hw: SnowflakeConfig) -> int:
     return kernels_per_tile(hw) if mode == "INDP" else coop_kernels(hw, s)
 
 
-def packed_words(s: ConvShape, mode: str, kernels: int, hw: SnowflakeConfig) -> int:
-    """Words of the weight image of a conv packed for `mode` with `kernels` a tile."""
+def kernel_image_words(s: ConvShape, mode: str, kernels: int, hw: SnowflakeConfig) -> int:
+    """Words of the weight image's kernels (with their bias blocks when `s.bias_at` is kernel)."""
     if mode == "INDP":
         return -(-s.k // kernels_per_tile(hw)) * hw.vmacs_per_cu * indp_kernel_words(s, hw)
     return -(-s.k // kernels) * kernels * s.kernel_words
 
 
-def pack_for(w: np.ndarray, b: np.ndarray, mode: str, kernels: int, hw: SnowflakeConfig) -> np.ndarray:
-    """The weight image packed for `mode`, `kernels` a tile (INDP: the hardware's tile)."""
-    return pack_indp(w, b, hw) if mode == "INDP" else pack_weights(w, b, -(-w.shape[0] // kernels), kernels)
+def packed_words(s: ConvShape, mode: str, kernels: int, hw: SnowflakeConfig) -> int:
+    """Words of the weight image of a conv packed for `mode` with `kernels` a tile, its biases
+    where `s.bias_at` says (maps: the bias block and the layout stamp after the kernels)."""
+    words = kernel_image_words(s, mode, kernels, hw)
+    if s.bias_at == "maps":
+        words += bias_block_words(s.k, kernels_per_tile(hw) if mode == "INDP" else kernels) + STAMP_WORDS
+    return words
 
 
-def unpack(image: np.ndarray, s: ConvShape, mode: str, hw: SnowflakeConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(K, C, kh, kw) weights and (K,) biases from an image packed for `mode` (the inverse of
-    `pack_for`; the image's size is the caller's to check with `packed_words`)."""
-    taps = s.kh * s.kw * s.c
+def pack_for(w: np.ndarray, b: np.ndarray, mode: str, kernels: int, hw: SnowflakeConfig,
+             biases: str = "kernel") -> np.ndarray:
+    """The weight image packed for `mode`, `kernels` a tile (INDP: the hardware's tile), its biases
+    where `biases` says (plan/shapes.BIAS_LAYOUTS)."""
     if mode == "INDP":
-        blocks = image.reshape(-1, indp_kernel_words(s, hw))
-        w = blocks[:, :taps * hw.lanes].reshape(-1, taps, hw.lanes).transpose(0, 2, 1).reshape(-1, taps)[:s.k]
-        b = blocks[:, taps * hw.lanes:taps * hw.lanes + hw.lanes].reshape(-1)[:s.k]
+        return pack_indp(w, b, hw, biases)
+    return pack_weights(w, b, -(-w.shape[0] // kernels), kernels, biases)
+
+
+def bias_block_load(s: ConvShape, mode: str, kernels: int, w_addr: int, hw: SnowflakeConfig) -> tuple[int, int, int]:
+    """A `maps` layout's bias block as its one load: (DRAM byte address, maps-buffer word, words)
+    on the machine `hw` its plan sees (plan/shapes.plan_machine: the block right above its banks)."""
+    words = bias_block_words(s.k, kernels_per_tile(hw) if mode == "INDP" else kernels)
+    return w_addr + 2 * kernel_image_words(s, mode, kernels, hw), hw.maps_buffer_elements, words
+
+
+def image_layout(image: np.ndarray, s: ConvShape) -> tuple[str, int] | None:
+    """The (mode, kernels a tile) a `maps` layout image records in its stamp (None: `s` keeps the
+    biases with the kernels, which records none)."""
+    if s.bias_at != "maps" or image.size < STAMP_WORDS:
+        return None
+    code, kernels = (int(v) for v in image[-STAMP_WORDS:])
+    return ("INDP" if code else "COOP"), kernels
+
+
+def unpack_kernels(image: np.ndarray, s: ConvShape, mode: str, hw: SnowflakeConfig) -> tuple[np.ndarray, int]:
+    """(K, C, kh, kw) weights from an image packed for `mode`, its biases where `s.bias_at` says,
+    and the words the kernels take (a `maps` layout's bias block and stamp follow them: a COOP image
+    of T kernel slots is T x (kernel words + 2) + 2 words, so its kernels' part follows from its size)."""
+    taps = s.kh * s.kw * s.c
+    maps = s.bias_at == "maps"
+    if mode == "INDP":
+        words = indp_kernel_words(s, hw)
+        body = -(-s.k // kernels_per_tile(hw)) * hw.vmacs_per_cu * words if maps else image.size
+        w = image[:body].reshape(-1, words)[:, :taps * hw.lanes].reshape(-1, taps, hw.lanes).transpose(0, 2, 1)
     else:
-        rows = image.reshape(-1, s.kernel_words)
-        w, b = rows[:s.k, :taps], rows[:s.k, taps]
-    return w.reshape(s.k, s.kh, s.kw, s.c).transpose(0, 3, 1, 2).copy(), b.copy()
+        words = s.kernel_words
+        body = (image.size - STAMP_WORDS) // (words + 2) * words if maps else image.size
+        w = image[:body].reshape(-1, words)[:, :taps]
+    w = w.reshape(-1, taps)[:s.k]
+    return w.reshape(s.k, s.kh, s.kw, s.c).transpose(0, 3, 1, 2).copy(), body
+
+
+def unpack(image: np.ndarray, s: ConvShape, mode: str, hw: SnowflakeConfig,
+           kernels: int) -> tuple[np.ndarray, np.ndarray]:
+    """(K, C, kh, kw) weights and (K,) biases from an image packed for `mode` with `kernels` a
+    tile, its biases where `s.bias_at` says (the inverse of `pack_for`; the image's size and, maps,
+    its stamp are the caller's to check with `packed_words` and `image_layout`)."""
+    w, body = unpack_kernels(image, s, mode, hw)
+    taps = s.kh * s.kw * s.c
+    if s.bias_at == "maps":  # the block after the kernels: per tile its biases, then as many zeros
+        tile = kernels_per_tile(hw) if mode == "INDP" else kernels
+        b = image[body:image.size - STAMP_WORDS].reshape(-1, 2, tile)[:, 0].reshape(-1)[:s.k]
+    elif mode == "INDP":
+        b = image.reshape(-1, indp_kernel_words(s, hw))[:, taps * hw.lanes:taps * hw.lanes + hw.lanes].reshape(-1)[:s.k]
+    else:
+        b = image.reshape(-1, s.kernel_words)[:s.k, taps]
+    return w, b.copy()

@@ -9,11 +9,13 @@ bypass, output, kernels re-sent) and the CUs' traces and bypass VMOVs. Where it 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from snowir.hw import SnowflakeConfig
-from snowir.plan.conv import choose_mode, plan_conv, residual_cycles
-from snowir.plan.indp_columns import columns_cycles, columns_refusal, plan_indp_columns
+from snowir.plan.conv import choose_mode, maps_may_pay, plan_conv, residual_cycles
+from snowir.plan.indp_columns import columns_cycles, columns_refusal
 from snowir.plan.issue import UNROLL, issue_cycles
-from snowir.plan.shapes import ConvPlan, ConvShape
+from snowir.plan.shapes import ConvPlan, ConvShape, LoweringError
 
 
 def conv_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | None = None, sliced: bool = False) -> str:
@@ -21,12 +23,32 @@ def conv_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | None 
     `sliced`: the output is a channel slice of a device concat's tensor (whole pixels `total`
     channels apart): the column-split INDP plan is left out, its CU stride being both the output's
     and the bypass's (a CU's q·K words), which the bypass rows in the maps buffer cannot follow."""
-    chosen = choose_mode(s, hw, bypass, mode)
-    if mode is not None or not bypass or sliced or columns_refusal(s, hw) is not None:
+    try:
+        chosen = choose_mode(s, hw, bypass, mode)
+    except LoweringError:  # a forced mode the stock layout cannot run may run with the biases out of the kernels
+        if mode is None or not maps_may_pay(replace(s, bias_at="maps"), hw):
+            raise
+        chosen = choose_mode(replace(s, bias_at="maps"), hw, bypass, mode)
+    if mode is not None or not bypass or sliced:
+        return chosen
+    columns = columns_plan(s, hw)
+    if columns is None:
         return chosen
     # addresses do not enter the estimates: any regions do
     coop = coop_residual_cycles(plan_conv(s, hw, 0, 0, 0, None, 0, "COOP"), hw)
-    return "INDP" if columns_cycles(plan_indp_columns(s, hw, 0, 0, 0, 0), hw) < coop else "COOP"
+    return "INDP" if columns_cycles(columns, hw) < coop else "COOP"
+
+
+def columns_plan(s: ConvShape, hw: SnowflakeConfig) -> ConvPlan | None:
+    """The column-split INDP plan of a residual conv (in the weight-image layout plan_conv
+    chooses: 16 interleaved kernels over 256 channels fit a vMAC only without their biases), None
+    when the CUs cannot split its columns."""
+    if columns_refusal(s, hw) is not None and columns_refusal(replace(s, bias_at="maps"), hw) is not None:
+        return None
+    try:
+        return plan_conv(s, hw, 0, 0, 0, None, 0, "INDP")
+    except LoweringError:
+        return None
 
 
 def coop_residual_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:

@@ -20,8 +20,15 @@ class LoweringError(SnowError):
 
 
 BIAS_BLOCK = DEFAULT.lanes
-"""Words after each kernel: its bias in lane 0 of a block `vmov bias` reads whole, one word per
-MAC lane (`macs_per_vmac` is [S] 16 on every configuration, hw.RANGES)."""
+"""Words after each kernel when its bias lives with it (`ConvShape.bias_at` "kernel"): its bias in
+lane 0 of a block `vmov bias` reads whole, one word per MAC lane (`macs_per_vmac` is [S] 16 on
+every configuration, hw.RANGES)."""
+
+BIAS_LAYOUTS = ("kernel", "maps")
+"""Where a conv's biases live (the weights region's `biases`, dialects/tile/decisions.py): a
+16-word block after each kernel in the weights buffer (`vmov bias`), or the layer's bias block
+after the last kernel of its weight image, loaded once into the top of the maps buffer and read
+by `vmov mbias` (`bias_block_words`, `bias_room`)."""
 
 
 TRACE_CHUNK = 1008  # longest trace the code emits: a multiple of 16 below the 1023 limit
@@ -109,6 +116,10 @@ class ConvShape:
     c_base: int = 0
     units: tuple[tuple[str, int], ...] = ()
     """(write-back unit name, its 32-bit word) of each unit the layer uses (snowir/writeback.py)."""
+    bias_at: str = "kernel"
+    """Where the weight image keeps the biases (BIAS_LAYOUTS): what a kernel's words are. The
+    weights region's `biases` decision, carried here for the planners and generators (not a field
+    of #tile.conv_shape: tile/read.shape_of puts the region's value in)."""
 
     @property
     def cin(self) -> int:
@@ -143,7 +154,9 @@ class ConvShape:
 
     @property
     def kernel_words(self) -> int:
-        n = self.kh * self.kw * self.c + BIAS_BLOCK
+        """Words of one COOP kernel in the weight image and a weights buffer: its taps, then its
+        bias block when the biases live with the kernels; padded to an even count."""
+        n = self.kh * self.kw * self.c + (BIAS_BLOCK if self.bias_at == "kernel" else 0)
         return n + n % 2
 
     def valid_macs(self) -> int:
@@ -242,8 +255,16 @@ class ConvPlan(ConvDecisions):
         return DEFAULT.lanes if self.indp else 1
 
     def dram_bytes(self, hw: SnowflakeConfig | None = None) -> dict[str, int]:
+        """DRAM bytes of each loop order: maps, kernels (and a `maps` layout's bias block, once)."""
+        moved = self._dram_bytes(hw)
+        if self.shape.bias_at == "maps":
+            block = 2 * bias_block_words(self.shape.k, self.kernels)
+            moved = {order: n + block for order, n in moved.items()}
+        return moved
+
+    def _dram_bytes(self, hw: SnowflakeConfig | None = None) -> dict[str, int]:
         if self.column_tiled:
-            per_band = [p.dram_bytes(hw) for _, p in band_plans(self)]
+            per_band = [p._dram_bytes(hw) for _, p in band_plans(self)]
             return {k: sum(d[k] for d in per_band) for k in ("Kloop", "Mloop")}
         s = self.shape
         if self.indp and self.cu_split == "cols":  # every CU its own segment of each input row read
@@ -284,7 +305,7 @@ class ConvPlan(ConvDecisions):
             rows = sum(st.r1 - st.r0 for st in self.strips)
             per_strip = (rows * (1 if sx == 1 and cin_in == s.cin else s.w)) / strips
         maps = strips * per_strip * (self.tiles if self.loop_order == "Mloop" else 1)
-        return int(weights + maps)
+        return int(weights + maps + (s.bias_at == "maps"))  # a `maps` layout's bias block: one LD
 
     def flush_cycles(self, hw: SnowflakeConfig) -> float:
         """CU time lost to the flush each kernel tile over a one-row strip starts with: its
@@ -379,9 +400,37 @@ def align(n: int) -> int:
 
 
 def indp_kernel_words(s: ConvShape, hw: SnowflakeConfig) -> int:
-    """Weights-buffer words of one vMAC's 16 interleaved kernels plus their 16 biases."""
-    n = hw.lanes * (s.kh * s.kw * s.c + 1)
+    """Weights-buffer words of one vMAC's 16 interleaved kernels, plus their 16 biases when the
+    biases live with the kernels."""
+    n = hw.lanes * (s.kh * s.kw * s.c + (s.bias_at == "kernel"))
     return n + n % 2
+
+
+def bias_block_words(k: int, kernels: int) -> int:
+    """Words of a `maps` layout's bias block (K kernels, `kernels` a kernel tile): per tile, its
+    kernels' biases and as many zero words, so that tile t's biases sit at 2 x its first output
+    channel, the tile's output byte offset the generators keep in a register (R_TO): one ADDI gives
+    the `vmov mbias` address in every generator, none needs a register of its own."""
+    return 2 * -(-k // kernels) * kernels
+
+
+def bias_room(hw: SnowflakeConfig, words: int) -> SnowflakeConfig:
+    """The machine a `maps` layout layer is planned and generated for: every maps bank shortened
+    so that `words` are free at the top of the buffer, where the bias block sits from the cold start
+    on (its base: the result's `maps_buffer_elements`). Banks set the buffer's capacity, not its
+    interlocks (docs/machine.md), so the layer's code, made for these banks, runs on `hw`."""
+    per_bank = -(-words // hw.maps_banks)
+    per_bank += per_bank % 2
+    return replace(hw, maps_bank_bytes=hw.maps_bank_bytes - per_bank * hw.element_bytes)
+
+
+def plan_machine(plan: ConvPlan, hw: SnowflakeConfig) -> SnowflakeConfig:
+    """`hw` as the plan's maps tiles see it: with room for its bias block when its biases live in
+    the maps buffer (`bias_room`), else `hw` itself. Applied once, where a plan meets the machine
+    (the planner, the tile builder, tile-to-asm's check and generators), never to its result."""
+    if plan.shape.bias_at != "maps":
+        return hw
+    return bias_room(hw, bias_block_words(plan.shape.k, plan.kernels))
 
 
 def kernels_per_tile(hw: SnowflakeConfig) -> int:

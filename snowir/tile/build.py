@@ -18,8 +18,8 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, UnitAttr, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf, tile
-from snowir.dialects.tile.decisions import (CHANNELS, CU_ROWS, KERNEL_TILE, LAYER, MAPS_BUFFERING, PHASES, PIXELS, PLAN_DECISIONS, RING,
-                                          SLOT, decisions_on, write_decisions)
+from snowir.dialects.tile.decisions import (BIASES, CHANNELS, CU_ROWS, KERNEL_TILE, LAYER, MAPS_BUFFERING, PHASES, PIXELS,
+                                          PLAN_DECISIONS, RING, SLOT, decisions_on, write_decisions)
 from snowir.golden import Golden, Q, constant_array, element_frac, int_values
 from snowir.hw import DEFAULT, SnowflakeConfig
 from snowir.nn_util import conv_shape, on_host
@@ -27,12 +27,13 @@ from snowir.plan.conv import plan_conv
 from snowir.plan.fused_pool import fuse, fusing_pays
 from snowir.plan.indp_columns import column_layout
 from snowir.plan.residual_mode import conv_mode
-from snowir.plan.layout import (LANE_GROUPS, ConvLayout, block_diagonal, conv_layout, pack_for, packed_kernels,
-                                packed_words, unpack)
+from snowir.plan.layout import (LANE_GROUPS, ConvLayout, bias_block_load, block_diagonal, conv_layout, image_layout,
+                                pack_for, packed_kernels, packed_words, unpack)
 from snowir.plan.pool import plan_pool_tiles, ring_loads
-from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align, band_plans,
-                                indp_kernel_words, input_columns, input_rows, kernel_vmacs, kernels_per_tile)
-from snowir.resources import int16_array, int16_resource
+from snowir.plan.shapes import (BIAS_LAYOUTS, ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align,
+                                band_plans, indp_kernel_words, input_columns, input_rows, kernel_vmacs,
+                                kernels_per_tile, plan_machine)
+from snowir.resources import int16_array, int16_resource, int16_words
 from snowir.segments import slot_of
 from snowir.tile.placement import output_cus, output_placement, regions_of
 
@@ -49,6 +50,14 @@ def conv_shape_of(attr: tile.ConvShapeAttr) -> ConvShape:
                      units=tuple(attr.unit_words().items()))
 
 
+def shape_of(layer: tile.LayerOp) -> ConvShape:
+    """A conv layer's shape with where its weight image keeps the biases (the weights region's
+    `biases`): what a kernel's words are to the planners and generators."""
+    s = conv_shape_of(layer.shape)  # type: ignore[arg-type]
+    w = regions_of(layer).get("weights")
+    return s if w is None else dataclasses.replace(s, bias_at=BIASES.value(w))
+
+
 def pool_shape_attr(p: PoolShape) -> tile.PoolShapeAttr:
     return tile.PoolShapeAttr.get(**dataclasses.asdict(p))
 
@@ -62,7 +71,7 @@ def layout_of(layer: tile.LayerOp) -> ConvLayout:
     regions = regions_of(layer)
     r = regions.get("bypass")
     out = regions.get("conv_output", regions["output"])  # a fused pool's layer: the conv's own output
-    s = conv_shape_of(layer.shape)  # type: ignore[arg-type]
+    s = shape_of(layer)
     first, step, row = output_placement(out, s)
     return ConvLayout(regions["maps"].size.value.data, regions["weights"].offset.value.data,
                       regions["weights"].size.value.data, out.offset.value.data,
@@ -119,15 +128,17 @@ def weight_image(op: nn.Conv2dOp, s: ConvShape, mode: str, hw: SnowflakeConfig,
     if LANE_GROUPS in op.attributes:  # one channel of a 16-lane group per kernel
         w = block_diagonal(w, s.c)
     bias = _words(op.bias, element_frac(op.output))  # added at the write-back, in the output's format
-    return pack_for(w, bias, mode, packed_kernels(s, mode, hw), hw)
+    return pack_for(w, bias, mode, packed_kernels(s, mode, hw), hw, s.bias_at)
 
 
 def weights_region(name: str, lay: ConvLayout, s: ConvShape, mode: str, image: np.ndarray,
                    hw: SnowflakeConfig) -> tile.DramRegionOp:
-    """The layer's weights region carrying `image`, packed for `mode` with the planner's tile."""
+    """The layer's weights region carrying `image`, packed for `mode` with the planner's tile, its
+    biases where `s.bias_at` says."""
     w = tile.DramRegionOp(f"{name}.weights", lay.w_addr, lay.w_bytes, "weights", int16_resource(f"{name}_w", image))
     w.properties["packing"] = tile.ComputeModeAttr(tile.ComputeMode(mode))
     w.properties["packed_kernels"] = IntegerAttr(packed_kernels(s, mode, hw), i64)
+    BIASES.write(w, s.bias_at)
     return w
 
 
@@ -164,6 +175,9 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
         vmacs = kernel_vmacs(plan, hw, s.k if plan.per_cu else per_tile)  # a merged conv in place: its kernels' vMACs
         kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, s.kernel_words, w_addr + 2 * j * s.kernel_words, 0, 0, v)
                         for j, v in enumerate(vmacs)] if s.kernel_words <= hw.weights_buffer_elements else []
+    if s.bias_at == "maps":  # the bias block after the kernels, once, to the top of the maps buffer
+        src, base, words = bias_block_load(s, plan.mode, per_tile, w_addr, hw)
+        kernel_loads.append(tile.LoadOp(tile.BufferKind.MAPS, words, src, base, 0, sf.SELECT_ALL))
     ktile = tile.KernelTileOp(0, per_tile, plan.tiles, kernel_loads)
     if plan.double_buffer_weights:
         SLOT.write(ktile, plan.w_slot)
@@ -184,7 +198,8 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
 
 
 BODY_RULES: dict[tuple[str, str], str] = {
-    ("tile.load", "buffer"): "a kernel tile loads weights, a maps tile maps",
+    ("tile.load", "buffer"): "a kernel tile loads weights (and, biases maps, the bias block to the maps buffer), "
+                             "a maps tile maps",
     ("tile.load", "length"): "a maps load's words are its rows' (in_rows, cu_rows in INDP) x the input row's words; "
                              "a kernel load's a kernel's (or 16 interleaved kernels' in INDP)",
     ("tile.load", "dram_addr"): "the maps (weights) region's offset + 2 x the words before its first row (kernel)",
@@ -333,6 +348,9 @@ def layer_decisions(plan: ConvPlan) -> dict[str, Attribute]:
 def set_conv_plan(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     """Write `plan` into the conv layer: its decisions, its weights packed for its mode and
     kernel tile, its kernel and maps tiles (rebuilt), its loop order and both orders' traffic."""
+    w = regions_of(layer).get("weights")
+    if w is not None:
+        BIASES.write(w, plan.shape.bias_at)
     repack(layer, plan.mode, plan.kernels, hw)
     for key in LAYER_DECISIONS:
         layer.properties.pop(key, None)
@@ -346,7 +364,7 @@ def set_conv_plan(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> N
     for old in [o for o in block.ops if isinstance(o, tile.KernelTileOp | tile.MapsTileOp)]:
         old.detach()
         old.erase()
-    for new in conv_tile_body(conv_shape_of(layer.shape), plan, layout_of(layer), hw):
+    for new in conv_tile_body(shape_of(layer), plan, layout_of(layer), plan_machine(plan, hw)):
         block.add_op(new)
 
 
@@ -394,14 +412,15 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     bypass = op.bypass is not None
     slot = slot_of(op.output)
     mode = conv_mode(s, hw, bypass, mode, sliced=not slot.whole)
+    s = dataclasses.replace(s, bias_at=conv_biases(op, s, hw, mode, fuse_pool))
     lay = conv_layout(s, bypass, mode, hw, (0, 0) if slot.whole else (slot.first, slot.total), slot.pixels,
                       slot.phases)
-    plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
+    plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode, s.bias_at)
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
                             weights_region(name, lay, s, mode, weight_image(op, s, mode, hw), hw)]
     extra: dict = {}
     pool_addr = align(lay.out_addr + lay.out_bytes)
-    fused = fusable_pool(op, plan, pool_addr, hw) if fuse_pool else None
+    fused = fusable_pool(op, plan, pool_addr, hw) if fuse_pool and s.bias_at == "kernel" else None
     pool_op = None
     if fused is None:
         ops.append(tile.DramRegionOp(f"{name}.output", lay.out_addr, lay.out_bytes, "output"))
@@ -421,13 +440,28 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
                 tile.DramRegionOp(f"{name}.slack", pool_addr + pool_bytes, POOL_SLACK, "scratch")]
     if lay.r_addr is not None:  # the residual input: the conv's own K channels a pixel
         ops.append(tile.DramRegionOp(f"{name}.bypass", lay.r_addr, s.oh * s.ow * s.k * 2, "bypass"))
-    ops += conv_tile_body(s, plan, lay, hw)
+    ops += conv_tile_body(s, plan, lay, plan_machine(plan, hw))
     cost = plan.dram_bytes(hw)
     extra |= {"mloop_bytes": IntegerAttr(cost["Mloop"], i64), "kloop_bytes": IntegerAttr(cost["Kloop"], i64),
               "shape": conv_shape_attr(s), **layer_decisions(plan)}
     if s.relu:
         extra["relu"] = nn.UnitAttr()
     return tile.LayerOp(name, tile.LayerKind.CONV, ops, tile.ComputeMode(plan.mode), None, extra), pool_op
+
+
+def conv_biases(op: nn.Conv2dOp, s: ConvShape, hw: SnowflakeConfig, mode: str, fuse_pool: bool) -> str:
+    """Where the conv's weight image keeps its biases (BIAS_LAYOUTS): the planner's choice by cost
+    (plan_conv's `choose_biases`), but the stock layout for a conv whose kernels the host writes at
+    run time (an SE gate's: the host packs them as the stock image), whose output is a merged
+    conv's phases in place (its kernels a result row apart over the CUs), or whose max pool may run
+    in its program (a fused pool's ring takes the banks' tops)."""
+    if not isinstance(op.weight.owner, nn.ConstantOp) or slot_of(op.output).phases is not None:
+        return "kernel"
+    if fuse_pool and len(uses := list(op.output.uses)) == 1 and isinstance(uses[0].operation, nn.MaxPoolOp) \
+            and not on_host(uses[0].operation):
+        return "kernel"
+    bypass = op.bypass is not None
+    return plan_conv(s, hw, 0, 0, 0, None, 0 if bypass else None, mode).shape.bias_at
 
 
 def pool_shape(op: nn.MaxPoolOp) -> PoolShape:
@@ -467,13 +501,17 @@ def pool_layer(op: nn.MaxPoolOp, name: str, hw: SnowflakeConfig) -> tile.LayerOp
 
 
 def bare_conv_layer(name: str, s: ConvShape, weights: np.ndarray, bias: np.ndarray, hw: SnowflakeConfig,
-                    mode: str | None = None, bypass: bool = False, loop_order: str | None = None) -> tile.LayerOp:
+                    mode: str | None = None, bypass: bool = False, loop_order: str | None = None,
+                    biases: str | None = None) -> tile.LayerOp:
     """A conv layer from int16 arrays ((K, C, kh, kw) weights, (K,) bias) rather than an nn op:
     its regions, packed weights and the planner's decisions, as nn-to-tile and tile-loop-order
-    would write them (tests and benches lower it with tile-to-asm like any other layer)."""
+    would write them (tests and benches lower it with tile-to-asm like any other layer);
+    `biases` forces the weight image's bias layout (None: the planner's choice)."""
     mode = conv_mode(s, hw, bypass, mode)
+    s = dataclasses.replace(s, bias_at=biases or plan_conv(s, hw, 0, 0, 0, loop_order, 0 if bypass else None,
+                                                            mode).shape.bias_at)
     lay = conv_layout(s, bypass, mode, hw)
-    image = pack_for(weights, bias, mode, packed_kernels(s, mode, hw), hw)
+    image = pack_for(weights, bias, mode, packed_kernels(s, mode, hw), hw, s.bias_at)
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
                             weights_region(name, lay, s, mode, image, hw),
                             tile.DramRegionOp(f"{name}.output", lay.out_addr, lay.out_bytes, "output")]
@@ -483,7 +521,7 @@ def bare_conv_layer(name: str, s: ConvShape, weights: np.ndarray, bias: np.ndarr
     if s.relu:
         extra["relu"] = UnitAttr()
     layer = tile.LayerOp(name, tile.LayerKind.CONV, ops, tile.ComputeMode(mode), None, extra)
-    set_conv_plan(layer, plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, loop_order, lay.r_addr, mode), hw)
+    set_conv_plan(layer, plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, loop_order, lay.r_addr, mode, s.bias_at), hw)
     return layer
 
 
@@ -506,19 +544,23 @@ def bare_pool_layer(name: str, p: PoolShape, hw: SnowflakeConfig, out_slice: tup
 
 
 def repack(layer: tile.LayerOp, mode_name: str, count: int, hw: SnowflakeConfig) -> None:
-    """The weights region's image packed for `mode_name` with `count` kernels a tile, when it is
-    not (regions above the weights move up if the image grows)."""
+    """The weights region's image packed for `mode_name` with `count` kernels a tile and its biases
+    where the region's `biases` says, when it is not (regions above the weights move up if the
+    image grows)."""
     w = regions_of(layer).get("weights")
     if w is None or w.value is None or w.packing is None:
         return
     mode = tile.ComputeMode(mode_name)
-    if w.packing.data == mode and w.packed_kernels.value.data == count:  # type: ignore[union-attr]
+    s = shape_of(layer)
+    if w.packing.data == mode and w.packed_kernels.value.data == count \
+            and int16_words(w.value) in (None, packed_words(s, mode.value, count, hw)):  # type: ignore[union-attr]
         return
     if mode == tile.ComputeMode.COOP and count < 1:
         return
-    weights, bias = unpack_weights(conv_shape_of(layer.shape), w, hw)
-    image = pack_for(weights, bias, mode.value, count, hw)
-    w.properties["value"] = int16_resource(f"{layer.sym_name.data}_w_{mode.value}{count}", image)
+    weights, bias = unpack_weights(s, w, hw)
+    image = pack_for(weights, bias, mode.value, count, hw, s.bias_at)
+    suffix = "" if s.bias_at == "kernel" else "_bm"
+    w.properties["value"] = int16_resource(f"{layer.sym_name.data}_w_{mode.value}{count}{suffix}", image)
     w.properties["packing"] = tile.ComputeModeAttr(mode)
     w.properties["packed_kernels"] = IntegerAttr(count, i64)
     grow = image.size * 2 - w.size.value.data
@@ -537,11 +579,18 @@ def repack(layer: tile.LayerOp, mode_name: str, count: int, hw: SnowflakeConfig)
 
 
 def unpack_weights(s: ConvShape, region: tile.DramRegionOp, hw: SnowflakeConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(K, C, kh, kw) weights and (K,) biases from a packed image (the inverse of the packers)."""
+    """(K, C, kh, kw) weights and (K,) biases from a packed image (the inverse of the packers). The
+    image is as `packing` and `packed_kernels` describe it, its biases where the region's `biases`
+    says or, after an edit of `biases` the image is still to follow (`repack`), the other way."""
     image = int16_array(region.value)  # type: ignore[arg-type]
-    want = packed_words(s, region.packing.data.value, region.packed_kernels.value.data, hw)  # type: ignore[union-attr]
-    if image.size != want:
-        raise LoweringError(f"tile.dram_region @{region.sym_name.data}: its image of {image.size} words is not "
-                            f"{region.packing.data.value}-packed with {region.packed_kernels.value.data} kernels a tile "  # type: ignore[union-attr]
-                            f"({want} words): packing and packed_kernels describe the image as it is")
-    return unpack(image, s, region.packing.data.value, hw)  # type: ignore[union-attr]
+    mode, count = region.packing.data.value, region.packed_kernels.value.data  # type: ignore[union-attr]
+    wanted = BIASES.value(region)
+    for bias_at in (wanted, *(b for b in BIAS_LAYOUTS if b != wanted)):
+        shaped = dataclasses.replace(s, bias_at=bias_at)
+        stamp = image_layout(image, shaped)
+        if image.size == packed_words(shaped, mode, count, hw) and stamp in (None, (mode, count)):
+            return unpack(image, shaped, mode, hw, count)
+    want = packed_words(dataclasses.replace(s, bias_at=wanted), mode, count, hw)
+    raise LoweringError(f"tile.dram_region @{region.sym_name.data}: its image of {image.size} words is not "
+                        f"{mode}-packed with {count} kernels a tile ({want} words, biases {wanted}): packing, "
+                        "packed_kernels and biases describe the image as it is")

@@ -17,12 +17,14 @@ is refused rather than ignored.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from dataclasses import replace
 
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, i64
 from xdsl.ir import Block, Operation
 
 from snowir.dialects import tile
-from snowir.dialects.tile.decisions import CHANNELS, CU_ROWS, MAPS_BUFFERING, PHASES, PIXELS, PLAN_DECISIONS, RING, SLOT
+from snowir.dialects.tile.decisions import (CHANNELS, CU_ROWS, MAPS_BUFFERING, PHASES, PIXELS, PLAN_DECISIONS, RING, SLOT,
+                                            bias_refusal)
 from snowir.hw import SnowflakeConfig
 from snowir.plan.fused_pool import fusable, maps_words, place_ring
 from snowir.plan.indp import default_rows_per_cu, group_strips, indp_groups, interior_rows
@@ -30,11 +32,12 @@ from snowir.plan.indp_columns import column_layout, columns_refusal
 from snowir.plan.pool import check_pool_channels, max_pool_rows, row_maxs
 from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, LoweringError, PoolShape, PoolTile, TRACE_CHUNK,
                                 band_plans, bands_of, coop_kernels, gather_of, indp_kernel_words, input_columns,
-                                input_rows, kernels_per_tile, phases_refusal, ring_schedule)
+                                bias_block_words, bias_room, input_rows, kernels_per_tile, phases_refusal, plan_machine,
+                                ring_schedule)
 from snowir.plan.conv import slice_words
-from snowir.resources import int16_array
-from snowir.tile.build import (body_difference, conv_shape_of, conv_tile_body, layout_of, packed_words, pool_tile_body,
-                              repack)
+from snowir.resources import int16_array, int16_words
+from snowir.tile.build import (body_difference, conv_tile_body, layout_of, packed_words, pool_tile_body, repack,
+                              shape_of)
 from snowir.tile.placement import output_bytes, output_channels, output_phases, output_pixels, regions_of
 from snowir.tile.read import (TileError, cols_of, compact_shape_of, conv_plan_of, input_rows_of, kernel_tile_of,
                               maps_tiles_of, pool_tiles_of)
@@ -77,7 +80,7 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
     tiles = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp | tile.MapsTileOp)]
     if not any(_empty(op) for op in tiles) or layer.mode is None:
         return
-    full = conv_shape_of(layer.shape)
+    full = shape_of(layer)
     s = compact_shape_of(layer)
     indp = layer.mode.data == tile.ComputeMode.INDP
     kt = kernel_tile_of(layer)
@@ -87,6 +90,8 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
         _set(kt, "repeat", -(-full.k // max(1, kt._int("count"))))
         repack(layer, layer.mode.data.value, kt._int("count"), hw)
         _keep_holding(layer, kt, s, hw)
+    # the maps tiles' machine: with room for a `maps` layout's bias block (plan_machine)
+    room = bias_room(hw, bias_block_words(full.k, max(1, kt._int("count")))) if full.bias_at == "maps" else hw
     maps = [op for op in tiles if isinstance(op, tile.MapsTileOp)]
     all_maps = all(_empty(mt) for mt in maps)  # the strips derived as a whole: the ring's slots too
     for mt in maps:
@@ -96,8 +101,8 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
         if indp and layer.cu_split is not None and layer.cu_split.data == tile.CuSplit.COLS:
             CU_ROWS.write(mt, None)  # every CU takes columns of every row of the tile
         elif indp:
-            per_cu = CU_ROWS.value(mt) or default_rows_per_cu(s, hw)
-            groups = indp_groups(s, hw, y0, min(y1, s.oh), per_cu)
+            per_cu = CU_ROWS.value(mt) or default_rows_per_cu(s, room)
+            groups = indp_groups(s, room, y0, min(y1, s.oh), per_cu)
             if len(groups) > 1 or groups[0][1] * groups[0][2] != y1 - y0:
                 # one maps tile over several row groups' rows: its row groups
                 for (_, r, _), st in zip(groups, group_strips(s, groups)):
@@ -125,9 +130,9 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
         prev, band = r1, cols_of(mt)[:2]
     plan = conv_plan_of(layer)
     if all_maps and plan.pool is not None:
-        _derive_pool_slots(layer, plan, hw)
+        _derive_pool_slots(layer, plan, room)
         plan = conv_plan_of(layer)
-    want = conv_tile_body(full, plan, layout_of(layer), hw)
+    want = conv_tile_body(full, plan, layout_of(layer), plan_machine(plan, hw))
     have = [op for op in layer.body.block.ops if isinstance(op, tile.KernelTileOp | tile.MapsTileOp)]
     if len(want) == len(have):
         for a, b in zip(have, want):
@@ -154,7 +159,7 @@ def _keep_holding(layer: tile.LayerOp, kt: tile.KernelTileOp, s: ConvShape, hw: 
         return  # a kernel streamed in chunks: its slot is the chunks'
     tiles = kt._int("repeat")
     kloop_coop = not indp and layer.loop_order is not None and layer.loop_order.data == tile.LoopOrder.KLOOP \
-        and conv_shape_of(layer.shape).groups == 1
+        and shape_of(layer).groups == 1
     columns = layer.cu_split is not None and layer.cu_split.data == tile.CuSplit.COLS
     slot = SLOT.value(kt)
     if slot is not None and not _holds("slot", slot, words, tiles, hw):
@@ -307,7 +312,8 @@ def check_slice(layer: tile.LayerOp, k: int) -> None:
 
 
 def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None:
-    full = conv_shape_of(layer.shape)
+    hw = plan_machine(plan, hw)  # its maps tiles leave a `maps` layout's bias block room
+    full = shape_of(layer)
     s = plan.shape
     kt = kernel_tile_of(layer)
     tiles = maps_tiles_of(layer)
@@ -343,11 +349,23 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
             raise TileError(layer, f"tile.dram_region @{w.sym_name.data}: weights packed for {packed[0]}, "
                                    f"{packed[1]} kernels a tile; the layer runs {plan.mode} with {plan.kernels} (write "
                                    "the kernel tile's body empty `{}` to repack them)")
+        words = int16_words(w.value) if w.value is not None else None
+        if words is not None and words != packed_words(full, plan.mode, plan.kernels, hw):
+            raise TileError(layer, f"tile.dram_region @{w.sym_name.data}: biases {full.bias_at}: the image keeps them "
+                                   "the other way (write the kernel tile's body empty `{}` to repack it, and the maps "
+                                   "tiles' to place them for the buffer it leaves)")
+    if full.bias_at == "maps" and (why := bias_refusal(plan, hw)) is not None:
+        raise TileError(layer, f"tile.dram_region @{w.sym_name.data if w is not None else 'weights'}: biases maps: "
+                               f"{why} (remove biases)")
     words = indp_kernel_words(s, hw) if indp else s.kernel_words
     if not fc and words > hw.weights_buffer_elements:
         # one root cause, one message: whatever holds the tiles (slot, stagger, resident), the kernel
         # itself does not fit (only a COOP kernel over the buffer streams in chunks)
-        raise TileError(layer, f"kernel tile: {words} words a kernel exceed the {hw.weights_buffer_elements}-word buffer")
+        bare = indp_kernel_words(replace(s, bias_at="maps"), hw) if indp else replace(s, bias_at="maps").kernel_words
+        hint = f" (without their bias blocks, biases = maps: {bare})" if s.bias_at == "kernel" \
+            and bare <= hw.weights_buffer_elements else ""
+        raise TileError(layer, f"kernel tile: {words} words a kernel exceed the {hw.weights_buffer_elements}-word "
+                               f"buffer{hint}")
     if plan.double_buffer_weights:
         if fc:
             chunk = (plan.w_slot - BIAS_BLOCK) // hw.lanes * hw.lanes

@@ -17,7 +17,7 @@ from snowir.dialects.tile.decisions import CU_ROWS, KERNEL_TILE, LAYER, MAPS_BUF
 from snowir.errors import SnowError
 from snowir.nn_util import on_host
 from snowir.plan.shapes import ConvPlan, ConvShape, PoolShape, PoolTile, Strip, compact_shape, input_rows
-from snowir.tile.build import conv_shape_of, pool_shape_of
+from snowir.tile.build import conv_shape_of, pool_shape_of, shape_of
 from snowir.tile.placement import output_cus, output_placement, regions_of
 
 
@@ -30,7 +30,7 @@ class TileError(SnowError):
 
 def compact_shape_of(layer: tile.LayerOp) -> ConvShape:
     """A conv layer's shape over what it loads (its `gather`'s compact input, else its own)."""
-    s = conv_shape_of(layer.shape)  # type: ignore[arg-type]
+    s = shape_of(layer)
     gather = gather_in(layer)
     return compact_shape(s, gather) if gather is not None else s
 
