@@ -78,7 +78,7 @@ def _generate(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
     if plan.bypass_addr is not None:
         _residual(b, plan, hw, mask_last)
         return b
-    if plan.indp:
+    if plan.row_groups:  # INDP's, COOP's coop_rows
         generate_indp(b, plan, hw)
         return b
     if plan.column_tiled:

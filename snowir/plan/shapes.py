@@ -202,7 +202,7 @@ class ConvPlan(ConvDecisions):
     mode: str = "COOP"
     loop_order: str = "Kloop"
     bypass_addr: int | None = None  # residual input (H', W', K) added at write-back
-    cu_rows: tuple[int, ...] = ()  # INDP: output rows per CU of each strip (a strip = one row group)
+    cu_rows: tuple[int, ...] = ()  # row groups (INDP, coop_rows): output rows per CU of each strip (a strip = one group)
     # a residual 1x1 conv with its bypass in per-kernel-tile slices (snowir/codegen/bypass_slices.py)
     bypass_slices: bool = False
     # the max pool reading this conv's output, run in the same program (snowir/plan/fused_pool.py):
@@ -233,6 +233,12 @@ class ConvPlan(ConvDecisions):
         return self.mode == "INDP"
 
     @property
+    def row_groups(self) -> bool:
+        """Its strips are row groups, each CU its own `cu_rows` output rows from its own maps load:
+        INDP's (unless its CUs split columns) and COOP's `coop_rows`."""
+        return (self.indp and self.cu_split != "cols") or self.coop_rows
+
+    @property
     def vector_mode(self) -> sf.VectorMode:
         return sf.VectorMode.INDP if self.indp else sf.VectorMode.COOP
 
@@ -254,13 +260,13 @@ class ConvPlan(ConvDecisions):
             tile = hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
             sends = kernel_tile_sends(self)
             return {"Kloop": maps + tile * sends, "Mloop": maps * self.tiles + tile * self.tiles}
-        elif self.indp:  # every CU loads its own rows; a tile is 4 vMACs of 16 interleaved kernels
-
+        elif self.row_groups:  # every CU loads its own rows; an INDP tile is 4 vMACs of 16 interleaved kernels
             hw = hw or SnowflakeConfig()
             rows = sum(r1 - r0 for st, r in zip(self.strips, self.cu_rows) for y in range(st.y0, st.y1, r)
                        for r0, r1 in [input_rows(s.h, s.kh, s.sy, s.pt, y, y + r)])
             maps = rows * s.w * s.cin * 2
-            weights = self.tiles * hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
+            weights = self.tiles * (hw.vmacs_per_cu * indp_kernel_words(s, hw) if self.indp
+                                    else self.kernels * s.kernel_words) * 2
         else:
             maps = sum((st.r1 - st.r0) * s.w * s.cin for st in self.strips) * 2
             weights = self.tiles * self.kernels * s.kernel_words * 2
@@ -290,7 +296,7 @@ class ConvPlan(ConvDecisions):
         """CU time lost to the flush each kernel tile over a one-row strip starts with: its
         prefetch has no later row boundary with a queue's depth of ops issued, so it goes first,
         behind a flush of the vector queue (codegen/pixels.kernel_tile)."""
-        if self.indp or len(self.strips) * self.tiles < 2:
+        if self.indp or self.coop_rows or len(self.strips) * self.tiles < 2:
             return 0.0
         short = sum(1 for st in self.strips if st.y1 - st.y0 == 1)
         return short * self.tiles * FLUSH_COST * hw.vector_queue_depth
