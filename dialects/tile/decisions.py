@@ -263,7 +263,7 @@ SLOT = Decision(
         "computes (a kernel larger than the buffer: its chunks do).", minimum=1)
 CU_ROWS = Decision(
     "cu_rows", MAPS_TILE, INT, None,
-    doc="INDP: each CU computes cu_rows consecutive rows of the row group.", minimum=1)
+    doc="Row groups (INDP, COOP coop_rows): each CU computes cu_rows consecutive rows of the row group.", minimum=1)
 RING = Decision(
     "ring", MAPS_TILE, INT, None,
     doc="A max pool's tile over a ring of N input-row slots, each row loaded once, instead of a strip loaded "
@@ -405,7 +405,6 @@ def coop_rows_refusal(plan: Any, hw: Any) -> str | None:
            "a fused pool reads rows every CU wrote" if plan.pool is not None else
            "a gathering conv's maps load pixel by pixel" if plan.gather is not None else
            "grouped" if s.groups > 1 else
-           "column-tiled" if plan.column_tiled else
            "a merged conv's phases in place take the CU stride" if plan.cu_stride else
            "Mloop" if plan.loop_order != "Kloop" else
            "its kernel exceeds a weights slot" if s.kernel_words > hw.weights_buffer_elements // 2 else

@@ -25,6 +25,10 @@ def _load_group(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, gi: int) -> 
         row = s.w * s.cin
         _, _, rows = group_of(plan, gi)
         base = plan.strips[gi].bank * hw.maps_bank_elements
+        if plan.in_row and plan.in_row != row:  # a column band's (coop_rows): its rows W x C words apart, an LD each
+            load_runs(b, hw, [(base + (r - r0) * row, plan.in_addr + 2 * r * plan.in_row, row, c)
+                              for c, (r0, r1) in enumerate(rows) for r in range(r0, r1)])
+            return
         load_runs(b, hw, [(base, plan.in_addr + 2 * r0 * row, (r1 - r0) * row, c) for c, (r0, r1) in enumerate(rows)])
 
 

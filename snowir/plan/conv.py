@@ -149,7 +149,7 @@ def with_coop_rows(best: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
     kernels do not fill the broadcast tiles' vMACs and it is cheaper by more than PRICE_MARGIN and
     MODE_PRICE_FLOOR cycles (both with their issue floors)."""
     s = best.shape
-    if s.k % hw.vmacs == 0 or best.column_tiled or coop_rows_shape_refusal(s, hw, False) is not None:
+    if s.k % hw.vmacs == 0 or coop_rows_shape_refusal(s, hw, False) is not None:
         return best
     rows = settle(plan_coop_rows(s, hw, best.in_addr, best.w_addr, best.out_addr), hw)
     old = broadcast_cycles(settle(best, hw), hw, issue_cycles(best, hw))

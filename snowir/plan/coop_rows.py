@@ -21,9 +21,10 @@ import math
 from dataclasses import replace
 
 from snowir.hw import SnowflakeConfig
+from snowir.plan.columns import BAND_CHOICES, split_columns
 from snowir.plan.indp import group_strips, indp_groups, interior_rows, rows_per_cu_fit
-from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, gather_of, input_rows, load_cycles,
-                                weights_slot_elements)
+from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, band_plans, band_shape, gather_of, input_columns,
+                                input_rows, load_cycles, weights_slot_elements)
 
 
 def coop_rows_shape_refusal(s: ConvShape, hw: SnowflakeConfig, bypass: bool) -> str | None:
@@ -38,8 +39,8 @@ def coop_rows_shape_refusal(s: ConvShape, hw: SnowflakeConfig, bypass: bool) -> 
         return "its kernel exceeds a weights slot"
     if s.empty_windows:
         return "an output pixel whose window is padding alone"
-    if (hw.maps_bank_elements // (s.w * s.cin)) < s.kh:
-        return f"{s.kh} input rows of {s.w * s.cin} words exceed a maps bank"
+    if s.kh * s.kw * s.cin > hw.maps_bank_elements:
+        return f"{s.kh} input rows of {s.kw} columns exceed a maps bank"
     return None
 
 
@@ -82,7 +83,13 @@ def groups_of(plan: ConvPlan) -> list[tuple[int, int, int]]:
 
 def coop_rows_cycles(plan: ConvPlan, hw: SnowflakeConfig, issue: float = 0.0) -> float:
     """A coop_rows plan's estimate: the largest of the CUs', the loads' and the control
-    pipeline's (`issue`, plan/issue.py) time, plus the exposed loads."""
+    pipeline's (`issue`, plan/issue.py) time, plus the exposed loads; a column-tiled one's
+    bands' in turn (`issue` shared out by their CU time)."""
+    if plan.column_tiled:
+        bands = [p for _, p in band_plans(plan)]
+        parts = [cost_parts(p.shape, hw, groups_of(p), p.kernels) for p in bands]
+        cu = sum(c for c, _, _ in parts) or 1.0
+        return sum(max(c, lo, issue * c / cu) + OVERLAP_LOSS * min(c, lo) + ex for c, lo, ex in parts)
     cu, loads, exposed = cost_parts(plan.shape, hw, groups_of(plan), plan.kernels)
     return max(cu, loads, issue) + OVERLAP_LOSS * min(cu, loads) + exposed
 
@@ -127,8 +134,28 @@ def plan_coop_rows(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
     if why is not None:
         raise LoweringError(f"coop_rows: {why}")
     kernels = hw.vmacs_per_cu
-    per_cu = coop_rows_per_cu(s, hw) if rows_per_cu is None else max(1, min(rows_per_cu_fit(s, hw), rows_per_cu))
-    groups = indp_groups(s, hw, 0, s.oh, per_cu)
     tiles = -(-s.k // kernels)
-    return ConvPlan(s, tuple(group_strips(s, groups)), tiles, kernels, tiles > 1, in_addr, w_addr, out_addr,
-                    "COOP", "Kloop", cu_rows=tuple(r for _, r, _ in groups), coop_rows=True)
+    plan = lambda strips, rows: ConvPlan(s, tuple(strips), tiles, kernels, tiles > 1, in_addr, w_addr,  # noqa: E731
+                                         out_addr, "COOP", "Kloop", cu_rows=tuple(rows), coop_rows=True)
+    if s.kh * s.w * s.cin <= hw.maps_bank_elements:
+        per_cu = coop_rows_per_cu(s, hw) if rows_per_cu is None else max(1, min(rows_per_cu_fit(s, hw), rows_per_cu))
+        groups = indp_groups(s, hw, 0, s.oh, per_cu)
+        return plan(group_strips(s, groups), [r for _, r, _ in groups])
+    # a CU's kernel rows do not fit a bank: column bands (plan/columns.py), each band's row groups
+    candidates = []
+    fewest = next(n for n in range(2, s.ow + 1)
+                  if s.kh * ((-(-s.ow // n) - 1) * s.sx + s.kw) * s.cin <= hw.maps_bank_elements)
+    for n in range(fewest, min(s.ow, fewest + BAND_CHOICES) + 1):
+        strips, rows = [], []
+        for x0, x1 in split_columns(s.ow, n):
+            b = band_shape(s, x0, x1)
+            if s.kh * b.w * b.cin > hw.maps_bank_elements:
+                break
+            c0, c1 = input_columns(s, x0, x1)
+            per_cu = coop_rows_per_cu(b, hw) if rows_per_cu is None else max(1, min(rows_per_cu_fit(b, hw), rows_per_cu))
+            groups = indp_groups(b, hw, 0, b.oh, per_cu)
+            strips += [replace(st, x0=x0, x1=x1, c0=c0, c1=c1) for st in group_strips(b, groups)]
+            rows += [r for _, r, _ in groups]
+        else:
+            candidates.append(plan(strips, rows))
+    return min(candidates, key=lambda p: coop_rows_cycles(p, hw))

@@ -540,8 +540,10 @@ def band_plans(plan: ConvPlan) -> list[tuple[tuple[int, int], ConvPlan]]:
     out = []
     for x0, x1 in bands_of(plan):
         c0, _ = input_columns(s, x0, x1)
-        strips = tuple(replace(st, x0=0, x1=0, c0=0, c1=0) for st in plan.strips if st.cols == (x0, x1))
-        out.append(((x0, x1), replace(plan, shape=band_shape(s, x0, x1), strips=strips,
+        mine = [i for i, st in enumerate(plan.strips) if st.cols == (x0, x1)]
+        strips = tuple(replace(plan.strips[i], x0=0, x1=0, c0=0, c1=0) for i in mine)
+        cu_rows = tuple(plan.cu_rows[i] for i in mine) if plan.cu_rows else ()  # a coop_rows band's row groups
+        out.append(((x0, x1), replace(plan, shape=band_shape(s, x0, x1), strips=strips, cu_rows=cu_rows,
                                       in_addr=plan.in_addr + 2 * c0 * s.cin, out_addr=plan.out_addr + 2 * x0 * pixel,
                                       in_row=s.w * s.cin, out_row=s.ow * pixel)))
     return out

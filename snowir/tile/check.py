@@ -30,7 +30,7 @@ from snowir.plan.indp import default_rows_per_cu, group_strips, indp_groups, int
 from snowir.plan.indp_columns import column_layout, columns_refusal
 from snowir.plan.pool import check_pool_channels, max_pool_rows, row_maxs
 from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, LoweringError, PoolShape, PoolTile, TRACE_CHUNK,
-                                band_plans, bands_of, coop_kernels, gather_of, indp_kernel_words, input_columns,
+                                band_plans, band_shape, bands_of, coop_kernels, gather_of, indp_kernel_words, input_columns,
                                 input_rows, kernels_per_tile, phases_refusal, ring_schedule)
 from snowir.plan.conv import slice_words
 from snowir.resources import int16_array
@@ -100,7 +100,8 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
         if indp and layer.cu_split is not None and layer.cu_split.data == tile.CuSplit.COLS:
             CU_ROWS.write(mt, None)  # every CU takes columns of every row of the tile
         elif indp or coop_rows:
-            per_cu = CU_ROWS.value(mt) or (default_rows_per_cu(s, hw) if indp else coop_rows_per_cu(s, hw))
+            band = band_shape(s, *mt._ints("out_cols")) if mt.out_cols is not None else s  # a column band's rows
+            per_cu = CU_ROWS.value(mt) or (default_rows_per_cu(s, hw) if indp else coop_rows_per_cu(band, hw))
             groups = indp_groups(s, hw, y0, min(y1, s.oh), per_cu)
             if len(groups) > 1 or groups[0][1] * groups[0][2] != y1 - y0:
                 # one maps tile over several row groups' rows: its row groups
@@ -108,6 +109,9 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
                     new = tile.MapsTileOp((st.y0, st.y1), (st.r0, st.r1), 0, -1)
                     new.regions[0].detach_block(0)  # its body to be derived
                     CU_ROWS.write(new, r)
+                    for cols in ("out_cols", "in_cols"):  # a column band's groups stay in its band
+                        if cols in mt.properties:
+                            new.properties[cols] = mt.properties[cols]
                     layer.body.block.insert_op_before(new, mt)
                 mt.detach()
                 mt.erase()
