@@ -432,8 +432,9 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
     if plan.pool is not None:
         sizes["output"] = plan.pool.oh * plan.pool.ow * plan.pool.c * 2
     _regions(layer, sizes)
-    if w is not None and w.value is not None and 2 * int16_array(w.value).size > w.size.value.data:
-        raise TileError(layer, f"tile.dram_region @{w.sym_name.data}: {w.size.value.data} bytes hold no image of "
+    if w is not None and w.value is not None and 2 * int16_array(w.value).size != w.size.value.data:
+        # the region is its image's DRAM segment, byte for byte (larger: the segment would not verify)
+        raise TileError(layer, f"tile.dram_region @{w.sym_name.data}: {w.size.value.data} bytes are not its image's "
                                f"{2 * int16_array(w.value).size}")
     want = conv_tile_body(full, plan, layout_of(layer), hw)
     if len(want) != 1 + len(tiles):
