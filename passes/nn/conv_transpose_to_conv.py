@@ -222,8 +222,21 @@ class Plan:
             return host + 2 * self.macs / (HOST.ops_per_cycle * HOST.clock_mhz * 1e3)
         trace = self.kernel_width * self.channels
         share = 1 / hw.lanes if self.groups > 1 and self.channels == 1 else trace / (hw.lanes * -(-trace // hw.lanes))
-        device = max(self.macs / (hw.macs * share), self.dram_words * hw.element_bytes / hw.dram_bytes_per_cycle)
+        device = max(self.macs / (hw.macs * share * self.vmac_share(hw)),
+                     self.dram_words * hw.element_bytes / hw.dram_bytes_per_cycle)
         return hw.cycles_to_ms(device) + host
+
+    def vmac_share(self, hw: SnowflakeConfig) -> float:
+        """[P] The share of the vMACs the conv's kernel tiles keep busy: broadcast COOP gives the
+        machine's 16 vMACs 16 kernels a tile (K = 3: 3 of 16); COOP row groups (`coop_rows`,
+        plan/coop_rows.py) a CU's V kernels a tile on every CU (K = 3: 3 of 4), where it applies
+        (ungrouped; not the merged conv in place, whose CU stride is its phases'). Grouped convs:
+        1, as before (their tiles are their groups')."""
+        if self.groups > 1:
+            return 1.0
+        k = self.kernels
+        fill = lambda per_tile: k / (per_tile * -(-k // per_tile))  # noqa: E731
+        return fill(hw.vmacs) if self.kind == "cu-stride" else max(fill(hw.vmacs), fill(hw.vmacs_per_cu))
 
 
 @dataclass(frozen=True)

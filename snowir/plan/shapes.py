@@ -317,8 +317,8 @@ class ConvPlan(ConvDecisions):
             # a whole-buffer strip loads as the last kernel tile of the one before frees its rows
             # (codegen/strip_loads.replacing_rows): exposed only for what that tile's MACs do not cover
             tile = s.valid_macs() / hw.macs / self.tiles / s.oh
-            exposed = strip_bytes[0] + sum(max(0.0, n - bw * tile * (prev.y1 - prev.y0))
-                                           for n, prev in zip(strip_bytes[1:], self.strips))
+            exposed = strip_bytes[0] + sum(self._replacing_exposed(prev, nxt, tile, bw)
+                                           for prev, nxt in zip(self.strips, self.strips[1:]))
         if not self.double_buffer_weights and not self.resident_weights:
             loads = self.tiles * (len(self.strips) if self.loop_order == "Kloop" else 1)
             # Kloop staggers kernel tiles (weights_stagger): only the overlapping part waits
@@ -327,6 +327,26 @@ class ConvPlan(ConvDecisions):
         traffic = self.dram_bytes(hw)[self.loop_order]
         return max(s.valid_macs() / hw.macs, load_cycles(hw, traffic, self.load_count())) + exposed / bw \
             + self.flush_cycles(hw)
+
+
+    def _replacing_exposed(self, prev: Strip, nxt: Strip, tile: float, bw: float) -> float:
+        """Cycles of the next whole-buffer strip's load that the previous strip's last kernel tile
+        (`tile` cycles an output row) does not cover: its row j replaces the previous strip's row j
+        once the last output row reading that row is done (codegen/strip_loads.replacing_rows), the
+        rows one after the other on the bus. (Counting the whole strip against the whole tile took
+        a 2-row strip's 3-row load as hidden: 256 -> 12 2x2 at 130², whole strips of 2 rows, was
+        estimated 1,077 k cycles and ran 1,390 k; its double-buffered column bands ran 1,080 k.)"""
+        s = self.shape
+        row_bytes = s.w * s.cin * 2
+        last: dict[int, int] = {}  # the previous strip's row (from r0) -> the last output row reading it
+        for y in range(prev.y0, prev.y1):
+            lo, hi = input_rows(s.h, s.kh, s.sy, s.pt, y, y + 1)
+            for r in range(lo, hi):
+                last[r - prev.r0] = y
+        done = 0.0
+        for j in range(nxt.r1 - nxt.r0):
+            done = max(done, (last.get(j, prev.y0 - 1) - prev.y0 + 1) * tile) + row_bytes / bw
+        return max(0.0, done - (prev.y1 - prev.y0) * tile)
 
 
 def load_cycles(hw: SnowflakeConfig, nbytes: float, lds: int) -> float:
