@@ -36,7 +36,8 @@ then a stride-1 conv with the flipped, per-group transposed kernel, its dilation
 zero taps (the device runs no dilated conv). Its conv does ((k − 1)·d + 1)² taps per output
 where sub-pixel's does about ⌈((k − 1)·d + 1)/s⌉², but its layout moves the C input channels
 where the interleave moves the M output channels: it wins where C is much smaller than M.
-`plans` prices both (the conv at the share of MAC lanes its traces fill, or at the DRAM rate,
+`plans` prices both (the conv at the share of MAC lanes its traces fill and of vMACs its kernel
+tiles fill, broadcast or in COOP row groups (`Plan.vmac_share`), or at the DRAM rate,
 or on the host where partition-host would put a grouped conv; plus the host's copy), and the
 conv records the prices as `conv_transpose`. Crops past the kernel's span leave only sub-pixel.
 
