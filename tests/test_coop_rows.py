@@ -176,3 +176,28 @@ def test_coop_rows_on_a_layer_that_cannot_run_it_is_refused_in_one_line(tmp_path
     text = _tile_text(tmp_path, _model(16, 3, 24))
     code, err = _run(tmp_path, text.replace(", coop_rows", ""), capsys)
     assert code != 0 and "@head" in err and "cu_rows" in err, err
+
+
+def test_coop_rows_on_a_residual_conv_is_refused_in_one_line(tmp_path, capsys) -> None:
+    """A residual conv reads its bypass per kernel tile, broadcast (the CUs' write-backs its
+    channels): coop_rows on it is refused naming the layer and why, not followed wrongly."""
+    rng = np.random.default_rng(0)
+    w = lambda *shape: numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32))  # noqa: E731
+    inits = [w(16, 16, 3, 3), w(16), w(16, 16, 3, 3), w(16)]
+    for t, name in zip(inits, ("w0", "b0", "w1", "b1")):
+        t.name = name
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w0", "b0"], ["c0"], name="stem", pads=[1] * 4), n("Relu", ["c0"], ["r0"]),
+             n("Conv", ["r0", "w1", "b1"], ["c1"], name="branch", pads=[1] * 4),
+             n("Add", ["c1", "r0"], ["y"], name="residual")]
+    g = helper.make_graph(nodes, "res", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 12, 12])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 12, 12])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    text = _tile_text(tmp_path, m)
+    layer = re.search(r"tile\.layer @branch conv attributes \{[^\n]*loop_order = #tile<loop_order Kloop>", text)
+    assert layer is not None
+    edited = text.replace(layer.group(0), layer.group(0) + ", coop_rows")
+    code, err = _run(tmp_path, edited, capsys)
+    assert code != 0 and "@branch" in err and "coop_rows" in err and "residual" in err, err
+    assert len(err.strip().splitlines()) == 1, err
