@@ -201,3 +201,16 @@ def test_coop_rows_on_a_residual_conv_is_refused_in_one_line(tmp_path, capsys) -
     code, err = _run(tmp_path, edited, capsys)
     assert code != 0 and "@branch" in err and "coop_rows" in err and "residual" in err, err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_a_gathering_conv_is_not_planned_coop_rows() -> None:
+    """A conv over a channel slice (ShuffleNet's branches) gathers its maps pixel by pixel,
+    broadcast: its compact plan must not take row groups (tile-to-asm refuses coop_rows with a
+    gather), however few its kernels."""
+    hw = SnowflakeConfig()
+    for s in (ConvShape(16, 40, 40, 3, 3, 3, 1, 1, 1, 1, 1, 1, False, 8, 1, 64, 16),  # channels 16..31 of 64
+              ConvShape(64, 40, 40, 3, 1, 1, 2, 2, 0, 0, 0, 0, False, 8)):  # a strided 1x1
+        plan = plan_conv(s, hw, 0, 0, 0)
+        assert plan.gather is not None and not plan.coop_rows, s
+    # the compact conv alone (no gather) does take them
+    assert plan_conv(ConvShape(16, 40, 40, 3, 3, 3, 1, 1, 1, 1, 1, 1, False, 8), hw, 0, 0, 0).coop_rows

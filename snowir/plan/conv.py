@@ -80,7 +80,10 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
 
 
 def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
-               loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None) -> ConvPlan:
+               loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None,
+               row_groups: bool = True) -> ConvPlan:
+    """`row_groups`: coop_rows may be weighed (not for a gathering conv's compact plan: its maps
+    load pixel by pixel, broadcast)."""
     s = shape
     if choose_mode(s, hw, bypass_addr is not None, mode) == "INDP":
         return plan_indp(s, hw, in_addr, w_addr, out_addr, bypass_addr=bypass_addr)
@@ -98,7 +101,7 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
         # for fewer strips
         strided = gather[:2] != (1, 1)
         plan = _plan_conv(compact_shape(s, gather), hw, in_addr, w_addr, out_addr, loop_order, bypass_addr,
-                          "COOP" if strided else mode)
+                          "COOP" if strided else mode, row_groups=False)
         return replace(plan, gather=gather)
     if bypass_addr is not None:
         return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr)
@@ -141,7 +144,7 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
     plans = [with_residency(ConvPlan(s, strips, tiles, kernels, double, in_addr, w_addr, out_addr, "COOP", order), hw)
              for strips in tilings for order in ([loop_order] if loop_order else ["Kloop", "Mloop"])]
     best = min(plans, key=lambda p: p.estimated_cycles(hw))
-    return best if loop_order == "Mloop" else with_coop_rows(best, hw)
+    return best if loop_order == "Mloop" or not row_groups else with_coop_rows(best, hw)
 
 
 def with_coop_rows(best: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
