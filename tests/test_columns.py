@@ -181,3 +181,18 @@ def test_lane_groups_written_on_a_depthwise_conv_of_whole_groups_is_followed(tmp
     (tmp_path / "e.mlir").write_text(edited)
     r = _run(tmp_path, tmp_path / "e.mlir")
     assert _layer(r, "dw")["where"] == "device"
+
+
+def test_whole_buffer_bands_are_not_taken_for_hidden_loads() -> None:
+    """A whole-buffer strip's next load goes in as its last kernel tile frees the rows it replaces
+    (codegen/strip_loads.replacing_rows), so a 2-row strip hides about a third of its 3-row load.
+    UpConv7's merged ConvTranspose conv (256 -> 12 2x2 at 130^2: two kernel rows exceed the maps
+    buffer, so column bands) ran 1,390 k cycles in whole-buffer bands, which the estimate had at
+    1,077 k (the whole load counted against the whole strip), and 1,080 k in double-buffered bands:
+    the planner must take the double-buffered ones."""
+    from snowir.hw import SnowflakeConfig
+    from snowir.plan.conv import plan_conv
+    from snowir.plan.shapes import ConvShape
+    plan = plan_conv(ConvShape(256, 130, 130, 12, 2, 2, 1, 1, 0, 0, 0, 0, False, 8), SnowflakeConfig(), 0, 0, 0)
+    assert plan.column_tiled and not plan.coop_rows
+    assert all(st.bank >= 0 for st in plan.strips), "whole-buffer strips chosen"

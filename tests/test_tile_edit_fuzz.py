@@ -23,10 +23,11 @@ output region's `channels` (a device concat's slice: added, moved, removed) and 
 interleave's phase: added, moved, too small for the output, removed) and `phases` (a merged
 conv's interleave result: added, its grid the result's or not, removed), the load placement
 (`prefetch_after`, `load_next_whole`), the kernel tiles' order (`kernel_order`), the weight image's bias
-layout (`biases` on the weights region), pairs of edits.
+layout (`biases` on the weights region), COOP row groups (`coop_rows`: added, removed), pairs of edits.
 
-Layers (KINDS): plain COOP convs (Kloop, Mloop, staggered kernel tiles), residual convs (bypass
-rows; bypass slices), an INDP conv (c = 3, 7x7/2), a column-split INDP residual 1x1, a gathered strided 1x1 conv,
+Layers (KINDS): plain COOP convs (Kloop, Mloop, staggered kernel tiles), COOP row groups
+(`coop_rows`, in rows and in column bands), residual convs (bypass rows; bypass slices), an INDP conv
+(c = 3, 7x7/2), a column-split INDP residual 1x1, a gathered strided 1x1 conv,
 two layers whose biases the planner keeps in the maps buffer (a COOP 1x1 whose kernel tiles then stay
 resident, a column-split INDP 1x1 over 256 channels that needs it), an INDP conv
 with a fused max pool (built once through the ONNX path) and max pools (strips; a ring). Small
@@ -87,8 +88,9 @@ NARROW = SnowflakeConfig(maps_bank_bytes=8192, weights_buffer_bytes=2048)  # 409
 EDITS_PER_BATCH = 12
 BATCHES = scaled(8)  # per layer kind: 11 kinds x 8 x 12 + (4 + 2) x 12 = 1128 edits a run (more: tests/fuzz_depth.py)
 BATCHES_OF = {"indp_cols": scaled(4), "indp_strips": scaled(2), "conv_biases_maps": scaled(3),
-              "indp_cols_maps": scaled(2)}
-"""Kinds with fewer batches (the suite's time): the column-split conv, the biases-in-maps kinds, added last."""
+              "indp_cols_maps": scaled(2), "coop_rows": scaled(3), "coop_rows_cols": scaled(3)}
+"""Kinds with fewer batches (the suite's time): the column-split conv, the biases-in-maps kinds and the
+row-group kinds, added last."""
 
 
 # ------------------------------------------------------------------------------ base layers
@@ -196,6 +198,10 @@ KINDS: dict[str, Callable[[Path], Base]] = {
     "indp_strips": lambda tmp: _conv_base("indp_strips", 8, 24, 32, 3, 1, 1, MID, mode="INDP"),
     # a residual 1x1 with the CUs splitting columns: 2 staggered kernel tiles over 2 row groups, serpentine
     "indp_cols": lambda tmp: _conv_base("indp_cols", 32, 8, 128, 1, 1, 0, SMALL, mode="INDP", bypass=True),
+    # COOP row groups (coop_rows): an RGB-like head of 3 kernels, each CU its rows (one kernel tile of 4)
+    "coop_rows": lambda tmp: _conv_base("coop_rows", 16, 24, 3, 3, 1, 1, SMALL),
+    # coop_rows in column bands (a CU's 3 input rows exceed a 1024-word bank)
+    "coop_rows_cols": lambda tmp: _conv_base("coop_rows_cols", 16, 24, 3, 3, 1, 1, MID),
     # a strided 1x1 conv gathered pixel by pixel, over several strips
     "gathered": lambda tmp: _conv_base("gathered", 64, 20, 32, 1, 2, 0, SMALL),
     # biases in the maps buffer (`biases = maps`, chosen by cost): 4 kernel tiles of 248 words resident
@@ -1138,6 +1144,26 @@ def e_taller(layer, rng, hw):
     return Edit(f"maps tiles merged {k} by {k} into {merged}{f', cu_rows x{k}' if per_cu[0] else ''}, bodies empty")
 
 
+def e_coop_rows(layer, rng, hw):
+    """`coop_rows` (COOP row groups) added or removed, every body written empty (the row groups and
+    the kernel tile's V kernels derived) or kept (the verifier or tile-to-asm refuses)."""
+    _conv(layer)
+    had = layer.properties.pop("coop_rows", None) is not None
+    if not had:
+        layer.properties["coop_rows"] = UnitAttr()
+    how = rng.choice(["all bodies empty", "all bodies empty", "bodies kept", "kernel tile empty"])
+    if how == "all bodies empty":
+        empty_bodies(layer)
+        for mt in _maps(layer):
+            _set(mt, "cu_rows", None)
+    elif how == "kernel tile empty":
+        _empty(_kt(layer))
+    if had and how != "bodies kept" and rng.random() < 0.5:
+        _set(_kt(layer), "count", hw.vmacs)
+        how += f", count {hw.vmacs}"
+    return Edit(f"coop_rows {'removed' if had else 'added'}, {how}")
+
+
 def e_prefetch_after(layer, rng, hw):
     """`prefetch_after` (ops of a kernel tile queued before its prefetches) set: below the vector
     queue's depth, at it, a little or far past it, or the property removed when present (a max
@@ -1220,7 +1246,7 @@ def maps_cols_cut(layer: tile.LayerOp) -> bool:
 
 PAIRED = ("split", "merge", "shift", "retile", "count", "mode", "loop_order", "buffering", "slot", "stagger",
           "resident", "cu_rows", "ring", "relu", "pool_slots", "bypass_slices", "gather", "region", "empty", "channels",
-          "pixels", "prefetch_after", "load_next_whole", "kernel_order", "biases")
+          "pixels", "prefetch_after", "load_next_whole", "kernel_order", "biases", "coop_rows")
 
 
 def e_pair(layer, rng, hw):
@@ -1243,6 +1269,7 @@ EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the dra
     "channels": (e_channels, 2), "pixels": (e_pixels, 2), "phases": (e_phases, 2),
     "prefetch_after": (e_prefetch_after, 2),
     "load_next_whole": (e_load_next_whole, 2), "kernel_order": (e_kernel_order, 2), "biases": (e_biases, 2),
+    "coop_rows": (e_coop_rows, 2),
 }
 
 

@@ -174,6 +174,17 @@ class ConvDecisions:
         rule="how an INDP conv's CUs share a row group (rows or cols)", needs=_indp_conv))
     """INDP: the CUs split each row group's rows (`cu_rows`) or every row's output columns
     (snowir/plan/indp_columns.py)."""
+    coop_rows: bool = decision(Decision(
+        "coop_rows", LAYER, FLAG, False, field="coop_rows",
+        doc="COOP with the CUs splitting output rows (row groups, `cu_rows` on each maps tile, as INDP's): CU c "
+            "computes its rows from its own maps load (select c) at the group's buffer address, the kernel tile's "
+            "count <= V kernels on vMAC v of every CU (select CV+v), vmov stride cu_rows output rows; absent: maps "
+            "broadcast, the CUs split the kernel tile (16 kernels). For convs of few kernels (K = 3: 12 of 16 vMACs "
+            "busy instead of 3). Followed; on a layer it cannot run, refused.",
+        rule="a COOP conv layer's", needs=lambda op: _conv(op) and not _indp_conv(op),
+        refuse=lambda plan, hw: coop_rows_refusal(plan, hw)))
+    """COOP row groups: the CUs split each group's output rows, each CU's V vMACs a kernel tile of
+    at most V kernels (snowir/plan/coop_rows.py)."""
     slice_bases: tuple[int, ...] = decision(Decision(
         "bypass_slices", LAYER, INTS, (), field="slice_bases",
         doc="A residual conv's bypass in two per-kernel-tile slices at these maps-buffer words, the next tile's "
@@ -254,7 +265,7 @@ SLOT = Decision(
         "computes (a kernel larger than the buffer: its chunks do).", minimum=1)
 CU_ROWS = Decision(
     "cu_rows", MAPS_TILE, INT, None,
-    doc="INDP: each CU computes cu_rows consecutive rows of the row group.", minimum=1)
+    doc="Row groups (INDP, COOP coop_rows): each CU computes cu_rows consecutive rows of the row group.", minimum=1)
 RING = Decision(
     "ring", MAPS_TILE, INT, None,
     doc="A max pool's tile over a ring of N input-row slots, each row loaded once, instead of a strip loaded "
@@ -423,10 +434,30 @@ def bias_refusal(plan: Any, hw: Any) -> str | None:
         return "column bands start over in the buffer"
     if plan.cu_stride:
         return "its phases in place spread its kernels a result row apart over the CUs, not as one pixel's channels"
+    if getattr(plan, "coop_rows", False):
+        return "its CUs split rows (coop_rows): the CU stride is a row group's, not the bias block's"
     return None
 
 
+def coop_rows_refusal(plan: Any, hw: Any) -> str | None:
+    """Why a planned COOP conv cannot split its output rows over the CUs (`coop_rows`)."""
+    s = plan.shape
+    why = ("a residual conv's bypass is read per kernel tile, broadcast" if plan.bypass_addr is not None else
+           "a fused pool reads rows every CU wrote" if plan.pool is not None else
+           "a gathering conv's maps load pixel by pixel" if plan.gather is not None else
+           "grouped" if s.groups > 1 else
+           "a merged conv's phases in place take the CU stride" if plan.cu_stride else
+           "Mloop" if plan.loop_order != "Kloop" else
+           "its kernel exceeds a weights slot" if s.kernel_words > hw.weights_buffer_elements // 2 else
+           "an output pixel whose window is padding alone" if s.empty_windows else
+           "staggered or resident kernel tiles" if plan.stagger or plan.resident_weights else
+           "its biases in the maps buffer (biases = maps)" if getattr(s, "bias_at", "kernel") == "maps" else
+           f"kernel tile count {plan.kernels} > a CU's {hw.vmacs_per_cu} vMACs" if plan.kernels > hw.vmacs_per_cu
+           else None)
+    return None if why is None else f"{why} (remove it)"
+
+
 def _whole_refusal(plan: Any, hw: Any) -> str | None:
-    if plan.indp:
-        return "an INDP conv loads its next row group whole already (remove it)"
+    if plan.indp or plan.coop_rows:
+        return "a row-group conv (INDP, coop_rows) loads its next row group whole already (remove it)"
     return None

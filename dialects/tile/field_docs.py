@@ -30,13 +30,14 @@ _WRITTEN: dict[str, str] = {
                                 "INDP: 16 kernels interleaved per vMAC); must match the layer's mode.",
     "tile.dram_region.packed_kernels": "Kernels per kernel tile in the weight image; must match the kernel tile's count.",
     "tile.kernel_tile.first": "0: the kernel tile op stands for every tile (count x repeat kernels).",
-    "tile.kernel_tile.count": "Kernels a tile: one per vMAC in COOP (at most the vMACs; fewer masks the rest), "
-                              "16 per vMAC of a CU in INDP (derived). Followed.",
+    "tile.kernel_tile.count": "Kernels a tile: one per vMAC in COOP (at most the vMACs; fewer masks the rest; "
+                              "coop_rows: one per vMAC of a CU, at most V, every CU the same), 16 per vMAC of a CU in "
+                              "INDP (derived). Followed.",
     "tile.kernel_tile.repeat": "Kernel tiles: ceil(K / count) (derived).",
     "tile.maps_tile.out_rows": "Output rows [y0, y1) the tile computes (tiles cover 0..OH in order). Followed.",
     "tile.maps_tile.in_rows": "Input rows the out_rows read, padding excluded (derived).",
     "tile.maps_tile.overlap": "Input rows shared with the previous tile, re-loaded (derived).",
-    "tile.maps_tile.cu": "-1: maps broadcast to every CU (an INDP row group spreads rows by cu_rows).",
+    "tile.maps_tile.cu": "-1: maps broadcast to every CU (a row group, INDP's or coop_rows', spreads rows by cu_rows).",
     "tile.maps_tile.out_cols": "Column tiling: output columns [x0, x1) the tile computes (absent: all); a band's "
                                "tiles follow each other and cover the rows, bands cover 0..OW in order; each band "
                                "loads its rows W x C words apart and writes rows OW x K apart. The planner sets it "

@@ -36,7 +36,8 @@ then a stride-1 conv with the flipped, per-group transposed kernel, its dilation
 zero taps (the device runs no dilated conv). Its conv does ((k − 1)·d + 1)² taps per output
 where sub-pixel's does about ⌈((k − 1)·d + 1)/s⌉², but its layout moves the C input channels
 where the interleave moves the M output channels: it wins where C is much smaller than M.
-`plans` prices both (the conv at the share of MAC lanes its traces fill, or at the DRAM rate,
+`plans` prices both (the conv at the share of MAC lanes its traces fill and of vMACs its kernel
+tiles fill, broadcast or in COOP row groups (`Plan.vmac_share`), or at the DRAM rate,
 or on the host where partition-host would put a grouped conv; plus the host's copy), and the
 conv records the prices as `conv_transpose`. Crops past the kernel's span leave only sub-pixel.
 
@@ -222,8 +223,21 @@ class Plan:
             return host + 2 * self.macs / (HOST.ops_per_cycle * HOST.clock_mhz * 1e3)
         trace = self.kernel_width * self.channels
         share = 1 / hw.lanes if self.groups > 1 and self.channels == 1 else trace / (hw.lanes * -(-trace // hw.lanes))
-        device = max(self.macs / (hw.macs * share), self.dram_words * hw.element_bytes / hw.dram_bytes_per_cycle)
+        device = max(self.macs / (hw.macs * share * self.vmac_share(hw)),
+                     self.dram_words * hw.element_bytes / hw.dram_bytes_per_cycle)
         return hw.cycles_to_ms(device) + host
+
+    def vmac_share(self, hw: SnowflakeConfig) -> float:
+        """[P] The share of the vMACs the conv's kernel tiles keep busy: broadcast COOP gives the
+        machine's 16 vMACs 16 kernels a tile (K = 3: 3 of 16); COOP row groups (`coop_rows`,
+        plan/coop_rows.py) a CU's V kernels a tile on every CU (K = 3: 3 of 4), where it applies
+        (ungrouped; not the merged conv in place, whose CU stride is its phases'). Grouped convs:
+        1, as before (their tiles are their groups')."""
+        if self.groups > 1:
+            return 1.0
+        k = self.kernels
+        fill = lambda per_tile: k / (per_tile * -(-k // per_tile))  # noqa: E731
+        return fill(hw.vmacs) if self.kind == "cu-stride" else max(fill(hw.vmacs), fill(hw.vmacs_per_cu))
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ it cannot hold. Smaller tiles need less of the maps buffer, but each loads again
 rows it shares with its neighbour and, in Kloop, the kernels: `snow-report` shows which way
 a layer goes.
 
-INDP convs keep their tiles (one line on stderr says so): those are row groups, `cu_rows`
-rows on each CU, and a group cut below `cu_rows` x the CU count leaves CUs idle. A max pool
+INDP and coop_rows convs keep their tiles (one line on stderr says so): those are row groups,
+`cu_rows` rows on each CU, and a group cut below `cu_rows` x the CU count leaves CUs idle. A max pool
 fused into a conv stays in that conv's program (a COOP conv's shorter strips leave its ring
 `pool_slots` the room it had).
 
@@ -49,6 +49,9 @@ class RowsPattern(RewritePattern):
         kind = layer.kind.data
         if kind == tile.LayerKind.CONV and layer.mode is not None and layer.mode.data == tile.ComputeMode.INDP:
             print(f"tile-rows: layer @{layer.sym_name.data} keeps its maps tiles: an INDP layer's tiles are "
+                  "row groups (cu_rows rows on each CU)", file=sys.stderr)
+        elif kind == tile.LayerKind.CONV and layer.coop_rows is not None:
+            print(f"tile-rows: layer @{layer.sym_name.data} keeps its maps tiles: a coop_rows layer's tiles are "
                   "row groups (cu_rows rows on each CU)", file=sys.stderr)
         elif kind in (tile.LayerKind.CONV, tile.LayerKind.MAXPOOL):  # a column band's tiles keep its columns
             set_maps_tiles(layer, [(r, c) for rr, c in zip(rows, maps_cols(layer)) for r in split_rows([rr], self.rows)])

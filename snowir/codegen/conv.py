@@ -81,15 +81,18 @@ def _generate(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
     if plan.bypass_addr is not None:
         _residual(b, plan, hw, mask_last)
         return b
-    if plan.indp:
-        generate_indp(b, plan, hw)
-        return b
     if plan.column_tiled:
         for i, ((x0, x1), band) in enumerate(band_plans(plan)):
             with b.at(f"cols{x0}_{x1}"):
                 if i:  # the band starts over in maps bank 0 and weights slot 0: the last band's MACs first
                     b.flush_vector_queue(hw, R_TMP)
-                _coop(b, band, hw, mask_last)
+                if band.coop_rows:  # each band's row groups
+                    generate_indp(b, band, hw)
+                else:
+                    _coop(b, band, hw, mask_last)
+        return b
+    if plan.row_groups:  # INDP's, COOP's coop_rows
+        generate_indp(b, plan, hw)
         return b
     _coop(b, plan, hw, mask_last)
     return b

@@ -1,8 +1,9 @@
 """
-INDP code (C17 §4, §5.3): weights broadcast across CUs (LD select 16+v), so a kernel tile is 64
-kernels, vMAC v holding 16 interleaved; the CUs work on different output rows of a row group,
-each from its own input rows at the same buffer address, `vmov stride` putting its outputs R
-rows further. Row groups alternate maps banks.
+Row-group code: INDP's (C17 §4, §5.3) and COOP's `coop_rows` (snowir/plan/coop_rows.py). Weights
+broadcast across CUs (LD select 16+v): an INDP kernel tile is 64 kernels, vMAC v holding 16
+interleaved; a coop_rows tile is V kernels, vMAC v of every CU kernel v. The CUs work on different
+output rows of a row group, each from its own input rows at the same buffer address, `vmov
+stride` putting its outputs R rows further. Row groups alternate maps banks.
 """
 
 from __future__ import annotations
@@ -24,35 +25,41 @@ def _load_group(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, gi: int) -> 
         row = s.w * s.cin
         _, _, rows = group_of(plan, gi)
         base = plan.strips[gi].bank * hw.maps_bank_elements
+        if plan.in_row and plan.in_row != row:  # a column band's (coop_rows): its rows W x C words apart, an LD each
+            load_runs(b, hw, [(base + (r - r0) * row, plan.in_addr + 2 * r * plan.in_row, row, c)
+                              for c, (r0, r1) in enumerate(rows) for r in range(r0, r1)])
+            return
         load_runs(b, hw, [(base, plan.in_addr + 2 * r0 * row, (r1 - r0) * row, c) for c, (r0, r1) in enumerate(rows)])
 
 
 def load_kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int,
                      part: tuple[int, int] | None = None) -> None:
     """Kernel tile t (words [o0, o1) of it: `part`) at weights word `wbuf`: vMAC v's 16
-    interleaved kernels, broadcast to vMAC v of every CU."""
-    words = indp_kernel_words(plan.shape, hw)
+    interleaved kernels (coop_rows: kernel v), broadcast to vMAC v of every CU."""
+    words = indp_kernel_words(plan.shape, hw) if plan.indp else plan.shape.kernel_words
+    per_tile = hw.vmacs_per_cu if plan.indp else plan.kernels  # kernel blocks (INDP: 16 interleaved) a tile
     o0, o1 = part or (0, words)
     with b.at(f"load_weights.ktile{t}"):
         b.const(R_LEN, o1 - o0)
         b.const(R_TMP, wbuf + o0)
-        for v in range(hw.vmacs_per_cu):
-            b.const(R_SRC, plan.w_addr + 2 * ((t * hw.vmacs_per_cu + v) * words + o0))
+        for v in range(per_tile):
+            b.const(R_SRC, plan.w_addr + 2 * ((t * per_tile + v) * words + o0))
             b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, hw.vmacs + v))
 
 
 def tile_mask(plan: ConvPlan, hw: SnowflakeConfig, t: int, cus: int) -> int:
-    """The write-back mask of INDP kernel tile t on the first `cus` CUs: the vMACs whose 16
-    kernels a partial last tile still has."""
-    tile = kernels_per_tile(hw)
-    vmacs = [v for v in range(hw.vmacs_per_cu) if t * tile + v * hw.lanes < plan.shape.k]
+    """The write-back mask of kernel tile t on the first `cus` CUs: the vMACs whose kernels (16
+    each in INDP, one in coop_rows) a partial last tile still has."""
+    tile, per_vmac = (kernels_per_tile(hw), hw.lanes) if plan.indp else (plan.kernels, 1)
+    vmacs = [v for v in range(min(hw.vmacs_per_cu, tile)) if t * tile + v * per_vmac < plan.shape.k]
     return sum(1 << (c * hw.vmacs_per_cu + v) for c in range(cus) for v in vmacs)
 
 
 def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
-    """Row groups in turn (maps double-buffered), every kernel tile per group (Kloop)."""
+    """Row groups in turn (maps double-buffered), every kernel tile per group (Kloop): INDP's, or
+    COOP's with `coop_rows`."""
     s = plan.shape
-    tile = kernels_per_tile(hw)
+    tile = kernels_per_tile(hw) if plan.indp else plan.kernels
     wbank = plan.w_slot if plan.double_buffer_weights else 0
     items = [(gi, t) for gi in range(len(plan.strips)) for t in range(plan.tiles)]
     ring = None
@@ -73,14 +80,20 @@ def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
             r, cus, rows = group_of(plan, gi)
             if t == 0:
                 b.const(R_TMP, 2 * r * (plan.out_row or s.ow * s.k))  # CU c writes r rows on (a concat's rows)
-                b.emit(sf.VmovOp(sf.VectorMode.INDP, sf.VmovSelect.STRIDE, R_TMP))
+                b.emit(sf.VmovOp(plan.vector_mode, sf.VmovSelect.STRIDE, R_TMP))
             nxt = items[i + 1] if i + 1 < len(items) else None
             new_tile = nxt is not None and nxt[1] != t
             prefetch: list[Prefetch] = []
-            if nxt is not None and nxt[0] != gi:
-                prefetch.append(lambda bb, g=nxt[0]: _load_group(bb, plan, hw, g))
-            if new_tile and plan.double_buffer_weights:
-                prefetch.append(lambda bb, nt=nxt[1], buf=((slot + 1) % 2) * wbank: load_kernel_tile(bb, plan, hw, nt, buf))
+            # the next group's maps: during the group's last tile (INDP), or its first (coop_rows: V kernels
+            # a tile, so a group's tiles are short and its maps load in the time of all of them)
+            last = plan.tiles - 1
+            ahead = gi + 1 if t == (0 if plan.coop_rows else last) and gi + 1 < len(plan.strips) else None
+            if ahead is not None:
+                prefetch.append(lambda bb, g=ahead: _load_group(bb, plan, hw, g))
+            if new_tile and plan.double_buffer_weights:  # coop_rows: ahead of the maps, which the next tile does not wait for
+                at = 0 if plan.coop_rows else len(prefetch)
+                prefetch.insert(at, lambda bb, nt=nxt[1], buf=((slot + 1) % 2) * wbank:
+                                load_kernel_tile(bb, plan, hw, nt, buf))
             mask = tile_mask(plan, hw, t, cus)
             b.const(R_TW, (slot % 2) * wbank)
             b.const(R_TT, t * tile)

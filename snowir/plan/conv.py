@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 from dataclasses import replace
 from snowir.hw import SnowflakeConfig
 from snowir.plan.columns import column_tilings
+from snowir.plan.coop_rows import broadcast_cycles, coop_rows_cycles, coop_rows_shape_refusal, plan_coop_rows
 from snowir.plan.indp import PRICE_MARGIN, indp_fits, mode_rule, plan_indp
-from snowir.plan.issue import placement_cycles
+from snowir.plan.issue import issue_cycles, placement_cycles
 from snowir.dialects.tile.decisions import bias_refusal
 from snowir.plan.indp_columns import columns_cycles
 from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, Strip, bias_block_words, bias_room, compact_shape,
@@ -164,7 +165,10 @@ def choose_biases(kernel: ConvPlan, maps: ConvPlan, hw: SnowflakeConfig) -> Conv
 
 
 def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
-               loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None) -> ConvPlan:
+               loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None,
+               row_groups: bool = True) -> ConvPlan:
+    """`row_groups`: coop_rows may be weighed (not for a gathering conv's compact plan: its maps
+    load pixel by pixel, broadcast)."""
     s = shape
     if choose_mode(s, hw, bypass_addr is not None, mode) == "INDP":
         return plan_indp(s, hw, in_addr, w_addr, out_addr, bypass_addr=bypass_addr)
@@ -182,7 +186,7 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
         # for fewer strips
         strided = gather[:2] != (1, 1)
         plan = _plan_conv(compact_shape(s, gather), hw, in_addr, w_addr, out_addr, loop_order, bypass_addr,
-                          "COOP" if strided else mode)
+                          "COOP" if strided else mode, row_groups=False)
         return replace(plan, gather=gather)
     if bypass_addr is not None:
         return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr)
@@ -224,7 +228,21 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
     double = s.kernel_words <= weights_slot_elements(hw)
     plans = [with_residency(ConvPlan(s, strips, tiles, kernels, double, in_addr, w_addr, out_addr, "COOP", order), hw)
              for strips in tilings for order in ([loop_order] if loop_order else ["Kloop", "Mloop"])]
-    return min(plans, key=lambda p: p.estimated_cycles(hw))
+    best = min(plans, key=lambda p: p.estimated_cycles(hw))
+    return best if loop_order == "Mloop" or not row_groups else with_coop_rows(best, hw)
+
+
+def with_coop_rows(best: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
+    """`best` (a broadcast COOP plan), or the conv's row-group plan (plan/coop_rows.py) where its
+    kernels do not fill the broadcast tiles' vMACs and it is cheaper by more than PRICE_MARGIN and
+    MODE_PRICE_FLOOR cycles (both with their issue floors)."""
+    s = best.shape
+    if s.k % hw.vmacs == 0 or coop_rows_shape_refusal(s, hw, False) is not None:
+        return best
+    rows = settle(plan_coop_rows(s, hw, best.in_addr, best.w_addr, best.out_addr), hw)
+    old = broadcast_cycles(settle(best, hw), hw, issue_cycles(best, hw))
+    new = coop_rows_cycles(rows, hw, issue_cycles(rows, hw))
+    return rows if new < (1 - PRICE_MARGIN) * old and old - new > MODE_PRICE_FLOOR else best
 
 
 def with_residency(plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:

@@ -31,10 +31,12 @@ apart, a scalar result is readable `SCALAR_TIMING.latency(hw)` after its dispatc
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from snowir.dialects.snowflake_asm.isa import SCALAR_TIMING, TIMING_CLASSES
 from snowir.host_nodes import valid_taps
 from snowir.hw import SnowflakeConfig
+from snowir.plan.coop_rows import coop_rows_cycles
 from snowir.plan.indp_columns import columns_cycles
 from snowir.plan.shapes import TRACE_CHUNK, ConvPlan, band_plans
 
@@ -84,6 +86,9 @@ def issue_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
     if plan.indp:
         return 0.0
     s = plan.shape
+    if plan.coop_rows:  # row groups: the stream issues CU 0's rows of each group, the other CUs' alongside
+        issued = sum(plan.cu_rows)
+        return issue_cycles(replace(plan, coop_rows=False), hw) * issued / s.oh
     bypass = plan.bypass_addr is not None
     pixels = s.oh * s.ow
     rows = valid_taps(s.oh, s.kh, s.sy, s.pt, 1, s.h)
@@ -111,4 +116,6 @@ def placement_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
     column-split INDP plan's own (its bypass and output traffic included)."""
     if plan.indp and plan.cu_split == "cols":
         return columns_cycles(plan, hw)
+    if plan.coop_rows:
+        return coop_rows_cycles(plan, hw, issue_cycles(plan, hw))
     return max(plan.estimated_cycles(hw), issue_cycles(plan, hw))

@@ -215,7 +215,7 @@ class ConvPlan(ConvDecisions):
     mode: str = "COOP"
     loop_order: str = "Kloop"
     bypass_addr: int | None = None  # residual input (H', W', K) added at write-back
-    cu_rows: tuple[int, ...] = ()  # INDP: output rows per CU of each strip (a strip = one row group)
+    cu_rows: tuple[int, ...] = ()  # row groups (INDP, coop_rows): output rows per CU of each strip (a strip = one group)
     # a residual 1x1 conv with its bypass in per-kernel-tile slices (snowir/codegen/bypass_slices.py)
     bypass_slices: bool = False
     # the max pool reading this conv's output, run in the same program (snowir/plan/fused_pool.py):
@@ -244,6 +244,12 @@ class ConvPlan(ConvDecisions):
     @property
     def indp(self) -> bool:
         return self.mode == "INDP"
+
+    @property
+    def row_groups(self) -> bool:
+        """Its strips are row groups, each CU its own `cu_rows` output rows from its own maps load:
+        INDP's (unless its CUs split columns) and COOP's `coop_rows`."""
+        return (self.indp and self.cu_split != "cols") or self.coop_rows
 
     @property
     def vector_mode(self) -> sf.VectorMode:
@@ -275,13 +281,13 @@ class ConvPlan(ConvDecisions):
             tile = hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
             sends = kernel_tile_sends(self)
             return {"Kloop": maps + tile * sends, "Mloop": maps * self.tiles + tile * self.tiles}
-        elif self.indp:  # every CU loads its own rows; a tile is 4 vMACs of 16 interleaved kernels
-
+        elif self.row_groups:  # every CU loads its own rows; an INDP tile is 4 vMACs of 16 interleaved kernels
             hw = hw or SnowflakeConfig()
             rows = sum(r1 - r0 for st, r in zip(self.strips, self.cu_rows) for y in range(st.y0, st.y1, r)
                        for r0, r1 in [input_rows(s.h, s.kh, s.sy, s.pt, y, y + r)])
             maps = rows * s.w * s.cin * 2
-            weights = self.tiles * hw.vmacs_per_cu * indp_kernel_words(s, hw) * 2
+            weights = self.tiles * (hw.vmacs_per_cu * indp_kernel_words(s, hw) if self.indp
+                                    else self.kernels * s.kernel_words) * 2
         else:
             maps = sum((st.r1 - st.r0) * s.w * s.cin for st in self.strips) * 2
             weights = self.tiles * self.kernels * s.kernel_words * 2
@@ -311,7 +317,7 @@ class ConvPlan(ConvDecisions):
         """CU time lost to the flush each kernel tile over a one-row strip starts with: its
         prefetch has no later row boundary with a queue's depth of ops issued, so it goes first,
         behind a flush of the vector queue (codegen/pixels.kernel_tile)."""
-        if self.indp or len(self.strips) * self.tiles < 2:
+        if self.indp or self.coop_rows or len(self.strips) * self.tiles < 2:
             return 0.0
         short = sum(1 for st in self.strips if st.y1 - st.y0 == 1)
         return short * self.tiles * FLUSH_COST * hw.vector_queue_depth
@@ -332,8 +338,8 @@ class ConvPlan(ConvDecisions):
             # a whole-buffer strip loads as the last kernel tile of the one before frees its rows
             # (codegen/strip_loads.replacing_rows): exposed only for what that tile's MACs do not cover
             tile = s.valid_macs() / hw.macs / self.tiles / s.oh
-            exposed = strip_bytes[0] + sum(max(0.0, n - bw * tile * (prev.y1 - prev.y0))
-                                           for n, prev in zip(strip_bytes[1:], self.strips))
+            exposed = strip_bytes[0] + sum(self._replacing_exposed(prev, nxt, tile, bw)
+                                           for prev, nxt in zip(self.strips, self.strips[1:]))
         if not self.double_buffer_weights and not self.resident_weights:
             loads = self.tiles * (len(self.strips) if self.loop_order == "Kloop" else 1)
             # Kloop staggers kernel tiles (weights_stagger): only the overlapping part waits
@@ -342,6 +348,26 @@ class ConvPlan(ConvDecisions):
         traffic = self.dram_bytes(hw)[self.loop_order]
         return max(s.valid_macs() / hw.macs, load_cycles(hw, traffic, self.load_count())) + exposed / bw \
             + self.flush_cycles(hw)
+
+
+    def _replacing_exposed(self, prev: Strip, nxt: Strip, tile: float, bw: float) -> float:
+        """Cycles of the next whole-buffer strip's load that the previous strip's last kernel tile
+        (`tile` cycles an output row) does not cover: its row j replaces the previous strip's row j
+        once the last output row reading that row is done (codegen/strip_loads.replacing_rows), the
+        rows one after the other on the bus. (Counting the whole strip against the whole tile took
+        a 2-row strip's 3-row load as hidden: 256 -> 12 2x2 at 130², whole strips of 2 rows, was
+        estimated 1,077 k cycles and ran 1,390 k; its double-buffered column bands ran 1,080 k.)"""
+        s = self.shape
+        row_bytes = s.w * s.cin * 2
+        last: dict[int, int] = {}  # the previous strip's row (from r0) -> the last output row reading it
+        for y in range(prev.y0, prev.y1):
+            lo, hi = input_rows(s.h, s.kh, s.sy, s.pt, y, y + 1)
+            for r in range(lo, hi):
+                last[r - prev.r0] = y
+        done = 0.0
+        for j in range(nxt.r1 - nxt.r0):
+            done = max(done, (last.get(j, prev.y0 - 1) - prev.y0 + 1) * tile) + row_bytes / bw
+        return max(0.0, done - (prev.y1 - prev.y0) * tile)
 
 
 def load_cycles(hw: SnowflakeConfig, nbytes: float, lds: int) -> float:
@@ -583,8 +609,10 @@ def band_plans(plan: ConvPlan) -> list[tuple[tuple[int, int], ConvPlan]]:
     out = []
     for x0, x1 in bands_of(plan):
         c0, _ = input_columns(s, x0, x1)
-        strips = tuple(replace(st, x0=0, x1=0, c0=0, c1=0) for st in plan.strips if st.cols == (x0, x1))
-        out.append(((x0, x1), replace(plan, shape=band_shape(s, x0, x1), strips=strips,
+        mine = [i for i, st in enumerate(plan.strips) if st.cols == (x0, x1)]
+        strips = tuple(replace(plan.strips[i], x0=0, x1=0, c0=0, c1=0) for i in mine)
+        cu_rows = tuple(plan.cu_rows[i] for i in mine) if plan.cu_rows else ()  # a coop_rows band's row groups
+        out.append(((x0, x1), replace(plan, shape=band_shape(s, x0, x1), strips=strips, cu_rows=cu_rows,
                                       in_addr=plan.in_addr + 2 * c0 * s.cin, out_addr=plan.out_addr + 2 * x0 * pixel,
                                       in_row=s.w * s.cin, out_row=s.ow * pixel)))
     return out

@@ -170,6 +170,10 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
         kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, words, w_addr + 2 * v * words, 0, 0, hw.vmacs + v)
                         for v in range(hw.vmacs_per_cu)]
         per_tile = kernels_per_tile(hw)
+    elif plan.coop_rows:  # vMAC v of every CU: kernel v of the tile (weights broadcast)
+        per_tile = plan.kernels
+        kernel_loads = [tile.LoadOp(tile.BufferKind.WEIGHTS, s.kernel_words, w_addr + 2 * j * s.kernel_words, 0, 0,
+                                    hw.vmacs + j) for j in range(per_tile)]
     else:
         per_tile = plan.kernels
         vmacs = kernel_vmacs(plan, hw, s.k if plan.per_cu else per_tile)  # a merged conv in place: its kernels' vMACs
@@ -200,12 +204,13 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
 BODY_RULES: dict[tuple[str, str], str] = {
     ("tile.load", "buffer"): "a kernel tile loads weights (and, biases maps, the bias block to the maps buffer), "
                              "a maps tile maps",
-    ("tile.load", "length"): "a maps load's words are its rows' (in_rows, cu_rows in INDP) x the input row's words; "
-                             "a kernel load's a kernel's (or 16 interleaved kernels' in INDP)",
+    ("tile.load", "length"): "a maps load's words are its rows' (in_rows, cu_rows in row groups) x the input row's "
+                             "words; a kernel load's a kernel's (or 16 interleaved kernels' in INDP)",
     ("tile.load", "dram_addr"): "the maps (weights) region's offset + 2 x the words before its first row (kernel)",
     ("tile.load", "buf_addr"): "its tile's bank (maps_buffering) or the row's place in it; kernel loads at 0 "
                                "(the kernel tile's slot / stagger place them)",
-    ("tile.load", "select"): "the mode: every CU (COOP maps), CU c its own rows (INDP), vMAC j kernel j",
+    ("tile.load", "select"): "the mode: every CU (COOP maps), CU c its own rows (INDP, coop_rows), vMAC j kernel j "
+                             "(row groups: broadcast 16+j)",
     ("tile.window", ""): "the layer's shape, the tile's out_rows, the mode and the output region",
 }
 """What each field of a derived body follows from (the rule a body edit is refused by)."""
@@ -252,11 +257,15 @@ def _maps_tiles(plan: ConvPlan, out_addr: int, r_addr: int | None, hw: Snowflake
     for si, strip in enumerate(plan.strips):
         words = (strip.r1 - strip.r0) * row
         base = tile_base(plan, strip, hw)
-        if plan.indp:  # each CU its own rows of the row group, at the same buffer address
+        if plan.row_groups:  # each CU its own rows of the row group, at the same buffer address
             r = plan.cu_rows[si]
             cu_rows = [input_rows(s.h, s.kh, s.sy, s.pt, y, y + r) for y in range(strip.y0, strip.y1, r)]
-            loads = [tile.LoadOp(tile.BufferKind.MAPS, (r1 - r0) * row, plan.in_addr + 2 * r0 * row, base, 0, c)
-                     for c, (r0, r1) in enumerate(cu_rows)]
+            if in_row != row:  # a coop_rows column band: an LD a row, W x C words apart
+                loads = [tile.LoadOp(tile.BufferKind.MAPS, row, plan.in_addr + 2 * r * in_row, base + (r - r0) * row, 0, c)
+                         for c, (r0, r1) in enumerate(cu_rows) for r in range(r0, r1)]
+            else:
+                loads = [tile.LoadOp(tile.BufferKind.MAPS, (r1 - r0) * row, plan.in_addr + 2 * r0 * row, base, 0, c)
+                         for c, (r0, r1) in enumerate(cu_rows)]
         elif in_row != row and plan.gather is None:  # a column band: one LD per row
             loads = [tile.LoadOp(tile.BufferKind.MAPS, row, plan.in_addr + 2 * r * in_row, base + (r - strip.r0) * row,
                                  0, sf.SELECT_ALL) for r in range(strip.r0, strip.r1)]
@@ -288,7 +297,7 @@ def _maps_tiles(plan: ConvPlan, out_addr: int, r_addr: int | None, hw: Snowflake
         for load in loads:
             load.properties["load_id"] = IntegerAttr(next(ids), i64)
         mt = tile.MapsTileOp((strip.y0, strip.y1), (strip.r0, strip.r1), overlap, -1, [*loads, *windows])
-        if plan.indp:
+        if plan.row_groups:
             CU_ROWS.write(mt, plan.cu_rows[si])
         ops.append(mt)
     return ops

@@ -26,14 +26,15 @@ from snowir.dialects import tile
 from snowir.dialects.tile.decisions import (CHANNELS, CU_ROWS, MAPS_BUFFERING, PHASES, PIXELS, PLAN_DECISIONS, RING, SLOT,
                                             bias_refusal)
 from snowir.hw import SnowflakeConfig
+from snowir.plan.coop_rows import coop_rows_per_cu
 from snowir.plan.fused_pool import fusable, maps_words, place_ring
 from snowir.plan.indp import default_rows_per_cu, group_strips, indp_groups, interior_rows
 from snowir.plan.indp_columns import column_layout, columns_refusal
 from snowir.plan.pool import check_pool_channels, max_pool_rows, row_maxs
 from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, LoweringError, PoolShape, PoolTile, TRACE_CHUNK,
-                                band_plans, bands_of, coop_kernels, gather_of, indp_kernel_words, input_columns,
-                                bias_block_words, bias_room, input_rows, kernels_per_tile, phases_refusal, plan_machine,
-                                ring_schedule)
+                                band_plans, band_shape, bands_of, coop_kernels, gather_of, indp_kernel_words,
+                                input_columns, bias_block_words, bias_room, input_rows, kernels_per_tile, phases_refusal,
+                                plan_machine, ring_schedule)
 from snowir.plan.conv import slice_words
 from snowir.resources import int16_array, int16_words
 from snowir.tile.build import (body_difference, conv_tile_body, layout_of, packed_words, pool_tile_body, repack,
@@ -83,10 +84,13 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
     full = shape_of(layer)
     s = compact_shape_of(layer)
     indp = layer.mode.data == tile.ComputeMode.INDP
+    coop_rows = not indp and layer.coop_rows is not None
     kt = kernel_tile_of(layer)
     if _empty(kt):
         if indp:
             _set(kt, "count", kernels_per_tile(hw))
+        elif coop_rows:  # a kernel a vMAC of a CU, every CU the same kernels
+            _set(kt, "count", hw.vmacs_per_cu)
         _set(kt, "repeat", -(-full.k // max(1, kt._int("count"))))
         repack(layer, layer.mode.data.value, kt._int("count"), hw)
         _keep_holding(layer, kt, s, hw)
@@ -100,8 +104,9 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
         y0, y1 = mt._ints("out_rows")
         if indp and layer.cu_split is not None and layer.cu_split.data == tile.CuSplit.COLS:
             CU_ROWS.write(mt, None)  # every CU takes columns of every row of the tile
-        elif indp:
-            per_cu = CU_ROWS.value(mt) or default_rows_per_cu(s, room)
+        elif indp or coop_rows:
+            band = band_shape(s, *mt._ints("out_cols")) if mt.out_cols is not None else s  # a column band's rows
+            per_cu = CU_ROWS.value(mt) or (default_rows_per_cu(s, room) if indp else coop_rows_per_cu(band, room))
             groups = indp_groups(s, room, y0, min(y1, s.oh), per_cu)
             if len(groups) > 1 or groups[0][1] * groups[0][2] != y1 - y0:
                 # one maps tile over several row groups' rows: its row groups
@@ -109,6 +114,9 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
                     new = tile.MapsTileOp((st.y0, st.y1), (st.r0, st.r1), 0, -1)
                     new.regions[0].detach_block(0)  # its body to be derived
                     CU_ROWS.write(new, r)
+                    for cols in ("out_cols", "in_cols"):  # a column band's groups stay in its band
+                        if cols in mt.properties:
+                            new.properties[cols] = mt.properties[cols]
                     layer.body.block.insert_op_before(new, mt)
                 mt.detach()
                 mt.erase()
@@ -119,7 +127,7 @@ def _derive_conv(layer: tile.LayerOp, hw: SnowflakeConfig) -> None:
         mt.properties["in_rows"] = DenseArrayBase.from_list(i64, list(input_rows_of(layer, y0, y1)))
         if mt.out_cols is not None:
             mt.properties["in_cols"] = DenseArrayBase.from_list(i64, list(input_columns(s, *mt._ints("out_cols"))))
-    if indp and all(_empty(mt) for mt in maps_tiles_of(layer)):
+    if (indp or coop_rows) and all(_empty(mt) for mt in maps_tiles_of(layer)):
         MAPS_BUFFERING.write(layer, tile.MapsBuffering.DOUBLE)
     prev, band = 0, None
     for i, mt in enumerate(maps_tiles_of(layer)):
@@ -159,7 +167,7 @@ def _keep_holding(layer: tile.LayerOp, kt: tile.KernelTileOp, s: ConvShape, hw: 
         return  # a kernel streamed in chunks: its slot is the chunks'
     tiles = kt._int("repeat")
     kloop_coop = not indp and layer.loop_order is not None and layer.loop_order.data == tile.LoopOrder.KLOOP \
-        and shape_of(layer).groups == 1
+        and shape_of(layer).groups == 1 and layer.coop_rows is None  # coop_rows: double-buffered
     columns = layer.cu_split is not None and layer.cu_split.data == tile.CuSplit.COLS
     slot = SLOT.value(kt)
     if slot is not None and not _holds("slot", slot, words, tiles, hw):
@@ -442,8 +450,9 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
     if plan.pool is not None:
         sizes["output"] = plan.pool.oh * plan.pool.ow * plan.pool.c * 2
     _regions(layer, sizes)
-    if w is not None and w.value is not None and 2 * int16_array(w.value).size > w.size.value.data:
-        raise TileError(layer, f"tile.dram_region @{w.sym_name.data}: {w.size.value.data} bytes hold no image of "
+    if w is not None and w.value is not None and 2 * int16_array(w.value).size != w.size.value.data:
+        # the region is its image's DRAM segment, byte for byte (larger: the segment would not verify)
+        raise TileError(layer, f"tile.dram_region @{w.sym_name.data}: {w.size.value.data} bytes are not its image's "
                                f"{2 * int16_array(w.value).size}")
     want = conv_tile_body(full, plan, layout_of(layer), hw)
     if len(want) != 1 + len(tiles):
@@ -491,7 +500,7 @@ def _check_rows(layer: tile.LayerOp, plan: ConvPlan, tiles: list[tile.MapsTileOp
                 hw: SnowflakeConfig, fc: bool) -> None:
     """Maps tiles (the layer's, or a column band's from tile `first` on) cover the output rows in
     order, read the input rows they say, and fit the buffer as the layer's buffering places them."""
-    s, indp = plan.shape, plan.indp
+    s = plan.shape
     rows = [(st.y0, st.y1) for st in plan.strips]
     _cover(layer, rows, s.oh, first)
     prev = 0
@@ -502,8 +511,9 @@ def _check_rows(layer: tile.LayerOp, plan: ConvPlan, tiles: list[tile.MapsTileOp
                                    "row group spreads its rows over the CUs by cu_rows")
         if RING.value(mt) is not None:
             raise TileError(layer, f"maps tile {i}: ring belongs to max pool layers")
-        if not indp and CU_ROWS.value(mt) is not None:
-            raise TileError(layer, f"maps tile {i}: cu_rows belongs to INDP row groups (write the body empty `{{}}`)")
+        if not plan.row_groups and CU_ROWS.value(mt) is not None:
+            raise TileError(layer, f"maps tile {i}: cu_rows belongs to row groups, INDP's or coop_rows' (write the "
+                                   "body empty `{}`, or set coop_rows)")
         _in_rows(layer, i, mt, input_rows(s.h, s.kh, s.sy, s.pt, st.y0, st.y1), prev, j == 0)
         prev = st.r1
     _check_maps_room(layer, plan, hw, fc)
@@ -518,9 +528,9 @@ def _check_maps_room(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig, f
         if len(strips) != 1 or s.h * row > hw.maps_buffer_elements:
             raise TileError(layer, "a kernel larger than the weights buffer needs the whole input in one maps tile")
         return
-    if plan.indp:
+    if plan.indp or plan.coop_rows:
         if buffering != tile.MapsBuffering.DOUBLE:
-            raise TileError(layer, f"maps_buffering {buffering.value}: INDP row groups are double-buffered")
+            raise TileError(layer, f"maps_buffering {buffering.value}: row groups (INDP, coop_rows) are double-buffered")
         if plan.cu_split == "cols":
             lay = column_layout(s, hw, max(st.y1 - st.y0 for st in strips))
             if lay.words > hw.maps_buffer_elements:

@@ -131,10 +131,11 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
     elif mode == "INDP" and bypass is not None:
         raise TileError(layer, "an INDP residual conv runs with cu_split = cols (each CU's bypass where its "
                                "write-back goes; or mode COOP)")
-    elif mode == "INDP":
+    elif mode == "INDP" or decided["coop_rows"]:
         missing = [i for i, mt in enumerate(tiles) if CU_ROWS.value(mt) is None]
         if missing:
-            raise TileError(layer, f"maps tile {missing[0]}: an INDP maps tile (a row group) needs cu_rows "
+            what = "an INDP" if mode == "INDP" else "a coop_rows"
+            raise TileError(layer, f"maps tile {missing[0]}: {what} maps tile (a row group) needs cu_rows "
                                    "(or write its body empty `{}` to derive it)")
         cu_rows = tuple(CU_ROWS.value(mt) for mt in tiles)
     slot = SLOT.value(kt)
