@@ -45,7 +45,7 @@ from snowir.device_layers import DEVICE_OPS, kind_of_layer
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
-from snowir.tile.placement import regions_of, slice_refusal
+from snowir.tile.placement import maps_refusal, regions_of, slice_refusal
 from snowir.tile.read import TileError, tile_layers
 from snowir.codegen.traces import R_TMP
 
@@ -136,10 +136,13 @@ class TileToAsmPass(ModulePass):
         plan = next((o for o in op.ops if isinstance(o, tile.DramPlanOp)), None)
         nodes = onnx_nodes(op)
         relative: dict[Attribute, str] = {}
-        outputs = {inner.attributes["tile"].data: inner for inner in outside_programs(op)  # type: ignore[union-attr]
-                   if isinstance(inner, DEVICE_OPS) and isinstance(inner.attributes.get("tile"), StringAttr)}
+        ops_of: dict[str, list[Operation]] = {}  # a layer's nn ops: its conv (or pool), then a fused pool
+        for inner in outside_programs(op):
+            if isinstance(inner, DEVICE_OPS) and isinstance(inner.attributes.get("tile"), StringAttr):
+                ops_of.setdefault(inner.attributes["tile"].data, []).append(inner)  # type: ignore[union-attr]
         for layer in tile_layers(op, self.name):
-            wrong = slice_refusal(layer, outputs[layer.sym_name.data]) if layer.sym_name.data in outputs else None
+            nn_ops = ops_of.get(layer.sym_name.data)
+            wrong = slice_refusal(layer, nn_ops[-1]) or maps_refusal(layer, nn_ops[0]) if nn_ops else None
             if wrong is not None:
                 raise _fail(layer, wrong)
             code = layer_code(layer, hw, cache)

@@ -77,6 +77,7 @@ from snowir.nn_util import const_of, constant_op, name_part, shape_of
 from snowir.plan.issue import placement_cycles
 from snowir.plan.layout import LANE_GROUPS, block_diagonal
 from snowir.plan.shapes import LoweringError
+from snowir.segments import CHANNEL_TILES
 from snowir.passes.nn.input_layout import CHANNEL_BLOCK
 from snowir.passes.nn.quantize import most_frac, weight_frac
 from snowir.tile.lowerable import planned_conv
@@ -222,13 +223,19 @@ class DepthwiseToGrouped(RewritePattern):
         sliced = _sliced_cycles(self.hw, op, w)
         form = self.form_cycles(op, w, width)
         producer = _blocked_producer(op) if w.shape[2:] != (1, 1) and op.bypass is None else None
-        if producer is not None and (not _runs_indp(self.hw, producer[0]) or _blocks_run_indp(self.hw, *producer)):
-            # the input channel-tile-major, if it beats the best form over (H, W, C)
+        if producer is not None:
+            # the input channel-tile-major, if it beats the best form over (H, W, C): the producer
+            # writing every block in one layer (`_tiled_cycles`), or one conv per block
             p, pw = producer
             alone = _device_cycles(self.hw, p)
-            blocked = _blocked_cycles(self.hw, op, w, p, pw)
-            if blocked < (1 - BLOCKED_MIN_GAIN) * (min(sliced, form) + alone):
-                self._place_sliced(op, w, blocked - alone, rewriter, producer)
+            tiled_p, tiled_dw = _tiled_cycles(self.hw, op, w, p)
+            split = not _runs_indp(self.hw, p) or _blocks_run_indp(self.hw, p, pw)
+            blocked = _blocked_cycles(self.hw, op, w, p, pw) if split else float("inf")
+            if min(tiled_p + tiled_dw, blocked) < (1 - BLOCKED_MIN_GAIN) * (min(sliced, form) + alone):
+                if tiled_p + tiled_dw <= blocked:
+                    self._place_sliced(op, w, tiled_dw, rewriter, tiled=p)
+                else:
+                    self._place_sliced(op, w, blocked - alone, rewriter, producer)
                 return
         if sliced < form:
             self._place_sliced(op, w, sliced, rewriter)
@@ -279,7 +286,7 @@ class DepthwiseToGrouped(RewritePattern):
             del op.attributes[LANE_GROUPS]
 
     def _place_sliced(self, op: nn.Conv2dOp, w: np.ndarray, cycles: float, rewriter: PatternRewriter,
-                      producer: tuple[nn.Conv2dOp, np.ndarray] | None = None) -> None:
+                      producer: tuple[nn.Conv2dOp, np.ndarray] | None = None, tiled: nn.Conv2dOp | None = None) -> None:
         """`op` replaced by its `_slices` and their placed concat if, at `cycles` (`_sliced_cycles`,
         or with `producer` the `_blocked_cycles` less the producer's own), it pays; else left for
         the host. Each slice carries the whole conv's costs. With `producer` (`_blocked_producer`)
@@ -291,6 +298,8 @@ class DepthwiseToGrouped(RewritePattern):
         if device + trip >= host:
             op.attributes["placement_cost"] = cost
             return
+        if tiled is not None:  # the producer writes every block in one layer, each slice reads its block whole
+            tiled.attributes[CHANNEL_TILES] = IntegerAttr(LANES, 64)
         parts = _slices(op, w)
         if producer is not None:
             p, pw = producer
@@ -495,6 +504,24 @@ def _blocked_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray, p: nn.C
     for block in priced:  # let go of: the producer's input forgets every one
         block.drop_all_references()
     return sum(each[size] for size in sizes) + BLOCK_START_CYCLES * (len(sizes) - 1)
+
+
+def _tiled_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray, p: nn.Conv2dOp) -> tuple[float, float]:
+    """The placement estimates of the producer `p` writing the depthwise input channel-tile-major
+    in one layer (`CHANNEL_TILES`: a COOP conv whose 16-kernel tiles are the blocks, written a block
+    apart) and of the depthwise slices reading their blocks whole (no gather); inf where C is not
+    whole blocks or the planners refuse either (an INDP-only producer, column bands: LoweringError)."""
+    c = shape_of(op.input)[1]
+    if c % LANES or c == LANES:
+        return float("inf"), float("inf")
+    p.attributes[CHANNEL_TILES] = IntegerAttr(LANES, 64)
+    sl, _, conv = _slice_conv(op, w, None, 0, LANES)
+    try:
+        return _device_cycles(hw, p), _device_cycles(hw, conv) * (c // LANES)
+    finally:  # priced, then let go of: p's output forgets the slice, p its layout
+        del p.attributes[CHANNEL_TILES]
+        conv.drop_all_references()
+        sl.drop_all_references()
 
 
 BLOCK_START_CYCLES = 400

@@ -177,7 +177,7 @@ class LoopOrderPattern(RewritePattern):
         lay = layout_of(layer)
         mode = layer.mode.data.value if layer.mode else None
         try:
-            return with_layer_pool(layer, plan_conv(s, self.hw, 0, lay.w_addr, lay.out_addr, order, lay.r_addr, mode),
+            return with_layer_pool(layer, plan_conv(s, self.hw, 2 * lay.in_first, lay.w_addr, lay.out_addr, order, lay.r_addr, mode),
                                    self.hw)
         except LoweringError as e:
             raise PassFailedException(f"tile-loop-order: layer @{layer.sym_name.data}: {e}") from None

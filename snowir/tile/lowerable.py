@@ -15,10 +15,10 @@ from snowir.golden import int_values
 from snowir.hw import SnowflakeConfig
 from snowir.plan.conv import plan_conv
 from snowir.plan.residual_mode import conv_mode
-from snowir.plan.layout import conv_layout
+from snowir.plan.layout import channel_tiles_refusal, conv_layout
 from snowir.plan.shapes import ConvPlan, LoweringError, phases_refusal
 from snowir.segments import concat_inputs, concat_of, placed_concat, placed_interleave, slot_of
-from snowir.tile.build import layer_conv_shape, pool_shape
+from snowir.tile.build import layer_conv_shape, pool_shape, tiled_mode
 
 
 def device_refusal(op: Operation, hw: SnowflakeConfig | None = None) -> str | None:
@@ -46,11 +46,15 @@ def planned_conv(op: nn.Conv2dOp, hw: SnowflakeConfig, sliced: bool | None = Non
 
     s = layer_conv_shape(op)
     bypass = op.bypass is not None
+    slot = slot_of(op.output)
     if sliced is None:
-        sliced = not slot_of(op.output).whole
-    mode = conv_mode(s, hw, bypass, sliced=sliced)
+        sliced = not slot.whole
+    mode = conv_mode(s, hw, bypass, tiled_mode(op, None), sliced=sliced)
     lay = conv_layout(s, bypass, mode, hw)
-    return plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
+    plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
+    if slot.tiles and (why := channel_tiles_refusal(plan, slot.tiles, hw)) is not None:
+        raise LoweringError(f"its output is stored channel-tile-major in {slot.tiles}-channel blocks: {why}")
+    return plan
 
 
 def _placed(op: Operation, where: str) -> bool:
