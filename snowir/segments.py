@@ -35,9 +35,10 @@ from snowir.errors import SnowError
 
 
 CHANNEL_TILES = "channel_tiles"
-"""nn.conv2d attribute (depthwise-to-grouped): its result is stored channel-tile-major with blocks of
-this many channels (NCHW[w]c), written by the conv in one layer and read block by block by convs over
-`nn.channel_slice`s of whole blocks (docs/lowering.md, "Depthwise convs: the bound")."""
+"""Attribute of the op writing a tensor (depthwise-to-grouped: an nn.conv2d, or a host activation):
+its result is stored channel-tile-major with blocks of this many channels (NCHW[w]c), written by
+the conv in one layer (or by the host) and read block by block by convs over `nn.channel_slice`s of
+whole blocks (docs/lowering.md, "Depthwise convs: the bound")."""
 
 
 def main_of(module: ModuleOp) -> func.FuncOp:
@@ -244,9 +245,10 @@ def _sliced(value: SSAValue) -> SSAValue | None:
     return value.owner.input if isinstance(value.owner, nn.ChannelSliceOp) else None
 
 
-def channel_tiles(op: Operation | None) -> int:
-    """The block width a conv's result is stored channel-tile-major in (`CHANNEL_TILES`), 0 if none."""
-    attr = op.attributes.get(CHANNEL_TILES) if isinstance(op, nn.Conv2dOp) else None
+def channel_tiles(op: Operation | Block | None) -> int:
+    """The block width an op's result is stored channel-tile-major in (`CHANNEL_TILES`: a device
+    conv's, or a host activation's the host writes so), 0 if none."""
+    attr = op.attributes.get(CHANNEL_TILES) if isinstance(op, Operation) else None
     return attr.value.data if isinstance(attr, IntegerAttr) else 0
 
 

@@ -74,6 +74,7 @@ from snowir.host_model import host_ms, round_trip_ms
 from snowir.host_nodes import valid_taps
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, constant_op, name_part, shape_of
+from snowir.passes.nn.fuse_activation import activation_of
 from snowir.plan.issue import placement_cycles
 from snowir.plan.layout import LANE_GROUPS, block_diagonal
 from snowir.plan.shapes import LoweringError
@@ -222,18 +223,19 @@ class DepthwiseToGrouped(RewritePattern):
         width = self.width(op, w, c)
         sliced = _sliced_cycles(self.hw, op, w)
         form = self.form_cycles(op, w, width)
-        producer = _blocked_producer(op) if w.shape[2:] != (1, 1) and op.bypass is None else None
-        if producer is not None:
-            # the input channel-tile-major, if it beats the best form over (H, W, C): the producer
-            # writing every block in one layer (`_tiled_cycles`), or one conv per block
-            p, pw = producer
-            alone = _device_cycles(self.hw, p)
-            tiled_p, tiled_dw = _tiled_cycles(self.hw, op, w, p)
-            split = not _runs_indp(self.hw, p) or _blocks_run_indp(self.hw, p, pw)
-            blocked = _blocked_cycles(self.hw, op, w, p, pw) if split else float("inf")
-            if min(tiled_p + tiled_dw, blocked) < (1 - BLOCKED_MIN_GAIN) * (min(sliced, form) + alone):
-                if tiled_p + tiled_dw <= blocked:
-                    self._place_sliced(op, w, tiled_dw, rewriter, tiled=p)
+        blocks = w.shape[2:] != (1, 1) and op.bypass is None  # a kernel row to span: slices may read blocks
+        writer = _tiled_writer(op) if blocks else None
+        producer = _blocked_producer(op) if blocks else None
+        if writer is not None or producer is not None:
+            # the input channel-tile-major, if it beats the best form over (H, W, C): its writer
+            # writing every block (`_tiled_cycles`), or the producer as one conv per block
+            alone = _device_cycles(self.hw, writer or producer[0]) if isinstance(writer or producer[0], nn.Conv2dOp) else 0
+            tiled = sum(_tiled_cycles(self.hw, op, w, writer)) if writer is not None else float("inf")
+            split = producer is not None and (not _runs_indp(self.hw, producer[0]) or _blocks_run_indp(self.hw, *producer))
+            blocked = _blocked_cycles(self.hw, op, w, *producer) if split else float("inf")  # type: ignore[misc]
+            if min(tiled, blocked) < (1 - BLOCKED_MIN_GAIN) * (min(sliced, form) + alone):
+                if tiled <= blocked:
+                    self._place_sliced(op, w, _tiled_cycles(self.hw, op, w, writer)[1], rewriter, tiled=writer)
                 else:
                     self._place_sliced(op, w, blocked - alone, rewriter, producer)
                 return
@@ -286,7 +288,7 @@ class DepthwiseToGrouped(RewritePattern):
             del op.attributes[LANE_GROUPS]
 
     def _place_sliced(self, op: nn.Conv2dOp, w: np.ndarray, cycles: float, rewriter: PatternRewriter,
-                      producer: tuple[nn.Conv2dOp, np.ndarray] | None = None, tiled: nn.Conv2dOp | None = None) -> None:
+                      producer: tuple[nn.Conv2dOp, np.ndarray] | None = None, tiled: Operation | None = None) -> None:
         """`op` replaced by its `_slices` and their placed concat if, at `cycles` (`_sliced_cycles`,
         or with `producer` the `_blocked_cycles` less the producer's own), it pays; else left for
         the host. Each slice carries the whole conv's costs. With `producer` (`_blocked_producer`)
@@ -506,20 +508,39 @@ def _blocked_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray, p: nn.C
     return sum(each[size] for size in sizes) + BLOCK_START_CYCLES * (len(sizes) - 1)
 
 
-def _tiled_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray, p: nn.Conv2dOp) -> tuple[float, float]:
-    """The placement estimates of the producer `p` writing the depthwise input channel-tile-major
-    in one layer (`CHANNEL_TILES`: a COOP conv whose 16-kernel tiles are the blocks, written a block
-    apart) and of the depthwise slices reading their blocks whole (no gather); inf where C is not
-    whole blocks or the planners refuse either (an INDP-only producer, column bands: LoweringError)."""
+def _tiled_writer(op: nn.Conv2dOp) -> Operation | None:
+    """The op writing the depthwise `op`'s input, when it may write it channel-tile-major
+    (`CHANNEL_TILES`): `op` its only reader, and a conv without a residual input (the planners say
+    whether it writes the blocks: `_tiled_cycles`) or an activation the host applies (HardSwish,
+    ReLU6's Clip, ... on a machine without the write-back unit: the host writes any layout as
+    cheaply; with the unit, fuse-activation moves the layout to the conv it folds it into, or drops
+    it). None otherwise (a view, a slice, a concat, a max pool, an add: their writers write
+    channel-innermost tensors)."""
+    w = op.input.owner
+    if not isinstance(w, Operation) or len(w.results) != 1 or len(list(w.results[0].uses)) != 1 \
+            or any(key in w.attributes for key in ("place", "placement_cost", CHANNEL_TILES, BLOCKED, LANE_GROUPS)):
+        return None
+    if isinstance(w, nn.Conv2dOp):
+        return w if w.bypass is None else None
+    return w if activation_of(w) is not None else None
+
+
+def _tiled_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray, writer: Operation) -> tuple[float, float]:
+    """The placement estimates of `writer` (`_tiled_writer`) writing the depthwise input channel-
+    tile-major (a conv: in one layer, a COOP conv whose 16-kernel tiles are the blocks, written a
+    block apart; a host activation: nothing on the device) and of the depthwise slices reading their
+    blocks whole (no gather); inf where C is not whole blocks (more than one) or the planners refuse
+    either (an INDP-only conv, column bands: LoweringError)."""
     c = shape_of(op.input)[1]
     if c % LANES or c == LANES:
         return float("inf"), float("inf")
-    p.attributes[CHANNEL_TILES] = IntegerAttr(LANES, 64)
+    writer.attributes[CHANNEL_TILES] = IntegerAttr(LANES, 64)
     sl, _, conv = _slice_conv(op, w, None, 0, LANES)
     try:
-        return _device_cycles(hw, p), _device_cycles(hw, conv) * (c // LANES)
-    finally:  # priced, then let go of: p's output forgets the slice, p its layout
-        del p.attributes[CHANNEL_TILES]
+        written = _device_cycles(hw, writer) if isinstance(writer, nn.Conv2dOp) else 0.0
+        return written, _device_cycles(hw, conv) * (c // LANES)
+    finally:  # priced, then let go of: the writer's output forgets the slice, the writer its layout
+        del writer.attributes[CHANNEL_TILES]
         conv.drop_all_references()
         sl.drop_all_references()
 
