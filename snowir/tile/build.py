@@ -155,11 +155,11 @@ def tile_base(plan: ConvPlan, strip: Strip, hw: SnowflakeConfig) -> int:
 def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeConfig) -> list[Operation]:
     """The kernel tile and the maps tiles (loads, windows) of a planned conv."""
     w_addr, out_addr, r_addr = lay.w_addr, lay.out_addr + 2 * lay.out_first, lay.r_addr
-    if lay.out_pixel:  # a channel slice of a wider tensor or an interleave's phase: pixels `out_pixel` words apart
+    if lay.out_pixel:  # a channel slice of a wider tensor, an interleave's phase, blocks: pixels `out_pixel` words apart
         if lay.out_row not in (0, s.ow * lay.out_pixel) and (plan.column_tiled or plan.indp or plan.pool is not None or plan.bypass_slices):
             raise LoweringError("a conv writing an interleave's phase (rows apart by more than its own) runs COOP, "
                                 "by rows, without a fused pool or bypass slices")
-        if plan.cu_split == "cols" or plan.pool is not None:
+        if (plan.cu_split == "cols" or plan.pool is not None) and not lay.out_tile:  # blocks: tile.placement.tiles_refusal
             raise LoweringError("a conv writing a channel slice of a concat runs without a fused pool and, in INDP, "
                                 "with the CUs splitting rows (a column-split INDP conv's CU stride is its bypass's too)")
         plan = dataclasses.replace(plan, out_row=lay.out_row or s.ow * lay.out_pixel, out_pixel=lay.out_pixel,
