@@ -230,16 +230,17 @@ def _split_at_slices(conv: nn.Conv2dOp, rewriter: Rewriter) -> dict[int, nn.Conv
 def _carry_tiles(tiles: Attribute, x: SSAValue, convs: list[nn.Conv2dOp], hw: SnowflakeConfig) -> None:
     """The activation's result was to be stored channel-tile-major (depthwise-to-grouped's
     `CHANNEL_TILES`: its depthwise reader's slices read whole blocks). Its conv, now writing that
-    result, takes the layout where the planners estimate it no slower so (a COOP conv whose kernel
-    tiles are the blocks); else the layout is dropped and the slices gather their channels from the
-    channel-innermost tensor (an INDP stem forced to COOP would cost more than the gathers save)."""
+    result, takes the layout where it runs COOP by the planners' own choice and they estimate it no
+    slower so (its kernel tiles are the blocks); else the layout is dropped and the slices gather
+    their channels from the channel-innermost tensor (an INDP conv forced to COOP costs more than
+    the COOP estimate sees: depthwise_slices.tiled_cycles)."""
     if len(convs) != 1 or x is not convs[0].output:
         return
     conv = convs[0]
     try:
-        plain = placement_cycles(planned_conv(conv, hw), hw)
+        plain = planned_conv(conv, hw)
         conv.attributes[CHANNEL_TILES] = tiles
-        if placement_cycles(planned_conv(conv, hw), hw) <= plain:
+        if not plain.indp and placement_cycles(planned_conv(conv, hw), hw) <= placement_cycles(plain, hw):
             return
     except LoweringError:
         pass
