@@ -129,6 +129,35 @@ def test_a_c_to_c_producer_before_a_5x5_depthwise(monkeypatch: pytest.MonkeyPatc
     assert _cycles(a, "expand") <= _cycles(b, "expand") * 1.01
 
 
+def grouped_block(c: int = 64, h: int = 14, groups: int = 2, cin: int = 32) -> onnx.ModelProto:
+    """A grouped 1x1 (2 groups of 16 -> 32: whole kernel tiles a group), a 3x3 depthwise, a 1x1."""
+    nodes = [N("Conv", ["x", "w0", "b0"], ["c0"], name="expand", group=groups), N("Relu", ["c0"], ["r0"]),
+             N("Conv", ["r0", "w1", "b1"], ["c1"], name="dw", pads=[1] * 4, group=c),
+             N("Relu", ["c1"], ["r1"]), N("Conv", ["r1", "w2", "b2"], ["y"], name="project")]
+    inits = {"w0": rand(c, cin // groups, 1, 1, scale=0.2), "b0": rand(c, seed=1, scale=0.1),
+             "w1": rand(c, 1, 3, 3, seed=2, scale=0.3), "b1": rand(c, seed=3, scale=0.1),
+             "w2": rand(c, c, 1, 1, seed=4, scale=0.3 / c ** 0.5), "b2": rand(c, seed=5, scale=0.1)}
+    return model(nodes, {"x": [1, cin, h, h]}, {"y": [1, c, h, h]}, inits)
+
+
+@pytest.mark.parametrize("engine", ["fast", "reference"])
+def test_a_grouped_producer_writes_the_blocks(engine: str) -> None:
+    """A grouped COOP producer (its tiles run group by group, tile t still 16 channels from 16t):
+    each tile's output is one block too; bit-exact."""
+    compiled, result = _run(grouped_block(), engine)
+    (writer,) = _tiled(compiled.module)
+    assert writer.groups.value.data == 2 and "expand" in _layers(result)
+
+
+@pytest.mark.parametrize("h", [48])
+def test_blocks_past_addi_s_reach(h: int) -> None:
+    """At 48² a block is 73,728 bytes, past ADDI's 17-bit immediate: the tile step goes through a
+    scratch register; bit-exact."""
+    compiled, result = _run(mobile_block(16, 32, h))
+    assert [op.attributes["onnx_node"].data for op in _tiled(compiled.module)] == ["expand"]
+    assert 2 * h * h * 16 >= 1 << 16
+
+
 def hardswish_block(c: int, h: int) -> onnx.ModelProto:
     """1x1, HardSwish (the host's without the write-back unit), 3x3 depthwise, 1x1."""
     nodes = [N("Conv", ["x", "w0", "b0"], ["c0"], name="expand"), N("HardSwish", ["c0"], ["r0"], name="act"),
