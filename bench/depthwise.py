@@ -93,15 +93,15 @@ def measure(c: int, h: int, w: int, kernel: int, stride: int, cin: int, hw: Snow
             rule: str = "cost") -> dict:
     """Compile and run the block, check it, and return the depthwise layer's facts (its slices'
     and their concat's, summed, where it runs in 16-channel slices); `rule`: "cost" (the pass as
-    it is), "no-blocks" (the input channel-innermost: no producer blocks), "no-slices" (the width
-    by cost, no slice form), "fixed" (the rule before these: 16-channel groups, padded above 16
-    channels)."""
+    it is), "split-blocks" (the producer one conv per block, no channel-tile-major writer),
+    "no-blocks" (the input channel-innermost: neither), "no-slices" (the width by cost, no slice
+    form), "fixed" (the rule before these: 16-channel groups, padded above 16 channels)."""
     width, sliced = depthwise_to_grouped.DepthwiseToGrouped.width, depthwise_to_grouped._sliced_cycles
-    producer, tiled = depthwise_to_grouped._blocked_producer, depthwise_to_grouped._tiled_cycles
-    if rule == "split-blocks":  # the producer split into one conv per block (no channel-tile-major producer)
-        depthwise_to_grouped._tiled_cycles = lambda *_: (float("inf"), float("inf"))
-    elif rule != "cost":
-        depthwise_to_grouped._blocked_producer = lambda op: None
+    producer, writer = depthwise_to_grouped._blocked_producer, depthwise_to_grouped._tiled_writer
+    if rule == "split-blocks":  # the producer split into one conv per block (no channel-tile-major writer)
+        depthwise_to_grouped._tiled_writer = lambda op: None
+    elif rule != "cost":  # the input channel-innermost: neither blocked form
+        depthwise_to_grouped._blocked_producer = depthwise_to_grouped._tiled_writer = lambda op: None
     if rule not in ("cost", "no-blocks"):
         depthwise_to_grouped._sliced_cycles = lambda *_: float("inf")
     if rule == "fixed":
@@ -110,7 +110,7 @@ def measure(c: int, h: int, w: int, kernel: int, stride: int, cin: int, hw: Snow
         return _measure(c, h, w, kernel, stride, cin, hw)
     finally:
         depthwise_to_grouped.DepthwiseToGrouped.width, depthwise_to_grouped._sliced_cycles = width, sliced
-        depthwise_to_grouped._blocked_producer, depthwise_to_grouped._tiled_cycles = producer, tiled
+        depthwise_to_grouped._blocked_producer, depthwise_to_grouped._tiled_writer = producer, writer
 
 
 def _measure(c: int, h: int, w: int, kernel: int, stride: int, cin: int, hw: SnowflakeConfig) -> dict:
