@@ -14,10 +14,10 @@ An op of `@main` is one of:
     interleave placed on the device (its phase convs write their pixels of its tensor in place);
   * a host layer: everything else (it reads and writes the device's DRAM between segments).
 
-A conv's result may be stored channel-tile-major (`CHANNEL_TILES`, NCHW[w]c: channels [w·g, w·g + w)
-of every pixel an (H, W, w) run at word g·H·W·w; depthwise-to-grouped decides it for a depthwise
-conv's producer whose readers are slices of whole blocks): `Slot.tiles`, which the producer's write-
-back, its readers' loads and the host's reads and writes follow.
+A tensor may be stored channel-tile-major (`CHANNEL_TILES` on the op writing it, NCHW[w]c: channels
+[w·g, w·g + w) of every pixel an (H, W, w) run at word g·H·W·w; depthwise-to-grouped decides it for
+a depthwise conv's input, which slices of whole blocks read): `Slot.tiles`, which the writer's
+write-back (or the host's write), its readers' loads and the runner's reads follow.
 """
 
 from __future__ import annotations

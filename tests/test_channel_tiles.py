@@ -373,3 +373,21 @@ def test_the_runner_reads_and_writes_the_layout() -> None:
     assert words[:16].tolist() == x[:16, 0, 0].tolist() and words[16:32].tolist() == x[:16, 0, 1].tolist()
     assert words[6 * 16:6 * 16 + 16].tolist() == x[16:, 0, 0].tolist()
     assert np.array_equal(device_order(x), x.transpose(1, 2, 0).ravel())
+
+
+def test_a_tensor_stored_so_is_no_concat_s_slice() -> None:
+    """`channel_tiles` written in @main on a conv a concat reads (a user's edit): its output is not
+    whole pixels of the concat's tensor, so partition-host leaves the concat to the host with that
+    reason, in one line."""
+    nodes = [N("Conv", ["x", "w0", "b0"], ["a"], name="left"), N("Conv", ["x", "w1", "b1"], ["b"], name="right"),
+             N("Concat", ["a", "b"], ["c"], name="cat", axis=1), N("Conv", ["c", "w2", "b2"], ["y"], name="mix")]
+    inits = {"w0": rand(32, 16, 1, 1, scale=0.1), "b0": rand(32, seed=1, scale=0.1),
+             "w1": rand(16, 16, 1, 1, seed=2, scale=0.1), "b1": rand(16, seed=3, scale=0.1),
+             "w2": rand(16, 48, 1, 1, seed=4, scale=0.1), "b2": rand(16, seed=5, scale=0.1)}
+    module = import_model(model(nodes, {"x": [1, 16, 8, 8]}, {"y": [1, 16, 8, 8]}, inits))
+    left = next(op for op in module.walk() if op.attributes.get("onnx_node") == nn.StringAttr("left"))
+    left.attributes[CHANNEL_TILES] = nn.IntegerAttr(16, 64)
+    NNPreparePass().apply(None, module)
+    (cat,) = [op for op in module.walk() if isinstance(op, nn.ConcatOp)]
+    reason = cat.attributes["host_reason"].data
+    assert cat.attributes["place"].data == "host" and "stored channel-tile-major" in reason and "\n" not in reason

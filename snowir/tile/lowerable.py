@@ -17,7 +17,7 @@ from snowir.plan.conv import plan_conv
 from snowir.plan.residual_mode import conv_mode
 from snowir.plan.layout import channel_tiles_refusal, conv_layout
 from snowir.plan.shapes import ConvPlan, LoweringError, phases_refusal
-from snowir.segments import concat_inputs, concat_of, placed_concat, placed_interleave, slot_of
+from snowir.segments import channel_tiles, concat_inputs, concat_of, placed_concat, placed_interleave, slot_of
 from snowir.tile.build import layer_conv_shape, pool_shape, tiled_mode
 
 
@@ -136,7 +136,7 @@ def interleave_refusal(op: nn.DepthToSpaceOp, hw: SnowflakeConfig) -> str | None
         ry, rx = divmod(p, bx)
         conv = v.owner
         if not isinstance(conv, nn.Conv2dOp) or _placed(conv, "host") or not v.has_one_use() \
-                or conv.bypass is not None:
+                or conv.bypass is not None or channel_tiles(conv):
             return f"interleave: phase {p} is not a device conv read only by it; the host interleaves"
         if tuple(v.type.get_shape()[2:]) != (-(-(oh - ry) // by), -(-(ow - rx) // bx)):
             return f"interleave: phase {p} computes pixels the result crops; the host interleaves"
@@ -168,7 +168,7 @@ def merged_refusal(op: nn.DepthToSpaceOp, hw: SnowflakeConfig) -> str | None:
     elif op.groups.value.data != 1:
         why = f"{op.groups.value.data} groups"
     elif not isinstance(conv, nn.Conv2dOp) or _placed(conv, "host") or not value.has_one_use() \
-            or conv.bypass is not None:
+            or conv.bypass is not None or channel_tiles(conv):
         why = "not a device conv read only by it"
     if why is None:
         _, _, oh, ow = op.output.type.get_shape()
@@ -185,6 +185,8 @@ def _member_refusal(v: SSAValue, concat: nn.ConcatOp, hw: SnowflakeConfig) -> st
     if other is not None and other[0] is not concat:
         return "an input is already a slice of another concat"
     owner = v.owner
+    if channel_tiles(owner):
+        return "an input is stored channel-tile-major (channel_tiles), not whole pixels of a tensor"
     if isinstance(owner, Operation):
         if isinstance(owner, nn.ConstantOp) or (not _placed(owner, "host") and not placed_concat(owner)
                                                 and not placed_interleave(owner)

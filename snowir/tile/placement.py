@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from snowir.dialects import nn, tile
 from snowir.dialects.tile.decisions import CHANNEL_TILES, CHANNELS, PHASES, PIXELS
-from snowir.plan.layout import block_offset, channel_tiles_refusal, interleaved, merged, tiled
 from snowir.hw import SnowflakeConfig
+from snowir.plan.layout import block_offset, channel_tiles_refusal, interleaved, merged, tiled
 from snowir.plan.shapes import ConvPlan, ConvShape
 from snowir.segments import slot_of
 
