@@ -11,6 +11,11 @@ Also the lane shares other maps layouts would give (the derivation's table). Pri
 writes depthwise.json:
 
     python bench/depthwise.py [--only NAME] [--out DIR | --update-results]
+
+Forms: "N slices on tiles" (the producer writes the input channel-tile-major in one layer, each
+slice reads its block whole), "N slices on blocks" (the producer split into one conv per block),
+"N slices" (gathered from the channel-innermost input), "one layer". Where the chosen form is on
+tiles, the split producer's cycles are measured too ("split", "its block").
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from snowir.passes.nn import depthwise_to_grouped  # noqa: E402
 from snowir.passes.nn.depthwise_to_grouped import depthwise_bound  # noqa: E402
 from snowir.driver.model_api import compile as compile_model  # noqa: E402
 from snowir.hw import SnowflakeConfig  # noqa: E402
+from snowir.segments import CHANNEL_TILES  # noqa: E402
 
 from _output import add_output_options, output_file  # noqa: E402
 
@@ -87,13 +93,15 @@ def measure(c: int, h: int, w: int, kernel: int, stride: int, cin: int, hw: Snow
             rule: str = "cost") -> dict:
     """Compile and run the block, check it, and return the depthwise layer's facts (its slices'
     and their concat's, summed, where it runs in 16-channel slices); `rule`: "cost" (the pass as
-    it is), "no-blocks" (the input channel-innermost: no producer blocks), "no-slices" (the width
-    by cost, no slice form), "fixed" (the rule before these: 16-channel groups, padded above 16
-    channels)."""
+    it is), "split-blocks" (the producer one conv per block, no channel-tile-major writer),
+    "no-blocks" (the input channel-innermost: neither), "no-slices" (the width by cost, no slice
+    form), "fixed" (the rule before these: 16-channel groups, padded above 16 channels)."""
     width, sliced = depthwise_to_grouped.DepthwiseToGrouped.width, depthwise_to_grouped._sliced_cycles
-    producer = depthwise_to_grouped._blocked_producer
-    if rule != "cost":
-        depthwise_to_grouped._blocked_producer = lambda op: None
+    producer, writer = depthwise_to_grouped._blocked_producer, depthwise_to_grouped._tiled_writer
+    if rule == "split-blocks":  # the producer split into one conv per block (no channel-tile-major writer)
+        depthwise_to_grouped._tiled_writer = lambda op: None
+    elif rule != "cost":  # the input channel-innermost: neither blocked form
+        depthwise_to_grouped._blocked_producer = depthwise_to_grouped._tiled_writer = lambda op: None
     if rule not in ("cost", "no-blocks"):
         depthwise_to_grouped._sliced_cycles = lambda *_: float("inf")
     if rule == "fixed":
@@ -102,17 +110,19 @@ def measure(c: int, h: int, w: int, kernel: int, stride: int, cin: int, hw: Snow
         return _measure(c, h, w, kernel, stride, cin, hw)
     finally:
         depthwise_to_grouped.DepthwiseToGrouped.width, depthwise_to_grouped._sliced_cycles = width, sliced
-        depthwise_to_grouped._blocked_producer = producer
+        depthwise_to_grouped._blocked_producer, depthwise_to_grouped._tiled_writer = producer, writer
 
 
 def _measure(c: int, h: int, w: int, kernel: int, stride: int, cin: int, hw: SnowflakeConfig) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "m.onnx"
         onnx.save(block(c, h, w, kernel, stride, cin), path)
-        report = compile_model(path, hw=hw).run(check=True).report.to_json()
+        compiled = compile_model(path, hw=hw)
+        report = compiled.run(check=True).report.to_json()
     dw, expand = summed_layer(report, "dw"), summed_layer(report, "expand")
     form = f"{dw['parts'] - 1} slices" if dw["parts"] > 1 else "one layer"
-    return {"where": dw["where"], "form": form + (" on blocks" if expand["parts"] > 1 else ""),
+    tiles = any(CHANNEL_TILES in op.attributes for op in compiled.module.walk())  # one producer writing every block
+    return {"where": dw["where"], "form": form + (" on blocks" if expand["parts"] > 1 else " on tiles" if tiles else ""),
             "cycles": dw["cycles"], "useful_macs": dw["macs"], "bit_exact": bool(report["check"]["golden_bit_exact"]),
             "block_cycles": sum(summed_layer(report, n)["cycles"] for n in ("expand", "dw", "project"))}
 
@@ -144,7 +154,11 @@ def main() -> None:
             | measure(c, h, w, kernel, stride, cin, hw)
         fixed = measure(c, h, w, kernel, stride, cin, hw, rule="fixed")
         row |= {"fixed_where": fixed["where"], "fixed_cycles": fixed["cycles"], "fixed_bit_exact": fixed["bit_exact"]}
-        if row["form"].endswith("on blocks"):  # what the slices over the channel-innermost input give
+        if row["form"].endswith("on tiles"):  # what the producer split into one conv per block gives
+            split = measure(c, h, w, kernel, stride, cin, hw, rule="split-blocks")
+            row |= {"split_blocks_form": split["form"], "split_blocks_cycles": split["cycles"],
+                    "split_blocks_block_cycles": split["block_cycles"], "split_blocks_bit_exact": split["bit_exact"]}
+        if row["form"].endswith(("on blocks", "on tiles")):  # what the slices over the channel-innermost input give
             flat = measure(c, h, w, kernel, stride, cin, hw, rule="no-blocks")
             row |= {"no_blocks_form": flat["form"], "no_blocks_cycles": flat["cycles"],
                     "no_blocks_block_cycles": flat["block_cycles"], "no_blocks_bit_exact": flat["bit_exact"]}
@@ -159,8 +173,8 @@ def main() -> None:
         rows.append(row)
         print(row, file=sys.stderr)
     head = (f"{'shape':<24} {'form':>18} {'where':>9} {'cycles':>10} {'bound':>9} {'MAC/DRAM':>8} {'util%':>6} "
-            f"{'bound%':>6} {'of bound%':>9} {'exact':>5} {'block':>10} {'no blocks':>10} {'its block':>10} "
-            f"{'no slices':>10} {'16-groups':>10} {'of bound%':>9}")
+            f"{'bound%':>6} {'of bound%':>9} {'exact':>5} {'block':>10} {'split':>10} {'its block':>10} "
+            f"{'no blocks':>10} {'its block':>10} {'no slices':>10} {'16-groups':>10} {'of bound%':>9}")
     print(head)
     print("-" * len(head))
     for r in rows:
@@ -170,6 +184,8 @@ def main() -> None:
               f"{(format(r['util_pct'], '.2f') if on else '-'):>6} {r['bound_util_pct']:>6.2f} "
               f"{(format(r['share_of_bound_pct'], '.1f') if on else '-'):>9} {str(r['bit_exact']):>5} "
               f"{format(r['block_cycles'], ','):>10} "
+              f"{format(r['split_blocks_cycles'], ',') if 'split_blocks_cycles' in r else '-':>10} "
+              f"{format(r['split_blocks_block_cycles'], ',') if 'split_blocks_cycles' in r else '-':>10} "
               f"{format(r['no_blocks_cycles'], ',') if 'no_blocks_cycles' in r else '-':>10} "
               f"{format(r['no_blocks_block_cycles'], ',') if 'no_blocks_cycles' in r else '-':>10} "
               f"{format(r['no_slices_cycles'], ',') if 'no_slices_cycles' in r else '-':>10} "

@@ -13,6 +13,11 @@ An op of `@main` is one of:
     the device (its producers write their channel slices of its one DRAM tensor: `slot_of`), an
     interleave placed on the device (its phase convs write their pixels of its tensor in place);
   * a host layer: everything else (it reads and writes the device's DRAM between segments).
+
+A tensor may be stored channel-tile-major (`CHANNEL_TILES` on the op writing it, NCHW[w]c: channels
+[w·g, w·g + w) of every pixel an (H, W, w) run at word g·H·W·w; depthwise-to-grouped decides it for
+a depthwise conv's input, which slices of whole blocks read): `Slot.tiles`, which the writer's
+write-back (or the host's write), its readers' loads and the runner's reads follow.
 """
 
 from __future__ import annotations
@@ -21,12 +26,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 
 from snowir.dialects import nn
 from snowir.device_layers import DEVICE_OPS
 from snowir.errors import SnowError
+
+
+CHANNEL_TILES = "channel_tiles"
+"""Attribute of the op writing a tensor (depthwise-to-grouped: an nn.conv2d, or a host activation):
+its result is stored channel-tile-major with blocks of this many channels (NCHW[w]c), written by
+the conv in one layer (or by the host) and read block by block by convs over `nn.channel_slice`s of
+whole blocks (docs/lowering.md, "Depthwise convs: the bound")."""
 
 
 def main_of(module: ModuleOp) -> func.FuncOp:
@@ -63,7 +75,7 @@ def layer_of(op: Operation) -> str | None:
 
 def _chw_order_kept(shape: tuple[int, ...]) -> bool:
     """NCHW and the device's N,H,W,C byte orders agree (one channel, or one pixel); a tensor of
-    another rank is row-major on the device (segment_run's `_hwc`)."""
+    another rank is row-major on the device (segment_run's `device_order`)."""
     if len(shape) == 4:
         return shape[1] == 1 or shape[2] * shape[3] == 1
     return True
@@ -71,7 +83,7 @@ def _chw_order_kept(shape: tuple[int, ...]) -> bool:
 
 def _device_axes(rank: int) -> list[int]:
     """The logical axes of a tensor in the order the device lays them out: N, H, W, C for rank 4
-    (channel-innermost), row-major otherwise (snowir/driver/segment_run.py: `_hwc`)."""
+    (channel-innermost), row-major otherwise (snowir/driver/segment_run.py: `device_order`)."""
     return [0, 2, 3, 1] if rank == 4 else list(range(rank))
 
 
@@ -143,10 +155,20 @@ class Slot:
     """A merged conv's phases interleaved in place (a device `nn.depth_to_space` of one input): the
     tensor's channel (a·sx + b)·M + m of pixel (i, j) is root's pixel (sy·i + a, sx·j + b) channel
     m, as (sy, sx, root's height, root's width)."""
+    tiles: int = 0
+    """root is stored channel-tile-major in blocks of `tiles` channels (`CHANNEL_TILES`; 0: channel-
+    innermost): the tensor is channels [first, first + channels) of it, whole blocks."""
 
     @property
     def whole(self) -> bool:
-        return self.channels == self.total and self.pixels is None and self.phases is None
+        """Channel-innermost (H, W, C) bytes of a tensor of its own."""
+        return self.channels == self.total and self.pixels is None and self.phases is None and not self.tiles
+
+    @property
+    def blocks(self) -> tuple[int, int, int] | None:
+        """A channel-tile-major placement as (block width, first block, blocks of root): the
+        output region's or a block reader's maps region's `channel_tiles` (None: channel-innermost)."""
+        return (self.tiles, self.first // self.tiles, self.total // self.tiles) if self.tiles else None
 
 
 def placed_concat(op: Operation | None) -> bool:
@@ -223,12 +245,23 @@ def _sliced(value: SSAValue) -> SSAValue | None:
     return value.owner.input if isinstance(value.owner, nn.ChannelSliceOp) else None
 
 
+def channel_tiles(op: Operation | Block | None) -> int:
+    """The block width an op's result is stored channel-tile-major in (`CHANNEL_TILES`: a device
+    conv's, or a host activation's the host writes so), 0 if none."""
+    attr = op.attributes.get(CHANNEL_TILES) if isinstance(op, Operation) else None
+    return attr.value.data if isinstance(attr, IntegerAttr) else 0
+
+
 def slot_of(value: SSAValue) -> Slot:
     """The DRAM slot of `value` (through views, channel slices and device concats)."""
     shape = value.type.get_shape()
     channels = shape[1] if len(shape) == 4 else 0
+    if tiles := channel_tiles(value.owner):  # stored channel-tile-major: a tensor of its own
+        return Slot(value, 0, channels, channels, tiles=tiles)
     if isinstance(value.owner, nn.ChannelSliceOp):
         outer = slot_of(value.owner.input)
+        if outer.tiles:  # channels of a channel-tile-major tensor (a reader of whole blocks reads them in place)
+            return Slot(outer.root, outer.first + value.owner.start.value.data, channels, outer.total, tiles=outer.tiles)
         if not outer.whole:  # a slice of a concat's slice: a view of the same bytes
             return Slot(outer.root, outer.first + value.owner.start.value.data, channels, outer.total)
     phase = interleave_of(value) if channels else None

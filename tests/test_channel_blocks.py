@@ -1,9 +1,13 @@
 """
-A depthwise conv's input written channel-tile-major (depthwise-to-grouped's blocked form,
-docs/lowering.md "Depthwise convs: the bound"): the 1x1 producer becomes one conv per 16-channel
-block, each depthwise slice reads its block whole instead of gathering its channels pixel by
-pixel. Checked on small exporter-style mobile blocks: bit-exact against the golden model (Q8.8
-and per-tensor formats), and fewer cycles than the gathered slices it replaces.
+A depthwise conv's input written as one tensor per 16-channel block (depthwise-to-grouped's
+split-producer form, docs/lowering.md "Depthwise convs: the bound"): the 1x1 producer becomes one
+conv per block, each depthwise slice reads its block whole instead of gathering its channels pixel
+by pixel. Where the producer can write every block in one layer (channel-tile-major,
+tests/test_channel_tiles.py) that form wins; the split one stays where it cannot (channels not
+whole blocks, an INDP stem whose blocks run INDP), so these tests switch the one-layer form off
+(`split_only`) to keep checking the split one on small exporter-style mobile blocks: bit-exact
+against the golden model (Q8.8 and per-tensor formats), and fewer cycles than the gathered slices
+it replaces.
 """
 
 from __future__ import annotations
@@ -25,6 +29,12 @@ from snowir.passes.nn.fuse_relu import FuseReluPass
 from snowir.passes.pipelines import NNPreparePass
 from snowir.tools.snow_run import main as snow_run
 from tests.onnx_util import model, rand
+
+
+@pytest.fixture
+def split_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The producer not written channel-tile-major in one layer: the split form is the blocked one."""
+    monkeypatch.setattr(depthwise_to_grouped, "_tiled_writer", lambda op: None)
 
 
 def mobile_block(cin: int, c: int, h: int, stride: int = 1) -> onnx.ModelProto:
@@ -54,6 +64,7 @@ def _cycles(layers: dict, prefix: str) -> int:
     return sum(v["cycles"] or 0 for k, v in layers.items() if k == prefix or k.startswith(f"{prefix}."))
 
 
+@pytest.mark.usefixtures("split_only")
 @pytest.mark.parametrize("h, stride", [(14, 1), (28, 2)])
 def test_blocked_input_is_bit_exact_and_faster_than_gathered_slices(tmp_path: Path, h: int, stride: int,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,6 +85,7 @@ def test_blocked_input_is_bit_exact_and_faster_than_gathered_slices(tmp_path: Pa
     assert total(blocked) < total(plain), (total(blocked), total(plain))
 
 
+@pytest.mark.usefixtures("split_only")
 def test_blocked_input_with_per_tensor_formats_is_bit_exact(tmp_path: Path) -> None:
     """--format auto: each block is a tensor of its own with its own format (the first block's
     kernels 20x the others'); the slices read each in its format, bit-exact."""
@@ -90,11 +102,13 @@ def test_blocked_input_with_per_tensor_formats_is_bit_exact(tmp_path: Path) -> N
 
 def test_an_indp_producer_keeps_its_one_conv(tmp_path: Path) -> None:
     """8 input channels: the producer runs INDP (64-kernel tiles over the CUs' rows), which
-    16-kernel COOP blocks would give up (1,422 cycles against 5,519 at 14²): not blocked."""
+    16-kernel COOP blocks would give up (1,422 cycles against 5,519 at 14²), and so would one COOP
+    conv writing the blocks (4,531): neither blocked form."""
     layers = _run(tmp_path, mobile_block(8, 48, 14), "indp")
     assert "expand" in layers and "expand.0" not in layers and layers["expand"]["mode"] == "INDP"
 
 
+@pytest.mark.usefixtures("split_only")
 def test_blocks_keep_the_producers_weight_format(monkeypatch: pytest.MonkeyPatch) -> None:
     """Q8.8: the blocked model's golden output equals the unblocked one's bit for bit, though the
     other blocks' kernels are 20x the first's (alone, the first would take more fraction bits):

@@ -103,8 +103,10 @@ def test_every_spelling_folds_and_computes_what_onnxruntime_does(spelling: str) 
 
 
 def test_prepare_puts_every_conv_of_the_unit_on_the_device(monkeypatch) -> None:
-    # gconv1 whole: the blocked form would split it into 16-kernel blocks (tests/test_channel_blocks.py)
+    # gconv1 and the depthwise conv whole: the blocked forms would split gconv1 into 16-kernel blocks
+    # (tests/test_channel_blocks.py) or the depthwise conv into slices over its tiles (test_channel_tiles.py)
     monkeypatch.setattr(depthwise_to_grouped, "_blocked_producer", lambda op: None)
+    monkeypatch.setattr(depthwise_to_grouped, "_tiled_writer", lambda op: None)
     module = import_model(shuffle_unit())
     NNPreparePass().apply(None, module)
     assert not _ops(module, nn.TransposeOp) and not _ops(module, nn.ReshapeOp)

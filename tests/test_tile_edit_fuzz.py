@@ -21,7 +21,9 @@ duplicated, DRAM region offsets and sizes, the weights' recorded packing, relu (
 both), pool_slots, bypass_slices, gather, tiles deleted or duplicated, bodies emptied alone, the
 output region's `channels` (a device concat's slice: added, moved, removed) and `pixels` (an
 interleave's phase: added, moved, too small for the output, removed) and `phases` (a merged
-conv's interleave result: added, its grid the result's or not, removed), the load placement
+conv's interleave result: added, its grid the result's or not, removed), the output's or maps'
+`channel_tiles` (a channel-tile-major tensor: added with widths the tiles or channels are or are
+not, moved, removed), the load placement
 (`prefetch_after`, `load_next_whole`), the kernel tiles' order (`kernel_order`), the weight image's bias
 layout (`biases` on the weights region), COOP row groups (`coop_rows`: added, removed), pairs of edits.
 
@@ -257,6 +259,7 @@ def meaning(layer: tile.LayerOp, hw: SnowflakeConfig) -> tuple:
          r.packing.data.value if r.packing is not None else None,
          r.packed_kernels.value.data if r.packed_kernels is not None else None,
          tuple(int(v) for v in r.channels.get_values()) if r.channels is not None else None,
+         tuple(int(v) for v in r.channel_tiles.get_values()) if r.channel_tiles is not None else None,
          int16_array(r.value).tobytes() if r.value is not None else None)
         for label, r in regions_of(layer).items()))
     return plan, regions
@@ -300,11 +303,14 @@ def lower(layer: tile.LayerOp, base: Base, stage: list[str] | None = None) -> sf
     return image
 
 
-def run(image_op: sf.ImageOp, base: Base, max_instructions: int | None = None):
+def run(image_op: sf.ImageOp, base: Base, max_instructions: int | None = None, layer: tile.LayerOp | None = None):
+    """The image run on the base's inputs (`layer`: the edited layer, whose maps region may place
+    the input as a block of a channel-tile-major tensor: `_placed_inputs`)."""
     image = assemble(image_op, base.hw)
     inputs = {}
+    given = _placed_inputs(layer, base) if layer is not None else base.inputs
     for seg in image.of_kind(sf.SegmentKind.INPUT):
-        data = base.inputs[seg.name]  # a larger region: its extra words are zeros
+        data = given[seg.name]  # a larger region: its extra words are zeros
         inputs[seg.name] = np.concatenate([data, np.zeros(max(0, seg.size // 2 - data.size), np.int16)])
     result = run_image(image, base.hw, "fast", inputs, module=image_op, max_instructions=max_instructions)
     return image, result
@@ -1010,11 +1016,82 @@ def e_phases(layer, rng, hw):
                 f"{'grown to the result' if grown else 'kept'}, {_body_note(empty)}", acts=True)
 
 
+def e_channel_tiles(layer, rng, hw):
+    """A region's tensor made channel-tile-major (`channel_tiles` = [width, block, blocks]: channels
+    [w·g, w·g + w) of every pixel an (H, W, w) run at word g·H·W·w): the output's (the layer's kernel
+    tiles write blocks block, block + 1, ...) or the maps' (the layer reads block `block` as its whole
+    input), with a width the layer's tiles or channels are or are not, or the layout removed; the
+    region grown to the tensor or not. The judge places the input in its block (`_placed_inputs`) and
+    reads the output's blocks back (`_written`)."""
+    regions = regions_of(layer)
+    label = "maps" if rng.random() < 0.35 else "output"
+    region = regions[label]
+    if region.channel_tiles is not None and rng.random() < 0.3:
+        region.properties.pop("channel_tiles")
+        empty_bodies(layer)
+        return Edit(f"{label} channel_tiles removed, bodies empty", acts=True)
+    if label == "output":
+        oh, ow, k = _out_hw(layer)
+        width = rng.choice([16, 16, 16, 8, k, 32])
+        blocks = max(1, -(-k // width)) + rng.choice([0, 0, 0, 1, -1])
+        block = rng.choice([0, 0, 0, 1])
+        size = 2 * oh * ow * width * blocks
+    else:
+        _conv(layer)
+        s = conv_shape_of(layer.shape)
+        width = rng.choice([s.cin, s.cin, 16, 8])
+        blocks = rng.choice([1, 2, 3])
+        block = rng.randrange(blocks)
+        size = 2 * s.h * s.w * width * blocks
+    if blocks < 1 or block >= blocks or (label == "output" and (width, block, blocks) == (k, 0, 1)) \
+            or (label == "maps" and block == 0):
+        raise NotApplicable  # a tensor of one block read or written from its start: the layout of none
+    _arr(region, "channel_tiles", [width, block, blocks])
+    grown = rng.random() < 0.85
+    if grown:
+        _grow_region(regions, label, size)
+    empty = rng.random() < 0.8  # the loads' and windows' addresses follow: derived
+    if empty:
+        empty_bodies(layer)
+    return Edit(f"{label} channel_tiles [{width}, {block}, {blocks}], region "
+                f"{'grown to the tensor' if grown else 'kept'}, {_body_note(empty)}", acts=True)
+
+
+def _grow_region(regions: dict, label: str, size: int) -> None:
+    """Region `label` grown to `size` bytes (the tensor it is a block of, or writes blocks of); the
+    regions after it move up past it."""
+    region = regions[label]
+    end = region.offset.value.data + region.size.value.data
+    delta = -(-(size - region.size.value.data) // 64) * 64
+    for r in regions.values():
+        if r is not region and r.offset.value.data >= end and delta > 0:
+            _set(r, "offset", r.offset.value.data + delta)
+    _set(region, "size", max(size, region.size.value.data))
+
+
+def _placed_inputs(layer: tile.LayerOp, base: Base) -> dict[str, np.ndarray]:
+    """The base's inputs where the edited layer reads them: its input as block `block` of a
+    channel-tile-major tensor (`channel_tiles` on its maps region: `block` blocks of zeros first)."""
+    maps = regions_of(layer).get("maps")
+    if maps is None or maps.channel_tiles is None or "x" not in base.inputs:
+        return base.inputs
+    _, block, _ = (int(v) for v in maps.channel_tiles.get_values())
+    x = base.inputs["x"]
+    return {**base.inputs, "x": np.concatenate([np.zeros(block * x.size, x.dtype), x])}
+
+
 def _written(layer: tile.LayerOp, y: np.ndarray, size: int) -> np.ndarray:
     """The layer's output words from its output segment: its channel slice of every pixel when the
     region is a slice of a wider tensor (`channels`), its phase's pixels when it is an interleave's
     phase (`pixels`), else the first `size` words."""
     out = regions_of(layer).get("output")
+    if out is not None and out.channel_tiles is not None:  # channel-tile-major: the layer's blocks, back to HWC
+        width, block, blocks = (int(v) for v in out.channel_tiles.get_values())
+        oh, ow, k = _out_hw(layer)
+        if k % width or block + k // width > blocks or y.size < blocks * oh * ow * width:
+            return y[:0]
+        grid = y[:blocks * oh * ow * width].reshape(blocks, oh, ow, width)[block:block + k // width]
+        return grid.transpose(1, 2, 0, 3).ravel()
     if out is not None and out.phases is not None:  # a merged conv's phases: back to (pixel, channel) order
         sy, sx, height, width = (int(v) for v in out.phases.get_values())
         oh, ow, k = _out_hw(layer)
@@ -1246,7 +1323,7 @@ def maps_cols_cut(layer: tile.LayerOp) -> bool:
 
 PAIRED = ("split", "merge", "shift", "retile", "count", "mode", "loop_order", "buffering", "slot", "stagger",
           "resident", "cu_rows", "ring", "relu", "pool_slots", "bypass_slices", "gather", "region", "empty", "channels",
-          "pixels", "prefetch_after", "load_next_whole", "kernel_order", "biases", "coop_rows")
+          "pixels", "prefetch_after", "load_next_whole", "kernel_order", "biases", "coop_rows", "channel_tiles")
 
 
 def e_pair(layer, rng, hw):
@@ -1266,7 +1343,7 @@ EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the dra
     "bypass_slices": (e_bypass_slices, 2), "delete_tile": (e_delete_tile, 1), "duplicate_tile": (e_duplicate_tile, 1),
     "empty": (e_empty, 2), "gather": (e_gather, 1), "packing": (e_packing, 1), "pair": (e_pair, 4),
     "drop_load": (e_drop_load, 1), "resident_one": (e_resident_one, 1), "taller": (e_taller, 1),
-    "channels": (e_channels, 2), "pixels": (e_pixels, 2), "phases": (e_phases, 2),
+    "channels": (e_channels, 2), "pixels": (e_pixels, 2), "phases": (e_phases, 2), "channel_tiles": (e_channel_tiles, 2),
     "prefetch_after": (e_prefetch_after, 2),
     "load_next_whole": (e_load_next_whole, 2), "kernel_order": (e_kernel_order, 2), "biases": (e_biases, 2),
     "coop_rows": (e_coop_rows, 2),
@@ -1318,7 +1395,7 @@ def judge(base: Base, seed: int, among: tuple[str, ...] = ()) -> tuple[Edit, Out
         first = str(e).splitlines()[0] if str(e) else ""
         return edit, Outcome("FAILURE", f"crash in {stage[-1]}: {type(e).__name__}: {first}")
     try:
-        image, result = run(image_op, base, max_instructions=100 * base.dynamic + 1_000_000)
+        image, result = run(image_op, base, max_instructions=100 * base.dynamic + 1_000_000, layer=edited)
     except Exception as e:  # noqa: BLE001
         return edit, Outcome("FAILURE", f"accepted then faulted ({type(e).__name__}): "
                                         f"{str(e).splitlines()[0] if str(e) else ''}")
@@ -1423,6 +1500,8 @@ TARGETED = {  # an edit kind held-out users made, and the layer kinds it applies
     # a recorded packing that is not the image's: its size alone no longer tells (the layout stamp does)
     "packing": ("conv_biases_maps", "indp_cols_maps"),
     "pixels": ("pool_strips", "conv_kloop", "gathered", "residual"),
+    # a channel-tile-major output (the kernel tiles a block apart) or input (one block read whole)
+    "channel_tiles": ("conv_kloop", "conv_one_tile", "conv_mloop", "gathered", "residual", "indp", "pool_strips"),
 }
 TARGETED_SEEDS = 6
 

@@ -329,7 +329,28 @@ BIASES = Decision(
 snowir/plan/layout.py packs and unpacks, the generators load and read the bias block
 (`bias_refusal` names what cannot take `maps`)."""
 
-IR_ONLY: tuple[Decision, ...] = (MAPS_BUFFERING, FENCE, SLOT, CU_ROWS, RING, CHANNELS, PIXELS, PHASES, BIASES)
+
+def _output_or_maps(op: Operation) -> bool:
+    label = op.properties.get("label")
+    return isinstance(label, StringAttr) and label.data in ("output", "maps")
+
+
+CHANNEL_TILES = Decision(
+    "channel_tiles", DRAM_REGION, INTS, None, length=3, needs=_output_or_maps,
+    valid=lambda ct: len(ct) == 3 and ct[0] >= 1 and 0 <= ct[1] < ct[2],
+    doc="The region's tensor stored channel-tile-major (NCHW[w]c): [w, block, blocks]; channels [w·g, w·g + w) "
+        "of every pixel are an (H, W, w) run at word g·H·W·w. On an 'output' region: the layer's kernel tiles of w "
+        "kernels write blocks block, block + 1, ... (pixels w words apart, tiles H·W·w words apart; a COOP conv); "
+        "on a 'maps' region: the layer reads block `block` whole, as a dense (H, W, w) input; must be where the "
+        "graph places the tensor (tile-to-asm refuses an edit).",
+    rule="[width, block, blocks] marks an 'output' or 'maps' region of a channel-tile-major tensor, "
+         "width >= 1, 0 <= block < blocks")
+"""The layout of a depthwise conv's producer's result (depthwise-to-grouped sets it on the nn conv,
+`snowir.segments.CHANNEL_TILES`; nn-to-tile records it; the write-back, the readers' loads,
+allocate-dram and the runner's reads and writes follow it)."""
+
+IR_ONLY: tuple[Decision, ...] = (MAPS_BUFFERING, FENCE, SLOT, CU_ROWS, RING, CHANNELS, PIXELS, PHASES, BIASES,
+                                 CHANNEL_TILES)
 """Decisions the generators read from the IR itself (per maps tile, or not part of a conv's plan)."""
 
 PLAN_DECISIONS: tuple[Decision, ...] = tuple(f.metadata["decision"] for f in fields(ConvDecisions))

@@ -46,7 +46,7 @@ from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
 from snowir.plan.weights_end import weights_before_fence_refusal
-from snowir.tile.placement import regions_of, slice_refusal
+from snowir.tile.placement import maps_refusal, regions_of, slice_refusal
 from snowir.tile.read import TileError, conv_plan_of, tile_layers
 from snowir.codegen.traces import R_TMP
 
@@ -140,11 +140,14 @@ class TileToAsmPass(ModulePass):
         plan = next((o for o in op.ops if isinstance(o, tile.DramPlanOp)), None)
         nodes = onnx_nodes(op)
         relative: dict[Attribute, str] = {}
-        outputs = {inner.attributes["tile"].data: inner for inner in outside_programs(op)  # type: ignore[union-attr]
-                   if isinstance(inner, DEVICE_OPS) and isinstance(inner.attributes.get("tile"), StringAttr)}
+        ops_of: dict[str, list[Operation]] = {}  # a layer's nn ops: its conv (or pool), then a fused pool
+        for inner in outside_programs(op):
+            if isinstance(inner, DEVICE_OPS) and isinstance(inner.attributes.get("tile"), StringAttr):
+                ops_of.setdefault(inner.attributes["tile"].data, []).append(inner)  # type: ignore[union-attr]
         previous: tile.LayerOp | None = None
         for layer in tile_layers(op, self.name):
-            wrong = slice_refusal(layer, outputs[layer.sym_name.data]) if layer.sym_name.data in outputs else None
+            nn_ops = ops_of.get(layer.sym_name.data)
+            wrong = slice_refusal(layer, nn_ops[-1]) or maps_refusal(layer, nn_ops[0]) if nn_ops else None
             if wrong is None and WEIGHTS_BEFORE_FENCE.value(layer) and previous is not None \
                     and previous.kind.data == tile.LayerKind.CONV:
                 why = weights_before_fence_refusal(conv_plan_of(previous), conv_plan_of(layer), hw)

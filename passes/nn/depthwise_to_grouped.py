@@ -63,7 +63,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import DenseResourceAttr, Float32Type, IntegerAttr, ModuleOp, StringAttr, TensorType, UnitAttr, f32
+from xdsl.dialects.builtin import DenseResourceAttr, Float32Type, IntegerAttr, ModuleOp, StringAttr, TensorType, UnitAttr
 from xdsl.passes import ModulePass
 from xdsl.ir import Operation
 from xdsl.rewriter import InsertPoint
@@ -77,12 +77,15 @@ from snowir.nn_util import const_of, constant_op, name_part, shape_of
 from snowir.plan.issue import placement_cycles
 from snowir.plan.layout import LANE_GROUPS, block_diagonal
 from snowir.plan.shapes import LoweringError
-from snowir.passes.nn.input_layout import CHANNEL_BLOCK
-from snowir.passes.nn.quantize import most_frac, weight_frac
+from snowir.passes.nn.depthwise_slices import (BLOCKED_MIN_GAIN, CHANNEL_TILES, LANES, SLICED, SliceConv,
+                                              blocked_cycles as _blocked_cycles, blocked_producer as _blocked_producer,
+                                              blocks_run_indp as _blocks_run_indp, device_cycles as _device_cycles,
+                                              erase_with_constants as _erase_with_constants, producer_blocks as _producer_blocks,
+                                              runs_indp as _runs_indp,
+                                              slice_conv as _slice_conv, slice_sizes as _slice_sizes,
+                                              tiled_cycles as _tiled_cycles, tiled_writer as _tiled_writer)
 from snowir.tile.lowerable import planned_conv
 
-LANES = SnowflakeConfig().macs_per_vmac
-"""the channels one vMAC multiplies per trace word"""
 
 
 @dataclass(frozen=True)
@@ -221,14 +224,21 @@ class DepthwiseToGrouped(RewritePattern):
         width = self.width(op, w, c)
         sliced = _sliced_cycles(self.hw, op, w)
         form = self.form_cycles(op, w, width)
-        producer = _blocked_producer(op) if w.shape[2:] != (1, 1) and op.bypass is None else None
-        if producer is not None and (not _runs_indp(self.hw, producer[0]) or _blocks_run_indp(self.hw, *producer)):
-            # the input channel-tile-major, if it beats the best form over (H, W, C)
-            p, pw = producer
-            alone = _device_cycles(self.hw, p)
-            blocked = _blocked_cycles(self.hw, op, w, p, pw)
-            if blocked < (1 - BLOCKED_MIN_GAIN) * (min(sliced, form) + alone):
-                self._place_sliced(op, w, blocked - alone, rewriter, producer)
+        blocks = w.shape[2:] != (1, 1) and op.bypass is None  # a kernel row to span: slices may read blocks
+        writer = _tiled_writer(op) if blocks else None
+        producer = _blocked_producer(op) if blocks else None
+        if writer is not None or producer is not None:
+            # the input channel-tile-major, if it beats the best form over (H, W, C): its writer
+            # writing every block (`_tiled_cycles`), or the producer as one conv per block
+            alone = _device_cycles(self.hw, writer or producer[0]) if isinstance(writer or producer[0], nn.Conv2dOp) else 0
+            tiled = sum(_tiled_cycles(self.hw, op, w, writer)) if writer is not None else float("inf")
+            split = producer is not None and (not _runs_indp(self.hw, producer[0]) or _blocks_run_indp(self.hw, *producer))
+            blocked = _blocked_cycles(self.hw, op, w, *producer) if split else float("inf")  # type: ignore[misc]
+            if min(tiled, blocked) < (1 - BLOCKED_MIN_GAIN) * (min(sliced, form) + alone):
+                if tiled <= blocked:
+                    self._place_sliced(op, w, _tiled_cycles(self.hw, op, w, writer)[1], rewriter, tiled=writer)
+                else:
+                    self._place_sliced(op, w, blocked - alone, rewriter, producer)
                 return
         if sliced < form:
             self._place_sliced(op, w, sliced, rewriter)
@@ -279,7 +289,7 @@ class DepthwiseToGrouped(RewritePattern):
             del op.attributes[LANE_GROUPS]
 
     def _place_sliced(self, op: nn.Conv2dOp, w: np.ndarray, cycles: float, rewriter: PatternRewriter,
-                      producer: tuple[nn.Conv2dOp, np.ndarray] | None = None) -> None:
+                      producer: tuple[nn.Conv2dOp, np.ndarray] | None = None, tiled: Operation | None = None) -> None:
         """`op` replaced by its `_slices` and their placed concat if, at `cycles` (`_sliced_cycles`,
         or with `producer` the `_blocked_cycles` less the producer's own), it pays; else left for
         the host. Each slice carries the whole conv's costs. With `producer` (`_blocked_producer`)
@@ -291,6 +301,8 @@ class DepthwiseToGrouped(RewritePattern):
         if device + trip >= host:
             op.attributes["placement_cost"] = cost
             return
+        if tiled is not None:  # the producer writes every block in one layer, each slice reads its block whole
+            tiled.attributes[CHANNEL_TILES] = IntegerAttr(LANES, 64)
         parts = _slices(op, w)
         if producer is not None:
             p, pw = producer
@@ -317,34 +329,6 @@ of the pixel's 16 words and its two address registers (snowir/codegen/strip_load
 Measured (simulated minus estimated cycles of a slice, before the grouped taps' pipelining):
 5.5 a pixel at 14², 8.4-9.4 at 28² and 56², 10.0 at 112²; the upper end, so the choice errs
 toward the forms without a gather."""
-
-SLICED = "depthwise_slice"
-"""On a diagonal conv over a channel slice of a depthwise conv's input (`_slices`): which slice
-it is, of how many."""
-
-SliceConv = tuple[nn.ChannelSliceOp, tuple[nn.ConstantOp, nn.ConstantOp], nn.Conv2dOp]
-"""A slice of a depthwise conv's input, the diagonal conv's weights and bias, the conv."""
-
-
-def _slice_sizes(c: int) -> list[int]:
-    """The channel slices of a C-channel depthwise conv: 16 each, the last C mod 16."""
-    return [LANES] * (c // LANES) + ([c % LANES] if c % LANES else [])
-
-
-def _slice_conv(op: nn.Conv2dOp, w: np.ndarray, bias: np.ndarray | None, start: int, size: int) -> SliceConv:
-    """The diagonal size x size conv over channels [start, start + size) of `op`'s input."""
-    n, _, h, w_in = shape_of(op.input)
-    _, _, oh, ow = shape_of(op.output)
-    sl = nn.ChannelSliceOp(op.input, start, size, TensorType(f32, [n, size, h, w_in]))
-    weight = constant_op(block_diagonal(w[start:start + size], size).astype(np.float32), "w_diag")
-    b = constant_op((bias[start:start + size] if bias is not None else np.zeros(size)).astype(np.float32), "b_slice")
-    conv = nn.Conv2dOp(sl.output, weight.result, b.result, TensorType(f32, [n, size, oh, ow]),
-                       [int(v) for v in op.strides.get_values()], [int(v) for v in op.pads.get_values()],
-                       [int(v) for v in op.dilations.get_values()], 1, op.relu is not None)
-    conv.attributes.update(op.attributes)
-    conv.attributes["block_diagonal"] = UnitAttr()
-    return sl, (weight, b), conv
-
 
 def _slices(op: nn.Conv2dOp, w: np.ndarray) -> list[SliceConv]:
     """The depthwise `op` (weights `w`) as ceil(C/16) convs, each over its 16-channel slice of
@@ -385,133 +369,6 @@ def _sliced_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray) -> float
     return sum(each[size] + GATHER_PIXEL_CYCLES * h * w_in for size in sizes)
 
 
-BLOCKED = CHANNEL_BLOCK
-"""On a conv that writes one 16-channel block of a tensor stored channel-tile-major (`_blocked_producer`):
-which block, of how many."""
-
-
-BLOCKED_MIN_GAIN = 0.03
-"""The share by which the blocked form's estimate (producer blocks and slices) must beat the
-producer and the best form over (H, W, C): the estimate misses what the blocks' repeated input
-reads and per-layer starts cost (a 144 -> 144 1x1 before a 144-channel 56² 3x3: estimated 2%
-less, measured 1.2% more), so a near tie keeps the one producer, as split-kernels' MIN_GAIN does."""
-
-
-def _blocked_producer(op: nn.Conv2dOp) -> tuple[nn.Conv2dOp, np.ndarray] | None:
-    """The conv producing the depthwise `op`'s input, with its weights, when it can write that
-    input channel-tile-major (NCHW[16]c: block g holds channels [16g, 16g + 16) of every pixel,
-    an (H, W, 16) tensor of its own): an ungrouped conv with constant weights, no residual input,
-    no device placement decided yet, whose result the depthwise conv alone reads. None otherwise.
-
-    Why: over the blocked layout a slice's kernel row is kw·16 contiguous words of its own block,
-    loaded whole (one LD a strip), where over the channel-innermost (H, W, C) layout the slice
-    gathers its 16 channels pixel by pixel (an LD a pixel: `GATHER_PIXEL_CYCLES`)."""
-    p = op.input.owner
-    if not isinstance(p, nn.Conv2dOp) or p.groups.value.data != 1 or p.bypass is not None \
-            or "place" in p.attributes or "placement_cost" in p.attributes or LANE_GROUPS in p.attributes \
-            or BLOCKED in p.attributes or len(list(p.output.uses)) != 1:
-        return None
-    pw = const_of(p.weight)
-    if pw is None or (p.bias is not None and const_of(p.bias) is None):
-        return None
-    return p, pw
-
-
-def _runs_indp(hw: SnowflakeConfig, p: nn.Conv2dOp) -> bool:
-    """Whether the planners run the producer INDP (fewer than 16 input channels): its kernel tiles
-    are 64 kernels over the CUs' rows, which 16-kernel blocks would give up for COOP (an 8 -> 48
-    1x1 at 14²: 1,422 cycles INDP, 5,519 as three COOP blocks, which the estimate, 347 against
-    the blocks' share, does not see), so it keeps its one conv."""
-    try:
-        return planned_conv(p, hw).indp
-    except LoweringError:
-        return True
-
-
-def _blocks_run_indp(hw: SnowflakeConfig, p: nn.Conv2dOp, pw: np.ndarray) -> bool:
-    """Whether every 16-kernel block of an INDP producer runs INDP too (a 3-channel stem's, by the
-    priced mode: plan/conv.choose_mode): then the blocks keep the producer's mode and their
-    estimate is the INDP one, which `_runs_indp`'s COOP blocks' was not. CenterFace's 3 -> 32
-    3x3/2 stem at 480 x 640 as two INDP blocks, its depthwise slices reading them whole: 3.71 M
-    cycles before (two COOP blocks), 3.36 M unblocked (a 32 x 32 diagonal conv), 2.92 M."""
-    priced = [block for _, block in _producer_blocks(p, pw, priced_only=True)]
-    try:
-        return all(planned_conv(block, hw).indp for block in priced)
-    except LoweringError:
-        return False
-    finally:
-        for block in priced:  # let go of: the producer's input forgets every one
-            block.drop_all_references()
-
-
-def _producer_blocks(p: nn.Conv2dOp, pw: np.ndarray, priced_only: bool = False
-                     ) -> list[tuple[tuple[nn.ConstantOp, nn.ConstantOp], nn.Conv2dOp]]:
-    """The producer `p` (weights `pw`) as one conv per 16-channel block of its output (the last
-    C mod 16), each over the whole input with its kernels' weights and biases, capped at the
-    producer's weight format (`w_frac_max`, as conv-transpose-to-conv's phases: a block of small
-    kernels would otherwise take more fraction bits than the conv): the same integer sums per
-    output channel, so in a fixed format the result is the unsplit conv's bit for bit. Not yet
-    in a block. `priced_only`: constants of the right types and no data (the planners' estimate
-    reads shapes only; `diagonal_conv`)."""
-    bias = const_of(p.bias) if p.bias is not None else None
-    n, _, oh, ow = shape_of(p.output)
-    sizes = _slice_sizes(shape_of(p.output)[1])
-    frac = weight_frac(pw, most_frac(p))
-    out = []
-    for g, size in enumerate(sizes):
-        start = g * LANES
-        if priced_only:
-            weight, b = (nn.ConstantOp(DenseResourceAttr.from_params("priced_only", TensorType(Float32Type(), shape)))
-                         for shape in ([size, *pw.shape[1:]], [size]))
-        else:
-            weight = constant_op(pw[start:start + size], "w_block")
-            b = constant_op((bias[start:start + size] if bias is not None else np.zeros(size)), "b_block")
-        conv = nn.Conv2dOp(p.input, weight.result, b.result, TensorType(f32, [n, size, oh, ow]),
-                           [int(v) for v in p.strides.get_values()], [int(v) for v in p.pads.get_values()],
-                           [int(v) for v in p.dilations.get_values()], 1, p.relu is not None)
-        conv.attributes.update(p.attributes)
-        name_part(conv, p, str(g))
-        conv.attributes[BLOCKED] = StringAttr(f"{g} of {len(sizes)}")
-        conv.attributes["w_frac_max"] = IntegerAttr(frac, 64)  # the producer's one weight format
-        out.append(((weight, b), conv))
-    return out
-
-
-def _blocked_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray, p: nn.Conv2dOp, pw: np.ndarray) -> float:
-    """The placement estimate of the producer's blocks and the depthwise slices reading them
-    whole (no gather), each block planned once per width; inf where the planners refuse one."""
-    sizes = _slice_sizes(shape_of(op.input)[1])
-    priced = [block for _, block in _producer_blocks(p, pw, priced_only=True)]
-    blocks = dict(zip(sizes, priced))
-    each = {}
-    for size, block in blocks.items():
-        sl, _, conv = _slice_conv(op, w, None, 0, size)
-        conv.operands[0] = block.output
-        sl.drop_all_references()
-        try:
-            each[size] = _device_cycles(hw, block) + _device_cycles(hw, conv)
-        finally:
-            conv.drop_all_references()
-    for block in priced:  # let go of: the producer's input forgets every one
-        block.drop_all_references()
-    return sum(each[size] for size in sizes) + BLOCK_START_CYCLES * (len(sizes) - 1)
-
-
-BLOCK_START_CYCLES = 400
-"""What each producer block past the first adds that the planners' estimate leaves out: a
-layer's start (its first kernel and maps loads, the fence behind the previous layer's vector ops).
-Measured: a 32 -> 32 1x1 at 8² took 1,588 cycles as one conv, 1,973 as two 16-channel blocks."""
-
-
-def _erase_with_constants(op: nn.Conv2dOp, rewriter: PatternRewriter) -> None:
-    """`op` (no longer read) erased, and its weight and bias constants when nothing else reads them."""
-    consts = [v.owner for v in (op.weight, op.bias) if v is not None]
-    rewriter.erase(op)
-    for c in consts:
-        if isinstance(c, nn.ConstantOp) and not c.result.uses:
-            rewriter.erase(c)
-
-
 def diagonal_conv(op: nn.Conv2dOp, w: np.ndarray, lanes: int, priced_only: bool = False
                   ) -> tuple[nn.ConstantOp, nn.Conv2dOp]:
     """The depthwise `op` (weights `w`) as a conv of `lanes`-channel groups whose kernel blocks
@@ -542,14 +399,6 @@ def _diagonal_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray, lanes:
         return _device_cycles(hw, conv)
     finally:
         conv.drop_all_references()
-
-
-def _device_cycles(hw: SnowflakeConfig, conv: nn.Conv2dOp) -> float:
-    """The placement estimate of `conv` (inf where the planners refuse it)."""
-    try:
-        return placement_cycles(planned_conv(conv, hw), hw)
-    except LoweringError:
-        return float("inf")
 
 
 def _pays(hw: SnowflakeConfig, conv: nn.Conv2dOp, original: nn.Conv2dOp) -> bool:

@@ -25,7 +25,8 @@ Detect: Sigmoid on the class half of Concat(axis 2) of the scales' reshaped Conc
 convs)) goes into those convs when nothing else reads their channels. It runs late in nn-prepare, after the passes that rebuild
 convs (split-kernels, depthwise-to-grouped, the input layouts, add-to-bypass: an add's identity
 conv takes the activation too), so partition-host then re-decides with the activation gone
-from the host. Parameters that do not fit the unit's word (`Activation.word`: a clip bound off
+from the host. An activation whose result depthwise-to-grouped stored channel-tile-major (`CHANNEL_TILES`) hands
+the layout to its one conv where that conv writes it no slower, else drops it. Parameters that do not fit the unit's word (`Activation.word`: a clip bound off
 the 1/16 grid or beyond +-128, alpha outside [0, 1)) leave the op where it is. An SE block's gate
 activation goes into the gate conv as any other; se-gate (after this pass) then has the host
 write that device-computed gate as the Mul conv's kernels between segments. On a machine without
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -48,6 +49,10 @@ from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, constant_op, shape_of, tensor
+from snowir.plan.issue import placement_cycles
+from snowir.plan.shapes import LoweringError
+from snowir.segments import CHANNEL_TILES
+from snowir.tile.lowerable import planned_conv
 
 
 def _attr(op: nn.HostOp, name: str, default: float) -> float:
@@ -55,7 +60,7 @@ def _attr(op: nn.HostOp, name: str, default: float) -> float:
     return float(value.value.data) if value is not None else default
 
 
-def _activation(op: Operation) -> tuple[SSAValue, Activation] | None:
+def activation_of(op: Operation) -> tuple[SSAValue, Activation] | None:
     """The value an activation op applies to and its unit function, or None."""
     if isinstance(op, nn.ClipOp):
         return op.input, Activation("clip", (op.min.value.data, op.max.value.data))
@@ -222,14 +227,34 @@ def _split_at_slices(conv: nn.Conv2dOp, rewriter: Rewriter) -> dict[int, nn.Conv
     return parts
 
 
-def _fuse(op: Operation, rewriter: Rewriter) -> None:
+def _carry_tiles(tiles: Attribute, x: SSAValue, convs: list[nn.Conv2dOp], hw: SnowflakeConfig) -> None:
+    """The activation's result was to be stored channel-tile-major (depthwise-to-grouped's
+    `CHANNEL_TILES`: its depthwise reader's slices read whole blocks). Its conv, now writing that
+    result, takes the layout where it runs COOP by the planners' own choice and they estimate it no
+    slower so (its kernel tiles are the blocks); else the layout is dropped and the slices gather
+    their channels from the channel-innermost tensor (an INDP conv forced to COOP costs more than
+    the COOP estimate sees: depthwise_slices.tiled_cycles)."""
+    if len(convs) != 1 or x is not convs[0].output:
+        return
+    conv = convs[0]
+    try:
+        plain = planned_conv(conv, hw)
+        conv.attributes[CHANNEL_TILES] = tiles
+        if not plain.indp and placement_cycles(planned_conv(conv, hw), hw) <= placement_cycles(plain, hw):
+            return
+    except LoweringError:
+        pass
+    conv.attributes.pop(CHANNEL_TILES, None)
+
+
+def _fuse(op: Operation, rewriter: Rewriter, hw: SnowflakeConfig) -> None:
     """Fold `op` (an activation, or the multiply of x * Sigmoid(x)) into its conv if it may."""
     silu = _silu(op)
     if silu is not None:
         x, dead = silu
         act, users = Activation("silu"), 2
     else:
-        found = _activation(op)
+        found = activation_of(op)
         if found is None:
             return
         (x, act), dead, users = found, [], 1
@@ -246,6 +271,8 @@ def _fuse(op: Operation, rewriter: Rewriter) -> None:
         x, convs = part.output, [part]
     for conv in convs:
         conv.attributes[UNIT.name] = StringAttr(str(act))
+    if CHANNEL_TILES in op.attributes:
+        _carry_tiles(op.attributes[CHANNEL_TILES], x, convs, hw)
     op.results[0].replace_all_uses_with(x)
     rewriter.erase_op(op)
     for d in dead:
@@ -261,9 +288,10 @@ class FuseActivationPass(ModulePass):
     no activation unit (the pass then does nothing)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if not UNIT.machine_has(SnowflakeConfig.load(self.hw or None)):
+        hw = SnowflakeConfig.load(self.hw or None)
+        if not UNIT.machine_has(hw):
             return
         rewriter = Rewriter()
         for candidate in list(op.walk()):  # a list: the walk erases as it goes
             if candidate.parent is not None:
-                _fuse(candidate, rewriter)
+                _fuse(candidate, rewriter, hw)

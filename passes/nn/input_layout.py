@@ -25,6 +25,7 @@ from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import new_constant
 from snowir.plan.shapes import TRACE_CHUNK
+from snowir.segments import CHANNEL_TILES
 
 CHANNEL_BLOCK = "channel_block"
 """depthwise-to-grouped's attribute on one 16-channel block of a producer (its `BLOCKED`)."""
@@ -104,9 +105,11 @@ def plain_stem(op: nn.Conv2dOp) -> bool:
     """A conv the host can lay the input out for: it reads the model input, ungrouped,
     undilated, without a residual bypass, and is not one 16-channel block of a producer
     (depthwise-to-grouped's `channel_block`: a layout per block would be a copy of the input per
-    block to write)."""
+    block to write), nor a conv whose output is stored channel-tile-major (priced and planned as it
+    is by depthwise-to-grouped)."""
     return isinstance(op.input, BlockArgument) and op.groups.value.data == 1 and op.bypass is None \
-        and all(int(d) == 1 for d in op.dilations.get_values()) and CHANNEL_BLOCK not in op.attributes
+        and all(int(d) == 1 for d in op.dilations.get_values()) and CHANNEL_BLOCK not in op.attributes \
+        and CHANNEL_TILES not in op.attributes
 
 
 def relayout_conv(rewriter: PatternRewriter, op: nn.Conv2dOp, layout: Operation, weights: np.ndarray | None,

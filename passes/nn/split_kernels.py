@@ -30,6 +30,7 @@ from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, conv_shape, drop_dead_constants, new_constant, shape_of, tensor
 from snowir.plan.conv import plan_conv, residual_cycles
 from snowir.plan.shapes import LoweringError, weights_slot_elements
+from snowir.segments import CHANNEL_TILES
 
 
 MAX_PARTS_BY_COST = 4
@@ -114,8 +115,8 @@ class SplitKernel(RewritePattern):
         k, cg, kh, kw = shape_of(op.weight)
         n, c, h, w = shape_of(op.input)
         _, _, oh, ow = shape_of(op.output)
-        if op.groups.value.data != 1 or (oh == 1 and ow == 1) or "split" in op.attributes:
-            return
+        if op.groups.value.data != 1 or (oh == 1 and ow == 1) or "split" in op.attributes or CHANNEL_TILES in op.attributes:
+            return  # a channel-tile-major output (depthwise-to-grouped) is one conv's: parts chain through a bypass
         weights, bias = const_of(op.weight), const_of(op.bias)
         if weights is None or bias is None:
             return

@@ -135,7 +135,7 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
             c_off = s.c_base + (plan.kernels * t) // s.group_kernels * s.c  # this tile's group's input channels
             b.const(R_TW, wbank(i))
             b.const(R_TT, plan.kernels * t)
-            b.const(R_TO, 2 * plan.kernels * t)
+            b.const(R_TO, plan.tile_step * t)
             kernel_tile(b, plan, hw, plan.strips[si], base, c_off, mask_last if t == plan.tiles - 1 else full_mask(plan),
                          prefetch)
             if nxt < len(items) and w_slot[nxt] != w_slot[i] and not plan.double_buffer_weights:
@@ -357,13 +357,19 @@ def _advance_tile(plan: ConvPlan, hw: SnowflakeConfig, in_group: bool = False) -
 
 def _advance_channels(plan: ConvPlan, in_group: bool = False) -> list:
     """R_TT += K (bypass slices: to the other slice's first tile, or `in_group` to the next
-    tile's channels in the same slice), R_TO += 2K (K kernels per tile)."""
+    tile's channels in the same slice), R_TO += the next tile's output offset (2K bytes, K kernels
+    per tile; a channel-tile-major output's block, through R_TMP2 when past ADDI's immediate)."""
     if plan.bypass_slices and not in_group:
         first = slice_gap(plan) + slice_channels(plan) - plan.kernels  # R_TT sits at its group's last tile
         tt = [sf.MuliOp(R_TMP2, R_TT, -1), sf.AddiOp(R_TT, R_TMP2, first)]
     else:
         tt = [sf.AddiOp(R_TT, R_TT, plan.kernels)]
-    return [*tt, sf.AddiOp(R_TO, R_TO, 2 * plan.kernels)]
+    step = plan.tile_step
+    if -(1 << 16) <= step < (1 << 16):
+        return [*tt, sf.AddiOp(R_TO, R_TO, step)]
+    constant = AsmBuilder()
+    constant.const(R_TMP2, step)
+    return [*tt, *constant.ops, sf.AddOp(R_TO, R_TO, R_TMP2)]
 
 
 def _load_next_free(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, f: int) -> None:

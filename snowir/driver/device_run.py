@@ -27,7 +27,8 @@ from snowir.dialects import nn, snowflake_asm as sf
 from snowir.driver import bound
 from snowir.device_layers import DEVICE_OPS
 from snowir.driver.results import Counts, DeviceRun, LayerResult, inputs_report, saturation, useful
-from snowir.driver.segment_run import linked, out_slice, run_segments, runtime_weight_image, tensor_words
+from snowir.driver.segment_run import (device_order, linked, out_slice, run_segments, runtime_weight_image,
+                                       tensor_words)
 from snowir.driver.timeline import place_on_timeline, totals
 from snowir.golden import Golden, Q, element_frac
 from snowir.hw import SnowflakeConfig
@@ -37,12 +38,9 @@ from snowir.machine.timing import Event
 from snowir.nn_util import layer_name, on_host
 from snowir.passes.pipelines import quantised
 from snowir.plan.shapes import LoweringError
+from snowir.segments import slot_of
 from snowir.tile.build import RUNTIME_KERNELS, device_input
 
-
-def _hwc(image: np.ndarray) -> np.ndarray:
-    """One (C, H, W) image, channel-innermost as the device reads it."""
-    return np.ascontiguousarray(image.transpose(1, 2, 0)).ravel()
 
 
 def images_of(module: ModuleOp) -> dict[str, sf.ImageOp]:
@@ -190,11 +188,11 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
                                                image_op.attributes.get("biases", "kernel"))
                 kernels = np.concatenate([kernels, np.zeros(image.segment("w").size // 2 - kernels.size, np.int16)])
             for i in range(n):  # one program run per image of the batch
-                inputs = {"x": _hwc(words[i])}
+                inputs = {"x": device_order(words[i], slot_of(device_input(op)).tiles)}
                 if kernels is not None:
                     inputs["w"] = kernels
                 if bypass is not None:
-                    inputs["r"] = _hwc(bypass[i])
+                    inputs["r"] = device_order(bypass[i])
                 batch.append((image, hw, engine, inputs, keep, image_op, max_instructions))
             if jobs > 1:
                 pending.append((op, name, image_op, image, (expected, saturated), compile_s, len(jobs_list), n,

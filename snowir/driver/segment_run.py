@@ -46,19 +46,24 @@ def linked(module: ModuleOp) -> bool:
     return any(isinstance(op, sf.ImageOp) and "segment" in op.attributes for op in module.ops)
 
 
-def _hwc(image: np.ndarray) -> np.ndarray:
-    """One image of a tensor in the device's byte order: (C, H, W) channel-innermost; a tensor
-    of other rank is a view whose order the device shares (snowir/segments.py: is_view)."""
+def device_order(image: np.ndarray, tiles: int = 0) -> np.ndarray:
+    """One image of a tensor in the device's byte order: (C, H, W) channel-innermost, or channel-
+    tile-major in blocks of `tiles` channels (`Slot.tiles`: block g an (H, W, tiles) run after
+    block g - 1); a tensor of other rank is a view whose order the device shares
+    (snowir/segments.py: is_view)."""
+    if image.ndim == 3 and tiles:
+        c, h, w = image.shape
+        return np.ascontiguousarray(image.reshape(c // tiles, tiles, h, w).transpose(0, 2, 3, 1)).ravel()
     if image.ndim == 3:
         return np.ascontiguousarray(image.transpose(1, 2, 0)).ravel()
     return np.ascontiguousarray(image).ravel()
 
 
-def _image_bytes(words: np.ndarray, images: int, i: int) -> np.ndarray:
+def _image_bytes(words: np.ndarray, images: int, i: int, tiles: int = 0) -> np.ndarray:
     """Image `i` of `images` of a tensor's words in the device's byte order. The tensor may be a
     view's source of another leading dimension (sequence-gemm's [T, K] read as one 1xKx1xT image):
     its bytes in order, split into the layer's images."""
-    full = np.concatenate([_hwc(w) for w in words]) if words.ndim else words.reshape(1)
+    full = np.concatenate([device_order(w, tiles) for w in words]) if words.ndim else words.reshape(1)
     return full.reshape(images, -1)[i].astype("<i2").view(np.uint8)
 
 
@@ -197,7 +202,7 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
                     _write_slices(dram, seg, root(value), golden, env, inside, len(drams), i)
                     continue
                 words = golden._q(env[root(value)], element_frac(root(value)))
-                raw = _image_bytes(words, len(drams), i)
+                raw = _image_bytes(words, len(drams), i, slot_of(root(value)).tiles)
                 if raw.size != seg.size:
                     raise LoweringError(f"layer '{name}': segment @{seg.name} holds {seg.size} bytes, its input "
                                         f"has {raw.size}")
@@ -293,9 +298,14 @@ def runtime_weight_image(conv: nn.Conv2dOp, golden: Golden, env: dict, mode, hw:
 
 def out_slice(y: np.ndarray, value: SSAValue) -> np.ndarray:
     """A layer's (C, H, W) output from the words of its output region: its channel slice of every
-    pixel when it writes a device concat's tensor (`slot_of`), else the region as it is."""
+    pixel when it writes a device concat's tensor (`slot_of`), its blocks of a channel-tile-major
+    one, else the region as it is."""
     _, k, oh, ow = value.type.get_shape()
     slot = slot_of(value)
+    if slot.tiles:  # channel-tile-major: block g an (oh, ow, tiles) run, from the slot's first block
+        t = slot.tiles
+        blocks = y[:oh * ow * slot.total].reshape(slot.total // t, oh, ow, t)[slot.first // t:(slot.first + k) // t]
+        return blocks.transpose(0, 3, 1, 2).reshape(k, oh, ow)
     if slot.pixels is not None:  # an interleave's phase: every sy-th row's every sx-th pixel
         oy, ox, sy, sx, h, w = slot.pixels
         full = y[:h * w * slot.total].reshape(h, w, slot.total)

@@ -6,13 +6,13 @@ interleaved per vMAC).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import (BIAS_BLOCK, ConvShape, align, bias_block_words, coop_kernels, indp_kernel_words,
-                                kernels_per_tile)
+from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, align, bias_block_words, coop_kernels,
+                                indp_kernel_words, kernels_per_tile)
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,12 @@ class ConvLayout:
     conv's phases written in place (`merged`), one result row."""
     per_cu: int = 0
     """Kernels a CU takes when not V (a merged conv's phase row's sx·M, `merged`)."""
+    out_tile: int = 0
+    """Bytes between kernel tile t's output and tile t + 1's when not its K channels' 2K (a
+    channel-tile-major output, `tiled`: one block, OH·OW·w words)."""
+    in_first: int = 0
+    """Words from the maps region to the input the layer reads: its block of a channel-tile-major
+    tensor (`block_offset`), 0 for an input as it lies."""
 
 
 def interleaved(first: int, total: int, pixels: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -59,13 +65,55 @@ def merged(k: int, phases: tuple[int, ...]) -> tuple[int, int, int, int, int]:
     return 2 * h * w * m, sx * m, sy * w * m, 2 * w * m, sx * m
 
 
+def tiled(oh: int, ow: int, tiles: tuple[int, ...]) -> tuple[int, int, int, int, int]:
+    """An oh x ow tensor stored channel-tile-major (`tiles` = (w, block, blocks): the output
+    region's `channel_tiles`, a conv writing blocks block, block + 1, ... one per kernel tile of w
+    kernels): the tensor's bytes, the conv's first word in it, the words between its pixels (w) and
+    rows (OW·w), and the bytes between its kernel tiles' outputs (one block)."""
+    w, block, blocks = tiles
+    return 2 * oh * ow * w * blocks, block * oh * ow * w, w, ow * w, 2 * oh * ow * w
+
+
+def block_offset(h: int, w: int, tiles: tuple[int, ...] | None) -> int:
+    """The byte a block reader's input starts at in its channel-tile-major tensor (the maps region's
+    `channel_tiles` = (w, block, blocks) of an h x w input), 0 when it reads a tensor as it lies."""
+    return 0 if tiles is None else 2 * tiles[1] * h * w * tiles[0]
+
+
+def channel_tiles_refusal(plan: ConvPlan, width: int, hw: SnowflakeConfig) -> str | None:
+    """Why a planned conv cannot write its output channel-tile-major in blocks of `width` channels,
+    one block per kernel tile through the write-back's address steps (pixels `width` words apart,
+    tiles a block apart): it needs COOP kernel tiles of `width` kernels (an INDP vMAC writes 16
+    kernels 16 words apart, its tile 64 kernels: 4 blocks the write-back cannot reach), K a
+    multiple of them (a last partial tile would leave its block's other channels unwritten), and
+    the row-by-row COOP code (no column bands, fused pool, residual input or streamed kernel)."""
+    s = plan.shape
+    if plan.indp:
+        return "an INDP conv's vMACs write 16 kernels 16 words apart, 64 a tile: it runs COOP"
+    if plan.kernels != width:
+        return f"a kernel tile of {plan.kernels} kernels is not one {width}-channel block (COOP tiles of {width})"
+    if s.k % width:
+        return f"its {s.k} channels are not whole {width}-channel blocks"
+    why = "column-tiled" if plan.column_tiled else "residual" if plan.bypass_addr is not None else         "a fused pool's" if plan.pool is not None else         "larger than the weights buffer" if s.kernel_words > hw.weights_buffer_elements else None
+    return None if why is None else f"{why}: only a COOP conv by rows steps its tiles' outputs a block apart"
+
+
 def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeConfig | None = None,
                 out_slice: tuple[int, int] = (0, 0), pixels: tuple[int, ...] | None = None,
-                phases: tuple[int, ...] | None = None) -> ConvLayout:
+                phases: tuple[int, ...] | None = None, tiles: tuple[int, ...] | None = None,
+                in_tiles: tuple[int, ...] | None = None) -> ConvLayout:
     """`out_slice` = (first channel, total channels) of the tensor the output is a slice of, (0, 0)
     for an output of its own; `pixels`: an interleave's phase (`interleaved`); `phases`: a merged
-    conv's interleave result (`merged`)."""
-    in_bytes = s.h * s.w * s.cin * 2
+    conv's interleave result (`merged`); `tiles`: a channel-tile-major output (`tiled`);
+    `in_tiles`: a block of a channel-tile-major input (the maps region spans its whole tensor)."""
+    in_bytes = s.h * s.w * s.cin * 2 * (in_tiles[2] if in_tiles is not None else 1)
+    lay = _conv_layout(s, bypass, mode, hw, in_bytes, out_slice, pixels, phases, tiles)
+    return replace(lay, in_first=block_offset(s.h, s.w, in_tiles) // 2) if in_tiles is not None else lay
+
+
+def _conv_layout(s: ConvShape, bypass: bool, mode: str, hw: SnowflakeConfig | None, in_bytes: int,
+                 out_slice: tuple[int, int], pixels: tuple[int, ...] | None, phases: tuple[int, ...] | None,
+                 tiles: tuple[int, ...] | None) -> ConvLayout:
     w_addr = align(in_bytes)
     hw = hw or SnowflakeConfig()
     w_bytes = 2 * packed_words(s, mode, packed_kernels(s, mode, hw), hw)
@@ -77,6 +125,9 @@ def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeCon
     if phases is not None:
         out_bytes, step, row, cu, per_cu = merged(s.k, phases)
         return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, None, 0, step, row, cu, per_cu)
+    if tiles is not None:
+        out_bytes, word, step, row, tile = tiled(s.oh, s.ow, tiles)
+        return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, None, word, step, row, out_tile=tile)
     out_bytes = s.oh * s.ow * (total or s.k) * 2
     return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, align(out_addr + out_bytes) if bypass else None,
                       first, total if total != s.k else 0)

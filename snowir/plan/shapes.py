@@ -236,6 +236,9 @@ class ConvPlan(ConvDecisions):
     # (phase row a's sx·M kernels on CU a's first vMACs; 0 = V, kernel j on vMAC j: `kernel_vmacs`)
     cu_stride: int = 0
     per_cu: int = 0
+    # bytes between kernel tile t's output and tile t + 1's: a channel-tile-major output's block (the output
+    # region's `channel_tiles`, plan/layout.tiled), 0 = the tile's K channels of one pixel (2K bytes)
+    out_tile: int = 0
 
     @property
     def column_tiled(self) -> bool:
@@ -250,6 +253,11 @@ class ConvPlan(ConvDecisions):
         """Its strips are row groups, each CU its own `cu_rows` output rows from its own maps load:
         INDP's (unless its CUs split columns) and COOP's `coop_rows`."""
         return (self.indp and self.cu_split != "cols") or self.coop_rows
+
+    @property
+    def tile_step(self) -> int:
+        """Bytes between kernel tile t's output and tile t + 1's (`out_tile`, else 2K)."""
+        return self.out_tile or 2 * self.kernels
 
     @property
     def vector_mode(self) -> sf.VectorMode:

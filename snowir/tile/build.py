@@ -18,8 +18,8 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, UnitAttr, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf, tile
-from snowir.dialects.tile.decisions import (BIASES, CHANNELS, CU_ROWS, KERNEL_TILE, LAYER, MAPS_BUFFERING, PHASES, PIXELS,
-                                          PLAN_DECISIONS, RING, SLOT, decisions_on, write_decisions)
+from snowir.dialects.tile.decisions import (BIASES, CHANNEL_TILES, CHANNELS, CU_ROWS, KERNEL_TILE, LAYER, MAPS_BUFFERING,
+                                          PHASES, PIXELS, PLAN_DECISIONS, RING, SLOT, decisions_on, write_decisions)
 from snowir.golden import Golden, Q, constant_array, element_frac, int_values
 from snowir.hw import DEFAULT, SnowflakeConfig
 from snowir.nn_util import conv_shape, on_host
@@ -27,15 +27,15 @@ from snowir.plan.conv import plan_conv
 from snowir.plan.fused_pool import fuse, fusing_pays
 from snowir.plan.indp_columns import column_layout
 from snowir.plan.residual_mode import conv_mode
-from snowir.plan.layout import (LANE_GROUPS, ConvLayout, bias_block_load, block_diagonal, conv_layout, image_layout,
-                                pack_for, packed_kernels, packed_words, unpack)
+from snowir.plan.layout import (LANE_GROUPS, ConvLayout, bias_block_load, block_diagonal, channel_tiles_refusal,
+                                conv_layout, image_layout, pack_for, packed_kernels, packed_words, unpack)
 from snowir.plan.pool import plan_pool_tiles, ring_loads
 from snowir.plan.shapes import (BIAS_LAYOUTS, ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align,
                                 band_plans, indp_kernel_words, input_columns, input_rows, kernel_vmacs,
                                 kernels_per_tile, plan_machine)
 from snowir.resources import int16_array, int16_resource, int16_words
 from snowir.segments import slot_of
-from snowir.tile.placement import output_cus, output_placement, regions_of
+from snowir.tile.placement import input_offset, output_cus, output_placement, output_tile_step, regions_of
 
 POOL_SLACK = 64  # bytes after a pool's output: the lanes of a partly used CU write there
 
@@ -76,7 +76,7 @@ def layout_of(layer: tile.LayerOp) -> ConvLayout:
     return ConvLayout(regions["maps"].size.value.data, regions["weights"].offset.value.data,
                       regions["weights"].size.value.data, out.offset.value.data,
                       out.size.value.data, r.offset.value.data if r is not None else None, first, step, row,
-                      *output_cus(out, s))
+                      *output_cus(out, s), output_tile_step(out, s), input_offset(regions["maps"], s) // 2)
 
 
 def device_input(op: nn.Conv2dOp | nn.MaxPoolOp) -> SSAValue:
@@ -95,12 +95,25 @@ def layer_conv_shape(op: nn.Conv2dOp) -> ConvShape:
     s = conv_shape(op)
     if LANE_GROUPS in op.attributes:  # channels padded to whole groups of a vMAC's lanes
         return dataclasses.replace(s, c=DEFAULT.lanes, groups=-(-s.k // DEFAULT.lanes), cin_total=s.k)
-    if isinstance(op.input.owner, nn.ChannelSliceOp):
+    if slot_of(op.input).tiles or slot_of(device_input(op)).tiles:
+        block_input(op)  # a block of a channel-tile-major tensor, read whole: the conv over it as it is
+    elif isinstance(op.input.owner, nn.ChannelSliceOp):
         slot = slot_of(op.input.owner.input)
         s = dataclasses.replace(s, cin_total=slot.total, c_base=slot.first + op.input.owner.start.value.data)
     elif not (slot := slot_of(op.input)).whole:  # a device concat's input, read in place
         s = dataclasses.replace(s, cin_total=slot.total, c_base=slot.first)
     return s
+
+
+def block_input(op: nn.Conv2dOp) -> tuple[int, int, int]:
+    """The block (width, block, blocks) of a channel-tile-major tensor a conv reads, as its maps
+    region's `channel_tiles`; LoweringError where the conv reads anything but one whole block (a
+    channel slice of other channels, the whole tensor: the blocks are not one tensor's pixels)."""
+    slot = slot_of(op.input)
+    if not isinstance(op.input.owner, nn.ChannelSliceOp) or slot.first % slot.tiles or slot.channels != slot.tiles:
+        raise LoweringError(f"it reads channels [{slot.first}, {slot.first + slot.channels}) of a tensor stored "
+                            f"channel-tile-major in {slot.tiles}-channel blocks: a conv reads one whole block of it")
+    return slot.blocks  # type: ignore[return-value]
 
 
 def _words(value: SSAValue, frac: int) -> np.ndarray:
@@ -153,14 +166,15 @@ def tile_base(plan: ConvPlan, strip: Strip, hw: SnowflakeConfig) -> int:
 def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeConfig) -> list[Operation]:
     """The kernel tile and the maps tiles (loads, windows) of a planned conv."""
     w_addr, out_addr, r_addr = lay.w_addr, lay.out_addr + 2 * lay.out_first, lay.r_addr
-    if lay.out_pixel:  # a channel slice of a wider tensor or an interleave's phase: pixels `out_pixel` words apart
+    if lay.out_pixel:  # a channel slice of a wider tensor, an interleave's phase, blocks: pixels `out_pixel` words apart
         if lay.out_row not in (0, s.ow * lay.out_pixel) and (plan.column_tiled or plan.indp or plan.pool is not None or plan.bypass_slices):
             raise LoweringError("a conv writing an interleave's phase (rows apart by more than its own) runs COOP, "
                                 "by rows, without a fused pool or bypass slices")
-        if plan.cu_split == "cols" or plan.pool is not None:
+        if (plan.cu_split == "cols" or plan.pool is not None) and not lay.out_tile:  # blocks: tile.placement.tiles_refusal
             raise LoweringError("a conv writing a channel slice of a concat runs without a fused pool and, in INDP, "
                                 "with the CUs splitting rows (a column-split INDP conv's CU stride is its bypass's too)")
-        plan = dataclasses.replace(plan, out_row=lay.out_row or s.ow * lay.out_pixel, out_pixel=lay.out_pixel)
+        plan = dataclasses.replace(plan, out_row=lay.out_row or s.ow * lay.out_pixel, out_pixel=lay.out_pixel,
+                                   out_tile=lay.out_tile)
     if lay.cu_stride:  # a merged conv's phases in place: phase row a's kernels on CU a
         if plan.indp or plan.tiles != 1 or s.kernel_words > hw.weights_buffer_elements:
             raise LoweringError("a merged conv writing its phases in place runs COOP in one kernel tile")
@@ -420,20 +434,25 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     s = layer_conv_shape(op)
     bypass = op.bypass is not None
     slot = slot_of(op.output)
-    mode = conv_mode(s, hw, bypass, mode, sliced=not slot.whole)
+    mode = conv_mode(s, hw, bypass, tiled_mode(op, mode), sliced=not slot.whole)
     s = dataclasses.replace(s, bias_at=conv_biases(op, s, hw, mode, fuse_pool))
-    lay = conv_layout(s, bypass, mode, hw, (0, 0) if slot.whole else (slot.first, slot.total), slot.pixels,
-                      slot.phases)
-    plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode, s.bias_at)
+    in_tiles = block_input(op) if slot_of(device_input(op)).tiles else None
+    lay = conv_layout(s, bypass, mode, hw, (0, 0) if slot.whole or slot.tiles else (slot.first, slot.total),
+                      slot.pixels, slot.phases, slot.blocks, in_tiles)
+    plan = plan_conv(s, hw, 2 * lay.in_first, lay.w_addr, lay.out_addr, None, lay.r_addr, mode, s.bias_at)
+    if slot.tiles and (why := channel_tiles_refusal(plan, slot.tiles, hw)) is not None:
+        raise LoweringError(f"its output is stored channel-tile-major in {slot.tiles}-channel blocks: {why}")
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
                             weights_region(name, lay, s, mode, weight_image(op, s, mode, hw), hw)]
+    CHANNEL_TILES.write(ops[0], in_tiles)
     extra: dict = {}
     pool_addr = align(lay.out_addr + lay.out_bytes)
-    fused = fusable_pool(op, plan, pool_addr, hw) if fuse_pool and s.bias_at == "kernel" else None
+    fused = fusable_pool(op, plan, pool_addr, hw) if fuse_pool and s.bias_at == "kernel" and not slot.tiles else None
     pool_op = None
     if fused is None:
         ops.append(tile.DramRegionOp(f"{name}.output", lay.out_addr, lay.out_bytes, "output"))
-        if slot.channels != slot.total and slot.phases is None:
+        CHANNEL_TILES.write(ops[-1], slot.blocks)
+        if slot.channels != slot.total and slot.phases is None and not slot.tiles:
             CHANNELS.write(ops[-1], (slot.first, slot.channels, slot.total))
         if slot.pixels is not None:  # an interleave's phase: its pixels of the result, in place
             PIXELS.write(ops[-1], tuple(slot.pixels))
@@ -462,15 +481,29 @@ def conv_biases(op: nn.Conv2dOp, s: ConvShape, hw: SnowflakeConfig, mode: str, f
     """Where the conv's weight image keeps its biases (BIAS_LAYOUTS): the planner's choice by cost
     (plan_conv's `choose_biases`), but the stock layout for a conv whose kernels the host writes at
     run time (an SE gate's: the host packs them as the stock image), whose output is a merged
-    conv's phases in place (its kernels a result row apart over the CUs), or whose max pool may run
+    conv's phases in place (its kernels a result row apart over the CUs) or stored channel-tile-major,
+    or whose max pool may run
     in its program (a fused pool's ring takes the banks' tops)."""
-    if not isinstance(op.weight.owner, nn.ConstantOp) or slot_of(op.output).phases is not None:
+    if not isinstance(op.weight.owner, nn.ConstantOp) or slot_of(op.output).phases is not None \
+            or slot_of(op.output).tiles:  # a channel-tile-major writer: not weighed together yet
         return "kernel"
     if fuse_pool and len(uses := list(op.output.uses)) == 1 and isinstance(uses[0].operation, nn.MaxPoolOp) \
             and not on_host(uses[0].operation):
         return "kernel"
     bypass = op.bypass is not None
     return plan_conv(s, hw, 0, 0, 0, None, 0 if bypass else None, mode).shape.bias_at
+
+
+def tiled_mode(op: nn.Conv2dOp, mode: str | None) -> str | None:
+    """The mode a conv must run in: COOP when its output is stored channel-tile-major (a kernel
+    tile writes one block; an INDP vMAC's 16 kernels cannot step a block apart), else `mode`
+    (None: by estimate). An INDP asked for there is refused."""
+    if not slot_of(op.output).tiles:
+        return mode
+    if mode == "INDP":
+        raise LoweringError("its output is stored channel-tile-major (depthwise-to-grouped's channel_tiles), which "
+                            "only a COOP conv's write-back steps a block apart: mode INDP refused")
+    return "COOP"
 
 
 def pool_shape(op: nn.MaxPoolOp) -> PoolShape:

@@ -37,9 +37,10 @@ from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, GUARD, Lowering
                                 plan_machine, ring_schedule)
 from snowir.plan.conv import slice_words
 from snowir.resources import int16_array, int16_words
-from snowir.tile.build import (body_difference, conv_tile_body, layout_of, packed_words, pool_tile_body, repack,
-                              shape_of)
-from snowir.tile.placement import output_bytes, output_channels, output_phases, output_pixels, regions_of
+from snowir.tile.build import (body_difference, conv_shape_of, conv_tile_body, layout_of, packed_words, pool_tile_body,
+                              repack, shape_of)
+from snowir.tile.placement import (input_bytes, output_bytes, output_channels, output_phases, output_pixels, regions_of,
+                                   tiles_refusal)
 from snowir.tile.read import (TileError, cols_of, compact_shape_of, conv_plan_of, input_rows_of, kernel_tile_of,
                               maps_tiles_of, pool_tiles_of)
 
@@ -433,7 +434,9 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
     if plan.bypass_slices and (plan.bypass_addr is None or indp):
         raise TileError(layer, "bypass_slices: a COOP residual conv's")
     check_slice(layer, full.k)
-    sizes = {"maps": full.h * full.w * full.cin * 2, "weights": 2 * packed_words(full, plan.mode, plan.kernels, hw),
+    if (why := tiles_refusal(layer, full, plan, hw)) is not None:
+        raise TileError(layer, why)
+    sizes = {"maps": input_bytes(regions["maps"], full) if "maps" in regions else 0, "weights": 2 * packed_words(full, plan.mode, plan.kernels, hw),
              "output" if plan.pool is None else "conv_output": output_bytes(regions["output"], full) if plan.pool is None
              else full.oh * full.ow * full.k * 2}
     if plan.bypass_addr is not None:
@@ -661,6 +664,8 @@ def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: Sno
             raise TileError(layer, f"maps tile {i}: {st.r1 - st.r0} input rows exceed the "
                                    f"{max_pool_rows(p, hw, whole)} its {'buffer' if whole else 'bank'} holds ({fix})")
     check_slice(layer, p.c)
+    if (why := tiles_refusal(layer, None, None, hw)) is not None:
+        raise TileError(layer, why)
     total = output_channels(regions_of(layer)["output"])[2] if "output" in regions_of(layer) else 0
     _regions(layer, {"maps": p.h * row * 2, "output": p.oh * p.ow * (total or p.c) * 2})
     check_bodies(layer, [*pool_tile_body(p, tiles, hw, _maps_at(layer))])

@@ -15,10 +15,10 @@ from snowir.golden import int_values
 from snowir.hw import SnowflakeConfig
 from snowir.plan.conv import plan_conv
 from snowir.plan.residual_mode import conv_mode
-from snowir.plan.layout import conv_layout
+from snowir.plan.layout import channel_tiles_refusal, conv_layout
 from snowir.plan.shapes import ConvPlan, LoweringError, phases_refusal
-from snowir.segments import concat_inputs, concat_of, placed_concat, placed_interleave, slot_of
-from snowir.tile.build import layer_conv_shape, pool_shape
+from snowir.segments import channel_tiles, concat_inputs, concat_of, placed_concat, placed_interleave, slot_of
+from snowir.tile.build import layer_conv_shape, pool_shape, tiled_mode
 
 
 def device_refusal(op: Operation, hw: SnowflakeConfig | None = None) -> str | None:
@@ -46,11 +46,15 @@ def planned_conv(op: nn.Conv2dOp, hw: SnowflakeConfig, sliced: bool | None = Non
 
     s = layer_conv_shape(op)
     bypass = op.bypass is not None
+    slot = slot_of(op.output)
     if sliced is None:
-        sliced = not slot_of(op.output).whole
-    mode = conv_mode(s, hw, bypass, sliced=sliced)
+        sliced = not slot.whole
+    mode = conv_mode(s, hw, bypass, tiled_mode(op, None), sliced=sliced)
     lay = conv_layout(s, bypass, mode, hw)
-    return plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
+    plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
+    if slot.tiles and (why := channel_tiles_refusal(plan, slot.tiles, hw)) is not None:
+        raise LoweringError(f"its output is stored channel-tile-major in {slot.tiles}-channel blocks: {why}")
+    return plan
 
 
 def _placed(op: Operation, where: str) -> bool:
@@ -132,7 +136,7 @@ def interleave_refusal(op: nn.DepthToSpaceOp, hw: SnowflakeConfig) -> str | None
         ry, rx = divmod(p, bx)
         conv = v.owner
         if not isinstance(conv, nn.Conv2dOp) or _placed(conv, "host") or not v.has_one_use() \
-                or conv.bypass is not None:
+                or conv.bypass is not None or channel_tiles(conv):
             return f"interleave: phase {p} is not a device conv read only by it; the host interleaves"
         if tuple(v.type.get_shape()[2:]) != (-(-(oh - ry) // by), -(-(ow - rx) // bx)):
             return f"interleave: phase {p} computes pixels the result crops; the host interleaves"
@@ -164,7 +168,7 @@ def merged_refusal(op: nn.DepthToSpaceOp, hw: SnowflakeConfig) -> str | None:
     elif op.groups.value.data != 1:
         why = f"{op.groups.value.data} groups"
     elif not isinstance(conv, nn.Conv2dOp) or _placed(conv, "host") or not value.has_one_use() \
-            or conv.bypass is not None:
+            or conv.bypass is not None or channel_tiles(conv):
         why = "not a device conv read only by it"
     if why is None:
         _, _, oh, ow = op.output.type.get_shape()
@@ -181,6 +185,8 @@ def _member_refusal(v: SSAValue, concat: nn.ConcatOp, hw: SnowflakeConfig) -> st
     if other is not None and other[0] is not concat:
         return "an input is already a slice of another concat"
     owner = v.owner
+    if channel_tiles(owner):
+        return "an input is stored channel-tile-major (channel_tiles), not whole pixels of a tensor"
     if isinstance(owner, Operation):
         if isinstance(owner, nn.ConstantOp) or (not _placed(owner, "host") and not placed_concat(owner)
                                                 and not placed_interleave(owner)

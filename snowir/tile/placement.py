@@ -1,17 +1,20 @@
 """
 Where a tile layer's DRAM regions put its output: the `tile.dram_region` placements (a concat's
 channel slice `channels`, an interleave's phase `pixels`, a merged conv's interleave result
-`phases`), read as the write-back's first word, pixel and row steps and CU spread, and checked
-against where the graph places the nn op's result (snowir/segments.py `slot_of`). Shared by
-nn-to-tile's builder, the reader, the verifier and tile-to-asm, so the four agree.
+`phases`, a channel-tile-major tensor `channel_tiles`), read as the write-back's first word, pixel,
+row and kernel-tile steps and CU spread, and checked against where the graph places the nn op's
+result (snowir/segments.py `slot_of`); and where a block reader's maps region finds its block
+(`channel_tiles` on 'maps'). Shared by nn-to-tile's builder, the reader, the verifier and
+tile-to-asm, so the four agree.
 """
 
 from __future__ import annotations
 
 from snowir.dialects import nn, tile
-from snowir.dialects.tile.decisions import CHANNELS, PHASES, PIXELS
-from snowir.plan.layout import interleaved, merged
-from snowir.plan.shapes import ConvShape
+from snowir.dialects.tile.decisions import CHANNEL_TILES, CHANNELS, PHASES, PIXELS
+from snowir.hw import SnowflakeConfig
+from snowir.plan.layout import block_offset, channel_tiles_refusal, interleaved, merged, tiled
+from snowir.plan.shapes import ConvPlan, ConvShape
 from snowir.segments import slot_of
 
 
@@ -37,11 +40,39 @@ def output_phases(region: tile.DramRegionOp) -> tuple[int, ...] | None:
     return PHASES.value(region)
 
 
+def region_tiles(region: tile.DramRegionOp) -> tuple[int, int, int] | None:
+    """A region's `channel_tiles` (block width, block, blocks): its tensor stored channel-tile-major,
+    written from that block on ('output') or read at that block ('maps'); None: channel-innermost."""
+    return CHANNEL_TILES.value(region)
+
+
+def input_offset(region: tile.DramRegionOp, s: ConvShape) -> int:
+    """The bytes from a conv's maps region to the input it reads: its block of a channel-tile-major
+    tensor (`channel_tiles`), else 0."""
+    return block_offset(s.h, s.w, region_tiles(region))
+
+
+def input_bytes(region: tile.DramRegionOp, s: ConvShape) -> int:
+    """The bytes a conv's maps region spans: its input, or the whole channel-tile-major tensor it
+    reads a block of."""
+    tiles = region_tiles(region)
+    return s.h * s.w * s.cin * 2 * (tiles[2] if tiles is not None else 1)
+
+
+def output_tile_step(region: tile.DramRegionOp, s: ConvShape) -> int:
+    """Bytes between a conv's kernel tiles' outputs when not their channels' (a channel-tile-major
+    output: one block), 0 otherwise."""
+    tiles = region_tiles(region)
+    return tiled(s.oh, s.ow, tiles)[4] if tiles is not None else 0
+
+
 def output_placement(region: tile.DramRegionOp, s: ConvShape) -> tuple[int, int, int]:
     """Where a conv's output region puts its words: (first word, words between pixels, words between
     rows); (0, 0, 0) for an output of its own (K words a pixel, OW pixels a row)."""
     first, _, total = output_channels(region)
-    pixels, phases = output_pixels(region), output_phases(region)
+    pixels, phases, tiles = output_pixels(region), output_phases(region), region_tiles(region)
+    if tiles is not None:
+        return tiled(s.oh, s.ow, tiles)[1:4]
     if pixels is not None:
         return interleaved(first, total or s.k, pixels)[1:]
     if phases is not None:
@@ -59,7 +90,9 @@ def output_cus(region: tile.DramRegionOp, s: ConvShape) -> tuple[int, int]:
 def output_bytes(region: tile.DramRegionOp, s: ConvShape) -> int:
     """The bytes a conv's output region spans: the whole tensor it is a slice or phase of."""
     first, _, total = output_channels(region)
-    pixels, phases = output_pixels(region), output_phases(region)
+    pixels, phases, tiles = output_pixels(region), output_phases(region), region_tiles(region)
+    if tiles is not None:
+        return tiled(s.oh, s.ow, tiles)[0]
     if phases is not None:
         return merged(s.k, phases)[0]
     return interleaved(first, total or s.k, pixels)[0] if pixels is not None else s.oh * s.ow * (total or s.k) * 2
@@ -71,7 +104,10 @@ def slice_refusal(layer: tile.LayerOp, op: nn.Conv2dOp | nn.MaxPoolOp) -> str | 
     there, so an edited `channels` is refused, not followed."""
     region = regions_of(layer).get("output")
     slot = slot_of(op.results[0])
-    want = (0, 0, 0) if slot.channels == slot.total or slot.phases else (slot.first, slot.channels, slot.total)
+    want = (0, 0, 0) if slot.channels == slot.total or slot.phases or slot.tiles else \
+        (slot.first, slot.channels, slot.total)
+    if region is not None and region_tiles(region) != slot.blocks:
+        return _tiles_disagree(region, slot.blocks, "its output")
     if region is not None and output_phases(region) != slot.phases:
         return (f"tile.dram_region @{region.sym_name.data}: phases {list(output_phases(region) or [])} where the graph "
                 f"places its output at {list(slot.phases or [])} ([sy, sx, height, width] of its merged interleave's "
@@ -85,3 +121,51 @@ def slice_refusal(layer: tile.LayerOp, op: nn.Conv2dOp | nn.MaxPoolOp) -> str | 
     return (f"tile.dram_region @{region.sym_name.data}: channels {list(output_channels(region))} where the graph places "
             f"its output at {list(want)} ([first, count, total] of its concat's tensor; [0, 0, 0]: a tensor of its own): "
             "edit the concat in @main (or place it on the host) instead")
+
+
+def _tiles_disagree(region: tile.DramRegionOp, want: tuple[int, int, int] | None, what: str) -> str:
+    return (f"tile.dram_region @{region.sym_name.data}: channel_tiles {list(region_tiles(region) or [])} where the "
+            f"graph places {what} at {list(want or [])} ([width, block, blocks] of a channel-tile-major tensor; none: "
+            "channel-innermost): edit the producer's channel_tiles or the channel slices in @main instead")
+
+
+def maps_refusal(layer: tile.LayerOp, op: nn.Conv2dOp | nn.MaxPoolOp) -> str | None:
+    """Why the layer's maps region disagrees with where the graph places the input the nn op reads:
+    a block of a channel-tile-major tensor (a conv over a channel slice of whole blocks) or not."""
+    region = regions_of(layer).get("maps")
+    source = op.input.owner.input if isinstance(op, nn.Conv2dOp) and isinstance(op.input.owner, nn.ChannelSliceOp) \
+        else op.input
+    want = slot_of(op.input).blocks if isinstance(op, nn.Conv2dOp) and slot_of(source).tiles else None
+    if region is None or region_tiles(region) == want:
+        return None
+    return _tiles_disagree(region, want, "the input it reads")
+
+
+def tiles_refusal(layer: tile.LayerOp, s: ConvShape | None, plan: ConvPlan | None, hw: SnowflakeConfig) -> str | None:
+    """Why the layer cannot follow its regions' `channel_tiles` (`s`, `plan`: a conv's shape and
+    plan, None for a max pool): the output's needs a COOP conv by rows whose kernel tiles are the blocks
+    (`channel_tiles_refusal`), and whole blocks; the maps' a conv reading its whole input as the
+    block, as it lies (no gather)."""
+    regions = regions_of(layer)
+    for label in ("maps", "output"):
+        region = regions.get(label)
+        tiles = region_tiles(region) if region is not None else None
+        if tiles is None:
+            continue
+        what = f"tile.dram_region @{region.sym_name.data}: channel_tiles {list(tiles)}"  # type: ignore[union-attr]
+        if s is None or plan is None or (label == "output" and layer.pool is not None):
+            return f"{what}: a max pool reads and writes channel-innermost tensors (remove channel_tiles)"
+        width, block, blocks = tiles
+        if label == "maps":
+            if plan.gather is not None or s.cin_total or s.c * s.groups != width:
+                return (f"{what}: a conv reading a block reads its {width} channels whole, as its input "
+                        f"({s.cin} channels{', gathered' if plan.gather is not None else ''} here)")
+            continue
+        if output_channels(region) != (0, 0, 0) or output_pixels(region) or output_phases(region):  # type: ignore[arg-type]
+            return f"{what}: a concat slice's or an interleave's placement is of a channel-innermost tensor (remove one)"
+        if (why := channel_tiles_refusal(plan, width, hw)) is not None:
+            return f"{what}: {why}"
+        if block + s.k // width > blocks:
+            return f"{what}: its {s.k // width} blocks from block {block} pass the tensor's {blocks}"
+    return None
+

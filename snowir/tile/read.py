@@ -18,7 +18,7 @@ from snowir.errors import SnowError
 from snowir.nn_util import on_host
 from snowir.plan.shapes import ConvPlan, ConvShape, PoolShape, PoolTile, Strip, compact_shape, input_rows
 from snowir.tile.build import conv_shape_of, pool_shape_of, shape_of
-from snowir.tile.placement import output_cus, output_placement, regions_of
+from snowir.tile.placement import input_offset, output_cus, output_placement, output_tile_step, regions_of
 
 
 class TileError(SnowError):
@@ -111,10 +111,12 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
         raise TileError(layer, "no mode (COOP or INDP)")
     regions = regions_of(layer)
     in_addr, w_addr = _offset(layer, regions, "maps"), _offset(layer, regions, "weights")
+    in_addr += input_offset(regions["maps"], conv_shape_of(layer.shape))  # a block of a channel-tile-major tensor
     pool = pool_shape_of(layer.pool) if layer.pool is not None else None
     out_addr = _offset(layer, regions, "conv_output" if pool is not None else "output")
     first, step, row = output_placement(regions["output"], conv_shape_of(layer.shape)) if pool is None else (0, 0, 0)
     cu_stride, per_cu = output_cus(regions["output"], conv_shape_of(layer.shape)) if pool is None else (0, 0)
+    out_tile = output_tile_step(regions["output"], conv_shape_of(layer.shape)) if pool is None else 0
     pool_out = _offset(layer, regions, "output") if pool is not None else 0
     bypass = _offset(layer, regions, "bypass") if "bypass" in regions else None
     kt = kernel_tile_of(layer)
@@ -144,7 +146,7 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
         in_addr, w_addr, out_addr + 2 * first, mode, layer.loop_order.data.value, bypass, cu_rows,
         bypass_slices=bool(decided["slice_bases"]), pool=pool, pool_out_addr=pool_out,
         w_slot=slot or 0,
-        out_row=row, out_pixel=step, cu_stride=cu_stride, per_cu=per_cu, **decided)  # type: ignore[arg-type]
+        out_row=row, out_pixel=step, cu_stride=cu_stride, per_cu=per_cu, out_tile=out_tile, **decided)  # type: ignore[arg-type]
 
 
 def pool_tiles_of(layer: tile.LayerOp) -> tuple[PoolShape, list[PoolTile]]:

@@ -5,9 +5,10 @@
 // depthwise MACs): the planner estimates its kernel-row traces (96 words, MAC-bound) faster than
 // 2 groups of 16 with a trace a tap (issue-bound), with its costs in the IR, the host's DRAM round
 // trip included; so does 24 channels (one 24x24 diagonal conv rather than padded lane groups).
-// Between two device convs, the 1x1 producer writes the input as two 16-channel blocks, each read
-// whole by a 16-channel slice whose kernel rows are 48-word traces (3 MAC cycles a row, the
-// pixel loop's 8 issue slots under its 9 MAC cycles). A channel multiplier of 2 is left as it is.
+// Between two device convs, the 1x1 producer writes the input channel-tile-major (`channel_tiles =
+// 16`: two 16-channel blocks, one conv), each block read whole by a 16-channel slice whose kernel
+// rows are 48-word traces (3 MAC cycles a row, the pixel loop's 8 issue slots under its 9 MAC
+// cycles). A channel multiplier of 2 is left as it is.
 
 func.func @main(%x: tensor<1x32x8x8xf32>, %y: tensor<1x24x8x8xf32>) -> (tensor<1x32x8x8xf32>, tensor<1x24x8x8xf32>, tensor<1x64x8x8xf32>, tensor<1x32x8x8xf32>) {
   %w = nn.constant dense<0.5> : tensor<32x1x3x3xf32>
@@ -32,11 +33,11 @@ func.func @main(%x: tensor<1x32x8x8xf32>, %y: tensor<1x24x8x8xf32>) -> (tensor<1
 // CHECK-NEXT: %dw24 = nn.conv2d %y, %[[W24]], %b24 {block_diagonal, placement_cost = "device {{.*}} ms + DRAM round trip {{.*}} ms vs host {{.*}} ms", {{.*}}groups = 1 : i64}
 // CHECK-NEXT: %mult = nn.conv2d %x, %w64, %b64 {{{.*}}groups = 32 : i64}
 // CHECK-NOT:  placement_cost
-// CHECK-NOT:  %expand =
-// CHECK:      %[[B0:.*]] = nn.conv2d %x, %{{.*}}, %{{.*}} {channel_block = "0 of 2", {{.*}}} : (tensor<1x32x8x8xf32>, tensor<16x32x1x1xf32>, tensor<16xf32>) -> tensor<1x16x8x8xf32>
-// CHECK:      %[[B1:.*]] = nn.conv2d %x, %{{.*}}, %{{.*}} {channel_block = "1 of 2", {{.*}}}
-// CHECK:      %[[S0:.*]] = nn.conv2d %[[B0]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "0 of 2", placement_cost = "device {{.*}} ms + DRAM round trip 0.0000 ms vs host [[H]] ms", {{.*}}groups = 1 : i64, relu}
-// CHECK:      %[[S1:.*]] = nn.conv2d %[[B1]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "1 of 2"
+// CHECK:      %expand = nn.conv2d %x, %w1, %b {channel_tiles = 16 : i64, {{.*}}} : (tensor<1x32x8x8xf32>, tensor<32x32x1x1xf32>, tensor<32xf32>) -> tensor<1x32x8x8xf32>
+// CHECK-NEXT: %[[L0:.*]] = nn.channel_slice %expand {start = 0 : i64, size = 16 : i64}
+// CHECK:      %[[S0:.*]] = nn.conv2d %[[L0]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "0 of 2", placement_cost = "device {{.*}} ms + DRAM round trip 0.0000 ms vs host [[H]] ms", {{.*}}groups = 1 : i64, relu}
+// CHECK-NEXT: %[[L1:.*]] = nn.channel_slice %expand {start = 16 : i64, size = 16 : i64}
+// CHECK:      %[[S1:.*]] = nn.conv2d %[[L1]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "1 of 2"
 // CHECK-NEXT: %inner = nn.concat %[[S0]], %[[S1]] {axis = 1 : i64}
 
 // A grouped conv with several channels a group whose groups are not whole 16-kernel tiles
@@ -77,13 +78,12 @@ func.func @grouped(%x: tensor<1x24x16x16xf32>) -> (tensor<1x24x16x16xf32>, tenso
 // CHECK-NEXT:  %tiles = nn.conv2d %x, %w3, %b3 {strides = {{.*}}groups = 2 : i64}
 
 // Channel-tile-major input: a 48-channel depthwise conv whose input only an ungrouped COOP 1x1
-// conv writes and only it reads has that producer write the input as three 16-channel blocks (one
-// conv per block, `channel_block`), each slice reading its block whole (no channel_slice, no
-// gather), when the estimate of blocks and slices beats the producer and the best (H, W, C) form
-// by 3%. Where the producer's result is read elsewhere too (a residual input), it stays one conv
-// and the slices gather their channels.
+// conv writes and only it reads has that producer write the input channel-tile-major
+// (`channel_tiles = 16`: three 16-channel blocks, an (H, W, 16) run each, written by the one conv
+// through its kernel tiles' output step), each slice reading its block whole (no gather), when the
+// estimate of the producer and slices beats the producer and the best (H, W, C) form by 3%.
 
-func.func @blocked(%x: tensor<1x16x14x14xf32>) -> tensor<1x48x14x14xf32> {
+func.func @tiled(%x: tensor<1x16x14x14xf32>) -> tensor<1x48x14x14xf32> {
   %w1 = nn.constant dense<0.25> : tensor<48x16x1x1xf32>
   %b = nn.constant dense<0.1> : tensor<48xf32>
   %wd = nn.constant dense<0.5> : tensor<48x1x3x3xf32>
@@ -94,17 +94,57 @@ func.func @blocked(%x: tensor<1x16x14x14xf32>) -> tensor<1x48x14x14xf32> {
   func.return %project : tensor<1x48x14x14xf32>
 }
 
-// CHECK-LABEL: func.func @blocked
-// CHECK-NOT:   %expand =
-// CHECK:       %[[B0:.*]] = nn.conv2d %x, %{{.*}}, %{{.*}} {channel_block = "0 of 3", {{.*}}relu} : (tensor<1x16x14x14xf32>, tensor<16x16x1x1xf32>, tensor<16xf32>) -> tensor<1x16x14x14xf32>
-// CHECK:       %[[B1:.*]] = nn.conv2d %x, %{{.*}}, %{{.*}} {channel_block = "1 of 3", {{.*}}relu}
-// CHECK:       %[[B2:.*]] = nn.conv2d %x, %{{.*}}, %{{.*}} {channel_block = "2 of 3", {{.*}}relu}
-// CHECK-NOT:   nn.channel_slice
-// CHECK:       %[[S0:.*]] = nn.conv2d %[[B0]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "0 of 3"
-// CHECK:       %[[S1:.*]] = nn.conv2d %[[B1]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "1 of 3"
-// CHECK:       %[[S2:.*]] = nn.conv2d %[[B2]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "2 of 3"
-// CHECK-NEXT:  %dw = nn.concat %[[S0]], %[[S1]], %[[S2]] {axis = 1 : i64}
+// CHECK-LABEL: func.func @tiled
+// CHECK:       %expand = nn.conv2d %x, %w1, %b {channel_tiles = 16 : i64, {{.*}}relu} : (tensor<1x16x14x14xf32>, tensor<48x16x1x1xf32>, tensor<48xf32>) -> tensor<1x48x14x14xf32>
+// CHECK-NOT:   channel_block
+// CHECK:       %[[L0:.*]] = nn.channel_slice %expand {start = 0 : i64, size = 16 : i64}
+// CHECK:       %[[S0:.*]] = nn.conv2d %[[L0]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "0 of 3"
+// CHECK:       %[[L2:.*]] = nn.channel_slice %expand {start = 32 : i64, size = 16 : i64}
+// CHECK:       %[[S2:.*]] = nn.conv2d %[[L2]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "2 of 3"
+// CHECK-NEXT:  %dw = nn.concat %[[S0]], %{{.*}}, %[[S2]] {axis = 1 : i64}
 // CHECK-NEXT:  %project = nn.conv2d %dw,
+
+// Where the channels are not whole 16-channel blocks (24: one conv cannot write a last half block
+// and leave the rest of it alone), or the producer is an INDP stem whose 16-kernel blocks run INDP
+// too (3 input channels: the one conv's channel-tile-major write-back would run it COOP), the
+// producer becomes one conv per block (`channel_block`), each slice reading its block's tensor.
+
+func.func @narrow(%x: tensor<1x24x28x28xf32>) -> tensor<1x24x28x28xf32> {
+  %w1 = nn.constant dense<0.25> : tensor<24x24x1x1xf32>
+  %b = nn.constant dense<0.1> : tensor<24xf32>
+  %wd = nn.constant dense<0.5> : tensor<24x1x3x3xf32>
+  %w2 = nn.constant dense<0.25> : tensor<24x24x1x1xf32>
+  %expand = nn.conv2d %x, %w1, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64, relu} : (tensor<1x24x28x28xf32>, tensor<24x24x1x1xf32>, tensor<24xf32>) -> tensor<1x24x28x28xf32>
+  %dw = nn.conv2d %expand, %wd, %b {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 24 : i64, relu} : (tensor<1x24x28x28xf32>, tensor<24x1x3x3xf32>, tensor<24xf32>) -> tensor<1x24x28x28xf32>
+  %project = nn.conv2d %dw, %w2, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x24x28x28xf32>, tensor<24x24x1x1xf32>, tensor<24xf32>) -> tensor<1x24x28x28xf32>
+  func.return %project : tensor<1x24x28x28xf32>
+}
+
+// CHECK-LABEL: func.func @narrow
+// CHECK-NOT:   channel_tiles
+// CHECK:       %[[B0:.*]] = nn.conv2d %x, %{{.*}}, %{{.*}} {channel_block = "0 of 2", {{.*}}relu} : (tensor<1x24x28x28xf32>, tensor<16x24x1x1xf32>, tensor<16xf32>) -> tensor<1x16x28x28xf32>
+// CHECK:       %[[B1:.*]] = nn.conv2d %x, %{{.*}}, %{{.*}} {channel_block = "1 of 2", {{.*}}relu} : (tensor<1x24x28x28xf32>, tensor<8x24x1x1xf32>, tensor<8xf32>) -> tensor<1x8x28x28xf32>
+// CHECK:       nn.conv2d %[[B0]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "0 of 2"
+// CHECK:       nn.conv2d %[[B1]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "1 of 2"
+
+func.func @stem(%x: tensor<1x3x96x96xf32>) -> tensor<1x32x48x48xf32> {
+  %w1 = nn.constant dense<0.25> : tensor<32x3x3x3xf32>
+  %b = nn.constant dense<0.1> : tensor<32xf32>
+  %wd = nn.constant dense<0.5> : tensor<32x1x3x3xf32>
+  %w2 = nn.constant dense<0.25> : tensor<32x32x1x1xf32>
+  %stem = nn.conv2d %x, %w1, %b {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, relu} : (tensor<1x3x96x96xf32>, tensor<32x3x3x3xf32>, tensor<32xf32>) -> tensor<1x32x48x48xf32>
+  %dw = nn.conv2d %stem, %wd, %b {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 32 : i64, relu} : (tensor<1x32x48x48xf32>, tensor<32x1x3x3xf32>, tensor<32xf32>) -> tensor<1x32x48x48xf32>
+  %project = nn.conv2d %dw, %w2, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x32x48x48xf32>, tensor<32x32x1x1xf32>, tensor<32xf32>) -> tensor<1x32x48x48xf32>
+  func.return %project : tensor<1x32x48x48xf32>
+}
+
+// CHECK-LABEL: func.func @stem
+// CHECK-NOT:   channel_tiles
+// CHECK:       %[[B0:.*]] = nn.conv2d %x, %{{.*}}, %{{.*}} {channel_block = "0 of 2", {{.*}}relu} : (tensor<1x3x96x96xf32>, tensor<16x3x3x3xf32>, tensor<16xf32>) -> tensor<1x16x48x48xf32>
+// CHECK:       nn.conv2d %[[B0]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "0 of 2"
+
+// Where the producer's result is read elsewhere too (a residual input), it stays one conv
+// writing channel-innermost and the slices gather their channels.
 
 func.func @shared(%x: tensor<1x16x14x14xf32>) -> tensor<1x48x14x14xf32> {
   %w1 = nn.constant dense<0.25> : tensor<48x16x1x1xf32>
@@ -119,5 +159,6 @@ func.func @shared(%x: tensor<1x16x14x14xf32>) -> tensor<1x48x14x14xf32> {
 
 // CHECK-LABEL: func.func @shared
 // CHECK:       %expand = nn.conv2d %x, %w1, %b
+// CHECK-NOT:   channel_tiles
 // CHECK-NOT:   channel_block
 // CHECK:       nn.channel_slice %expand {start = 0 : i64, size = 16 : i64}
