@@ -11,7 +11,8 @@ An op of `@main` is one of:
     the device's channel-innermost byte order (a view of the same DRAM bytes: sequence-gemm's
     1x1xTxK -> 1xKx1xT), a channel slice only convs read (in place), a channel concat placed on
     the device (its producers write their channel slices of its one DRAM tensor: `slot_of`), an
-    interleave placed on the device (its phase convs write their pixels of its tensor in place);
+    interleave placed on the device (its phase convs write their pixels of its tensor in place), a
+    crop placed on the device (its readers load its window of its source's tensor in place);
   * a host layer: everything else (it reads and writes the device's DRAM between segments).
 """
 
@@ -120,8 +121,9 @@ def is_view(op: Operation) -> bool:
 
 
 def root(value: SSAValue) -> SSAValue:
-    """The tensor whose DRAM bytes `value` is (through views)."""
-    while isinstance(value.owner, Operation) and is_view(value.owner):
+    """The tensor whose DRAM bytes `value` is (through views), or holds as a window of its pixels
+    (through device crops)."""
+    while isinstance(value.owner, Operation) and (is_view(value.owner) or placed_crop(value.owner)):
         value = value.owner.operands[0]
     return value
 
@@ -143,10 +145,13 @@ class Slot:
     """A merged conv's phases interleaved in place (a device `nn.depth_to_space` of one input): the
     tensor's channel (a·sx + b)·M + m of pixel (i, j) is root's pixel (sy·i + a, sx·j + b) channel
     m, as (sy, sx, root's height, root's width)."""
+    window: tuple[int, int, int, int] | None = None
+    """A device crop (`nn.crop`, `crop_of`): the tensor is root's pixels (y0 + i, x0 + j), read in
+    place, as (y0, x0, root's height, root's width)."""
 
     @property
     def whole(self) -> bool:
-        return self.channels == self.total and self.pixels is None and self.phases is None
+        return self.channels == self.total and self.pixels is None and self.phases is None and self.window is None
 
 
 def placed_concat(op: Operation | None) -> bool:
@@ -162,6 +167,15 @@ def placed_interleave(op: Operation | None) -> bool:
     writes its pixels in place (pixel stride sx, row stride sy of the result), or one merged conv
     writing every phase in place through its CU stride (`Slot.phases`)."""
     if not isinstance(op, nn.DepthToSpaceOp):
+        return False
+    place = op.attributes.get("place")
+    return isinstance(place, StringAttr) and place.data == "snowflake"
+
+
+def placed_crop(op: Operation | None) -> bool:
+    """A crop partition-host put on the device: no copy, its readers load its window in place
+    (rows its source's width apart)."""
+    if not isinstance(op, nn.CropOp):
         return False
     place = op.attributes.get("place")
     return isinstance(place, StringAttr) and place.data == "snowflake"
@@ -227,6 +241,10 @@ def slot_of(value: SSAValue) -> Slot:
     """The DRAM slot of `value` (through views, channel slices and device concats)."""
     shape = value.type.get_shape()
     channels = shape[1] if len(shape) == 4 else 0
+    if placed_crop(value.owner):  # a window of its source's pixels (a tensor of its own: lowerable's crop_refusal)
+        outer = slot_of(value.owner.input)  # type: ignore[union-attr]
+        (y0, x0), (_, _, h, w) = nn.int_values(value.owner.offsets), value.owner.input.type.get_shape()  # type: ignore[union-attr]
+        return Slot(outer.root, outer.first, channels, outer.total, window=(y0, x0, h, w))
     if isinstance(value.owner, nn.ChannelSliceOp):
         outer = slot_of(value.owner.input)
         if not outer.whole:  # a slice of a concat's slice: a view of the same bytes
@@ -258,7 +276,8 @@ def members_of(concat: nn.ConcatOp) -> list[tuple[SSAValue, int]]:
 
 
 def _free(op: Operation) -> bool:
-    if isinstance(op, nn.ConstantOp | func.ReturnOp) or is_view(op) or placed_concat(op) or placed_interleave(op):
+    if isinstance(op, nn.ConstantOp | func.ReturnOp) or is_view(op) or placed_concat(op) or placed_interleave(op) \
+            or placed_crop(op):
         return True
     if isinstance(op, nn.ChannelSliceOp):
         return all(isinstance(use.operation, nn.Conv2dOp) and layer_of(use.operation) is not None

@@ -46,7 +46,7 @@ from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
 from snowir.plan.weights_end import weights_before_fence_refusal
-from snowir.tile.placement import regions_of, slice_refusal
+from snowir.tile.placement import placement_refusal, regions_of
 from snowir.tile.read import TileError, conv_plan_of, tile_layers
 from snowir.codegen.traces import R_TMP
 
@@ -137,11 +137,14 @@ class TileToAsmPass(ModulePass):
         plan = next((o for o in op.ops if isinstance(o, tile.DramPlanOp)), None)
         nodes = onnx_nodes(op)
         relative: dict[Attribute, str] = {}
-        outputs = {inner.attributes["tile"].data: inner for inner in outside_programs(op)  # type: ignore[union-attr]
-                   if isinstance(inner, DEVICE_OPS) and isinstance(inner.attributes.get("tile"), StringAttr)}
+        named = [inner for inner in outside_programs(op)
+                 if isinstance(inner, DEVICE_OPS) and isinstance(inner.attributes.get("tile"), StringAttr)]
+        outputs = {inner.attributes["tile"].data: inner for inner in named}  # type: ignore[union-attr]
+        readers = {inner.attributes["tile"].data: inner for inner in reversed(named)}  # type: ignore[union-attr]
         previous: tile.LayerOp | None = None
         for layer in tile_layers(op, self.name):
-            wrong = slice_refusal(layer, outputs[layer.sym_name.data]) if layer.sym_name.data in outputs else None
+            name = layer.sym_name.data
+            wrong = placement_refusal(layer, outputs[name], readers[name]) if name in outputs else None
             if wrong is None and WEIGHTS_BEFORE_FENCE.value(layer) and previous is not None \
                     and previous.kind.data == tile.LayerKind.CONV:
                 why = weights_before_fence_refusal(conv_plan_of(previous), conv_plan_of(layer), hw)
@@ -156,7 +159,6 @@ class TileToAsmPass(ModulePass):
                 # weights_before_fence: the code generator placed the fence after the first kernel loads
                 fence = FENCE.value(layer) and not WEIGHTS_BEFORE_FENCE.value(layer)
                 code = layer_prologue(hw, coop_conv, fence, R_TMP) + code
-            name = layer.sym_name.data
             locate(code, nodes.get(name, name), name, relative)
             image = layer_image(layer, code)
             if plan is not None:

@@ -177,8 +177,8 @@ class LoopOrderPattern(RewritePattern):
         lay = layout_of(layer)
         mode = layer.mode.data.value if layer.mode else None
         try:
-            return with_layer_pool(layer, plan_conv(s, self.hw, 0, lay.w_addr, lay.out_addr, order, lay.r_addr, mode),
-                                   self.hw)
+            return with_layer_pool(layer, plan_conv(s, self.hw, 0, lay.w_addr, lay.out_addr, order, lay.r_addr, mode,
+                                                    bypass_crop=lay.bypass_row != 0), self.hw)
         except LoweringError as e:
             raise PassFailedException(f"tile-loop-order: layer @{layer.sym_name.data}: {e}") from None
 

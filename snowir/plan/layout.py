@@ -38,6 +38,15 @@ class ConvLayout:
     conv's phases written in place (`merged`), one result row."""
     per_cu: int = 0
     """Kernels a CU takes when not V (a merged conv's phase row's sx·M, `merged`)."""
+    in_addr: int = 0
+    """The maps region's byte address (0 in a layer's own image, where the maps come first)."""
+    in_first: int = 0
+    """A crop's window of a wider input tensor (the maps region's `crop`): the words before its first
+    pixel; `in_row` the tensor's row (0: an input of its own)."""
+    in_row: int = 0
+    bypass_first: int = 0
+    """The same of a residual input that is a crop's window (the bypass region's `crop`)."""
+    bypass_row: int = 0
 
 
 def interleaved(first: int, total: int, pixels: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -58,13 +67,26 @@ def merged(k: int, phases: tuple[int, ...]) -> tuple[int, int, int, int, int]:
     return 2 * h * w * m, sx * m, sy * w * m, 2 * w * m, sx * m
 
 
+def cropped(window: tuple[int, ...] | None, pixel: int) -> tuple[int, int]:
+    """A crop's window (y0, x0, height, width) of a tensor of `pixel` words a pixel: the words before
+    its first pixel and between its rows; (0, 0) for none."""
+    if window is None:
+        return 0, 0
+    y0, x0, _, w = window
+    return (y0 * w + x0) * pixel, w * pixel
+
+
 def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeConfig | None = None,
                 out_slice: tuple[int, int] = (0, 0), pixels: tuple[int, ...] | None = None,
-                phases: tuple[int, ...] | None = None) -> ConvLayout:
+                phases: tuple[int, ...] | None = None, maps_crop: tuple[int, ...] | None = None,
+                bypass_crop: tuple[int, ...] | None = None) -> ConvLayout:
     """`out_slice` = (first channel, total channels) of the tensor the output is a slice of, (0, 0)
     for an output of its own; `pixels`: an interleave's phase (`interleaved`); `phases`: a merged
-    conv's interleave result (`merged`)."""
-    in_bytes = s.h * s.w * s.cin * 2
+    conv's interleave result (`merged`); `maps_crop` / `bypass_crop`: the input / residual input a
+    crop's window (y0, x0, height, width) of a wider tensor, the region that tensor (`cropped`)."""
+    in_bytes = (s.h * s.w if maps_crop is None else maps_crop[2] * maps_crop[3]) * s.cin * 2
+    reads = {"in_first": cropped(maps_crop, s.cin)[0], "in_row": cropped(maps_crop, s.cin)[1],
+             "bypass_first": cropped(bypass_crop, s.k)[0], "bypass_row": cropped(bypass_crop, s.k)[1]}
     w_addr = align(in_bytes)
     hw = hw or SnowflakeConfig()
     w_bytes = 2 * packed_words(s, mode, packed_kernels(s, mode, hw), hw)
@@ -72,13 +94,13 @@ def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeCon
     first, total = out_slice
     if pixels is not None:
         out_bytes, word, step, row = interleaved(first, total or s.k, pixels)
-        return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, None, word, step, row)
+        return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, None, word, step, row, **reads)
     if phases is not None:
         out_bytes, step, row, cu, per_cu = merged(s.k, phases)
-        return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, None, 0, step, row, cu, per_cu)
+        return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, None, 0, step, row, cu, per_cu, **reads)
     out_bytes = s.oh * s.ow * (total or s.k) * 2
     return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, align(out_addr + out_bytes) if bypass else None,
-                      first, total if total != s.k else 0)
+                      first, total if total != s.k else 0, **reads)
 
 
 LANE_GROUPS = "lane_groups"
