@@ -98,7 +98,7 @@ def load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, 
     r_from, r_to = rows or (strip.r0, strip.r1)  # of the strip's rows, these (a first strip's pieces)
     with b.at(f"load_maps.rows{r_from}_{r_to}"):
         base += (r_from - strip.r0) * row
-        if plan.in_row and plan.in_row != row:  # a column band: each row's columns, rows in_row apart
+        if plan.gather is None and plan.in_row not in (0, row):  # a band's or a crop's: a row at a time
             load_runs(b, hw, [(base + (r - r_from) * row, plan.in_addr + 2 * r * plan.in_row, row, sf.SELECT_ALL)
                               for r in range(r_from, r_to)])
             return
