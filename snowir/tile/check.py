@@ -309,7 +309,8 @@ def check_slice(layer: tile.LayerOp, k: int) -> None:
 
 def check_crops(layer: tile.LayerOp, sizes: dict[str, tuple[int, int]]) -> None:
     """An input region that is a crop's window (`crop`) holds the layer's input (of `sizes[label]`
-    rows and columns) inside its tensor; a max pool reads its own input's rows whole."""
+    rows and columns) inside its tensor, and is smaller than it (else it means nothing); a max pool
+    reads its own input's rows whole."""
     for label, region in regions_of(layer).items():
         window = input_crop(region)
         if window is None:
@@ -318,6 +319,9 @@ def check_crops(layer: tile.LayerOp, sizes: dict[str, tuple[int, int]]) -> None:
             raise TileError(layer, f"tile.dram_region @{region.sym_name.data}: crop: a max pool loads whole rows of "
                                    "an input of its own (remove crop)")
         (y0, x0, height, width), (h, w) = window, sizes[label]
+        if (h, w) == (height, width):
+            raise TileError(layer, f"tile.dram_region @{region.sym_name.data}: crop {list(window)}: the window is "
+                                   f"its whole {height}x{width} tensor, no crop (remove crop)")
         if y0 + h > height or x0 + w > width:
             raise TileError(layer, f"tile.dram_region @{region.sym_name.data}: crop {list(window)}: the layer's "
                                    f"{h}x{w} {label} reaches past the {height}x{width} tensor")
