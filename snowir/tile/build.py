@@ -157,8 +157,9 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
         plan = dataclasses.replace(plan, in_addr=lay.in_addr + 2 * lay.in_first, in_row=lay.in_row)
     if lay.bypass_row:  # the residual input a crop's window: bypass slices cannot follow it
         if plan.bypass_slices:
-            raise LoweringError("a residual conv reading its bypass from a crop's window loads bypass rows (its "
-                                "bypass slices step the bypass pixel by pixel through a strip, one run of rows)")
+            raise LoweringError("bypass_slices: a bypass that is a crop's window is read by rows (the slices' loads "
+                                "step the bypass pixel by pixel through a strip, one run of the tensor's rows; "
+                                "remove bypass_slices and slice_tiles)")
         plan = dataclasses.replace(plan, bypass_addr=(r_addr or 0) + 2 * lay.bypass_first, bypass_row=lay.bypass_row)
     if lay.cu_stride:  # a merged conv's phases in place: phase row a's kernels on CU a
         if plan.indp or plan.tiles != 1 or s.kernel_words > hw.weights_buffer_elements:
