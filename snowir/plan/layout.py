@@ -85,8 +85,8 @@ def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeCon
     conv's interleave result (`merged`); `maps_crop` / `bypass_crop`: the input / residual input a
     crop's window (y0, x0, height, width) of a wider tensor, the region that tensor (`cropped`)."""
     in_bytes = (s.h * s.w if maps_crop is None else maps_crop[2] * maps_crop[3]) * s.cin * 2
-    reads = {"in_first": cropped(maps_crop, s.cin)[0], "in_row": cropped(maps_crop, s.cin)[1],
-             "bypass_first": cropped(bypass_crop, s.k)[0], "bypass_row": cropped(bypass_crop, s.k)[1]}
+    (in_first, in_row), (bypass_first, bypass_row) = cropped(maps_crop, s.cin), cropped(bypass_crop, s.k)
+    reads = {"in_first": in_first, "in_row": in_row, "bypass_first": bypass_first, "bypass_row": bypass_row}
     w_addr = align(in_bytes)
     hw = hw or SnowflakeConfig()
     w_bytes = 2 * packed_words(s, mode, packed_kernels(s, mode, hw), hw)
