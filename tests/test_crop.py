@@ -192,7 +192,8 @@ def test_a_crop_into_a_residual_bypass_is_read_in_place() -> None:
     region's `crop`), bit-exact."""
     regions = _tile_regions(crop_into_residual())
     assert regions["b2"]["bypass"] == (2, 1, 16, 16) and regions["b2"]["maps"] is None
-    _bit_exact(crop_into_residual())
+    report = _bit_exact(crop_into_residual())
+    assert {r.name: r.mode for r in report.layers}["b2"] == "COOP"  # bypass rows beside the maps
 
 
 @pytest.mark.parametrize("crop_first", [True, False], ids=["maps", "bypass"])
