@@ -169,8 +169,8 @@ def choose_formats(module: ModuleOp, peak: dict[SSAValue, float], weight_frac: d
             if isinstance(op, nn.Conv2dOp) and op.bypass is not None:
                 groups.union(op.bypass, op.output)
             continue
-        if on_host(op) and not isinstance(op, nn.ConcatOp | nn.DepthToSpaceOp | nn.ZeroInsertOp):
-            continue  # a concat's (interleave's) inputs share its format: the host's copy moves words as they are
+        if on_host(op) and not isinstance(op, nn.ConcatOp | nn.DepthToSpaceOp | nn.ZeroInsertOp | nn.CropOp):
+            continue  # a concat's (interleave's, crop's) inputs share its format: the host's copy moves words as they are
         for v in op.operands:
             if not isinstance(v.owner, nn.ConstantOp):
                 groups.union(v, op.results[0])

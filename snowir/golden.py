@@ -388,6 +388,12 @@ class Golden:
             if out_frac is not None:
                 return Q(self._fixed(x, out_frac)[:, a:a + n].copy(), out_frac)
             return self._float(x)[:, a:a + n].copy()
+        if isinstance(op, nn.CropOp):  # a window of pixels: its words as they are
+            x = env[op.input]
+            (y0, x0), (_, _, h, w) = int_values(op.offsets), op.output.type.get_shape()
+            if out_frac is not None:
+                return Q(self._fixed(x, out_frac)[:, :, y0:y0 + h, x0:x0 + w].copy(), out_frac)
+            return self._float(x)[:, :, y0:y0 + h, x0:x0 + w].copy()
         if isinstance(op, nn.ConcatOp | nn.FlattenOp | nn.ReshapeOp | nn.TransposeOp | nn.IdentityOp):
             return self._move(op, env, out_frac)
         if isinstance(op, nn.BatchNormOp):

@@ -97,7 +97,7 @@ def input_layout(op: Operation) -> bool:
 def host_ops(op: Operation) -> float:
     """[P] arithmetic operations of the layer run in float on the host (a concat, an interleave, a
     zero insertion: a copy, none; a model input's layout: none)."""
-    if isinstance(op, (*_VIEWS, nn.ConcatOp, nn.DepthToSpaceOp, nn.ZeroInsertOp)) or input_layout(op):
+    if isinstance(op, (*_VIEWS, nn.ConcatOp, nn.DepthToSpaceOp, nn.ZeroInsertOp, nn.CropOp)) or input_layout(op):
         return 0.0
     if isinstance(op, nn.HostOp):
         return 2.0 * node_macs(op) + node_ops(op)
@@ -124,6 +124,8 @@ def host_bytes(op: Operation) -> int:
         return node_bytes(op)
     if isinstance(op, nn.ConcatOp | nn.DepthToSpaceOp | nn.ZeroInsertOp):  # the device's 16-bit words, moved as they are
         return 2 * int(sum(np.prod(v.type.get_shape()) for v in (*op.operands, op.results[0])))
+    if isinstance(op, nn.CropOp):  # the window's 16-bit words read and written
+        return 2 * 2 * int(np.prod(op.output.type.get_shape()))
     values = list(op.operands) + list(op.results)
     return 4 * int(sum(np.prod(v.type.get_shape()) for v in values if hasattr(v.type, "get_shape")))
 
@@ -150,18 +152,19 @@ def _device_layer(op: Operation | None) -> bool:
 
 
 def _source(value: SSAValue) -> Operation | None:
-    """The op whose DRAM bytes `value` reads (through views and channel slices, read in place)."""
-    while isinstance(value.owner, Operation) and (is_view(value.owner) or isinstance(value.owner, nn.ChannelSliceOp)):
+    """The op whose DRAM bytes `value` reads (through views, channel slices and crops, read in place)."""
+    while isinstance(value.owner, Operation) and (is_view(value.owner)
+                                                  or isinstance(value.owner, nn.ChannelSliceOp | nn.CropOp)):
         value = value.owner.operands[0]
     return value.owner if isinstance(value.owner, Operation) else None
 
 
 def _readers(value: SSAValue) -> list[Operation]:
-    """The ops that read `value`'s DRAM bytes (through views and channel slices)."""
+    """The ops that read `value`'s DRAM bytes (through views, channel slices and crops)."""
     out = []
     for use in value.uses:
         user = use.operation
-        if is_view(user) or isinstance(user, nn.ChannelSliceOp):
+        if is_view(user) or isinstance(user, nn.ChannelSliceOp | nn.CropOp):
             out += _readers(user.results[0])
         else:
             out.append(user)

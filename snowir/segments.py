@@ -11,7 +11,8 @@ An op of `@main` is one of:
     the device's channel-innermost byte order (a view of the same DRAM bytes: sequence-gemm's
     1x1xTxK -> 1xKx1xT), a channel slice only convs read (in place), a channel concat placed on
     the device (its producers write their channel slices of its one DRAM tensor: `slot_of`), an
-    interleave placed on the device (its phase convs write their pixels of its tensor in place);
+    interleave placed on the device (its phase convs write their pixels of its tensor in place), a
+    crop placed on the device (its readers load its window of its source's tensor in place);
   * a host layer: everything else (it reads and writes the device's DRAM between segments).
 
 A tensor may be stored channel-tile-major (`CHANNEL_TILES` on the op writing it, NCHW[w]c: channels
@@ -132,8 +133,9 @@ def is_view(op: Operation) -> bool:
 
 
 def root(value: SSAValue) -> SSAValue:
-    """The tensor whose DRAM bytes `value` is (through views)."""
-    while isinstance(value.owner, Operation) and is_view(value.owner):
+    """The tensor whose DRAM bytes `value` is (through views), or holds as a window of its pixels
+    (through device crops)."""
+    while isinstance(value.owner, Operation) and (is_view(value.owner) or placed_crop(value.owner)):
         value = value.owner.operands[0]
     return value
 
@@ -158,11 +160,15 @@ class Slot:
     tiles: int = 0
     """root is stored channel-tile-major in blocks of `tiles` channels (`CHANNEL_TILES`; 0: channel-
     innermost): the tensor is channels [first, first + channels) of it, whole blocks."""
+    window: tuple[int, int, int, int] | None = None
+    """A device crop (`nn.crop`, `crop_of`): the tensor is root's pixels (y0 + i, x0 + j), read in
+    place, as (y0, x0, root's height, root's width)."""
 
     @property
     def whole(self) -> bool:
         """Channel-innermost (H, W, C) bytes of a tensor of its own."""
-        return self.channels == self.total and self.pixels is None and self.phases is None and not self.tiles
+        return self.channels == self.total and self.pixels is None and self.phases is None and not self.tiles \
+            and self.window is None
 
     @property
     def blocks(self) -> tuple[int, int, int] | None:
@@ -184,6 +190,15 @@ def placed_interleave(op: Operation | None) -> bool:
     writes its pixels in place (pixel stride sx, row stride sy of the result), or one merged conv
     writing every phase in place through its CU stride (`Slot.phases`)."""
     if not isinstance(op, nn.DepthToSpaceOp):
+        return False
+    place = op.attributes.get("place")
+    return isinstance(place, StringAttr) and place.data == "snowflake"
+
+
+def placed_crop(op: Operation | None) -> bool:
+    """A crop partition-host put on the device: no copy, its readers load its window in place
+    (rows its source's width apart)."""
+    if not isinstance(op, nn.CropOp):
         return False
     place = op.attributes.get("place")
     return isinstance(place, StringAttr) and place.data == "snowflake"
@@ -258,6 +273,10 @@ def slot_of(value: SSAValue) -> Slot:
     channels = shape[1] if len(shape) == 4 else 0
     if tiles := channel_tiles(value.owner):  # stored channel-tile-major: a tensor of its own
         return Slot(value, 0, channels, channels, tiles=tiles)
+    if placed_crop(value.owner):  # a window of its source's pixels (a tensor of its own: lowerable's crop_refusal)
+        outer = slot_of(value.owner.input)  # type: ignore[union-attr]
+        (y0, x0), (_, _, h, w) = nn.int_values(value.owner.offsets), value.owner.input.type.get_shape()  # type: ignore[union-attr]
+        return Slot(outer.root, outer.first, channels, outer.total, window=(y0, x0, h, w))
     if isinstance(value.owner, nn.ChannelSliceOp):
         outer = slot_of(value.owner.input)
         if outer.tiles:  # channels of a channel-tile-major tensor (a reader of whole blocks reads them in place)
@@ -291,7 +310,8 @@ def members_of(concat: nn.ConcatOp) -> list[tuple[SSAValue, int]]:
 
 
 def _free(op: Operation) -> bool:
-    if isinstance(op, nn.ConstantOp | func.ReturnOp) or is_view(op) or placed_concat(op) or placed_interleave(op):
+    if isinstance(op, nn.ConstantOp | func.ReturnOp) or is_view(op) or placed_concat(op) or placed_interleave(op) \
+            or placed_crop(op):
         return True
     if isinstance(op, nn.ChannelSliceOp):
         return all(isinstance(use.operation, nn.Conv2dOp) and layer_of(use.operation) is not None

@@ -290,15 +290,18 @@ def test_a_split_maps_to_channel_slices_on_the_channel_axis_only(opset: int, axi
         assert [(op.start.value.data, op.size.value.data) for op in slices] == want
 
 
-@pytest.mark.parametrize("starts,ends,axes,steps", [([0, 0], [1, 6], [0, 2], None), ([2], [8], [-1], None),
-                                                    ([0], [64], [1], [2]), ([1], [2], [0], None)])
-def test_a_slice_of_pixels_or_a_strided_one_stays_a_host_slice(starts, ends, axes, steps) -> None:
-    """Only a contiguous run of channels over every pixel is a channel slice; a crop of rows, a
-    strided slice (fold-focus's input) or a slice of the batch stays ONNX's Slice on the host."""
+@pytest.mark.parametrize("starts,ends,axes,steps,crop", [([0, 0], [1, 6], [0, 2], None, True),
+                                                         ([2], [8], [-1], None, True), ([0], [64], [1], [2], False),
+                                                         ([1], [2], [0], None, False)])
+def test_a_slice_of_pixels_or_a_strided_one_is_no_channel_slice(starts, ends, axes, steps, crop) -> None:
+    """Only a contiguous run of channels over every pixel is a channel slice; a window of rows or
+    columns is a crop (tests/test_crop.py); a strided slice (fold-focus's input) or a slice of the
+    batch stays ONNX's Slice on the host."""
     inits = {"s": np.array(starts, np.int64), "e": np.array(ends, np.int64), "a": np.array(axes, np.int64)}
     if steps:
         inits["st"] = np.array(steps, np.int64)
     node = N("Slice", ["x", "s", "e", "a", *(["st"] if steps else [])], ["y"], name="slice")
     module = import_model(model([node], {"x": [1, 64, 8, 8]}, {"y": None}, inits))
-    assert [op.op_type.data for op in module.walk() if isinstance(op, nn.HostOp)] == ["Slice"]
+    assert [op.op_type.data for op in module.walk() if isinstance(op, nn.HostOp)] == ([] if crop else ["Slice"])
+    assert any(isinstance(op, nn.CropOp) for op in module.walk()) == crop
     assert not any(isinstance(op, nn.ChannelSliceOp) for op in module.walk())

@@ -118,3 +118,25 @@ def test_placement_decisions_declared(name: str, good: tuple[int, ...], bad: tup
         maps.verify_()
     d.write(region, None)
     assert name not in region.properties
+
+
+def test_the_crop_placement_is_declared_on_input_regions() -> None:
+    """A crop's window (`crop` = [y0, x0, height, width]) is a declared decision of tile.dram_region
+    too, but of an input region: a 'maps' or 'bypass' one takes it, an 'output' one does not; its
+    rule the verifier's one message."""
+    from snowir.dialects.tile.decisions import CROP
+
+    for label in ("maps", "bypass"):
+        region = tile.DramRegionOp("r", 0, 64, label)
+        CROP.write(region, (1, 2, 8, 8))
+        assert CROP.value(region) == (1, 2, 8, 8) and "crop" in region.properties
+        region.verify_()
+        CROP.write(region, (8, 2, 8, 8))
+        with pytest.raises(VerifyException, match="crop: " + re.escape(CROP.rule)):
+            region.verify_()
+        CROP.write(region, None)
+        assert "crop" not in region.properties
+    out = tile.DramRegionOp("o", 0, 64, "output")
+    CROP.write(out, (1, 2, 8, 8))
+    with pytest.raises(VerifyException, match="crop: "):
+        out.verify_()

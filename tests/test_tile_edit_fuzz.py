@@ -23,7 +23,9 @@ output region's `channels` (a device concat's slice: added, moved, removed) and 
 interleave's phase: added, moved, too small for the output, removed) and `phases` (a merged
 conv's interleave result: added, its grid the result's or not, removed), the output's or maps'
 `channel_tiles` (a channel-tile-major tensor: added with widths the tiles or channels are or are
-not, moved, removed), the load placement
+not, moved, removed), an input region's `crop` (a crop's window of a wider tensor, on the maps or
+the bypass: added, moved, past its tensor, the whole tensor, removed; the judge lays the input out in
+the window, junk around it), the load placement
 (`prefetch_after`, `load_next_whole`), the kernel tiles' order (`kernel_order`), the weight image's bias
 layout (`biases` on the weights region), COOP row groups (`coop_rows`: added, removed), pairs of edits.
 
@@ -260,6 +262,7 @@ def meaning(layer: tile.LayerOp, hw: SnowflakeConfig) -> tuple:
          r.packed_kernels.value.data if r.packed_kernels is not None else None,
          tuple(int(v) for v in r.channels.get_values()) if r.channels is not None else None,
          tuple(int(v) for v in r.channel_tiles.get_values()) if r.channel_tiles is not None else None,
+         tuple(int(v) for v in r.crop.get_values()) if r.crop is not None else None,
          int16_array(r.value).tobytes() if r.value is not None else None)
         for label, r in regions_of(layer).items()))
     return plan, regions
@@ -305,15 +308,34 @@ def lower(layer: tile.LayerOp, base: Base, stage: list[str] | None = None) -> sf
 
 def run(image_op: sf.ImageOp, base: Base, max_instructions: int | None = None, layer: tile.LayerOp | None = None):
     """The image run on the base's inputs (`layer`: the edited layer, whose maps region may place
-    the input as a block of a channel-tile-major tensor: `_placed_inputs`)."""
+    the input as a block of a channel-tile-major tensor: `_placed_inputs`, or an input region that is
+    a crop's window (`crop`): the input laid out in the window of a tensor of junk)."""
     image = assemble(image_op, base.hw)
     inputs = {}
     given = _placed_inputs(layer, base) if layer is not None else base.inputs
     for seg in image.of_kind(sf.SegmentKind.INPUT):
-        data = given[seg.name]  # a larger region: its extra words are zeros
+        data = given[seg.name] if layer is None or seg.name not in ("x", "r") else _in_window(layer, seg.name, given[seg.name])
+        # a larger region: its extra words are zeros
         inputs[seg.name] = np.concatenate([data, np.zeros(max(0, seg.size // 2 - data.size), np.int16)])
     result = run_image(image, base.hw, "fast", inputs, module=image_op, max_instructions=max_instructions)
     return image, result
+
+
+def _in_window(layer: tile.LayerOp | None, segment: str, data: np.ndarray) -> np.ndarray:
+    """`data` (a conv's input or bypass, HWC) as its region places it: inside the window of a
+    junk-filled tensor when the region is a crop's (`crop` = [y0, x0, height, width]), else as it is."""
+    label = {"x": "maps", "r": "bypass"}[segment]
+    region = regions_of(layer).get(label) if layer is not None and isinstance(layer.shape, tile.ConvShapeAttr) else None
+    if region is None or region.crop is None:
+        return data
+    s = conv_shape_of(layer.shape)
+    (h, w, c), (y0, x0, height, width) = ((s.h, s.w, s.cin) if label == "maps" else (s.oh, s.ow, s.k)), \
+        (int(v) for v in region.crop.get_values())
+    if y0 + h > height or x0 + w > width:
+        return data  # refused (the window past its tensor): nothing runs
+    tensor = np.random.default_rng(height * width + y0).integers(-2000, 2000, (height, width, c)).astype(np.int16)
+    tensor[y0:y0 + h, x0:x0 + w] = data.reshape(h, w, c)
+    return tensor.ravel()
 
 
 def build(kind: str, tmp: Path) -> Base:
@@ -1080,6 +1102,52 @@ def _placed_inputs(layer: tile.LayerOp, base: Base) -> dict[str, np.ndarray]:
     return {**base.inputs, "x": np.concatenate([np.zeros(block * x.size, x.dtype), x])}
 
 
+def _grow(regions: dict, label: str, size: int) -> None:
+    """Region `label` grown to `size` bytes (the tensor it is a window of); the regions after it move
+    up past it."""
+    grown = regions[label]
+    end = grown.offset.value.data + grown.size.value.data
+    delta = -(-(size - grown.size.value.data) // 256) * 256
+    for r in regions.values():
+        if r is not grown and r.offset.value.data >= end and delta > 0:
+            _set(r, "offset", r.offset.value.data + delta)
+    _set(grown, "size", max(size, grown.size.value.data))
+
+
+def e_crop(layer, rng, hw):
+    """A conv's maps or bypass region made a crop's window of a wider tensor (`crop` = [y0, x0, height,
+    width]: the input's pixel (i, j) at the tensor's (y0 + i, x0 + j)), its window moved, past its
+    tensor or the whole tensor, or the crop removed; the region grown to the tensor or not. The judge
+    lays the input out in the window, junk around it (`run`); a max pool's maps are refused."""
+    regions = regions_of(layer)
+    label = rng.choice([x for x in ("maps", "bypass") if x in regions] + (["bypass"] if "bypass" in regions else []))
+    region = regions[label]
+    if region.crop is not None and rng.random() < 0.3:
+        region.properties.pop("crop")
+        empty_bodies(layer)
+        return Edit(f"{label} crop removed, bodies empty", acts=True)
+    if isinstance(layer.shape, tile.ConvShapeAttr):
+        s = conv_shape_of(layer.shape)
+        h, w, c = (s.h, s.w, s.cin) if label == "maps" else (s.oh, s.ow, s.k)
+    else:
+        p = pool_shape_of(layer.shape)
+        h, w, c = p.h, p.w, p.cin
+    height, width = h + rng.choice([0, 1, 2, 3, 5]), w + rng.choice([0, 1, 2, 4, 7])
+    y0 = rng.choice([0, height - h, rng.randrange(height - h + 1), height - h + 1])
+    x0 = rng.choice([0, width - w, rng.randrange(width - w + 1), width - w + 1])
+    if y0 >= height or x0 >= width:
+        raise NotApplicable  # the verifier's rule alone (tests/filecheck/tile/invalid.mlir)
+    _arr(region, "crop", [y0, x0, height, width])
+    grown = rng.random() < 0.85
+    if grown:
+        _grow(regions, label, 2 * height * width * c)
+    empty = rng.random() < 0.8  # the loads' DRAM addresses follow: derived
+    if empty:
+        empty_bodies(layer)
+    return Edit(f"{label} crop [{y0}, {x0}, {height}, {width}] of a {h}x{w} input, region "
+                f"{'grown to the tensor' if grown else 'kept'}, {_body_note(empty)}", acts=True)
+
+
 def _written(layer: tile.LayerOp, y: np.ndarray, size: int) -> np.ndarray:
     """The layer's output words from its output segment: its channel slice of every pixel when the
     region is a slice of a wider tensor (`channels`), its phase's pixels when it is an interleave's
@@ -1323,7 +1391,7 @@ def maps_cols_cut(layer: tile.LayerOp) -> bool:
 
 PAIRED = ("split", "merge", "shift", "retile", "count", "mode", "loop_order", "buffering", "slot", "stagger",
           "resident", "cu_rows", "ring", "relu", "pool_slots", "bypass_slices", "gather", "region", "empty", "channels",
-          "pixels", "prefetch_after", "load_next_whole", "kernel_order", "biases", "coop_rows", "channel_tiles")
+          "pixels", "prefetch_after", "load_next_whole", "kernel_order", "biases", "coop_rows", "channel_tiles", "crop")
 
 
 def e_pair(layer, rng, hw):
@@ -1344,6 +1412,7 @@ EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the dra
     "empty": (e_empty, 2), "gather": (e_gather, 1), "packing": (e_packing, 1), "pair": (e_pair, 4),
     "drop_load": (e_drop_load, 1), "resident_one": (e_resident_one, 1), "taller": (e_taller, 1),
     "channels": (e_channels, 2), "pixels": (e_pixels, 2), "phases": (e_phases, 2), "channel_tiles": (e_channel_tiles, 2),
+    "crop": (e_crop, 2),
     "prefetch_after": (e_prefetch_after, 2),
     "load_next_whole": (e_load_next_whole, 2), "kernel_order": (e_kernel_order, 2), "biases": (e_biases, 2),
     "coop_rows": (e_coop_rows, 2),
@@ -1502,6 +1571,9 @@ TARGETED = {  # an edit kind held-out users made, and the layer kinds it applies
     "pixels": ("pool_strips", "conv_kloop", "gathered", "residual"),
     # a channel-tile-major output (the kernel tiles a block apart) or input (one block read whole)
     "channel_tiles": ("conv_kloop", "conv_one_tile", "conv_mloop", "gathered", "residual", "indp", "pool_strips"),
+    # a crop's window read in place (issue 36): every maps and bypass load generator, a max pool refused
+    "crop": ("conv_kloop", "conv_mloop", "conv_stagger", "residual", "bypass_slices", "indp", "indp_strips",
+             "indp_cols", "gathered", "fused_pool", "pool_strips"),
 }
 TARGETED_SEEDS = 6
 

@@ -68,6 +68,7 @@ from snowir.dialects.nn.tensor_ops import (
     ConcatOp,
     ConstantOp,
     Conv2dOp,
+    CropOp,
     DenseOp,
     FlattenOp,
     GlobalAvgPoolOp,
@@ -78,7 +79,8 @@ from snowir.dialects.nn.tensor_ops import (
 )
 
 DEVICE_OPS = (Conv2dOp, MaxPoolOp, AvgPoolOp, GlobalAvgPoolOp, DenseOp, AddOp, ReluOp,
-              BatchNormOp, ConcatOp, FlattenOp, ReshapeOp, IdentityOp, ChannelSliceOp, ConvTranspose2dOp)
+              BatchNormOp, ConcatOp, FlattenOp, ReshapeOp, IdentityOp, ChannelSliceOp, CropOp,
+              ConvTranspose2dOp)
 HOST_OPS = (SoftmaxOp, LrnOp, TransposeOp, ClipOp, HardSigmoidOp, HardSwishOp, MulOp, SpaceToDepthOp, UnfoldRowsOp, PadRowsOp,
             DepthToSpaceOp, ZeroInsertOp, HostOp)
 
@@ -91,7 +93,7 @@ NN = Dialect(
 __all__ = [
     "DEVICE_OPS", "HOST_OPS", "MAX_WEIGHT_FRAC", "NN",
     "AddOp", "AvgPoolOp", "BatchNormOp", "ChannelSliceOp", "ClipOp", "ConcatOp", "ConstantOp", "Conv2dOp",
-    "ConvTranspose2dOp", "DenseOp", "DepthToSpaceOp",
+    "ConvTranspose2dOp", "CropOp", "DenseOp", "DepthToSpaceOp",
     "ElementType", "ElementwiseBinary", "ElementwiseUnary", "ExternalWeightsAttr", "FixedType", "FlattenOp",
     "GlobalAvgPoolOp", "HardSigmoidOp", "HardSwishOp", "HostOp", "IdentityOp", "LrnOp", "MaxPoolOp", "MulOp",
     "NNOperation", "OnnxGraphAttr", "PackedWeightsAttr", "PadRowsOp", "PoolOperation", "ReluOp", "ReshapeOp",

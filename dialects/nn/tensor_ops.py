@@ -259,6 +259,33 @@ class ChannelSliceOp(NNOperation):
 
 
 @irdl_op_definition
+class CropOp(NNOperation):
+    """A window of an NCHW tensor's pixels, every channel: out[n, c, i, j] = in[n, c, y0 + i, x0 + j]
+    for `offsets` (y0, x0) and the result's height and width (an ONNX Slice of H and W, step 1, as
+    waifu2x's UNets crop a feature map before adding it to the other branch). On Snowflake a view
+    when partition-host places it: its readers load the window in place, rows W·C words apart."""
+
+    name = "nn.crop"
+    input = operand_def(TensorType)
+    output = result_def(TensorType)
+    offsets = prop_def(DenseArrayBase[I64])
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, offsets: Sequence[int], result_type: TensorType):
+        super().__init__(operands=[input], result_types=[result_type], properties={"offsets": i64_array(offsets)})
+
+    def verify_(self) -> None:
+        n, c, h, w = self._rank(self.input, 4, "input")
+        on, oc, oh, ow = self._rank(self.output, 4, "result")
+        o = int_values(self.offsets)
+        if len(o) != 2 or min(o) < 0 or (on, oc) != (n, c) or oh < 1 or ow < 1 \
+                or o[0] + oh > h or o[1] + ow > w:
+            self._fail(f"a {oh}x{ow} window at {list(o)} (y0, x0) of every channel is not inside the input's "
+                       f"{h}x{w} pixels ({n}x{c} kept)")
+        self._same_element(self.input, self.output)
+
+
+@irdl_op_definition
 class IdentityOp(ElementwiseUnary):
     """A no-op kept from the source graph (ONNX Identity, inference Dropout); drop-identity removes it."""
 

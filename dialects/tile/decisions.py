@@ -349,8 +349,27 @@ CHANNEL_TILES = Decision(
 `snowir.segments.CHANNEL_TILES`; nn-to-tile records it; the write-back, the readers' loads,
 allocate-dram and the runner's reads and writes follow it)."""
 
+
+def _input(op: Operation) -> bool:
+    label = op.properties.get("label")
+    return isinstance(label, StringAttr) and label.data in ("maps", "bypass")
+
+
+CROP = Decision(
+    "crop", DRAM_REGION, INTS, None, length=4, needs=_input,
+    valid=lambda w: len(w) == 4 and 0 <= w[0] < w[2] and 0 <= w[1] < w[3],
+    doc="An input region (maps or bypass) that is a device crop's window of a wider tensor (an ONNX Slice of H and "
+        "W, read in place): [y0, x0, height, width] of the tensor the region spans; the layer's input (bypass) pixel "
+        "(i, j) is the tensor's (y0 + i, x0 + j): its loads start at that pixel and step width x C words a row, one LD "
+        "a row where the window is narrower than the tensor; the window must lie inside the tensor; must be where "
+        "the graph's crop places the input (tile-to-asm refuses an edit).",
+    rule="[y0, x0, height, width] marks a 'maps' or 'bypass' region that is a crop's window, "
+         "0 <= y0 < height, 0 <= x0 < width")
+"""The placement of a crop's reader (nn-to-tile sets it from the graph; allocate-dram and the maps
+and bypass loads follow it)."""
+
 IR_ONLY: tuple[Decision, ...] = (MAPS_BUFFERING, FENCE, SLOT, CU_ROWS, RING, CHANNELS, PIXELS, PHASES, BIASES,
-                                 CHANNEL_TILES)
+                                 CHANNEL_TILES, CROP)
 """Decisions the generators read from the IR itself (per maps tile, or not part of a conv's plan)."""
 
 PLAN_DECISIONS: tuple[Decision, ...] = tuple(f.metadata["decision"] for f in fields(ConvDecisions))

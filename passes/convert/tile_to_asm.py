@@ -46,7 +46,7 @@ from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
 from snowir.plan.weights_end import weights_before_fence_refusal
-from snowir.tile.placement import maps_refusal, regions_of, slice_refusal
+from snowir.tile.placement import maps_refusal, placement_refusal, regions_of
 from snowir.tile.read import TileError, conv_plan_of, tile_layers
 from snowir.codegen.traces import R_TMP
 
@@ -140,14 +140,15 @@ class TileToAsmPass(ModulePass):
         plan = next((o for o in op.ops if isinstance(o, tile.DramPlanOp)), None)
         nodes = onnx_nodes(op)
         relative: dict[Attribute, str] = {}
-        ops_of: dict[str, list[Operation]] = {}  # a layer's nn ops: its conv (or pool), then a fused pool
-        for inner in outside_programs(op):
-            if isinstance(inner, DEVICE_OPS) and isinstance(inner.attributes.get("tile"), StringAttr):
-                ops_of.setdefault(inner.attributes["tile"].data, []).append(inner)  # type: ignore[union-attr]
+        named = [inner for inner in outside_programs(op)
+                 if isinstance(inner, DEVICE_OPS) and isinstance(inner.attributes.get("tile"), StringAttr)]
+        outputs = {inner.attributes["tile"].data: inner for inner in named}  # type: ignore[union-attr]
+        readers = {inner.attributes["tile"].data: inner for inner in reversed(named)}  # type: ignore[union-attr]
         previous: tile.LayerOp | None = None
         for layer in tile_layers(op, self.name):
-            nn_ops = ops_of.get(layer.sym_name.data)
-            wrong = slice_refusal(layer, nn_ops[-1]) or maps_refusal(layer, nn_ops[0]) if nn_ops else None
+            name = layer.sym_name.data
+            wrong = placement_refusal(layer, outputs[name], readers[name]) or maps_refusal(layer, readers[name]) \
+                if name in outputs else None
             if wrong is None and WEIGHTS_BEFORE_FENCE.value(layer) and previous is not None \
                     and previous.kind.data == tile.LayerKind.CONV:
                 why = weights_before_fence_refusal(conv_plan_of(previous), conv_plan_of(layer), hw)
@@ -162,7 +163,6 @@ class TileToAsmPass(ModulePass):
                 # weights_before_fence: the code generator placed the fence after the first kernel loads
                 fence = FENCE.value(layer) and not WEIGHTS_BEFORE_FENCE.value(layer)
                 code = layer_prologue(hw, coop_conv, fence, R_TMP) + code
-            name = layer.sym_name.data
             locate(code, nodes.get(name, name), name, relative)
             image = layer_image(layer, code)
             if plan is not None:

@@ -22,7 +22,9 @@ reason as `host_reason`. A channel concat on the device is no work: its producer
 (snowir/segments.py `slot_of`); so is an interleave (`nn.depth_to_space`) whose inputs are one
 COOP conv per result phase, each writing its pixels of the result in place, or one merged conv
 writing every phase in place through its CU stride (its reason otherwise:
-snowir/tile/lowerable.py `interleave_refusal`). The runner
+snowir/tile/lowerable.py `interleave_refusal`); so is a crop (`nn.crop`, a window of pixels) whose
+every reader is a device conv that loads the window in place, as its maps or its residual input
+(placed after the rest, once its readers are: `crop_refusal`). The runner
 and the reports follow these attributes. A `place` already in the IR (the user's edit, or an
 earlier run) is honoured: "host" stays on the host, "snowflake" on an op the device cannot run is
 refused in one line.
@@ -43,7 +45,7 @@ from snowir.passes.nn.se_gate import gate_of
 from snowir.tile.lowerable import device_refusal
 
 DEVICE = (nn.Conv2dOp, nn.DenseOp, nn.MaxPoolOp, nn.AvgPoolOp, nn.GlobalAvgPoolOp, nn.AddOp, nn.ReluOp,
-          nn.ConcatOp, nn.FlattenOp, nn.ReshapeOp, nn.IdentityOp, nn.ChannelSliceOp, nn.DepthToSpaceOp)
+          nn.ConcatOp, nn.FlattenOp, nn.ReshapeOp, nn.IdentityOp, nn.ChannelSliceOp, nn.DepthToSpaceOp, nn.CropOp)
 
 
 def placement(op) -> str | None:
@@ -59,24 +61,33 @@ class PartitionHostPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
+        crops = []
         for inner in op.walk():
-            if inner.name.startswith("nn.") and not isinstance(inner, nn.ConstantOp):
-                device = (isinstance(inner, DEVICE) and not _depthwise(inner)) or \
-                    (isinstance(inner, nn.TransposeOp) and transpose_is_view(inner))
-                reason = device_refusal(inner, hw) if device else _host_reason(inner, hw)
-                if reason is not None:
-                    device = False
-                    inner.attributes["host_reason"] = StringAttr(reason)
-                wanted = placement(inner)
-                if wanted == "host" and device:  # the user's (or an earlier run's) choice stands
-                    inner.attributes.setdefault("host_reason", StringAttr("placed on the host in the IR"))
-                    continue
-                if wanted == "snowflake" and not device:
-                    what = inner.attributes.get("onnx_node")
-                    raise PassFailedException(
-                        f"partition-host: {inner.name} {what.data if isinstance(what, StringAttr) else ''} is placed "
-                        f"on snowflake in the IR, but cannot run there: {reason or 'no device mapping'}")
-                inner.attributes["place"] = StringAttr("snowflake" if device else "host")
+            if isinstance(inner, nn.CropOp):
+                crops.append(inner)  # once its readers are placed: each must read it in place
+            elif inner.name.startswith("nn.") and not isinstance(inner, nn.ConstantOp):
+                _place(inner, hw)
+        for crop in crops:
+            _place(crop, hw)
+
+
+def _place(op, hw: SnowflakeConfig) -> None:
+    device = (isinstance(op, DEVICE) and not _depthwise(op)) or \
+        (isinstance(op, nn.TransposeOp) and transpose_is_view(op))
+    reason = device_refusal(op, hw) if device else _host_reason(op, hw)
+    if reason is not None:
+        device = False
+        op.attributes["host_reason"] = StringAttr(reason)
+    wanted = placement(op)
+    if wanted == "host" and device:  # the user's (or an earlier run's) choice stands
+        op.attributes.setdefault("host_reason", StringAttr("placed on the host in the IR"))
+        return
+    if wanted == "snowflake" and not device:
+        what = op.attributes.get("onnx_node")
+        raise PassFailedException(
+            f"partition-host: {op.name} {what.data if isinstance(what, StringAttr) else ''} is placed "
+            f"on snowflake in the IR, but cannot run there: {reason or 'no device mapping'}")
+    op.attributes["place"] = StringAttr("snowflake" if device else "host")
 
 
 GATE_REASON = ("a per-channel gate computed at run time that se-gate did not make a conv: a gate a device layer "
@@ -88,8 +99,8 @@ AVG_REASON = ("average pool whose border windows divide by their own count (padd
 
 
 HOST_OP_REASONS = {
-    "Slice": "a slice of pixels, a strided slice or one computed at run time (a channel run is a channel slice, "
-             "read in place)",
+    "Slice": "a strided slice, one of pixels and channels at once, or one computed at run time (a channel run is "
+             "a channel slice, a window of pixels a crop: read in place)",
     "Split": "a split of a tensor that is not NCHW, off the channel axis, or with run-time sizes (a channel split of "
              "an NCHW tensor is channel slices, read in place)",
     "Resize": "a mode or coordinate mapping other than nearest pixel y -> y div s (resize-to-conv-transpose)",

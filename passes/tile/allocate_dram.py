@@ -6,8 +6,9 @@ Before it, every `tile.layer` has a DRAM of its own (its regions from address 0)
 would copy each layer's output into the next layer's input. After it, the layers share one DRAM:
 
   * a tensor the device reads or writes is one `tile.tensor`: a layer's output region is its
-    consumers' maps (or bypass) region, through reshapes that keep the bytes in place and channel
-    slices read in place; a residual input stays where its producer wrote it; a device concat is
+    consumers' maps (or bypass) region, through reshapes that keep the bytes in place, channel
+    slices read in place and device crops (their readers' region the whole tensor, with `crop`);
+    a residual input stays where its producer wrote it; a device concat is
     one tensor, each input a channel slice of it (snowir/segments.py `slot_of`), written by its
     producer's output region (`channels`) and read in place;
   * weights are laid out once, at the bottom, live for the whole model; a layer's scratch lives

@@ -178,7 +178,8 @@ class LoopOrderPattern(RewritePattern):
         lay = layout_of(layer)
         mode = layer.mode.data.value if layer.mode else None
         try:
-            plan = plan_conv(s, self.hw, 2 * lay.in_first, lay.w_addr, lay.out_addr, order, lay.r_addr, mode, s.bias_at)
+            plan = plan_conv(s, self.hw, 2 * lay.in_first, lay.w_addr, lay.out_addr, order, lay.r_addr, mode, s.bias_at,
+                             bypass_crop=lay.bypass_row != 0)
             return with_layer_pool(layer, plan, self.hw)
         except LoweringError as e:
             raise PassFailedException(f"tile-loop-order: layer @{layer.sym_name.data}: {e}") from None

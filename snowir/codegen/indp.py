@@ -15,21 +15,19 @@ from snowir.codegen.pixels import kernel_tile
 from snowir.codegen.traces import R_LEN, R_SRC, R_TMP, R_TO, R_TT, R_TW, Prefetch
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import ConvPlan, Strip, group_of, indp_kernel_words, kernels_per_tile, ring_of
+from snowir.plan.shapes import ConvPlan, Strip, group_of, indp_kernel_words, kernels_per_tile, ring_of, row_runs
 
 
 def _load_group(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, gi: int) -> None:
-    """Each CU's input rows into its own maps buffer, same address (bank of the group)."""
+    """Each CU's input rows into its own maps buffer, same address (bank of the group): one LD a
+    CU, or one a row when the rows are a crop's window of a wider tensor (`in_row`)."""
     s = plan.shape
     with b.at(f"load_maps.group{gi}"):
         row = s.w * s.cin
         _, _, rows = group_of(plan, gi)
         base = plan.strips[gi].bank * hw.maps_bank_elements
-        if plan.in_row and plan.in_row != row:  # a column band's (coop_rows): its rows W x C words apart, an LD each
-            load_runs(b, hw, [(base + (r - r0) * row, plan.in_addr + 2 * r * plan.in_row, row, c)
-                              for c, (r0, r1) in enumerate(rows) for r in range(r0, r1)])
-            return
-        load_runs(b, hw, [(base, plan.in_addr + 2 * r0 * row, (r1 - r0) * row, c) for c, (r0, r1) in enumerate(rows)])
+        load_runs(b, hw, [(base + at, plan.in_addr + 2 * src, n, c) for c, (r0, r1) in enumerate(rows)
+                          for at, src, n in row_runs(r0, r1, row, plan.in_row or row)])
 
 
 def load_kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int,

@@ -33,11 +33,13 @@ def _row_loads(plan: ConvPlan, lay: ColumnLayout, hw: SnowflakeConfig, gi: int, 
     for y in rows:
         i = y - st.y0
         for c in range(hw.cus):
-            runs += [(lay.maps_at(gi % 2, i) + at, src, n, c) for at, src, n in lay.maps_loads(s, plan.in_addr, y, c)]
-        if plan.bypass_addr is not None:
+            runs += [(lay.maps_at(gi % 2, i) + at, src, n, c)
+                     for at, src, n in lay.maps_loads(s, plan.in_addr, y, c, plan.in_row)]
+        if plan.bypass_addr is not None:  # rows OW·K words apart, or a crop's source's width
             for c in range(hw.cus):
                 runs.append((lay.bypass_at(gi % 2, i) + c * lay.out_seg,
-                             plan.bypass_addr + 2 * (y * s.ow + c * lay.q) * s.k, lay.out_seg, c))
+                             plan.bypass_addr + 2 * (y * (plan.bypass_row or s.ow * s.k) + c * lay.q * s.k),
+                             lay.out_seg, c))
     return runs
 
 

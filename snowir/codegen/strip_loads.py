@@ -13,7 +13,7 @@ from snowir.codegen.loads import load_broadcast, load_runs
 from snowir.codegen.traces import Prefetch, R_LEN, R_SRC, R_TMP, R_TT, add_offset
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import ConvPlan, Strip, input_rows
+from snowir.plan.shapes import ConvPlan, Strip, input_rows, row_runs
 
 
 def replacing_rows(plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, nxt: Strip) -> list[tuple[int, Prefetch]]:
@@ -57,8 +57,10 @@ def spreads(plan: ConvPlan, streams: list[tuple[int, int, int]]) -> bool:
     load in pieces, one per kernel tile (`spread_piece`): several kernel tiles, not resident
     (those leave tile 0 the bus), not gathered or a column band (runs of their own), and each
     stream longer than the T - 1 pieces of whole vMAC counts the loop's tiles load; never when the
-    layer says `load_next_whole`."""
-    if plan.load_next_whole or plan.resident_weights or plan.gather is not None or plan.in_row or plan.tiles < 2:
+    layer says `load_next_whole`, nor for rows of a wider tensor (a column band's, a crop's maps or
+    bypass: their own runs)."""
+    if plan.load_next_whole or plan.resident_weights or plan.gather is not None or plan.in_row or plan.bypass_row \
+            or plan.tiles < 2:
         return False
     return all((plan.tiles - 1) * piece_words(plan, words) < words for _, _, words in streams)
 
@@ -96,7 +98,7 @@ def load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, 
     r_from, r_to = rows or (strip.r0, strip.r1)  # of the strip's rows, these (a first strip's pieces)
     with b.at(f"load_maps.rows{r_from}_{r_to}"):
         base += (r_from - strip.r0) * row
-        if plan.in_row and plan.in_row != row:  # a column band: each row's columns, rows in_row apart
+        if plan.gather is None and plan.in_row not in (0, row):  # a band's or a crop's: a row at a time
             load_runs(b, hw, [(base + (r - r_from) * row, plan.in_addr + 2 * r * plan.in_row, row, sf.SELECT_ALL)
                               for r in range(r_from, r_to)])
             return
@@ -104,12 +106,13 @@ def load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, 
             load_broadcast(b, hw, base, plan.in_addr + 2 * r_from * row, (r_to - r_from) * row)
             return
         sy, sx, w_in, cin_in, c0 = plan.gather
+        in_row = plan.in_row or w_in * cin_in  # DRAM words between the tensor's rows (a crop's source's)
         if sx == 1 and cin_in == s.cin:  # whole rows are contiguous
-            runs = [(base + (r - r_from) * row, plan.in_addr + 2 * r * sy * w_in * s.cin, row)
+            runs = [(base + (r - r_from) * row, plan.in_addr + 2 * r * sy * in_row, row)
                     for r in range(r_from, r_to)]
         else:
             runs = [(base + (r - r_from) * row + x * s.cin,
-                     plan.in_addr + 2 * ((r * sy * w_in + x * sx) * cin_in + c0), s.cin)
+                     plan.in_addr + 2 * (r * sy * in_row + x * sx * cin_in + c0), s.cin)
                     for r in range(r_from, r_to) for x in range(s.w)]
         load_runs(b, hw, [(dst, src, n, sf.SELECT_ALL) for dst, src, n in runs])
 
@@ -143,7 +146,9 @@ def load_first_strip(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: 
 
 
 def load_bypass_rows(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, bypass_base: int, y0: int, y1: int) -> None:
-    """A residual conv's bypass rows [y0, y1), laid out like the output from `bypass_base`."""
+    """A residual conv's bypass rows [y0, y1), laid out like the output from `bypass_base`: one LD,
+    or one a row when they are a crop's window of a wider tensor (`bypass_row`)."""
     out_row = plan.shape.ow * plan.shape.k
     with b.at(f"load_bypass.y{y0}_{y1}"):
-        load_broadcast(b, hw, bypass_base + y0 * out_row, plan.bypass_addr + 2 * y0 * out_row, (y1 - y0) * out_row)
+        load_runs(b, hw, [(bypass_base + y0 * out_row + at, plan.bypass_addr + 2 * src, n, sf.SELECT_ALL)
+                          for at, src, n in row_runs(y0, y1, out_row, plan.bypass_row or out_row)])

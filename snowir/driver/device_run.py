@@ -40,6 +40,7 @@ from snowir.passes.pipelines import quantised
 from snowir.plan.shapes import LoweringError
 from snowir.segments import slot_of
 from snowir.tile.build import RUNTIME_KERNELS, device_input
+from snowir.segments import root
 
 
 
@@ -177,8 +178,8 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
             compile_s = time.perf_counter() - t0
             # each tensor in its own format (one for all, or per tensor with quantize{format=auto})
             words = tensor_words(golden, env, device_input(op))
-            bypass = golden._q(env[op.bypass], element_frac(op.bypass)) \
-                if isinstance(op, nn.Conv2dOp) and op.bypass is not None else None
+            residual = root(op.bypass) if isinstance(op, nn.Conv2dOp) and op.bypass is not None else None
+            bypass = golden._q(env[residual], element_frac(residual)) if residual is not None else None  # a crop's: its source
             n = out_op.results[0].type.get_shape()[0]
             keep = record and (record_layer is None or record_layer(name))
             batch = []
@@ -212,7 +213,8 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
         if op.name.startswith("nn.") and "place" in op.attributes and op.attributes["place"].data == "snowflake" \
                 and not isinstance(op, nn.ConstantOp | nn.ReshapeOp | nn.FlattenOp | nn.IdentityOp
                                    | nn.ChannelSliceOp | nn.TransposeOp | nn.ConcatOp  # a device concat: a view
-                                   | nn.DepthToSpaceOp):  # a device interleave: its phases wrote it in place
+                                   | nn.DepthToSpaceOp  # a device interleave: its phases wrote it in place
+                                   | nn.CropOp):  # a device crop: its readers load its window in place
             raise LoweringError(f"layer '{name}' ({op.name}) is not lowered to Snowflake yet")
         golden.step(op, env)
     else:

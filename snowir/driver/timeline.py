@@ -31,7 +31,7 @@ from snowir.host_model import HOST, HostCPU, copy_ms
 from snowir.hw import SnowflakeConfig
 from snowir.machine.timing import Event
 from snowir.nn_util import layer_name
-from snowir.segments import is_view, layer_of, members_of, placed_concat, placed_interleave, root, segments_of
+from snowir.segments import is_view, layer_of, members_of, placed_concat, placed_crop, placed_interleave, root, segments_of
 from snowir.tile.build import device_input
 
 WORD_BYTES = 2
@@ -160,9 +160,9 @@ def place_on_timeline(rows: list[dict[str, Any]], ops: list[Operation], linked: 
 
 
 def _free(op: Operation) -> bool:
-    """No host work: a view, a device concat or interleave, or a channel slice only device convs or
-    device concats read (in place; snowir/segments.py's free ops)."""
-    if is_view(op) or placed_concat(op) or placed_interleave(op):
+    """No host work: a view, a device concat, interleave or crop, or a channel slice only device
+    convs or device concats read (in place; snowir/segments.py's free ops)."""
+    if is_view(op) or placed_concat(op) or placed_interleave(op) or placed_crop(op):
         return True
     return isinstance(op, nn.ChannelSliceOp) and all(
         isinstance(use.operation, nn.Conv2dOp) and layer_of(use.operation) is not None or placed_concat(use.operation)

@@ -303,7 +303,9 @@ def _split(imp: ImportContext, node: onnx.NodeProto) -> None:
 def _slice(imp: ImportContext, node: onnx.NodeProto) -> None:
     """A Slice that keeps a contiguous run of an NCHW tensor's channels and every pixel (torch's
     `chunk` / `x[:, a:b]`, as YOLOv8's C2f and ShuffleNetV2's channel split export): an
-    `nn.channel_slice`, read in place like a Split's. Other slices (strided, spatial) stay host
+    `nn.channel_slice`, read in place like a Split's. One that keeps every channel and a window of
+    the pixels, step 1 (waifu2x's `x[:, :, 4:-4, 4:-4]`): an `nn.crop`, which its device readers
+    read in place too. Other slices (strided, of channels and pixels at once, of images) stay host
     Slices (fold-focus reads those)."""
     x = imp.value(node, node.input[0])
     shape = imp.shape(x)
@@ -328,8 +330,15 @@ def _slice(imp: ImportContext, node: onnx.NodeProto) -> None:
             raise Unmapped("a strided slice")
         start, end = (min(max(v + dim if v < 0 else v, 0), dim) for v in (start, end))
         keep[axis] = (start, end)
-    if any(keep[axis] != (0, shape[axis]) for axis in (0, 2, 3)):
-        raise Unmapped("a slice of pixels (or images), not of channels")
+    if keep[0] != (0, shape[0]) or min(b - a for a, b in keep.values()) < 1:
+        raise Unmapped("a slice of images, or an empty one")
+    pixels = keep[2] != (0, shape[2]) or keep[3] != (0, shape[3])
+    if pixels and keep[1] != (0, shape[1]):
+        raise Unmapped("a slice of pixels and channels at once")
+    if pixels:  # a window of every channel's pixels
+        (y0, y1), (x0, x1) = keep[2], keep[3]
+        imp.set_output(node, imp.emit(nn.CropOp(x, (y0, x0), _tensor_type([shape[0], shape[1], y1 - y0, x1 - x0]))))
+        return
     start, end = keep[1]
     if end <= start:
         raise Unmapped("an empty channel slice")

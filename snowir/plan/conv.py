@@ -77,36 +77,39 @@ predicted for INDP, 59 lost measured, 1,230 against 1,171)."""
 
 def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
               loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None,
-              biases: str | None = None) -> ConvPlan:
+              biases: str | None = None, *, bypass_crop: bool = False) -> ConvPlan:
     """The layer's decisions; `mode`/`loop_order` None = chosen here (choose_mode,
     fewer DRAM bytes); `biases` None = the weight image's bias layout chosen here too
-    (`choose_biases`), else that one ("kernel" or "maps", plan/shapes.BIAS_LAYOUTS)."""
+    (`choose_biases`), else that one ("kernel" or "maps", plan/shapes.BIAS_LAYOUTS).
+    `bypass_crop`: the residual input is a device crop's window (rows its source's width apart),
+    which bypass slices cannot follow: their loads step the bypass pixel by pixel through a
+    strip, as one run of the tensor's rows."""
     args = (in_addr, w_addr, out_addr, loop_order, bypass_addr, mode)
     if biases is None:
         try:
-            kernel = plan_conv(shape, hw, *args, "kernel")
+            kernel = plan_conv(shape, hw, *args, "kernel", bypass_crop=bypass_crop)
         except LoweringError as refused:  # the kernels with their bias blocks do not fit: maps, or that
             if not maps_may_pay(replace(shape, bias_at="maps"), hw):
                 raise
             try:
-                return plan_conv(shape, hw, *args, "maps")
+                return plan_conv(shape, hw, *args, "maps", bypass_crop=bypass_crop)
             except LoweringError:
                 raise refused from None
         if not maps_may_pay(replace(shape, bias_at="maps"), hw):
             return kernel
         try:
-            maps = plan_conv(shape, hw, *args, "maps")
+            maps = plan_conv(shape, hw, *args, "maps", bypass_crop=bypass_crop)
         except LoweringError:
             return kernel
         return choose_biases(kernel, maps, hw)
     s = replace(shape, bias_at=biases)
     if biases == "kernel":
-        return settle(_plan_conv(s, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, mode), hw)
+        return settle(_plan_conv(s, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, mode, bypass_crop=bypass_crop), hw)
     if biases != "maps":
         raise LoweringError(f"biases must be kernel or maps, not '{biases}'")
     m = choose_mode(s, hw, bypass_addr is not None, mode)
     room = bias_room(hw, bias_block_words(s.k, kernels_per_tile(hw) if m == "INDP" else coop_kernels(hw, s)))
-    plan = settle(_plan_conv(s, room, in_addr, w_addr, out_addr, loop_order, bypass_addr, m), room)
+    plan = settle(_plan_conv(s, room, in_addr, w_addr, out_addr, loop_order, bypass_addr, m, bypass_crop=bypass_crop), room)
     why = bias_refusal(plan, room)
     if why is not None:
         raise LoweringError(f"biases maps: {why}")
@@ -166,9 +169,9 @@ def choose_biases(kernel: ConvPlan, maps: ConvPlan, hw: SnowflakeConfig) -> Conv
 
 def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
                loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None,
-               row_groups: bool = True) -> ConvPlan:
+               row_groups: bool = True, bypass_crop: bool = False) -> ConvPlan:
     """`row_groups`: coop_rows may be weighed (not for a gathering conv's compact plan: its maps
-    load pixel by pixel, broadcast)."""
+    load pixel by pixel, broadcast); `bypass_crop`: plan_conv's."""
     s = shape
     if choose_mode(s, hw, bypass_addr is not None, mode) == "INDP":
         return plan_indp(s, hw, in_addr, w_addr, out_addr, bypass_addr=bypass_addr)
@@ -186,10 +189,10 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
         # for fewer strips
         strided = gather[:2] != (1, 1)
         plan = _plan_conv(compact_shape(s, gather), hw, in_addr, w_addr, out_addr, loop_order, bypass_addr,
-                          "COOP" if strided else mode, row_groups=False)
+                          "COOP" if strided else mode, row_groups=False, bypass_crop=bypass_crop)
         return replace(plan, gather=gather)
     if bypass_addr is not None:
-        return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr)
+        return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr, not bypass_crop)
     if s.kernel_words > hw.weights_buffer_elements:
         fc = s.oh == 1 and s.ow == 1 and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0) and s.kh == s.h and s.kw == s.w \
             and s.groups == 1
@@ -257,14 +260,15 @@ def with_residency(plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
 
 
 def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
-                 bypass_addr: int) -> ConvPlan:
+                 bypass_addr: int, slices: bool = True) -> ConvPlan:
     """A conv with a residual bypass holds two inputs at once (C17 §5.1). Up to three plans,
     the fewest `residual_cycles` wins: its maps strips with the bypass per kernel tile in two
     slices at the top of the buffer (snowir/codegen/bypass_slices.py); its maps strip at the bottom of
     the buffer and the bypass rows of the same output rows right above it, laid out like the
     output (a `vmov bypass` hands vMAC v of CU c channel 4c + v of a 16-channel block, as the
     write-back stores them), strips loaded in turn; or those strips in the two halves of the
-    buffer in turn, the next loading meanwhile. Kloop."""
+    buffer in turn, the next loading meanwhile. Kloop. `slices` False: the bypass rows only (a
+    cropped bypass)."""
     if s.kernel_words > hw.weights_buffer_elements:
         raise LoweringError(f"kernel of {s.kernel_words} words does not fit the weights buffer")
     row = s.w * s.cin
@@ -283,7 +287,7 @@ def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, o
     candidates = []
     fits, half = holds(out_row, room), holds(out_row, room // 2)
     one_by_one = s.kh == s.kw == 1 and (s.sy, s.sx, s.pt, s.pl, s.pb, s.pr) == (1, 1, 0, 0, 0, 0)
-    for group in (1, 2) if one_by_one else (1,):
+    for group in ((1, 2) if one_by_one else (1,)) if slices else ():
         fits_slices = holds(2 * group * kernels * s.ow, room)
         if (one_by_one or (s.kh, s.kw) != (1, 1)) and s.groups == 1 and s.cin == s.c and tiles > 1 \
                 and tiles % group == 0 and (group == 1 or double) and fits_slices(0, 1):

@@ -57,10 +57,11 @@ class ColumnLayout:
         """Maps-buffer words the two slots take."""
         return self.bypass_base + 2 * (self.rows + self.cus - 1) * self.out_seg
 
-    def maps_loads(self, s: ConvShape, in_addr: int, y: int, c: int) -> list[tuple[int, int, int]]:
+    def maps_loads(self, s: ConvShape, in_addr: int, y: int, c: int, in_row: int = 0) -> list[tuple[int, int, int]]:
         """CU c's LDs of its input row segment for output row y: (word in the segment, DRAM byte,
-        words): the span its q pixels cover in one, or (strided) each pixel it reads."""
-        row = in_addr + 2 * (y * s.sy * s.w + c * self.q * s.sx) * s.cin
+        words): the span its q pixels cover in one, or (strided) each pixel it reads. `in_row`: DRAM
+        words between input rows when not the shape's (a crop's window of a wider tensor)."""
+        row = in_addr + 2 * (y * s.sy * (in_row or s.w * s.cin) + c * self.q * s.sx * s.cin)
         if not self.gathered:
             return [(0, row, self.seg)]
         return [(j * s.cin, row + 2 * j * s.sx * s.cin, s.cin) for j in range(self.q)]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, align, bias_block_words, coop_kernels,
+from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, ConvShape, LoweringError, align, bias_block_words, coop_kernels,
                                 indp_kernel_words, kernels_per_tile)
 
 
@@ -42,9 +42,16 @@ class ConvLayout:
     out_tile: int = 0
     """Bytes between kernel tile t's output and tile t + 1's when not its K channels' 2K (a
     channel-tile-major output, `tiled`: one block, OH·OW·w words)."""
+    in_addr: int = 0
+    """The maps region's byte address (0 in a layer's own image, where the maps come first)."""
     in_first: int = 0
     """Words from the maps region to the input the layer reads: its block of a channel-tile-major
-    tensor (`block_offset`), 0 for an input as it lies."""
+    tensor (`block_offset`), or a crop's window's first pixel in a wider input tensor (the maps
+    region's `crop`; `in_row` the tensor's row, 0: an input of its own); 0 for an input as it lies."""
+    in_row: int = 0
+    bypass_first: int = 0
+    """The same of a residual input that is a crop's window (the bypass region's `crop`)."""
+    bypass_row: int = 0
 
 
 def interleaved(first: int, total: int, pixels: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -98,22 +105,41 @@ def channel_tiles_refusal(plan: ConvPlan, width: int, hw: SnowflakeConfig) -> st
     return None if why is None else f"{why}: only a COOP conv by rows steps its tiles' outputs a block apart"
 
 
+def cropped(window: tuple[int, ...] | None, pixel: int) -> tuple[int, int]:
+    """A crop's window (y0, x0, height, width) of a tensor of `pixel` words a pixel: the words before
+    its first pixel and between its rows; (0, 0) for none."""
+    if window is None:
+        return 0, 0
+    y0, x0, _, w = window
+    return (y0 * w + x0) * pixel, w * pixel
+
+
 def conv_layout(s: ConvShape, bypass: bool, mode: str = "COOP", hw: SnowflakeConfig | None = None,
                 out_slice: tuple[int, int] = (0, 0), pixels: tuple[int, ...] | None = None,
                 phases: tuple[int, ...] | None = None, tiles: tuple[int, ...] | None = None,
-                in_tiles: tuple[int, ...] | None = None) -> ConvLayout:
+                in_tiles: tuple[int, ...] | None = None, maps_crop: tuple[int, ...] | None = None,
+                bypass_crop: tuple[int, ...] | None = None) -> ConvLayout:
     """`out_slice` = (first channel, total channels) of the tensor the output is a slice of, (0, 0)
     for an output of its own; `pixels`: an interleave's phase (`interleaved`); `phases`: a merged
     conv's interleave result (`merged`); `tiles`: a channel-tile-major output (`tiled`);
-    `in_tiles`: a block of a channel-tile-major input (the maps region spans its whole tensor)."""
-    in_bytes = s.h * s.w * s.cin * 2 * (in_tiles[2] if in_tiles is not None else 1)
-    lay = _conv_layout(s, bypass, mode, hw, in_bytes, out_slice, pixels, phases, tiles)
+    `in_tiles`: a block of a channel-tile-major input (the maps region spans its whole tensor);
+    `maps_crop` / `bypass_crop`: the input / residual input a crop's window (y0, x0, height, width)
+    of a wider tensor, the region that tensor (`cropped`)."""
+    if in_tiles is not None and maps_crop is not None:
+        raise LoweringError("a crop's window of a channel-tile-major tensor is not read in place")
+    if maps_crop is not None:
+        in_bytes = maps_crop[2] * maps_crop[3] * s.cin * 2
+    else:
+        in_bytes = s.h * s.w * s.cin * 2 * (in_tiles[2] if in_tiles is not None else 1)
+    (in_first, in_row), (bypass_first, bypass_row) = cropped(maps_crop, s.cin), cropped(bypass_crop, s.k)
+    reads = {"in_first": in_first, "in_row": in_row, "bypass_first": bypass_first, "bypass_row": bypass_row}
+    lay = _conv_layout(s, bypass, mode, hw, in_bytes, out_slice, pixels, phases, tiles, reads)
     return replace(lay, in_first=block_offset(s.h, s.w, in_tiles) // 2) if in_tiles is not None else lay
 
 
 def _conv_layout(s: ConvShape, bypass: bool, mode: str, hw: SnowflakeConfig | None, in_bytes: int,
                  out_slice: tuple[int, int], pixels: tuple[int, ...] | None, phases: tuple[int, ...] | None,
-                 tiles: tuple[int, ...] | None) -> ConvLayout:
+                 tiles: tuple[int, ...] | None, reads: dict[str, int]) -> ConvLayout:
     w_addr = align(in_bytes)
     hw = hw or SnowflakeConfig()
     w_bytes = 2 * packed_words(s, mode, packed_kernels(s, mode, hw), hw)
@@ -121,16 +147,17 @@ def _conv_layout(s: ConvShape, bypass: bool, mode: str, hw: SnowflakeConfig | No
     first, total = out_slice
     if pixels is not None:
         out_bytes, word, step, row = interleaved(first, total or s.k, pixels)
-        return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, None, word, step, row)
+        return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, None, word, step, row, **reads)
     if phases is not None:
         out_bytes, step, row, cu, per_cu = merged(s.k, phases)
-        return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, None, 0, step, row, cu, per_cu)
+        return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, None, 0, step, row, cu, per_cu, **reads)
     if tiles is not None:
         out_bytes, word, step, row, tile = tiled(s.oh, s.ow, tiles)
-        return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, None, word, step, row, out_tile=tile)
+        return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, None, word, step, row, out_tile=tile,
+                          **reads)
     out_bytes = s.oh * s.ow * (total or s.k) * 2
     return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, align(out_addr + out_bytes) if bypass else None,
-                      first, total if total != s.k else 0)
+                      first, total if total != s.k else 0, **reads)
 
 
 LANE_GROUPS = "lane_groups"

@@ -18,11 +18,13 @@ from snowir.plan.issue import UNROLL, issue_cycles
 from snowir.plan.shapes import ConvPlan, ConvShape, LoweringError
 
 
-def conv_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | None = None, sliced: bool = False) -> str:
+def conv_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | None = None, sliced: bool = False,
+              bypass_crop: bool = False) -> str:
     """`mode` if given (refused when the layer cannot run it), else the cheaper by estimate.
     `sliced`: the output is a channel slice of a device concat's tensor (whole pixels `total`
     channels apart): the column-split INDP plan is left out, its CU stride being both the output's
-    and the bypass's (a CU's q·K words), which the bypass rows in the maps buffer cannot follow."""
+    and the bypass's (a CU's q·K words), which the bypass rows in the maps buffer cannot follow.
+    `bypass_crop`: the bypass is a crop's window (plan_conv: no bypass slices)."""
     try:
         chosen = choose_mode(s, hw, bypass, mode)
     except LoweringError:  # a forced mode the stock layout cannot run may run with the biases out of the kernels
@@ -35,7 +37,7 @@ def conv_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | None 
     if columns is None:
         return chosen
     # addresses do not enter the estimates: any regions do
-    coop = coop_residual_cycles(plan_conv(s, hw, 0, 0, 0, None, 0, "COOP"), hw)
+    coop = coop_residual_cycles(plan_conv(s, hw, 0, 0, 0, None, 0, "COOP", bypass_crop=bypass_crop), hw)
     return "INDP" if columns_cycles(columns, hw) < coop else "COOP"
 
 

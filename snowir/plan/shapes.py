@@ -224,10 +224,14 @@ class ConvPlan(ConvDecisions):
     pool_out_addr: int = 0
     # the second weights slot's word when double-buffered (FC: its chunk slot; `settle` decides it)
     w_slot: int = 0
-    # a column band's plan (plan/columns.band_plans, never recorded: it follows from the maps
-    # tiles' out_cols): DRAM words between input rows and between output rows, 0 = the shape's own
+    # DRAM words between input rows, 0 = the shape's own (w·cin): a column band's (plan/columns.band_plans,
+    # never recorded: it follows from the maps tiles' out_cols) or a crop's, its source's width (the maps
+    # region's `crop`; `in_addr` is then the window's first pixel); between output rows (a band's, a slice's)
     in_row: int = 0
     out_row: int = 0
+    # DRAM words between bypass rows, 0 = OW·K: a crop's window of a wider tensor (the bypass region's
+    # `crop`; `bypass_addr` is then the window's first pixel)
+    bypass_row: int = 0
     # words between output pixels: a channel slice of a wider tensor's (a device concat, recorded on the
     # output region as `channels`), 0 = the shape's K; `out_addr` is then the slice's first channel's
     out_pixel: int = 0
@@ -392,6 +396,15 @@ def input_rows(h: int, kh: int, sy: int, pt: int, y0: int, y1: int) -> tuple[int
     empty, r0 = r1, when every window is padding alone)."""
     r0 = min(h, max(0, y0 * sy - pt))
     return r0, max(r0, min(h, (y1 - 1) * sy - pt + kh))
+
+
+def row_runs(r0: int, r1: int, row: int, in_row: int) -> list[tuple[int, int, int]]:
+    """Input rows [r0, r1) of `row` words, `in_row` words apart in DRAM, as contiguous runs
+    (buffer word from the first row, DRAM word, words): one run when the rows are contiguous (an
+    input of its own, or a crop as wide as its source), else one a row (a crop's window)."""
+    if in_row == row:
+        return [(0, r0 * row, (r1 - r0) * row)]
+    return [((r - r0) * row, r * in_row, row) for r in range(r0, r1)]
 
 
 def interior_columns(ow: int, sx: int, pl: int, kw: int, w: int) -> tuple[int, int]:
@@ -609,8 +622,8 @@ def bands_of(plan: ConvPlan) -> list[tuple[int, int]]:
 
 def band_plans(plan: ConvPlan) -> list[tuple[tuple[int, int], ConvPlan]]:
     """A column-tiled plan as one plan per column band, in order: the conv over the band's input
-    columns (`band_shape`), its maps tiles, reading input rows W·C words apart from its first
-    input column and writing output rows OW·K words apart from its first output column. The code
+    columns (`band_shape`), its maps tiles, reading input rows W·C words apart (a crop's source's
+    width: `in_row`) from its first input column and writing output rows OW·K words apart from its first output column. The code
     generators run the bands in turn; nothing of this is a decision (the maps tiles' out_cols are)."""
     s = plan.shape
     pixel = plan.out_pixel or s.k  # words between output pixels: a concat's channels when a slice of it
@@ -622,5 +635,5 @@ def band_plans(plan: ConvPlan) -> list[tuple[tuple[int, int], ConvPlan]]:
         cu_rows = tuple(plan.cu_rows[i] for i in mine) if plan.cu_rows else ()  # a coop_rows band's row groups
         out.append(((x0, x1), replace(plan, shape=band_shape(s, x0, x1), strips=strips, cu_rows=cu_rows,
                                       in_addr=plan.in_addr + 2 * c0 * s.cin, out_addr=plan.out_addr + 2 * x0 * pixel,
-                                      in_row=s.w * s.cin, out_row=s.ow * pixel)))
+                                      in_row=plan.in_row or s.w * s.cin, out_row=s.ow * pixel)))
     return out

@@ -18,8 +18,9 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, UnitAttr, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf, tile
-from snowir.dialects.tile.decisions import (BIASES, CHANNEL_TILES, CHANNELS, CU_ROWS, KERNEL_TILE, LAYER, MAPS_BUFFERING,
-                                          PHASES, PIXELS, PLAN_DECISIONS, RING, SLOT, decisions_on, write_decisions)
+from snowir.dialects.tile.decisions import (BIASES, CHANNEL_TILES, CHANNELS, CROP, CU_ROWS, KERNEL_TILE, LAYER,
+                                          MAPS_BUFFERING, PHASES, PIXELS, PLAN_DECISIONS, RING, SLOT, decisions_on,
+                                          write_decisions)
 from snowir.golden import Golden, Q, constant_array, element_frac, int_values
 from snowir.hw import DEFAULT, SnowflakeConfig
 from snowir.nn_util import conv_shape, on_host
@@ -32,10 +33,11 @@ from snowir.plan.layout import (LANE_GROUPS, ConvLayout, bias_block_load, block_
 from snowir.plan.pool import plan_pool_tiles, ring_loads
 from snowir.plan.shapes import (BIAS_LAYOUTS, ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align,
                                 band_plans, indp_kernel_words, input_columns, input_rows, kernel_vmacs,
-                                kernels_per_tile, plan_machine)
+                                kernels_per_tile, plan_machine, row_runs)
 from snowir.resources import int16_array, int16_resource, int16_words
 from snowir.segments import slot_of
-from snowir.tile.placement import input_offset, output_cus, output_placement, output_tile_step, regions_of
+from snowir.tile.placement import (input_offset, input_placement, output_cus, output_placement, output_tile_step,
+                                   regions_of)
 
 POOL_SLACK = 64  # bytes after a pool's output: the lanes of a partly used CU write there
 
@@ -73,10 +75,13 @@ def layout_of(layer: tile.LayerOp) -> ConvLayout:
     out = regions.get("conv_output", regions["output"])  # a fused pool's layer: the conv's own output
     s = shape_of(layer)
     first, step, row = output_placement(out, s)
+    (in_first, in_row), (r_first, r_row) = input_placement(regions["maps"], s.cin), input_placement(r, s.k)
     return ConvLayout(regions["maps"].size.value.data, regions["weights"].offset.value.data,
                       regions["weights"].size.value.data, out.offset.value.data,
                       out.size.value.data, r.offset.value.data if r is not None else None, first, step, row,
-                      *output_cus(out, s), output_tile_step(out, s), input_offset(regions["maps"], s) // 2)
+                      *output_cus(out, s), output_tile_step(out, s), in_addr=regions["maps"].offset.value.data,
+                      in_first=in_first + input_offset(regions["maps"], s) // 2, in_row=in_row, bypass_first=r_first,
+                      bypass_row=r_row)
 
 
 def device_input(op: nn.Conv2dOp | nn.MaxPoolOp) -> SSAValue:
@@ -100,7 +105,7 @@ def layer_conv_shape(op: nn.Conv2dOp) -> ConvShape:
     elif isinstance(op.input.owner, nn.ChannelSliceOp):
         slot = slot_of(op.input.owner.input)
         s = dataclasses.replace(s, cin_total=slot.total, c_base=slot.first + op.input.owner.start.value.data)
-    elif not (slot := slot_of(op.input)).whole:  # a device concat's input, read in place
+    elif (slot := slot_of(op.input)).channels != slot.total:  # a device concat's input, read in place
         s = dataclasses.replace(s, cin_total=slot.total, c_base=slot.first)
     return s
 
@@ -175,6 +180,14 @@ def conv_tile_body(s: ConvShape, plan: ConvPlan, lay: ConvLayout, hw: SnowflakeC
                                 "with the CUs splitting rows (a column-split INDP conv's CU stride is its bypass's too)")
         plan = dataclasses.replace(plan, out_row=lay.out_row or s.ow * lay.out_pixel, out_pixel=lay.out_pixel,
                                    out_tile=lay.out_tile)
+    if lay.in_row:  # the input a crop's window: loads from its first pixel, rows the tensor's width apart
+        plan = dataclasses.replace(plan, in_addr=lay.in_addr + 2 * lay.in_first, in_row=lay.in_row)
+    if lay.bypass_row:  # the residual input a crop's window: bypass slices cannot follow it
+        if plan.bypass_slices:
+            raise LoweringError("bypass_slices: a bypass that is a crop's window is read by rows (the slices' loads "
+                                "step the bypass pixel by pixel through a strip, one run of the tensor's rows; "
+                                "remove bypass_slices and slice_tiles)")
+        plan = dataclasses.replace(plan, bypass_addr=(r_addr or 0) + 2 * lay.bypass_first, bypass_row=lay.bypass_row)
     if lay.cu_stride:  # a merged conv's phases in place: phase row a's kernels on CU a
         if plan.indp or plan.tiles != 1 or s.kernel_words > hw.weights_buffer_elements:
             raise LoweringError("a merged conv writing its phases in place runs COOP in one kernel tile")
@@ -262,7 +275,7 @@ def _maps_tiles(plan: ConvPlan, out_addr: int, r_addr: int | None, hw: Snowflake
         # a strided 1x1's pixels): strips, loads and windows are over the compact image the
         # plan was made for, compact row r being DRAM row r * sy from channel c0 on
         stride_rows, _, w_in, cin_row, c_base = plan.gather
-        in_row = w_in * cin_row
+        in_row = plan.in_row or w_in * cin_row  # a crop's source's rows, or the gathered tensor's own
     out_row = plan.out_row or s.ow * s.k
     if plan.indp and plan.cu_split == "cols":
         return _column_tiles(plan, out_addr, r_addr, hw, ids)
@@ -274,12 +287,8 @@ def _maps_tiles(plan: ConvPlan, out_addr: int, r_addr: int | None, hw: Snowflake
         if plan.row_groups:  # each CU its own rows of the row group, at the same buffer address
             r = plan.cu_rows[si]
             cu_rows = [input_rows(s.h, s.kh, s.sy, s.pt, y, y + r) for y in range(strip.y0, strip.y1, r)]
-            if in_row != row:  # a coop_rows column band: an LD a row, W x C words apart
-                loads = [tile.LoadOp(tile.BufferKind.MAPS, row, plan.in_addr + 2 * r * in_row, base + (r - r0) * row, 0, c)
-                         for c, (r0, r1) in enumerate(cu_rows) for r in range(r0, r1)]
-            else:
-                loads = [tile.LoadOp(tile.BufferKind.MAPS, (r1 - r0) * row, plan.in_addr + 2 * r0 * row, base, 0, c)
-                         for c, (r0, r1) in enumerate(cu_rows)]
+            loads = [tile.LoadOp(tile.BufferKind.MAPS, n, plan.in_addr + 2 * src, base + at, 0, c)
+                     for c, (r0, r1) in enumerate(cu_rows) for at, src, n in row_runs(r0, r1, row, in_row)]
         elif in_row != row and plan.gather is None:  # a column band: one LD per row
             loads = [tile.LoadOp(tile.BufferKind.MAPS, row, plan.in_addr + 2 * r * in_row, base + (r - strip.r0) * row,
                                  0, sf.SELECT_ALL) for r in range(strip.r0, strip.r1)]
@@ -329,7 +338,7 @@ def _column_tiles(plan: ConvPlan, out_addr: int, r_addr: int | None, hw: Snowfla
     for si, st in enumerate(plan.strips):
         loads = [tile.LoadOp(tile.BufferKind.MAPS, n, src, lay.maps_at(si % 2, i) + at, 0, c)
                  for i, y in enumerate(range(st.y0, st.y1)) for c in range(hw.cus)
-                 for at, src, n in lay.maps_loads(s, plan.in_addr, y, c)]
+                 for at, src, n in lay.maps_loads(s, plan.in_addr, y, c, plan.in_row)]
         step = s.cin if lay.gathered else s.sx * s.cin
         window = tile.WindowOp(s.c, 1, lay.q, st.y1 - st.y0, step, lay.seg, lay.maps_at(si % 2, 0),
                                out_addr + 2 * st.y0 * s.ow * s.k, bias_vmov=True, bypass_vmov=r_addr is not None)
@@ -434,17 +443,21 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     s = layer_conv_shape(op)
     bypass = op.bypass is not None
     slot = slot_of(op.output)
-    mode = conv_mode(s, hw, bypass, tiled_mode(op, mode), sliced=not slot.whole)
+    # a device crop's window of a wider tensor, read in place
+    maps_crop, bypass_crop = slot_of(op.input).window, slot_of(op.bypass).window if op.bypass is not None else None
+    mode = conv_mode(s, hw, bypass, tiled_mode(op, mode), sliced=not slot.whole, bypass_crop=bypass_crop is not None)
     s = dataclasses.replace(s, bias_at=conv_biases(op, s, hw, mode, fuse_pool))
     in_tiles = block_input(op) if slot_of(device_input(op)).tiles else None
     lay = conv_layout(s, bypass, mode, hw, (0, 0) if slot.whole or slot.tiles else (slot.first, slot.total),
-                      slot.pixels, slot.phases, slot.blocks, in_tiles)
-    plan = plan_conv(s, hw, 2 * lay.in_first, lay.w_addr, lay.out_addr, None, lay.r_addr, mode, s.bias_at)
+                      slot.pixels, slot.phases, slot.blocks, in_tiles, maps_crop, bypass_crop)
+    plan = plan_conv(s, hw, 2 * lay.in_first, lay.w_addr, lay.out_addr, None, lay.r_addr, mode, s.bias_at,
+                     bypass_crop=bypass_crop is not None)
     if slot.tiles and (why := channel_tiles_refusal(plan, slot.tiles, hw)) is not None:
         raise LoweringError(f"its output is stored channel-tile-major in {slot.tiles}-channel blocks: {why}")
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
                             weights_region(name, lay, s, mode, weight_image(op, s, mode, hw), hw)]
     CHANNEL_TILES.write(ops[0], in_tiles)
+    CROP.write(ops[0], maps_crop)
     extra: dict = {}
     pool_addr = align(lay.out_addr + lay.out_bytes)
     fused = fusable_pool(op, plan, pool_addr, hw) if fuse_pool and s.bias_at == "kernel" and not slot.tiles else None
@@ -466,8 +479,10 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
         ops += [tile.DramRegionOp(f"{name}.conv_output", lay.out_addr, lay.out_bytes, "conv_output"),
                 tile.DramRegionOp(f"{name}.output", pool_addr, pool_bytes, "output"),
                 tile.DramRegionOp(f"{name}.slack", pool_addr + pool_bytes, POOL_SLACK, "scratch")]
-    if lay.r_addr is not None:  # the residual input: the conv's own K channels a pixel
-        ops.append(tile.DramRegionOp(f"{name}.bypass", lay.r_addr, s.oh * s.ow * s.k * 2, "bypass"))
+    if lay.r_addr is not None:  # the residual input: the conv's own K channels a pixel (a crop's: its source's)
+        pixels = s.oh * s.ow if bypass_crop is None else bypass_crop[2] * bypass_crop[3]
+        ops.append(tile.DramRegionOp(f"{name}.bypass", lay.r_addr, pixels * s.k * 2, "bypass"))
+        CROP.write(ops[-1], bypass_crop)
     ops += conv_tile_body(s, plan, lay, plan_machine(plan, hw))
     cost = plan.dram_bytes(hw)
     extra |= {"mloop_bytes": IntegerAttr(cost["Mloop"], i64), "kloop_bytes": IntegerAttr(cost["Kloop"], i64),
@@ -485,8 +500,9 @@ def conv_biases(op: nn.Conv2dOp, s: ConvShape, hw: SnowflakeConfig, mode: str, f
     or whose max pool may run
     in its program (a fused pool's ring takes the banks' tops)."""
     if not isinstance(op.weight.owner, nn.ConstantOp) or slot_of(op.output).phases is not None \
-            or slot_of(op.output).tiles:  # a channel-tile-major writer: not weighed together yet
-        return "kernel"
+            or slot_of(op.output).tiles or slot_of(op.input).window is not None \
+            or (op.bypass is not None and slot_of(op.bypass).window is not None):
+        return "kernel"  # a channel-tile-major writer, a crop's reader: not weighed together yet
     if fuse_pool and len(uses := list(op.output.uses)) == 1 and isinstance(uses[0].operation, nn.MaxPoolOp) \
             and not on_host(uses[0].operation):
         return "kernel"

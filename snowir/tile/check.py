@@ -39,8 +39,8 @@ from snowir.plan.conv import slice_words
 from snowir.resources import int16_array, int16_words
 from snowir.tile.build import (body_difference, conv_shape_of, conv_tile_body, layout_of, packed_words, pool_tile_body,
                               repack, shape_of)
-from snowir.tile.placement import (input_bytes, output_bytes, output_channels, output_phases, output_pixels, regions_of,
-                                   tiles_refusal)
+from snowir.tile.placement import (input_bytes, input_crop, output_bytes, output_channels, output_phases,
+                                   output_pixels, regions_of, tiles_refusal)
 from snowir.tile.read import (TileError, cols_of, compact_shape_of, conv_plan_of, input_rows_of, kernel_tile_of,
                               maps_tiles_of, pool_tiles_of)
 
@@ -320,6 +320,26 @@ def check_slice(layer: tile.LayerOp, k: int) -> None:
                                f"{k} channels")
 
 
+def check_crops(layer: tile.LayerOp, sizes: dict[str, tuple[int, int]]) -> None:
+    """An input region that is a crop's window (`crop`) holds the layer's input (of `sizes[label]`
+    rows and columns) inside its tensor, and is smaller than it (else it means nothing); a max pool
+    reads its own input's rows whole."""
+    for label, region in regions_of(layer).items():
+        window = input_crop(region)
+        if window is None:
+            continue
+        if label not in sizes:
+            raise TileError(layer, f"tile.dram_region @{region.sym_name.data}: crop: a max pool loads whole rows of "
+                                   "an input of its own (remove crop)")
+        (y0, x0, height, width), (h, w) = window, sizes[label]
+        if (h, w) == (height, width):
+            raise TileError(layer, f"tile.dram_region @{region.sym_name.data}: crop {list(window)}: the window is "
+                                   f"its whole {height}x{width} tensor, no crop (remove crop)")
+        if y0 + h > height or x0 + w > width:
+            raise TileError(layer, f"tile.dram_region @{region.sym_name.data}: crop {list(window)}: the layer's "
+                                   f"{h}x{w} {label} reaches past the {height}x{width} tensor")
+
+
 def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     hw = plan_machine(plan, hw)  # its maps tiles leave a `maps` layout's bias block room
     full = shape_of(layer)
@@ -436,11 +456,13 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
     check_slice(layer, full.k)
     if (why := tiles_refusal(layer, full, plan, hw)) is not None:
         raise TileError(layer, why)
-    sizes = {"maps": input_bytes(regions["maps"], full) if "maps" in regions else 0, "weights": 2 * packed_words(full, plan.mode, plan.kernels, hw),
+    check_crops(layer, {"maps": (full.h, full.w), "bypass": (full.oh, full.ow)})
+    sizes = {"maps": input_bytes(regions.get("maps"), full.h * full.w, full.cin),
+             "weights": 2 * packed_words(full, plan.mode, plan.kernels, hw),
              "output" if plan.pool is None else "conv_output": output_bytes(regions["output"], full) if plan.pool is None
              else full.oh * full.ow * full.k * 2}
     if plan.bypass_addr is not None:
-        sizes["bypass"] = full.oh * full.ow * full.k * 2
+        sizes["bypass"] = input_bytes(regions.get("bypass"), full.oh * full.ow, full.k)
     pixels = output_pixels(regions["output"]) if plan.pool is None else None
     if pixels is not None:  # an interleave's phase: every pixel it writes inside the tensor
         oy, ox, sy, sx, height, width = pixels
@@ -666,6 +688,7 @@ def check_pool(layer: tile.LayerOp, p: PoolShape, tiles: list[PoolTile], hw: Sno
     check_slice(layer, p.c)
     if (why := tiles_refusal(layer, None, None, hw)) is not None:
         raise TileError(layer, why)
+    check_crops(layer, {})
     total = output_channels(regions_of(layer)["output"])[2] if "output" in regions_of(layer) else 0
     _regions(layer, {"maps": p.h * row * 2, "output": p.oh * p.ow * (total or p.c) * 2})
     check_bodies(layer, [*pool_tile_body(p, tiles, hw, _maps_at(layer))])

@@ -28,6 +28,8 @@ def device_refusal(op: Operation, hw: SnowflakeConfig | None = None) -> str | No
         return concat_refusal(op, hw)
     if isinstance(op, nn.DepthToSpaceOp):
         return interleave_refusal(op, hw)
+    if isinstance(op, nn.CropOp):
+        return crop_refusal(op, hw)
     kind = kind_of(op)
     if kind is not None:  # a device layer kind: its planner says
         try:
@@ -49,9 +51,10 @@ def planned_conv(op: nn.Conv2dOp, hw: SnowflakeConfig, sliced: bool | None = Non
     slot = slot_of(op.output)
     if sliced is None:
         sliced = not slot.whole
-    mode = conv_mode(s, hw, bypass, tiled_mode(op, None), sliced=sliced)
+    cropped = bypass and slot_of(op.bypass).window is not None  # a device crop's window: no bypass slices
+    mode = conv_mode(s, hw, bypass, tiled_mode(op, None), sliced=sliced, bypass_crop=cropped)
     lay = conv_layout(s, bypass, mode, hw)
-    plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode)
+    plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode, bypass_crop=cropped)
     if slot.tiles and (why := channel_tiles_refusal(plan, slot.tiles, hw)) is not None:
         raise LoweringError(f"its output is stored channel-tile-major in {slot.tiles}-channel blocks: {why}")
     return plan
@@ -108,6 +111,55 @@ def _reader_refusal(op: nn.ConcatOp, inputs: list[SSAValue], hw: SnowflakeConfig
         else:
             op.attributes["place"] = before
     return None
+
+
+CROP_COPY = "crop: the host copies the window ({why})"
+"""The reason a crop stays on the host; `why`: what keeps it from being read in place."""
+
+
+def crop_refusal(op: nn.CropOp, hw: SnowflakeConfig) -> str | None:
+    """Why a crop cannot be placed (snowir/segments.py `slot_of`: its window of its source's DRAM
+    tensor, rows the source's width apart): every reader must load the window in place, so each is
+    a device conv reading it as its maps or its residual input (the tile IR's `crop` on that
+    region), able to with the crop placed (a residual conv then reads bypass rows, not slices);
+    and the source is a tensor of its own (not a constant, nor a concat's slice, an interleave's
+    phase or another crop's window). Asked once its readers are placed (partition-host)."""
+    outer = slot_of(op.input)
+    why = None
+    if isinstance(op.input.owner, nn.ConstantOp):
+        why = "a constant's window"
+    elif not outer.whole:
+        why = "its source is a concat's channel slice, an interleave's phase or another crop's window"
+    elif not op.output.uses:
+        why = "read by nothing"
+    for use in op.output.uses:
+        reader = use.operation
+        if why is not None:
+            break
+        node = reader.attributes.get("onnx_node")
+        name = node.data if isinstance(node, StringAttr) else reader.name
+        if not isinstance(reader, nn.Conv2dOp) or reader.weight is op.output or reader.bias is op.output:
+            why = f"'{name}' ({reader.name}) reads the window as a tensor of its own" + \
+                (" (a max pool loads whole rows of its input)" if isinstance(reader, nn.MaxPoolOp) else "")
+        elif _placed(reader, "host"):
+            why = f"'{name}' runs on the host"
+    if why is None:
+        before = op.attributes.get("place")
+        op.attributes["place"] = StringAttr("snowflake")  # slot_of then answers as after the placement
+        try:
+            for reader in {id(u.operation): u.operation for u in op.output.uses}.values():
+                refusal = device_refusal(reader, hw)
+                if refusal is not None:
+                    node = reader.attributes.get("onnx_node")
+                    why = f"'{node.data if isinstance(node, StringAttr) else reader.name}' cannot read it in place: " \
+                          f"{refusal}"
+                    break
+        finally:
+            if before is None:
+                del op.attributes["place"]
+            else:
+                op.attributes["place"] = before
+    return None if why is None else CROP_COPY.format(why=why)
 
 
 def _writes_whole_pixels_only(plan: ConvPlan) -> str | None:

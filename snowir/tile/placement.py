@@ -1,19 +1,20 @@
 """
-Where a tile layer's DRAM regions put its output: the `tile.dram_region` placements (a concat's
-channel slice `channels`, an interleave's phase `pixels`, a merged conv's interleave result
-`phases`, a channel-tile-major tensor `channel_tiles`), read as the write-back's first word, pixel,
-row and kernel-tile steps and CU spread, and checked against where the graph places the nn op's
-result (snowir/segments.py `slot_of`); and where a block reader's maps region finds its block
-(`channel_tiles` on 'maps'). Shared by nn-to-tile's builder, the reader, the verifier and
+Where a tile layer's DRAM regions put its output and find its inputs: the `tile.dram_region`
+placements (a concat's channel slice `channels`, an interleave's phase `pixels`, a merged conv's
+interleave result `phases`, a channel-tile-major tensor `channel_tiles`; a crop's window `crop` on a
+maps or bypass region), read as the write-back's first word, pixel, row and kernel-tile steps and CU
+spread, or the loads' first word and row step, and checked against where the graph places the nn
+op's result and finds its inputs (snowir/segments.py `slot_of`); and where a block reader's maps
+region finds its block (`channel_tiles` on 'maps'). Shared by nn-to-tile's builder, the reader, the verifier and
 tile-to-asm, so the four agree.
 """
 
 from __future__ import annotations
 
 from snowir.dialects import nn, tile
-from snowir.dialects.tile.decisions import CHANNEL_TILES, CHANNELS, PHASES, PIXELS
+from snowir.dialects.tile.decisions import CHANNEL_TILES, CHANNELS, CROP, PHASES, PIXELS
 from snowir.hw import SnowflakeConfig
-from snowir.plan.layout import block_offset, channel_tiles_refusal, interleaved, merged, tiled
+from snowir.plan.layout import block_offset, channel_tiles_refusal, cropped, interleaved, merged, tiled
 from snowir.plan.shapes import ConvPlan, ConvShape
 from snowir.segments import slot_of
 
@@ -52,18 +53,32 @@ def input_offset(region: tile.DramRegionOp, s: ConvShape) -> int:
     return block_offset(s.h, s.w, region_tiles(region))
 
 
-def input_bytes(region: tile.DramRegionOp, s: ConvShape) -> int:
-    """The bytes a conv's maps region spans: its input, or the whole channel-tile-major tensor it
-    reads a block of."""
-    tiles = region_tiles(region)
-    return s.h * s.w * s.cin * 2 * (tiles[2] if tiles is not None else 1)
-
-
 def output_tile_step(region: tile.DramRegionOp, s: ConvShape) -> int:
     """Bytes between a conv's kernel tiles' outputs when not their channels' (a channel-tile-major
     output: one block), 0 otherwise."""
     tiles = region_tiles(region)
     return tiled(s.oh, s.ow, tiles)[4] if tiles is not None else 0
+
+
+def input_crop(region: tile.DramRegionOp | None) -> tuple[int, ...] | None:
+    """An input region's `crop` (y0, x0, height, width): a crop's window of the height x width tensor
+    the region spans; None for an input of its own."""
+    return None if region is None else CROP.value(region)
+
+
+def input_placement(region: tile.DramRegionOp | None, pixel: int) -> tuple[int, int]:
+    """Where an input region's loads find the layer's input of `pixel` words a pixel: (first word,
+    words between rows) of a crop's window; (0, 0) for an input of its own (rows as wide as the
+    layer's)."""
+    return cropped(input_crop(region), pixel)
+
+
+def input_bytes(region: tile.DramRegionOp | None, pixels: int, pixel: int) -> int:
+    """The bytes an input region of `pixels` pixels of `pixel` words spans: its crop's whole tensor,
+    or the whole channel-tile-major tensor it reads a block of."""
+    window = input_crop(region)
+    tiles = region_tiles(region) if region is not None else None
+    return 2 * pixel * (pixels if window is None else window[2] * window[3]) * (tiles[2] if tiles is not None else 1)
 
 
 def output_placement(region: tile.DramRegionOp, s: ConvShape) -> tuple[int, int, int]:
@@ -98,11 +113,27 @@ def output_bytes(region: tile.DramRegionOp, s: ConvShape) -> int:
     return interleaved(first, total or s.k, pixels)[0] if pixels is not None else s.oh * s.ow * (total or s.k) * 2
 
 
-def slice_refusal(layer: tile.LayerOp, op: nn.Conv2dOp | nn.MaxPoolOp) -> str | None:
-    """Why the layer's output region disagrees with where the graph places the nn op's result (a
-    device concat's channel slice, `slot_of`): the readers, the host and the reports find the result
-    there, so an edited `channels` is refused, not followed."""
-    region = regions_of(layer).get("output")
+def placement_refusal(layer: tile.LayerOp, op: nn.Conv2dOp | nn.MaxPoolOp,
+                      reader: nn.Conv2dOp | nn.MaxPoolOp | None = None) -> str | None:
+    """Why the layer's regions disagree with where the graph places the nn op's result (a device
+    concat's channel slice, an interleave's phase or result, `slot_of`) or finds its inputs (a
+    device crop's window): the readers, the host and the reports find the result there and the
+    producers wrote the inputs there, so an edited `channels`, `pixels`, `phases` or `crop` is
+    refused, not followed. `reader`: the op whose inputs the layer reads (a fused pool's conv; `op`
+    when None)."""
+    regions = regions_of(layer)
+    reader = reader or op
+    source = reader.input.owner.input if isinstance(reader.input.owner, nn.ChannelSliceOp) else reader.input
+    inputs = [("maps", source)]
+    if isinstance(reader, nn.Conv2dOp) and reader.bypass is not None:
+        inputs.append(("bypass", reader.bypass))
+    for label, value in inputs:
+        have, want = input_crop(regions.get(label)), slot_of(value).window
+        if label in regions and have != want:
+            return (f"tile.dram_region @{regions[label].sym_name.data}: crop {list(have or [])} where the graph finds "
+                    f"its {label} at {list(want or [])} ([y0, x0, height, width] of its crop's source; none: a tensor "
+                    "of its own): edit the crop in @main (or place it on the host) instead")
+    region = regions.get("output")
     slot = slot_of(op.results[0])
     want = (0, 0, 0) if slot.channels == slot.total or slot.phases or slot.tiles else \
         (slot.first, slot.channels, slot.total)

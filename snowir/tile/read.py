@@ -18,7 +18,8 @@ from snowir.errors import SnowError
 from snowir.nn_util import on_host
 from snowir.plan.shapes import ConvPlan, ConvShape, PoolShape, PoolTile, Strip, compact_shape, input_rows
 from snowir.tile.build import conv_shape_of, pool_shape_of, shape_of
-from snowir.tile.placement import input_offset, output_cus, output_placement, output_tile_step, regions_of
+from snowir.tile.placement import (input_offset, input_placement, output_cus, output_placement, output_tile_step,
+                                   regions_of)
 
 
 class TileError(SnowError):
@@ -119,6 +120,9 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
     out_tile = output_tile_step(regions["output"], conv_shape_of(layer.shape)) if pool is None else 0
     pool_out = _offset(layer, regions, "output") if pool is not None else 0
     bypass = _offset(layer, regions, "bypass") if "bypass" in regions else None
+    full = conv_shape_of(layer.shape)
+    in_first, in_row = input_placement(regions["maps"], full.cin)  # a crop's window: from its first pixel
+    bypass_first, bypass_row = input_placement(regions.get("bypass"), full.k)
     kt = kernel_tile_of(layer)
     tiles = maps_tiles_of(layer)
     mode = layer.mode.data.value
@@ -143,9 +147,10 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
     slot = SLOT.value(kt)
     return ConvPlan(
         compact_shape_of(layer), strips_of(layer, tiles), kt._int("repeat"), kt._int("count"), slot is not None,
-        in_addr, w_addr, out_addr + 2 * first, mode, layer.loop_order.data.value, bypass, cu_rows,
+        in_addr + 2 * in_first, w_addr, out_addr + 2 * first, mode, layer.loop_order.data.value,
+        None if bypass is None else bypass + 2 * bypass_first, cu_rows,
         bypass_slices=bool(decided["slice_bases"]), pool=pool, pool_out_addr=pool_out,
-        w_slot=slot or 0,
+        w_slot=slot or 0, in_row=in_row, bypass_row=bypass_row,
         out_row=row, out_pixel=step, cu_stride=cu_stride, per_cu=per_cu, out_tile=out_tile, **decided)  # type: ignore[arg-type]
 
 

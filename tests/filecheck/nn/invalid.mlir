@@ -317,3 +317,10 @@ func.func @f(%x: tensor<1x2x4x4xf32>, %w: tensor<2x2x1x1xf32>, %b: tensor<2xf32>
   func.return
 }
 // CHECK: act: the write-back activation unit's function, a string
+
+// -----
+func.func @f(%x: tensor<1x4x8x8xf32>) {
+  %c = nn.crop %x {offsets = array<i64: 4, 0>} : (tensor<1x4x8x8xf32>) -> tensor<1x4x5x8xf32>
+  func.return
+}
+// CHECK: nn.crop: a 5x8 window at [4, 0] (y0, x0) of every channel is not inside the input's 8x8 pixels (1x4 kept)

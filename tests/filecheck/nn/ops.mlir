@@ -16,6 +16,7 @@ func.func @all_ops(%x: tensor<1x3x8x8xf32>, %q: tensor<1x4x8x8x!nn.fixed<8, 8>>,
   %mp = nn.max_pool %r {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, ceil_mode} : (tensor<1x4x8x8xf32>) -> tensor<1x4x4x4xf32>
   %ap = nn.avg_pool %r {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, count_include_pad} : (tensor<1x4x8x8xf32>) -> tensor<1x4x4x4xf32>
   %gp = nn.global_avg_pool %r : (tensor<1x4x8x8xf32>) -> tensor<1x4x1x1xf32>
+  %cr = nn.crop %r {offsets = array<i64: 1, 2>} : (tensor<1x4x8x8xf32>) -> tensor<1x4x5x4xf32>
   %bn = nn.batch_norm %mp, %b, %b, %b, %b {epsilon = 1.000000e-05 : f32} : (tensor<1x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<1x4x4x4xf32>
   %add = nn.add %bn, %ap {relu} : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
   %mul = nn.mul %add, %gp : (tensor<1x4x4x4xf32>, tensor<1x4x1x1xf32>) -> tensor<1x4x4x4xf32>
@@ -61,6 +62,7 @@ func.func @all_ops(%x: tensor<1x3x8x8xf32>, %q: tensor<1x4x8x8x!nn.fixed<8, 8>>,
 // CHECK-NEXT: %mp = nn.max_pool %r {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, ceil_mode} : (tensor<1x4x8x8xf32>) -> tensor<1x4x4x4xf32>
 // CHECK-NEXT: %ap = nn.avg_pool %r {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, count_include_pad} : (tensor<1x4x8x8xf32>) -> tensor<1x4x4x4xf32>
 // CHECK-NEXT: %gp = nn.global_avg_pool %r : (tensor<1x4x8x8xf32>) -> tensor<1x4x1x1xf32>
+// CHECK-NEXT: %cr = nn.crop %r {offsets = array<i64: 1, 2>} : (tensor<1x4x8x8xf32>) -> tensor<1x4x5x4xf32>
 // CHECK-NEXT: %bn = nn.batch_norm %mp, %b, %b, %b, %b {epsilon = 1.000000e-05 : f32} : (tensor<1x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<1x4x4x4xf32>
 // CHECK-NEXT: %add = nn.add %bn, %ap {relu} : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
 // CHECK-NEXT: %mul = nn.mul %add, %gp : (tensor<1x4x4x4xf32>, tensor<1x4x1x1xf32>) -> tensor<1x4x4x4xf32>

@@ -232,3 +232,15 @@ tile.dram_plan {
   tile.tensor @a {offset = 0 : i64, size = 4096 : i64, live = array<i64: 3, 1>, role = "activation"}
 }
 // CHECK: tile.tensor: @a: live must be [first, last] layer positions, first <= last
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.dram_region @l.output {offset = 0 : i64, size = 4096 : i64, label = "output", crop = array<i64: 1, 2, 8, 8>}
+}
+// CHECK: tile.dram_region: crop: [y0, x0, height, width] marks a 'maps' or 'bypass' region that is a crop's window, 0 <= y0 < height, 0 <= x0 < width
+
+// -----
+tile.layer @l conv attributes {mode = #tile<mode COOP>} {
+  tile.dram_region @l.maps {offset = 0 : i64, size = 4096 : i64, label = "maps", crop = array<i64: 8, 2, 8, 8>}
+}
+// CHECK: tile.dram_region: crop: [y0, x0, height, width] marks a 'maps' or 'bypass' region that is a crop's window, 0 <= y0 < height, 0 <= x0 < width
