@@ -79,7 +79,7 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
               biases: str | None = None) -> ConvPlan:
     """The layer's decisions; `mode`/`loop_order` None = chosen here (choose_mode,
     fewer DRAM bytes); `biases` None = the weight image's bias layout chosen here too
-    (`choose_biases`), else that one ("kernel" or "maps", plan/shapes.BIAS_LAYOUTS)."""
+    (`choose_biases`), else that one ("kernel" or "maps", dialects/tile/decisions.py BIAS_LAYOUTS)."""
     args = (in_addr, w_addr, out_addr, loop_order, bypass_addr, mode)
     if biases is None:
         try:
