@@ -316,8 +316,13 @@ def _weights(op: Operation) -> bool:
     return isinstance(label, StringAttr) and label.data == "weights"
 
 
+BIAS_LAYOUTS = ("kernel", "maps")
+"""Where a conv's biases live: a 16-word block after each kernel in the weights buffer (`vmov bias`),
+or the layer's bias block after the last kernel of its weight image, loaded once into the top of
+the maps buffer and read by `vmov mbias` (snowir/plan/shapes.py `bias_block_words`, `bias_room`)."""
+
 BIASES = Decision(
-    "biases", DRAM_REGION, WORD, "kernel", valid=lambda v: v in ("kernel", "maps"), needs=_weights,
+    "biases", DRAM_REGION, WORD, BIAS_LAYOUTS[0], valid=lambda v: v in BIAS_LAYOUTS, needs=_weights,
     doc="Where the weight image keeps the layer's biases: kernel (absent; a 16-word block after each kernel, "
         "`vmov bias` reading it from the weights buffer) or maps (kernels alone, then the layer's bias block: "
         "per kernel tile its biases and as many zeros; loaded once to the top of the maps buffer, whose banks the "

@@ -26,8 +26,9 @@ _WRITTEN: dict[str, str] = {
     "tile.dram_region.size": "Bytes; checked against what the layer moves there, and against overlaps.",
     "tile.dram_region.label": "maps, weights, output, bypass, scratch or conv_output (a fused pool's conv output).",
     "tile.dram_region.value": "The region's initial contents: the packed weight image.",
-    "tile.dram_region.packing": "The weight image's layout (COOP: kernel after kernel with a 16-word bias block; "
-                                "INDP: 16 kernels interleaved per vMAC); must match the layer's mode.",
+    "tile.dram_region.packing": "The weight image's layout (COOP: kernel after kernel; INDP: 16 kernels "
+                                "interleaved per vMAC; each with its 16-word bias block unless `biases` = maps); "
+                                "must match the layer's mode.",
     "tile.dram_region.packed_kernels": "Kernels per kernel tile in the weight image; must match the kernel tile's count.",
     "tile.kernel_tile.first": "0: the kernel tile op stands for every tile (count x repeat kernels).",
     "tile.kernel_tile.count": "Kernels a tile: one per vMAC in COOP (at most the vMACs; fewer masks the rest; "

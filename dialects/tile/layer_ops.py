@@ -122,13 +122,15 @@ class DramRegionOp(TileOperation):
     value = opt_prop_def(DenseResourceAttr)
     """The region's initial contents (the weight image), when the layer carries them."""
     packing = opt_prop_def(ComputeModeAttr)
-    """The weight image's layout: COOP (kernel after kernel, each with its bias block) or INDP
-    (16 kernels interleaved per vMAC); `packed_kernels` kernels per kernel tile."""
+    """The weight image's layout: COOP (kernel after kernel) or INDP (16 kernels interleaved per
+    vMAC), each with its bias block or, `biases` maps (decisions.py), the layer's bias block after
+    them; `packed_kernels` kernels per kernel tile."""
     packed_kernels = opt_prop_def(IntegerAttr[I64])
     tensor = opt_prop_def(StringAttr)
     """The `tile.tensor` of the model's `tile.dram_plan` the region is (allocate-dram): the
     region then sits at the tensor's offset, shared with the layers that also read or write it."""
-    # channels, pixels: declared in decisions.py (CHANNELS, PIXELS), a concat slice's / interleave phase's placement
+    # channels, pixels: declared in decisions.py (CHANNELS, PIXELS), a concat slice's / interleave phase's placement;
+    # biases: declared there too (BIASES), where the weight image keeps the layer's biases
     traits = traits_def(HasParent(LayerOp), SymbolOpInterface())
     assembly_format = "$sym_name attr-dict"
 

@@ -80,7 +80,7 @@ def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, 
               biases: str | None = None, *, bypass_crop: bool = False) -> ConvPlan:
     """The layer's decisions; `mode`/`loop_order` None = chosen here (choose_mode,
     fewer DRAM bytes); `biases` None = the weight image's bias layout chosen here too
-    (`choose_biases`), else that one ("kernel" or "maps", plan/shapes.BIAS_LAYOUTS).
+    (`choose_biases`), else that one ("kernel" or "maps", dialects/tile/decisions.py BIAS_LAYOUTS).
     `bypass_crop`: the residual input is a device crop's window (rows its source's width apart),
     which bypass slices cannot follow: their loads step the bypass pixel by pixel through a
     strip, as one run of the tensor's rows."""

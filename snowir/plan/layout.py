@@ -260,7 +260,7 @@ def packed_words(s: ConvShape, mode: str, kernels: int, hw: SnowflakeConfig) -> 
 def pack_for(w: np.ndarray, b: np.ndarray, mode: str, kernels: int, hw: SnowflakeConfig,
              biases: str = "kernel") -> np.ndarray:
     """The weight image packed for `mode`, `kernels` a tile (INDP: the hardware's tile), its biases
-    where `biases` says (plan/shapes.BIAS_LAYOUTS)."""
+    where `biases` says (dialects/tile/decisions.py BIAS_LAYOUTS)."""
     if mode == "INDP":
         return pack_indp(w, b, hw, biases)
     return pack_weights(w, b, -(-w.shape[0] // kernels), kernels, biases)

@@ -24,11 +24,6 @@ BIAS_BLOCK = DEFAULT.lanes
 lane 0 of a block `vmov bias` reads whole, one word per MAC lane (`macs_per_vmac` is [S] 16 on
 every configuration, hw.RANGES)."""
 
-BIAS_LAYOUTS = ("kernel", "maps")
-"""Where a conv's biases live (the weights region's `biases`, dialects/tile/decisions.py): a
-16-word block after each kernel in the weights buffer (`vmov bias`), or the layer's bias block
-after the last kernel of its weight image, loaded once into the top of the maps buffer and read
-by `vmov mbias` (`bias_block_words`, `bias_room`)."""
 
 
 TRACE_CHUNK = 1008  # longest trace the code emits: a multiple of 16 below the 1023 limit
@@ -117,7 +112,7 @@ class ConvShape:
     units: tuple[tuple[str, int], ...] = ()
     """(write-back unit name, its 32-bit word) of each unit the layer uses (snowir/writeback.py)."""
     bias_at: str = "kernel"
-    """Where the weight image keeps the biases (BIAS_LAYOUTS): what a kernel's words are. The
+    """Where the weight image keeps the biases (decisions.BIAS_LAYOUTS): what a kernel's words are. The
     weights region's `biases` decision, carried here for the planners and generators (not a field
     of #tile.conv_shape: tile/read.shape_of puts the region's value in)."""
 

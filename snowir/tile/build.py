@@ -18,9 +18,9 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, UnitAttr, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf, tile
-from snowir.dialects.tile.decisions import (BIASES, CHANNEL_TILES, CHANNELS, CROP, CU_ROWS, KERNEL_TILE, LAYER,
-                                          MAPS_BUFFERING, PHASES, PIXELS, PLAN_DECISIONS, RING, SLOT, decisions_on,
-                                          write_decisions)
+from snowir.dialects.tile.decisions import (BIAS_LAYOUTS, BIASES, CHANNEL_TILES, CHANNELS, CROP, CU_ROWS, KERNEL_TILE,
+                                          LAYER, MAPS_BUFFERING, PHASES, PIXELS, PLAN_DECISIONS, RING, SLOT,
+                                          decisions_on, write_decisions)
 from snowir.golden import Golden, Q, constant_array, element_frac, int_values
 from snowir.hw import DEFAULT, SnowflakeConfig
 from snowir.nn_util import conv_shape, on_host
@@ -31,7 +31,7 @@ from snowir.plan.residual_mode import conv_mode
 from snowir.plan.layout import (LANE_GROUPS, ConvLayout, bias_block_load, block_diagonal, channel_tiles_refusal,
                                 conv_layout, image_layout, pack_for, packed_kernels, packed_words, unpack)
 from snowir.plan.pool import plan_pool_tiles, ring_loads
-from snowir.plan.shapes import (BIAS_LAYOUTS, ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align,
+from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, align,
                                 band_plans, indp_kernel_words, input_columns, input_rows, kernel_vmacs,
                                 kernels_per_tile, plan_machine, row_runs)
 from snowir.resources import int16_array, int16_resource, int16_words
@@ -493,8 +493,8 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
 
 
 def conv_biases(op: nn.Conv2dOp, s: ConvShape, hw: SnowflakeConfig, mode: str, fuse_pool: bool) -> str:
-    """Where the conv's weight image keeps its biases (BIAS_LAYOUTS): the planner's choice by cost
-    (plan_conv's `choose_biases`), but the stock layout for a conv whose kernels the host writes at
+    """Where the conv's weight image keeps its biases (decisions.BIAS_LAYOUTS): the planner's choice
+    by cost (plan_conv's `choose_biases`), but the stock layout for a conv whose kernels the host writes at
     run time (an SE gate's: the host packs them as the stock image), whose output is a merged
     conv's phases in place (its kernels a result row apart over the CUs) or stored channel-tile-major,
     or whose max pool may run
