@@ -102,7 +102,7 @@ def measure(c: int, h: int, w: int, kernel: int, stride: int, cin: int, hw: Snow
         depthwise_to_grouped._tiled_writer = lambda op: None
     elif rule != "cost":  # the input channel-innermost: neither blocked form
         depthwise_to_grouped._blocked_producer = depthwise_to_grouped._tiled_writer = lambda op: None
-    if rule not in ("cost", "no-blocks"):
+    if rule not in ("cost", "split-blocks", "no-blocks"):
         depthwise_to_grouped._sliced_cycles = lambda *_: float("inf")
     if rule == "fixed":
         depthwise_to_grouped.DepthwiseToGrouped.width = lambda self, op, w, c: c if c <= 16 else None if c % 16 else 16

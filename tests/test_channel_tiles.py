@@ -158,6 +158,14 @@ def test_blocks_past_addi_s_reach(h: int) -> None:
     assert 2 * h * h * 16 >= 1 << 16
 
 
+@pytest.mark.parametrize("engine", ["fast", "reference"])
+def test_a_c_to_c_producer_before_a_5x5_depthwise_is_bit_exact(engine: str) -> None:
+    """The same at 14² x 32 on both engines: the producer's two blocks, the 5x5 slices over them."""
+    compiled, result = _run(lcnet_block(32, 14), engine)
+    assert [op.attributes["onnx_node"].data for op in _tiled(compiled.module)] == ["expand"]
+    assert {"expand", "dw.0", "dw.1"} <= set(_layers(result))
+
+
 def hardswish_block(c: int, h: int) -> onnx.ModelProto:
     """1x1, HardSwish (the host's without the write-back unit), 3x3 depthwise, 1x1."""
     nodes = [N("Conv", ["x", "w0", "b0"], ["c0"], name="expand"), N("HardSwish", ["c0"], ["r0"], name="act"),

@@ -59,20 +59,21 @@ def slice_conv(op: nn.Conv2dOp, w: np.ndarray, bias: np.ndarray | None, start: i
 
 
 BLOCKED = CHANNEL_BLOCK
-"""On a conv that writes one 16-channel block of a tensor stored channel-tile-major (`blocked_producer`):
-which block, of how many."""
+"""On one conv of a producer split into one conv per 16-channel block of its output (`blocked_producer`,
+each block a tensor of its own): which block, of how many."""
 
 
 BLOCKED_MIN_GAIN = 0.03
-"""The share by which the blocked form's estimate (producer blocks and slices) must beat the
-producer and the best form over (H, W, C): the estimate misses what the blocks' repeated input
-reads and per-layer starts cost (a 144 -> 144 1x1 before a 144-channel 56² 3x3: estimated 2%
-less, measured 1.2% more), so a near tie keeps the one producer, as split-kernels' MIN_GAIN does."""
+"""The share by which a blocked form's estimate (the writer channel-tile-major, or the producer's
+blocks, and the slices) must beat the producer and the best form over (H, W, C): the estimate
+misses what the blocks' repeated input reads and per-layer starts cost (a 144 -> 144 1x1 before a
+144-channel 56² 3x3 split into blocks: estimated 2% less, measured 1.2% more) and what a gather
+costs exactly, so a near tie keeps the channel-innermost input, as split-kernels' MIN_GAIN does."""
 
 
 def blocked_producer(op: nn.Conv2dOp) -> tuple[nn.Conv2dOp, np.ndarray] | None:
-    """The conv producing the depthwise `op`'s input, with its weights, when it can write that
-    input channel-tile-major (NCHW[16]c: block g holds channels [16g, 16g + 16) of every pixel,
+    """The conv producing the depthwise `op`'s input, with its weights, when it can be split into
+    one conv per 16-channel block of that input (block g: channels [16g, 16g + 16) of every pixel,
     an (H, W, 16) tensor of its own): an ungrouped conv with constant weights, no residual input,
     no device placement decided yet, whose result the depthwise conv alone reads. None otherwise.
 

@@ -5,12 +5,15 @@ bound"): a grouped conv of 16 channels per group whose 16 x 16 kernel blocks are
 multiple of 16; else see below), one ungrouped C x C diagonal conv (`DepthwiseToGrouped.width`),
 or ceil(C/16) diagonal convs over 16-channel slices of the input joined by a placed concat
 (`_slices`: a kernel row of a gathered slice is one trace at the bound's 1/16 lanes). The slices'
-input may be written channel-tile-major (`_blocked_producer`): its producer, an ungrouped COOP
-conv (or an INDP one whose blocks run INDP) only the depthwise conv reads, becomes one conv per
-16-channel block (`channel_block`) and slice g reads block g whole, with no gather, where the
-estimate says so (`BLOCKED_MIN_GAIN`).
+input may be channel-tile-major (passes/nn/depthwise_slices.py), so that slice g reads block g
+whole, with no gather, where the estimate says so (`BLOCKED_MIN_GAIN`): written so by its writer
+(`_tiled_writer`: a COOP conv only the depthwise conv reads, in one layer, its 16-kernel tiles a
+block apart; or a host activation; `channel_tiles = 16`), or by its producer split into one conv
+per 16-channel block (`_blocked_producer`, `channel_block`: where one conv cannot write the blocks,
+C not whole blocks or an INDP stem whose blocks run INDP).
 Measured (bench/depthwise.py): MobileNetV2's 144-channel 56² 3x3/1 after its 24 -> 144 1x1,
-630.7 k -> 355.6 k cycles (39% -> 70% of the bound), the block 992.0 k -> 747.6 k.
+630.7 k -> 355.6 k cycles (39% -> 70% of the bound), the block 992.0 k -> 747.6 k, with the
+producer split; 263.5 k -> 262.1 k and 655.6 k -> 623.4 k with the one producer writing the blocks.
 
 Why: the 16 MACs of a vMAC multiply 16 contiguous channels of one trace into one output
 channel, so a depthwise conv (one channel per output) has no dense mapping (docs/lowering.md,
