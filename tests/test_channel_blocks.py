@@ -37,15 +37,16 @@ def split_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(depthwise_to_grouped, "_tiled_writer", lambda op: None)
 
 
-def mobile_block(cin: int, c: int, h: int, stride: int = 1) -> onnx.ModelProto:
-    """`expand` 1x1 cin -> c, ReLU, `dw` 3x3 depthwise (pad 1), ReLU, `project` 1x1 c -> c."""
+def mobile_block(cin: int, c: int, h: int, stride: int = 1, kernel: int = 3, dw_scale: float = 0.3) -> onnx.ModelProto:
+    """`expand` 1x1 cin -> c, ReLU, `dw` kernel x kernel depthwise (pad kernel // 2), ReLU, `project`
+    1x1 c -> c."""
     n = helper.make_node
     o = (h - 1) // stride + 1
     nodes = [n("Conv", ["x", "w0", "b0"], ["c0"], name="expand"), n("Relu", ["c0"], ["r0"]),
-             n("Conv", ["r0", "w1", "b1"], ["c1"], name="dw", pads=[1] * 4, group=c, strides=[stride] * 2),
+             n("Conv", ["r0", "w1", "b1"], ["c1"], name="dw", pads=[kernel // 2] * 4, group=c, strides=[stride] * 2),
              n("Relu", ["c1"], ["r1"]), n("Conv", ["r1", "w2", "b2"], ["y"], name="project")]
     inits = {"w0": rand(c, cin, 1, 1, scale=0.5 / cin ** 0.5), "b0": rand(c, seed=1, scale=0.1),
-             "w1": rand(c, 1, 3, 3, seed=2, scale=0.3), "b1": rand(c, seed=3, scale=0.1),
+             "w1": rand(c, 1, kernel, kernel, seed=2, scale=dw_scale), "b1": rand(c, seed=3, scale=0.1),
              "w2": rand(c, c, 1, 1, seed=4, scale=0.3 / c ** 0.5), "b2": rand(c, seed=5, scale=0.1)}
     return model(nodes, {"x": [1, cin, h, h]}, {"y": [1, c, o, o]}, inits)
 

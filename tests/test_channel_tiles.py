@@ -59,14 +59,7 @@ def _tiled(module) -> list[nn.Conv2dOp]:
 
 def lcnet_block(c: int, h: int, stride: int = 1) -> onnx.ModelProto:
     """PP-LCNet's C -> C 1x1 then a 5x5 depthwise (pad 2), ReLUs, a 1x1 after."""
-    o = (h - 1) // stride + 1
-    nodes = [N("Conv", ["x", "w0", "b0"], ["c0"], name="expand"), N("Relu", ["c0"], ["r0"]),
-             N("Conv", ["r0", "w1", "b1"], ["c1"], name="dw", pads=[2] * 4, group=c, strides=[stride] * 2),
-             N("Relu", ["c1"], ["r1"]), N("Conv", ["r1", "w2", "b2"], ["y"], name="project")]
-    inits = {"w0": rand(c, c, 1, 1, scale=0.5 / c ** 0.5), "b0": rand(c, seed=1, scale=0.1),
-             "w1": rand(c, 1, 5, 5, seed=2, scale=0.15), "b1": rand(c, seed=3, scale=0.1),
-             "w2": rand(c, c, 1, 1, seed=4, scale=0.3 / c ** 0.5), "b2": rand(c, seed=5, scale=0.1)}
-    return model(nodes, {"x": [1, c, h, h]}, {"y": [1, c, o, o]}, inits)
+    return mobile_block(c, c, h, stride, kernel=5, dw_scale=0.15)
 
 
 @pytest.mark.parametrize("engine", ["fast", "reference"])
