@@ -31,6 +31,66 @@ def rand(*shape, seed=0, scale=1.0) -> np.ndarray:
     return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
 
 
+class GraphBuilder:
+    """An exporter-style graph under construction (onnx.helper nodes and initializers): convs with
+    biases and optional ReLUs, BN-ReLU, channel concats, H/W Slices and any other node by name.
+    `same_pad` pads a conv by k // 2 unless told; without it a conv is unpadded unless told."""
+
+    def __init__(self, same_pad: bool = True) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: dict[str, np.ndarray] = {}
+        self.seed = 0
+        self.same_pad = same_pad
+
+    def conv(self, x: str, cin: int, cout: int, k: int, name: str, pad: int | None = None, stride: int = 1,
+             relu: bool = True) -> str:
+        self.seed += 1
+        self.inits[f"{name}_w"] = rand(cout, cin, k, k, seed=self.seed, scale=0.7 * np.sqrt(2 / (cin * k * k)))
+        self.inits[f"{name}_b"] = rand(cout, seed=100 + self.seed, scale=0.05)
+        if pad is None:
+            pad = k // 2 if self.same_pad else 0
+        out = f"{name}_c" if relu else name
+        self.nodes.append(helper.make_node("Conv", [x, f"{name}_w", f"{name}_b"], [out], name=name,
+                                           pads=[pad] * 4, strides=[stride, stride]))
+        if relu:
+            self.nodes.append(helper.make_node("Relu", [out], [name], name=f"{name}_relu"))
+        return name
+
+    def bn_relu(self, x: str, c: int, name: str) -> str:
+        self.seed += 1
+        g = np.random.default_rng(self.seed)
+        self.inits |= {f"{name}_s": (1 + 0.1 * g.standard_normal(c)).astype(np.float32),
+                       f"{name}_t": (0.1 * g.standard_normal(c)).astype(np.float32),
+                       f"{name}_m": (0.1 * g.standard_normal(c)).astype(np.float32),
+                       f"{name}_v": (1 + 0.1 * g.random(c)).astype(np.float32)}
+        self.nodes.append(helper.make_node("BatchNormalization", [x, f"{name}_s", f"{name}_t", f"{name}_m",
+                                                                  f"{name}_v"], [f"{name}_bn"], name=name))
+        self.nodes.append(helper.make_node("Relu", [f"{name}_bn"], [f"{name}_r"], name=f"{name}_relu"))
+        return f"{name}_r"
+
+    def concat(self, xs: list[str], name: str) -> str:
+        return self.op("Concat", xs, name, axis=1)
+
+    def crop(self, x: str, starts: list[int], ends: list[int], name: str, axes: tuple[int, ...] = (2, 3),
+             steps: list[int] | None = None) -> str:
+        """An ONNX Slice with constant starts / ends / axes (and steps) initializers."""
+        self.inits |= {f"{name}_s": np.array(starts, np.int64), f"{name}_e": np.array(ends, np.int64),
+                       f"{name}_a": np.array(axes, np.int64)}
+        ins = [x, f"{name}_s", f"{name}_e", f"{name}_a"]
+        if steps is not None:
+            self.inits[f"{name}_t"] = np.array(steps, np.int64)
+            ins.append(f"{name}_t")
+        return self.op("Slice", ins, name)
+
+    def op(self, kind: str, xs: list[str], name: str, **attrs) -> str:
+        self.nodes.append(helper.make_node(kind, xs, [name], name=name, **attrs))
+        return name
+
+    def model(self, inputs: dict[str, list[int]], y: str, shape: list[int] | None = None) -> onnx.ModelProto:
+        """The graph with output `y` (its shape inferred unless given)."""
+        return model(self.nodes, inputs, {y: shape}, self.inits)
+
+
 def three_layer_net(tmp_path) -> str:
     """Conv, max pool, a 1x1 conv with a residual add: three device layers of different kinds
     (test_snow_dse's sweeps, test_bound's shares), saved as net.onnx under `tmp_path`."""

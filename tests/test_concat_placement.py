@@ -19,54 +19,15 @@ from snowir.dialects import nn
 from snowir.frontend.onnx_import import import_model
 from snowir.passes.pipelines import NNPreparePass
 from snowir.segments import slot_of
-from tests.onnx_util import model, rand, snow_run, tile_level, tile_to_asm
+from tests.onnx_util import GraphBuilder, model, rand, snow_run, tile_level, tile_to_asm
 
 N = helper.make_node
-
-
-class _Net:
-    """An exporter-style graph under construction: convs with biases, BN, ReLU."""
-
-    def __init__(self) -> None:
-        self.nodes: list[onnx.NodeProto] = []
-        self.inits: dict[str, np.ndarray] = {}
-        self.seed = 0
-
-    def conv(self, x: str, cin: int, cout: int, k: int, name: str, relu: bool = True, stride: int = 1) -> str:
-        self.seed += 1
-        self.inits[f"{name}_w"] = rand(cout, cin, k, k, seed=self.seed, scale=0.7 * np.sqrt(2 / (cin * k * k)))
-        self.inits[f"{name}_b"] = rand(cout, seed=100 + self.seed, scale=0.05)
-        out = f"{name}_c" if relu else name
-        self.nodes.append(N("Conv", [x, f"{name}_w", f"{name}_b"], [out], name=name, pads=[k // 2] * 4,
-                            strides=[stride, stride]))
-        if relu:
-            self.nodes.append(N("Relu", [out], [name], name=f"{name}_relu"))
-        return name
-
-    def bn_relu(self, x: str, c: int, name: str) -> str:
-        self.seed += 1
-        g = np.random.default_rng(self.seed)
-        self.inits |= {f"{name}_s": (1 + 0.1 * g.standard_normal(c)).astype(np.float32),
-                       f"{name}_t": (0.1 * g.standard_normal(c)).astype(np.float32),
-                       f"{name}_m": (0.1 * g.standard_normal(c)).astype(np.float32),
-                       f"{name}_v": (1 + 0.1 * g.random(c)).astype(np.float32)}
-        self.nodes.append(N("BatchNormalization", [x, f"{name}_s", f"{name}_t", f"{name}_m", f"{name}_v"],
-                            [f"{name}_bn"], name=name))
-        self.nodes.append(N("Relu", [f"{name}_bn"], [f"{name}_r"], name=f"{name}_relu"))
-        return f"{name}_r"
-
-    def concat(self, xs: list[str], name: str) -> str:
-        self.nodes.append(N("Concat", xs, [name], name=name, axis=1))
-        return name
-
-    def model(self, x: list[int], y: str, shape: list[int]) -> onnx.ModelProto:
-        return model(self.nodes, {"x": x}, {y: shape}, self.inits)
 
 
 def dense_block(c0: int = 32, growth: int = 16, layers: int = 3, size: int = 12) -> onnx.ModelProto:
     """DenseNet: a stem conv and max pool, then BN-ReLU-conv1x1-BN-ReLU-conv3x3 concatenated to the
     block's input, chained."""
-    net = _Net()
+    net = GraphBuilder()
     net.nodes.append(N("MaxPool", [net.conv("x", 16, c0, 3, "stem")], ["pool"], name="pool", kernel_shape=[3, 3],
                        strides=[2, 2], pads=[1] * 4))
     x, c = "pool", c0
@@ -78,24 +39,24 @@ def dense_block(c0: int = 32, growth: int = 16, layers: int = 3, size: int = 12)
         x = net.concat([x, g], f"l{i}_cat")
         c += growth
     y = net.conv(x, c, 32, 1, "transition")
-    return net.model([1, 16, size, size], y, [1, 32, size // 2, size // 2])
+    return net.model({"x": [1, 16, size, size]}, y, [1, 32, size // 2, size // 2])
 
 
 def fire(size: int = 12) -> onnx.ModelProto:
     """SqueezeNet's fire module / an Inception module: two convs over one input, concatenated."""
-    net = _Net()
+    net = GraphBuilder()
     x = net.conv("x", 16, 32, 3, "stem")
     s = net.conv(x, 32, 16, 1, "squeeze")
     cat = net.concat([net.conv(s, 16, 32, 1, "expand1"), net.conv(s, 16, 32, 3, "expand3")], "cat")
     y = net.conv(cat, 64, 32, 3, "post")
-    return net.model([1, 16, size, size], y, [1, 32, size, size])
+    return net.model({"x": [1, 16, size, size]}, y, [1, 32, size, size])
 
 
 def c2f(size: int = 10, chunk: bool = False) -> onnx.ModelProto:
     """YOLOv8's C2f: cv1, Split in two, bottleneck convs on the second half, Concat of all, cv2.
     `chunk`: the split as two channel Slices (torch's `chunk` / `x[:, :32]`, `x[:, 32:]`, the
     second with the INT64_MAX end and negative axis exporters write)."""
-    net = _Net()
+    net = GraphBuilder()
     x = net.conv("x", 16, 32, 3, "stem")
     a = net.conv(x, 32, 64, 1, "cv1")
     if chunk:
@@ -111,18 +72,18 @@ def c2f(size: int = 10, chunk: bool = False) -> onnx.ModelProto:
     m1 = net.conv(m0, 32, 32, 3, "m1")
     cat = net.concat(["a0", "a1", m1], "cat")
     y = net.conv(cat, 96, 32, 1, "cv2")
-    return net.model([1, 16, size, size], y, [1, 32, size, size])
+    return net.model({"x": [1, 16, size, size]}, y, [1, 32, size, size])
 
 
 def host_partner(size: int = 8) -> onnx.ModelProto:
     """A concat of a device conv's output and a host op's (a Sigmoid): the host writes its slice into
     the concat's tensor before the segment that reads it."""
-    net = _Net()
+    net = GraphBuilder()
     x = net.conv("x", 16, 32, 3, "stem")
     a = net.conv(x, 32, 16, 1, "left")
     net.nodes.append(N("Sigmoid", [net.conv(x, 32, 16, 3, "right", relu=False)], ["gate"], name="gate"))
     y = net.conv(net.concat([a, "gate"], "cat"), 32, 16, 3, "post")
-    return net.model([1, 16, size, size], y, [1, 16, size, size])
+    return net.model({"x": [1, 16, size, size]}, y, [1, 16, size, size])
 
 
 def host_partner_early(size: int = 16) -> onnx.ModelProto:
@@ -130,27 +91,27 @@ def host_partner_early(size: int = 16) -> onnx.ModelProto:
     the concat's other slice at the end of a three-conv branch: the concat's tensor must be live
     from that segment's start, or the branch's tensors are laid over the host's slice (found on
     ShuffleNetV2 exports, whose channel Slice runs on the host: the machine differed from golden)."""
-    net = _Net()
+    net = GraphBuilder()
     net.nodes.append(N("Sigmoid", [net.conv("x", 32, 16, 1, "first", relu=False)], ["gate"], name="gate"))
     b = net.conv(net.conv(net.conv("x", 32, 16, 1, "b1"), 16, 16, 3, "b2"), 16, 16, 1, "b3")
     y = net.conv(net.concat(["gate", b], "cat"), 32, 16, 1, "post")
-    return net.model([1, 32, size, size], y, [1, 16, size, size])
+    return net.model({"x": [1, 32, size, size]}, y, [1, 16, size, size])
 
 
 def residual_partner(size: int = 14) -> onnx.ModelProto:
     """A concat whose second input is a residual conv's (a ResNet-style add fused into the conv's
     write-back): the conv reads its bypass whole and writes its output as the concat's slice."""
-    net = _Net()
+    net = GraphBuilder()
     x = net.conv(net.conv("x", 16, 32, 3, "stem"), 32, 256, 3, "x2")
     a = net.conv(x, 256, 64, 1, "a")
     net.nodes.append(N("Add", [net.conv(x, 256, 64, 1, "b", relu=False), a], ["res"], name="res"))
     y = net.conv(net.concat([x, "res"], "cat"), 320, 16, 1, "post")
-    return net.model([1, 16, size, size], y, [1, 16, size, size])
+    return net.model({"x": [1, 16, size, size]}, y, [1, 16, size, size])
 
 
 def sppf(size: int = 12) -> onnx.ModelProto:
     """YOLO's SPPF: cv1, three chained 5x5 max pools, Concat of the four, cv2."""
-    net = _Net()
+    net = GraphBuilder()
     x = net.conv("x", 16, 32, 3, "stem")
     a = net.conv(x, 32, 32, 1, "cv1")
     pools = [a]
@@ -159,7 +120,7 @@ def sppf(size: int = 12) -> onnx.ModelProto:
         pools.append(f"p{i}")
     cat = net.concat(pools, "cat")
     y = net.conv(cat, 128, 32, 1, "cv2")
-    return net.model([1, 16, size, size], y, [1, 32, size, size])
+    return net.model({"x": [1, 16, size, size]}, y, [1, 32, size, size])
 
 
 def _prepared(m: onnx.ModelProto):

@@ -16,22 +16,22 @@ import onnx
 from onnx import helper
 
 from snowir.dialects import nn
-from tests.onnx_util import snow_run
-from tests.test_concat_placement import _Net, _concats, _prepared
+from tests.onnx_util import GraphBuilder, snow_run
+from tests.test_concat_placement import _concats, _prepared
 
 N = helper.make_node
 
 
 def spp(size: int = 13, c: int = 192, kernels: tuple[int, ...] = (5, 9, 13)) -> onnx.ModelProto:
     """YOLOX's SPP bottleneck: cv1, parallel max pools (5, 9, 13; stride 1), Concat of them all, cv2."""
-    net = _Net()
+    net = GraphBuilder()
     a = net.conv("x", 16, c, 1, "cv1")
     pools = [a]
     for k in kernels:
         net.nodes.append(N("MaxPool", [a], [f"p{k}"], name=f"pool{k}", kernel_shape=[k, k], pads=[k // 2] * 4))
         pools.append(f"p{k}")
     y = net.conv(net.concat(pools, "cat"), (len(kernels) + 1) * c, 32, 1, "cv2")
-    return net.model([1, 16, size, size], y, [1, 32, size, size])
+    return net.model({"x": [1, 16, size, size]}, y, [1, 32, size, size])
 
 
 def test_a_concat_whose_pool_reader_cannot_read_wide_rows_stays_on_the_host(tmp_path: Path, capsys) -> None:

@@ -15,52 +15,52 @@ import pytest
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
 from snowir.tile.lowerable import planned_conv
-from tests.onnx_util import snow_run
-from tests.test_concat_placement import N, _Net, _concats, _prepared
+from tests.onnx_util import GraphBuilder, snow_run
+from tests.test_concat_placement import N, _concats, _prepared
 
 
 def indp_partner(size: int = 12) -> onnx.ModelProto:
     """Two convs over a 3-channel input, concatenated: 3 -> 64 runs INDP (64 kernels a tile keep
     more lanes busy than a 27-word COOP trace), 3 -> 16 COOP."""
-    net = _Net()
+    net = GraphBuilder()
     cat = net.concat([net.conv("x", 3, 64, 3, "wide"), net.conv("x", 3, 16, 3, "narrow")], "cat")
     y = net.conv(cat, 80, 16, 1, "post")
-    return net.model([1, 3, size, size], y, [1, 16, size, size])
+    return net.model({"x": [1, 3, size, size]}, y, [1, 16, size, size])
 
 
 def columns_partner(w: int = 720) -> onnx.ModelProto:
     """A 3x3 conv over 32 channels of 720 columns (3 rows: 69,120 words > the 65,536-word maps
     buffer) runs column-tiled, beside a 1x1 conv, concatenated."""
-    net = _Net()
+    net = GraphBuilder()
     x = net.conv("x", 4, 32, 1, "stem")
     cat = net.concat([net.conv(x, 32, 16, 3, "wide"), net.conv(x, 32, 16, 1, "narrow")], "cat")
     y = net.conv(cat, 32, 16, 1, "post")
-    return net.model([1, 4, 3, w], y, [1, 16, 3, w])
+    return net.model({"x": [1, 4, 3, w]}, y, [1, 16, 3, w])
 
 
 def sliced_partner(size: int = 14) -> onnx.ModelProto:
     """Inception v2's reduction (n402): a 3x3/2 conv 256 -> 256 that split-kernels runs as two
     input-channel parts chained through the bypass (the second part's bypass in per-kernel-tile
     slices), a 3x3/2 conv 256 -> 32 and a 3x3/2 max pool, concatenated."""
-    net = _Net()
+    net = GraphBuilder()
     x = net.conv("x", 16, 256, 1, "stem")
     a = net.conv(x, 256, 256, 3, "big", stride=2)
     b = net.conv(x, 256, 32, 3, "small", stride=2)
     net.nodes.append(N("MaxPool", [x], ["pool"], name="pool", kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4))
     y = net.conv(net.concat([a, b, "pool"], "cat"), 544, 16, 1, "post")
     half = size // 2
-    return net.model([1, 16, size, size], y, [1, 16, half, half])
+    return net.model({"x": [1, 16, size, size]}, y, [1, 16, half, half])
 
 
 def residual_columns_partner(size: int = 16) -> onnx.ModelProto:
     """A residual 1x1 conv 64 -> 256 over 16 columns (which alone runs INDP with the CUs splitting
     columns) concatenated with a 3x3 conv over the same input: as a slice writer it runs COOP."""
-    net = _Net()
+    net = GraphBuilder()
     x = net.conv("x", 16, 64, 3, "stem")
     r = net.conv(x, 64, 256, 1, "r")
     net.nodes.append(N("Add", [net.conv(x, 64, 256, 1, "res", relu=False), r], ["sum"], name="add"))
     y = net.conv(net.concat(["sum", net.conv(x, 64, 16, 3, "side")], "cat"), 272, 16, 1, "post")
-    return net.model([1, 16, size, size], y, [1, 16, size, size])
+    return net.model({"x": [1, 16, size, size]}, y, [1, 16, size, size])
 
 
 WRITERS = {"indp": (indp_partner, "wide", lambda p: p.indp),

@@ -26,54 +26,15 @@ from snowir.segments import segments_of, main_of, slot_of
 from snowir.tile.build import layer_conv_shape
 from snowir.tile.lowerable import planned_conv
 from snowir.tile.placement import regions_of
-from tests.onnx_util import model, ort_run, rand, snow_run, tile_level, tile_to_asm
+from tests.onnx_util import GraphBuilder, model, ort_run, rand, snow_run, tile_level, tile_to_asm
 
 N = helper.make_node
-
-
-class _Net:
-    """An exporter-style graph under construction: convs with biases and ReLUs, Slices."""
-
-    def __init__(self) -> None:
-        self.nodes: list[onnx.NodeProto] = []
-        self.inits: dict[str, np.ndarray] = {}
-        self.seed = 0
-
-    def conv(self, x: str, cin: int, cout: int, k: int, name: str, pad: int = 0, stride: int = 1,
-             relu: bool = True) -> str:
-        self.seed += 1
-        self.inits[f"{name}_w"] = rand(cout, cin, k, k, seed=self.seed, scale=0.7 * np.sqrt(2 / (cin * k * k)))
-        self.inits[f"{name}_b"] = rand(cout, seed=100 + self.seed, scale=0.05)
-        out = f"{name}_c" if relu else name
-        self.nodes.append(N("Conv", [x, f"{name}_w", f"{name}_b"], [out], name=name, pads=[pad] * 4,
-                            strides=[stride, stride]))
-        if relu:
-            self.nodes.append(N("Relu", [out], [name], name=f"{name}_relu"))
-        return name
-
-    def crop(self, x: str, starts: list[int], ends: list[int], name: str, axes: tuple[int, ...] = (2, 3),
-             steps: list[int] | None = None) -> str:
-        self.inits |= {f"{name}_s": np.array(starts, np.int64), f"{name}_e": np.array(ends, np.int64),
-                       f"{name}_a": np.array(axes, np.int64)}
-        ins = [x, f"{name}_s", f"{name}_e", f"{name}_a"]
-        if steps is not None:
-            self.inits[f"{name}_t"] = np.array(steps, np.int64)
-            ins.append(f"{name}_t")
-        self.nodes.append(N("Slice", ins, [name], name=name))
-        return name
-
-    def op(self, kind: str, xs: list[str], name: str, **attrs) -> str:
-        self.nodes.append(N(kind, xs, [name], name=name, **attrs))
-        return name
-
-    def model(self, shapes: dict[str, list[int]], y: str) -> onnx.ModelProto:
-        return model(self.nodes, shapes, {y: None}, self.inits)
 
 
 def crop_into_conv(y0: int = 3, x0: int = 1, h: int = 9, w: int = 8) -> onnx.ModelProto:
     """A conv's output cropped at odd offsets into a window of its own height and width, read by a
     padded 3x3 conv (COOP by rows)."""
-    net = _Net()
+    net = GraphBuilder(same_pad=False)
     a = net.conv("x", 16, 32, 3, "a", pad=1)
     c = net.crop(a, [y0, x0], [y0 + h, x0 + w], "crop")
     return net.model({"x": [1, 16, 14, 14]}, net.conv(c, 32, 32, 3, "b", pad=1, relu=False))
@@ -82,7 +43,7 @@ def crop_into_conv(y0: int = 3, x0: int = 1, h: int = 9, w: int = 8) -> onnx.Mod
 def crop_into_residual() -> onnx.ModelProto:
     """CUNet's UNet block, small: a's 16x16 output cropped to the 14x14 of the convs after it, at
     (2, 1), and added to their output (fuse-residual-add: the last conv's bypass is the crop)."""
-    net = _Net()
+    net = GraphBuilder(same_pad=False)
     a = net.conv("x", 16, 32, 3, "a")
     b = net.conv(net.conv(a, 32, 32, 3, "b1"), 32, 32, 1, "b2", relu=False)
     y = net.op("Add", [b, net.crop(a, [2, 1], [16, 15], "crop")], "res")
@@ -93,7 +54,7 @@ def crop_into_add(crop_first: bool) -> onnx.ModelProto:
     """waifu2x CUNet's `x1 + x2`, x2 ending in a layer that is no conv (here a max pool): add-to-bypass
     makes the add a 1x1 identity conv over one operand with the other as its bypass, so the crop
     (negative ends, as `x[:, :, 1:-1, 1:-1]` exports) is the conv's maps (`crop_first`) or its bypass."""
-    net = _Net()
+    net = GraphBuilder(same_pad=False)
     a = net.conv("x", 16, 32, 3, "a")
     g = net.op("MaxPool", [net.conv(a, 32, 32, 3, "b")], "pool", kernel_shape=[3, 3], pads=[1] * 4)
     c = net.crop(a, [1, 1], [-1, -1], "crop")
@@ -104,14 +65,14 @@ def crop_into_add(crop_first: bool) -> onnx.ModelProto:
 def crop_of_the_input() -> onnx.ModelProto:
     """The model input cropped (the host writes it whole), read by a 3-channel stem: INDP row groups,
     each CU loading its rows from the window."""
-    net = _Net()
+    net = GraphBuilder(same_pad=False)
     c = net.crop("x", [2, 3], [42, 43], "crop")
     return net.model({"x": [1, 3, 44, 46]}, net.conv(net.conv(c, 3, 32, 3, "stem"), 32, 16, 1, "post"))
 
 
 def crop_into_strided_1x1() -> onnx.ModelProto:
     """A strided 1x1 conv over a crop: its pixels gathered one LD each from the window."""
-    net = _Net()
+    net = GraphBuilder(same_pad=False)
     a = net.conv("x", 16, 64, 3, "a")
     c = net.crop(a, [1, 2], [11, 12], "crop")
     return net.model({"x": [1, 16, 14, 14]}, net.conv(c, 64, 32, 1, "down", stride=2, relu=False))
@@ -160,7 +121,7 @@ def _tile_regions(m: onnx.ModelProto) -> dict[str, dict[str, tuple[int, ...] | N
 def test_a_slice_of_pixels_imports_as_a_crop() -> None:
     """Starts / ends on H and W (a negative end, an INT64_MAX end), step 1: an nn.crop of every channel;
     a strided one, or one of pixels and channels at once, stays a host Slice with its reason."""
-    net = _Net()
+    net = GraphBuilder(same_pad=False)
     a = net.conv("x", 16, 32, 3, "a", pad=1)
     net.crop(a, [1, 2], [-1, 2**63 - 1], "win")
     net.crop(a, [0, 0], [8, 8], "strided", steps=[2, 2])
@@ -223,7 +184,7 @@ def test_a_crop_into_a_strided_1x1_conv_gathers_from_the_window() -> None:
 def test_a_cropped_bypass_is_read_by_rows_not_slices() -> None:
     """A residual 1x1 conv whose planner takes bypass slices over a bypass of its own (they step the
     bypass pixel by pixel through a strip, one run of rows) reads a cropped bypass by rows."""
-    net = _Net()
+    net = GraphBuilder(same_pad=False)
     a = net.conv("x", 16, 128, 3, "a")
     b = net.conv(net.conv(a, 128, 128, 3, "b1"), 128, 128, 1, "b2", relu=False)
     m = net.model({"x": [1, 16, 12, 12]}, net.op("Add", [b, net.crop(a, [1, 1], [-1, -1], "crop")], "res"))
@@ -247,12 +208,12 @@ def _host_crop(m: onnx.ModelProto) -> str:
 def test_a_crop_some_reader_cannot_read_in_place_stays_on_the_host(tmp_path: Path, capsys) -> None:
     """A crop read by a max pool (which loads whole rows of its input), or by a host op as well as a
     conv, or returned: the host copies the window (its reason), and the model still runs bit-exact."""
-    net = _Net()
+    net = GraphBuilder(same_pad=False)
     c = net.crop(net.conv("x", 16, 32, 3, "a", pad=1), [1, 1], [9, 9], "crop")
     pooled = net.model({"x": [1, 16, 10, 10]}, net.op("MaxPool", [c], "pool", kernel_shape=[2, 2], strides=[2, 2]))
     assert _host_crop(pooled) == ("crop: the host copies the window ('pool' (nn.max_pool) reads the window as a "
                                   "tensor of its own (a max pool loads whole rows of its input))")
-    net = _Net()
+    net = GraphBuilder(same_pad=False)
     c = net.crop(net.conv("x", 16, 32, 3, "a", pad=1), [1, 1], [9, 9], "crop")
     y = net.op("Add", [net.op("Sigmoid", [c], "sig"), net.conv(c, 32, 32, 3, "b", pad=1, relu=False)], "y")
     shared = net.model({"x": [1, 16, 10, 10]}, y)
@@ -263,7 +224,7 @@ def test_a_crop_some_reader_cannot_read_in_place_stays_on_the_host(tmp_path: Pat
     r = json.loads(report.read_text())
     row = {row["name"]: row for row in r["layers"]}["crop"]
     assert r["check"]["golden_bit_exact"] and row["where"] == "host" and row["host_ms"] > 0
-    net = _Net()
+    net = GraphBuilder(same_pad=False)
     out = net.model({"x": [1, 16, 10, 10]}, net.crop(net.conv("x", 16, 32, 3, "a", pad=1), [1, 1], [9, 9], "crop"))
     assert "'func.return' (func.return) reads the window" in _host_crop(out)
 

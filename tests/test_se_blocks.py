@@ -17,15 +17,15 @@ import pytest
 
 from snowir.dialects import nn
 from snowir.tile.build import RUNTIME_KERNELS
-from tests.onnx_util import ort_run, snow_run
-from tests.test_concat_placement import N, _Net, _prepared
+from tests.onnx_util import GraphBuilder, ort_run, snow_run
+from tests.test_concat_placement import N, _prepared
 
 
 def se_block(c: int = 32, size: int = 20, gate: str = "Sigmoid", constant: bool = False) -> onnx.ModelProto:
     """A conv, an SE block over its output (squeeze to c/4) and a 1x1 projection. `gate`: the
     activation making the gate ("" for none: the second 1x1 conv's output is the gate);
     `constant`: the gate an initializer instead (the Mul a per-channel scale, folded to a conv)."""
-    net = _Net()
+    net = GraphBuilder()
     y = net.conv(net.conv("x", 16, c, 3, "stem"), c, c, 3, "body")
     if constant:
         net.inits["gate"] = np.random.default_rng(0).uniform(0.2, 0.9, (1, c, 1, 1)).astype(np.float32)
@@ -38,7 +38,7 @@ def se_block(c: int = 32, size: int = 20, gate: str = "Sigmoid", constant: bool 
         else:
             net.nodes.append(N("Identity", [s], ["gate"], name="gate"))
     net.nodes.append(N("Mul", [y, "gate"], ["scaled"], name="scale"))
-    return net.model([1, 16, size, size], net.conv("scaled", c, c, 1, "proj"), [1, c, size, size])
+    return net.model({"x": [1, 16, size, size]}, net.conv("scaled", c, c, 1, "proj"), [1, c, size, size])
 
 
 def _node(module, name: str):
@@ -148,13 +148,13 @@ def test_a_pool_too_big_for_one_kernel_runs_its_row_means_on_the_device(tmp_path
     per 16 channels does not fit a weights buffer, so the pool is the means of 8 x 8 windows
     (kernels of 1/64) on the device, then their mean; bit-exact, and as close to onnxruntime as
     the others."""
-    net = _Net()
+    net = GraphBuilder()
     y = net.conv(net.conv("x", 16, 32, 3, "stem"), 32, 32, 3, "body")
     net.nodes.append(N("GlobalAveragePool", [y], ["gap"], name="gap"))
     s = net.conv(net.conv("gap", 32, 8, 1, "fc1"), 8, 32, 1, "fc2", relu=False)
     net.nodes.append(N("Sigmoid", [s], ["gate"], name="gate"))
     net.nodes.append(N("Mul", [y, "gate"], ["scaled"], name="scale"))
-    m = net.model([1, 16, 24, 64], net.conv("scaled", 32, 32, 1, "proj"), [1, 32, 24, 64])
+    m = net.model({"x": [1, 16, 24, 64]}, net.conv("scaled", 32, 32, 1, "proj"), [1, 32, 24, 64])
     module = _prepared(m)
     windows = _node(module, "gap.8x8")
     assert isinstance(windows, nn.Conv2dOp) and tuple(windows.weight.type.get_shape()[2:]) == (8, 8)
