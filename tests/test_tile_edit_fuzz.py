@@ -969,18 +969,6 @@ def _out_hw(layer: tile.LayerOp) -> tuple[int, int, int]:
     return p.oh, p.ow, p.c
 
 
-def _grow_output(regions: dict, size: int) -> None:
-    """The output region grown to `size` bytes (the tensor it places its words in); the regions
-    after it (a bypass, a pool's slack) move up past it."""
-    out = regions["output"]
-    end = out.offset.value.data + out.size.value.data
-    delta = -(-(size - out.size.value.data) // 64) * 64
-    for r in regions.values():
-        if r is not out and r.offset.value.data >= end and delta > 0:
-            _set(r, "offset", r.offset.value.data + delta)
-    _set(out, "size", max(size, out.size.value.data))
-
-
 def e_pixels(layer, rng, hw):
     """The output region made one phase of an interleave (`pixels` = [oy, ox, sy, sx, height,
     width]: output pixel (i, j) at the tensor's (oy + sy·i, ox + sx·j)), its phase moved, its
@@ -1003,7 +991,7 @@ def e_pixels(layer, rng, hw):
     total = int(out.channels.get_values()[2]) if out.channels is not None else k
     grown = rng.random() < 0.85
     if grown:
-        _grow_output(regions, 2 * height * width * total)
+        _grow(regions, "output", 2 * height * width * total, 64)
     empty = rng.random() < 0.8  # the windows' output addresses follow: derived
     if empty:
         empty_bodies(layer)
@@ -1030,7 +1018,7 @@ def e_phases(layer, rng, hw):
     _arr(out, "phases", [sy, sx, height, width])
     grown = rng.random() < 0.85
     if grown:
-        _grow_output(regions, 2 * height * width * max(1, k // (sy * sx)))
+        _grow(regions, "output", 2 * height * width * max(1, k // (sy * sx)), 64)
     empty = rng.random() < 0.8  # the kernel loads' vMACs and the windows' output addresses follow: derived
     if empty:
         empty_bodies(layer)
@@ -1071,24 +1059,12 @@ def e_channel_tiles(layer, rng, hw):
     _arr(region, "channel_tiles", [width, block, blocks])
     grown = rng.random() < 0.85
     if grown:
-        _grow_region(regions, label, size)
+        _grow(regions, label, size, 64)
     empty = rng.random() < 0.8  # the loads' and windows' addresses follow: derived
     if empty:
         empty_bodies(layer)
     return Edit(f"{label} channel_tiles [{width}, {block}, {blocks}], region "
                 f"{'grown to the tensor' if grown else 'kept'}, {_body_note(empty)}", acts=True)
-
-
-def _grow_region(regions: dict, label: str, size: int) -> None:
-    """Region `label` grown to `size` bytes (the tensor it is a block of, or writes blocks of); the
-    regions after it move up past it."""
-    region = regions[label]
-    end = region.offset.value.data + region.size.value.data
-    delta = -(-(size - region.size.value.data) // 64) * 64
-    for r in regions.values():
-        if r is not region and r.offset.value.data >= end and delta > 0:
-            _set(r, "offset", r.offset.value.data + delta)
-    _set(region, "size", max(size, region.size.value.data))
 
 
 def _placed_inputs(layer: tile.LayerOp, base: Base) -> dict[str, np.ndarray]:
@@ -1102,12 +1078,12 @@ def _placed_inputs(layer: tile.LayerOp, base: Base) -> dict[str, np.ndarray]:
     return {**base.inputs, "x": np.concatenate([np.zeros(block * x.size, x.dtype), x])}
 
 
-def _grow(regions: dict, label: str, size: int) -> None:
-    """Region `label` grown to `size` bytes (the tensor it is a window of); the regions after it move
-    up past it."""
+def _grow(regions: dict, label: str, size: int, align: int) -> None:
+    """Region `label` grown to `size` bytes (the tensor it is a window or a block of); the regions
+    after it move up past it by a multiple of `align` bytes (allocate-dram's alignment for them)."""
     grown = regions[label]
     end = grown.offset.value.data + grown.size.value.data
-    delta = -(-(size - grown.size.value.data) // 256) * 256
+    delta = -(-(size - grown.size.value.data) // align) * align
     for r in regions.values():
         if r is not grown and r.offset.value.data >= end and delta > 0:
             _set(r, "offset", r.offset.value.data + delta)
@@ -1140,7 +1116,7 @@ def e_crop(layer, rng, hw):
     _arr(region, "crop", [y0, x0, height, width])
     grown = rng.random() < 0.85
     if grown:
-        _grow(regions, label, 2 * height * width * c)
+        _grow(regions, label, 2 * height * width * c, 256)
     empty = rng.random() < 0.8  # the loads' DRAM addresses follow: derived
     if empty:
         empty_bodies(layer)
