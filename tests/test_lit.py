@@ -5,6 +5,7 @@ and the files spread over pytest-xdist's workers like any other test."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -58,8 +59,12 @@ def test_a_failing_check_fails(tmp_path: Path) -> None:
 
 def test_lit_from_a_shell() -> None:
     """`lit tests/filecheck/...` (lit's own shell, a process per command) still works."""
-    lit = shutil.which("lit")
-    cmd = [lit] if lit else [sys.executable, "-m", "lit"]
+    # The interpreter's own scripts first: the test runs as `.venv/bin/python -m pytest` without an
+    # activated venv as well, where `lit`, `snow-opt` and `filecheck` are only beside the interpreter.
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
+    lit = shutil.which("lit", path=env["PATH"])
+    assert lit, f"no lit script beside {sys.executable} or on PATH"
     one = FILECHECK_DIR / "nn" / "passes" / "fuse_relu.mlir"
-    proc = subprocess.run([*cmd, "-q", str(one)], capture_output=True, text=True)
+    proc = subprocess.run([lit, "-q", str(one)], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]

@@ -161,7 +161,10 @@ def _broadcast(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-class ElementwiseUnary(NNOperation, ABC):
+class OneTensorOperation(NNOperation, ABC):
+    """One tensor in, one out, with the op's own properties (a window, a slice, a layout, a
+    permutation of the input); the subclass's verifier says how the result's shape follows."""
+
     input = operand_def(TensorType)
     output = result_def(TensorType)
     assembly_format = "$input attr-dict `:` functional-type(operands, results)"
@@ -171,6 +174,8 @@ class ElementwiseUnary(NNOperation, ABC):
         super().__init__(operands=[input], result_types=[result_type or input.type],
                          properties=props or {})
 
+
+class ElementwiseUnary(OneTensorOperation, ABC):
     def verify_(self) -> None:
         self._expect_result(shape_of(self.input))
         self._same_element(self.input, self.output)

@@ -12,7 +12,7 @@ from xdsl.dialects.builtin import I64, DenseArrayBase, IntegerAttr, TensorType, 
 from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, var_operand_def
 
-from snowir.dialects.nn.abstract_ops import NNOperation, i64_array, int_values, shape_of
+from snowir.dialects.nn.abstract_ops import NNOperation, OneTensorOperation, i64_array, int_values, shape_of
 
 
 def transpose_out(size: int, k: int, stride: int, pad_lo: int, pad_hi: int, dilation: int = 1,
@@ -126,22 +126,18 @@ class DepthToSpaceOp(NNOperation):
 
 
 @irdl_op_definition
-class ZeroInsertOp(NNOperation):
+class ZeroInsertOp(OneTensorOperation):
     """The input spread `strides` (sy, sx) apart with zeros between, and `pads` (top, left,
     bottom, right) zeros around: out[n, c, top + sy·i, left + sx·j] = in[n, c, i, j], 0 elsewhere.
     A transposed conv is a stride-1 conv over it (conv-transpose-to-conv's zero insertion; the
     host lays it out)."""
 
     name = "nn.zero_insert"
-    input = operand_def(TensorType)
-    output = result_def(TensorType)
     strides = prop_def(DenseArrayBase[I64])
     pads = prop_def(DenseArrayBase[I64])
-    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, input: SSAValue, strides: Sequence[int], pads: Sequence[int], result_type: TensorType):
-        super().__init__(operands=[input], result_types=[result_type],
-                         properties={"strides": i64_array(strides), "pads": i64_array(pads)})
+        super().__init__(input, result_type, {"strides": i64_array(strides), "pads": i64_array(pads)})
 
     def verify_(self) -> None:
         n, c, h, w = self._rank(self.input, 4, "input")

@@ -24,10 +24,8 @@ from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
     irdl_op_definition,
-    operand_def,
     opt_prop_def,
     prop_def,
-    result_def,
     var_operand_def,
     var_result_def,
 )
@@ -36,7 +34,7 @@ from xdsl.utils.exceptions import VerifyException
 from snowir.dialects.nn.abstract_ops import (
     ElementwiseBinary,
     ElementwiseUnary,
-    NNOperation,
+    OneTensorOperation,
     i64_array,
     int_values,
     shape_of,
@@ -51,21 +49,17 @@ class MulOp(ElementwiseBinary):
 
 
 @irdl_op_definition
-class SpaceToDepthOp(NNOperation):
+class SpaceToDepthOp(OneTensorOperation):
     """s x s pixel blocks of an NCHW tensor as channels, zero-padded by `pads` (top, left) and
     as far bottom/right as the result needs: out[(a·s + b)·C + c, i, j] = in[c, s·i + a − t,
     s·j + b − l]. The space-to-depth pass lays a model input out this way (on the host)."""
 
     name = "nn.space_to_depth"
-    input = operand_def(TensorType)
-    output = result_def(TensorType)
     block = prop_def(IntegerAttr[I64])
     pads = prop_def(DenseArrayBase[I64])
-    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, input: SSAValue, block: int, pads: Sequence[int], result_type: TensorType):
-        super().__init__(operands=[input], result_types=[result_type],
-                         properties={"block": IntegerAttr(block, i64), "pads": i64_array(pads)})
+        super().__init__(input, result_type, {"block": IntegerAttr(block, i64), "pads": i64_array(pads)})
 
     def verify_(self) -> None:
         n, c, h, w = self._rank(self.input, 4, "input")
@@ -83,23 +77,19 @@ class SpaceToDepthOp(NNOperation):
 
 
 @irdl_op_definition
-class UnfoldRowsOp(NNOperation):
+class UnfoldRowsOp(OneTensorOperation):
     """The `kernel` input rows each output row of a conv reads (stride `stride`, zero-padded by
     `pads` = (top, bottom)) stacked as channels: out[ky·C + c, i, j] = in[c, stride·i + ky − t, j].
     A conv with a kh x kw kernel over `in` is a 1 x kw conv over `out`, whose window is one
     contiguous trace. The unfold-rows pass lays a model input out this way (on the host)."""
 
     name = "nn.unfold_rows"
-    input = operand_def(TensorType)
-    output = result_def(TensorType)
     kernel = prop_def(IntegerAttr[I64])
     stride = prop_def(IntegerAttr[I64])
     pads = prop_def(DenseArrayBase[I64])
-    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, input: SSAValue, kernel: int, stride: int, pads: Sequence[int], result_type: TensorType):
-        super().__init__(operands=[input], result_types=[result_type],
-                         properties={"kernel": IntegerAttr(kernel, i64), "stride": IntegerAttr(stride, i64),
+        super().__init__(input, result_type, {"kernel": IntegerAttr(kernel, i64), "stride": IntegerAttr(stride, i64),
                                      "pads": i64_array(pads)})
 
     def verify_(self) -> None:
@@ -118,19 +108,16 @@ class UnfoldRowsOp(NNOperation):
 
 
 @irdl_op_definition
-class PadRowsOp(NNOperation):
+class PadRowsOp(OneTensorOperation):
     """`pads` = (top, bottom) zero rows around the input: out[c, i, j] = in[c, i − top, j] (0
     outside). A conv whose row padding is these rows reads no clipped kernel row. The pad-rows
     pass lays a model input out this way (on the host)."""
 
     name = "nn.pad_rows"
-    input = operand_def(TensorType)
-    output = result_def(TensorType)
     pads = prop_def(DenseArrayBase[I64])
-    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, input: SSAValue, pads: Sequence[int], result_type: TensorType):
-        super().__init__(operands=[input], result_types=[result_type], properties={"pads": i64_array(pads)})
+        super().__init__(input, result_type, {"pads": i64_array(pads)})
 
     def verify_(self) -> None:
         n, c, h, w = self._rank(self.input, 4, "input")
@@ -171,18 +158,14 @@ class LrnOp(ElementwiseUnary):
 
 
 @irdl_op_definition
-class TransposeOp(NNOperation):
+class TransposeOp(OneTensorOperation):
     """Permute dimensions (host CPU)."""
 
     name = "nn.transpose"
-    input = operand_def(TensorType)
-    output = result_def(TensorType)
     perm = prop_def(DenseArrayBase[I64])
-    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, input: SSAValue, perm: Sequence[int], result_type: TensorType):
-        super().__init__(operands=[input], result_types=[result_type],
-                         properties={"perm": i64_array(perm)})
+        super().__init__(input, result_type, {"perm": i64_array(perm)})
 
     def verify_(self) -> None:
         shape = shape_of(self.input)

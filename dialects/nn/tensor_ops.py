@@ -42,6 +42,7 @@ from snowir.dialects.nn.abstract_ops import (
     ElementwiseBinary,
     ElementwiseUnary,
     NNOperation,
+    OneTensorOperation,
     PoolOperation,
     i64_array,
     int_values,
@@ -173,16 +174,13 @@ class AvgPoolOp(PoolOperation):
 
 
 @irdl_op_definition
-class GlobalAvgPoolOp(NNOperation):
+class GlobalAvgPoolOp(OneTensorOperation):
     """Mean over the spatial dimensions: NxCxHxW -> NxCx1x1."""
 
     name = "nn.global_avg_pool"
-    input = operand_def(TensorType)
-    output = result_def(TensorType)
-    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, input: SSAValue, result_type: TensorType):
-        super().__init__(operands=[input], result_types=[result_type])
+        super().__init__(input, result_type)
 
     def verify_(self) -> None:
         n, c, _, _ = self._rank(self.input, 4, "input")
@@ -235,19 +233,15 @@ class ReluOp(ElementwiseUnary):
 
 
 @irdl_op_definition
-class ChannelSliceOp(NNOperation):
+class ChannelSliceOp(OneTensorOperation):
     """Channels [start, start+size) of an NCHW tensor (on Snowflake a view: a strided read)."""
 
     name = "nn.channel_slice"
-    input = operand_def(TensorType)
-    output = result_def(TensorType)
     start = prop_def(IntegerAttr[I64])
     size = prop_def(IntegerAttr[I64])
-    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, input: SSAValue, start: int, size: int, result_type: TensorType):
-        super().__init__(operands=[input], result_types=[result_type],
-                         properties={"start": IntegerAttr(start, i64), "size": IntegerAttr(size, i64)})
+        super().__init__(input, result_type, {"start": IntegerAttr(start, i64), "size": IntegerAttr(size, i64)})
 
     def verify_(self) -> None:
         n, c, h, w = self._rank(self.input, 4, "input")
@@ -259,20 +253,17 @@ class ChannelSliceOp(NNOperation):
 
 
 @irdl_op_definition
-class CropOp(NNOperation):
+class CropOp(OneTensorOperation):
     """A window of an NCHW tensor's pixels, every channel: out[n, c, i, j] = in[n, c, y0 + i, x0 + j]
     for `offsets` (y0, x0) and the result's height and width (an ONNX Slice of H and W, step 1, as
     waifu2x's UNets crop a feature map before adding it to the other branch). On Snowflake a view
     when partition-host places it: its readers load the window in place, rows W·C words apart."""
 
     name = "nn.crop"
-    input = operand_def(TensorType)
-    output = result_def(TensorType)
     offsets = prop_def(DenseArrayBase[I64])
-    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, input: SSAValue, offsets: Sequence[int], result_type: TensorType):
-        super().__init__(operands=[input], result_types=[result_type], properties={"offsets": i64_array(offsets)})
+        super().__init__(input, result_type, {"offsets": i64_array(offsets)})
 
     def verify_(self) -> None:
         n, c, h, w = self._rank(self.input, 4, "input")
@@ -359,18 +350,14 @@ class ConcatOp(NNOperation):
 
 
 @irdl_op_definition
-class FlattenOp(NNOperation):
+class FlattenOp(OneTensorOperation):
     """Flatten to 2-D: dims before `axis` and from `axis` on."""
 
     name = "nn.flatten"
-    input = operand_def(TensorType)
-    output = result_def(TensorType)
     axis = prop_def(IntegerAttr[I64])
-    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, input: SSAValue, axis: int, result_type: TensorType):
-        super().__init__(operands=[input], result_types=[result_type],
-                         properties={"axis": IntegerAttr(axis, i64)})
+        super().__init__(input, result_type, {"axis": IntegerAttr(axis, i64)})
 
     def verify_(self) -> None:
         shape = shape_of(self.input)
@@ -382,16 +369,13 @@ class FlattenOp(NNOperation):
 
 
 @irdl_op_definition
-class ReshapeOp(NNOperation):
+class ReshapeOp(OneTensorOperation):
     """Reshape to the result type (same element count)."""
 
     name = "nn.reshape"
-    input = operand_def(TensorType)
-    output = result_def(TensorType)
-    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, input: SSAValue, result_type: TensorType):
-        super().__init__(operands=[input], result_types=[result_type])
+        super().__init__(input, result_type)
 
     def verify_(self) -> None:
         a, b = shape_of(self.input), shape_of(self.output)
