@@ -9,14 +9,19 @@ their border windows need their own weights (separate window objects at the tile
 
 A global pool whose H x W kernel does not fit a vMAC's weights buffer as a 16-channel diagonal
 kernel (16·H·W words and a bias block: an SE block's pool over 96 x 40 x 120 needs 76,800 of
-4,096) becomes the means of fh x fw windows (a depthwise conv, kernel and stride fh x fw, weight
-1/(fh·fw)), then the global pool of those, split again while it does not fit: the largest
-window dividing H and W whose kernels for all the channel groups stay in the weights buffers
-together, so the input streams through once (96 x 40 x 120: 5 x 8 windows, then one 8 x 15
-kernel). Each conv runs on the device, where the one conv went to the host (PP-OCRv4's
-detector: 3.69 ms of host time for that pool). The window means are rounded to the tensor
-format once more than the one conv's sum; the weights are finer (1/40 and 1/120 in Q1.15: 819
-and 273 LSBs, against 7 for 1/4800), so the result is closer to float, not farther.
+4,096) becomes the means of fh x fw windows (a depthwise conv, kernel and stride fh x fw), then the
+global pool of those, split again while it does not fit: the window of at most MAX_WINDOW_TAPS
+taps whose kernels for all the channel groups stay in the weights buffers together (so the input
+streams through once), the most taps of real pixels (96 x 40 x 120: 5 x 8 windows, then one
+8 x 15 kernel). Each conv runs on the device, where the one conv went to the host (PP-OCRv4's
+detector: 3.69 ms of host time for that pool). A window need not divide H and W: the last row
+and column of windows then reach into zero padding (bottom, right), and the windows' weight is
+gh·gw / (H·W) for a gh x gw grid of windows rather than 1/(fh·fw), so that the plain mean of the
+grid is the mean of the H·W pixels (waifu2x UpResNet10's SE pools over 146², 142², 134²: 146 =
+2·73 had no dividing window, and its 73 x 73 kernel ran on the host, 2.7 ms). The window means
+are rounded to the tensor format once more than the one conv's sum; the weights are finer (1/40
+and 1/120 in Q1.15: 819 and 273 LSBs, against 7 for 1/4800), so the result is closer to float,
+not farther.
 """
 
 from dataclasses import dataclass
@@ -35,9 +40,11 @@ from snowir.nn_util import name_part, new_constant, shape_of, tensor
 from snowir.plan.shapes import BIAS_BLOCK
 
 
-def _depthwise_conv(op, x, kernel, strides, pads, out_type, rewriter: PatternRewriter) -> nn.Conv2dOp:
+def _depthwise_conv(op, x, kernel, strides, pads, out_type, rewriter: PatternRewriter,
+                    weight: float | None = None) -> nn.Conv2dOp:
     c = shape_of(x)[1]
-    w = new_constant(rewriter, op, np.full((c, 1, kernel[0], kernel[1]), 1.0 / (kernel[0] * kernel[1]), np.float32), "avg_w")
+    weight = 1.0 / (kernel[0] * kernel[1]) if weight is None else weight
+    w = new_constant(rewriter, op, np.full((c, 1, kernel[0], kernel[1]), weight, np.float32), "avg_w")
     b = new_constant(rewriter, op, np.zeros(c, np.float32), "avg_b")
     return nn.Conv2dOp(x, w, b, out_type, strides, pads, groups=c)
 
@@ -60,18 +67,29 @@ MAX_WINDOW_TAPS = 64
 96 x 40 x 120 pool's rows)."""
 
 
+PADDED_WINDOW_WORTH = 0.95
+"""A window reaching into padding counts its real pixels at this share against a dividing window:
+the padding's taps are MAC cycles too, so a dividing window of about as many taps is preferred."""
+
+
 def pool_window(h: int, w: int, c: int, hw: SnowflakeConfig) -> tuple[int, int] | None:
-    """The largest window (fh, fw) of at most MAX_WINDOW_TAPS taps, fh | h and fw | w, the most
-    square among equals, whose kernels for every 16-channel group stay in the weights buffers
-    together (so the first stage streams its input once), else None."""
+    """The window (fh, fw) of at most MAX_WINDOW_TAPS taps whose kernels for every 16-channel
+    group stay in the weights buffers together (so the first stage streams its input once): the
+    most taps of real pixels a window (a window past H or W reads zero padding, and counts at
+    PADDED_WINDOW_WORTH), then one that divides H and W, then the most square; None if no window of more than one tap leaves fewer
+    windows than pixels."""
     groups = -(-c // hw.lanes)
     per_vmac = -(-groups * hw.lanes // hw.vmacs)  # kernels a vMAC holds
-    best = None
-    for fh in (d for d in range(1, h + 1) if h % d == 0):
-        for fw in (d for d in range(1, w + 1) if w % d == 0):
-            if 1 < fh * fw < h * w and fh * fw <= MAX_WINDOW_TAPS and kernel_fits(fh, fw, hw, per_vmac) \
-                    and (best is None or (fh * fw, -abs(fh - fw)) > (best[0] * best[1], -abs(best[0] - best[1]))):
-                best = (fh, fw)
+    best, best_key = None, None
+    for fh in range(1, min(h, MAX_WINDOW_TAPS) + 1):
+        for fw in range(1, min(w, MAX_WINDOW_TAPS // fh) + 1):
+            gh, gw = -(-h // fh), -(-w // fw)
+            if fh * fw < 2 or gh * gw >= h * w or not kernel_fits(fh, fw, hw, per_vmac):
+                continue
+            exact = h % fh == 0 and w % fw == 0
+            key = (h * w / (gh * gw) * (1.0 if exact else PADDED_WINDOW_WORTH), exact, -abs(fh - fw))
+            if best_key is None or key > best_key:
+                best, best_key = (fh, fw), key
     return best
 
 
@@ -89,8 +107,9 @@ class GlobalAvgToConv(RewritePattern):
             return
         # the window's means, then the global pool of those (split again if it is still too big)
         fh, fw = window
-        part = _depthwise_conv(op, op.input, window, window, (0, 0, 0, 0), tensor([n, c, h // fh, w // fw], op.input),
-                               rewriter)
+        gh, gw = -(-h // fh), -(-w // fw)
+        part = _depthwise_conv(op, op.input, window, window, (0, 0, gh * fh - h, gw * fw - w),
+                               tensor([n, c, gh, gw], op.input), rewriter, weight=gh * gw / (h * w))
         name_part(part, op, f"{fh}x{fw}")
         rewriter.insert(part, InsertPoint.before(op))
         rest = nn.GlobalAvgPoolOp(part.output, op.output.type)

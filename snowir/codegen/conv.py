@@ -132,7 +132,7 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
                 b.flush_vector_queue(hw, R_TMP)
                 load_maps(b, plan, hw, plan.strips[si], 0)
             base = 0 if whole else (maps_slot[i] % 2) * hw.maps_bank_elements
-            c_off = s.c_base + (plan.kernels * t) // s.group_kernels * s.c  # this tile's group's input channels
+            c_off = group_channels(plan, t)
             b.const(R_TW, wbank(i))
             b.const(R_TT, plan.kernels * t)
             b.const(R_TO, plan.tile_step * t)
@@ -142,6 +142,14 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
                 # the next kernels overwrite this tile's bank: wait for every pending MAC first
                 b.flush_vector_queue(hw, R_TMP)
                 _load_weights(b, plan, hw, items[nxt][1], 0)
+
+
+def group_channels(plan: ConvPlan, t: int) -> int:
+    """The first input channel kernel tile t reads: its group's (a grouped conv's tile t of K
+    kernels reads group Kt // group_kernels), c_base for an ungrouped conv. A constant in the
+    tile's code, so a grouped conv's tiles are never one counted loop (`_repeat`)."""
+    s = plan.shape
+    return s.c_base + (plan.kernels * t) // s.group_kernels * s.c if s.groups > 1 else s.c_base
 
 
 def ktiles(first: int, last: int) -> str:
@@ -227,15 +235,16 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
 
     def tile(bb: AsmBuilder, mask: int, prefetch: list[Prefetch], load_next: bool, same_strip: bool = True,
              mid: Prefetch | None = None, rows: list[tuple[int, Prefetch]] | None = None,
-             next_slice: Strip | None = None) -> None:
-        """One tile; `load_next`: then load the weights at R_WSRC (the next tile's);
-        `same_strip`: the next tile is over this strip (its bypass slice loads meanwhile)."""
+             next_slice: Strip | None = None, t: int = 0) -> None:
+        """Tile t (of a grouped conv; any tile of an ungrouped one: the same code); `load_next`:
+        then load the weights at R_WSRC (the next tile's); `same_strip`: the next tile is over
+        this strip (its bypass slice loads meanwhile)."""
         if load_next and plan.double_buffer_weights:
             prefetch = [*prefetch, lambda bb_: _load_next_weights(bb_, plan, hw)]
         if load_next and stagger:
             prefetch = [*prefetch, lambda bb_: _load_next_free(bb_, plan, hw, stagger)]
-        kernel_tile(bb, plan, hw, strip, base, s.c_base, mask, prefetch, bypass_base, load_next and same_strip,
-                    mid_row=mid, row_loads=rows, next_slice=next_slice)
+        kernel_tile(bb, plan, hw, strip, base, group_channels(plan, t), mask, prefetch, bypass_base,
+                    load_next and same_strip, mid_row=mid, row_loads=rows, next_slice=next_slice)
         if load_next and not plan.double_buffer_weights:
             # the next kernels overwrite this tile's region: wait for every pending MAC first
             bb.flush_vector_queue(hw, R_TMP)
@@ -246,22 +255,35 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
 
     group = tiles_per_slice(plan)  # bypass slices of `group` tiles: the next group's slice loads in a group's first
 
-    def tiles_of_group(bb: AsmBuilder, last: bool) -> None:
-        """A group's tiles (the last group's but its last tile), the advances between them."""
+    def tiles_of_group(bb: AsmBuilder, last: bool, first: int = 0) -> None:
+        """A group's tiles from tile `first` (the last group's but its last tile), the advances
+        between them."""
         for j in range(group - 1 if last else group):
             tile(bb, full_mask(plan), piece, True, same_strip=j == 0 and not last,
-                 next_slice=ahead if last and j == 0 else None)
+                 next_slice=ahead if last and j == 0 else None, t=first + j)
             if j < group - 1:
                 bb.emit(*_advance_tile(plan, hw, in_group=True))
 
+    per_tile = s.groups > 1  # each tile its own input channels (group_channels): unrolled
     if group == 1:
         with b.at(ktiles(0, tiles - 2)):
-            _repeat(b, hw, tiles - 1, lambda bb: tile(bb, full_mask(plan), piece, True), lambda: _advance_tile(plan, hw))
+            if per_tile:
+                for t in range(tiles - 1):
+                    tile(b, full_mask(plan), piece, True, t=t)
+                    b.emit(*_advance_tile(plan, hw))
+            else:
+                _repeat(b, hw, tiles - 1, lambda bb: tile(bb, full_mask(plan), piece, True),
+                        lambda: _advance_tile(plan, hw))
     else:
         with b.at(ktiles(0, tiles - group - 1)):
-            _repeat(b, hw, tiles // group - 1, lambda bb: tiles_of_group(bb, False), lambda: _advance_tile(plan, hw))
+            if per_tile:
+                for g in range(tiles // group - 1):
+                    tiles_of_group(b, False, g * group)
+                    b.emit(*_advance_tile(plan, hw))
+            else:
+                _repeat(b, hw, tiles // group - 1, lambda bb: tiles_of_group(bb, False), lambda: _advance_tile(plan, hw))
         with b.at(ktiles(tiles - group, tiles - 2)):
-            tiles_of_group(b, True)
+            tiles_of_group(b, True, tiles - group)
     reload = more and tiles > 1  # a single kernel tile stays in its bank for every strip
     if reload:
         b.const(R_WSRC, plan.w_addr)  # the next strip starts again at tile 0
@@ -269,7 +291,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         last_prefetch = [lambda bb: spread_piece(bb, plan, spread, True), *last_prefetch]
     with b.at(ktiles(tiles - 1, tiles - 1)):
         tile(b, mask_last, last_prefetch, reload, same_strip=False, mid=pool, rows=row_loads,
-             next_slice=ahead if group == 1 else None)
+             next_slice=ahead if group == 1 else None, t=tiles - 1)
     if reload and (plan.double_buffer_weights or stagger):
         b.emit(*_toggle(plan, hw))  # the next strip's tile 0 is at the other base
 
@@ -294,14 +316,20 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
         return [sf.AddiOp(R_TW, R_TW, s.kernel_words), *_advance_channels(plan)]
 
     with b.at(ktiles(0, 0)):
-        kernel_tile(b, plan, hw, strip, base, s.c_base, full_mask(plan), prefetch, bypass_base, True)
+        kernel_tile(b, plan, hw, strip, base, group_channels(plan, 0), full_mask(plan), prefetch, bypass_base, True)
         b.emit(*advance())
     with b.at(ktiles(1, plan.tiles - 2)):
-        _repeat(b, hw, plan.tiles - 2,
-                lambda bb: kernel_tile(bb, plan, hw, strip, base, s.c_base, full_mask(plan), [], bypass_base, True),
-                advance)
+        if s.groups > 1:  # each tile its own input channels (group_channels): unrolled
+            for t in range(1, plan.tiles - 1):
+                kernel_tile(b, plan, hw, strip, base, group_channels(plan, t), full_mask(plan), [], bypass_base, True)
+                b.emit(*advance())
+        else:
+            _repeat(b, hw, plan.tiles - 2,
+                    lambda bb: kernel_tile(bb, plan, hw, strip, base, s.c_base, full_mask(plan), [], bypass_base, True),
+                    advance)
     with b.at(ktiles(plan.tiles - 1, plan.tiles - 1)):
-        kernel_tile(b, plan, hw, strip, base, s.c_base, mask_last, [], bypass_base, mid_row=pool, row_loads=row_loads)
+        kernel_tile(b, plan, hw, strip, base, group_channels(plan, plan.tiles - 1), mask_last, [], bypass_base,
+                    mid_row=pool, row_loads=row_loads)
 
 
 def _load_resident_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:

@@ -165,6 +165,29 @@ def _global_avg(imp: ImportContext, node: onnx.NodeProto) -> None:
     imp.set_output(node, imp.emit(nn.GlobalAvgPoolOp(x, _tensor_type(shape[:2] + [1, 1]))))
 
 
+def _reduce_mean(imp: ImportContext, node: onnx.NodeProto) -> None:
+    """ReduceMean over H and W of an NCHW tensor is a global average pool: what PyTorch's
+    `x.mean((2, 3))` and onnx-chainer's `F.average(x, axis=(2, 3))` export (SE blocks' squeeze)."""
+    x = imp.value(node, node.input[0])
+    shape = imp.shape(x)
+    a = _attrs(node)
+    if len(node.input) > 1 and node.input[1]:  # opset 18: axes as an input
+        axes = [int(v) for v in imp.const(node, 1, "axes")]
+    else:
+        axes = [int(v) for v in a.get("axes", [])]
+    if not axes and a.get("noop_with_empty_axes", 0):
+        imp.set_output(node, imp.emit(nn.IdentityOp(x, "reducemean")))
+        return
+    if len(shape) != 4 or sorted(v % 4 for v in axes) != [2, 3]:
+        raise Unmapped(f"a mean over axes {axes or 'all'} of a {len(shape)}-D tensor (only H and W of an "
+                       "NCHW tensor map to a global average pool)")
+    pooled = imp.emit(nn.GlobalAvgPoolOp(x, _tensor_type(shape[:2] + [1, 1])))
+    if not a.get("keepdims", 1):
+        pooled.attributes["onnx_node"] = nn.StringAttr(node.name)  # the pool is the node's work, named in reports
+        pooled = imp.emit(nn.ReshapeOp(pooled.results[0], _tensor_type(shape[:2])))
+    imp.set_output(node, pooled)
+
+
 def _gemm(imp: ImportContext, node: onnx.NodeProto) -> None:
     a = _attrs(node)
     if a.get("transA", 0):
@@ -442,6 +465,7 @@ HANDLERS: dict[str, Callable[[ImportContext, onnx.NodeProto], None]] = {
     "MaxPool": _pool,
     "AveragePool": _pool,
     "GlobalAveragePool": _global_avg,
+    "ReduceMean": _reduce_mean,
     "Gemm": _gemm,
     "MatMul": _matmul,
     "Add": _binary(nn.AddOp),
