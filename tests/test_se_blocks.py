@@ -195,3 +195,28 @@ def test_an_exported_mean_over_a_prime_size_is_a_padded_window_pool_on_the_devic
     where = {row["name"]: row["where"] for row in r["layers"]}
     assert where[windows.attributes["onnx_node"].data] == "device"
     assert "squeeze" not in {row["name"] for row in r["layers"] if row["where"] == "host" and row["op"].startswith("host:")}
+
+
+@pytest.mark.parametrize("unit", [False, True])
+def test_a_residual_add_after_the_gate_is_the_gate_convs_bypass(unit: bool, tmp_path: Path, capsys) -> None:
+    """waifu2x's ResBlock: body * gate + the block's input. add-to-bypass makes the add an identity
+    conv (the Mul is no conv yet); se-gate then gives the gate conv the other operand as its bypass,
+    so the gated result is not read and written once more: no `from_add` conv is left, one device
+    layer fewer, bit-exact (a grouped conv with a bypass: tests/test_grouped_bypass.py)."""
+    net = GraphBuilder()
+    stem = net.conv("x", 16, 32, 3, "stem")
+    y = net.conv(net.conv(stem, 32, 32, 3, "body1"), 32, 32, 3, "body2", relu=False)
+    net.op("GlobalAveragePool", [y], "gap")
+    s = net.conv(net.conv("gap", 32, 8, 1, "fc1"), 8, 32, 1, "fc2", relu=False)
+    net.op("Sigmoid", [s], "gate")
+    net.op("Add", [net.op("Mul", [y, "gate"], "scale"), stem], "res")
+    m = net.model({"x": [1, 16, 20, 20]}, net.conv("res", 32, 16, 1, "proj"), [1, 16, 20, 20])
+    extra = ("--hw", ACT_UNIT) if unit else ()
+    module = _prepared(m) if not unit else None
+    if module is not None:
+        gate = _node(module, "scale")
+        assert RUNTIME_KERNELS in gate.attributes and gate.bypass is not None
+        assert not [op for op in module.walk() if "from_add" in op.attributes]
+    r = _run(m, tmp_path, capsys, *extra)
+    rows = {row["name"]: row for row in r["layers"]}
+    assert rows["scale"]["where"] == "device" and "res" not in rows, sorted(rows)

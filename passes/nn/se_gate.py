@@ -26,6 +26,11 @@ segment runs the conv. The
 cost model as add-to-bypass's: the conv's estimate against the host's, each side with its round
 trip (the host Mul reads x back and writes its result: `round_trip_ms`), recorded as
 `placement_cost`; a Mul left on the host keeps it and partition-host's `GATE_REASON`.
+
+A gate conv whose result is then added to another tensor (waifu2x's ResBlock: body·gate + the
+cropped block input), which add-to-bypass made an identity conv because the Mul was no conv yet,
+takes that tensor as its own bypass (`GateResidual`): the gated result is no longer written,
+read back and written again (UpResNet10's 150² blocks: 446 k + 526 k cycles -> 804 k).
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 from snowir.dialects import nn
 from snowir.host_model import host_ms, host_round_trip_ms, round_trip_ms
 from snowir.hw import SnowflakeConfig
-from snowir.nn_util import constant_op, name_part, replace_by_cost, shape_of
+from snowir.nn_util import constant_op, name_part, replace_by_cost, shape_of, single_use
 from snowir.plan.issue import placement_cycles
 from snowir.plan.layout import LANE_GROUPS
 from snowir.plan.shapes import LoweringError
@@ -101,6 +106,40 @@ class GateToConv(RewritePattern):
         replace_by_cost(rewriter, op, conv, [kernels, bias], device + trip_device, host + trip_host, cost)
 
 
+class GateResidual(RewritePattern):
+    """A gate conv whose result add-to-bypass added to another tensor (a C x C identity conv over
+    one with the other as its bypass, `from_add`: waifu2x's ResBlock adds the gated body to the
+    cropped block input) takes that tensor as its own bypass: the identity conv's pass over the
+    gated result (read once more, written once more) is gone. add-to-bypass ran first because the
+    Mul was not a conv yet."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: nn.Conv2dOp, rewriter: PatternRewriter) -> None:
+        if "from_add" not in op.attributes or op.bypass is None or not _on_device(op):
+            return
+        for gated, other in ((op.input, op.bypass), (op.bypass, op.input)):
+            gate = gated.owner
+            if isinstance(gate, nn.Conv2dOp) and RUNTIME_KERNELS in gate.attributes and _on_device(gate) \
+                    and single_use(gated) and gate.relu is None and gate.bypass is None and other is not gated:
+                break
+        else:
+            return
+        fused = nn.Conv2dOp(gate.input, gate.weight, gate.bias, op.output.type, groups=gate.groups.value.data,
+                            relu=op.relu is not None, bypass=other)
+        fused.attributes.update(gate.attributes)
+        fused.attributes["placement_cost"] = StringAttr(
+            f"{gate.attributes['placement_cost'].data}; the add ({op.attributes['placement_cost'].data}) as its bypass"
+            if "placement_cost" in gate.attributes and "placement_cost" in op.attributes else "the add as its bypass")
+        rewriter.replace(op, fused)  # at the add's place: the bypass is defined before it
+        rewriter.erase(gate)
+
+
+def _on_device(op: nn.Conv2dOp) -> bool:
+    """A conv add-to-bypass or se-gate made because the device pays (`placement_cost`), which no
+    user placed on the host; partition-host, next, places it."""
+    return "placement_cost" in op.attributes and op.attributes.get("place") != StringAttr("host")
+
+
 @dataclass(frozen=True)
 class SEGatePass(ModulePass):
     name = "se-gate"
@@ -113,3 +152,4 @@ class SEGatePass(ModulePass):
             return
         hw = SnowflakeConfig.load(self.hw or None)
         PatternRewriteWalker(GateToConv(hw), apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(GateResidual(), apply_recursively=False).rewrite_module(op)

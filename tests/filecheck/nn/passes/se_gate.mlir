@@ -23,3 +23,19 @@ func.func @main(%x: tensor<1x32x16x16xf32>, %g: tensor<1x32x1x1xf32>, %w: tensor
 // CHECK:      %direct = nn.conv2d %x, %[[D]], %{{.*}} {onnx_node = "direct", lane_groups, runtime_kernels
 // CHECK:      nn.mul %x, %gate {onnx_node = "kept", place = "host"}
 // OFF-NOT: nn.conv2d %x
+
+// A gate conv's result that add-to-bypass added to another tensor (an identity conv over it with
+// the other as its bypass, `from_add`) takes that tensor as its own bypass: the identity conv goes.
+
+func.func @residual(%x: tensor<1x32x16x16xf32>, %g: tensor<1x32x1x1xf32>, %r: tensor<1x32x16x16xf32>, %i: tensor<32x32x1x1xf32>, %z: tensor<32xf32>) -> tensor<1x32x16x16xf32> {
+  %gate = nn.host "Sigmoid"(%g) {attrs = {}, opset = 13 : i64} : (tensor<1x32x1x1xf32>) -> tensor<1x32x1x1xf32>
+  %scaled = nn.mul %x, %gate {onnx_node = "scale"} : (tensor<1x32x16x16xf32>, tensor<1x32x1x1xf32>) -> tensor<1x32x16x16xf32>
+  %sum = nn.conv2d %scaled, %i, %z bypass %r {onnx_node = "add", block_diagonal, from_add, placement_cost = "device 0.01 ms vs host 0.1 ms", strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x32x16x16xf32>, tensor<32x32x1x1xf32>, tensor<32xf32>, tensor<1x32x16x16xf32>) -> tensor<1x32x16x16xf32>
+  func.return %sum : tensor<1x32x16x16xf32>
+}
+
+// CHECK-LABEL: func.func @residual
+// CHECK:       %[[K:.*]] = nn.reshape %gate {onnx_node = "scale.kernels"}
+// CHECK-NOT:   from_add
+// CHECK:       %sum = nn.conv2d %x, %[[K]], %{{.*}} bypass %r {onnx_node = "scale", lane_groups, runtime_kernels, placement_cost = "device {{.*}}; the add (device 0.01 ms vs host 0.1 ms) as its bypass"{{.*}}groups = 32 : i64}
+// CHECK-NOT:   from_add
