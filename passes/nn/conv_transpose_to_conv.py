@@ -77,6 +77,7 @@ from snowir.host_model import HOST
 from snowir.hw import SnowflakeConfig
 from snowir.plan.conv import choose_mode, plan_conv
 from snowir.plan.shapes import ConvShape, LoweringError, phases_refusal
+from snowir.segments import HOST_READ
 from snowir.nn_util import const_of, drop_dead_constants, new_constant, shape_of, tensor
 from snowir.passes.nn.quantize import weight_frac
 
@@ -476,8 +477,9 @@ class ConvTransposeToConv(RewritePattern):
                                        op.output.type)
         if "onnx_node" in op.attributes:
             interleave.attributes["onnx_node"] = StringAttr(f"{op.attributes['onnx_node'].data}.interleave")
-        if kind == "sub-pixel" and phases > 1:  # the host interleaves (cu-stride: partition-host places it in place)
-            interleave.attributes["place"] = StringAttr("host")
+        if kind == "sub-pixel" and phases > 1:  # the host interleaves (cu-stride: partition-host places it in place):
+            # as it reads the grid back where only the host reads the result (partition-host: host-read), else a layer
+            interleave.attributes["place"] = StringAttr(HOST_READ)
             interleave.attributes["host_reason"] = StringAttr(
                 f"interleave of one merged conv's phases (method sub-pixel): its write-back writes a pixel's {sy}x{sx} "
                 "phases together, which land in different pixels; the host interleaves")
