@@ -14,9 +14,11 @@
 // 62208 MACs (4 x 6x6 x 3 x 16 x 3x3), against the merged conv's 37632 (7x7 grid x 12 x 16 x
 // 2x2) and its host interleave of 1020 words, and zero insertion's 110592 (12x12 x 3 x 16 x
 // 4x4) and 4624 host words: the phases are cheapest. The ReLU moves before the interleave.
-// Asked for, one merged conv with 4 phases x 3 channels, interleaved on the host (its write-back
+// Asked for, one merged conv with 4 phases x 3 channels, interleaved by the host (its write-back
 // writes a pixel's four phases together; the pad of 3 crops the first grid row: offset 1, which
-// also keeps it from writing the result in place through the CU stride: `cu-stride: ...`).
+// also keeps it from writing the result in place through the CU stride: `cu-stride: ...`): the
+// pass asks for `host-read` (the host applying it as it reads the grid back), which partition-host
+// grants where only the host reads the result, else it places a host layer with the reason given.
 // Zero insertion, asked for: the input spread by 2 and padded by 4 - 1 - 3 = 0, then a 4x4
 // conv with the flipped kernel.
 
@@ -40,7 +42,7 @@ func.func @main(%x: tensor<1x16x8x8xf32>) -> tensor<1x3x12x12xf32> {
 // MERGED:      %[[W:.*]] = nn.constant {{.*}} : tensor<12x16x2x2xf32>
 // MERGED:      %[[C:.*]] = nn.conv2d %x, %[[W]], %{{.*}} {{{.*}}strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>{{.*}}} : {{.*}} -> tensor<1x12x7x7xf32>
 // MERGED-NEXT: %[[R:.*]] = nn.relu %[[C]]
-// MERGED-NEXT: nn.depth_to_space %[[R]] {onnx_node = "up.interleave", place = "host", host_reason = "interleave of one merged conv's phases (method sub-pixel): {{.*}}the host interleaves", block = array<i64: 2, 2>, offsets = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x12x7x7xf32>) -> tensor<1x3x12x12xf32>
+// MERGED-NEXT: nn.depth_to_space %[[R]] {onnx_node = "up.interleave", place = "host-read", host_reason = "interleave of one merged conv's phases (method sub-pixel): {{.*}}the host interleaves", block = array<i64: 2, 2>, offsets = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x12x7x7xf32>) -> tensor<1x3x12x12xf32>
 
 // ZERO:       %[[S:.*]] = nn.zero_insert %x {onnx_node = "up.zero_insert", strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>} : (tensor<1x16x8x8xf32>) -> tensor<1x16x15x15xf32>
 // ZERO:       %[[C:.*]] = nn.conv2d %[[S]], %{{.*}}, %b {{{.*}}pads = array<i64: 0, 0, 0, 0>{{.*}}} : (tensor<1x16x15x15xf32>, tensor<3x16x4x4xf32>, tensor<3xf32>) -> tensor<1x3x12x12xf32>

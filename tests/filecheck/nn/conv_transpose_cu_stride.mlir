@@ -15,7 +15,8 @@
 // partition-host puts the interleave on the device (no host copy). With M = 3 a phase row's 6
 // channels exceed a CU's 4 vMACs: cu-stride is refused in the conv's `conv_transpose` and the
 // phases method (one conv per phase, in place) stands. Method sub-pixel, asked for, leaves the
-// interleave on the host.
+// interleave to the host, which applies it as it reads the merged conv's grid back (the result is
+// the model's output: `host-read`, no host layer; docs/lowering.md "The host reads the interleave").
 
 func.func @main(%x: tensor<1x24x4x6xf32>) -> (tensor<1x1x8x12xf32>, tensor<1x3x8x12xf32>) {
   %w = nn.constant dense<0.01> : tensor<24x1x2x2xf32>
@@ -59,4 +60,4 @@ func.func @main(%x: tensor<1x24x4x6xf32>) -> (tensor<1x1x8x12xf32>, tensor<1x3x8
 // ASM-NEXT:   snowflake_asm.vmov coop mask r16
 // ASM:        snowflake_asm.image @up3
 
-// HOST:       nn.depth_to_space {{.*}}onnx_node = "up.interleave", {{.*}}place = "host"{{.*}} -> tensor<1x1x8x12x!nn.fixed<8, 8>>
+// HOST:       nn.depth_to_space {{.*}}onnx_node = "up.interleave", {{.*}}place = "host-read"{{.*}} -> tensor<1x1x8x12x!nn.fixed<8, 8>>
