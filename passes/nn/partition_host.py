@@ -1,5 +1,6 @@
 """
-partition-host: mark every nn op `place = "snowflake"` or `place = "host"`.
+partition-host: mark every nn op `place = "snowflake"` or `place = "host"` (or, a merged conv's
+interleave the host reads in place, `place = "host-read"`).
 
 Snowflake runs MAC/MAX work (conv, dense, pools, residual add, ReLU) and data movement;
 everything else (softmax, LRN, a transpose that moves bytes, clip, hard-sigmoid/swish, element-wise multiply
@@ -22,12 +23,16 @@ reason as `host_reason`. A channel concat on the device is no work: its producer
 (snowir/segments.py `slot_of`); so is an interleave (`nn.depth_to_space`) whose inputs are one
 COOP conv per result phase, each writing its pixels of the result in place, or one merged conv
 writing every phase in place through its CU stride (its reason otherwise:
-snowir/tile/lowerable.py `interleave_refusal`); so is a crop (`nn.crop`, a window of pixels) whose
+snowir/tile/lowerable.py `interleave_refusal`); a merged conv's interleave that cannot be written
+in place but whose result only the host reads (the model's outputs, ops only the host runs) is
+placed `host-read`: no host layer, the host applies it as it copies the conv's grid back
+(`host_read_refusal`; conv-transpose-to-conv's sub-pixel method asks for it), else it is a host
+layer with both reasons; so is a crop (`nn.crop`, a window of pixels) whose
 every reader is a device conv that loads the window in place, as its maps or its residual input
 (placed after the rest, once its readers are: `crop_refusal`). The runner
 and the reports follow these attributes. A `place` already in the IR (the user's edit, or an
 earlier run) is honoured: "host" stays on the host, "snowflake" on an op the device cannot run is
-refused in one line.
+refused in one line, as is "host-read" on an op that is not a merged conv's interleave.
 """
 
 from dataclasses import dataclass
@@ -76,7 +81,7 @@ def _device_kind(op) -> bool:
     return (isinstance(op, DEVICE) and not _depthwise(op)) or (isinstance(op, nn.TransposeOp) and transpose_is_view(op))
 
 
-def _runs_on_host(op) -> bool:
+def runs_on_host(op) -> bool:
     """Placed on the host, or of a kind only the host runs (whatever partition-host decides later)."""
     return placement(op) == "host" or (op.name.startswith("nn.") and not _device_kind(op))
 
@@ -92,7 +97,7 @@ def _place_merged_interleave(op: nn.DepthToSpaceOp, hw: SnowflakeConfig) -> None
         op.attributes["place"] = StringAttr("snowflake")
         op.attributes.pop("host_reason", None)
         return
-    why = host_read_refusal(op, _runs_on_host)
+    why = host_read_refusal(op, runs_on_host)
     if why is None:
         op.attributes["place"] = StringAttr(HOST_READ)
         op.attributes.pop("host_reason", None)
