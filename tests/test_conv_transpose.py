@@ -115,7 +115,8 @@ def test_the_cost_model_takes_zero_insertion_for_few_input_channels() -> None:
     ct = next(op for op in import_model(alone).walk() if isinstance(op, nn.ConvTranspose2dOp))
     assert [p.kind for p in plans(ct, SnowflakeConfig())][0] == "sub-pixel"
     compiled = compile_model(m)
-    conv = next(op for op in compiled.module.walk() if isinstance(op, nn.Conv2dOp) and "conv_transpose" in op.attributes)
+    conv = next(op for op in compiled.module.walk()
+                if isinstance(op, nn.Conv2dOp) and "conv_transpose" in op.attributes)
     assert conv.attributes["conv_transpose"].data.startswith("zero-insertion")
     x = rand(1, 2, HW, HW, seed=3)
     result = compiled.run(x, check=True)

@@ -177,8 +177,8 @@ def placement_refusal(layer: tile.LayerOp, op: nn.Conv2dOp | nn.MaxPoolOp,
     want_read = host_read_layout(reader) if reader is not None else None
     if region is not None and output_host_read(region) != want_read:
         return (f"tile.dram_region @{region.sym_name.data}: host_read {list(output_host_read(region) or [])} where the "
-                f"graph's interleave reads its output as {list(want_read or [])} ([sy, sx, oy, ox, height, width]; none: "
-                "read as it is): edit the interleave in @main (or place it on the host) instead")
+                f"graph's interleave reads its output as {list(want_read or [])} ([sy, sx, oy, ox, height, width]; "
+                "none: read as it is): edit the interleave in @main (or place it on the host) instead")
     if region is not None and output_pixels(region) != slot.pixels:
         return (f"tile.dram_region @{region.sym_name.data}: pixels {list(output_pixels(region) or [])} where the graph "
                 f"places its output at {list(slot.pixels or [])} ([oy, ox, sy, sx, height, width] of its interleave's "
