@@ -126,27 +126,36 @@ def test_the_host_reader_is_the_graphs_interleave(layout: tuple) -> None:
 
 
 def _host_read_facts(module) -> list[tuple]:
-    """(op, attribute name) of every marker fact and image attribute holding a `host_read`."""
-    found = []
+    """(op, attribute name) of every marker's facts holding a `host_read`, and of every image
+    attribute `host_read` where no marker does (one program per layer)."""
+    markers, images = [], []
     for op in module.walk():
         for key, attr in op.attributes.items():
             if isinstance(attr, DictionaryAttr) and "host_read" in attr.data:
-                found.append((op, key))
-    return found
+                markers.append((op, key))
+            elif key == "host_read" and isinstance(attr, StringAttr):
+                images.append((op, key))
+    return markers or images
 
 
-def test_the_runner_follows_the_recorded_read() -> None:
-    """The runner reads the result as the layer's marker says (the tile IR's `host_read`, through
-    tile-to-asm and link-segments), not as the graph says: a read bypassing the refusals (the marker
-    edited after lowering) reads other words, and the run is no longer bit-exact."""
+@pytest.mark.parametrize("pipeline", [None, "snowflake-lower{whole-model=false}"])
+def test_the_runner_follows_the_recorded_read(pipeline: str | None) -> None:
+    """The runner reads the result as the layer's marker (whole-model programs) or image (one program
+    per layer) says — the tile IR's `host_read`, through tile-to-asm (and link-segments) — not as the
+    graph says: a read bypassing the refusals (edited after lowering) reads other words, and the run
+    is no longer bit-exact."""
     x = rand(1, 16, SIZE, SIZE, seed=3)
-    assert compile_model(_tail()).run(x, check=True).report.check.golden_bit_exact
-    compiled = compile_model(_tail())
+    assert compile_model(_tail(), pipeline=pipeline).run(x, check=True).report.check.golden_bit_exact
+    compiled = compile_model(_tail(), pipeline=pipeline)
     ((op, key),) = _host_read_facts(compiled.module)
-    facts = dict(op.attributes[key].data)
-    assert facts["host_read"] == StringAttr("2,2,1,1,20,20")
-    facts["host_read"] = StringAttr("2,2,0,0,20,20")  # the grid's first row and column instead
-    op.attributes[key] = DictionaryAttr(facts)
+    moved = StringAttr("2,2,0,0,20,20")  # the grid's first row and column instead
+    if isinstance(op.attributes[key], DictionaryAttr):  # a marker's facts
+        facts = dict(op.attributes[key].data)
+        assert facts["host_read"] == StringAttr("2,2,1,1,20,20")
+        op.attributes[key] = DictionaryAttr({**facts, "host_read": moved})
+    else:  # the layer image's attribute
+        assert op.attributes[key] == StringAttr("2,2,1,1,20,20")
+        op.attributes[key] = moved
     assert not compiled.run(x, check=True).report.check.golden_bit_exact
 
 
