@@ -357,3 +357,23 @@ def test_a_relu_after_the_interleave_goes_into_the_phases() -> None:
     assert r.report.check.golden_bit_exact
     got = r.outputs[0] if isinstance(r.outputs, list) else next(iter(r.outputs.values()))
     np.testing.assert_allclose(got, ort_run(_head("Relu"), x), atol=0.02)  # outputs to ~2.2: a few Q8.8 LSBs
+
+
+@pytest.mark.parametrize("tail, free", [([], True), (["Relu"], True), (["Relu", "Add"], False)])
+def test_the_host_read_is_priced_only_where_no_later_pass_puts_a_reader_on_the_device(tail: list, free: bool) -> None:
+    """The merged conv's interleave costs no host words where the model's output is all that reads
+    the result, through a ReLU (moved before the interleave): the host applies it as it copies the
+    result back (`host-read`). A residual Add after it (an FPN's, CenterFace's) looks like the host's
+    now but becomes a device conv (fuse-residual-add): the interleave is priced as the host's copy."""
+    nodes = [N("ConvTranspose", ["x", "w"], ["t"], kernel_shape=[4, 4], strides=[2, 2], pads=[3, 3, 3, 3])]
+    last, inputs = "t", {"x": [1, 16, 8, 8]}
+    if "Relu" in tail:
+        nodes.append(N("Relu", ["t"], ["r"]))
+        last = "r"
+    if "Add" in tail:
+        nodes.append(N("Add", ["r", "z"], ["y"]))
+        last, inputs["z"] = "y", [1, 3, 12, 12]
+    m = model(nodes, inputs, {last: None}, {"w": rand(16, 3, 4, 4, scale=0.1)})
+    ct = next(op for op in import_model(m).walk() if isinstance(op, nn.ConvTranspose2dOp))
+    sub_pixel = next(p for p in plans(ct, SnowflakeConfig()) if p.kind == "sub-pixel")
+    assert (sub_pixel.host_words == 0) == free, sub_pixel

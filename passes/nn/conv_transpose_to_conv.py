@@ -77,6 +77,7 @@ from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
+from snowir import writeback
 from snowir.dialects import nn
 from snowir.host_model import HOST
 from snowir.hw import SnowflakeConfig
@@ -84,7 +85,6 @@ from snowir.plan.conv import choose_mode, plan_conv
 from snowir.plan.shapes import ConvShape, LoweringError, phases_refusal
 from snowir.segments import HOST_READ
 from snowir.nn_util import const_of, drop_dead_constants, new_constant, shape_of, tensor
-from snowir.passes.nn.partition_host import runs_on_host
 from snowir.passes.nn.quantize import weight_frac
 
 
@@ -321,19 +321,22 @@ def plans(op: nn.ConvTranspose2dOp, hw: SnowflakeConfig) -> list[Plan]:
 
 
 def host_reads_result(value: SSAValue) -> bool:
-    """Whether only the host reads the transposed conv's result `value` (the model's outputs, ops
-    only the host runs: partition-host's `runs_on_host`), through the per-channel ops the pass moves
-    before the interleave (a ReLU, a batch norm): then the merged conv's interleave costs no host
-    words, the host applying it as it copies the result back (partition-host's `host-read`, which
-    checks again once the graph is placed)."""
+    """Whether only the host reads the transposed conv's result `value` whatever the later passes
+    do: the model's outputs, through per-channel ops read by nothing else (a ReLU or batch norm this
+    pass moves before the interleave; an activation a write-back unit may fold into the conv, or
+    the host runs). Then the merged conv's interleave costs no host words: the host applies it as it
+    copies the result back (partition-host's `host-read`, which checks again once the graph is
+    placed). Ops that look like the host's now (an Add, a Mul) may become device convs later
+    (fuse-residual-add, se-gate: CenterFace's upsampling adds): not counted."""
     if not value.uses:
         return False
     for use in value.uses:
         user = use.operation
-        if isinstance(user, nn.ReluOp | nn.BatchNormOp) and value.has_one_use():
-            if not host_reads_result(user.results[0]):
-                return False
-        elif not isinstance(user, func.ReturnOp) and not runs_on_host(user):
+        if isinstance(user, func.ReturnOp):
+            continue
+        kind = user.op_type.data if isinstance(user, nn.HostOp) else user.name
+        per_channel = isinstance(user, nn.ReluOp | nn.BatchNormOp) or writeback.absorbing(kind) is not None
+        if not (per_channel and value.has_one_use() and host_reads_result(user.results[0])):
             return False
     return True
 

@@ -81,7 +81,7 @@ def _device_kind(op) -> bool:
     return (isinstance(op, DEVICE) and not _depthwise(op)) or (isinstance(op, nn.TransposeOp) and transpose_is_view(op))
 
 
-def runs_on_host(op) -> bool:
+def _runs_on_host(op) -> bool:
     """Placed on the host, or of a kind only the host runs (whatever partition-host decides later)."""
     return placement(op) == "host" or (op.name.startswith("nn.") and not _device_kind(op))
 
@@ -97,7 +97,7 @@ def _place_merged_interleave(op: nn.DepthToSpaceOp, hw: SnowflakeConfig) -> None
         op.attributes["place"] = StringAttr("snowflake")
         op.attributes.pop("host_reason", None)
         return
-    why = host_read_refusal(op, runs_on_host)
+    why = host_read_refusal(op, _runs_on_host)
     if why is None:
         op.attributes["place"] = StringAttr(HOST_READ)
         op.attributes.pop("host_reason", None)
