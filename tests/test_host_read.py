@@ -194,3 +194,19 @@ def test_host_read_is_only_an_interleaves_placement() -> None:
     conv.attributes["place"] = StringAttr("host-read")
     with pytest.raises(PassFailedException, match="only a merged conv's interleave"):
         NNPreparePass().apply(None, module)
+
+
+def test_a_user_s_snowflake_placement_the_device_cannot_take_is_refused() -> None:
+    """The merged conv cannot write UpConv7's cropped interleave in place: `place = "snowflake"` on it
+    in @main is refused in one line, naming why (not silently made the host's read)."""
+    from xdsl.utils.exceptions import PassFailedException
+
+    from snowir.frontend.onnx_import import import_model
+    from snowir.passes.nn.conv_transpose_to_conv import ConvTransposeToConvPass
+    from snowir.passes.pipelines import NNPreparePass
+
+    module = import_model(_tail())
+    ConvTransposeToConvPass(method="sub-pixel").apply(None, module)
+    _interleave(module).attributes["place"] = StringAttr("snowflake")
+    with pytest.raises(PassFailedException, match="placed on snowflake in the IR, but cannot run there: .*cropped"):
+        NNPreparePass().apply(None, module)

@@ -97,6 +97,10 @@ def _place_merged_interleave(op: nn.DepthToSpaceOp, hw: SnowflakeConfig) -> None
         op.attributes["place"] = StringAttr("snowflake")
         op.attributes.pop("host_reason", None)
         return
+    if placement(op) == "snowflake":  # the user's (or an earlier run's) choice, which cannot stand
+        what = op.attributes.get("onnx_node")
+        raise PassFailedException(f"partition-host: {op.name} {what.data if isinstance(what, StringAttr) else ''} is "
+                                  f"placed on snowflake in the IR, but cannot run there: {reason}")
     why = host_read_refusal(op, _runs_on_host)
     if why is None:
         op.attributes["place"] = StringAttr(HOST_READ)
