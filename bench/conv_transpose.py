@@ -4,7 +4,8 @@ built with onnx.helper: six 3x3 valid convs 3->16->32->64->128->128->256 (ReLU s
 LeakyReLU 0.1), then ConvTranspose(256->3, 4x4, stride 2, pad 3). "before" imports the
 ConvTranspose as an `nn.host` node (as snowir did: its ONNX handler taken away), "after" as
 `nn.conv_transpose2d`, which conv-transpose-to-conv rewrites into one stride-1 device conv over
-the 4 output phases and a host interleave. Machine model, fast engine, seeded weights; both runs
+the 4 output phases and its interleave, which the host applies as it reads the result back
+(`host-read`: the result is the model's output). Machine model, fast engine, seeded weights; both runs
 are checked bit-exact with the golden model and against onnxruntime.
 
     python bench/conv_transpose.py [--size 76] [--model upconv7|cunet] [--out DIR | --update-results]
@@ -103,10 +104,10 @@ def main() -> None:
         rows[name] = measure(m, x, on_host)
         forget_blobs()
     print(f"{args.model}-like, {args.size}x{args.size} input: the ConvTranspose layer(s)")
-    print(f"{'run':8} {'layer':18} {'op':22} {'where':7} {'device ms':>10} {'host ms':>9} {'MACs':>12} {'util%':>6}")
+    print(f"{'run':8} {'layer':18} {'op':22} {'where':9} {'device ms':>10} {'host ms':>9} {'MACs':>12} {'util%':>6}")
     for name, r in rows.items():
         for layer in r["layers"]:
-            print(f"{name:8} {layer['name']:18} {layer['op']:22} {layer['where']:7} {layer['ms']:10.3f} "
+            print(f"{name:8} {layer['name']:18} {layer['op']:22} {layer['where']:9} {layer['ms']:10.3f} "
                   f"{layer['host_ms'] or 0.0:9.3f} {layer['macs']:12,} {100 * layer['mac_utilization']:6.1f}")
     print()
     for name, r in rows.items():

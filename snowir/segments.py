@@ -12,7 +12,9 @@ An op of `@main` is one of:
     1x1xTxK -> 1xKx1xT), a channel slice only convs read (in place), a channel concat placed on
     the device (its producers write their channel slices of its one DRAM tensor: `slot_of`), an
     interleave placed on the device (its phase convs write their pixels of its tensor in place), a
-    crop placed on the device (its readers load its window of its source's tensor in place);
+    crop placed on the device (its readers load its window of its source's tensor in place), a
+    merged conv's interleave placed `host-read` (the host applies it as it reads the conv's grid
+    back: `placed_host_read`);
   * a host layer: everything else (it reads and writes the device's DRAM between segments).
 
 A tensor may be stored channel-tile-major (`CHANNEL_TILES` on the op writing it, NCHW[w]c: channels
@@ -163,12 +165,17 @@ class Slot:
     window: tuple[int, int, int, int] | None = None
     """A device crop (`nn.crop`, `crop_of`): the tensor is root's pixels (y0 + i, x0 + j), read in
     place, as (y0, x0, root's height, root's width)."""
+    read: tuple[int, int, int, int, int, int] | None = None
+    """A merged conv's interleave the host reads in place (`placed_host_read`): the tensor's pixel
+    (y, x) channel m is root's grid pixel ((y + oy) div sy, (x + ox) div sx) channel
+    (((y + oy) mod sy)·sx + (x + ox) mod sx)·M + m, as (sy, sx, oy, ox, height, width): the output
+    region's `host_read`."""
 
     @property
     def whole(self) -> bool:
         """Channel-innermost (H, W, C) bytes of a tensor of its own."""
         return self.channels == self.total and self.pixels is None and self.phases is None and not self.tiles \
-            and self.window is None
+            and self.window is None and self.read is None
 
     @property
     def blocks(self) -> tuple[int, int, int] | None:
@@ -193,6 +200,42 @@ def placed_interleave(op: Operation | None) -> bool:
         return False
     place = op.attributes.get("place")
     return isinstance(place, StringAttr) and place.data == "snowflake"
+
+
+HOST_READ = "host-read"
+"""The `place` of a merged conv's interleave the host applies as it reads the conv's grid back
+(partition-host: its result read by host layers or the model's outputs alone)."""
+
+
+HOST_READ_FACT = "host_read"
+"""The layer image's attribute (and its marker's fact) carrying its output region's `host_read`
+(tile-to-asm sets it): how the runner's host reads the output back (segment_run.host_read_words)."""
+
+
+def placed_host_read(op: Operation | None) -> bool:
+    """A merged conv's interleave (`nn.depth_to_space` of one input) partition-host placed
+    `host-read`: no copy and no host layer; the conv writes its phase grid as it is, and the host
+    reads the interleave's result from it, each result word once, as it copies it back (the conv's
+    output region's `host_read`)."""
+    if not isinstance(op, nn.DepthToSpaceOp):
+        return False
+    place = op.attributes.get("place")
+    return isinstance(place, StringAttr) and place.data == HOST_READ
+
+
+def host_read_of(value: SSAValue) -> nn.DepthToSpaceOp | None:
+    """The host-read interleave of a merged conv's output `value` (its one reader), else None."""
+    for use in value.uses:
+        if placed_host_read(use.operation):
+            return use.operation  # type: ignore[return-value]
+    return None
+
+
+def host_read_layout(d2s: nn.DepthToSpaceOp) -> tuple[int, int, int, int, int, int]:
+    """A host-read interleave as (sy, sx, oy, ox, height, width): the output region's `host_read`."""
+    (sy, sx), (oy, ox) = nn.int_values(d2s.block), nn.int_values(d2s.offsets)
+    _, _, h, w = d2s.output.type.get_shape()
+    return sy, sx, oy, ox, h, w
 
 
 def placed_crop(op: Operation | None) -> bool:
@@ -273,6 +316,9 @@ def slot_of(value: SSAValue) -> Slot:
     channels = shape[1] if len(shape) == 4 else 0
     if tiles := channel_tiles(value.owner):  # stored channel-tile-major: a tensor of its own
         return Slot(value, 0, channels, channels, tiles=tiles)
+    if placed_host_read(value.owner):  # the merged conv's grid, which the host reads through the interleave
+        grid = slot_of(value.owner.inputs[0])  # type: ignore[union-attr]
+        return Slot(grid.root, 0, channels, grid.total, read=host_read_layout(value.owner))  # type: ignore[arg-type]
     if placed_crop(value.owner):  # a window of its source's pixels (a tensor of its own: lowerable's crop_refusal)
         outer = slot_of(value.owner.input)  # type: ignore[union-attr]
         (y0, x0), (_, _, h, w) = nn.int_values(value.owner.offsets), value.owner.input.type.get_shape()  # type: ignore[union-attr]
@@ -311,7 +357,7 @@ def members_of(concat: nn.ConcatOp) -> list[tuple[SSAValue, int]]:
 
 def _free(op: Operation) -> bool:
     if isinstance(op, nn.ConstantOp | func.ReturnOp) or is_view(op) or placed_concat(op) or placed_interleave(op) \
-            or placed_crop(op):
+            or placed_crop(op) or placed_host_read(op):
         return True
     if isinstance(op, nn.ChannelSliceOp):
         return all(isinstance(use.operation, nn.Conv2dOp) and layer_of(use.operation) is not None

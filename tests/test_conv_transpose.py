@@ -98,16 +98,25 @@ def test_each_method_runs_on_the_device_bit_exact(method: str, case: tuple) -> N
 
 
 def test_the_cost_model_takes_zero_insertion_for_few_input_channels() -> None:
-    """2 -> 32 channels: zero insertion's host layout moves the 2-channel input, sub-pixel's
-    interleave the 32-channel output (and its 2-channel traces use few lanes either way)."""
-    m = model([N("ConvTranspose", ["x", "w", "b"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])],
-              {"x": [1, 2, HW, HW]}, {"y": None}, {"w": rand(2, 32, 3, 3, scale=0.3), "b": rand(32, seed=2, scale=0.1)})
+    """2 -> 32 channels read by a conv: zero insertion's host layout moves the 2-channel input,
+    sub-pixel's interleave the 32-channel output (and its 2-channel traces use few lanes either
+    way). As the model's output, the host would read sub-pixel's interleave at no cost of its own
+    (`host-read`): then the merged conv wins."""
+    nodes = [N("ConvTranspose", ["x", "w", "b"], ["t"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             N("Conv", ["t", "w1", "b1"], ["y"], kernel_shape=[1, 1])]
+    inits = {"w": rand(2, 32, 3, 3, scale=0.3), "b": rand(32, seed=2, scale=0.1),
+             "w1": rand(16, 32, 1, 1, seed=4, scale=0.1), "b1": rand(16, seed=5, scale=0.1)}
+    m = model(nodes, {"x": [1, 2, HW, HW]}, {"y": None}, inits)
     ct = next(op for op in import_model(m).walk() if isinstance(op, nn.ConvTranspose2dOp))
     ranked = {p.kind: p for p in plans(ct, SnowflakeConfig())}
     assert list(ranked)[0] == "zero-insertion"
     assert ranked["zero-insertion"].host_words < min(ranked["sub-pixel"].host_words, ranked["phases"].host_words)
+    alone = model(nodes[:1], {"x": [1, 2, HW, HW]}, {"t": None}, inits)
+    ct = next(op for op in import_model(alone).walk() if isinstance(op, nn.ConvTranspose2dOp))
+    assert [p.kind for p in plans(ct, SnowflakeConfig())][0] == "sub-pixel"
     compiled = compile_model(m)
-    conv = next(op for op in compiled.module.walk() if isinstance(op, nn.Conv2dOp))
+    conv = next(op for op in compiled.module.walk()
+                if isinstance(op, nn.Conv2dOp) and "conv_transpose" in op.attributes)
     assert conv.attributes["conv_transpose"].data.startswith("zero-insertion")
     x = rand(1, 2, HW, HW, seed=3)
     result = compiled.run(x, check=True)
@@ -191,11 +200,18 @@ def test_axis_plan_reads_every_tap_once(size: int, k: int, s: int, d: int, top: 
 
 
 def test_the_merged_convs_interleave_is_priced_as_a_host_copy_of_16_bit_words() -> None:
-    """One merged conv (method sub-pixel) writes a pixel's four phases together: the host interleaves."""
+    """One merged conv (method sub-pixel) writes a pixel's four phases together: the host interleaves,
+    as it reads the grid back where it alone reads the result (the pass asks for `host-read` with the
+    reason a host layer would keep; partition-host grants it here: the model's output), else as a
+    layer priced as a copy of 16-bit words."""
+    module = import_model(_model(dict(strides=[2, 2], pads=[1, 1, 1, 1]), 8, 4, 4))
+    ConvTransposeToConvPass(method="sub-pixel").apply(None, module)
+    d2s = next(op for op in module.walk() if isinstance(op, nn.DepthToSpaceOp))
+    assert d2s.attributes["place"].data == "host-read" and "merged conv" in d2s.attributes["host_reason"].data
     compiled = compile_model(_model(dict(strides=[2, 2], pads=[1, 1, 1, 1]), 8, 4, 4),
                              pipeline="conv-transpose-to-conv{method=sub-pixel}")
     d2s = next(op for op in compiled.module.walk() if isinstance(op, nn.DepthToSpaceOp))
-    assert d2s.attributes["place"].data == "host" and "merged conv" in d2s.attributes["host_reason"].data
+    assert d2s.attributes["place"].data == "host-read" and "host_reason" not in d2s.attributes
     assert host_bytes(d2s) == 2 * (16 * 9 * 9 + 4 * 16 * 16) and host_ms(d2s) == host_bytes(d2s) / 1e6
     assert run_golden(compiled.module, rand(1, C, HW, HW, seed=3))[0].shape == (1, 4, 16, 16)
 
@@ -341,3 +357,23 @@ def test_a_relu_after_the_interleave_goes_into_the_phases() -> None:
     assert r.report.check.golden_bit_exact
     got = r.outputs[0] if isinstance(r.outputs, list) else next(iter(r.outputs.values()))
     np.testing.assert_allclose(got, ort_run(_head("Relu"), x), atol=0.02)  # outputs to ~2.2: a few Q8.8 LSBs
+
+
+@pytest.mark.parametrize("tail, free", [([], True), (["Relu"], True), (["Relu", "Add"], False)])
+def test_the_host_read_is_priced_only_where_no_later_pass_puts_a_reader_on_the_device(tail: list, free: bool) -> None:
+    """The merged conv's interleave costs no host words where the model's output is all that reads
+    the result, through a ReLU (moved before the interleave): the host applies it as it copies the
+    result back (`host-read`). A residual Add after it (an FPN's, CenterFace's) looks like the host's
+    now but becomes a device conv (fuse-residual-add): the interleave is priced as the host's copy."""
+    nodes = [N("ConvTranspose", ["x", "w"], ["t"], kernel_shape=[4, 4], strides=[2, 2], pads=[3, 3, 3, 3])]
+    last, inputs = "t", {"x": [1, 16, 8, 8]}
+    if "Relu" in tail:
+        nodes.append(N("Relu", ["t"], ["r"]))
+        last = "r"
+    if "Add" in tail:
+        nodes.append(N("Add", ["r", "z"], ["y"]))
+        last, inputs["z"] = "y", [1, 3, 12, 12]
+    m = model(nodes, inputs, {last: None}, {"w": rand(16, 3, 4, 4, scale=0.1)})
+    ct = next(op for op in import_model(m).walk() if isinstance(op, nn.ConvTranspose2dOp))
+    sub_pixel = next(p for p in plans(ct, SnowflakeConfig()) if p.kind == "sub-pixel")
+    assert (sub_pixel.host_words == 0) == free, sub_pixel

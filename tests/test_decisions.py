@@ -140,3 +140,25 @@ def test_the_crop_placement_is_declared_on_input_regions() -> None:
     CROP.write(out, (1, 2, 8, 8))
     with pytest.raises(VerifyException, match="crop: "):
         out.verify_()
+
+
+def test_the_host_read_is_declared_on_output_regions() -> None:
+    """The host's read of a merged conv's grid through its interleave (`host_read` = [sy, sx, oy, ox,
+    height, width]) is a declared decision of an 'output' tile.dram_region: offsets within the
+    stride and a non-empty window, else the rule's one message; a 'maps' region does not take it."""
+    from snowir.dialects.tile.decisions import HOST_READ
+
+    region = tile.DramRegionOp("o", 0, 64, "output")
+    HOST_READ.write(region, (2, 2, 1, 1, 20, 20))
+    assert HOST_READ.value(region) == (2, 2, 1, 1, 20, 20) and "host_read" in region.properties
+    region.verify_()
+    for bad in [(2, 2, 2, 1, 20, 20), (2, 2, 1, 0, 0, 20), (0, 2, 0, 1, 20, 20)]:
+        HOST_READ.write(region, bad)
+        with pytest.raises(VerifyException, match="host_read: " + re.escape(HOST_READ.rule)):
+            region.verify_()
+    HOST_READ.write(region, None)
+    assert "host_read" not in region.properties
+    maps = tile.DramRegionOp("m", 0, 64, "maps")
+    HOST_READ.write(maps, (2, 2, 1, 1, 20, 20))
+    with pytest.raises(VerifyException, match="host_read: "):
+        maps.verify_()

@@ -25,7 +25,9 @@ conv's interleave result: added, its grid the result's or not, removed), the out
 `channel_tiles` (a channel-tile-major tensor: added with widths the tiles or channels are or are
 not, moved, removed), an input region's `crop` (a crop's window of a wider tensor, on the maps or
 the bypass: added, moved, past its tensor, the whole tensor, removed; the judge lays the input out in
-the window, junk around it), the load placement
+the window, junk around it), the output's `host_read` (a merged conv's grid the host reads through its
+interleave: added with channels that are or are not whole phases, windows inside the grid or past it,
+removed; the judge reads the result as the image says), the load placement
 (`prefetch_after`, `load_next_whole`), the kernel tiles' order (`kernel_order`), the weight image's bias
 layout (`biases` on the weights region), COOP row groups (`coop_rows`: added, removed), pairs of edits.
 
@@ -54,7 +56,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, UnitAttr, i64
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, StringAttr, UnitAttr, i64
 from xdsl.ir import Operation
 from xdsl.utils.exceptions import DiagnosticException, PassFailedException, VerifyException
 
@@ -63,7 +65,9 @@ from snowir.plan.shapes import ConvShape, LoweringError  # noqa: E402
 from snowir.dialects import snowflake_asm as sf  # noqa: E402
 from snowir.dialects import tile  # noqa: E402
 from snowir.fixedpoint import writeback  # noqa: E402
-from snowir.golden import conv_sum, pool  # noqa: E402
+from snowir.driver.segment_run import host_read_words  # noqa: E402
+from snowir.golden import conv_sum, depth_to_space, pool  # noqa: E402
+from snowir.segments import HOST_READ_FACT  # noqa: E402
 from snowir.hw import SnowflakeConfig  # noqa: E402
 from snowir.plan.shapes import indp_kernel_words, kernels_per_tile  # noqa: E402
 from snowir.machine.image import assemble  # noqa: E402
@@ -263,6 +267,7 @@ def meaning(layer: tile.LayerOp, hw: SnowflakeConfig) -> tuple:
          tuple(int(v) for v in r.channels.get_values()) if r.channels is not None else None,
          tuple(int(v) for v in r.channel_tiles.get_values()) if r.channel_tiles is not None else None,
          tuple(int(v) for v in r.crop.get_values()) if r.crop is not None else None,
+         tuple(int(v) for v in r.host_read.get_values()) if r.host_read is not None else None,
          int16_array(r.value).tobytes() if r.value is not None else None)
         for label, r in regions_of(layer).items()))
     return plan, regions
@@ -1090,6 +1095,43 @@ def _grow(regions: dict, label: str, size: int, align: int) -> None:
     _set(grown, "size", max(size, grown.size.value.data))
 
 
+def e_host_read(layer, rng, hw):
+    """The output region read by the host through a merged conv's interleave (`host_read` = [sy, sx,
+    oy, ox, height, width]: the result's pixel (y, x) channel m from grid pixel ((y + oy) div sy,
+    (x + ox) div sx) channel (((y + oy) mod sy)·sx + (x + ox) mod sx)·M + m), with channels that are
+    or are not sy·sx phases, offsets within the stride or past it, a window inside the grid or past
+    it, or the read removed. The device writes as before; the judge reads the result as the image
+    says (`_host_read_judged`)."""
+    out = regions_of(layer)["output"]
+    oh, ow, _ = _out_hw(layer)
+    if out.host_read is not None and rng.random() < 0.3:
+        out.properties.pop("host_read")
+        return Edit("output host_read removed", acts=True)
+    sy, sx = rng.choice([(2, 2), (2, 2), (2, 1), (1, 2), (4, 1), (2, 4), (3, 1), (1, 1)])
+    oy, ox = rng.randrange(sy + (rng.random() < 0.1)), rng.randrange(sx + (rng.random() < 0.1))
+    height = sy * oh - oy - rng.choice([0, 0, 0, 1, sy]) + rng.choice([0] * 8 + [1])
+    width = sx * ow - ox - rng.choice([0, 0, 0, 1, sx]) + rng.choice([0] * 8 + [1])
+    if min(height, width) < 1:
+        raise NotApplicable
+    _arr(out, "host_read", [sy, sx, oy, ox, height, width])
+    return Edit(f"output host_read [{sy}, {sx}, {oy}, {ox}, {height}, {width}]", acts=True)
+
+
+def _host_read_judged(edited: tile.LayerOp, image_op: sf.ImageOp, y: np.ndarray, want: np.ndarray) -> str | None:
+    """An accepted `host_read` is followed: the image carries it to the runner (the marker fact
+    link-segments keeps), and the host's read of the output words through it (segment_run's
+    host_read_words) is the golden model's interleave of the layer's output. Why not, else None."""
+    read = regions_of(edited)["output"].host_read
+    layout = tuple(int(v) for v in read.get_values())
+    if image_op.attributes.get(HOST_READ_FACT) != StringAttr(",".join(str(v) for v in layout)):
+        return f"accepted host_read {list(layout)}, but the image does not carry it to the host's read"
+    oh, ow, k = _out_hw(edited)
+    grid = want.reshape(oh, ow, k).transpose(2, 0, 1)[None]
+    expect = depth_to_space(grid, layout[:2], layout[2:4], 1, *layout[4:])[0]
+    got = host_read_words(y, layout, k, oh, ow)
+    return None if np.array_equal(got, expect) else "accepted host_read, the host's read differs from the interleave"
+
+
 def e_crop(layer, rng, hw):
     """A conv's maps or bypass region made a crop's window of a wider tensor (`crop` = [y0, x0, height,
     width]: the input's pixel (i, j) at the tensor's (y0 + i, x0 + j)), its window moved, past its
@@ -1388,7 +1430,7 @@ EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the dra
     "empty": (e_empty, 2), "gather": (e_gather, 1), "packing": (e_packing, 1), "pair": (e_pair, 4),
     "drop_load": (e_drop_load, 1), "resident_one": (e_resident_one, 1), "taller": (e_taller, 1),
     "channels": (e_channels, 2), "pixels": (e_pixels, 2), "phases": (e_phases, 2), "channel_tiles": (e_channel_tiles, 2),
-    "crop": (e_crop, 2),
+    "crop": (e_crop, 2), "host_read": (e_host_read, 2),
     "prefetch_after": (e_prefetch_after, 2),
     "load_next_whole": (e_load_next_whole, 2), "kernel_order": (e_kernel_order, 2), "biases": (e_biases, 2),
     "coop_rows": (e_coop_rows, 2),
@@ -1453,6 +1495,13 @@ def judge(base: Base, seed: int, among: tuple[str, ...] = ()) -> tuple[Edit, Out
         return edit, Outcome("FAILURE", f"accepted, output differs from the golden model "
                                         f"({int(np.sum(got != want))} of {want.size} words)")
     same_code = np.array_equal(image.code, base.code)
+    if isinstance(edited.shape, tile.ConvShapeAttr) and "output" in regions_of(edited) \
+            and regions_of(edited)["output"].host_read is not None:
+        why = _host_read_judged(edited, image_op, result.outputs["y"], want)
+        if why is not None:
+            return edit, Outcome("FAILURE", why)
+        if same_code and _segments(image) == base.segments:
+            return edit, Outcome("followed")  # the device writes as before; the host's read is what changed
     if edit.noop and not (same_code and _segments(image) == base.segments):
         return edit, Outcome("FAILURE", "an edit that means nothing changed the program")
     if not same_code or _segments(image) != base.segments:
@@ -1596,6 +1645,21 @@ def test_phases_edits_of_a_one_tile_conv_are_followed_or_refused(bases) -> None:
     base = bases["conv_one_tile"]
     restore_blobs(base)
     judged = [judge(base, seed, ("phases",)) for seed in range(2 * EDITS_PER_BATCH)]
+    failures = [f"seed {seed}: {edit.what}: {o.detail}" for seed, (edit, o) in enumerate(judged) if o.kind == "FAILURE"]
+    assert not failures, "\n".join(failures)
+    kinds = Counter(o.kind for _, o in judged)
+    assert kinds["followed"] and kinds["refused"], dict(kinds)
+
+
+@pytest.mark.parametrize("kind", ["conv_kloop", "indp"])
+def test_host_read_edits_are_followed_or_refused(bases, kind: str) -> None:
+    """An output region's `host_read` (the host reading the layer's grid through an interleave):
+    on a COOP and an INDP conv, followed (the image carries it and the host's read is the golden
+    interleave of the output) or refused in one line (channels not sy·sx phases, an offset past the
+    stride, a window past the grid)."""
+    base = bases[kind]
+    restore_blobs(base)
+    judged = [judge(base, seed, ("host_read",)) for seed in range(2 * EDITS_PER_BATCH)]
     failures = [f"seed {seed}: {edit.what}: {o.detail}" for seed, (edit, o) in enumerate(judged) if o.kind == "FAILURE"]
     assert not failures, "\n".join(failures)
     kinds = Counter(o.kind for _, o in judged)

@@ -308,6 +308,23 @@ PHASES = Decision(
     rule="[sy, sx, height, width] marks an 'output' region that is a merged conv's interleave result, all >= 1")
 """The placement of a merged ConvTranspose conv's phases (conv-transpose-to-conv's cu-stride method
 and partition-host set it; allocate-dram, the kernel loads, the CU stride and the write-back follow it)."""
+HOST_READ = Decision(
+    "host_read", DRAM_REGION, INTS, None, length=6, needs=_output,
+    valid=lambda r: len(r) == 6 and min(r[:2]) >= 1 and 0 <= r[2] < r[0] and 0 <= r[3] < r[1] and min(r[4:]) >= 1,
+    doc="An output region holding a merged sub-pixel conv's phase grid as its write-back writes it (K = sy·sx·M "
+        "channels a grid pixel), read by the host alone (host layers, the model's outputs) as its interleave's "
+        "result: [sy, sx, oy, ox, height, width]; the result's pixel (y, x) channel m is grid pixel "
+        "((y + oy) div sy, (x + ox) div sx) channel (((y + oy) mod sy)·sx + (x + ox) mod sx)·M + m, for y < height, "
+        "x < width (the crop). The host applies the permutation as it copies the result's words back, each once: no "
+        "host interleave layer runs and the device writes as without it. Followed by the runner's reads, the golden "
+        "comparison and the end-to-end timeline; must be where the graph's interleave reads the output (tile-to-asm "
+        "refuses an edit).",
+    rule="[sy, sx, oy, ox, height, width] marks an 'output' region the host reads through an interleave, "
+         "0 <= oy < sy, 0 <= ox < sx, height and width >= 1")
+"""A layout the host reader follows (issue 36 item 1, issue 38 item 2): partition-host places a merged
+conv's interleave `host-read` where only host layers or the model's outputs read its result;
+nn-to-tile records it; tile-to-asm passes it to the image (`host_read`), which the runner's read,
+the golden comparison and the timeline follow (snowir/driver/segment_run.py `host_read_words`)."""
 
 
 
@@ -373,8 +390,8 @@ CROP = Decision(
 """The placement of a crop's reader (nn-to-tile sets it from the graph; allocate-dram and the maps
 and bypass loads follow it)."""
 
-IR_ONLY: tuple[Decision, ...] = (MAPS_BUFFERING, FENCE, SLOT, CU_ROWS, RING, CHANNELS, PIXELS, PHASES, BIASES,
-                                 CHANNEL_TILES, CROP)
+IR_ONLY: tuple[Decision, ...] = (MAPS_BUFFERING, FENCE, SLOT, CU_ROWS, RING, CHANNELS, PIXELS, PHASES, HOST_READ,
+                                 BIASES, CHANNEL_TILES, CROP)
 """Decisions the generators read from the IR itself (per maps tile, or not part of a conv's plan)."""
 
 PLAN_DECISIONS: tuple[Decision, ...] = tuple(f.metadata["decision"] for f in fields(ConvDecisions))

@@ -38,11 +38,12 @@ from snowir.dialects import snowflake_asm as sf
 from snowir.segments import main_of, segments_of
 
 MARKER_FACTS = ("kind", "mode", "loop_order", "fused", "mloop_bytes", "kloop_bytes", "load_imbalance_pct", "x", "r", "y",
-                "w", "biases")
+                "w", "biases", "host_read")
 """The layer image attributes a marker keeps: what the report says of the layer, the segments
 holding its input (`x`), residual input (`r`) and output (`y`), where the host writes and reads
 them, and its packed weights (`w`, which the nn constant refers to: snowir/packed.py, and where
-their image keeps the biases, `biases`, present when not with the kernels)."""
+their image keeps the biases, `biases`, present when not with the kernels), and how the host reads its
+output back (`host_read`: a merged conv's grid through its interleave)."""
 _KIND_RANK = {sf.SegmentKind.OUTPUT: 0, sf.SegmentKind.DATA: 1, sf.SegmentKind.INPUT: 2, sf.SegmentKind.SCRATCH: 3}
 
 

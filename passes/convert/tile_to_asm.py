@@ -46,7 +46,8 @@ from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
 from snowir.plan.weights_end import weights_before_fence_refusal
-from snowir.tile.placement import maps_refusal, placement_refusal, regions_of
+from snowir.segments import HOST_READ_FACT
+from snowir.tile.placement import maps_refusal, output_host_read, placement_refusal, regions_of
 from snowir.tile.read import TileError, conv_plan_of, tile_layers
 from snowir.codegen.traces import R_TMP
 
@@ -172,6 +173,9 @@ class TileToAsmPass(ModulePass):
                     if region is not None and region.tensor is not None:
                         image.attributes[key] = region.tensor  # where the host finds the layer's tensors
             image.attributes["hw"] = built_for  # what the program is only correct for (hw.CODE_FIELDS)
+            out = regions_of(layer).get("output")
+            if out is not None and (read := output_host_read(out)) is not None:  # the host's read of the output
+                image.attributes[HOST_READ_FACT] = StringAttr(",".join(str(v) for v in read))
             images[layer.sym_name.data] = image.sym_name.data
             op.body.block.insert_op_before(image, layer)
             layer.detach()

@@ -42,7 +42,10 @@ or on the host where partition-host would put a grouped conv; plus the host's co
 conv records the prices as `conv_transpose`. Crops past the kernel's span leave only sub-pixel.
 
 The merged conv's interleave runs on the host under `method=sub-pixel` (its write-back writes a
-pixel's s² phases together, which land in different pixels; the pass places it there):
+pixel's s² phases together, which land in different pixels): the pass asks for `place = "host-read"`,
+which partition-host grants where only the host reads the result (the model's outputs, host layers:
+the host applies the permutation and crop as it copies the conv's grid back, each result word once,
+the output region's `host_read`; no host layer), else the interleave is a host layer:
 `nn.depth_to_space` is a permutation of its words, priced as the host's copy of 16-bit words;
 `plans` prices the phases' in place (no host words) where their convs run COOP (INDP writes whole
 pixels of its own only). Cu-stride (`method=cu-stride`): the same merged conv writes the result
@@ -65,18 +68,22 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
+from xdsl.dialects import func
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (GreedyRewritePatternApplier, PatternRewriter, PatternRewriteWalker,
                                    RewritePattern, op_type_rewrite_pattern)
+from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
+from snowir import writeback
 from snowir.dialects import nn
 from snowir.host_model import HOST
 from snowir.hw import SnowflakeConfig
 from snowir.plan.conv import choose_mode, plan_conv
 from snowir.plan.shapes import ConvShape, LoweringError, phases_refusal
+from snowir.segments import HOST_READ
 from snowir.nn_util import const_of, drop_dead_constants, new_constant, shape_of, tensor
 from snowir.passes.nn.quantize import weight_frac
 
@@ -280,6 +287,8 @@ def plans(op: nn.ConvTranspose2dOp, hw: SnowflakeConfig) -> list[Plan]:
     ay, ax = axis_plans(op)
     grid = n * g * sy * sx * mg * ay.out * ax.out
     interleave = 0 if (sy, sx) == (1, 1) and (ay.out, ax.out) == (oh, ow) else grid + n * m * oh * ow
+    if g == 1 and host_reads_result(op.output):  # the host applies it as it copies the result back (host-read)
+        interleave = 0
     depthwise = g > 1 and c == g and mg == 1  # one depthwise conv per phase
     found = [] if depthwise else [Plan("sub-pixel", grid * (c // g) * ay.length * ax.length, c // g, ax.length, g,
                                        sy * sx * mg, n * c * h * w + grid, interleave)]
@@ -309,6 +318,27 @@ def plans(op: nn.ConvTranspose2dOp, hw: SnowflakeConfig) -> list[Plan]:
                           z.kernel[1], g, mg, spread + n * m * oh * ow, n * c * h * w + spread))
     order = ("cu-stride", "sub-pixel", "phases", "zero-insertion")  # ties: fewer layers (and host words) first
     return sorted(found, key=lambda p: (round(p.ms(hw), 9), order.index(p.kind)))
+
+
+def host_reads_result(value: SSAValue) -> bool:
+    """Whether only the host reads the transposed conv's result `value` whatever the later passes
+    do: the model's outputs, through per-channel ops read by nothing else (a ReLU or batch norm this
+    pass moves before the interleave; an activation a write-back unit may fold into the conv, or
+    the host runs). Then the merged conv's interleave costs no host words: the host applies it as it
+    copies the result back (partition-host's `host-read`, which checks again once the graph is
+    placed). Ops that look like the host's now (an Add, a Mul) may become device convs later
+    (fuse-residual-add, se-gate: CenterFace's upsampling adds): not counted."""
+    if not value.uses:
+        return False
+    for use in value.uses:
+        user = use.operation
+        if isinstance(user, func.ReturnOp):
+            continue
+        kind = user.op_type.data if isinstance(user, nn.HostOp) else user.name
+        per_channel = isinstance(user, nn.ReluOp | nn.BatchNormOp) or writeback.absorbing(kind) is not None
+        if not (per_channel and value.has_one_use() and host_reads_result(user.results[0])):
+            return False
+    return True
 
 
 def merged_shape(op: nn.ConvTranspose2dOp) -> tuple[ConvShape, AxisPlan, AxisPlan]:
@@ -476,8 +506,9 @@ class ConvTransposeToConv(RewritePattern):
                                        op.output.type)
         if "onnx_node" in op.attributes:
             interleave.attributes["onnx_node"] = StringAttr(f"{op.attributes['onnx_node'].data}.interleave")
-        if kind == "sub-pixel" and phases > 1:  # the host interleaves (cu-stride: partition-host places it in place)
-            interleave.attributes["place"] = StringAttr("host")
+        if kind == "sub-pixel" and phases > 1:  # the host interleaves (cu-stride: partition-host places it in place):
+            # as it reads the grid back where only the host reads the result (partition-host: host-read), else a layer
+            interleave.attributes["place"] = StringAttr(HOST_READ)
             interleave.attributes["host_reason"] = StringAttr(
                 f"interleave of one merged conv's phases (method sub-pixel): its write-back writes a pixel's {sy}x{sx} "
                 "phases together, which land in different pixels; the host interleaves")

@@ -1,5 +1,6 @@
 """
-partition-host: mark every nn op `place = "snowflake"` or `place = "host"`.
+partition-host: mark every nn op `place = "snowflake"` or `place = "host"` (or, a merged conv's
+interleave the host reads in place, `place = "host-read"`).
 
 Snowflake runs MAC/MAX work (conv, dense, pools, residual add, ReLU) and data movement;
 everything else (softmax, LRN, a transpose that moves bytes, clip, hard-sigmoid/swish, element-wise multiply
@@ -22,12 +23,16 @@ reason as `host_reason`. A channel concat on the device is no work: its producer
 (snowir/segments.py `slot_of`); so is an interleave (`nn.depth_to_space`) whose inputs are one
 COOP conv per result phase, each writing its pixels of the result in place, or one merged conv
 writing every phase in place through its CU stride (its reason otherwise:
-snowir/tile/lowerable.py `interleave_refusal`); so is a crop (`nn.crop`, a window of pixels) whose
+snowir/tile/lowerable.py `interleave_refusal`); a merged conv's interleave that cannot be written
+in place but whose result only the host reads (the model's outputs, ops only the host runs) is
+placed `host-read`: no host layer, the host applies it as it copies the conv's grid back
+(`host_read_refusal`; conv-transpose-to-conv's sub-pixel method asks for it), else it is a host
+layer with both reasons; so is a crop (`nn.crop`, a window of pixels) whose
 every reader is a device conv that loads the window in place, as its maps or its residual input
 (placed after the rest, once its readers are: `crop_refusal`). The runner
 and the reports follow these attributes. A `place` already in the IR (the user's edit, or an
 earlier run) is honoured: "host" stays on the host, "snowflake" on an op the device cannot run is
-refused in one line.
+refused in one line, as is "host-read" on an op that is not a merged conv's interleave.
 """
 
 from dataclasses import dataclass
@@ -40,9 +45,9 @@ from xdsl.utils.exceptions import PassFailedException
 from snowir import writeback
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
-from snowir.segments import transpose_is_view
+from snowir.segments import HOST_READ, transpose_is_view
 from snowir.passes.nn.se_gate import gate_of
-from snowir.tile.lowerable import device_refusal
+from snowir.tile.lowerable import MERGED, device_refusal, host_read_refusal
 
 DEVICE = (nn.Conv2dOp, nn.DenseOp, nn.MaxPoolOp, nn.AvgPoolOp, nn.GlobalAvgPoolOp, nn.AddOp, nn.ReluOp,
           nn.ConcatOp, nn.FlattenOp, nn.ReshapeOp, nn.IdentityOp, nn.ChannelSliceOp, nn.DepthToSpaceOp, nn.CropOp)
@@ -71,9 +76,53 @@ class PartitionHostPass(ModulePass):
             _place(crop, hw)
 
 
+def _device_kind(op) -> bool:
+    """An op the device may run (the lowering may still refuse it: `device_refusal`)."""
+    return (isinstance(op, DEVICE) and not _depthwise(op)) or (isinstance(op, nn.TransposeOp) and transpose_is_view(op))
+
+
+def _runs_on_host(op) -> bool:
+    """Placed on the host, or of a kind only the host runs (whatever partition-host decides later)."""
+    return placement(op) == "host" or (op.name.startswith("nn.") and not _device_kind(op))
+
+
+def _place_merged_interleave(op: nn.DepthToSpaceOp, hw: SnowflakeConfig) -> None:
+    """A merged conv's interleave: in place on the device through the CU stride (cu-stride) where it
+    can be (unless `host-read` is asked for: conv-transpose-to-conv's sub-pixel), else read in place by
+    the host as it copies the result back (`host-read`, lowerable.host_read_refusal), else a host
+    layer with both reasons."""
+    asked = placement(op) == HOST_READ
+    reason = None if asked else device_refusal(op, hw)
+    if reason is None and not asked:
+        op.attributes["place"] = StringAttr("snowflake")
+        op.attributes.pop("host_reason", None)
+        return
+    if placement(op) == "snowflake":  # the user's (or an earlier run's) choice, which cannot stand
+        what = op.attributes.get("onnx_node")
+        raise PassFailedException(f"partition-host: {op.name} {what.data if isinstance(what, StringAttr) else ''} is "
+                                  f"placed on snowflake in the IR, but cannot run there: {reason}")
+    why = host_read_refusal(op, _runs_on_host)
+    if why is None:
+        op.attributes["place"] = StringAttr(HOST_READ)
+        op.attributes.pop("host_reason", None)
+        return
+    by, bx = nn.int_values(op.block)
+    given = op.attributes.get("host_reason")  # conv-transpose-to-conv's, for its sub-pixel method
+    reason = reason or (given.data if isinstance(given, StringAttr) else MERGED.format(by=by, bx=bx, why="asked"))
+    op.attributes["host_reason"] = StringAttr(f"{reason}; host-read: {why}")
+    op.attributes["place"] = StringAttr("host")
+
+
 def _place(op, hw: SnowflakeConfig) -> None:
-    device = (isinstance(op, DEVICE) and not _depthwise(op)) or \
-        (isinstance(op, nn.TransposeOp) and transpose_is_view(op))
+    if isinstance(op, nn.DepthToSpaceOp) and len(op.inputs) == 1 and placement(op) != "host":
+        _place_merged_interleave(op, hw)
+        return
+    if placement(op) == HOST_READ:
+        what = op.attributes.get("onnx_node")
+        raise PassFailedException(
+            f"partition-host: {op.name} {what.data if isinstance(what, StringAttr) else ''} is placed "
+            f"'{HOST_READ}' in the IR, which only a merged conv's interleave (nn.depth_to_space of one input) can be")
+    device = _device_kind(op)
     reason = device_refusal(op, hw) if device else _host_reason(op, hw)
     if reason is not None:
         device = False

@@ -27,8 +27,8 @@ from snowir.dialects import nn, snowflake_asm as sf
 from snowir.driver import bound
 from snowir.device_layers import DEVICE_OPS
 from snowir.driver.results import Counts, DeviceRun, LayerResult, inputs_report, saturation, useful
-from snowir.driver.segment_run import (device_order, linked, out_slice, run_segments, runtime_weight_image,
-                                       tensor_words)
+from snowir.driver.segment_run import (device_order, linked, out_slice, read_through_interleave, run_segments,
+                                       runtime_weight_image, tensor_words)
 from snowir.driver.timeline import place_on_timeline, totals
 from snowir.golden import Golden, Q, element_frac
 from snowir.hw import SnowflakeConfig
@@ -38,7 +38,7 @@ from snowir.machine.timing import Event
 from snowir.nn_util import layer_name, on_host
 from snowir.passes.pipelines import quantised
 from snowir.plan.shapes import LoweringError
-from snowir.segments import slot_of
+from snowir.segments import HOST_READ_FACT, placed_host_read, slot_of
 from snowir.tile.build import RUNTIME_KERNELS, device_input
 from snowir.segments import root
 
@@ -148,6 +148,7 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
     pending: list[tuple] = []
     jobs_list: list[tuple] = []
     computed: set[int] = set()  # max pools their conv's program computed
+    host_reads: dict[SSAValue, Q] = {}  # a merged conv's interleave, as the host read it from the conv's grid
     for op in block.ops:
         if isinstance(op, func.ReturnOp):
             break
@@ -203,7 +204,7 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
             else:
                 runs = [_simulate(*job) for job in batch]
                 got = _record_layer(result, op, name, image_op, image, (expected, saturated), compile_s, runs, hw,
-                                    keep, out_op)
+                                    keep, out_op, host_reads)
                 env[out_op.results[0]] = Q(got.astype(np.int16), element_frac(out_op.results[0]))
             continue
         if _unlowered(op):
@@ -216,6 +217,9 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
                                    | nn.DepthToSpaceOp  # a device interleave: its phases wrote it in place
                                    | nn.CropOp):  # a device crop: its readers load its window in place
             raise LoweringError(f"layer '{name}' ({op.name}) is not lowered to Snowflake yet")
+        if placed_host_read(op) and op.results[0] in host_reads:  # no host layer: the host's read of the grid
+            env[op.results[0]] = host_reads.pop(op.results[0])
+            continue
         golden.step(op, env)
     else:
         raise LoweringError("@main has no func.return")
@@ -247,7 +251,7 @@ def _fused_pool(op, image_op: sf.ImageOp):
 
 def _record_layer(result: DeviceRun, op, name: str, image_op: sf.ImageOp, image: ProgramImage,
                   golden: tuple[Q, int], compile_s: float, runs: list[ImageRun], hw: SnowflakeConfig, keep: bool,
-                  out_op=None) -> np.ndarray:
+                  out_op=None, host_reads: dict | None = None) -> np.ndarray:
     """Add the layer's LayerResult (and its events, on the model's time line); its output (that
     of `out_op`, a max pool its program computed, if given). `golden`: the golden model's output
     and saturated-value count, which the machine's must equal to be bit-exact."""
@@ -264,6 +268,9 @@ def _record_layer(result: DeviceRun, op, name: str, image_op: sf.ImageOp, image:
                                  for e in run.events)
             start += run.cycles
     got = np.stack([out_slice(run.y, out_op.results[0]) for run in runs])
+    read = image_op.attributes.get(HOST_READ_FACT)  # the host reads its grid back through its interleave
+    read_exact = read is None or read_through_interleave(host_reads, out_op.results[0], [run.y for run in runs],
+                                                         read, expected.words)
     stalls = stall_breakdown({})
     for r in runs:
         for cause, v in r.stalls.items():
@@ -274,7 +281,7 @@ def _record_layer(result: DeviceRun, op, name: str, image_op: sf.ImageOp, image:
         sum(r.lane_macs for r in runs), sum(r.dram_bytes for r in runs), len(image.code),
         sum(r.dynamic for r in runs), stalls, _attr(image_op, "mode"), _attr(image_op, "loop_order"),
         _load_imbalance(image_op, unit_bytes),
-        bool(np.array_equal(got, expected.words)) and saturated == golden_saturated,
+        bool(np.array_equal(got, expected.words)) and saturated == golden_saturated and read_exact,
         sum(r.simulate_s for r in runs), compile_s, None if out_op is op else layer_name(out_op, out_op.name),
         saturated))
     return got

@@ -28,7 +28,7 @@ from xdsl.ir import Operation, SSAValue
 from snowir.dialects import nn, snowflake_asm as sf
 from snowir.device_layers import DEVICE_OPS
 from snowir.driver.results import Counts, DeviceRun, LayerResult, useful
-from snowir.golden import Golden, Q, element_frac
+from snowir.golden import Golden, Q, depth_to_space, element_frac
 from snowir.host_model import useful_macs
 from snowir.hw import SnowflakeConfig
 from snowir.machine.core import Machine, Mark
@@ -37,7 +37,8 @@ from snowir.machine.run import DEFAULT_MAX_INSTRUCTIONS, imbalance, run_engine, 
 from snowir.machine.timing import Event
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
-from snowir.segments import members_of, main_of, placed_concat, placed_interleave, root, segments_of, slot_of
+from snowir.segments import (HOST_READ_FACT, host_read_of, members_of, main_of, placed_concat, placed_host_read,
+                             placed_interleave, root, segments_of, slot_of)
 from snowir.tile.build import RUNTIME_KERNELS, device_input, layer_conv_shape, weight_image
 
 
@@ -114,6 +115,7 @@ def run_segments(module: ModuleOp, x, hw: SnowflakeConfig, engine: str = "fast",
     eta = Eta([name for seg in segs.segments for name in seg.layers], ops_of, progress)
     result = DeviceRun([])
     drams: list[np.ndarray] = []
+    host_reads: dict[SSAValue, Q] = {}  # a merged conv's interleave, as the host read it from the conv's grid
     start_cycle = 0
     ret = None
     for op in block.ops:
@@ -140,7 +142,10 @@ def run_segments(module: ModuleOp, x, hw: SnowflakeConfig, engine: str = "fast",
             # fc-to-conv dense over T rows T); the DRAMs of images beyond it keep what they hold
             start_cycle = _run_segment(result, golden, env, image, images[image_name], segment.layers, ops_of, drams[:n],
                                        hw, engine, record, compile_s * len(segment.layers) / len(ops_of),
-                                       start_cycle, say, record_layer, max_instructions)
+                                       start_cycle, say, record_layer, max_instructions, host_reads)
+            continue
+        if placed_host_read(op) and op.results[0] in host_reads:  # no host layer: the host's read of the grid
+            env[op.results[0]] = host_reads.pop(op.results[0])
             continue
         golden.step(op, env)
     if ret is None:
@@ -179,7 +184,7 @@ def _words(op: Operation) -> int:
 def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_op: sf.ImageOp, layers: list[str],
                  ops_of: dict[str, list[Operation]], drams: list[np.ndarray], hw: SnowflakeConfig, engine: str,
                  record: bool, compile_s: float, start_cycle: int, say=None, record_layer=None,
-                 max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS) -> int:
+                 max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS, host_reads: dict | None = None) -> int:
     markers = {m.name: m for m in image.markers}
     missing = [name for name in layers if name not in markers]
     if missing:
@@ -264,6 +269,10 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
             golden_saturated += golden.saturated[out_op]
         got = np.stack([out_slice(y, out_op.results[0]) for y in outs[name]])
         env[out_op.results[0]] = Q(got.astype(np.int16), element_frac(out_op.results[0]))
+        read_exact = True
+        if HOST_READ_FACT in markers[name].facts:  # the host reads its grid back through its interleave
+            read_exact = read_through_interleave(host_reads, out_op.results[0], outs[name],
+                                                 markers[name].facts[HOST_READ_FACT], expected.words)
         runs = counts[name]
         stalls = stall_breakdown({})
         for r in runs:
@@ -279,10 +288,41 @@ def _run_segment(result, golden: Golden, env: dict, image: ProgramImage, image_o
             useful(conv, runs), sum(r.lane_macs for r in runs), sum(r.dram_bytes for r in runs),
             _static(image, name), dynamic, stalls, facts.get("mode"), facts.get("loop_order"),
             float(pct) if pct is not None else imbalance(unit_bytes),
-            bool(np.array_equal(got, expected.words)) and saturated == golden_saturated,
+            bool(np.array_equal(got, expected.words)) and saturated == golden_saturated and read_exact,
             simulate_s * dynamic / total_dynamic, compile_s / len(layers),
             None if out_op is conv else layer_name(out_op, out_op.name), saturated))
     return start_cycle
+
+
+def host_read_words(y: np.ndarray, layout: Sequence[int], k: int, oh: int, ow: int) -> np.ndarray:
+    """The host's read of a merged conv's phase grid through its interleave (the output region's
+    `host_read` = (sy, sx, oy, ox, height, width)), from the words of the conv's output region (K
+    channels of an oh x ow grid, channel-innermost): result pixel (y, x) channel m is grid pixel
+    ((y + oy) div sy, (x + ox) div sx) channel (((y + oy) mod sy)·sx + (x + ox) mod sx)·M + m; each
+    result word read once. Returns (M, height, width)."""
+    sy, sx, oy, ox, height, width = (int(v) for v in layout)
+    m = k // (sy * sx)
+    grid = y[:oh * ow * k].reshape(oh, ow, sy, sx, m).transpose(4, 0, 2, 1, 3).reshape(m, oh * sy, ow * sx)
+    return np.ascontiguousarray(grid[:, oy:oy + height, ox:ox + width])
+
+
+def read_through_interleave(host_reads: dict | None, grid: SSAValue, outs: list[np.ndarray], fact,
+                            expected: np.ndarray) -> bool:
+    """Read a merged conv's interleave from its grid words as the marker's `host_read` fact says
+    (what the host does as it copies the result back), record it for the interleave's readers, and
+    whether it equals the graph's interleave of the golden model's grid."""
+    reader = host_read_of(grid)
+    if reader is None:
+        raise LoweringError(f"a layer's output is read through host_read {fact}, but no host-read interleave reads it")
+    layout = [int(v) for v in str(getattr(fact, "data", fact)).split(",")]
+    _, k, oh, ow = grid.type.get_shape()
+    got = np.stack([host_read_words(y, layout, k, oh, ow) for y in outs])
+    _, _, height, width = reader.output.type.get_shape()
+    want = depth_to_space(expected, nn.int_values(reader.block), nn.int_values(reader.offsets),
+                          reader.groups.value.data, height, width)
+    if host_reads is not None:
+        host_reads[reader.output] = Q(got.astype(np.int16), element_frac(reader.output))
+    return got.shape == want.shape and bool(np.array_equal(got, want))
 
 
 def runtime_weight_image(conv: nn.Conv2dOp, golden: Golden, env: dict, mode, hw: SnowflakeConfig,

@@ -31,7 +31,8 @@ from snowir.host_model import HOST, HostCPU, copy_ms
 from snowir.hw import SnowflakeConfig
 from snowir.machine.timing import Event
 from snowir.nn_util import layer_name
-from snowir.segments import is_view, layer_of, members_of, placed_concat, placed_crop, placed_interleave, root, segments_of
+from snowir.segments import (host_read_of, is_view, layer_of, members_of, placed_concat, placed_crop, placed_host_read,
+                             placed_interleave, root, segments_of)
 from snowir.tile.build import device_input
 
 WORD_BYTES = 2
@@ -134,6 +135,7 @@ def place_on_timeline(rows: list[dict[str, Any]], ops: list[Operation], linked: 
                     clock.copy(wanted, "to_device", cpu)
                     on_device.update(wanted)
                 on_device.update(op.results)
+                on_device.update(_read_through(op))
                 _span(row, clock, row.get("ms") or 0.0)
             elif row.get("computed_by"):  # computed by its conv's program: its output read after it
                 _span(row, clock, 0.0)
@@ -143,8 +145,9 @@ def place_on_timeline(rows: list[dict[str, Any]], ops: list[Operation], linked: 
                 clock.copy(list(dict.fromkeys(_reads(op))), "to_device", cpu)
                 _span(row, clock, row.get("ms") or 0.0)
                 if not row.get("computes"):  # a fused pool's output is read after the pool
-                    clock.copy(list(op.results), "to_host", cpu)
-                    on_host.update(op.results)
+                    read = _read_through(op) or list(op.results)  # a grid: the interleave the host reads from it
+                    clock.copy(read, "to_host", cpu)
+                    on_host.update(read)
             continue
         if row["where"] == "host" and not _free(op):
             needed = _held([root(v) for v in op.operands], on_device, on_host)
@@ -159,10 +162,18 @@ def place_on_timeline(rows: list[dict[str, Any]], ops: list[Operation], linked: 
     return clock.trips
 
 
+def _read_through(op: Operation) -> list[SSAValue]:
+    """The interleaves the host reads from `op`'s grid (`host-read`): in the DRAM once `op` ran,
+    copied back as their own words (the result's, each once), not the grid's."""
+    readers = [host_read_of(r) for r in op.results]
+    return [d2s.output for d2s in readers if d2s is not None]
+
+
 def _free(op: Operation) -> bool:
-    """No host work: a view, a device concat, interleave or crop, or a channel slice only device
-    convs or device concats read (in place; snowir/segments.py's free ops)."""
-    if is_view(op) or placed_concat(op) or placed_interleave(op) or placed_crop(op):
+    """No host work: a view, a device concat, interleave or crop, a merged conv's interleave the host
+    applies as it reads the grid back (host-read), or a channel slice only device convs or device
+    concats read (in place; snowir/segments.py's free ops)."""
+    if is_view(op) or placed_concat(op) or placed_interleave(op) or placed_crop(op) or placed_host_read(op):
         return True
     return isinstance(op, nn.ChannelSliceOp) and all(
         isinstance(use.operation, nn.Conv2dOp) and layer_of(use.operation) is not None or placed_concat(use.operation)

@@ -19,8 +19,8 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from snowir.dialects import nn, snowflake_asm as sf, tile
 from snowir.dialects.tile.decisions import (BIAS_LAYOUTS, BIASES, CHANNEL_TILES, CHANNELS, CROP, CU_ROWS, KERNEL_TILE,
-                                          LAYER, MAPS_BUFFERING, PHASES, PIXELS, PLAN_DECISIONS, RING, SLOT,
-                                          decisions_on, write_decisions)
+                                          HOST_READ, LAYER, MAPS_BUFFERING, PHASES, PIXELS, PLAN_DECISIONS, RING,
+                                          SLOT, decisions_on, write_decisions)
 from snowir.golden import Golden, Q, constant_array, element_frac, int_values
 from snowir.hw import DEFAULT, SnowflakeConfig
 from snowir.nn_util import conv_shape, on_host
@@ -35,7 +35,7 @@ from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, P
                                 band_plans, indp_kernel_words, input_columns, input_rows, kernel_vmacs,
                                 kernels_per_tile, plan_machine, row_runs)
 from snowir.resources import int16_array, int16_resource, int16_words
-from snowir.segments import slot_of
+from snowir.segments import host_read_layout, host_read_of, slot_of
 from snowir.tile.placement import (input_offset, input_placement, output_cus, output_placement, output_tile_step,
                                    regions_of)
 
@@ -471,6 +471,8 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
             PIXELS.write(ops[-1], tuple(slot.pixels))
         if slot.phases is not None:  # a merged conv's interleave: every phase in place (CU stride)
             PHASES.write(ops[-1], tuple(slot.phases))
+        if (reader := host_read_of(op.output)) is not None:  # its grid, read by the host through the interleave
+            HOST_READ.write(ops[-1], host_read_layout(reader))
     else:
         pool_op, plan = fused
         p = plan.pool

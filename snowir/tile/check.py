@@ -39,8 +39,8 @@ from snowir.plan.conv import slice_words
 from snowir.resources import int16_array, int16_words
 from snowir.tile.build import (body_difference, conv_shape_of, conv_tile_body, layout_of, packed_words, pool_tile_body,
                               repack, shape_of)
-from snowir.tile.placement import (input_bytes, input_crop, output_bytes, output_channels, output_phases,
-                                   output_pixels, regions_of, tiles_refusal)
+from snowir.tile.placement import (host_read_refusal, input_bytes, input_crop, output_bytes, output_channels,
+                                   output_phases, output_pixels, regions_of, tiles_refusal)
 from snowir.tile.read import (TileError, cols_of, compact_shape_of, conv_plan_of, input_rows_of, kernel_tile_of,
                               maps_tiles_of, pool_tiles_of)
 
@@ -309,6 +309,8 @@ def check_slice(layer: tile.LayerOp, k: int) -> None:
     if out is not None and PHASES.value(out) is not None and (pool or PIXELS.value(out) or CHANNELS.value(out)):
         raise TileError(layer, f"tile.dram_region @{out.sym_name.data}: phases: a conv's own output, the whole "
                                "result of its interleave (remove phases, or the pool, pixels or channels)")
+    if out is not None and (why := host_read_refusal(out, layer)) is not None:
+        raise TileError(layer, why)
     if out is None or CHANNELS.value(out) is None:
         return
     _, count, _ = output_channels(out)

@@ -6,6 +6,9 @@ planners nn-to-tile uses, so the two never disagree.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from xdsl.dialects import func
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 
@@ -229,6 +232,30 @@ def merged_refusal(op: nn.DepthToSpaceOp, hw: SnowflakeConfig) -> str | None:
         except LoweringError as e:
             why = str(e)
     return None if why is None else MERGED.format(by=by, bx=bx, why=why)
+
+
+def host_read_refusal(op: nn.DepthToSpaceOp, on_host: Callable[[Operation], bool]) -> str | None:
+    """Why a merged conv's interleave cannot be read in place by the host (`place = "host-read"`,
+    snowir/segments.py `placed_host_read`): the conv writes its phase grid as it is (whole pixels of
+    its own) and the host, which copies the result back anyway, reads each result word from the
+    grid through the permutation and crop. Only for one device conv read only by the interleave,
+    one group, and a result only the host reads: the model's outputs, or ops `on_host` says run on
+    the host (no device layer can read through the permutation). Asked before its readers are
+    placed, so `on_host` answers for every placement they may get."""
+    conv, value = op.inputs[0].owner, op.inputs[0]
+    if len(op.inputs) != 1:
+        return f"interleave of {len(op.inputs)} phase convs"
+    if op.groups.value.data != 1:
+        return f"{op.groups.value.data} groups"
+    if not isinstance(conv, nn.Conv2dOp) or _placed(conv, "host") or not value.has_one_use() or channel_tiles(conv):
+        return "not a device conv read only by it"
+    for use in op.output.uses:
+        reader = use.operation
+        if not isinstance(reader, func.ReturnOp) and not on_host(reader):
+            node = reader.attributes.get("onnx_node")
+            name = node.data if isinstance(node, StringAttr) else reader.name
+            return f"'{name}' ({reader.name}) may run on the device, which cannot read through the interleave"
+    return None
 
 
 def _member_refusal(v: SSAValue, concat: nn.ConcatOp, hw: SnowflakeConfig) -> str | None:

@@ -12,11 +12,11 @@ tile-to-asm, so the four agree.
 from __future__ import annotations
 
 from snowir.dialects import nn, tile
-from snowir.dialects.tile.decisions import CHANNEL_TILES, CHANNELS, CROP, PHASES, PIXELS
+from snowir.dialects.tile.decisions import CHANNEL_TILES, CHANNELS, CROP, HOST_READ, PHASES, PIXELS
 from snowir.hw import SnowflakeConfig
 from snowir.plan.layout import block_offset, channel_tiles_refusal, cropped, interleaved, merged, tiled
 from snowir.plan.shapes import ConvPlan, ConvShape
-from snowir.segments import slot_of
+from snowir.segments import host_read_layout, host_read_of, slot_of
 
 
 def regions_of(layer: tile.LayerOp) -> dict[str, tile.DramRegionOp]:
@@ -39,6 +39,36 @@ def output_phases(region: tile.DramRegionOp) -> tuple[int, ...] | None:
     """An output region's `phases` (sy, sx, height, width): a merged conv's interleave result,
     every phase written in place through the CU stride; None otherwise."""
     return PHASES.value(region)
+
+
+def output_host_read(region: tile.DramRegionOp) -> tuple[int, ...] | None:
+    """An output region's `host_read` (sy, sx, oy, ox, height, width): a merged conv's phase grid,
+    which the host reads through its interleave; None: the host reads the output as it is."""
+    return HOST_READ.value(region)
+
+
+def host_read_refusal(region: tile.DramRegionOp, layer: tile.LayerOp) -> str | None:
+    """Why the layer's output cannot be read by the host through the region's `host_read`: a conv's
+    own whole pixels (no fused pool, concat slice, interleave phase or result, channel-tile-major
+    blocks), its channels sy·sx phases of whole pixels, and the window inside the phase grid."""
+    read = output_host_read(region)
+    if read is None:
+        return None
+    what = f"tile.dram_region @{region.sym_name.data}: host_read {list(read)}"
+    if layer.pool is not None or not isinstance(layer.shape, tile.ConvShapeAttr):
+        return f"{what}: the host reads a conv's own grid, not a max pool's output (remove host_read)"
+    if CHANNELS.value(region) or PIXELS.value(region) or PHASES.value(region) or CHANNEL_TILES.value(region):
+        return f"{what}: the host reads whole pixels of the conv's own (remove host_read, or channels, pixels, " \
+               "phases or channel_tiles)"
+    v = layer.shape.values()
+    shape = ConvShape(**{**{f: v[f] for f in tile.ConvShapeAttr.FIELDS}, "relu": bool(v["relu"])})
+    k, oh, ow = shape.k, shape.oh, shape.ow
+    sy, sx, oy, ox, height, width = read
+    if k % (sy * sx):
+        return f"{what}: the conv's {k} channels are not {sy}x{sx} phases of whole pixels"
+    if oy + height > sy * oh or ox + width > sx * ow:
+        return f"{what}: the window passes the {sy * oh}x{sx * ow} grid of phases"
+    return None
 
 
 def region_tiles(region: tile.DramRegionOp) -> tuple[int, int, int] | None:
@@ -143,6 +173,12 @@ def placement_refusal(layer: tile.LayerOp, op: nn.Conv2dOp | nn.MaxPoolOp,
         return (f"tile.dram_region @{region.sym_name.data}: phases {list(output_phases(region) or [])} where the graph "
                 f"places its output at {list(slot.phases or [])} ([sy, sx, height, width] of its merged interleave's "
                 "result; none: whole pixels of its own): edit the interleave in @main (or place it on the host) instead")
+    reader = host_read_of(op.results[0])
+    want_read = host_read_layout(reader) if reader is not None else None
+    if region is not None and output_host_read(region) != want_read:
+        return (f"tile.dram_region @{region.sym_name.data}: host_read {list(output_host_read(region) or [])} where the "
+                f"graph's interleave reads its output as {list(want_read or [])} ([sy, sx, oy, ox, height, width]; "
+                "none: read as it is): edit the interleave in @main (or place it on the host) instead")
     if region is not None and output_pixels(region) != slot.pixels:
         return (f"tile.dram_region @{region.sym_name.data}: pixels {list(output_pixels(region) or [])} where the graph "
                 f"places its output at {list(slot.pixels or [])} ([oy, ox, sy, sx, height, width] of its interleave's "
