@@ -223,6 +223,30 @@ def placed_host_read(op: Operation | None) -> bool:
     return isinstance(place, StringAttr) and place.data == HOST_READ
 
 
+READ_REARRANGEMENTS = (nn.ConcatOp, nn.TransposeOp)
+"""Ops that only move values, which the host may apply as it copies device tensors back."""
+
+
+def read_rearrangement(op: Operation | None) -> bool:
+    """A concat or transpose partition-host placed `host-read`: its inputs are device tensors (or
+    other such rearrangements of them) and only the model's outputs (or other such rearrangements)
+    read it, so the host applies it as it copies the device's words back, each word once, as the
+    copy it makes anyway (a YOLOv8 Detect head's Concat(axis 2) of the scales and its Transpose to
+    (N, anchors, C)); no host layer."""
+    if not isinstance(op, READ_REARRANGEMENTS):
+        return False
+    place = op.attributes.get("place")
+    return isinstance(place, StringAttr) and place.data == HOST_READ
+
+
+def read_sources(value: SSAValue) -> list[SSAValue]:
+    """The tensors the host copies back to have `value`: through host-read rearrangements, their
+    inputs' (each once, in order); else `value` itself."""
+    if not read_rearrangement(value.owner):
+        return [value]
+    return list(dict.fromkeys(s for v in value.owner.operands for s in read_sources(v)))  # type: ignore[union-attr]
+
+
 def host_read_of(value: SSAValue) -> nn.DepthToSpaceOp | None:
     """The host-read interleave of a merged conv's output `value` (its one reader), else None."""
     for use in value.uses:
@@ -357,7 +381,7 @@ def members_of(concat: nn.ConcatOp) -> list[tuple[SSAValue, int]]:
 
 def _free(op: Operation) -> bool:
     if isinstance(op, nn.ConstantOp | func.ReturnOp) or is_view(op) or placed_concat(op) or placed_interleave(op) \
-            or placed_crop(op) or placed_host_read(op):
+            or placed_crop(op) or placed_host_read(op) or read_rearrangement(op):
         return True
     if isinstance(op, nn.ChannelSliceOp):
         return all(isinstance(use.operation, nn.Conv2dOp) and layer_of(use.operation) is not None

@@ -115,3 +115,42 @@ def test_the_split_and_its_reassembly_go_once_the_sigmoid_is_in_the_convs(unit: 
 def test_without_the_unit_the_sigmoid_keeps_the_split_and_concat(tmp_path: Path) -> None:
     module = _prepared(detect_tail(), "")
     assert [op.op_type.data for op in module.walk() if isinstance(op, nn.HostOp)] == ["Split", "Sigmoid"]
+
+
+def test_the_scales_concat_and_the_transpose_are_the_hosts_read_of_the_output(unit: str, tmp_path: Path,
+                                                                                capsys) -> None:
+    """What is left of the tail moves the device's words to the model's output: Concat(axis 2) of
+    the scales (a concat the device does not place: pixel-axis) and Transpose(0, 2, 1). The host
+    applies both as it copies the heads' words back, each once (the copy it makes anyway):
+    `host-read`, no host layer, and the round trips count the output's words read back."""
+    path, report = tmp_path / "tail.onnx", tmp_path / "r.json"
+    onnx.save(detect_tail(), path)
+    assert snow_run([str(path), "--check", "--quiet", "--hw", unit, "--report", str(report)]) == 0, \
+        capsys.readouterr().err
+    r = json.loads(report.read_text())
+    rows = {row["name"]: row for row in r["layers"]}
+    assert rows["cat_scales"]["where"] == rows["transpose"]["where"] == "host-read"
+    assert r["total"]["host_ms"] == 0 and r["check"]["golden_bit_exact"] is True
+    back = [t for t in r["round_trips"] if t["direction"] == "to_host"]
+    assert sum(t["bytes"] for t in back) == 2 * 80 * (BOX + CLS)
+
+
+def test_a_user_may_keep_the_rearrangement_on_the_host_or_is_refused_a_host_read_it_cannot_have(
+        unit: str, tmp_path: Path, capsys) -> None:
+    from snowir.tools.snow_opt import main as snow_opt
+
+    module = import_model(detect_tail())
+    for op in module.walk():
+        if isinstance(op, nn.TransposeOp):
+            op.attributes["place"] = nn.StringAttr("host")
+    NNPreparePass(hw=unit).apply(None, module)
+    where = {op.attributes["onnx_node"].data: op.attributes["place"].data for op in module.walk()
+             if isinstance(op, nn.ConcatOp | nn.TransposeOp)}
+    assert where == {"cat0": "snowflake", "cat1": "snowflake", "cat_scales": "host", "transpose": "host"}  # read by a host layer
+    bad = tmp_path / "bad.mlir"
+    bad.write_text('func.func @main(%x: tensor<1x4x6xf32>) -> tensor<1x6x4xf32> {\n'
+                   '  %t = nn.transpose %x {place = "host-read", perm = array<i64: 0, 2, 1>} : '
+                   '(tensor<1x4x6xf32>) -> tensor<1x6x4xf32>\n  func.return %t : tensor<1x6x4xf32>\n}\n')
+    assert snow_opt([str(bad), "-p", "partition-host"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "host-read" in err[0] and "Traceback" not in err[0], err

@@ -32,20 +32,26 @@ every reader is a device conv that loads the window in place, as its maps or its
 (placed after the rest, once its readers are: `crop_refusal`). The runner
 and the reports follow these attributes. A `place` already in the IR (the user's edit, or an
 earlier run) is honoured: "host" stays on the host, "snowflake" on an op the device cannot run is
-refused in one line, as is "host-read" on an op that is not a merged conv's interleave.
+refused in one line, as is "host-read" on an op that is not a merged conv's interleave, a concat or
+a transpose. A concat or transpose the device cannot place whose inputs are device tensors and
+whose result only the model's outputs read (a YOLOv8 Detect head's Concat(axis 2) of its scales and
+Transpose to (N, anchors, C)) is placed `host-read` too: the host applies it as it copies those
+tensors back, each word once, the copy it makes anyway (`_place_read_rearrangements`).
 """
 
 from dataclasses import dataclass
 
 from xdsl.context import Context
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir import writeback
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
-from snowir.segments import HOST_READ, transpose_is_view
+from snowir.segments import HOST_READ, READ_REARRANGEMENTS, transpose_is_view
 from snowir.passes.nn.se_gate import gate_of
 from snowir.tile.lowerable import MERGED, device_refusal, host_read_refusal
 
@@ -67,6 +73,10 @@ class PartitionHostPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
         crops = []
+        asked = {inner for inner in op.walk() if isinstance(inner, READ_REARRANGEMENTS) and placement(inner) == HOST_READ}
+        for inner in asked:  # the user's host-read: placed host below, then host-read if it can be
+            inner.attributes["place"] = StringAttr("host")
+        user_host = {inner for inner in op.walk() if placement(inner) == "host"} - asked
         for inner in op.walk():
             if isinstance(inner, nn.CropOp):
                 crops.append(inner)  # once its readers are placed: each must read it in place
@@ -74,6 +84,39 @@ class PartitionHostPass(ModulePass):
                 _place(inner, hw)
         for crop in crops:
             _place(crop, hw)
+        _place_read_rearrangements(op, asked, user_host)
+
+
+def _place_read_rearrangements(module: ModuleOp, asked: set, user_host: set) -> None:
+    """Concats and transposes left on the host that only move device tensors to the model's
+    outputs become `host-read` (segments.read_rearrangement): the host applies them as it copies
+    the device's words back, which it does anyway, so they are no host layer. A rearrangement the
+    user placed on the host stays; one the user placed `host-read` that cannot be is refused."""
+    ops = [o for o in module.walk() if isinstance(o, READ_REARRANGEMENTS) and placement(o) == "host"
+           and o not in user_host]
+    candidates = set(ops)
+
+    def sourced(value) -> bool:  # a device tensor, through candidates
+        owner = value.owner
+        if owner in candidates:
+            return all(sourced(v) for v in owner.operands)
+        return isinstance(owner, Operation) and placement(owner) == "snowflake" and owner.name.startswith("nn.")
+
+    def only_read(op) -> bool:  # by the model's outputs, through candidates
+        return all(isinstance(u.operation, func.ReturnOp) or (u.operation in candidates and only_read(u.operation))
+                   for r in op.results for u in r.uses)
+
+    for o in ops:
+        if all(sourced(v) for v in o.operands) and only_read(o):
+            o.attributes["place"] = StringAttr(HOST_READ)
+            o.attributes.pop("host_reason", None)
+    for o in asked:
+        if placement(o) != HOST_READ:
+            what = o.attributes.get("onnx_node")
+            raise PassFailedException(
+                f"partition-host: {o.name} {what.data if isinstance(what, StringAttr) else ''} is placed "
+                f"'{HOST_READ}' in the IR, but the host cannot read it as it copies device tensors back: "
+                "its inputs must be device tensors and only the model's outputs may read it")
 
 
 def _device_kind(op) -> bool:
@@ -121,7 +164,8 @@ def _place(op, hw: SnowflakeConfig) -> None:
         what = op.attributes.get("onnx_node")
         raise PassFailedException(
             f"partition-host: {op.name} {what.data if isinstance(what, StringAttr) else ''} is placed "
-            f"'{HOST_READ}' in the IR, which only a merged conv's interleave (nn.depth_to_space of one input) can be")
+            f"'{HOST_READ}' in the IR, which only a merged conv's interleave (nn.depth_to_space of one input), "
+            "a concat or a transpose can be")
     device = _device_kind(op)
     reason = device_refusal(op, hw) if device else _host_reason(op, hw)
     if reason is not None:

@@ -48,7 +48,7 @@ from snowir.dialects.tile.decisions import FENCE, WEIGHTS_BEFORE_FENCE
 from snowir.device_layers import DEVICE_OPS
 from snowir.hw import DRAM_PAGE_BYTES, SnowflakeConfig
 from snowir.nn_util import layer_name
-from snowir.segments import main_of, placed_concat, segments_of, slot_of
+from snowir.segments import main_of, placed_concat, read_sources, segments_of, slot_of
 from snowir.errors import SnowError
 from snowir.tile.build import device_input, regions_of
 from snowir.plan.shapes import LoweringError
@@ -221,7 +221,8 @@ class AllocateDramPass(ModulePass):
                     if t is not None and index:
                         t.last = max(t.last, segs.last_position(index - 1))
         ret = list(main.body.block.ops)[-1]
-        for operand in [*ret.operands, *(o for h in segs.host_after for o in h.operands)]:
+        outputs = [s for v in ret.operands for s in read_sources(v)]  # through host-read rearrangements
+        for operand in [*outputs, *(o for h in segs.host_after for o in h.operands)]:
             t = tensors.get(slot_of(operand).root)
             if t is not None:
                 t.last = last_layer

@@ -39,7 +39,7 @@ from snowir.passes import all_passes
 from snowir.passes.convert.nn_to_tile import device_layers
 from snowir.passes.pipelines import quantised
 from snowir.model_image import ModelImage, is_model_image, model_module
-from snowir.segments import main_of, placed_host_read
+from snowir.segments import main_of, placed_host_read, read_rearrangement
 
 DEFAULT_PIPELINE = "nn-prepare"
 
@@ -214,7 +214,8 @@ def layer_rows(module: ModuleOp) -> list[dict[str, Any]]:
         if isinstance(op, nn.HostOp):
             kind = f"host:{op.op_type.data}"  # the ONNX node it carries
         rows.append({"name": layer_name(op, op.name), "op": kind,
-                     "where": "host" if host else "host-read" if placed_host_read(op) else "device",
+                     "where": "host" if host else "host-read" if placed_host_read(op) or read_rearrangement(op)
+                     else "device",
                      "cycles": 0, "ms": 0.0,
                      "host_ms": host_ms(op) if host else None, "macs": useful_macs(op), "lane_macs": 0,
                      "mac_utilization": 0.0, "dram_bytes": 0, "gbps": 0.0, "stall_cycles": {},

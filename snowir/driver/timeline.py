@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from snowir.dialects import nn
@@ -32,7 +33,7 @@ from snowir.hw import SnowflakeConfig
 from snowir.machine.timing import Event
 from snowir.nn_util import layer_name
 from snowir.segments import (host_read_of, is_view, layer_of, members_of, placed_concat, placed_crop, placed_host_read,
-                             placed_interleave, root, segments_of)
+                             placed_interleave, read_rearrangement, read_sources, root, segments_of)
 from snowir.tile.build import device_input
 
 WORD_BYTES = 2
@@ -66,6 +67,17 @@ def _reads(op: Operation) -> list[SSAValue]:
     if isinstance(op, nn.Conv2dOp) and not isinstance(op.weight.owner, nn.ConstantOp):
         values.append(op.weight)  # the host packs them into the weights region: as many words
     return [r for r in (root(v) for v in values) if not isinstance(r.owner, nn.ConstantOp)]
+
+
+def _stored(value: SSAValue) -> SSAValue:
+    """The tensor whose DRAM words the host reads for `value`: its root (through views), and
+    through device reshapes that are no view in the device's byte order (an (N, C, H, W) tensor
+    flattened to (N, C, H·W) and read by the host): the host reorders the words it copies back."""
+    value = root(value)
+    owner = value.owner
+    if isinstance(owner, nn.ReshapeOp | nn.FlattenOp) and owner.attributes.get("place") == StringAttr("snowflake"):
+        return _stored(owner.operands[0])
+    return value
 
 
 def _leaves(value: SSAValue) -> list[SSAValue]:
@@ -150,7 +162,7 @@ def place_on_timeline(rows: list[dict[str, Any]], ops: list[Operation], linked: 
                     on_host.update(read)
             continue
         if row["where"] == "host" and not _free(op):
-            needed = _held([root(v) for v in op.operands], on_device, on_host)
+            needed = _held([_stored(v) for v in op.operands], on_device, on_host)
             clock.copy(needed, "to_host", cpu)
             on_host.update(needed)
             on_host.update(op.results)
@@ -158,7 +170,8 @@ def place_on_timeline(rows: list[dict[str, Any]], ops: list[Operation], linked: 
     block = ops[-1].parent_block() if ops else None
     ret = block.last_op if block is not None else None
     if ret is not None:
-        clock.copy(_held([root(v) for v in ret.operands], on_device, on_host), "to_host", cpu)
+        # a host-read rearrangement's output: the device tensors it reads, copied back once each
+        clock.copy(_held([_stored(s) for v in ret.operands for s in read_sources(v)], on_device, on_host), "to_host", cpu)
     return clock.trips
 
 
@@ -173,7 +186,8 @@ def _free(op: Operation) -> bool:
     """No host work: a view, a device concat, interleave or crop, a merged conv's interleave the host
     applies as it reads the grid back (host-read), or a channel slice only device convs or device
     concats read (in place; snowir/segments.py's free ops)."""
-    if is_view(op) or placed_concat(op) or placed_interleave(op) or placed_crop(op) or placed_host_read(op):
+    if is_view(op) or placed_concat(op) or placed_interleave(op) or placed_crop(op) or placed_host_read(op) \
+            or read_rearrangement(op):
         return True
     return isinstance(op, nn.ChannelSliceOp) and all(
         isinstance(use.operation, nn.Conv2dOp) and layer_of(use.operation) is not None or placed_concat(use.operation)
