@@ -6,7 +6,7 @@ resize-to-conv-transpose, conv-transpose-to-conv, fold-hard-swish, drop-identity
 fold-channel-shuffle, sequence-gemm, fc-to-conv,
 avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth, pad-rows,
 copy-concat-slices, add-to-bypass, the nn pass of each write-back unit the machine has
-(snowir/writeback.py), drop-identity (again), se-gate, partition-host,
+(snowir/writeback.py), drop-identity{split-heads} (again), se-gate, partition-host,
 quantize.
 
 snowflake-lower{format=Q8.8|auto calibration=x.npy mode=auto loop-order=auto hw=path.json}: the
@@ -106,7 +106,7 @@ class NNPreparePass(ModulePass):
                                     UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), *([PadRowsPass(self.hw)] if self.pad_rows else []),
                                     CopyConcatSlicesPass(self.hw), AddToBypassPass(self.add_to_bypass, self.hw),
                                     *self._unit_passes(),
-                                    DropIdentityPass(),  # again: a split the units' fused activations reassembled
+                                    DropIdentityPass(split_heads=True),  # again: a split the units' activations reassembled
                                     SEGatePass(self.se_gate, self.hw),  # after: a gate a device conv writes stays a host Mul
                                     PartitionHostPass(self.hw)]
         if self.quantize:

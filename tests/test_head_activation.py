@@ -24,9 +24,10 @@ N = helper.make_node
 BOX, CLS = 16, 8
 
 
-def detect_tail(raw_scores: bool = False) -> onnx.ModelProto:
+def detect_tail(raw_scores: bool = False, dfl: bool = False) -> onnx.ModelProto:
     """Two scales (8x8 and 4x4) of a 16-channel feature map; `raw_scores`: the class logits of the
-    first scale are a model output too (so they must stay un-activated)."""
+    first scale are a model output too (so they must stay un-activated); `dfl`: the boxes go
+    through YOLOv8's DFL first (Reshape to (1, 4, 4, anchors), a Softmax over the 4 bins, back)."""
     nodes, inits, outs = [], {}, {}
     nodes.append(N("Conv", ["x", "w_s", "b_s"], ["f8"], pads=[1] * 4, name="stem"))
     nodes.append(N("MaxPool", ["f8"], ["f4"], kernel_shape=[2, 2], strides=[2, 2], name="down"))
@@ -43,8 +44,13 @@ def detect_tail(raw_scores: bool = False) -> onnx.ModelProto:
         flat.append(f"flat{i}")
     inits["sizes"] = np.array([BOX, CLS], np.int64)
     nodes += [N("Concat", flat, ["all"], axis=2, name="cat_scales"),
-              N("Split", ["all", "sizes"], ["boxes", "logits"], axis=1, name="split"),
-              N("Sigmoid", ["logits"], ["scores"], name="cls_sigmoid"),
+              N("Split", ["all", "sizes"], ["boxes" if not dfl else "raw_boxes", "logits"], axis=1, name="split")]
+    if dfl:
+        inits |= {"bins": np.array([1, 4, BOX // 4, 80], np.int64), "flat_boxes": np.array([1, BOX, 80], np.int64)}
+        nodes += [N("Reshape", ["raw_boxes", "bins"], ["binned"], name="dfl_reshape"),
+                  N("Softmax", ["binned"], ["dist"], axis=2, name="dfl_softmax"),
+                  N("Reshape", ["dist", "flat_boxes"], ["boxes"], name="dfl_back")]
+    nodes += [N("Sigmoid", ["logits"], ["scores"], name="cls_sigmoid"),
               N("Concat", ["boxes", "scores"], ["out"], axis=1, name="cat_out"),
               N("Transpose", ["out"], ["y"], perm=[0, 2, 1], name="transpose")]
     outs["y"] = [1, 80, BOX + CLS]
@@ -112,9 +118,9 @@ def test_the_split_and_its_reassembly_go_once_the_sigmoid_is_in_the_convs(unit: 
     assert {row["name"] for row in r["layers"]} & {"split", "cat_out"} == set()
 
 
-def test_without_the_unit_the_sigmoid_keeps_the_split_and_concat(tmp_path: Path) -> None:
+def test_without_the_unit_the_sigmoid_stays_and_the_split_goes_into_the_scales(tmp_path: Path) -> None:
     module = _prepared(detect_tail(), "")
-    assert [op.op_type.data for op in module.walk() if isinstance(op, nn.HostOp)] == ["Split", "Sigmoid"]
+    assert [op.op_type.data for op in module.walk() if isinstance(op, nn.HostOp)] == ["Sigmoid"]
 
 
 def test_the_scales_concat_and_the_transpose_are_the_hosts_read_of_the_output(unit: str, tmp_path: Path,
@@ -154,3 +160,23 @@ def test_a_user_may_keep_the_rearrangement_on_the_host_or_is_refused_a_host_read
     assert snow_opt([str(bad), "-p", "partition-host"]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "host-read" in err[0] and "Traceback" not in err[0], err
+
+
+@pytest.mark.parametrize("with_unit", [True, False])
+def test_with_the_dfl_the_split_goes_into_the_scales(with_unit: bool, unit: str, tmp_path: Path, capsys) -> None:
+    """With YOLOv8's DFL between the Split and the output's Concat, the split outputs are not put
+    back together; drop-identity{split-heads} gives each its own pixel concat of the scales' flattened
+    inputs (boxes: the box convs', classes: the class convs'), so no host Split copies the whole
+    output; bit-exact, on the stock machine too (the sigmoid then on the host)."""
+    hw = unit if with_unit else ""
+    module = _prepared(detect_tail(dfl=True), hw)
+    assert not [op for op in module.walk() if isinstance(op, nn.HostOp) and op.op_type.data == "Split"]
+    pixel_concats = [op for op in module.walk() if isinstance(op, nn.ConcatOp) and op.axis.value.data == 2]
+    assert sorted(op.attributes["onnx_node"].data for op in pixel_concats) == ["cat_scales.0", "cat_scales.1"]
+    path, report = tmp_path / "tail.onnx", tmp_path / "r.json"
+    onnx.save(detect_tail(dfl=True), path)
+    assert snow_run([str(path), "--check", "--quiet", "--report", str(report), *(["--hw", hw] if hw else [])]) == 0, \
+        capsys.readouterr().err
+    r = json.loads(report.read_text())
+    assert r["check"]["golden_bit_exact"] is True and r["check"]["snr_db"] > 35
+    assert "split" not in {row["name"] for row in r["layers"]}

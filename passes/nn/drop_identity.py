@@ -7,15 +7,21 @@ the concat is that tensor.
 They would cost a copy each, on the device or the host. The second shape is what a YOLOv8
 Detect head leaves once the write-back activation unit has moved its class sigmoid into the
 convs (fuse-activation): Split(box, cls) -> Concat(box, cls) over the scales' Concat(axis 2), two
-host copies of the whole output. The pipeline runs this pass again after the write-back units'.
+host copies of the whole output. The pipeline runs this pass again after the write-back units',
+then with `split-heads`: a Split along the channels of the scales' Concat(axis 2) of flattened
+channel concats, each scale's concat of one input per split output (YOLOv8's Detect with its DFL:
+Split(Concat_2(Reshape(Concat_1(box_i, cls_i)))) -> box, cls), is the split outputs' own pixel
+concats of the flattened inputs (box = Concat_2(Reshape(box_i)), cls likewise): the same values,
+with no host Split copying the whole output (1.38 ms of host time in NudeNet's 320² YOLOv8n).
 """
 
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, TensorType
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint
 from xdsl.pattern_rewriter import (GreedyRewritePatternApplier, PatternRewriter, PatternRewriteWalker, RewritePattern,
                                    op_type_rewrite_pattern)
 
@@ -63,9 +69,59 @@ def _reassembled(parts: list[SSAValue], axis: int) -> SSAValue | None:
     return x if first == x.type.get_shape()[1] else None
 
 
+class SplitHeads(RewritePattern):
+    """Split_1(Concat_2(Reshape(Concat_1(x_i0, x_i1, ...)))) -> Concat_2(Reshape(x_i0)), ...: each
+    split output the pixel concat of the scales' inputs it is made of."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: nn.HostOp, rewriter: PatternRewriter) -> None:
+        if op.op_type.data != "Split" or "place" in op.attributes:
+            return
+        cat = op.inputs[0].owner
+        axis = op.attrs.data.get("axis", IntegerAttr(0, 64))
+        if not isinstance(cat, nn.ConcatOp) or len(op.inputs[0].type.get_shape()) != 3 or cat.axis.value.data != 2 \
+                or not isinstance(axis, IntegerAttr) or axis.value.data % 3 != 1 or len(list(op.inputs[0].uses)) != 1:
+            return
+        sizes = [r.type.get_shape()[1] for r in op.results]
+        scales = []  # per scale: the channel concat's inputs, one per split output
+        for flat in cat.operands:
+            reshape = flat.owner
+            if not isinstance(reshape, nn.ReshapeOp) or len(reshape.input.type.get_shape()) != 4:
+                return
+            heads = reshape.input.owner
+            if not isinstance(heads, nn.ConcatOp) or heads.axis.value.data != 1 \
+                    or [v.type.get_shape()[1] for v in heads.operands] != sizes:
+                return
+            scales.append(list(heads.operands))
+        outs = []
+        for j, result in enumerate(op.results):
+            pieces = []
+            for inputs in scales:
+                n, c, h, w = inputs[j].type.get_shape()
+                piece = nn.ReshapeOp(inputs[j], TensorType(result.type.get_element_type(), [n, c, h * w]))
+                rewriter.insert(piece, InsertPoint.before(op))
+                pieces.append(piece.results[0])
+            joined = nn.ConcatOp(pieces, 2, result.type)
+            for key in ("onnx_node",):
+                if key in cat.attributes:
+                    joined.attributes[key] = StringAttr(f"{cat.attributes[key].data}.{j}")
+            rewriter.insert(joined, InsertPoint.before(op))
+            outs.append(joined.results[0])
+        rewriter.replace(op, [], outs)
+        dead = [cat, *(v.owner for v in cat.operands)]  # the pixel concat, its reshapes, the scales' concats
+        dead += [r.input.owner for r in dead[1:]]
+        for old in dead:
+            if isinstance(old, Operation) and all(not r.uses for r in old.results):
+                rewriter.erase(old)
+
+
 @dataclass(frozen=True)
 class DropIdentityPass(ModulePass):
     name = "drop-identity"
+    split_heads: bool = False
+    """Also push a Split of detector heads' pixel concat into the scales (`SplitHeads`)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(GreedyRewritePatternApplier([DropIdentity(), DropReassembly()])).rewrite_module(op)
+        if self.split_heads:  # after: a split put back together goes whole
+            PatternRewriteWalker(SplitHeads()).rewrite_module(op)
