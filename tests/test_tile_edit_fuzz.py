@@ -1639,16 +1639,21 @@ if __name__ == "__main__":
     print(f"{kind_} seed {seed_}: {e_.what}\n  -> {o_.kind}: {o_.detail}")
 
 
+def _followed_and_refused(base, edit: str) -> None:
+    """Two batches of `edit` on `base`: none a failure, some followed and some refused."""
+    restore_blobs(base)
+    judged = [judge(base, seed, (edit,)) for seed in range(2 * EDITS_PER_BATCH)]
+    failures = [f"seed {seed}: {e.what}: {o.detail}" for seed, (e, o) in enumerate(judged) if o.kind == "FAILURE"]
+    assert not failures, "\n".join(failures)
+    kinds = Counter(o.kind for _, o in judged)
+    assert kinds["followed"] and kinds["refused"], dict(kinds)
+
+
 def test_phases_edits_of_a_one_tile_conv_are_followed_or_refused(bases) -> None:
     """A merged conv's `phases` (16 kernels, one tile: [4, 1], [4, 4], [4, 2] fit 4 CUs x 4 vMACs;
     [2, 2] or a grid not the result's do not): followed bit-exact, or refused in one line."""
     base = bases["conv_one_tile"]
-    restore_blobs(base)
-    judged = [judge(base, seed, ("phases",)) for seed in range(2 * EDITS_PER_BATCH)]
-    failures = [f"seed {seed}: {edit.what}: {o.detail}" for seed, (edit, o) in enumerate(judged) if o.kind == "FAILURE"]
-    assert not failures, "\n".join(failures)
-    kinds = Counter(o.kind for _, o in judged)
-    assert kinds["followed"] and kinds["refused"], dict(kinds)
+    _followed_and_refused(base, "phases")
 
 
 @pytest.mark.parametrize("kind", ["conv_kloop", "indp"])
@@ -1658,9 +1663,4 @@ def test_host_read_edits_are_followed_or_refused(bases, kind: str) -> None:
     interleave of the output) or refused in one line (channels not sy·sx phases, an offset past the
     stride, a window past the grid)."""
     base = bases[kind]
-    restore_blobs(base)
-    judged = [judge(base, seed, ("host_read",)) for seed in range(2 * EDITS_PER_BATCH)]
-    failures = [f"seed {seed}: {edit.what}: {o.detail}" for seed, (edit, o) in enumerate(judged) if o.kind == "FAILURE"]
-    assert not failures, "\n".join(failures)
-    kinds = Counter(o.kind for _, o in judged)
-    assert kinds["followed"] and kinds["refused"], dict(kinds)
+    _followed_and_refused(base, "host_read")
