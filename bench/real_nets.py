@@ -416,8 +416,6 @@ def table(rows: list[dict]) -> str:
 def _hw(text: str) -> SnowflakeConfig:
     """--hw: a JSON file, or the JSON itself; a bad one is the parser's one-line error."""
     try:
-        if text.lstrip().startswith("{"):
-            return SnowflakeConfig.from_json(json.loads(text), "--hw")
         return SnowflakeConfig.load(text)
     except ValueError as e:  # the config's own error (ConfigError), or the JSON's
         raise argparse.ArgumentTypeError(str(e)) from None

@@ -202,8 +202,15 @@ class SnowflakeConfig:
 
     @classmethod
     def load(cls, path: str | Path | None) -> SnowflakeConfig:
+        """The description in JSON file `path`, or `path` itself when it is the JSON (a string
+        starting with '{': `snow-run --hw '{"cus": 16}'`); None: the ZC706 build."""
         if path is None:
             return cls()
+        if isinstance(path, str) and path.lstrip().startswith("{"):
+            try:
+                return cls.from_json(json.loads(path), "--hw")
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"--hw {path}: invalid JSON: {e.msg}") from None
         p = Path(path)
         try:
             data = json.loads(p.read_text())

@@ -58,3 +58,20 @@ def test_every_field_has_a_range() -> None:
 
     assert set(RANGES) == {f.name for f in dataclasses.fields(SnowflakeConfig)}
     SnowflakeConfig().validate()  # the defaults are in range
+
+
+def test_hw_takes_the_json_itself_or_a_file(tmp_path) -> None:
+    """`--hw '{"cus": 16}'` as well as a file: a string starting with '{' is the description; a bad
+    one is one ConfigError line."""
+    import pytest as _pytest
+
+    from snowir.hw import ConfigError, SnowflakeConfig
+
+    assert SnowflakeConfig.load('{"cus": 16, "dram_gbps": 8.4}') == SnowflakeConfig(cus=16, dram_gbps=8.4)
+    path = tmp_path / "hw.json"
+    path.write_text('{"cus": 16}')
+    assert SnowflakeConfig.load(str(path)) == SnowflakeConfig(cus=16)
+    for bad, says in (('{"cus": 16', "invalid JSON"), ('{"cux": 16}', "did you mean 'cus'"), ('{"cus": 0}', "'cus'")):
+        with _pytest.raises(ConfigError, match=says) as e:
+            SnowflakeConfig.load(bad)
+        assert "\n" not in str(e.value)
