@@ -69,6 +69,12 @@ def choose_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | Non
     return other if wins else rule
 
 
+BLOCKS_MLOOP = ("loop_order Kloop: a grouped conv over channel-tile-major blocks runs Mloop (each kernel tile "
+                "loads its own group's block, strip by strip: the blocks are the kernel-tile loop)")
+"""Why a `block_maps` conv has one loop order: under Kloop a strip would hold every block's rows and
+the kernel tiles would share it, a layout its maps tiles (one block's rows) do not describe."""
+
+
 MODE_PRICE_FLOOR = 2_000
 """Cycles a priced mode must save beyond the margin: the estimates leave out a layer's fixed costs
 (prologue, first loads), so smaller predicted gains are noise (3 -> 16 3x3 over 8 x 8: 502 cycles
@@ -229,8 +235,11 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
                             f"{hw.maps_buffer_elements}-word maps buffer, even column-tiled")
     tiles = math.ceil(s.k / kernels)
     double = s.kernel_words <= weights_slot_elements(hw)
+    if s.block_maps and loop_order == "Kloop":
+        raise LoweringError(BLOCKS_MLOOP)
+    orders = [loop_order] if loop_order else ["Mloop"] if s.block_maps else ["Kloop", "Mloop"]
     plans = [with_residency(ConvPlan(s, strips, tiles, kernels, double, in_addr, w_addr, out_addr, "COOP", order), hw)
-             for strips in tilings for order in ([loop_order] if loop_order else ["Kloop", "Mloop"])]
+             for strips in tilings for order in orders]
     best = min(plans, key=lambda p: p.estimated_cycles(hw))
     return best if loop_order == "Mloop" or not row_groups else with_coop_rows(best, hw)
 
