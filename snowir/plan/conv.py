@@ -222,7 +222,8 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
     # (double-buffered) and buffer-sized strips (fewer, so weights are re-sent fewer times in
     # Kloop, but each is loaded while nothing computes)
     # (a padded depthwise conv's last group reads `overread` words past a tile: room above it)
-    if s.h * row + s.overread <= hw.maps_buffer_elements:
+    # (over blocks, a maps tile a kernel tile, in alternate banks: one strip too must fit a bank)
+    if s.h * row + s.overread <= (hw.maps_bank_elements if s.block_maps else hw.maps_buffer_elements):
         tilings = [strips_of(s.h, False)]
     else:
         tilings = [strips_of(n, whole) for n, whole in (((hw.maps_bank_elements - s.overread) // row, False),
