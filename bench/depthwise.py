@@ -171,7 +171,7 @@ def main() -> None:
             split = measure(c, h, w, kernel, stride, cin, hw, rule="split-blocks")
             row |= {"split_blocks_form": split["form"], "split_blocks_cycles": split["cycles"],
                     "split_blocks_block_cycles": split["block_cycles"], "split_blocks_bit_exact": split["bit_exact"]}
-        if row["form"].endswith(("on blocks", "on tiles")):  # what the slices over the channel-innermost input give
+        if row["form"].endswith(("on blocks", "on tiles", "over blocks")):  # what the forms over the channel-innermost input give
             flat = measure(c, h, w, kernel, stride, cin, hw, rule="no-blocks")
             row |= {"no_blocks_form": flat["form"], "no_blocks_cycles": flat["cycles"],
                     "no_blocks_block_cycles": flat["block_cycles"], "no_blocks_bit_exact": flat["bit_exact"]}
