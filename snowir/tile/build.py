@@ -321,7 +321,7 @@ def _maps_tiles(plan: ConvPlan, out_addr: int, r_addr: int | None, hw: Snowflake
                                              bias_vmov=True, bypass_vmov=r_addr is not None))
                 y = y_end
                 continue
-            windows.append(tile.WindowOp(s.kw * s.c if s.cin == s.c else s.c, ky1 - ky0, s.ow, y_end - y,
+            windows.append(tile.WindowOp(s.kw * s.c if s.groups == 1 or s.block_maps else s.c, ky1 - ky0, s.ow, y_end - y,
                                          s.sx * s.cin, s.sy * row,
                                          (iy + ky0 - strip.r0) * row if iy + ky0 >= strip.r0 else 0,
                                          out_addr + 2 * y * out_row, bias_vmov=True,
