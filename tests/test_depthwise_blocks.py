@@ -125,3 +125,17 @@ def test_edits_refused_in_one_line(tmp_path: Path, capsys) -> None:
     assert code != 0 and len(err.strip().splitlines()) == 1, err
     assert "layer @dw: tile.dram_region @dw.maps: channel_tiles [16, 1, 3] where the graph places the input it reads " \
            "at [16, 0, 3]" in err, err
+
+
+def test_a_forced_kloop_keeps_mloop_with_one_line(capsys) -> None:
+    """tile-loop-order{order=Kloop}: the grouped layer over the blocks keeps Mloop and says so in one
+    line (as an INDP layer keeps Kloop under a forced Mloop); the other layers take Kloop."""
+    from snowir.driver.model_run import apply_pipeline
+    from snowir.frontend.onnx_import import import_model
+
+    module = import_model(mobile_block(16, 48, 7))
+    apply_pipeline(module, "nn-prepare,nn-to-tile,tile-loop-order{order=Kloop}")
+    orders = {op.sym_name.data: op.loop_order.data for op in module.ops if isinstance(op, tile.LayerOp)}
+    assert orders == {"expand": tile.LoopOrder.KLOOP, "dw": tile.LoopOrder.MLOOP, "project": tile.LoopOrder.KLOOP}
+    err = capsys.readouterr().err
+    assert "tile-loop-order: layer @dw keeps Mloop: a grouped-over-blocks layer runs Mloop only" in err, err

@@ -71,7 +71,8 @@ def choose_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | Non
 
 BLOCKS_MLOOP = ("loop_order Kloop: a grouped conv over channel-tile-major blocks runs Mloop (each kernel tile "
                 "loads its own group's block, strip by strip: the blocks are the kernel-tile loop)")
-"""Why a `block_maps` conv has one loop order: under Kloop a strip would hold every block's rows and
+"""Why a `block_maps` conv has one loop order (tile-to-asm's refusal of an edited Kloop: the planner
+plans Mloop whatever order it is asked for): under Kloop a strip would hold every block's rows and
 the kernel tiles would share it, a layout its maps tiles (one block's rows) do not describe."""
 
 
@@ -236,9 +237,9 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
                             f"{hw.maps_buffer_elements}-word maps buffer, even column-tiled")
     tiles = math.ceil(s.k / kernels)
     double = s.kernel_words <= weights_slot_elements(hw)
-    if s.block_maps and loop_order == "Kloop":
-        raise LoweringError(BLOCKS_MLOOP)
-    orders = [loop_order] if loop_order else ["Mloop"] if s.block_maps else ["Kloop", "Mloop"]
+    # over blocks the blocks are the kernel-tile loop: Mloop only (as INDP plans are Kloop only, a
+    # forced order another plan cannot take is the caller's to report: tile-loop-order prints it)
+    orders = ["Mloop"] if s.block_maps else [loop_order] if loop_order else ["Kloop", "Mloop"]
     plans = [with_residency(ConvPlan(s, strips, tiles, kernels, double, in_addr, w_addr, out_addr, "COOP", order), hw)
              for strips in tilings for order in orders]
     best = min(plans, key=lambda p: p.estimated_cycles(hw))
