@@ -131,6 +131,8 @@ def maps_may_pay(s: ConvShape, hw: SnowflakeConfig) -> bool:
     load, and the layer keeps the stock layout unpriced."""
     if s.kh * s.kw * s.c > hw.weights_buffer_elements or s.empty_windows:
         return False
+    if s.block_maps:  # over blocks every kernel loads once, a block's 16 beside its MACs: their words are its traffic
+        return True
     kernel = replace(s, bias_at="kernel")
     slot, buffer = weights_slot_elements(hw), hw.weights_buffer_elements
     coop_tiles = -(-s.k // coop_kernels(hw, s))
@@ -169,7 +171,7 @@ def choose_biases(kernel: ConvPlan, maps: ConvPlan, hw: SnowflakeConfig) -> Conv
     """The stock plan, unless the maps layout holds the kernels otherwise (resident, double-
     buffered, another mode or tiling) and its estimate is lower by BIAS_MIN_GAIN: a tie keeps the
     stock image."""
-    if _held(kernel) == _held(maps):
+    if _held(kernel) == _held(maps) and not kernel.shape.block_maps:
         return kernel
     return maps if layout_cycles(maps, hw) < (1 - BIAS_MIN_GAIN) * layout_cycles(kernel, hw) else kernel
 
