@@ -232,6 +232,9 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
         tilings = [strips_of(n, whole) for n, whole in (((hw.maps_bank_elements - s.overread) // row, False),
                                                         ((hw.maps_buffer_elements - s.overread) // row, True))
                    if n >= s.kh]
+    if not tilings and s.block_maps:  # a band's block would start a band's columns into it: not built
+        raise LoweringError(f"{s.kh} rows of a {s.w}-wide {s.c}-channel block exceed a maps bank: a grouped conv "
+                            "over blocks is not column-tiled")
     if not tilings:  # not even the kernel's rows fit: maps tiles of rows x columns (plan/columns.py)
         tilings = column_tilings(s, hw, strips_for)
     if not tilings:

@@ -198,6 +198,8 @@ def tiles_refusal(layer: tile.LayerOp, s: ConvShape | None, plan: ConvPlan | Non
                 return f"{what}: its {s.groups} groups' blocks from block {block} pass the tensor's {blocks}"
             if s.groups > 1 and plan.loop_order != "Mloop":
                 return f"{what}: {BLOCKS_MLOOP}"
+            if s.groups > 1 and plan.column_tiled:
+                return f"{what}: a grouped conv over blocks is not column-tiled (remove out_cols)"
             continue
         if output_channels(region) != (0, 0, 0) or output_pixels(region) or output_phases(region):  # type: ignore[arg-type]
             return f"{what}: a concat slice's or an interleave's placement is of a channel-innermost tensor (remove one)"
