@@ -12,7 +12,9 @@ writes depthwise.json:
 
     python bench/depthwise.py [--only NAME] [--out DIR | --update-results]
 
-Forms: "N slices on tiles" (the producer writes the input channel-tile-major in one layer, each
+Forms: "one layer over blocks" (the producer writes the input channel-tile-major in one layer, one
+grouped conv reads a block a group: its slices' cycles on the same blocks are measured too,
+"slices"), "N slices on tiles" (the producer writes the input channel-tile-major in one layer, each
 slice reads its block whole), "N slices on blocks" (the producer split into one conv per block),
 "N slices" (gathered from the channel-innermost input), "one layer". Where the chosen form is on
 tiles, the split producer's cycles are measured too ("split", "its block").
@@ -36,6 +38,7 @@ from snowir.passes.nn import depthwise_to_grouped  # noqa: E402
 from snowir.passes.nn.depthwise_to_grouped import depthwise_bound  # noqa: E402
 from snowir.driver.model_api import compile as compile_model  # noqa: E402
 from snowir.hw import SnowflakeConfig  # noqa: E402
+from snowir.passes.nn.depthwise_slices import OVER_BLOCKS  # noqa: E402
 from snowir.segments import CHANNEL_TILES  # noqa: E402
 
 from _output import add_output_options, output_file  # noqa: E402
@@ -98,7 +101,10 @@ def measure(c: int, h: int, w: int, kernel: int, stride: int, cin: int, hw: Snow
     form), "fixed" (the rule before these: 16-channel groups, padded above 16 channels)."""
     width, sliced = depthwise_to_grouped.DepthwiseToGrouped.width, depthwise_to_grouped._sliced_cycles
     producer, writer = depthwise_to_grouped._blocked_producer, depthwise_to_grouped._tiled_writer
-    if rule == "split-blocks":  # the producer split into one conv per block (no channel-tile-major writer)
+    over = depthwise_to_grouped._over_blocks_cycles
+    if rule == "slices-on-tiles":  # the slices, not one layer over the blocks
+        depthwise_to_grouped._over_blocks_cycles = lambda *_: (0.0, float("inf"))
+    elif rule == "split-blocks":  # the producer split into one conv per block (no channel-tile-major writer)
         depthwise_to_grouped._tiled_writer = lambda op: None
     elif rule != "cost":  # the input channel-innermost: neither blocked form
         depthwise_to_grouped._blocked_producer = depthwise_to_grouped._tiled_writer = lambda op: None
@@ -111,6 +117,7 @@ def measure(c: int, h: int, w: int, kernel: int, stride: int, cin: int, hw: Snow
     finally:
         depthwise_to_grouped.DepthwiseToGrouped.width, depthwise_to_grouped._sliced_cycles = width, sliced
         depthwise_to_grouped._blocked_producer, depthwise_to_grouped._tiled_writer = producer, writer
+        depthwise_to_grouped._over_blocks_cycles = over
 
 
 def _measure(c: int, h: int, w: int, kernel: int, stride: int, cin: int, hw: SnowflakeConfig) -> dict:
@@ -122,7 +129,9 @@ def _measure(c: int, h: int, w: int, kernel: int, stride: int, cin: int, hw: Sno
     dw, expand = summed_layer(report, "dw"), summed_layer(report, "expand")
     form = f"{dw['parts'] - 1} slices" if dw["parts"] > 1 else "one layer"
     tiles = any(CHANNEL_TILES in op.attributes for op in compiled.module.walk())  # one producer writing every block
-    return {"where": dw["where"], "form": form + (" on blocks" if expand["parts"] > 1 else " on tiles" if tiles else ""),
+    over = any(OVER_BLOCKS in op.attributes for op in compiled.module.walk())  # one grouped layer reading them
+    return {"where": dw["where"], "form": form + (" on blocks" if expand["parts"] > 1 else " over blocks" if over
+                                                  else " on tiles" if tiles else ""),
             "cycles": dw["cycles"], "useful_macs": dw["macs"], "bit_exact": bool(report["check"]["golden_bit_exact"]),
             "block_cycles": sum(summed_layer(report, n)["cycles"] for n in ("expand", "dw", "project"))}
 
@@ -154,11 +163,15 @@ def main() -> None:
             | measure(c, h, w, kernel, stride, cin, hw)
         fixed = measure(c, h, w, kernel, stride, cin, hw, rule="fixed")
         row |= {"fixed_where": fixed["where"], "fixed_cycles": fixed["cycles"], "fixed_bit_exact": fixed["bit_exact"]}
-        if row["form"].endswith("on tiles"):  # what the producer split into one conv per block gives
+        if row["form"].endswith("over blocks"):  # what the slices on the same blocks give
+            sl = measure(c, h, w, kernel, stride, cin, hw, rule="slices-on-tiles")
+            row |= {"slices_form": sl["form"], "slices_cycles": sl["cycles"], "slices_block_cycles": sl["block_cycles"],
+                    "slices_bit_exact": sl["bit_exact"]}
+        if row["form"].endswith(("on tiles", "over blocks")):  # what the producer split into one conv per block gives
             split = measure(c, h, w, kernel, stride, cin, hw, rule="split-blocks")
             row |= {"split_blocks_form": split["form"], "split_blocks_cycles": split["cycles"],
                     "split_blocks_block_cycles": split["block_cycles"], "split_blocks_bit_exact": split["bit_exact"]}
-        if row["form"].endswith(("on blocks", "on tiles")):  # what the slices over the channel-innermost input give
+        if row["form"].endswith(("on blocks", "on tiles", "over blocks")):  # what the forms over the channel-innermost input give
             flat = measure(c, h, w, kernel, stride, cin, hw, rule="no-blocks")
             row |= {"no_blocks_form": flat["form"], "no_blocks_cycles": flat["cycles"],
                     "no_blocks_block_cycles": flat["block_cycles"], "no_blocks_bit_exact": flat["bit_exact"]}
@@ -173,7 +186,7 @@ def main() -> None:
         rows.append(row)
         print(row, file=sys.stderr)
     head = (f"{'shape':<24} {'form':>18} {'where':>9} {'cycles':>10} {'bound':>9} {'MAC/DRAM':>8} {'util%':>6} "
-            f"{'bound%':>6} {'of bound%':>9} {'exact':>5} {'block':>10} {'split':>10} {'its block':>10} "
+            f"{'bound%':>6} {'of bound%':>9} {'exact':>5} {'block':>10} {'slices':>10} {'split':>10} {'its block':>10} "
             f"{'no blocks':>10} {'its block':>10} {'no slices':>10} {'16-groups':>10} {'of bound%':>9}")
     print(head)
     print("-" * len(head))
@@ -184,6 +197,7 @@ def main() -> None:
               f"{(format(r['util_pct'], '.2f') if on else '-'):>6} {r['bound_util_pct']:>6.2f} "
               f"{(format(r['share_of_bound_pct'], '.1f') if on else '-'):>9} {str(r['bit_exact']):>5} "
               f"{format(r['block_cycles'], ','):>10} "
+              f"{format(r['slices_cycles'], ',') if 'slices_cycles' in r else '-':>10} "
               f"{format(r['split_blocks_cycles'], ',') if 'split_blocks_cycles' in r else '-':>10} "
               f"{format(r['split_blocks_block_cycles'], ',') if 'split_blocks_cycles' in r else '-':>10} "
               f"{format(r['no_blocks_cycles'], ',') if 'no_blocks_cycles' in r else '-':>10} "

@@ -35,6 +35,15 @@ N = helper.make_node
 NO_TILES = (float("inf"), float("inf"))
 
 
+@pytest.fixture(autouse=True)
+def _slices_not_one_layer_over_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests pin the slice forms: one grouped layer over the blocks, which depthwise-to-grouped
+    prefers by cost wherever a writer stores the blocks, is tests/test_depthwise_blocks.py's."""
+    from snowir.passes.nn import depthwise_to_grouped
+
+    monkeypatch.setattr(depthwise_to_grouped, "_over_blocks_cycles", lambda *_: (0.0, float("inf")))
+
+
 def _layers(result) -> dict[str, dict]:
     return {row.name: row for row in result.report.layers}
 

@@ -23,6 +23,15 @@ from snowir.tools.snow_run import main as snow_run
 from tests.onnx_util import model, rand
 
 
+@pytest.fixture(autouse=True)
+def _slices_not_one_layer_over_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests pin the slice forms: one grouped layer over the blocks, which depthwise-to-grouped
+    prefers by cost wherever a writer stores the blocks, is tests/test_depthwise_blocks.py's."""
+    from snowir.passes.nn import depthwise_to_grouped
+
+    monkeypatch.setattr(depthwise_to_grouped, "_over_blocks_cycles", lambda *_: (0.0, float("inf")))
+
+
 def block(c: int, h: int, kernel: int, stride: int) -> onnx.ModelProto:
     """`expand` 1x1, `dw` (depthwise, pad kernel // 2), `project` 1x1, ReLUs between."""
     n = helper.make_node

@@ -36,7 +36,9 @@ Layers (KINDS): plain COOP convs (Kloop, Mloop, staggered kernel tiles), COOP ro
 (c = 3, 7x7/2), a column-split INDP residual 1x1, a gathered strided 1x1 conv,
 two layers whose biases the planner keeps in the maps buffer (a COOP 1x1 whose kernel tiles then stay
 resident, a column-split INDP 1x1 over 256 channels that needs it), an INDP conv
-with a fused max pool (built once through the ONNX path) and max pools (strips; a ring). Small
+with a fused max pool (built once through the ONNX path), a depthwise conv as one grouped conv over its
+input's 16-channel blocks (`dw_blocks`, through the ONNX path: the maps region's `channel_tiles` on a
+grouped conv, Mloop; its input laid out in the blocks the edited region names) and max pools (strips; a ring). Small
 shapes and, for most, a small configuration (SMALL, MID) so that they have several maps tiles;
 the configuration goes to every pass as `hw=` json.
 
@@ -187,6 +189,40 @@ def _fused_base(kind: str, tmp: Path, size: int = 20) -> Base:
     return Base(kind, layer, DEFAULT, {"x": x.transpose(1, 2, 0).ravel()}, golden, bool(s.relu))
 
 
+def _dw_blocks_base(kind: str, tmp: Path, c: int = 48, size: int = 10) -> Base:
+    """A depthwise conv as one grouped conv over the channel-tile-major blocks its 1x1 producer writes
+    (depthwise-to-grouped's form over blocks, through nn-to-tile): 3 groups of 16, group g reading
+    block g whole (the maps region's `channel_tiles` [16, 0, 3]), Mloop, each kernel tile its block's
+    maps tile in alternate banks. The input laid out channel-tile-major by `_placed_inputs`."""
+    import sys as _sys
+
+    _sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    import onnx
+
+    from snowir.driver.model_run import apply_pipeline, load_model
+    from snowir.tile.build import unpack_weights
+    from tests.test_channel_blocks import mobile_block
+
+    path = tmp / f"{kind}.onnx"
+    onnx.save(mobile_block(16, c, size), path)
+    module, _ = load_model(path)
+    apply_pipeline(module, "nn-prepare,nn-to-tile,tile-loop-order")
+    layer = next(op for op in module.walk() if isinstance(op, tile.LayerOp) and op.sym_name.data == "dw")
+    assert regions_of(layer)["maps"].channel_tiles is not None, "the depthwise conv is not one layer over blocks"
+    layer.detach()
+    layer.properties["sym_name"] = StringAttr(kind)  # the judge finds the layer's name in a refusal
+    s = conv_shape_of(layer.shape)
+    wt, bias = unpack_weights(s, regions_of(layer)["weights"], DEFAULT)
+    x = np.random.default_rng(5).integers(-300, 300, (c, size, size)).astype(np.int16)
+    acc = conv_sum(x[None], wt, (s.sy, s.sx), (s.pt, s.pl, s.pb, s.pr), (1, 1), s.groups, dtype=np.float64)[0]
+
+    def golden(relu: bool) -> np.ndarray:
+        out = writeback(acc.astype(np.int64), bias.reshape(-1, 1, 1).astype(np.int64), 0, s.shift, relu)
+        return out.transpose(1, 2, 0).ravel()
+
+    return Base(kind, layer, DEFAULT, {"x": x.transpose(1, 2, 0).ravel()}, golden, bool(s.relu))
+
+
 KINDS: dict[str, Callable[[Path], Base]] = {
     # 8 strips double-buffered in the banks, 2 resident kernel tiles; few channels: INDP would fit
     # (COOP pinned: the priced mode would take INDP for 8 channels at 24 x 24)
@@ -219,6 +255,8 @@ KINDS: dict[str, Callable[[Path], Base]] = {
     "indp_cols_maps": lambda tmp: _conv_base("indp_cols_maps", 256, 8, 64, 1, 1, 0, DEFAULT, mode="INDP",
                                              bypass=True),
     "fused_pool": lambda tmp: _fused_base("fused_pool", tmp),
+    # a depthwise conv as one grouped conv over its input's 16-channel blocks (Mloop, a block a kernel tile)
+    "dw_blocks": lambda tmp: _dw_blocks_base("dw_blocks", tmp),
     "pool_strips": lambda tmp: _pool_base("pool_strips", 64, 8, 3, 2, 1, SMALL),
     "pool_ring": lambda tmp: _pool_base("pool_ring", 32, 20, 3, 2, 1, SMALL),
 }
@@ -348,7 +386,7 @@ def build(kind: str, tmp: Path) -> Base:
     base.hw_opt = _hw_opt(kind, base.hw, tmp)
     base.blobs = {k: bytes(get_blob(k)) for k in _blob_keys(base.layer)}
     image_op = lower(base.layer.clone(), base)
-    image, result = run(image_op, base)
+    image, result = run(image_op, base, layer=base.layer)  # its input where its maps region places it
     want = base.golden(base.relu)
     got = result.outputs["y"][:want.size]
     assert np.array_equal(got, want), f"{kind}: the unedited layer is not bit-exact"
@@ -1057,9 +1095,14 @@ def e_channel_tiles(layer, rng, hw):
         width = rng.choice([s.cin, s.cin, 16, 8])
         blocks = rng.choice([1, 2, 3])
         block = rng.randrange(blocks)
+        if s.groups > 1:  # a grouped conv reads a block a group: its groups' blocks, moved, too few, another width
+            width = rng.choice([s.c, s.c, s.c // 2, s.cin])
+            blocks = s.groups + rng.choice([0, 1, 1, -1])
+            block = rng.choice([0, 1])
         size = 2 * s.h * s.w * width * blocks
+    now = tuple(int(v) for v in region.channel_tiles.get_values()) if region.channel_tiles is not None else None
     if blocks < 1 or block >= blocks or (label == "output" and (width, block, blocks) == (k, 0, 1)) \
-            or (label == "maps" and block == 0):
+            or (label == "maps" and block == 0 and s.groups == 1) or now == (width, block, blocks):
         raise NotApplicable  # a tensor of one block read or written from its start: the layout of none
     _arr(region, "channel_tiles", [width, block, blocks])
     grown = rng.random() < 0.85
@@ -1074,12 +1117,18 @@ def e_channel_tiles(layer, rng, hw):
 
 def _placed_inputs(layer: tile.LayerOp, base: Base) -> dict[str, np.ndarray]:
     """The base's inputs where the edited layer reads them: its input as block `block` of a
-    channel-tile-major tensor (`channel_tiles` on its maps region: `block` blocks of zeros first)."""
+    channel-tile-major tensor (`channel_tiles` on its maps region: `block` blocks of zeros first), or,
+    a grouped conv's, as blocks `block`, `block` + 1, ... (the input (H, W, C) cut into C / width
+    blocks of (H, W, width))."""
     maps = regions_of(layer).get("maps")
     if maps is None or maps.channel_tiles is None or "x" not in base.inputs:
         return base.inputs
-    _, block, _ = (int(v) for v in maps.channel_tiles.get_values())
+    width, block, _ = (int(v) for v in maps.channel_tiles.get_values())
     x = base.inputs["x"]
+    s = conv_shape_of(layer.shape) if isinstance(layer.shape, tile.ConvShapeAttr) else None
+    if s is not None and s.groups > 1 and s.cin % width == 0:
+        x = x.reshape(s.h, s.w, s.cin // width, width).transpose(2, 0, 1, 3).ravel()
+        return {**base.inputs, "x": np.concatenate([np.zeros(block * s.h * s.w * width, x.dtype), x])}
     return {**base.inputs, "x": np.concatenate([np.zeros(block * x.size, x.dtype), x])}
 
 

@@ -210,6 +210,53 @@ def tiled_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray, writer: Op
         sl.drop_all_references()
 
 
+def over_blocks_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray, writer: Operation) -> tuple[float, float]:
+    """The placement estimates of `writer` writing the depthwise input channel-tile-major (as
+    `tiled_cycles`) and of the grouped form over its blocks: one layer of C/16 groups whose kernel
+    tile g reads block g whole (`ConvShape.block_maps`, Mloop: block g + 1's maps and kernels load
+    while block g computes), its first strip exposed once where each slice exposes its own; inf
+    where the writer cannot write the blocks or the planners refuse the grouped conv.
+
+    Why: a slice is a layer, with a fixed cost the estimate of a slice leaves out (its kernels' and
+    first strip's loads before its first MAC, the fence behind the previous slice's MACs: ~300
+    cycles), against few MAC cycles at 14² and 7² (a 7² 3x3 block: 441)."""
+    c = shape_of(op.input)[1]
+    if c % LANES or c == LANES or (isinstance(writer, nn.Conv2dOp) and runs_indp(hw, writer)):
+        return float("inf"), float("inf")
+    writer.attributes[CHANNEL_TILES] = IntegerAttr(LANES, 64)
+    conv = grouped_over_blocks(op, w, priced_only=True)[1]
+    try:
+        written = device_cycles(hw, writer) if isinstance(writer, nn.Conv2dOp) else 0.0
+        return written, device_cycles(hw, conv)
+    finally:  # priced, then let go of: the writer's output forgets the conv, the writer its layout
+        del writer.attributes[CHANNEL_TILES]
+        conv.drop_all_references()
+
+
+def grouped_over_blocks(op: nn.Conv2dOp, w: np.ndarray, priced_only: bool = False) -> tuple[nn.ConstantOp, nn.Conv2dOp]:
+    """The depthwise `op` as one conv of C/16 groups of 16 channels, its 16 x 16 kernel blocks
+    diagonal, over op's input (stored channel-tile-major by its writer: group g's channels are
+    block g, which the layer reads whole). Not yet in a block."""
+    c, _, kh, kw = w.shape
+    if priced_only:
+        weight = nn.ConstantOp(DenseResourceAttr.from_params("priced_only", TensorType(Float32Type(), [c, LANES, kh, kw])))
+    else:
+        weight = constant_op(block_diagonal(w, LANES).astype(np.float32), "w_diag")
+    conv = nn.Conv2dOp(op.input, weight.result, op.bias, op.output.type, [int(v) for v in op.strides.get_values()],
+                       [int(v) for v in op.pads.get_values()], [int(v) for v in op.dilations.get_values()],
+                       c // LANES, op.relu is not None, op.bypass)
+    conv.attributes.update(op.attributes)
+    conv.attributes["block_diagonal"] = UnitAttr()
+    conv.attributes[OVER_BLOCKS] = UnitAttr()
+    return weight, conv
+
+
+OVER_BLOCKS = "depthwise_over_blocks"
+"""On the grouped conv of a depthwise conv whose input its writer stores channel-tile-major, read a
+block a group (`grouped_over_blocks`): the reports' and tests' name for the form (the tile layer
+records it as its maps region's `channel_tiles` on a grouped conv)."""
+
+
 BLOCK_START_CYCLES = 400
 """What each producer block past the first adds that the planners' estimate leaves out: a
 layer's start (its first kernel and maps loads, the fence behind the previous layer's vector ops).

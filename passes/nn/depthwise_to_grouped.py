@@ -86,7 +86,8 @@ from snowir.passes.nn.depthwise_slices import (BLOCKED_MIN_GAIN, CHANNEL_TILES, 
                                               erase_with_constants as _erase_with_constants, producer_blocks as _producer_blocks,
                                               runs_indp as _runs_indp,
                                               slice_conv as _slice_conv, slice_sizes as _slice_sizes,
-                                              tiled_cycles as _tiled_cycles, tiled_writer as _tiled_writer)
+                                              tiled_cycles as _tiled_cycles, tiled_writer as _tiled_writer,
+                                              grouped_over_blocks, over_blocks_cycles as _over_blocks_cycles)
 from snowir.tile.lowerable import planned_conv
 
 
@@ -235,10 +236,13 @@ class DepthwiseToGrouped(RewritePattern):
             # writing every block (`_tiled_cycles`), or the producer as one conv per block
             alone = _device_cycles(self.hw, writer or producer[0]) if isinstance(writer or producer[0], nn.Conv2dOp) else 0
             tiled = sum(_tiled_cycles(self.hw, op, w, writer)) if writer is not None else float("inf")
+            over = _over_blocks_cycles(self.hw, op, w, writer) if writer is not None else (0.0, float("inf"))
             split = producer is not None and (not _runs_indp(self.hw, producer[0]) or _blocks_run_indp(self.hw, *producer))
             blocked = _blocked_cycles(self.hw, op, w, *producer) if split else float("inf")  # type: ignore[misc]
-            if min(tiled, blocked) < (1 - BLOCKED_MIN_GAIN) * (min(sliced, form) + alone):
-                if tiled <= blocked:
+            if min(tiled, blocked, sum(over)) < (1 - BLOCKED_MIN_GAIN) * (min(sliced, form) + alone):
+                if sum(over) < min(tiled, blocked):  # one grouped layer over the blocks, by cost against the slices
+                    self._place_over_blocks(op, w, over[1], rewriter, writer)  # type: ignore[arg-type]
+                elif tiled <= blocked:
                     self._place_sliced(op, w, _tiled_cycles(self.hw, op, w, writer)[1], rewriter, tiled=writer)
                 else:
                     self._place_sliced(op, w, blocked - alone, rewriter, producer)
@@ -290,6 +294,22 @@ class DepthwiseToGrouped(RewritePattern):
             return _device_cycles(self.hw, op)
         finally:
             del op.attributes[LANE_GROUPS]
+
+    def _place_over_blocks(self, op: nn.Conv2dOp, w: np.ndarray, cycles: float, rewriter: PatternRewriter,
+                           writer: Operation) -> None:
+        """`op` replaced by one grouped conv over the blocks its `writer` then stores
+        (`grouped_over_blocks`, `CHANNEL_TILES`) if, at `cycles`, it pays; else left for the host."""
+        device = self.hw.cycles_to_ms(cycles)
+        trip, host = round_trip_ms([op.input], op.output), host_ms(op)
+        cost = StringAttr(f"device {device:.4f} ms + DRAM round trip {trip:.4f} ms vs host {host:.4f} ms")
+        if device + trip >= host:
+            op.attributes["placement_cost"] = cost
+            return
+        writer.attributes[CHANNEL_TILES] = IntegerAttr(LANES, 64)
+        weight, conv = grouped_over_blocks(op, w)
+        conv.attributes["placement_cost"] = cost
+        rewriter.insert(weight, InsertPoint.before(op))
+        _replace(op, conv, rewriter)
 
     def _place_sliced(self, op: nn.Conv2dOp, w: np.ndarray, cycles: float, rewriter: PatternRewriter,
                       producer: tuple[nn.Conv2dOp, np.ndarray] | None = None, tiled: Operation | None = None) -> None:

@@ -153,7 +153,8 @@ class LoopOrderPattern(RewritePattern):
             # one line per layer the forced order cannot apply to: reported, not skipped silently
             lay = layout_of(layer)
             kind = "an INDP" if plan.indp else "a residual" if lay.r_addr is not None else \
-                "a fused pool's" if plan.pool is not None else "this"
+                "a fused pool's" if plan.pool is not None else \
+                "a grouped-over-blocks" if plan.shape.block_maps else "this"
             print(f"tile-loop-order: layer @{name} keeps {plan.loop_order}: {kind} layer runs "
                   f"{plan.loop_order} only", file=sys.stderr)
         was = layer.loop_order.data.value if layer.loop_order is not None else None

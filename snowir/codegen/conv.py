@@ -109,13 +109,15 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
         items = [(si, t) for si in range(n_strips) for t in range(plan.tiles)]
     else:
         items = [(si, t) for t in range(plan.tiles) for si in range(n_strips)]
-    # running slot numbers: a new strip / tile takes the other bank
+    # running slot numbers: a new strip / tile takes the other bank (over blocks, a new tile a new
+    # maps tile too: its group's block)
     maps_slot, w_slot = [0], [0]
     for (psi, pt_), (si, t) in zip(items, items[1:]):
-        maps_slot.append(maps_slot[-1] + (si != psi))
+        maps_slot.append(maps_slot[-1] + (si != psi or (s.block_maps and t != pt_)))
         w_slot.append(w_slot[-1] + (t != pt_))
+    block = lambda t: block_view(plan, t)  # noqa: E731  (the plan whose maps are tile t's block)
     wbank = lambda i: (w_slot[i] % 2) * plan.w_slot if plan.double_buffer_weights else 0
-    _cold_start(b, plan, hw, items[0][1], wbank(0), plan.strips[items[0][0]])
+    _cold_start(b, block(items[0][1]), hw, items[0][1], wbank(0), plan.strips[items[0][0]])
     for i, (si, t) in enumerate(items):
         with b.at(f"strip{si}.ktile{t}"):
             prefetch: list[Prefetch] = []
@@ -124,13 +126,14 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
             if nxt < len(items):
                 nsi, nt = items[nxt]
                 if maps_slot[nxt] != maps_slot[i] and not whole:
-                    prefetch.append(lambda bb, nsi=nsi, nxt=nxt: load_maps(bb, plan, hw, plan.strips[nsi], maps_slot[nxt] % 2))
+                    prefetch.append(lambda bb, nsi=nsi, nt=nt, nxt=nxt: load_maps(bb, block(nt), hw, plan.strips[nsi],
+                                                                                  maps_slot[nxt] % 2))
                 if w_slot[nxt] != w_slot[i] and plan.double_buffer_weights:
                     prefetch.append(lambda bb, nt=nt, nxt=nxt: _load_weights(bb, plan, hw, nt, wbank(nxt)))
             if whole and i and maps_slot[i] != maps_slot[i - 1]:
                 # the strip fills both banks: every earlier MAC must be done before it is replaced
                 b.flush_vector_queue(hw, R_TMP)
-                load_maps(b, plan, hw, plan.strips[si], 0)
+                load_maps(b, block(t), hw, plan.strips[si], 0)
             base = 0 if whole else (maps_slot[i] % 2) * hw.maps_bank_elements
             c_off = group_channels(plan, t)
             b.const(R_TW, wbank(i))
@@ -146,10 +149,22 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
 
 def group_channels(plan: ConvPlan, t: int) -> int:
     """The first input channel kernel tile t reads: its group's (a grouped conv's tile t of K
-    kernels reads group Kt // group_kernels), c_base for an ungrouped conv. A constant in the
-    tile's code, so a grouped conv's tiles are never one counted loop (`_repeat`)."""
+    kernels reads group Kt // group_kernels; over blocks, `block_maps`, the bank holds its block
+    alone: 0), c_base for an ungrouped conv. A constant in the tile's code, so a grouped conv's
+    tiles are never one counted loop (`_repeat`)."""
     s = plan.shape
+    if s.block_maps:
+        return 0
     return s.c_base + (plan.kernels * t) // s.group_kernels * s.c if s.groups > 1 else s.c_base
+
+
+def block_view(plan: ConvPlan, t: int) -> ConvPlan:
+    """`plan` with its maps at kernel tile t's group's block (a `block_maps` conv: group g's H·W·c
+    words, block g of the channel-tile-major input, `in_addr` block 0's), else `plan` itself."""
+    s = plan.shape
+    if not s.block_maps:
+        return plan
+    return replace(plan, in_addr=plan.in_addr + 2 * ((plan.kernels * t) // s.group_kernels) * s.h * s.w * s.c)
 
 
 def ktiles(first: int, last: int) -> str:

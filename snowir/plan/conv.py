@@ -69,6 +69,13 @@ def choose_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | Non
     return other if wins else rule
 
 
+BLOCKS_MLOOP = ("loop_order Kloop: a grouped conv over channel-tile-major blocks runs Mloop (each kernel tile "
+                "loads its own group's block, strip by strip: the blocks are the kernel-tile loop)")
+"""Why a `block_maps` conv has one loop order (tile-to-asm's refusal of an edited Kloop: the planner
+plans Mloop whatever order it is asked for): under Kloop a strip would hold every block's rows and
+the kernel tiles would share it, a layout its maps tiles (one block's rows) do not describe."""
+
+
 MODE_PRICE_FLOOR = 2_000
 """Cycles a priced mode must save beyond the margin: the estimates leave out a layer's fixed costs
 (prologue, first loads), so smaller predicted gains are noise (3 -> 16 3x3 over 8 x 8: 502 cycles
@@ -124,6 +131,8 @@ def maps_may_pay(s: ConvShape, hw: SnowflakeConfig) -> bool:
     load, and the layer keeps the stock layout unpriced."""
     if s.kh * s.kw * s.c > hw.weights_buffer_elements or s.empty_windows:
         return False
+    if s.block_maps:  # over blocks every kernel loads once, a block's 16 beside its MACs: their words are its traffic
+        return True
     kernel = replace(s, bias_at="kernel")
     slot, buffer = weights_slot_elements(hw), hw.weights_buffer_elements
     coop_tiles = -(-s.k // coop_kernels(hw, s))
@@ -162,7 +171,7 @@ def choose_biases(kernel: ConvPlan, maps: ConvPlan, hw: SnowflakeConfig) -> Conv
     """The stock plan, unless the maps layout holds the kernels otherwise (resident, double-
     buffered, another mode or tiling) and its estimate is lower by BIAS_MIN_GAIN: a tie keeps the
     stock image."""
-    if _held(kernel) == _held(maps):
+    if _held(kernel) == _held(maps) and not kernel.shape.block_maps:
         return kernel
     return maps if layout_cycles(maps, hw) < (1 - BIAS_MIN_GAIN) * layout_cycles(kernel, hw) else kernel
 
@@ -216,12 +225,16 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
     # (double-buffered) and buffer-sized strips (fewer, so weights are re-sent fewer times in
     # Kloop, but each is loaded while nothing computes)
     # (a padded depthwise conv's last group reads `overread` words past a tile: room above it)
-    if s.h * row + s.overread <= hw.maps_buffer_elements:
+    # (over blocks, a maps tile a kernel tile, in alternate banks: one strip too must fit a bank)
+    if s.h * row + s.overread <= (hw.maps_bank_elements if s.block_maps else hw.maps_buffer_elements):
         tilings = [strips_of(s.h, False)]
     else:
         tilings = [strips_of(n, whole) for n, whole in (((hw.maps_bank_elements - s.overread) // row, False),
                                                         ((hw.maps_buffer_elements - s.overread) // row, True))
                    if n >= s.kh]
+    if not tilings and s.block_maps:  # a band's block would start a band's columns into it: not built
+        raise LoweringError(f"{s.kh} rows of a {s.w}-wide {s.c}-channel block exceed a maps bank: a grouped conv "
+                            "over blocks is not column-tiled")
     if not tilings:  # not even the kernel's rows fit: maps tiles of rows x columns (plan/columns.py)
         tilings = column_tilings(s, hw, strips_for)
     if not tilings:
@@ -229,8 +242,11 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
                             f"{hw.maps_buffer_elements}-word maps buffer, even column-tiled")
     tiles = math.ceil(s.k / kernels)
     double = s.kernel_words <= weights_slot_elements(hw)
+    # over blocks the blocks are the kernel-tile loop: Mloop only (as INDP plans are Kloop only, a
+    # forced order another plan cannot take is the caller's to report: tile-loop-order prints it)
+    orders = ["Mloop"] if s.block_maps else [loop_order] if loop_order else ["Kloop", "Mloop"]
     plans = [with_residency(ConvPlan(s, strips, tiles, kernels, double, in_addr, w_addr, out_addr, "COOP", order), hw)
-             for strips in tilings for order in ([loop_order] if loop_order else ["Kloop", "Mloop"])]
+             for strips in tilings for order in orders]
     best = min(plans, key=lambda p: p.estimated_cycles(hw))
     return best if loop_order == "Mloop" or not row_groups else with_coop_rows(best, hw)
 

@@ -115,11 +115,16 @@ class ConvShape:
     """Where the weight image keeps the biases (decisions.BIAS_LAYOUTS): what a kernel's words are. The
     weights region's `biases` decision, carried here for the planners and generators (not a field
     of #tile.conv_shape: tile/read.shape_of puts the region's value in)."""
+    block_maps: bool = False
+    """A grouped conv over a channel-tile-major input whose blocks are its groups (the maps region's
+    `channel_tiles` on a grouped conv): group g's c channels are block g, an (H, W, c) run of their
+    own, so a pixel is c words in the maps (`cin` = c) and each kernel tile loads its group's block.
+    Not a field of #tile.conv_shape either: tile/build.shape_of puts the maps region's value in."""
 
     @property
     def cin(self) -> int:
-        """Input channels (the pixel stride of the maps)."""
-        return self.cin_total or self.c * self.groups
+        """Input channels (the pixel stride of the maps): a block's own c over blocks (`block_maps`)."""
+        return self.cin_total or (self.c if self.block_maps else self.c * self.groups)
 
     @property
     def group_kernels(self) -> int:
@@ -131,7 +136,7 @@ class ConvShape:
     def padded(self) -> bool:
         """A depthwise conv in block-diagonal groups of c lanes, the last group past the input's
         channels: its lanes there read the next pixel's words against zero weights."""
-        return self.c * self.groups > self.cin
+        return not self.block_maps and self.c * self.groups > self.cin
 
     @property
     def overread(self) -> int:

@@ -56,7 +56,10 @@ def shape_of(layer: tile.LayerOp) -> ConvShape:
     """A conv layer's shape with where its weight image keeps the biases (the weights region's
     `biases`): what a kernel's words are to the planners and generators."""
     s = conv_shape_of(layer.shape)  # type: ignore[arg-type]
-    w = regions_of(layer).get("weights")
+    regions = regions_of(layer)
+    w, maps = regions.get("weights"), regions.get("maps")
+    if maps is not None and s.groups > 1 and CHANNEL_TILES.value(maps) is not None:
+        s = dataclasses.replace(s, block_maps=True)  # its groups read their blocks (`block_input`)
     return s if w is None else dataclasses.replace(s, bias_at=BIASES.value(w))
 
 
@@ -102,6 +105,8 @@ def layer_conv_shape(op: nn.Conv2dOp) -> ConvShape:
         return dataclasses.replace(s, c=DEFAULT.lanes, groups=-(-s.k // DEFAULT.lanes), cin_total=s.k)
     if slot_of(op.input).tiles or slot_of(device_input(op)).tiles:
         block_input(op)  # a block of a channel-tile-major tensor, read whole: the conv over it as it is
+        if s.groups > 1:  # or every block, one a group
+            s = dataclasses.replace(s, block_maps=True)
     elif isinstance(op.input.owner, nn.ChannelSliceOp):
         slot = slot_of(op.input.owner.input)
         s = dataclasses.replace(s, cin_total=slot.total, c_base=slot.first + op.input.owner.start.value.data)
@@ -112,9 +117,16 @@ def layer_conv_shape(op: nn.Conv2dOp) -> ConvShape:
 
 def block_input(op: nn.Conv2dOp) -> tuple[int, int, int]:
     """The block (width, block, blocks) of a channel-tile-major tensor a conv reads, as its maps
-    region's `channel_tiles`; LoweringError where the conv reads anything but one whole block (a
-    channel slice of other channels, the whole tensor: the blocks are not one tensor's pixels)."""
+    region's `channel_tiles`: one whole block, or, for a grouped conv whose groups are the blocks
+    (each group's channels one block: depthwise-to-grouped's grouped form over blocks), the first
+    of its groups' blocks (group g reads block + g, `ConvShape.block_maps`); LoweringError where the
+    conv reads anything else (a channel slice of other channels, the whole tensor as pixels: the
+    blocks are not one tensor's pixels)."""
     slot = slot_of(op.input)
+    groups, cg = op.groups.value.data, op.weight.type.get_shape()[1]  # type: ignore[attr-defined]
+    if groups > 1 and cg == slot.tiles and slot.first % slot.tiles == 0 and slot.channels == groups * cg \
+            and not isinstance(op.input.owner, nn.ChannelSliceOp):
+        return slot.blocks  # type: ignore[return-value]
     if not isinstance(op.input.owner, nn.ChannelSliceOp) or slot.first % slot.tiles or slot.channels != slot.tiles:
         raise LoweringError(f"it reads channels [{slot.first}, {slot.first + slot.channels}) of a tensor stored "
                             f"channel-tile-major in {slot.tiles}-channel blocks: a conv reads one whole block of it")
@@ -309,7 +321,7 @@ def _maps_tiles(plan: ConvPlan, out_addr: int, r_addr: int | None, hw: Snowflake
                                              bias_vmov=True, bypass_vmov=r_addr is not None))
                 y = y_end
                 continue
-            windows.append(tile.WindowOp(s.kw * s.c if s.groups == 1 else s.c, ky1 - ky0, s.ow, y_end - y,
+            windows.append(tile.WindowOp(s.kw * s.c if s.groups == 1 or s.block_maps else s.c, ky1 - ky0, s.ow, y_end - y,
                                          s.sx * s.cin, s.sy * row,
                                          (iy + ky0 - strip.r0) * row if iy + ky0 >= strip.r0 else 0,
                                          out_addr + 2 * y * out_row, bias_vmov=True,

@@ -605,7 +605,8 @@ def _check_maps_room(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig, f
         return
     if buffering == tile.MapsBuffering.SINGLE:
         raise TileError(layer, "maps_buffering single is a residual conv's (double or whole)")
-    limit = hw.maps_buffer_elements if buffering == tile.MapsBuffering.WHOLE or len(strips) == 1 \
+    # (a grouped conv over blocks loads a maps tile a kernel tile: its tiles alternate banks even alone)
+    limit = hw.maps_buffer_elements if buffering == tile.MapsBuffering.WHOLE or (len(strips) == 1 and not s.block_maps) \
         else hw.maps_bank_elements
     for i, st in enumerate(strips):
         need = (st.r1 - st.r0) * row + s.overread  # a padded depthwise conv's last lanes read past the tile

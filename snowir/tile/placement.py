@@ -14,6 +14,7 @@ from __future__ import annotations
 from snowir.dialects import nn, tile
 from snowir.dialects.tile.decisions import CHANNEL_TILES, CHANNELS, CROP, HOST_READ, PHASES, PIXELS
 from snowir.hw import SnowflakeConfig
+from snowir.plan.conv import BLOCKS_MLOOP
 from snowir.plan.layout import block_offset, channel_tiles_refusal, cropped, interleaved, merged, tiled
 from snowir.plan.shapes import ConvPlan, ConvShape
 from snowir.segments import host_read_layout, host_read_of, slot_of
@@ -212,7 +213,8 @@ def tiles_refusal(layer: tile.LayerOp, s: ConvShape | None, plan: ConvPlan | Non
     """Why the layer cannot follow its regions' `channel_tiles` (`s`, `plan`: a conv's shape and
     plan, None for a max pool): the output's needs a COOP conv by rows whose kernel tiles are the blocks
     (`channel_tiles_refusal`), and whole blocks; the maps' a conv reading its whole input as the
-    block, as it lies (no gather)."""
+    block, as it lies (no gather), or a grouped conv whose groups are blocks, inside the tensor,
+    run Mloop (`ConvShape.block_maps`)."""
     regions = regions_of(layer)
     for label in ("maps", "output"):
         region = regions.get(label)
@@ -224,9 +226,16 @@ def tiles_refusal(layer: tile.LayerOp, s: ConvShape | None, plan: ConvPlan | Non
             return f"{what}: a max pool reads and writes channel-innermost tensors (remove channel_tiles)"
         width, block, blocks = tiles
         if label == "maps":
-            if plan.gather is not None or s.cin_total or s.c * s.groups != width:
+            if plan.gather is not None or s.cin_total or s.c != width:
                 return (f"{what}: a conv reading a block reads its {width} channels whole, as its input "
-                        f"({s.cin} channels{', gathered' if plan.gather is not None else ''} here)")
+                        f"({s.c} channels{' a group' if s.groups > 1 else ''}"
+                        f"{', gathered' if plan.gather is not None else ''} here)")
+            if block + s.groups > blocks:
+                return f"{what}: its {s.groups} groups' blocks from block {block} pass the tensor's {blocks}"
+            if s.groups > 1 and plan.loop_order != "Mloop":
+                return f"{what}: {BLOCKS_MLOOP}"
+            if s.groups > 1 and plan.column_tiled:
+                return f"{what}: a grouped conv over blocks is not column-tiled (remove out_cols)"
             continue
         if output_channels(region) != (0, 0, 0) or output_pixels(region) or output_phases(region):  # type: ignore[arg-type]
             return f"{what}: a concat slice's or an interleave's placement is of a channel-innermost tensor (remove one)"

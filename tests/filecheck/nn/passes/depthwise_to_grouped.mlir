@@ -6,9 +6,10 @@
 // 2 groups of 16 with a trace a tap (issue-bound), with its costs in the IR, the host's DRAM round
 // trip included; so does 24 channels (one 24x24 diagonal conv rather than padded lane groups).
 // Between two device convs, the 1x1 producer writes the input channel-tile-major (`channel_tiles =
-// 16`: two 16-channel blocks, one conv), each block read whole by a 16-channel slice whose kernel
-// rows are 48-word traces (3 MAC cycles a row, the pixel loop's 8 issue slots under its 9 MAC
-// cycles). A channel multiplier of 2 is left as it is.
+// 16`: two 16-channel blocks, one conv), and one grouped conv of 2 groups of 16 reads them, group g
+// block g whole (`depthwise_over_blocks`; its kernel rows 48-word traces, 3 MAC cycles a row, the
+// pixel loop's 8 issue slots under its 9 MAC cycles), one layer where the slices were two. A channel
+// multiplier of 2 is left as it is.
 
 func.func @main(%x: tensor<1x32x8x8xf32>, %y: tensor<1x24x8x8xf32>) -> (tensor<1x32x8x8xf32>, tensor<1x24x8x8xf32>, tensor<1x64x8x8xf32>, tensor<1x32x8x8xf32>) {
   %w = nn.constant dense<0.5> : tensor<32x1x3x3xf32>
@@ -34,11 +35,9 @@ func.func @main(%x: tensor<1x32x8x8xf32>, %y: tensor<1x24x8x8xf32>) -> (tensor<1
 // CHECK-NEXT: %mult = nn.conv2d %x, %w64, %b64 {{{.*}}groups = 32 : i64}
 // CHECK-NOT:  placement_cost
 // CHECK:      %expand = nn.conv2d %x, %w1, %b {channel_tiles = 16 : i64, {{.*}}} : (tensor<1x32x8x8xf32>, tensor<32x32x1x1xf32>, tensor<32xf32>) -> tensor<1x32x8x8xf32>
-// CHECK-NEXT: %[[L0:.*]] = nn.channel_slice %expand {start = 0 : i64, size = 16 : i64}
-// CHECK:      %[[S0:.*]] = nn.conv2d %[[L0]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "0 of 2", placement_cost = "device {{.*}} ms + DRAM round trip 0.0000 ms vs host [[H]] ms", {{.*}}groups = 1 : i64, relu}
-// CHECK-NEXT: %[[L1:.*]] = nn.channel_slice %expand {start = 16 : i64, size = 16 : i64}
-// CHECK:      %[[S1:.*]] = nn.conv2d %[[L1]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "1 of 2"
-// CHECK-NEXT: %inner = nn.concat %[[S0]], %[[S1]] {axis = 1 : i64}
+// CHECK-NEXT: %[[WB:.*]] = nn.constant dense_resource<{{.*}}> : tensor<32x16x3x3xf32>
+// CHECK-NEXT: %inner = nn.conv2d %expand, %[[WB]], %b {block_diagonal, depthwise_over_blocks, placement_cost = "device {{.*}} ms + DRAM round trip 0.0000 ms vs host [[H]] ms", {{.*}}groups = 2 : i64, relu}
+// CHECK-NOT:  nn.channel_slice %expand
 
 // A grouped conv with several channels a group whose groups are not whole 16-kernel tiles
 // (4 groups of 12 kernels over 6 channels each, ShuffleNet's 1x1 convs) becomes an ungrouped conv
@@ -80,8 +79,9 @@ func.func @grouped(%x: tensor<1x24x16x16xf32>) -> (tensor<1x24x16x16xf32>, tenso
 // Channel-tile-major input: a 48-channel depthwise conv whose input only an ungrouped COOP 1x1
 // conv writes and only it reads has that producer write the input channel-tile-major
 // (`channel_tiles = 16`: three 16-channel blocks, an (H, W, 16) run each, written by the one conv
-// through its kernel tiles' output step), each slice reading its block whole (no gather), when the
-// estimate of the producer and slices beats the producer and the best (H, W, C) form by 3%.
+// through its kernel tiles' output step), one grouped conv over them reading a block a group whole
+// (no gather), when the estimate of the producer and that conv beats the producer and the best
+// (H, W, C) form by 3%, and beats the 16-channel slices over the same blocks (each a layer).
 
 func.func @tiled(%x: tensor<1x16x14x14xf32>) -> tensor<1x48x14x14xf32> {
   %w1 = nn.constant dense<0.25> : tensor<48x16x1x1xf32>
@@ -97,11 +97,9 @@ func.func @tiled(%x: tensor<1x16x14x14xf32>) -> tensor<1x48x14x14xf32> {
 // CHECK-LABEL: func.func @tiled
 // CHECK:       %expand = nn.conv2d %x, %w1, %b {channel_tiles = 16 : i64, {{.*}}relu} : (tensor<1x16x14x14xf32>, tensor<48x16x1x1xf32>, tensor<48xf32>) -> tensor<1x48x14x14xf32>
 // CHECK-NOT:   channel_block
-// CHECK:       %[[L0:.*]] = nn.channel_slice %expand {start = 0 : i64, size = 16 : i64}
-// CHECK:       %[[S0:.*]] = nn.conv2d %[[L0]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "0 of 3"
-// CHECK:       %[[L2:.*]] = nn.channel_slice %expand {start = 32 : i64, size = 16 : i64}
-// CHECK:       %[[S2:.*]] = nn.conv2d %[[L2]], %{{.*}}, %{{.*}} {block_diagonal, depthwise_slice = "2 of 3"
-// CHECK-NEXT:  %dw = nn.concat %[[S0]], %{{.*}}, %[[S2]] {axis = 1 : i64}
+// CHECK-NEXT:  %[[WT:.*]] = nn.constant dense_resource<{{.*}}> : tensor<48x16x3x3xf32>
+// CHECK-NEXT:  %dw = nn.conv2d %expand, %[[WT]], %b {block_diagonal, depthwise_over_blocks, {{.*}}groups = 3 : i64, relu}
+// CHECK-NOT:   depthwise_slice
 // CHECK-NEXT:  %project = nn.conv2d %dw,
 
 // Where the channels are not whole 16-channel blocks (24: one conv cannot write a last half block
