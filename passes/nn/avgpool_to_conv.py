@@ -12,7 +12,7 @@ kernel (16·H·W words and a bias block: an SE block's pool over 96 x 40 x 120 n
 4,096) becomes the means of fh x fw windows (a depthwise conv, kernel and stride fh x fw), then the
 global pool of those, split again while it does not fit: the window of at most MAX_WINDOW_TAPS
 taps whose kernels for all the channel groups stay in the weights buffers together (so the input
-streams through once), the most taps of real pixels (96 x 40 x 120: 5 x 8 windows, then one
+streams through once), with the fewest taps over both stages (96 x 40 x 120: 5 x 8 windows, then one
 8 x 15 kernel). Each conv runs on the device, where the one conv went to the host (PP-OCRv4's
 detector: 3.69 ms of host time for that pool). A window need not divide H and W: the last row
 and column of windows then reach into zero padding (bottom, right), and the windows' weight is
@@ -67,16 +67,12 @@ MAX_WINDOW_TAPS = 64
 96 x 40 x 120 pool's rows)."""
 
 
-PADDED_WINDOW_WORTH = 0.95
-"""A window reaching into padding counts its real pixels at this share against a dividing window:
-the padding's taps are MAC cycles too, so a dividing window of about as many taps is preferred."""
-
-
 def pool_window(h: int, w: int, c: int, hw: SnowflakeConfig) -> tuple[int, int] | None:
     """The window (fh, fw) of at most MAX_WINDOW_TAPS taps whose kernels for every 16-channel
-    group stay in the weights buffers together (so the first stage streams its input once): the
-    most taps of real pixels a window (a window past H or W reads zero padding, and counts at
-    PADDED_WINDOW_WORTH), then one that divides H and W, then the most square; None if no window of more than one tap leaves fewer
+    group stay in the weights buffers together (so the first stage streams its input once), with
+    the fewest taps over both stages: the windows' padded area (a window past H or W reads zero
+    padding, and its taps are MAC cycles too) plus the grid the next stage pools; then one that
+    divides H and W, then the most square. None if no window of more than one tap leaves fewer
     windows than pixels."""
     groups = -(-c // hw.lanes)
     per_vmac = -(-groups * hw.lanes // hw.vmacs)  # kernels a vMAC holds
@@ -86,8 +82,7 @@ def pool_window(h: int, w: int, c: int, hw: SnowflakeConfig) -> tuple[int, int] 
             gh, gw = -(-h // fh), -(-w // fw)
             if fh * fw < 2 or gh * gw >= h * w or not kernel_fits(fh, fw, hw, per_vmac):
                 continue
-            exact = h % fh == 0 and w % fw == 0
-            key = (h * w / (gh * gw) * (1.0 if exact else PADDED_WINDOW_WORTH), exact, -abs(fh - fw))
+            key = (-(gh * fh * gw * fw + gh * gw), h % fh == 0 and w % fw == 0, -abs(fh - fw))
             if best_key is None or key > best_key:
                 best, best_key = (fh, fw), key
     return best

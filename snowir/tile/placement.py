@@ -226,6 +226,8 @@ def tiles_refusal(layer: tile.LayerOp, s: ConvShape | None, plan: ConvPlan | Non
             return f"{what}: a max pool reads and writes channel-innermost tensors (remove channel_tiles)"
         width, block, blocks = tiles
         if label == "maps":
+            if input_crop(region) is not None:  # the nn level refuses the pair too (plan/layout.conv_layout)
+                return f"{what}: a crop's window of a channel-tile-major tensor is not read in place (remove one)"
             if plan.gather is not None or s.cin_total or s.c != width:
                 return (f"{what}: a conv reading a block reads its {width} channels whole, as its input "
                         f"({s.c} channels{' a group' if s.groups > 1 else ''}"

@@ -27,16 +27,16 @@ func.func @big(%x: tensor<1x16x24x64xf32>) -> tensor<1x16x1x1xf32> {
 // CHECK:       %[[R:.*]] = nn.conv2d %x, %{{.*}}, %{{.*}} {onnx_node = "gap.8x8", strides = array<i64: 8, 8>, {{.*}}groups = 16 : i64} : (tensor<1x16x24x64xf32>, tensor<16x1x8x8xf32>, tensor<16xf32>) -> tensor<1x16x3x8xf32>
 // CHECK:       %g = nn.conv2d %[[R]], %{{.*}}, %{{.*}} {{{.*}}onnx_node = "gap"{{.*}}groups = 16 : i64} : (tensor<1x16x3x8xf32>, tensor<16x1x3x8xf32>, tensor<16xf32>) -> tensor<1x16x1x1xf32>
 
-// 37 x 37 (a prime): no window of more than one tap divides it, so the windows reach into zero
-// padding at the bottom and right (pads 0, 0, 3, 3 for 5 x 5 windows of 8 x 8) and weigh
-// 25 / 1369 each, not 1/64, so that the 5 x 5 grid's plain mean is the 1369 pixels' (the weights'
-// values: tests/test_se_blocks.py).
+// 67 x 4 (67 a prime): the fewest taps over both stages is 17 x 2 windows reaching one row into
+// zero padding at the bottom (pads 0, 0, 1, 0: a 4 x 2 grid over 68 x 4), each weighing 8 / 268,
+// not 1/34, so that the grid's plain mean is the 268 pixels' (the weights' values:
+// tests/test_se_blocks.py).
 
-func.func @prime(%x: tensor<1x16x37x37xf32>) -> tensor<1x16x1x1xf32> {
-  %g = nn.global_avg_pool %x {onnx_node = "gap"} : (tensor<1x16x37x37xf32>) -> tensor<1x16x1x1xf32>
+func.func @prime(%x: tensor<1x16x67x4xf32>) -> tensor<1x16x1x1xf32> {
+  %g = nn.global_avg_pool %x {onnx_node = "gap"} : (tensor<1x16x67x4xf32>) -> tensor<1x16x1x1xf32>
   func.return %g : tensor<1x16x1x1xf32>
 }
 
 // CHECK-LABEL: func.func @prime
-// CHECK:       %[[R:.*]] = nn.conv2d %x, %{{.*}}, %{{.*}} {onnx_node = "gap.8x8", strides = array<i64: 8, 8>, pads = array<i64: 0, 0, 3, 3>{{.*}}groups = 16 : i64} : (tensor<1x16x37x37xf32>, tensor<16x1x8x8xf32>, tensor<16xf32>) -> tensor<1x16x5x5xf32>
-// CHECK:       %g = nn.conv2d %[[R]], %{{.*}}, %{{.*}} {{{.*}}onnx_node = "gap"{{.*}}groups = 16 : i64} : (tensor<1x16x5x5xf32>, tensor<16x1x5x5xf32>, tensor<16xf32>) -> tensor<1x16x1x1xf32>
+// CHECK:       %[[R:.*]] = nn.conv2d %x, %{{.*}}, %{{.*}} {onnx_node = "gap.17x2", strides = array<i64: 17, 2>, pads = array<i64: 0, 0, 1, 0>{{.*}}groups = 16 : i64} : (tensor<1x16x67x4xf32>, tensor<16x1x17x2xf32>, tensor<16xf32>) -> tensor<1x16x4x2xf32>
+// CHECK:       %g = nn.conv2d %[[R]], %{{.*}}, %{{.*}} {{{.*}}onnx_node = "gap"{{.*}}groups = 16 : i64} : (tensor<1x16x4x2xf32>, tensor<16x1x4x2xf32>, tensor<16xf32>) -> tensor<1x16x1x1xf32>
