@@ -26,7 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _output import forget_blobs, output_dir  # noqa: E402
 
 
-def _device_cycles(report: dict) -> dict[str, int]:
+STALLS: dict[str, dict[str, dict[str, int]]] = {}  # model -> layer -> stall cause -> cycles (layer_stalls.json)
+
+
+def _device_cycles(report: dict, model: str) -> dict[str, int]:
+    STALLS[model] = {layer["name"]: {k: v for k, v in layer["stall_cycles"].items() if v}
+                     for layer in report["layers"] if layer["cycles"]}
     return {layer["name"]: layer["cycles"] for layer in report["layers"] if layer["cycles"]}
 
 
@@ -48,7 +53,8 @@ def _table1() -> dict[str, dict[str, int]]:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "layer.onnx"
             onnx.save(m, path)
-            out[f"table1:{h}x{w},{kh}x{kw},{c}->{k}"] = _device_cycles(run_model_on_device(path).report)
+            name = f"table1:{h}x{w},{kh}x{kw},{c}->{k}"
+            out[name] = _device_cycles(run_model_on_device(path).report, name)
     return out
 
 
@@ -61,7 +67,7 @@ def _models(names: list[str]) -> dict[str, dict[str, int]]:
     for name in names:
         path = build_bench(name) if name in ("alexnet_owt", "resnet18") else build_light(name)
         try:
-            out[name] = _device_cycles(run_model_on_device(path).report)
+            out[name] = _device_cycles(run_model_on_device(path).report, name)
         except Exception as e:  # a model the compiler refuses (VGG-19's DRAM) has no layers to compare
             print(f"  {name}: {type(e).__name__}: {str(e)[:120]}", flush=True)
             out[name] = {}
@@ -83,7 +89,9 @@ def compare(before: dict, after: dict) -> int:
             faster += a < b
             print(f"{tag:<6} {model:<28} {layer:<20} {b:>10} -> {a:>10} ({a - b:+d})")
     for model in before:
-        b, a = sum(before[model].values()), sum(after.get(model, {}).values())
+        if model not in after:
+            continue
+        b, a = sum(before[model].values()), sum(after[model].values())
         if a != b:
             print(f"total  {model:<28} {b:>10} -> {a:>10} ({a - b:+d}, {100 * (a / b - 1):+.2f}%)")
     print(f"{slower} layers slower, {faster} faster")
@@ -115,6 +123,7 @@ def main() -> None:
             result.update(_models(list(NAMES)))  # resnet50 among them: Table 2's ResNet-50
     path = output_dir(args) / "layer_cycles.json"
     path.write_text(json.dumps(result, indent=1) + "\n")
+    (path.parent / "layer_stalls.json").write_text(json.dumps(STALLS) + "\n")
     print(f"wrote {path}")
 
 
