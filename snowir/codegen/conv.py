@@ -558,14 +558,17 @@ def _preload(b: AsmBuilder, plan: ConvPlan) -> None:
     """The next conv's kernel tile 0 (`plan.preload`, its `kernels_preloaded`), a prefetch of this
     conv's last kernel tile: into weights word 0 of each vMAC, below the slot this tile reads."""
     with b.at("preload_next"):
+        # the registers of the tiles' own next-weights prefetch (`_load_next_weights`), which every
+        # kernel tile's code leaves free for it; R_WSRC walks nothing more in the last tile
         b.const(R_TMP, 0)
-        length = None
+        length = at = None
         for src, words, vmac in plan.preload:
             if words != length:
                 b.const(R_LEN, words)
                 length = words
-            b.const(R_SRC, src)
-            b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, vmac))
+            b.set_reg(R_WSRC, src, at)
+            at = src
+            b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, vmac))
 
 
 def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:
