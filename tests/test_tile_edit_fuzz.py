@@ -28,7 +28,7 @@ the bypass: added, moved, past its tensor, the whole tensor, removed; the judge 
 the window, junk around it), the output's `host_read` (a merged conv's grid the host reads through its
 interleave: added with channels that are or are not whole phases, windows inside the grid or past it,
 removed; the judge reads the result as the image says), the load placement
-(`prefetch_after`, `load_next_whole`), the kernel tiles' order (`kernel_order`), the weight image's bias
+(`prefetch_after`, `load_next_whole`, `kernels_preloaded`), the kernel tiles' order (`kernel_order`), the weight image's bias
 layout (`biases` on the weights region), COOP row groups (`coop_rows`: added, removed), pairs of edits.
 
 Layers (KINDS): plain COOP convs (Kloop, Mloop, staggered kernel tiles), COOP row groups
@@ -1468,6 +1468,20 @@ def e_pair(layer, rng, hw):
     return Edit(f"[{first.what}] then [{second.what}]")
 
 
+def e_kernels_preloaded(layer, rng, hw):
+    """`kernels_preloaded` (the first kernel tile loaded by the previous conv's last tile) added,
+    with or without `fence` and `weights_before_fence`: a lone layer has no previous conv (the
+    verifier or tile-to-asm refuses it; a max pool's too)."""
+    if layer.properties.get("kernels_preloaded") is not None:
+        raise NotApplicable
+    layer.properties["kernels_preloaded"] = UnitAttr()
+    with_fence = rng.random() < 0.7
+    if with_fence:
+        layer.properties["fence"] = UnitAttr()
+        layer.properties["weights_before_fence"] = UnitAttr()
+    return Edit(f"kernels_preloaded added{', with fence and weights_before_fence' if with_fence else ''}", acts=True)
+
+
 EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the draw
     "split": (e_split, 4), "merge": (e_merge, 3), "shift": (e_shift, 3), "retile": (e_retile, 4), "gap": (e_gap, 1),
     "count": (e_count, 3), "repeat": (e_repeat, 1), "first": (e_first, 1), "mode": (e_mode, 3),
@@ -1482,7 +1496,7 @@ EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the dra
     "crop": (e_crop, 2), "host_read": (e_host_read, 2),
     "prefetch_after": (e_prefetch_after, 2),
     "load_next_whole": (e_load_next_whole, 2), "kernel_order": (e_kernel_order, 2), "biases": (e_biases, 2),
-    "coop_rows": (e_coop_rows, 2),
+    "coop_rows": (e_coop_rows, 2), "kernels_preloaded": (e_kernels_preloaded, 1),
 }
 
 
@@ -1637,6 +1651,8 @@ TARGETED = {  # an edit kind held-out users made, and the layer kinds it applies
     "prefetch_after": ("conv_stagger", "residual", "bypass_slices", "indp", "fused_pool", "pool_strips"),
     "load_next_whole": ("residual", "indp", "pool_ring"),
     "kernel_order": ("indp_cols", "indp", "conv_kloop"),
+    # a layer's first kernels loaded by the previous conv (whole-model programs): a lone layer refuses it
+    "kernels_preloaded": ("conv_kloop", "residual", "indp", "pool_strips"),
     "slot": ("indp_strips",), "resident": ("indp_strips",),
     # the weight image's bias layout (issue 38): flipped on the kinds that take it and those that refuse it
     "biases": ("conv_biases_maps", "indp_cols_maps", "conv_kloop", "bypass_slices", "indp", "fused_pool"),

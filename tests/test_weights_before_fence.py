@@ -1,10 +1,13 @@
 """A conv after a conv loads its first kernels before the fence when the previous conv's last
 kernel tile sits in its second weights slot (snowir/plan/weights_end.py): allocate-dram decides
 `weights_before_fence`, the code puts the kernel loads ahead of the fence, and the machine runs it
-bit-exact without faulting (its loads would fault on a word a pending MAC still reads)."""
+bit-exact without faulting (its loads would fault on a word a pending MAC still reads). Where it
+may, allocate-dram also decides `kernels_preloaded`: the previous conv's last kernel tile loads
+those kernels as one of its prefetches."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import onnx
@@ -16,7 +19,8 @@ from snowir.dialects import snowflake_asm as sf, tile
 from snowir.driver.model_api import run_model_on_device
 from snowir.driver.model_run import apply_pipeline, load_model
 from snowir.hw import SnowflakeConfig
-from snowir.plan.weights_end import last_kernel_slot, weights_before_fence_refusal
+from snowir.plan.weights_end import (kernels_preloaded_refusal, last_kernel_slot, preload_loads,
+                                     weights_before_fence_refusal)
 from snowir.tile.read import conv_plan_of
 
 
@@ -59,27 +63,81 @@ def test_conv_after_conv_loads_its_kernels_early_when_the_slot_is_free(tmp_path:
         assert ref.report["total"]["cycles"] == run.report["total"]["cycles"]
 
 
+def _without(text: str, name: str) -> str:
+    out = text.replace(f", {name}", "").replace(f"{name}, ", "")
+    assert name not in out
+    return out
+
+
+def _weight_loads(image: sf.ImageOp) -> tuple[list, list[int]]:
+    code = [op for op in image.walk() if isinstance(op, sf.SnowflakeInstruction)]
+    return code, [i for i, op in enumerate(code) if isinstance(op, sf.LdOp) and op.target.data == sf.LoadTarget.WEIGHTS]
+
+
 def test_early_kernels_are_ahead_of_the_fence_and_win_cycles(tmp_path: Path) -> None:
-    """In b's code the kernel loads come before the fence's VMOVs, and the pair runs in fewer
-    cycles than with the decision removed by hand from the tile IR (tile-to-asm follows the edit)."""
+    """allocate-dram preloads b's kernels (`kernels_preloaded`): a's last kernel tile loads them
+    and b's code loads none. Removed by hand from the tile IR (tile-to-asm follows the edit), b
+    loads them itself before the fence's VMOVs (`weights_before_fence`); with that removed too,
+    after them. Each step back runs more cycles, every one bit-exact."""
     path = _chain(tmp_path / "chain.onnx", 32)
-    early = tile_level(onnx.load(path), tmp_path)
-    assert early.count("weights_before_fence") == 1
-    fenced = early.replace(", weights_before_fence", "").replace("weights_before_fence, ", "")
-    assert "weights_before_fence" not in fenced
-    cycles = []
-    for name, text in (("early", early), ("fenced", fenced)):
+    preloaded = tile_level(onnx.load(path), tmp_path)
+    assert preloaded.count("weights_before_fence") == 1 and preloaded.count("kernels_preloaded") == 1
+    early = _without(preloaded, "kernels_preloaded")
+    fenced = _without(early, "weights_before_fence")
+    cycles, a_loads = [], []
+    for name, text in (("preloaded", preloaded), ("early", early), ("fenced", fenced)):
         file = tmp_path / f"{name}.mlir"
         file.write_text(text)
         module, _ = load_model(file)
         apply_pipeline(module, "tile-to-asm")
-        image = [op for op in module.ops if isinstance(op, sf.ImageOp)][-1]
-        code = [op for op in image.walk() if isinstance(op, sf.SnowflakeInstruction)]
-        first_weights = next(i for i, op in enumerate(code) if isinstance(op, sf.LdOp)
-                             and op.target.data == sf.LoadTarget.WEIGHTS)
-        masks = [i for i, op in enumerate(code) if isinstance(op, sf.VmovOp) and op.select.data == sf.VmovSelect.MASK]
-        assert (first_weights < masks[SnowflakeConfig().vector_queue_depth - 1]) == (name == "early")
+        a, b = [op for op in module.ops if isinstance(op, sf.ImageOp)][-2:]
+        code, loads = _weight_loads(b)
+        a_loads.append(len(_weight_loads(a)[1]))
+        assert (loads == []) == (name == "preloaded")
+        if loads:
+            masks = [i for i, op in enumerate(code) if isinstance(op, sf.VmovOp) and op.select.data == sf.VmovSelect.MASK]
+            assert (loads[0] < masks[SnowflakeConfig().vector_queue_depth - 1]) == (name == "early")
         run = run_model_on_device(file, check=True)
         assert run.report["check"]["golden_bit_exact"] is True
+        if name == "preloaded":  # the reference engine faults on a load over words a pending MAC reads
+            ref = run_model_on_device(file, check=True, engine="reference")
+            assert ref.report["check"]["golden_bit_exact"] is True
+            assert ref.report["total"]["cycles"] == run.report["total"]["cycles"]
         cycles.append(run.report["total"]["cycles"])
-    assert cycles[0] < cycles[1]
+    assert a_loads[0] == a_loads[1] + 16 == a_loads[2] + 16  # a loads b's 16 kernels when preloaded
+    assert cycles[0] < cycles[1] < cycles[2], cycles
+
+
+def test_kernels_preloaded_where_the_previous_tile_reads_them_is_refused(tmp_path: Path) -> None:
+    """Written by hand (with weights_before_fence) where a's single kernel tile sits in slot 0,
+    where b's kernels go: tile-to-asm refuses it in one line naming the words; without
+    weights_before_fence the verifier refuses it (it moves that decision's early loads further).
+    A conv that loads tile 0 more than once (resident: all its tiles; INDP) is not preloaded."""
+    path = _chain(tmp_path / "chain.onnx", 16)
+    text = tile_level(onnx.load(path), tmp_path)
+    assert "kernels_preloaded" not in text and "weights_before_fence" not in text
+    marked = text.replace(", fence}", ", fence, weights_before_fence, kernels_preloaded}", 1)
+    assert marked.count("kernels_preloaded") == 1
+    file = tmp_path / "marked.mlir"
+    file.write_text(marked)
+    module, _ = load_model(file)
+    with pytest.raises(Exception, match=r"layer @y: weights_before_fence after conv @a: its first kernels load weights "
+                                        r"words \[0, \d+\), which the previous conv's last kernel tile still reads"):
+        apply_pipeline(module, "tile-to-asm")
+    alone = text.replace(", fence}", ", fence, kernels_preloaded}", 1)
+    assert alone.count("kernels_preloaded") == 1
+    file.write_text(alone)
+    with pytest.raises(Exception, match="kernels_preloaded.*weights_before_fence"):
+        module, _ = load_model(file)
+        apply_pipeline(module, "tile-to-asm")
+
+
+def test_kernels_preloaded_only_where_tile_0_loads_once(tmp_path: Path) -> None:
+    layers = _layers(_chain(tmp_path / "chain.onnx", 32))
+    a, b = (conv_plan_of(layers[n]) for n in layers)
+    hw = SnowflakeConfig()
+    assert kernels_preloaded_refusal(a, b, hw) is None
+    assert "only a COOP conv" in kernels_preloaded_refusal(a, replace(b, resident_weights=True), hw)
+    assert kernels_preloaded_refusal(a, replace(b, mode="INDP"), hw) is not None
+    assert preload_loads(b, hw) == tuple((b.w_addr + 2 * j * b.shape.kernel_words, b.shape.kernel_words, j)
+                                         for j in range(16))

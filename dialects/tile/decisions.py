@@ -214,6 +214,16 @@ class ConvDecisions:
     """In a whole-model program, the previous layer's last vector ops read none of the weights-buffer
     words the cold start loads (snowir/plan/weights_end.py): its kernel loads issue before the
     fence, the maps loads after."""
+    kernels_preloaded: bool = decision(Decision(
+        "kernels_preloaded", LAYER, FLAG, False, field="kernels_preloaded",
+        doc="With weights_before_fence after a conv: the first kernel tile is loaded by the previous conv's last "
+            "kernel tile (as its own prefetch, into the words below the slot that tile reads), so it lands while the "
+            "previous layer computes; the layer's code loads none of it (allocate-dram decides, tile-to-asm checks "
+            "the previous conv, snowir/plan/weights_end.py).",
+        rule="with weights_before_fence, on a conv layer", needs=lambda op: _conv(op) and _has("weights_before_fence")(op),
+        planned=False))
+    """In a whole-model program, the conv's first kernel tile is the previous conv's last
+    prefetch (codegen/conv.py `preload`): its cold start loads only maps (and biases)."""
     stagger: int = decision(Decision(
         "stagger", KERNEL_TILE, INT, 0, field="stagger",
         doc="Tiles alternate between bases 0 and F = stagger; the F words of the next tile that miss the current "
@@ -399,8 +409,9 @@ IR_ONLY: tuple[Decision, ...] = (MAPS_BUFFERING, FENCE, SLOT, CU_ROWS, RING, CHA
 
 PLAN_DECISIONS: tuple[Decision, ...] = tuple(f.metadata["decision"] for f in fields(ConvDecisions))
 WEIGHTS_BEFORE_FENCE: Decision = next(d for d in PLAN_DECISIONS if d.name == "weights_before_fence")
-"""The plan decision a later pass (allocate-dram) sets: read and written by it, the verifier and
-tile-to-asm through this declaration."""
+KERNELS_PRELOADED: Decision = next(d for d in PLAN_DECISIONS if d.name == "kernels_preloaded")
+"""The plan decisions a later pass (allocate-dram) sets: read and written by it, the verifier and
+tile-to-asm through these declarations."""
 DECISIONS: tuple[Decision, ...] = PLAN_DECISIONS + IR_ONLY
 """Every declared decision."""
 

@@ -40,12 +40,12 @@ from xdsl.utils.exceptions import PassFailedException
 from snowir.asm_analysis import outside_programs
 from snowir.codegen.builder import layer_prologue
 from snowir.dialects import snowflake_asm as sf, tile
-from snowir.dialects.tile.decisions import BIASES, FENCE, WEIGHTS_BEFORE_FENCE
+from snowir.dialects.tile.decisions import BIASES, FENCE, KERNELS_PRELOADED, WEIGHTS_BEFORE_FENCE
 from snowir.device_layers import DEVICE_OPS, kind_of_layer
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
-from snowir.plan.weights_end import weights_before_fence_refusal
+from snowir.plan.weights_end import kernels_preloaded_refusal, weights_before_fence_refusal
 from snowir.segments import HOST_READ_FACT
 from snowir.tile.placement import maps_refusal, output_host_read, placement_refusal, regions_of
 from snowir.tile.read import TileError, conv_plan_of, tile_layers
@@ -60,11 +60,15 @@ def _fail(layer: tile.LayerOp, message: str) -> PassFailedException:
     return PassFailedException(f"tile-to-asm: layer @{layer.sym_name.data}: {message}")
 
 
-def layer_code(layer: tile.LayerOp, hw: SnowflakeConfig, cache: dict[Hashable, list[Operation]]) -> list[Operation]:
+def layer_code(layer: tile.LayerOp, hw: SnowflakeConfig, cache: dict[Hashable, list[Operation]],
+               following: tile.LayerOp | None = None) -> list[Operation]:
     """The layer's instructions, from its tile IR alone (derived bodies filled in, then checked
-    for `hw`); layers with equal decisions get clones of one generated program."""
+    for `hw`) and, for a conv, the next layer's when that one is `kernels_preloaded` (`following`:
+    its first kernels load in this one's last kernel tile); layers with equal decisions get clones
+    of one generated program."""
     try:
-        key, generate = kind_of_layer(layer).function("program")(layer, hw)
+        program = kind_of_layer(layer).function("program")
+        key, generate = program(layer, hw) if following is None else program(layer, hw, following)
         if key not in cache:
             cache[key] = generate()
             return cache[key]
@@ -146,7 +150,8 @@ class TileToAsmPass(ModulePass):
         outputs = {inner.attributes["tile"].data: inner for inner in named}  # type: ignore[union-attr]
         readers = {inner.attributes["tile"].data: inner for inner in reversed(named)}  # type: ignore[union-attr]
         previous: tile.LayerOp | None = None
-        for layer in tile_layers(op, self.name):
+        layers = list(tile_layers(op, self.name))
+        for position, layer in enumerate(layers):
             name = layer.sym_name.data
             wrong = placement_refusal(layer, outputs[name], readers[name]) or maps_refusal(layer, readers[name]) \
                 if name in outputs else None
@@ -154,10 +159,19 @@ class TileToAsmPass(ModulePass):
                     and previous.kind.data == tile.LayerKind.CONV:
                 why = weights_before_fence_refusal(conv_plan_of(previous), conv_plan_of(layer), hw)
                 wrong = None if why is None else f"weights_before_fence after conv @{previous.sym_name.data}: {why}"
+            if wrong is None and KERNELS_PRELOADED.value(layer):
+                if previous is None or previous.kind.data != tile.LayerKind.CONV or not FENCE.value(layer):
+                    wrong = "kernels_preloaded needs a conv before it in the same program (its last kernel tile loads them)"
+                else:
+                    why = kernels_preloaded_refusal(conv_plan_of(previous), conv_plan_of(layer), hw)
+                    wrong = None if why is None else f"kernels_preloaded after conv @{previous.sym_name.data}: {why}"
             previous = layer
             if wrong is not None:
                 raise _fail(layer, wrong)
-            code = layer_code(layer, hw, cache)
+            following = layers[position + 1] if position + 1 < len(layers) else None
+            if following is None or not KERNELS_PRELOADED.value(following) or layer.kind.data != tile.LayerKind.CONV:
+                following = None
+            code = layer_code(layer, hw, cache, following)
             if plan is not None:
                 coop_conv = layer.kind.data == tile.LayerKind.CONV and layer.mode is not None \
                     and layer.mode.data == tile.ComputeMode.COOP

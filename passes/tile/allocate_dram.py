@@ -29,7 +29,9 @@ for them; the others overlap the previous layer's drain. A conv after a fenced m
 `weights_before_fence`: the pool unit reads no weights, so the conv's cold-start kernel loads issue
 at once and only its maps loads wait (`tile.weights_free`). So does a conv after a conv whose last
 kernel tile sits in its second weights slot, above every word the conv's first kernels load
-(snowir/plan/weights_end.py; tile-to-asm refuses the attribute where that does not hold).
+(snowir/plan/weights_end.py; tile-to-asm refuses the attribute where that does not hold); after
+such a conv, `kernels_preloaded` too where the conv loads its kernel tile 0 once: the previous
+conv's last kernel tile then loads it, thousands of cycles before this layer's code starts.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import tile
-from snowir.dialects.tile.decisions import FENCE, WEIGHTS_BEFORE_FENCE
+from snowir.dialects.tile.decisions import FENCE, KERNELS_PRELOADED, WEIGHTS_BEFORE_FENCE
 from snowir.device_layers import DEVICE_OPS
 from snowir.hw import DRAM_PAGE_BYTES, SnowflakeConfig
 from snowir.nn_util import layer_name
@@ -52,7 +54,7 @@ from snowir.segments import main_of, placed_concat, read_sources, segments_of, s
 from snowir.errors import SnowError
 from snowir.tile.build import device_input, regions_of
 from snowir.plan.shapes import LoweringError
-from snowir.plan.weights_end import weights_before_fence_refusal
+from snowir.plan.weights_end import kernels_preloaded_refusal, weights_before_fence_refusal
 from snowir.tile.check import derive_layer
 from snowir.tile.read import TileError, conv_plan_of, tile_layers
 
@@ -125,6 +127,17 @@ def _weights_clear(previous: tile.LayerOp, layer: tile.LayerOp, hw: SnowflakeCon
         return False
     try:
         return weights_before_fence_refusal(conv_plan_of(previous), conv_plan_of(layer), hw) is None
+    except (SnowError, LoweringError):
+        return False
+
+
+def _preloadable(previous: tile.LayerOp, layer: tile.LayerOp, hw: SnowflakeConfig) -> bool:
+    """A conv whose first kernels the previous conv's last kernel tile may load (snowir/plan/
+    weights_end.py: `kernels_preloaded`): they then land while that tile computes, not after it."""
+    if previous.kind.data != tile.LayerKind.CONV:
+        return False
+    try:
+        return kernels_preloaded_refusal(conv_plan_of(previous), conv_plan_of(layer), hw) is None
     except (SnowError, LoweringError):
         return False
 
@@ -255,6 +268,8 @@ class AllocateDramPass(ModulePass):
                 if layer.kind.data == tile.LayerKind.CONV and (tile.weights_free(previous)
                                                                or _weights_clear(previous, layer, hw)):
                     WEIGHTS_BEFORE_FENCE.write(layer, True)
+                    if _preloadable(previous, layer, hw):
+                        KERNELS_PRELOADED.write(layer, True)
             previous = layer
         plan = tile.DramPlanOp([tile.TensorOp(t.name, t.offset, t.size, (max(t.first, 0), max(t.last, t.first)), t.role)
                                 for t in sorted(planned, key=lambda t: t.offset)])

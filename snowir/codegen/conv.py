@@ -139,6 +139,8 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
             b.const(R_TW, wbank(i))
             b.const(R_TT, plan.kernels * t)
             b.const(R_TO, plan.tile_step * t)
+            if nxt == len(items) and plan.preload:
+                prefetch.append(lambda bb: _preload(bb, plan))
             kernel_tile(b, plan, hw, plan.strips[si], base, c_off, mask_last if t == plan.tiles - 1 else full_mask(plan),
                          prefetch)
             if nxt < len(items) and w_slot[nxt] != w_slot[i] and not plan.double_buffer_weights:
@@ -304,6 +306,8 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         b.const(R_WSRC, plan.w_addr)  # the next strip starts again at tile 0
     if spread:
         last_prefetch = [lambda bb: spread_piece(bb, plan, spread, True), *last_prefetch]
+    if not more and plan.preload:
+        last_prefetch = [*last_prefetch, lambda bb: _preload(bb, plan)]
     with b.at(ktiles(tiles - 1, tiles - 1)):
         tile(b, mask_last, last_prefetch, reload, same_strip=False, mid=pool, rows=row_loads,
              next_slice=ahead if group == 1 else None, t=tiles - 1)
@@ -578,7 +582,8 @@ def _cold_start(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf
     runs and only the maps wait for its vector ops (the fence); otherwise the kernels load first
     so the first MACs wait for one maps piece, not the whole strip. `after_first`: more the first
     MACs need (a bypass-slice conv's first slice), loaded right after the first piece."""
-    _load_weights(b, plan, hw, t, wbuf)
+    if not plan.kernels_preloaded:  # else the previous conv's last kernel tile loaded them (`_preload`)
+        _load_weights(b, plan, hw, t, wbuf)
     if plan.weights_before_fence:
         if resident:
             _load_resident_weights(b, plan, hw)
@@ -590,6 +595,23 @@ def _cold_start(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf
     load_first_strip(b, plan, hw, strip, bypass_base, after_first)
     if resident:
         _load_resident_weights(b, plan, hw)
+
+
+def _preload(b: AsmBuilder, plan: ConvPlan) -> None:
+    """The next conv's kernel tile 0 (`plan.preload`, its `kernels_preloaded`), a prefetch of this
+    conv's last kernel tile: into weights word 0 of each vMAC, below the slot this tile reads."""
+    with b.at("preload_next"):
+        # the registers of the tiles' own next-weights prefetch (`_load_next_weights`), which every
+        # kernel tile's code leaves free for it; R_WSRC walks nothing more in the last tile
+        b.const(R_TMP, 0)
+        length = at = None
+        for src, words, vmac in plan.preload:
+            if words != length:
+                b.const(R_LEN, words)
+                length = words
+            b.set_reg(R_WSRC, src, at)
+            at = src
+            b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, vmac))
 
 
 def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:

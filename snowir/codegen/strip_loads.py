@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.loads import load_broadcast, load_runs
-from snowir.codegen.traces import Prefetch, R_LEN, R_SRC, R_TMP, R_TT, add_offset
+from snowir.codegen.traces import Prefetch, R_LEN, R_SRC, R_TMP, R_TT, R_X, R_XEND, add_offset
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import ConvPlan, Strip, input_rows, row_runs
@@ -88,10 +88,11 @@ def spread_piece(bb: AsmBuilder, plan: ConvPlan, streams: list[tuple[int, int, i
 
 
 def load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, bank: int,
-               base: int | None = None, rows: tuple[int, int] | None = None) -> None:
+               base: int | None = None, rows: tuple[int, int] | None = None, loop: bool = False) -> None:
     """One maps strip, broadcast to every CU; a gathering plan loads each row's pixels from
     every sy-th row and sx-th column of the DRAM input, channels c0.. of each (one LD per run,
-    spread over the load units)."""
+    spread over the load units; `loop`: R_X / R_XEND are free here, so the pixels' LDs may be
+    a counted loop, `load_runs`)."""
     s = plan.shape
     row = s.w * s.cin
     base = bank * hw.maps_bank_elements if base is None else base
@@ -114,7 +115,7 @@ def load_maps(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, 
             runs = [(base + (r - r_from) * row + x * s.cin,
                      plan.in_addr + 2 * (r * sy * in_row + x * sx * cin_in + c0), s.cin)
                     for r in range(r_from, r_to) for x in range(s.w)]
-        load_runs(b, hw, [(dst, src, n, sf.SELECT_ALL) for dst, src, n in runs])
+        load_runs(b, hw, [(dst, src, n, sf.SELECT_ALL) for dst, src, n in runs], (R_X, R_XEND) if loop else None)
 
 
 FIRST_STRIP_PIECES = 4
@@ -136,7 +137,7 @@ def load_first_strip(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: 
     for ya, yb in zip(cuts, cuts[1:]):
         need = strip.r1 if yb == strip.y1 else min(strip.r1, input_rows(s.h, s.kh, s.sy, s.pt, ya, yb)[1])
         if need > loaded:
-            load_maps(b, plan, hw, strip, 0, 0, (loaded, need))
+            load_maps(b, plan, hw, strip, 0, 0, (loaded, need), loop=True)  # before any pixel loop
             loaded = need
         if bypass_base is not None:
             load_bypass_rows(b, plan, hw, bypass_base, ya, yb)

@@ -12,20 +12,30 @@ conv (Kloop over strips), T in Mloop (each tile once, the strips inside it). Whe
 there loads it at once, overlapping the previous layer's tail (its maps loads still wait for
 the fence). Layer starts were the largest CU-idle cause in ResNet-18 (5-6.6 k cycles each at
 its 14² channel parts, of which the first kernels' load is about 2 k).
+
+Loaded at the layer's start, those kernels still arrive after the previous layer's last MACs:
+the control pipeline reaches the layer's code only a vector queue's depth of ops before the
+previous layer ends, so a 37-51 KB kernel tile (2-3 k cycles on the bus) held up the first MAC
+(ResNet-18's layer4.1.conv2.part0: kernels from its cycle 46 to 3,158, first MAC at 3,537).
+`kernels_preloaded` moves that load into the previous conv's last kernel tile, as one more of
+its prefetches (`preload_loads`): the words are free there for the same reason, and the tile
+computes for thousands of cycles while they land.
 """
 
 from __future__ import annotations
 
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import ConvPlan, indp_kernel_words
+from snowir.plan.shapes import ConvPlan, indp_kernel_words, kernel_vmacs
 
 
 def last_kernel_slot(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int] | None:
     """The weights words [lo, hi) of every vMAC the conv's last kernel tile occupies, when its
     code generator's slot sequence is the plain one (COOP, kernels loaded tile by tile, not
-    resident, not staggered, not in chunks, one column band); None otherwise (read as: any word)."""
+    resident, not staggered, not in chunks, one column band); None otherwise (read as: any word).
+    A fused max pool changes nothing here: its ring sits in the maps buffer and the MAXs after the
+    last kernel tile read no weights (AlexNet's conv3 then loads its kernels early)."""
     s = plan.shape
-    if plan.indp or plan.resident_weights or plan.stagger or plan.column_tiled or plan.pool is not None \
+    if plan.indp or plan.resident_weights or plan.stagger or plan.column_tiled \
             or s.kernel_words > hw.weights_buffer_elements:
         return None
     if plan.tiles == 1 or not plan.double_buffer_weights:
@@ -58,3 +68,27 @@ def weights_before_fence_refusal(previous: ConvPlan, plan: ConvPlan, hw: Snowfla
         return f"its first kernels load weights words [0, {n}), which the previous conv's last kernel tile still " \
                f"reads ([{last[0]}, {last[1]}))"
     return None
+
+
+def kernels_preloaded_refusal(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConfig) -> str | None:
+    """Why the previous conv's last kernel tile may not load `plan`'s first kernel tile (None: it
+    may): weights_before_fence's rule, a previous conv whose last tile is a kernel_tile prefetch
+    point of codegen/conv.py (not a row-group program), and a conv whose cold start is the only
+    load of its tile 0 (COOP, not resident, not in column bands, which load tile 0 per band)."""
+    why = weights_before_fence_refusal(previous, plan, hw)
+    if why is not None:
+        return why
+    if previous.row_groups:
+        return "the previous conv's CUs split rows (its program places no prefetch for another layer)"
+    if plan.indp or plan.row_groups or plan.resident_weights or plan.column_tiled or plan.tiles < 1:
+        return "only a COOP conv that loads its kernel tile 0 once (not INDP, row groups, resident or column " \
+               "bands) has it preloaded"
+    return None
+
+
+def preload_loads(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[tuple[int, int, int], ...]:
+    """`plan`'s kernel tile 0 as the previous conv loads it: (DRAM byte, words, vMAC) per kernel,
+    into weights word 0 of the vMAC (codegen/conv._load_weights' loads)."""
+    k = plan.shape.kernel_words
+    return tuple((plan.w_addr + 2 * j * k, k, vmac)
+                 for j, vmac in enumerate(kernel_vmacs(plan, hw, plan.shape.k if plan.per_cu else plan.kernels)))
