@@ -36,20 +36,14 @@ def _device_cycles(report: dict, model: str) -> dict[str, int]:
 
 
 def _table1() -> dict[str, dict[str, int]]:
-    import numpy as np
     import onnx
-    from onnx import helper
-    from onnx_util import model, rand
 
     from snowir.driver.model_api import run_model_on_device
-    from table1 import LAYERS
+    from table1 import LAYERS, layer_model
 
     out = {}
     for (c, h, w, k, kh, kw, s, pad), _, _ in LAYERS:
-        m = model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[kh, kw], strides=[s, s],
-                                    pads=[pad] * 4), helper.make_node("Relu", ["y"], ["o"])],
-                  {"x": [1, c, h, w]}, {"o": None},
-                  {"w": rand(k, c, kh, kw, seed=1, scale=1 / np.sqrt(c * kh * kw)), "b": rand(k, seed=2, scale=0.1)})
+        m = layer_model((c, h, w, k, kh, kw, s, pad))
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "layer.onnx"
             onnx.save(m, path)

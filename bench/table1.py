@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from onnx import helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from onnx_util import model, rand  # noqa: E402
@@ -32,6 +33,15 @@ LAYERS = [  # (C, H, W, K, kh, kw, stride, pad), paper hand / auto ms
 ]
 
 
+def layer_model(shape: tuple[int, ...]):
+    """A Table 1 layer as an ONNX conv + ReLU (c, h, w, k, kh, kw, stride, pad), random weights."""
+    c, h, w, k, kh, kw, s, pad = shape
+    return model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[kh, kw], strides=[s, s],
+                                   pads=[pad] * 4), helper.make_node("Relu", ["y"], ["o"])],
+                 {"x": [1, c, h, w]}, {"o": None},
+                 {"w": rand(k, c, kh, kw, seed=1, scale=1 / np.sqrt(c * kh * kw)), "b": rand(k, seed=2, scale=0.1)})
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--hw")
@@ -44,7 +54,6 @@ def main() -> None:
     import tempfile
 
     import onnx
-    from onnx import helper
 
     from snowir.plan.shapes import ConvShape
     from snowir.driver.model_api import run_model_on_device
@@ -55,10 +64,7 @@ def main() -> None:
         c, h, w, k, kh, kw, s, pad = shape
         # the layer as the compiler sees it (an ONNX conv + ReLU through the whole pipeline, so
         # split-kernels' cost decision applies); its device parts' cycles add up
-        m = model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[kh, kw], strides=[s, s],
-                                    pads=[pad] * 4), helper.make_node("Relu", ["y"], ["o"])],
-                  {"x": [1, c, h, w]}, {"o": None},
-                  {"w": rand(k, c, kh, kw, seed=1, scale=1 / np.sqrt(c * kh * kw)), "b": rand(k, seed=2, scale=0.1)})
+        m = layer_model(shape)
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "layer.onnx"
             onnx.save(m, path)

@@ -295,15 +295,23 @@ class DepthwiseToGrouped(RewritePattern):
         finally:
             del op.attributes[LANE_GROUPS]
 
-    def _place_over_blocks(self, op: nn.Conv2dOp, w: np.ndarray, cycles: float, rewriter: PatternRewriter,
-                           writer: Operation) -> None:
-        """`op` replaced by one grouped conv over the blocks its `writer` then stores
-        (`grouped_over_blocks`, `CHANNEL_TILES`) if, at `cycles`, it pays; else left for the host."""
+    def _pays(self, op: nn.Conv2dOp, cycles: float) -> StringAttr | None:
+        """The `placement_cost` of `op` on the device at `cycles` if that beats the host (its DRAM
+        round trip counted), else None, the op left for the host with the cost on it."""
         device = self.hw.cycles_to_ms(cycles)
         trip, host = round_trip_ms([op.input], op.output), host_ms(op)
         cost = StringAttr(f"device {device:.4f} ms + DRAM round trip {trip:.4f} ms vs host {host:.4f} ms")
         if device + trip >= host:
             op.attributes["placement_cost"] = cost
+            return None
+        return cost
+
+    def _place_over_blocks(self, op: nn.Conv2dOp, w: np.ndarray, cycles: float, rewriter: PatternRewriter,
+                           writer: Operation) -> None:
+        """`op` replaced by one grouped conv over the blocks its `writer` then stores
+        (`grouped_over_blocks`, `CHANNEL_TILES`) if, at `cycles`, it pays; else left for the host."""
+        cost = self._pays(op, cycles)
+        if cost is None:
             return
         writer.attributes[CHANNEL_TILES] = IntegerAttr(LANES, 64)
         weight, conv = grouped_over_blocks(op, w)
@@ -318,11 +326,8 @@ class DepthwiseToGrouped(RewritePattern):
         the host. Each slice carries the whole conv's costs. With `producer` (`_blocked_producer`)
         the input is written channel-tile-major: the producer becomes one conv per slice
         (`_producer_blocks`), each slice reading its block whole, no gather."""
-        device = self.hw.cycles_to_ms(cycles)
-        trip, host = round_trip_ms([op.input], op.output), host_ms(op)
-        cost = StringAttr(f"device {device:.4f} ms + DRAM round trip {trip:.4f} ms vs host {host:.4f} ms")
-        if device + trip >= host:
-            op.attributes["placement_cost"] = cost
+        cost = self._pays(op, cycles)
+        if cost is None:
             return
         if tiled is not None:  # the producer writes every block in one layer, each slice reads its block whole
             tiled.attributes[CHANNEL_TILES] = IntegerAttr(LANES, 64)

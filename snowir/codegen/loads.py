@@ -54,49 +54,47 @@ def load_runs(b: AsmBuilder, hw: SnowflakeConfig, runs: list[tuple[int, int, int
     gathering a 14² channel part was ~600 straight-line instructions, which crossed
     instruction-cache banks, and the next bank's load queued behind the LDs it had issued
     (3.8 k cycles of icache stall at ResNet-18's layer3.1.conv2.part0)."""
-    if loop is not None:
-        dst_now = src_now = length = None
-        for i, j in _progressions(runs):
-            if j - i < LOOP_MIN:
-                for dst, src, n, select in runs[i:j]:
-                    b.set_reg(R_TMP, dst, dst_now)
-                    b.set_reg(R_SRC, src, src_now)
-                    dst_now, src_now = dst, src
-                    if n != length:
-                        b.const(R_LEN, n)
-                        length = n
-                    b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, 0, select))
-                continue
-            dst, src, n, select = runs[i]
-            d, e = runs[i + 1][0] - dst, runs[i + 1][1] - src
-            b.set_reg(R_TMP, dst, dst_now)
-            b.set_reg(R_SRC, src, src_now)
-            if n != length:
-                b.const(R_LEN, n)
-                length = n
-            count, rest = divmod(j - i, LOOP_UNROLL)
-            counter, limit = loop
-            b.const(counter, 1)
-            b.const(limit, count)
-            top = b.label("gather")
-            for _ in range(LOOP_UNROLL):
-                b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, 0, select),
-                       sf.AddiOp(R_TMP, R_TMP, d), sf.AddiOp(R_SRC, R_SRC, e))
-            b.loop_end(counter, limit, top)
-            for _ in range(rest):
-                b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, 0, select),
-                       sf.AddiOp(R_TMP, R_TMP, d), sf.AddiOp(R_SRC, R_SRC, e))
-            dst_now, src_now = dst + (j - i) * d, src + (j - i) * e
-        return
-    dst_now = src_now = length = None
-    for dst, src, n, select in runs:
-        b.set_reg(R_TMP, dst, dst_now)
-        b.set_reg(R_SRC, src, src_now)
-        dst_now, src_now = dst, src
-        if n != length:
+    at = _Pointers()
+    for i, j in _progressions(runs) if loop is not None else [(0, len(runs))]:
+        if loop is None or j - i < LOOP_MIN:
+            for dst, src, n, select in runs[i:j]:
+                at.point(b, dst, src, n)
+                b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, 0, select))
+            continue
+        dst, src, n, select = runs[i]
+        d, e = runs[i + 1][0] - dst, runs[i + 1][1] - src
+        at.point(b, dst, src, n)
+        count, rest = divmod(j - i, LOOP_UNROLL)
+        counter, limit = loop
+        b.const(counter, 1)
+        b.const(limit, count)
+        top = b.label("gather")
+        for _ in range(LOOP_UNROLL):
+            b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, 0, select),
+                   sf.AddiOp(R_TMP, R_TMP, d), sf.AddiOp(R_SRC, R_SRC, e))
+        b.loop_end(counter, limit, top)
+        for _ in range(rest):
+            b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, 0, select),
+                   sf.AddiOp(R_TMP, R_TMP, d), sf.AddiOp(R_SRC, R_SRC, e))
+        at.dst, at.src = dst + (j - i) * d, src + (j - i) * e
+
+
+class _Pointers:
+    """What R_TMP (buffer element), R_SRC (DRAM byte) and R_LEN hold between `load_runs`' LDs, so
+    each is set only when it changes."""
+
+    def __init__(self) -> None:
+        self.dst: int | None = None
+        self.src: int | None = None
+        self.length: int | None = None
+
+    def point(self, b: AsmBuilder, dst: int, src: int, n: int) -> None:
+        b.set_reg(R_TMP, dst, self.dst)
+        b.set_reg(R_SRC, src, self.src)
+        self.dst, self.src = dst, src
+        if n != self.length:
             b.const(R_LEN, n)
-            length = n
-        b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, 0, select))
+            self.length = n
 
 
 def load_biases(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
