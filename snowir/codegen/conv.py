@@ -17,22 +17,22 @@ clamp the kernel-row range, border columns get their own shorter traces.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import fields, replace
 
 from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.bypass_slices import load_first_slice, slice_channels, slice_gap, strips_ahead, tiles_per_slice
+from snowir.codegen.fully_connected import fully_connected
 from snowir.codegen.fused_pool import load_rows, pool_rows
+from snowir.codegen.loops import ktiles, repeat
 from snowir.codegen.indp import generate_indp
 from snowir.codegen.loads import load_biases
 from snowir.codegen.strip_loads import (load_bypass_rows, load_first_strip, load_maps, replacing_pixels, replacing_rows,
                                         spread_piece, spreads)
 from snowir.codegen.pixels import kernel_tile
-from snowir.codegen.traces import (COOP, Prefetch, R_LEN, R_MAPS, R_OUT, R_SRC, R_TK, R_TMP, R_TMP2, R_TO, R_TT, R_TW,
-                                   R_W, R_WSRC, TRACE_CHUNK, set_writeback, trace_chunks)
+from snowir.codegen.traces import COOP, Prefetch, R_LEN, R_SRC, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_WSRC, set_writeback
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, LoweringError, Strip, band_plans, full_mask, kernel_vmacs,
+from snowir.plan.shapes import (ConvPlan, LoweringError, Strip, band_plans, full_mask, kernel_vmacs,
                                 plan_machine, ring_of, vmac_mask)
 
 
@@ -76,7 +76,7 @@ def _generate(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
         b.const(R_TMP, plan.cu_stride)
         b.emit(sf.VmovOp(COOP, sf.VmovSelect.STRIDE, R_TMP))
     if s.kernel_words > hw.weights_buffer_elements:
-        _fully_connected(b, plan, hw, mask_last)
+        fully_connected(b, plan, hw, mask_last)
         return b
     if plan.bypass_addr is not None:
         _residual(b, plan, hw, mask_last)
@@ -167,17 +167,6 @@ def block_view(plan: ConvPlan, t: int) -> ConvPlan:
     if not s.block_maps:
         return plan
     return replace(plan, in_addr=plan.in_addr + 2 * ((plan.kernels * t) // s.group_kernels) * s.h * s.w * s.c)
-
-
-def ktiles(first: int, last: int) -> str:
-    """The part of a layer that computes kernel tiles first..last (a counted loop covers several)."""
-    return f"ktile{first}" if first == last else f"ktiles{first}to{last}"
-
-
-def kloop_budget(hw: SnowflakeConfig) -> int:
-    """Instructions a counted K loop may take: one icache bank less room for the bank-load
-    prologue icache-banking puts before it (448 of 512)."""
-    return hw.icache_bank_instructions * 7 // 8
 
 
 def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
@@ -289,7 +278,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
                     tile(b, full_mask(plan), piece, True, t=t)
                     b.emit(*_advance_tile(plan, hw))
             else:
-                _repeat(b, hw, tiles - 1, lambda bb: tile(bb, full_mask(plan), piece, True),
+                repeat(b, hw, tiles - 1, lambda bb: tile(bb, full_mask(plan), piece, True),
                         lambda: _advance_tile(plan, hw))
     else:
         with b.at(ktiles(0, tiles - group - 1)):
@@ -298,7 +287,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
                     tiles_of_group(b, False, g * group)
                     b.emit(*_advance_tile(plan, hw))
             else:
-                _repeat(b, hw, tiles // group - 1, lambda bb: tiles_of_group(bb, False), lambda: _advance_tile(plan, hw))
+                repeat(b, hw, tiles // group - 1, lambda bb: tiles_of_group(bb, False), lambda: _advance_tile(plan, hw))
         with b.at(ktiles(tiles - group, tiles - 2)):
             tiles_of_group(b, True, tiles - group)
     reload = more and tiles > 1  # a single kernel tile stays in its bank for every strip
@@ -343,7 +332,7 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
                 kernel_tile(b, plan, hw, strip, base, group_channels(plan, t), full_mask(plan), [], bypass_base, True)
                 b.emit(*advance())
         else:
-            _repeat(b, hw, plan.tiles - 2,
+            repeat(b, hw, plan.tiles - 2,
                     lambda bb: kernel_tile(bb, plan, hw, strip, base, s.c_base, full_mask(plan), [], bypass_base, True),
                     advance)
     with b.at(ktiles(plan.tiles - 1, plan.tiles - 1)):
@@ -365,25 +354,7 @@ def _load_resident_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -
                 bb.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, j),
                         sf.AddiOp(R_WSRC, R_WSRC, 2 * k))
 
-        _repeat(b, hw, plan.tiles - 1, tile, lambda: [sf.AddiOp(R_TMP, R_TMP, k)])
-
-
-def _repeat(b: AsmBuilder, hw: SnowflakeConfig, n: int, body: Callable[[AsmBuilder], None],
-            advance: Callable[[], list]) -> None:
-    """`body` then `advance` n times: one counted loop (counter R_TK from 1-n up to r0, the
-    advance in the branch's delay slots) when it fits an icache bank, else unrolled."""
-    if n >= 2:
-        loop = b.child()
-        loop.const(R_TK, 1 - n)
-        top = loop.label("ktiles")
-        body(loop)
-        loop.loop_end(R_TK, 0, top, advance())
-        if sum(1 for op in loop.ops if not isinstance(op, sf.LabelOp)) <= kloop_budget(hw):
-            b.emit(*loop.ops)
-            return
-    for _ in range(n):
-        body(b)
-        b.emit(*advance())
+        repeat(b, hw, plan.tiles - 1, tile, lambda: [sf.AddiOp(R_TMP, R_TMP, k)])
 
 
 def _toggle(plan: ConvPlan, hw: SnowflakeConfig) -> list:
@@ -457,55 +428,6 @@ def _load_next_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> No
         for j in range(plan.kernels):
             b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, j),
                    sf.AddiOp(R_WSRC, R_WSRC, 2 * s.kernel_words))
-
-
-def _fully_connected(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
-    """A kernel larger than the weights buffer on a 1x1 output (an FC layer): stream each kernel
-    tile in chunks that alternate weights slots (R_TW toggles per chunk), accumulate across
-    chunks, write back on the last (its load also brings the bias block). Tiles 0..T-2 are one
-    counted loop when the tile fits an icache bank (R_WSRC: the tile's first kernel in DRAM,
-    R_TO: its output offset). FC layers are bandwidth-bound (C17 §6.1)."""
-    s = plan.shape
-    total = s.kh * s.kw * s.c  # the whole input, in the same (y, x, c) order as the kernel
-    chunk = (plan.w_slot - BIAS_BLOCK) // hw.lanes * hw.lanes
-    chunks = [(o, min(chunk, total - o)) for o in range(0, total, chunk)]
-    if plan.weights_before_fence:  # its kernels stream in chunks: nothing to load before the fence
-        b.flush_vector_queue(hw, R_TMP)
-    load_maps(b, plan, hw, plan.strips[0], 0)
-    b.const(R_TW, 0)
-    b.const(R_TO, 0)
-    b.const(R_WSRC, plan.w_addr)
-    b.const(R_TMP2, 2 * plan.kernels * s.kernel_words)  # DRAM bytes of one kernel tile
-
-    def tile(bb: AsmBuilder, mask: int) -> None:
-        bb.write_mask(hw, R_TMP, mask)
-        for ci, (off, n) in enumerate(chunks):
-            last = ci == len(chunks) - 1
-            bb.flush_vector_queue(hw, R_TMP, mask)
-            bb.const(R_LEN, n + (BIAS_BLOCK if last else 0))
-            bb.emit(sf.AddiOp(R_TMP, R_TW, 0), sf.AddiOp(R_SRC, R_WSRC, 2 * off))
-            for j in range(plan.kernels):
-                bb.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, j),
-                        sf.AddiOp(R_SRC, R_SRC, 2 * s.kernel_words))
-            if last:
-                bb.emit(sf.AddiOp(R_TMP, R_TW, n), sf.VmovOp(COOP, sf.VmovSelect.BIAS, R_TMP))
-                bb.const(R_OUT, plan.out_addr)
-                bb.emit(sf.AddOp(R_OUT, R_OUT, R_TO))
-            bb.const(R_MAPS, off)
-            bb.emit(sf.AddiOp(R_W, R_TW, 0))
-            pieces = trace_chunks(n)
-            for pi, (po, pn) in enumerate(pieces):
-                if po:
-                    bb.emit(sf.AddiOp(R_MAPS, R_MAPS, TRACE_CHUNK), sf.AddiOp(R_W, R_W, TRACE_CHUNK))
-                wb = last and pi == len(pieces) - 1
-                bb.emit(sf.MacOp(COOP, R_OUT, R_MAPS, R_W, pn, wb=wb, relu=wb and s.relu))
-            bb.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, plan.w_slot))
-
-    advance = lambda: [sf.AddOp(R_WSRC, R_WSRC, R_TMP2), sf.AddiOp(R_TO, R_TO, 2 * plan.kernels)]  # noqa: E731
-    with b.at(ktiles(0, plan.tiles - 2)):
-        _repeat(b, hw, plan.tiles - 1, lambda bb: tile(bb, full_mask(plan)), advance)
-    with b.at(ktiles(plan.tiles - 1, plan.tiles - 1)):
-        tile(b, mask_last)
 
 
 def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:

@@ -18,7 +18,7 @@ from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.indp import load_kernel_tile, tile_mask
 from snowir.codegen.loads import load_biases, load_runs
 from snowir.codegen.pixels import kernel_tile
-from snowir.codegen.traces import COOP, Prefetch, R_TMP, R_TO, R_TT, R_TW, set_writeback
+from snowir.codegen.traces import Prefetch, R_TMP, R_TO, R_TT, R_TW, set_writeback
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.dialects.tile.decisions import kernel_tile_order
