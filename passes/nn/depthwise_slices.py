@@ -233,20 +233,32 @@ def over_blocks_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray, writ
         conv.drop_all_references()
 
 
+def diagonal_conv(op: nn.Conv2dOp, w: np.ndarray, lanes: int, priced_only: bool = False
+                  ) -> tuple[nn.ConstantOp, nn.Conv2dOp]:
+    """The depthwise `op` (weights `w`) as a conv of `lanes`-channel groups whose kernel blocks
+    are diagonal (one ungrouped C x C conv when `lanes` = C), not yet in a block. `priced_only`:
+    a weight of the right type and no data, for the planners' estimate, which reads shapes only
+    (ResNet-50's average pool as a 2048-channel 7x7 depthwise conv: its C x C diagonal was 822 MB
+    of float32 built to be priced and dropped, 3.9 of its 8.8 s compile)."""
+    c = w.shape[0]
+    if priced_only:
+        shape = [c, lanes, *w.shape[2:]]
+        weight = nn.ConstantOp(DenseResourceAttr.from_params("priced_only", TensorType(Float32Type(), shape)))
+    else:
+        weight = constant_op(block_diagonal(w, lanes).astype(np.float32), "w_diag")
+    conv = nn.Conv2dOp(op.input, weight.result, op.bias, op.output.type, [int(v) for v in op.strides.get_values()],
+                       [int(v) for v in op.pads.get_values()], [int(v) for v in op.dilations.get_values()],
+                       c // lanes, op.relu is not None, op.bypass)
+    conv.attributes.update(op.attributes)
+    conv.attributes["block_diagonal"] = UnitAttr()
+    return weight, conv
+
+
 def grouped_over_blocks(op: nn.Conv2dOp, w: np.ndarray, priced_only: bool = False) -> tuple[nn.ConstantOp, nn.Conv2dOp]:
     """The depthwise `op` as one conv of C/16 groups of 16 channels, its 16 x 16 kernel blocks
     diagonal, over op's input (stored channel-tile-major by its writer: group g's channels are
     block g, which the layer reads whole). Not yet in a block."""
-    c, _, kh, kw = w.shape
-    if priced_only:
-        weight = nn.ConstantOp(DenseResourceAttr.from_params("priced_only", TensorType(Float32Type(), [c, LANES, kh, kw])))
-    else:
-        weight = constant_op(block_diagonal(w, LANES).astype(np.float32), "w_diag")
-    conv = nn.Conv2dOp(op.input, weight.result, op.bias, op.output.type, [int(v) for v in op.strides.get_values()],
-                       [int(v) for v in op.pads.get_values()], [int(v) for v in op.dilations.get_values()],
-                       c // LANES, op.relu is not None, op.bypass)
-    conv.attributes.update(op.attributes)
-    conv.attributes["block_diagonal"] = UnitAttr()
+    weight, conv = diagonal_conv(op, w, LANES, priced_only)
     conv.attributes[OVER_BLOCKS] = UnitAttr()
     return weight, conv
 

@@ -66,7 +66,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import DenseResourceAttr, Float32Type, IntegerAttr, ModuleOp, StringAttr, TensorType, UnitAttr
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, UnitAttr
 from xdsl.passes import ModulePass
 from xdsl.ir import Operation
 from xdsl.rewriter import InsertPoint
@@ -78,7 +78,7 @@ from snowir.host_nodes import valid_taps
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, constant_op, name_part, shape_of
 from snowir.plan.issue import placement_cycles
-from snowir.plan.layout import LANE_GROUPS, block_diagonal
+from snowir.plan.layout import LANE_GROUPS
 from snowir.plan.shapes import LoweringError
 from snowir.passes.nn.depthwise_slices import (BLOCKED_MIN_GAIN, CHANNEL_TILES, LANES, SLICED, SliceConv,
                                               blocked_cycles as _blocked_cycles, blocked_producer as _blocked_producer,
@@ -87,7 +87,7 @@ from snowir.passes.nn.depthwise_slices import (BLOCKED_MIN_GAIN, CHANNEL_TILES, 
                                               runs_indp as _runs_indp,
                                               slice_conv as _slice_conv, slice_sizes as _slice_sizes,
                                               tiled_cycles as _tiled_cycles, tiled_writer as _tiled_writer,
-                                              grouped_over_blocks, over_blocks_cycles as _over_blocks_cycles)
+                                              diagonal_conv, grouped_over_blocks, over_blocks_cycles as _over_blocks_cycles)
 from snowir.tile.lowerable import planned_conv
 
 
@@ -395,27 +395,6 @@ def _sliced_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray) -> float
             conv.drop_all_references()
             sl.drop_all_references()
     return sum(each[size] + GATHER_PIXEL_CYCLES * h * w_in for size in sizes)
-
-
-def diagonal_conv(op: nn.Conv2dOp, w: np.ndarray, lanes: int, priced_only: bool = False
-                  ) -> tuple[nn.ConstantOp, nn.Conv2dOp]:
-    """The depthwise `op` (weights `w`) as a conv of `lanes`-channel groups whose kernel blocks
-    are diagonal (one ungrouped C x C conv when `lanes` = C), not yet in a block. `priced_only`:
-    a weight of the right type and no data, for the planners' estimate, which reads shapes only
-    (ResNet-50's average pool as a 2048-channel 7x7 depthwise conv: its C x C diagonal was 822 MB
-    of float32 built to be priced and dropped, 3.9 of its 8.8 s compile)."""
-    c = w.shape[0]
-    if priced_only:
-        shape = [c, lanes, *w.shape[2:]]
-        weight = nn.ConstantOp(DenseResourceAttr.from_params("priced_only", TensorType(Float32Type(), shape)))
-    else:
-        weight = constant_op(block_diagonal(w, lanes).astype(np.float32), "w_diag")
-    conv = nn.Conv2dOp(op.input, weight.result, op.bias, op.output.type, [int(v) for v in op.strides.get_values()],
-                       [int(v) for v in op.pads.get_values()], [int(v) for v in op.dilations.get_values()],
-                       c // lanes, op.relu is not None, op.bypass)
-    conv.attributes.update(op.attributes)
-    conv.attributes["block_diagonal"] = UnitAttr()
-    return weight, conv
 
 
 def _diagonal_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray, lanes: int) -> float:

@@ -120,24 +120,16 @@ def needs_fence(previous: tile.LayerOp, layer: tile.LayerOp) -> bool:
     return True
 
 
-def _weights_clear(previous: tile.LayerOp, layer: tile.LayerOp, hw: SnowflakeConfig) -> bool:
-    """A conv after a conv whose last kernel tile reads none of the weights words the conv's first
-    kernels load (snowir/plan/weights_end.py): they load before the fence."""
+def _holds(refusal, previous: tile.LayerOp, layer: tile.LayerOp, hw: SnowflakeConfig) -> bool:
+    """A conv after a conv, where the weights_end rule `refusal` of the pair's plans has no
+    objection: `weights_before_fence_refusal` (the previous conv's last kernel tile reads none of
+    the words the conv's first kernels load: they load before the fence) or
+    `kernels_preloaded_refusal` (that tile may load them itself, while it computes).
+    snowir/plan/weights_end.py."""
     if previous.kind.data != tile.LayerKind.CONV:
         return False
     try:
-        return weights_before_fence_refusal(conv_plan_of(previous), conv_plan_of(layer), hw) is None
-    except (SnowError, LoweringError):
-        return False
-
-
-def _preloadable(previous: tile.LayerOp, layer: tile.LayerOp, hw: SnowflakeConfig) -> bool:
-    """A conv whose first kernels the previous conv's last kernel tile may load (snowir/plan/
-    weights_end.py: `kernels_preloaded`): they then land while that tile computes, not after it."""
-    if previous.kind.data != tile.LayerKind.CONV:
-        return False
-    try:
-        return kernels_preloaded_refusal(conv_plan_of(previous), conv_plan_of(layer), hw) is None
+        return refusal(conv_plan_of(previous), conv_plan_of(layer), hw) is None
     except (SnowError, LoweringError):
         return False
 
@@ -266,9 +258,9 @@ class AllocateDramPass(ModulePass):
             if same_segment and needs_fence(previous, layer):
                 FENCE.write(layer, True)
                 if layer.kind.data == tile.LayerKind.CONV and (tile.weights_free(previous)
-                                                               or _weights_clear(previous, layer, hw)):
+                                                               or _holds(weights_before_fence_refusal, previous, layer, hw)):
                     WEIGHTS_BEFORE_FENCE.write(layer, True)
-                    if _preloadable(previous, layer, hw):
+                    if _holds(kernels_preloaded_refusal, previous, layer, hw):
                         KERNELS_PRELOADED.write(layer, True)
             previous = layer
         plan = tile.DramPlanOp([tile.TensorOp(t.name, t.offset, t.size, (max(t.first, 0), max(t.last, t.first)), t.role)
