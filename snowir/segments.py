@@ -240,11 +240,23 @@ def read_rearrangement(op: Operation | None) -> bool:
 
 
 def read_sources(value: SSAValue) -> list[SSAValue]:
-    """The tensors the host copies back to have `value`: through host-read rearrangements, their
+    """The tensors the host copies back to have `value`: through host-read rearrangements (and the
+    reshapes between them, free on the host, which holds tensors in their logical order), their
     inputs' (each once, in order); else `value` itself."""
-    if not read_rearrangement(value.owner):
+    owner = value.owner
+    if isinstance(owner, nn.ReshapeOp | nn.FlattenOp) and _reads_rearranged(owner.operands[0]):
+        return read_sources(owner.operands[0])
+    if not read_rearrangement(owner):
         return [value]
     return list(dict.fromkeys(s for v in value.owner.operands for s in read_sources(v)))  # type: ignore[union-attr]
+
+
+def _reads_rearranged(value: SSAValue) -> bool:
+    """`value` is a host-read rearrangement's result, through reshapes."""
+    owner = value.owner
+    if isinstance(owner, nn.ReshapeOp | nn.FlattenOp):
+        return _reads_rearranged(owner.operands[0])
+    return read_rearrangement(owner)
 
 
 def host_read_of(value: SSAValue) -> nn.DepthToSpaceOp | None:

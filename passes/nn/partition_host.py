@@ -34,9 +34,12 @@ and the reports follow these attributes. A `place` already in the IR (the user's
 earlier run) is honoured: "host" stays on the host, "snowflake" on an op the device cannot run is
 refused in one line, as is "host-read" on an op that is not a merged conv's interleave, a concat or
 a transpose. A concat or transpose the device cannot place whose inputs are device tensors and
-whose result only the model's outputs read (a YOLOv8 Detect head's Concat(axis 2) of its scales and
-Transpose to (N, anchors, C)) is placed `host-read` too: the host applies it as it copies those
-tensors back, each word once, the copy it makes anyway (`_place_read_rearrangements`).
+whose result only host layers and the model's outputs read (a YOLOv8 Detect head's Concat(axis 2) of
+its scales and Transpose to (N, anchors, C), and its DFL's Concat of the scales' box bins and
+Transpose before the host's softmax) is placed `host-read` too: the host applies it as it copies
+those tensors back, each word once, the copy it makes anyway (`_place_read_rearrangements`); a
+concat may also take host layers' results only it reads (the box decode's Concat of centre and
+size, the Detect head's of boxes and class scores): each host layer writes its result in its slice.
 """
 
 from dataclasses import dataclass
@@ -54,6 +57,9 @@ from snowir.hw import SnowflakeConfig
 from snowir.segments import HOST_READ, READ_REARRANGEMENTS, transpose_is_view
 from snowir.passes.nn.se_gate import gate_of
 from snowir.tile.lowerable import MERGED, device_refusal, host_read_refusal
+
+RESHAPES = (nn.ReshapeOp, nn.FlattenOp)
+"""Free on the host, which holds tensors in their logical order: a host-read chain passes them."""
 
 DEVICE = (nn.Conv2dOp, nn.DenseOp, nn.MaxPoolOp, nn.AvgPoolOp, nn.GlobalAvgPoolOp, nn.AddOp, nn.ReluOp,
           nn.ConcatOp, nn.FlattenOp, nn.ReshapeOp, nn.IdentityOp, nn.ChannelSliceOp, nn.DepthToSpaceOp, nn.CropOp)
@@ -88,26 +94,39 @@ class PartitionHostPass(ModulePass):
 
 
 def _place_read_rearrangements(module: ModuleOp, asked: set, user_host: set) -> None:
-    """Concats and transposes left on the host that only move device tensors to the model's
-    outputs become `host-read` (segments.read_rearrangement): the host applies them as it copies
-    the device's words back, which it does anyway, so they are no host layer. A rearrangement the
-    user placed on the host stays; one the user placed `host-read` that cannot be is refused."""
+    """Concats and transposes left on the host that only move device tensors to host layers or
+    the model's outputs become `host-read` (segments.read_rearrangement): the host applies them as
+    it copies the device's words back, which it does anyway before any host layer reads them, so
+    they are no host layer. A concat's input may also be a host layer's result only the concat
+    reads: that layer writes its result in the concat's slice. A rearrangement the user placed on the host stays; one the user placed
+    `host-read` that cannot be is refused."""
     ops = [o for o in module.walk() if isinstance(o, READ_REARRANGEMENTS) and placement(o) == "host"
            and o not in user_host]
     candidates = set(ops)
 
-    def sourced(value) -> bool:  # a device tensor, through candidates
+    def sourced(value, reader) -> bool:  # a device tensor, through candidates and the reshapes between them
         owner = value.owner
         if owner in candidates:
-            return all(sourced(v) for v in owner.operands)
+            return all(sourced(v, owner) for v in owner.operands)
+        if isinstance(owner, RESHAPES) and _through(owner.operands[0]):
+            return sourced(owner.operands[0], owner)
+        if isinstance(reader, nn.ConcatOp) and isinstance(owner, Operation) and placement(owner) == "host" \
+                and len(list(value.uses)) == 1:
+            return True  # a host layer's result only the concat reads: the host writes it in its slice
         return isinstance(owner, Operation) and placement(owner) == "snowflake" and owner.name.startswith("nn.")
 
-    def only_read(op) -> bool:  # by the model's outputs, through candidates
+    def _through(value) -> bool:  # a candidate's result, through reshapes
+        owner = value.owner
+        return owner in candidates or (isinstance(owner, RESHAPES) and _through(owner.operands[0]))
+
+    def only_read(op) -> bool:  # by the model's outputs or host layers, through candidates and reshapes
         return all(isinstance(u.operation, func.ReturnOp) or (u.operation in candidates and only_read(u.operation))
+                   or (isinstance(u.operation, RESHAPES) and only_read(u.operation))
+                   or (u.operation not in candidates and placement(u.operation) == "host")
                    for r in op.results for u in r.uses)
 
     for o in ops:
-        if all(sourced(v) for v in o.operands) and only_read(o):
+        if all(sourced(v, o) for v in o.operands) and only_read(o):
             o.attributes["place"] = StringAttr(HOST_READ)
             o.attributes.pop("host_reason", None)
     for o in asked:
@@ -116,7 +135,7 @@ def _place_read_rearrangements(module: ModuleOp, asked: set, user_host: set) -> 
             raise PassFailedException(
                 f"partition-host: {o.name} {what.data if isinstance(what, StringAttr) else ''} is placed "
                 f"'{HOST_READ}' in the IR, but the host cannot read it as it copies device tensors back: "
-                "its inputs must be device tensors and only the model's outputs may read it")
+                "its inputs must be device tensors and only host layers or the model's outputs may read it")
 
 
 def _device_kind(op) -> bool:

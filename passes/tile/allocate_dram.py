@@ -221,13 +221,13 @@ class AllocateDramPass(ModulePass):
         # the host reads a device tensor once the segment that wrote it has ended
         for index, s in enumerate(segs.segments):
             for host in s.host_before:
-                for operand in host.operands:
+                for operand in (r for v in host.operands for r in read_sources(v)):  # through host-read rearrangements
                     t = tensors.get(slot_of(operand).root)
                     if t is not None and index:
                         t.last = max(t.last, segs.last_position(index - 1))
         ret = list(main.body.block.ops)[-1]
         outputs = [s for v in ret.operands for s in read_sources(v)]  # through host-read rearrangements
-        for operand in [*outputs, *(o for h in segs.host_after for o in h.operands)]:
+        for operand in [*outputs, *(r for h in segs.host_after for o in h.operands for r in read_sources(o))]:
             t = tensors.get(slot_of(operand).root)
             if t is not None:
                 t.last = last_layer

@@ -188,12 +188,15 @@ def golden_checked(module: ModuleOp, xs: Sequence[np.ndarray]) -> tuple[list[np.
 
 
 def _logits_of(value):
-    """The input of the nn.softmax producing `value` through reshapes, else `value`."""
+    """The input of the softmax producing `value` through reshapes, else `value`: an nn.softmax, or
+    an ONNX Softmax the host runs (over another axis), as `softmax_input` finds either."""
     v = value
     for _ in range(4):
         owner = v.owner
         if isinstance(owner, nn.SoftmaxOp):
             return owner.input
+        if isinstance(owner, nn.HostOp) and owner.op_type.data == "Softmax":
+            return owner.operands[0]
         if not isinstance(owner, nn.ReshapeOp | nn.FlattenOp | nn.IdentityOp):
             return value
         v = owner.input

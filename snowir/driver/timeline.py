@@ -162,7 +162,8 @@ def place_on_timeline(rows: list[dict[str, Any]], ops: list[Operation], linked: 
                     on_host.update(read)
             continue
         if row["where"] == "host" and not _free(op):
-            needed = _held([_stored(v) for v in op.operands], on_device, on_host)
+            # through host-read rearrangements: the device tensors they move, copied back once each
+            needed = _held([_stored(s) for v in op.operands for s in read_sources(v)], on_device, on_host)
             clock.copy(needed, "to_host", cpu)
             on_host.update(needed)
             on_host.update(op.results)
