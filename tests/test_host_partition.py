@@ -230,23 +230,25 @@ def test_the_depthwise_estimate_counts_issue_not_only_macs(tmp_path: Path, capsy
     assert row["where"] == "device" and abs(row["cycles"] / issue_cycles(plan, hw) - 1) < 0.15
 
 
-def concat_net(channels: int = 16, size: int = 8) -> onnx.ModelProto:
-    """A concat of host tensors (a host ReLU's output and the model input): the host's copy (a concat
-    a device layer feeds is placed on the device, tests/test_concat_placement.py)."""
+def concat_net(channels: int = 16, size: int = 8, reader: str = "Conv") -> onnx.ModelProto:
+    """A concat of host tensors (a host ReLU's output and the model input) read by a conv, or (reader
+    "Sigmoid") by a host layer (a concat a device layer feeds: tests/test_concat_placement.py)."""
     n = helper.make_node
-    nodes = [n("Relu", ["x"], ["a"], name="left"),
-             n("Concat", ["a", "x"], ["c"], name="cat", axis=1), n("Conv", ["c", "w2"], ["y"], name="mix")]
-    inits = {"w2": rand(channels, 2 * channels, 1, 1, seed=2, scale=0.2)}
-    return model(nodes, {"x": [1, channels, size, size]}, {"y": [1, channels, size, size]}, inits)
+    mix = n("Conv", ["c", "w2"], ["y"], name="mix") if reader == "Conv" else n(reader, ["c"], ["y"], name="mix")
+    nodes = [n("Relu", ["x"], ["a"], name="left"), n("Concat", ["a", "x"], ["c"], name="cat", axis=1), mix]
+    inits = {"w2": rand(channels, 2 * channels, 1, 1, seed=2, scale=0.2)} if reader == "Conv" else {}
+    out = [1, channels if reader == "Conv" else 2 * channels, size, size]
+    return model(nodes, {"x": [1, channels, size, size]}, {"y": out}, inits)
 
 
-def test_a_channel_concat_is_the_hosts_copy_with_its_time_estimated(tmp_path: Path, capsys) -> None:
-    cat = _by_node(_prepared(concat_net()), "cat")
+def test_a_channel_concat_only_host_layers_read_is_the_hosts_copy_with_its_time_estimated(tmp_path: Path,
+                                                                                            capsys) -> None:
+    cat = _by_node(_prepared(concat_net(reader="Sigmoid")), "cat")
     assert cat.attributes["place"].data == "host" and "copies" in cat.attributes["host_reason"].data
     words = 2 * (2 * 16 * 8 * 8)  # read both inputs, write the output, 16-bit words
     assert host_bytes(cat) == 2 * words and host_ms(cat) == pytest.approx(2 * words / 1e6)
     path, report = tmp_path / "m.onnx", tmp_path / "r.json"
-    onnx.save(concat_net(), path)
+    onnx.save(concat_net(reader="Sigmoid"), path)
     assert snow_run([str(path), "--check", "--quiet", "--report", str(report)]) == 0, capsys.readouterr().err
     r = json.loads(report.read_text())
     row = next(layer for layer in r["layers"] if layer["name"] == "cat")
@@ -254,10 +256,27 @@ def test_a_channel_concat_is_the_hosts_copy_with_its_time_estimated(tmp_path: Pa
     assert r["total"]["host_ms"] >= row["host_ms"]
 
 
+def test_a_channel_concat_of_host_tensors_a_conv_reads_is_written_in_place_by_the_host(tmp_path: Path,
+                                                                                         capsys) -> None:
+    """Every input a host tensor (PicoDet's concats of host HardSwish outputs on the stock machine)
+    but a device conv reading the result: the concat is placed, the host writes each input in its
+    slice of the one DRAM tensor as it writes it for the device anyway, and no host copy is left."""
+    cat = _by_node(_prepared(concat_net()), "cat")
+    assert cat.attributes["place"].data == "snowflake"
+    path, report = tmp_path / "m.onnx", tmp_path / "r.json"
+    onnx.save(concat_net(), path)
+    assert snow_run([str(path), "--check", "--quiet", "--report", str(report)]) == 0, capsys.readouterr().err
+    r = json.loads(report.read_text())
+    rows = {layer["name"]: layer for layer in r["layers"]}
+    assert r["check"]["golden_bit_exact"] and rows["cat"]["where"] == "device"
+    assert r["total"]["host_ms"] == pytest.approx(rows["left"]["host_ms"])  # the ReLU's own time alone
+    assert sum(t["bytes"] for t in r["round_trips"] if t["direction"] == "to_device") == 2 * 2 * 16 * 8 * 8
+
+
 def test_a_concat_placed_on_the_device_is_refused() -> None:
     from xdsl.utils.exceptions import PassFailedException
 
-    module = import_model(concat_net())
+    module = import_model(concat_net(reader="Sigmoid"))
     next(op for op in module.walk() if isinstance(op, nn.ConcatOp)).attributes["place"] = nn.StringAttr("snowflake")
     with pytest.raises(PassFailedException, match="cannot run there: channel concat"):
         NNPreparePass().apply(None, module)

@@ -85,8 +85,9 @@ def concat_refusal(op: nn.ConcatOp, hw: SnowflakeConfig) -> str | None:
         if why is not None:
             return f"channel concat: the host copies its inputs side by side ({why})"
         device += isinstance(v.owner, Operation) and not _placed(v.owner, "host")
-    if not device:
-        return "channel concat of host tensors: the host copies them"
+    if not device and not any(isinstance(use.operation, DEVICE_OPS) and not _placed(use.operation, "host")
+                              for use in op.results[0].uses):
+        return "channel concat of host tensors only host layers read: the host copies them"
     return _reader_refusal(op, inputs, hw)
 
 
