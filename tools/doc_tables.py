@@ -352,9 +352,12 @@ def mobile_nets(R: Results) -> str:
     """bench/mobile_nets.py: each net on the stock machine and with the write-back activation unit."""
     rows = [[r["model"], "unit" if r["unit"] else "stock", f"{r['device_ms']:.2f}", f"{r['host_ms']:.2f}",
              f"{r['end_to_end_ms']:.2f}", pct(r["mac_utilization"]), yes(r["golden_bit_exact"]), f"{r['snr_db']:.1f}",
+             f"{r['snr_db_auto']:.1f}" + ("" if r["golden_bit_exact_auto"] else " (not bit-exact)")
+             if "snr_db_auto" in r else "–",
              ", ".join(r["host_ops"]) or "–"] for r in R("mobile_nets.json")["rows"]]
     return md_table(["model", "machine", "device ms", "host ms (estimate)", "end to end ms", "device MAC util",
-                     "golden = machine", "SNR dB vs onnxruntime", "host layers (with host time)"], rows) \
+                     "golden = machine", "SNR dB vs onnxruntime", "SNR dB, --format auto",
+                     "host layers (with host time)"], rows) \
         + "\n\n" + caption("bench/results/mobile_nets.json", "python bench/mobile_nets.py --fetch; "
                                                             "python bench/mobile_nets.py --update-results")
 
