@@ -79,7 +79,7 @@ from snowir.plan.shapes import GUARD, PoolShape, PoolTile  # noqa: E402
 from snowir.resources import get_blob, int16_array, put_blob  # noqa: E402
 from snowir.tile.build import (bare_conv_layer, bare_pool_layer, conv_shape_of, pool_shape_of, regions_of,  # noqa: E402
                                shape_of)
-from snowir.tile.check import derive_layer  # noqa: E402
+from snowir.tile.derive import derive_layer  # noqa: E402
 from snowir.tile.edit import empty_bodies, maps_rows, set_kernel_count, set_maps_rows, split_rows  # noqa: E402
 from snowir.tile.read import TileError, conv_plan_of, pool_tiles_of  # noqa: E402
 

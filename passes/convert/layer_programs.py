@@ -20,7 +20,8 @@ from snowir.codegen.pool import generate_pool
 from snowir.dialects import tile
 from snowir.hw import SnowflakeConfig
 from snowir.tile.placement import output_channels, regions_of
-from snowir.tile.check import check_conv, check_pool, derive_layer
+from snowir.tile.check import check_conv, check_pool
+from snowir.tile.derive import derive_layer
 from snowir.tile.read import conv_plan_of, pool_tiles_of
 from snowir.plan.weights_end import preload_loads
 

@@ -6,7 +6,7 @@ Each layer is read back as its decisions (snowir/tile/read.py: the geometry, mod
 maps tiles with their rows, buffering and row groups, kernel tiles with their count, slots,
 stagger or residency, the weights packing, bypass slices, gather, a fused pool and its ring
 slots, a pool's strips or rings), after tiles written with an empty body `{}` have been
-derived (snowir/tile/check.py: derive_layer) and the layer checked against the configuration
+derived (snowir/tile/derive.py: derive_layer) and the layer checked against the configuration
 in use (check_conv, check_pool). An edit either changes the code or is refused in one line naming what
 may be edited instead. The code is straightforward: loads in program order as the generator places them,
 every LD on load unit 0 (`balance-loads` spreads them), delay slots left as no-ops where the

@@ -55,7 +55,7 @@ from snowir.errors import SnowError
 from snowir.tile.build import device_input, regions_of
 from snowir.plan.shapes import LoweringError
 from snowir.plan.weights_end import kernels_preloaded_refusal, weights_before_fence_refusal
-from snowir.tile.check import derive_layer
+from snowir.tile.derive import derive_layer
 from snowir.tile.read import TileError, conv_plan_of, tile_layers
 
 PAGE = DRAM_PAGE_BYTES

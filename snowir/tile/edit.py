@@ -36,7 +36,8 @@ from snowir.dialects import tile
 from snowir.dialects.tile.decisions import RING
 from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
-from snowir.tile.check import check_conv, check_pool, derive_layer
+from snowir.tile.check import check_conv, check_pool
+from snowir.tile.derive import derive_layer
 from snowir.tile.read import conv_plan_of, input_rows_of, pool_tiles_of
 
 
