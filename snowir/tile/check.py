@@ -28,7 +28,8 @@ from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, GUARD, LoweringError, Pool
                                 input_rows, kernels_per_tile, phases_refusal, plan_machine, ring_schedule)
 from snowir.plan.conv import slice_words
 from snowir.resources import int16_array, int16_words
-from snowir.tile.build import body_difference, conv_tile_body, layout_of, packed_words, pool_tile_body, shape_of
+from snowir.tile.bodies import body_difference, conv_tile_body, pool_tile_body
+from snowir.tile.build import layout_of, packed_words, shape_of
 from snowir.tile.placement import (host_read_refusal, input_bytes, input_crop, output_bytes, output_channels,
                                    output_phases, output_pixels, regions_of, tiles_refusal)
 from snowir.tile.derive import holds, maps_at

@@ -21,7 +21,8 @@ from snowir.plan.fused_pool import place_ring
 from snowir.plan.indp import default_rows_per_cu, group_strips, indp_groups
 from snowir.plan.shapes import (ConvPlan, ConvShape, band_shape, indp_kernel_words, input_columns, bias_block_words,
                                 bias_room, kernels_per_tile, plan_machine)
-from snowir.tile.build import conv_tile_body, layout_of, pool_tile_body, repack, shape_of
+from snowir.tile.bodies import conv_tile_body, pool_tile_body
+from snowir.tile.build import layout_of, repack, shape_of
 from snowir.tile.placement import regions_of
 from snowir.tile.read import (cols_of, compact_shape_of, conv_plan_of, input_rows_of, kernel_tile_of, maps_tiles_of,
                               pool_tiles_of)
