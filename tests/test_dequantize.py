@@ -1,0 +1,116 @@
+"""Dynamically quantized ONNX models (onnxruntime's quantize_dynamic) import as the float convs
+and dense layers they stand for (snowir/frontend/onnx_dequantize.py): on the device, bit-exact
+against the golden model, close to onnxruntime running the model as shipped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from snowir.dialects import nn
+from snowir.frontend.onnx_dequantize import dequantize_dynamic
+from snowir.frontend.onnx_import import import_model
+from tests.onnx_util import model, rand, snow_run
+
+N = helper.make_node
+
+
+def float_net() -> onnx.ModelProto:
+    nodes = [N("Conv", ["x", "w1", "b1"], ["c1"], pads=[1] * 4, name="conv1"), N("Relu", ["c1"], ["r1"], name="relu1"),
+             N("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1] * 4, strides=[2, 2], name="conv2"),
+             N("Relu", ["c2"], ["r2"], name="relu2"), N("Flatten", ["r2"], ["f"], name="flat"),
+             N("Gemm", ["f", "wf", "bf"], ["y"], transB=1, name="fc")]
+    inits = {"w1": rand(16, 3, 3, 3, seed=1, scale=0.3), "b1": rand(16, seed=2, scale=0.1),
+             "w2": rand(32, 16, 3, 3, seed=3, scale=0.1), "b2": rand(32, seed=4, scale=0.1),
+             "wf": rand(10, 32 * 4 * 4, seed=5, scale=0.05), "bf": rand(10, seed=6, scale=0.1)}
+    return model(nodes, {"x": [1, 3, 8, 8]}, {"y": [1, 10]}, inits)
+
+
+@pytest.fixture(scope="module")
+def quantized(tmp_path_factory) -> Path:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    d = tmp_path_factory.mktemp("dq")
+    onnx.save(float_net(), d / "float.onnx")
+    quantize_dynamic(str(d / "float.onnx"), str(d / "dq.onnx"), weight_type=QuantType.QUInt8)
+    return d / "dq.onnx"
+
+
+def old_style(reader_of_the_sum: bool = False, per_channel: bool = False) -> onnx.ModelProto:
+    """One conv as older onnxruntime exports wrote it (ddddocr 1.6.1's common_old.onnx): the bias
+    quantized at run time by the input's scale and added to the integer sums before the Cast;
+    `per_channel` weight scales (shaped to broadcast over the sums' channels) and zero points.
+    `reader_of_the_sum`: the integer sum is a model output too, so the chain must stay."""
+    rng = np.random.default_rng(7)
+    w_q = rng.integers(0, 255, (8, 4, 3, 3)).astype(np.uint8)
+    scale = np.linspace(0.002, 0.004, 8).astype(np.float32).reshape(8, 1, 1) if per_channel else np.float32(0.003)
+    inits = {"w_q": w_q, "w_zp": np.full(8, 128, np.uint8) if per_channel else np.uint8(128), "w_scale": scale,
+             "b": rand(8, seed=8, scale=0.2), "shape": np.array([1, 8, 1, 1], np.int64)}
+    nodes = [N("DynamicQuantizeLinear", ["x"], ["x_q", "x_scale", "x_zp"], name="dql"),
+             N("Mul", ["x_scale", "w_scale"], ["b_scale"], name="b_scale"),
+             N("Div", ["b", "b_scale"], ["b_div"], name="b_div"), N("Floor", ["b_div"], ["b_floor"], name="b_floor"),
+             N("Cast", ["b_floor"], ["b_q"], to=TensorProto.INT32, name="b_cast"),
+             N("Reshape", ["b_q", "shape"], ["b_r"], name="b_reshape"),
+             N("ConvInteger", ["x_q", "w_q", "x_zp", "w_zp"], ["s"], pads=[1] * 4, name="conv_quant"),
+             N("Add", ["s", "b_r"], ["s_b"], name="bias_add"),
+             N("Cast", ["s_b"], ["s_f"], to=TensorProto.FLOAT, name="cast"),
+             N("Mul", ["x_scale", "w_scale"], ["scale"], name="scales"),
+             N("Mul", ["s_f", "scale"], ["y"], name="out_scale")]
+    outs = {"y": [1, 8, 6, 6]}
+    g = helper.make_graph(nodes, "old", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                          [helper.make_tensor_value_info(k, TensorProto.FLOAT, v) for k, v in outs.items()],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    if reader_of_the_sum:
+        g.output.append(helper.make_tensor_value_info("s", TensorProto.INT32, [1, 8, 6, 6]))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+def _ops(module) -> list[str]:
+    return [op.op_type.data if isinstance(op, nn.HostOp) else op.name for op in module.walk()
+            if op.name.startswith("nn.") and not isinstance(op, nn.ConstantOp)]
+
+
+def test_a_quantize_dynamic_model_imports_as_float_convs_and_runs_on_the_device(quantized: Path, tmp_path: Path,
+                                                                                 capsys) -> None:
+    m = onnx.load(quantized)
+    assert {"ConvInteger", "MatMulInteger", "DynamicQuantizeLinear"} <= {n.op_type for n in m.graph.node}
+    ops = _ops(import_model(m))
+    assert ops.count("nn.conv2d") == 2 and not any(o in ops for o in ("ConvInteger", "MatMulInteger",
+                                                                        "DynamicQuantizeLinear", "Cast", "Mul"))
+    report = tmp_path / "r.json"
+    assert snow_run([str(quantized), "--check", "--quiet", "--report", str(report)]) == 0, capsys.readouterr().err
+    r = json.loads(report.read_text())
+    assert r["check"]["golden_bit_exact"] is True and r["check"]["snr_db"] > 30  # against the quantized model
+    assert r["total"]["host_ms"] == 0 and [row["where"] for row in r["layers"] if row["macs"]] == ["device"] * 3
+
+
+def test_the_older_runtime_bias_form_and_per_channel_scales_dequantize_exactly() -> None:
+    m = old_style(per_channel=True)
+    (conv,) = [n for n in dequantize_dynamic(m).graph.node]
+    assert conv.op_type == "Conv" and list(conv.output) == ["y"]
+    weights = {i.name: numpy_helper.to_array(i) for i in dequantize_dynamic(m).graph.initializer}
+    inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    want = (inits["w_q"].astype(np.float32) - 128) * inits["w_scale"].reshape(8, 1, 1, 1)
+    np.testing.assert_array_equal(weights[conv.input[1]], want)
+    np.testing.assert_array_equal(weights[conv.input[2]], inits["b"])
+
+
+def test_the_older_form_runs_on_the_device_close_to_onnxruntime(tmp_path: Path, capsys) -> None:
+    path, report = tmp_path / "old.onnx", tmp_path / "r.json"
+    onnx.save(old_style(), path)
+    assert snow_run([str(path), "--check", "--quiet", "--report", str(report)]) == 0, capsys.readouterr().err
+    r = json.loads(report.read_text())
+    assert r["check"]["golden_bit_exact"] is True and r["check"]["snr_db"] > 30
+    assert [row["where"] for row in r["layers"] if row["macs"]] == ["device"]
+
+
+def test_a_chain_whose_integer_sum_is_read_elsewhere_stays_as_shipped() -> None:
+    m = old_style(reader_of_the_sum=True)
+    assert dequantize_dynamic(m) is m
