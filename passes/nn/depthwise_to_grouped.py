@@ -7,8 +7,9 @@ or ceil(C/16) diagonal convs over 16-channel slices of the input joined by a pla
 (`_slices`: a kernel row of a gathered slice is one trace at the bound's 1/16 lanes). The slices'
 input may be channel-tile-major (passes/nn/depthwise_slices.py), so that slice g reads block g
 whole, with no gather, where the estimate says so (`BLOCKED_MIN_GAIN`): written so by its writer
-(`_tiled_writer`: a COOP conv only the depthwise conv reads, in one layer, its 16-kernel tiles a
-block apart; or a host activation; `channel_tiles = 16`), or by its producer split into one conv
+(`_tiled_writer`: a COOP conv only depthwise convs read, in one layer, its 16-kernel tiles a
+block apart; or a host activation; `channel_tiles = 16`; several depthwise readers of one tensor
+decided together, `_shared_blocks`), or by its producer split into one conv
 per 16-channel block (`_blocked_producer`, `channel_block`: where one conv cannot write the blocks,
 C not whole blocks or an INDP stem whose blocks run INDP).
 Measured (bench/depthwise.py): MobileNetV2's 144-channel 56² 3x3/1 after its 24 -> 144 1x1,
