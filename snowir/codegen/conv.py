@@ -24,13 +24,13 @@ from snowir.codegen.bypass_slices import load_first_slice, slice_channels, slice
 from snowir.codegen.fully_connected import fully_connected
 from snowir.codegen.fused_pool import load_rows, pool_rows
 from snowir.codegen.loops import ktiles, repeat
+from snowir.codegen.block_loop import looped_blocks, over_blocks_loop
 from snowir.codegen.indp import generate_indp
 from snowir.codegen.loads import load_biases
 from snowir.codegen.strip_loads import (load_bypass_rows, load_first_strip, load_maps, replacing_pixels, replacing_rows,
                                         spread_piece, spreads)
-from snowir.codegen.pixels import kernel_tile, row_steps
-from snowir.codegen.traces import (COOP, Prefetch, R_BYP, R_LEN, R_SRC, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_WSRC,
-                                   set_writeback)
+from snowir.codegen.pixels import kernel_tile
+from snowir.codegen.traces import COOP, Prefetch, R_LEN, R_SRC, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_WSRC, set_writeback
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import (ConvPlan, LoweringError, Strip, band_plans, full_mask, kernel_vmacs,
@@ -107,7 +107,7 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
         return
     n_strips = len(plan.strips)
     if looped_blocks(plan):
-        _over_blocks_loop(b, plan, hw, mask_last)
+        over_blocks_loop(b, plan, hw, mask_last)
         return
     if plan.loop_order == "Kloop":
         items = [(si, t) for si in range(n_strips) for t in range(plan.tiles)]
@@ -153,77 +153,11 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
                 _load_weights(b, plan, hw, items[nxt][1], 0)
 
 
-R_MB = R_BYP
-"""A grouped conv over blocks in a counted loop (`_over_blocks_loop`): its tile's maps bank base
-(0 or the bank size; r22 is otherwise a residual conv's, and a conv over blocks has no residual)."""
-
-
-def looped_blocks(plan: ConvPlan) -> bool:
-    """Whether the grouped conv over blocks (`ConvShape.block_maps`) runs its kernel tiles as one
-    counted loop (`_over_blocks_loop`): one maps strip a block, in a bank (not the whole buffer),
-    double-buffered kernels, at least three tiles, and the next block's address a multiple of the
-    output step (R_TO) an immediate holds."""
-    s = plan.shape
-    if not s.block_maps or plan.loop_order != "Mloop" or len(plan.strips) != 1 or plan.strips[0].bank < 0 \
-            or not plan.double_buffer_weights or plan.tiles < 3 or plan.stagger or plan.bypass_addr is not None:
-        return False
-    block = 2 * s.h * s.w * s.c
-    return plan.kernels == s.group_kernels and plan.tile_step > 0 and block % plan.tile_step == 0 \
-        and block // plan.tile_step < (1 << 15)
-
-
-def _over_blocks_loop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
-    """A grouped conv over blocks (`looped_blocks`), tiles 0..T-2 one counted loop (`repeat`) and
-    the last peeled (its write-back mask): tile t reads maps bank t mod 2 (R_MB) and weights slot
-    t mod 2 (R_TW), and loads block t + 1 into the other bank (its DRAM address from R_TO, one
-    MULI) and its kernels into the other slot (R_WSRC walking the weights) beside its MACs.
-
-    Why: unrolled, each tile's ~450 instructions cross the bus once as instruction-cache fills, on
-    a layer the kernels' sixteen-fold traffic already makes DRAM-bound (PP-LCNet's 7²x512 5x5: 63 KB
-    of its 575 KB; 34,825 cycles against a 34,233-cycle bus floor)."""
-    s = plan.shape
-    strip = plan.strips[0]
-    bank = hw.maps_bank_elements
-    row = s.w * s.cin
-    words = (strip.r1 - strip.r0) * row
-    block = 2 * s.h * s.w * s.c
-    _cold_start(b, plan, hw, 0, 0, strip)
-    b.const(R_MB, 0)
-    b.const(R_TW, 0)
-    b.const(R_TO, 0)  # (R_TT, the tile's first channel, is a residual conv's or a Kloop spread's: not read here)
-    b.const(R_WSRC, plan.w_addr + 2 * plan.kernels * s.kernel_words)  # tile 1's kernels
-    row_steps(b, plan)  # the same for every tile: set once, not in the loop's body
-
-    def next_block(bb: AsmBuilder) -> None:
-        """Block t + 1 (t = R_TO / tile_step) into the bank R_MB does not hold."""
-        with bb.at("load_maps.next_block"):
-            bb.emit(sf.MuliOp(R_TMP, R_MB, -1), sf.AddiOp(R_TMP, R_TMP, bank),
-                    sf.MuliOp(R_SRC, R_TO, block // plan.tile_step))
-            bb.const(R_TMP2, plan.in_addr + block + 2 * strip.r0 * row)
-            bb.emit(sf.AddOp(R_SRC, R_SRC, R_TMP2))
-            bb.const(R_LEN, words)
-            bb.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_SRC, R_LEN, 0, sf.SELECT_ALL))
-
-    def tile(bb: AsmBuilder) -> None:
-        kernel_tile(bb, plan, hw, strip, 0, 0, full_mask(plan), [next_block, lambda b_: _load_next_weights(b_, plan, hw)],
-                    base_reg=R_MB, steps_set=True)
-
-    def advance() -> list:  # the other weights slot and maps bank, the next tile's output
-        return [*_toggle(plan, hw), sf.AddiOp(R_TO, R_TO, plan.tile_step), sf.MuliOp(R_TMP, R_MB, -1),
-                sf.AddiOp(R_MB, R_TMP, bank)]
-
-    with b.at(ktiles(0, plan.tiles - 2)):
-        repeat(b, hw, plan.tiles - 1, tile, advance)
-    with b.at(ktiles(plan.tiles - 1, plan.tiles - 1)):
-        kernel_tile(b, plan, hw, strip, 0, 0, mask_last, [lambda bb: _preload(bb, plan)] if plan.preload else [],
-                    base_reg=R_MB, steps_set=True)
-
-
 def group_channels(plan: ConvPlan, t: int) -> int:
     """The first input channel kernel tile t reads: its group's (a grouped conv's tile t of K
     kernels reads group Kt // group_kernels; over blocks, `block_maps`, the bank holds its block
     alone: 0), c_base for an ungrouped conv. A constant in the tile's code, so a grouped conv's
-    tiles are never one counted loop (`_repeat`)."""
+    tiles are one counted loop only over blocks (codegen/block_loop.py: 0 for every tile)."""
     s = plan.shape
     if s.block_maps:
         return 0
