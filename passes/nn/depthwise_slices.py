@@ -173,19 +173,46 @@ def blocked_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray, p: nn.Co
 
 def tiled_writer(op: nn.Conv2dOp) -> Operation | None:
     """The op writing the depthwise `op`'s input, when it may write it channel-tile-major
-    (`CHANNEL_TILES`): `op` its only reader, and a conv without a residual input (the planners say
-    whether it writes the blocks: `tiled_cycles`) or an activation the host applies (HardSwish,
-    ReLU6's Clip, ... on a machine without the write-back unit: the host writes any layout as
-    cheaply; with the unit, fuse-activation moves the layout to the conv it folds it into, or drops
-    it). None otherwise (a view, a slice, a concat, a max pool, an add: their writers write
-    channel-innermost tensors)."""
+    (`CHANNEL_TILES`): every reader of it a depthwise conv that may read the blocks (`block_readers`:
+    `op`, and any sibling reading the same tensor, as PP-PicoDet's 5x5/2 and 5x5/1 after one 1x1),
+    and a conv without a residual input (the planners say whether it writes the blocks:
+    `tiled_cycles`) or an activation the host applies (HardSwish, ReLU6's Clip, ... on a machine
+    without the write-back unit: the host writes any layout as cheaply; with the unit,
+    fuse-activation moves the layout to the conv it folds it into, or drops it). None otherwise (a
+    view, a slice, a concat, a max pool, an add: their writers write channel-innermost tensors; a
+    reader of the whole tensor as it lies, a 1x1 conv or the host)."""
     w = op.input.owner
-    if not isinstance(w, Operation) or len(w.results) != 1 or len(list(w.results[0].uses)) != 1 \
+    if not isinstance(w, Operation) or len(w.results) != 1 or op not in block_readers(w) \
             or any(key in w.attributes for key in ("place", "placement_cost", CHANNEL_TILES, BLOCKED, LANE_GROUPS)):
         return None
     if isinstance(w, nn.Conv2dOp):
         return w if w.bypass is None else None
     return w if activation_of(w) is not None else None
+
+
+def block_readers(writer: Operation) -> list[nn.Conv2dOp]:
+    """The readers of `writer`'s result, in order, when each is a depthwise conv that may read it
+    channel-tile-major (its input, a kernel row to span, no residual input, no form decided yet,
+    constant weights); [] when any reader is not (its reads are of the tensor as it lies).
+
+    Why all of them: a tensor has one layout, so the writer stores the blocks only where every
+    reader reads blocks; depthwise-to-grouped then decides the readers' forms together."""
+    readers = []
+    for use in writer.results[0].uses:
+        r = use.operation
+        if not isinstance(r, nn.Conv2dOp) or use.index != 0 or r in readers or not is_depthwise(r) \
+                or shape_of(r.weight)[2:] == [1, 1] or r.bypass is not None \
+                or any(key in r.attributes for key in ("place", "placement_cost", LANE_GROUPS)) or const_of(r.weight) is None:
+            return []
+        readers.append(r)
+    return readers
+
+
+def is_depthwise(op: nn.Conv2dOp) -> bool:
+    """One input channel per output channel, one output channel per group (more than one channel)."""
+    c = shape_of(op.input)[1]
+    k, cg = shape_of(op.weight)[:2]
+    return op.groups.value.data == c and cg == 1 and k == c and c > 1
 
 
 def tiled_cycles(hw: SnowflakeConfig, op: nn.Conv2dOp, w: np.ndarray, writer: Operation) -> tuple[float, float]:

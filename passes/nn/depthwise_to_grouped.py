@@ -7,8 +7,9 @@ or ceil(C/16) diagonal convs over 16-channel slices of the input joined by a pla
 (`_slices`: a kernel row of a gathered slice is one trace at the bound's 1/16 lanes). The slices'
 input may be channel-tile-major (passes/nn/depthwise_slices.py), so that slice g reads block g
 whole, with no gather, where the estimate says so (`BLOCKED_MIN_GAIN`): written so by its writer
-(`_tiled_writer`: a COOP conv only the depthwise conv reads, in one layer, its 16-kernel tiles a
-block apart; or a host activation; `channel_tiles = 16`), or by its producer split into one conv
+(`_tiled_writer`: a COOP conv only depthwise convs read, in one layer, its 16-kernel tiles a
+block apart; or a host activation; `channel_tiles = 16`; several depthwise readers of one tensor
+decided together, `_shared_blocks`), or by its producer split into one conv
 per 16-channel block (`_blocked_producer`, `channel_block`: where one conv cannot write the blocks,
 C not whole blocks or an INDP stem whose blocks run INDP).
 Measured (bench/depthwise.py): MobileNetV2's 144-channel 56² 3x3/1 after its 24 -> 144 1x1,
@@ -87,6 +88,7 @@ from snowir.passes.nn.depthwise_slices import (BLOCKED_MIN_GAIN, CHANNEL_TILES, 
                                               runs_indp as _runs_indp,
                                               slice_conv as _slice_conv, slice_sizes as _slice_sizes,
                                               tiled_cycles as _tiled_cycles, tiled_writer as _tiled_writer,
+                                              block_readers as _block_readers, is_depthwise,
                                               diagonal_conv, grouped_over_blocks, over_blocks_cycles as _over_blocks_cycles)
 from snowir.tile.lowerable import planned_conv
 
@@ -218,8 +220,7 @@ class DepthwiseToGrouped(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: nn.Conv2dOp, rewriter: PatternRewriter) -> None:
         c = shape_of(op.input)[1]
-        k, cg = shape_of(op.weight)[:2]
-        if op.groups.value.data != c or cg != 1 or k != c or c == 1 or "place" in op.attributes \
+        if not is_depthwise(op) or "place" in op.attributes \
                 or LANE_GROUPS in op.attributes or "placement_cost" in op.attributes:
             return
         w = const_of(op.weight)
@@ -230,6 +231,10 @@ class DepthwiseToGrouped(RewritePattern):
         form = self.form_cycles(op, w, width)
         blocks = w.shape[2:] != (1, 1) and op.bypass is None  # a kernel row to span: slices may read blocks
         writer = _tiled_writer(op) if blocks else None
+        if writer is not None and len(readers := _block_readers(writer)) > 1:
+            if self._shared_blocks(writer, readers, rewriter):
+                return
+            writer = None  # the readers' own forms over the channel-innermost tensor
         producer = _blocked_producer(op) if blocks else None
         if writer is not None or producer is not None:
             # the input channel-tile-major, if it beats the best form over (H, W, C): its writer
@@ -295,13 +300,48 @@ class DepthwiseToGrouped(RewritePattern):
         finally:
             del op.attributes[LANE_GROUPS]
 
+    def _shared_blocks(self, writer: Operation, readers: list[nn.Conv2dOp], rewriter: PatternRewriter) -> bool:
+        """The depthwise `readers` of one `writer` (`_block_readers`, more than one: PP-PicoDet's
+        5x5/2 and 5x5/1 after one 1x1 HardSwish) decided together, as a tensor has one layout: the
+        writer stores the blocks and each reader takes its form over them (one grouped layer, or
+        its slices each reading a block whole, by estimate) if that, the writer's tiled cost
+        counted once, beats the writer and each reader's best form over (H, W, C) by
+        `BLOCKED_MIN_GAIN`, and every reader then pays on the device (else a host reader would
+        read the blocks). True when placed so; False leaves the graph as it was (each reader then
+        takes its own form over the channel-innermost tensor).
+
+        Why: each reader alone saw a writer of two readers and gathered its channels (the 5x5/2
+        at 100 x 76 x 128: 25% of its bound as slices, ~100% as one grouped layer over blocks)."""
+        alone = _device_cycles(self.hw, writer) if isinstance(writer, nn.Conv2dOp) else 0.0
+        written, plain, forms = 0.0, alone, []
+        for r in readers:
+            w = const_of(r.weight)
+            written, over = _over_blocks_cycles(self.hw, r, w, writer)
+            tiled = _tiled_cycles(self.hw, r, w, writer)[1]
+            plain += min(_sliced_cycles(self.hw, r, w), self.form_cycles(r, w, self.width(r, w, shape_of(r.input)[1])))
+            forms.append((r, w, over < tiled, min(over, tiled)))
+        if not written + sum(f[3] for f in forms) < (1 - BLOCKED_MIN_GAIN) * plain \
+                or any(not self._cost(r, cycles)[0] for r, _, _, cycles in forms):
+            return False
+        for r, w, over, cycles in forms:
+            if over:
+                self._place_over_blocks(r, w, cycles, rewriter, writer)
+            else:
+                self._place_sliced(r, w, cycles, rewriter, tiled=writer)
+        return True
+
+    def _cost(self, op: nn.Conv2dOp, cycles: float) -> tuple[bool, StringAttr]:
+        """Whether `op` on the device at `cycles` beats the host (its DRAM round trip counted),
+        and its `placement_cost`."""
+        device = self.hw.cycles_to_ms(cycles)
+        trip, host = round_trip_ms([op.input], op.output), host_ms(op)
+        return device + trip < host, StringAttr(f"device {device:.4f} ms + DRAM round trip {trip:.4f} ms vs host {host:.4f} ms")
+
     def _pays(self, op: nn.Conv2dOp, cycles: float) -> StringAttr | None:
         """The `placement_cost` of `op` on the device at `cycles` if that beats the host (its DRAM
         round trip counted), else None, the op left for the host with the cost on it."""
-        device = self.hw.cycles_to_ms(cycles)
-        trip, host = round_trip_ms([op.input], op.output), host_ms(op)
-        cost = StringAttr(f"device {device:.4f} ms + DRAM round trip {trip:.4f} ms vs host {host:.4f} ms")
-        if device + trip >= host:
+        pays, cost = self._cost(op, cycles)
+        if not pays:
             op.attributes["placement_cost"] = cost
             return None
         return cost

@@ -24,6 +24,7 @@ from snowir.codegen.bypass_slices import load_first_slice, slice_channels, slice
 from snowir.codegen.fully_connected import fully_connected
 from snowir.codegen.fused_pool import load_rows, pool_rows
 from snowir.codegen.loops import ktiles, repeat
+from snowir.codegen.block_loop import looped_blocks, over_blocks_loop
 from snowir.codegen.indp import generate_indp
 from snowir.codegen.loads import load_biases
 from snowir.codegen.strip_loads import (load_bypass_rows, load_first_strip, load_maps, replacing_pixels, replacing_rows,
@@ -105,6 +106,11 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
         _kloop(b, plan, hw, mask_last)
         return
     n_strips = len(plan.strips)
+    if looped_blocks(plan):  # conv.py's own loads, passed in (block_loop.py does not import this module)
+        over_blocks_loop(b, plan, hw, mask_last, lambda bb: _cold_start(bb, plan, hw, 0, 0, plan.strips[0]),
+                         lambda bb: _load_next_weights(bb, plan, hw), lambda: _toggle(plan, hw),
+                         (lambda bb: _preload(bb, plan)) if plan.preload else None)
+        return
     if plan.loop_order == "Kloop":
         items = [(si, t) for si in range(n_strips) for t in range(plan.tiles)]
     else:
@@ -153,7 +159,7 @@ def group_channels(plan: ConvPlan, t: int) -> int:
     """The first input channel kernel tile t reads: its group's (a grouped conv's tile t of K
     kernels reads group Kt // group_kernels; over blocks, `block_maps`, the bank holds its block
     alone: 0), c_base for an ungrouped conv. A constant in the tile's code, so a grouped conv's
-    tiles are never one counted loop (`_repeat`)."""
+    tiles are one counted loop only over blocks (codegen/block_loop.py: 0 for every tile)."""
     s = plan.shape
     if s.block_maps:
         return 0

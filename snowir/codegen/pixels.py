@@ -20,12 +20,22 @@ from snowir.plan.issue import UNROLL, row_loop_pays
 from snowir.plan.shapes import ConvPlan, Strip, interior_columns
 
 
+def row_steps(b: AsmBuilder, plan: ConvPlan) -> None:
+    """R_ROWSTEP and R_OUTSTEP: the input and output words between output rows."""
+    s = plan.shape
+    b.const(R_ROWSTEP, s.sy * s.w * s.cin)
+    b.const(R_OUTSTEP, 2 * (plan.out_row or s.ow * s.k))
+
+
 def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, c_off: int,
                  mask: int, prefetch: list[Prefetch], bypass_base: int | None = None,
                  load_next: bool = False, mid_row: Prefetch | None = None,
-                 row_loads: list[tuple[int, Prefetch]] | None = None, next_slice: Strip | None = None) -> None:
+                 row_loads: list[tuple[int, Prefetch]] | None = None, next_slice: Strip | None = None,
+                 base_reg: int | None = None, steps_set: bool = False) -> None:
     """Compute the kernel tile of the tile registers (R_TW weights slot, R_TT/R_TO its first
-    output channel) over one maps strip, reading input channels from `c_off`; emit `prefetch`
+    output channel) over one maps strip (from maps word `base`, plus register `base_reg`'s value
+    when given: a counted loop's tiles over alternating banks; `steps_set`: its `row_steps` set
+    once before it), reading input channels from `c_off`; emit `prefetch`
     once 16 vector ops are queued (the loads then overwrite banks only older, finished vector
     ops read). `row_loads` = (output row y, load): each load once 16 vector ops follow row y's
     (y below the strip: at once), the rows then one block each; those still due at the end
@@ -62,9 +72,9 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
 
     issued = 2
     row = s.w * s.cin
-    b.const(R_ROWSTEP, s.sy * row)
     out_row = plan.out_row or s.ow * s.k  # a column band (a concat's slice) writes into rows of the whole output
-    b.const(R_OUTSTEP, 2 * out_row)
+    if not steps_set:
+        row_steps(b, plan)
     if bypass_base is not None:
         b.const(R_BYPSTEP, s.ow * _bypass_stride(plan))
     chunks = len(trace_chunks(s.kw * s.c))
@@ -117,7 +127,11 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
         iy = y * s.sy - s.pt
         y_end, ky0, ky1 = row_block(y, issued, bool(prefetch))
         # a row of padding alone reads no input row: its bias-only MACs read the strip's first word
-        b.const(R_ROWBASE, base + ((iy + ky0 - strip.r0) * row if ky1 > ky0 else 0) + c_off)
+        offset = base + ((iy + ky0 - strip.r0) * row if ky1 > ky0 else 0) + c_off
+        if base_reg is None:
+            b.const(R_ROWBASE, offset)
+        else:
+            add_offset(b, R_ROWBASE, base_reg, offset)
         b.const(R_OUTROW, plan.out_addr + 2 * y * out_row)
         b.emit(sf.AddOp(R_OUTROW, R_OUTROW, R_TO))
         bypass = bypass_base is not None

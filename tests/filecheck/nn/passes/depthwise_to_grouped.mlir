@@ -160,3 +160,47 @@ func.func @shared(%x: tensor<1x16x14x14xf32>) -> tensor<1x48x14x14xf32> {
 // CHECK-NOT:   channel_tiles
 // CHECK-NOT:   channel_block
 // CHECK:       nn.channel_slice %expand {start = 0 : i64, size = 16 : i64}
+
+// Where every reader of the producer's result is a depthwise conv (PP-PicoDet's 5x5/2 and 5x5/1
+// after one 1x1), they are decided together, as the tensor has one layout: the producer writes the
+// blocks once and each reader takes its form over them (here both one grouped layer), when that
+// beats the producer and each reader's best (H, W, C) form by 3%. A reader of the whole tensor as
+// it lies (a 1x1 conv) keeps it channel-innermost.
+
+func.func @two_readers(%x: tensor<1x16x14x14xf32>) -> (tensor<1x48x7x7xf32>, tensor<1x48x14x14xf32>) {
+  %w1 = nn.constant dense<0.25> : tensor<48x16x1x1xf32>
+  %b = nn.constant dense<0.1> : tensor<48xf32>
+  %wd = nn.constant dense<0.5> : tensor<48x1x5x5xf32>
+  %w2 = nn.constant dense<0.25> : tensor<48x48x1x1xf32>
+  %expand = nn.conv2d %x, %w1, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64, relu} : (tensor<1x16x14x14xf32>, tensor<48x16x1x1xf32>, tensor<48xf32>) -> tensor<1x48x14x14xf32>
+  %down = nn.conv2d %expand, %wd, %b {strides = array<i64: 2, 2>, pads = array<i64: 2, 2, 2, 2>, dilations = array<i64: 1, 1>, groups = 48 : i64, relu} : (tensor<1x48x14x14xf32>, tensor<48x1x5x5xf32>, tensor<48xf32>) -> tensor<1x48x7x7xf32>
+  %same = nn.conv2d %expand, %wd, %b {strides = array<i64: 1, 1>, pads = array<i64: 2, 2, 2, 2>, dilations = array<i64: 1, 1>, groups = 48 : i64, relu} : (tensor<1x48x14x14xf32>, tensor<48x1x5x5xf32>, tensor<48xf32>) -> tensor<1x48x14x14xf32>
+  %p1 = nn.conv2d %down, %w2, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x48x7x7xf32>, tensor<48x48x1x1xf32>, tensor<48xf32>) -> tensor<1x48x7x7xf32>
+  %p2 = nn.conv2d %same, %w2, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x48x14x14xf32>, tensor<48x48x1x1xf32>, tensor<48xf32>) -> tensor<1x48x14x14xf32>
+  func.return %p1, %p2 : tensor<1x48x7x7xf32>, tensor<1x48x14x14xf32>
+}
+
+// CHECK-LABEL: func.func @two_readers
+// CHECK:       %expand = nn.conv2d %x, %w1, %b {channel_tiles = 16 : i64, {{.*}}relu}
+// CHECK-NEXT:  %[[WA:.*]] = nn.constant dense_resource<{{.*}}> : tensor<48x16x5x5xf32>
+// CHECK-NEXT:  %down = nn.conv2d %expand, %[[WA]], %b {block_diagonal, depthwise_over_blocks, {{.*}}groups = 3 : i64, relu}
+// CHECK-NEXT:  %[[WB:.*]] = nn.constant dense_resource<{{.*}}> : tensor<48x16x5x5xf32>
+// CHECK-NEXT:  %same = nn.conv2d %expand, %[[WB]], %b {block_diagonal, depthwise_over_blocks, {{.*}}groups = 3 : i64, relu}
+
+func.func @mixed_readers(%x: tensor<1x16x14x14xf32>) -> (tensor<1x48x7x7xf32>, tensor<1x48x14x14xf32>) {
+  %w1 = nn.constant dense<0.25> : tensor<48x16x1x1xf32>
+  %b = nn.constant dense<0.1> : tensor<48xf32>
+  %wd = nn.constant dense<0.5> : tensor<48x1x5x5xf32>
+  %w2 = nn.constant dense<0.25> : tensor<48x48x1x1xf32>
+  %expand = nn.conv2d %x, %w1, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64, relu} : (tensor<1x16x14x14xf32>, tensor<48x16x1x1xf32>, tensor<48xf32>) -> tensor<1x48x14x14xf32>
+  %down = nn.conv2d %expand, %wd, %b {strides = array<i64: 2, 2>, pads = array<i64: 2, 2, 2, 2>, dilations = array<i64: 1, 1>, groups = 48 : i64, relu} : (tensor<1x48x14x14xf32>, tensor<48x1x5x5xf32>, tensor<48xf32>) -> tensor<1x48x7x7xf32>
+  %p1 = nn.conv2d %down, %w2, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x48x7x7xf32>, tensor<48x48x1x1xf32>, tensor<48xf32>) -> tensor<1x48x7x7xf32>
+  %p2 = nn.conv2d %expand, %w2, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x48x14x14xf32>, tensor<48x48x1x1xf32>, tensor<48xf32>) -> tensor<1x48x14x14xf32>
+  func.return %p1, %p2 : tensor<1x48x7x7xf32>, tensor<1x48x14x14xf32>
+}
+
+// CHECK-LABEL: func.func @mixed_readers
+// CHECK:       %expand = nn.conv2d %x, %w1, %b
+// CHECK-NOT:   channel_tiles
+// CHECK:       %down = nn.conv2d %expand, %{{.*}}, %b {block_diagonal, placement_cost
+// CHECK-NOT:   channel_tiles
