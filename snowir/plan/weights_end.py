@@ -20,12 +20,25 @@ previous layer ends, so a 37-51 KB kernel tile (2-3 k cycles on the bus) held up
 `kernels_preloaded` moves that load into the previous conv's last kernel tile, as one more of
 its prefetches (`preload_loads`): the words are free there for the same reason, and the tile
 computes for thousands of cycles while they land.
+
+Where that tile pays for it is allocate-dram's price (`preload_pays`): the preload's LDs and
+their address steps are issued by the control pipeline, between the tile's MACs. A tile whose
+MACs outlast the issue of its pixel loops (CU-bound) hides them; one whose control pipeline is
+the limit already (short traces: a 1x1 conv over 16-32 channels, a block-diagonal group's
+16-word taps) runs them on top, and the CUs wait: the previous layer runs slower by about the
+LDs' issue (SqueezeNet's 1x1 squeezes +47-103 cycles, DenseNet-121's grouped 1x1s +50-345).
 """
 
 from __future__ import annotations
 
 from snowir.hw import SnowflakeConfig
+from snowir.plan.issue import issue_cycles
 from snowir.plan.shapes import ConvPlan, indp_kernel_words, kernel_vmacs
+
+PRELOAD_ISSUE_PER_LD = 4
+"""Control-pipeline cycles a preload LD takes in the previous conv's last tile: its address
+step (an ADDI), the LD, and the step's result latency the LD waits for (measured 61 cycles for
+SqueezeNet's 16 LDs and their 2 constants, `--profile`'s `preload_next` part)."""
 
 
 def last_kernel_slot(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int] | None:
@@ -92,3 +105,22 @@ def preload_loads(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[tuple[int, int, 
     k = plan.shape.kernel_words
     return tuple((plan.w_addr + 2 * j * k, k, vmac)
                  for j, vmac in enumerate(kernel_vmacs(plan, hw, plan.shape.k if plan.per_cu else plan.kernels)))
+
+
+def preload_pays(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConfig) -> bool:
+    """Whether `previous`'s last kernel tile issues `plan`'s preload without running longer:
+    its CU cycles (its MACs over the last strip) exceed the issue of its pixel loops
+    (plan/issue.py, the same tile's share) by the preload's issue (`PRELOAD_ISSUE_PER_LD` a
+    vMAC it loads, two constants), and it queues a vector queue's depth of ops before the
+    prefetch point, so the loads need no flush (which drains the queue). A tile that is issue
+    bound runs the LDs on top of its own instructions and delays the next layer's marker by
+    them, while the next layer gains only what its weights_before_fence loads did not already
+    overlap; the price keeps such pairs at weights_before_fence."""
+    s = previous.shape
+    strip = previous.strips[-1]
+    share = (strip.y1 - strip.y0) / s.oh  # the last strip's part of the output rows
+    macs = s.valid_macs() / (s.k * hw.lanes) * share  # the tile's CU cycles: its kernels' MACs run side by side
+    issue = issue_cycles(previous, hw) / previous.tiles * share
+    traces = (strip.y1 - strip.y0) * s.ow
+    cost = 2 + PRELOAD_ISSUE_PER_LD * len(preload_loads(plan, hw))
+    return traces > hw.vector_queue_depth and macs - issue >= 2 * cost  # twice: the counts are estimates
