@@ -108,19 +108,24 @@ def preload_loads(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[tuple[int, int, 
 
 
 def preload_pays(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConfig) -> bool:
-    """Whether `previous`'s last kernel tile issues `plan`'s preload without running longer:
-    its CU cycles (its MACs over the last strip) exceed the issue of its pixel loops
-    (plan/issue.py, the same tile's share) by the preload's issue (`PRELOAD_ISSUE_PER_LD` a
-    vMAC it loads, two constants), and it queues a vector queue's depth of ops before the
-    prefetch point, so the loads need no flush (which drains the queue). A tile that is issue
-    bound runs the LDs on top of its own instructions and delays the next layer's marker by
-    them, while the next layer gains only what its weights_before_fence loads did not already
-    overlap; the price keeps such pairs at weights_before_fence."""
+    """Whether the pair gains from the preload and `previous`'s last kernel tile issues it without
+    running longer. The tile: its CU cycles (its MACs over the last strip) exceed the issue of its
+    pixel loops (plan/issue.py, the same tile's share) by a quarter more (the issue count is an
+    estimate: SqueezeNet's 3x3 over 16 channels, 10% over it, ran 61 cycles slower) and twice the
+    preload's issue (`PRELOAD_ISSUE_PER_LD` a vMAC it loads, two constants), and it queues a vector
+    queue's depth of ops before the prefetch point, so the loads need no flush (which drains the
+    queue). A tile that is issue bound runs the LDs on top of its own instructions and delays the
+    next layer's marker by them. The pair: `plan`'s kernel tile 0 takes longer on the bus than
+    twice that issue; a smaller one (DenseNet-121's 1 KB block-diagonal tiles) lands behind the
+    fence anyway at weights_before_fence, and preloaded it gained nothing (-100 to +937 cycles).
+    Where the price says no, the pair stays at weights_before_fence."""
     s = previous.shape
     strip = previous.strips[-1]
     share = (strip.y1 - strip.y0) / s.oh  # the last strip's part of the output rows
     macs = s.valid_macs() / (s.k * hw.lanes) * share  # the tile's CU cycles: its kernels' MACs run side by side
     issue = issue_cycles(previous, hw) / previous.tiles * share
+    loads = preload_loads(plan, hw)
+    cost = 2 + PRELOAD_ISSUE_PER_LD * len(loads)
+    bus = hw.ld_startup_cycles + 2 * sum(words for _, words, _ in loads) / hw.dram_bytes_per_cycle
     traces = (strip.y1 - strip.y0) * s.ow
-    cost = 2 + PRELOAD_ISSUE_PER_LD * len(preload_loads(plan, hw))
-    return traces > hw.vector_queue_depth and macs - issue >= 2 * cost  # twice: the counts are estimates
+    return traces > hw.vector_queue_depth and macs >= 1.25 * issue + 2 * cost and bus >= 2 * cost
