@@ -569,31 +569,3 @@ def test_icache_banking_requests_a_bank_load_after_the_data_loads_beside_it() ->
     old = run_image(assemble(first), DEFAULT, "fast", {"x": x})
     assert new.machine.state.regs[:30] == ref.machine.state.regs[:30]
     assert new.cycles < old.cycles, (new.cycles, old.cycles)
-
-
-def test_icache_banking_keeps_a_bank_load_first_when_its_block_would_come_late() -> None:
-    """Regression (AlexNet-OWT's conv4.part1, 1,574 cycles of icache stall at its first strip's
-    end): behind large weight LDs on its own load unit, a bank load lands later than the rest of
-    its block takes to run, and fetch waits for it. Where the LDs ahead of it on its unit take
-    longer at the port than the rest of the block issues, it stays before them, and the program
-    runs faster than with it moved."""
-    lds = [f"snowflake_asm.ld weights r{4 + k}, r0, r3 unit {k} to {k}" for k in range(4)]
-    body = "\n".join([*(f"snowflake_asm.movi r1, {k}" for k in range(BANK - 1)), "snowflake_asm.movi r3, 3000",
-                      *lds, *(f"snowflake_asm.movi r2, {k}" for k in range(BANK + 100))])  # a third block
-    before, after = _apply(body, "icache-banking")
-    ops = [op for op in _program(after).body.block.ops if type(op) is not sf.LabelOp]
-    bank = next(k for k, op in enumerate(ops) if type(op) is sf.LdOp and op.target.data == sf.LoadTarget.ICACHE)
-    data = [k for k, op in enumerate(ops) if type(op) is sf.LdOp and op.target.data != sf.LoadTarget.ICACHE]
-    assert BANK <= bank < min(data)
-    moved = after.clone()  # the bank load behind the data LDs, as before the fix
-    prog = _program(moved)
-    load = [op for op in prog.body.block.ops if type(op) is sf.LdOp and op.target.data == sf.LoadTarget.ICACHE][0]
-    last = [op for op in prog.body.block.ops if type(op) is sf.LdOp and op.target.data != sf.LoadTarget.ICACHE][-1]
-    load.detach()
-    prog.body.block.insert_op_after(load, last)
-    x = np.zeros(INPUT, np.int16)
-    ref = run_image(assemble(before), WHOLE, "fast", {"x": x})
-    new = run_image(assemble(after), DEFAULT, "fast", {"x": x})
-    old = run_image(assemble(moved), DEFAULT, "fast", {"x": x})
-    assert new.machine.state.regs[:30] == ref.machine.state.regs[:30]
-    assert new.cycles < old.cycles, (new.cycles, old.cycles)

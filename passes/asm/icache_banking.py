@@ -27,7 +27,7 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from snowir.asm_analysis import INSTRUCTION_ROLES, body_ops, is_banked, is_machine, known_registers, replace_body
+from snowir.asm_analysis import INSTRUCTION_ROLES, body_ops, is_banked, is_machine, replace_body
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import CODE_ALIGN, SnowflakeConfig
 
@@ -133,13 +133,13 @@ def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> 
             final.extend(sf.MovOp(0, 0) for _ in range(PROLOGUE))
         cursor = index + PROLOGUE
     final.extend(out[cursor:])
-    replace_body(program, _after_data_loads(final, size, hw))
+    replace_body(program, _after_data_loads(final, size))
     program.properties["code_base"] = IntAttr(code_base)
     if not any(type(op) is sf.LdOp and op.target.data == sf.LoadTarget.ICACHE for op in final):
         program.attributes["banked"] = UnitAttr()  # two blocks, no bank load: laid out all the same
 
 
-def _after_data_loads(ops: list[Operation], size: int, hw: SnowflakeConfig) -> list[Operation]:
+def _after_data_loads(ops: list[Operation], size: int) -> list[Operation]:
     """Each bank load moved past the weight LDs that follow it in the same straight-line run (up to
     a label, a branch, a vector op, a TMOV or the next bank load, inside its block), so it is
     requested after them.
@@ -152,15 +152,8 @@ def _after_data_loads(ops: list[Operation], size: int, hw: SnowflakeConfig) -> l
     convs (n54, n64, n74: 912 cycles each, 417 later at n74's end than without schedule-asm).
     Only weight LDs: moved past maps loads too (a strip's prefetch, large), the next block came
     late elsewhere and ResNet-50 ran 10,308 cycles slower in total; past weight LDs alone it runs
-    4,460 faster (16,470,464 against 16,474,924 cycles).
-
-    Not moved where the block would then come late (`_comes_late`): the data its unit would serve
-    first take longer on the port than the rest of the block runs. AlexNet-OWT's conv4.part1 ends
-    its first strip in such a block (the loads of the next strip, then four pixels and the NOPs
-    that pad the block before a loop): moved past the strip's 16 kernel loads, its next block
-    came 1,574 cycles late."""
+    4,460 faster (16,470,464 against 16,474,924 cycles)."""
     ops = list(ops)
-    values = known_registers(ops, hw.branch_delay_slots, lambda op: type(op) is sf.LdOp)
     pcs, pc = [], 0
     for op in ops:
         pcs.append(pc)
@@ -183,38 +176,9 @@ def _after_data_loads(ops: list[Operation], size: int, hw: SnowflakeConfig) -> l
                     last = j
             elif is_machine(op):
                 break
-        if last is not None and not _comes_late(ops, values, pcs, i, last, end, hw):
+        if last is not None:
             ops.insert(last, ops.pop(i))
-            values.insert(last, values.pop(i))
     return ops
-
-
-def _comes_late(ops: list[Operation], values: list[dict[int, int] | None], pcs: list[int], i: int, last: int,
-                end: int, hw: SnowflakeConfig) -> bool:
-    """Whether bank load `ops[i]`, moved behind `ops[last]`, would land after its block is needed:
-    the bytes of the data LDs between them on its unit (lengths known from the straight-line
-    code; an unknown one counts nothing) at the unit's port, against the cycles the rest of the
-    block takes to issue, one an instruction and each vector op's CU cycles (a loop's body once: a
-    lower bound, so the move is kept wherever the block might run long)."""
-    unit = ops[i]._int("unit")  # type: ignore[attr-defined]
-    ahead = 0
-    for j in range(i + 1, last + 1):
-        op = ops[j]
-        if type(op) is sf.LdOp and op._int("unit") == unit:
-            length = (values[j] or {}).get(op.reg_index("rs2"))
-            if length is not None:
-                ahead += 2 * length
-    if not ahead:
-        return False
-    rest = 0
-    for j in range(last + 1, len(ops)):
-        if pcs[j] >= end:
-            break
-        op = ops[j]
-        if type(op) is sf.LabelOp:
-            continue
-        rest += 1 + (op.cu_cycles(hw) if is_machine(op) else 0)  # type: ignore[attr-defined]
-    return ahead / hw.unit_bytes_per_cycle > rest
 
 
 def _prologue(address: int, count: int, bank: int, unit: int) -> list[Operation]:
