@@ -141,3 +141,49 @@ def test_kernels_preloaded_only_where_tile_0_loads_once(tmp_path: Path) -> None:
     assert kernels_preloaded_refusal(a, replace(b, mode="INDP"), hw) is not None
     assert preload_loads(b, hw) == tuple((b.w_addr + 2 * j * b.shape.kernel_words, b.shape.kernel_words, j)
                                          for j in range(16))
+
+
+def _pair(path: Path, c: int, size: int, kernels: int, kh: int) -> Path:
+    """conv a (c -> kernels, kh x kh, ReLU) then conv b (kernels -> 16, 3x3) at size x size."""
+    pad = kh // 2
+    nodes = [helper.make_node("Conv", ["x", "wa", "ba"], ["a"], kernel_shape=[kh, kh], pads=[pad] * 4),
+             helper.make_node("Relu", ["a"], ["ar"]),
+             helper.make_node("Conv", ["ar", "wb", "bb"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
+    inits = {"wa": rand(kernels, c, kh, kh, seed=1, scale=0.05), "ba": rand(kernels, seed=2, scale=0.1),
+             "wb": rand(16, kernels, 3, 3, seed=3, scale=0.05), "bb": rand(16, seed=4, scale=0.1)}
+    onnx.save(model(nodes, {"x": [1, c, size, size]}, {"y": [1, 16, size, size]}, inits), str(path))
+    return path
+
+
+def _layer_cycles(text: str, file: Path) -> dict[str, int]:
+    file.write_text(text)
+    run = run_model_on_device(file, check=True)
+    assert run.report["check"]["golden_bit_exact"] is True
+    return {layer["name"]: layer["cycles"] for layer in run.report["layers"] if layer["cycles"]}
+
+
+@pytest.mark.parametrize("c, size, kernels, kh, preloaded", [(32, 27, 128, 1, False), (64, 16, 32, 3, True)])
+def test_kernels_preloaded_makes_no_layer_slower(tmp_path: Path, c: int, size: int, kernels: int, kh: int,
+                                                 preloaded: bool) -> None:
+    """allocate-dram's price (weights_end.preload_pays): a 1x1 conv over 32 channels (SqueezeNet's
+    expand 1x1s) issues its pixel loops slower than its MACs run, so the preload's LDs in its last
+    tile would delay it (issue 38: +47-103 cycles a layer there); it is not preloaded, and added by
+    hand (tile-to-asm follows the edit) a runs slower than without. A 3x3 conv over 64 channels
+    hides the LDs behind its MACs: preloaded, b gains and a is not slower. Per-layer cycles of the
+    machine model, with and without the decision, every run bit-exact."""
+    path = _pair(tmp_path / "pair.onnx", c, size, kernels, kh)
+    text = tile_level(onnx.load(path), tmp_path)
+    assert text.count("weights_before_fence") == 1
+    assert (text.count("kernels_preloaded") == 1) == preloaded
+    layers = _layers(path)
+    pa, pb = (conv_plan_of(layers[n]) for n in layers)
+    assert kernels_preloaded_refusal(pa, pb, SnowflakeConfig()) is None  # the price decides, not the rule
+    with_ = text if preloaded else text.replace(", weights_before_fence}", ", weights_before_fence, kernels_preloaded}")
+    without = _without(with_, "kernels_preloaded")
+    on, off = _layer_cycles(with_, tmp_path / "on.mlir"), _layer_cycles(without, tmp_path / "off.mlir")
+    a, b = on
+    assert on[b] < off[b]  # the preload's gain, for the next layer
+    if preloaded:
+        assert on[a] <= off[a], (on, off)
+    else:
+        assert on[a] > off[a], (on, off)  # what the price avoids

@@ -218,8 +218,9 @@ class ConvDecisions:
         "kernels_preloaded", LAYER, FLAG, False, field="kernels_preloaded",
         doc="With weights_before_fence after a conv: the first kernel tile is loaded by the previous conv's last "
             "kernel tile (as its own prefetch, into the words below the slot that tile reads), so it lands while the "
-            "previous layer computes; the layer's code loads none of it (allocate-dram decides, tile-to-asm checks "
-            "the previous conv, snowir/plan/weights_end.py).",
+            "previous layer computes; the layer's code loads none of it (allocate-dram decides where the previous "
+            "conv's last tile hides the loads' issue, tile-to-asm checks the previous conv, "
+            "snowir/plan/weights_end.py).",
         rule="with weights_before_fence, on a conv layer", needs=lambda op: _conv(op) and _has("weights_before_fence")(op),
         planned=False))
     """In a whole-model program, the conv's first kernel tile is the previous conv's last

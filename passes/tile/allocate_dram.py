@@ -31,7 +31,9 @@ at once and only its maps loads wait (`tile.weights_free`). So does a conv after
 kernel tile sits in its second weights slot, above every word the conv's first kernels load
 (snowir/plan/weights_end.py; tile-to-asm refuses the attribute where that does not hold); after
 such a conv, `kernels_preloaded` too where the conv loads its kernel tile 0 once: the previous
-conv's last kernel tile then loads it, thousands of cycles before this layer's code starts.
+conv's last kernel tile then loads it, thousands of cycles before this layer's code starts,
+where that tile's MACs hide the loads' issue (`preload_pays`: a conv whose control pipeline is
+already its limit would run slower by them).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from snowir.segments import main_of, placed_concat, read_sources, segments_of, s
 from snowir.errors import SnowError
 from snowir.tile.build import device_input, regions_of
 from snowir.plan.shapes import LoweringError
-from snowir.plan.weights_end import kernels_preloaded_refusal, weights_before_fence_refusal
+from snowir.plan.weights_end import kernels_preloaded_refusal, preload_pays, weights_before_fence_refusal
 from snowir.tile.derive import derive_layer
 from snowir.tile.read import TileError, conv_plan_of, tile_layers
 
@@ -260,7 +262,8 @@ class AllocateDramPass(ModulePass):
                 if layer.kind.data == tile.LayerKind.CONV and (tile.weights_free(previous)
                                                                or _holds(weights_before_fence_refusal, previous, layer, hw)):
                     WEIGHTS_BEFORE_FENCE.write(layer, True)
-                    if _holds(kernels_preloaded_refusal, previous, layer, hw):
+                    if _holds(kernels_preloaded_refusal, previous, layer, hw) \
+                            and preload_pays(conv_plan_of(previous), conv_plan_of(layer), hw):
                         KERNELS_PRELOADED.write(layer, True)
             previous = layer
         plan = tile.DramPlanOp([tile.TensorOp(t.name, t.offset, t.size, (max(t.first, 0), max(t.last, t.first)), t.role)

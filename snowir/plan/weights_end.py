@@ -20,12 +20,25 @@ previous layer ends, so a 37-51 KB kernel tile (2-3 k cycles on the bus) held up
 `kernels_preloaded` moves that load into the previous conv's last kernel tile, as one more of
 its prefetches (`preload_loads`): the words are free there for the same reason, and the tile
 computes for thousands of cycles while they land.
+
+Where that tile pays for it is allocate-dram's price (`preload_pays`): the preload's LDs and
+their address steps are issued by the control pipeline, between the tile's MACs. A tile whose
+MACs outlast the issue of its pixel loops (CU-bound) hides them; one whose control pipeline is
+the limit already (short traces: a 1x1 conv over 16-32 channels, a block-diagonal group's
+16-word taps) runs them on top, and the CUs wait: the previous layer runs slower by about the
+LDs' issue (SqueezeNet's 1x1 squeezes +47-103 cycles, DenseNet-121's grouped 1x1s +50-345).
 """
 
 from __future__ import annotations
 
 from snowir.hw import SnowflakeConfig
+from snowir.plan.issue import issue_cycles
 from snowir.plan.shapes import ConvPlan, indp_kernel_words, kernel_vmacs
+
+PRELOAD_ISSUE_PER_LD = 4
+"""Control-pipeline cycles a preload LD takes in the previous conv's last tile: its address
+step (an ADDI), the LD, and the step's result latency the LD waits for (measured 61 cycles for
+SqueezeNet's 16 LDs and their 2 constants, `--profile`'s `preload_next` part)."""
 
 
 def last_kernel_slot(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int] | None:
@@ -92,3 +105,27 @@ def preload_loads(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[tuple[int, int, 
     k = plan.shape.kernel_words
     return tuple((plan.w_addr + 2 * j * k, k, vmac)
                  for j, vmac in enumerate(kernel_vmacs(plan, hw, plan.shape.k if plan.per_cu else plan.kernels)))
+
+
+def preload_pays(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConfig) -> bool:
+    """Whether the pair gains from the preload and `previous`'s last kernel tile issues it without
+    running longer. The tile: its CU cycles (its MACs over the last strip) exceed the issue of its
+    pixel loops (plan/issue.py, the same tile's share) by a quarter more (the issue count is an
+    estimate: SqueezeNet's 3x3 over 16 channels, 10% over it, ran 61 cycles slower) and twice the
+    preload's issue (`PRELOAD_ISSUE_PER_LD` a vMAC it loads, two constants), and it queues a vector
+    queue's depth of ops before the prefetch point, so the loads need no flush (which drains the
+    queue). A tile that is issue bound runs the LDs on top of its own instructions and delays the
+    next layer's marker by them. The pair: `plan`'s kernel tile 0 takes longer on the bus than
+    twice that issue; a smaller one (DenseNet-121's 1 KB block-diagonal tiles) lands behind the
+    fence anyway at weights_before_fence, and preloaded it gained nothing (-100 to +937 cycles).
+    Where the price says no, the pair stays at weights_before_fence."""
+    s = previous.shape
+    strip = previous.strips[-1]
+    share = (strip.y1 - strip.y0) / s.oh  # the last strip's part of the output rows
+    macs = s.valid_macs() / (s.k * hw.lanes) * share  # the tile's CU cycles: its kernels' MACs run side by side
+    issue = issue_cycles(previous, hw) / previous.tiles * share
+    loads = preload_loads(plan, hw)
+    cost = 2 + PRELOAD_ISSUE_PER_LD * len(loads)
+    bus = hw.ld_startup_cycles + 2 * sum(words for _, words, _ in loads) / hw.dram_bytes_per_cycle
+    traces = (strip.y1 - strip.y0) * s.ow
+    return traces > hw.vector_queue_depth and macs >= 1.25 * issue + 2 * cost and bus >= 2 * cost
