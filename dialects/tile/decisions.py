@@ -481,19 +481,36 @@ def kernel_tile_order(plan: Any, group: int) -> list[int]:
 
 def kernel_tile_sends(plan: Any) -> int:
     """Kernel tiles `plan` loads over a Kloop layer: each once if resident or alone; else every
-    tile of each row group, but under serpentine a later group's first tile, still in the buffer."""
+    tile of each row group, but under serpentine a later group's first tile, still in the buffer
+    (a COOP strip's first two: the tile it starts with and the one before it, double-buffered)."""
     groups = len(plan.strips)
     if plan.resident_weights or plan.tiles == 1:
         return plan.tiles
-    return plan.tiles * groups - (groups - 1) * (plan.kernel_order == "serpentine")
+    kept = 0 if plan.kernel_order != "serpentine" else 1 if plan.indp else 2
+    return plan.tiles * groups - (groups - 1) * kept
 
 
 def kernel_order_refusal(plan: Any) -> str | None:
-    if not (plan.indp and plan.cu_split == "cols"):
-        return "only a column-split INDP conv (cu_split = cols) orders its kernel tiles; this one runs them up (remove it)"
     if plan.tiles == 1 or len(plan.strips) == 1:
         return "one kernel tile or one row group: the order changes nothing (remove it)"
-    return None
+    if plan.indp and plan.cu_split == "cols":
+        return None
+    s = plan.shape
+    why = ("an INDP conv whose CUs split rows" if plan.indp else
+           "coop_rows" if plan.coop_rows else
+           "Mloop" if plan.loop_order != "Kloop" else
+           "a residual conv (its bypass is read per kernel tile)" if plan.bypass_addr is not None else
+           "grouped" if s.groups > 1 else
+           "column bands" if plan.column_tiled else
+           "a fused pool" if plan.pool is not None else
+           "its kernel tiles not double-buffered" if not plan.double_buffer_weights or plan.resident_weights
+           or plan.stagger else
+           "maps strips in banks (the next strip loads in pieces beside the tiles)"
+           if any(st.bank >= 0 for st in plan.strips) else None)
+    if why is None:
+        return None
+    return (f"{why}: only a column-split INDP conv or a COOP conv of whole-buffer strips and double-buffered kernel "
+            "tiles orders its kernel tiles; this one runs them up (remove it)")
 
 
 def bias_refusal(plan: Any, hw: Any) -> str | None:

@@ -31,6 +31,7 @@ from snowir.codegen.strip_loads import (load_bypass_rows, load_first_strip, load
 from snowir.codegen.pixels import kernel_tile
 from snowir.codegen.traces import COOP, Prefetch, R_LEN, R_SRC, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_WSRC, set_writeback
 from snowir.dialects import snowflake_asm as sf
+from snowir.dialects.tile.decisions import kernel_tile_order
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import (ConvPlan, LoweringError, Strip, band_plans, full_mask, kernel_vmacs,
                                 plan_machine, ring_of, vmac_mask)
@@ -200,8 +201,11 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
                     spread = []
                     last_prefetch.append(lambda bb, nxt=nxt, bank=bank: load_maps(bb, plan, hw, nxt, bank))
             base = 0 if whole else (si % 2) * hw.maps_bank_elements
-            _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread, pool=pool,
-                         row_loads=row_loads)
+            if plan.kernel_order == "serpentine":
+                _serpentine_tiles(b, plan, hw, strip, si, base, mask_last, more, last_prefetch, row_loads)
+            else:
+                _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread, pool=pool,
+                             row_loads=row_loads)
     if ring is not None:
         # the last strip's rows: their slots were last read in its last tile (flush: the MAXs
         # must be done), and the MAXs wait for these loads
@@ -304,6 +308,52 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         b.emit(*_toggle(plan, hw))  # the next strip's tile 0 is at the other base
 
 
+def _serpentine_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, si: int, base: int,
+                      mask_last: int, more: bool, last_prefetch: list[Prefetch],
+                      row_loads: list[tuple[int, Prefetch]] | None) -> None:
+    """Every kernel tile over maps strip `si` in `kernel_order` serpentine (`kernel_tile_order`: up in
+    even strips, down in odd ones). A strip after the first starts with the tile the previous strip
+    ended with and the one before it, both still in their weights slots (double-buffered): neither
+    loads again, so across the strip change the bus carries the next strip's maps alone. Each tile
+    but the first of a later strip prefetches the next tile of the order into the other slot, the
+    last tile none (the next strip starts with it, in the same slot: R_TW does not toggle)."""
+    s = plan.shape
+    order = kernel_tile_order(plan, si)
+    sign = 1 if order[0] < order[-1] else -1
+    tile_bytes = 2 * plan.kernels * s.kernel_words
+    b.const(R_TT, plan.kernels * order[0])
+    b.const(R_TO, plan.tile_step * order[0])
+    loaded = 1 if si == 0 else 2  # tiles of the order already in the buffer as the strip starts
+    if loaded < plan.tiles:
+        b.const(R_WSRC, plan.w_addr + tile_bytes * order[loaded])
+
+    def load_next(bb: AsmBuilder) -> None:
+        _load_next_weights(bb, plan, hw)  # R_WSRC one tile on: up, the next tile's; down, two tiles back
+        if sign < 0:
+            bb.const(R_TMP2, -2 * tile_bytes)
+            bb.emit(sf.AddOp(R_WSRC, R_WSRC, R_TMP2))
+
+    def mask(t: int) -> int:
+        return mask_last if t == plan.tiles - 1 else full_mask(plan)
+
+    def advance() -> list:
+        return [*_toggle(plan, hw), *_advance_channels(plan, sign=sign)]
+
+    def tile(bb: AsmBuilder, t: int, prefetch: list[Prefetch], rows: list[tuple[int, Prefetch]] | None = None) -> None:
+        kernel_tile(bb, plan, hw, strip, base, s.c_base, mask(t), prefetch, row_loads=rows)
+
+    with b.at(ktiles(order[0], order[0])):
+        tile(b, order[0], [load_next] if loaded == 1 else [])
+        b.emit(*advance())
+    middle = order[1:-1]
+    if middle:
+        with b.at(ktiles(middle[0], middle[-1])):
+            repeat(b, hw, len(middle), lambda bb: tile(bb, middle[0], [load_next]), advance)
+    prefetch = [*last_prefetch, *([lambda bb: _preload(bb, plan)] if not more and plan.preload else [])]
+    with b.at(ktiles(order[-1], order[-1])):
+        tile(b, order[-1], prefetch, row_loads)
+
+
 def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
                     prefetch: list[Prefetch], bypass_base: int | None, pool: Prefetch | None = None,
                     row_loads: list[tuple[int, Prefetch]] | None = None, ahead: Strip | None = None) -> None:
@@ -373,7 +423,7 @@ def _advance_tile(plan: ConvPlan, hw: SnowflakeConfig, in_group: bool = False) -
     return [*_toggle(plan, hw), *_advance_channels(plan, in_group)]
 
 
-def _advance_channels(plan: ConvPlan, in_group: bool = False) -> list:
+def _advance_channels(plan: ConvPlan, in_group: bool = False, sign: int = 1) -> list:
     """R_TT += K (bypass slices: to the other slice's first tile, or `in_group` to the next
     tile's channels in the same slice), R_TO += the next tile's output offset (2K bytes, K kernels
     per tile; a channel-tile-major output's block, through R_TMP2 when past ADDI's immediate)."""
@@ -381,8 +431,8 @@ def _advance_channels(plan: ConvPlan, in_group: bool = False) -> list:
         first = slice_gap(plan) + slice_channels(plan) - plan.kernels  # R_TT sits at its group's last tile
         tt = [sf.MuliOp(R_TMP2, R_TT, -1), sf.AddiOp(R_TT, R_TMP2, first)]
     else:
-        tt = [sf.AddiOp(R_TT, R_TT, plan.kernels)]
-    step = plan.tile_step
+        tt = [sf.AddiOp(R_TT, R_TT, sign * plan.kernels)]
+    step = sign * plan.tile_step
     if -(1 << 16) <= step < (1 << 16):
         return [*tt, sf.AddiOp(R_TO, R_TO, step)]
     constant = AsmBuilder()

@@ -5,9 +5,10 @@ may load before the fence between them (allocate-dram's `weights_before_fence`).
 The fence exists because every layer's code starts on buffer word 0 and the previous layer's
 last MACs may still read there. A double-buffered COOP conv alternates its kernel tiles between
 slot 0 and slot `w_slot` (codegen/conv.py: `_toggle`, one toggle per new kernel tile), so where
-its last tile sits follows from the number of kernel-tile loads: S·T of them in Kloop (each of
-the S strips runs the T tiles, the next strip's tile 0 in the other slot) and in a residual
-conv (Kloop over strips), T in Mloop (each tile once, the strips inside it). When that slot is
+its last tile sits follows from the number of kernel-tile changes: S·T − 1 of them in Kloop (each
+of the S strips runs the T tiles, the next strip's tile 0 in the other slot; under `kernel_order`
+serpentine a strip starts with the tile the previous one ended with, in its slot: S − 1 fewer) and
+in a residual conv (Kloop over strips), T − 1 in Mloop (each tile once, the strips inside it). When that slot is
 `w_slot`, words [0, w_slot) are no longer read, and a next layer whose first kernel tile fits
 there loads it at once, overlapping the previous layer's tail (its maps loads still wait for
 the fence). Layer starts were the largest CU-idle cause in ResNet-18 (5-6.6 k cycles each at
@@ -41,8 +42,10 @@ def last_kernel_slot(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int] | N
     if plan.tiles == 1 or not plan.double_buffer_weights:
         return 0, s.kernel_words
     mloop = plan.loop_order == "Mloop" and plan.bypass_addr is None  # a residual conv is Kloop over strips
-    loads = plan.tiles if mloop else len(plan.strips) * plan.tiles
-    lo = ((loads - 1) % 2) * plan.w_slot
+    toggles = plan.tiles - 1 if mloop else len(plan.strips) * plan.tiles - 1
+    if plan.kernel_order == "serpentine":  # a strip starts in the slot the previous one ended in
+        toggles -= len(plan.strips) - 1
+    lo = (toggles % 2) * plan.w_slot
     return lo, lo + s.kernel_words
 
 
