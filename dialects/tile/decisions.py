@@ -224,6 +224,18 @@ class ConvDecisions:
         planned=False))
     """In a whole-model program, the conv's first kernel tile is the previous conv's last
     prefetch (codegen/conv.py `preload`): its cold start loads only maps (and biases)."""
+    first_slot: int = decision(Decision(
+        "first_slot", LAYER, INT, 0, field="first_slot",
+        doc="With weights_before_fence after a conv whose last kernel tile sits in weights slot 0: the word of the "
+            "second slot (the kernel tile's `slot`), where this conv's kernel tile 0 lands (its cold start's load, or "
+            "with kernels_preloaded the previous conv's prefetch), the tiles alternating slots from there (absent: "
+            "0). Followed by a COOP conv of double-buffered kernel tiles (allocate-dram decides, tile-to-asm checks).",
+        rule="the second weights slot's word, with weights_before_fence, on a conv layer", minimum=1,
+        needs=lambda op: _conv(op) and _has("weights_before_fence")(op), refuse=lambda plan, hw: first_slot_refusal(plan),
+        planned=False))
+    """The weights slot of the conv's kernel tile 0 (snowir/plan/weights_end.py): the second slot when the
+    previous conv ends in the first, so its first kernels still load before the fence (a serpentine
+    conv of an even number of tile changes ends in slot 0)."""
     stagger: int = decision(Decision(
         "stagger", KERNEL_TILE, INT, 0, field="stagger",
         doc="Tiles alternate between bases 0 and F = stagger; the F words of the next tile that miss the current "
@@ -410,6 +422,7 @@ IR_ONLY: tuple[Decision, ...] = (MAPS_BUFFERING, FENCE, SLOT, CU_ROWS, RING, CHA
 PLAN_DECISIONS: tuple[Decision, ...] = tuple(f.metadata["decision"] for f in fields(ConvDecisions))
 WEIGHTS_BEFORE_FENCE: Decision = next(d for d in PLAN_DECISIONS if d.name == "weights_before_fence")
 KERNELS_PRELOADED: Decision = next(d for d in PLAN_DECISIONS if d.name == "kernels_preloaded")
+FIRST_SLOT: Decision = next(d for d in PLAN_DECISIONS if d.name == "first_slot")
 """The plan decisions a later pass (allocate-dram) sets: read and written by it, the verifier and
 tile-to-asm through these declarations."""
 DECISIONS: tuple[Decision, ...] = PLAN_DECISIONS + IR_ONLY
@@ -511,6 +524,21 @@ def kernel_order_refusal(plan: Any) -> str | None:
         return None
     return (f"{why}: only a column-split INDP conv or a COOP conv of whole-buffer strips and double-buffered kernel "
             "tiles orders its kernel tiles; this one runs them up (remove it)")
+
+
+def first_slot_refusal(plan: Any) -> str | None:
+    """Why a planned conv cannot start its kernel tiles in the second weights slot (`first_slot`)."""
+    s = plan.shape
+    why = ("INDP" if plan.indp else "its CUs split rows (coop_rows)" if plan.coop_rows else
+           "column bands" if plan.column_tiled else
+           "a kernel larger than the weights buffer" if s.kernel_words > 2 * plan.w_slot else
+           "its kernel tiles not double-buffered" if not plan.double_buffer_weights or plan.resident_weights
+           or plan.stagger else None)
+    if why is not None:
+        return f"{why}: only a COOP conv of double-buffered kernel tiles starts in the second slot (remove it)"
+    if plan.first_slot != plan.w_slot:
+        return f"the second weights slot is word {plan.w_slot} (the kernel tile's slot)"
+    return None
 
 
 def bias_refusal(plan: Any, hw: Any) -> str | None:

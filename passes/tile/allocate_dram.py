@@ -31,7 +31,9 @@ at once and only its maps loads wait (`tile.weights_free`). So does a conv after
 kernel tile sits in its second weights slot, above every word the conv's first kernels load
 (snowir/plan/weights_end.py; tile-to-asm refuses the attribute where that does not hold); after
 such a conv, `kernels_preloaded` too where the conv loads its kernel tile 0 once: the previous
-conv's last kernel tile then loads it, thousands of cycles before this layer's code starts.
+conv's last kernel tile then loads it, thousands of cycles before this layer's code starts. After a
+conv whose last kernel tile sits in slot 0 (a serpentine conv, `kernel_order`), a plain Kloop conv
+starts its kernel tiles in the second slot (`first_slot`), so the same holds.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import tile
-from snowir.dialects.tile.decisions import FENCE, KERNELS_PRELOADED, WEIGHTS_BEFORE_FENCE
+from snowir.dialects.tile.decisions import FENCE, FIRST_SLOT, KERNELS_PRELOADED, WEIGHTS_BEFORE_FENCE
 from snowir.device_layers import DEVICE_OPS
 from snowir.hw import DRAM_PAGE_BYTES, SnowflakeConfig
 from snowir.nn_util import layer_name
@@ -54,7 +56,7 @@ from snowir.segments import main_of, placed_concat, read_sources, segments_of, s
 from snowir.errors import SnowError
 from snowir.tile.build import device_input, regions_of
 from snowir.plan.shapes import LoweringError
-from snowir.plan.weights_end import kernels_preloaded_refusal, weights_before_fence_refusal
+from snowir.plan.weights_end import first_slot_after, kernels_preloaded_refusal, weights_before_fence_refusal
 from snowir.tile.check import derive_layer
 from snowir.tile.read import TileError, conv_plan_of, tile_layers
 
@@ -132,6 +134,14 @@ def _holds(refusal, previous: tile.LayerOp, layer: tile.LayerOp, hw: SnowflakeCo
         return refusal(conv_plan_of(previous), conv_plan_of(layer), hw) is None
     except (SnowError, LoweringError):
         return False
+
+
+def _first_slot(previous: tile.LayerOp, layer: tile.LayerOp, hw: SnowflakeConfig) -> int:
+    """The conv's `first_slot` after the conv `previous` (snowir/plan/weights_end.first_slot_after)."""
+    try:
+        return first_slot_after(conv_plan_of(previous), conv_plan_of(layer), hw)
+    except (SnowError, LoweringError):
+        return 0
 
 
 @dataclass(frozen=True)
@@ -257,6 +267,9 @@ class AllocateDramPass(ModulePass):
             same_segment = previous is not None and segs.segment_of(previous.sym_name.data) == segs.segment_of(name)
             if same_segment and needs_fence(previous, layer):
                 FENCE.write(layer, True)
+                if layer.kind.data == tile.LayerKind.CONV and previous.kind.data == tile.LayerKind.CONV \
+                        and not tile.weights_free(previous):
+                    FIRST_SLOT.write(layer, _first_slot(previous, layer, hw))
                 if layer.kind.data == tile.LayerKind.CONV and (tile.weights_free(previous)
                                                                or _holds(weights_before_fence_refusal, previous, layer, hw)):
                     WEIGHTS_BEFORE_FENCE.write(layer, True)

@@ -117,7 +117,8 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
         maps_slot.append(maps_slot[-1] + (si != psi or (s.block_maps and t != pt_)))
         w_slot.append(w_slot[-1] + (t != pt_))
     block = lambda t: block_view(plan, t)  # noqa: E731  (the plan whose maps are tile t's block)
-    wbank = lambda i: (w_slot[i] % 2) * plan.w_slot if plan.double_buffer_weights else 0
+    first = plan.first_slot != 0  # tile 0 in the second slot (after a conv ending in the first)
+    wbank = lambda i: ((w_slot[i] + first) % 2) * plan.w_slot if plan.double_buffer_weights else 0  # noqa: E731
     _cold_start(b, block(items[0][1]), hw, items[0][1], wbank(0), plan.strips[items[0][0]])
     for i, (si, t) in enumerate(items):
         with b.at(f"strip{si}.ktile{t}"):
@@ -173,10 +174,10 @@ def block_view(plan: ConvPlan, t: int) -> ConvPlan:
 def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
     """Kloop order, ungrouped: per maps strip, every kernel tile (C17 Figure 3); the next strip
     is prefetched into the other maps bank during the strip's last tile."""
-    b.const(R_TW, 0)
+    b.const(R_TW, plan.first_slot)  # tile 0's slot: 0, or the second after a conv ending in slot 0
     if plan.stagger:
         b.const(R_PAR, 1)
-    _cold_start(b, plan, hw, 0, 0, plan.strips[0], resident=plan.resident_weights)
+    _cold_start(b, plan, hw, 0, plan.first_slot, plan.strips[0], resident=plan.resident_weights)
     ring = ring_of(plan) if plan.pool is not None else None
     for si, strip in enumerate(plan.strips):
         with b.at(f"strip{si}"):
@@ -486,7 +487,7 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
     s = plan.shape
     out_row = s.ow * s.k
     row = s.w * s.cin
-    b.const(R_TW, 0)
+    b.const(R_TW, plan.first_slot)
     if plan.stagger:
         b.const(R_PAR, 1)
     if plan.bypass_slices:
@@ -495,7 +496,7 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
             with b.at(f"strip{si}"):
                 nxt = plan.strips[si + 1] if si + 1 < len(plan.strips) else None
                 if not si:  # the first slice right behind the first rows, the rest of the maps after it
-                    _cold_start(b, plan, hw, 0, 0, strip, resident=plan.resident_weights,
+                    _cold_start(b, plan, hw, 0, plan.first_slot, strip, resident=plan.resident_weights,
                                 after_first=lambda bb, strip=strip: load_first_slice(bb, plan, hw, strip))
                 elif not early:  # the strip replaces the maps every earlier MAC read
                     b.flush_vector_queue(hw, R_TMP)
@@ -531,7 +532,7 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
                 b.flush_vector_queue(hw, R_TMP)
                 load(b, strip)
             if si == 0:
-                _cold_start(b, plan, hw, 0, 0, strip, byp - strip.y0 * out_row, plan.resident_weights)
+                _cold_start(b, plan, hw, 0, plan.first_slot, strip, byp - strip.y0 * out_row, plan.resident_weights)
             prefetch: list[Prefetch] = []
             spread: list[tuple[int, int, int]] = []
             if more and double:  # the next strip's maps and bypass rows, in pieces beside the kernel tiles
@@ -571,13 +572,16 @@ def _cold_start(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf
 
 def _preload(b: AsmBuilder, plan: ConvPlan) -> None:
     """The next conv's kernel tile 0 (`plan.preload`, its `kernels_preloaded`), a prefetch of this
-    conv's last kernel tile: into weights word 0 of each vMAC, below the slot this tile reads."""
+    conv's last kernel tile: into each vMAC's slot this tile does not read (the next conv's
+    `first_slot`)."""
     with b.at("preload_next"):
         # the registers of the tiles' own next-weights prefetch (`_load_next_weights`), which every
         # kernel tile's code leaves free for it; R_WSRC walks nothing more in the last tile
-        b.const(R_TMP, 0)
-        length = at = None
-        for src, words, vmac in plan.preload:
+        length = at = dst = None
+        for src, words, vmac, word in plan.preload:
+            if word != dst:  # the next conv's first_slot
+                b.const(R_TMP, word)
+                dst = word
             if words != length:
                 b.const(R_LEN, words)
                 length = words

@@ -244,9 +244,9 @@ class ConvPlan(ConvDecisions):
     # region's `channel_tiles`, plan/layout.tiled), 0 = the tile's K channels of one pixel (2K bytes)
     out_tile: int = 0
     # the next conv's kernel tile 0 when it is `kernels_preloaded` (plan/weights_end.preload_loads: DRAM
-    # byte, words, vMAC per kernel): this conv's last kernel tile loads it as a prefetch; set by tile-to-asm
+    # byte, words, vMAC, weights word per kernel): this conv's last kernel tile loads it as a prefetch; set by tile-to-asm
     # from the next layer's tile IR, never recorded on this one
-    preload: tuple[tuple[int, int, int], ...] = ()
+    preload: tuple[tuple[int, int, int, int], ...] = ()
 
     @property
     def column_tiled(self) -> bool:

@@ -10,7 +10,8 @@ of the S strips runs the T tiles, the next strip's tile 0 in the other slot; und
 serpentine a strip starts with the tile the previous one ended with, in its slot: S − 1 fewer) and
 in a residual conv (Kloop over strips), T − 1 in Mloop (each tile once, the strips inside it). When that slot is
 `w_slot`, words [0, w_slot) are no longer read, and a next layer whose first kernel tile fits
-there loads it at once, overlapping the previous layer's tail (its maps loads still wait for
+there loads it at once (when it is slot 0, a plain Kloop conv after it starts in its second slot
+instead, `first_slot`), overlapping the previous layer's tail (its maps loads still wait for
 the fence). Layer starts were the largest CU-idle cause in ResNet-18 (5-6.6 k cycles each at
 its 14² channel parts, of which the first kernels' load is about 2 k).
 
@@ -25,6 +26,9 @@ computes for thousands of cycles while they land.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from snowir.dialects.tile.decisions import first_slot_refusal
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import ConvPlan, indp_kernel_words, kernel_vmacs
 
@@ -45,7 +49,7 @@ def last_kernel_slot(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int] | N
     toggles = plan.tiles - 1 if mloop else len(plan.strips) * plan.tiles - 1
     if plan.kernel_order == "serpentine":  # a strip starts in the slot the previous one ended in
         toggles -= len(plan.strips) - 1
-    lo = (toggles % 2) * plan.w_slot
+    lo = ((toggles + (plan.first_slot != 0)) % 2) * plan.w_slot
     return lo, lo + s.kernel_words
 
 
@@ -67,10 +71,22 @@ def weights_before_fence_refusal(previous: ConvPlan, plan: ConvPlan, hw: Snowfla
         return "the previous conv's last kernel tile is not in a known slot (INDP, resident, staggered, chunked, " \
                "column bands or a fused pool)"
     n = first_kernel_words(plan, hw)
-    if n > last[0]:
-        return f"its first kernels load weights words [0, {n}), which the previous conv's last kernel tile still " \
-               f"reads ([{last[0]}, {last[1]}))"
+    first = plan.first_slot
+    if first < last[1] and last[0] < first + n:
+        return f"its first kernels load weights words [{first}, {first + n}), which the previous conv's last kernel " \
+               f"tile still reads ([{last[0]}, {last[1]}))"
     return None
+
+
+def first_slot_after(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConfig) -> int:
+    """The `first_slot` under which `plan`'s first kernels may load before the fence behind the conv
+    `previous`: 0 (as it is) unless the previous conv's last kernel tile reads slot 0 and `plan` can
+    start in its second slot, which the previous tile leaves free."""
+    second = replace(plan, first_slot=plan.w_slot)
+    if weights_before_fence_refusal(previous, plan, hw) is None or not plan.w_slot \
+            or first_slot_refusal(second) is not None or weights_before_fence_refusal(previous, second, hw) is not None:
+        return plan.first_slot
+    return plan.w_slot
 
 
 def kernels_preloaded_refusal(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConfig) -> str | None:
@@ -89,9 +105,9 @@ def kernels_preloaded_refusal(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeC
     return None
 
 
-def preload_loads(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[tuple[int, int, int], ...]:
-    """`plan`'s kernel tile 0 as the previous conv loads it: (DRAM byte, words, vMAC) per kernel,
-    into weights word 0 of the vMAC (codegen/conv._load_weights' loads)."""
+def preload_loads(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[tuple[int, int, int, int], ...]:
+    """`plan`'s kernel tile 0 as the previous conv loads it: (DRAM byte, words, vMAC, weights word)
+    per kernel, into its `first_slot` of the vMAC (codegen/conv._load_weights' loads)."""
     k = plan.shape.kernel_words
-    return tuple((plan.w_addr + 2 * j * k, k, vmac)
+    return tuple((plan.w_addr + 2 * j * k, k, vmac, plan.first_slot)
                  for j, vmac in enumerate(kernel_vmacs(plan, hw, plan.shape.k if plan.per_cu else plan.kernels)))
