@@ -518,12 +518,13 @@ def kernel_order_refusal(plan: Any) -> str | None:
            "a fused pool" if plan.pool is not None else
            "its kernel tiles not double-buffered" if not plan.double_buffer_weights or plan.resident_weights
            or plan.stagger else
-           "maps strips in banks (the next strip loads in pieces beside the tiles)"
-           if any(st.bank >= 0 for st in plan.strips) else None)
+           "maps strips in banks loading in pieces beside the tiles (a next strip loading whole, gathered or "
+           "load_next_whole, takes it)"
+           if any(st.bank >= 0 for st in plan.strips) and plan.gather is None and not plan.load_next_whole else None)
     if why is None:
         return None
-    return (f"{why}: only a column-split INDP conv or a COOP conv of whole-buffer strips and double-buffered kernel "
-            "tiles orders its kernel tiles; this one runs them up (remove it)")
+    return (f"{why}: only a column-split INDP conv or a COOP conv of double-buffered kernel tiles whose next strip "
+            "loads in its last tile orders its kernel tiles; this one runs them up (remove it)")
 
 
 def first_slot_refusal(plan: Any) -> str | None:

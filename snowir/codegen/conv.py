@@ -203,6 +203,7 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
                     last_prefetch.append(lambda bb, nxt=nxt, bank=bank: load_maps(bb, plan, hw, nxt, bank))
             base = 0 if whole else (si % 2) * hw.maps_bank_elements
             if plan.kernel_order == "serpentine":
+                assert not spread, "kernel_order serpentine loads the next strip in its last tile (kernel_order_refusal)"
                 _serpentine_tiles(b, plan, hw, strip, si, base, mask_last, more, last_prefetch, row_loads)
             else:
                 _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread, pool=pool,

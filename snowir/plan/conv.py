@@ -199,7 +199,8 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
         strided = gather[:2] != (1, 1)
         plan = _plan_conv(compact_shape(s, gather), hw, in_addr, w_addr, out_addr, loop_order, bypass_addr,
                           "COOP" if strided else mode, row_groups=False, bypass_crop=bypass_crop)
-        return replace(plan, gather=gather)
+        plan = replace(plan, gather=gather)  # its next strip then loads whole: the kernel order may change
+        return with_kernel_order(plan, hw) if not plan.indp and plan.bypass_addr is None else plan
     if bypass_addr is not None:
         return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr, not bypass_crop)
     if s.kernel_words > hw.weights_buffer_elements:

@@ -362,6 +362,14 @@ class ConvPlan(ConvDecisions):
                 else self.kernels * s.kernel_words * 2 / bw
             exposed = strip_bytes[0] + sum(self._replacing_exposed(prev, nxt, tile, bw, ahead)
                                            for prev, nxt in zip(self.strips, self.strips[1:]))
+        elif self.kernel_order == "serpentine" and self.loop_order == "Kloop":
+            # banks whose next strip loads whole in a strip's last kernel tile (gathered, or
+            # load_next_whole): that tile's window no longer carries the next strip's first kernels,
+            # whatever of them its MACs did not cover is not exposed
+            tile = s.valid_macs() / hw.macs / self.tiles / s.oh
+            kernels = self.kernels * s.kernel_words * 2
+            exposed -= sum(min(kernels, max(0.0, kernels + nb - (prev.y1 - prev.y0) * tile * bw))
+                           for prev, nb in zip(self.strips, strip_bytes[1:])) / 1.0
         if not self.double_buffer_weights and not self.resident_weights:
             loads = self.tiles * (len(self.strips) if self.loop_order == "Kloop" else 1)
             # Kloop staggers kernel tiles (weights_stagger): only the overlapping part waits
