@@ -224,6 +224,16 @@ class ConvDecisions:
         planned=False))
     """In a whole-model program, the conv's first kernel tile is the previous conv's last
     prefetch (codegen/conv.py `preload`): its cold start loads only maps (and biases)."""
+    maps_preloaded: bool = decision(Decision(
+        "maps_preloaded", LAYER, FLAG, False, field="maps_preloaded",
+        doc="With fence after a bypass-slice 1x1 conv of one maps strip: the conv's first maps strip is loaded by the "
+            "previous conv's last kernel tile, each row as that tile's pixels free the words it lands on (a queue's "
+            "depth of ops after them), so it lands while the previous layer computes; the layer's code loads none "
+            "of it (allocate-dram decides, tile-to-asm checks the previous conv, snowir/plan/weights_end.py).",
+        rule="with fence, on a conv layer", needs=lambda op: _conv(op) and _has("fence")(op), planned=False))
+    """In a whole-model program, the conv's first maps strip is the previous conv's last tile's
+    row loads (codegen/conv.py `_residual`, plan/weights_end.preload_maps_loads): its cold start
+    loads only kernels and biases."""
     first_slot: int = decision(Decision(
         "first_slot", LAYER, INT, 0, field="first_slot",
         doc="With weights_before_fence after a conv whose last kernel tile sits in weights slot 0: the word of the "
@@ -423,6 +433,7 @@ PLAN_DECISIONS: tuple[Decision, ...] = tuple(f.metadata["decision"] for f in fie
 WEIGHTS_BEFORE_FENCE: Decision = next(d for d in PLAN_DECISIONS if d.name == "weights_before_fence")
 KERNELS_PRELOADED: Decision = next(d for d in PLAN_DECISIONS if d.name == "kernels_preloaded")
 FIRST_SLOT: Decision = next(d for d in PLAN_DECISIONS if d.name == "first_slot")
+MAPS_PRELOADED: Decision = next(d for d in PLAN_DECISIONS if d.name == "maps_preloaded")
 """The plan decisions a later pass (allocate-dram) sets: read and written by it, the verifier and
 tile-to-asm through these declarations."""
 DECISIONS: tuple[Decision, ...] = PLAN_DECISIONS + IR_ONLY

@@ -48,7 +48,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import tile
-from snowir.dialects.tile.decisions import FENCE, FIRST_SLOT, KERNELS_PRELOADED, WEIGHTS_BEFORE_FENCE
+from snowir.dialects.tile.decisions import FENCE, FIRST_SLOT, KERNELS_PRELOADED, MAPS_PRELOADED, WEIGHTS_BEFORE_FENCE
 from snowir.device_layers import DEVICE_OPS
 from snowir.hw import DRAM_PAGE_BYTES, SnowflakeConfig
 from snowir.nn_util import layer_name
@@ -56,7 +56,8 @@ from snowir.segments import main_of, placed_concat, read_sources, segments_of, s
 from snowir.errors import SnowError
 from snowir.tile.build import device_input, regions_of
 from snowir.plan.shapes import LoweringError
-from snowir.plan.weights_end import first_slot_after, kernels_preloaded_refusal, weights_before_fence_refusal
+from snowir.plan.weights_end import (first_slot_after, kernels_preloaded_refusal, maps_preloaded_refusal,
+                                    weights_before_fence_refusal)
 from snowir.tile.check import derive_layer
 from snowir.tile.read import TileError, conv_plan_of, tile_layers
 
@@ -275,6 +276,8 @@ class AllocateDramPass(ModulePass):
                     WEIGHTS_BEFORE_FENCE.write(layer, True)
                     if _holds(kernels_preloaded_refusal, previous, layer, hw):
                         KERNELS_PRELOADED.write(layer, True)
+                if layer.kind.data == tile.LayerKind.CONV and _holds(maps_preloaded_refusal, previous, layer, hw):
+                    MAPS_PRELOADED.write(layer, True)
             previous = layer
         plan = tile.DramPlanOp([tile.TensorOp(t.name, t.offset, t.size, (max(t.first, 0), max(t.last, t.first)), t.role)
                                 for t in sorted(planned, key=lambda t: t.offset)])

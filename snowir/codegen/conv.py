@@ -25,7 +25,7 @@ from snowir.codegen.fully_connected import fully_connected
 from snowir.codegen.fused_pool import load_rows, pool_rows
 from snowir.codegen.loops import ktiles, repeat
 from snowir.codegen.indp import generate_indp
-from snowir.codegen.loads import load_biases
+from snowir.codegen.loads import load_biases, load_broadcast
 from snowir.codegen.strip_loads import (load_bypass_rows, load_first_strip, load_maps, replacing_pixels, replacing_rows,
                                         spread_piece, spreads)
 from snowir.codegen.pixels import kernel_tile
@@ -506,6 +506,9 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
                     load_first_slice(b, plan, hw, strip)
                 ahead = nxt if nxt is not None and strips_ahead(plan, strip, nxt) else None
                 rows, first_slice = None, []
+                if nxt is None and plan.preload_maps:  # the next conv's first strip, as this tile frees its words
+                    rows = [(p, lambda bb, at=at, src=src, n=n: load_broadcast(bb, hw, at, src, n))
+                            for p, at, src, n in plan.preload_maps]
                 if ahead is not None and (s.kh, s.kw) == (1, 1):
                     rows = replacing_pixels(plan, hw, strip, ahead)
                 elif ahead is not None:  # a k x k conv's last tile: rows as freed, the slice after 16 ops
@@ -563,10 +566,12 @@ def _cold_start(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf
             _load_resident_weights(b, plan, hw)
         b.flush_vector_queue(hw, R_TMP)
         load_biases(b, plan, hw)
-        load_first_strip(b, plan, hw, strip, bypass_base, after_first)
+        if not plan.maps_preloaded:  # else the previous conv's last kernel tile loaded it
+            load_first_strip(b, plan, hw, strip, bypass_base, after_first)
         return
     load_biases(b, plan, hw)
-    load_first_strip(b, plan, hw, strip, bypass_base, after_first)
+    if not plan.maps_preloaded:
+        load_first_strip(b, plan, hw, strip, bypass_base, after_first)
     if resident:
         _load_resident_weights(b, plan, hw)
 

@@ -247,6 +247,10 @@ class ConvPlan(ConvDecisions):
     # byte, words, vMAC, weights word per kernel): this conv's last kernel tile loads it as a prefetch; set by tile-to-asm
     # from the next layer's tile IR, never recorded on this one
     preload: tuple[tuple[int, int, int, int], ...] = ()
+    # the next conv's first maps strip when it is `maps_preloaded` (plan/weights_end.preload_maps_loads: after
+    # which of this conv's pixels, maps word, DRAM byte, words per row): this conv's last kernel tile loads
+    # it; set by tile-to-asm from the next layer's tile IR, never recorded on this one
+    preload_maps: tuple[tuple[int, int, int, int], ...] = ()
 
     @property
     def column_tiled(self) -> bool:

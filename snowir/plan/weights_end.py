@@ -30,7 +30,7 @@ from dataclasses import replace
 
 from snowir.dialects.tile.decisions import first_slot_refusal
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import ConvPlan, indp_kernel_words, kernel_vmacs
+from snowir.plan.shapes import ConvPlan, indp_kernel_words, kernel_vmacs, plan_machine
 
 
 def last_kernel_slot(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int] | None:
@@ -111,3 +111,40 @@ def preload_loads(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[tuple[int, int, 
     k = plan.shape.kernel_words
     return tuple((plan.w_addr + 2 * j * k, k, vmac, plan.first_slot)
                  for j, vmac in enumerate(kernel_vmacs(plan, hw, plan.shape.k if plan.per_cu else plan.kernels)))
+
+
+def maps_preloaded_refusal(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConfig) -> str | None:
+    """Why the previous conv's last kernel tile may not load `plan`'s first maps strip (None: it
+    may): that tile must read its maps pixel by pixel in order from word 0 (a bypass-slice 1x1 conv
+    of one strip, `codegen/bypass_slices.slice_tile`), so each of `plan`'s rows lands on words it
+    no longer reads, below its slices and bias block; `plan` a COOP conv whose cold start loads its
+    first strip whole rows from word 0 (not gathered, banded, grouped over blocks, residual, pooling
+    or row groups)."""
+    s, p = plan.shape, previous.shape
+    if not (previous.bypass_slices and (p.kh, p.kw) == (1, 1) and len(previous.strips) == 1
+            and previous.gather is None and not p.c_base and not previous.indp):
+        return "the previous conv is not a bypass-slice 1x1 conv of one maps strip (its last tile frees no rows in order)"
+    if plan.indp or plan.row_groups or plan.column_tiled or plan.gather is not None or plan.in_row \
+            or s.block_maps or plan.bypass_addr is not None or plan.pool is not None \
+            or s.kernel_words > hw.weights_buffer_elements:
+        return "only a plain COOP conv loading whole rows of its own input from word 0 has its first strip preloaded"
+    first = plan.strips[0]
+    words = (first.r1 - first.r0) * s.w * s.cin + s.overread
+    room = min(previous.slice_bases[0], plan_machine(previous, hw).maps_buffer_elements)
+    if words > room:
+        return f"its first strip's {words} words reach the previous conv's slices or bias block (word {room})"
+    return None
+
+
+def preload_maps_loads(previous: ConvPlan, plan: ConvPlan) -> tuple[tuple[int, int, int, int], ...]:
+    """`plan`'s first maps strip as the previous conv's last tile loads it: (the previous conv's
+    pixel after which it may load, -1: at once; maps word; DRAM byte; words) per input row. Row j
+    lands on words the previous tile read as its maps pixels up to the last one it overlaps."""
+    s, strip = plan.shape, plan.strips[0]
+    row, pixels = s.w * s.cin, previous.shape.oh * previous.shape.ow
+    out = []
+    for j in range(strip.r1 - strip.r0):
+        last = -(-(j + 1) * row // previous.shape.cin) - 1
+        out.append((min(last, pixels - 1) if j * row < pixels * previous.shape.cin else -1, j * row,
+                    plan.in_addr + 2 * (strip.r0 + j) * row, row))
+    return tuple(out)
