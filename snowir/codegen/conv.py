@@ -237,8 +237,6 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     b.const(R_TT, 0)  # bypass slices: R_TT is the tile's slice, 0 or one slice on
     b.const(R_TO, 0)
     if plan.resident_weights:
-        if not more and plan.preload:  # the next conv's first kernels, above every resident tile: at once
-            last_prefetch = [*last_prefetch, lambda bb: _preload(bb, plan)]
         _resident_tiles(b, plan, hw, strip, base, mask_last, last_prefetch, bypass_base, pool, row_loads)
         return
     if tiles > 1:

@@ -36,13 +36,10 @@ from snowir.plan.shapes import ConvPlan, indp_kernel_words, kernel_vmacs, plan_m
 def last_kernel_slot(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int] | None:
     """The weights words [lo, hi) of every vMAC the conv's last kernel tile occupies, when its
     code generator's slot sequence is the plain one (COOP, kernels loaded tile by tile, not
-    staggered, not in chunks, one column band; resident tiles: all of them, [0, T x kernel words),
-    since a short last tile may leave earlier tiles' ops queued); None otherwise (read as: any word).
+    resident, not staggered, not in chunks, one column band); None otherwise (read as: any word).
     A fused max pool changes nothing here: its ring sits in the maps buffer and the MAXs after the
     last kernel tile read no weights (AlexNet's conv3 then loads its kernels early)."""
     s = plan.shape
-    if plan.resident_weights and not (plan.indp or plan.stagger or plan.column_tiled):
-        return 0, plan.tiles * s.kernel_words  # every tile, tile t at t x kernel words (any may still be read)
     if plan.indp or plan.resident_weights or plan.stagger or plan.column_tiled \
             or s.kernel_words > hw.weights_buffer_elements:
         return None
