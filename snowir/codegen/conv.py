@@ -25,7 +25,7 @@ from snowir.codegen.fully_connected import fully_connected
 from snowir.codegen.fused_pool import load_rows, pool_rows
 from snowir.codegen.loops import ktiles, repeat
 from snowir.codegen.indp import generate_indp
-from snowir.codegen.loads import load_biases, load_broadcast
+from snowir.codegen.loads import load_biases, load_broadcast, preload_next_kernels
 from snowir.codegen.strip_loads import (load_bypass_rows, load_first_strip, load_maps, replacing_pixels, replacing_rows,
                                         spread_piece, spreads)
 from snowir.codegen.pixels import kernel_tile
@@ -579,21 +579,9 @@ def _cold_start(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf
 def _preload(b: AsmBuilder, plan: ConvPlan) -> None:
     """The next conv's kernel tile 0 (`plan.preload`, its `kernels_preloaded`), a prefetch of this
     conv's last kernel tile: into each vMAC's slot this tile does not read (the next conv's
-    `first_slot`)."""
-    with b.at("preload_next"):
-        # the registers of the tiles' own next-weights prefetch (`_load_next_weights`), which every
-        # kernel tile's code leaves free for it; R_WSRC walks nothing more in the last tile
-        length = at = dst = None
-        for src, words, vmac, word in plan.preload:
-            if word != dst:  # the next conv's first_slot
-                b.const(R_TMP, word)
-                dst = word
-            if words != length:
-                b.const(R_LEN, words)
-                length = words
-            b.set_reg(R_WSRC, src, at)
-            at = src
-            b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, vmac))
+    `first_slot`). R_WSRC walks nothing more in the last tile: the registers of the tiles' own
+    next-weights prefetch (`_load_next_weights`), which every kernel tile's code leaves free."""
+    preload_next_kernels(b, plan, R_WSRC)
 
 
 def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:

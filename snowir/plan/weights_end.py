@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from snowir.dialects.tile.decisions import first_slot_refusal
+from snowir.dialects.tile.decisions import first_slot_refusal, kernel_tile_order
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import ConvPlan, indp_kernel_words, kernel_vmacs, plan_machine
 
@@ -40,6 +40,12 @@ def last_kernel_slot(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int] | N
     A fused max pool changes nothing here: its ring sits in the maps buffer and the MAXs after the
     last kernel tile read no weights (AlexNet's conv3 then loads its kernels early)."""
     s = plan.shape
+    if plan.indp and plan.cu_split == "cols" and plan.double_buffer_weights and not plan.resident_weights \
+            and not plan.stagger and plan.tiles > 1:
+        # codegen/indp_columns.py: a new slot whenever the next item's tile is another
+        items = [t for g in range(len(plan.strips)) for t in kernel_tile_order(plan, g)]
+        lo = (sum(a != b for a, b in zip(items, items[1:])) % 2) * plan.w_slot
+        return lo, lo + indp_kernel_words(s, hw)
     if plan.indp or plan.resident_weights or plan.stagger or plan.column_tiled \
             or s.kernel_words > hw.weights_buffer_elements:
         return None
