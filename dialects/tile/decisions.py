@@ -276,7 +276,9 @@ class ConvDecisions:
         "kernel_order", LAYER, WORD, "up", field="kernel_order",
         doc="The kernel tiles' order in each row group (Kloop): up (absent; 0, 1, ... in every group) or serpentine "
             "(up in even groups, down in odd ones, so a group starts with the tile the previous one ended with and "
-            "that tile is not loaded again). Followed by column-split INDP convs; elsewhere refused.",
+            "that tile is not loaded again; a COOP strip, double-buffered, with the one before it too). Followed by "
+            "column-split INDP convs and COOP convs of double-buffered kernel tiles whose next strip loads in a "
+            "strip's last tile (whole-buffer strips, gathered banks); elsewhere refused.",
         rule="up or serpentine, on a conv layer", valid=lambda v: v in KERNEL_ORDERS, needs=_conv,
         refuse=lambda plan, hw: kernel_order_refusal(plan)))
     """The kernel tiles of each row group, in turn (`kernel_tile_order`)."""

@@ -193,6 +193,9 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
             last_prefetch: list[Prefetch] = []
             spread: list[tuple[int, int, int]] = []
             row_loads = replacing_rows(plan, hw, strip, plan.strips[si + 1]) if more and whole else None
+            if not more and plan.preload_maps:  # the next conv's first strip, each row once this conv wrote it
+                row_loads = [(y, lambda bb, at=at, src=src, n=n: load_broadcast(bb, hw, at, src, n))
+                             for y, at, src, n in plan.preload_maps]
             if more and not whole:
                 nxt = plan.strips[si + 1]
                 bank = (si + 1) % 2

@@ -119,38 +119,75 @@ def preload_loads(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[tuple[int, int, 
                  for j, vmac in enumerate(kernel_vmacs(plan, hw, plan.shape.k if plan.per_cu else plan.kernels)))
 
 
+def _plain_kloop(plan: ConvPlan) -> bool:
+    """A COOP conv of codegen/conv.py's plain Kloop program (`_kloop`): its last kernel tile runs
+    the last strip's output rows in order and takes row loads (`kernel_tile`'s `row_loads`)."""
+    s = plan.shape
+    return not (plan.indp or plan.row_groups or plan.bypass_addr is not None or s.groups > 1 or plan.column_tiled
+                or plan.pool is not None or plan.loop_order != "Kloop" or s.kernel_words > 2 * plan.w_slot > 0)
+
+
 def maps_preloaded_refusal(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConfig) -> str | None:
     """Why the previous conv's last kernel tile may not load `plan`'s first maps strip (None: it
-    may): that tile must read its maps pixel by pixel in order from word 0 (a bypass-slice 1x1 conv
-    of one strip, `codegen/bypass_slices.slice_tile`), so each of `plan`'s rows lands on words it
-    no longer reads, below its slices and bias block; `plan` a COOP conv whose cold start loads its
-    first strip whole rows from word 0 (not gathered, banded, grouped over blocks, residual, pooling
-    or row groups)."""
+    may). Either that tile reads its maps pixel by pixel in order from word 0 (a bypass-slice 1x1
+    conv of one strip, `codegen/bypass_slices.slice_tile`), so each of `plan`'s rows lands on words
+    it no longer reads, below its slices and bias block; or it is a plain Kloop conv's whose last
+    strip sits in maps bank 1, so `plan`'s first strip lands in bank 0, each row once the output row
+    it reads is written (its input the previous conv's output, row for row) or at once (another
+    tensor). `plan`: a COOP conv whose cold start loads its first strip whole rows from word 0 (not
+    gathered, banded, grouped over blocks, residual, pooling or row groups)."""
     s, p = plan.shape, previous.shape
-    if not (previous.bypass_slices and (p.kh, p.kw) == (1, 1) and len(previous.strips) == 1
-            and previous.gather is None and not p.c_base and not previous.indp):
-        return "the previous conv is not a bypass-slice 1x1 conv of one maps strip (its last tile frees no rows in order)"
     if plan.indp or plan.row_groups or plan.column_tiled or plan.gather is not None or plan.in_row \
             or s.block_maps or plan.bypass_addr is not None or plan.pool is not None \
             or s.kernel_words > hw.weights_buffer_elements:
         return "only a plain COOP conv loading whole rows of its own input from word 0 has its first strip preloaded"
     first = plan.strips[0]
     words = (first.r1 - first.r0) * s.w * s.cin + s.overread
-    room = min(previous.slice_bases[0], plan_machine(previous, hw).maps_buffer_elements)
+    if previous.bypass_slices and (p.kh, p.kw) == (1, 1) and len(previous.strips) == 1 \
+            and previous.gather is None and not p.c_base and not previous.indp:
+        room = min(previous.slice_bases[0], plan_machine(previous, hw).maps_buffer_elements)
+        if words > room:
+            return f"its first strip's {words} words reach the previous conv's slices or bias block (word {room})"
+        return None
+    if not _plain_kloop(previous) or previous.strips[-1].bank != 1:
+        return "the previous conv is neither a bypass-slice 1x1 conv of one maps strip nor a plain Kloop conv whose " \
+               "last strip sits in maps bank 1 (its last tile frees no words in order)"
+    room = plan_machine(previous, hw).maps_bank_elements
     if words > room:
-        return f"its first strip's {words} words reach the previous conv's slices or bias block (word {room})"
+        return f"its first strip's {words} words exceed the previous conv's maps bank 0 ({room} words)"
+    if _rows_of(previous, plan) is None:
+        return "it reads the previous conv's output other than row for row"
     return None
 
 
+def _rows_of(previous: ConvPlan, plan: ConvPlan) -> bool | None:
+    """True: `plan` reads the previous conv's output row for row (input row r = output row r);
+    False: another tensor (nothing of it the previous conv writes); None: neither."""
+    s, p = plan.shape, previous.shape
+    out_bytes = 2 * p.oh * p.ow * p.k
+    in_bytes = 2 * s.h * s.w * s.cin
+    if plan.in_addr + in_bytes <= previous.out_addr or previous.out_addr + out_bytes <= plan.in_addr:
+        return False
+    same = plan.in_addr == previous.out_addr and (s.h, s.w, s.cin) == (p.oh, p.ow, p.k) and not previous.out_row \
+        and not previous.out_pixel and not previous.out_tile
+    return True if same else None
+
+
 def preload_maps_loads(previous: ConvPlan, plan: ConvPlan) -> tuple[tuple[int, int, int, int], ...]:
-    """`plan`'s first maps strip as the previous conv's last tile loads it: (the previous conv's
-    pixel after which it may load, -1: at once; maps word; DRAM byte; words) per input row. Row j
-    lands on words the previous tile read as its maps pixels up to the last one it overlaps."""
+    """`plan`'s first maps strip as the previous conv's last tile loads it, per input row: (the
+    point after which it may load, -1: at once; maps word; DRAM byte; words). The point is the
+    previous conv's pixel whose maps words the row lands on last (a bypass-slice 1x1: its pixels),
+    or the previous conv's output row the row reads (a plain Kloop conv: its rows)."""
     s, strip = plan.shape, plan.strips[0]
-    row, pixels = s.w * s.cin, previous.shape.oh * previous.shape.ow
+    row = s.w * s.cin
     out = []
-    for j in range(strip.r1 - strip.r0):
-        last = -(-(j + 1) * row // previous.shape.cin) - 1
-        out.append((min(last, pixels - 1) if j * row < pixels * previous.shape.cin else -1, j * row,
-                    plan.in_addr + 2 * (strip.r0 + j) * row, row))
-    return tuple(out)
+    if previous.bypass_slices:
+        pixels = previous.shape.oh * previous.shape.ow
+        for j in range(strip.r1 - strip.r0):
+            last = -(-(j + 1) * row // previous.shape.cin) - 1
+            out.append((min(last, pixels - 1) if j * row < pixels * previous.shape.cin else -1, j * row,
+                        plan.in_addr + 2 * (strip.r0 + j) * row, row))
+        return tuple(out)
+    own = _rows_of(previous, plan)
+    return tuple((strip.r0 + j if own else -1, j * row, plan.in_addr + 2 * (strip.r0 + j) * row, row)
+                 for j in range(strip.r1 - strip.r0))
