@@ -510,6 +510,7 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
                 ahead = nxt if nxt is not None and strips_ahead(plan, strip, nxt) else None
                 rows, first_slice = None, []
                 if nxt is None and plan.preload_maps:  # the next conv's first strip, as this tile frees its words
+                    # (a 1x1's points are pixels, a k x k conv's output rows: plan/weights_end.preload_maps_loads)
                     rows = [(p, lambda bb, at=at, src=src, n=n: load_broadcast(bb, hw, at, src, n))
                             for p, at, src, n in plan.preload_maps]
                 if ahead is not None and (s.kh, s.kw) == (1, 1):
@@ -569,14 +570,22 @@ def _cold_start(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf
             _load_resident_weights(b, plan, hw)
         b.flush_vector_queue(hw, R_TMP)
         load_biases(b, plan, hw)
-        if not plan.maps_preloaded:  # else the previous conv's last kernel tile loaded it
-            load_first_strip(b, plan, hw, strip, bypass_base, after_first)
+        _first_strip(b, plan, hw, strip, bypass_base, after_first)
         return
     load_biases(b, plan, hw)
-    if not plan.maps_preloaded:
-        load_first_strip(b, plan, hw, strip, bypass_base, after_first)
+    _first_strip(b, plan, hw, strip, bypass_base, after_first)
     if resident:
         _load_resident_weights(b, plan, hw)
+
+
+def _first_strip(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, bypass_base: int | None,
+                 after_first: Prefetch | None) -> None:
+    """The first strip in pieces, or with `maps_preloaded` (the previous conv's last kernel tile
+    loaded it) only what else the first MACs need (a bypass-slice conv's first slice)."""
+    if not plan.maps_preloaded:
+        load_first_strip(b, plan, hw, strip, bypass_base, after_first)
+    elif after_first is not None:
+        after_first(b)
 
 
 def _preload(b: AsmBuilder, plan: ConvPlan) -> None:

@@ -30,7 +30,7 @@ from dataclasses import replace
 
 from snowir.dialects.tile.decisions import first_slot_refusal, kernel_tile_order
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import ConvPlan, indp_kernel_words, kernel_vmacs, plan_machine
+from snowir.plan.shapes import ConvPlan, indp_kernel_words, input_rows, kernel_vmacs, plan_machine
 
 
 def last_kernel_slot(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int] | None:
@@ -127,34 +127,45 @@ def _plain_kloop(plan: ConvPlan) -> bool:
                 or plan.pool is not None or plan.loop_order != "Kloop" or s.kernel_words > 2 * plan.w_slot > 0)
 
 
+def _sliced_1x1(previous: ConvPlan) -> bool:
+    """A bypass-slice 1x1 conv of one strip: its last tile reads its maps pixel by pixel from word 0
+    (`codegen/bypass_slices.slice_tile`), its preloads keyed by pixel."""
+    p = previous.shape
+    return previous.bypass_slices and (p.kh, p.kw) == (1, 1) and len(previous.strips) == 1 \
+        and previous.gather is None and not p.c_base and not previous.indp
+
+
 def maps_preloaded_refusal(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConfig) -> str | None:
     """Why the previous conv's last kernel tile may not load `plan`'s first maps strip (None: it
-    may). Either that tile reads its maps pixel by pixel in order from word 0 (a bypass-slice 1x1
-    conv of one strip, `codegen/bypass_slices.slice_tile`), so each of `plan`'s rows lands on words
-    it no longer reads, below its slices and bias block; or it is a plain Kloop conv's whose last
-    strip sits in maps bank 1, so `plan`'s first strip lands in bank 0, each row once the output row
-    it reads is written (its input the previous conv's output, row for row) or at once (another
-    tensor). `plan`: a COOP conv whose cold start loads its first strip whole rows from word 0 (not
-    gathered, banded, grouped over blocks, residual, pooling or row groups)."""
+    may). The previous conv: a bypass-slice 1x1 conv of one strip (its last tile frees its maps pixel
+    by pixel from word 0), a bypass-slice k x k conv (row by row: `kernel_tile`'s row loads), each
+    with `plan`'s strip below its slices and bias block; or a plain Kloop conv whose last strip sits
+    in maps bank 1 (bank 0 is free). `plan`: a COOP conv whose cold start loads its first strip
+    whole rows from word 0 (not gathered, banded, grouped over blocks, pooling or row groups; a
+    residual conv only with bypass slices, whose first slice it still loads), reading the previous
+    conv's output row for row or another tensor."""
     s, p = plan.shape, previous.shape
     if plan.indp or plan.row_groups or plan.column_tiled or plan.gather is not None or plan.in_row \
-            or s.block_maps or plan.bypass_addr is not None or plan.pool is not None \
+            or s.block_maps or (plan.bypass_addr is not None and not plan.bypass_slices) or plan.pool is not None \
             or s.kernel_words > hw.weights_buffer_elements:
-        return "only a plain COOP conv loading whole rows of its own input from word 0 has its first strip preloaded"
+        return "only a COOP conv loading whole rows of its own input from word 0 (a residual one: with bypass " \
+               "slices) has its first strip preloaded"
     first = plan.strips[0]
     words = (first.r1 - first.r0) * s.w * s.cin + s.overread
-    if previous.bypass_slices and (p.kh, p.kw) == (1, 1) and len(previous.strips) == 1 \
-            and previous.gather is None and not p.c_base and not previous.indp:
+    sliced = previous.bypass_slices and not previous.indp and previous.bypass_row == 0
+    if sliced:
         room = min(previous.slice_bases[0], plan_machine(previous, hw).maps_buffer_elements)
         if words > room:
             return f"its first strip's {words} words reach the previous conv's slices or bias block (word {room})"
-        return None
-    if not _plain_kloop(previous) or previous.strips[-1].bank != 1:
-        return "the previous conv is neither a bypass-slice 1x1 conv of one maps strip nor a plain Kloop conv whose " \
-               "last strip sits in maps bank 1 (its last tile frees no words in order)"
-    room = plan_machine(previous, hw).maps_bank_elements
-    if words > room:
-        return f"its first strip's {words} words exceed the previous conv's maps bank 0 ({room} words)"
+    elif not _plain_kloop(previous) or previous.strips[-1].bank != 1:
+        return "the previous conv is neither a bypass-slice conv nor a plain Kloop conv whose last strip sits in " \
+               "maps bank 1 (its last tile frees no words in order)"
+    elif words > plan_machine(previous, hw).maps_bank_elements:
+        return f"its first strip's {words} words exceed the previous conv's maps bank 0"
+    if not _sliced_1x1(previous) and (s.kh, s.kw) != (1, 1):
+        # [choice] measured: ResNet-50's 3x3 convs after a 1x1 ran 0.7-2.2 k cycles slower with the
+        # strip loading behind the previous conv's last tile than in pieces at their own start
+        return "after a conv its last tile's rows free, only a 1x1 conv's first strip is preloaded"
     if _rows_of(previous, plan) is None:
         return "it reads the previous conv's output other than row for row"
     return None
@@ -175,19 +186,35 @@ def _rows_of(previous: ConvPlan, plan: ConvPlan) -> bool | None:
 
 def preload_maps_loads(previous: ConvPlan, plan: ConvPlan) -> tuple[tuple[int, int, int, int], ...]:
     """`plan`'s first maps strip as the previous conv's last tile loads it, per input row: (the
-    point after which it may load, -1: at once; maps word; DRAM byte; words). The point is the
-    previous conv's pixel whose maps words the row lands on last (a bypass-slice 1x1: its pixels),
-    or the previous conv's output row the row reads (a plain Kloop conv: its rows)."""
+    point after which it may load, -1: at once; maps word; DRAM byte; words). A bypass-slice 1x1
+    conv's point is its pixel whose maps words the row lands on last; another conv's, its output row
+    that writes the row's data (reading the previous conv's output) or that last reads the maps words
+    the row lands on (a bypass-slice k x k conv's strip from word 0), whichever comes later."""
     s, strip = plan.shape, plan.strips[0]
     row = s.w * s.cin
-    out = []
-    if previous.bypass_slices:
+    if _sliced_1x1(previous):
         pixels = previous.shape.oh * previous.shape.ow
+        out = []
         for j in range(strip.r1 - strip.r0):
             last = -(-(j + 1) * row // previous.shape.cin) - 1
             out.append((min(last, pixels - 1) if j * row < pixels * previous.shape.cin else -1, j * row,
                         plan.in_addr + 2 * (strip.r0 + j) * row, row))
         return tuple(out)
     own = _rows_of(previous, plan)
-    return tuple((strip.r0 + j if own else -1, j * row, plan.in_addr + 2 * (strip.r0 + j) * row, row)
-                 for j in range(strip.r1 - strip.r0))
+    p, last_strip = previous.shape, previous.strips[-1]
+    reads: list[tuple[int, int, int]] = []  # (first word, end word, last output row reading them)
+    if previous.bypass_slices:  # its last strip's maps rows from word 0, each freed by its last reader
+        prow = p.w * p.cin
+        last_reader: dict[int, int] = {}
+        for y in range(last_strip.y0, last_strip.y1):
+            lo, hi = input_rows(p.h, p.kh, p.sy, p.pt, y, y + 1)
+            for r in range(lo, hi):
+                last_reader[r] = y
+        reads = [((r - last_strip.r0) * prow, (r - last_strip.r0 + 1) * prow, y) for r, y in last_reader.items()]
+    out = []
+    for j in range(strip.r1 - strip.r0):
+        lo, hi = j * row, (j + 1) * row
+        point = strip.r0 + j if own else -1
+        point = max([point, *(y for a, b, y in reads if a < hi and lo < b)])
+        out.append((point, lo, plan.in_addr + 2 * (strip.r0 + j) * row, row))
+    return tuple(out)
