@@ -30,6 +30,8 @@ from snowir.dialects import nn
 from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import conv_shape, defined_before, shape_of, single_use
+from snowir.plan.conv import layout_cycles, plan_conv
+from snowir.plan.residual_mode import conv_mode, coop_residual_cycles
 from snowir.plan.shapes import LoweringError
 
 
@@ -46,9 +48,6 @@ def _fusable(conv_val: SSAValue) -> bool:
 def conv_cycles(conv: nn.Conv2dOp, bypass: bool, hw: SnowflakeConfig) -> float | None:
     """The planner's estimate of `conv` with or without a residual bypass (None: not plannable as
     it is, e.g. kernels split-kernels will cut)."""
-    from snowir.plan.conv import layout_cycles, plan_conv
-    from snowir.plan.residual_mode import conv_mode, coop_residual_cycles
-
     s = conv_shape(conv)
     try:
         mode = conv_mode(s, hw, bypass)
