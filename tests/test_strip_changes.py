@@ -116,6 +116,22 @@ def test_first_slot_is_followed_on_a_lone_layer() -> None:
     assert FIRST_SLOT.verify(layer) == "first_slot: the second weights slot's word, with weights_before_fence, on a conv layer"
 
 
+def test_a_lone_kernel_tile_stays_in_its_first_slot() -> None:
+    """A conv of one kernel tile keeps it where it starts: in the second slot under `first_slot`, so
+    the next conv's first kernels go below it (SqueezeNet's 1x1 128->16 after a serpentine conv
+    faulted with them loading over it)."""
+    from dataclasses import replace
+
+    from snowir.plan.weights_end import last_kernel_slot
+
+    hw = SnowflakeConfig()
+    plan = plan_conv(ConvShape(128, 55, 55, 16, 1, 1, 1, 1, 0, 0, 0, 0, True, 8), hw, 0, 1 << 24, 1 << 25)
+    assert plan.tiles == 1 and plan.double_buffer_weights
+    k = plan.shape.kernel_words
+    assert last_kernel_slot(plan, hw) == (0, k)
+    assert last_kernel_slot(replace(plan, first_slot=plan.w_slot), hw) == (plan.w_slot, plan.w_slot + k)
+
+
 def test_maps_preloaded_on_a_lone_layer_is_refused() -> None:
     def preloaded(layer) -> None:
         layer.properties["fence"] = UnitAttr()

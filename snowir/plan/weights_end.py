@@ -49,8 +49,8 @@ def last_kernel_slot(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int] | N
     if plan.indp or plan.resident_weights or plan.stagger or plan.column_tiled \
             or s.kernel_words > hw.weights_buffer_elements:
         return None
-    if plan.tiles == 1 or not plan.double_buffer_weights:
-        return 0, s.kernel_words
+    if plan.tiles == 1 or not plan.double_buffer_weights:  # one tile stays where it starts (first_slot)
+        return plan.first_slot, plan.first_slot + s.kernel_words
     mloop = plan.loop_order == "Mloop" and plan.bypass_addr is None  # a residual conv is Kloop over strips
     toggles = plan.tiles - 1 if mloop else len(plan.strips) * plan.tiles - 1
     if plan.kernel_order == "serpentine":  # a strip starts in the slot the previous one ended in
