@@ -100,7 +100,7 @@ class NNPreparePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         passes: list[ModulePass] = [ResizeToConvTransposePass(), ConvTransposeToConvPass(self.hw), FoldHardSwishPass(), DropIdentityPass(), FoldFocusPass(), CascadeMaxPoolPass(), FoldBatchNormPass(),
-                                    FuseResidualAddPass(), FuseReluPass(), FoldChannelShufflePass(self.hw),
+                                    FuseResidualAddPass(hw=self.hw), FuseReluPass(), FoldChannelShufflePass(self.hw),
                                     SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(self.hw),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
                                     UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), *([PadRowsPass(self.hw)] if self.pad_rows else []),

@@ -145,7 +145,8 @@ def sf_ops(image) -> list:
 def test_chosen_where_it_keeps_kernels_resident_on_16_cus() -> None:
     """ResNet-50's 14x14 1x1 1024 -> 256 on 16 CUs: four kernel tiles of 1040 words with their bias
     blocks exceed a vMAC's 4096 words; of 1024 they stay resident. The planner takes the maps
-    layout, and it runs in about 60% of the stock layout's cycles, bit-exact."""
+    layout, and it runs in about 70% of the stock layout's cycles, bit-exact (about 60% before issue
+    38's strip-change decisions; 80,665 against 114,789 after)."""
     s = ConvShape(1024, 14, 14, 256, 1, 1, 1, 1, 0, 0, 0, 0, True, 12)
     assert plan_conv(s, CUS16, 0, 0, 0).shape.bias_at == "maps"
     runs = {}
@@ -154,7 +155,7 @@ def test_chosen_where_it_keeps_kernels_resident_on_16_cus() -> None:
         assert np.array_equal(got, want)
         runs[plan.shape.bias_at] = (run.cycles, plan.resident_weights)
     assert runs["maps"][1] and not runs["kernel"][1]
-    assert runs["maps"][0] < 0.7 * runs["kernel"][0], runs
+    assert runs["maps"][0] < 0.72 * runs["kernel"][0], runs
 
 
 def test_chosen_where_indp_needs_it() -> None:

@@ -236,7 +236,7 @@ def test_kernel_order_is_recorded_and_an_edit_is_followed() -> None:
 
 
 @pytest.mark.parametrize("c, h, k, mode, says", [
-    (32, 8, 128, "COOP", "kernel_order serpentine: only a column-split INDP conv (cu_split = cols) orders"),
+    (32, 8, 128, "COOP", "kernel_order serpentine: a residual conv (its bypass is read per kernel tile)"),
     (16, 8, 64, "INDP", "kernel_order serpentine: one kernel tile or one row group: the order changes nothing"),
 ])
 def test_kernel_order_where_it_means_nothing_is_refused(c, h, k, mode, says) -> None:

@@ -28,10 +28,12 @@ the bypass: added, moved, past its tensor, the whole tensor, removed; the judge 
 the window, junk around it), the output's `host_read` (a merged conv's grid the host reads through its
 interleave: added with channels that are or are not whole phases, windows inside the grid or past it,
 removed; the judge reads the result as the image says), the load placement
-(`prefetch_after`, `load_next_whole`, `kernels_preloaded`), the kernel tiles' order (`kernel_order`), the weight image's bias
+(`prefetch_after`, `load_next_whole`, `kernels_preloaded`, `maps_preloaded`, `first_slot`), the kernel tiles' order
+(`kernel_order`: column-split INDP and COOP whole-buffer or gathered strips), the weight image's bias
 layout (`biases` on the weights region), COOP row groups (`coop_rows`: added, removed), pairs of edits.
 
-Layers (KINDS): plain COOP convs (Kloop, Mloop, staggered kernel tiles), COOP row groups
+Layers (KINDS): plain COOP convs (Kloop, Mloop, staggered kernel tiles, whole-buffer strips in serpentine
+order), COOP row groups
 (`coop_rows`, in rows and in column bands), residual convs (bypass rows; bypass slices), an INDP conv
 (c = 3, 7x7/2), a column-split INDP residual 1x1, a gathered strided 1x1 conv,
 two layers whose biases the planner keeps in the maps buffer (a COOP 1x1 whose kernel tiles then stay
@@ -98,7 +100,7 @@ NARROW = SnowflakeConfig(maps_bank_bytes=8192, weights_buffer_bytes=2048)  # 409
 EDITS_PER_BATCH = 12
 BATCHES = scaled(8)  # per layer kind: 11 kinds x 8 x 12 + (4 + 2) x 12 = 1128 edits a run (more: tests/fuzz_depth.py)
 BATCHES_OF = {"indp_cols": scaled(4), "indp_strips": scaled(2), "conv_biases_maps": scaled(3),
-              "indp_cols_maps": scaled(2), "coop_rows": scaled(3), "coop_rows_cols": scaled(3)}
+              "indp_cols_maps": scaled(2), "coop_rows": scaled(3), "coop_rows_cols": scaled(3), "conv_whole": scaled(3)}
 """Kinds with fewer batches (the suite's time): the column-split conv, the biases-in-maps kinds and the
 row-group kinds, added last."""
 
@@ -248,6 +250,8 @@ KINDS: dict[str, Callable[[Path], Base]] = {
     "coop_rows_cols": lambda tmp: _conv_base("coop_rows_cols", 16, 24, 3, 3, 1, 1, MID),
     # a strided 1x1 conv gathered pixel by pixel, over several strips
     "gathered": lambda tmp: _conv_base("gathered", 64, 20, 32, 1, 2, 0, SMALL),
+    # three whole-buffer strips, six double-buffered kernel tiles in serpentine order (`kernel_order`)
+    "conv_whole": lambda tmp: _conv_base("conv_whole", 256, 6, 96, 1, 1, 0, SMALL),
     # biases in the maps buffer (`biases = maps`, chosen by cost): 4 kernel tiles of 248 words resident
     # in a 1024-word weights buffer (with their bias blocks, 264: double-buffered, re-sent per strip)
     "conv_biases_maps": lambda tmp: _conv_base("conv_biases_maps", 248, 8, 64, 1, 1, 0, NARROW),
@@ -1482,6 +1486,32 @@ def e_kernels_preloaded(layer, rng, hw):
     return Edit(f"kernels_preloaded added{', with fence and weights_before_fence' if with_fence else ''}", acts=True)
 
 
+def e_first_slot(layer, rng, hw):
+    """`first_slot` (the first kernel tile in the second weights slot) added with fence and
+    weights_before_fence as the second slot's word or another, or removed: followed where the
+    generator starts its tiles there (COOP, double-buffered), refused in one line elsewhere."""
+    if layer.properties.get("first_slot") is not None and rng.random() < 0.5:
+        layer.properties.pop("first_slot")
+        return Edit("first_slot removed", acts=True)
+    word = rng.choice([hw.weights_buffer_elements // 2] * 3 + [hw.weights_buffer_elements // 4])
+    layer.properties["fence"] = UnitAttr()
+    layer.properties["weights_before_fence"] = UnitAttr()
+    layer.properties["first_slot"] = IntegerAttr(word, i64)
+    return Edit(f"first_slot = {word}, with fence and weights_before_fence", acts=True)
+
+
+def e_maps_preloaded(layer, rng, hw):
+    """`maps_preloaded` (the first maps strip loaded by the previous conv's last tile) added, with
+    or without `fence`: a lone layer has no previous conv (the verifier or tile-to-asm refuses it)."""
+    if layer.properties.get("maps_preloaded") is not None:
+        raise NotApplicable
+    layer.properties["maps_preloaded"] = UnitAttr()
+    with_fence = rng.random() < 0.7
+    if with_fence:
+        layer.properties["fence"] = UnitAttr()
+    return Edit(f"maps_preloaded added{', with fence' if with_fence else ''}", acts=True)
+
+
 EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the draw
     "split": (e_split, 4), "merge": (e_merge, 3), "shift": (e_shift, 3), "retile": (e_retile, 4), "gap": (e_gap, 1),
     "count": (e_count, 3), "repeat": (e_repeat, 1), "first": (e_first, 1), "mode": (e_mode, 3),
@@ -1497,6 +1527,7 @@ EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the dra
     "prefetch_after": (e_prefetch_after, 2),
     "load_next_whole": (e_load_next_whole, 2), "kernel_order": (e_kernel_order, 2), "biases": (e_biases, 2),
     "coop_rows": (e_coop_rows, 2), "kernels_preloaded": (e_kernels_preloaded, 1),
+    "first_slot": (e_first_slot, 1), "maps_preloaded": (e_maps_preloaded, 1),
 }
 
 
@@ -1650,7 +1681,11 @@ TARGETED = {  # an edit kind held-out users made, and the layer kinds it applies
     # (the kinds where each is followed, refused by its own rules, and the cheapest; the random draw covers the rest)
     "prefetch_after": ("conv_stagger", "residual", "bypass_slices", "indp", "fused_pool", "pool_strips"),
     "load_next_whole": ("residual", "indp", "pool_ring"),
-    "kernel_order": ("indp_cols", "indp", "conv_kloop"),
+    "kernel_order": ("indp_cols", "indp", "conv_kloop", "conv_whole", "gathered"),
+    # a conv's first kernels in the second slot (after a conv ending in the first), its first strip
+    # loaded by the previous conv: the first followed by the COOP generators, the second refused alone
+    "first_slot": ("conv_whole", "conv_kloop", "residual", "bypass_slices", "indp", "conv_stagger"),
+    "maps_preloaded": ("conv_whole", "residual", "pool_strips"),
     # a layer's first kernels loaded by the previous conv (whole-model programs): a lone layer refuses it
     "kernels_preloaded": ("conv_kloop", "residual", "indp", "pool_strips"),
     "slot": ("indp_strips",), "resident": ("indp_strips",),

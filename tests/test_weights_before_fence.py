@@ -45,7 +45,10 @@ def _layers(path: Path) -> dict[str, tile.LayerOp]:
 def test_conv_after_conv_loads_its_kernels_early_when_the_slot_is_free(tmp_path: Path, first_kernels: int,
                                                                        early: bool) -> None:
     """Two kernel tiles (32 kernels): conv a ends in its second slot, so b's first kernels load at
-    once; one tile (16 kernels): a ends in slot 0, where b's load, so b waits for the fence."""
+    once; one tile (16 kernels): a ends in slot 0, where b's would load, so b starts its tiles in its
+    second slot (`first_slot`) and they load at once too (before first_slot: b waited for the fence)."""
+    from dataclasses import replace
+
     path = _chain(tmp_path / "chain.onnx", first_kernels)
     layers = _layers(path)
     a, b = (layers[n] for n in layers)
@@ -53,14 +56,16 @@ def test_conv_after_conv_loads_its_kernels_early_when_the_slot_is_free(tmp_path:
     pa, pb = conv_plan_of(a), conv_plan_of(b)
     assert last_kernel_slot(pa, hw) == ((pa.w_slot, pa.w_slot + pa.shape.kernel_words) if early
                                         else (0, pa.shape.kernel_words))
-    assert (weights_before_fence_refusal(pa, pb, hw) is None) == early
-    assert (b.weights_before_fence is not None) == early and b.fence is not None
+    assert pb.first_slot == (0 if early else pb.w_slot)
+    assert weights_before_fence_refusal(pa, pb, hw) is None
+    assert (weights_before_fence_refusal(pa, replace(pb, first_slot=0), hw) is None) == early
+    assert b.weights_before_fence is not None and b.fence is not None
     run = run_model_on_device(path, check=True, hw=hw)
     assert run.report["check"]["golden_bit_exact"] is True
-    if early:  # the reference engine too (it faults on a load over words a pending MAC reads)
-        ref = run_model_on_device(path, check=True, hw=hw, engine="reference")
-        assert ref.report["check"]["golden_bit_exact"] is True
-        assert ref.report["total"]["cycles"] == run.report["total"]["cycles"]
+    # the reference engine too (it faults on a load over words a pending MAC reads)
+    ref = run_model_on_device(path, check=True, hw=hw, engine="reference")
+    assert ref.report["check"]["golden_bit_exact"] is True
+    assert ref.report["total"]["cycles"] == run.report["total"]["cycles"]
 
 
 def _without(text: str, name: str) -> str:
@@ -113,9 +118,14 @@ def test_kernels_preloaded_where_the_previous_tile_reads_them_is_refused(tmp_pat
     where b's kernels go: tile-to-asm refuses it in one line naming the words; without
     weights_before_fence the verifier refuses it (it moves that decision's early loads further).
     A conv that loads tile 0 more than once (resident: all its tiles; INDP) is not preloaded."""
+    import re
+
     path = _chain(tmp_path / "chain.onnx", 16)
     text = tile_level(onnx.load(path), tmp_path)
-    assert "kernels_preloaded" not in text and "weights_before_fence" not in text
+    # allocate-dram starts b in its second slot (first_slot) and preloads it: undone, b as before it
+    assert re.search(r"first_slot = \d+ : i64", text) and "kernels_preloaded" in text
+    text = _without(_without(re.sub(r", first_slot = \d+ : i64", "", text), "kernels_preloaded"),
+                    "weights_before_fence")
     marked = text.replace(", fence}", ", fence, weights_before_fence, kernels_preloaded}", 1)
     assert marked.count("kernels_preloaded") == 1
     file = tmp_path / "marked.mlir"
@@ -139,8 +149,8 @@ def test_kernels_preloaded_only_where_tile_0_loads_once(tmp_path: Path) -> None:
     assert kernels_preloaded_refusal(a, b, hw) is None
     assert "only a COOP conv" in kernels_preloaded_refusal(a, replace(b, resident_weights=True), hw)
     assert kernels_preloaded_refusal(a, replace(b, mode="INDP"), hw) is not None
-    assert preload_loads(b, hw) == tuple((b.w_addr + 2 * j * b.shape.kernel_words, b.shape.kernel_words, j)
-                                         for j in range(16))
+    assert preload_loads(b, hw) == tuple((b.w_addr + 2 * j * b.shape.kernel_words, b.shape.kernel_words, j,
+                                          b.first_slot) for j in range(16))
 
 
 def _pair(path: Path, c: int, size: int, kernels: int, kh: int) -> Path:

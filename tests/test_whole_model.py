@@ -175,16 +175,19 @@ def test_dram_plan_verifier_refuses_overlapping_live_tensors(net: Path) -> None:
 
 def test_a_conv_after_a_max_pool_loads_its_kernels_before_the_fence(net: Path) -> None:
     """The pool unit reads no weights, so block.conv1's first kernel loads issue while pool1 runs
-    and only its maps loads wait for the fence; block.conv2 follows a conv and waits whole."""
+    and only its maps loads wait for the fence; block.conv2 follows a conv ending in weights slot 0,
+    so it starts its tiles in its second slot (`first_slot`) and loads early too."""
     module, plan = _planned(net)
     layers = {op.sym_name.data: op for op in module.ops if isinstance(op, tile.LayerOp)}
     assert layers["pool1"].fence is not None and layers["block.conv1"].weights_before_fence is not None
-    assert layers["block.conv2"].fence is not None and layers["block.conv2"].weights_before_fence is None
+    conv2 = layers["block.conv2"]
+    assert conv2.fence is not None and conv2.weights_before_fence is not None and conv2.first_slot is not None
     # an edit that lets a conv after a conv load its kernels where that conv's last tile still
-    # reads is refused by tile-to-asm, naming the layer and the words
+    # reads (first_slot removed) is refused by tile-to-asm, naming the layer and the words
     from xdsl.dialects.builtin import UnitAttr
     from xdsl.utils.exceptions import PassFailedException
-    layers["block.conv2"].properties["weights_before_fence"] = UnitAttr()
+    conv2.properties.pop("first_slot")
+    conv2.properties.pop("kernels_preloaded", None)
     plan.verify()  # after a conv the verifier cannot tell; the code generator's plans can
     edited = module.clone()
     with pytest.raises(PassFailedException, match=r"block.conv2.*weights_before_fence after conv @block.conv1: "

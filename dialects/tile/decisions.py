@@ -225,6 +225,28 @@ class ConvDecisions:
         planned=False))
     """In a whole-model program, the conv's first kernel tile is the previous conv's last
     prefetch (codegen/conv.py `preload`): its cold start loads only maps (and biases)."""
+    maps_preloaded: bool = decision(Decision(
+        "maps_preloaded", LAYER, FLAG, False, field="maps_preloaded",
+        doc="With fence after a bypass-slice 1x1 conv of one maps strip: the conv's first maps strip is loaded by the "
+            "previous conv's last kernel tile, each row as that tile's pixels free the words it lands on (a queue's "
+            "depth of ops after them), so it lands while the previous layer computes; the layer's code loads none "
+            "of it (allocate-dram decides, tile-to-asm checks the previous conv, snowir/plan/weights_end.py).",
+        rule="with fence, on a conv layer", needs=lambda op: _conv(op) and _has("fence")(op), planned=False))
+    """In a whole-model program, the conv's first maps strip is the previous conv's last tile's
+    row loads (codegen/conv.py `_residual`, plan/weights_end.preload_maps_loads): its cold start
+    loads only kernels and biases."""
+    first_slot: int = decision(Decision(
+        "first_slot", LAYER, INT, 0, field="first_slot",
+        doc="With weights_before_fence after a conv whose last kernel tile sits in weights slot 0: the word of the "
+            "second slot (the kernel tile's `slot`), where this conv's kernel tile 0 lands (its cold start's load, or "
+            "with kernels_preloaded the previous conv's prefetch), the tiles alternating slots from there (absent: "
+            "0). Followed by a COOP conv of double-buffered kernel tiles (allocate-dram decides, tile-to-asm checks).",
+        rule="the second weights slot's word, with weights_before_fence, on a conv layer", minimum=1,
+        needs=lambda op: _conv(op) and _has("weights_before_fence")(op), refuse=lambda plan, hw: first_slot_refusal(plan),
+        planned=False))
+    """The weights slot of the conv's kernel tile 0 (snowir/plan/weights_end.py): the second slot when the
+    previous conv ends in the first, so its first kernels still load before the fence (a serpentine
+    conv of an even number of tile changes ends in slot 0)."""
     stagger: int = decision(Decision(
         "stagger", KERNEL_TILE, INT, 0, field="stagger",
         doc="Tiles alternate between bases 0 and F = stagger; the F words of the next tile that miss the current "
@@ -255,7 +277,9 @@ class ConvDecisions:
         "kernel_order", LAYER, WORD, "up", field="kernel_order",
         doc="The kernel tiles' order in each row group (Kloop): up (absent; 0, 1, ... in every group) or serpentine "
             "(up in even groups, down in odd ones, so a group starts with the tile the previous one ended with and "
-            "that tile is not loaded again). Followed by column-split INDP convs; elsewhere refused.",
+            "that tile is not loaded again; a COOP strip, double-buffered, with the one before it too). Followed by "
+            "column-split INDP convs and COOP convs of double-buffered kernel tiles whose next strip loads in a "
+            "strip's last tile (whole-buffer strips, gathered banks); elsewhere refused.",
         rule="up or serpentine, on a conv layer", valid=lambda v: v in KERNEL_ORDERS, needs=_conv,
         refuse=lambda plan, hw: kernel_order_refusal(plan)))
     """The kernel tiles of each row group, in turn (`kernel_tile_order`)."""
@@ -411,6 +435,8 @@ IR_ONLY: tuple[Decision, ...] = (MAPS_BUFFERING, FENCE, SLOT, CU_ROWS, RING, CHA
 PLAN_DECISIONS: tuple[Decision, ...] = tuple(f.metadata["decision"] for f in fields(ConvDecisions))
 WEIGHTS_BEFORE_FENCE: Decision = next(d for d in PLAN_DECISIONS if d.name == "weights_before_fence")
 KERNELS_PRELOADED: Decision = next(d for d in PLAN_DECISIONS if d.name == "kernels_preloaded")
+FIRST_SLOT: Decision = next(d for d in PLAN_DECISIONS if d.name == "first_slot")
+MAPS_PRELOADED: Decision = next(d for d in PLAN_DECISIONS if d.name == "maps_preloaded")
 """The plan decisions a later pass (allocate-dram) sets: read and written by it, the verifier and
 tile-to-asm through these declarations."""
 DECISIONS: tuple[Decision, ...] = PLAN_DECISIONS + IR_ONLY
@@ -482,18 +508,51 @@ def kernel_tile_order(plan: Any, group: int) -> list[int]:
 
 def kernel_tile_sends(plan: Any) -> int:
     """Kernel tiles `plan` loads over a Kloop layer: each once if resident or alone; else every
-    tile of each row group, but under serpentine a later group's first tile, still in the buffer."""
+    tile of each row group, but under serpentine a later group's first tile, still in the buffer
+    (a COOP strip's first two: the tile it starts with and the one before it, double-buffered)."""
     groups = len(plan.strips)
     if plan.resident_weights or plan.tiles == 1:
         return plan.tiles
-    return plan.tiles * groups - (groups - 1) * (plan.kernel_order == "serpentine")
+    kept = 0 if plan.kernel_order != "serpentine" else 1 if plan.indp else 2
+    return plan.tiles * groups - (groups - 1) * kept
 
 
 def kernel_order_refusal(plan: Any) -> str | None:
-    if not (plan.indp and plan.cu_split == "cols"):
-        return "only a column-split INDP conv (cu_split = cols) orders its kernel tiles; this one runs them up (remove it)"
     if plan.tiles == 1 or len(plan.strips) == 1:
         return "one kernel tile or one row group: the order changes nothing (remove it)"
+    if plan.indp and plan.cu_split == "cols":
+        return None
+    s = plan.shape
+    why = ("an INDP conv whose CUs split rows" if plan.indp else
+           "coop_rows" if plan.coop_rows else
+           "Mloop" if plan.loop_order != "Kloop" else
+           "a residual conv (its bypass is read per kernel tile)" if plan.bypass_addr is not None else
+           "grouped" if s.groups > 1 else
+           "column bands" if plan.column_tiled else
+           "a fused pool" if plan.pool is not None else
+           "its kernel tiles not double-buffered" if not plan.double_buffer_weights or plan.resident_weights
+           or plan.stagger else
+           "maps strips in banks loading in pieces beside the tiles (a next strip loading whole, gathered or "
+           "load_next_whole, takes it)"
+           if any(st.bank >= 0 for st in plan.strips) and plan.gather is None and not plan.load_next_whole else None)
+    if why is None:
+        return None
+    return (f"{why}: only a column-split INDP conv or a COOP conv of double-buffered kernel tiles whose next strip "
+            "loads in its last tile orders its kernel tiles; this one runs them up (remove it)")
+
+
+def first_slot_refusal(plan: Any) -> str | None:
+    """Why a planned conv cannot start its kernel tiles in the second weights slot (`first_slot`)."""
+    s = plan.shape
+    why = ("INDP" if plan.indp else "its CUs split rows (coop_rows)" if plan.coop_rows else
+           "column bands" if plan.column_tiled else
+           "a kernel larger than the weights buffer" if s.kernel_words > 2 * plan.w_slot else
+           "its kernel tiles not double-buffered" if not plan.double_buffer_weights or plan.resident_weights
+           or plan.stagger else None)
+    if why is not None:
+        return f"{why}: only a COOP conv of double-buffered kernel tiles starts in the second slot (remove it)"
+    if plan.first_slot != plan.w_slot:
+        return f"the second weights slot is word {plan.w_slot} (the kernel tile's slot)"
     return None
 
 

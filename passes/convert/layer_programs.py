@@ -23,20 +23,23 @@ from snowir.tile.placement import output_channels, regions_of
 from snowir.tile.check import check_conv, check_pool
 from snowir.tile.derive import derive_layer
 from snowir.tile.read import conv_plan_of, pool_tiles_of
-from snowir.plan.weights_end import preload_loads
+from snowir.plan.weights_end import preload_loads, preload_maps_loads
 
 Program = tuple[Hashable, Callable[[], list[Operation]]]
 
 
 def conv_program(layer: tile.LayerOp, hw: SnowflakeConfig, following: tile.LayerOp | None = None) -> Program:
-    """`following`: the next conv in the program when it is `kernels_preloaded` (tile-to-asm checks
-    it may be): this conv's last kernel tile loads its kernel tile 0."""
+    """`following`: the next conv in the program when it is `kernels_preloaded` or `maps_preloaded`
+    (tile-to-asm checks it may be): this conv's last kernel tile loads its kernel tile 0, its first
+    maps strip."""
     derive_layer(layer, hw)
     plan = conv_plan_of(layer)
     check_conv(layer, plan, hw)
     if following is not None:
         derive_layer(following, hw)
-        plan = replace(plan, preload=preload_loads(conv_plan_of(following), hw))
+        nxt = conv_plan_of(following)
+        plan = replace(plan, preload=preload_loads(nxt, hw) if nxt.kernels_preloaded else (),
+                       preload_maps=preload_maps_loads(plan, nxt) if nxt.maps_preloaded else ())
     # a column-split INDP conv has its own generator (its CUs split columns, not rows)
     gen = generate_indp_columns if plan.indp and plan.cu_split == "cols" else generate_conv
     return ("conv", plan), lambda: gen(plan, hw).ops

@@ -40,12 +40,12 @@ from xdsl.utils.exceptions import PassFailedException
 from snowir.asm_analysis import outside_programs
 from snowir.codegen.builder import layer_prologue
 from snowir.dialects import snowflake_asm as sf, tile
-from snowir.dialects.tile.decisions import BIASES, FENCE, KERNELS_PRELOADED, WEIGHTS_BEFORE_FENCE
+from snowir.dialects.tile.decisions import BIASES, FENCE, KERNELS_PRELOADED, MAPS_PRELOADED, WEIGHTS_BEFORE_FENCE
 from snowir.device_layers import DEVICE_OPS, kind_of_layer
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import layer_name
 from snowir.plan.shapes import LoweringError
-from snowir.plan.weights_end import kernels_preloaded_refusal, weights_before_fence_refusal
+from snowir.plan.weights_end import kernels_preloaded_refusal, maps_preloaded_refusal, weights_before_fence_refusal
 from snowir.segments import HOST_READ_FACT
 from snowir.tile.placement import maps_refusal, output_host_read, placement_refusal, regions_of
 from snowir.tile.read import TileError, conv_plan_of, tile_layers
@@ -165,11 +165,18 @@ class TileToAsmPass(ModulePass):
                 else:
                     why = kernels_preloaded_refusal(conv_plan_of(previous), conv_plan_of(layer), hw)
                     wrong = None if why is None else f"kernels_preloaded after conv @{previous.sym_name.data}: {why}"
+            if wrong is None and MAPS_PRELOADED.value(layer):
+                if previous is None or previous.kind.data != tile.LayerKind.CONV or not FENCE.value(layer):
+                    wrong = "maps_preloaded needs a conv before it in the same program (its last kernel tile loads them)"
+                else:
+                    why = maps_preloaded_refusal(conv_plan_of(previous), conv_plan_of(layer), hw)
+                    wrong = None if why is None else f"maps_preloaded after conv @{previous.sym_name.data}: {why}"
             previous = layer
             if wrong is not None:
                 raise _fail(layer, wrong)
             following = layers[position + 1] if position + 1 < len(layers) else None
-            if following is None or not KERNELS_PRELOADED.value(following) or layer.kind.data != tile.LayerKind.CONV:
+            if following is None or not (KERNELS_PRELOADED.value(following) or MAPS_PRELOADED.value(following)) \
+                    or layer.kind.data != tile.LayerKind.CONV:
                 following = None
             code = layer_code(layer, hw, cache, following)
             if plan is not None:

@@ -33,7 +33,9 @@ kernel tile sits in its second weights slot, above every word the conv's first k
 such a conv, `kernels_preloaded` too where the conv loads its kernel tile 0 once: the previous
 conv's last kernel tile then loads it, thousands of cycles before this layer's code starts,
 where that tile's MACs hide the loads' issue (`preload_pays`: a conv whose control pipeline is
-already its limit would run slower by them).
+already its limit would run slower by them). After a conv whose last kernel tile sits in slot 0
+(a serpentine conv, `kernel_order`), a plain Kloop conv starts its kernel tiles in the second
+slot (`first_slot`), so the same holds.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from snowir.dialects import tile
-from snowir.dialects.tile.decisions import FENCE, KERNELS_PRELOADED, WEIGHTS_BEFORE_FENCE
+from snowir.dialects.tile.decisions import FENCE, FIRST_SLOT, KERNELS_PRELOADED, MAPS_PRELOADED, WEIGHTS_BEFORE_FENCE
 from snowir.device_layers import DEVICE_OPS
 from snowir.hw import DRAM_PAGE_BYTES, SnowflakeConfig
 from snowir.nn_util import layer_name
@@ -56,7 +58,8 @@ from snowir.segments import main_of, placed_concat, read_sources, segments_of, s
 from snowir.errors import SnowError
 from snowir.tile.build import device_input, regions_of
 from snowir.plan.shapes import LoweringError
-from snowir.plan.weights_end import kernels_preloaded_refusal, preload_pays, weights_before_fence_refusal
+from snowir.plan.weights_end import (first_slot_after, kernels_preloaded_refusal, maps_preloaded_refusal,
+                                     preload_pays, weights_before_fence_refusal)
 from snowir.tile.derive import derive_layer
 from snowir.tile.read import TileError, conv_plan_of, tile_layers
 
@@ -134,6 +137,14 @@ def _holds(refusal, previous: tile.LayerOp, layer: tile.LayerOp, hw: SnowflakeCo
         return refusal(conv_plan_of(previous), conv_plan_of(layer), hw) is None
     except (SnowError, LoweringError):
         return False
+
+
+def _first_slot(previous: tile.LayerOp, layer: tile.LayerOp, hw: SnowflakeConfig) -> int:
+    """The conv's `first_slot` after the conv `previous` (snowir/plan/weights_end.first_slot_after)."""
+    try:
+        return first_slot_after(conv_plan_of(previous), conv_plan_of(layer), hw)
+    except (SnowError, LoweringError):
+        return 0
 
 
 @dataclass(frozen=True)
@@ -259,12 +270,17 @@ class AllocateDramPass(ModulePass):
             same_segment = previous is not None and segs.segment_of(previous.sym_name.data) == segs.segment_of(name)
             if same_segment and needs_fence(previous, layer):
                 FENCE.write(layer, True)
+                if layer.kind.data == tile.LayerKind.CONV and previous.kind.data == tile.LayerKind.CONV \
+                        and not tile.weights_free(previous):
+                    FIRST_SLOT.write(layer, _first_slot(previous, layer, hw))
                 if layer.kind.data == tile.LayerKind.CONV and (tile.weights_free(previous)
                                                                or _holds(weights_before_fence_refusal, previous, layer, hw)):
                     WEIGHTS_BEFORE_FENCE.write(layer, True)
                     if _holds(kernels_preloaded_refusal, previous, layer, hw) \
                             and preload_pays(conv_plan_of(previous), conv_plan_of(layer), hw):
                         KERNELS_PRELOADED.write(layer, True)
+                if layer.kind.data == tile.LayerKind.CONV and _holds(maps_preloaded_refusal, previous, layer, hw):
+                    MAPS_PRELOADED.write(layer, True)
             previous = layer
         plan = tile.DramPlanOp([tile.TensorOp(t.name, t.offset, t.size, (max(t.first, 0), max(t.last, t.first)), t.role)
                                 for t in sorted(planned, key=lambda t: t.offset)])

@@ -26,12 +26,13 @@ from snowir.codegen.fused_pool import load_rows, pool_rows
 from snowir.codegen.loops import ktiles, repeat
 from snowir.codegen.block_loop import looped_blocks, over_blocks_loop
 from snowir.codegen.indp import generate_indp
-from snowir.codegen.loads import load_biases
+from snowir.codegen.loads import load_biases, load_broadcast, preload_next_kernels
 from snowir.codegen.strip_loads import (load_bypass_rows, load_first_strip, load_maps, replacing_pixels, replacing_rows,
                                         spread_piece, spreads)
 from snowir.codegen.pixels import kernel_tile
 from snowir.codegen.traces import COOP, Prefetch, R_LEN, R_SRC, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_WSRC, set_writeback
 from snowir.dialects import snowflake_asm as sf
+from snowir.dialects.tile.decisions import kernel_tile_order
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import (ConvPlan, LoweringError, Strip, band_plans, full_mask, kernel_vmacs,
                                 plan_machine, ring_of, vmac_mask)
@@ -122,7 +123,8 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
         maps_slot.append(maps_slot[-1] + (si != psi or (s.block_maps and t != pt_)))
         w_slot.append(w_slot[-1] + (t != pt_))
     block = lambda t: block_view(plan, t)  # noqa: E731  (the plan whose maps are tile t's block)
-    wbank = lambda i: (w_slot[i] % 2) * plan.w_slot if plan.double_buffer_weights else 0
+    first = plan.first_slot != 0  # tile 0 in the second slot (after a conv ending in the first)
+    wbank = lambda i: ((w_slot[i] + first) % 2) * plan.w_slot if plan.double_buffer_weights else 0  # noqa: E731
     _cold_start(b, block(items[0][1]), hw, items[0][1], wbank(0), plan.strips[items[0][0]])
     for i, (si, t) in enumerate(items):
         with b.at(f"strip{si}.ktile{t}"):
@@ -178,10 +180,10 @@ def block_view(plan: ConvPlan, t: int) -> ConvPlan:
 def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
     """Kloop order, ungrouped: per maps strip, every kernel tile (C17 Figure 3); the next strip
     is prefetched into the other maps bank during the strip's last tile."""
-    b.const(R_TW, 0)
+    b.const(R_TW, plan.first_slot)  # tile 0's slot: 0, or the second after a conv ending in slot 0
     if plan.stagger:
         b.const(R_PAR, 1)
-    _cold_start(b, plan, hw, 0, 0, plan.strips[0], resident=plan.resident_weights)
+    _cold_start(b, plan, hw, 0, plan.first_slot, plan.strips[0], resident=plan.resident_weights)
     ring = ring_of(plan) if plan.pool is not None else None
     for si, strip in enumerate(plan.strips):
         with b.at(f"strip{si}"):
@@ -197,6 +199,9 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
             last_prefetch: list[Prefetch] = []
             spread: list[tuple[int, int, int]] = []
             row_loads = replacing_rows(plan, hw, strip, plan.strips[si + 1]) if more and whole else None
+            if not more and plan.preload_maps:  # the next conv's first strip, each row once this conv wrote it
+                row_loads = [(y, lambda bb, at=at, src=src, n=n: load_broadcast(bb, hw, at, src, n))
+                             for y, at, src, n in plan.preload_maps]
             if more and not whole:
                 nxt = plan.strips[si + 1]
                 bank = (si + 1) % 2
@@ -206,8 +211,12 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
                     spread = []
                     last_prefetch.append(lambda bb, nxt=nxt, bank=bank: load_maps(bb, plan, hw, nxt, bank))
             base = 0 if whole else (si % 2) * hw.maps_bank_elements
-            _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread, pool=pool,
-                         row_loads=row_loads)
+            if plan.kernel_order == "serpentine":
+                assert not spread, "kernel_order serpentine loads the next strip in its last tile (kernel_order_refusal)"
+                _serpentine_tiles(b, plan, hw, strip, si, base, mask_last, more, last_prefetch, row_loads)
+            else:
+                _strip_tiles(b, plan, hw, strip, base, mask_last, more, last_prefetch, spread=spread, pool=pool,
+                             row_loads=row_loads)
     if ring is not None:
         # the last strip's rows: their slots were last read in its last tile (flush: the MAXs
         # must be done), and the MAXs wait for these loads
@@ -310,6 +319,52 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         b.emit(*_toggle(plan, hw))  # the next strip's tile 0 is at the other base
 
 
+def _serpentine_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, si: int, base: int,
+                      mask_last: int, more: bool, last_prefetch: list[Prefetch],
+                      row_loads: list[tuple[int, Prefetch]] | None) -> None:
+    """Every kernel tile over maps strip `si` in `kernel_order` serpentine (`kernel_tile_order`: up in
+    even strips, down in odd ones). A strip after the first starts with the tile the previous strip
+    ended with and the one before it, both still in their weights slots (double-buffered): neither
+    loads again, so across the strip change the bus carries the next strip's maps alone. Each tile
+    but the first of a later strip prefetches the next tile of the order into the other slot, the
+    last tile none (the next strip starts with it, in the same slot: R_TW does not toggle)."""
+    s = plan.shape
+    order = kernel_tile_order(plan, si)
+    sign = 1 if order[0] < order[-1] else -1
+    tile_bytes = 2 * plan.kernels * s.kernel_words
+    b.const(R_TT, plan.kernels * order[0])
+    b.const(R_TO, plan.tile_step * order[0])
+    loaded = 1 if si == 0 else 2  # tiles of the order already in the buffer as the strip starts
+    if loaded < plan.tiles:
+        b.const(R_WSRC, plan.w_addr + tile_bytes * order[loaded])
+
+    def load_next(bb: AsmBuilder) -> None:
+        _load_next_weights(bb, plan, hw)  # R_WSRC one tile on: up, the next tile's; down, two tiles back
+        if sign < 0:
+            bb.const(R_TMP2, -2 * tile_bytes)
+            bb.emit(sf.AddOp(R_WSRC, R_WSRC, R_TMP2))
+
+    def mask(t: int) -> int:
+        return mask_last if t == plan.tiles - 1 else full_mask(plan)
+
+    def advance() -> list:
+        return [*_toggle(plan, hw), *_advance_channels(plan, sign=sign)]
+
+    def tile(bb: AsmBuilder, t: int, prefetch: list[Prefetch], rows: list[tuple[int, Prefetch]] | None = None) -> None:
+        kernel_tile(bb, plan, hw, strip, base, s.c_base, mask(t), prefetch, row_loads=rows)
+
+    with b.at(ktiles(order[0], order[0])):
+        tile(b, order[0], [load_next] if loaded == 1 else [])
+        b.emit(*advance())
+    middle = order[1:-1]
+    if middle:
+        with b.at(ktiles(middle[0], middle[-1])):
+            repeat(b, hw, len(middle), lambda bb: tile(bb, middle[0], [load_next]), advance)
+    prefetch = [*last_prefetch, *([lambda bb: _preload(bb, plan)] if not more and plan.preload else [])]
+    with b.at(ktiles(order[-1], order[-1])):
+        tile(b, order[-1], prefetch, row_loads)
+
+
 def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
                     prefetch: list[Prefetch], bypass_base: int | None, pool: Prefetch | None = None,
                     row_loads: list[tuple[int, Prefetch]] | None = None, ahead: Strip | None = None) -> None:
@@ -379,7 +434,7 @@ def _advance_tile(plan: ConvPlan, hw: SnowflakeConfig, in_group: bool = False) -
     return [*_toggle(plan, hw), *_advance_channels(plan, in_group)]
 
 
-def _advance_channels(plan: ConvPlan, in_group: bool = False) -> list:
+def _advance_channels(plan: ConvPlan, in_group: bool = False, sign: int = 1) -> list:
     """R_TT += K (bypass slices: to the other slice's first tile, or `in_group` to the next
     tile's channels in the same slice), R_TO += the next tile's output offset (2K bytes, K kernels
     per tile; a channel-tile-major output's block, through R_TMP2 when past ADDI's immediate)."""
@@ -387,8 +442,8 @@ def _advance_channels(plan: ConvPlan, in_group: bool = False) -> list:
         first = slice_gap(plan) + slice_channels(plan) - plan.kernels  # R_TT sits at its group's last tile
         tt = [sf.MuliOp(R_TMP2, R_TT, -1), sf.AddiOp(R_TT, R_TMP2, first)]
     else:
-        tt = [sf.AddiOp(R_TT, R_TT, plan.kernels)]
-    step = plan.tile_step
+        tt = [sf.AddiOp(R_TT, R_TT, sign * plan.kernels)]
+    step = sign * plan.tile_step
     if -(1 << 16) <= step < (1 << 16):
         return [*tt, sf.AddiOp(R_TO, R_TO, step)]
     constant = AsmBuilder()
@@ -442,7 +497,7 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
     s = plan.shape
     out_row = s.ow * s.k
     row = s.w * s.cin
-    b.const(R_TW, 0)
+    b.const(R_TW, plan.first_slot)
     if plan.stagger:
         b.const(R_PAR, 1)
     if plan.bypass_slices:
@@ -451,7 +506,7 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
             with b.at(f"strip{si}"):
                 nxt = plan.strips[si + 1] if si + 1 < len(plan.strips) else None
                 if not si:  # the first slice right behind the first rows, the rest of the maps after it
-                    _cold_start(b, plan, hw, 0, 0, strip, resident=plan.resident_weights,
+                    _cold_start(b, plan, hw, 0, plan.first_slot, strip, resident=plan.resident_weights,
                                 after_first=lambda bb, strip=strip: load_first_slice(bb, plan, hw, strip))
                 elif not early:  # the strip replaces the maps every earlier MAC read
                     b.flush_vector_queue(hw, R_TMP)
@@ -460,6 +515,10 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
                     load_first_slice(b, plan, hw, strip)
                 ahead = nxt if nxt is not None and strips_ahead(plan, strip, nxt) else None
                 rows, first_slice = None, []
+                if nxt is None and plan.preload_maps:  # the next conv's first strip, as this tile frees its words
+                    # (a 1x1's points are pixels, a k x k conv's output rows: plan/weights_end.preload_maps_loads)
+                    rows = [(p, lambda bb, at=at, src=src, n=n: load_broadcast(bb, hw, at, src, n))
+                            for p, at, src, n in plan.preload_maps]
                 if ahead is not None and (s.kh, s.kw) == (1, 1):
                     rows = replacing_pixels(plan, hw, strip, ahead)
                 elif ahead is not None:  # a k x k conv's last tile: rows as freed, the slice after 16 ops
@@ -487,7 +546,7 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
                 b.flush_vector_queue(hw, R_TMP)
                 load(b, strip)
             if si == 0:
-                _cold_start(b, plan, hw, 0, 0, strip, byp - strip.y0 * out_row, plan.resident_weights)
+                _cold_start(b, plan, hw, 0, plan.first_slot, strip, byp - strip.y0 * out_row, plan.resident_weights)
             prefetch: list[Prefetch] = []
             spread: list[tuple[int, int, int]] = []
             if more and double:  # the next strip's maps and bypass rows, in pieces beside the kernel tiles
@@ -517,29 +576,30 @@ def _cold_start(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf
             _load_resident_weights(b, plan, hw)
         b.flush_vector_queue(hw, R_TMP)
         load_biases(b, plan, hw)
-        load_first_strip(b, plan, hw, strip, bypass_base, after_first)
+        _first_strip(b, plan, hw, strip, bypass_base, after_first)
         return
     load_biases(b, plan, hw)
-    load_first_strip(b, plan, hw, strip, bypass_base, after_first)
+    _first_strip(b, plan, hw, strip, bypass_base, after_first)
     if resident:
         _load_resident_weights(b, plan, hw)
 
 
+def _first_strip(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, bypass_base: int | None,
+                 after_first: Prefetch | None) -> None:
+    """The first strip in pieces, or with `maps_preloaded` (the previous conv's last kernel tile
+    loaded it) only what else the first MACs need (a bypass-slice conv's first slice)."""
+    if not plan.maps_preloaded:
+        load_first_strip(b, plan, hw, strip, bypass_base, after_first)
+    elif after_first is not None:
+        after_first(b)
+
+
 def _preload(b: AsmBuilder, plan: ConvPlan) -> None:
     """The next conv's kernel tile 0 (`plan.preload`, its `kernels_preloaded`), a prefetch of this
-    conv's last kernel tile: into weights word 0 of each vMAC, below the slot this tile reads."""
-    with b.at("preload_next"):
-        # the registers of the tiles' own next-weights prefetch (`_load_next_weights`), which every
-        # kernel tile's code leaves free for it; R_WSRC walks nothing more in the last tile
-        b.const(R_TMP, 0)
-        length = at = None
-        for src, words, vmac in plan.preload:
-            if words != length:
-                b.const(R_LEN, words)
-                length = words
-            b.set_reg(R_WSRC, src, at)
-            at = src
-            b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, vmac))
+    conv's last kernel tile: into each vMAC's slot this tile does not read (the next conv's
+    `first_slot`). R_WSRC walks nothing more in the last tile: the registers of the tiles' own
+    next-weights prefetch (`_load_next_weights`), which every kernel tile's code leaves free."""
+    preload_next_kernels(b, plan, R_WSRC)
 
 
 def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:

@@ -16,9 +16,9 @@ from dataclasses import replace
 
 from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.indp import load_kernel_tile, tile_mask
-from snowir.codegen.loads import load_biases, load_runs
+from snowir.codegen.loads import load_biases, load_runs, preload_next_kernels
 from snowir.codegen.pixels import kernel_tile
-from snowir.codegen.traces import Prefetch, R_TMP, R_TO, R_TT, R_TW, set_writeback
+from snowir.codegen.traces import Prefetch, R_SRC, R_TMP, R_TO, R_TT, R_TW, set_writeback
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.dialects.tile.decisions import kernel_tile_order
@@ -102,6 +102,8 @@ def generate_indp_columns(plan: ConvPlan, hw: SnowflakeConfig) -> AsmBuilder:
                                 load_kernel_tile(bb, plan, hw, nt, buf, o))
             if len(nxt_rows):
                 prefetch.append(lambda bb, g=gi + 1, rows=nxt_rows: _load_rows(bb, plan, lay, hw, g, rows))
+            if i + 1 == len(items) and plan.preload:  # the next conv's kernel tile 0, into the other slot
+                prefetch.append(lambda bb: preload_next_kernels(bb, plan, R_SRC))
             mask = tile_mask(plan, hw, t, hw.cus)
             b.const(R_TW, base_of(t) + (slot % 2) * (plan.w_slot if plan.double_buffer_weights else plan.stagger))
             b.const(R_TT, t * tile)

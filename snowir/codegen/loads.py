@@ -107,3 +107,21 @@ def load_biases(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
     src, dst, words = bias_block_load(plan.shape, plan.mode, plan.kernels, plan.w_addr, hw)
     with b.at("load_biases"):
         load_broadcast(b, hw, dst, src, words)
+
+
+def preload_next_kernels(b: AsmBuilder, plan: ConvPlan, src: int) -> None:
+    """The next conv's kernel tile 0 (`plan.preload`: DRAM byte, words, vMAC, weights word per
+    kernel; its `kernels_preloaded`), a prefetch of this conv's last kernel tile; `src` the register
+    walking the DRAM addresses (free at that point in the calling generator)."""
+    with b.at("preload_next"):
+        length = at = dst = None
+        for addr, words, vmac, word in plan.preload:
+            if word != dst:  # the next conv's first_slot
+                b.const(R_TMP, word)
+                dst = word
+            if words != length:
+                b.const(R_LEN, words)
+                length = words
+            b.set_reg(src, addr, at)
+            at = addr
+            b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, src, R_LEN, 0, vmac))

@@ -244,9 +244,13 @@ class ConvPlan(ConvDecisions):
     # region's `channel_tiles`, plan/layout.tiled), 0 = the tile's K channels of one pixel (2K bytes)
     out_tile: int = 0
     # the next conv's kernel tile 0 when it is `kernels_preloaded` (plan/weights_end.preload_loads: DRAM
-    # byte, words, vMAC per kernel): this conv's last kernel tile loads it as a prefetch; set by tile-to-asm
+    # byte, words, vMAC, weights word per kernel): this conv's last kernel tile loads it as a prefetch; set by tile-to-asm
     # from the next layer's tile IR, never recorded on this one
-    preload: tuple[tuple[int, int, int], ...] = ()
+    preload: tuple[tuple[int, int, int, int], ...] = ()
+    # the next conv's first maps strip when it is `maps_preloaded` (plan/weights_end.preload_maps_loads: after
+    # which of this conv's pixels, maps word, DRAM byte, words per row): this conv's last kernel tile loads
+    # it; set by tile-to-asm from the next layer's tile IR, never recorded on this one
+    preload_maps: tuple[tuple[int, int, int, int], ...] = ()
 
     @property
     def column_tiled(self) -> bool:
@@ -307,6 +311,8 @@ class ConvPlan(ConvDecisions):
         else:
             maps = sum((st.r1 - st.r0) * s.w * s.cin for st in self.strips) * 2
             weights = self.tiles * self.kernels * s.kernel_words * 2
+            if self.tiles > 1 and not self.resident_weights:  # re-sent per strip, but as kernel_order keeps them
+                return {"Kloop": maps + weights // self.tiles * kernel_tile_sends(self), "Mloop": maps * self.tiles + weights}
         kloop = maps + weights * (len(self.strips) if self.tiles > 1 and not self.resident_weights else 1)
         mloop = maps * self.tiles + weights
         return {"Kloop": kloop, "Mloop": mloop}
@@ -318,7 +324,7 @@ class ConvPlan(ConvDecisions):
         strips = len(self.strips)
         weights = self.tiles * (self.kernels if not self.indp else 1)
         if self.loop_order == "Kloop" and self.tiles > 1 and not self.resident_weights:
-            weights *= strips
+            weights = weights // self.tiles * kernel_tile_sends(self)
         per_strip = 1
         if self.in_row:  # a column band: one LD per input row
             per_strip = sum(st.r1 - st.r0 for st in self.strips) / strips
@@ -354,8 +360,20 @@ class ConvPlan(ConvDecisions):
             # a whole-buffer strip loads as the last kernel tile of the one before frees its rows
             # (codegen/strip_loads.replacing_rows): exposed only for what that tile's MACs do not cover
             tile = s.valid_macs() / hw.macs / self.tiles / s.oh
-            exposed = strip_bytes[0] + sum(self._replacing_exposed(prev, nxt, tile, bw)
+            # the next strip's first kernel tile loads in that tile too, ahead of the rows, unless
+            # it is the tile already there (kernel_order serpentine)
+            ahead = 0 if self.kernel_order == "serpentine" or self.tiles == 1 or self.resident_weights \
+                else self.kernels * s.kernel_words * 2 / bw
+            exposed = strip_bytes[0] + sum(self._replacing_exposed(prev, nxt, tile, bw, ahead)
                                            for prev, nxt in zip(self.strips, self.strips[1:]))
+        elif self.kernel_order == "serpentine" and self.loop_order == "Kloop":
+            # banks whose next strip loads whole in a strip's last kernel tile (gathered, or
+            # load_next_whole): that tile's window no longer carries the next strip's first kernels,
+            # whatever of them its MACs did not cover is not exposed
+            tile = s.valid_macs() / hw.macs / self.tiles / s.oh
+            kernels = self.kernels * s.kernel_words * 2
+            exposed -= sum(min(kernels, max(0.0, kernels + nb - (prev.y1 - prev.y0) * tile * bw))
+                           for prev, nb in zip(self.strips, strip_bytes[1:])) / 1.0
         if not self.double_buffer_weights and not self.resident_weights:
             loads = self.tiles * (len(self.strips) if self.loop_order == "Kloop" else 1)
             # Kloop staggers kernel tiles (weights_stagger): only the overlapping part waits
@@ -366,13 +384,15 @@ class ConvPlan(ConvDecisions):
             + self.flush_cycles(hw)
 
 
-    def _replacing_exposed(self, prev: Strip, nxt: Strip, tile: float, bw: float) -> float:
+    def _replacing_exposed(self, prev: Strip, nxt: Strip, tile: float, bw: float, ahead: float = 0.0) -> float:
         """Cycles of the next whole-buffer strip's load that the previous strip's last kernel tile
         (`tile` cycles an output row) does not cover: its row j replaces the previous strip's row j
         once the last output row reading that row is done (codegen/strip_loads.replacing_rows), the
         rows one after the other on the bus. (Counting the whole strip against the whole tile took
         a 2-row strip's 3-row load as hidden: 256 -> 12 2x2 at 130², whole strips of 2 rows, was
-        estimated 1,077 k cycles and ran 1,390 k; its double-buffered column bands ran 1,080 k.)"""
+        estimated 1,077 k cycles and ran 1,390 k; its double-buffered column bands ran 1,080 k.)
+        `ahead`: cycles the bus is busy with other loads as the tile starts (the next strip's first
+        kernel tile)."""
         s = self.shape
         row_bytes = s.w * s.cin * 2
         last: dict[int, int] = {}  # the previous strip's row (from r0) -> the last output row reading it
@@ -380,7 +400,7 @@ class ConvPlan(ConvDecisions):
             lo, hi = input_rows(s.h, s.kh, s.sy, s.pt, y, y + 1)
             for r in range(lo, hi):
                 last[r - prev.r0] = y
-        done = 0.0
+        done = ahead
         for j in range(nxt.r1 - nxt.r0):
             done = max(done, (last.get(j, prev.y0 - 1) - prev.y0 + 1) * tile) + row_bytes / bw
         return max(0.0, done - (prev.y1 - prev.y0) * tile)

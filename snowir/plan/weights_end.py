@@ -5,11 +5,13 @@ may load before the fence between them (allocate-dram's `weights_before_fence`).
 The fence exists because every layer's code starts on buffer word 0 and the previous layer's
 last MACs may still read there. A double-buffered COOP conv alternates its kernel tiles between
 slot 0 and slot `w_slot` (codegen/conv.py: `_toggle`, one toggle per new kernel tile), so where
-its last tile sits follows from the number of kernel-tile loads: S·T of them in Kloop (each of
-the S strips runs the T tiles, the next strip's tile 0 in the other slot) and in a residual
-conv (Kloop over strips), T in Mloop (each tile once, the strips inside it). When that slot is
+its last tile sits follows from the number of kernel-tile changes: S·T − 1 of them in Kloop (each
+of the S strips runs the T tiles, the next strip's tile 0 in the other slot; under `kernel_order`
+serpentine a strip starts with the tile the previous one ended with, in its slot: S − 1 fewer) and
+in a residual conv (Kloop over strips), T − 1 in Mloop (each tile once, the strips inside it). When that slot is
 `w_slot`, words [0, w_slot) are no longer read, and a next layer whose first kernel tile fits
-there loads it at once, overlapping the previous layer's tail (its maps loads still wait for
+there loads it at once (when it is slot 0, a plain Kloop conv after it starts in its second slot
+instead, `first_slot`), overlapping the previous layer's tail (its maps loads still wait for
 the fence). Layer starts were the largest CU-idle cause in ResNet-18 (5-6.6 k cycles each at
 its 14² channel parts, of which the first kernels' load is about 2 k).
 
@@ -31,9 +33,12 @@ LDs' issue (SqueezeNet's 1x1 squeezes +47-103 cycles, DenseNet-121's grouped 1x1
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from snowir.dialects.tile.decisions import first_slot_refusal, kernel_tile_order
 from snowir.hw import SnowflakeConfig
 from snowir.plan.issue import issue_cycles
-from snowir.plan.shapes import ConvPlan, indp_kernel_words, kernel_vmacs
+from snowir.plan.shapes import ConvPlan, indp_kernel_words, input_rows, kernel_vmacs, plan_machine
 
 PRELOAD_ISSUE_PER_LD = 4
 """Control-pipeline cycles a preload LD takes in the previous conv's last tile: its address
@@ -48,14 +53,22 @@ def last_kernel_slot(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int] | N
     A fused max pool changes nothing here: its ring sits in the maps buffer and the MAXs after the
     last kernel tile read no weights (AlexNet's conv3 then loads its kernels early)."""
     s = plan.shape
+    if plan.indp and plan.cu_split == "cols" and plan.double_buffer_weights and not plan.resident_weights \
+            and not plan.stagger and plan.tiles > 1:
+        # codegen/indp_columns.py: a new slot whenever the next item's tile is another
+        items = [t for g in range(len(plan.strips)) for t in kernel_tile_order(plan, g)]
+        lo = (sum(a != b for a, b in zip(items, items[1:])) % 2) * plan.w_slot
+        return lo, lo + indp_kernel_words(s, hw)
     if plan.indp or plan.resident_weights or plan.stagger or plan.column_tiled \
             or s.kernel_words > hw.weights_buffer_elements:
         return None
-    if plan.tiles == 1 or not plan.double_buffer_weights:
-        return 0, s.kernel_words
+    if plan.tiles == 1 or not plan.double_buffer_weights:  # one tile stays where it starts (first_slot)
+        return plan.first_slot, plan.first_slot + s.kernel_words
     mloop = plan.loop_order == "Mloop" and plan.bypass_addr is None  # a residual conv is Kloop over strips
-    loads = plan.tiles if mloop else len(plan.strips) * plan.tiles
-    lo = ((loads - 1) % 2) * plan.w_slot
+    toggles = plan.tiles - 1 if mloop else len(plan.strips) * plan.tiles - 1
+    if plan.kernel_order == "serpentine":  # a strip starts in the slot the previous one ended in
+        toggles -= len(plan.strips) - 1
+    lo = ((toggles + (plan.first_slot != 0)) % 2) * plan.w_slot
     return lo, lo + s.kernel_words
 
 
@@ -77,10 +90,22 @@ def weights_before_fence_refusal(previous: ConvPlan, plan: ConvPlan, hw: Snowfla
         return "the previous conv's last kernel tile is not in a known slot (INDP, resident, staggered, chunked, " \
                "column bands or a fused pool)"
     n = first_kernel_words(plan, hw)
-    if n > last[0]:
-        return f"its first kernels load weights words [0, {n}), which the previous conv's last kernel tile still " \
-               f"reads ([{last[0]}, {last[1]}))"
+    first = plan.first_slot
+    if first < last[1] and last[0] < first + n:
+        return f"its first kernels load weights words [{first}, {first + n}), which the previous conv's last kernel " \
+               f"tile still reads ([{last[0]}, {last[1]}))"
     return None
+
+
+def first_slot_after(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConfig) -> int:
+    """The `first_slot` under which `plan`'s first kernels may load before the fence behind the conv
+    `previous`: 0 (as it is) unless the previous conv's last kernel tile reads slot 0 and `plan` can
+    start in its second slot, which the previous tile leaves free."""
+    second = replace(plan, first_slot=plan.w_slot)
+    if weights_before_fence_refusal(previous, plan, hw) is None or not plan.w_slot \
+            or first_slot_refusal(second) is not None or weights_before_fence_refusal(previous, second, hw) is not None:
+        return plan.first_slot
+    return plan.w_slot
 
 
 def kernels_preloaded_refusal(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConfig) -> str | None:
@@ -99,11 +124,11 @@ def kernels_preloaded_refusal(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeC
     return None
 
 
-def preload_loads(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[tuple[int, int, int], ...]:
-    """`plan`'s kernel tile 0 as the previous conv loads it: (DRAM byte, words, vMAC) per kernel,
-    into weights word 0 of the vMAC (codegen/conv._load_weights' loads)."""
+def preload_loads(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[tuple[int, int, int, int], ...]:
+    """`plan`'s kernel tile 0 as the previous conv loads it: (DRAM byte, words, vMAC, weights word)
+    per kernel, into its `first_slot` of the vMAC (codegen/conv._load_weights' loads)."""
     k = plan.shape.kernel_words
-    return tuple((plan.w_addr + 2 * j * k, k, vmac)
+    return tuple((plan.w_addr + 2 * j * k, k, vmac, plan.first_slot)
                  for j, vmac in enumerate(kernel_vmacs(plan, hw, plan.shape.k if plan.per_cu else plan.kernels)))
 
 
@@ -126,6 +151,107 @@ def preload_pays(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConfig) -> boo
     issue = issue_cycles(previous, hw) / previous.tiles * share
     loads = preload_loads(plan, hw)
     cost = 2 + PRELOAD_ISSUE_PER_LD * len(loads)
-    bus = hw.ld_startup_cycles + 2 * sum(words for _, words, _ in loads) / hw.dram_bytes_per_cycle
+    bus = hw.ld_startup_cycles + 2 * sum(words for _, words, *_ in loads) / hw.dram_bytes_per_cycle
     traces = (strip.y1 - strip.y0) * s.ow
     return traces > hw.vector_queue_depth and macs >= 1.25 * issue + 2 * cost and bus >= 2 * cost
+
+
+def _plain_kloop(plan: ConvPlan) -> bool:
+    """A COOP conv of codegen/conv.py's plain Kloop program (`_kloop`): its last kernel tile runs
+    the last strip's output rows in order and takes row loads (`kernel_tile`'s `row_loads`)."""
+    s = plan.shape
+    return not (plan.indp or plan.row_groups or plan.bypass_addr is not None or s.groups > 1 or plan.column_tiled
+                or plan.pool is not None or plan.loop_order != "Kloop" or s.kernel_words > 2 * plan.w_slot > 0)
+
+
+def _sliced_1x1(previous: ConvPlan) -> bool:
+    """A bypass-slice 1x1 conv of one strip: its last tile reads its maps pixel by pixel from word 0
+    (`codegen/bypass_slices.slice_tile`), its preloads keyed by pixel."""
+    p = previous.shape
+    return previous.bypass_slices and (p.kh, p.kw) == (1, 1) and len(previous.strips) == 1 \
+        and previous.gather is None and not p.c_base and not previous.indp
+
+
+def maps_preloaded_refusal(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConfig) -> str | None:
+    """Why the previous conv's last kernel tile may not load `plan`'s first maps strip (None: it
+    may). The previous conv: a bypass-slice 1x1 conv of one strip (its last tile frees its maps pixel
+    by pixel from word 0), a bypass-slice k x k conv (row by row: `kernel_tile`'s row loads), each
+    with `plan`'s strip below its slices and bias block; or a plain Kloop conv whose last strip sits
+    in maps bank 1 (bank 0 is free). `plan`: a COOP conv whose cold start loads its first strip
+    whole rows from word 0 (not gathered, banded, grouped over blocks, pooling or row groups; a
+    residual conv only with bypass slices, whose first slice it still loads), reading the previous
+    conv's output row for row or another tensor."""
+    s = plan.shape
+    if plan.indp or plan.row_groups or plan.column_tiled or plan.gather is not None or plan.in_row \
+            or s.block_maps or (plan.bypass_addr is not None and not plan.bypass_slices) or plan.pool is not None \
+            or s.kernel_words > hw.weights_buffer_elements:
+        return "only a COOP conv loading whole rows of its own input from word 0 (a residual one: with bypass " \
+               "slices) has its first strip preloaded"
+    first = plan.strips[0]
+    words = (first.r1 - first.r0) * s.w * s.cin + s.overread
+    sliced = previous.bypass_slices and not previous.indp and previous.bypass_row == 0
+    if sliced:
+        room = min(previous.slice_bases[0], plan_machine(previous, hw).maps_buffer_elements)
+        if words > room:
+            return f"its first strip's {words} words reach the previous conv's slices or bias block (word {room})"
+    elif not _plain_kloop(previous) or previous.strips[-1].bank != 1:
+        return "the previous conv is neither a bypass-slice conv nor a plain Kloop conv whose last strip sits in " \
+               "maps bank 1 (its last tile frees no words in order)"
+    elif words > plan_machine(previous, hw).maps_bank_elements:
+        return f"its first strip's {words} words exceed the previous conv's maps bank 0"
+    if not _sliced_1x1(previous) and (s.kh, s.kw) != (1, 1):
+        # [choice] measured: ResNet-50's 3x3 convs after a 1x1 ran 0.7-2.2 k cycles slower with the
+        # strip loading behind the previous conv's last tile than in pieces at their own start
+        return "after a conv its last tile's rows free, only a 1x1 conv's first strip is preloaded"
+    if _rows_of(previous, plan) is None:
+        return "it reads the previous conv's output other than row for row"
+    return None
+
+
+def _rows_of(previous: ConvPlan, plan: ConvPlan) -> bool | None:
+    """True: `plan` reads the previous conv's output row for row (input row r = output row r);
+    False: another tensor (nothing of it the previous conv writes); None: neither."""
+    s, p = plan.shape, previous.shape
+    out_bytes = 2 * p.oh * p.ow * p.k
+    in_bytes = 2 * s.h * s.w * s.cin
+    if plan.in_addr + in_bytes <= previous.out_addr or previous.out_addr + out_bytes <= plan.in_addr:
+        return False
+    same = plan.in_addr == previous.out_addr and (s.h, s.w, s.cin) == (p.oh, p.ow, p.k) and not previous.out_row \
+        and not previous.out_pixel and not previous.out_tile
+    return True if same else None
+
+
+def preload_maps_loads(previous: ConvPlan, plan: ConvPlan) -> tuple[tuple[int, int, int, int], ...]:
+    """`plan`'s first maps strip as the previous conv's last tile loads it, per input row: (the
+    point after which it may load, -1: at once; maps word; DRAM byte; words). A bypass-slice 1x1
+    conv's point is its pixel whose maps words the row lands on last; another conv's, its output row
+    that writes the row's data (reading the previous conv's output) or that last reads the maps words
+    the row lands on (a bypass-slice k x k conv's strip from word 0), whichever comes later."""
+    s, strip = plan.shape, plan.strips[0]
+    row = s.w * s.cin
+    if _sliced_1x1(previous):
+        pixels = previous.shape.oh * previous.shape.ow
+        out = []
+        for j in range(strip.r1 - strip.r0):
+            last = -(-(j + 1) * row // previous.shape.cin) - 1
+            out.append((min(last, pixels - 1) if j * row < pixels * previous.shape.cin else -1, j * row,
+                        plan.in_addr + 2 * (strip.r0 + j) * row, row))
+        return tuple(out)
+    own = _rows_of(previous, plan)
+    p, last_strip = previous.shape, previous.strips[-1]
+    reads: list[tuple[int, int, int]] = []  # (first word, end word, last output row reading them)
+    if previous.bypass_slices:  # its last strip's maps rows from word 0, each freed by its last reader
+        prow = p.w * p.cin
+        last_reader: dict[int, int] = {}
+        for y in range(last_strip.y0, last_strip.y1):
+            lo, hi = input_rows(p.h, p.kh, p.sy, p.pt, y, y + 1)
+            for r in range(lo, hi):
+                last_reader[r] = y
+        reads = [((r - last_strip.r0) * prow, (r - last_strip.r0 + 1) * prow, y) for r, y in last_reader.items()]
+    out = []
+    for j in range(strip.r1 - strip.r0):
+        lo, hi = j * row, (j + 1) * row
+        point = strip.r0 + j if own else -1
+        point = max([point, *(y for a, b, y in reads if a < hi and lo < b)])
+        out.append((point, lo, plan.in_addr + 2 * (strip.r0 + j) * row, row))
+    return tuple(out)

@@ -27,7 +27,7 @@ func.func @main(%x: tensor<1x16x8x8xf32>) -> tensor<1x16x8x8xf32> {
 // CHECK-NEXT:   tile.dram_region @conv1.maps {offset = 16384 : i64, size = 2048 : i64, label = "maps", tensor = "conv1.maps"}
 // CHECK:        tile.dram_region @conv1.output {offset = 20480 : i64, size = 2048 : i64, label = "output", tensor = "conv1.output"}
 // CHECK:        tile.load {buffer = #tile<buffer maps>, length = 1024 : i64, dram_addr = 16384 : i64
-// CHECK:      tile.layer @conv2 conv attributes {{.*}}fence}
+// CHECK:      tile.layer @conv2 conv attributes {{.*}}fence{{.*}}}
 // CHECK-NEXT:   tile.dram_region @conv2.maps {offset = 20480 : i64, size = 2048 : i64, label = "maps", tensor = "conv1.output"}
 
 // LINKED:      nn.conv2d {{.*}}image = "segment0", layer = "conv1"

@@ -29,4 +29,4 @@ func.func @main(%x: tensor<1x64x12x56xf32>, %r: tensor<1x128x12x56xf32>) -> tens
 // UP:         snowflake_asm.label @group1.ktile0.
 // UP:         snowflake_asm.label @group1.ktile1.
 
-// COOP:       layer @expand: kernel_order serpentine: only a column-split INDP conv (cu_split = cols) orders its kernel tiles
+// COOP:       layer @expand: kernel_order serpentine: a residual conv (its bypass is read per kernel tile): only a column-split INDP conv or a COOP conv
