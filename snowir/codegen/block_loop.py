@@ -42,9 +42,9 @@ def over_blocks_loop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
                      next_weights: Prefetch, toggle: Callable[[], list], preload: Prefetch | None) -> None:
     """A grouped conv over blocks (`looped_blocks`), tiles 0..T-2 one counted loop (`repeat`) and
     the last peeled (its write-back mask): tile t reads maps bank t mod 2 (R_MB) and weights slot
-    t mod 2 (R_TW), and loads block t + 1 into the other bank (its DRAM address from R_TO, one
-    MULI) and its kernels into the other slot (`next_weights`: R_WSRC walking the weights) beside
-    its MACs. conv.py's pieces: `cold_start` (tile 0's kernels, the biases, block 0), `toggle`
+    t mod 2 (R_TW; (t + 1) mod 2 under `first_slot`), and loads block t + 1 into the other bank (its
+    DRAM address from R_TO, one MULI) and its kernels into the other slot (`next_weights`: R_WSRC
+    walking the weights) beside its MACs. conv.py's pieces: `cold_start` (tile 0's kernels, the biases, block 0), `toggle`
     (its ops setting R_TW to the other slot), `preload` (the next conv's kernels, in the last tile).
 
     Why: unrolled, each tile's ~450 instructions cross the bus once as instruction-cache fills, on
@@ -58,7 +58,7 @@ def over_blocks_loop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
     block = 2 * s.h * s.w * s.c
     cold_start(b)
     b.const(R_MB, 0)
-    b.const(R_TW, 0)
+    b.const(R_TW, plan.first_slot)  # tile 0's slot: 0, or the second after a conv ending in the first
     b.const(R_TO, 0)  # (R_TT, the tile's first channel, is a residual conv's or a Kloop spread's: not read here)
     b.const(R_WSRC, plan.w_addr + 2 * plan.kernels * s.kernel_words)  # tile 1's kernels
     row_steps(b, plan)  # the same for every tile: set once, not in the loop's body
