@@ -326,10 +326,11 @@ def _pair(g: _Graph, q: onnx.NodeProto):
 def qoperator_as_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     """`model` with each QLinearConv, QLinearMatMul and com.microsoft QGemm of constant weights,
     scales and zero points as DequantizeLinear -> Conv / MatMul / Gemm -> QuantizeLinear (weights
-    (W_q - W_zp) · W_scale, the int32 bias times x_scale · W_scale), and each of MOVERS between
-    two such as the same op on the dequantized values; a copy, or the model itself when it has
-    none. The integer ops the rewrite does not know (QLinearAdd, QLinearGlobalAveragePool, ...)
-    stay as shipped, on the host, reading and writing 8-bit tensors as before."""
+    (W_q - W_zp) · W_scale, the int32 bias times x_scale · W_scale), com.microsoft's elementwise
+    and pooling QLinear ops (ELEMENTWISE) as the float op between the same, and each of MOVERS
+    reading such an op's output as the same op on the dequantized values; a copy, or the model
+    itself when it has none. A QLinear op of another kind or shape stays as shipped, on the host,
+    reading and writing 8-bit tensors as before."""
     if not any(n.op_type in ("QLinearConv", "QLinearMatMul", "QGemm") for n in model.graph.node):
         return model
     out = onnx.ModelProto()
@@ -340,25 +341,29 @@ def qoperator_as_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     added: list[onnx.TensorProto] = []
     made_by_q: dict[str, onnx.NodeProto] = {}  # 8-bit tensors the rewrite made, by name
     for node in graph.node:
-        found = _qlinear(g, node)
+        found = _qlinear(g, node) or _qlinear_elementwise(g, node)
         if found is None and node.op_type in MOVERS and len(node.output) == 1 and node.input[0] in made_by_q:
             q = made_by_q[node.input[0]]
-            found = [node.input[0], *q.input[1:3]], node.output[0], [*q.input[1:3]], \
+            found = [(node.input[0], *q.input[1:3])], node.output[0], [*q.input[1:3]], \
                 helper.make_node(node.op_type, ["", *node.input[1:]], [""], name=node.name, **_attrs(node)), []
         if found is None:
             kept.append(node)
             continue
-        (x, x_scale, x_zero), y, y_params, op, inits = found
+        xs, y, y_params, op, inits = found
         stem = node.name or y
-        x_float, y_float = f"{stem}_x_float", f"{stem}_y_float"
-        op.input[0], op.output[0] = x_float, (y_float if y_params else y)
-        kept += [helper.make_node("DequantizeLinear", [x, x_scale, x_zero], [x_float], name=f"{stem}_dequantize"), op]
+        y_float = f"{stem}_y_float"
+        op.output[0] = y_float if y_params else y
+        for k, (x, x_scale, x_zero) in enumerate(xs):
+            x_float = f"{stem}_x{k}_float"
+            op.input[[i for i, name in enumerate(op.input) if not name][0]] = x_float
+            kept.append(helper.make_node("DequantizeLinear", [x, x_scale, x_zero], [x_float], name=f"{stem}_dequantize{k}"))
+        kept.append(op)
         if y_params:
             q = helper.make_node("QuantizeLinear", [y_float, *y_params], [y], name=f"{stem}_quantize")
             kept.append(q)
             made_by_q[y] = q
         added += inits
-    if not added and len(kept) == len(graph.node):
+    if len(kept) == len(graph.node):
         return model
     del graph.node[:]
     graph.node.extend(kept)
@@ -367,8 +372,32 @@ def qoperator_as_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
+# com.microsoft's QLinear ops that are a float op between 8-bit tensors: the float op, and how
+# many (tensor, scale, zero point) inputs come before the output's scale and zero point
+ELEMENTWISE = {"QLinearAdd": ("Add", 2), "QLinearMul": ("Mul", 2), "QLinearGlobalAveragePool": ("GlobalAveragePool", 1),
+               "QLinearAveragePool": ("AveragePool", 1), "QLinearSigmoid": ("Sigmoid", 1),
+               "QLinearLeakyRelu": ("LeakyRelu", 1)}
+
+
+def _qlinear_elementwise(g: _Graph, node: onnx.NodeProto):
+    """One of ELEMENTWISE, channels first, all scales and zero points constants of one value: as
+    `_qlinear` gives it; None otherwise."""
+    if node.domain != "com.microsoft" or node.op_type not in ELEMENTWISE:
+        return None
+    op_type, n = ELEMENTWISE[node.op_type]
+    attrs = _attrs(node)
+    ins = list(node.input) + [""] * (3 * n + 2 - len(node.input))
+    if attrs.pop("channels_last", 0) or any(not ins[i] or g.const(ins[i]) is None or g.const(ins[i]).size != 1
+                                            for k in range(n) for i in (3 * k + 1, 3 * k + 2)) \
+            or any(not ins[i] or g.const(ins[i]) is None for i in (3 * n, 3 * n + 1)):
+        return None
+    xs = [tuple(ins[3 * k: 3 * k + 3]) for k in range(n)]
+    op = helper.make_node(op_type, [""] * n, [""], name=node.name or node.output[0], **attrs)
+    return xs, node.output[0], [ins[3 * n], ins[3 * n + 1]], op, []
+
+
 def _qlinear(g: _Graph, node: onnx.NodeProto):
-    """A QLinearConv / QLinearMatMul / QGemm as (its 8-bit input with scale and zero point, its
+    """A QLinearConv / QLinearMatMul / QGemm as ([its 8-bit input with scale and zero point], its
     output, the output's scale and zero point (none: a float output), the float op with the input
     and output left to name, its float constants); None for any other node or shape."""
     ins = list(node.input) + [""] * (9 - len(node.input))
@@ -408,4 +437,4 @@ def _qlinear(g: _Graph, node: onnx.NodeProto):
         inputs.append(inits[1].name)
     op = helper.make_node(op_type, inputs, [""], name=stem, **attrs)
     y_params = [ins[y_at], ins[y_at + 1]] if ins[y_at] else []
-    return (ins[0], ins[1], ins[2]), node.output[0], y_params, op, inits
+    return [(ins[0], ins[1], ins[2])], node.output[0], y_params, op, inits
