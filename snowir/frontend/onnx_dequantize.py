@@ -39,6 +39,7 @@ class _Graph:
         for o in graph.output:
             self.readers[o.name].append(None)  # type: ignore[arg-type]  # a model output: read outside
         self.inits = {i.name: i for i in graph.initializer}
+        self.opset = 0  # the default domain's, where a rewrite needs it
 
     def const(self, name: str) -> np.ndarray | None:
         init = self.inits.get(name)
@@ -218,6 +219,8 @@ QUANT_TYPES = (np.int8, np.uint8, np.int16, np.uint16)
 # tensor, the op on the dequantized values is the dequantized op on the integers (a positive
 # scale keeps MaxPool's order).
 MOVERS = {"Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "MaxPool"}
+# Ops whose values are never negative: a pair clamping at 0 after one needs no Relu.
+NON_NEGATIVE = {"Relu", "Sigmoid", "Softmax"}
 
 
 def _attrs(node: onnx.NodeProto) -> dict:
@@ -272,7 +275,7 @@ def dequantize_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     new: dict[int, list[onnx.NodeProto]] = {}  # nodes to put after the node of this id
     non_negative: set[str] = set()  # a ReLU's values, moved or not: no second Relu for them
     for node in graph.node:
-        if node.op_type == "Relu" or (node.op_type in MOVERS and rename.get(node.input[0], node.input[0]) in non_negative):
+        if node.op_type in NON_NEGATIVE or (node.op_type in MOVERS and rename.get(node.input[0], node.input[0]) in non_negative):
             non_negative.add(node.output[0])
         if node.op_type == "DequantizeLinear" and (value := _folded(g, node)) is not None:
             added.append(numpy_helper.from_array(value, node.output[0]))
@@ -337,6 +340,7 @@ def qoperator_as_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     out.CopyFrom(model)
     graph = out.graph
     g = _Graph(graph)
+    g.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     kept: list[onnx.NodeProto] = []
     added: list[onnx.TensorProto] = []
     made_by_q: dict[str, onnx.NodeProto] = {}  # 8-bit tensors the rewrite made, by name
@@ -376,7 +380,7 @@ def qoperator_as_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
 # many (tensor, scale, zero point) inputs come before the output's scale and zero point
 ELEMENTWISE = {"QLinearAdd": ("Add", 2), "QLinearMul": ("Mul", 2), "QLinearGlobalAveragePool": ("GlobalAveragePool", 1),
                "QLinearAveragePool": ("AveragePool", 1), "QLinearSigmoid": ("Sigmoid", 1),
-               "QLinearLeakyRelu": ("LeakyRelu", 1)}
+               "QLinearLeakyRelu": ("LeakyRelu", 1), "QLinearSoftmax": ("Softmax", 1)}
 
 
 def _qlinear_elementwise(g: _Graph, node: onnx.NodeProto):
@@ -387,6 +391,8 @@ def _qlinear_elementwise(g: _Graph, node: onnx.NodeProto):
     op_type, n = ELEMENTWISE[node.op_type]
     attrs = _attrs(node)
     ins = list(node.input) + [""] * (3 * n + 2 - len(node.input))
+    if op_type == "Softmax" and attrs.pop("opset", 0) != g.opset:
+        return None  # its axis means what Softmax's does in that opset: the model's own, or no rewrite
     if attrs.pop("channels_last", 0) or any(not ins[i] or g.const(ins[i]) is None or g.const(ins[i]).size != 1
                                             for k in range(n) for i in (3 * k + 1, 3 * k + 2)) \
             or any(not ins[i] or g.const(ins[i]) is None for i in (3 * n, 3 * n + 1)):
