@@ -193,9 +193,11 @@ def _pair_model(zero: np.ndarray, dq_scale: float = 0.05, output_too: bool = Fal
 
 
 def test_a_pair_clamping_at_zero_is_a_relu_and_others_drop() -> None:
-    assert [n.op_type for n in dequantize_qdq(_pair_model(np.uint8(0))).graph.node] == ["Relu", "Identity"]
-    assert [n.op_type for n in dequantize_qdq(_pair_model(np.int8(-128))).graph.node] == ["Relu", "Identity"]
-    assert [n.op_type for n in dequantize_qdq(_pair_model(np.int8(0))).graph.node] == ["Identity"]
+    for zero in (np.uint8(0), np.int8(-128)):
+        (relu,) = dequantize_qdq(_pair_model(zero)).graph.node
+        assert relu.op_type == "Relu" and list(relu.output) == ["y"]  # the model output keeps its name
+    (same,) = dequantize_qdq(_pair_model(np.int8(0))).graph.node
+    assert same.op_type == "Identity" and list(same.input) == ["x"]
 
 
 def test_pairs_that_do_not_match_stay_as_shipped() -> None:

@@ -221,6 +221,7 @@ QUANT_TYPES = (np.int8, np.uint8, np.int16, np.uint16)
 MOVERS = {"Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "MaxPool"}
 # Ops whose values are never negative: a pair clamping at 0 after one needs no Relu.
 NON_NEGATIVE = {"Relu", "Sigmoid", "Softmax"}
+KEEP_SIGN = MOVERS | {"AveragePool", "GlobalAveragePool"}  # non-negative in, non-negative out
 
 
 def _attrs(node: onnx.NodeProto) -> dict:
@@ -275,7 +276,7 @@ def dequantize_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     new: dict[int, list[onnx.NodeProto]] = {}  # nodes to put after the node of this id
     non_negative: set[str] = set()  # a ReLU's values, moved or not: no second Relu for them
     for node in graph.node:
-        if node.op_type in NON_NEGATIVE or (node.op_type in MOVERS and rename.get(node.input[0], node.input[0]) in non_negative):
+        if node.op_type in NON_NEGATIVE or (node.op_type in KEEP_SIGN and rename.get(node.input[0], node.input[0]) in non_negative):
             non_negative.add(node.output[0])
         if node.op_type == "DequantizeLinear" and (value := _folded(g, node)) is not None:
             added.append(numpy_helper.from_array(value, node.output[0]))
@@ -302,8 +303,18 @@ def dequantize_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     for node in kept:
         for k, name in enumerate(node.input):
             node.input[k] = rename.get(name, name)
+    made = {o: n for n in kept for o in n.output}
+    inputs = {i.name for i in graph.input}
     for name in sorted(outputs & rename.keys()):  # a model output keeps its name
-        kept.append(helper.make_node("Identity", [rename[name]], [name], name=f"{name}_float"))
+        src = rename[name]
+        if src in made and src not in outputs and src not in inputs:
+            made[src].output[list(made[src].output).index(src)] = name  # its maker writes it
+            for node in kept:
+                for k, i in enumerate(node.input):
+                    if i == src:
+                        node.input[k] = name
+        else:
+            kept.append(helper.make_node("Identity", [src], [name], name=f"{name}_float"))
     del graph.node[:]
     graph.node.extend(_without_unread(kept, graph))
     graph.initializer.extend(added)
