@@ -128,6 +128,15 @@ def residual_net() -> onnx.ModelProto:
     return model(nodes, {"x": [1, 3, 8, 8]}, {"y": [1, 8, 1, 1]}, inits)
 
 
+def softmax_net() -> onnx.ModelProto:
+    """float_net with a Softmax: --check compares its logits, which the quantized model rounds to
+    8 bits (QDQ) or holds in 8 bits (QOperator's QLinearSoftmax) before it."""
+    m = float_net()
+    m.graph.output[0].name = "p"
+    m.graph.node.append(N("Softmax", ["y"], ["p"], axis=1, name="softmax"))
+    return m
+
+
 @pytest.fixture(scope="module")
 def static(tmp_path_factory):
     """quantize_static's output for (net, form), calibrated on four random inputs."""
@@ -144,7 +153,7 @@ def static(tmp_path_factory):
 
     def get(net: str, form: str) -> Path:
         if (net, form) not in made:
-            onnx.save({"plain": float_net, "residual": residual_net}[net](), d / f"{net}.onnx")
+            onnx.save({"plain": float_net, "residual": residual_net, "softmax": softmax_net}[net](), d / f"{net}.onnx")
             made[net, form] = d / f"{net}_{form}.onnx"
             quantize_static(str(d / f"{net}.onnx"), str(made[net, form]), Reader(), per_channel=form == "QDQ",
                             quant_format=getattr(QuantFormat, form))
@@ -158,7 +167,9 @@ STATIC_OPS = ("QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMu
 
 @pytest.mark.parametrize("net,form,shipped", [("plain", "QDQ", "QuantizeLinear"), ("plain", "QOperator", "QLinearConv"),
                                               ("residual", "QDQ", "QuantizeLinear"),
-                                              ("residual", "QOperator", "QLinearAdd")])
+                                              ("residual", "QOperator", "QLinearAdd"),
+                                              ("softmax", "QDQ", "QuantizeLinear"),
+                                              ("softmax", "QOperator", "QLinearSoftmax")])
 def test_a_quantize_static_model_imports_as_float_convs_and_runs_on_the_device(static, net: str, form: str,
                                                                               shipped: str, tmp_path: Path,
                                                                               capsys) -> None:
@@ -166,15 +177,16 @@ def test_a_quantize_static_model_imports_as_float_convs_and_runs_on_the_device(s
     assert shipped in {n.op_type for n in onnx.load(path).graph.node}
     ops = _ops(import_model(onnx.load(path)))
     assert ops.count("nn.conv2d") == 2 and not any(o in ops for o in STATIC_OPS), ops
-    assert ops.count("nn.relu") == (2 if net == "plain" else 1)  # the ReLUs the quantizer folded into its clamps
+    assert ops.count("nn.relu") == (1 if net == "residual" else 2)  # the ReLUs the quantizer folded into its clamps
     report = tmp_path / "r.json"
     assert snow_run([str(path), "--check", "--quiet", "--report", str(report)]) == 0, capsys.readouterr().err
     r = json.loads(report.read_text())
     assert r["check"]["golden_bit_exact"] is True and r["check"]["snr_db"] > 25  # against the quantized model
+    assert r["total"]["host_ms"] < 0.01  # (a softmax's)
     # (the float model's global average pool of 8x8 runs on the host too)
     assert [row["where"] for row in r["layers"] if row["macs"] and not row["name"].startswith(("gap", "conv1.unfold",
                                                                                               "conv1_quant.unfold"))] \
-        == ["device"] * (3 if net == "plain" else 2)
+        == ["device"] * (2 if net == "residual" else 3)
 
 
 def _pair_model(zero: np.ndarray, dq_scale: float = 0.05, output_too: bool = False) -> onnx.ModelProto:
