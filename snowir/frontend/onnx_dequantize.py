@@ -1,5 +1,7 @@
 """
-Dynamically quantized ONNX models imported as the float model they stand for.
+Quantized ONNX models imported as the float model they stand for: onnxruntime's dynamic
+quantization (below) and its static one in the QDQ and QOperator forms (`dequantize_qdq`,
+`qoperator_as_qdq`, further down); `dequantize` applies all three, as the importer does.
 
 onnxruntime's `quantize_dynamic` turns each Conv / MatMul into DynamicQuantizeLinear of its input,
 a ConvInteger / MatMulInteger over 8-bit weights, a Cast back to float and a Mul by the product of
@@ -276,7 +278,8 @@ def dequantize_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     new: dict[int, list[onnx.NodeProto]] = {}  # nodes to put after the node of this id
     non_negative: set[str] = set()  # a ReLU's values, moved or not: no second Relu for them
     for node in graph.node:
-        if node.op_type in NON_NEGATIVE or (node.op_type in KEEP_SIGN and rename.get(node.input[0], node.input[0]) in non_negative):
+        if node.op_type in NON_NEGATIVE or (node.op_type in KEEP_SIGN
+                                            and rename.get(node.input[0], node.input[0]) in non_negative):
             non_negative.add(node.output[0])
         if node.op_type == "DequantizeLinear" and (value := _folded(g, node)) is not None:
             added.append(numpy_helper.from_array(value, node.output[0]))
@@ -433,7 +436,7 @@ def _qlinear(g: _Graph, node: onnx.NodeProto):
     if x_scale is None or w_q is None or w_scale is None or w_zero is None or x_scale.size != 1 \
             or g.const(ins[2]) is None or w_q.dtype not in QUANT_TYPES or w_q.ndim < 2:
         return None
-    if y_at is not None and ins[y_at] and (g.const(ins[y_at]) is None or g.const(ins[y_at + 1] if ins[y_at + 1] else "") is None):
+    if ins[y_at] and (g.const(ins[y_at]) is None or g.const(ins[y_at + 1]) is None):
         return None
     # the weights' output channels: a Conv's axis 0, a MatMul's last, a Gemm's B' columns
     axis = 0 if op_type == "Conv" or (op_type == "Gemm" and attrs.get("transB", 0)) else w_q.ndim - 1
