@@ -21,19 +21,39 @@ from snowir.golden import Golden, element_frac, quantize
 
 
 def softmax_input(graph: onnx.GraphProto, output: int = 0) -> str | None:
-    """The tensor feeding the Softmax that produces graph output `output`, if any."""
+    """The tensor feeding the Softmax that produces graph output `output`, if any. In a quantized
+    model (which snowir imports as the float model, docs/frontend.md) the Softmax may be followed
+    by a QuantizeLinear -> DequantizeLinear pair, or be com.microsoft's QLinearSoftmax between
+    8-bit tensors: `dequantized_softmax_inputs` gave the probe the float value that one reads."""
     producers = {o: n for n in graph.node for o in n.output}
     name = graph.output[output].name
-    for _ in range(4):  # Softmax, possibly followed by Reshape/Flatten/Identity
+    for _ in range(6):  # Softmax, possibly followed by Reshape/Flatten/Identity, a Q -> DQ pair
         node = producers.get(name)
         if node is None:
             return None
         if node.op_type == "Softmax":
             return node.input[0]
+        if node.op_type == "QLinearSoftmax" and f"{node.input[0]}{LOGITS}" in producers:
+            return f"{node.input[0]}{LOGITS}"
+        if node.op_type == "DequantizeLinear" and node.input[0] in producers \
+                and producers[node.input[0]].op_type in ("QuantizeLinear", "QLinearSoftmax"):
+            name = node.input[0] if producers[node.input[0]].op_type == "QLinearSoftmax" \
+                else producers[node.input[0]].input[0]
+            continue
         if node.op_type not in ("Reshape", "Flatten", "Identity", "Squeeze"):
             return None
         name = node.input[0]
     return None
+
+
+LOGITS = "_dequantized_logits"
+
+
+def dequantized_softmax_inputs(graph: onnx.GraphProto) -> None:
+    """Give each com.microsoft QLinearSoftmax's 8-bit input a float copy, NAME + LOGITS, for
+    `softmax_input` to name (the logits --check compares)."""
+    for node in [n for n in graph.node if n.op_type == "QLinearSoftmax" and len(n.input) >= 3]:
+        graph.node.append(helper.make_node("DequantizeLinear", list(node.input[:3]), [f"{node.input[0]}{LOGITS}"]))
 
 
 ORT_MAX_IR_VERSION = 10
@@ -49,6 +69,7 @@ def ort_logits(model: onnx.ModelProto | str, x: np.ndarray) -> np.ndarray:
     source = model if isinstance(model, str) else "<model>"
     probe = prepare(onnx.load(model) if isinstance(model, str) else model, source)  # a new model: edited below
     probe.ir_version = min(probe.ir_version, ORT_MAX_IR_VERSION)
+    dequantized_softmax_inputs(probe.graph)
     logits = softmax_input(probe.graph) or probe.graph.output[0].name
     if logits not in {o.name for o in probe.graph.output}:
         probe.graph.output.insert(0, helper.make_tensor_value_info(logits, onnx.TensorProto.FLOAT, None))
@@ -133,6 +154,7 @@ def ort_checked(model: onnx.ModelProto | str, xs: Sequence[np.ndarray]) -> list[
     source = model if isinstance(model, str) else "<model>"
     probe = prepare(onnx.load(model) if isinstance(model, str) else model, source)
     probe.ir_version = min(probe.ir_version, ORT_MAX_IR_VERSION)
+    dequantized_softmax_inputs(probe.graph)
     wanted = []
     for k, out in enumerate(probe.graph.output):
         wanted.append(softmax_input(probe.graph, k) or out.name)
@@ -191,12 +213,16 @@ def _logits_of(value):
     """The input of the softmax producing `value` through reshapes, else `value`: an nn.softmax, or
     an ONNX Softmax the host runs (over another axis), as `softmax_input` finds either."""
     v = value
-    for _ in range(4):
+    for _ in range(6):
         owner = v.owner
         if isinstance(owner, nn.SoftmaxOp):
             return owner.input
         if isinstance(owner, nn.HostOp) and owner.op_type.data == "Softmax":
             return owner.operands[0]
+        if isinstance(owner, nn.HostOp) and owner.op_type.data == "DequantizeLinear" and owner.operands \
+                and isinstance(q := owner.operands[0].owner, nn.HostOp) and q.op_type.data == "QuantizeLinear":
+            v = q.operands[0]  # a quantized model's 8-bit rounding of its output, as `softmax_input` skips it
+            continue
         if not isinstance(owner, nn.ReshapeOp | nn.FlattenOp | nn.IdentityOp):
             return value
         v = owner.input

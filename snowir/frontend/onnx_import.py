@@ -30,7 +30,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from snowir.dialects import nn
 from snowir.frontend.onnx_handlers import HANDLERS, Unmapped
-from snowir.frontend.onnx_dequantize import dequantize_dynamic
+from snowir.frontend.onnx_dequantize import dequantize
 from snowir.frontend.onnx_prepare import OnnxImportError, prepare_apart
 from snowir.frontend.onnx_host import (DEFAULT_DOMAINS, REFERENCE_DOMAINS, TARGET_OPSET, OnnxTypeError,
                                       element_type, has_onnxruntime, numpy_dtype, onnx_type_of, ort_operators, ort_session,
@@ -469,7 +469,7 @@ def import_onnx(path: str | Path, input_shapes: dict[str, list[int]] | None = No
 
 def import_model(model: onnx.ModelProto, source: str = "<onnx>",
                  input_shapes: dict[str, list[int]] | None = None) -> ModuleOp:
-    prepared, weights, _ = prepare_apart(dequantize_dynamic(model), source)
+    prepared, weights, _ = prepare_apart(dequantize(model), source)
     return Importer(prepared, source, input_shapes, weights).run()
 
 
