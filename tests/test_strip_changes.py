@@ -9,6 +9,7 @@ whole-buffer strip first (`short_first`) and the residual add on the cheaper of 
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import tempfile
@@ -212,3 +213,26 @@ def test_residual_add_on_the_cheaper_conv() -> None:
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_no_first_strip_preloaded_after_a_bypass_slice_conv_of_several_strips(tmp_path: Path, capsys) -> None:
+    """CenterFace's inverted residual at 15 x 20: a 960 -> 160 1x1 with its residual in bypass
+    slices over five strips, then a 160 -> 960 1x1. With the next conv's first strip preloaded by
+    its last tile, the 960 -> 160 conv's result was wrong (machine != golden, its own inputs given);
+    maps_preloaded now follows only a bypass-slice conv of one strip (or a plain Kloop conv)."""
+    from onnx_util import rand, snow_run
+
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w1", "b1"], ["a"], name="expand"), n("Relu", ["a"], ["ar"], name="r1"),
+             n("Conv", ["ar", "w2", "b2"], ["d"], pads=[1] * 4, group=960, name="dw"), n("Relu", ["d"], ["dr"], name="r2"),
+             n("Conv", ["dr", "w3", "b3"], ["p"], name="project"), n("Add", ["p", "x"], ["s"], name="add"),
+             n("Conv", ["s", "w4", "b4"], ["y"], name="next")]
+    inits = {"w1": rand(960, 160, 1, 1, seed=1, scale=0.05), "b1": rand(960, seed=2, scale=0.1),
+             "w2": rand(960, 1, 3, 3, seed=3, scale=0.2), "b2": rand(960, seed=4, scale=0.1),
+             "w3": rand(160, 960, 1, 1, seed=5, scale=0.03), "b3": rand(160, seed=6, scale=0.1),
+             "w4": rand(960, 160, 1, 1, seed=7, scale=0.05), "b4": rand(960, seed=8, scale=0.1)}
+    path, report = tmp_path / "res.onnx", tmp_path / "r.json"
+    onnx.save(model(nodes, {"x": [1, 160, 15, 20]}, {"y": [1, 960, 15, 20]}, inits), path)
+    assert snow_run([str(path), "--check", "--quiet", "--report", str(report)]) == 0, capsys.readouterr().err
+    layers = json.loads(report.read_text())["layers"]
+    assert [row["golden_bit_exact"] for row in layers if row["where"] == "device"] == [True] * 4

@@ -139,7 +139,9 @@ def _check_failure(args: argparse.Namespace, report: dict[str, Any]) -> str | No
     if not args.check or c is None:
         return None
     if not c["golden_bit_exact"]:
-        return "machine output differs from the golden model"
+        first = next((r["name"] for r in report["layers"] if r.get("golden_bit_exact") is False), None)
+        return "machine output differs from the golden model" + (
+            f", first at layer '{first}' (its own inputs given)" if first is not None else "")
     if args.check_top1:
         if c.get("top1_match") is None:
             return "--check-top1: no output is a classifier's ([N, classes]): top-1 means nothing here; use --min-snr"

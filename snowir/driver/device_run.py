@@ -313,7 +313,10 @@ def device_report(run: DeviceRun, hw: SnowflakeConfig, model: str, host_rows: li
                     "mac_utilization": layer.macs / (layer.cycles * hw.macs) if layer.cycles else 0.0,
                     "dram_bytes": layer.dram_bytes, "gbps": layer.dram_bytes / (ms * 1e6) if ms else 0.0,
                     "stall_cycles": layer.stalls, "mode": layer.mode, "loop_order": layer.loop_order,
-                    "load_imbalance_pct": layer.imbalance})
+                    "load_imbalance_pct": layer.imbalance,
+                    # given the machine's own inputs, its output equals the golden model's (the first
+                    # layer without it is where a wrong result starts)
+                    "golden_bit_exact": layer.bit_exact})
         if layer.cycles:  # the layer's bound on this machine (bound.py): 0 cycles, nothing ran
             traffic = bound.compulsory(op, hw.element_bytes, op_named.get(layer.fused))
             row.update(bound.row_fields(layer.cycles, layer.macs, traffic, hw))

@@ -101,10 +101,13 @@ class LayerReport(BoundFields):
     # on the end-to-end timeline (docs/machine.md "End-to-end time"); None from the golden model
     start_ms: float | None = None
     end_ms: float | None = None
+    # a device layer's output, given the machine's own inputs, equals the golden model's (None:
+    # not a device layer, or a report written before this field)
+    golden_bit_exact: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = super().to_json()
-        for key in ("computes", "computed_by", "host_reason"):
+        for key in ("computes", "computed_by", "host_reason", "golden_bit_exact"):
             if data[key] is None:
                 del data[key]
         return data

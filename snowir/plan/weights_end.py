@@ -175,7 +175,7 @@ def _sliced_1x1(previous: ConvPlan) -> bool:
 def maps_preloaded_refusal(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConfig) -> str | None:
     """Why the previous conv's last kernel tile may not load `plan`'s first maps strip (None: it
     may). The previous conv: a bypass-slice 1x1 conv of one strip (its last tile frees its maps pixel
-    by pixel from word 0), a bypass-slice k x k conv (row by row: `kernel_tile`'s row loads), each
+    by pixel from word 0), a bypass-slice k x k conv of one strip (row by row: `kernel_tile`'s row loads), each
     with `plan`'s strip below its slices and bias block; or a plain Kloop conv whose last strip sits
     in maps bank 1 (bank 0 is free). `plan`: a COOP conv whose cold start loads its first strip
     whole rows from word 0 (not gathered, banded, grouped over blocks, pooling or row groups; a
@@ -189,7 +189,9 @@ def maps_preloaded_refusal(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConf
                "slices) has its first strip preloaded"
     first = plan.strips[0]
     words = (first.r1 - first.r0) * s.w * s.cin + s.overread
-    sliced = previous.bypass_slices and not previous.indp and previous.bypass_row == 0
+    # [fix] one strip: after a bypass-slice conv of several strips (CenterFace's 960 -> 160 residual
+    # 1x1, five strips) the preload made that conv's own result wrong (tests/test_strip_changes.py)
+    sliced = previous.bypass_slices and not previous.indp and previous.bypass_row == 0 and len(previous.strips) == 1
     if sliced:
         room = min(previous.slice_bases[0], plan_machine(previous, hw).maps_buffer_elements)
         if words > room:
