@@ -343,7 +343,7 @@ def real_nets_unit(R: Results) -> str:
                      "host ops left with the unit", "task result vs onnxruntime", "machine = golden (unit)"],
                     rows) + "\n\n" + caption("bench/results/real_nets.json and real_nets_unit.json",
                                                "python bench/real_nets.py; python bench/real_nets.py --only "
-                                               "common_det,ch_PP-OCRv4_det_infer,ch_ppocr_mobile_v2.0_cls_infer "
+                                               "common_det,ch_PP-OCRv4_det_infer,ch_ppocr_mobile_v2.0_cls_infer,common_old "
                                                "--hw unit.json --out DIR")
 
 
