@@ -1476,14 +1476,20 @@ def e_kernels_preloaded(layer, rng, hw):
     """`kernels_preloaded` (the first kernel tile loaded by the previous conv's last tile) added,
     with or without `fence` and `weights_before_fence`: a lone layer has no previous conv (the
     verifier or tile-to-asm refuses it; a max pool's too)."""
-    if layer.properties.get("kernels_preloaded") is not None:
+    return _preloaded(layer, rng, "kernels_preloaded", ("fence", "weights_before_fence"))
+
+
+def _preloaded(layer, rng, name: str, with_it: tuple[str, ...]) -> Edit:
+    """`name` (a load the previous conv's last tile makes for this layer) added, with the flags
+    `with_it` most of the time."""
+    if layer.properties.get(name) is not None:
         raise NotApplicable
-    layer.properties["kernels_preloaded"] = UnitAttr()
+    layer.properties[name] = UnitAttr()
     with_fence = rng.random() < 0.7
     if with_fence:
-        layer.properties["fence"] = UnitAttr()
-        layer.properties["weights_before_fence"] = UnitAttr()
-    return Edit(f"kernels_preloaded added{', with fence and weights_before_fence' if with_fence else ''}", acts=True)
+        for flag in with_it:
+            layer.properties[flag] = UnitAttr()
+    return Edit(f"{name} added{', with ' + ' and '.join(with_it) if with_fence else ''}", acts=True)
 
 
 def e_first_slot(layer, rng, hw):
@@ -1503,13 +1509,7 @@ def e_first_slot(layer, rng, hw):
 def e_maps_preloaded(layer, rng, hw):
     """`maps_preloaded` (the first maps strip loaded by the previous conv's last tile) added, with
     or without `fence`: a lone layer has no previous conv (the verifier or tile-to-asm refuses it)."""
-    if layer.properties.get("maps_preloaded") is not None:
-        raise NotApplicable
-    layer.properties["maps_preloaded"] = UnitAttr()
-    with_fence = rng.random() < 0.7
-    if with_fence:
-        layer.properties["fence"] = UnitAttr()
-    return Edit(f"maps_preloaded added{', with fence' if with_fence else ''}", acts=True)
+    return _preloaded(layer, rng, "maps_preloaded", ("fence",))
 
 
 EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the draw

@@ -56,6 +56,16 @@ SEGMENTS = {"maps": ("x", sf.SegmentKind.INPUT), "weights": ("w", sf.SegmentKind
             "scratch": ("slack", sf.SegmentKind.SCRATCH), "conv_output": ("t", sf.SegmentKind.SCRATCH)}
 
 
+
+def _preloaded_refusal(name: str, refusal, previous: tile.LayerOp | None, layer: tile.LayerOp,
+                       hw: SnowflakeConfig) -> str | None:
+    """Why `layer`'s `name` (a load the previous conv's last kernel tile makes for it:
+    kernels_preloaded, maps_preloaded) cannot be followed, or None."""
+    if previous is None or previous.kind.data != tile.LayerKind.CONV or not FENCE.value(layer):
+        return f"{name} needs a conv before it in the same program (its last kernel tile loads them)"
+    why = refusal(conv_plan_of(previous), conv_plan_of(layer), hw)
+    return None if why is None else f"{name} after conv @{previous.sym_name.data}: {why}"
+
 def _fail(layer: tile.LayerOp, message: str) -> PassFailedException:
     return PassFailedException(f"tile-to-asm: layer @{layer.sym_name.data}: {message}")
 
@@ -159,18 +169,10 @@ class TileToAsmPass(ModulePass):
                     and previous.kind.data == tile.LayerKind.CONV:
                 why = weights_before_fence_refusal(conv_plan_of(previous), conv_plan_of(layer), hw)
                 wrong = None if why is None else f"weights_before_fence after conv @{previous.sym_name.data}: {why}"
-            if wrong is None and KERNELS_PRELOADED.value(layer):
-                if previous is None or previous.kind.data != tile.LayerKind.CONV or not FENCE.value(layer):
-                    wrong = "kernels_preloaded needs a conv before it in the same program (its last kernel tile loads them)"
-                else:
-                    why = kernels_preloaded_refusal(conv_plan_of(previous), conv_plan_of(layer), hw)
-                    wrong = None if why is None else f"kernels_preloaded after conv @{previous.sym_name.data}: {why}"
-            if wrong is None and MAPS_PRELOADED.value(layer):
-                if previous is None or previous.kind.data != tile.LayerKind.CONV or not FENCE.value(layer):
-                    wrong = "maps_preloaded needs a conv before it in the same program (its last kernel tile loads them)"
-                else:
-                    why = maps_preloaded_refusal(conv_plan_of(previous), conv_plan_of(layer), hw)
-                    wrong = None if why is None else f"maps_preloaded after conv @{previous.sym_name.data}: {why}"
+            for decision, refusal in ((KERNELS_PRELOADED, kernels_preloaded_refusal),
+                                      (MAPS_PRELOADED, maps_preloaded_refusal)):
+                if wrong is None and decision.value(layer):
+                    wrong = _preloaded_refusal(decision.name, refusal, previous, layer, hw)
             previous = layer
             if wrong is not None:
                 raise _fail(layer, wrong)
