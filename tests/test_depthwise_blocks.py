@@ -160,8 +160,25 @@ def test_the_tiles_are_one_counted_loop(engine: str, monkeypatch: pytest.MonkeyP
     assert conv.groups.value.data == 16
     if engine == "reference":
         return
-    monkeypatch.setattr(codegen_conv, "looped_blocks", lambda plan: False)
+    monkeypatch.setattr(codegen_conv, "looped_blocks", lambda plan, hw: False)
     _, unrolled = _run(m)
     fills = unrolled["dw"].dram_bytes - looped["dw"].dram_bytes  # the unrolled tiles' code, 4 bytes an instruction
     assert fills > 14 * 4 * 300, fills
     assert looped["dw"].cycles <= unrolled["dw"].cycles, (looped["dw"].cycles, unrolled["dw"].cycles)
+
+
+def test_a_block_that_fills_the_bus_keeps_its_tiles_unrolled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CenterFace's 30x40x576 3x3/2: a block's words take 85% of a tile's MACs on the bus, and looped
+    its tiles waited for them (116.7 k -> 179.5 k cycles: the unrolled tiles' loads lead more), so
+    looped_blocks keeps them unrolled there (the next block at most half a tile's MACs on the bus);
+    at 7² stride 1 (a block 9% of a tile) the tiles are one loop. Bit-exact both ways (_run asserts it)."""
+    from snowir.codegen import block_loop
+
+    seen = []
+    real = block_loop.looped_blocks
+    monkeypatch.setattr("snowir.codegen.conv.looped_blocks", lambda plan, hw: seen.append(real(plan, hw)) or seen[-1])
+    for h, stride in ((30, 2), (7, 1)):
+        seen.clear()
+        module, layers = _run(mobile_block(16, 64, h, stride, 3))
+        assert _over_blocks(module) and seen, h
+        assert seen[-1] is (h == 7), (h, seen)
