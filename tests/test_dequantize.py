@@ -42,16 +42,18 @@ def quantized(tmp_path_factory) -> Path:
     return d / "dq.onnx"
 
 
-def old_style(reader_of_the_sum: bool = False, per_channel: bool = False) -> onnx.ModelProto:
+def old_style(reader_of_the_sum: bool = False, per_channel: bool = False,
+              bias_shape: tuple[int, ...] = (1, 8, 1, 1)) -> onnx.ModelProto:
     """One conv as older onnxruntime exports wrote it (ddddocr 1.6.1's common_old.onnx): the bias
     quantized at run time by the input's scale and added to the integer sums before the Cast;
     `per_channel` weight scales (shaped to broadcast over the sums' channels) and zero points.
-    `reader_of_the_sum`: the integer sum is a model output too, so the chain must stay."""
+    `reader_of_the_sum`: the integer sum is a model output too, so the chain must stay. `bias_shape`:
+    what the run-time bias is reshaped to (not one value per channel: the chain must stay)."""
     rng = np.random.default_rng(7)
     w_q = rng.integers(0, 255, (8, 4, 3, 3)).astype(np.uint8)
     scale = np.linspace(0.002, 0.004, 8).astype(np.float32).reshape(8, 1, 1) if per_channel else np.float32(0.003)
     inits = {"w_q": w_q, "w_zp": np.full(8, 128, np.uint8) if per_channel else np.uint8(128), "w_scale": scale,
-             "b": rand(8, seed=8, scale=0.2), "shape": np.array([1, 8, 1, 1], np.int64)}
+             "b": rand(8, seed=8, scale=0.2), "shape": np.array(bias_shape, np.int64)}
     nodes = [N("DynamicQuantizeLinear", ["x"], ["x_q", "x_scale", "x_zp"], name="dql"),
              N("Mul", ["x_scale", "w_scale"], ["b_scale"], name="b_scale"),
              N("Div", ["b", "b_scale"], ["b_div"], name="b_div"), N("Floor", ["b_div"], ["b_floor"], name="b_floor"),
@@ -114,6 +116,13 @@ def test_the_older_form_runs_on_the_device_close_to_onnxruntime(tmp_path: Path, 
 
 def test_a_chain_whose_integer_sum_is_read_elsewhere_stays_as_shipped() -> None:
     m = old_style(reader_of_the_sum=True)
+    assert dequantize_dynamic(m) is m
+
+
+def test_a_bias_added_along_another_axis_is_not_taken_for_the_convs() -> None:
+    """Reshaped to (1, 1, 1, 8) the run-time bias adds along W, not the channels: no float Conv's bias
+    says that, so the chain stays as shipped."""
+    m = old_style(bias_shape=(1, 1, 1, 8))
     assert dequantize_dynamic(m) is m
 
 

@@ -67,8 +67,30 @@ def _scale_of(g: _Graph, name: str, x_scale: str) -> tuple[onnx.NodeProto, np.nd
     return None if w_scale is None else (mul, w_scale.astype(np.float32))
 
 
-def _runtime_bias(g: _Graph, name: str, x_scale: str) -> tuple[list[onnx.NodeProto], np.ndarray] | None:
-    """`name` = Reshape(Cast(Floor(Div(b, Mul(x_scale, W_scale))))), b constant: (those nodes, b)."""
+def _shaped(g: _Graph, value: np.ndarray, reshape: onnx.NodeProto | None) -> tuple[int, ...] | None:
+    """The shape `value` takes through `reshape` (a Reshape by a constant shape) if any, else its own."""
+    if reshape is None:
+        return value.shape
+    target = g.const(reshape.input[1]) if len(reshape.input) > 1 else None
+    try:
+        return None if target is None else np.reshape(value, [int(d) for d in target]).shape
+    except ValueError:
+        return None
+
+
+def _per_channel(shape: tuple[int, ...] | None, op_type: str, channels: int) -> bool:
+    """A bias of `shape` adds one value per output channel to the op's result as it broadcasts: a
+    Conv's (N, C, H, W) on its axis -3, a MatMul's (..., N) on its last."""
+    axis = -3 if op_type == "ConvInteger" else -1
+    if shape is None or len(shape) < -axis or shape[axis] != channels:
+        return False
+    return all(d == 1 for i, d in enumerate(shape) if i != len(shape) + axis)
+
+
+def _runtime_bias(g: _Graph, name: str, x_scale: str, op_type: str,
+                  channels: int) -> tuple[list[onnx.NodeProto], np.ndarray] | None:
+    """`name` = Reshape(Cast(Floor(Div(b, Mul(x_scale, W_scale))))), b constant, one value per
+    output channel: (those nodes, b)."""
     reshape = g.made_by(name, "Reshape")
     cast = reshape and g.made_by(reshape.input[0], "Cast")
     floor = cast and g.made_by(cast.input[0], "Floor")
@@ -76,7 +98,7 @@ def _runtime_bias(g: _Graph, name: str, x_scale: str) -> tuple[list[onnx.NodePro
     if div is None:
         return None
     bias, scale = g.const(div.input[0]), _scale_of(g, div.input[1], x_scale)
-    if bias is None or scale is None:
+    if bias is None or scale is None or not _per_channel(_shaped(g, bias, reshape), op_type, channels):
         return None
     return [reshape, cast, floor, div], bias.astype(np.float32).reshape(-1)
 
@@ -95,10 +117,11 @@ def _chain(g: _Graph, q: onnx.NodeProto):
     if w_zero is None:
         return None
     nodes, bias, out = [q], None, q.output[0]
+    channels = w_q.shape[0] if q.op_type == "ConvInteger" else w_q.shape[-1]
     add = g.only_reader(out, "Add")
     if add is not None:
         other = next((i for i in add.input if i != out), "")
-        found = _runtime_bias(g, other, x_scale)
+        found = _runtime_bias(g, other, x_scale, q.op_type, channels)
         if found is None:
             return None
         nodes += [add, *found[0]]
@@ -112,17 +135,21 @@ def _chain(g: _Graph, q: onnx.NodeProto):
         return None
     nodes += [cast, mul]
     add = g.only_reader(mul.output[0], "Add") if bias is None and q.op_type == "ConvInteger" else None
-    if add is not None and (found := _float_bias(g, next((i for i in add.input if i != mul.output[0]), ""))) is not None:
+    if add is not None and (found := _float_bias(g, next((i for i in add.input if i != mul.output[0]), ""),
+                                                 channels)) is not None:
         nodes.append(add)  # newer onnxruntime adds the float bias after the scale
         bias = found
     return nodes, dql.input[0], nodes[-1].output[0], _dequantized(q.op_type, w_q, w_zero, scale[1]), bias
 
 
-def _float_bias(g: _Graph, name: str) -> np.ndarray | None:
-    """`name` = a constant, or Reshape of one, of one value per output channel: as a vector."""
+def _float_bias(g: _Graph, name: str, channels: int) -> np.ndarray | None:
+    """`name` = a constant, or Reshape of one by a constant shape, of one value per output channel
+    of a Conv's result: as a vector (another Add stays an Add after the conv)."""
     reshape = g.made_by(name, "Reshape")
     bias = g.const(reshape.input[0] if reshape is not None else name)
-    return None if bias is None else bias.astype(np.float32).reshape(-1)
+    if bias is None or not _per_channel(_shaped(g, bias, reshape), "ConvInteger", channels):
+        return None
+    return bias.astype(np.float32).reshape(-1)
 
 
 def _dequantized(op_type: str, w_q: np.ndarray, w_zero: np.ndarray, w_scale: np.ndarray) -> np.ndarray:
@@ -166,8 +193,7 @@ def dequantize_dynamic(model: onnx.ModelProto) -> onnx.ModelProto:
         if bias is not None:
             inputs.append(f"{stem}_dequantized_b")
             added.append(numpy_helper.from_array(bias, inputs[2]))
-        attrs = {a.name: helper.get_attribute_value(a) for a in q.attribute}
-        replaced[id(q)] = helper.make_node(INTEGER_OPS[q.op_type], inputs, [y], name=stem, **attrs)
+        replaced[id(q)] = helper.make_node(INTEGER_OPS[q.op_type], inputs, [y], name=stem, **_attrs(q))
         gone.update(id(n) for n in nodes)
     if not replaced:
         return model
@@ -422,11 +448,11 @@ def _qlinear(g: _Graph, node: onnx.NodeProto):
     and output left to name, its float constants); None for any other node or shape."""
     ins = list(node.input) + [""] * (9 - len(node.input))
     if node.op_type == "QLinearConv" and node.domain in ("", "ai.onnx"):
-        w_at, b_at, y_at, op_type = 3, 8, 6, "Conv"
+        b_at, y_at, op_type = 8, 6, "Conv"
     elif node.op_type == "QLinearMatMul" and node.domain in ("", "ai.onnx"):
-        w_at, b_at, y_at, op_type = 3, None, 6, "MatMul"
+        b_at, y_at, op_type = None, 6, "MatMul"
     elif node.op_type == "QGemm" and node.domain == "com.microsoft":
-        w_at, b_at, y_at, op_type = 3, 6, 7, "Gemm"
+        b_at, y_at, op_type = 6, 7, "Gemm"
     else:
         return None
     attrs = _attrs(node)
