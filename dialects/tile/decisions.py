@@ -387,24 +387,27 @@ snowir/plan/layout.py packs and unpacks, the generators load and read the bias b
 (`bias_refusal` names what cannot take `maps`)."""
 
 
-def _output_or_maps(op: Operation) -> bool:
+def _output_or_input(op: Operation) -> bool:
     label = op.properties.get("label")
-    return isinstance(label, StringAttr) and label.data in ("output", "maps")
+    return isinstance(label, StringAttr) and label.data in ("output", "maps", "bypass")
 
 
 CHANNEL_TILES = Decision(
-    "channel_tiles", DRAM_REGION, INTS, None, length=3, needs=_output_or_maps,
+    "channel_tiles", DRAM_REGION, INTS, None, length=3, needs=_output_or_input,
     valid=lambda ct: len(ct) == 3 and ct[0] >= 1 and 0 <= ct[1] < ct[2],
     doc="The region's tensor stored channel-tile-major (NCHW[w]c): [w, block, blocks]; channels [w·g, w·g + w) "
         "of every pixel are an (H, W, w) run at word g·H·W·w. On an 'output' region: the layer's kernel tiles of w "
         "kernels write blocks block, block + 1, ... (pixels w words apart, tiles H·W·w words apart; a COOP conv); "
         "on a 'maps' region: the layer reads block `block` whole, as a dense (H, W, w) input, or, a grouped conv of "
         "w channels a group, group g reads block block + g (its maps tiles one block's rows, each kernel tile "
-        "loading its own; Mloop); must be where the graph places the tensor (tile-to-asm refuses an edit).",
-    rule="[width, block, blocks] marks an 'output' or 'maps' region of a channel-tile-major tensor, "
+        "loading its own; Mloop); on a 'bypass' region: kernel tile t's bypass is block block + t, each strip's "
+        "slice one LD of its rows (a COOP residual conv with bypass slices of one w-kernel tile); must be where "
+        "the graph places the tensor (tile-to-asm refuses an edit).",
+    rule="[width, block, blocks] marks an 'output', 'maps' or 'bypass' region of a channel-tile-major tensor, "
          "width >= 1, 0 <= block < blocks")
 """The layout of a depthwise conv's producer's result (depthwise-to-grouped sets it on the nn conv,
-`snowir.segments.CHANNEL_TILES`; nn-to-tile records it; the write-back, the readers' loads,
+`snowir.segments.CHANNEL_TILES`), or of a channel part's partial sums that the next part reads as
+its bypass (split-kernels sets it); nn-to-tile records it; the write-back, the readers' loads,
 allocate-dram and the runner's reads and writes follow it). On a grouped reader's maps region it is
 also where the groups' blocks are (`ConvShape.block_maps`, read from it by tile/build.shape_of): the
 blocks are the kernel-tile loop, so no second attribute states them."""

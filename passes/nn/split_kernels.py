@@ -7,6 +7,11 @@ once) -- into convolutions over input-channel slices, chained through the bypass
     conv(x, W, b) -> y1 = conv(slice(x, 0..c1), W[:, 0..c1], b [, bypass r])
                      y2 = conv(slice(x, c1..c2), W[:, c1..c2], 0, bypass y1) ... (relu on the last)
 
+A part that only the next reads, as its bypass, is stored channel-tile-major where the planner
+estimates it no slower (`CHANNEL_TILES` = a COOP kernel tile's 16 channels: the next part's
+kernel tile t then loads its bypass slice of a strip as one run of block t, not one LD a pixel;
+docs/lowering.md "Channel-tile-major tensors").
+
 A 3x3x512 kernel (4624 words with its bias block) cannot live in the 4096-word weights buffer,
 and the 48-bit accumulator cannot be carried across a weights reload for every pixel, so the
 partial result goes through DRAM as a fixed-point tensor and is added back at the next part's
@@ -21,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
 
@@ -29,12 +34,20 @@ from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, conv_shape, drop_dead_constants, new_constant, shape_of, tensor
 from snowir.plan.conv import plan_conv, residual_cycles
-from snowir.plan.shapes import LoweringError, weights_slot_elements
+from snowir.plan.layout import bypass_tiles_refusal, channel_tiles_refusal
+from snowir.plan.residual_mode import conv_mode
+from snowir.plan.shapes import ConvShape, LoweringError, coop_kernels, weights_slot_elements
 from snowir.segments import CHANNEL_TILES
 
 
 MAX_PARTS_BY_COST = 4
 MIN_GAIN = 0.03  # a split for speed must save this share of the layer's estimated cycles
+TILES_MARGIN = 0.01
+"""How much higher than whole pixels a channel-tile-major pair may be estimated and still be taken:
+the reader's slices keep one strip whose maps the estimate counts as exposed, where the cold start
+overlaps all but its first rows with the first tile (AlexNet-OWT's conv4.part1: estimated 269,415
+cycles with slices of blocks against 269,316 with whole pixels in two banks; measured 266,676 and
+270,082)."""
 
 
 def _parts(c: int, count: int) -> list[tuple[int, int]]:
@@ -44,16 +57,20 @@ def _parts(c: int, count: int) -> list[tuple[int, int]]:
     return [(a, min(per, c - a)) for a in range(0, c, per)]
 
 
+def _part_shape(op: nn.Conv2dOp, parts: list[tuple[int, int]], i: int) -> ConvShape:
+    from dataclasses import replace
+
+    whole = conv_shape(op)
+    a, size = parts[i]
+    return replace(whole, c=size, cin_total=whole.c if len(parts) > 1 else 0, c_base=a)
+
+
 def estimated_cycles(op: nn.Conv2dOp, parts: list[tuple[int, int]], hw: SnowflakeConfig) -> float:
     """The planner's estimate for the conv run as these channel parts (the first with the conv's
     own bypass if any, each later one with the previous part's output as its bypass)."""
-    from dataclasses import replace
-
-
-    whole = conv_shape(op)
     total = 0.0
-    for i, (a, size) in enumerate(parts):
-        s = replace(whole, c=size, cin_total=whole.c if len(parts) > 1 else 0, c_base=a)
+    for i in range(len(parts)):
+        s = _part_shape(op, parts, i)
         bypass = i > 0 or op.bypass is not None
         try:
             plan = plan_conv(s, hw, 0, 1 << 24, 1 << 25, None, 1 << 26 if bypass else None, "COOP")
@@ -151,7 +168,35 @@ class SplitKernel(RewritePattern):
             rewriter.insert(conv, _before(op))
             acc = conv.output
             new_ops.append(conv)
+        for i, conv in enumerate(new_ops[:-1]):
+            if conv.bypass is None and tiles_pay(op, parts, i, self.hw):
+                conv.attributes[CHANNEL_TILES] = IntegerAttr(coop_kernels(self.hw), i64)
         rewriter.replace(op, [], [acc])
+
+
+def tiles_pay(op: nn.Conv2dOp, parts: list[tuple[int, int]], i: int, hw: SnowflakeConfig) -> bool:
+    """Whether part i (no bypass of its own) should store its partial sums channel-tile-major for
+    part i + 1: part i runs COOP by the planners' own choice and can write blocks of its kernel
+    tiles (`channel_tiles_refusal`), part i + 1 runs COOP and reads them with bypass slices of one
+    tile (`bypass_tiles_refusal`), and the two estimates together are at most TILES_MARGIN above
+    whole pixels' (the writer keeps its biases in its kernels; the reader loses one LD a pixel)."""
+    width = coop_kernels(hw)
+    writer, reader = _part_shape(op, parts, i), _part_shape(op, parts, i + 1)
+    try:
+        if conv_mode(reader, hw, True) != "COOP":
+            return False
+        chosen = plan_conv(writer, hw, 0, 1 << 24, 1 << 25)
+        if chosen.indp or channel_tiles_refusal(chosen, width, hw) is not None:
+            return False
+        tiled = plan_conv(writer, hw, 0, 1 << 24, 1 << 25, None, None, "COOP", "kernel")
+        pixels = plan_conv(reader, hw, 0, 1 << 24, 1 << 25, None, 1 << 26, "COOP")
+        blocks = plan_conv(reader, hw, 0, 1 << 24, 1 << 25, None, 1 << 26, "COOP", bypass_tiles=True)
+    except LoweringError:
+        return False
+    if channel_tiles_refusal(tiled, width, hw) is not None or bypass_tiles_refusal(blocks, width) is not None:
+        return False
+    return tiled.estimated_cycles(hw) + residual_cycles(blocks, hw) \
+        <= (1 + TILES_MARGIN) * (chosen.estimated_cycles(hw) + residual_cycles(pixels, hw))
 
 
 def _before(op):

@@ -180,7 +180,7 @@ class LoopOrderPattern(RewritePattern):
         mode = layer.mode.data.value if layer.mode else None
         try:
             plan = plan_conv(s, self.hw, 2 * lay.in_first, lay.w_addr, lay.out_addr, order, lay.r_addr, mode, s.bias_at,
-                             bypass_crop=lay.bypass_row != 0)
+                             bypass_crop=lay.bypass_row != 0, bypass_tiles=lay.bypass_tile != 0)
             return with_layer_pool(layer, plan, self.hw)
         except LoweringError as e:
             raise PassFailedException(f"tile-loop-order: layer @{layer.sym_name.data}: {e}") from None

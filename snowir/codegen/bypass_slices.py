@@ -5,7 +5,10 @@ into many strips). A kernel tile's write-backs read only its own K bypass channe
 input stays in the maps buffer, and two slices at the layer's `bypass_slices` bases take
 turns: while tile t computes from one, every pixel's MAC is followed by the LD of the same
 pixel's K channels of tile t+1 into the other (four pixels' LDs together, so `balance-loads`
-spreads them).
+spreads them). A bypass stored channel-tile-major in blocks of a tile's K channels (the bypass
+region's `channel_tiles`, `ConvPlan.bypass_tile`) holds a tile's slice of a strip as one run of
+its block's rows: then the slice is one LD, issued where a prefetch goes (once 16 vector ops of
+the tile are queued, so the previous tile's VMOVs, the other slice's readers, are done).
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from snowir.codegen.builder import AsmBuilder
-from snowir.codegen.traces import (COOP, Prefetch, R_BYP, R_BYPROW, R_LEN, R_MAPS, R_OUT, R_OUTROW, R_SRC, R_TMP, R_TO, R_TT, R_TW,
-                                   R_W, R_X, R_XEND, R_Y, macs, add_offset, out_pixel)
+from snowir.codegen.traces import (COOP, Prefetch, R_BYP, R_BYPROW, R_LEN, R_MAPS, R_OUT, R_OUTROW, R_SRC, R_TMP, R_TMP2, R_TO,
+                                   R_TT, R_TW, R_W, R_X, R_XEND, R_Y, macs, add_offset, out_pixel)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import TRACE_CHUNK, ConvPlan, Strip
@@ -70,12 +73,19 @@ def strips_ahead(plan: ConvPlan, strip: Strip, nxt: Strip) -> bool:
 
 
 def load_first_slice(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip) -> None:
-    """The strip's slice of tile 0 into slice 0, one LD per pixel (a counted loop of PIXELS)."""
+    """The strip's slice of tile 0 into slice 0, one LD per pixel (a counted loop of PIXELS), or
+    one LD of its block's rows (a channel-tile-major bypass)."""
     s = plan.shape
+    n = (strip.y1 - strip.y0) * s.ow
+    if plan.bypass_tile:
+        b.const(R_BLEN, n * plan.kernels)
+        b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * plan.kernels)
+        b.const(R_BDST, plan.slice_bases[0])
+        b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_BDST, R_BSRC, R_BLEN, 0, sf.SELECT_ALL))
+        return
     b.const(R_BLEN, slice_channels(plan))
     b.const(R_BSRC, plan.bypass_addr + 2 * strip.y0 * s.ow * s.k)
     b.const(R_BDST, plan.slice_bases[0])
-    n = (strip.y1 - strip.y0) * s.ow
     if n // PIXELS:
         b.const(R_X, 1)
         b.const(R_XEND, n // PIXELS)
@@ -84,6 +94,24 @@ def load_first_slice(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: 
         b.emit(sf.AddiOp(R_X, R_X, 1))
         b.branch(sf.BleOp(R_X, R_XEND, top))
     _slice_loads(b, plan, n % PIXELS)
+
+
+def next_tile_slice(plan: ConvPlan, strip: Strip) -> Prefetch:
+    """A channel-tile-major bypass's slice of tile t + 1 over the strip's pixels into the other
+    slice, one LD: block t + 1 starts (R_TO + 2K) x OH·OW bytes on (R_TO = 2K·t), the other slice
+    at slice 0's base + gap - R_TT. Uses the prefetches' scratch registers (R_TMP, R_TMP2, R_LEN)."""
+    s = plan.shape
+    assert plan.bypass_addr is not None and plan.bypass_tile == 2 * s.oh * s.ow * plan.kernels
+
+    def load(b: AsmBuilder) -> None:
+        b.emit(sf.MuliOp(R_TMP2, R_TO, s.oh * s.ow))
+        b.const(R_LEN, plan.bypass_addr + plan.bypass_tile + 2 * strip.y0 * s.ow * plan.kernels)
+        b.emit(sf.AddOp(R_TMP2, R_TMP2, R_LEN), sf.MuliOp(R_TMP, R_TT, -1))
+        b.const(R_LEN, plan.slice_bases[0] + slice_gap(plan))
+        b.emit(sf.AddOp(R_TMP, R_TMP, R_LEN))
+        b.const(R_LEN, (strip.y1 - strip.y0) * s.ow * plan.kernels)
+        b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_TMP2, R_LEN, 0, sf.SELECT_ALL))
+    return load
 
 
 def _slice_loads(b: AsmBuilder, plan: ConvPlan, n: int) -> None:
@@ -108,6 +136,11 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
     b.const(R_OUT, plan.out_addr + 2 * strip.y0 * s.ow * out_pixel(plan))
     b.emit(sf.AddOp(R_OUT, R_OUT, R_TO), sf.AddiOp(R_W, R_TW, 0))
     add_offset(b, R_BYP, R_TT, s0)
+    if plan.bypass_tile and (load_next or next_slice is not None):  # one LD, where the prefetch goes
+        ahead = next_slice
+        prefetch = [*prefetch, next_tile_slice(plan, strip) if ahead is None else
+                    lambda bb: load_first_slice(bb, plan, hw, ahead)]
+        load_next, next_slice = False, None
     if next_slice is not None:
         b.const(R_BLEN, slice_channels(plan))
         b.const(R_BSRC, plan.bypass_addr + 2 * next_slice.y0 * s.ow * s.k)

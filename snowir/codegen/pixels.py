@@ -9,7 +9,7 @@ from __future__ import annotations
 from xdsl.ir import Operation
 
 from snowir.codegen.builder import DELAY_SLOTS, AsmBuilder
-from snowir.codegen.bypass_slices import row_slice_loads, slice_channels, slice_tile
+from snowir.codegen.bypass_slices import next_tile_slice, row_slice_loads, slice_channels, slice_tile
 from snowir.codegen.traces import (COOP, Prefetch, R_BYP, R_BYPROW, R_BYPSTEP, R_LEN, R_MAPS, R_OUT, R_OUTROW,
                                    R_OUTSTEP, R_ROWBASE, R_ROWSTEP, R_SRC, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_W, R_X,
                                    R_XEND, R_Y, R_YEND, ROW_PAIRS, TRACE_CHUNK, add_offset, out_pixel, trace_chunks,
@@ -57,7 +57,9 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
         if s.kh == s.kw == 1:
             slice_tile(b, plan, hw, strip, base, prefetch, load_next, next_slice, row_loads)
             return
-    slice_next = plan.bypass_slices and load_next  # a k x k conv's slices: per-row LDs (next tile)
+    slice_next = plan.bypass_slices and load_next and not plan.bypass_tile  # a k x k conv's slices: per-row LDs
+    if plan.bypass_slices and load_next and plan.bypass_tile:  # the next tile's: one LD of its block's rows
+        prefetch = [*prefetch, next_tile_slice(plan, strip)]
 
     mid = [mid_row] if mid_row is not None else []  # halfway through the tile's first single row
 

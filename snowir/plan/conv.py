@@ -84,39 +84,43 @@ predicted for INDP, 59 lost measured, 1,230 against 1,171)."""
 
 def plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
               loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None,
-              biases: str | None = None, *, bypass_crop: bool = False) -> ConvPlan:
+              biases: str | None = None, *, bypass_crop: bool = False, bypass_tiles: bool = False) -> ConvPlan:
     """The layer's decisions; `mode`/`loop_order` None = chosen here (choose_mode,
     fewer DRAM bytes); `biases` None = the weight image's bias layout chosen here too
     (`choose_biases`), else that one ("kernel" or "maps", dialects/tile/decisions.py BIAS_LAYOUTS).
     `bypass_crop`: the residual input is a device crop's window (rows its source's width apart),
     which bypass slices cannot follow: their loads step the bypass pixel by pixel through a
-    strip, as one run of the tensor's rows."""
+    strip, as one run of the tensor's rows. `bypass_tiles`: the residual input is stored
+    channel-tile-major in blocks of a kernel tile's channels (the bypass region's `channel_tiles`),
+    which only bypass slices of one tile read (a slice is a run of its block's rows)."""
     args = (in_addr, w_addr, out_addr, loop_order, bypass_addr, mode)
     if biases is None:
         try:
-            kernel = plan_conv(shape, hw, *args, "kernel", bypass_crop=bypass_crop)
+            kernel = plan_conv(shape, hw, *args, "kernel", bypass_crop=bypass_crop, bypass_tiles=bypass_tiles)
         except LoweringError as refused:  # the kernels with their bias blocks do not fit: maps, or that
             if not maps_may_pay(replace(shape, bias_at="maps"), hw):
                 raise
             try:
-                return plan_conv(shape, hw, *args, "maps", bypass_crop=bypass_crop)
+                return plan_conv(shape, hw, *args, "maps", bypass_crop=bypass_crop, bypass_tiles=bypass_tiles)
             except LoweringError:
                 raise refused from None
         if not maps_may_pay(replace(shape, bias_at="maps"), hw):
             return kernel
         try:
-            maps = plan_conv(shape, hw, *args, "maps", bypass_crop=bypass_crop)
+            maps = plan_conv(shape, hw, *args, "maps", bypass_crop=bypass_crop, bypass_tiles=bypass_tiles)
         except LoweringError:
             return kernel
         return choose_biases(kernel, maps, hw)
     s = replace(shape, bias_at=biases)
     if biases == "kernel":
-        return settle(_plan_conv(s, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, mode, bypass_crop=bypass_crop), hw)
+        return settle(_plan_conv(s, hw, in_addr, w_addr, out_addr, loop_order, bypass_addr, mode, bypass_crop=bypass_crop,
+                                 bypass_tiles=bypass_tiles), hw)
     if biases != "maps":
         raise LoweringError(f"biases must be kernel or maps, not '{biases}'")
     m = choose_mode(s, hw, bypass_addr is not None, mode)
     room = bias_room(hw, bias_block_words(s.k, kernels_per_tile(hw) if m == "INDP" else coop_kernels(hw, s)))
-    plan = settle(_plan_conv(s, room, in_addr, w_addr, out_addr, loop_order, bypass_addr, m, bypass_crop=bypass_crop), room)
+    plan = settle(_plan_conv(s, room, in_addr, w_addr, out_addr, loop_order, bypass_addr, m, bypass_crop=bypass_crop,
+                             bypass_tiles=bypass_tiles), room)
     why = bias_refusal(plan, room)
     if why is not None:
         raise LoweringError(f"biases maps: {why}")
@@ -178,11 +182,13 @@ def choose_biases(kernel: ConvPlan, maps: ConvPlan, hw: SnowflakeConfig) -> Conv
 
 def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
                loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None,
-               row_groups: bool = True, bypass_crop: bool = False) -> ConvPlan:
+               row_groups: bool = True, bypass_crop: bool = False, bypass_tiles: bool = False) -> ConvPlan:
     """`row_groups`: coop_rows may be weighed (not for a gathering conv's compact plan: its maps
-    load pixel by pixel, broadcast); `bypass_crop`: plan_conv's."""
+    load pixel by pixel, broadcast); `bypass_crop`, `bypass_tiles`: plan_conv's."""
     s = shape
     if choose_mode(s, hw, bypass_addr is not None, mode) == "INDP":
+        if bypass_tiles:
+            raise LoweringError("a channel-tile-major bypass is read by a COOP conv's bypass slices: mode INDP refused")
         return plan_indp(s, hw, in_addr, w_addr, out_addr, bypass_addr=bypass_addr)
     kernels = coop_kernels(hw, s)
     if s.groups > 1 and s.group_kernels % kernels:
@@ -198,11 +204,11 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
         # for fewer strips
         strided = gather[:2] != (1, 1)
         plan = _plan_conv(compact_shape(s, gather), hw, in_addr, w_addr, out_addr, loop_order, bypass_addr,
-                          "COOP" if strided else mode, row_groups=False, bypass_crop=bypass_crop)
+                          "COOP" if strided else mode, row_groups=False, bypass_crop=bypass_crop, bypass_tiles=bypass_tiles)
         plan = replace(plan, gather=gather)  # its next strip then loads whole: the kernel order may change
         return with_kernel_order(plan, hw) if not plan.indp and plan.bypass_addr is None else plan
     if bypass_addr is not None:
-        return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr, not bypass_crop)
+        return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr, not bypass_crop, bypass_tiles)
     if s.kernel_words > hw.weights_buffer_elements:
         fc = s.oh == 1 and s.ow == 1 and (s.pt, s.pl, s.pb, s.pr) == (0, 0, 0, 0) and s.kh == s.h and s.kw == s.w \
             and s.groups == 1
@@ -314,7 +320,7 @@ def with_residency(plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
 
 
 def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
-                 bypass_addr: int, slices: bool = True) -> ConvPlan:
+                 bypass_addr: int, slices: bool = True, blocks: bool = False) -> ConvPlan:
     """A conv with a residual bypass holds two inputs at once (C17 §5.1). Up to three plans,
     the fewest `residual_cycles` wins: its maps strips with the bypass per kernel tile in two
     slices at the top of the buffer (snowir/codegen/bypass_slices.py); its maps strip at the bottom of
@@ -322,7 +328,8 @@ def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, o
     output (a `vmov bypass` hands vMAC v of CU c channel 4c + v of a 16-channel block, as the
     write-back stores them), strips loaded in turn; or those strips in the two halves of the
     buffer in turn, the next loading meanwhile. Kloop. `slices` False: the bypass rows only (a
-    cropped bypass)."""
+    cropped bypass); `blocks`: the slices of one kernel tile only, each strip's slice one run of
+    the tile's block (a bypass stored channel-tile-major: `bypass_tile`)."""
     if s.kernel_words > hw.weights_buffer_elements:
         raise LoweringError(f"kernel of {s.kernel_words} words does not fit the weights buffer")
     row = s.w * s.cin
@@ -341,16 +348,21 @@ def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, o
     candidates = []
     fits, half = holds(out_row, room), holds(out_row, room // 2)
     one_by_one = s.kh == s.kw == 1 and (s.sy, s.sx, s.pt, s.pl, s.pb, s.pr) == (1, 1, 0, 0, 0, 0)
-    for group in ((1, 2) if one_by_one else (1,)) if slices else ():
+    for group in ((1,) if blocks else (1, 2) if one_by_one else (1,)) if slices else ():
         fits_slices = holds(2 * group * kernels * s.ow, room)
         if (one_by_one or (s.kh, s.kw) != (1, 1)) and s.groups == 1 and s.cin == s.c and tiles > 1 \
                 and tiles % group == 0 and (group == 1 or double) and fits_slices(0, 1):
             # strips as long as the maps alone allow, so the weights are re-sent for few strips;
             # a 1x1's slices may hold two tiles' channels, one LD a pixel for both
             sliced = plan(balanced_strips(s.oh, rows, fits_slices, lambda i: 0, "a residual conv"),
-                          bypass_slices=True, slice_tiles=group)
+                          bypass_slices=True, slice_tiles=group, bypass_tile=2 * s.oh * s.ow * kernels if blocks else 0)
             if group == 1 or not sliced.resident_weights:
                 candidates.append(sliced)
+    if blocks:
+        if not candidates:
+            raise LoweringError(f"its bypass is stored channel-tile-major, which only bypass slices of one "
+                                f"{kernels}-kernel tile read, and they do not apply here")
+        return candidates[0]
     if fits(0, 1) or any(fits(y, y + 1) for y in range(s.oh)):
         candidates.append(plan(row_strips(s.oh, rows, fits, lambda i: 0, "a residual conv")))
         if all(half(y, y + 1) for y in range(s.oh)):
@@ -377,14 +389,16 @@ def residual_cycles(plan: ConvPlan, hw: SnowflakeConfig) -> float:
     # padding taps are not computed (border pixels clamp their traces): the padding-free MACs,
     # with a full window's lane rounding, plus the bypass VMOV of every write-back
     cu = s.valid_macs() / hw.macs * trace * hw.lanes / (s.kh * s.kw * s.c) + pixels * hw.vmov_cycles
-    issue = pixels * (RESIDUAL_PIXEL_ISSUE + (SLICE_PIXEL_ISSUE / plan.slice_tiles if plan.bypass_slices else 0))
+    per_pixel = plan.bypass_slices and not plan.bypass_tile  # channel-tile-major: one run a tile a strip
+    issue = pixels * (RESIDUAL_PIXEL_ISSUE + (SLICE_PIXEL_ISSUE / plan.slice_tiles if per_pixel else 0))
     row, out_row = s.w * s.cin, s.ow * s.k
     strip_bytes = [2 * ((st.r1 - st.r0) * row + (0 if plan.bypass_slices else (st.y1 - st.y0) * out_row))
                    for st in plan.strips]
     weights = plan.tiles * plan.kernels * s.kernel_words * 2
     traffic = sum(strip_bytes) + 2 * s.oh * out_row + weights * (1 if plan.resident_weights else len(plan.strips))
     # LDs: the plan's own, and the bypass: a row block per strip, or one per pixel per kernel tile
-    lds = plan.load_count() + (s.oh * s.ow * plan.tiles // plan.slice_tiles if plan.bypass_slices else len(plan.strips))
+    lds = plan.load_count() + (s.oh * s.ow * plan.tiles // plan.slice_tiles if per_pixel else
+                               len(plan.strips) * plan.tiles if plan.bypass_slices else len(plan.strips))
     double = len(plan.strips) > 1 and plan.strips[1].bank == 1
     exposed = strip_bytes[0] if double else sum(strip_bytes)
     if not plan.double_buffer_weights and not plan.resident_weights:

@@ -52,6 +52,9 @@ class ConvLayout:
     bypass_first: int = 0
     """The same of a residual input that is a crop's window (the bypass region's `crop`)."""
     bypass_row: int = 0
+    bypass_tile: int = 0
+    """Bytes between kernel tile t's bypass block and tile t + 1's when the residual input is stored
+    channel-tile-major (the bypass region's `channel_tiles`), 0 when it is read as whole pixels."""
 
 
 def interleaved(first: int, total: int, pixels: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -103,6 +106,26 @@ def channel_tiles_refusal(plan: ConvPlan, width: int, hw: SnowflakeConfig) -> st
         return f"its {s.k} channels are not whole {width}-channel blocks"
     why = "column-tiled" if plan.column_tiled else "residual" if plan.bypass_addr is not None else         "a fused pool's" if plan.pool is not None else         "larger than the weights buffer" if s.kernel_words > hw.weights_buffer_elements else None
     return None if why is None else f"{why}: only a COOP conv by rows steps its tiles' outputs a block apart"
+
+
+def bypass_tiles_refusal(plan: ConvPlan, width: int) -> str | None:
+    """Why a planned residual conv cannot read its bypass channel-tile-major in blocks of `width`
+    channels: kernel tile t's slice is block t's rows, one LD a strip, so it needs COOP bypass
+    slices of one kernel tile of `width` kernels, K whole blocks, and a bypass of its own pixels
+    (no crop's window); the block step is a MULI of R_TO by OH·OW."""
+    s = plan.shape
+    if not plan.bypass_slices or plan.indp:
+        return "a channel-tile-major bypass is read by a COOP conv's bypass slices (add bypass_slices, mode COOP)"
+    if plan.slice_tiles != 1 or plan.kernels != width:
+        return (f"a bypass slice of {plan.slice_tiles} tile(s) of {plan.kernels} kernels is not one {width}-channel "
+                f"block (slice_tiles 1, COOP tiles of {width})")
+    if s.k % width:
+        return f"its {s.k} channels are not whole {width}-channel blocks"
+    if plan.bypass_row:
+        return "a crop's window of a channel-tile-major tensor is not read in place (remove one)"
+    if s.oh * s.ow >= 1 << 16:
+        return f"its {s.oh * s.ow} pixels a block are past a MULI's immediate"
+    return None
 
 
 def cropped(window: tuple[int, ...] | None, pixel: int) -> tuple[int, int]:

@@ -232,6 +232,10 @@ class ConvPlan(ConvDecisions):
     # DRAM words between bypass rows, 0 = OW·K: a crop's window of a wider tensor (the bypass region's
     # `crop`; `bypass_addr` is then the window's first pixel)
     bypass_row: int = 0
+    # bytes between kernel tile t's bypass and tile t + 1's when the bypass is stored channel-tile-major
+    # in blocks of the tile's K channels (the bypass region's `channel_tiles`: a slice is one run of its
+    # block's rows), 0 = the tile's K channels of one pixel (2K bytes, one LD a pixel)
+    bypass_tile: int = 0
     # words between output pixels: a channel slice of a wider tensor's (a device concat, recorded on the
     # output region as `channels`), 0 = the shape's K; `out_addr` is then the slice's first channel's
     out_pixel: int = 0

@@ -33,7 +33,7 @@ from snowir.plan.shapes import ConvPlan, ConvShape, LoweringError, PoolShape, al
 from snowir.resources import int16_array, int16_resource, int16_words
 from snowir.segments import host_read_layout, host_read_of, slot_of
 from snowir.tile.bodies import conv_tile_body, pool_tile_body
-from snowir.tile.placement import (input_offset, input_placement, output_cus, output_placement, output_tile_step,
+from snowir.tile.placement import (bypass_blocks, input_offset, input_placement, output_cus, output_placement, output_tile_step,
                                    regions_of)
 
 POOL_SLACK = 64  # bytes after a pool's output: the lanes of a partly used CU write there
@@ -81,7 +81,7 @@ def layout_of(layer: tile.LayerOp) -> ConvLayout:
                       out.size.value.data, r.offset.value.data if r is not None else None, first, step, row,
                       *output_cus(out, s), output_tile_step(out, s), in_addr=regions["maps"].offset.value.data,
                       in_first=in_first + input_offset(regions["maps"], s) // 2, in_row=in_row, bypass_first=r_first,
-                      bypass_row=r_row)
+                      bypass_row=r_row, bypass_tile=bypass_blocks(r, s)[1])
 
 
 def device_input(op: nn.Conv2dOp | nn.MaxPoolOp) -> SSAValue:
@@ -265,12 +265,13 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
     # a device crop's window of a wider tensor, read in place
     maps_crop, bypass_crop = slot_of(op.input).window, slot_of(op.bypass).window if op.bypass is not None else None
     mode = conv_mode(s, hw, bypass, tiled_mode(op, mode), sliced=not slot.whole, bypass_crop=bypass_crop is not None)
+    r_tiles = bypass_tiles(op)
     s = dataclasses.replace(s, bias_at=conv_biases(op, s, hw, mode, fuse_pool))
     in_tiles = block_input(op) if slot_of(device_input(op)).tiles else None
     lay = conv_layout(s, bypass, mode, hw, (0, 0) if slot.whole or slot.tiles else (slot.first, slot.total),
                       slot.pixels, slot.phases, slot.blocks, in_tiles, maps_crop, bypass_crop)
     plan = plan_conv(s, hw, 2 * lay.in_first, lay.w_addr, lay.out_addr, None, lay.r_addr, mode, s.bias_at,
-                     bypass_crop=bypass_crop is not None)
+                     bypass_crop=bypass_crop is not None, bypass_tiles=r_tiles is not None)
     if slot.tiles and (why := channel_tiles_refusal(plan, slot.tiles, hw)) is not None:
         raise LoweringError(f"its output is stored channel-tile-major in {slot.tiles}-channel blocks: {why}")
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
@@ -304,6 +305,7 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
         pixels = s.oh * s.ow if bypass_crop is None else bypass_crop[2] * bypass_crop[3]
         ops.append(tile.DramRegionOp(f"{name}.bypass", lay.r_addr, pixels * s.k * 2, "bypass"))
         CROP.write(ops[-1], bypass_crop)
+        CHANNEL_TILES.write(ops[-1], r_tiles)
     ops += conv_tile_body(s, plan, lay, plan_machine(plan, hw))
     cost = plan.dram_bytes(hw)
     extra |= {"mloop_bytes": IntegerAttr(cost["Mloop"], i64), "kloop_bytes": IntegerAttr(cost["Kloop"], i64),
@@ -333,14 +335,24 @@ def conv_biases(op: nn.Conv2dOp, s: ConvShape, hw: SnowflakeConfig, mode: str, f
 
 def tiled_mode(op: nn.Conv2dOp, mode: str | None) -> str | None:
     """The mode a conv must run in: COOP when its output is stored channel-tile-major (a kernel
-    tile writes one block; an INDP vMAC's 16 kernels cannot step a block apart), else `mode`
-    (None: by estimate). An INDP asked for there is refused."""
-    if not slot_of(op.output).tiles:
+    tile writes one block; an INDP vMAC's 16 kernels cannot step a block apart) or its bypass is
+    (a COOP kernel tile's bypass slice is one block's rows), else `mode` (None: by estimate). An
+    INDP asked for there is refused."""
+    if not slot_of(op.output).tiles and not bypass_tiles(op):
         return mode
     if mode == "INDP":
-        raise LoweringError("its output is stored channel-tile-major (depthwise-to-grouped's channel_tiles), which "
-                            "only a COOP conv's write-back steps a block apart: mode INDP refused")
+        what = "output" if slot_of(op.output).tiles else "bypass"
+        raise LoweringError(f"its {what} is stored channel-tile-major (channel_tiles), which only a COOP conv's "
+                            f"{'write-back steps a block apart' if what == 'output' else 'bypass slices read'}: "
+                            "mode INDP refused")
     return "COOP"
+
+
+def bypass_tiles(op: nn.Conv2dOp) -> tuple[int, int, int] | None:
+    """The bypass region's `channel_tiles` (width, block, blocks) of a conv whose residual input is
+    stored channel-tile-major (split-kernels' part chain: kernel tile t's bypass is block t's
+    rows), None when it is read as whole pixels."""
+    return slot_of(op.bypass).blocks if op.bypass is not None else None
 
 
 def pool_shape(op: nn.MaxPoolOp) -> PoolShape:

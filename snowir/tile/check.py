@@ -31,7 +31,7 @@ from snowir.resources import int16_array, int16_words
 from snowir.tile.bodies import body_difference, conv_tile_body, pool_tile_body
 from snowir.tile.build import layout_of, packed_words, shape_of
 from snowir.tile.placement import (host_read_refusal, input_bytes, input_crop, output_bytes, output_channels,
-                                   output_phases, output_pixels, regions_of, tiles_refusal)
+                                   output_phases, output_pixels, region_tiles, regions_of, tiles_refusal)
 from snowir.tile.derive import holds, maps_at
 from snowir.tile.read import TileError, kernel_tile_of, maps_tiles_of
 
@@ -287,7 +287,9 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
              "output" if plan.pool is None else "conv_output": output_bytes(regions["output"], full) if plan.pool is None
              else full.oh * full.ow * full.k * 2}
     if plan.bypass_addr is not None:
-        sizes["bypass"] = input_bytes(regions.get("bypass"), full.oh * full.ow, full.k)
+        r_tiles = region_tiles(regions["bypass"]) if "bypass" in regions else None
+        sizes["bypass"] = input_bytes(regions.get("bypass"), full.oh * full.ow, full.k) if r_tiles is None \
+            else 2 * full.oh * full.ow * r_tiles[0] * r_tiles[2]  # the whole channel-tile-major tensor
     pixels = output_pixels(regions["output"]) if plan.pool is None else None
     if pixels is not None:  # an interleave's phase: every pixel it writes inside the tensor
         oy, ox, sy, sx, height, width = pixels

@@ -21,7 +21,7 @@ from snowir.plan.residual_mode import conv_mode
 from snowir.plan.layout import channel_tiles_refusal, conv_layout
 from snowir.plan.shapes import ConvPlan, LoweringError, phases_refusal
 from snowir.segments import channel_tiles, concat_inputs, concat_of, placed_concat, placed_interleave, slot_of
-from snowir.tile.build import layer_conv_shape, pool_shape, tiled_mode
+from snowir.tile.build import bypass_tiles, layer_conv_shape, pool_shape, tiled_mode
 
 
 def device_refusal(op: Operation, hw: SnowflakeConfig | None = None) -> str | None:
@@ -57,7 +57,8 @@ def planned_conv(op: nn.Conv2dOp, hw: SnowflakeConfig, sliced: bool | None = Non
     cropped = bypass and slot_of(op.bypass).window is not None  # a device crop's window: no bypass slices
     mode = conv_mode(s, hw, bypass, tiled_mode(op, None), sliced=sliced, bypass_crop=cropped)
     lay = conv_layout(s, bypass, mode, hw)
-    plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode, bypass_crop=cropped)
+    plan = plan_conv(s, hw, 0, lay.w_addr, lay.out_addr, None, lay.r_addr, mode, bypass_crop=cropped,
+                     bypass_tiles=bypass_tiles(op) is not None)
     if slot.tiles and (why := channel_tiles_refusal(plan, slot.tiles, hw)) is not None:
         raise LoweringError(f"its output is stored channel-tile-major in {slot.tiles}-channel blocks: {why}")
     return plan

@@ -15,7 +15,7 @@ from snowir.dialects import nn, tile
 from snowir.dialects.tile.decisions import CHANNEL_TILES, CHANNELS, CROP, HOST_READ, PHASES, PIXELS
 from snowir.hw import SnowflakeConfig
 from snowir.plan.conv import BLOCKS_MLOOP
-from snowir.plan.layout import block_offset, channel_tiles_refusal, cropped, interleaved, merged, tiled
+from snowir.plan.layout import block_offset, bypass_tiles_refusal, channel_tiles_refusal, cropped, interleaved, merged, tiled
 from snowir.plan.shapes import ConvPlan, ConvShape
 from snowir.segments import host_read_layout, host_read_of, slot_of
 
@@ -91,6 +91,14 @@ def output_tile_step(region: tile.DramRegionOp, s: ConvShape) -> int:
     return tiled(s.oh, s.ow, tiles)[4] if tiles is not None else 0
 
 
+def bypass_blocks(region: tile.DramRegionOp | None, s: ConvShape) -> tuple[int, int]:
+    """A conv's channel-tile-major bypass (the bypass region's `channel_tiles`): the bytes from the
+    region to its first block, and between kernel tile t's block and tile t + 1's; (0, 0) for a
+    bypass read as whole pixels."""
+    tiles = region_tiles(region) if region is not None else None
+    return (0, 0) if tiles is None else (block_offset(s.oh, s.ow, tiles), tiled(s.oh, s.ow, tiles)[4])
+
+
 def input_crop(region: tile.DramRegionOp | None) -> tuple[int, ...] | None:
     """An input region's `crop` (y0, x0, height, width): a crop's window of the height x width tensor
     the region spans; None for an input of its own."""
@@ -164,6 +172,9 @@ def placement_refusal(layer: tile.LayerOp, op: nn.Conv2dOp | nn.MaxPoolOp,
             return (f"tile.dram_region @{regions[label].sym_name.data}: crop {list(have or [])} where the graph finds "
                     f"its {label} at {list(want or [])} ([y0, x0, height, width] of its crop's source; none: a tensor "
                     "of its own): edit the crop in @main (or place it on the host) instead")
+    if isinstance(reader, nn.Conv2dOp) and reader.bypass is not None and "bypass" in regions \
+            and region_tiles(regions["bypass"]) != slot_of(reader.bypass).blocks:
+        return _tiles_disagree(regions["bypass"], slot_of(reader.bypass).blocks, "its bypass")
     region = regions.get("output")
     slot = slot_of(op.results[0])
     want = (0, 0, 0) if slot.channels == slot.total or slot.phases or slot.tiles else \
@@ -216,7 +227,7 @@ def tiles_refusal(layer: tile.LayerOp, s: ConvShape | None, plan: ConvPlan | Non
     block, as it lies (no gather), or a grouped conv whose groups are blocks, inside the tensor,
     run Mloop (`ConvShape.block_maps`)."""
     regions = regions_of(layer)
-    for label in ("maps", "output"):
+    for label in ("maps", "output", "bypass"):
         region = regions.get(label)
         tiles = region_tiles(region) if region is not None else None
         if tiles is None:
@@ -225,6 +236,12 @@ def tiles_refusal(layer: tile.LayerOp, s: ConvShape | None, plan: ConvPlan | Non
         if s is None or plan is None or (label == "output" and layer.pool is not None):
             return f"{what}: a max pool reads and writes channel-innermost tensors (remove channel_tiles)"
         width, block, blocks = tiles
+        if label == "bypass":
+            if (why := bypass_tiles_refusal(plan, width)) is not None:
+                return f"{what}: {why}"
+            if block + s.k // width > blocks:
+                return f"{what}: its {s.k // width} blocks from block {block} pass the tensor's {blocks}"
+            continue
         if label == "maps":
             if input_crop(region) is not None:  # the nn level refuses the pair too (plan/layout.conv_layout)
                 return f"{what}: a crop's window of a channel-tile-major tensor is not read in place (remove one)"

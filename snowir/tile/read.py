@@ -18,7 +18,7 @@ from snowir.errors import SnowError
 from snowir.nn_util import on_host
 from snowir.plan.shapes import ConvPlan, ConvShape, PoolShape, PoolTile, Strip, compact_shape, input_rows
 from snowir.tile.build import conv_shape_of, pool_shape_of, shape_of
-from snowir.tile.placement import (input_offset, input_placement, output_cus, output_placement, output_tile_step,
+from snowir.tile.placement import (bypass_blocks, input_offset, input_placement, output_cus, output_placement, output_tile_step,
                                    regions_of)
 
 
@@ -123,6 +123,7 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
     full = conv_shape_of(layer.shape)
     in_first, in_row = input_placement(regions["maps"], full.cin)  # a crop's window: from its first pixel
     bypass_first, bypass_row = input_placement(regions.get("bypass"), full.k)
+    bypass_block, bypass_tile = bypass_blocks(regions.get("bypass"), full)
     kt = kernel_tile_of(layer)
     tiles = maps_tiles_of(layer)
     mode = layer.mode.data.value
@@ -148,9 +149,9 @@ def conv_plan_of(layer: tile.LayerOp) -> ConvPlan:
     return ConvPlan(
         compact_shape_of(layer), strips_of(layer, tiles), kt._int("repeat"), kt._int("count"), slot is not None,
         in_addr + 2 * in_first, w_addr, out_addr + 2 * first, mode, layer.loop_order.data.value,
-        None if bypass is None else bypass + 2 * bypass_first, cu_rows,
+        None if bypass is None else bypass + 2 * bypass_first + bypass_block, cu_rows,
         bypass_slices=bool(decided["slice_bases"]), pool=pool, pool_out_addr=pool_out,
-        w_slot=slot or 0, in_row=in_row, bypass_row=bypass_row,
+        w_slot=slot or 0, in_row=in_row, bypass_row=bypass_row, bypass_tile=bypass_tile,
         out_row=row, out_pixel=step, cu_stride=cu_stride, per_cu=per_cu, out_tile=out_tile, **decided)  # type: ignore[arg-type]
 
 
