@@ -1076,18 +1076,20 @@ def e_phases(layer, rng, hw):
 def e_channel_tiles(layer, rng, hw):
     """A region's tensor made channel-tile-major (`channel_tiles` = [width, block, blocks]: channels
     [w·g, w·g + w) of every pixel an (H, W, w) run at word g·H·W·w): the output's (the layer's kernel
-    tiles write blocks block, block + 1, ...) or the maps' (the layer reads block `block` as its whole
-    input), with a width the layer's tiles or channels are or are not, or the layout removed; the
-    region grown to the tensor or not. The judge places the input in its block (`_placed_inputs`) and
-    reads the output's blocks back (`_written`)."""
+    tiles write blocks block, block + 1, ...), the maps' (the layer reads block `block` as its whole
+    input) or a residual conv's bypass (kernel tile t's bypass is block block + t), with a width the
+    layer's tiles or channels are or are not, or the layout removed; the region grown to the tensor or
+    not. The judge places the input and the bypass in their blocks (`_placed_inputs`) and reads the
+    output's blocks back (`_written`)."""
     regions = regions_of(layer)
-    label = "maps" if rng.random() < 0.35 else "output"
+    draw = rng.random()
+    label = "bypass" if "bypass" in regions and draw < 0.3 else "maps" if draw < 0.55 else "output"
     region = regions[label]
     if region.channel_tiles is not None and rng.random() < 0.3:
         region.properties.pop("channel_tiles")
         empty_bodies(layer)
         return Edit(f"{label} channel_tiles removed, bodies empty", acts=True)
-    if label == "output":
+    if label in ("output", "bypass"):
         oh, ow, k = _out_hw(layer)
         width = rng.choice([16, 16, 16, 8, k, 32])
         blocks = max(1, -(-k // width)) + rng.choice([0, 0, 0, 1, -1])
@@ -1105,17 +1107,21 @@ def e_channel_tiles(layer, rng, hw):
             block = rng.choice([0, 1])
         size = 2 * s.h * s.w * width * blocks
     now = tuple(int(v) for v in region.channel_tiles.get_values()) if region.channel_tiles is not None else None
-    if blocks < 1 or block >= blocks or (label == "output" and (width, block, blocks) == (k, 0, 1)) \
+    if blocks < 1 or block >= blocks or (label in ("output", "bypass") and (width, block, blocks) == (k, 0, 1)) \
             or (label == "maps" and block == 0 and s.groups == 1) or now == (width, block, blocks):
         raise NotApplicable  # a tensor of one block read or written from its start: the layout of none
     _arr(region, "channel_tiles", [width, block, blocks])
+    one_tile = ""
+    if label == "bypass" and "slice_tiles" in layer.properties and rng.random() < 0.6:
+        layer.properties.pop("slice_tiles")  # blocks are read by slices of one kernel tile
+        one_tile = ", slice_tiles removed"
     grown = rng.random() < 0.85
     if grown:
         _grow(regions, label, size, 64)
     empty = rng.random() < 0.8  # the loads' and windows' addresses follow: derived
     if empty:
         empty_bodies(layer)
-    return Edit(f"{label} channel_tiles [{width}, {block}, {blocks}], region "
+    return Edit(f"{label} channel_tiles [{width}, {block}, {blocks}]{one_tile}, region "
                 f"{'grown to the tensor' if grown else 'kept'}, {_body_note(empty)}", acts=True)
 
 
@@ -1124,6 +1130,15 @@ def _placed_inputs(layer: tile.LayerOp, base: Base) -> dict[str, np.ndarray]:
     channel-tile-major tensor (`channel_tiles` on its maps region: `block` blocks of zeros first), or,
     a grouped conv's, as blocks `block`, `block` + 1, ... (the input (H, W, C) cut into C / width
     blocks of (H, W, width))."""
+    bypass = regions_of(layer).get("bypass")
+    if bypass is not None and bypass.channel_tiles is not None and "r" in base.inputs:
+        width, block, _ = (int(v) for v in bypass.channel_tiles.get_values())
+        s = conv_shape_of(layer.shape)
+        r = base.inputs["r"]
+        if s.k % width == 0:  # (else refused: its channels are not whole blocks)
+            r = r.reshape(s.oh, s.ow, s.k // width, width).transpose(2, 0, 1, 3).ravel()
+        base = replace(base, inputs={**base.inputs, "r": np.concatenate(
+            [np.zeros(block * s.oh * s.ow * width, r.dtype), r])})
     maps = regions_of(layer).get("maps")
     if maps is None or maps.channel_tiles is None or "x" not in base.inputs:
         return base.inputs
@@ -1695,7 +1710,8 @@ TARGETED = {  # an edit kind held-out users made, and the layer kinds it applies
     "packing": ("conv_biases_maps", "indp_cols_maps"),
     "pixels": ("pool_strips", "conv_kloop", "gathered", "residual"),
     # a channel-tile-major output (the kernel tiles a block apart) or input (one block read whole)
-    "channel_tiles": ("conv_kloop", "conv_one_tile", "conv_mloop", "gathered", "residual", "indp", "pool_strips"),
+    "channel_tiles": ("conv_kloop", "conv_one_tile", "conv_mloop", "gathered", "residual", "bypass_slices", "indp",
+                      "pool_strips"),
     # a crop's window read in place (issue 36): every maps and bypass load generator, a max pool refused
     "crop": ("conv_kloop", "conv_mloop", "conv_stagger", "residual", "bypass_slices", "indp", "indp_strips",
              "indp_cols", "gathered", "fused_pool", "pool_strips"),

@@ -81,11 +81,12 @@ def estimated_cycles(op: nn.Conv2dOp, parts: list[tuple[int, int]], hw: Snowflak
 
 
 class SplitKernel(RewritePattern):
-    def __init__(self, max_words: int, by_cost: bool, hw: SnowflakeConfig):
+    def __init__(self, max_words: int, by_cost: bool, hw: SnowflakeConfig, tiles: bool = True):
         super().__init__()
         self.max_words = max_words
         self.by_cost = by_cost
         self.hw = hw
+        self.tiles = tiles
 
     def _count_by_cost(self, op: nn.Conv2dOp, c: int) -> int:
         """Parts that make the layer faster by the planner's estimate: a kernel that cannot be
@@ -169,7 +170,7 @@ class SplitKernel(RewritePattern):
             acc = conv.output
             new_ops.append(conv)
         for i, conv in enumerate(new_ops[:-1]):
-            if conv.bypass is None and tiles_pay(op, parts, i, self.hw):
+            if self.tiles and conv.bypass is None and tiles_pay(op, parts, i, self.hw):
                 conv.attributes[CHANNEL_TILES] = IntegerAttr(coop_kernels(self.hw), i64)
         rewriter.replace(op, [], [acc])
 
@@ -212,11 +213,15 @@ class SplitKernelsPass(ModulePass):
     """Kernel words a part may hold; 0: the weights buffer less its 16-word bias block."""
     by_cost: bool = True
     """Also split where the planner estimates the parts faster (at least MIN_GAIN)."""
+    tiles: bool = True
+    """Store a part only the next reads channel-tile-major where the estimate says (`tiles_pay`);
+    false: every part's partial sums as whole pixels."""
     hw: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
         max_words = self.max_words or hw.weights_buffer_elements - hw.macs_per_vmac
-        PatternRewriteWalker(SplitKernel(max_words, self.by_cost, hw), apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(SplitKernel(max_words, self.by_cost, hw, self.tiles),
+                             apply_recursively=False).rewrite_module(op)
 
         drop_dead_constants(op)
