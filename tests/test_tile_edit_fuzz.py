@@ -77,7 +77,8 @@ from snowir.plan.shapes import indp_kernel_words, kernels_per_tile  # noqa: E402
 from snowir.machine.image import assemble  # noqa: E402
 from snowir.machine.run import run_image  # noqa: E402
 from snowir.passes.pipelines import PIPELINE  # noqa: E402
-from snowir.plan.shapes import GUARD, PoolShape, PoolTile  # noqa: E402
+from snowir.plan.shapes import PoolShape
+from snowir.plan.pool_shapes import GUARD, PoolTile  # noqa: E402
 from snowir.resources import get_blob, int16_array, put_blob  # noqa: E402
 from snowir.tile.build import (bare_conv_layer, bare_pool_layer, conv_shape_of, pool_shape_of, regions_of,  # noqa: E402
                                shape_of)

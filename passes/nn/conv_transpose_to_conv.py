@@ -82,7 +82,8 @@ from snowir.dialects import nn
 from snowir.host_model import HOST
 from snowir.hw import SnowflakeConfig
 from snowir.plan.conv import choose_mode, plan_conv
-from snowir.plan.shapes import ConvShape, LoweringError, phases_refusal
+from snowir.plan.shapes import ConvShape, LoweringError
+from snowir.plan.layout import phases_refusal
 from snowir.segments import HOST_READ
 from snowir.nn_util import const_of, drop_dead_constants, new_constant, shape_of, tensor
 from snowir.passes.nn.quantize import weight_frac

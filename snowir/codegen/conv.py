@@ -34,8 +34,9 @@ from snowir.codegen.traces import COOP, Prefetch, R_LEN, R_SRC, R_TMP, R_TMP2, R
 from snowir.dialects import snowflake_asm as sf
 from snowir.dialects.tile.decisions import kernel_tile_order
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import (ConvPlan, LoweringError, Strip, band_plans, full_mask, kernel_vmacs,
-                                plan_machine, ring_of, vmac_mask)
+from snowir.plan.shapes import (ConvPlan, LoweringError, Strip, band_plans, full_mask, kernel_vmacs, plan_machine,
+                                vmac_mask)
+from snowir.plan.pool_shapes import ring_of
 
 
 # staggered kernel tiles (weights_stagger): 1 while the current tile sits at base 0, else 0.

@@ -12,7 +12,8 @@ from snowir.codegen.loads import load_broadcast
 from snowir.codegen.pool import R_MASK, R_TMP, ring_output_row, set_up_max
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import ConvPlan, PoolRing
+from snowir.plan.shapes import ConvPlan
+from snowir.plan.pool_shapes import PoolRing
 
 
 def load_rows(b: AsmBuilder, plan: ConvPlan, ring: PoolRing, rows: tuple[int, int], hw: SnowflakeConfig) -> None:

@@ -15,7 +15,8 @@ from snowir.codegen.pixels import kernel_tile
 from snowir.codegen.traces import R_LEN, R_SRC, R_TMP, R_TO, R_TT, R_TW, Prefetch
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
-from snowir.plan.shapes import ConvPlan, Strip, group_of, indp_kernel_words, kernels_per_tile, ring_of, row_runs
+from snowir.plan.shapes import ConvPlan, Strip, group_of, indp_kernel_words, kernels_per_tile, row_runs
+from snowir.plan.pool_shapes import ring_of
 
 
 def _load_group(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, gi: int) -> None:

@@ -12,7 +12,8 @@ from snowir.codegen.loads import load_broadcast
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import DEFAULT, SnowflakeConfig
 from snowir.plan.pool import ring_loads
-from snowir.plan.shapes import PoolShape, PoolTile, interior_columns
+from snowir.plan.shapes import PoolShape, interior_columns
+from snowir.plan.pool_shapes import PoolTile
 
 
 R_OUT, R_MAPS, R_STEP, R_X, R_XEND, R_TMP, R_SRC, R_LEN, R_MASK = 1, 2, 3, 4, 5, 6, 7, 8, 9

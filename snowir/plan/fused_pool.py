@@ -13,8 +13,8 @@ from dataclasses import replace
 from snowir.hw import SnowflakeConfig
 from snowir.plan.conv import row_strips, settle, with_residency
 from snowir.plan.indp import plan_indp
-from snowir.plan.shapes import (ConvPlan, GUARD, PoolShape, group_of, input_rows, ring_schedule,
-                                weights_slot_elements)
+from snowir.plan.shapes import ConvPlan, PoolShape, group_of, input_rows, weights_slot_elements
+from snowir.plan.pool_shapes import GUARD, ring_schedule
 
 
 ROWS_PER_CU = 1  # row groups of one row per CU: each group completes consecutive rows

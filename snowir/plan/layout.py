@@ -75,6 +75,30 @@ def merged(k: int, phases: tuple[int, ...]) -> tuple[int, int, int, int, int]:
     return 2 * h * w * m, sx * m, sy * w * m, 2 * w * m, sx * m
 
 
+def phases_refusal(plan: ConvPlan, phases: tuple[int, ...], hw: SnowflakeConfig) -> str | None:
+    """Why a planned conv cannot write its channels as the phases of a (sy, sx, height, width)
+    result in place (the output region's `phases`): each phase row's sx·M channels must sit on one
+    CU's vMACs (the write-back writes a CU's vMACs contiguously, CUs one CU stride apart), so
+    sx·M <= V and sy <= CUs, its grid must be exactly the result's, and the conv one COOP kernel
+    tile by rows (its loads and mask place each kernel once)."""
+    s = plan.shape
+    sy, sx, h, w = phases
+    if s.k % (sy * sx):
+        return f"its {s.k} channels are not {sy}x{sx} phases of whole pixels"
+    m = s.k // (sy * sx)
+    if sx * m > hw.vmacs_per_cu:
+        return f"a phase row's {sx}x{m} channels exceed a CU's {hw.vmacs_per_cu} vMACs"
+    if sy > hw.cus:
+        return f"its {sy} phase rows exceed the {hw.cus} CUs"
+    if (sy * s.oh, sx * s.ow) != (h, w):
+        return f"its {s.oh}x{s.ow} phase grid is not the {h}x{w} result's"
+    why = "INDP" if plan.indp else "column-tiled" if plan.column_tiled else \
+        "residual" if plan.bypass_addr is not None else "a fused pool's" if plan.pool is not None else \
+        "grouped" if s.groups > 1 else f"{plan.tiles} kernel tiles" if plan.tiles != 1 else \
+        "larger than the weights buffer" if s.kernel_words > hw.weights_buffer_elements else None
+    return None if why is None else f"{why}: only a COOP conv of one kernel tile, by rows, spreads its kernels over the CUs"
+
+
 def tiled(oh: int, ow: int, tiles: tuple[int, ...]) -> tuple[int, int, int, int, int]:
     """An oh x ow tensor stored channel-tile-major (`tiles` = (w, block, blocks): the output
     region's `channel_tiles`, a conv writing blocks block, block + 1, ... one per kernel tile of w

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from snowir.hw import SnowflakeConfig
 from snowir.plan.conv import row_strips
-from snowir.plan.shapes import GUARD, LoweringError, PoolShape, PoolTile, Strip, input_rows
+from snowir.plan.shapes import LoweringError, PoolShape, Strip, input_rows
+from snowir.plan.pool_shapes import GUARD, PoolTile
 
 
 def max_pool_rows(p: PoolShape, hw: SnowflakeConfig, whole: bool) -> int:

@@ -1,8 +1,8 @@
 """
 The data a layer's decisions are made of, below the planners that make them and the code
 generators that follow them: a conv's shape, maps strips and plan (`ConvPlan`, with the cost
-figures its planners compare), a max pool's shape and maps tiles, a fused pool's row ring, and
-the small facts about the hardware's tiles they share (kernels per COOP / INDP tile, weights
+figures its planners compare), a max pool's shape (its maps tiles and a fused pool's row ring are
+snowir/plan/pool_shapes.py's), and the small facts about the hardware's tiles they share (kernels per COOP / INDP tile, weights
 slots, staggering, bypass slices).
 """
 
@@ -23,7 +23,6 @@ BIAS_BLOCK = DEFAULT.lanes
 """Words after each kernel when its bias lives with it (`ConvShape.bias_at` "kernel"): its bias in
 lane 0 of a block `vmov bias` reads whole, one word per MAC lane (`macs_per_vmac` is [S] 16 on
 every configuration, hw.RANGES)."""
-
 
 
 TRACE_CHUNK = 1008  # longest trace the code emits: a multiple of 16 below the 1023 limit
@@ -64,30 +63,6 @@ def kernel_vmacs(plan: ConvPlan, hw: SnowflakeConfig, count: int) -> list[int]:
 def vmac_mask(vmacs: list[int]) -> int:
     """The write-back mask enabling exactly these vMACs."""
     return sum(1 << v for v in vmacs)
-
-
-def phases_refusal(plan: ConvPlan, phases: tuple[int, ...], hw: SnowflakeConfig) -> str | None:
-    """Why a planned conv cannot write its channels as the phases of a (sy, sx, height, width)
-    result in place (the output region's `phases`): each phase row's sx·M channels must sit on one
-    CU's vMACs (the write-back writes a CU's vMACs contiguously, CUs one CU stride apart), so
-    sx·M <= V and sy <= CUs, its grid must be exactly the result's, and the conv one COOP kernel
-    tile by rows (its loads and mask place each kernel once)."""
-    s = plan.shape
-    sy, sx, h, w = phases
-    if s.k % (sy * sx):
-        return f"its {s.k} channels are not {sy}x{sx} phases of whole pixels"
-    m = s.k // (sy * sx)
-    if sx * m > hw.vmacs_per_cu:
-        return f"a phase row's {sx}x{m} channels exceed a CU's {hw.vmacs_per_cu} vMACs"
-    if sy > hw.cus:
-        return f"its {sy} phase rows exceed the {hw.cus} CUs"
-    if (sy * s.oh, sx * s.ow) != (h, w):
-        return f"its {s.oh}x{s.ow} phase grid is not the {h}x{w} result's"
-    why = "INDP" if plan.indp else "column-tiled" if plan.column_tiled else \
-        "residual" if plan.bypass_addr is not None else "a fused pool's" if plan.pool is not None else \
-        "grouped" if s.groups > 1 else f"{plan.tiles} kernel tiles" if plan.tiles != 1 else \
-        "larger than the weights buffer" if s.kernel_words > hw.weights_buffer_elements else None
-    return None if why is None else f"{why}: only a COOP conv of one kernel tile, by rows, spreads its kernels over the CUs"
 
 
 @dataclass(frozen=True)
@@ -472,8 +447,6 @@ def align(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-
-
 def indp_kernel_words(s: ConvShape, hw: SnowflakeConfig) -> int:
     """Weights-buffer words of one vMAC's 16 interleaved kernels, plus their 16 biases when the
     biases live with the kernels."""
@@ -520,11 +493,6 @@ def group_of(plan: ConvPlan, gi: int) -> tuple[int, int, list[tuple[int, int]]]:
     return r, cus, rows
 
 
-
-
-GUARD = 64  # CU c reads 16c words past a pixel: room above a strip for the last CU's reads
-
-
 @dataclass(frozen=True)
 class PoolShape:
     c: int
@@ -545,62 +513,6 @@ class PoolShape:
     def cin(self) -> int:
         """Words between the input's pixels (the maps rows are w x cin words)."""
         return self.cin_total or self.c
-
-
-@dataclass(frozen=True)
-class PoolTile:
-    """A max pool's maps tile: output rows [y0, y1) from input rows [r0, r1), loaded whole into
-    bank `bank` (-1: the whole buffer), or run over a ring of `ring` input-row slots."""
-
-    strip: Strip
-    ring: int = 0
-
-
-
-
-@dataclass(frozen=True)
-class PoolRing:
-    """Row slots (maps-buffer element addresses, all CUs) and, per row group of the conv, the
-    conv rows [a, b) loaded at its start and the pool rows [p, q) computed halfway through it;
-    `tail`: the same after the last group."""
-
-    slots: tuple[int, ...]
-    steps: tuple[tuple[int, int, int, int], ...]
-    tail: tuple[int, int, int, int]
-
-
-def _first_row(p: PoolShape, j: int) -> int:
-    return max(0, j * p.sy - p.pt)
-
-
-def _end_row(p: PoolShape, j: int) -> int:
-    return min(p.h, j * p.sy - p.pt + p.kh)
-
-
-def ring_schedule(plan: ConvPlan, p: PoolShape) -> tuple[tuple[tuple[int, int, int, int], ...], tuple[int, int, int, int], int]:
-    """Per row group of the conv, the conv rows [a, b) loaded at its start and the pool rows
-    [p, q) computed halfway through it; the same after the last group; and the slots the ring
-    needs at once. Follows from the row groups and the pool's shape alone."""
-    done, loaded, pooled, steps, span = 0, 0, 0, [], 1
-    for strip in plan.strips:
-        q = pooled
-        while q < p.oh and _end_row(p, q) <= done:
-            q += 1
-        steps.append((loaded, done, pooled, q))
-        span = max(span, done - _first_row(p, pooled) if pooled < p.oh else 0)
-        loaded, pooled, done = done, q, strip.y1
-    tail = (loaded, p.h, pooled, p.oh)
-    span = max(span, p.h - _first_row(p, pooled) if pooled < p.oh else 0)
-    return tuple(steps), tail, span
-
-
-def ring_of(plan: ConvPlan) -> PoolRing:
-    """The plan's ring: its recorded slots (`pool_slots`) and the schedule its groups imply."""
-    assert plan.pool is not None
-    steps, tail, _ = ring_schedule(plan, plan.pool)
-    return PoolRing(plan.pool_slots, steps, tail)
-
-
 
 
 def gather_of(s: ConvShape) -> tuple[int, int, int, int, int] | None:

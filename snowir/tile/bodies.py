@@ -17,8 +17,9 @@ from snowir.hw import SnowflakeConfig
 from snowir.plan.indp_columns import column_layout
 from snowir.plan.layout import ConvLayout, bias_block_load
 from snowir.plan.pool import ring_loads
-from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, PoolTile, Strip, band_plans,
-                                indp_kernel_words, input_columns, input_rows, kernel_vmacs, kernels_per_tile, row_runs)
+from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, PoolShape, Strip, band_plans, indp_kernel_words,
+                                input_columns, input_rows, kernel_vmacs, kernels_per_tile, row_runs)
+from snowir.plan.pool_shapes import PoolTile
 
 def tile_base(plan: ConvPlan, strip: Strip, hw: SnowflakeConfig) -> int:
     """The maps-buffer word a maps tile's input rows start at: its bank (a residual conv's

@@ -23,9 +23,11 @@ from snowir.plan.fused_pool import fusable, maps_words, place_ring
 from snowir.plan.indp import interior_rows
 from snowir.plan.indp_columns import column_layout, columns_refusal
 from snowir.plan.pool import check_pool_channels, max_pool_rows, row_maxs
-from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, GUARD, LoweringError, PoolShape, PoolTile, TRACE_CHUNK,
-                                band_plans, bands_of, coop_kernels, gather_of, indp_kernel_words, input_columns,
-                                input_rows, kernels_per_tile, phases_refusal, plan_machine, ring_schedule)
+from snowir.plan.shapes import (BIAS_BLOCK, ConvPlan, LoweringError, PoolShape, TRACE_CHUNK, band_plans, bands_of,
+                                coop_kernels, gather_of, indp_kernel_words, input_columns, input_rows,
+                                kernels_per_tile, plan_machine)
+from snowir.plan.layout import phases_refusal
+from snowir.plan.pool_shapes import GUARD, PoolTile, ring_schedule
 from snowir.plan.conv import slice_words
 from snowir.resources import int16_array, int16_words
 from snowir.tile.bodies import body_difference, conv_tile_body, pool_tile_body

@@ -18,8 +18,8 @@ from snowir.golden import int_values
 from snowir.hw import SnowflakeConfig
 from snowir.plan.conv import plan_conv
 from snowir.plan.residual_mode import conv_mode
-from snowir.plan.layout import channel_tiles_refusal, conv_layout
-from snowir.plan.shapes import ConvPlan, LoweringError, phases_refusal
+from snowir.plan.layout import channel_tiles_refusal, conv_layout, phases_refusal
+from snowir.plan.shapes import ConvPlan, LoweringError
 from snowir.segments import channel_tiles, concat_inputs, concat_of, placed_concat, placed_interleave, slot_of
 from snowir.tile.build import bypass_tiles, layer_conv_shape, pool_shape, tiled_mode
 

@@ -16,7 +16,8 @@ from snowir.device_layers import DEVICE_OPS
 from snowir.dialects.tile.decisions import CU_ROWS, KERNEL_TILE, LAYER, MAPS_BUFFERING, RING, SLOT, plan_decisions
 from snowir.errors import SnowError
 from snowir.nn_util import on_host
-from snowir.plan.shapes import ConvPlan, ConvShape, PoolShape, PoolTile, Strip, compact_shape, input_rows
+from snowir.plan.shapes import ConvPlan, ConvShape, PoolShape, Strip, compact_shape, input_rows
+from snowir.plan.pool_shapes import PoolTile
 from snowir.tile.build import conv_shape_of, pool_shape_of, shape_of
 from snowir.tile.placement import (bypass_blocks, input_offset, input_placement, output_cus, output_placement, output_tile_step,
                                    regions_of)
