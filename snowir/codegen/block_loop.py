@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from snowir.codegen.builder import AsmBuilder
-from snowir.codegen.loops import ktiles, repeat
+from snowir.codegen.loops import kloop_budget, ktiles, repeat
 from snowir.codegen.pixels import kernel_tile, row_steps
 from snowir.codegen.traces import Prefetch, R_BYP, R_LEN, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_WSRC
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
+from snowir.host_nodes import valid_taps
+from snowir.plan.issue import issue_cycles
 from snowir.plan.shapes import ConvPlan, full_mask
 
 
@@ -49,6 +51,28 @@ def looped_blocks(plan: ConvPlan, hw: SnowflakeConfig) -> bool:
     return plan.kernels == s.group_kernels and plan.kernels % 2 == 0 and plan.tile_step > 0
 
 
+LEAD_MARGIN = 1.1
+"""How far a tile's loads must outlast its MACs and issue on the bus (`loads_lead`): the issue
+estimate (plan/issue.py) is a few percent off a 7² block's."""
+
+
+def loads_lead(plan: ConvPlan, hw: SnowflakeConfig) -> bool:
+    """Whether the looped tiles are bus-bound (the next tile's block and kernels on the bus longer,
+    by `LEAD_MARGIN`, than a tile's useful MAC cycles and its estimated issue with a flush more), so
+    that each tile issues the next one's loads first, behind a flush (`over_blocks_loop`).
+
+    Why: after 16 of the tile's vector ops (kernel_tile's rule), the loads came one vector queue of
+    issue and an LD startup after the bus drained, as those ops waited for the tile's own data: at
+    14² x 256 5x5/2 the bus idled 91 cycles a tile (21,108 cycles; 20,128 leading, bit-exact). Where
+    issue or the MACs bound the tile (7² x 960 3x3: 32,890 -> 33,876; 7² x 512 5x5, whose loop then
+    outgrew its icache bank: 32,923 -> 34,605) the flush costs more than the loads gain."""
+    s = plan.shape
+    bus = 2 * (s.h * s.w * s.c + plan.kernels * s.kernel_words) / hw.dram_bytes_per_cycle
+    macs = valid_taps(s.oh, s.kh, s.sy, s.pt, 1, s.h) * valid_taps(s.ow, s.kw, s.sx, s.pl, 1, s.w) * -(-s.c // hw.lanes)
+    issue = issue_cycles(plan, hw) / plan.tiles + 1 + hw.vector_queue_depth
+    return bus > LEAD_MARGIN * max(macs, issue)
+
+
 def over_blocks_loop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int, cold_start: Prefetch,
                      toggle: Callable[[], list], preload: Prefetch | None) -> None:
     """A grouped conv over blocks (`looped_blocks`), tiles 0..T-2 one counted loop (`repeat`) and
@@ -68,7 +92,10 @@ def over_blocks_loop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
     so an LD reads an address its register's ADDI wrote three instructions before (the scalar
     latency). One register stepped before each LD held each of the 16 LDs two cycles: at 7²
     x 960 3x3 a tile issued ~536 instructions and stalled ~44 cycles for 361 MAC cycles, issue-
-    bound (docs/lowering.md, "Depthwise convs: the bound")."""
+    bound (docs/lowering.md, "Depthwise convs: the bound"). Where the tiles are bus-bound
+    (`loads_lead`) each tile issues the next one's loads first, behind a flush of the vector queue
+    (so the previous tile, whose bank and slot they fill, has finished), rather than after 16 of
+    its own vector ops, unless the flush's 17 instructions push the loop's body past its bank."""
     s = plan.shape
     strip = plan.strips[0]
     bank = hw.maps_bank_elements
@@ -102,15 +129,27 @@ def over_blocks_loop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_la
                 src = (R_WSRC, R_WSRC2)[j % 2]
                 bb.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_WDST, src, R_WLEN, 0, j), sf.AddiOp(src, src, 4 * k))
 
-    def tile(bb: AsmBuilder) -> None:
-        kernel_tile(bb, plan, hw, strip, 0, 0, full_mask(plan), [next_block, next_kernels], base_reg=R_MB, steps_set=True)
+    def tile(bb: AsmBuilder, lead: bool) -> None:
+        if lead:  # the next tile's loads first, behind a flush: the previous tile's reads of their region are over
+            bb.flush_vector_queue(hw, R_TMP, full_mask(plan))
+            next_block(bb)
+            next_kernels(bb)
+        kernel_tile(bb, plan, hw, strip, 0, 0, full_mask(plan), [] if lead else [next_block, next_kernels],
+                    base_reg=R_MB, steps_set=True)
 
     def advance() -> list:  # the other weights slot and maps bank, the next tile's output
         return [sf.MuliOp(R_TMP2, R_MB, -1), sf.AddiOp(R_WDST, R_TW, 0), *toggle(), sf.AddiOp(R_TO, R_TO, plan.tile_step),
                 sf.AddiOp(R_MB, R_TMP2, bank)]
 
+    lead = loads_lead(plan, hw)
+    if lead:  # not where the flush pushes a counted loop (`repeat`: its counter, body, step, branch, slots) past its bank
+        plain = AsmBuilder()
+        tile(plain, False)
+        body = sum(1 for op in plain.ops if not isinstance(op, sf.LabelOp)) + len(advance()) + 3 + hw.branch_delay_slots
+        lead = not body <= kloop_budget(hw) < body + 1 + hw.vector_queue_depth
+
     with b.at(ktiles(0, plan.tiles - 2)):
-        repeat(b, hw, plan.tiles - 1, tile, advance)
+        repeat(b, hw, plan.tiles - 1, lambda bb: tile(bb, lead), advance)
     with b.at(ktiles(plan.tiles - 1, plan.tiles - 1)):
         kernel_tile(b, plan, hw, strip, 0, 0, mask_last, [preload] if preload is not None else [], base_reg=R_MB,
                     steps_set=True)
