@@ -4,7 +4,9 @@ the bound"): MobileNetV2 / PP-LCNet shapes, each a depthwise conv between two 1x
 exporter writes a mobile block (no host neighbour, so no DRAM round trip weighs on its
 placement). Per shape: where it runs, simulated cycles, useful-MAC utilisation, the bound
 (`depthwise_bound`: one useful lane of 16 per vMAC cycle on channel-innermost maps, or the DRAM
-traffic) and the measured share of it, with depthwise-to-grouped's width chosen by cost and with
+traffic with each kernel's 16-word groups as its vMAC holds them) and the measured share of it,
+the same against the bound with the kernels' useful words alone ("kernels once", the bound before
+2026-11-29), with depthwise-to-grouped's width chosen by cost and with
 the fixed rule before it (16-channel groups); every layer checked bit for bit against the golden
 model.
 Also the lane shares other maps layouts would give (the derivation's table). Prints a table,
@@ -159,6 +161,8 @@ def main() -> None:
         row = {"shape": name, "c": c, "h": h, "w": w, "kernel": kernel, "stride": stride,
                "bound_cycles": round(bound.cycles), "bound_mac_cycles": round(bound.mac_cycles),
                "bound_dram_cycles": round(bound.dram_cycles), "bound_util_pct": 100 * bound.utilisation(hw),
+               "bound_kernels_once_cycles": round(bound.cycles_kernels_once),
+               "bound_dram_kernels_once_cycles": round(bound.dram_cycles_kernels_once),
                "expand_cin": cin, "layout_shares": layout_shares(kernel, stride)} \
             | measure(c, h, w, kernel, stride, cin, hw)
         fixed = measure(c, h, w, kernel, stride, cin, hw, rule="fixed")
@@ -181,12 +185,13 @@ def main() -> None:
         if row["cycles"]:
             row["util_pct"] = 100 * row["useful_macs"] / (row["cycles"] * hw.macs)
             row["share_of_bound_pct"] = 100 * bound.cycles / row["cycles"]
+            row["share_of_bound_kernels_once_pct"] = 100 * bound.cycles_kernels_once / row["cycles"]
         if fixed["cycles"]:
             row["fixed_share_of_bound_pct"] = 100 * bound.cycles / fixed["cycles"]
         rows.append(row)
         print(row, file=sys.stderr)
     head = (f"{'shape':<24} {'form':>18} {'where':>9} {'cycles':>10} {'bound':>9} {'MAC/DRAM':>8} {'util%':>6} "
-            f"{'bound%':>6} {'of bound%':>9} {'exact':>5} {'block':>10} {'slices':>10} {'split':>10} {'its block':>10} "
+            f"{'bound%':>6} {'of bound%':>9} {'k. once':>9} {'of once%':>8} {'exact':>5} {'block':>10} {'slices':>10} {'split':>10} {'its block':>10} "
             f"{'no blocks':>10} {'its block':>10} {'no slices':>10} {'16-groups':>10} {'of bound%':>9}")
     print(head)
     print("-" * len(head))
@@ -195,7 +200,8 @@ def main() -> None:
         print(f"{r['shape']:<24} {r['form']:>18} {r['where']:>9} {(format(r['cycles'], ',') if on else '-'):>10} "
               f"{r['bound_cycles']:>9,} {'MAC' if r['bound_mac_cycles'] >= r['bound_dram_cycles'] else 'DRAM':>8} "
               f"{(format(r['util_pct'], '.2f') if on else '-'):>6} {r['bound_util_pct']:>6.2f} "
-              f"{(format(r['share_of_bound_pct'], '.1f') if on else '-'):>9} {str(r['bit_exact']):>5} "
+              f"{(format(r['share_of_bound_pct'], '.1f') if on else '-'):>9} {r['bound_kernels_once_cycles']:>9,} "
+              f"{(format(r['share_of_bound_kernels_once_pct'], '.1f') if on else '-'):>8} {str(r['bit_exact']):>5} "
               f"{format(r['block_cycles'], ','):>10} "
               f"{format(r['slices_cycles'], ',') if 'slices_cycles' in r else '-':>10} "
               f"{format(r['split_blocks_cycles'], ',') if 'split_blocks_cycles' in r else '-':>10} "

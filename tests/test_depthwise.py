@@ -74,6 +74,27 @@ def test_lane_share_is_one_lane_a_vmac_from_16_channels() -> None:
     assert lane_share(4, 5, 16) == 5 / 32  # 20 words, 2 cycles
 
 
+def test_the_bound_counts_each_kernel_as_its_vmac_holds_it() -> None:
+    """The DRAM term: input, output and a bias a channel once, and each channel's kernel as the
+    words its vMAC's traces read, 16 a tap from 16 channels on (15 of them zero; a last partial
+    block's channels too), below 16 a kernel row's 16-word groups; at 7² x 960 3x3 that moves the
+    bound from the MAC term (21,660 cycles) to the bus (27,771). The kernels-once figure (kh·kw
+    words a channel) stays beside it, and the bound is never below the MAC bound."""
+    hw = SnowflakeConfig()
+    b = depthwise_bound(960, 7, 7, (3, 3), (1, 1), (1, 1, 1, 1), hw)
+    assert b.useful_macs == 960 * 19 * 19 and b.mac_cycles == 960 * 19 * 19 / 16
+    assert b.dram_cycles == 2 * (960 * (49 + 49 + 1) + 960 * 9 * 16) / hw.dram_bytes_per_cycle
+    assert b.dram_cycles_kernels_once == 2 * 960 * (49 + 49 + 9 + 1) / hw.dram_bytes_per_cycle
+    assert round(b.cycles) == 27_771 and round(b.cycles_kernels_once) == 21_660 and b.cycles >= b.mac_cycles
+    partial = depthwise_bound(200, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), hw)  # 12 blocks and 8 channels
+    assert partial.dram_cycles == 2 * (200 * (196 + 196 + 1) + 200 * 9 * 16) / hw.dram_bytes_per_cycle
+    narrow = depthwise_bound(8, 12, 12, (3, 3), (1, 1), (1, 1, 1, 1), hw)  # a kernel row: 24 words, 2 groups
+    assert narrow.dram_cycles == 2 * (8 * (144 + 144 + 1) + 8 * 3 * 32) / hw.dram_bytes_per_cycle
+    for c, h, k, s in ((144, 56, 3, 2), (256, 14, 5, 2), (32, 112, 3, 1), (88, 28, 3, 1)):
+        b = depthwise_bound(c, h, h, (k, k), (s, s), (k // 2,) * 4, hw)
+        assert b.cycles >= b.cycles_kernels_once >= b.mac_cycles and b.dram_cycles > b.dram_cycles_kernels_once
+
+
 def test_a_strided_3x3_is_dram_bound() -> None:
     """Four input pixels an output: the DRAM traffic, not the lanes, bounds a 3x3 stride-2 conv
     (docs/lowering.md's table: 5.75% at 56² x 144)."""

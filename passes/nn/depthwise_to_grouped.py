@@ -103,7 +103,11 @@ class DepthwiseBound:
     channel; INDP broadcasts one word to 16 kernels written back as 16 contiguous words, i.e.
     16 channels of one pixel, so the word is useful to one lane. Hence at most `lane_share` of
     the MACs do useful work, and the layer takes at least `cycles`: the larger of its useful
-    MACs at that share and its DRAM traffic (input and output once, the kernels once)."""
+    MACs at that share and its DRAM traffic: input and output once, and each channel's kernel
+    as a vMAC must hold it, the words its traces read (kh·kw / lane_share: 16 a tap from 16
+    channels on, 15 of them zero), once. `dram_cycles_kernels_once` is the traffic with the
+    kernels' useful words alone (kh·kw a channel), which no vMAC can use as they are: the bound
+    before 2026-11-29, kept for comparison (`cycles_kernels_once`)."""
 
     useful_macs: int
     """multiply-accumulates of the depthwise conv, padding taps excluded"""
@@ -112,11 +116,18 @@ class DepthwiseBound:
     mac_cycles: float
     """useful_macs / (all MACs x lane_share)"""
     dram_cycles: float
-    """input, output and kernel words once over the shared DRAM bus"""
+    """input, output and bias words once, and each kernel's words as its vMAC holds them, over the
+    shared DRAM bus"""
+    dram_cycles_kernels_once: float = 0.0
+    """the same with each kernel's kh·kw useful words alone"""
 
     @property
     def cycles(self) -> float:
         return max(self.mac_cycles, self.dram_cycles)
+
+    @property
+    def cycles_kernels_once(self) -> float:
+        return max(self.mac_cycles, self.dram_cycles_kernels_once)
 
     def utilisation(self, hw: SnowflakeConfig) -> float:
         """Useful-MAC utilisation at the bound: useful MACs / (cycles x MACs)."""
@@ -134,13 +145,19 @@ def lane_share(c: int, kw: int, lanes: int) -> float:
 
 def depthwise_bound(c: int, h: int, w: int, kernel: tuple[int, int], stride: tuple[int, int],
                     pads: tuple[int, int, int, int], hw: SnowflakeConfig) -> DepthwiseBound:
-    """The bound of a C-channel depthwise conv over h x w (pads top, left, bottom, right)."""
+    """The bound of a C-channel depthwise conv over h x w (pads top, left, bottom, right). A
+    channel's kernel is the words its vMAC's traces read: kh kernel rows of kw useful words at
+    `lane_share`, kh·kw / lane_share words (kh·kw·16 from 16 channels on: a 16-word group a tap;
+    below 16, a row's ceil(kw·C / 16) groups), for every channel, a last block's too."""
     (kh, kw), (sy, sx), (pt, pl, pb, pr) = kernel, stride, pads
     oh, ow = (h + pt + pb - kh) // sy + 1, (w + pl + pr - kw) // sx + 1
     useful = c * valid_taps(oh, kh, sy, pt, 1, h) * valid_taps(ow, kw, sx, pl, 1, w)
     share = lane_share(c, kw, hw.lanes)
-    words = c * (h * w + oh * ow + kh * kw + 1)
-    return DepthwiseBound(useful, share, useful / (hw.macs * share), 2 * words / hw.dram_bytes_per_cycle)
+    maps = c * (h * w + oh * ow + 1)  # input, output, biases
+    held = c * kh * round(kw / share)  # kw / share = 16 · ceil(kw·g / 16) words a kernel row: an integer
+    once = c * kh * kw
+    return DepthwiseBound(useful, share, useful / (hw.macs * share), 2 * (maps + held) / hw.dram_bytes_per_cycle,
+                          2 * (maps + once) / hw.dram_bytes_per_cycle)
 
 
 DENSE_GROUPS = "dense_groups"

@@ -111,7 +111,7 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
     if looped_blocks(plan, hw):  # conv.py's own loads, passed in (block_loop.py does not import this module)
         over_blocks_loop(b, plan, hw, mask_last,
                          lambda bb: _cold_start(bb, plan, hw, 0, plan.first_slot, plan.strips[0]),
-                         lambda bb: _load_next_weights(bb, plan, hw), lambda: _toggle(plan, hw),
+                         lambda: _toggle(plan, hw),
                          (lambda bb: _preload(bb, plan)) if plan.preload else None)
         return
     if plan.loop_order == "Kloop":
