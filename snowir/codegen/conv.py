@@ -588,11 +588,15 @@ def _cold_start(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf
 def _first_strip(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, bypass_base: int | None,
                  after_first: Prefetch | None) -> None:
     """The first strip in pieces, or with `maps_preloaded` (the previous conv's last kernel tile
-    loaded it) only what else the first MACs need (a bypass-slice conv's first slice)."""
+    loaded it) only what else the first MACs need (a bypass-slice conv's first slice) and then the
+    rows that tile left to it (`maps_left`: the strip's last, behind this layer's fence)."""
     if not plan.maps_preloaded:
         load_first_strip(b, plan, hw, strip, bypass_base, after_first)
-    elif after_first is not None:
+        return
+    if after_first is not None:
         after_first(b)
+    for _, at, src, n in plan.maps_left:
+        load_broadcast(b, hw, at, src, n)
 
 
 def _preload(b: AsmBuilder, plan: ConvPlan) -> None:
