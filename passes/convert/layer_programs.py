@@ -23,15 +23,17 @@ from snowir.tile.placement import output_channels, regions_of
 from snowir.tile.check import check_conv, check_pool
 from snowir.tile.derive import derive_layer
 from snowir.tile.read import conv_plan_of, pool_tiles_of
-from snowir.plan.weights_end import preload_loads, preload_maps_loads
+from snowir.plan.weights_end import preload_loads, preload_maps_split
 
 Program = tuple[Hashable, Callable[[], list[Operation]]]
 
 
-def conv_program(layer: tile.LayerOp, hw: SnowflakeConfig, following: tile.LayerOp | None = None) -> Program:
+def conv_program(layer: tile.LayerOp, hw: SnowflakeConfig, following: tile.LayerOp | None = None,
+                 preceding: tile.LayerOp | None = None) -> Program:
     """`following`: the next conv in the program when it is `kernels_preloaded` or `maps_preloaded`
     (tile-to-asm checks it may be): this conv's last kernel tile loads its kernel tile 0, its first
-    maps strip."""
+    maps strip (the rows it can while it computes). `preceding`: the conv before, when this one is
+    `maps_preloaded`: the rows of the first strip it left, this conv loads (`preload_maps_split`)."""
     derive_layer(layer, hw)
     plan = conv_plan_of(layer)
     check_conv(layer, plan, hw)
@@ -39,7 +41,10 @@ def conv_program(layer: tile.LayerOp, hw: SnowflakeConfig, following: tile.Layer
         derive_layer(following, hw)
         nxt = conv_plan_of(following)
         plan = replace(plan, preload=preload_loads(nxt, hw) if nxt.kernels_preloaded else (),
-                       preload_maps=preload_maps_loads(plan, nxt) if nxt.maps_preloaded else ())
+                       preload_maps=preload_maps_split(plan, nxt, hw)[0] if nxt.maps_preloaded else ())
+    if preceding is not None and plan.maps_preloaded:
+        derive_layer(preceding, hw)
+        plan = replace(plan, maps_left=preload_maps_split(conv_plan_of(preceding), plan, hw)[1])
     # a column-split INDP conv has its own generator (its CUs split columns, not rows)
     gen = generate_indp_columns if plan.indp and plan.cu_split == "cols" else generate_conv
     return ("conv", plan), lambda: gen(plan, hw).ops

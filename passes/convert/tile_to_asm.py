@@ -71,14 +71,17 @@ def _fail(layer: tile.LayerOp, message: str) -> PassFailedException:
 
 
 def layer_code(layer: tile.LayerOp, hw: SnowflakeConfig, cache: dict[Hashable, list[Operation]],
-               following: tile.LayerOp | None = None) -> list[Operation]:
+               following: tile.LayerOp | None = None, preceding: tile.LayerOp | None = None) -> list[Operation]:
     """The layer's instructions, from its tile IR alone (derived bodies filled in, then checked
-    for `hw`) and, for a conv, the next layer's when that one is `kernels_preloaded` (`following`:
-    its first kernels load in this one's last kernel tile); layers with equal decisions get clones
-    of one generated program."""
+    for `hw`) and, for a conv, the next layer's when that one is `kernels_preloaded` or
+    `maps_preloaded` (`following`: its first kernels and maps load in this one's last kernel tile)
+    and the previous conv's when this one is `maps_preloaded` (`preceding`: the rows of the first
+    strip that conv's last tile leaves to this one); layers with equal decisions get clones of one
+    generated program."""
     try:
         program = kind_of_layer(layer).function("program")
-        key, generate = program(layer, hw) if following is None else program(layer, hw, following)
+        pair = {k: v for k, v in (("following", following), ("preceding", preceding)) if v is not None}
+        key, generate = program(layer, hw, **pair)
         if key not in cache:
             cache[key] = generate()
             return cache[key]
@@ -173,6 +176,7 @@ class TileToAsmPass(ModulePass):
                                       (MAPS_PRELOADED, maps_preloaded_refusal)):
                 if wrong is None and decision.value(layer):
                     wrong = _preloaded_refusal(decision.name, refusal, previous, layer, hw)
+            preceding = previous if MAPS_PRELOADED.value(layer) else None  # (a conv: else refused above)
             previous = layer
             if wrong is not None:
                 raise _fail(layer, wrong)
@@ -180,7 +184,7 @@ class TileToAsmPass(ModulePass):
             if following is None or not (KERNELS_PRELOADED.value(following) or MAPS_PRELOADED.value(following)) \
                     or layer.kind.data != tile.LayerKind.CONV:
                 following = None
-            code = layer_code(layer, hw, cache, following)
+            code = layer_code(layer, hw, cache, following, preceding)
             if plan is not None:
                 coop_conv = layer.kind.data == tile.LayerKind.CONV and layer.mode is not None \
                     and layer.mode.data == tile.ComputeMode.COOP

@@ -230,6 +230,9 @@ class ConvPlan(ConvDecisions):
     # which of this conv's pixels, maps word, DRAM byte, words per row): this conv's last kernel tile loads
     # it; set by tile-to-asm from the next layer's tile IR, never recorded on this one
     preload_maps: tuple[tuple[int, int, int, int], ...] = ()
+    # of this conv's first strip under `maps_preloaded`, the rows the previous conv's last tile leaves to this
+    # one's cold start (plan/weights_end.preload_maps_split, the same form); set by tile-to-asm like `preload_maps`
+    maps_left: tuple[tuple[int, int, int, int], ...] = ()
 
     @property
     def column_tiled(self) -> bool:
