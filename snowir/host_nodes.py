@@ -11,6 +11,7 @@ MACs (padding taps excluded, as for device convs):
   * MatMul |Y|·K (K: A's last axis), Gemm |Y|·K (K: A's axis 1, axis 0 with transA);
   * LSTM D·T·B·4H·(I + H) (+ 3H a step with peepholes), GRU D·T·B·3H·(I + H),
     RNN D·T·B·H·(I + H) (D directions, T steps, B batch, I input size, H hidden size);
+    split-lstm's LSTMRecurrence (snowir/recurrence.py) D·T·B·4H·H: its X·W^T runs on the device;
   * Resize |Y|·taps: linear 2^d, cubic 4^d over the d resized axes, nearest 0 (a copy).
 Other arithmetic [P]: transcendental functions (Sigmoid, Tanh, Exp, Erf, ...) ~10 operations an
 element on NEON (a polynomial and a reciprocal), a divide or square root 4 (reciprocal estimate
@@ -28,6 +29,7 @@ import numpy as np
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, StringAttr
 
 from snowir.dialects import nn
+from snowir.recurrence import LSTM_RECURRENCE
 
 TRANSCENDENTAL = 10.0
 """[P] NEON operations for one exp / tanh / erf / log / pow evaluation (polynomial + reciprocal)"""
@@ -127,6 +129,9 @@ def node_macs(op: nn.HostOp) -> int:
         return _size(out) * ins[0][-1]
     if kind == "Gemm" and 0 in ins:
         return _size(out) * ins[0][0 if host_attr(op, "transA", 0) else 1]
+    if kind == LSTM_RECURRENCE and 0 in ins and 1 in ins:  # split-lstm's: H·R^T only, X·W^T is on the device
+        (steps, batch, _), (dirs, gates_h, hidden) = ins[0], ins[1]
+        return dirs * steps * batch * gates_h * hidden
     if kind in _GATES and 0 in ins and 1 in ins:
         steps, batch = _steps_batch(op, ins[0])
         dirs, gates_h, inputs = _gate_weights(op, ins[1])
@@ -152,6 +157,11 @@ def node_ops(op: nn.HostOp) -> float:
     """Arithmetic operations besides the MACs' 2 each."""
     kind = _kind(op)
     out = sum(_size(r.type.get_shape()) for r in op.outputs)
+    if kind == LSTM_RECURRENCE:
+        ins = _inputs(op)
+        if 0 in ins and 1 in ins:  # the cell's functions, and adding each gate's projection
+            (steps, batch, _), (dirs, gates_h, hidden) = ins[0], ins[1]
+            return dirs * steps * batch * (hidden * _CELL_OPS["LSTM"] + gates_h)
     if kind in _GATES:
         ins = _inputs(op)
         if 0 in ins and 1 in ins:
@@ -173,6 +183,8 @@ def node_bytes(op: nn.HostOp) -> int:
     if kind in _GATES and 0 in ins and 2 in ins:
         steps, _ = _steps_batch(op, ins[0])
         total += (steps - 1) * _size(ins[2]) * 4  # R again at every step after the first
+    if kind == LSTM_RECURRENCE and 0 in ins and 1 in ins:
+        total += (ins[0][0] - 1) * _size(ins[1]) * 4
     return total
 
 

@@ -31,6 +31,7 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from snowir import recurrence
 from snowir.dialects.nn.abstract_ops import (
     ElementwiseBinary,
     ElementwiseUnary,
@@ -275,3 +276,28 @@ class HostOp(IRDLOperation):
                                   f"{len(self.inputs)} operands among {self.slot_count()} inputs")
         if not self.outputs:
             raise VerifyException(f"{self.name} \"{self.op_type.data}\": needs at least one result")
+        if self.domain is not None and self.domain.data == recurrence.DOMAIN:
+            self._verify_snowir_kind()
+
+    def _verify_snowir_kind(self) -> None:
+        """snowir's own kinds (snowir/recurrence.py) have their operands and results checked here:
+        no ONNX schema or onnxruntime session stands behind them."""
+        where = f"{self.name} \"{self.op_type.data}\" (domain {recurrence.DOMAIN})"
+        if self.op_type.data != recurrence.LSTM_RECURRENCE:
+            raise VerifyException(f"{where}: no such kind (snowir's: {recurrence.LSTM_RECURRENCE})")
+        by_slot = dict(zip(self.input_slots(), self.inputs))
+        direction = self.attrs.data.get("direction")
+        if self.capture_names() or 0 not in by_slot or 1 not in by_slot or max(by_slot) > 3 or len(self.outputs) > 3:
+            raise VerifyException(f"{where}: takes gates, R and optional initial_h, initial_c (slots 0-3) and gives "
+                                  f"at most Y, Y_h, Y_c, not slots {sorted(by_slot)} and {len(self.outputs)} results")
+        found = recurrence.lstm_recurrence_shapes(shape_of(by_slot[0]), shape_of(by_slot[1]),
+                                                  direction.data if isinstance(direction, StringAttr) else "")
+        if isinstance(found, str):
+            raise VerifyException(f"{where}: {found}")
+        y, state = found
+        for slot in (2, 3):
+            if slot in by_slot and list(shape_of(by_slot[slot])) != state:
+                raise VerifyException(f"{where}: initial_{'hc'[slot - 2]} must be {state}, not {list(shape_of(by_slot[slot]))}")
+        for k, (result, want) in enumerate(zip(self.outputs, [y, state, state])):
+            if list(shape_of(result)) != want:
+                raise VerifyException(f"{where}: result {k} must be {want}, not {list(shape_of(result))}")
