@@ -6,7 +6,11 @@ evaluate them here (`NodeRunner.cached` dispatches on the domain), snowir/host_n
   * LSTMRecurrence (split-lstm): an ONNX LSTM's recurrence given its input projection.
     Operands by slot: 0 gates [T, B, D·4H] = X·W^T + Wb + Rb of every step and direction (direction
     d's four gates in columns d·4H .. (d+1)·4H, ONNX's order i, o, f, c), 1 R [D, 4H, H], 2 initial_h
-    [D, B, H] and 3 initial_c [D, B, H] (optional: zeros). Attributes direction ("forward", "reverse",
+    [D, B, H] and 3 initial_c [D, B, H] (optional: zeros); R may be 8-bit, as DynamicQuantizeLSTM
+    ships it, with 4 R_scale and 5 R_zero_point ([D], or [D, 4H] per gate row): the recurrence then
+    multiplies by (R_q - R_zp) · R_scale, the float R it stands for, computed as split-lstm would
+    dequantize it (the same float32 values), while the host streams R's 8-bit words at every step
+    instead of four times as many bytes. Attributes direction ("forward", "reverse",
     "bidirectional") and hidden_size. Results Y [T, D, B, H], Y_h [D, B, H], Y_c [D, B, H] as ONNX
     lays them out (a prefix of them: the node's present outputs). Activations sigmoid / tanh / tanh,
     no peepholes, no clip, input_forget 0, every sequence T long: the forms split-lstm splits.
@@ -32,10 +36,32 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return (1.0 / (1.0 + np.exp(-x))).astype(np.float32)
 
 
+def dequantized_rows(q: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> np.ndarray | None:
+    """(q - zp) · scale of an 8-bit recurrent weight [D, 4H, cols]: a scale and zero point per
+    direction ([D]) or per direction and gate row ([D, 4H]); None for another shape. Subtracted in
+    integers, multiplied in float32, as onnxruntime dequantizes."""
+    d, rows, _ = q.shape
+
+    def shaped(a: np.ndarray) -> np.ndarray | None:
+        a = np.asarray(a)
+        if a.size == d:
+            return a.reshape(d, 1, 1)
+        return a.reshape(d, rows, 1) if a.size == d * rows else None
+
+    s, z = shaped(scale), shaped(zero)
+    if s is None or z is None:
+        return None
+    return ((q.astype(np.int64) - z.astype(np.int64)).astype(np.float32) * s.astype(np.float32)).astype(np.float32)
+
+
 def lstm_recurrence(gates: np.ndarray, r: np.ndarray, initial_h: np.ndarray | None, initial_c: np.ndarray | None,
-                    direction: str, n_outputs: int = 3) -> list[np.ndarray]:
-    """Y, Y_h, Y_c (the first `n_outputs`) of an LSTM whose input projection is `gates`."""
+                    direction: str, n_outputs: int = 3, r_scale: np.ndarray | None = None,
+                    r_zero: np.ndarray | None = None) -> list[np.ndarray]:
+    """Y, Y_h, Y_c (the first `n_outputs`) of an LSTM whose input projection is `gates` (R 8-bit
+    with `r_scale` and `r_zero`: the float R it stands for)."""
     gates = np.asarray(gates, np.float32)
+    if r_scale is not None:
+        r = dequantized_rows(np.asarray(r), r_scale, np.zeros_like(r_scale, np.int64) if r_zero is None else r_zero)
     r = np.asarray(r, np.float32)
     steps, batch, _ = gates.shape
     dirs, four_h, hidden = r.shape
@@ -83,4 +109,5 @@ class SnowirKernel:
 
     def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
         by_slot = dict(zip(self.slots, arrays))
-        return lstm_recurrence(by_slot[0], by_slot[1], by_slot.get(2), by_slot.get(3), self.direction, self.n_outputs)
+        return lstm_recurrence(by_slot[0], by_slot[1], by_slot.get(2), by_slot.get(3), self.direction, self.n_outputs,
+                               by_slot.get(4), by_slot.get(5))

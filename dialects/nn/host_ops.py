@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     FloatAttr,
     IntegerAttr,
+    IntegerType,
     StringAttr,
     TensorType,
     i64,
@@ -287,9 +288,11 @@ class HostOp(IRDLOperation):
             raise VerifyException(f"{where}: no such kind (snowir's: {recurrence.LSTM_RECURRENCE})")
         by_slot = dict(zip(self.input_slots(), self.inputs))
         direction = self.attrs.data.get("direction")
-        if self.capture_names() or 0 not in by_slot or 1 not in by_slot or max(by_slot) > 3 or len(self.outputs) > 3:
-            raise VerifyException(f"{where}: takes gates, R and optional initial_h, initial_c (slots 0-3) and gives "
-                                  f"at most Y, Y_h, Y_c, not slots {sorted(by_slot)} and {len(self.outputs)} results")
+        if self.capture_names() or 0 not in by_slot or 1 not in by_slot or max(by_slot) > 5 or len(self.outputs) > 3 \
+                or (5 in by_slot and 4 not in by_slot):
+            raise VerifyException(f"{where}: takes gates, R and optional initial_h, initial_c, R_scale, R_zero_point "
+                                  f"(slots 0-5) and gives at most Y, Y_h, Y_c, not slots {sorted(by_slot)} and "
+                                  f"{len(self.outputs)} results")
         found = recurrence.lstm_recurrence_shapes(shape_of(by_slot[0]), shape_of(by_slot[1]),
                                                   direction.data if isinstance(direction, StringAttr) else "")
         if isinstance(found, str):
@@ -298,6 +301,15 @@ class HostOp(IRDLOperation):
         for slot in (2, 3):
             if slot in by_slot and list(shape_of(by_slot[slot])) != state:
                 raise VerifyException(f"{where}: initial_{'hc'[slot - 2]} must be {state}, not {list(shape_of(by_slot[slot]))}")
+        r_elem = by_slot[1].type.get_element_type()
+        dirs, rows = shape_of(by_slot[1])[:2]
+        if (4 in by_slot) != (isinstance(r_elem, IntegerType) and r_elem.width.data == 8):
+            raise VerifyException(f"{where}: R is 8-bit with R_scale (slot 4), else float, not {r_elem}"
+                                  f"{' with' if 4 in by_slot else ' without'} R_scale")
+        for slot in (4, 5):
+            if slot in by_slot and list(shape_of(by_slot[slot])) not in ([dirs], [dirs, rows]):
+                raise VerifyException(f"{where}: R_{'scale' if slot == 4 else 'zero_point'} must be [{dirs}] or "
+                                      f"[{dirs}, {rows}], not {list(shape_of(by_slot[slot]))}")
         for k, (result, want) in enumerate(zip(self.outputs, [y, state, state])):
             if list(shape_of(result)) != want:
                 raise VerifyException(f"{where}: result {k} must be {want}, not {list(shape_of(result))}")

@@ -30,6 +30,7 @@ split-lstm, or nn-prepare{split-lstm=false}, keeps the whole LSTM on the host to
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,34 +38,21 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
 
 from snowir import recurrence
 from snowir.dialects import nn
 from snowir.host_nodes import host_attr
+from snowir.frontend.onnx_import import typed_resource
 from snowir.nn_util import const_of, new_constant, shape_of, tensor
+from snowir.recurrence import dequantized_rows
 
 KINDS = {("LSTM", ""): "W [D, 4H, I]", ("DynamicQuantizeLSTM", "com.microsoft"): "W_q [D, I, 4H]"}
 RECURRENCE_REASON = ("the LSTM's recurrence: each step reads the previous step's hidden state (D x T x B x 4H x H MACs); "
                      "split-lstm runs its input projection on the device")
 _DEFAULT_ACTIVATIONS = ["Sigmoid", "Tanh", "Tanh"]
-
-
-def _dequantized(q: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> np.ndarray | None:
-    """(q - zp) · scale of a DynamicQuantizeLSTM weight [D, rows, 4H]: a scale and zero point per
-    direction ([D]) or per direction and gate column ([D, 4H]); None for another shape."""
-    d, _, cols = q.shape
-
-    def shaped(a: np.ndarray) -> np.ndarray | None:
-        a = np.asarray(a)
-        if a.size == d:
-            return a.reshape(d, 1, 1)
-        return a.reshape(d, 1, cols) if a.size == d * cols else None
-
-    s, z = shaped(scale), shaped(zero)
-    if s is None or z is None:
-        return None
-    return ((q.astype(np.int64) - z.astype(np.int64)).astype(np.float32) * s.astype(np.float32)).astype(np.float32)
+_KEYS = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -77,7 +65,10 @@ class _Split:
     bias: np.ndarray
     """[D·4H]: Wb + Rb of each direction."""
     r: np.ndarray | SSAValue
-    """[D, 4H, H]: the ONNX node's own R (a value), or the dequantized one (an array)."""
+    """[D, 4H, H]: the ONNX node's own R (a value), or DynamicQuantizeLSTM's 8-bit R transposed (an array)."""
+    r_params: tuple[SSAValue, SSAValue] | None = None
+    """DynamicQuantizeLSTM's R_scale and R_zero_point (the node's own values): the recurrence reads R
+    in 8 bits, as shipped, and multiplies by the float R they make."""
 
 
 def split_refusal(op: nn.HostOp) -> _Split | str:
@@ -120,10 +111,10 @@ def split_refusal(op: nn.HostOp) -> _Split | str:
         params = [const_of(by_slot[s]) for s in (8, 9, 10, 11)]
         if any(p is None for p in params) or w.ndim != 3 or r.ndim != 3:
             return "W / R scales or zero points computed at run time"
-        w, r = _dequantized(w, params[0], params[1]), _dequantized(r, params[2], params[3])
+        r_q = np.ascontiguousarray(r.transpose(0, 2, 1))  # as ONNX's LSTM holds them: [D, 4H, I], [D, 4H, H]
+        w, r = dequantized_rows(w.transpose(0, 2, 1), params[0], params[1]), dequantized_rows(r_q, params[2], params[3])
         if w is None or r is None:
             return "W / R scales of another shape than [D] or [D, 4H]"
-        w, r = w.transpose(0, 2, 1), r.transpose(0, 2, 1)  # as ONNX's LSTM holds them: [D, 4H, I], [D, 4H, H]
     hidden = host_attr(op, "hidden_size", r.shape[-1])
     if w.shape != (dirs, 4 * hidden, x[2]) or r.shape != (dirs, 4 * hidden, hidden):
         return f"W {list(w.shape)} / R {list(r.shape)} not [D, 4H, I] / [D, 4H, H]"
@@ -133,7 +124,7 @@ def split_refusal(op: nn.HostOp) -> _Split | str:
     b = np.asarray(b, np.float32).reshape(dirs, 8 * hidden)
     bias = (b[:, :4 * hidden] + b[:, 4 * hidden:]).reshape(-1)
     return _Split(direction, w.reshape(dirs * 4 * hidden, x[2]).astype(np.float32), bias.astype(np.float32),
-                  r.astype(np.float32) if quantized else by_slot[2])
+                  r_q if quantized else by_slot[2], (by_slot[10], by_slot[11]) if quantized else None)
 
 
 class SplitLstm(RewritePattern):
@@ -154,15 +145,21 @@ class SplitLstm(RewritePattern):
         flat = nn.ReshapeOp(x, tensor([steps * batch, inputs], x))
         w = new_constant(rewriter, op, split.w, "lstm_w")
         b = new_constant(rewriter, op, split.bias, "lstm_b")
-        r = split.r if isinstance(split.r, SSAValue) else new_constant(rewriter, op, split.r, "lstm_r")
+        if isinstance(split.r, SSAValue):
+            r = split.r
+        else:  # DynamicQuantizeLSTM's 8-bit R, as shipped but transposed
+            r_const = nn.ConstantOp(typed_resource(f"lstm_r_q_{next(_KEYS)}", split.r))
+            rewriter.insert_op(r_const, InsertPoint.before(op))
+            r = r_const.result
         dense = nn.DenseOp(flat.output, w, b, tensor([steps * batch, width], x))
         gates = nn.ReshapeOp(dense.output, tensor([steps, batch, width], x))
         hidden = split.w.shape[0] // 4 // recurrence.DIRECTIONS[split.direction]
-        slots = [s for s in (5, 6) if s in by_slot]
+        states = [s for s in (5, 6) if s in by_slot]
+        params = list(split.r_params or ())
         cell = nn.HostOp(recurrence.LSTM_RECURRENCE, 1,
                          DictionaryAttr({"direction": StringAttr(split.direction), "hidden_size": IntegerAttr(hidden, i64)}),
-                         [gates.output, r, *(by_slot[s] for s in slots)], [res.type for res in op.outputs],
-                         [0, 1, *(s - 3 for s in slots)], 4, recurrence.DOMAIN)
+                         [gates.output, r, *(by_slot[s] for s in states), *params], [res.type for res in op.outputs],
+                         [0, 1, *(s - 3 for s in states), *(4, 5)[:len(params)]], 6 if params else 4, recurrence.DOMAIN)
         cell.attributes["host_reason"] = StringAttr(RECURRENCE_REASON)
         node = op.attributes.get("onnx_node")
         name = node.data if isinstance(node, StringAttr) else (op.outputs[0].name_hint or "lstm")
@@ -171,7 +168,7 @@ class SplitLstm(RewritePattern):
         cell.attributes["onnx_node"] = StringAttr(name)  # the recurrence reports as the node
         for old, new in zip(op.outputs, cell.outputs):
             new.name_hint = old.name_hint
-        dropped = [v.owner for s, v in by_slot.items() if s in (1, 2, 3, 8, 9, 10, 11) and v is not r]
+        dropped = [v.owner for s, v in by_slot.items() if s in (1, 2, 3, 8, 9) and v is not r]
         rewriter.replace_op(op, [flat, dense, gates, cell])
         for const in dict.fromkeys(dropped):  # the node's own weights, if nothing else reads them
             if isinstance(const, nn.ConstantOp) and not const.result.uses:
