@@ -218,7 +218,9 @@ class HostOp(IRDLOperation):
     with sub-graphs (If, Loop, Scan; `#nn.onnx_graph` attributes), the outer-scope values those
     sub-graphs read (`captures`: their ONNX names, which the sub-graphs refer to). The golden model
     and the device runner evaluate it as ONNX defines it (snowir/frontend/onnx_host.py), in float on
-    dequantised data; results a device layer reads are quantised at that boundary.
+    dequantised data; results a device layer reads are quantised at that boundary. Domain `snowir`
+    names snowir's own kinds, what a pass leaves on the host of an ONNX node (split-lstm's
+    `LSTMRecurrence`, snowir/recurrence.py): their operands are checked here, numpy runs them.
 
         %y = nn.host "Sigmoid"(%x) {attrs = {}, opset = 13 : i64} : (tensor<1x8xf32>) -> tensor<1x8xf32>
     """
