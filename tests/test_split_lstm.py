@@ -58,14 +58,15 @@ def lstm_model(direction: str = "forward", states: bool = False, hidden: int = 8
     return m
 
 
-def quantized_lstm(tmp_path: Path) -> onnx.ModelProto:
+def quantized_lstm(tmp_path: Path, per_channel: bool = False) -> onnx.ModelProto:
     """onnxruntime's quantize_dynamic of a bidirectional LSTM with initial states: DynamicQuantizeLSTM
-    (com.microsoft) with int8 W [D, I, 4H] / R [D, H, 4H] and a scale and zero point per direction."""
+    (com.microsoft) with int8 W [D, I, 4H] / R [D, H, 4H] and a scale and zero point per direction
+    (`per_channel`: per direction and gate column, [D, 4H])."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     onnx.save(lstm_model("bidirectional", states=True, hidden=16), tmp_path / "f.onnx")
     quantize_dynamic(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), op_types_to_quantize=["LSTM"],
-                     weight_type=QuantType.QInt8)
+                     weight_type=QuantType.QInt8, per_channel=per_channel)
     m = onnx.load(str(tmp_path / "q.onnx"))
     assert [n.op_type for n in m.graph.node][-1] == "DynamicQuantizeLSTM"
     return m
@@ -155,18 +156,20 @@ def test_the_split_keeps_the_work() -> None:
     assert useful_macs(dense) + useful_macs(cell) == useful_macs(whole) == 2 * T * 4 * 8 * (I + 8)
 
 
-def test_dynamic_quantize_lstm_splits_as_its_dequantized_weights(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_dynamic_quantize_lstm_splits_as_its_dequantized_weights(tmp_path: Path, capsys, per_channel: bool) -> None:
     """DynamicQuantizeLSTM: W / R dequantized ((q - zp) · scale per direction, transposed to ONNX's
     [D, 4H, I] / [D, 4H, H]): the split equals a float LSTM of those weights (float32 rounding), is
     within the 8-bit quantization's error of onnxruntime running the model as shipped, and its
     projection runs on the device bit-exact."""
-    q, x = quantized_lstm(tmp_path), _x()
+    q, x = quantized_lstm(tmp_path, per_channel), _x()
     inits = {t.name: numpy_helper.to_array(t) for t in q.graph.initializer}
     (node,) = [n for n in q.graph.node if n.op_type == "DynamicQuantizeLSTM"]
     w_q, r_q, w_s, w_z, r_s, r_z = (inits[node.input[k]] for k in (1, 2, 8, 9, 10, 11))
 
-    def deq(a, s, z):
-        return ((a.astype(np.float32) - z.astype(np.float32)[:, None, None]) * s[:, None, None]).transpose(0, 2, 1)
+    def deq(a, s, z):  # a scale and zero point per direction, or per direction and gate column
+        d = a.shape[0]
+        return ((a.astype(np.float32) - z.astype(np.float32).reshape(d, 1, -1)) * s.reshape(d, 1, -1)).transpose(0, 2, 1)
 
     floats = lstm_model("bidirectional", states=True, hidden=16)
     for t in floats.graph.initializer:
