@@ -31,7 +31,7 @@ import numpy as np
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, StringAttr
 
 from snowir.dialects import nn
-from snowir.recurrence import LSTM_RECURRENCE
+from snowir.recurrence import DOMAIN, LSTM_RECURRENCE as _LSTM_RECURRENCE
 
 TRANSCENDENTAL = 10.0
 """[P] NEON operations for one exp / tanh / erf / log / pow evaluation (polynomial + reciprocal)"""
@@ -47,11 +47,14 @@ WIDEN = 1.0
 """[P] NEON operations to make one 8-bit weight a float32 (vmovl twice and vcvt, a lane of 4 to 8;
 the zero point and scale applied to the dot product, not to each weight)"""
 _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+LSTM_RECURRENCE = f"{DOMAIN}.{_LSTM_RECURRENCE}"
 _AS = {"ConvInteger": "Conv", "MatMulInteger": "MatMul", "DynamicQuantizeLSTM": "LSTM"}
 """Integer and quantised forms (onnx.quantize, com.microsoft) count as the float op they compute."""
 
 
 def _kind(op: nn.HostOp) -> str:
+    if op.domain is not None and op.domain.data == DOMAIN:
+        return f"{DOMAIN}.{op.op_type.data}"  # snowir's own kinds, apart from any ONNX domain's names
     return _AS.get(op.op_type.data, op.op_type.data)
 
 

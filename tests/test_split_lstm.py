@@ -182,6 +182,13 @@ def test_dynamic_quantize_lstm_splits_as_its_dequantized_weights(tmp_path: Path,
         assert np.abs(a - b).max() < FLOAT_TOL
     for a, b in zip(got, _ort(q, x), strict=True):
         assert np.abs(a - b).max() < 0.05  # onnxruntime quantizes X and h to 8 bits as well
+    from snowir.host_nodes import node_bytes
+
+    (cell,) = _hosts(module)  # R streamed at every step as it is held: 8-bit here, fp32 for a float LSTM
+    (float_cell,) = _hosts(_split(floats))
+    r_words = 2 * 4 * 16 * 16
+    params = 2 * (4 * 16 if per_channel else 1)  # R_scale (fp32) and R_zero_point (int8) values
+    assert node_bytes(float_cell) - node_bytes(cell) == T * r_words * (4 - 1) - params * (4 + 1)
     report = _run(tmp_path, q, capsys)
     (projection,) = [r for r in report["layers"] if r["name"] == f"{node.name}.input_projection"]
     assert report["check"]["golden_bit_exact"] and projection["where"] == "device"

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import DictionaryAttr, Float32Type, IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
@@ -48,7 +48,9 @@ from snowir.frontend.onnx_import import typed_resource
 from snowir.nn_util import const_of, new_constant, shape_of, tensor
 from snowir.recurrence import dequantized_rows
 
-KINDS = {("LSTM", ""): "W [D, 4H, I]", ("DynamicQuantizeLSTM", "com.microsoft"): "W_q [D, I, 4H]"}
+KINDS = (("LSTM", ""), ("DynamicQuantizeLSTM", "com.microsoft"))
+"""(op type, domain) of the nodes split: ONNX's LSTM (W [D, 4H, I]) and onnxruntime's dynamically
+quantized one (W_q [D, I, 4H], 8-bit, with scales and zero points)."""
 RECURRENCE_REASON = ("the LSTM's recurrence: each step reads the previous step's hidden state (D x T x B x 4H x H MACs); "
                      "split-lstm runs its input projection on the device")
 _DEFAULT_ACTIVATIONS = ["Sigmoid", "Tanh", "Tanh"]
@@ -95,8 +97,8 @@ def split_refusal(op: nn.HostOp) -> _Split | str:
     if op.capture_names() or len(op.outputs) > 3:
         return "captured values or extra results"
     x = shape_of(by_slot[0])
-    if len(x) != 3:
-        return f"X of rank {len(x)}"
+    if len(x) != 3 or not all(isinstance(v.type.get_element_type(), Float32Type) for v in (by_slot[0], *op.outputs)):
+        return f"X of rank {len(x)}, or X / Y not float32"
     steps = x[0]
     if 4 in by_slot:
         lens = const_of(by_slot[4])
