@@ -308,7 +308,7 @@ func.func @f(%g: tensor<6x1x32xf32>, %r: tensor<2x16x4xf32>) {
   %y = nn.host "LSTMCell"(%g, %r) {attrs = {direction = "bidirectional"}, opset = 1 : i64, domain = "snowir"} : (tensor<6x1x32xf32>, tensor<2x16x4xf32>) -> tensor<6x2x1x4xf32>
   func.return
 }
-// CHECK: nn.host "LSTMCell" (domain snowir): no such kind (snowir's: LSTMRecurrence)
+// CHECK: nn.host "LSTMCell" (domain snowir): no such kind (snowir's: LSTMRecurrence, GRURecurrence, RNNRecurrence)
 
 // -----
 func.func @f(%g: tensor<6x1x32xf32>, %r: tensor<2x16x4xf32>) {
@@ -330,6 +330,13 @@ func.func @f(%g: tensor<6x1x32xf32>, %r: tensor<2x16x4xf32>, %s: tensor<2xf32>) 
   func.return
 }
 // CHECK: nn.host "LSTMRecurrence" (domain snowir): R is 8-bit with R_scale (slot 4), else float, not f32 with R_scale
+
+// -----
+func.func @f(%g: tensor<6x1x12xf32>, %r: tensor<1x12x4xf32>, %rb: tensor<1x12xf32>) {
+  %y = nn.host "GRURecurrence"(%g, %r, %rb) {attrs = {direction = "forward", linear_before_reset = 1 : i64}, opset = 1 : i64, domain = "snowir", slots = array<i64: 0, 1, 3>, n_slots = 4 : i64} : (tensor<6x1x12xf32>, tensor<1x12x4xf32>, tensor<1x12xf32>) -> tensor<6x1x1x4xf32>
+  func.return
+}
+// CHECK: nn.host "GRURecurrence" (domain snowir): Rb_h must be [1, 4], not [1, 12]
 
 // -----
 // a write-back unit's attribute (snowir/writeback.py) is checked by its unit

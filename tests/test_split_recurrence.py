@@ -1,8 +1,8 @@
-"""split-lstm (issue 36): an ONNX LSTM's input projection X·W^T + Wb + Rb runs on the device as a
-dense layer (sequence-gemm's one 1x1 conv over the T pixels), its recurrence on the host as snowir's
-LSTMRecurrence; float LSTM forward / reverse / bidirectional with and without initial states, and
-onnxruntime's DynamicQuantizeLSTM (quantize_dynamic) dequantized. An LSTM of another form stays one
-host node, with the reason."""
+"""split-recurrence (issue 36): an ONNX LSTM's input projection X·W^T + Wb + Rb runs on the device as
+a dense layer (sequence-gemm's one 1x1 conv over the T pixels), its recurrence on the host as snowir's
+LSTMRecurrence; float LSTM forward / reverse / bidirectional with and without initial states,
+onnxruntime's DynamicQuantizeLSTM (quantize_dynamic) dequantized, GRU (both linear_before_reset) and
+RNN the same way. A node of another form stays one host node, with the reason."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from snowir.dialects import nn
 from snowir.frontend.onnx_import import import_model
 from snowir.golden import Golden
 from snowir.host_model import useful_macs
-from snowir.passes.nn.split_lstm import SplitLstmPass
+from snowir.passes.nn.split_recurrence import SplitRecurrencePass
 from snowir.tools.snow_run import main as snow_run
 from tests.onnx_util import rand
 
@@ -27,18 +27,24 @@ FLOAT_TOL = 1e-5
 """The float recurrence (split, golden model in float) against onnxruntime's LSTM: float32 rounding."""
 
 
+GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+
+
 def lstm_model(direction: str = "forward", states: bool = False, hidden: int = 8, op_attrs: dict | None = None,
-               extra: dict | None = None) -> onnx.ModelProto:
-    """x [1, 16, 8, 8] -> conv -> Reshape [T, 1, I] -> LSTM -> Y, Y_h, Y_c (as ddddocr's nets: a conv
-    feature map read as a sequence). `extra` adds inputs by ONNX slot (sequence_lens 4, P 7)."""
-    dirs = 2 if direction == "bidirectional" else 1
+               extra: dict | None = None, op: str = "LSTM") -> onnx.ModelProto:
+    """x [1, 16, 8, 8] -> conv -> Reshape [T, 1, I] -> LSTM (GRU, RNN) -> Y, Y_h (, Y_c) (as ddddocr's
+    nets: a conv feature map read as a sequence). `extra` adds inputs by ONNX slot (sequence_lens 4, P 7)."""
+    dirs, g = 2 if direction == "bidirectional" else 1, GATES[op]
     inits = {"w": rand(16, 16, 3, 3, scale=0.1), "b": rand(16, seed=1, scale=0.1), "rs": np.array([T, 1, I], np.int64),
-             "lw": rand(dirs, 4 * hidden, I, seed=5, scale=0.1), "lr": rand(dirs, 4 * hidden, hidden, seed=6, scale=0.2),
-             "lb": rand(dirs, 8 * hidden, seed=7, scale=0.1)}
+             "lw": rand(dirs, g * hidden, I, seed=5, scale=0.1), "lr": rand(dirs, g * hidden, hidden, seed=6, scale=0.2),
+             "lb": rand(dirs, 2 * g * hidden, seed=7, scale=0.1)}
     ins = ["seq", "lw", "lr", "lb", "", "", "", ""]
     if states:
-        inits |= {"h0": rand(dirs, 1, hidden, seed=8, scale=0.5), "c0": rand(dirs, 1, hidden, seed=9, scale=0.5)}
-        ins[5], ins[6] = "h0", "c0"
+        inits |= {"h0": rand(dirs, 1, hidden, seed=8, scale=0.5)}
+        ins[5] = "h0"
+        if op == "LSTM":
+            inits |= {"c0": rand(dirs, 1, hidden, seed=9, scale=0.5)}
+            ins[6] = "c0"
     for slot, (name, value) in (extra or {}).items():
         inits[name] = value
         ins[slot] = name
@@ -46,12 +52,13 @@ def lstm_model(direction: str = "forward", states: bool = False, hidden: int = 8
         ins.pop()
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
              helper.make_node("Reshape", ["c", "rs"], ["seq"], name="to_steps"),
-             helper.make_node("LSTM", ins, ["y", "yh", "yc"], name="lstm", hidden_size=hidden, direction=direction,
-                              **(op_attrs or {}))]
+             helper.make_node(op, ins, ["y", "yh", "yc"][:3 if op == "LSTM" else 2], name="lstm", hidden_size=hidden,
+                              direction=direction, **(op_attrs or {}))]
+    outs = [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [T, dirs, 1, hidden]),
+            helper.make_tensor_value_info("yh", onnx.TensorProto.FLOAT, [dirs, 1, hidden]),
+            helper.make_tensor_value_info("yc", onnx.TensorProto.FLOAT, [dirs, 1, hidden])][:3 if op == "LSTM" else 2]
     graph = helper.make_graph(nodes, "lstm", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 16, 8, 8])],
-                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [T, dirs, 1, hidden]),
-                               helper.make_tensor_value_info("yh", onnx.TensorProto.FLOAT, [dirs, 1, hidden]),
-                               helper.make_tensor_value_info("yc", onnx.TensorProto.FLOAT, [dirs, 1, hidden])],
+                              outs,
                               [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
@@ -84,7 +91,7 @@ def _ort(m: onnx.ModelProto, x: np.ndarray) -> list[np.ndarray]:
 
 def _split(m: onnx.ModelProto):
     module = import_model(m)
-    SplitLstmPass().apply(None, module)
+    SplitRecurrencePass().apply(None, module)
     module.verify()
     return module
 
@@ -210,14 +217,49 @@ def test_another_lstm_stays_one_host_node_with_its_reason(name: str) -> None:
     module = _split(m)
     (op,) = _hosts(module)
     assert op.op_type.data == "LSTM" and not [d for d in module.walk() if isinstance(d, nn.DenseOp)]
-    assert op.attributes["host_reason"].data == f"ONNX LSTM: not split (split-lstm): {why}; the whole LSTM runs on the host"
+    assert op.attributes["host_reason"].data == \
+        f"ONNX LSTM: not split (split-recurrence): {why}; the whole LSTM runs on the host"
     for got, want in zip(Golden(module).run(x), _ort(m, x), strict=True):
         assert np.abs(got - want).max() < FLOAT_TOL  # still onnxruntime's own node
 
 
-def test_nn_prepare_without_split_lstm_keeps_the_node() -> None:
+def test_nn_prepare_without_split_recurrence_keeps_the_node() -> None:
     from snowir.passes.pipelines import NNPreparePass
 
     module = import_model(lstm_model())
-    NNPreparePass(split_lstm=False).apply(None, module)
+    NNPreparePass(split_recurrence=False).apply(None, module)
     assert [op.op_type.data for op in _hosts(module)] == ["LSTM"]
+
+
+CELLS = [("GRU", {"linear_before_reset": 0}), ("GRU", {"linear_before_reset": 1}), ("RNN", {})]
+
+
+@pytest.mark.parametrize("op, attrs", CELLS)
+@pytest.mark.parametrize("direction, states", [FORMS[1], FORMS[3], FORMS[4]])
+def test_gru_and_rnn_split_as_the_lstm_does(op: str, attrs: dict, direction: str, states: bool) -> None:
+    """GRU (z, r, h; with linear_before_reset = 1 the h gate's Rb stays with the recurrence, inside
+    the reset gate's product) and RNN: the same split, onnxruntime's Y and Y_h to float32 rounding."""
+    m, x = lstm_model(direction, states, op_attrs=attrs, op=op), _x()
+    module = _split(m)
+    (cell,) = _hosts(module)
+    assert (cell.op_type.data, cell.domain.data) == (f"{op}Recurrence", "snowir")
+    assert (3 in cell.input_slots()) == bool(attrs.get("linear_before_reset"))  # Rb_h
+    for got, want in zip(Golden(module).run(x), _ort(m, x), strict=True):
+        assert got.shape == want.shape and np.abs(got - want).max() < FLOAT_TOL
+
+
+@pytest.mark.parametrize("op, attrs", [CELLS[1], CELLS[2]])
+def test_gru_and_rnn_projections_run_on_the_device(tmp_path: Path, capsys, op: str, attrs: dict) -> None:
+    m = lstm_model("bidirectional", True, hidden=32, op_attrs=attrs, op=op)
+    report = _run(tmp_path, m, capsys)
+    rows = {r["name"]: r for r in report["layers"]}
+    assert report["check"]["golden_bit_exact"] and rows["lstm.input_projection"]["where"] == "device"
+    assert rows["lstm"]["op"] == f"host:{op}Recurrence" and rows["lstm"]["macs"] == 2 * T * GATES[op] * 32 * 32
+
+
+def test_a_gru_of_another_form_stays_whole() -> None:
+    m = lstm_model(op_attrs={"activations": ["HardSigmoid", "Tanh"]}, op="GRU")
+    (op,) = _hosts(_split(m))
+    assert op.op_type.data == "GRU" and op.attributes["host_reason"].data == (
+        "ONNX GRU: not split (split-recurrence): activations ['HardSigmoid', 'Tanh'] (split: the default sigmoid, "
+        "tanh only); the whole GRU runs on the host")
