@@ -31,6 +31,7 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         **{u.nn_pass.name: u.nn_pass.load for u in writeback.units() if u.nn_pass is not None},
         "fuse-residual-add": p("nn.fuse_residual_add", "FuseResidualAddPass"),
         "fold-channel-shuffle": p("nn.fold_channel_shuffle", "FoldChannelShufflePass"),
+        "split-recurrence": p("nn.split_recurrence", "SplitRecurrencePass"),
         "sequence-gemm": p("nn.sequence_gemm", "SequenceGemmPass"),
         "fc-to-conv": p("nn.fc_to_conv", "FcToConvPass"),
         "avgpool-to-conv": p("nn.avgpool_to_conv", "AvgPoolToConvPass"),

@@ -3,7 +3,7 @@ The two pipelines, as pass lists in one place.
 
 nn-prepare{format=Q8.8}: from an imported model to the fixed-point graph Snowflake runs:
 resize-to-conv-transpose, conv-transpose-to-conv, fold-hard-swish, drop-identity, fold-focus, cascade-max-pool, fold-batch-norm, fuse-residual-add, fuse-relu,
-fold-channel-shuffle, sequence-gemm, fc-to-conv,
+fold-channel-shuffle, split-recurrence, sequence-gemm, fc-to-conv,
 avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth, pad-rows,
 copy-concat-slices, add-to-bypass, the nn pass of each write-back unit the machine has
 (snowir/writeback.py), drop-identity{split-heads} (again), se-gate, partition-host,
@@ -63,6 +63,7 @@ from snowir.passes.nn.partition_host import PartitionHostPass
 from snowir.passes.nn.quantize import QuantizePass
 from snowir.passes.nn.se_gate import SEGatePass
 from snowir.passes.nn.sequence_gemm import SequenceGemmPass
+from snowir.passes.nn.split_recurrence import SplitRecurrencePass
 from snowir.passes.nn.space_to_depth import SpaceToDepthPass
 from snowir.passes.nn.split_kernels import SplitKernelsPass
 from snowir.passes.nn.pad_rows import PadRowsPass
@@ -87,6 +88,8 @@ class NNPreparePass(ModulePass):
     """split-kernels{by-cost}: also split convs whose channel parts the planner estimates faster."""
     sequence_gemm: bool = True
     """false: sequence-gemm{layout=off} (a dense over timesteps runs as T one-pixel images)."""
+    split_recurrence: bool = True
+    """false: leave out split-recurrence (an LSTM, GRU or RNN stays one host node, its input projection too)."""
     add_to_bypass: bool = True
     """false: add-to-bypass{enable=false} (an add of host results stays on the host)."""
     se_gate: bool = True
@@ -101,6 +104,7 @@ class NNPreparePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         passes: list[ModulePass] = [ResizeToConvTransposePass(), ConvTransposeToConvPass(self.hw), FoldHardSwishPass(), DropIdentityPass(), FoldFocusPass(), CascadeMaxPoolPass(), FoldBatchNormPass(),
                                     FuseResidualAddPass(hw=self.hw), FuseReluPass(), FoldChannelShufflePass(self.hw),
+                                    *([SplitRecurrencePass()] if self.split_recurrence else []),
                                     SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(self.hw),
                                     DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
                                     UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), *([PadRowsPass(self.hw)] if self.pad_rows else []),

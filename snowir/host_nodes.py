@@ -11,13 +11,17 @@ MACs (padding taps excluded, as for device convs):
   * MatMul |Y|·K (K: A's last axis), Gemm |Y|·K (K: A's axis 1, axis 0 with transA);
   * LSTM D·T·B·4H·(I + H) (+ 3H a step with peepholes), GRU D·T·B·3H·(I + H),
     RNN D·T·B·H·(I + H) (D directions, T steps, B batch, I input size, H hidden size);
+    split-recurrence's LSTM / GRU / RNNRecurrence (snowir/recurrence.py) D·T·B·G·H·H (G gates): its
+    X·W^T runs on the device (an 8-bit R, DynamicQuantizeLSTM's: WIDEN operations a weight and step
+    to make it float);
   * Resize |Y|·taps: linear 2^d, cubic 4^d over the d resized axes, nearest 0 (a copy).
 Other arithmetic [P]: transcendental functions (Sigmoid, Tanh, Exp, Erf, ...) ~10 operations an
 element on NEON (a polynomial and a reciprocal), a divide or square root 4 (reciprocal estimate
 and two Newton steps), anything else 1; recurrent cells add their gates' functions per step.
 Bytes: every operand and result once (at its element size; fixed-point operands are dequantised
 to fp32), but a recurrent cell's R weights once per step (4H x H fp32 per direction outgrows the
-A9's 512 KB L2 from H = 182 on).
+A9's 512 KB L2 from H = 182 on; a split recurrence's R at its own element size, 8-bit where it
+came so).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import numpy as np
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, StringAttr
 
 from snowir.dialects import nn
+from snowir.recurrence import CELLS, DOMAIN
 
 TRANSCENDENTAL = 10.0
 """[P] NEON operations for one exp / tanh / erf / log / pow evaluation (polynomial + reciprocal)"""
@@ -39,12 +44,19 @@ _PER_ELEMENT = {
     "Elu": TRANSCENDENTAL, "Selu": TRANSCENDENTAL, "Gelu": TRANSCENDENTAL, "HardSigmoid": 4.0,
     "Div": RECIPROCAL, "Sqrt": RECIPROCAL, "Reciprocal": RECIPROCAL, "LeakyRelu": 2.0, "PRelu": 2.0,
 }
+WIDEN = 1.0
+"""[P] NEON operations to make one 8-bit weight a float32 (vmovl twice and vcvt, a lane of 4 to 8;
+the zero point and scale applied to the dot product, not to each weight)"""
 _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+_RECURRENCES = {f"{DOMAIN}.{kind}": cell for kind, cell in CELLS.items()}
+"""split-recurrence's kinds (snowir/recurrence.py), as `_kind` names them."""
 _AS = {"ConvInteger": "Conv", "MatMulInteger": "MatMul", "DynamicQuantizeLSTM": "LSTM"}
 """Integer and quantised forms (onnx.quantize, com.microsoft) count as the float op they compute."""
 
 
 def _kind(op: nn.HostOp) -> str:
+    if op.domain is not None and op.domain.data == DOMAIN:
+        return f"{DOMAIN}.{op.op_type.data}"  # snowir's own kinds, apart from any ONNX domain's names
     return _AS.get(op.op_type.data, op.op_type.data)
 
 
@@ -127,6 +139,9 @@ def node_macs(op: nn.HostOp) -> int:
         return _size(out) * ins[0][-1]
     if kind == "Gemm" and 0 in ins:
         return _size(out) * ins[0][0 if host_attr(op, "transA", 0) else 1]
+    if kind in _RECURRENCES and 0 in ins and 1 in ins:  # split-recurrence's: H·R^T only, X·W^T is on the device
+        (steps, batch, _), (dirs, gates_h, hidden) = ins[0], ins[1]
+        return dirs * steps * batch * gates_h * hidden
     if kind in _GATES and 0 in ins and 1 in ins:
         steps, batch = _steps_batch(op, ins[0])
         dirs, gates_h, inputs = _gate_weights(op, ins[1])
@@ -152,6 +167,12 @@ def node_ops(op: nn.HostOp) -> float:
     """Arithmetic operations besides the MACs' 2 each."""
     kind = _kind(op)
     out = sum(_size(r.type.get_shape()) for r in op.outputs)
+    if kind in _RECURRENCES:
+        ins = _inputs(op)
+        if 0 in ins and 1 in ins:  # the cell's functions, and adding each gate's projection
+            (steps, batch, _), (dirs, gates_h, hidden) = ins[0], ins[1]
+            widen = steps * _size(ins[1]) * WIDEN if 4 in ins else 0  # an 8-bit R made float at every step
+            return dirs * steps * batch * (hidden * _CELL_OPS[_RECURRENCES[kind].onnx] + gates_h) + widen
     if kind in _GATES:
         ins = _inputs(op)
         if 0 in ins and 1 in ins:
@@ -173,6 +194,8 @@ def node_bytes(op: nn.HostOp) -> int:
     if kind in _GATES and 0 in ins and 2 in ins:
         steps, _ = _steps_batch(op, ins[0])
         total += (steps - 1) * _size(ins[2]) * 4  # R again at every step after the first
+    if kind in _RECURRENCES and 0 in ins and 1 in ins:  # R again at every step after the first, as it is held
+        total += (ins[0][0] - 1) * _size(ins[1]) * _element_bytes(op.inputs[op.input_slots().index(1)])
     return total
 
 

@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     FloatAttr,
     IntegerAttr,
+    IntegerType,
     StringAttr,
     TensorType,
     i64,
@@ -31,6 +32,7 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from snowir import recurrence
 from snowir.dialects.nn.abstract_ops import (
     ElementwiseBinary,
     ElementwiseUnary,
@@ -216,7 +218,9 @@ class HostOp(IRDLOperation):
     with sub-graphs (If, Loop, Scan; `#nn.onnx_graph` attributes), the outer-scope values those
     sub-graphs read (`captures`: their ONNX names, which the sub-graphs refer to). The golden model
     and the device runner evaluate it as ONNX defines it (snowir/frontend/onnx_host.py), in float on
-    dequantised data; results a device layer reads are quantised at that boundary.
+    dequantised data; results a device layer reads are quantised at that boundary. Domain `snowir`
+    names snowir's own kinds, what a pass leaves on the host of an ONNX node (split-recurrence's
+    LSTM / GRU / RNNRecurrence, snowir/recurrence.py): their operands are checked here, numpy runs them.
 
         %y = nn.host "Sigmoid"(%x) {attrs = {}, opset = 13 : i64} : (tensor<1x8xf32>) -> tensor<1x8xf32>
     """
@@ -275,3 +279,42 @@ class HostOp(IRDLOperation):
                                   f"{len(self.inputs)} operands among {self.slot_count()} inputs")
         if not self.outputs:
             raise VerifyException(f"{self.name} \"{self.op_type.data}\": needs at least one result")
+        if self.domain is not None and self.domain.data == recurrence.DOMAIN:
+            self._verify_snowir_kind()
+
+    def _verify_snowir_kind(self) -> None:
+        """snowir's own kinds (snowir/recurrence.py) have their operands and results checked here:
+        no ONNX schema or onnxruntime session stands behind them."""
+        kind = self.op_type.data
+        where = f"{self.name} \"{kind}\" (domain {recurrence.DOMAIN})"
+        cell = recurrence.CELLS.get(kind)
+        if cell is None:
+            raise VerifyException(f"{where}: no such kind (snowir's: {', '.join(recurrence.CELLS)})")
+        by_slot = dict(zip(self.input_slots(), self.inputs))
+        direction = self.attrs.data.get("direction")
+        if self.capture_names() or 0 not in by_slot or 1 not in by_slot or max(by_slot) >= len(cell.slots) \
+                or len(self.outputs) > cell.outputs or (5 in by_slot and 4 not in by_slot):
+            raise VerifyException(f"{where}: takes {', '.join(cell.slots)} (slots 0-{len(cell.slots) - 1}; gates and "
+                                  f"R required) and gives at most {cell.outputs} results, not slots {sorted(by_slot)} "
+                                  f"and {len(self.outputs)} results")
+        found = recurrence.recurrence_shapes(kind, shape_of(by_slot[0]), shape_of(by_slot[1]),
+                                             direction.data if isinstance(direction, StringAttr) else "")
+        if isinstance(found, str):
+            raise VerifyException(f"{where}: {found}")
+        y, state = found
+        dirs, rows, hidden = shape_of(by_slot[1])
+        for slot in (2, 3):
+            want = [dirs, hidden] if cell.slots[slot:slot + 1] == ("Rb_h",) else state
+            if slot in by_slot and list(shape_of(by_slot[slot])) != want:
+                raise VerifyException(f"{where}: {cell.slots[slot]} must be {want}, not {list(shape_of(by_slot[slot]))}")
+        r_elem = by_slot[1].type.get_element_type()
+        if (4 in by_slot) != (isinstance(r_elem, IntegerType) and r_elem.width.data == 8):
+            raise VerifyException(f"{where}: R is 8-bit with R_scale (slot 4), else float, not {r_elem}"
+                                  f"{' with' if 4 in by_slot else ' without'} R_scale")
+        for slot in (4, 5):
+            if slot in by_slot and list(shape_of(by_slot[slot])) not in ([dirs], [dirs, rows]):
+                raise VerifyException(f"{where}: {cell.slots[slot]} must be [{dirs}] or [{dirs}, {rows}], not "
+                                      f"{list(shape_of(by_slot[slot]))}")
+        for k, (result, want) in enumerate(zip(self.outputs, [y, state, state])):
+            if list(shape_of(result)) != want:
+                raise VerifyException(f"{where}: result {k} must be {want}, not {list(shape_of(result))}")

@@ -49,6 +49,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute
 
+from snowir import recurrence
 from snowir.dialects import nn
 from snowir.errors import SnowError
 
@@ -258,6 +259,10 @@ class NodeRunner:
     @classmethod
     def cached(cls, op_type: str, domain: str, opset: int, attrs: DictionaryAttr,
                slots: Sequence[int], n_inputs: int, n_outputs: int, captures: Sequence[str] = ()) -> "NodeRunner":
+        if domain == recurrence.DOMAIN:  # snowir's own kinds (what a pass left of an ONNX node): numpy kernels
+            plain = {k: v.data if isinstance(v, StringAttr) else v.value.data for k, v in attrs.data.items()
+                     if isinstance(v, StringAttr | IntegerAttr)}
+            return recurrence.SnowirKernel(op_type, plain, slots, n_outputs)  # type: ignore[return-value]
         key = (op_type, domain, opset, str(attrs), tuple(slots), n_inputs, n_outputs, tuple(captures))
         runner = cls._cache.get(key)
         if runner is None:

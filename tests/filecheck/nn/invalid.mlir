@@ -304,6 +304,41 @@ func.func @f(%c: tensor<i1>, %x: tensor<4xf32>) {
 // CHECK: nn.onnx_graph: not base64 (a serialised ONNX GraphProto)
 
 // -----
+func.func @f(%g: tensor<6x1x32xf32>, %r: tensor<2x16x4xf32>) {
+  %y = nn.host "LSTMCell"(%g, %r) {attrs = {direction = "bidirectional"}, opset = 1 : i64, domain = "snowir"} : (tensor<6x1x32xf32>, tensor<2x16x4xf32>) -> tensor<6x2x1x4xf32>
+  func.return
+}
+// CHECK: nn.host "LSTMCell" (domain snowir): no such kind (snowir's: LSTMRecurrence, GRURecurrence, RNNRecurrence)
+
+// -----
+func.func @f(%g: tensor<6x1x32xf32>, %r: tensor<2x16x4xf32>) {
+  %y = nn.host "LSTMRecurrence"(%g, %r) {attrs = {direction = "forward"}, opset = 1 : i64, domain = "snowir"} : (tensor<6x1x32xf32>, tensor<2x16x4xf32>) -> tensor<6x2x1x4xf32>
+  func.return
+}
+// CHECK: nn.host "LSTMRecurrence" (domain snowir): R [2, 16, 4] must be [1, 4H, H] (forward) and gates [6, 1, 32] [T, B, 1·4H]
+
+// -----
+func.func @f(%g: tensor<6x1x32xf32>, %r: tensor<2x16x4xf32>) {
+  %y, %yh = nn.host "LSTMRecurrence"(%g, %r) {attrs = {direction = "bidirectional"}, opset = 1 : i64, domain = "snowir"} : (tensor<6x1x32xf32>, tensor<2x16x4xf32>) -> (tensor<6x2x1x4xf32>, tensor<1x1x4xf32>)
+  func.return
+}
+// CHECK: nn.host "LSTMRecurrence" (domain snowir): result 1 must be [2, 1, 4], not [1, 1, 4]
+
+// -----
+func.func @f(%g: tensor<6x1x32xf32>, %r: tensor<2x16x4xf32>, %s: tensor<2xf32>) {
+  %y = nn.host "LSTMRecurrence"(%g, %r, %s) {attrs = {direction = "bidirectional"}, opset = 1 : i64, domain = "snowir", slots = array<i64: 0, 1, 4>, n_slots = 6 : i64} : (tensor<6x1x32xf32>, tensor<2x16x4xf32>, tensor<2xf32>) -> tensor<6x2x1x4xf32>
+  func.return
+}
+// CHECK: nn.host "LSTMRecurrence" (domain snowir): R is 8-bit with R_scale (slot 4), else float, not f32 with R_scale
+
+// -----
+func.func @f(%g: tensor<6x1x12xf32>, %r: tensor<1x12x4xf32>, %rb: tensor<1x12xf32>) {
+  %y = nn.host "GRURecurrence"(%g, %r, %rb) {attrs = {direction = "forward", linear_before_reset = 1 : i64}, opset = 1 : i64, domain = "snowir", slots = array<i64: 0, 1, 3>, n_slots = 4 : i64} : (tensor<6x1x12xf32>, tensor<1x12x4xf32>, tensor<1x12xf32>) -> tensor<6x1x1x4xf32>
+  func.return
+}
+// CHECK: nn.host "GRURecurrence" (domain snowir): Rb_h must be [1, 4], not [1, 12]
+
+// -----
 // a write-back unit's attribute (snowir/writeback.py) is checked by its unit
 func.func @f(%x: tensor<1x2x4x4xf32>, %w: tensor<2x2x1x1xf32>, %b: tensor<2xf32>) {
   %c = nn.conv2d %x, %w, %b {act = "gelu", strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32>
