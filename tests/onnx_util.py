@@ -145,3 +145,16 @@ def tile_to_asm(text: str, tmp_path, capsys) -> tuple[int, str]:
     except SystemExit as e:
         code = int(e.code or 0)
     return code, capsys.readouterr().err
+
+
+def run_checked(m: onnx.ModelProto, engine: str = "fast"):
+    """Compile and run `m` on a seeded random input, checked against the golden model (bit-exact
+    asserted): (the compiled model, the run's result)."""
+    from snowir.driver.model_api import compile as compile_model
+
+    compiled = compile_model(m)
+    x = rand(*[d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim], seed=7)
+    result = compiled.run(x, engine=engine, check=True)
+    check = result.report.check
+    assert check is not None and check.golden_bit_exact, check
+    return compiled, result

@@ -28,7 +28,7 @@ from snowir.plan.shapes import LoweringError
 from snowir.segments import CHANNEL_TILES, slot_of
 from snowir.tile.lowerable import planned_conv
 from snowir.tile.placement import region_tiles, regions_of
-from tests.onnx_util import model, rand, tile_level, tile_to_asm
+from tests.onnx_util import model, rand, run_checked, tile_level, tile_to_asm
 from tests.test_channel_blocks import mobile_block
 
 N = helper.make_node
@@ -52,14 +52,7 @@ def _cycles(layers: dict, prefix: str) -> int:
     return sum(v.cycles or 0 for k, v in layers.items() if k == prefix or k.startswith(f"{prefix}."))
 
 
-def _run(m: onnx.ModelProto, engine: str = "fast"):
-    """Compile and run `m` (checked against the golden model: bit-exact asserted)."""
-    compiled = compile_model(m)
-    x = rand(*[d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim], seed=7)
-    result = compiled.run(x, engine=engine, check=True)
-    check = result.report.check
-    assert check is not None and check.golden_bit_exact, check
-    return compiled, result
+_run = run_checked  # compiled and run, bit-exact with the golden model asserted
 
 
 def _tiled(module) -> list[nn.Conv2dOp]:

@@ -18,10 +18,9 @@ import pytest
 from onnx import helper
 
 from snowir.dialects import nn
-from snowir.driver.model_api import compile as compile_model
 from snowir.passes.nn import split_kernels
 from snowir.segments import CHANNEL_TILES
-from tests.onnx_util import model, rand, tile_level, tile_to_asm
+from tests.onnx_util import model, rand, run_checked, tile_level, tile_to_asm
 
 N = helper.make_node
 
@@ -35,11 +34,8 @@ def conv(c: int, h: int, k: int, kh: int) -> onnx.ModelProto:
 
 
 def _run(m: onnx.ModelProto, engine: str = "fast"):
-    compiled = compile_model(m)
-    x = rand(*[d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim], seed=7)
-    result = compiled.run(x, engine=engine, check=True)
-    check = result.report.check
-    assert check is not None and check.golden_bit_exact, check
+    """Compiled and run bit-exact (`run_checked`): the compiled model and its report's rows by name."""
+    compiled, result = run_checked(m, engine)
     return compiled, {row.name: row for row in result.report.layers}
 
 
