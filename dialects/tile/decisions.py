@@ -405,10 +405,9 @@ CHANNEL_TILES = Decision(
         "the graph places the tensor (tile-to-asm refuses an edit).",
     rule="[width, block, blocks] marks an 'output', 'maps' or 'bypass' region of a channel-tile-major tensor, "
          "width >= 1, 0 <= block < blocks")
-"""The layout of a depthwise conv's producer's result (depthwise-to-grouped sets it on the nn conv,
-`snowir.segments.CHANNEL_TILES`), or of a channel part's partial sums that the next part reads as
-its bypass (split-kernels sets it); nn-to-tile records it; the write-back, the readers' loads,
-allocate-dram and the runner's reads and writes follow it). On a grouped reader's maps region it is
+"""A depthwise conv's producer's result (depthwise-to-grouped sets it, `segments.CHANNEL_TILES`) or a channel
+part's partial sums the next reads as its bypass (split-kernels); nn-to-tile records it; the write-back, the readers' loads,
+allocate-dram and the runner's reads and writes follow it. On a grouped reader's maps region it is
 also where the groups' blocks are (`ConvShape.block_maps`, read from it by tile/build.shape_of): the
 blocks are the kernel-tile loop, so no second attribute states them."""
 
