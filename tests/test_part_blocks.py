@@ -104,3 +104,18 @@ def test_a_bypass_layout_the_reader_cannot_follow_is_refused(tmp_path: Path, cap
     code, err = tile_to_asm(edited, tmp_path, capsys)
     assert code != 0 and "channel_tiles" in err and "bypass slices" in err, err
     assert "Traceback" not in err
+
+
+def test_one_program_per_layer_gives_the_reader_its_blocks() -> None:
+    """whole-model=false (each layer its own program and DRAM, as a model too large for the machine's
+    DRAM runs: VGG-19): the runner writes part 0's partial sums into part 1's bypass segment as blocks,
+    as the reader loads them (regression: they were written as whole pixels, every part 1 of VGG-19's
+    channel parts off the golden model)."""
+    from snowir.driver.model_api import compile as compile_model
+
+    m = conv(256, 8, 64, 3)
+    compiled = compile_model(m, "snowflake-lower{whole-model=false}")
+    assert _tiled(compiled.module) == ["c.part0"]
+    x = rand(*[d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim], seed=7)
+    check = compiled.run(x, check=True).report.check
+    assert check is not None and check.golden_bit_exact, check

@@ -194,7 +194,7 @@ def _run_device(module: ModuleOp, x, hw: SnowflakeConfig, engine: str, progress,
                 if kernels is not None:
                     inputs["w"] = kernels
                 if bypass is not None:
-                    inputs["r"] = device_order(bypass[i])
+                    inputs["r"] = device_order(bypass[i], slot_of(residual).tiles)  # a part's partial sums: blocks
                 batch.append((image, hw, engine, inputs, keep, image_op, max_instructions))
             if jobs > 1:
                 pending.append((op, name, image_op, image, (expected, saturated), compile_s, len(jobs_list), n,
