@@ -94,7 +94,7 @@ def _into_concat_parts(op: nn.ReluOp, concat: nn.ConcatOp, rewriter: PatternRewr
         else:
             relu = nn.ReluOp(v, v.type)
             name_part(relu, op, str(i))
-            rewriter.insert_op(relu, InsertPoint.before(concat))
+            rewriter.insert(relu, InsertPoint.before(concat))
             concat.operands[i] = relu.output
     rewriter.replace(op, [], [op.input])
 

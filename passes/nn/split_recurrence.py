@@ -174,7 +174,7 @@ class SplitRecurrence(RewritePattern):
             r = split.r
         else:  # DynamicQuantizeLSTM's 8-bit R, as shipped but transposed
             r_const = nn.ConstantOp(typed_resource(f"lstm_r_q_{next(_KEYS)}", split.r))
-            rewriter.insert_op(r_const, InsertPoint.before(op))
+            rewriter.insert(r_const, InsertPoint.before(op))
             r = r_const.result
         dense = nn.DenseOp(flat.output, w, b, tensor([steps * batch, width], x))
         gates = nn.ReshapeOp(dense.output, tensor([steps, batch, width], x))
@@ -206,10 +206,10 @@ class SplitRecurrence(RewritePattern):
         for part, suffix in ((flat, "steps"), (dense, "projection"), (gates, "gates")):
             part.results[0].name_hint = f"{stem}_{suffix}"
         dropped = [v.owner for s, v in by_slot.items() if s in (1, 2, 3, 8, 9) and v is not r]
-        rewriter.replace_op(op, [flat, dense, gates, cell])
+        rewriter.replace(op, [flat, dense, gates, cell])
         for const in dict.fromkeys(dropped):  # the node's own weights, if nothing else reads them
             if isinstance(const, nn.ConstantOp) and not const.result.uses:
-                rewriter.erase_op(const)
+                rewriter.erase(const)
 
 
 @dataclass(frozen=True)
