@@ -213,7 +213,7 @@ def _split_at_slices(conv: nn.Conv2dOp, rewriter: Rewriter) -> dict[int, nn.Conv
         part.attributes.update(conv.attributes)
         if isinstance(name, StringAttr):  # the reports' rows: head.0, head.1, ...
             part.attributes["onnx_node"] = StringAttr(f"{name.data}.{len(parts)}")
-        rewriter.insert([weight, bias, part], InsertPoint.before(conv))
+        rewriter.insert_op([weight, bias, part], InsertPoint.before(conv))
         parts[lo] = part
     for sl in slices:
         lo, hi = _channels(sl)
