@@ -170,7 +170,7 @@ def _sliced_1x1(previous: ConvPlan) -> bool:
     (`codegen/bypass_slices.slice_tile`), its preloads keyed by pixel."""
     p = previous.shape
     return previous.bypass_slices and (p.kh, p.kw) == (1, 1) and len(previous.strips) == 1 \
-        and previous.gather is None and not p.c_base and not previous.indp
+        and previous.gather is None and not p.c_base and not previous.indp and p.c <= TRACE_CHUNK
 
 
 def maps_preloaded_refusal(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConfig) -> str | None:
@@ -193,6 +193,12 @@ def maps_preloaded_refusal(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConf
     # [fix] one strip: after a bypass-slice conv of several strips (CenterFace's 960 -> 160 residual
     # 1x1, five strips) the preload made that conv's own result wrong (tests/test_strip_changes.py)
     sliced = previous.bypass_slices and not previous.indp and previous.bypass_row == 0 and len(previous.strips) == 1
+    p = previous.shape
+    if sliced and (p.kh, p.kw) == (1, 1) and p.c > TRACE_CHUNK:
+        # [fix] its pixels run unpipelined (several traces a pixel), which take no row loads: ResNet-50's
+        # 1024 -> 2048 downsample taking the residual add, on one CU, failed in codegen
+        return (f"a bypass-slice 1x1 over {p.c} channels (more than one {TRACE_CHUNK}-word trace a pixel) "
+                "loads no next strip beside its pixels")
     if sliced:
         room = min(previous.slice_bases[0], plan_machine(previous, hw).maps_buffer_elements)
         if words > room:
