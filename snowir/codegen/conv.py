@@ -30,18 +30,15 @@ from snowir.codegen.loads import load_biases, load_broadcast, preload_next_kerne
 from snowir.codegen.strip_loads import (load_bypass_rows, load_first_strip, load_maps, replacing_pixels, replacing_rows,
                                         spread_piece, spreads)
 from snowir.codegen.pixels import kernel_tile
-from snowir.codegen.traces import COOP, Prefetch, R_LEN, R_SRC, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_WSRC, set_writeback
+from snowir.codegen.traces import COOP, Prefetch, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_WSRC, set_writeback
+from snowir.codegen.weight_loads import (R_PAR, load_next_free, load_next_overlap, load_next_weights,
+                                         load_resident_weights, load_weights)
 from snowir.dialects import snowflake_asm as sf
 from snowir.dialects.tile.decisions import kernel_tile_order
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import (ConvPlan, LoweringError, Strip, band_plans, full_mask, kernel_vmacs, plan_machine,
                                 vmac_mask)
 from snowir.plan.pool_shapes import ring_of
-
-
-# staggered kernel tiles (weights_stagger): 1 while the current tile sits at base 0, else 0.
-# r14 is otherwise only an unrolled 1x1's, whose kernels always fit a slot.
-R_PAR = 14
 
 
 FOLLOWED = ("prefetch_after", "load_next_whole")
@@ -139,7 +136,7 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
                     prefetch.append(lambda bb, nsi=nsi, nt=nt, nxt=nxt: load_maps(bb, block(nt), hw, plan.strips[nsi],
                                                                                   maps_slot[nxt] % 2))
                 if w_slot[nxt] != w_slot[i] and plan.double_buffer_weights:
-                    prefetch.append(lambda bb, nt=nt, nxt=nxt: _load_weights(bb, plan, hw, nt, wbank(nxt)))
+                    prefetch.append(lambda bb, nt=nt, nxt=nxt: load_weights(bb, plan, hw, nt, wbank(nxt)))
             if whole and i and maps_slot[i] != maps_slot[i - 1]:
                 # the strip fills both banks: every earlier MAC must be done before it is replaced
                 b.flush_vector_queue(hw, R_TMP)
@@ -156,7 +153,7 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
             if nxt < len(items) and w_slot[nxt] != w_slot[i] and not plan.double_buffer_weights:
                 # the next kernels overwrite this tile's bank: wait for every pending MAC first
                 b.flush_vector_queue(hw, R_TMP)
-                _load_weights(b, plan, hw, items[nxt][1], 0)
+                load_weights(b, plan, hw, items[nxt][1], 0)
 
 
 def group_channels(plan: ConvPlan, t: int) -> int:
@@ -263,18 +260,18 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         then load the weights at R_WSRC (the next tile's); `same_strip`: the next tile is over
         this strip (its bypass slice loads meanwhile)."""
         if load_next and plan.double_buffer_weights:
-            prefetch = [*prefetch, lambda bb_: _load_next_weights(bb_, plan, hw)]
+            prefetch = [*prefetch, lambda bb_: load_next_weights(bb_, plan, hw)]
         if load_next and stagger:
-            prefetch = [*prefetch, lambda bb_: _load_next_free(bb_, plan, hw, stagger)]
+            prefetch = [*prefetch, lambda bb_: load_next_free(bb_, plan, hw, stagger)]
         kernel_tile(bb, plan, hw, strip, base, group_channels(plan, t), mask, prefetch, bypass_base,
                     load_next and same_strip, mid_row=mid, row_loads=rows, next_slice=next_slice)
         if load_next and not plan.double_buffer_weights:
             # the next kernels overwrite this tile's region: wait for every pending MAC first
             bb.flush_vector_queue(hw, R_TMP)
             if stagger:
-                _load_next_overlap(bb, plan, stagger)
+                load_next_overlap(bb, plan, stagger)
             else:
-                _load_next_weights(bb, plan, hw)
+                load_next_weights(bb, plan, hw)
 
     group = tiles_per_slice(plan)  # bypass slices of `group` tiles: the next group's slice loads in a group's first
 
@@ -341,7 +338,7 @@ def _serpentine_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip:
         b.const(R_WSRC, plan.w_addr + tile_bytes * order[loaded])
 
     def load_next(bb: AsmBuilder) -> None:
-        _load_next_weights(bb, plan, hw)  # R_WSRC one tile on: up, the next tile's; down, two tiles back
+        load_next_weights(bb, plan, hw)  # R_WSRC one tile on: up, the next tile's; down, two tiles back
         if sign < 0:
             bb.const(R_TMP2, -2 * tile_bytes)
             bb.emit(sf.AddOp(R_WSRC, R_WSRC, R_TMP2))
@@ -403,23 +400,6 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
                     mid_row=pool, row_loads=row_loads)
 
 
-def _load_resident_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
-    """Kernel tiles 1..T-1 behind tile 0, tile t at weights word t x K (one counted loop); each
-    tile's MACs wait only for their own region."""
-    k = plan.shape.kernel_words
-    with b.at("load_weights.resident"):
-        b.const(R_WSRC, plan.w_addr + 2 * plan.kernels * k)
-        b.const(R_TMP, k)
-        b.const(R_LEN, k)
-
-        def tile(bb: AsmBuilder) -> None:
-            for j in range(plan.kernels):
-                bb.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, j),
-                        sf.AddiOp(R_WSRC, R_WSRC, 2 * k))
-
-        repeat(b, hw, plan.tiles - 1, tile, lambda: [sf.AddiOp(R_TMP, R_TMP, k)])
-
-
 def _toggle(plan: ConvPlan, hw: SnowflakeConfig) -> list:
     """R_TW to the other base: the other slot (double-buffered) or 0 <-> F (staggered, R_PAR too)."""
     if plan.double_buffer_weights:
@@ -451,46 +431,6 @@ def _advance_channels(plan: ConvPlan, in_group: bool = False, sign: int = 1) -> 
     constant = AsmBuilder()
     constant.const(R_TMP2, step)
     return [*tt, *constant.ops, sf.AddOp(R_TO, R_TO, R_TMP2)]
-
-
-def _load_next_free(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, f: int) -> None:
-    """Staggered tiles, while the current one computes: the F words of each of the tile's kernels
-    at R_WSRC that miss the current tile's region. Current base 0 (R_PAR = 1): the next tile
-    sits at F and its last F words go to [K, K + F); current base F (R_PAR = 0): the next sits
-    at 0 and its first F words go to [0, F). R_WSRC stays."""
-    k = plan.shape.kernel_words
-    b.emit(sf.MuliOp(R_TMP, R_PAR, k), sf.MuliOp(R_SRC, R_PAR, 2 * (k - f)), sf.AddOp(R_SRC, R_SRC, R_WSRC))
-    b.const(R_LEN, f)
-    for j in range(plan.kernels):
-        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, j), sf.AddiOp(R_SRC, R_SRC, 2 * k))
-
-
-def _load_next_overlap(b: AsmBuilder, plan: ConvPlan, f: int) -> None:
-    """Staggered tiles, after the current one drained: the K - F words of each next kernel that
-    overlap the current tile, always at [F, K): kernel words from R_TW (0 or F) on. R_WSRC moves
-    to the tile after."""
-    k = plan.shape.kernel_words
-    b.emit(sf.MoviOp(R_TMP, f), sf.MovOp(R_SRC, R_TW, 1), sf.AddOp(R_SRC, R_SRC, R_WSRC))
-    b.const(R_LEN, k - f)
-    for j in range(plan.kernels):
-        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, j), sf.AddiOp(R_SRC, R_SRC, 2 * k))
-    b.const(R_TMP2, 2 * plan.kernels * k)
-    b.emit(sf.AddOp(R_WSRC, R_WSRC, R_TMP2))
-
-
-def _load_next_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
-    """The tile's kernels at R_WSRC into the bank R_TW does not use (double-buffered) or bank 0;
-    R_WSRC moves on to the tile after."""
-    s = plan.shape
-    with b.at("load_weights.next"):
-        if plan.double_buffer_weights:
-            b.emit(sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TMP, R_TMP, plan.w_slot))
-        else:
-            b.emit(sf.MoviOp(R_TMP, 0))
-        b.const(R_LEN, s.kernel_words)
-        for j in range(plan.kernels):
-            b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, j),
-                   sf.AddiOp(R_WSRC, R_WSRC, 2 * s.kernel_words))
 
 
 def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
@@ -574,13 +514,13 @@ def _cold_start(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf
     waited for seven more tiles, 53 KB: +3.0 k cycles against no early kernels). `after_first`:
     more the first MACs need (a bypass-slice conv's first slice), loaded right after the first piece."""
     if not plan.kernels_preloaded:  # else the previous conv's last kernel tile loaded them (`_preload`)
-        _load_weights(b, plan, hw, t, wbuf)
+        load_weights(b, plan, hw, t, wbuf)
     if plan.weights_before_fence:
         b.flush_vector_queue(hw, R_TMP)
     load_biases(b, plan, hw)
     _first_strip(b, plan, hw, strip, bypass_base, after_first)
     if resident:
-        _load_resident_weights(b, plan, hw)
+        load_resident_weights(b, plan, hw)
 
 
 def _first_strip(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, bypass_base: int | None,
@@ -601,15 +541,5 @@ def _preload(b: AsmBuilder, plan: ConvPlan) -> None:
     """The next conv's kernel tile 0 (`plan.preload`, its `kernels_preloaded`), a prefetch of this
     conv's last kernel tile: into each vMAC's slot this tile does not read (the next conv's
     `first_slot`). R_WSRC walks nothing more in the last tile: the registers of the tiles' own
-    next-weights prefetch (`_load_next_weights`), which every kernel tile's code leaves free."""
+    next-weights prefetch (`load_next_weights`), which every kernel tile's code leaves free."""
     preload_next_kernels(b, plan, R_WSRC)
-
-
-def _load_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int) -> None:
-    s = plan.shape
-    with b.at(f"load_weights.ktile{t}"):
-        b.const(R_LEN, s.kernel_words)
-        b.const(R_TMP, wbuf)
-        for j, vmac in enumerate(kernel_vmacs(plan, hw, s.k if plan.per_cu else plan.kernels)):
-            b.const(R_SRC, plan.w_addr + 2 * (t * plan.kernels + j) * s.kernel_words)
-            b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_SRC, R_LEN, 0, vmac))

@@ -127,7 +127,7 @@ def kernels_preloaded_refusal(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeC
 
 def preload_loads(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[tuple[int, int, int, int], ...]:
     """`plan`'s kernel tile 0 as the previous conv loads it: (DRAM byte, words, vMAC, weights word)
-    per kernel, into its `first_slot` of the vMAC (codegen/conv._load_weights' loads)."""
+    per kernel, into its `first_slot` of the vMAC (codegen/weight_loads.load_weights' loads)."""
     k = plan.shape.kernel_words
     return tuple((plan.w_addr + 2 * j * k, k, vmac, plan.first_slot)
                  for j, vmac in enumerate(kernel_vmacs(plan, hw, plan.shape.k if plan.per_cu else plan.kernels)))
