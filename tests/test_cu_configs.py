@@ -114,3 +114,26 @@ def test_resnet50_lowers_on_the_machines_the_scaling_study_visits(tmp_path, cus:
     out = tmp_path / "r50.mlir"
     assert main([str(build("resnet50")), "-p", f"snowflake-lower{{hw={hw}}}", "-o", str(out)]) in (0, None)
     assert "snowflake_asm" in out.read_text()[:200000]
+
+
+def test_a_deeper_vector_queue_holds_the_1x1_slices_prefetch_back() -> None:
+    """A residual 1x1 with bypass slices on a machine queuing 32 vector ops: its next kernels (and a
+    channel-tile-major bypass's next slice) load once a full queue of the tile's ops follows the
+    previous tile's, not after a fixed 16 (the loads overwrote a slot a queued op still read: a
+    machine fault, found by a held-out audit). Bit-exact."""
+    import onnx
+    from onnx import helper
+    from tests.onnx_util import model, rand
+    from snowir.driver.model_api import compile as compile_model
+
+    n = helper.make_node
+    c, h, mid = 512, 14, 128
+    nodes = [n("Conv", ["x", "w1", "b1"], ["a"], name="a", kernel_shape=[1, 1]), n("Relu", ["a"], ["ar"]),
+             n("Conv", ["ar", "w2", "b2"], ["y"], name="y", kernel_shape=[1, 1]), n("Add", ["y", "x"], ["s"]),
+             n("Relu", ["s"], ["o"])]
+    inits = {"w1": rand(mid, c, 1, 1, seed=1, scale=c ** -0.5), "b1": rand(mid, seed=2, scale=0.1),
+             "w2": rand(c, mid, 1, 1, seed=3, scale=mid ** -0.5), "b2": rand(c, seed=4, scale=0.1)}
+    m: onnx.ModelProto = model(nodes, {"x": [1, c, h, h]}, {"o": None}, inits)
+    compiled = compile_model(m, hw=SnowflakeConfig(vector_queue_depth=32))
+    check = compiled.run(rand(1, c, h, h, seed=7), check=True).report.check
+    assert check is not None and check.golden_bit_exact, check

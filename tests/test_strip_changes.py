@@ -288,3 +288,29 @@ def test_no_first_strip_preloaded_after_a_bypass_slice_conv_of_several_strips(tm
     assert snow_run([str(path), "--check", "--quiet", "--report", str(report)]) == 0, capsys.readouterr().err
     layers = json.loads(report.read_text())["layers"]
     assert [row["golden_bit_exact"] for row in layers if row["where"] == "device"] == [True] * 4
+
+
+def test_a_gathered_bypass_slice_1x1_carries_no_preload() -> None:
+    """A Split's halves: A, a 1x1 over the first, and B, a 1x1 over the second taking A's output as its
+    bypass (bypass slices; its input a channel slice of x, gathered pixel by pixel), then d, a 1x1 over
+    B's output. B's last tile frees its maps pixel by pixel only over whole pixels of its own input:
+    d's first strip preloaded by B (keyed by row, run as by pixel) overwrote maps B still read, both
+    wrong on both engines (held-out audit). maps_preloaded is refused after such a carrier: bit-exact."""
+    import onnx
+    from onnx import helper
+    from tests.onnx_util import model, rand, run_checked
+
+    n = helper.make_node
+    nodes = [n("Split", ["x", "sp"], ["x0", "x1"], name="split", axis=1),
+             n("Conv", ["x0", "wa", "ba"], ["a"], name="A", kernel_shape=[1, 1]),
+             n("Conv", ["x1", "wb", "bb"], ["b"], name="B", kernel_shape=[1, 1]),
+             n("Add", ["b", "a"], ["s"], name="add"), n("Relu", ["s"], ["r"], name="relu"),
+             n("Conv", ["r", "w2", "b2"], ["y2"], name="d", kernel_shape=[1, 1]), n("Relu", ["y2"], ["o"], name="relu2")]
+    inits = {"sp": np.array([128, 128], np.int64),
+             "wa": rand(64, 128, 1, 1, seed=1, scale=1 / 16), "ba": rand(64, seed=2, scale=0.1),
+             "wb": rand(64, 128, 1, 1, seed=3, scale=1 / 16), "bb": np.zeros(64, np.float32),
+             "w2": rand(32, 64, 1, 1, seed=4, scale=1 / 8), "b2": rand(32, seed=5, scale=0.1)}
+    m: onnx.ModelProto = model(nodes, {"x": [1, 256, 8, 8]}, {"o": None}, inits)
+    for engine in ("fast", "reference"):
+        _, result = run_checked(m, engine)
+        assert all(row.golden_bit_exact for row in result.report.layers if row.op == "conv2d")

@@ -181,7 +181,9 @@ def _tile_pixels(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
     head = min(n, 2 * PIXELS)  # 16 vector ops (a VMOV and a MAC per pixel) before the prefetch
     pixels(b, head)
     if prefetch:
-        if head < 2 * PIXELS:
+        # [fix] the prefetch overwrites the slot and slice the previous tile's queued ops read: only
+        # once a full queue of this tile's ops follows them (a machine queuing more than 16: flush)
+        if head < 2 * PIXELS or 2 * head < hw.vector_queue_depth:
             b.flush_vector_queue(hw, R_TMP)
         for load in prefetch:
             load(b)

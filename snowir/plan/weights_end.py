@@ -194,11 +194,15 @@ def maps_preloaded_refusal(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConf
     # 1x1, five strips) the preload made that conv's own result wrong (tests/test_strip_changes.py)
     sliced = previous.bypass_slices and not previous.indp and previous.bypass_row == 0 and len(previous.strips) == 1
     p = previous.shape
-    if sliced and (p.kh, p.kw) == (1, 1) and p.c > TRACE_CHUNK:
-        # [fix] its pixels run unpipelined (several traces a pixel), which take no row loads: ResNet-50's
-        # 1024 -> 2048 downsample taking the residual add, on one CU, failed in codegen
-        return (f"a bypass-slice 1x1 over {p.c} channels (more than one {TRACE_CHUNK}-word trace a pixel) "
-                "loads no next strip beside its pixels")
+    if sliced and (p.kh, p.kw) == (1, 1) and not _sliced_1x1(previous):
+        # [fix] a 1x1's last tile frees its maps pixel by pixel only when it reads whole pixels of its own
+        # input, one pipelined trace each (`_sliced_1x1`): over a channel slice (gathered pixels) the
+        # preload's loads, keyed by row, ran as if by pixel and overwrote maps the tile still read (a
+        # Split's second half, a 1x1 taking the first half's as its bypass: wrong result); over more
+        # than one trace a pixel its pixels take no row loads (ResNet-50's 1024 -> 2048 downsample taking
+        # the residual add, on one CU, failed in codegen)
+        return ("a bypass-slice 1x1 over a channel slice or more than one trace a pixel frees its maps in no "
+                "order the preload's loads can follow")
     if sliced:
         room = min(previous.slice_bases[0], plan_machine(previous, hw).maps_buffer_elements)
         if words > room:
