@@ -26,8 +26,8 @@ from snowir.nn_util import conv_shape, on_host
 from snowir.plan.conv import plan_conv
 from snowir.plan.fused_pool import fuse, fusing_pays
 from snowir.plan.residual_mode import conv_mode
-from snowir.plan.layout import (LANE_GROUPS, ConvLayout, block_diagonal, channel_tiles_refusal, conv_layout,
-                                image_layout, pack_for, packed_kernels, packed_words, unpack)
+from snowir.plan.layout import (LANE_GROUPS, ConvLayout, block_diagonal, bypass_tiles_refusal, channel_tiles_refusal,
+                                conv_layout, image_layout, pack_for, packed_kernels, packed_words, unpack)
 from snowir.plan.pool import plan_pool_tiles
 from snowir.plan.shapes import ConvPlan, ConvShape, LoweringError, PoolShape, align, plan_machine
 from snowir.resources import int16_array, int16_resource, int16_words
@@ -274,6 +274,8 @@ def conv_layer(op: nn.Conv2dOp, name: str, hw: SnowflakeConfig, mode: str | None
                      bypass_crop=bypass_crop is not None, bypass_tiles=r_tiles is not None)
     if slot.tiles and (why := channel_tiles_refusal(plan, slot.tiles, hw)) is not None:
         raise LoweringError(f"its output is stored channel-tile-major in {slot.tiles}-channel blocks: {why}")
+    if r_tiles is not None and (why := bypass_tiles_refusal(plan, r_tiles[0])) is not None:
+        raise LoweringError(f"its bypass is stored channel-tile-major in {r_tiles[0]}-channel blocks: {why}")
     ops: list[Operation] = [tile.DramRegionOp(f"{name}.maps", 0, lay.in_bytes, "maps"),
                             weights_region(name, lay, s, mode, weight_image(op, s, mode, hw), hw)]
     CHANNEL_TILES.write(ops[0], in_tiles)

@@ -18,7 +18,7 @@ from snowir.golden import int_values
 from snowir.hw import SnowflakeConfig
 from snowir.plan.conv import plan_conv
 from snowir.plan.residual_mode import conv_mode
-from snowir.plan.layout import channel_tiles_refusal, conv_layout, phases_refusal
+from snowir.plan.layout import bypass_tiles_refusal, channel_tiles_refusal, conv_layout, phases_refusal
 from snowir.plan.shapes import ConvPlan, LoweringError
 from snowir.segments import channel_tiles, concat_inputs, concat_of, placed_concat, placed_interleave, slot_of
 from snowir.tile.build import bypass_tiles, layer_conv_shape, pool_shape, tiled_mode
@@ -61,6 +61,8 @@ def planned_conv(op: nn.Conv2dOp, hw: SnowflakeConfig, sliced: bool | None = Non
                      bypass_tiles=bypass_tiles(op) is not None)
     if slot.tiles and (why := channel_tiles_refusal(plan, slot.tiles, hw)) is not None:
         raise LoweringError(f"its output is stored channel-tile-major in {slot.tiles}-channel blocks: {why}")
+    if (r_tiles := bypass_tiles(op)) is not None and (why := bypass_tiles_refusal(plan, r_tiles[0])) is not None:
+        raise LoweringError(f"its bypass is stored channel-tile-major in {r_tiles[0]}-channel blocks: {why}")
     return plan
 
 
