@@ -48,7 +48,7 @@ from snowir import recurrence
 from snowir.dialects import nn
 from snowir.frontend.onnx_import import typed_resource
 from snowir.host_nodes import host_attr
-from snowir.nn_util import const_of, new_constant, shape_of, tensor
+from snowir.nn_util import const_of, drop_dead_constants, new_constant, shape_of, tensor
 from snowir.recurrence import CELLS, KIND_OF, dequantized_rows
 
 KINDS = {("LSTM", ""): "LSTM", ("DynamicQuantizeLSTM", "com.microsoft"): "LSTM", ("GRU", ""): "GRU", ("RNN", ""): "RNN"}
@@ -205,11 +205,7 @@ class SplitRecurrence(RewritePattern):
         stem = op.outputs[0].name_hint or onnx.lower()  # else the rewriter names the parts after Y too
         for part, suffix in ((flat, "steps"), (dense, "projection"), (gates, "gates")):
             part.results[0].name_hint = f"{stem}_{suffix}"
-        dropped = [v.owner for s, v in by_slot.items() if s in (1, 2, 3, 8, 9) and v is not r]
         rewriter.replace(op, [flat, dense, gates, cell])
-        for const in dict.fromkeys(dropped):  # the node's own weights, if nothing else reads them
-            if isinstance(const, nn.ConstantOp) and not const.result.uses:
-                rewriter.erase(const)
 
 
 @dataclass(frozen=True)
@@ -218,3 +214,4 @@ class SplitRecurrencePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(SplitRecurrence(), apply_recursively=False).rewrite_module(op)
+        drop_dead_constants(op)  # the nodes' own W, R, B (and scales) where nothing else reads them

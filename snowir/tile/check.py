@@ -290,8 +290,8 @@ def check_conv(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig) -> None
              else full.oh * full.ow * full.k * 2}
     if plan.bypass_addr is not None:
         r_tiles = region_tiles(regions["bypass"]) if "bypass" in regions else None
-        sizes["bypass"] = input_bytes(regions.get("bypass"), full.oh * full.ow, full.k) if r_tiles is None \
-            else 2 * full.oh * full.ow * r_tiles[0] * r_tiles[2]  # the whole channel-tile-major tensor
+        # a channel-tile-major bypass: the whole tensor, its blocks' width a pixel
+        sizes["bypass"] = input_bytes(regions.get("bypass"), full.oh * full.ow, full.k if r_tiles is None else r_tiles[0])
     pixels = output_pixels(regions["output"]) if plan.pool is None else None
     if pixels is not None:  # an interleave's phase: every pixel it writes inside the tensor
         oy, ox, sy, sx, height, width = pixels
