@@ -43,6 +43,7 @@ def all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "quantize": p("nn.quantize", "QuantizePass"),
         "nn-prepare": p("pipelines", "NNPreparePass"),
         "split-kernels": p("nn.split_kernels", "SplitKernelsPass"),
+        "choose-layouts": p("nn.choose_layouts", "ChooseLayoutsPass"),
         "space-to-depth": p("nn.space_to_depth", "SpaceToDepthPass"),
         "unfold-rows": p("nn.unfold_rows", "UnfoldRowsPass"),
         "pad-rows": p("nn.pad_rows", "PadRowsPass"),

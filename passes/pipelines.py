@@ -6,7 +6,7 @@ resize-to-conv-transpose, conv-transpose-to-conv, fold-hard-swish, drop-identity
 fold-channel-shuffle, split-recurrence, sequence-gemm, fc-to-conv,
 avgpool-to-conv, depthwise-to-grouped, split-kernels, unfold-rows, space-to-depth, pad-rows,
 copy-concat-slices, add-to-bypass, the nn pass of each write-back unit the machine has
-(snowir/writeback.py), drop-identity{split-heads} (again), se-gate, partition-host,
+(snowir/writeback.py), drop-identity{split-heads} (again), se-gate, choose-layouts, partition-host,
 quantize.
 
 snowflake-lower{format=Q8.8|auto calibration=x.npy mode=auto loop-order=auto hw=path.json}: the
@@ -46,6 +46,7 @@ from snowir.passes.convert.nn_to_tile import NNToTilePass
 from snowir.passes.convert.tile_to_asm import TileToAsmPass
 from snowir.passes.nn.add_to_bypass import AddToBypassPass
 from snowir.passes.nn.avgpool_to_conv import AvgPoolToConvPass
+from snowir.passes.nn.choose_layouts import ChooseLayoutsPass
 from snowir.passes.nn.cascade_max_pool import CascadeMaxPoolPass
 from snowir.passes.nn.conv_transpose_to_conv import ConvTransposeToConvPass
 from snowir.passes.nn.copy_concat_slices import CopyConcatSlicesPass
@@ -94,12 +95,14 @@ class NNPreparePass(ModulePass):
     """false: add-to-bypass{enable=false} (an add of host results stays on the host)."""
     se_gate: bool = True
     """false: se-gate{enable=false} (an SE block's gate multiply stays on the host)."""
+    layouts: bool = True
+    """false: choose-layouts{tiles=false} (every bypass chain's tensors whole pixels)."""
     pad_rows: bool = True
     """false: leave out pad-rows (an INDP conv on the model input keeps its row padding as clipped
     kernel rows, run one CU at a time)."""
     hw: str = ""
     """A hardware description JSON for the passes that plan (conv-transpose-to-conv, fold-channel-shuffle, sequence-gemm, avgpool-to-conv, split-kernels, unfold-rows,
-    space-to-depth, pad-rows, depthwise-to-grouped, partition-host); default: the ZC706 build."""
+    space-to-depth, pad-rows, depthwise-to-grouped, choose-layouts, partition-host); default: the ZC706 build."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         passes: list[ModulePass] = [ResizeToConvTransposePass(), ConvTransposeToConvPass(self.hw), FoldHardSwishPass(), DropIdentityPass(), FoldFocusPass(), CascadeMaxPoolPass(), FoldBatchNormPass(),
@@ -112,6 +115,7 @@ class NNPreparePass(ModulePass):
                                     *self._unit_passes(),
                                     DropIdentityPass(split_heads=True),  # again: a split the units' activations reassembled
                                     SEGatePass(self.se_gate, self.hw),  # after: a gate a device conv writes stays a host Mul
+                                    ChooseLayoutsPass(self.layouts, self.hw),  # the bypass chains are all formed now
                                     PartitionHostPass(self.hw)]
         if self.quantize:
             passes.append(QuantizePass(self.format, self.calibration))

@@ -144,7 +144,7 @@ def test_print_ir_after_sees_inside_composite_passes(tmp_path: Path, capsys) -> 
     after_relu = err.split(dumps[0])[1].split(dumps[1])[0]
     assert "relu" in after_relu and "tile.layer" not in after_relu and "!nn.fixed" not in after_relu
     assert main([digits, "-p", "nn-prepare", "--mlir-print-ir-after-all", "-o", str(out)]) == 0
-    assert capsys.readouterr().err.count("IR Dump After") == 26  # 25 parts (drop-identity twice), then nn-prepare
+    assert capsys.readouterr().err.count("IR Dump After") == 27  # 26 parts (drop-identity twice), then nn-prepare
 
 
 def test_each_pass_of_the_default_pipeline_verifies_on_a_downsample_block(tmp_path: Path) -> None:

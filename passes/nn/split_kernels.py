@@ -7,10 +7,8 @@ once) -- into convolutions over input-channel slices, chained through the bypass
     conv(x, W, b) -> y1 = conv(slice(x, 0..c1), W[:, 0..c1], b [, bypass r])
                      y2 = conv(slice(x, c1..c2), W[:, c1..c2], 0, bypass y1) ... (relu on the last)
 
-A part that only the next reads, as its bypass, is stored channel-tile-major where the planner
-estimates it no slower (`CHANNEL_TILES` = a COOP kernel tile's 16 channels: the next part's
-kernel tile t then loads its bypass slice of a strip as one run of block t, not one LD a pixel;
-docs/lowering.md "Channel-tile-major tensors").
+The parts' partial sums are whole pixels here; choose-layouts then decides, over the graph's
+bypass chains, which to store channel-tile-major (docs/lowering.md "Channel-tile-major tensors").
 
 A 3x3x512 kernel (4624 words with its bias block) cannot live in the 4096-word weights buffer,
 and the 48-bit accumulator cannot be carried across a weights reload for every pixel, so the
@@ -26,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
 
@@ -34,20 +32,12 @@ from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, conv_shape, drop_dead_constants, new_constant, shape_of, tensor
 from snowir.plan.conv import plan_conv, residual_cycles
-from snowir.plan.layout import bypass_tiles_refusal, channel_tiles_refusal
-from snowir.plan.residual_mode import conv_mode
-from snowir.plan.shapes import ConvShape, LoweringError, coop_kernels, weights_slot_elements
+from snowir.plan.shapes import ConvShape, LoweringError, weights_slot_elements
 from snowir.segments import CHANNEL_TILES
 
 
 MAX_PARTS_BY_COST = 4
 MIN_GAIN = 0.03  # a split for speed must save this share of the layer's estimated cycles
-TILES_MARGIN = 0.01
-"""How much higher than whole pixels a channel-tile-major pair may be estimated and still be taken:
-the reader's slices keep one strip whose maps the estimate counts as exposed, where the cold start
-overlaps all but its first rows with the first tile (AlexNet-OWT's conv4.part1: estimated 269,415
-cycles with slices of blocks against 269,316 with whole pixels in two banks; measured 266,676 and
-270,082)."""
 
 
 def _parts(c: int, count: int) -> list[tuple[int, int]]:
@@ -81,12 +71,11 @@ def estimated_cycles(op: nn.Conv2dOp, parts: list[tuple[int, int]], hw: Snowflak
 
 
 class SplitKernel(RewritePattern):
-    def __init__(self, max_words: int, by_cost: bool, hw: SnowflakeConfig, tiles: bool = True):
+    def __init__(self, max_words: int, by_cost: bool, hw: SnowflakeConfig):
         super().__init__()
         self.max_words = max_words
         self.by_cost = by_cost
         self.hw = hw
-        self.tiles = tiles
 
     def _count_by_cost(self, op: nn.Conv2dOp, c: int) -> int:
         """Parts that make the layer faster by the planner's estimate: a kernel that cannot be
@@ -153,7 +142,6 @@ class SplitKernel(RewritePattern):
         args = dict(strides=[int(v) for v in op.strides.get_values()], pads=[int(v) for v in op.pads.get_values()],
                     dilations=[int(v) for v in op.dilations.get_values()])
         acc = op.bypass
-        new_ops = []
         for i, (a, size) in enumerate(parts):
             last = i == len(parts) - 1
             part = nn.ChannelSliceOp(op.input, a, size, tensor([n, size, h, w], op.input))
@@ -168,36 +156,7 @@ class SplitKernel(RewritePattern):
                 conv.attributes["onnx_node"] = nn.StringAttr(f"{op.attributes['onnx_node'].data}.part{i}")
             rewriter.insert(conv, _before(op))
             acc = conv.output
-            new_ops.append(conv)
-        for i, conv in enumerate(new_ops[:-1]):
-            if self.tiles and conv.bypass is None and tiles_pay(op, parts, i, self.hw):
-                conv.attributes[CHANNEL_TILES] = IntegerAttr(coop_kernels(self.hw), i64)
         rewriter.replace(op, [], [acc])
-
-
-def tiles_pay(op: nn.Conv2dOp, parts: list[tuple[int, int]], i: int, hw: SnowflakeConfig) -> bool:
-    """Whether part i (no bypass of its own) should store its partial sums channel-tile-major for
-    part i + 1: part i runs COOP by the planners' own choice and can write blocks of its kernel
-    tiles (`channel_tiles_refusal`), part i + 1 runs COOP and reads them with bypass slices of one
-    tile (`bypass_tiles_refusal`), and the two estimates together are at most TILES_MARGIN above
-    whole pixels' (the writer keeps its biases in its kernels; the reader loses one LD a pixel)."""
-    width = coop_kernels(hw)
-    writer, reader = _part_shape(op, parts, i), _part_shape(op, parts, i + 1)
-    try:
-        if conv_mode(reader, hw, True) != "COOP":
-            return False
-        chosen = plan_conv(writer, hw, 0, 1 << 24, 1 << 25)
-        if chosen.indp or channel_tiles_refusal(chosen, width, hw) is not None:
-            return False
-        tiled = plan_conv(writer, hw, 0, 1 << 24, 1 << 25, None, None, "COOP", "kernel")
-        pixels = plan_conv(reader, hw, 0, 1 << 24, 1 << 25, None, 1 << 26, "COOP")
-        blocks = plan_conv(reader, hw, 0, 1 << 24, 1 << 25, None, 1 << 26, "COOP", bypass_tiles=True)
-    except LoweringError:
-        return False
-    if channel_tiles_refusal(tiled, width, hw) is not None or bypass_tiles_refusal(blocks, width) is not None:
-        return False
-    return tiled.estimated_cycles(hw) + residual_cycles(blocks, hw) \
-        <= (1 + TILES_MARGIN) * (chosen.estimated_cycles(hw) + residual_cycles(pixels, hw))
 
 
 def _before(op):
@@ -213,15 +172,12 @@ class SplitKernelsPass(ModulePass):
     """Kernel words a part may hold; 0: the weights buffer less its 16-word bias block."""
     by_cost: bool = True
     """Also split where the planner estimates the parts faster (at least MIN_GAIN)."""
-    tiles: bool = True
-    """Store a part only the next reads channel-tile-major where the estimate says (`tiles_pay`);
-    false: every part's partial sums as whole pixels."""
     hw: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
         max_words = self.max_words or hw.weights_buffer_elements - hw.macs_per_vmac
-        PatternRewriteWalker(SplitKernel(max_words, self.by_cost, hw, self.tiles),
+        PatternRewriteWalker(SplitKernel(max_words, self.by_cost, hw),
                              apply_recursively=False).rewrite_module(op)
 
         drop_dead_constants(op)

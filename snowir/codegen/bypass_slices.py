@@ -96,22 +96,52 @@ def load_first_slice(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: 
     _slice_loads(b, plan, n % PIXELS)
 
 
-def next_tile_slice(plan: ConvPlan, strip: Strip) -> Prefetch:
+def next_tile_slice(plan: ConvPlan, hw: SnowflakeConfig, strip: Strip) -> Prefetch:
     """A channel-tile-major bypass's slice of tile t + 1 over the strip's pixels into the other
-    slice, one LD: block t + 1 starts (R_TO + 2K) x OH·OW bytes on (R_TO = 2K·t), the other slice
-    at slice 0's base + gap - R_TT. Uses the prefetches' scratch registers (R_TMP, R_TMP2, R_LEN)."""
+    slice: block t + 1 starts (R_TO + 2K) x OH·OW bytes on (R_TO = 2K·t; R_TO itself when the
+    output is channel-tile-major too, its blocks the bypass's), the other slice at slice 0's
+    base + gap - R_TT: one run, as `run_pieces`. Uses the prefetches' scratch registers (R_TMP,
+    R_TMP2, R_LEN)."""
     s = plan.shape
     assert plan.bypass_addr is not None and plan.bypass_tile == 2 * s.oh * s.ow * plan.kernels
+    assert plan.out_tile in (0, plan.bypass_tile), "a channel-tile-major output's blocks are its bypass's"
 
     def load(b: AsmBuilder) -> None:
-        b.emit(sf.MuliOp(R_TMP2, R_TO, s.oh * s.ow))
+        block = R_TO if plan.out_tile else R_TMP2
+        if not plan.out_tile:
+            b.emit(sf.MuliOp(R_TMP2, R_TO, s.oh * s.ow))
         b.const(R_LEN, plan.bypass_addr + plan.bypass_tile + 2 * strip.y0 * s.ow * plan.kernels)
-        b.emit(sf.AddOp(R_TMP2, R_TMP2, R_LEN), sf.MuliOp(R_TMP, R_TT, -1))
+        b.emit(sf.AddOp(R_TMP2, block, R_LEN), sf.MuliOp(R_TMP, R_TT, -1))
         b.const(R_LEN, plan.slice_bases[0] + slice_gap(plan))
         b.emit(sf.AddOp(R_TMP, R_TMP, R_LEN))
-        b.const(R_LEN, (strip.y1 - strip.y0) * s.ow * plan.kernels)
-        b.emit(sf.LdOp(sf.LoadTarget.MAPS, R_TMP, R_TMP2, R_LEN, 0, sf.SELECT_ALL))
+        run_pieces(b, hw, R_TMP, R_TMP2, R_LEN, (strip.y1 - strip.y0) * s.ow * plan.kernels)
     return load
+
+
+STARTUP_SHARE = 4
+"""A piece of `run_pieces` moves at least this many start-ups' worth of words at one port's rate, so
+its LD's start-up is at most a fifth of it (512 words on the ZC706 build, balance-loads' `split`)."""
+
+
+def run_pieces(b: AsmBuilder, hw: SnowflakeConfig, dst: int, src: int, length: int, words: int) -> None:
+    """One contiguous run of `words` into the maps buffer (buffer word in `dst`, DRAM byte in `src`,
+    both stepped past it) as up to one LD a load unit, pieces of at least STARTUP_SHARE start-ups' words. Its addresses
+    are computed at run time (a tile's block), so balance-loads, which splits only loads whose
+    addresses it knows, would queue it whole on one unit: at one port's rate (2 GB/s of the bus's
+    4.2), that unit's next weights behind it. On 16 CUs, whose kernel tiles read 64-channel blocks,
+    one LD left ResNet-50's channel parts 1.2-2.2 k cycles a layer slower than whole pixels' LD a
+    pixel; in pieces they are faster."""
+    least = STARTUP_SHARE * hw.ld_startup_cycles * hw.unit_bytes_per_cycle / 2
+    parts = max(1, min(hw.load_units, int(words // least)))
+    step = -(-words // parts)
+    if 2 * step >= 1 << 16:  # past ADDI's immediate (its scratch register would be `src`): one LD
+        step = words
+    for lo in range(0, words, step):
+        n = min(step, words - lo)
+        b.const(length, n)
+        b.emit(sf.LdOp(sf.LoadTarget.MAPS, dst, src, length, 0, sf.SELECT_ALL))
+        if lo + n < words:
+            b.emit(sf.AddiOp(dst, dst, n), sf.AddiOp(src, src, 2 * n))
 
 
 def _slice_loads(b: AsmBuilder, plan: ConvPlan, n: int) -> None:
@@ -138,7 +168,7 @@ def slice_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip,
     add_offset(b, R_BYP, R_TT, s0)
     if plan.bypass_tile and (load_next or next_slice is not None):  # one LD, where the prefetch goes
         ahead = next_slice
-        prefetch = [*prefetch, next_tile_slice(plan, strip) if ahead is None else
+        prefetch = [*prefetch, next_tile_slice(plan, hw, strip) if ahead is None else
                     lambda bb: load_first_slice(bb, plan, hw, ahead)]
         load_next, next_slice = False, None
     if next_slice is not None:

@@ -59,7 +59,7 @@ def kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip
             return
     slice_next = plan.bypass_slices and load_next and not plan.bypass_tile  # a k x k conv's slices: per-row LDs
     if plan.bypass_slices and load_next and plan.bypass_tile:  # the next tile's: one LD of its block's rows
-        prefetch = [*prefetch, next_tile_slice(plan, strip)]
+        prefetch = [*prefetch, next_tile_slice(plan, hw, strip)]
 
     mid = [mid_row] if mid_row is not None else []  # halfway through the tile's first single row
 

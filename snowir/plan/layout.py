@@ -120,7 +120,8 @@ def channel_tiles_refusal(plan: ConvPlan, width: int, hw: SnowflakeConfig) -> st
     tiles a block apart): it needs COOP kernel tiles of `width` kernels (an INDP vMAC writes 16
     kernels 16 words apart, its tile 64 kernels: 4 blocks the write-back cannot reach), K a
     multiple of them (a last partial tile would leave its block's other channels unwritten), and
-    the row-by-row COOP code (no column bands, fused pool, residual input or streamed kernel)."""
+    the row-by-row COOP code (no column bands, fused pool or streamed kernel; a residual input only
+    when it is channel-tile-major too: its slices' block then steps with the output's)."""
     s = plan.shape
     if plan.indp:
         return "an INDP conv's vMACs write 16 kernels 16 words apart, 64 a tile: it runs COOP"
@@ -128,8 +129,18 @@ def channel_tiles_refusal(plan: ConvPlan, width: int, hw: SnowflakeConfig) -> st
         return f"a kernel tile of {plan.kernels} kernels is not one {width}-channel block (COOP tiles of {width})"
     if s.k % width:
         return f"its {s.k} channels are not whole {width}-channel blocks"
-    why = "column-tiled" if plan.column_tiled else "residual" if plan.bypass_addr is not None else         "a fused pool's" if plan.pool is not None else         "larger than the weights buffer" if s.kernel_words > hw.weights_buffer_elements else None
-    return None if why is None else f"{why}: only a COOP conv by rows steps its tiles' outputs a block apart"
+    # a residual conv steps its bypass slices by R_TO: only a channel-tile-major bypass's blocks step as its output's
+    if plan.column_tiled:
+        why = "column-tiled"
+    elif plan.bypass_addr is not None and not plan.bypass_tile:
+        why = "residual with a bypass of whole pixels"
+    elif plan.pool is not None:
+        why = "a fused pool's"
+    elif s.kernel_words > hw.weights_buffer_elements:
+        why = "larger than the weights buffer"
+    else:
+        return None
+    return f"{why}: only a COOP conv by rows steps its tiles' outputs a block apart"
 
 
 def bypass_tiles_refusal(plan: ConvPlan, width: int) -> str | None:
@@ -200,8 +211,8 @@ def _conv_layout(s: ConvShape, bypass: bool, mode: str, hw: SnowflakeConfig | No
         return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, None, 0, step, row, cu, per_cu, **reads)
     if tiles is not None:
         out_bytes, word, step, row, tile = tiled(s.oh, s.ow, tiles)
-        return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, None, word, step, row, out_tile=tile,
-                          **reads)
+        return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, align(out_addr + out_bytes) if bypass else None,
+                          word, step, row, out_tile=tile, **reads)
     out_bytes = s.oh * s.ow * (total or s.k) * 2
     return ConvLayout(in_bytes, w_addr, w_bytes, out_addr, out_bytes, align(out_addr + out_bytes) if bypass else None,
                       first, total if total != s.k else 0, **reads)
