@@ -24,7 +24,13 @@ one instruction would move the code after it.
 A loop is filled only as far as it gets no slower under the in-order issue model
 (`issue_cycles`): its first pass, the no-ops before the label included, takes no more cycles,
 and every later pass no more; among those, the fewest cycles per pass, then the vector ops and
-loads dispatched earliest.
+loads dispatched earliest. A loop its traces bound is not filled: with no LD in it and its
+vector ops' CU cycles (each record's `cu_cycles`) no fewer than its issue cycles, the issue runs
+ahead of the CUs and a filled slot saves nothing, while each no-op before the label costs a
+cycle on entry (ZFNet's 7x7/2 stem: 52,681 cycles filled against 52,633). A loop with an LD is
+filled: a vector op waiting for the LD's data holds dispatch, and after the wait the pass's
+issue, its slots included, is what the CUs wait for (AlexNet's fc6-fc8, their weight LDs in the
+loop: fc7 1,275 cycles slower unfilled).
 
 A program's rewrite is kept only when the program then runs no slower on the machine model
 (passes/asm/guard.py): the static model above does not see every queue of the machine.
@@ -94,7 +100,7 @@ def fill_ops(ops: list[Operation], slots: int, latency: int = 3, hw: SnowflakeCo
 
 def _shape(op: Operation) -> tuple:
     """What the choice reads of an op: its kind, its registers, and a vector op's CU cycles
-    (`_vector_busy`: its trace and mode)."""
+    (`_traces_bound`: its trace and mode)."""
     if sf.program_role(type(op)) not in INSTRUCTION_ROLES:
         return (op.name,)
     return op.name, op.reads(), op.writes(), is_machine(op), op.properties.get("trace"), op.properties.get("mode")
@@ -135,8 +141,8 @@ def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, 
         return later, first, machine
 
     base = cost(0)
-    if _vector_busy(ops[start:i], hw) >= base[0]:
-        return ()  # the traces outlast the issue: a filled slot saves no cycle, a no-op before the label costs one
+    if _traces_bound(ops[start:i + 1 + slots], base[0], hw):
+        return ()  # a filled slot saves no cycle, a no-op before the label costs one
     costs = {k: cost(k) for k in range(1, len(moved) + 1)}
     # no slower on any pass: a loop may run once (the no-ops before its label then cost what
     # the slots saved), and a slot that writes what the next pass reads first can stall it
@@ -147,10 +153,19 @@ def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, 
     return tuple(idx - start for idx in sorted(moved[:best]))
 
 
-def _vector_busy(block: list[Operation], hw: SnowflakeConfig) -> int:
-    """CU cycles a pass of the loop issues (each instruction record's `cu_cycles`): the vector
-    ops run in order on the CUs, so a pass takes at least this."""
-    return sum(op.cu_cycles(hw) for op in block if isinstance(op, sf.SnowflakeInstruction))
+def _traces_bound(block: list[Operation], issue: int, hw: SnowflakeConfig) -> bool:
+    """Whether a pass of the loop (`block`: its body, branch and slots; `issue`: its cycles under
+    the in-order issue model) takes its traces' time whatever its issue takes. The vector ops run
+    in order on the CUs, so a pass takes at least their CU cycles (each instruction record's
+    `cu_cycles`); when that is no less than the issue, the issue runs ahead of the CUs by the
+    vector queue and a filled slot saves no cycle. Not with an LD in the loop: a vector op whose
+    data is still loading holds dispatch until it lands (docs/machine.md, Timing), the CUs then
+    wait for the issue to reach the next vector op, and after every such wait the pass's issue is
+    on the critical path again, its slots' no-ops included (AlexNet's fc7: its loop's 48 weight
+    LDs pace every pass; left unfilled as traces-bound, the layer took 1,275 cycles more)."""
+    if any(type(op) is sf.LdOp for op in block):
+        return False
+    return sum(op.cu_cycles(hw) for op in block if isinstance(op, sf.SnowflakeInstruction)) >= issue
 
 
 def fill_program(program: sf.ProgramOp, slots: int, latency: int, hw: SnowflakeConfig) -> int:

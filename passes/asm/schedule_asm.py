@@ -138,7 +138,7 @@ def _filled(seq: list[Operation], branch: Operation, window: list[Operation], lo
 
 def _shape(op: Operation) -> tuple:
     """What scheduling and slot filling read of an op: its kind, its registers, and a vector op's
-    trace and mode (fill-delay-slots leaves a loop whose traces outlast its issue unfilled)."""
+    trace and mode (fill-delay-slots leaves a loop its traces bound unfilled)."""
     if sf.program_role(type(op)) not in INSTRUCTION_ROLES:
         return (type(op).__name__,)
     return (type(op).__name__, tuple(op.reads()), op.writes(), is_nop(op), op.properties.get("trace"),
