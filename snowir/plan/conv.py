@@ -341,7 +341,10 @@ def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, o
         """Output rows [y0, y1) fit `limit` words: their input rows plus `per_output_row` each."""
         return lambda y0, y1: (rows(y0, y1)[1] - rows(y0, y1)[0]) * row + (y1 - y0) * per_output_row <= limit
 
-    kernels = coop_kernels(hw)
+    kernels = coop_kernels(hw, s)  # a grouped conv's tile never spans two groups (as `_plan_conv`)
+    if s.groups > 1 and s.group_kernels % kernels:
+        raise LoweringError(f"grouped conv with {s.group_kernels} output channels per group: only multiples of "
+                            f"{kernels} (a kernel tile) are lowered")
     tiles, double = math.ceil(s.k / kernels), s.kernel_words <= weights_slot_elements(hw)
     plan = lambda strips, **kw: with_residency(ConvPlan(s, tuple(strips), tiles, kernels, double, in_addr, w_addr,  # noqa: E731
                                                         out_addr, "COOP", "Kloop", bypass_addr, **kw), hw)
