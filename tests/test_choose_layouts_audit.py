@@ -17,16 +17,10 @@ from onnx import helper
 from snowir.dialects import nn
 from snowir.passes.nn import choose_layouts
 from snowir.segments import CHANNEL_TILES
-from tests.onnx_util import GraphBuilder, model, rand, run_checked
+from tests.onnx_util import GraphBuilder, rand, run_checked
+from tests.test_choose_layouts import parts, shortcut
 
 N = helper.make_node
-
-
-def parts(c: int, h: int, k: int) -> onnx.ModelProto:
-    """A 3x3 conv over c channels (pad 1) and a ReLU: split-kernels cuts it into channel parts."""
-    nodes = [N("Conv", ["x", "w", "b"], ["y"], name="c", kernel_shape=[3, 3], pads=[1] * 4), N("Relu", ["y"], ["o"])]
-    inits = {"w": rand(k, c, 3, 3, seed=1, scale=1 / (c * 9) ** 0.5), "b": rand(k, seed=2, scale=0.1)}
-    return model(nodes, {"x": [1, c, h, h]}, {"o": None}, inits)
 
 
 def _tiled(module) -> list[str]:
@@ -103,20 +97,6 @@ def test_a_16_cu_chain_tie_does_not_slow_its_3x3_reader(monkeypatch: pytest.Monk
     chain = ("c1", "c2", "c4")
     assert sum(layers[n] for n in chain) <= sum(flat[n] for n in chain), (tiled, layers, flat)
     assert layers["c4"] <= flat["c4"], (tiled, layers["c4"], flat["c4"])
-
-
-def shortcut(c: int, h: int, mid: int, k: int) -> onnx.ModelProto:
-    """tests/test_choose_layouts.py's downsampling block tail: conv3 (1x1 mid -> k over h/2) +
-    projection (1x1/2 c -> k), a ReLU."""
-    nodes = [N("Conv", ["x", "wa", "ba"], ["a"], name="reduce", kernel_shape=[1, 1], strides=[2, 2]),
-             N("Relu", ["a"], ["ar"]),
-             N("Conv", ["ar", "w3", "b3"], ["y3"], name="conv3", kernel_shape=[1, 1]),
-             N("Conv", ["x", "wp", "bp"], ["yp"], name="proj", kernel_shape=[1, 1], strides=[2, 2]),
-             N("Add", ["y3", "yp"], ["s"]), N("Relu", ["s"], ["o"])]
-    inits = {"wa": rand(mid, c, 1, 1, seed=1, scale=1 / c ** 0.5), "ba": rand(mid, seed=2, scale=0.1),
-             "w3": rand(k, mid, 1, 1, seed=3, scale=1 / mid ** 0.5), "b3": rand(k, seed=4, scale=0.1),
-             "wp": rand(k, c, 1, 1, seed=5, scale=1 / c ** 0.5), "bp": rand(k, seed=6, scale=0.1)}
-    return model(nodes, {"x": [1, c, h, h]}, {"o": None}, inits)
 
 
 @pytest.mark.xfail(strict=True, reason="residual_cycles misranks a sliced single-buffered plan on 16 CUs at 8.4 GB/s (known gap)")
