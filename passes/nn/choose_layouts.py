@@ -116,8 +116,10 @@ def solve(chain: list[nn.Conv2dOp], hw: SnowflakeConfig) -> list[int]:
     flat = [cycles for cycles, _, _ in whole]
 
     def credit(i: int) -> float:
-        """Tensor i as blocks: TILES_MARGIN of its pair's estimate with whole pixels."""
-        return TILES_MARGIN * (flat[i] + flat[i + 1])
+        """Tensor i as blocks: TILES_MARGIN of its pair's estimate with whole pixels (none where
+        a planner refuses either with whole pixels: no finite estimate to take a share of)."""
+        pair = flat[i] + flat[i + 1]
+        return TILES_MARGIN * pair if math.isfinite(pair) else 0.0
 
     def cost(i: int, before: int, after: int) -> float:
         """chain[i] reading its bypass in layout `before` (i > 0) and writing `after` (i < n).
