@@ -137,3 +137,19 @@ def test_a_deeper_vector_queue_holds_the_1x1_slices_prefetch_back() -> None:
     compiled = compile_model(m, hw=SnowflakeConfig(vector_queue_depth=32))
     check = compiled.run(rand(1, c, h, h, seed=7), check=True).report.check
     assert check is not None and check.golden_bit_exact, check
+
+
+def test_a_given_pipeline_lowers_for_the_machine_it_runs_on() -> None:
+    """compile(m, pipeline, hw=...) / snow-run --pipeline --hw: the pipeline's passes that name no
+    machine lower for `hw` (a held-out audit: `snowflake-lower{whole-model=false}` on 16 CUs built
+    its programs for the default machine and the run refused them, "built for cus 4")."""
+    from snowir.driver.model_api import compile as compile_model
+    from tests.onnx_util import GraphBuilder, rand
+
+    g = GraphBuilder()
+    y = g.conv("x", 32, 64, 3, "c", relu=True)
+    m = g.model({"x": [1, 32, 12, 12]}, y)
+    hw = SnowflakeConfig(cus=16)
+    compiled = compile_model(m, "snowflake-lower{whole-model=false}", hw=hw)
+    check = compiled.run(rand(1, 32, 12, 12, seed=3), check=True).report.check
+    assert check.golden_bit_exact, check

@@ -91,10 +91,16 @@ def parse_pipeline(pipeline: str) -> PassPipeline | None:
         raise SnowError(f"--pipeline '{pipeline}': {reason}") from None
 
 
-def apply_pipeline(module: ModuleOp, pipeline: str) -> None:
+def apply_pipeline(module: ModuleOp, pipeline: str, hw: str = "") -> None:
+    """`hw`: a hardware JSON for the pipeline's passes that take a machine and name none (`hw=`
+    unset): the machine the caller runs on, so `--hw` reaches a `--pipeline` as it reaches the
+    default lowering (a program built for the default machine would be refused at run time)."""
     passes = parse_pipeline(pipeline)
     if passes is None:
         return
+    if hw:
+        passes = dataclasses.replace(passes, passes=tuple(
+            dataclasses.replace(p, hw=hw) if getattr(p, "hw", None) == "" else p for p in passes.passes))
     with gc_paused():
         passes.apply(api.context(), module)
 
@@ -346,13 +352,17 @@ def lower(module: ModuleOp, pipeline: str | None = None, hw: SnowflakeConfig | N
     image, the rest of the default lowering: `snowflake-lower` skips what is done (a quantised
     module is not re-quantised, layers with a tile or image keep it, set loop orders stay,
     balanced or banked programs stay as they are). A lowered module runs as it is. A
-    non-default `hw` reaches the passes as a JSON file, as `hw=` on the command line would.
+    non-default `hw` reaches the passes as a JSON file, as `hw=` on the command line would, the
+    given pipeline's too where they name no machine of their own.
     Returns the pipeline applied, as a report's provenance names it (`hw=<report hw>` for the
     temporary file). `calibration`: a `.npy` for format=auto, refused when `pipeline` already
     quantised the module (it would go unused)."""
     applied = [unwrap_pipeline(pipeline)] if pipeline else []
-    if pipeline is not None:
+    if pipeline is not None and (hw is None or hw == SnowflakeConfig()):
         apply_pipeline(module, pipeline)
+    elif pipeline is not None:
+        with hw_file(hw) as path:  # its passes that name no machine lower for this one
+            apply_pipeline(module, pipeline, str(path))
     if calibration and quantised(module):
         raise SnowError("calibration data given, but the module is already quantised (by the pipeline or the "
                         "model): give it in the pipeline's quantize / nn-prepare{calibration=...} instead")
