@@ -114,7 +114,7 @@ def test_the_programme_solves_the_chain_not_each_tensor(monkeypatch: pytest.Monk
 
     def fake_cost(conv, hw) -> tuple[float, str]:
         i = convs.index(conv)
-        return table.get((i, layout.get(i - 1, P) if i else P, layout.get(i, P) if i < 2 else P), math.inf), "COOP", False
+        return table.get((i, layout.get(i - 1, P) if i else P, layout.get(i, P) if i < 2 else P), math.inf), "COOP"
 
     monkeypatch.setattr(choose_layouts, "_set", fake_set)
     monkeypatch.setattr(choose_layouts, "_cost", fake_cost)

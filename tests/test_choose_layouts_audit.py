@@ -14,18 +14,11 @@ import onnx
 import pytest
 from onnx import helper
 
-from snowir.dialects import nn
 from snowir.passes.nn import choose_layouts
-from snowir.segments import CHANNEL_TILES
 from tests.onnx_util import GraphBuilder, rand, run_checked
-from tests.test_choose_layouts import parts, shortcut
+from tests.test_choose_layouts import _tiled, parts, shortcut
 
 N = helper.make_node
-
-
-def _tiled(module) -> list[str]:
-    return [op.attributes["onnx_node"].data for op in module.walk()
-            if isinstance(op, nn.Conv2dOp) and CHANNEL_TILES in op.attributes]
 
 
 def _layers(m: onnx.ModelProto) -> tuple[list[str], dict[str, int]]:

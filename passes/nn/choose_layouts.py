@@ -88,15 +88,14 @@ def _set(writer: nn.Conv2dOp, layout: int, width: int) -> None:
         writer.attributes.pop(CHANNEL_TILES, None)
 
 
-def _cost(conv: nn.Conv2dOp, hw: SnowflakeConfig) -> tuple[float, str, bool]:
+def _cost(conv: nn.Conv2dOp, hw: SnowflakeConfig) -> tuple[float, str]:
     """The estimate of the plan nn-to-tile would make for `conv` as the graph now lays out its
-    bypass and output, the plan's mode and whether it reads bypass slices; infinite where a
-    planner refuses it."""
+    bypass and output, and the plan's mode; infinite where a planner refuses it."""
     try:
         plan = planned_conv(conv, hw)
     except (LoweringError, SnowError):
-        return math.inf, "", False
-    return layout_cycles(plan, hw), plan.mode, plan.bypass_slices
+        return math.inf, ""
+    return layout_cycles(plan, hw), plan.mode
 
 
 def solve(chain: list[nn.Conv2dOp], hw: SnowflakeConfig) -> list[int]:
@@ -105,7 +104,7 @@ def solve(chain: list[nn.Conv2dOp], hw: SnowflakeConfig) -> list[int]:
     with whole pixels. The writers' attributes are left as chosen."""
     width, n = coop_kernels(hw), len(chain) - 1
 
-    def estimate(i: int, before: int, after: int) -> tuple[float, str, bool]:
+    def estimate(i: int, before: int, after: int) -> tuple[float, str]:
         if i > 0:
             _set(chain[i - 1], before, width)
         if i < n:
@@ -113,7 +112,7 @@ def solve(chain: list[nn.Conv2dOp], hw: SnowflakeConfig) -> list[int]:
         return _cost(chain[i], hw)
 
     whole = [estimate(i, PIXELS, PIXELS) for i in range(n + 1)]
-    flat = [cycles for cycles, _, _ in whole]
+    flat = [cycles for cycles, _ in whole]
 
     def credit(i: int) -> float:
         """Tensor i as blocks: TILES_MARGIN of its pair's estimate with whole pixels (none where
@@ -127,7 +126,9 @@ def solve(chain: list[nn.Conv2dOp], hw: SnowflakeConfig) -> list[int]:
         INDP vMAC's kernels cannot step a block), and the INDP and COOP planners' estimates are
         not calibrated against each other (on one load unit a 64 -> 256 1x1 at 56² read blocks
         COOP, estimated 290,805 cycles against INDP's 473,149, and measured 354,451 against 284,259)."""
-        if (before == TILES or after == TILES) and whole[i][1] != "COOP":
+        if before == after == PIXELS:
+            return flat[i]  # (each estimate sets both of chain[i]'s layouts, so none relies on this one's)
+        if whole[i][1] != "COOP":
             return math.inf
         return estimate(i, before, after)[0]
     # best[x]: least estimate of chain[0..i] with tensor i (chain[i]'s output) in layout x

@@ -358,7 +358,8 @@ def lower(module: ModuleOp, pipeline: str | None = None, hw: SnowflakeConfig | N
     temporary file). `calibration`: a `.npy` for format=auto, refused when `pipeline` already
     quantised the module (it would go unused)."""
     applied = [unwrap_pipeline(pipeline)] if pipeline else []
-    if pipeline is not None and (hw is None or hw == SnowflakeConfig()):
+    default = hw is None or hw == SnowflakeConfig()
+    if pipeline is not None and default:
         apply_pipeline(module, pipeline)
     elif pipeline is not None:
         with hw_file(hw) as path:  # its passes that name no machine lower for this one
@@ -371,7 +372,7 @@ def lower(module: ModuleOp, pipeline: str | None = None, hw: SnowflakeConfig | N
     options = "" if format == "Q8.8" else f"format={format}"
     if calibration:
         options += f" calibration={json.dumps(str(calibration))}"  # quoted: a path may hold spaces
-    if hw is None or hw == SnowflakeConfig():
+    if default:
         step = f"snowflake-lower{{{options}}}" if options else "snowflake-lower"
         apply_pipeline(module, step)
         return ",".join([*applied, step])

@@ -180,6 +180,16 @@ def choose_biases(kernel: ConvPlan, maps: ConvPlan, hw: SnowflakeConfig) -> Conv
     return maps if layout_cycles(maps, hw) < (1 - BIAS_MIN_GAIN) * layout_cycles(kernel, hw) else kernel
 
 
+def _tile_kernels(s: ConvShape, hw: SnowflakeConfig) -> int:
+    """A COOP kernel tile's kernels (`coop_kernels`), refused where a grouped conv's groups are not
+    whole tiles: a tile never spans two groups, whose kernels read other channels."""
+    kernels = coop_kernels(hw, s)
+    if s.groups > 1 and s.group_kernels % kernels:
+        raise LoweringError(f"grouped conv with {s.group_kernels} output channels per group: only multiples of "
+                            f"{kernels} (a kernel tile) are lowered (depthwise convs are not)")
+    return kernels
+
+
 def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
                loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None,
                row_groups: bool = True, bypass_crop: bool = False, bypass_tiles: bool = False) -> ConvPlan:
@@ -190,10 +200,7 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
         if bypass_tiles:
             raise LoweringError("a channel-tile-major bypass is read by a COOP conv's bypass slices: mode INDP refused")
         return plan_indp(s, hw, in_addr, w_addr, out_addr, bypass_addr=bypass_addr)
-    kernels = coop_kernels(hw, s)
-    if s.groups > 1 and s.group_kernels % kernels:
-        raise LoweringError(f"grouped conv with {s.group_kernels} output channels per group: only multiples of "
-                            f"{kernels} (a kernel tile) are lowered (depthwise convs are not)")
+    kernels = _tile_kernels(s, hw)
     row = s.w * s.cin
     gather = gather_of(s)
     if gather is not None:
@@ -341,10 +348,7 @@ def _plan_bypass(s: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, o
         """Output rows [y0, y1) fit `limit` words: their input rows plus `per_output_row` each."""
         return lambda y0, y1: (rows(y0, y1)[1] - rows(y0, y1)[0]) * row + (y1 - y0) * per_output_row <= limit
 
-    kernels = coop_kernels(hw, s)  # a grouped conv's tile never spans two groups (as `_plan_conv`)
-    if s.groups > 1 and s.group_kernels % kernels:
-        raise LoweringError(f"grouped conv with {s.group_kernels} output channels per group: only multiples of "
-                            f"{kernels} (a kernel tile) are lowered")
+    kernels = _tile_kernels(s, hw)
     tiles, double = math.ceil(s.k / kernels), s.kernel_words <= weights_slot_elements(hw)
     plan = lambda strips, **kw: with_residency(ConvPlan(s, tuple(strips), tiles, kernels, double, in_addr, w_addr,  # noqa: E731
                                                         out_addr, "COOP", "Kloop", bypass_addr, **kw), hw)
