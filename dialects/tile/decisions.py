@@ -180,7 +180,8 @@ class ConvDecisions:
             "computes its rows from its own maps load (select c) at the group's buffer address, the kernel tile's "
             "count <= V kernels on vMAC v of every CU (select CV+v), vmov stride cu_rows output rows; absent: maps "
             "broadcast, the CUs split the kernel tile (16 kernels). For convs of few kernels (K = 3: 12 of 16 vMACs "
-            "busy instead of 3). Followed; on a layer it cannot run, refused.",
+            "busy instead of 3), and for strided 1x1 convs whose gathered pixels then fit the CUs' buffers at once (each "
+            "CU gathers its own rows' pixels; the kernels load once). Followed; on a layer it cannot run, refused.",
         rule="a COOP conv layer's", needs=lambda op: _conv(op) and not _indp_conv(op),
         refuse=lambda plan, hw: coop_rows_refusal(plan, hw)))
     """COOP row groups: the CUs split each group's output rows, each CU's V vMACs a kernel tile of
@@ -582,7 +583,6 @@ def coop_rows_refusal(plan: Any, hw: Any) -> str | None:
     s = plan.shape
     why = ("a residual conv's bypass is read per kernel tile, broadcast" if plan.bypass_addr is not None else
            "a fused pool reads rows every CU wrote" if plan.pool is not None else
-           "a gathering conv's maps load pixel by pixel" if plan.gather is not None else
            "grouped" if s.groups > 1 else
            "a merged conv's phases in place take the CU stride" if plan.cu_stride else
            "Mloop" if plan.loop_order != "Kloop" else

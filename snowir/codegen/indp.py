@@ -12,23 +12,41 @@ from snowir.codegen.builder import AsmBuilder
 from snowir.codegen.fused_pool import load_rows, pool_rows
 from snowir.codegen.loads import load_biases, load_runs
 from snowir.codegen.pixels import kernel_tile
-from snowir.codegen.traces import R_LEN, R_SRC, R_TMP, R_TO, R_TT, R_TW, Prefetch
+from snowir.codegen.traces import R_LEN, R_SRC, R_TMP, R_TO, R_TT, R_TW, R_X, R_XEND, Prefetch
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import ConvPlan, Strip, group_of, indp_kernel_words, kernels_per_tile, row_runs
 from snowir.plan.pool_shapes import ring_of
 
 
-def _load_group(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, gi: int) -> None:
+def _load_group(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, gi: int, loop: bool = False) -> None:
     """Each CU's input rows into its own maps buffer, same address (bank of the group): one LD a
-    CU, or one a row when the rows are a crop's window of a wider tensor (`in_row`)."""
-    s = plan.shape
+    CU, or one a row when the rows are a crop's window of a wider tensor (`in_row`); a gathering
+    plan's (`gather`: a strided 1x1's pixels, coop_rows) one LD a pixel, CU c's from its own
+    compact rows. `loop`: R_X / R_XEND are free here (the cold start), so a CU's pixels may be a
+    counted loop (`load_runs`)."""
     with b.at(f"load_maps.group{gi}"):
-        row = s.w * s.cin
         _, _, rows = group_of(plan, gi)
         base = plan.strips[gi].bank * hw.maps_bank_elements
-        load_runs(b, hw, [(base + at, plan.in_addr + 2 * src, n, c) for c, (r0, r1) in enumerate(rows)
-                          for at, src, n in row_runs(r0, r1, row, plan.in_row or row)])
+        load_runs(b, hw, group_runs(plan, rows, base), (R_X, R_XEND) if loop and plan.gather is not None else None)
+
+
+def group_runs(plan: ConvPlan, rows: list[tuple[int, int]], base: int) -> list[tuple[int, int, int, int]]:
+    """(buffer word, DRAM byte, words, select) of each LD loading CU c's input rows `rows[c]` at
+    buffer word `base`: a run of rows (or one a row, a crop's), or a gathering plan's pixels from
+    every sy-th row and sx-th column of the DRAM input, channels c0.. of each."""
+    s = plan.shape
+    row = s.w * s.cin
+    if plan.gather is None:
+        return [(base + at, plan.in_addr + 2 * src, n, c) for c, (r0, r1) in enumerate(rows)
+                for at, src, n in row_runs(r0, r1, row, plan.in_row or row)]
+    sy, sx, w_in, cin_in, c0 = plan.gather
+    in_row = plan.in_row or w_in * cin_in  # DRAM words between the tensor's rows (a crop's source's)
+    if sx == 1 and cin_in == s.cin:  # a compact row is contiguous
+        return [(base + (r - r0) * row, plan.in_addr + 2 * r * sy * in_row, row, c)
+                for c, (r0, r1) in enumerate(rows) for r in range(r0, r1)]
+    return [(base + (r - r0) * row + x * s.cin, plan.in_addr + 2 * (r * sy * in_row + x * sx * cin_in + c0), s.cin, c)
+            for c, (r0, r1) in enumerate(rows) for r in range(r0, r1) for x in range(s.w)]
 
 
 def load_kernel_tile(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int,
@@ -68,10 +86,10 @@ def generate_indp(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) -> None:
         load_kernel_tile(b, plan, hw, 0, 0)
         b.flush_vector_queue(hw, R_TMP)
         load_biases(b, plan, hw)
-        _load_group(b, plan, hw, 0)
+        _load_group(b, plan, hw, 0, loop=True)
     else:
         load_biases(b, plan, hw)
-        _load_group(b, plan, hw, 0)
+        _load_group(b, plan, hw, 0, loop=True)  # before any pixel loop
         load_kernel_tile(b, plan, hw, 0, 0)
     slot = 0  # weights slot: a new tile takes the other bank when double-buffered
     for i, (gi, t) in enumerate(items):

@@ -213,7 +213,12 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
         plan = _plan_conv(compact_shape(s, gather), hw, in_addr, w_addr, out_addr, loop_order, bypass_addr,
                           "COOP" if strided else mode, row_groups=False, bypass_crop=bypass_crop, bypass_tiles=bypass_tiles)
         plan = replace(plan, gather=gather)  # its next strip then loads whole: the kernel order may change
-        return with_kernel_order(plan, hw) if not plan.indp and plan.bypass_addr is None else plan
+        if plan.indp or plan.bypass_addr is not None:
+            return plan
+        plan = with_kernel_order(plan, hw)
+        # a strided 1x1's pixels gathered by each CU for its own rows: the whole compact input may fit
+        # the CUs' buffers at once where one broadcast strip does not, and each kernel then loads once
+        return with_coop_rows(plan, hw) if strided and row_groups and loop_order != "Mloop" else plan
     if bypass_addr is not None:
         return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr, not bypass_crop, bypass_tiles)
     if s.kernel_words > hw.weights_buffer_elements:
@@ -269,13 +274,16 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
 
 
 def with_coop_rows(best: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
-    """`best` (a broadcast COOP plan), or the conv's row-group plan (plan/coop_rows.py) where its
-    kernels do not fill the broadcast tiles' vMACs and it is cheaper by more than PRICE_MARGIN and
-    MODE_PRICE_FLOOR cycles (both with their issue floors)."""
+    """`best` (a broadcast COOP plan), or the conv's row-group plan (plan/coop_rows.py) where it is
+    cheaper by more than PRICE_MARGIN and MODE_PRICE_FLOOR cycles (both with their issue floors):
+    weighed where the kernels do not fill the broadcast tiles' vMACs, and for a strided 1x1 that
+    gathers its pixels (`best.gather`: each CU then gathers its own rows' pixels, so the CUs'
+    buffers hold the whole compact input together and each kernel tile loads once, broadcast to
+    the CUs, where a broadcast plan of several strips re-sends every tile a strip)."""
     s = best.shape
-    if s.k % hw.vmacs == 0 or coop_rows_shape_refusal(s, hw, False) is not None:
+    if (s.k % hw.vmacs == 0 and best.gather is None) or coop_rows_shape_refusal(s, hw, False) is not None:
         return best
-    rows = settle(plan_coop_rows(s, hw, best.in_addr, best.w_addr, best.out_addr), hw)
+    rows = replace(settle(plan_coop_rows(s, hw, best.in_addr, best.w_addr, best.out_addr), hw), gather=best.gather)
     old = broadcast_cycles(settle(best, hw), hw, issue_cycles(best, hw))
     new = coop_rows_cycles(rows, hw, issue_cycles(rows, hw))
     return rows if new < (1 - PRICE_MARGIN) * old and old - new > MODE_PRICE_FLOOR else best

@@ -51,12 +51,13 @@ def pixel_cycles(s: ConvShape, hw: SnowflakeConfig) -> int:
     return sum(math.ceil(n * s.c / hw.lanes) for n in cols)
 
 
-def cost_parts(s: ConvShape, hw: SnowflakeConfig, groups: list[tuple[int, int, int]], kernels: int) \
-        -> tuple[float, float, float]:
+def cost_parts(s: ConvShape, hw: SnowflakeConfig, groups: list[tuple[int, int, int]], kernels: int,
+               gathered: bool = False) -> tuple[float, float, float]:
     """(CU cycles, load cycles, exposed load cycles) of row groups (first row, rows per CU, CUs):
     all CUs run one instruction stream, so a group takes its rows per CU times its kernel rows'
     traces per kernel tile; the traffic is each CU's own input rows, the output and the kernel
-    tiles (once per group when there are several); exposed: the first group's rows and kernels."""
+    tiles (once per group when there are several); exposed: the first group's rows and kernels.
+    `gathered`: `s` is a gathering conv's compact shape, its rows loaded a pixel an LD."""
     tiles = -(-s.k // kernels)
     per_row = pixel_cycles(s, hw)
     cu, maps_rows, first = 0.0, 0, 0
@@ -72,7 +73,7 @@ def cost_parts(s: ConvShape, hw: SnowflakeConfig, groups: list[tuple[int, int, i
     sends = tiles * (len(groups) if tiles > 1 else 1)
     row_bytes = s.w * s.cin * 2
     traffic = maps_rows * row_bytes + 2 * s.oh * s.ow * s.k + tile_bytes * sends
-    lds = sum(cus for _, _, cus in groups) + kernels * sends
+    lds = (maps_rows * s.w if gathered else sum(cus for _, _, cus in groups)) + kernels * sends
     return cu, load_cycles(hw, traffic, lds), (first * row_bytes + tile_bytes) / hw.dram_bytes_per_cycle
 
 
@@ -90,7 +91,12 @@ def coop_rows_cycles(plan: ConvPlan, hw: SnowflakeConfig, issue: float = 0.0) ->
         parts = [cost_parts(p.shape, hw, groups_of(p), p.kernels) for p in bands]
         cu = sum(c for c, _, _ in parts) or 1.0
         return sum(max(c, lo, issue * c / cu) + OVERLAP_LOSS * min(c, lo) + ex for c, lo, ex in parts)
-    cu, loads, exposed = cost_parts(plan.shape, hw, groups_of(plan), plan.kernels)
+    groups = groups_of(plan)
+    cu, loads, exposed = cost_parts(plan.shape, hw, groups, plan.kernels, plan.gather is not None)
+    if plan.gather is not None and len(groups) == 1:
+        # one group of gathered pixels: no next group's maps to wait for a freed bank, only the
+        # kernel tiles' double-buffered loads
+        return max(cu, loads, issue) + exposed
     return max(cu, loads, issue) + OVERLAP_LOSS * min(cu, loads) + exposed
 
 

@@ -148,8 +148,12 @@ def _maps_tiles(plan: ConvPlan, out_addr: int, r_addr: int | None, hw: Snowflake
         if plan.row_groups:  # each CU its own rows of the row group, at the same buffer address
             r = plan.cu_rows[si]
             cu_rows = [input_rows(s.h, s.kh, s.sy, s.pt, y, y + r) for y in range(strip.y0, strip.y1, r)]
-            loads = [tile.LoadOp(tile.BufferKind.MAPS, n, plan.in_addr + 2 * src, base + at, 0, c)
-                     for c, (r0, r1) in enumerate(cu_rows) for at, src, n in row_runs(r0, r1, row, in_row)]
+            if plan.gather is not None:  # CU c's compact rows, gathered (codegen/indp.group_runs), a load a row
+                loads = [tile.LoadOp(tile.BufferKind.MAPS, row, plan.in_addr + 2 * (r * stride_rows * in_row + c_base),
+                                     base + (r - r0) * row, 0, c) for c, (r0, r1) in enumerate(cu_rows) for r in range(r0, r1)]
+            else:
+                loads = [tile.LoadOp(tile.BufferKind.MAPS, n, plan.in_addr + 2 * src, base + at, 0, c)
+                         for c, (r0, r1) in enumerate(cu_rows) for at, src, n in row_runs(r0, r1, row, in_row)]
         elif in_row != row and plan.gather is None:  # a column band: one LD per row
             loads = [tile.LoadOp(tile.BufferKind.MAPS, row, plan.in_addr + 2 * r * in_row, base + (r - strip.r0) * row,
                                  0, sf.SELECT_ALL) for r in range(strip.r0, strip.r1)]
