@@ -218,7 +218,9 @@ def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int,
         plan = with_kernel_order(plan, hw)
         # a strided 1x1's pixels gathered by each CU for its own rows: the whole compact input may fit
         # the CUs' buffers at once where one broadcast strip does not, and each kernel then loads once
-        return with_coop_rows(plan, hw) if strided and row_groups and loop_order != "Mloop" else plan
+        # (weighed only there: the gathered LDs' issue, which both plans share, is in neither estimate)
+        resent = len(plan.strips) > 1  # Kloop re-sends the kernels a strip, Mloop the strips a kernel tile
+        return with_coop_rows(plan, hw) if strided and resent and row_groups and loop_order != "Mloop" else plan
     if bypass_addr is not None:
         return _plan_bypass(s, hw, in_addr, w_addr, out_addr, bypass_addr, not bypass_crop, bypass_tiles)
     if s.kernel_words > hw.weights_buffer_elements:
