@@ -205,8 +205,9 @@ def test_coop_rows_on_a_residual_conv_is_refused_in_one_line(tmp_path, capsys) -
 
 def test_a_gathering_conv_is_not_planned_coop_rows() -> None:
     """A conv over a channel slice (ShuffleNet's branches) gathers its maps pixel by pixel,
-    broadcast: its compact plan must not take row groups (tile-to-asm refuses coop_rows with a
-    gather), however few its kernels."""
+    broadcast: its compact plan does not take row groups, however few its kernels; nor does a
+    strided 1x1 whose gathered pixels fit one broadcast strip (row groups over gathered pixels are
+    weighed only where the broadcast plan re-sends kernels or maps: tests/test_gathered_rows.py)."""
     hw = SnowflakeConfig()
     for s in (ConvShape(16, 40, 40, 3, 3, 3, 1, 1, 1, 1, 1, 1, False, 8, 1, 64, 16),  # channels 16..31 of 64
               ConvShape(64, 40, 40, 3, 1, 1, 2, 2, 0, 0, 0, 0, False, 8)):  # a strided 1x1
