@@ -35,7 +35,8 @@ layout (`biases` on the weights region), COOP row groups (`coop_rows`: added, re
 Layers (KINDS): plain COOP convs (Kloop, Mloop, staggered kernel tiles, whole-buffer strips in serpentine
 order), COOP row groups
 (`coop_rows`, in rows and in column bands), residual convs (bypass rows; bypass slices), an INDP conv
-(c = 3, 7x7/2), a column-split INDP residual 1x1, a gathered strided 1x1 conv,
+(c = 3, 7x7/2), a column-split INDP residual 1x1, a gathered strided 1x1 conv (broadcast strips, and COOP
+row groups over its gathered pixels),
 two layers whose biases the planner keeps in the maps buffer (a COOP 1x1 whose kernel tiles then stay
 resident, a column-split INDP 1x1 over 256 channels that needs it), an INDP conv
 with a fused max pool (built once through the ONNX path), a depthwise conv as one grouped conv over its
@@ -97,11 +98,13 @@ SMALL = SnowflakeConfig(maps_bank_bytes=4096, weights_buffer_bytes=2048)  # 2048
 MID = SnowflakeConfig(maps_bank_bytes=2048)  # 1024-word banks, 4096-word weights (16 kernels of INDP fit)
 DEFAULT = SnowflakeConfig()
 NARROW = SnowflakeConfig(maps_bank_bytes=8192, weights_buffer_bytes=2048)  # 4096-word banks, 1024-word weights
+TINY = SnowflakeConfig(maps_bank_bytes=2048, weights_buffer_bytes=2048)  # 1024-word banks, 1024-word weights
 
 EDITS_PER_BATCH = 12
 BATCHES = scaled(8)  # per layer kind: 11 kinds x 8 x 12 + (4 + 2) x 12 = 1128 edits a run (more: tests/fuzz_depth.py)
 BATCHES_OF = {"indp_cols": scaled(4), "indp_strips": scaled(2), "conv_biases_maps": scaled(3),
-              "indp_cols_maps": scaled(2), "coop_rows": scaled(3), "coop_rows_cols": scaled(3), "conv_whole": scaled(3)}
+              "indp_cols_maps": scaled(2), "coop_rows": scaled(3), "coop_rows_cols": scaled(3), "conv_whole": scaled(3),
+              "gathered_rows": scaled(3)}
 """Kinds with fewer batches (the suite's time): the column-split conv, the biases-in-maps kinds and the
 row-group kinds, added last."""
 
@@ -251,6 +254,9 @@ KINDS: dict[str, Callable[[Path], Base]] = {
     "coop_rows_cols": lambda tmp: _conv_base("coop_rows_cols", 16, 24, 3, 3, 1, 1, MID),
     # a strided 1x1 conv gathered pixel by pixel, over several strips
     "gathered": lambda tmp: _conv_base("gathered", 64, 20, 32, 1, 2, 0, SMALL),
+    # a strided 1x1 as COOP row groups over its gathered pixels (coop_rows + gather, chosen by cost:
+    # broadcast, its 8 x 8 x 128 gathered pixels take several strips of 1024-word banks)
+    "gathered_rows": lambda tmp: _conv_base("gathered_rows", 128, 16, 256, 1, 2, 0, TINY),
     # three whole-buffer strips, six double-buffered kernel tiles in serpentine order (`kernel_order`)
     "conv_whole": lambda tmp: _conv_base("conv_whole", 256, 6, 96, 1, 1, 0, SMALL),
     # biases in the maps buffer (`biases = maps`, chosen by cost): 4 kernel tiles of 248 words resident
@@ -1709,13 +1715,16 @@ TARGETED = {  # an edit kind held-out users made, and the layer kinds it applies
     "biases": ("conv_biases_maps", "indp_cols_maps", "conv_kloop", "bypass_slices", "indp", "fused_pool"),
     # a recorded packing that is not the image's: its size alone no longer tells (the layout stamp does)
     "packing": ("conv_biases_maps", "indp_cols_maps"),
-    "pixels": ("pool_strips", "conv_kloop", "gathered", "residual"),
+    "pixels": ("pool_strips", "conv_kloop", "gathered", "residual", "gathered_rows"),
+    # COOP row groups over a strided 1x1's gathered pixels: added to the broadcast gathered conv, removed
+    # from the row groups; the gather edited under them
+    "coop_rows": ("gathered", "gathered_rows"), "gather": ("gathered_rows",),
     # a channel-tile-major output (the kernel tiles a block apart) or input (one block read whole)
     "channel_tiles": ("conv_kloop", "conv_one_tile", "conv_mloop", "gathered", "residual", "bypass_slices", "indp",
                       "pool_strips"),
     # a crop's window read in place (issue 36): every maps and bypass load generator, a max pool refused
     "crop": ("conv_kloop", "conv_mloop", "conv_stagger", "residual", "bypass_slices", "indp", "indp_strips",
-             "indp_cols", "gathered", "fused_pool", "pool_strips"),
+             "indp_cols", "gathered", "fused_pool", "pool_strips", "gathered_rows"),
 }
 TARGETED_SEEDS = 6
 

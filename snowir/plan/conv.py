@@ -286,6 +286,8 @@ def with_coop_rows(best: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
     if (s.k % hw.vmacs == 0 and best.gather is None) or coop_rows_shape_refusal(s, hw, False) is not None:
         return best
     rows = replace(settle(plan_coop_rows(s, hw, best.in_addr, best.w_addr, best.out_addr), hw), gather=best.gather)
+    if rows.gather is not None and rows.column_tiled:  # a gathering conv is not column-tiled (tile/check.py)
+        return best
     old = broadcast_cycles(settle(best, hw), hw, issue_cycles(best, hw))
     new = coop_rows_cycles(rows, hw, issue_cycles(rows, hw))
     return rows if new < (1 - PRICE_MARGIN) * old and old - new > MODE_PRICE_FLOOR else best
