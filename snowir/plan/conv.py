@@ -193,8 +193,8 @@ def _tile_kernels(s: ConvShape, hw: SnowflakeConfig) -> int:
 def _plan_conv(shape: ConvShape, hw: SnowflakeConfig, in_addr: int, w_addr: int, out_addr: int,
                loop_order: str | None = None, bypass_addr: int | None = None, mode: str | None = None,
                row_groups: bool = True, bypass_crop: bool = False, bypass_tiles: bool = False) -> ConvPlan:
-    """`row_groups`: coop_rows may be weighed (not for a gathering conv's compact plan: its maps
-    load pixel by pixel, broadcast); `bypass_crop`, `bypass_tiles`: plan_conv's."""
+    """`row_groups`: coop_rows may be weighed (for a gathering conv, over its compact plan's
+    pixels, after that plan: `with_coop_rows`); `bypass_crop`, `bypass_tiles`: plan_conv's."""
     s = shape
     if choose_mode(s, hw, bypass_addr is not None, mode) == "INDP":
         if bypass_tiles:

@@ -13,6 +13,9 @@ instruction stream: the CUs' windows must be alike), as in INDP.
 Chosen by cost (plan/conv.py `_plan_conv`) for a conv whose kernels do not fill the broadcast
 tiles' vMACs (K not a multiple of 16): `broadcast_cycles` (the COOP plan, its compute at the
 share of vMACs its tiles fill) against `coop_rows_cycles`, by PRICE_MARGIN and MODE_PRICE_FLOOR.
+Weighed the same way, whatever K, for a strided 1x1 whose gathered pixels take several broadcast
+strips: planned over its compact pixels (`gather` kept), each CU gathers its own rows' pixels,
+so the CUs' buffers hold the whole compact input together and each kernel tile loads once.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ def coop_rows_shape_refusal(s: ConvShape, hw: SnowflakeConfig, bypass: bool) -> 
         return "a residual conv's bypass is read per kernel tile, broadcast"
     if s.groups > 1:
         return "grouped"
-    if gather_of(s) is not None:
+    if gather_of(s) is not None:  # its row groups are planned over its compact pixels (plan/conv.py)
         return "a gathering conv's maps load pixel by pixel"
     if s.kernel_words > weights_slot_elements(hw):
         return "its kernel exceeds a weights slot"
