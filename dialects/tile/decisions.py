@@ -444,6 +444,7 @@ IR_ONLY: tuple[Decision, ...] = (MAPS_BUFFERING, FENCE, SLOT, CU_ROWS, RING, CHA
 
 PLAN_DECISIONS: tuple[Decision, ...] = tuple(f.metadata["decision"] for f in fields(ConvDecisions))
 WEIGHTS_BEFORE_FENCE: Decision = next(d for d in PLAN_DECISIONS if d.name == "weights_before_fence")
+PAIRED_START: Decision = next(d for d in PLAN_DECISIONS if d.name == "paired_start")
 KERNELS_PRELOADED: Decision = next(d for d in PLAN_DECISIONS if d.name == "kernels_preloaded")
 FIRST_SLOT: Decision = next(d for d in PLAN_DECISIONS if d.name == "first_slot")
 MAPS_PRELOADED: Decision = next(d for d in PLAN_DECISIONS if d.name == "maps_preloaded")
