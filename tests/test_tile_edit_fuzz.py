@@ -1354,8 +1354,11 @@ def e_resident_one(layer, rng, hw):
     empty = rng.random() < 0.7
     if empty:
         _empty(kt)
+    # a coop_rows layer's tiles are double-buffered: an empty kernel tile keeps no residency there
+    # (derive's _keep_holding), so the edit written empty means nothing (drawn once paired_start joined EDITS)
+    derived_away = empty and layer.properties.get("coop_rows") is not None
     return Edit(f"kernel tile (repeat 1) resident added ({', '.join(gone) or 'nothing'} removed), "
-                f"{_body_note(empty)}", acts=True)
+                f"{_body_note(empty)}", acts=not derived_away)
 
 
 def e_taller(layer, rng, hw):
