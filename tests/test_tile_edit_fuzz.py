@@ -28,7 +28,8 @@ the bypass: added, moved, past its tensor, the whole tensor, removed; the judge 
 the window, junk around it), the output's `host_read` (a merged conv's grid the host reads through its
 interleave: added with channels that are or are not whole phases, windows inside the grid or past it,
 removed; the judge reads the result as the image says), the load placement
-(`prefetch_after`, `load_next_whole`, `kernels_preloaded`, `maps_preloaded`, `first_slot`), the kernel tiles' order
+(`prefetch_after`, `load_next_whole`, `kernels_preloaded`, `maps_preloaded`, `first_slot`), a resident conv's first
+two strips tile by tile (`paired_start`), the kernel tiles' order
 (`kernel_order`: column-split INDP and COOP whole-buffer or gathered strips), the weight image's bias
 layout (`biases` on the weights region), COOP row groups (`coop_rows`: added, removed), pairs of edits.
 
@@ -1359,8 +1360,11 @@ def e_resident_one(layer, rng, hw):
     empty = rng.random() < 0.7
     if empty:
         _empty(kt)
+    # a coop_rows layer's tiles are double-buffered: an empty kernel tile keeps no residency there
+    # (derive's _keep_holding), so the edit written empty means nothing (drawn once paired_start joined EDITS)
+    derived_away = empty and layer.properties.get("coop_rows") is not None
     return Edit(f"kernel tile (repeat 1) resident added ({', '.join(gone) or 'nothing'} removed), "
-                f"{_body_note(empty)}", acts=True)
+                f"{_body_note(empty)}", acts=not derived_away)
 
 
 def e_taller(layer, rng, hw):
@@ -1534,6 +1538,18 @@ def e_maps_preloaded(layer, rng, hw):
     return _preloaded(layer, rng, "maps_preloaded", ("fence",))
 
 
+def e_paired_start(layer, rng, hw):
+    """`paired_start` (the first two maps strips computed kernel tile by kernel tile, strip 1
+    loaded ahead of the resident tiles 1..T-1) added or removed: followed by a COOP Kloop conv of
+    resident kernel tiles over three or more banked strips, refused in one line elsewhere (the
+    verifier, on a max pool)."""
+    if layer.properties.get("paired_start") is not None:
+        layer.properties.pop("paired_start")
+        return Edit("paired_start removed", acts=True)
+    layer.properties["paired_start"] = UnitAttr()
+    return Edit("paired_start added", acts=True)
+
+
 EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the draw
     "split": (e_split, 4), "merge": (e_merge, 3), "shift": (e_shift, 3), "retile": (e_retile, 4), "gap": (e_gap, 1),
     "count": (e_count, 3), "repeat": (e_repeat, 1), "first": (e_first, 1), "mode": (e_mode, 3),
@@ -1549,7 +1565,7 @@ EDITS: dict[str, tuple[Callable, int]] = {  # the edit and its weight in the dra
     "prefetch_after": (e_prefetch_after, 2),
     "load_next_whole": (e_load_next_whole, 2), "kernel_order": (e_kernel_order, 2), "biases": (e_biases, 2),
     "coop_rows": (e_coop_rows, 2), "kernels_preloaded": (e_kernels_preloaded, 1),
-    "first_slot": (e_first_slot, 1), "maps_preloaded": (e_maps_preloaded, 1),
+    "first_slot": (e_first_slot, 1), "maps_preloaded": (e_maps_preloaded, 1), "paired_start": (e_paired_start, 1),
 }
 
 
@@ -1708,6 +1724,8 @@ TARGETED = {  # an edit kind held-out users made, and the layer kinds it applies
     # loaded by the previous conv: the first followed by the COOP generators, the second refused alone
     "first_slot": ("conv_whole", "conv_kloop", "residual", "bypass_slices", "indp", "conv_stagger"),
     "maps_preloaded": ("conv_whole", "residual", "pool_strips"),
+    # a resident conv's first two strips tile by tile: followed on the resident banked kinds, refused elsewhere
+    "paired_start": ("conv_kloop", "conv_biases_maps", "conv_whole", "residual", "indp", "pool_strips"),
     # a layer's first kernels loaded by the previous conv (whole-model programs): a lone layer refuses it
     "kernels_preloaded": ("conv_kloop", "residual", "indp", "pool_strips"),
     "slot": ("indp_strips",), "resident": ("indp_strips",),

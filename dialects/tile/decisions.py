@@ -274,6 +274,14 @@ class ConvDecisions:
             "counts, codegen/strip_loads.spreads). Followed; on a layer whose strips never load in pieces, refused.",
         rule="on a conv layer", needs=_conv, refuse=lambda plan, hw: _whole_refusal(plan, hw)))
     """The next strip's loads not spread over the kernel tiles (codegen/strip_loads.spreads)."""
+    paired_start: bool = decision(Decision(
+        "paired_start", LAYER, FLAG, False, field="paired_start",
+        doc="Resident kernel tiles over double-buffered strips: the cold start loads maps tile 1 right behind maps "
+            "tile 0, ahead of kernel tiles 1..T-1, and each kernel tile computes over maps tile 0 then 1, so both "
+            "strips' MACs run while the later tiles arrive (snowir/plan/paired_start.py prices it). Followed; "
+            "elsewhere refused.",
+        rule="on a conv layer", needs=_conv, refuse=lambda plan, hw: paired_start_refusal(plan)))
+    """The first two maps strips computed kernel tile by kernel tile (codegen/conv.py `_paired_strips`)."""
     kernel_order: str = decision(Decision(
         "kernel_order", LAYER, WORD, "up", field="kernel_order",
         doc="The kernel tiles' order in each row group (Kloop): up (absent; 0, 1, ... in every group) or serpentine "
@@ -437,6 +445,7 @@ IR_ONLY: tuple[Decision, ...] = (MAPS_BUFFERING, FENCE, SLOT, CU_ROWS, RING, CHA
 
 PLAN_DECISIONS: tuple[Decision, ...] = tuple(f.metadata["decision"] for f in fields(ConvDecisions))
 WEIGHTS_BEFORE_FENCE: Decision = next(d for d in PLAN_DECISIONS if d.name == "weights_before_fence")
+PAIRED_START: Decision = next(d for d in PLAN_DECISIONS if d.name == "paired_start")
 KERNELS_PRELOADED: Decision = next(d for d in PLAN_DECISIONS if d.name == "kernels_preloaded")
 FIRST_SLOT: Decision = next(d for d in PLAN_DECISIONS if d.name == "first_slot")
 MAPS_PRELOADED: Decision = next(d for d in PLAN_DECISIONS if d.name == "maps_preloaded")
@@ -557,6 +566,18 @@ def first_slot_refusal(plan: Any) -> str | None:
     if plan.first_slot != plan.w_slot:
         return f"the second weights slot is word {plan.w_slot} (the kernel tile's slot)"
     return None
+
+
+def paired_start_refusal(plan: Any) -> str | None:
+    """Why a planned conv cannot compute its first two maps strips tile by tile (`paired_start`)."""
+    s = plan.shape
+    why = ("its kernel tiles not resident" if not plan.resident_weights or plan.tiles < 2 else
+           "not a plain COOP Kloop conv (INDP, row groups, Mloop, grouped, column bands, a bypass, a fused pool or "
+           "phases in place)" if plan.indp or plan.row_groups or plan.loop_order != "Kloop" or s.groups != 1
+           or plan.column_tiled or plan.bypass_addr is not None or plan.pool is not None or plan.cu_stride else
+           "fewer than three maps tiles, the first two in banks 0 and 1"
+           if len(plan.strips) < 3 or plan.strips[0].bank != 0 or plan.strips[1].bank != 1 else None)
+    return None if why is None else f"{why}: only resident kernel tiles over banked strips take turns (remove it)"
 
 
 def bias_refusal(plan: Any, hw: Any) -> str | None:

@@ -178,13 +178,20 @@ def block_view(plan: ConvPlan, t: int) -> ConvPlan:
 
 def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
     """Kloop order, ungrouped: per maps strip, every kernel tile (C17 Figure 3); the next strip
-    is prefetched into the other maps bank during the strip's last tile."""
+    is prefetched into the other maps bank during the strip (`paired_start`: the first two strips
+    tile by tile, `_paired_strips`)."""
     b.const(R_TW, plan.first_slot)  # tile 0's slot: 0, or the second after a conv ending in slot 0
     if plan.stagger:
         b.const(R_PAR, 1)
-    _cold_start(b, plan, hw, 0, plan.first_slot, plan.strips[0], resident=plan.resident_weights)
+    paired = plan.paired_start
+    _cold_start(b, plan, hw, 0, plan.first_slot, plan.strips[0], resident=plan.resident_weights,
+                second=plan.strips[1] if paired else None)
+    if paired:
+        _paired_strips(b, plan, hw, mask_last)
     ring = ring_of(plan) if plan.pool is not None else None
     for si, strip in enumerate(plan.strips):
+        if paired and si < 2:
+            continue
         with b.at(f"strip{si}"):
             pool = None
             if ring is not None:  # a fused pool (codegen/fused_pool.py): the rows strip si - 1 completed
@@ -364,6 +371,36 @@ def _serpentine_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip:
         tile(b, order[-1], prefetch, row_loads)
 
 
+def _paired_strips(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
+    """`paired_start` (plan/paired_start.py): the first two strips (banks 0 and 1, both loaded by
+    the cold start ahead of the resident kernel tiles 1..T-1) kernel tile by kernel tile, each
+    tile over strip 0 then strip 1 (tiles 0..T-2 one counted loop), so both strips compute while
+    the later tiles arrive. Strip 2 loads into bank 0 during the last tile over strip 1; strips
+    2.. then run as `_kloop`'s others (an ungrouped conv without a pool or a bypass)."""
+    s = plan.shape
+    first, second, third = plan.strips[0], plan.strips[1], plan.strips[2]
+    b.const(R_TW, 0)
+    b.const(R_TT, 0)
+    b.const(R_TO, 0)
+    bank = hw.maps_bank_elements
+
+    def pair(bb: AsmBuilder, mask: int, prefetch: list[Prefetch]) -> None:
+        kernel_tile(bb, plan, hw, first, 0, s.c_base, mask, [])
+        kernel_tile(bb, plan, hw, second, bank, s.c_base, mask, prefetch)
+
+    def advance() -> list:
+        return [sf.AddiOp(R_TW, R_TW, s.kernel_words), *_advance_channels(plan)]
+
+    with b.at("strips0_1"):
+        with b.at(ktiles(0, plan.tiles - 2)):
+            repeat(b, hw, plan.tiles - 1, lambda bb: pair(bb, full_mask(plan), []), advance)
+        with b.at(ktiles(plan.tiles - 1, plan.tiles - 1)):
+            # bank 0 is free once strip 0's last MACs are done: strip 2's rows, each its own LD, so
+            # its first row's MACs wait for that row alone (-0.2 k cycles on ResNet-50's n90)
+            pair(b, mask_last, [lambda bb, r=r: load_maps(bb, plan, hw, third, 0, None, (r, r + 1))
+                                for r in range(third.r0, third.r1)])
+
+
 def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
                     prefetch: list[Prefetch], bypass_base: int | None, pool: Prefetch | None = None,
                     row_loads: list[tuple[int, Prefetch]] | None = None, ahead: Strip | None = None) -> None:
@@ -505,20 +542,25 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
 
 
 def _cold_start(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int, strip: Strip,
-                bypass_base: int | None = None, resident: bool = False, after_first: Prefetch | None = None) -> None:
+                bypass_base: int | None = None, resident: bool = False, after_first: Prefetch | None = None,
+                second: Strip | None = None) -> None:
     """The layer's first kernel tile (every kernel tile when `resident`) and first maps strip. After
     a max pool or a conv in a whole-model program (`weights_before_fence`) the first kernels load
     while it runs and only the maps wait for its vector ops (the fence); either way the kernels
     load first so the first MACs wait for one maps piece, not the whole strip, and a resident
     conv's other kernel tiles after that strip (ahead of it, DenseNet-121's 56² 1x1s 224 -> 128
     waited for seven more tiles, 53 KB: +3.0 k cycles against no early kernels). `after_first`:
-    more the first MACs need (a bypass-slice conv's first slice), loaded right after the first piece."""
+    more the first MACs need (a bypass-slice conv's first slice), loaded right after the first piece.
+    `second`: the second strip, into bank 1 right behind the first, ahead of the resident tiles
+    (`paired_start`)."""
     if not plan.kernels_preloaded:  # else the previous conv's last kernel tile loaded them (`_preload`)
         load_weights(b, plan, hw, t, wbuf)
     if plan.weights_before_fence:
         b.flush_vector_queue(hw, R_TMP)
     load_biases(b, plan, hw)
     _first_strip(b, plan, hw, strip, bypass_base, after_first)
+    if second is not None:
+        load_maps(b, plan, hw, second, 1)
     if resident:
         load_resident_weights(b, plan, hw)
 

@@ -15,6 +15,7 @@ from snowir.plan.columns import column_tilings
 from snowir.plan.coop_rows import broadcast_cycles, coop_rows_cycles, coop_rows_shape_refusal, plan_coop_rows
 from snowir.plan.indp import PRICE_MARGIN, indp_fits, mode_rule, plan_indp
 from snowir.plan.issue import issue_cycles, placement_cycles
+from snowir.plan.paired_start import with_paired_start
 from snowir.dialects.tile.decisions import bias_refusal, kernel_order_refusal
 from snowir.plan.indp_columns import columns_cycles
 from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, Strip, bias_block_words, bias_room, compact_shape,
@@ -49,7 +50,7 @@ def settle(plan: ConvPlan, hw: SnowflakeConfig) -> ConvPlan:
     if plan.bypass_slices:
         n = slice_words(plan)
         bases = (hw.maps_buffer_elements - 2 * n, hw.maps_buffer_elements - n)
-    return replace(plan, w_slot=w_slot, stagger=stagger, slice_bases=bases)
+    return with_paired_start(replace(plan, w_slot=w_slot, stagger=stagger, slice_bases=bases), hw)
 
 
 def choose_mode(s: ConvShape, hw: SnowflakeConfig, bypass: bool, mode: str | None = None) -> str:

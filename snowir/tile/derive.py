@@ -14,7 +14,7 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, i64
 from xdsl.ir import Block, Operation
 
 from snowir.dialects import tile
-from snowir.dialects.tile.decisions import CU_ROWS, MAPS_BUFFERING, SLOT
+from snowir.dialects.tile.decisions import CU_ROWS, MAPS_BUFFERING, PAIRED_START, SLOT
 from snowir.hw import SnowflakeConfig
 from snowir.plan.coop_rows import coop_rows_per_cu
 from snowir.plan.fused_pool import place_ring
@@ -144,7 +144,8 @@ def _derive_pool_slots(layer: tile.LayerOp, plan: ConvPlan, hw: SnowflakeConfig)
 
 def _keep_holding(layer: tile.LayerOp, kt: tile.KernelTileOp, s: ConvShape, hw: SnowflakeConfig) -> None:
     """An empty kernel tile keeps its slot, stagger or residency while the (new) kernels still
-    fit it; one that no longer fits is dropped: the tiles are then single-buffered."""
+    fit it; one that no longer fits is dropped: the tiles are then single-buffered (a dropped
+    residency takes the layer's `paired_start` with it)."""
     indp = layer.mode.data == tile.ComputeMode.INDP  # type: ignore[union-attr]
     words = indp_kernel_words(s, hw) if indp else s.kernel_words
     if words > hw.weights_buffer_elements:
@@ -161,6 +162,7 @@ def _keep_holding(layer: tile.LayerOp, kt: tile.KernelTileOp, s: ConvShape, hw: 
         _set(kt, "stagger", None)
     if kt.resident is not None and (not (kloop_coop or columns) or not holds("resident", 1, words, tiles, hw)):
         kt.properties.pop("resident")
+        PAIRED_START.write(layer, False)  # the first strips' tiles take turns only while the tiles are resident
 
 
 def holds(how: str, value: int, words: int, tiles: int, hw: SnowflakeConfig) -> bool:
