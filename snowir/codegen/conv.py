@@ -371,8 +371,9 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
     no weight loads after the first strip (there, with `resident_ahead`, each tile first loads the
     next one, `load_next_resident`), so the next strip's data loads during tile 0, as soon as the
     previous strip's MACs are done with its bank, and has the whole strip to land. Tile 0 and the
-    last tile (partial write-back mask) are peeled around a counted loop; a lone kernel tile is
-    both (computed once, from word 0)."""
+    last tile (partial write-back mask; in the last strip the next conv's kernels when they are
+    `kernels_preloaded`, into words below it: weights_end.last_kernel_slot) are peeled around a
+    counted loop; a lone kernel tile is both (computed once, from word 0)."""
     s = plan.shape
     load_tiles = strip == plan.strips[0] and resident_ahead(plan)
     b.const(R_TW, 0)
@@ -404,8 +405,9 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
                 b.emit(*advance())
         else:
             repeat(b, hw, plan.tiles - 2, lambda bb: tile(bb, s.c_base, []), advance)
+    last = [lambda bb: _preload(bb, plan)] if strip == plan.strips[-1] and plan.preload else []
     with b.at(ktiles(plan.tiles - 1, plan.tiles - 1)):
-        kernel_tile(b, plan, hw, strip, base, group_channels(plan, plan.tiles - 1), mask_last, [], bypass_base,
+        kernel_tile(b, plan, hw, strip, base, group_channels(plan, plan.tiles - 1), mask_last, last, bypass_base,
                     mid_row=pool, row_loads=row_loads)
 
 

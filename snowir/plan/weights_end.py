@@ -49,8 +49,8 @@ SqueezeNet's 16 LDs and their 2 constants, `--profile`'s `preload_next` part).""
 
 def last_kernel_slot(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int] | None:
     """The weights words [lo, hi) of every vMAC the conv's last kernel tile occupies, when its
-    code generator's slot sequence is the plain one (COOP, kernels loaded tile by tile, not
-    resident, not staggered, not in chunks, one column band); None otherwise (read as: any word).
+    code generator's slot sequence is the plain one (COOP, kernels loaded tile by tile or resident,
+    not staggered, not in chunks, one column band); None otherwise (read as: any word).
     A fused max pool changes nothing here: its ring sits in the maps buffer and the MAXs after the
     last kernel tile read no weights (AlexNet's conv3 then loads its kernels early)."""
     s = plan.shape
@@ -60,6 +60,9 @@ def last_kernel_slot(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int] | N
         items = [t for g in range(len(plan.strips)) for t in kernel_tile_order(plan, g)]
         lo = (sum(a != b for a, b in zip(items, items[1:])) % 2) * plan.w_slot
         return lo, lo + indp_kernel_words(s, hw)
+    if plan.resident_weights and not (plan.indp or plan.row_groups or plan.column_tiled) and plan.tiles > 1:
+        # codegen/conv._resident_tiles: every strip runs tiles 0..T-1 from word 0, tile t at t x K
+        return (plan.tiles - 1) * s.kernel_words, plan.tiles * s.kernel_words
     if plan.indp or plan.resident_weights or plan.stagger or plan.column_tiled \
             or s.kernel_words > hw.weights_buffer_elements:
         return None
