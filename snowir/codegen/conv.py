@@ -522,7 +522,7 @@ def resident_ahead(plan: ConvPlan) -> bool:
     pieces or a bypass-slice conv's next slices. The bus serves loads in the order they are
     requested, so behind all the tiles' kernels at once (338 KB for ResNet-50's 3x3/2 part on 16
     CUs) those waited, and with them the instruction-cache bank loads queued on the same unit:
-    n81.part0 -6.6 k, n81.part1 -7.5 k cycles. Elsewhere the kernels go at once: a tile's kernels
+    n81.part0 -6.8 k, n81.part1 -7.5 k cycles. Elsewhere the kernels go at once: a tile's kernels
     loaded beside the previous tile's short MACs leave the bus idle between them (ResNet-50's 14²
     1x1 1024->256 on 16 CUs, +3.4 k)."""
     return plan.resident_weights and plan.tiles > 1 and (plan.gather is not None or plan.bypass_slices)
