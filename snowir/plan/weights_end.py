@@ -60,7 +60,8 @@ def last_kernel_slot(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int] | N
         items = [t for g in range(len(plan.strips)) for t in kernel_tile_order(plan, g)]
         lo = (sum(a != b for a, b in zip(items, items[1:])) % 2) * plan.w_slot
         return lo, lo + indp_kernel_words(s, hw)
-    if plan.resident_weights and not (plan.indp or plan.row_groups or plan.column_tiled) and plan.tiles > 1:
+    if plan.resident_weights and plan.loop_order == "Kloop" and plan.tiles > 1 \
+            and not (plan.indp or plan.row_groups or plan.column_tiled):
         # codegen/conv._resident_tiles: every strip runs tiles 0..T-1 from word 0, tile t at t x K
         return (plan.tiles - 1) * s.kernel_words, plan.tiles * s.kernel_words
     if plan.indp or plan.resident_weights or plan.stagger or plan.column_tiled \
