@@ -31,8 +31,8 @@ from snowir.codegen.strip_loads import (load_bypass_rows, load_first_strip, load
                                         spread_piece, spreads)
 from snowir.codegen.pixels import kernel_tile
 from snowir.codegen.traces import COOP, Prefetch, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_WSRC, set_writeback
-from snowir.codegen.weight_loads import (R_PAR, load_next_free, load_next_overlap, load_next_weights,
-                                         load_resident_weights, load_weights)
+from snowir.codegen.weight_loads import (R_PAR, load_next_free, load_next_overlap, load_next_resident,
+                                         load_next_weights, load_resident_weights, load_weights)
 from snowir.dialects import snowflake_asm as sf
 from snowir.dialects.tile.decisions import kernel_tile_order
 from snowir.hw import SnowflakeConfig
@@ -184,8 +184,7 @@ def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -
     if plan.stagger:
         b.const(R_PAR, 1)
     paired = plan.paired_start
-    _cold_start(b, plan, hw, 0, plan.first_slot, plan.strips[0], resident=plan.resident_weights,
-                second=plan.strips[1] if paired else None)
+    _cold_start(b, plan, hw, 0, plan.first_slot, plan.strips[0], second=plan.strips[1] if paired else None)
     if paired:
         _paired_strips(b, plan, hw, mask_last)
     ring = ring_of(plan) if plan.pool is not None else None
@@ -403,37 +402,48 @@ def _paired_strips(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last
 
 def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, base: int, mask_last: int,
                     prefetch: list[Prefetch], bypass_base: int | None, pool: Prefetch | None = None,
-                    row_loads: list[tuple[int, Prefetch]] | None = None, ahead: Strip | None = None) -> None:
+                    row_loads: list[tuple[int, Prefetch]] | None = None) -> None:
     """Every kernel tile over one maps strip, the tiles resident (tile t at t x kernel words):
-    no weight loads, so the next strip's data loads during tile 0, as soon as the previous
-    strip's MACs are done with its bank, and has the whole strip to land. Tile 0 and the last
-    tile (partial write-back mask) are peeled around a counted loop; a lone kernel tile is both
-    (computed once, from word 0)."""
+    no weight loads after the first strip (there, with `resident_ahead`, each tile first loads the
+    next one, `load_next_resident`), so the next strip's data loads during tile 0, as soon as the
+    previous strip's MACs are done with its bank, and has the whole strip to land. Tile 0 and the
+    last tile (partial write-back mask; in the last strip the next conv's kernels when they are
+    `kernels_preloaded`, into words below it: weights_end.last_kernel_slot) are peeled around a
+    counted loop; a lone kernel tile is both (computed once, from word 0)."""
     s = plan.shape
+    load_tiles = strip == plan.strips[0] and resident_ahead(plan)
     b.const(R_TW, 0)
     if plan.tiles == 1:
         with b.at(ktiles(0, 0)):
             kernel_tile(b, plan, hw, strip, base, s.c_base, mask_last, prefetch, bypass_base, mid_row=pool,
                         row_loads=row_loads)
         return
+    if load_tiles:
+        b.const(R_WSRC, plan.w_addr + 2 * plan.kernels * s.kernel_words)
+
+    def tile(bb: AsmBuilder, c_off: int, ahead: list[Prefetch]) -> None:
+        """Tiles 0..T-2 (the last is peeled): first the next tile's kernels, whose region no
+        earlier op of the layer reads, where `load_tiles`."""
+        if load_tiles:
+            load_next_resident(bb, plan)
+        kernel_tile(bb, plan, hw, strip, base, c_off, full_mask(plan), ahead, bypass_base, True)
 
     def advance() -> list:
         return [sf.AddiOp(R_TW, R_TW, s.kernel_words), *_advance_channels(plan)]
 
     with b.at(ktiles(0, 0)):
-        kernel_tile(b, plan, hw, strip, base, group_channels(plan, 0), full_mask(plan), prefetch, bypass_base, True)
+        tile(b, group_channels(plan, 0), prefetch)
         b.emit(*advance())
     with b.at(ktiles(1, plan.tiles - 2)):
         if s.groups > 1:  # each tile its own input channels (group_channels): unrolled
             for t in range(1, plan.tiles - 1):
-                kernel_tile(b, plan, hw, strip, base, group_channels(plan, t), full_mask(plan), [], bypass_base, True)
+                tile(b, group_channels(plan, t), [])
                 b.emit(*advance())
         else:
-            repeat(b, hw, plan.tiles - 2,
-                    lambda bb: kernel_tile(bb, plan, hw, strip, base, s.c_base, full_mask(plan), [], bypass_base, True),
-                    advance)
+            repeat(b, hw, plan.tiles - 2, lambda bb: tile(bb, s.c_base, []), advance)
+    last = [lambda bb: _preload(bb, plan)] if strip == plan.strips[-1] and plan.preload else []
     with b.at(ktiles(plan.tiles - 1, plan.tiles - 1)):
-        kernel_tile(b, plan, hw, strip, base, group_channels(plan, plan.tiles - 1), mask_last, [], bypass_base,
+        kernel_tile(b, plan, hw, strip, base, group_channels(plan, plan.tiles - 1), mask_last, last, bypass_base,
                     mid_row=pool, row_loads=row_loads)
 
 
@@ -485,7 +495,7 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
             with b.at(f"strip{si}"):
                 nxt = plan.strips[si + 1] if si + 1 < len(plan.strips) else None
                 if not si:  # the first slice right behind the first rows, the rest of the maps after it
-                    _cold_start(b, plan, hw, 0, plan.first_slot, strip, resident=plan.resident_weights,
+                    _cold_start(b, plan, hw, 0, plan.first_slot, strip,
                                 after_first=lambda bb, strip=strip: load_first_slice(bb, plan, hw, strip))
                 elif not early:  # the strip replaces the maps every earlier MAC read
                     b.flush_vector_queue(hw, R_TMP)
@@ -525,7 +535,7 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
                 b.flush_vector_queue(hw, R_TMP)
                 load(b, strip)
             if si == 0:
-                _cold_start(b, plan, hw, 0, plan.first_slot, strip, byp - strip.y0 * out_row, plan.resident_weights)
+                _cold_start(b, plan, hw, 0, plan.first_slot, strip, byp - strip.y0 * out_row)
             prefetch: list[Prefetch] = []
             spread: list[tuple[int, int, int]] = []
             if more and double:  # the next strip's maps and bypass rows, in pieces beside the kernel tiles
@@ -541,18 +551,30 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
                          spread=spread)
 
 
+def resident_ahead(plan: ConvPlan) -> bool:
+    """Whether a resident conv loads its kernel tiles 1..T-1 one tile ahead in its first strip
+    (each tile's code first loads the next tile) rather than all at once behind the first strip:
+    where that strip's MACs need loads the program issues after it, a gathered conv's later pixel
+    pieces or a bypass-slice conv's next slices. The bus serves loads in the order they are
+    requested, so behind all the tiles' kernels at once (338 KB for ResNet-50's 3x3/2 part on 16
+    CUs) those waited, and with them the instruction-cache bank loads queued on the same unit:
+    n81.part0 -6.8 k, n81.part1 -7.5 k cycles. Elsewhere the kernels go at once: a tile's kernels
+    loaded beside the previous tile's short MACs leave the bus idle between them (ResNet-50's 14²
+    1x1 1024->256 on 16 CUs, +3.4 k)."""
+    return plan.resident_weights and plan.tiles > 1 and (plan.gather is not None or plan.bypass_slices) \
+        and not plan.paired_start  # a paired start loads its two strips first, then every tile at once
+
+
 def _cold_start(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf: int, strip: Strip,
-                bypass_base: int | None = None, resident: bool = False, after_first: Prefetch | None = None,
+                bypass_base: int | None = None, after_first: Prefetch | None = None,
                 second: Strip | None = None) -> None:
-    """The layer's first kernel tile (every kernel tile when `resident`) and first maps strip. After
-    a max pool or a conv in a whole-model program (`weights_before_fence`) the first kernels load
-    while it runs and only the maps wait for its vector ops (the fence); either way the kernels
-    load first so the first MACs wait for one maps piece, not the whole strip, and a resident
-    conv's other kernel tiles after that strip (ahead of it, DenseNet-121's 56² 1x1s 224 -> 128
-    waited for seven more tiles, 53 KB: +3.0 k cycles against no early kernels). `after_first`:
-    more the first MACs need (a bypass-slice conv's first slice), loaded right after the first piece.
-    `second`: the second strip, into bank 1 right behind the first, ahead of the resident tiles
-    (`paired_start`)."""
+    """The layer's first kernel tile and first maps strip, then a resident conv's other kernel
+    tiles, all at once (or in its first strip, one tile ahead: `resident_ahead`). After a max pool or a
+    conv in a whole-model program (`weights_before_fence`) the first kernels load while it runs and
+    only the maps wait for its vector ops (the fence); either way the kernels load first so the
+    first MACs wait for one maps piece, not the whole strip. `after_first`: more the first MACs
+    need (a bypass-slice conv's first slice), loaded right after the first piece. `second`: the
+    second strip, into bank 1 right behind the first, ahead of the resident tiles (`paired_start`)."""
     if not plan.kernels_preloaded:  # else the previous conv's last kernel tile loaded them (`_preload`)
         load_weights(b, plan, hw, t, wbuf)
     if plan.weights_before_fence:
@@ -561,7 +583,7 @@ def _cold_start(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, t: int, wbuf
     _first_strip(b, plan, hw, strip, bypass_base, after_first)
     if second is not None:
         load_maps(b, plan, hw, second, 1)
-    if resident:
+    if plan.resident_weights and not resident_ahead(plan):
         load_resident_weights(b, plan, hw)
 
 

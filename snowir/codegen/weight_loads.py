@@ -2,7 +2,7 @@
 Weight loads of the conv programs (codegen/conv.py): a kernel tile's kernels into its slot, the next
 tile's into the other slot while the current computes (double-buffered), or in the two pieces a
 staggered tile's region allows (the words that miss the current tile's region while it computes,
-the rest after it drains), and resident tiles behind tile 0. Every kernel goes to its own vMAC
+the rest after it drains), and resident tiles behind tile 0 or one tile ahead in the first strip. Every kernel goes to its own vMAC
 (select j), one LD each, so `balance-loads` spreads them over the load units.
 """
 
@@ -36,6 +36,21 @@ def load_resident_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) ->
                         sf.AddiOp(R_WSRC, R_WSRC, 2 * k))
 
         repeat(b, hw, plan.tiles - 1, tile, lambda: [sf.AddiOp(R_TMP, R_TMP, k)])
+
+
+def load_next_resident(b: AsmBuilder, plan: ConvPlan) -> None:
+    """The next resident kernel tile's kernels at R_WSRC into their own place, weights word R_TW + K
+    (the current tile's base plus a kernel: tile t + 1 at (t + 1) x K), a prefetch of the current
+    tile's MACs in the first strip; R_WSRC moves on to the tile after. Each tile's MACs wait only
+    for their own region, and a tile's worth at a time leaves the units' queues to the strip's
+    other loads (issued all at once behind tile 0, ResNet-50's 16-CU 3x3 parts queued their next
+    maps pieces, bypass slices and instruction-cache bank loads behind 338 KB of kernels)."""
+    k = plan.shape.kernel_words
+    with b.at("load_weights.resident"):
+        b.emit(sf.AddiOp(R_TMP, R_TW, k))
+        b.const(R_LEN, k)
+        for j in range(plan.kernels):
+            b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, j), sf.AddiOp(R_WSRC, R_WSRC, 2 * k))
 
 
 def load_next_free(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, f: int) -> None:

@@ -49,8 +49,8 @@ SqueezeNet's 16 LDs and their 2 constants, `--profile`'s `preload_next` part).""
 
 def last_kernel_slot(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int] | None:
     """The weights words [lo, hi) of every vMAC the conv's last kernel tile occupies, when its
-    code generator's slot sequence is the plain one (COOP, kernels loaded tile by tile, not
-    resident, not staggered, not in chunks, one column band); None otherwise (read as: any word).
+    code generator's slot sequence is the plain one (COOP, kernels loaded tile by tile or resident,
+    not staggered, not in chunks, one column band); None otherwise (read as: any word).
     A fused max pool changes nothing here: its ring sits in the maps buffer and the MAXs after the
     last kernel tile read no weights (AlexNet's conv3 then loads its kernels early)."""
     s = plan.shape
@@ -60,6 +60,10 @@ def last_kernel_slot(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int] | N
         items = [t for g in range(len(plan.strips)) for t in kernel_tile_order(plan, g)]
         lo = (sum(a != b for a, b in zip(items, items[1:])) % 2) * plan.w_slot
         return lo, lo + indp_kernel_words(s, hw)
+    if plan.resident_weights and plan.loop_order == "Kloop" and plan.tiles > 1 \
+            and not (plan.indp or plan.row_groups or plan.column_tiled):
+        # codegen/conv._resident_tiles: every strip runs tiles 0..T-1 from word 0, tile t at t x K
+        return (plan.tiles - 1) * s.kernel_words, plan.tiles * s.kernel_words
     if plan.indp or plan.resident_weights or plan.stagger or plan.column_tiled \
             or s.kernel_words > hw.weights_buffer_elements:
         return None
@@ -75,10 +79,11 @@ def last_kernel_slot(plan: ConvPlan, hw: SnowflakeConfig) -> tuple[int, int] | N
 
 def first_kernel_words(plan: ConvPlan, hw: SnowflakeConfig) -> int:
     """The weights words [0, n) of each vMAC a conv's cold start loads before the fence: its kernel
-    tile 0, or every tile when they are resident (tile t at t x kernel words)."""
+    tile 0 (resident tiles 1..T-1 load after the fence, behind the first strip or in it:
+    codegen/conv._cold_start, `resident_ahead`)."""
     if plan.indp:
         return indp_kernel_words(plan.shape, hw)
-    return plan.shape.kernel_words * (plan.tiles if plan.resident_weights else 1)
+    return plan.shape.kernel_words
 
 
 def weights_before_fence_refusal(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConfig) -> str | None:
@@ -113,15 +118,16 @@ def kernels_preloaded_refusal(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeC
     """Why the previous conv's last kernel tile may not load `plan`'s first kernel tile (None: it
     may): weights_before_fence's rule, a previous conv whose last tile is a kernel_tile prefetch
     point of codegen/conv.py (not a row-group program), and a conv whose cold start is the only
-    load of its tile 0 (COOP, not resident, not in column bands, which load tile 0 per band)."""
+    load of its tile 0 (COOP, not in column bands, which load tile 0 per band; a resident conv's
+    other tiles load after its fence)."""
     why = weights_before_fence_refusal(previous, plan, hw)
     if why is not None:
         return why
     if previous.row_groups:
         return "the previous conv's CUs split rows (its program places no prefetch for another layer)"
-    if plan.indp or plan.row_groups or plan.resident_weights or plan.column_tiled or plan.tiles < 1:
-        return "only a COOP conv that loads its kernel tile 0 once (not INDP, row groups, resident or column " \
-               "bands) has it preloaded"
+    if plan.indp or plan.row_groups or plan.column_tiled or plan.tiles < 1:
+        return "only a COOP conv that loads its kernel tile 0 once (not INDP, row groups or column bands) has it " \
+               "preloaded"
     return None
 
 
