@@ -100,7 +100,9 @@ def test_a_plain_resident_conv_loads_its_tiles_at_once() -> None:
     hw = SnowflakeConfig(**SIXTEEN_CUS)
     plan = plan_conv(ConvShape(1024, 14, 14, 256, 1, 1, 1, 1, 0, 0, 0, 0, True, 15), hw, 0, 1 << 24, 1 << 25)
     assert plan.resident_weights and not conv_codegen.resident_ahead(plan)
-    assert conv_codegen.resident_ahead(replace(plan, bypass_slices=True))
+    assert conv_codegen.resident_ahead(replace(plan, bypass_slices=True, paired_start=False))
+    # a paired start (its two strips first, tiles 1..T-1 behind them) loads the tiles at once
+    assert not conv_codegen.resident_ahead(replace(plan, bypass_slices=True, paired_start=True))
     assert not conv_codegen.resident_ahead(replace(plan, resident_weights=False, bypass_slices=True))
 
 
