@@ -554,14 +554,16 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
 def resident_ahead(plan: ConvPlan) -> bool:
     """Whether a resident conv loads its kernel tiles 1..T-1 one tile ahead in its first strip
     (each tile's code first loads the next tile) rather than all at once behind the first strip:
-    where that strip's MACs need loads the program issues after it, a gathered conv's later pixel
-    pieces or a bypass-slice conv's next slices. The bus serves loads in the order they are
-    requested, so behind all the tiles' kernels at once (338 KB for ResNet-50's 3x3/2 part on 16
-    CUs) those waited, and with them the instruction-cache bank loads queued on the same unit:
-    n81.part0 -6.8 k, n81.part1 -7.5 k cycles. Elsewhere the kernels go at once: a tile's kernels
-    loaded beside the previous tile's short MACs leave the bus idle between them (ResNet-50's 14²
-    1x1 1024->256 on 16 CUs, +3.4 k)."""
-    return plan.resident_weights and plan.tiles > 1 and (plan.gather is not None or plan.bypass_slices) \
+    where that strip's MACs need the next bypass slices the program issues after it. The bus
+    serves loads in the order they are requested, so behind all the tiles' kernels at once (338 KB
+    for ResNet-50's 3x3/2 part on 16 CUs) those waited, and with them the instruction-cache bank
+    loads queued on the same unit: n81.part1 -7.5 k cycles, the 14² 256 -> 1024 residual 1x1s
+    -4.0 k each. Elsewhere the kernels go at once: a tile's kernels loaded beside the previous
+    tile's short MACs leave the bus idle between them (ResNet-50's 14² 1x1 1024->256 on 16 CUs,
+    +3.4 k), and a gathered conv reading its bypass as rows ran slower one ahead (ResNet-50's 14²
+    1x1 channel parts on 8 CUs at 4.2 GB/s, +1.3 to +3.4 k each: the model +0.10 ms against stop
+    52, where at once it is -0.09 ms)."""
+    return plan.resident_weights and plan.tiles > 1 and plan.bypass_slices \
         and not plan.paired_start  # a paired start loads its two strips first, then every tile at once
 
 
