@@ -62,3 +62,31 @@ def test_maps_preloaded_after_an_expanding_bypass_slice_1x1_waits_for_its_rows(t
     text = path.read_text()
     assert "bypass_slices" in _layer_line(text, "c") and "maps_preloaded" in _layer_line(text, "d")
     assert _layers(path, hw_file, engine) == {"a": True, "b": True, "c": True, "d": True}
+
+
+@pytest.mark.parametrize("hw, c, k", [({"cus": 8}, 512, 128), ({}, 1024, 64)], ids=["8 CUs", "default"])
+def test_a_gathered_resident_conv_without_slices_loads_its_tiles_at_once(hw: dict, c: int, k: int) -> None:
+    """A strided 1x1 over 28² whose kernel tiles are resident and whose pixels are gathered, no
+    bypass: one tile ahead (`resident_ahead`, merged in stop 53 for gathered convs too) its short
+    MACs left the bus idle between the tiles, 35,564 against 31,681 cycles at once on 8 CUs
+    (+12%), 60,003 against 56,492 on the default machine (+6%). It loads them at once now, faster,
+    bit-exact on both engines."""
+    from unittest import mock
+
+    import numpy as np
+
+    from snowir.codegen import conv as conv_codegen
+    from test_lowering import conv_case
+
+    machine = SnowflakeConfig(**hw)
+    runs = {}
+    for engine in ("fast", "reference"):
+        run, got, want, plan, _ = conv_case(c, 28, 28, k, 1, 1, 2, 0, hw=machine, shift=12, engine=engine)
+        assert np.array_equal(got, want) and plan.resident_weights and plan.gather is not None
+        assert not plan.bypass_slices and not conv_codegen.resident_ahead(plan)
+        runs[engine] = run.cycles
+    assert runs["fast"] == runs["reference"]
+    with mock.patch.object(conv_codegen, "resident_ahead", lambda p: p.resident_weights and p.tiles > 1):
+        ahead, got, want, _, _ = conv_case(c, 28, 28, k, 1, 1, 2, 0, hw=machine, shift=12)
+    assert np.array_equal(got, want)
+    assert runs["fast"] < ahead.cycles, (runs, ahead.cycles)

@@ -554,14 +554,18 @@ def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int
 def resident_ahead(plan: ConvPlan) -> bool:
     """Whether a resident conv loads its kernel tiles 1..T-1 one tile ahead in its first strip
     (each tile's code first loads the next tile) rather than all at once behind the first strip:
-    where that strip's MACs need loads the program issues after it, a gathered conv's later pixel
-    pieces or a bypass-slice conv's next slices. The bus serves loads in the order they are
-    requested, so behind all the tiles' kernels at once (338 KB for ResNet-50's 3x3/2 part on 16
-    CUs) those waited, and with them the instruction-cache bank loads queued on the same unit:
-    n81.part0 -6.8 k, n81.part1 -7.5 k cycles. Elsewhere the kernels go at once: a tile's kernels
-    loaded beside the previous tile's short MACs leave the bus idle between them (ResNet-50's 14²
-    1x1 1024->256 on 16 CUs, +3.4 k)."""
-    return plan.resident_weights and plan.tiles > 1 and (plan.gather is not None or plan.bypass_slices) \
+    where that strip's MACs need a bypass-slice conv's next slices (and, in ResNet-50's 3x3/2
+    parts, a gathered conv's later pixel pieces), loads the program issues after it. The bus
+    serves loads in the order they are requested, so behind all the tiles' kernels at once (338 KB
+    for ResNet-50's 3x3/2 part on 16 CUs) those waited, and with them the instruction-cache bank
+    loads queued on the same unit: n81.part0 -6.8 k, n81.part1 -7.5 k cycles. Elsewhere the
+    kernels go at once: a tile's kernels loaded beside the previous tile's short MACs leave the
+    bus idle between them (ResNet-50's 14² 1x1 1024->256 on 16 CUs, +3.4 k). [fix] so does a
+    gathered conv without bypass slices: its pixel pieces waited behind the burst less than one
+    tile ahead left the bus idle (a strided 1x1 512->128 over 28² on 8 CUs +12%, 1024->64 on the
+    default machine +6%, tests/test_audit_s53.py); every conv ResNet-50 loads ahead on 16 CUs
+    reads bypass slices."""
+    return plan.resident_weights and plan.tiles > 1 and plan.bypass_slices \
         and not plan.paired_start  # a paired start loads its two strips first, then every tile at once
 
 
