@@ -560,9 +560,10 @@ def resident_ahead(plan: ConvPlan) -> bool:
     loads queued on the same unit: n81.part1 -7.5 k cycles, the 14² 256 -> 1024 residual 1x1s
     -4.0 k each. Elsewhere the kernels go at once: a tile's kernels loaded beside the previous
     tile's short MACs leave the bus idle between them (ResNet-50's 14² 1x1 1024->256 on 16 CUs,
-    +3.4 k), and a gathered conv reading its bypass as rows ran slower one ahead (ResNet-50's 14²
-    1x1 channel parts on 8 CUs at 4.2 GB/s, +1.3 to +3.4 k each: the model +0.10 ms against stop
-    52, where at once it is -0.09 ms)."""
+    +3.4 k), and so does a gathered conv without bypass slices: one ahead ResNet-50's 14² 1x1
+    channel parts on 8 CUs at 4.2 GB/s ran +1.3 to +3.4 k each (the model +0.10 ms against stop 52;
+    at once -0.09 ms), a strided 1x1 512->128 over 28² on 8 CUs +12%, 1024->64 on the default
+    machine +6% (tests/test_resident_loads.py, tests/test_audit_s53.py)."""
     return plan.resident_weights and plan.tiles > 1 and plan.bypass_slices \
         and not plan.paired_start  # a paired start loads its two strips first, then every tile at once
 

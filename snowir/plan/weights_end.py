@@ -248,15 +248,20 @@ def preload_maps_loads(previous: ConvPlan, plan: ConvPlan) -> tuple[tuple[int, i
     the row lands on (a bypass-slice k x k conv's strip from word 0), whichever comes later."""
     s, strip = plan.shape, plan.strips[0]
     row = s.w * s.cin
+    own = _rows_of(previous, plan)
     if _sliced_1x1(previous):
         pixels = previous.shape.oh * previous.shape.ow
         out = []
         for j in range(strip.r1 - strip.r0):
             last = -(-(j + 1) * row // previous.shape.cin) - 1
-            out.append((min(last, pixels - 1) if j * row < pixels * previous.shape.cin else -1, j * row,
-                        plan.in_addr + 2 * (strip.r0 + j) * row, row))
+            point = min(last, pixels - 1) if j * row < pixels * previous.shape.cin else -1
+            if own:
+                # [fix] the row's data: the last tile's pixels of its output row write it. A row past
+                # the previous conv's maps words (its channels expanded, C -> 4C over 8 x 8 on 16 CUs)
+                # was loaded at once, its last tile's channels not yet written back (wrong result)
+                point = max(point, (strip.r0 + j + 1) * previous.shape.ow - 1)
+            out.append((point, j * row, plan.in_addr + 2 * (strip.r0 + j) * row, row))
         return tuple(out)
-    own = _rows_of(previous, plan)
     p, last_strip = previous.shape, previous.strips[-1]
     reads: list[tuple[int, int, int]] = []  # (first word, end word, last output row reading them)
     if previous.bypass_slices:  # its last strip's maps rows from word 0, each freed by its last reader
