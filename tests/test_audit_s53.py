@@ -5,39 +5,20 @@ each case here failing without its fix.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import onnx
 import pytest
 from onnx import helper
 
 from onnx_util import model, rand
 from snowir.driver.model_api import run_model_on_device
 from snowir.hw import SnowflakeConfig
-from snowir.tools.snow_opt import main
-
-SIXTEEN_CUS = {"cus": 16, "dram_gbps": 4.2}
-
-
-def _lower(m: onnx.ModelProto, tmp_path: Path, hw: dict) -> tuple[Path, Path]:
-    """`m` at the tile level for the machine `hw` (its JSON and the tile-level file)."""
-    hw_file, path, out = tmp_path / "hw.json", tmp_path / "m.onnx", tmp_path / "t.mlir"
-    hw_file.write_text(json.dumps(hw))
-    onnx.save(m, path)
-    o = f"{{hw={hw_file}}}"
-    assert main([str(path), "-p", f"nn-prepare{o},nn-to-tile{o},tile-loop-order{o},allocate-dram{o}",
-                 "-o", str(out)]) in (0, None)
-    return hw_file, out
+from test_resident_loads import SIXTEEN_CUS, _layer_line, _lower
 
 
 def _layers(path: Path, hw_file: Path, engine: str) -> dict[str, bool]:
     run = run_model_on_device(path, check=True, hw=SnowflakeConfig.load(str(hw_file)), engine=engine)
     return {layer["name"]: layer["golden_bit_exact"] for layer in run.report["layers"] if layer["cycles"]}
-
-
-def _layer_line(text: str, name: str) -> str:
-    return next(x for x in text.splitlines() if f"tile.layer @{name} " in x)
 
 
 @pytest.mark.parametrize("engine", ["fast", "reference"])

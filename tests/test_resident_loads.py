@@ -21,7 +21,9 @@ from onnx import helper
 
 from onnx_util import model, rand
 from snowir.codegen import conv as conv_codegen
+from snowir.dialects import tile
 from snowir.driver.model_api import run_model_on_device
+from snowir.driver.model_run import apply_pipeline, load_model
 from snowir.hw import SnowflakeConfig
 from snowir.plan.weights_end import last_kernel_slot
 from snowir.tile.read import conv_plan_of
@@ -116,10 +118,6 @@ def test_a_gathered_part_reading_its_bypass_as_rows_loads_its_tiles_at_once(tmp_
     inits = {"w": rand(256, 1024, 1, 1, seed=1, scale=0.03), "b": rand(256, seed=2, scale=0.1)}
     hw_file, path = _lower(model(nodes, {"x": [1, 1024, 14, 14]}, {"y": None}, inits), tmp_path,
                            {"cus": 8, "dram_gbps": 4.2})
-    from snowir.driver.model_run import load_model
-
-    from snowir.dialects import tile
-
     parts = [conv_plan_of(op) for op in load_model(path)[0].ops if isinstance(op, tile.LayerOp)]
     later = [p for p in parts if p.bypass_addr is not None]
     assert len(parts) > 2 and later and all(p.resident_weights and p.gather is not None and not p.bypass_slices
@@ -148,9 +146,6 @@ def test_the_conv_after_a_resident_conv_has_its_kernels_preloaded(tmp_path: Path
     hw_file, path = _lower(model(nodes, {"x": [1, c, 14, 14]}, {"y": None}, inits), tmp_path, hw)
     text = path.read_text()
     assert "resident" in text and "kernels_preloaded" in _layer_line(text, "b")
-    from snowir.driver.model_run import apply_pipeline, load_model
-    from snowir.dialects import tile
-
     module, _ = load_model(path)
     apply_pipeline(module, "allocate-dram")
     a = conv_plan_of(next(op for op in module.ops if isinstance(op, tile.LayerOp) and op.sym_name.data == "a"))

@@ -387,12 +387,9 @@ def _paired_strips(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last
         kernel_tile(bb, plan, hw, first, 0, s.c_base, mask, [])
         kernel_tile(bb, plan, hw, second, bank, s.c_base, mask, prefetch)
 
-    def advance() -> list:
-        return [sf.AddiOp(R_TW, R_TW, s.kernel_words), *_advance_channels(plan)]
-
     with b.at("strips0_1"):
         with b.at(ktiles(0, plan.tiles - 2)):
-            repeat(b, hw, plan.tiles - 1, lambda bb: pair(bb, full_mask(plan), []), advance)
+            repeat(b, hw, plan.tiles - 1, lambda bb: pair(bb, full_mask(plan), []), lambda: _next_resident(plan))
         with b.at(ktiles(plan.tiles - 1, plan.tiles - 1)):
             # bank 0 is free once strip 0's last MACs are done: strip 2's rows, each its own LD, so
             # its first row's MACs wait for that row alone (-0.2 k cycles on ResNet-50's n90)
@@ -428,23 +425,25 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
             load_next_resident(bb, plan)
         kernel_tile(bb, plan, hw, strip, base, c_off, full_mask(plan), ahead, bypass_base, True)
 
-    def advance() -> list:
-        return [sf.AddiOp(R_TW, R_TW, s.kernel_words), *_advance_channels(plan)]
-
     with b.at(ktiles(0, 0)):
         tile(b, group_channels(plan, 0), prefetch)
-        b.emit(*advance())
+        b.emit(*_next_resident(plan))
     with b.at(ktiles(1, plan.tiles - 2)):
         if s.groups > 1:  # each tile its own input channels (group_channels): unrolled
             for t in range(1, plan.tiles - 1):
                 tile(b, group_channels(plan, t), [])
-                b.emit(*advance())
+                b.emit(*_next_resident(plan))
         else:
-            repeat(b, hw, plan.tiles - 2, lambda bb: tile(bb, s.c_base, []), advance)
+            repeat(b, hw, plan.tiles - 2, lambda bb: tile(bb, s.c_base, []), lambda: _next_resident(plan))
     last = [lambda bb: _preload(bb, plan)] if strip == plan.strips[-1] and plan.preload else []
     with b.at(ktiles(plan.tiles - 1, plan.tiles - 1)):
         kernel_tile(b, plan, hw, strip, base, group_channels(plan, plan.tiles - 1), mask_last, last, bypass_base,
                     mid_row=pool, row_loads=row_loads)
+
+
+def _next_resident(plan: ConvPlan) -> list:
+    """R_TW to the next resident tile (tile t + 1 at (t + 1) x K), then `_advance_channels`."""
+    return [sf.AddiOp(R_TW, R_TW, plan.shape.kernel_words), *_advance_channels(plan)]
 
 
 def _toggle(plan: ConvPlan, hw: SnowflakeConfig) -> list:

@@ -29,13 +29,7 @@ def load_resident_weights(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig) ->
         b.const(R_WSRC, plan.w_addr + 2 * plan.kernels * k)
         b.const(R_TMP, k)
         b.const(R_LEN, k)
-
-        def tile(bb: AsmBuilder) -> None:
-            for j in range(plan.kernels):
-                bb.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, j),
-                        sf.AddiOp(R_WSRC, R_WSRC, 2 * k))
-
-        repeat(b, hw, plan.tiles - 1, tile, lambda: [sf.AddiOp(R_TMP, R_TMP, k)])
+        repeat(b, hw, plan.tiles - 1, lambda bb: _resident_tile(bb, plan), lambda: [sf.AddiOp(R_TMP, R_TMP, k)])
 
 
 def load_next_resident(b: AsmBuilder, plan: ConvPlan) -> None:
@@ -49,8 +43,15 @@ def load_next_resident(b: AsmBuilder, plan: ConvPlan) -> None:
     with b.at("load_weights.resident"):
         b.emit(sf.AddiOp(R_TMP, R_TW, k))
         b.const(R_LEN, k)
-        for j in range(plan.kernels):
-            b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, j), sf.AddiOp(R_WSRC, R_WSRC, 2 * k))
+        _resident_tile(b, plan)
+
+
+def _resident_tile(b: AsmBuilder, plan: ConvPlan) -> None:
+    """One resident tile's kernels, R_LEN words each from R_WSRC on, into weights word R_TMP of
+    vMAC j (kernel j); R_WSRC moves past them."""
+    k = plan.shape.kernel_words
+    for j in range(plan.kernels):
+        b.emit(sf.LdOp(sf.LoadTarget.WEIGHTS, R_TMP, R_WSRC, R_LEN, 0, j), sf.AddiOp(R_WSRC, R_WSRC, 2 * k))
 
 
 def load_next_free(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, f: int) -> None:
