@@ -1,5 +1,5 @@
 """
-split-kernels{max-words=0 by-cost=true hw=}: split convolutions whose kernels do not fit a vMAC's
+split-kernels{max-words=0 by-cost=true kernel-parts=true hw=}: split convolutions whose kernels do not fit a vMAC's
 weights buffer -- or, with `by-cost`, whose parts the planner estimates faster (kernels that
 then fit a weights slot and double-buffer, maps that then fit the buffer so the weights go
 once) -- into convolutions over input-channel slices, chained through the bypass operand:
@@ -107,11 +107,12 @@ def estimated_cycles(op: nn.Conv2dOp, parts: list[tuple[int, int]], hw: Snowflak
 
 
 class SplitKernel(RewritePattern):
-    def __init__(self, max_words: int, by_cost: bool, hw: SnowflakeConfig):
+    def __init__(self, max_words: int, by_cost: bool, hw: SnowflakeConfig, kernel_parts: bool = True):
         super().__init__()
         self.max_words = max_words
         self.by_cost = by_cost
         self.hw = hw
+        self.kernel_parts = kernel_parts
 
     def _count_by_cost(self, op: nn.Conv2dOp, c: int) -> int:
         """Parts that make the layer faster by the planner's estimate: a kernel that cannot be
@@ -144,7 +145,7 @@ class SplitKernel(RewritePattern):
         """Kernel parts that make the layer faster than `than` cycles (its estimate whole or as
         channel parts) by MIN_GAIN: only where the whole conv's kernels are not resident and a
         part's are (kernel_parts_cycles). 1: none."""
-        if op.bypass is not None or k < 32:
+        if not self.kernel_parts or op.bypass is not None or k < 32:
             return 1  # a part would need its channels of the bypass; too few kernels to share out
         whole = _kernel_part_plan(op, k, self.hw)
         if whole is None or whole.resident_weights:
@@ -254,12 +255,14 @@ class SplitKernelsPass(ModulePass):
     """Kernel words a part may hold; 0: the weights buffer less its 16-word bias block."""
     by_cost: bool = True
     """Also split where the planner estimates the parts faster (at least MIN_GAIN)."""
+    kernel_parts: bool = True
+    """With `by-cost`, also weigh kernel (output-channel) parts; false: channel parts only."""
     hw: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
         max_words = self.max_words or hw.weights_buffer_elements - hw.macs_per_vmac
-        PatternRewriteWalker(SplitKernel(max_words, self.by_cost, hw),
+        PatternRewriteWalker(SplitKernel(max_words, self.by_cost, hw, self.kernel_parts),
                              apply_recursively=False).rewrite_module(op)
 
         drop_dead_constants(op)
