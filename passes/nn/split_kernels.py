@@ -20,7 +20,7 @@ all fit the machine's weights buffers at once (`resident`: loaded once, every st
 under them) where the whole conv's do not. ResNet-50's 14², 1x1 1024 -> 512 on 16 CUs: four
 input-channel parts (each writing and reading back 200 KB of partial sums) or two kernel parts
 of 256 (each its input once more, 401 KB); the estimate decides between channel parts, kernel
-parts and none, by MIN_GAIN, as for channel parts.
+parts and none, by KERNEL_PARTS_MIN_GAIN (the estimate does not see a resident part's cold start).
 
 A 3x3x512 kernel (4624 words with its bias block) cannot live in the 4096-word weights buffer,
 and the 48-bit accumulator cannot be carried across a weights reload for every pixel, so the
@@ -50,6 +50,13 @@ from snowir.segments import CHANNEL_TILES
 
 MAX_PARTS_BY_COST = 4
 MIN_GAIN = 0.03  # a split for speed must save this share of the layer's estimated cycles
+KERNEL_PARTS_MIN_GAIN = 0.05
+"""The share kernel parts must save: their estimate leaves out each part's resident cold start (its
+kernels land before its later strips compute, plan/paired_start.py), which the whole conv pays
+once. Measured on 16 CUs at 4.2 GB/s (fast engine, bit-exact): ResNet-18's layer3.0.conv1 (3x3/2,
+128 -> 256 at 28²) predicted 4.1% faster as two parts, ran 4.6% slower; ResNet-50's n86 (1x1/2,
+512 -> 1024) predicted 4.6%, ran 4.4% faster; the 14² 1x1 1024 -> 512 predicted 25.8%, ran 13.8%
+faster than its channel parts."""
 
 
 def _parts(c: int, count: int) -> list[tuple[int, int]]:
@@ -143,8 +150,8 @@ class SplitKernel(RewritePattern):
 
     def _kernel_count_by_cost(self, op: nn.Conv2dOp, k: int, than: float) -> int:
         """Kernel parts that make the layer faster than `than` cycles (its estimate whole or as
-        channel parts) by MIN_GAIN: only where the whole conv's kernels are not resident and a
-        part's are (kernel_parts_cycles). 1: none."""
+        channel parts) by KERNEL_PARTS_MIN_GAIN: only where the whole conv's kernels are not
+        resident and a part's are (kernel_parts_cycles). 1: none."""
         if not self.kernel_parts or op.bypass is not None or k < 32:
             return 1  # a part would need its channels of the bypass; too few kernels to share out
         whole = _kernel_part_plan(op, k, self.hw)
@@ -155,7 +162,7 @@ class SplitKernel(RewritePattern):
             if k // count < 16:
                 break
             cycles = kernel_parts_cycles(op, _parts(k, count), self.hw)
-            if cycles < best_cycles * (1 - MIN_GAIN):
+            if cycles < best_cycles * (1 - KERNEL_PARTS_MIN_GAIN):
                 best, best_cycles = count, cycles
         return best
 
