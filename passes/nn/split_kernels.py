@@ -1,8 +1,9 @@
 """
-split-kernels{max-words=0 by-cost=true kernel-parts=true hw=}: split convolutions whose kernels do not fit a vMAC's
-weights buffer -- or, with `by-cost`, whose parts the planner estimates faster (kernels that
-then fit a weights slot and double-buffer, maps that then fit the buffer so the weights go
-once) -- into convolutions over input-channel slices, chained through the bypass operand:
+split-kernels{max-words=0 by-cost=true kernel-parts=true hw=}: split convolutions whose kernels
+do not fit a vMAC's weights buffer -- or, with `by-cost`, whose parts the planner estimates
+faster (kernels that then fit a weights slot and double-buffer, maps that then fit the buffer so
+the weights go once) -- into convolutions over input-channel slices, chained through the bypass
+operand:
 
     conv(x, W, b) -> y1 = conv(slice(x, 0..c1), W[:, 0..c1], b [, bypass r])
                      y2 = conv(slice(x, c1..c2), W[:, c1..c2], 0, bypass y1) ... (relu on the last)
@@ -148,16 +149,17 @@ class SplitKernel(RewritePattern):
                 best, best_cycles = count, cycles
         return best
 
-    def _kernel_count_by_cost(self, op: nn.Conv2dOp, k: int, than: float) -> int:
-        """Kernel parts that make the layer faster than `than` cycles (its estimate whole or as
-        channel parts) by KERNEL_PARTS_MIN_GAIN: only where the whole conv's kernels are not
-        resident and a part's are (kernel_parts_cycles). 1: none."""
+    def _kernel_count_by_cost(self, op: nn.Conv2dOp, k: int, c: int, channel_count: int) -> int:
+        """Kernel parts that make the layer faster than it runs whole or as its `channel_count`
+        channel parts (the estimates) by KERNEL_PARTS_MIN_GAIN: only where the whole conv's
+        kernels are not resident and a part's are (kernel_parts_cycles). 1: none."""
         if not self.kernel_parts or op.bypass is not None or k < 32:
             return 1  # a part would need its channels of the bypass; too few kernels to share out
         whole = _kernel_part_plan(op, k, self.hw)
         if whole is None or whole.resident_weights:
             return 1
-        best, best_cycles = 1, than
+        best, best_cycles = 1, (whole.estimated_cycles(self.hw) if channel_count == 1
+                                else estimated_cycles(op, _parts(c, channel_count), self.hw))
         for count in range(2, MAX_PARTS_BY_COST + 1):
             if k // count < 16:
                 break
@@ -199,8 +201,7 @@ class SplitKernel(RewritePattern):
         else:
             count = self._count_by_cost(op, c) if self.by_cost else 1
             if self.by_cost:
-                than = estimated_cycles(op, _parts(c, count), self.hw)
-                kernel_count = self._kernel_count_by_cost(op, k, than)
+                kernel_count = self._kernel_count_by_cost(op, k, c, count)
                 if kernel_count > 1:
                     self._split_kernels(op, rewriter, _parts(k, kernel_count))
                     return
@@ -225,7 +226,6 @@ class SplitKernel(RewritePattern):
             rewriter.insert(conv, _before(op))
             acc = conv.output
         rewriter.replace(op, [], [acc])
-
 
     @staticmethod
     def _split_kernels(op: nn.Conv2dOp, rewriter: PatternRewriter, parts: list[tuple[int, int]]) -> None:
