@@ -36,7 +36,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from snowir.dialects.tile.decisions import first_slot_refusal, kernel_tile_order
+from snowir.dialects.tile.decisions import kernel_tile_order
+from snowir.dialects.tile.refusals import first_slot_refusal
 from snowir.hw import SnowflakeConfig
 from snowir.plan.issue import issue_cycles
 from snowir.plan.shapes import TRACE_CHUNK, ConvPlan, indp_kernel_words, input_rows, kernel_vmacs, plan_machine
