@@ -520,40 +520,6 @@ def test_fill_delay_slots_fills_a_loop_its_loads_pace(tmp_path) -> None:
     assert full < without, f"with fill-delay-slots: {full} cycles, without: {without}"
 
 
-def _traces_bound_loop(after: list[str]) -> list:
-    """A loop whose one MAC (a 576-cycle trace) outlasts its issue, its slots no-ops, then `after`."""
-    from snowir.asm_analysis import body_ops
-
-    body = ["snowflake_asm.movi r6, 1", "snowflake_asm.movi r7, 9", "snowflake_asm.label @L",
-            "snowflake_asm.addi r6, r6, 1", "snowflake_asm.addi r4, r2, 16",
-            "snowflake_asm.mac coop r1, r2, r3 trace 576 wb", "snowflake_asm.addi r2, r2, 192",
-            "snowflake_asm.addi r1, r1, 32", "snowflake_asm.ble r6, r7, @L", *[NOP] * 4, *after]
-    return body_ops(_program(api.parse_text(SEG + "snowflake_asm.program @r {\n" + "\n".join(body) + "\n}\n")))
-
-
-def test_fill_delay_slots_fills_a_traces_bound_loop_that_exits_into_an_ld() -> None:
-    """Regression (issue 38): a loop whose traces outlast its issue was left unfilled (the stem's
-    rule), also where the code after it issues an LD before any vector op: the LD waits for no
-    vector-queue slot, so the last pass's no-op slots delayed it. Table 1's 384->256 first channel
-    part (each kernel tile's loop exits into the next tile's weight LDs) ended 3 cycles later than
-    at 72eef3b (266,525 against 266,522). Such a loop is filled; one exiting into a vector op (the
-    stem's: a vector-queue flush before its LDs) is not."""
-    from snowir.passes.asm.fill_delay_slots import fill_ops
-
-    ld = ["snowflake_asm.movi r18, 16", "snowflake_asm.ld weights r0, r0, r18 unit 0 to 0"]
-    _, filled = fill_ops(_traces_bound_loop(ld), 4)
-    assert filled > 0
-    _, filled = fill_ops(_traces_bound_loop(["snowflake_asm.vmov coop mask r6", *ld]), 4)
-    assert filled == 0
-
-
-def test_table1_first_channel_part_ends_as_at_72eef3b(tmp_path) -> None:
-    """The model-level case of the test above: Table 1's 13x13 3x3 384->256, two channel parts in
-    one program; the first part ends at 266,522 cycles (72eef3b's), not 266,525."""
-    ends = _layer_ends(tmp_path, (384, 13, 13, 256, 3, 3, 1, 1), None)
-    assert ends[0] <= 266_522, ends
-
-
 @pytest.mark.parametrize("name", ["schedule-asm", "fill-delay-slots"])
 def test_passes_keep_the_pc_of_code_they_do_not_change(name: str) -> None:
     """A loop's slots filled or its no-ops dropped: the no-ops go before its label, so the code

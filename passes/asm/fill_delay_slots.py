@@ -27,15 +27,10 @@ and every later pass no more; among those, the fewest cycles per pass, then the 
 loads dispatched earliest. A loop its traces bound is not filled: with no LD in it and its
 vector ops' CU cycles (each record's `cu_cycles`) no fewer than its issue cycles, the issue runs
 ahead of the CUs and a filled slot saves nothing, while each no-op before the label costs a
-cycle on entry (ZFNet's 7x7/2 stem: 52,681 cycles filled against 52,633). Unless the code after
-its slots issues an LD before any vector op: that LD waits for no vector-queue slot, so it issues
-when the last pass's slots end, and filled they end as many cycles sooner as they took
-instructions (Table 1's 384->256 first channel part, whose kernel tiles' loops exit into the next
-tile's weight LDs: 266,525 cycles unfilled, 266,522 filled; the stem's loops exit into a
-vector-queue flush before their LDs and stay unfilled). A loop with an LD is filled: a vector
-op waiting for the LD's data holds dispatch, and after the wait the pass's issue, its slots
-included, is what the CUs wait for (AlexNet's fc6-fc8, their weight LDs in the loop: fc7 1,275
-cycles slower unfilled).
+cycle on entry (ZFNet's 7x7/2 stem: 52,681 cycles filled against 52,633). A loop with an LD is
+filled: a vector op waiting for the LD's data holds dispatch, and after the wait the pass's
+issue, its slots included, is what the CUs wait for (AlexNet's fc6-fc8, their weight LDs in the
+loop: fc7 1,275 cycles slower unfilled).
 
 A program's rewrite is kept only when the program then runs no slower on the machine model
 (passes/asm/guard.py): the static model above does not see every queue of the machine.
@@ -146,7 +141,7 @@ def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, 
         return later, first, machine
 
     base = cost(0)
-    if _traces_bound(ops[start:i + 1 + slots], base[0], hw) and not _loads_on_exit(ops, i + 1 + slots):
+    if _traces_bound(ops[start:i + 1 + slots], base[0], hw):
         return ()  # a filled slot saves no cycle, a no-op before the label costs one
     costs = {k: cost(k) for k in range(1, len(moved) + 1)}
     # no slower on any pass: a loop may run once (the no-ops before its label then cost what
@@ -171,20 +166,6 @@ def _traces_bound(block: list[Operation], issue: int, hw: SnowflakeConfig) -> bo
     if any(type(op) is sf.LdOp for op in block):
         return False
     return sum(op.cu_cycles(hw) for op in block if isinstance(op, sf.SnowflakeInstruction)) >= issue
-
-
-def _loads_on_exit(ops: list[Operation], after: int) -> bool:
-    """Whether the straight-line code from `after` (past a loop's slots, up to a label or branch)
-    issues an LD before any vector op: the LD then issues when the loop's last pass ends, so that
-    pass's slots are on its path even when the loop's traces outlast its issue."""
-    for op in ops[after:]:
-        if sf.program_role(type(op)) is not sf.ProgramRole.INSTRUCTION:
-            return False
-        if type(op) is sf.LdOp:
-            return True
-        if is_machine(op):
-            return False
-    return False
 
 
 def fill_program(program: sf.ProgramOp, slots: int, latency: int, hw: SnowflakeConfig) -> int:
