@@ -406,6 +406,28 @@ def test_icache_banking_loop_starting_a_block_runs_its_bank_load_once() -> None:
     assert new.machine.dynamic - ref.machine.dynamic == len(assemble(after).code) - len(assemble(before).code)
 
 
+def test_icache_banking_skips_the_padding_before_a_loop() -> None:
+    """Regression (issue 38): a loop that does not fit the rest of its block moves to the next
+    one behind no-ops, which ran one issue cycle each (DenseNet-121's n300: 131 at its cold
+    start). A branch to the block's last instruction skips them: the branch, its 4 slots and that
+    instruction run, every pc stays, and the program computes what it did."""
+    left = 40  # instructions of block 0 the loop (60 of them) does not fit in
+    body = "\n".join([*(f"snowflake_asm.movi r1, {k}" for k in range(BANK - left)), "snowflake_asm.movi r9, 3",
+                      "snowflake_asm.label @L", *(f"snowflake_asm.addi r{2 + k % 6}, r1, {k}" for k in range(54)),
+                      "snowflake_asm.addi r9, r9, -1", "snowflake_asm.bgt r9, r0, @L", *[NOP] * 4,
+                      *(f"snowflake_asm.movi r2, {k}" for k in range(BANK + 100))])  # a third block
+    before, after = _apply(body, "icache-banking")
+    ops = [op for op in _program(after).body.block.ops if type(op) is not sf.LabelOp]
+    skip = next(k for k, op in enumerate(ops) if type(op) is sf.BeqOp)
+    assert skip < BANK and all(type(op) is sf.MovOp for op in ops[skip + 1:BANK])  # block 0's end
+    ref = run_image(assemble(before), WHOLE, "fast", {})
+    new = run_image(assemble(after), DEFAULT, "fast", {})
+    assert new.machine.state.regs[:30] == ref.machine.state.regs[:30]
+    # added and run: two bank loads' 5 instructions each, and of the padding the skip, its 4
+    # slots and the block's last instruction (all `left` of it before)
+    assert new.machine.dynamic - ref.machine.dynamic == 2 * 5 + 6
+
+
 def _same_run(body: str, *names: str) -> None:
     """The program runs to the end transformed with the registers and buffers it ends with."""
     before, after = _apply(body, *names)
