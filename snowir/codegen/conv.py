@@ -39,6 +39,7 @@ from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import (ConvPlan, LoweringError, Strip, band_plans, full_mask, kernel_vmacs, plan_machine,
                                 vmac_mask)
 from snowir.plan.pool_shapes import ring_of
+from snowir.plan.weights_end import preload_at_last_strip
 
 
 FOLLOWED = ("prefetch_after", "load_next_whole")
@@ -405,8 +406,9 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
     next one, `load_next_resident`), so the next strip's data loads during tile 0, as soon as the
     previous strip's MACs are done with its bank, and has the whole strip to land. Tile 0 and the
     last tile (partial write-back mask; in the last strip the next conv's kernels when they are
-    `kernels_preloaded`, into words below it: weights_end.last_kernel_slot) are peeled around a
-    counted loop; a lone kernel tile is both (computed once, from word 0)."""
+    `kernels_preloaded`, into words below it: weights_end.last_kernel_slot; from the last strip's
+    tile 0 where they land above every resident tile, weights_end.preload_at_last_strip) are
+    peeled around a counted loop; a lone kernel tile is both (computed once, from word 0)."""
     s = plan.shape
     load_tiles = strip == plan.strips[0] and resident_ahead(plan)
     b.const(R_TW, 0)
@@ -426,10 +428,7 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
         kernel_tile(bb, plan, hw, strip, base, c_off, full_mask(plan), ahead, bypass_base, True)
 
     carried = [lambda bb: _preload(bb, plan)] if strip == plan.strips[-1] and plan.preload else []
-    # the next conv's tile 0 in words no resident tile reads: loaded from the last strip's tile 0,
-    # it has the strip's T tiles of MACs to land in rather than the last one's (AlexNet-OWT's conv1:
-    # 52 KB, 3.1 k cycles on the bus, against a 1.6 k-cycle last tile)
-    early = carried and not load_tiles and all(w >= plan.tiles * s.kernel_words for *_, w in plan.preload)
+    early = carried and preload_at_last_strip(plan)  # from tile 0: words no tile reads
     with b.at(ktiles(0, 0)):
         tile(b, group_channels(plan, 0), [*prefetch, *carried] if early else prefetch)
         b.emit(*_next_resident(plan))

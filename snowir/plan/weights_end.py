@@ -163,6 +163,20 @@ def preload_pays(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConfig) -> boo
     return traces > hw.vector_queue_depth and macs >= 1.25 * issue + 2 * cost and bus >= 2 * cost
 
 
+def preload_at_last_strip(plan: ConvPlan) -> bool:
+    """Whether a resident conv (codegen/conv._resident_tiles: tile t at t x K words, none loaded
+    again after its first strip) issues the next conv's kernel tile 0 (`plan.preload`) from its
+    last strip's tile 0 rather than its last tile: where every word the preload lands on lies above
+    the resident tiles' T x K, no op of the conv reads them, so the loads have the last strip's T
+    tiles of MACs to land in instead of one (AlexNet-OWT's conv1: conv2's 52 KB tile is 3.1 k cycles
+    on the bus against a 1.2 k-cycle last tile; loaded there, its pool's last ring loads queued
+    behind it, conv1 +2,009 cycles against no preload, +66 from its first tile). Not in a first
+    strip that loads the tiles one ahead (`resident_ahead`: R_WSRC walks them there)."""
+    s = plan.shape
+    return bool(plan.preload) and plan.resident_weights and plan.tiles > 1 and len(plan.strips) > 1 \
+        and all(word >= plan.tiles * s.kernel_words for *_, word in plan.preload)
+
+
 def _plain_kloop(plan: ConvPlan) -> bool:
     """A COOP conv of codegen/conv.py's plain Kloop program (`_kloop`): its last kernel tile runs
     the last strip's output rows in order and takes row loads (`kernel_tile`'s `row_loads`)."""
