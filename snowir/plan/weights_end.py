@@ -29,6 +29,11 @@ MACs outlast the issue of its pixel loops (CU-bound) hides them; one whose contr
 the limit already (short traces: a 1x1 conv over 16-32 channels, a block-diagonal group's
 16-word taps) runs them on top, and the CUs wait: the previous layer runs slower by about the
 LDs' issue (SqueezeNet's 1x1 squeezes +47-103 cycles, DenseNet-121's grouped 1x1s +50-345).
+
+A resident conv reads none of the words above its T resident tiles, so where the preload lands
+there it is issued from the last strip's first tile, not its last (`preload_at_last_strip`): a last
+tile shorter than the preload's bus time otherwise ran longer by the rest of it (AlexNet-OWT's
+conv1: +2,009 cycles carrying conv2's 52 KB in its last tile, +66 from the strip's first).
 """
 
 from __future__ import annotations
