@@ -520,23 +520,6 @@ def test_fill_delay_slots_fills_a_loop_its_loads_pace(tmp_path) -> None:
     assert full < without, f"with fill-delay-slots: {full} cycles, without: {without}"
 
 
-BUS_BOUND_1X1 = (608, 14, 14, 128, 1, 1, 1, 0)
-"""DenseNet-121's 14² 1x1 608 -> 128: eight kernel tiles a strip, each waiting for its 20 KB of
-kernels (bus-bound); a tile's first pixels before its next-weights prefetch (16 vector ops) are
-two loops whose 38-cycle traces outlast their issue on paper."""
-
-
-def test_fill_delay_slots_fills_the_loops_ahead_of_a_prefetch(tmp_path) -> None:
-    """Regression (issue 38, stop 54): left unfilled as traces-bound, the loops of a tile's first
-    16 vector ops delayed the prefetch LD after them by their slots' no-ops: after a load wait
-    the queue is empty and their issue is what the LD waits for (71,459 cycles unfilled against
-    71,113 filled at 72eef3b; DenseNet-121's n465 +477, Inception v1's n110 +392, VGG-19's n7
-    +216). A loop whose passes (known from its counter's constants) put no more vector ops in the
-    queue than it holds, an LD after it, is filled; the stem's (its passes fill the queue) is not."""
-    (full,), (without,) = (_layer_ends(tmp_path, BUS_BOUND_1X1, drop) for drop in (None, "fill-delay-slots"))
-    assert full < without, f"with fill-delay-slots: {full} cycles, without: {without}"
-
-
 @pytest.mark.parametrize("name", ["schedule-asm", "fill-delay-slots"])
 def test_passes_keep_the_pc_of_code_they_do_not_change(name: str) -> None:
     """A loop's slots filled or its no-ops dropped: the no-ops go before its label, so the code

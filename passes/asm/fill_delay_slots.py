@@ -30,15 +30,7 @@ ahead of the CUs and a filled slot saves nothing, while each no-op before the la
 cycle on entry (ZFNet's 7x7/2 stem: 52,681 cycles filled against 52,633). A loop with an LD is
 filled: a vector op waiting for the LD's data holds dispatch, and after the wait the pass's
 issue, its slots included, is what the CUs wait for (AlexNet's fc6-fc8, their weight LDs in the
-loop: fc7 1,275 cycles slower unfilled). Nor is a loop whose passes put no more vector ops in
-the queue than it holds, with an LD after it (`_queued_before_load`): a kernel tile's first
-pixels before its next-weights prefetch (16 ops, codegen/pixels.kernel_tile). After a load wait
-the queue is empty, so nothing holds their issue back and the LD waits for it, slots' no-ops
-included; in a bus-bound layer every tile's prefetch then came later (DenseNet-121's 14² 1x1s
-608 -> 128, `n465`, +477 cycles unfilled, Inception v1's `n110` +392, VGG-19's `n7` +216).
-Such a loop's no-ops go after its slots rather than before its label (the code after it keeps
-its pc either way): before the label they held back the tile's first vector op, which a CU-bound
-tile waits for (ResNet-50's `n86` on 16 CUs: +4 cycles a tile, +1,147 a layer).
+loop: fc7 1,275 cycles slower unfilled).
 
 A program's rewrite is kept only when the program then runs no slower on the machine model
 (passes/asm/guard.py): the static model above does not see every queue of the machine.
@@ -90,24 +82,19 @@ def fill_ops(ops: list[Operation], slots: int, latency: int = 3, hw: SnowflakeCo
             continue
         # the choice depends only on registers read and written and on which ops touch the
         # machine: blocks of one shape (unrolled pixels, every tile of a layer) decide once
-        ahead = _queued_before_load(ops, start, i, slots, hw)
-        key = (ahead, *map(_shape, ops[start:i + 1 + slots]))
+        key = tuple(map(_shape, ops[start:i + 1 + slots]))
         take = decided.get(key)
         if take is None:
-            take = decided[key] = _choose(ops, start, i, slots, latency, hw, ahead)
+            take = decided[key] = _choose(ops, start, i, slots, latency, hw)
         if take:
             moved = [ops[start + k] for k in take]
             kept = [o for o in window if not is_nop(o)]
             body = [o for k, o in enumerate(ops[start:i]) if k not in take]
             slot_ops = moved + kept
             ops[start:i + 1 + slots] = body + [op] + slot_ops + _nops(op, slots - len(slot_ops))
-            # once per entry, before the label; ahead of an LD after the loop instead, so the loop's
-            # first vector op is not held back (after a load wait the queue is empty: a CU-bound
-            # tile waits for it, ResNet-50's n86 on 16 CUs +4 cycles a tile with them before)
-            at = start + len(body) + 1 + slots if ahead else start - 1
-            ops[at:at] = _nops(op, len(take))
+            ops[start - 1:start - 1] = _nops(op, len(take))  # before the label: once per entry
             filled += len(take)
-        i += 1 + slots  # past the slots and the no-ops: as many no-ops placed as moved
+        i += 1 + slots  # the branch is where it was: as many no-ops before the label as moved
     return ops, filled
 
 
@@ -119,8 +106,7 @@ def _shape(op: Operation) -> tuple:
     return op.name, op.reads(), op.writes(), is_machine(op), op.properties.get("trace"), op.properties.get("mode")
 
 
-def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, hw: SnowflakeConfig,
-            ahead: bool = False) -> tuple[int, ...]:
+def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, hw: SnowflakeConfig) -> tuple[int, ...]:
     """Positions (from `start`) of the loop block's instructions to move into the slots of its
     branch at `i`."""
     op = ops[i]
@@ -155,7 +141,7 @@ def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, 
         return later, first, machine
 
     base = cost(0)
-    if not ahead and _traces_bound(ops[start:i + 1 + slots], base[0], hw):
+    if _traces_bound(ops[start:i + 1 + slots], base[0], hw):
         return ()  # a filled slot saves no cycle, a no-op before the label costs one
     costs = {k: cost(k) for k in range(1, len(moved) + 1)}
     # no slower on any pass: a loop may run once (the no-ops before its label then cost what
@@ -165,62 +151,6 @@ def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, 
         return ()
     best = min(fits, key=lambda k: (costs[k][0], costs[k][2], costs[k][1], k))
     return tuple(idx - start for idx in sorted(moved[:best]))
-
-
-def _queued_before_load(ops: list[Operation], start: int, i: int, slots: int, hw: SnowflakeConfig) -> bool:
-    """Whether the loop (block from `start`, its branch at `i`) issues all its passes' vector ops
-    into the vector queue ahead of an LD that follows it: its passes' count is known from the
-    code before its label (the counter and its bound set from constants, or the bound from the
-    counter) and its vector ops fit in the queue. Then no full queue holds the issue back, and the
-    LD waits for the loop's issue, its slots' no-ops included: a kernel tile's first pixels before
-    its next-weights prefetch (`kernel_tile`: 16 ops), after a load wait emptied the queue
-    (DenseNet-121's 14² 1x1s 608 -> 128, their tiles bus-bound: +346 cycles a layer unfilled)."""
-    trips = _passes(ops, start, i)
-    if trips is None:
-        return False
-    vector = sum(1 for op in ops[start:i + 1 + slots]
-                 if isinstance(op, sf.SnowflakeInstruction) and op.cu_cycles(hw) > 0)
-    if not vector or trips * vector > hw.vector_queue_depth:
-        return False
-    passed: set[str] = set()
-    for op in ops[i + 1 + slots:i + 1 + slots + 256]:  # on through later loops, to any other branch
-        if type(op) is sf.LdOp:
-            return True
-        if type(op) is sf.LabelOp:
-            passed.add(op.label.data)
-        elif sf.program_role(type(op)) is sf.ProgramRole.BRANCH \
-                and getattr(getattr(op, "target", None), "data", None) not in passed:
-            return False
-    return False
-
-
-def _passes(ops: list[Operation], start: int, i: int) -> int | None:
-    """A `ble a, c` loop's passes when its body steps a by a positive constant and the code
-    right before its label sets c from a (c = a + d) or both from constants; else None."""
-    branch = ops[i]
-    if type(branch) is not sf.BleOp:
-        return None
-    a, c = branch.reads()
-    steps = [op for op in ops[start:i] if isinstance(op, sf.SnowflakeInstruction) and op.writes() in (a, c)]
-    if len(steps) != 1 or type(steps[0]) is not sf.AddiOp or steps[0].writes() != a or steps[0].reads() != (a,) \
-            or steps[0].imm.data <= 0:
-        return None
-    step = steps[0].imm.data
-    init: dict[int, Operation] = {}  # the last write of a and of c before the label, nearest first
-    k = start - 2  # before the label
-    while k >= 0 and len(init) < 2 and sf.program_role(type(ops[k])) not in LABEL_OR_BRANCH \
-            and not _in_slots(ops, k, 4):
-        op = ops[k]
-        if isinstance(op, sf.SnowflakeInstruction) and op.writes() in (a, c) and op.writes() not in init:
-            init[op.writes()] = op
-        k -= 1
-    bound = init.get(c)
-    if type(bound) is sf.AddiOp and bound.reads() == (a,) and next(iter(init)) == c:  # a not set after c
-        return max(0, bound.imm.data) // step + 1
-    first = init.get(a)
-    if type(bound) is sf.MoviOp and type(first) is sf.MoviOp:
-        return max(0, bound.imm.data - first.imm.data) // step + 1
-    return None
 
 
 def _traces_bound(block: list[Operation], issue: int, hw: SnowflakeConfig) -> bool:
