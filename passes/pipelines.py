@@ -87,6 +87,8 @@ class NNPreparePass(ModulePass):
     """format=auto: a .npy of calibration inputs (quantize)."""
     split_by_cost: bool = True
     """split-kernels{by-cost}: also split convs whose channel parts the planner estimates faster."""
+    split_kernel_parts: bool = True
+    """split-kernels{kernel-parts}: with split-by-cost, also weigh kernel (output-channel) parts."""
     sequence_gemm: bool = True
     """false: sequence-gemm{layout=off} (a dense over timesteps runs as T one-pixel images)."""
     split_recurrence: bool = True
@@ -109,7 +111,7 @@ class NNPreparePass(ModulePass):
                                     FuseResidualAddPass(hw=self.hw), FuseReluPass(), FoldChannelShufflePass(self.hw),
                                     *([SplitRecurrencePass()] if self.split_recurrence else []),
                                     SequenceGemmPass("auto" if self.sequence_gemm else "off", self.hw), FcToConvPass(), AvgPoolToConvPass(self.hw),
-                                    DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, hw=self.hw),
+                                    DepthwiseToGroupedPass(self.hw), SplitKernelsPass(by_cost=self.split_by_cost, kernel_parts=self.split_kernel_parts, hw=self.hw),
                                     UnfoldRowsPass(self.hw), SpaceToDepthPass(self.hw), *([PadRowsPass(self.hw)] if self.pad_rows else []),
                                     CopyConcatSlicesPass(self.hw), AddToBypassPass(self.add_to_bypass, self.hw),
                                     *self._unit_passes(),

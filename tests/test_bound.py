@@ -134,3 +134,22 @@ def test_a_strided_1x1_conv_reads_only_the_pixels_its_windows_touch(tmp_path: Pa
     [row] = [r for r in report["layers"] if r["op"] == "conv2d"]
     assert row["compulsory_bytes"] == 2 * (128 * 64 + 128 + 64 * 8 * 8 + 128 * 8 * 8)
     assert row["bound_share"] <= 1
+
+
+def test_overlap_bound_lies_below_the_summed_bound() -> None:
+    """Two layers, one compute-bound (1.0 ms of MACs, 0.25 ms of traffic) and one bus-bound
+    (0.2 ms of MACs, 0.8 ms of traffic): one after the other at least 1.8 ms; overlapped, at
+    least max(1.2, 1.05) = 1.2 ms, the MACs. Ports are left out (a lower bound either way)."""
+    hw = SnowflakeConfig()
+    per_ms = hw.dram_bytes_per_cycle * hw.clock_mhz * 1e3  # bytes the bus moves in a millisecond
+    rows = [{"bound_ms": 1.0, "bound_compute_ms": 1.0, "bound_bus_ms": 0.25, "compulsory_bytes": int(0.25 * per_ms),
+             "bound_by": "compute"},
+            {"bound_ms": 0.8, "bound_compute_ms": 0.2, "bound_bus_ms": 0.8, "compulsory_bytes": int(0.8 * per_ms),
+             "bound_by": "bus"},
+            {"bound_ms": None}]  # a host layer
+    total = bound.total_fields(rows, 2.0, hw)
+    assert total["bound_ms"] == pytest.approx(1.8)
+    assert total["overlap_bound_ms"] == pytest.approx(1.2)
+    rows[1]["compulsory_bytes"] = int(1.5 * per_ms)  # now the traffic binds: 1.75 ms of it
+    assert bound.overlap_bound_ms(rows, hw) == pytest.approx(1.75, rel=1e-6)
+    assert bound.total_fields([{"bound_ms": None}], 1.0, hw)["overlap_bound_ms"] is None

@@ -32,13 +32,15 @@ from snowir.tools.snow_opt import main
 SIXTEEN_CUS = {"cus": 16, "dram_gbps": 4.2}
 
 
-def _lower(m: onnx.ModelProto, tmp_path: Path, hw: dict) -> tuple[Path, Path]:
-    """`m` at the tile level for the machine `hw` (its JSON and the tile-level file)."""
+def _lower(m: onnx.ModelProto, tmp_path: Path, hw: dict, prepare: str = "") -> tuple[Path, Path]:
+    """`m` at the tile level for the machine `hw` (its JSON and the tile-level file); `prepare`:
+    more nn-prepare options."""
     hw_file, path, out = tmp_path / "hw.json", tmp_path / "m.onnx", tmp_path / "t.mlir"
     hw_file.write_text(json.dumps(hw))
     onnx.save(m, path)
     o = f"{{hw={hw_file}}}"
-    assert main([str(path), "-p", f"nn-prepare{o},nn-to-tile{o},tile-loop-order{o},allocate-dram{o}",
+    p = f"{{hw={hw_file} {prepare}}}" if prepare else o
+    assert main([str(path), "-p", f"nn-prepare{p},nn-to-tile{o},tile-loop-order{o},allocate-dram{o}",
                  "-o", str(out)]) in (0, None)
     return hw_file, out
 
@@ -109,15 +111,16 @@ def test_a_plain_resident_conv_loads_its_tiles_at_once() -> None:
 
 
 def test_a_gathered_part_reading_its_bypass_as_rows_loads_its_tiles_at_once(tmp_path: Path, monkeypatch) -> None:
-    """ResNet-50's 14² 1x1 1024 -> 256 on 8 CUs at 4.2 GB/s: split-kernels makes four channel parts,
-    the later ones resident, gathering their 256 channels and reading the previous part's sums as
-    bypass rows (no slices). One tile ahead they ran +1.3 to +3.0 k cycles each (the model +0.10 ms
-    against stop 52): their tiles go at once, which measures faster here, bit-exact."""
+    """ResNet-50's 14² 1x1 1024 -> 256 on 8 CUs at 4.2 GB/s as four channel parts (split-kernels
+    without kernel parts, which since stop 54 make it two kernel parts there), the later ones
+    resident, gathering their 256 channels and reading the previous part's sums as bypass rows (no
+    slices). One tile ahead they ran +1.3 to +3.0 k cycles each (the model +0.10 ms against stop 52):
+    their tiles go at once, which measures faster here, bit-exact."""
     n = helper.make_node
     nodes = [n("Conv", ["x", "w", "b"], ["c"], name="p"), n("Relu", ["c"], ["y"])]
     inits = {"w": rand(256, 1024, 1, 1, seed=1, scale=0.03), "b": rand(256, seed=2, scale=0.1)}
     hw_file, path = _lower(model(nodes, {"x": [1, 1024, 14, 14]}, {"y": None}, inits), tmp_path,
-                           {"cus": 8, "dram_gbps": 4.2})
+                           {"cus": 8, "dram_gbps": 4.2}, "split-kernel-parts=false")
     parts = [conv_plan_of(op) for op in load_model(path)[0].ops if isinstance(op, tile.LayerOp)]
     later = [p for p in parts if p.bypass_addr is not None]
     assert len(parts) > 2 and later and all(p.resident_weights and p.gather is not None and not p.bypass_slices

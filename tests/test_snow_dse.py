@@ -36,7 +36,8 @@ def test_rows_equal_snow_run_and_ray_equals_one_worker(tmp_path: Path, capsys) -
     assert len(csv) == 5 and csv[0].startswith("cus,") and "stall_cu_load_wait" in csv[0]
     header = csv[0].split(",")  # capacity and traffic, each its own column
     assert header.count("dram_bytes") == 1 and "dram_traffic_bytes" in header
-    assert {"bound_ms", "bound_share", "bound_by", "conv_bound_ms", "conv_bound_share"} <= set(header)
+    assert {"bound_ms", "bound_share", "bound_by", "conv_bound_ms", "conv_bound_share",
+            "conv_overlap_bound_ms"} <= set(header)
     assert (one / "pareto.png").read_bytes()[:4] == b"\x89PNG" and any(r["pareto"] for r in rows)
     for row in rows:  # every row is the snow-run --hw of its configuration
         hw = SnowflakeConfig(dram_gbps=row["dram_gbps"], load_units=row["load_units"])
@@ -52,6 +53,9 @@ def test_rows_equal_snow_run_and_ray_equals_one_worker(tmp_path: Path, capsys) -
         assert (row["bound_ms"], row["bound_share"], row["bound_by"]) == (
             total["bound_ms"], total["bound_share"], total["bound_by"])
         assert 0 < row["conv_bound_share"] <= 1 and row["conv_bound_ms"] <= row["conv_ms"]
+        # overlapping the layers can only lower the bound; the conv layers are the whole device time here
+        assert 0 < row["conv_overlap_bound_ms"] <= row["conv_bound_ms"]
+        assert row["conv_overlap_bound_ms"] == pytest.approx(total["overlap_bound_ms"])
     assert len({r["cycles"] for r in rows}) > 1  # the swept fields matter
     # the same sweep on a local Ray runtime: the same rows
     assert snow_dse([str(net), *SWEEP, "--out", str(many), "--workers", "2", "--quiet"]) == 0

@@ -1,14 +1,27 @@
 """
-split-kernels{max-words=0 by-cost=true hw=}: split convolutions whose kernels do not fit a vMAC's
-weights buffer -- or, with `by-cost`, whose parts the planner estimates faster (kernels that
-then fit a weights slot and double-buffer, maps that then fit the buffer so the weights go
-once) -- into convolutions over input-channel slices, chained through the bypass operand:
+split-kernels{max-words=0 by-cost=true kernel-parts=true hw=}: split convolutions whose kernels
+do not fit a vMAC's weights buffer -- or, with `by-cost`, whose parts the planner estimates
+faster (kernels that then fit a weights slot and double-buffer, maps that then fit the buffer so
+the weights go once) -- into convolutions over input-channel slices, chained through the bypass
+operand:
 
     conv(x, W, b) -> y1 = conv(slice(x, 0..c1), W[:, 0..c1], b [, bypass r])
                      y2 = conv(slice(x, c1..c2), W[:, c1..c2], 0, bypass y1) ... (relu on the last)
 
 The parts' partial sums are whole pixels here; choose-layouts then decides, over the graph's
 bypass chains, which to store channel-tile-major (docs/lowering.md "Channel-tile-major tensors").
+
+With `by-cost` a conv without a bypass may instead split its kernels (output channels) into
+kernel parts, each over the whole input, joined by a channel concat that the parts write in place:
+
+    conv(x, W, b) -> concat(conv(x, W[0..k1], b[0..k1]), conv(x, W[k1..k2], b[k1..k2]), ...)
+
+Each output is still one conv's, so nothing is rounded that was not; what it buys is kernels that
+all fit the machine's weights buffers at once (`resident`: loaded once, every strip computed
+under them) where the whole conv's do not. ResNet-50's 14², 1x1 1024 -> 512 on 16 CUs: four
+input-channel parts (each writing and reading back 200 KB of partial sums) or two kernel parts
+of 256 (each its input once more, 401 KB); the estimate decides between channel parts, kernel
+parts and none, by KERNEL_PARTS_MIN_GAIN (the estimate does not see a resident part's cold start).
 
 A 3x3x512 kernel (4624 words with its bias block) cannot live in the 4096-word weights buffer,
 and the 48-bit accumulator cannot be carried across a weights reload for every pixel, so the
@@ -30,7 +43,7 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 
 from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
-from snowir.nn_util import const_of, conv_shape, drop_dead_constants, new_constant, shape_of, tensor
+from snowir.nn_util import const_of, conv_shape, drop_dead_constants, name_part, new_constant, shape_of, tensor
 from snowir.plan.conv import plan_conv, residual_cycles
 from snowir.plan.shapes import ConvShape, LoweringError, weights_slot_elements
 from snowir.segments import CHANNEL_TILES
@@ -38,6 +51,13 @@ from snowir.segments import CHANNEL_TILES
 
 MAX_PARTS_BY_COST = 4
 MIN_GAIN = 0.03  # a split for speed must save this share of the layer's estimated cycles
+KERNEL_PARTS_MIN_GAIN = 0.05
+"""The share kernel parts must save: their estimate leaves out each part's resident cold start (its
+kernels land before its later strips compute, plan/paired_start.py), which the whole conv pays
+once. Measured on 16 CUs at 4.2 GB/s (fast engine, bit-exact): ResNet-18's layer3.0.conv1 (3x3/2,
+128 -> 256 at 28²) predicted 4.1% faster as two parts, ran 4.6% slower; ResNet-50's n86 (1x1/2,
+512 -> 1024) predicted 4.6%, ran 4.4% faster; the 14² 1x1 1024 -> 512 predicted 25.8%, ran 13.8%
+faster than its channel parts."""
 
 
 def _parts(c: int, count: int) -> list[tuple[int, int]]:
@@ -53,6 +73,30 @@ def _part_shape(op: nn.Conv2dOp, parts: list[tuple[int, int]], i: int) -> ConvSh
     whole = conv_shape(op)
     a, size = parts[i]
     return replace(whole, c=size, cin_total=whole.c if len(parts) > 1 else 0, c_base=a)
+
+
+def _kernel_part_plan(op: nn.Conv2dOp, size: int, hw: SnowflakeConfig):
+    """The planner's plan of a kernel part of `size` kernels (no bypass: only a conv without one
+    splits its kernels), or None where the planner refuses it."""
+    from dataclasses import replace
+
+    try:
+        return plan_conv(replace(conv_shape(op), k=size), hw, 0, 1 << 24, 1 << 25, None, None, "COOP")
+    except LoweringError:
+        return None
+
+
+def kernel_parts_cycles(op: nn.Conv2dOp, parts: list[tuple[int, int]], hw: SnowflakeConfig) -> float:
+    """The planner's estimate for the conv run as these kernel parts, one after the other, or inf
+    where a part has no plan or its kernels are not resident (the structural gain kernel parts are
+    weighed for: a part's kernels loaded once while its maps go once)."""
+    total = 0.0
+    for _, size in parts:
+        plan = _kernel_part_plan(op, size, hw)
+        if plan is None or not plan.resident_weights:
+            return float("inf")
+        total += plan.estimated_cycles(hw)
+    return total
 
 
 def estimated_cycles(op: nn.Conv2dOp, parts: list[tuple[int, int]], hw: SnowflakeConfig) -> float:
@@ -71,11 +115,12 @@ def estimated_cycles(op: nn.Conv2dOp, parts: list[tuple[int, int]], hw: Snowflak
 
 
 class SplitKernel(RewritePattern):
-    def __init__(self, max_words: int, by_cost: bool, hw: SnowflakeConfig):
+    def __init__(self, max_words: int, by_cost: bool, hw: SnowflakeConfig, kernel_parts: bool = True):
         super().__init__()
         self.max_words = max_words
         self.by_cost = by_cost
         self.hw = hw
+        self.kernel_parts = kernel_parts
 
     def _count_by_cost(self, op: nn.Conv2dOp, c: int) -> int:
         """Parts that make the layer faster by the planner's estimate: a kernel that cannot be
@@ -101,6 +146,25 @@ class SplitKernel(RewritePattern):
                 continue
             cycles = estimated_cycles(op, parts, self.hw)
             if cycles < best_cycles * (1 - MIN_GAIN):
+                best, best_cycles = count, cycles
+        return best
+
+    def _kernel_count_by_cost(self, op: nn.Conv2dOp, k: int, c: int, channel_count: int) -> int:
+        """Kernel parts that make the layer faster than it runs whole or as its `channel_count`
+        channel parts (the estimates) by KERNEL_PARTS_MIN_GAIN: only where the whole conv's
+        kernels are not resident and a part's are (kernel_parts_cycles). 1: none."""
+        if not self.kernel_parts or op.bypass is not None or k < 32:
+            return 1  # a part would need its channels of the bypass; too few kernels to share out
+        whole = _kernel_part_plan(op, k, self.hw)
+        if whole is None or whole.resident_weights:
+            return 1
+        best, best_cycles = 1, (whole.estimated_cycles(self.hw) if channel_count == 1
+                                else estimated_cycles(op, _parts(c, channel_count), self.hw))
+        for count in range(2, MAX_PARTS_BY_COST + 1):
+            if k // count < 16:
+                break
+            cycles = kernel_parts_cycles(op, _parts(k, count), self.hw)
+            if cycles < best_cycles * (1 - KERNEL_PARTS_MIN_GAIN):
                 best, best_cycles = count, cycles
         return best
 
@@ -136,6 +200,11 @@ class SplitKernel(RewritePattern):
                 count = self._more_parts(op, c, count)
         else:
             count = self._count_by_cost(op, c) if self.by_cost else 1
+            if self.by_cost:
+                kernel_count = self._kernel_count_by_cost(op, k, c, count)
+                if kernel_count > 1:
+                    self._split_kernels(op, rewriter, _parts(k, kernel_count))
+                    return
             if count == 1:
                 return
         parts = _parts(c, count)
@@ -158,6 +227,27 @@ class SplitKernel(RewritePattern):
             acc = conv.output
         rewriter.replace(op, [], [acc])
 
+    @staticmethod
+    def _split_kernels(op: nn.Conv2dOp, rewriter: PatternRewriter, parts: list[tuple[int, int]]) -> None:
+        """`op` as kernel parts over its whole input, concatenated along the channels."""
+        n, _, oh, ow = shape_of(op.output)
+        weights, bias = const_of(op.weight), const_of(op.bias)
+        args = dict(strides=[int(v) for v in op.strides.get_values()], pads=[int(v) for v in op.pads.get_values()],
+                    dilations=[int(v) for v in op.dilations.get_values()])
+        outs = []
+        for i, (a, size) in enumerate(parts):
+            wv = new_constant(rewriter, op, weights[a:a + size], "w_kpart")
+            bv = new_constant(rewriter, op, bias[a:a + size], "b_kpart")
+            conv = nn.Conv2dOp(op.input, wv, bv, tensor([n, size, oh, ow], op.output), relu=op.relu is not None, **args)
+            conv.attributes.update(op.attributes)
+            conv.attributes["split"] = nn.UnitAttr()
+            name_part(conv, op, f"kpart{i}")
+            rewriter.insert(conv, _before(op))
+            outs.append(conv.output)
+        concat = nn.ConcatOp(outs, 1, op.output.type)
+        name_part(concat, op, "kparts")
+        rewriter.replace(op, [concat], [concat.output])
+
 
 def _before(op):
     from xdsl.rewriter import InsertPoint
@@ -172,12 +262,14 @@ class SplitKernelsPass(ModulePass):
     """Kernel words a part may hold; 0: the weights buffer less its 16-word bias block."""
     by_cost: bool = True
     """Also split where the planner estimates the parts faster (at least MIN_GAIN)."""
+    kernel_parts: bool = True
+    """With `by-cost`, also weigh kernel (output-channel) parts; false: channel parts only."""
     hw: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
         max_words = self.max_words or hw.weights_buffer_elements - hw.macs_per_vmac
-        PatternRewriteWalker(SplitKernel(max_words, self.by_cost, hw),
+        PatternRewriteWalker(SplitKernel(max_words, self.by_cost, hw, self.kernel_parts),
                              apply_recursively=False).rewrite_module(op)
 
         drop_dead_constants(op)

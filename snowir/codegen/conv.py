@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import fields, replace
 
 from snowir.codegen.builder import AsmBuilder
-from snowir.codegen.bypass_slices import load_first_slice, slice_channels, slice_gap, strips_ahead, tiles_per_slice
+from snowir.codegen.bypass_slices import load_first_slice, strips_ahead, tiles_per_slice
 from snowir.codegen.fully_connected import fully_connected
 from snowir.codegen.fused_pool import load_rows, pool_rows
 from snowir.codegen.loops import ktiles, repeat
@@ -30,6 +30,7 @@ from snowir.codegen.loads import load_biases, load_broadcast, preload_next_kerne
 from snowir.codegen.strip_loads import (load_bypass_rows, load_first_strip, load_maps, replacing_pixels, replacing_rows,
                                         spread_piece, spreads)
 from snowir.codegen.pixels import kernel_tile
+from snowir.codegen.tile_steps import advance_channels, advance_tile, block_view, group_channels, next_resident, toggle
 from snowir.codegen.traces import COOP, Prefetch, R_TMP, R_TMP2, R_TO, R_TT, R_TW, R_WSRC, set_writeback
 from snowir.codegen.weight_loads import (R_PAR, load_next_free, load_next_overlap, load_next_resident,
                                          load_next_weights, load_resident_weights, load_weights)
@@ -109,7 +110,7 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
     if looped_blocks(plan, hw):  # conv.py's own loads, passed in (block_loop.py does not import this module)
         over_blocks_loop(b, plan, hw, mask_last,
                          lambda bb: _cold_start(bb, plan, hw, 0, plan.first_slot, plan.strips[0]),
-                         lambda: _toggle(plan, hw),
+                         lambda: toggle(plan, hw),
                          (lambda bb: _preload(bb, plan)) if plan.preload else None)
         return
     if plan.loop_order == "Kloop":
@@ -155,26 +156,6 @@ def _coop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) ->
                 # the next kernels overwrite this tile's bank: wait for every pending MAC first
                 b.flush_vector_queue(hw, R_TMP)
                 load_weights(b, plan, hw, items[nxt][1], 0)
-
-
-def group_channels(plan: ConvPlan, t: int) -> int:
-    """The first input channel kernel tile t reads: its group's (a grouped conv's tile t of K
-    kernels reads group Kt // group_kernels; over blocks, `block_maps`, the bank holds its block
-    alone: 0), c_base for an ungrouped conv. A constant in the tile's code, so a grouped conv's
-    tiles are one counted loop only over blocks (codegen/block_loop.py: 0 for every tile)."""
-    s = plan.shape
-    if s.block_maps:
-        return 0
-    return s.c_base + (plan.kernels * t) // s.group_kernels * s.c if s.groups > 1 else s.c_base
-
-
-def block_view(plan: ConvPlan, t: int) -> ConvPlan:
-    """`plan` with its maps at kernel tile t's group's block (a `block_maps` conv: group g's H·W·c
-    words, block g of the channel-tile-major input, `in_addr` block 0's), else `plan` itself."""
-    s = plan.shape
-    if not s.block_maps:
-        return plan
-    return replace(plan, in_addr=plan.in_addr + 2 * ((plan.kernels * t) // s.group_kernels) * s.h * s.w * s.c)
 
 
 def _kloop(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:
@@ -289,7 +270,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
             tile(bb, full_mask(plan), piece, True, same_strip=j == 0 and not last,
                  next_slice=ahead if last and j == 0 else None, t=first + j)
             if j < group - 1:
-                bb.emit(*_advance_tile(plan, hw, in_group=True))
+                bb.emit(*advance_tile(plan, hw, in_group=True))
 
     per_tile = s.groups > 1  # each tile its own input channels (group_channels): unrolled
     if group == 1:
@@ -297,18 +278,18 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
             if per_tile:
                 for t in range(tiles - 1):
                     tile(b, full_mask(plan), piece, True, t=t)
-                    b.emit(*_advance_tile(plan, hw))
+                    b.emit(*advance_tile(plan, hw))
             else:
                 repeat(b, hw, tiles - 1, lambda bb: tile(bb, full_mask(plan), piece, True),
-                        lambda: _advance_tile(plan, hw))
+                        lambda: advance_tile(plan, hw))
     else:
         with b.at(ktiles(0, tiles - group - 1)):
             if per_tile:
                 for g in range(tiles // group - 1):
                     tiles_of_group(b, False, g * group)
-                    b.emit(*_advance_tile(plan, hw))
+                    b.emit(*advance_tile(plan, hw))
             else:
-                repeat(b, hw, tiles // group - 1, lambda bb: tiles_of_group(bb, False), lambda: _advance_tile(plan, hw))
+                repeat(b, hw, tiles // group - 1, lambda bb: tiles_of_group(bb, False), lambda: advance_tile(plan, hw))
         with b.at(ktiles(tiles - group, tiles - 2)):
             tiles_of_group(b, True, tiles - group)
     reload = more and tiles > 1  # a single kernel tile stays in its bank for every strip
@@ -322,7 +303,7 @@ def _strip_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Stri
         tile(b, mask_last, last_prefetch, reload, same_strip=False, mid=pool, rows=row_loads,
              next_slice=ahead if group == 1 else None, t=tiles - 1)
     if reload and (plan.double_buffer_weights or stagger):
-        b.emit(*_toggle(plan, hw))  # the next strip's tile 0 is at the other base
+        b.emit(*toggle(plan, hw))  # the next strip's tile 0 is at the other base
 
 
 def _serpentine_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: Strip, si: int, base: int,
@@ -354,7 +335,7 @@ def _serpentine_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip:
         return mask_last if t == plan.tiles - 1 else full_mask(plan)
 
     def advance() -> list:
-        return [*_toggle(plan, hw), *_advance_channels(plan, sign=sign)]
+        return [*toggle(plan, hw), *advance_channels(plan, sign=sign)]
 
     def tile(bb: AsmBuilder, t: int, prefetch: list[Prefetch], rows: list[tuple[int, Prefetch]] | None = None) -> None:
         kernel_tile(bb, plan, hw, strip, base, s.c_base, mask(t), prefetch, row_loads=rows)
@@ -390,7 +371,7 @@ def _paired_strips(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last
 
     with b.at("strips0_1"):
         with b.at(ktiles(0, plan.tiles - 2)):
-            repeat(b, hw, plan.tiles - 1, lambda bb: pair(bb, full_mask(plan), []), lambda: _next_resident(plan))
+            repeat(b, hw, plan.tiles - 1, lambda bb: pair(bb, full_mask(plan), []), lambda: next_resident(plan))
         with b.at(ktiles(plan.tiles - 1, plan.tiles - 1)):
             # bank 0 is free once strip 0's last MACs are done: strip 2's rows, each its own LD, so
             # its first row's MACs wait for that row alone (-0.2 k cycles on ResNet-50's n90)
@@ -431,56 +412,18 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
     early = carried and preload_at_last_strip(plan)  # from tile 0: words no tile reads
     with b.at(ktiles(0, 0)):
         tile(b, group_channels(plan, 0), [*prefetch, *carried] if early else prefetch)
-        b.emit(*_next_resident(plan))
+        b.emit(*next_resident(plan))
     with b.at(ktiles(1, plan.tiles - 2)):
         if s.groups > 1:  # each tile its own input channels (group_channels): unrolled
             for t in range(1, plan.tiles - 1):
                 tile(b, group_channels(plan, t), [])
-                b.emit(*_next_resident(plan))
+                b.emit(*next_resident(plan))
         else:
-            repeat(b, hw, plan.tiles - 2, lambda bb: tile(bb, s.c_base, []), lambda: _next_resident(plan))
+            repeat(b, hw, plan.tiles - 2, lambda bb: tile(bb, s.c_base, []), lambda: next_resident(plan))
     last = [] if early else carried
     with b.at(ktiles(plan.tiles - 1, plan.tiles - 1)):
         kernel_tile(b, plan, hw, strip, base, group_channels(plan, plan.tiles - 1), mask_last, last, bypass_base,
                     mid_row=pool, row_loads=row_loads)
-
-
-def _next_resident(plan: ConvPlan) -> list:
-    """R_TW to the next resident tile (tile t + 1 at (t + 1) x K), then `_advance_channels`."""
-    return [sf.AddiOp(R_TW, R_TW, plan.shape.kernel_words), *_advance_channels(plan)]
-
-
-def _toggle(plan: ConvPlan, hw: SnowflakeConfig) -> list:
-    """R_TW to the other base: the other slot (double-buffered) or 0 <-> F (staggered, R_PAR too)."""
-    if plan.double_buffer_weights:
-        return [sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, plan.w_slot)]
-    f = plan.stagger
-    if f:
-        return [sf.MuliOp(R_TMP, R_TW, -1), sf.AddiOp(R_TW, R_TMP, f),
-                sf.MuliOp(R_TMP2, R_PAR, -1), sf.AddiOp(R_PAR, R_TMP2, 1)]
-    return []
-
-
-def _advance_tile(plan: ConvPlan, hw: SnowflakeConfig, in_group: bool = False) -> list:
-    """R_TW to the next tile's base, then `_advance_channels`."""
-    return [*_toggle(plan, hw), *_advance_channels(plan, in_group)]
-
-
-def _advance_channels(plan: ConvPlan, in_group: bool = False, sign: int = 1) -> list:
-    """R_TT += K (bypass slices: to the other slice's first tile, or `in_group` to the next
-    tile's channels in the same slice), R_TO += the next tile's output offset (2K bytes, K kernels
-    per tile; a channel-tile-major output's block, through R_TMP2 when past ADDI's immediate)."""
-    if plan.bypass_slices and not in_group:
-        first = slice_gap(plan) + slice_channels(plan) - plan.kernels  # R_TT sits at its group's last tile
-        tt = [sf.MuliOp(R_TMP2, R_TT, -1), sf.AddiOp(R_TT, R_TMP2, first)]
-    else:
-        tt = [sf.AddiOp(R_TT, R_TT, sign * plan.kernels)]
-    step = sign * plan.tile_step
-    if -(1 << 16) <= step < (1 << 16):
-        return [*tt, sf.AddiOp(R_TO, R_TO, step)]
-    constant = AsmBuilder()
-    constant.const(R_TMP2, step)
-    return [*tt, *constant.ops, sf.AddOp(R_TO, R_TO, R_TMP2)]
 
 
 def _residual(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, mask_last: int) -> None:

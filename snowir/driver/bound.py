@@ -20,7 +20,11 @@ the hardware, is the limit.
   cycles, at most 1 unless the bound or the machine model is wrong (tests/test_bound.py).
 
 A model's bound is the sum of its device layers' (they run one after another), its `bound_by`
-the resource that binds the largest part of that sum.
+the resource that binds the largest part of that sum. Its `overlap_bound_ms` is lower: the
+larger of all the layers' MACs and all their compulsory bytes on the bus, as if one layer's
+traffic could run under another's MACs (ports left out, so it stays a lower bound). No program
+of these layers beats it; one that gets below `bound_ms` overlaps layers (a next conv's kernels
+preloaded), and the gap between the two is the most any cross-layer schedule could gain.
 """
 
 from __future__ import annotations
@@ -149,17 +153,29 @@ def row_fields(cycles: int, macs: int, traffic: Traffic, hw: SnowflakeConfig) ->
 
 NO_BOUND = {"compulsory_bytes": None, "bound_compute_ms": None, "bound_bus_ms": None, "bound_ms": None,
             "bound_share": None, "bound_by": None}
+"""A row without a bound (host layers); a total has `overlap_bound_ms` None beside these."""
 
 
-def total_fields(rows: list[dict[str, Any]], ms: float) -> dict[str, Any]:
-    """The bound of the rows that have one, summed (they run one after another), its share of
-    `ms` (their measured time) and the resource binding most of it."""
+def overlap_bound_ms(rows: list[dict[str, Any]], hw: SnowflakeConfig) -> float | None:
+    """The rows' bound were their layers to overlap perfectly (module docstring): the larger of
+    their summed compute bounds and their summed compulsory bytes at the bus rate."""
     bounded = [r for r in rows if r.get("bound_ms") is not None]
     if not bounded:
-        return dict(NO_BOUND)
+        return None
+    bus_ms = hw.cycles_to_ms(sum(r["compulsory_bytes"] for r in bounded) / hw.dram_bytes_per_cycle)
+    return max(sum(r["bound_compute_ms"] for r in bounded), bus_ms)
+
+
+def total_fields(rows: list[dict[str, Any]], ms: float, hw: SnowflakeConfig) -> dict[str, Any]:
+    """The bound of the rows that have one, summed (they run one after another), its share of
+    `ms` (their measured time), the resource binding most of it, and `overlap_bound_ms`."""
+    bounded = [r for r in rows if r.get("bound_ms") is not None]
+    if not bounded:
+        return dict(NO_BOUND) | {"overlap_bound_ms": None}
     bound = sum(r["bound_ms"] for r in bounded)
     by = {res: sum(r["bound_ms"] for r in bounded if r["bound_by"] == res) for res in RESOURCES}
     return {"compulsory_bytes": sum(r["compulsory_bytes"] for r in bounded),
             "bound_compute_ms": sum(r["bound_compute_ms"] for r in bounded),
             "bound_bus_ms": sum(r["bound_bus_ms"] for r in bounded), "bound_ms": bound,
-            "bound_share": bound / ms if ms else None, "bound_by": max(RESOURCES, key=by.__getitem__)}
+            "bound_share": bound / ms if ms else None, "bound_by": max(RESOURCES, key=by.__getitem__),
+            "overlap_bound_ms": overlap_bound_ms(bounded, hw)}

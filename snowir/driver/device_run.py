@@ -339,7 +339,7 @@ def device_report(run: DeviceRun, hw: SnowflakeConfig, model: str, host_rows: li
              "dynamic_instructions": sum(layer.dynamic for layer in run.layers), "stall_cycles": stalls,
              "compile_s": sum(layer.compile_s for layer in run.layers),
              "simulate_s": sum(layer.simulate_s for layer in run.layers)}
-    total.update(bound.total_fields(layers, ms))
+    total.update(bound.total_fields(layers, ms, hw))
     trips = place_on_timeline(layers, ops, any(linked(op.get_toplevel_object()) for op in ops[:1]
                                                if isinstance(op.get_toplevel_object(), ModuleOp)))
     totals(total, trips)

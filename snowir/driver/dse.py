@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from snowir import writeback
+from snowir.driver import bound
 from snowir.driver.files import write_text_atomic
 from snowir.driver.model_api import run_model_on_device
 from snowir.driver.model_run import hw_file
@@ -177,6 +178,8 @@ def summarise(report: dict[str, Any], hw: SnowflakeConfig) -> dict[str, Any]:
                 "bound_ms": total.get("bound_ms"), "bound_share": total.get("bound_share"),
                 "bound_by": total.get("bound_by"), "conv_bound_ms": sum(conv_bound) if conv_bound else None,
                 "conv_bound_share": sum(conv_bound) / conv_ms if conv_bound and conv_ms else None,
+                # below conv_bound_ms: the conv layers overlapping perfectly (bound.overlap_bound_ms)
+                "conv_overlap_bound_ms": bound.overlap_bound_ms(conv, hw),
                 "gbps": total["gbps"],
                 # traffic, named apart from the config's `dram_bytes` (capacity) it used to overwrite
                 "mac_utilization": total["mac_utilization"], "dram_traffic_bytes": total["dram_bytes"],

@@ -134,6 +134,8 @@ class TotalReport(BoundFields):
     round_trip_bytes: int | None = None
     end_to_end_ms: float | None = None
     device_share: float | None = None
+    # the device layers' bound were they to overlap perfectly (bound.overlap_bound_ms); None in older reports
+    overlap_bound_ms: float | None = None
 
 
 @dataclass(frozen=True)

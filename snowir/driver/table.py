@@ -38,7 +38,8 @@ def bound_line(total: dict[str, Any]) -> str | None:
     return (f"bound {total['bound_ms']:.4f} ms (each device layer's larger of compute and compulsory traffic; "
             f"summed: compute {total['bound_compute_ms']:.4f}, traffic {total['bound_bus_ms']:.4f} ms, "
             f"{total['compulsory_bytes']:,} bytes) = {100 * total['bound_share']:.1f}% of the device time; "
-            f"mostly {total['bound_by']}-bound")
+            f"mostly {total['bound_by']}-bound" + (f"; layers overlapped, at least {total['overlap_bound_ms']:.4f} ms"
+                                                   if total.get("overlap_bound_ms") is not None else ""))
 
 
 def end_to_end_line(total: dict[str, Any]) -> str | None:

@@ -16,7 +16,7 @@ from snowir.plan.coop_rows import broadcast_cycles, coop_rows_cycles, coop_rows_
 from snowir.plan.indp import PRICE_MARGIN, indp_fits, mode_rule, plan_indp
 from snowir.plan.issue import issue_cycles, placement_cycles
 from snowir.plan.paired_start import with_paired_start
-from snowir.dialects.tile.decisions import bias_refusal, kernel_order_refusal
+from snowir.dialects.tile.refusals import bias_refusal, kernel_order_refusal
 from snowir.plan.indp_columns import columns_cycles
 from snowir.plan.shapes import (ConvPlan, ConvShape, LoweringError, Strip, bias_block_words, bias_room, compact_shape,
                                 coop_kernels, gather_of, indp_kernel_words, input_rows, kernels_per_tile, load_cycles,

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from snowir.dialects.tile.decisions import kernel_order_refusal, kernel_tile_sends
+from snowir.dialects.tile.decisions import kernel_tile_sends
+from snowir.dialects.tile.refusals import kernel_order_refusal
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import (FLUSH_COST, ConvPlan, ConvShape, Strip, indp_kernel_words, input_rows, kernels_per_tile,
                                 load_cycles, stagger_words, weights_slot_elements)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from snowir.dialects.tile.decisions import paired_start_refusal
+from snowir.dialects.tile.refusals import paired_start_refusal
 from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import ConvPlan
 

@@ -4,7 +4,7 @@ may load before the fence between them (allocate-dram's `weights_before_fence`).
 
 The fence exists because every layer's code starts on buffer word 0 and the previous layer's
 last MACs may still read there. A double-buffered COOP conv alternates its kernel tiles between
-slot 0 and slot `w_slot` (codegen/conv.py: `_toggle`, one toggle per new kernel tile), so where
+slot 0 and slot `w_slot` (codegen/tile_steps.py: `toggle`, one toggle per new kernel tile), so where
 its last tile sits follows from the number of kernel-tile changes: S·T − 1 of them in Kloop (each
 of the S strips runs the T tiles, the next strip's tile 0 in the other slot; under `kernel_order`
 serpentine a strip starts with the tile the previous one ended with, in its slot: S − 1 fewer) and
@@ -41,7 +41,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from snowir.dialects.tile.decisions import first_slot_refusal, kernel_tile_order
+from snowir.dialects.tile.decisions import kernel_tile_order
+from snowir.dialects.tile.refusals import first_slot_refusal
 from snowir.hw import SnowflakeConfig
 from snowir.plan.issue import issue_cycles
 from snowir.plan.shapes import TRACE_CHUNK, ConvPlan, indp_kernel_words, input_rows, kernel_vmacs, plan_machine

@@ -16,8 +16,8 @@ from dataclasses import replace
 from xdsl.ir import Operation
 
 from snowir.dialects import tile
-from snowir.dialects.tile.decisions import (CHANNELS, CU_ROWS, MAPS_BUFFERING, PHASES, PIXELS, PLAN_DECISIONS, RING,
-                                            bias_refusal)
+from snowir.dialects.tile.decisions import CHANNELS, CU_ROWS, MAPS_BUFFERING, PHASES, PIXELS, PLAN_DECISIONS, RING
+from snowir.dialects.tile.refusals import bias_refusal
 from snowir.hw import SnowflakeConfig
 from snowir.plan.fused_pool import fusable, maps_words, place_ring
 from snowir.plan.indp import interior_rows
