@@ -40,6 +40,7 @@ from snowir.hw import SnowflakeConfig
 from snowir.plan.shapes import (ConvPlan, LoweringError, Strip, band_plans, full_mask, kernel_vmacs, plan_machine,
                                 vmac_mask)
 from snowir.plan.pool_shapes import ring_of
+from snowir.plan.weights_end import preload_at_last_strip
 
 
 FOLLOWED = ("prefetch_after", "load_next_whole")
@@ -386,8 +387,9 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
     next one, `load_next_resident`), so the next strip's data loads during tile 0, as soon as the
     previous strip's MACs are done with its bank, and has the whole strip to land. Tile 0 and the
     last tile (partial write-back mask; in the last strip the next conv's kernels when they are
-    `kernels_preloaded`, into words below it: weights_end.last_kernel_slot) are peeled around a
-    counted loop; a lone kernel tile is both (computed once, from word 0)."""
+    `kernels_preloaded`, into words below it: weights_end.last_kernel_slot; from the last strip's
+    tile 0 where they land above every resident tile, weights_end.preload_at_last_strip) are
+    peeled around a counted loop; a lone kernel tile is both (computed once, from word 0)."""
     s = plan.shape
     load_tiles = strip == plan.strips[0] and resident_ahead(plan)
     b.const(R_TW, 0)
@@ -406,8 +408,10 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
             load_next_resident(bb, plan)
         kernel_tile(bb, plan, hw, strip, base, c_off, full_mask(plan), ahead, bypass_base, True)
 
+    carried = [lambda bb: _preload(bb, plan)] if strip == plan.strips[-1] and plan.preload else []
+    early = carried and preload_at_last_strip(plan)  # from tile 0: words no tile reads
     with b.at(ktiles(0, 0)):
-        tile(b, group_channels(plan, 0), prefetch)
+        tile(b, group_channels(plan, 0), [*prefetch, *carried] if early else prefetch)
         b.emit(*next_resident(plan))
     with b.at(ktiles(1, plan.tiles - 2)):
         if s.groups > 1:  # each tile its own input channels (group_channels): unrolled
@@ -416,7 +420,7 @@ def _resident_tiles(b: AsmBuilder, plan: ConvPlan, hw: SnowflakeConfig, strip: S
                 b.emit(*next_resident(plan))
         else:
             repeat(b, hw, plan.tiles - 2, lambda bb: tile(bb, s.c_base, []), lambda: next_resident(plan))
-    last = [lambda bb: _preload(bb, plan)] if strip == plan.strips[-1] and plan.preload else []
+    last = [] if early else carried
     with b.at(ktiles(plan.tiles - 1, plan.tiles - 1)):
         kernel_tile(b, plan, hw, strip, base, group_channels(plan, plan.tiles - 1), mask_last, last, bypass_base,
                     mid_row=pool, row_loads=row_loads)

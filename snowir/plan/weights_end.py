@@ -29,6 +29,11 @@ MACs outlast the issue of its pixel loops (CU-bound) hides them; one whose contr
 the limit already (short traces: a 1x1 conv over 16-32 channels, a block-diagonal group's
 16-word taps) runs them on top, and the CUs wait: the previous layer runs slower by about the
 LDs' issue (SqueezeNet's 1x1 squeezes +47-103 cycles, DenseNet-121's grouped 1x1s +50-345).
+
+A resident conv reads none of the words above its T resident tiles, so where the preload lands
+there it is issued from the last strip's first tile, not its last (`preload_at_last_strip`): a last
+tile shorter than the preload's bus time otherwise ran longer by the rest of it (AlexNet-OWT's
+conv1: +2,009 cycles carrying conv2's 52 KB in its last tile, +66 from the strip's first).
 """
 
 from __future__ import annotations
@@ -162,6 +167,20 @@ def preload_pays(previous: ConvPlan, plan: ConvPlan, hw: SnowflakeConfig) -> boo
     bus = hw.ld_startup_cycles + 2 * sum(words for _, words, *_ in loads) / hw.dram_bytes_per_cycle
     traces = (strip.y1 - strip.y0) * s.ow
     return traces > hw.vector_queue_depth and macs >= 1.25 * issue + 2 * cost and bus >= 2 * cost
+
+
+def preload_at_last_strip(plan: ConvPlan) -> bool:
+    """Whether a resident conv (codegen/conv._resident_tiles: tile t at t x K words, none loaded
+    again after its first strip) issues the next conv's kernel tile 0 (`plan.preload`) from its
+    last strip's tile 0 rather than its last tile: where every word the preload lands on lies above
+    the resident tiles' T x K, no op of the conv reads them, so the loads have the last strip's T
+    tiles of MACs to land in instead of one (AlexNet-OWT's conv1: conv2's 52 KB tile is 3.1 k cycles
+    on the bus against a 1.2 k-cycle last tile; loaded there, its pool's last ring loads queued
+    behind it, conv1 +2,009 cycles against no preload, +66 from its first tile). Not in a first
+    strip that loads the tiles one ahead (`resident_ahead`: R_WSRC walks them there)."""
+    s = plan.shape
+    return bool(plan.preload) and plan.resident_weights and plan.tiles > 1 and len(plan.strips) > 1 \
+        and all(word >= plan.tiles * s.kernel_words for *_, word in plan.preload)
 
 
 def _plain_kloop(plan: ConvPlan) -> bool:
