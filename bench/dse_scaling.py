@@ -75,7 +75,7 @@ def main() -> None:
     models = {"alexnet_owt": build_bench("alexnet_owt"), "resnet50": build_light("resnet50")}
     results = {name: sweep(name, path, args.work, args.workers) for name, path in models.items()}
     print(f"{'model':<12} {'CUs':>4} {'GB/s':>5} {'conv ms':>8} {'speed-up':>8} {'ideal':>6} {'GB/s used':>9} "
-          f"{'MAC util %':>10} {'cu_load_wait %':>14} {'bound ms':>8} {'of bound':>8}")
+          f"{'MAC util %':>10} {'cu_load_wait %':>14} {'bound ms':>8} {'of bound':>8} {'overlapped':>10}")
     for name, rows in results.items():
         base = next(r for r in rows if r["cus"] == 4 and r["dram_gbps"] == 4.2)
         for r in sorted(rows, key=lambda r: (r["dram_gbps"], r["cus"])):
@@ -83,7 +83,7 @@ def main() -> None:
             print(f"{name:<12} {r['cus']:>4} {r['dram_gbps']:>5} {r['conv_ms']:>8.3f} "
                   f"{base['conv_ms'] / r['conv_ms']:>7.2f}x {r['cus'] / 4:>5.2f}x {r['gbps']:>9.2f} "
                   f"{100 * r['mac_utilization']:>10.1f} {wait:>13.1f}% {r['conv_bound_ms']:>8.3f} "
-                  f"{100 * r['conv_bound_share']:>7.1f}%")
+                  f"{100 * r['conv_bound_share']:>7.1f}% {r['conv_overlap_bound_ms']:>10.3f}")
     plot(results, plot_path)
     (out / "dse_scaling.json").write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {out / 'dse_scaling.json'} and {plot_path}")

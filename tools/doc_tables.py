@@ -487,9 +487,10 @@ def dse_scaling(R: Results) -> str:
             wait = r["stall_cu_load_wait"] / r["cycles"] if r["cycles"] else 0.0
             rows.append([NAMES.get(model, model), str(r["cus"]), f"{r['dram_gbps']}", f"{r['conv_ms']:.2f}",
                          f"{base['conv_ms'] / r['conv_ms']:.2f}x", f"{r['cus'] / 4:.2f}x", f"{r['gbps']:.2f}", pct(wait),
-                         f"{r['conv_bound_ms']:.2f}", pct(r["conv_bound_share"])])
+                         f"{r['conv_bound_ms']:.2f}", pct(r["conv_bound_share"]),
+                         f"{r['conv_overlap_bound_ms']:.2f}"])
     return md_table(["model", "CUs", "GB/s", "conv ms", "speed-up", "CUs / 4", "GB/s used", "CU load wait",
-                     "bound ms", "of bound"],
+                     "bound ms", "of bound", "overlapped bound ms"],
                     rows) + "\n\n" + caption("bench/results/dse_scaling.json", "python bench/dse_scaling.py")
 
 
@@ -509,6 +510,8 @@ def dse_value(R: Results, model: str, cus: str, gbps: str, field: str) -> str:
         return f"{r['conv_bound_ms']:.2f} ms"
     if field == "of_bound":
         return pct(r["conv_bound_share"])
+    if field == "overlap_bound_ms":  # the conv layers' bound were they to overlap perfectly
+        return f"{r['conv_overlap_bound_ms']:.2f} ms"
     if field == "bound_speedup":  # the bound's own speed-up against 4 CUs at 4.2 GB/s
         return f"{_dse_base(R, model)['conv_bound_ms'] / r['conv_bound_ms']:.2f}x"
     if field == "fc_ms":  # the device time that is not conv time: the fully connected layers
