@@ -428,6 +428,41 @@ def test_icache_banking_skips_the_padding_before_a_loop() -> None:
     assert new.machine.dynamic - ref.machine.dynamic == 2 * 5 + 6
 
 
+@pytest.mark.parametrize("pad", [5, 6, 7, 299])
+def test_icache_banking_padding_skip_runs_alike_on_both_engines(pad: int) -> None:
+    """Audit (stop 54): padding of every length around the skip's threshold (up to slots + 2 = 6: no-ops
+    alone; 7: the branch, its 4 slots and the skipped no-op; 299: a skip most of a bank long)
+    runs on the reference engine (which reads the binary back: the branch's offset encoded) as on
+    the fast one, the branch never lands on anything but the block's last instruction, and the
+    loop after it is whole in the next block."""
+    slots = DEFAULT.branch_delay_slots
+    left = pad + 1  # block 0's rest after the movis: the loop's counter, then the padding
+    span = left + 20  # the loop: too long for the rest of block 0
+    body = "\n".join([*(f"snowflake_asm.movi r1, {k}" for k in range(BANK - left)), "snowflake_asm.movi r9, 3",
+                      "snowflake_asm.label @L", *(f"snowflake_asm.addi r{2 + k % 6}, r1, {k}" for k in range(span - 6)),
+                      "snowflake_asm.addi r9, r9, -1", "snowflake_asm.bgt r9, r0, @L", *[NOP] * slots,
+                      *(f"snowflake_asm.movi r2, {k}" for k in range(BANK + 100))])
+    before, after = _apply(body, "icache-banking")
+    ops = list(_program(after).body.block.ops)
+    code = [op for op in ops if type(op) is not sf.LabelOp]
+    skips = [k for k, op in enumerate(code) if type(op) is sf.BeqOp]
+    if pad <= slots + 2:
+        assert skips == [] and all(type(op) is sf.MovOp for op in code[BANK - pad:BANK])
+    else:
+        assert skips == [BANK - pad] and all(type(op) is sf.MovOp for op in code[BANK - pad + 1:BANK])
+        target = ops[ops.index(code[skips[0]]) + 1:]
+        label = next(k for k, op in enumerate(target) if type(op) is sf.LabelOp)
+        assert target[label].label.data == code[skips[0]].target.data
+        assert target[label + 1] is code[BANK - 1]  # the block's last instruction, a no-op
+    fast = run_image(assemble(after), DEFAULT, "fast", {})
+    ref = run_image(assemble(after), DEFAULT, "reference", {})
+    whole = run_image(assemble(before), WHOLE, "fast", {})
+    assert ref.machine.state.regs == fast.machine.state.regs
+    assert ref.machine.state.regs[:30] == whole.machine.state.regs[:30]
+    assert (ref.machine.dynamic, ref.cycles) == (fast.machine.dynamic, fast.cycles)
+    assert fast.machine.dynamic - whole.machine.dynamic == 2 * 5 + (pad if pad <= slots + 2 else slots + 2)
+
+
 def _same_run(body: str, *names: str) -> None:
     """The program runs to the end transformed with the registers and buffers it ends with."""
     before, after = _apply(body, *names)
