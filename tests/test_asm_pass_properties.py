@@ -463,6 +463,25 @@ def test_icache_banking_padding_skip_runs_alike_on_both_engines(pad: int) -> Non
     assert fast.machine.dynamic - whole.machine.dynamic == 2 * 5 + (pad if pad <= slots + 2 else slots + 2)
 
 
+def test_icache_banking_padding_label_is_a_new_name() -> None:
+    """Audit (stop 54): a program of its own labels `icache_pad0` (a forward skip past r10's
+    movi, after the padding) is banked with the padding's skip under another name; with the
+    same name the program did not verify ("label @icache_pad0 defined twice")."""
+    pad = 20
+    body = "\n".join([*(f"snowflake_asm.movi r1, {k}" for k in range(BANK - pad - 1)), "snowflake_asm.movi r9, 3",
+                      "snowflake_asm.label @L", *(f"snowflake_asm.addi r{2 + k % 6}, r1, {k}" for k in range(pad + 15)),
+                      "snowflake_asm.addi r9, r9, -1", "snowflake_asm.bgt r9, r0, @L", *[NOP] * 4,
+                      "snowflake_asm.beq r0, r0, @icache_pad0", *[NOP] * 4, "snowflake_asm.movi r10, 7",
+                      "snowflake_asm.label @icache_pad0", "snowflake_asm.movi r11, 5",
+                      *(f"snowflake_asm.movi r2, {k}" for k in range(BANK + 100))])
+    before, after = _apply(body, "icache-banking")
+    skips = [op for op in _program(after).body.block.ops if type(op) is sf.BeqOp]
+    assert len(skips) == 2 and skips[0].target.data not in ("icache_pad0", skips[1].target.data)
+    ref = run_image(assemble(before), WHOLE, "fast", {})
+    new = run_image(assemble(after), DEFAULT, "fast", {})
+    assert new.machine.state.regs[:30] == ref.machine.state.regs[:30] and ref.machine.state.regs[10:12] == [0, 5]
+
+
 def _same_run(body: str, *names: str) -> None:
     """The program runs to the end transformed with the registers and buffers it ends with."""
     before, after = _apply(body, *names)

@@ -83,6 +83,7 @@ def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> 
                 op.writes() in bank_regs or any(r in bank_regs for r in op.reads())):
             raise PassFailedException(f"icache-banking: {op.name} uses r30/r31, which the bank loads need")
     regions = {lo: hi - lo + 1 for lo, hi in _regions(ops, hw.branch_delay_slots)}
+    taken = {op.label.data for op in ops if type(op) is sf.LabelOp}  # the padding's labels are new names
     out: list[Operation] = []
     placed = 0  # instructions emitted so far (new pcs)
     loads: list[tuple[int, int]] = []  # (index in out of a prologue, block it loads)
@@ -114,7 +115,9 @@ def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> 
             labels = []
             while out and type(out[-1]) is sf.LabelOp:
                 labels.insert(0, out.pop())
-            out.extend(_padding(left, hw.branch_delay_slots, f"icache_pad{placed // size}"))
+            label = next(name for k in range(len(taken) + 1)
+                         if (name := f"icache_pad{placed // size}" + (f"_{k}" if k else "")) not in taken)
+            out.extend(_padding(left, hw.branch_delay_slots, label))
             placed += left
             block_start()
             out.extend(labels)
