@@ -146,10 +146,10 @@ def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> 
 def _padding(n: int, slots: int, label: str) -> list[Operation]:
     """`n` instructions that end a block before a loop that does not fit its rest. Executed, n
     no-ops cost n issue cycles (DenseNet-121's n639 pads 43 of its kernel tiles' loops, 10 to 48
-    no-ops each: 141,330 cycles, 140,302 skipping them); longer than a branch and its
-    slots, a forward skip to the block's last instruction (in the branch's own bank, C17 §5.1)
-    runs slots + 2 of them and falls through into the next block as the no-ops did. Every pc
-    stays where the no-ops put it."""
+    no-ops each: 141,330 cycles, 140,302 skipping them); longer than the branch, its slots and
+    the block's last instruction (slots + 2, what a skip runs), a forward skip to that last
+    instruction (in the branch's own bank, C17 §5.1) runs those slots + 2 and falls through into
+    the next block as the no-ops did. Every pc stays where the no-ops put it."""
     if n <= slots + 2:
         return [sf.MovOp(0, 0) for _ in range(n)]
     return [sf.BeqOp(0, 0, label), *(sf.MovOp(0, 0) for _ in range(n - 2)), sf.LabelOp(label), sf.MovOp(0, 0)]
