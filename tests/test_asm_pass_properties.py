@@ -482,6 +482,36 @@ def test_icache_banking_padding_label_is_a_new_name() -> None:
     assert new.machine.state.regs[:30] == ref.machine.state.regs[:30] and ref.machine.state.regs[10:12] == [0, 5]
 
 
+def test_icache_banking_padding_skip_within_a_branchs_reach(tmp_path) -> None:
+    """Audit (stop 54): on a machine of 4096-instruction banks, a region of two overlapping forward
+    skips (each in reach, 3,400 instructions together) moves to block 1 behind 3,000 instructions
+    of padding: the skip to block 0's last instruction, 2,999 on, is out of a branch's signed
+    12-bit reach (it did not assemble: "branch offset 2999 does not fit 12 bits"), so it starts
+    far enough in; the program runs as written on both engines."""
+    import json
+
+    from snowir.passes.asm.icache_banking import SKIP_REACH, IcacheBankingPass
+
+    hw_file = tmp_path / "big_banks.json"
+    hw_file.write_text(json.dumps({"icache_bank_instructions": 4096}))
+    big = SnowflakeConfig.load(str(hw_file))
+    pad = 3000
+    body = "\n".join([*(f"snowflake_asm.movi r1, {1 + k % 1000}" for k in range(big.icache_bank_instructions - pad)),
+                      "snowflake_asm.beq r1, r0, @F1", *[NOP] * 4, *["snowflake_asm.addi r3, r3, 1"] * 1695,
+                      "snowflake_asm.beq r1, r0, @F2", *[NOP] * 4, *["snowflake_asm.addi r4, r4, 1"] * 95,
+                      "snowflake_asm.label @F1", *["snowflake_asm.addi r5, r5, 1"] * 1600,
+                      "snowflake_asm.label @F2", *(f"snowflake_asm.movi r2, {k % 1000}" for k in range(4196))])
+    module = api.parse_text(SEG + "snowflake_asm.program @r {\n" + body + "\n}\n")
+    IcacheBankingPass(hw=str(hw_file)).apply(api.context(), module)
+    code = [op for op in _program(module).body.block.ops if type(op) is not sf.LabelOp]
+    skip = next(k for k, op in enumerate(code) if type(op) is sf.BeqOp and op.target.data.startswith("icache_pad"))
+    assert skip == big.icache_bank_instructions - 1 - SKIP_REACH  # the farthest in reach of block 0's last
+    image = assemble(module)
+    for engine in ("fast", "reference"):
+        run = run_image(image, big, engine, {})
+        assert run.machine.state.regs[1:6] == [96, 195, 1695, 95, 1600]  # r1, r2 last set; no skip taken
+
+
 def _same_run(body: str, *names: str) -> None:
     """The program runs to the end transformed with the registers and buffers it ends with."""
     before, after = _apply(body, *names)

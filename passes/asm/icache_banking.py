@@ -34,6 +34,8 @@ from snowir.hw import CODE_ALIGN, SnowflakeConfig
 
 R_ADDR, R_COUNT = 30, 31
 PROLOGUE = 5  # movi / mov / addi (address), movi (count), ld
+SKIP_REACH = (1 << (sf.IMM12_BITS - 1)) - 1
+"""The farthest forward a branch reaches (its signed 12-bit pc offset): the padding's skip."""
 
 
 def _code_base(container: ModuleOp | sf.ImageOp) -> int:
@@ -149,10 +151,14 @@ def _padding(n: int, slots: int, label: str) -> list[Operation]:
     no-ops each: 141,330 cycles, 140,302 skipping them); longer than the branch, its slots and
     the block's last instruction (slots + 2, what a skip runs), a forward skip to that last
     instruction (in the branch's own bank, C17 §5.1) runs those slots + 2 and falls through into
-    the next block as the no-ops did. Every pc stays where the no-ops put it."""
+    the next block as the no-ops did. Every pc stays where the no-ops put it. A block's end out
+    of a branch's reach (SKIP_REACH: banks of more than 2,048 instructions) is skipped to from as
+    far into the padding as it takes, the no-ops before that run."""
     if n <= slots + 2:
         return [sf.MovOp(0, 0) for _ in range(n)]
-    return [sf.BeqOp(0, 0, label), *(sf.MovOp(0, 0) for _ in range(n - 2)), sf.LabelOp(label), sf.MovOp(0, 0)]
+    run = max(0, n - 1 - SKIP_REACH)
+    return [*(sf.MovOp(0, 0) for _ in range(run)), sf.BeqOp(0, 0, label),
+            *(sf.MovOp(0, 0) for _ in range(n - run - 2)), sf.LabelOp(label), sf.MovOp(0, 0)]
 
 
 def _after_data_loads(ops: list[Operation], size: int) -> list[Operation]:
