@@ -428,6 +428,90 @@ def test_icache_banking_skips_the_padding_before_a_loop() -> None:
     assert new.machine.dynamic - ref.machine.dynamic == 2 * 5 + 6
 
 
+@pytest.mark.parametrize("pad", [5, 6, 7, 299])
+def test_icache_banking_padding_skip_runs_alike_on_both_engines(pad: int) -> None:
+    """Audit (stop 54): padding of every length around the skip's threshold (up to slots + 2 = 6: no-ops
+    alone; 7: the branch, its 4 slots and the skipped no-op; 299: a skip most of a bank long)
+    runs on the reference engine (which reads the binary back: the branch's offset encoded) as on
+    the fast one, the branch never lands on anything but the block's last instruction, and the
+    loop after it is whole in the next block."""
+    slots = DEFAULT.branch_delay_slots
+    left = pad + 1  # block 0's rest after the movis: the loop's counter, then the padding
+    span = left + 20  # the loop: too long for the rest of block 0
+    body = "\n".join([*(f"snowflake_asm.movi r1, {k}" for k in range(BANK - left)), "snowflake_asm.movi r9, 3",
+                      "snowflake_asm.label @L", *(f"snowflake_asm.addi r{2 + k % 6}, r1, {k}" for k in range(span - 6)),
+                      "snowflake_asm.addi r9, r9, -1", "snowflake_asm.bgt r9, r0, @L", *[NOP] * slots,
+                      *(f"snowflake_asm.movi r2, {k}" for k in range(BANK + 100))])
+    before, after = _apply(body, "icache-banking")
+    ops = list(_program(after).body.block.ops)
+    code = [op for op in ops if type(op) is not sf.LabelOp]
+    skips = [k for k, op in enumerate(code) if type(op) is sf.BeqOp]
+    if pad <= slots + 2:
+        assert skips == [] and all(type(op) is sf.MovOp for op in code[BANK - pad:BANK])
+    else:
+        assert skips == [BANK - pad] and all(type(op) is sf.MovOp for op in code[BANK - pad + 1:BANK])
+        target = ops[ops.index(code[skips[0]]) + 1:]
+        label = next(k for k, op in enumerate(target) if type(op) is sf.LabelOp)
+        assert target[label].label.data == code[skips[0]].target.data
+        assert target[label + 1] is code[BANK - 1]  # the block's last instruction, a no-op
+    fast = run_image(assemble(after), DEFAULT, "fast", {})
+    ref = run_image(assemble(after), DEFAULT, "reference", {})
+    whole = run_image(assemble(before), WHOLE, "fast", {})
+    assert ref.machine.state.regs == fast.machine.state.regs
+    assert ref.machine.state.regs[:30] == whole.machine.state.regs[:30]
+    assert (ref.machine.dynamic, ref.cycles) == (fast.machine.dynamic, fast.cycles)
+    assert fast.machine.dynamic - whole.machine.dynamic == 2 * 5 + (pad if pad <= slots + 2 else slots + 2)
+
+
+def test_icache_banking_padding_label_is_a_new_name() -> None:
+    """Audit (stop 54): a program of its own labels `icache_pad0` (a forward skip past r10's
+    movi, after the padding) is banked with the padding's skip under another name; with the
+    same name the program did not verify ("label @icache_pad0 defined twice")."""
+    pad = 20
+    body = "\n".join([*(f"snowflake_asm.movi r1, {k}" for k in range(BANK - pad - 1)), "snowflake_asm.movi r9, 3",
+                      "snowflake_asm.label @L", *(f"snowflake_asm.addi r{2 + k % 6}, r1, {k}" for k in range(pad + 15)),
+                      "snowflake_asm.addi r9, r9, -1", "snowflake_asm.bgt r9, r0, @L", *[NOP] * 4,
+                      "snowflake_asm.beq r0, r0, @icache_pad0", *[NOP] * 4, "snowflake_asm.movi r10, 7",
+                      "snowflake_asm.label @icache_pad0", "snowflake_asm.movi r11, 5",
+                      *(f"snowflake_asm.movi r2, {k}" for k in range(BANK + 100))])
+    before, after = _apply(body, "icache-banking")
+    skips = [op for op in _program(after).body.block.ops if type(op) is sf.BeqOp]
+    assert len(skips) == 2 and skips[0].target.data not in ("icache_pad0", skips[1].target.data)
+    ref = run_image(assemble(before), WHOLE, "fast", {})
+    new = run_image(assemble(after), DEFAULT, "fast", {})
+    assert new.machine.state.regs[:30] == ref.machine.state.regs[:30] and ref.machine.state.regs[10:12] == [0, 5]
+
+
+def test_icache_banking_padding_skip_within_a_branchs_reach(tmp_path) -> None:
+    """Audit (stop 54): on a machine of 4096-instruction banks, a region of two overlapping forward
+    skips (each in reach, 3,400 instructions together) moves to block 1 behind 3,000 instructions
+    of padding: the skip to block 0's last instruction, 2,999 on, is out of a branch's signed
+    12-bit reach (it did not assemble: "branch offset 2999 does not fit 12 bits"), so it starts
+    far enough in; the program runs as written on both engines."""
+    import json
+
+    from snowir.passes.asm.icache_banking import SKIP_REACH, IcacheBankingPass
+
+    hw_file = tmp_path / "big_banks.json"
+    hw_file.write_text(json.dumps({"icache_bank_instructions": 4096}))
+    big = SnowflakeConfig.load(str(hw_file))
+    pad = 3000
+    body = "\n".join([*(f"snowflake_asm.movi r1, {1 + k % 1000}" for k in range(big.icache_bank_instructions - pad)),
+                      "snowflake_asm.beq r1, r0, @F1", *[NOP] * 4, *["snowflake_asm.addi r3, r3, 1"] * 1695,
+                      "snowflake_asm.beq r1, r0, @F2", *[NOP] * 4, *["snowflake_asm.addi r4, r4, 1"] * 95,
+                      "snowflake_asm.label @F1", *["snowflake_asm.addi r5, r5, 1"] * 1600,
+                      "snowflake_asm.label @F2", *(f"snowflake_asm.movi r2, {k % 1000}" for k in range(4196))])
+    module = api.parse_text(SEG + "snowflake_asm.program @r {\n" + body + "\n}\n")
+    IcacheBankingPass(hw=str(hw_file)).apply(api.context(), module)
+    code = [op for op in _program(module).body.block.ops if type(op) is not sf.LabelOp]
+    skip = next(k for k, op in enumerate(code) if type(op) is sf.BeqOp and op.target.data.startswith("icache_pad"))
+    assert skip == big.icache_bank_instructions - 1 - SKIP_REACH  # the farthest in reach of block 0's last
+    image = assemble(module)
+    for engine in ("fast", "reference"):
+        run = run_image(image, big, engine, {})
+        assert run.machine.state.regs[1:6] == [96, 195, 1695, 95, 1600]  # r1, r2 last set; no skip taken
+
+
 def _same_run(body: str, *names: str) -> None:
     """The program runs to the end transformed with the registers and buffers it ends with."""
     before, after = _apply(body, *names)

@@ -85,3 +85,19 @@ def test_kernel_parts_faster_and_bit_exact(tmp_path: Path) -> None:
     names = [layer["name"] for layer in run.report["layers"] if layer["op"] == "conv2d"]
     assert len(names) == 2 and all(".kpart" in n for n in names)
     assert run.report["total"]["cycles"] < 0.9 * parts.report["total"]["cycles"]
+
+
+@pytest.mark.parametrize("c, h, k, kh", [(64, 14, 40, 3), (64, 14, 100, 1)])
+def test_kernel_parts_of_any_size_are_bit_exact(tmp_path: Path, monkeypatch, c, h, k, kh) -> None:
+    """Audit (stop 54): parts `_parts` balances to 16 kernels each but the last (40 -> 16 + 16 + 8,
+    100 -> 48 + 48 + 4), written in place into a concat of a channel count no multiple of 16:
+    bit-exact on the fast and the reference engine, whatever the price would have chosen."""
+    from snowir.passes.nn import split_kernels
+
+    monkeypatch.setattr(split_kernels.SplitKernel, "_kernel_count_by_cost", lambda self, op, k, c, count: 3)
+    path = _conv(tmp_path, c, h, k, kh)
+    runs = [run_model_on_device(path, check=True, engine=engine) for engine in ("fast", "reference")]
+    for r in runs:
+        assert r.report["check"]["golden_bit_exact"] is True
+    layers = [[(layer["name"], layer["cycles"]) for layer in r.report["layers"]] for r in runs]
+    assert layers[0] == layers[1] and [n for n, _ in layers[0]] == ["y.kpart0", "y.kpart1", "y.kpart2", "y.kparts"]

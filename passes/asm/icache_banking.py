@@ -34,6 +34,8 @@ from snowir.hw import CODE_ALIGN, SnowflakeConfig
 
 R_ADDR, R_COUNT = 30, 31
 PROLOGUE = 5  # movi / mov / addi (address), movi (count), ld
+SKIP_REACH = (1 << (sf.IMM12_BITS - 1)) - 1
+"""The farthest forward a branch reaches (its signed 12-bit pc offset): the padding's skip."""
 
 
 def _code_base(container: ModuleOp | sf.ImageOp) -> int:
@@ -83,6 +85,7 @@ def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> 
                 op.writes() in bank_regs or any(r in bank_regs for r in op.reads())):
             raise PassFailedException(f"icache-banking: {op.name} uses r30/r31, which the bank loads need")
     regions = {lo: hi - lo + 1 for lo, hi in _regions(ops, hw.branch_delay_slots)}
+    taken = {op.label.data for op in ops if type(op) is sf.LabelOp}  # the padding's labels are new names
     out: list[Operation] = []
     placed = 0  # instructions emitted so far (new pcs)
     loads: list[tuple[int, int]] = []  # (index in out of a prologue, block it loads)
@@ -114,7 +117,9 @@ def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> 
             labels = []
             while out and type(out[-1]) is sf.LabelOp:
                 labels.insert(0, out.pop())
-            out.extend(_padding(left, hw.branch_delay_slots, f"icache_pad{placed // size}"))
+            label = next(name for k in range(len(taken) + 1)
+                         if (name := f"icache_pad{placed // size}" + (f"_{k}" if k else "")) not in taken)
+            out.extend(_padding(left, hw.branch_delay_slots, label))
             placed += left
             block_start()
             out.extend(labels)
@@ -143,13 +148,17 @@ def bank_program(program: sf.ProgramOp, code_base: int, hw: SnowflakeConfig) -> 
 def _padding(n: int, slots: int, label: str) -> list[Operation]:
     """`n` instructions that end a block before a loop that does not fit its rest. Executed, n
     no-ops cost n issue cycles (DenseNet-121's n639 pads 43 of its kernel tiles' loops, 10 to 48
-    no-ops each: 141,330 cycles, 140,302 skipping them); longer than a branch and its
-    slots, a forward skip to the block's last instruction (in the branch's own bank, C17 §5.1)
-    runs slots + 2 of them and falls through into the next block as the no-ops did. Every pc
-    stays where the no-ops put it."""
+    no-ops each: 141,330 cycles, 140,302 skipping them); longer than the branch, its slots and
+    the block's last instruction (slots + 2, what a skip runs), a forward skip to that last
+    instruction (in the branch's own bank, C17 §5.1) runs those slots + 2 and falls through into
+    the next block as the no-ops did. Every pc stays where the no-ops put it. A block's end out
+    of a branch's reach (SKIP_REACH: banks of more than 2,048 instructions) is skipped to from as
+    far into the padding as it takes, the no-ops before that run."""
     if n <= slots + 2:
         return [sf.MovOp(0, 0) for _ in range(n)]
-    return [sf.BeqOp(0, 0, label), *(sf.MovOp(0, 0) for _ in range(n - 2)), sf.LabelOp(label), sf.MovOp(0, 0)]
+    run = max(0, n - 1 - SKIP_REACH)
+    return [*(sf.MovOp(0, 0) for _ in range(run)), sf.BeqOp(0, 0, label),
+            *(sf.MovOp(0, 0) for _ in range(n - run - 2)), sf.LabelOp(label), sf.MovOp(0, 0)]
 
 
 def _after_data_loads(ops: list[Operation], size: int) -> list[Operation]:

@@ -33,7 +33,7 @@ the code generator streams their kernels without rounding. Run before quantize.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from xdsl.context import Context
@@ -45,7 +45,7 @@ from snowir.dialects import nn
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, conv_shape, drop_dead_constants, name_part, new_constant, shape_of, tensor
 from snowir.plan.conv import plan_conv, residual_cycles
-from snowir.plan.shapes import ConvShape, LoweringError, weights_slot_elements
+from snowir.plan.shapes import ConvPlan, ConvShape, LoweringError, weights_slot_elements
 from snowir.segments import CHANNEL_TILES
 
 
@@ -68,18 +68,15 @@ def _parts(c: int, count: int) -> list[tuple[int, int]]:
 
 
 def _part_shape(op: nn.Conv2dOp, parts: list[tuple[int, int]], i: int) -> ConvShape:
-    from dataclasses import replace
 
     whole = conv_shape(op)
     a, size = parts[i]
     return replace(whole, c=size, cin_total=whole.c if len(parts) > 1 else 0, c_base=a)
 
 
-def _kernel_part_plan(op: nn.Conv2dOp, size: int, hw: SnowflakeConfig):
+def _kernel_part_plan(op: nn.Conv2dOp, size: int, hw: SnowflakeConfig) -> ConvPlan | None:
     """The planner's plan of a kernel part of `size` kernels (no bypass: only a conv without one
     splits its kernels), or None where the planner refuses it."""
-    from dataclasses import replace
-
     try:
         return plan_conv(replace(conv_shape(op), k=size), hw, 0, 1 << 24, 1 << 25, None, None, "COOP")
     except LoweringError:

@@ -60,7 +60,9 @@ def explain_pipeline(spec: str, available: dict) -> str | None:
             reason = str(e).splitlines()[0]
             for key, value in _spec_options(p).items():
                 field = fields[key]
-                if repr(tuple(value)) in reason or str(value) in reason:
+                # a bare number reaches here unwrapped (`_spec_options`), a string or list as a sequence
+                given = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+                if repr(given) in reason or str(value) in reason:
                     return f"pass '{p.name}': option {key}={value}: expected {_type_name(field.type)}"
             return f"pass '{p.name}': {reason}"
     return None
