@@ -87,8 +87,9 @@ class NNPreparePass(ModulePass):
     """format=auto: a .npy of calibration inputs (quantize)."""
     split_by_cost: bool = True
     """split-kernels{by-cost}: also split convs whose channel parts the planner estimates faster."""
-    split_kernel_parts: bool = True
-    """split-kernels{kernel-parts}: with split-by-cost, also weigh kernel (output-channel) parts."""
+    split_kernel_parts: bool | None = None
+    """split-kernels{kernel-parts}: also weigh kernel (output-channel) parts (absent: with split-by-cost;
+    true without it is refused)."""
     sequence_gemm: bool = True
     """false: sequence-gemm{layout=off} (a dense over timesteps runs as T one-pixel images)."""
     split_recurrence: bool = True

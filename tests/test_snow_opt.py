@@ -208,9 +208,13 @@ def test_pipeline_mistakes_name_the_pass_and_option(capsys) -> None:
              "nn-prepare,balance-loads{units=two}": "pass 'balance-loads': option units=two: expected an integer",
              "nn-prepare,balance-loads{unit=2}": "pass 'balance-loads' has no option 'unit'",
              # a number where a boolean or a string goes (it once raised a TypeError of its own)
-             "nn-prepare{split-kernel-parts=2}": "pass 'nn-prepare': option split-kernel-parts=2: expected true or false",
+             "nn-prepare{split-kernel-parts=2}":
+                 "pass 'nn-prepare': option split-kernel-parts=2: expected true or false (or absent)",
              "split-kernels{kernel-parts=0}": "pass 'split-kernels': option kernel-parts=0: expected true or false",
-             "nn-prepare{hw=3}": "pass 'nn-prepare': option hw=3: expected a string"}
+             "nn-prepare{hw=3}": "pass 'nn-prepare': option hw=3: expected a string",
+             # asked for kernel parts where nothing would weigh them: refused, not ignored
+             "split-kernels{by-cost=false kernel-parts=true}": "split-kernels: kernel-parts=true needs by-cost=true",
+             "nn-prepare{split-by-cost=false split-kernel-parts=true}": "kernel-parts=true needs by-cost=true"}
     for pipeline, want in cases.items():
         assert snow_opt([digits, "-p", pipeline]) == 1
         err = capsys.readouterr().err.strip().splitlines()

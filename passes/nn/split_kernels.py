@@ -1,5 +1,5 @@
 """
-split-kernels{max-words=0 by-cost=true kernel-parts=true hw=}: split convolutions whose kernels
+split-kernels{max-words=0 by-cost=true kernel-parts= hw=}: split convolutions whose kernels
 do not fit a vMAC's weights buffer -- or, with `by-cost`, whose parts the planner estimates
 faster (kernels that then fit a weights slot and double-buffer, maps that then fit the buffer so
 the weights go once) -- into convolutions over input-channel slices, chained through the bypass
@@ -42,6 +42,7 @@ from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
 
 from snowir.dialects import nn
+from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, conv_shape, drop_dead_constants, name_part, new_constant, shape_of, tensor
 from snowir.plan.conv import plan_conv, residual_cycles
@@ -259,14 +260,19 @@ class SplitKernelsPass(ModulePass):
     """Kernel words a part may hold; 0: the weights buffer less its 16-word bias block."""
     by_cost: bool = True
     """Also split where the planner estimates the parts faster (at least MIN_GAIN)."""
-    kernel_parts: bool = True
-    """With `by-cost`, also weigh kernel (output-channel) parts; false: channel parts only."""
+    kernel_parts: bool | None = None
+    """Also weigh kernel (output-channel) parts, by cost (absent: whenever `by-cost`; false: channel
+    parts only). True without `by-cost` is refused: nothing would weigh them."""
     hw: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.kernel_parts and not self.by_cost:
+            raise SnowError("split-kernels: kernel-parts=true needs by-cost=true (kernel parts are taken only where "
+                            "the planner's estimate says they pay)")
         hw = SnowflakeConfig.load(self.hw or None)
         max_words = self.max_words or hw.weights_buffer_elements - hw.macs_per_vmac
-        PatternRewriteWalker(SplitKernel(max_words, self.by_cost, hw, self.kernel_parts),
+        kernel_parts = self.by_cost if self.kernel_parts is None else self.kernel_parts
+        PatternRewriteWalker(SplitKernel(max_words, self.by_cost, hw, kernel_parts),
                              apply_recursively=False).rewrite_module(op)
 
         drop_dead_constants(op)

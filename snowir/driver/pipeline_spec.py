@@ -75,4 +75,7 @@ def _spec_options(spec) -> dict:
 
 def _type_name(t) -> str:
     name = t if isinstance(t, str) else getattr(t, "__name__", str(t))
-    return {"int": "an integer", "bool": "true or false", "str": "a string", "float": "a number"}.get(name, name)
+    optional = name.endswith(" | None")  # an option whose absence means something of its own
+    name = name.removesuffix(" | None")
+    name = {"int": "an integer", "bool": "true or false", "str": "a string", "float": "a number"}.get(name, name)
+    return f"{name} (or absent)" if optional else name
