@@ -214,11 +214,19 @@ def test_pipeline_mistakes_name_the_pass_and_option(capsys) -> None:
              "nn-prepare{hw=3}": "pass 'nn-prepare': option hw=3: expected a string",
              # asked for kernel parts where nothing would weigh them: refused, not ignored
              "split-kernels{by-cost=false kernel-parts=true}": "split-kernels: kernel-parts=true needs by-cost=true",
-             "nn-prepare{split-by-cost=false split-kernel-parts=true}": "kernel-parts=true needs by-cost=true"}
+             "nn-prepare{split-by-cost=false split-kernel-parts=true}": "kernel-parts=true needs by-cost=true",
+             # a boolean where an integer goes: xDSL took it as 1 (a bool is an int)
+             "split-kernels{max-words=true}": "pass 'split-kernels': option max-words=true: expected an integer"}
     for pipeline, want in cases.items():
         assert snow_opt([digits, "-p", pipeline]) == 1
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and want in err[0], err
+    from snowir.driver.model_run import parse_pipeline
+    from snowir.errors import SnowError
+
+    with pytest.raises(SnowError, match="option max-words=true: expected an integer"):  # snow-run --pipeline, the API
+        parse_pipeline("split-kernels{max-words=true}")
+    assert parse_pipeline("split-kernels{max-words=100}") is not None
     assert snow_opt([digits, "-p", "nn-prepare", "--print-ir-after", "tile-loop-ordr"]) == 1
     assert "did you mean 'tile-loop-order'" in capsys.readouterr().err
 

@@ -49,6 +49,8 @@ class SnowOptMain(xDSLOptMain):
             why = explain_pipeline(self.args.passes or "", self.available_passes)
             where = self.args.input_file or "<stdin>"
             raise (SnowError(f"{where}: error: {why}") if why else e) from None
+        if (why := explain_pipeline(self.args.passes or "", self.available_passes)) is not None:
+            raise SnowError(f"{self.args.input_file or '<stdin>'}: error: {why}")  # built from a value of the wrong kind
         self._print_after()
         if not timing:
             return

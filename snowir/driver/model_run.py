@@ -82,8 +82,11 @@ def parse_pipeline(pipeline: str) -> PassPipeline | None:
     if not spec:
         return None
     try:
-        return PassPipeline.parse_spec(all_passes(), spec)
-    except (KeyboardInterrupt, SystemExit):
+        pipeline_passes = PassPipeline.parse_spec(all_passes(), spec)
+        if (why := explain_pipeline(spec, all_passes())) is not None:  # built, but from a value of the wrong kind
+            raise SnowError(f"--pipeline '{pipeline}': {why}")
+        return pipeline_passes
+    except (KeyboardInterrupt, SystemExit, SnowError):
         raise
     except BaseException as e:  # noqa: BLE001 - xDSL's ArgSpecParseError is a BaseException
         reason = pipeline_error(e) if type(e).__name__ == "ArgSpecParseError" else \
