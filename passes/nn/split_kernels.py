@@ -33,6 +33,7 @@ the code generator streams their kernels without rounding. Run before quantize.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -112,6 +113,19 @@ def estimated_cycles(op: nn.Conv2dOp, parts: list[tuple[int, int]], hw: Snowflak
     return total
 
 
+def _cheapest(best: int, best_cycles: float, counts: range, channels: int, price: Callable[[int], float],
+              gain: float) -> int:
+    """The part count among `counts` (parts of at least 16 of `channels`) whose estimated cycles
+    (`price`) beat the best so far by `gain`, else `best`: an estimate's small wins are noise."""
+    for count in counts:
+        if channels // count < 16:
+            break
+        cycles = price(count)
+        if cycles < best_cycles * (1 - gain):
+            best, best_cycles = count, cycles
+    return best
+
+
 class SplitKernel(RewritePattern):
     def __init__(self, max_words: int, by_cost: bool, hw: SnowflakeConfig, kernel_parts: bool = True):
         super().__init__()
@@ -156,28 +170,18 @@ class SplitKernel(RewritePattern):
         whole = _kernel_part_plan(op, k, self.hw)
         if whole is None or whole.resident_weights:
             return 1
-        best, best_cycles = 1, (whole.estimated_cycles(self.hw) if channel_count == 1
-                                else estimated_cycles(op, _parts(c, channel_count), self.hw))
-        for count in range(2, MAX_PARTS_BY_COST + 1):
-            if k // count < 16:
-                break
-            cycles = kernel_parts_cycles(op, _parts(k, count), self.hw)
-            if cycles < best_cycles * (1 - KERNEL_PARTS_MIN_GAIN):
-                best, best_cycles = count, cycles
-        return best
+        now = whole.estimated_cycles(self.hw) if channel_count == 1 \
+            else estimated_cycles(op, _parts(c, channel_count), self.hw)
+        return _cheapest(1, now, range(2, MAX_PARTS_BY_COST + 1), k,
+                         lambda count: kernel_parts_cycles(op, _parts(k, count), self.hw), KERNEL_PARTS_MIN_GAIN)
 
     def _more_parts(self, op: nn.Conv2dOp, c: int, least: int) -> int:
         """The fewest parts the kernels need, or more where the planner estimates them faster by
         MIN_GAIN: parts whose kernels then fit a weights slot double-buffer instead of staggering
         (a 3x3 conv over 512 channels: two parts of 256 stagger, four of 128 double-buffer)."""
-        best, best_cycles = least, estimated_cycles(op, _parts(c, least), self.hw)
-        for count in range(least + 1, max(MAX_PARTS_BY_COST, least) + 1):
-            if c // count < 16:
-                break
-            cycles = estimated_cycles(op, _parts(c, count), self.hw)
-            if cycles < best_cycles * (1 - MIN_GAIN):
-                best, best_cycles = count, cycles
-        return best
+        return _cheapest(least, estimated_cycles(op, _parts(c, least), self.hw),
+                         range(least + 1, max(MAX_PARTS_BY_COST, least) + 1), c,
+                         lambda count: estimated_cycles(op, _parts(c, count), self.hw), MIN_GAIN)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: nn.Conv2dOp, rewriter: PatternRewriter) -> None:
