@@ -49,16 +49,14 @@ def explain_pipeline(spec: str, available: dict) -> str | None:
             return f"unknown pass '{p.name}'" + (f": did you mean '{close[0]}'?" if close else
                                                  " (snow-opt --list-passes lists them)")
         cls = available[p.name]()
+        fields = {f.name.replace("_", "-"): f for f in dataclasses.fields(cls) if f.name != "name"}
         try:
             cls.from_pass_spec(p)
             for key, value in _spec_options(p).items():
                 # xDSL takes `true` for an integer option (a bool is an int): `max-words=true` ran as 1
-                field = next((f for f in dataclasses.fields(cls) if f.name.replace("_", "-") == key), None)
-                if isinstance(value, bool) and field is not None and _type_name(field.type).startswith(
-                        ("an integer", "a number")):
-                    return f"pass '{p.name}': option {key}={str(value).lower()}: expected {_type_name(field.type)}"
+                if isinstance(value, bool) and _type_name(fields[key].type).startswith(("an integer", "a number")):
+                    return f"pass '{p.name}': option {key}={str(value).lower()}: expected {_type_name(fields[key].type)}"
         except (ValueError, TypeError) as e:
-            fields = {f.name.replace("_", "-"): f for f in dataclasses.fields(cls) if f.name != "name"}
             bad = [k for k in _spec_options(p) if k not in fields]
             if bad:
                 return (f"pass '{p.name}' has no option '{bad[0]}' (its options: "
