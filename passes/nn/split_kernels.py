@@ -47,6 +47,7 @@ from snowir.errors import SnowError
 from snowir.hw import SnowflakeConfig
 from snowir.nn_util import const_of, conv_shape, drop_dead_constants, name_part, new_constant, shape_of, tensor
 from snowir.plan.conv import plan_conv, residual_cycles
+from snowir.plan.issue import placement_cycles
 from snowir.plan.shapes import ConvPlan, ConvShape, LoweringError, weights_slot_elements
 from snowir.segments import CHANNEL_TILES
 
@@ -95,13 +96,14 @@ def _kernel_part_plan(op: nn.Conv2dOp, size: int, hw: SnowflakeConfig) -> ConvPl
 def kernel_parts_cycles(op: nn.Conv2dOp, parts: list[tuple[int, int]], hw: SnowflakeConfig) -> float:
     """The planner's estimate for the conv run as these kernel parts, one after the other, or inf
     where a part has no plan or its kernels are not resident (the structural gain kernel parts are
-    weighed for: a part's kernels loaded once while its maps go once)."""
+    weighed for: a part's kernels loaded once while its maps go once). Each part is priced as the
+    whole conv is (`placement_cycles`: the estimate its own planner chose its plan by)."""
     total = 0.0
     for _, size in parts:
         plan = _kernel_part_plan(op, size, hw)
         if plan is None or not plan.resident_weights:
             return float("inf")
-        total += plan.estimated_cycles(hw)
+        total += placement_cycles(plan, hw)
     return total
 
 
@@ -171,13 +173,18 @@ class SplitKernel(RewritePattern):
     def _kernel_count_by_cost(self, op: nn.Conv2dOp, k: int, c: int, channel_count: int) -> int:
         """Kernel parts that make the layer faster than it runs whole or as its `channel_count`
         channel parts (the estimates) by KERNEL_PARTS_MIN_GAIN: only where the whole conv's
-        kernels are not resident and a part's are (kernel_parts_cycles). 1: none."""
+        kernels are not resident and a part's are (kernel_parts_cycles). The whole conv is priced
+        by the estimate its planner chose its plan by (`placement_cycles`): a strided 1x1's row
+        groups (`coop_rows`) by theirs, which counts the CUs a group leaves idle and the issue,
+        not the broadcast loop-order model's (ResNet-50's n86 on 16 CUs, 1x1/2 512 -> 1024:
+        112.3 k by that model, 126.9 k by its own, 137.6 k run; two parts 107.2 k, 131.6 k run).
+        1: none."""
         if not self.kernel_parts or op.bypass is not None or k < 32:
             return 1  # a part would need its channels of the bypass; too few kernels to share out
         whole = _kernel_part_plan(op, k, self.hw)
         if whole is None or whole.resident_weights:
             return 1
-        now = whole.estimated_cycles(self.hw) if channel_count == 1 \
+        now = placement_cycles(whole, self.hw) if channel_count == 1 \
             else estimated_cycles(op, _parts(c, channel_count), self.hw)
         return _cheapest(1, now, range(2, MAX_PARTS_BY_COST + 1), k,
                          lambda count: kernel_parts_cycles(op, _parts(k, count), self.hw), KERNEL_PARTS_MIN_GAIN)
