@@ -59,6 +59,10 @@ def _split(path: Path, hw: str, kernel_parts: bool = True) -> tuple[list[tuple[i
     # 16 CUs: ResNet-18's layer3.0.conv1, two resident parts predicted only 4.1% faster (they ran
     # 4.6% slower): below KERNEL_PARTS_MIN_GAIN, stays whole
     (128, 28, 256, 3, 2, SIXTEEN_CUS, [(128, 256, False)], 0),
+    # 16 CUs: ResNet-50's n86 (1x1/2 512 -> 1024 at 28²), whole as gathered row groups: priced by
+    # its own planner's estimate (coop_rows_cycles, 126.9 k; the loop-order model's 112.3 k left
+    # it whole), two resident parts of 512 (107.2 k) are taken
+    (512, 28, 1024, 1, 2, SIXTEEN_CUS, [(512, 512, False)] * 2, 1),
     # the stock machine (4 CUs): no part of 16-aligned kernels is resident at a gain; stays whole
     (1024, 14, 512, 1, 1, "", [(1024, 512, False)], 0),
 ])
@@ -85,6 +89,42 @@ def test_kernel_parts_faster_and_bit_exact(tmp_path: Path) -> None:
     names = [layer["name"] for layer in run.report["layers"] if layer["op"] == "conv2d"]
     assert len(names) == 2 and all(".kpart" in n for n in names)
     assert run.report["total"]["cycles"] < 0.9 * parts.report["total"]["cycles"]
+
+
+def _downsampling_block(tmp_path: Path) -> Path:
+    """ResNet-50's layer3.0 without its first 1x1 and batch norms: a 3x3/2 512 -> 256 and the
+    strided 1x1 projection 512 -> 1024 over the same 28² input, the last 1x1 256 -> 1024 adding the
+    projection (fuse-residual-add gives it the add on 16 CUs, the projection runs plain)."""
+    m = model([helper.make_node("Conv", ["x", "w0", "b0"], ["a"], kernel_shape=[3, 3], pads=[1] * 4, strides=[2, 2]),
+               helper.make_node("Relu", ["a"], ["r"]),
+               helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[1, 1], strides=[2, 2]),
+               helper.make_node("Conv", ["r", "w2", "b2"], ["z"], kernel_shape=[1, 1]),
+               helper.make_node("Add", ["z", "y"], ["s"]), helper.make_node("Relu", ["s"], ["o"])],
+              {"x": [1, 512, 28, 28]}, {"o": None},
+              {"w0": rand(256, 512, 3, 3, seed=3, scale=1 / np.sqrt(512 * 9)), "b0": rand(256, seed=4, scale=0.1),
+               "w": rand(1024, 512, 1, 1, seed=1, scale=1 / np.sqrt(512)), "b": rand(1024, seed=2, scale=0.1),
+               "w2": rand(1024, 256, 1, 1, seed=5, scale=1 / np.sqrt(256)), "b2": rand(1024, seed=6, scale=0.1)})
+    path = tmp_path / "downsampling_block.onnx"
+    onnx.save(m, path)
+    return path
+
+
+def test_strided_projection_kernel_parts_in_a_block(tmp_path: Path) -> None:
+    """The block above on 16 CUs: the projection (ResNet-50's n86 shape) as two kernel parts of 512,
+    bit-exact, and the block faster than with it whole (697,268 against 700,420 cycles, fast
+    engine: the projection 130.7 k against 132.5 k, the 1x1 adding it 87.6 k against 88.9 k). Alone
+    the parts run 134.9 k against 132.8 k: what they gain is the previous conv's preload of their
+    first kernels (a row-group conv takes none) and the whole conv's gather, which shares the bus
+    with the previous conv's last write-backs."""
+    path = _downsampling_block(tmp_path)
+    hw = SnowflakeConfig.load(SIXTEEN_CUS)
+    run = run_model_on_device(path, check=True, hw=hw)
+    whole = run_model_on_device(path, pipeline="nn-prepare{split-kernel-parts=false}", check=True, hw=hw)
+    for r in (run, whole):
+        assert r.report["check"]["golden_bit_exact"] is True
+    assert [layer["name"] for layer in run.report["layers"] if ".kpart" in layer["name"]] == ["y.kpart0", "y.kpart1", "y.kparts"]
+    assert not any(".kpart" in layer["name"] for layer in whole.report["layers"])
+    assert run.report["total"]["cycles"] < whole.report["total"]["cycles"]
 
 
 @pytest.mark.parametrize("c, h, k, kh", [(64, 14, 40, 3), (64, 14, 100, 1)])

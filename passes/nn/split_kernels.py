@@ -60,7 +60,9 @@ kernels land before its later strips compute, plan/paired_start.py), which the w
 once. Measured on 16 CUs at 4.2 GB/s (fast engine, bit-exact): ResNet-18's layer3.0.conv1 (3x3/2,
 128 -> 256 at 28²) predicted 4.1% faster as two parts, ran 4.6% slower; ResNet-50's n86 (1x1/2,
 512 -> 1024) predicted 4.6%, ran 4.4% faster; the 14² 1x1 1024 -> 512 predicted 25.8%, ran 13.8%
-faster than its channel parts."""
+faster than its channel parts. Since stop 55 the whole conv is priced by its own planner's estimate
+(`placement_cycles`): n86's row groups 126.9 k against the parts' 107.2 k (15.5%), so it splits;
+layer3.0.conv1 (a broadcast plan) is priced as before and stays whole."""
 
 
 def _parts(c: int, count: int) -> list[tuple[int, int]]:
