@@ -70,7 +70,9 @@ def test_the_planner_takes_gathered_row_groups_where_they_are_cheaper() -> None:
 
 def test_gathered_row_groups_are_bit_exact_and_faster_than_broadcast() -> None:
     m, x = _projection(), _input()
-    rows = compile_model(m, hw=CUS16)
+    # the whole conv (split-kernel-parts=false): on 16 CUs kernel parts take it, priced against
+    # these row groups (tests/test_kernel_parts.py)
+    rows = compile_model(m, "nn-prepare{split-kernel-parts=false}", hw=CUS16)
     with _broadcast_only():  # the whole conv's broadcast plan (without row groups, kernel parts would take it)
         broadcast = compile_model(m, "nn-prepare{split-kernel-parts=false}", hw=CUS16)
     cycles = {}
@@ -89,7 +91,9 @@ def _tile_text(tmp_path, m: onnx.ModelProto, hw: SnowflakeConfig) -> tuple[str, 
     src, out, cfg = tmp_path / "m.onnx", tmp_path / "t.mlir", tmp_path / "hw.json"
     onnx.save(m, src)
     cfg.write_text(json.dumps(hw.to_json()))
-    assert snow_opt([str(src), "-p", f"nn-prepare{{hw={cfg}}},nn-to-tile{{hw={cfg}}},tile-loop-order{{hw={cfg}}}",
+    # the whole conv: on 16 CUs the projection otherwise runs as two kernel parts (tests/test_kernel_parts.py)
+    assert snow_opt([str(src), "-p", f"nn-prepare{{hw={cfg} split-kernel-parts=false}},nn-to-tile{{hw={cfg}}},"
+                     f"tile-loop-order{{hw={cfg}}}",
                      "-o", str(out)]) == 0
     return out.read_text(), str(cfg)
 

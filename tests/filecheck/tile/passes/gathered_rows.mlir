@@ -1,6 +1,6 @@
-// RUN: snow-opt %s -p 'nn-prepare{hw=%inputs/cus16.json},nn-to-tile{hw=%inputs/cus16.json},tile-loop-order{hw=%inputs/cus16.json}' | filecheck %s
+// RUN: snow-opt %s -p 'nn-prepare{hw=%inputs/cus16.json split-kernel-parts=false},nn-to-tile{hw=%inputs/cus16.json},tile-loop-order{hw=%inputs/cus16.json}' | filecheck %s
 // RUN: snow-opt %s -p 'nn-prepare,nn-to-tile,tile-loop-order' | filecheck %s --check-prefix=STOCK
-// RUN: snow-opt %s -p 'nn-prepare{hw=%inputs/cus16.json},nn-to-tile{hw=%inputs/cus16.json},tile-loop-order{hw=%inputs/cus16.json}' -o %t.mlir
+// RUN: snow-opt %s -p 'nn-prepare{hw=%inputs/cus16.json split-kernel-parts=false},nn-to-tile{hw=%inputs/cus16.json},tile-loop-order{hw=%inputs/cus16.json}' -o %t.mlir
 // RUN: sed -e 's/, coop_rows//' %t.mlir > %t.removed.mlir
 // RUN: not snow-opt %t.removed.mlir -p 'tile-to-asm{hw=%inputs/cus16.json}' 2>&1 | filecheck %s --check-prefix=STALE
 
@@ -10,7 +10,8 @@
 // groups over the gathered pixels (`coop_rows` with `gather`) each CU gathers its own compact row
 // (14 pixels, select c), the 14 rows sit in 14 CUs' buffers at once, and each 4-kernel tile loads
 // once, broadcast to vMAC v of every CU. Priced (plan/conv.with_coop_rows): on the stock 4-CU
-// machine the broadcast plan stays.
+// machine the broadcast plan stays. split-kernel-parts=false keeps the conv whole: on 16 CUs
+// split-kernels otherwise runs it as two resident kernel parts (tests/test_kernel_parts.py).
 
 func.func @main(%x: tensor<1x512x28x28xf32>) -> tensor<1x1024x14x14xf32> {
   %w = nn.constant dense<0.001> : tensor<1024x512x1x1xf32>
