@@ -123,6 +123,11 @@ class Conv2dOp(NNOperation):
         super().__init__(operands=[input, weight, bias, [bypass] if bypass else []],
                          result_types=[result_type], properties=props)
 
+    def window(self) -> dict[str, list[int]]:
+        """Strides, pads and dilations as keywords of `Conv2dOp(...)`: a rewrite that rebuilds a conv
+        (new weights, a part of its kernels or channels, a fused add) slides the same window."""
+        return dict(strides=int_values(self.strides), pads=int_values(self.pads), dilations=int_values(self.dilations))
+
     def verify_(self) -> None:
         n, c, h, w = self._rank(self.input, 4, "input")
         o, cg, kh, kw = self._rank(self.weight, 4, "weight")

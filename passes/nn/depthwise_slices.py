@@ -50,9 +50,8 @@ def slice_conv(op: nn.Conv2dOp, w: np.ndarray, bias: np.ndarray | None, start: i
     sl = nn.ChannelSliceOp(op.input, start, size, TensorType(f32, [n, size, h, w_in]))
     weight = constant_op(block_diagonal(w[start:start + size], size).astype(np.float32), "w_diag")
     b = constant_op((bias[start:start + size] if bias is not None else np.zeros(size)).astype(np.float32), "b_slice")
-    conv = nn.Conv2dOp(sl.output, weight.result, b.result, TensorType(f32, [n, size, oh, ow]),
-                       [int(v) for v in op.strides.get_values()], [int(v) for v in op.pads.get_values()],
-                       [int(v) for v in op.dilations.get_values()], 1, op.relu is not None)
+    conv = nn.Conv2dOp(sl.output, weight.result, b.result, TensorType(f32, [n, size, oh, ow]), **op.window(),
+                       relu=op.relu is not None)
     conv.attributes.update(op.attributes)
     conv.attributes["block_diagonal"] = UnitAttr()
     return sl, (weight, b), conv
@@ -140,9 +139,8 @@ def producer_blocks(p: nn.Conv2dOp, pw: np.ndarray, priced_only: bool = False
         else:
             weight = constant_op(pw[start:start + size], "w_block")
             b = constant_op((bias[start:start + size] if bias is not None else np.zeros(size)), "b_block")
-        conv = nn.Conv2dOp(p.input, weight.result, b.result, TensorType(f32, [n, size, oh, ow]),
-                           [int(v) for v in p.strides.get_values()], [int(v) for v in p.pads.get_values()],
-                           [int(v) for v in p.dilations.get_values()], 1, p.relu is not None)
+        conv = nn.Conv2dOp(p.input, weight.result, b.result, TensorType(f32, [n, size, oh, ow]), **p.window(),
+                           relu=p.relu is not None)
         conv.attributes.update(p.attributes)
         name_part(conv, p, str(g))
         conv.attributes[BLOCKED] = StringAttr(f"{g} of {len(sizes)}")
@@ -273,9 +271,8 @@ def diagonal_conv(op: nn.Conv2dOp, w: np.ndarray, lanes: int, priced_only: bool 
         weight = nn.ConstantOp(DenseResourceAttr.from_params("priced_only", TensorType(Float32Type(), shape)))
     else:
         weight = constant_op(block_diagonal(w, lanes).astype(np.float32), "w_diag")
-    conv = nn.Conv2dOp(op.input, weight.result, op.bias, op.output.type, [int(v) for v in op.strides.get_values()],
-                       [int(v) for v in op.pads.get_values()], [int(v) for v in op.dilations.get_values()],
-                       c // lanes, op.relu is not None, op.bypass)
+    conv = nn.Conv2dOp(op.input, weight.result, op.bias, op.output.type, **op.window(), groups=c // lanes,
+                       relu=op.relu is not None, bypass=op.bypass)
     conv.attributes.update(op.attributes)
     conv.attributes["block_diagonal"] = UnitAttr()
     return weight, conv

@@ -179,9 +179,8 @@ def dense_conv(op: nn.Conv2dOp, w: np.ndarray) -> tuple[nn.ConstantOp, nn.Conv2d
     """`op` (grouped, weights `w`) as an ungrouped conv with `dense_weights`, not yet in a block."""
     groups = op.groups.value.data
     weight = constant_op(dense_weights(w, groups).astype(np.float32), "w_dense")
-    conv = nn.Conv2dOp(op.input, weight.result, op.bias, op.output.type, [int(v) for v in op.strides.get_values()],
-                       [int(v) for v in op.pads.get_values()], [int(v) for v in op.dilations.get_values()],
-                       1, op.relu is not None, op.bypass)
+    conv = nn.Conv2dOp(op.input, weight.result, op.bias, op.output.type, **op.window(), relu=op.relu is not None,
+                       bypass=op.bypass)
     conv.attributes.update(op.attributes)
     conv.attributes[DENSE_GROUPS] = IntegerAttr(groups, 64)
     return weight, conv

@@ -44,9 +44,7 @@ def _scaled(conv: nn.Conv2dOp, k: np.ndarray, shift: np.ndarray, rewriter: Patte
     w, b = const_of(conv.weight), const_of(conv.bias)
     new_w = new_constant(rewriter, conv, w * k.reshape(-1, 1, 1, 1), "w_folded")
     new_b = new_constant(rewriter, conv, b * k + shift, "b_folded")
-    folded = nn.Conv2dOp(conv.input, new_w, new_b, conv.output.type, [int(v) for v in conv.strides.get_values()],
-                         [int(v) for v in conv.pads.get_values()], [int(v) for v in conv.dilations.get_values()],
-                         conv.groups.value.data)
+    folded = nn.Conv2dOp(conv.input, new_w, new_b, conv.output.type, **conv.window(), groups=conv.groups.value.data)
     folded.attributes.update(conv.attributes)
     rewriter.insert(folded, _before(conv))
     return folded

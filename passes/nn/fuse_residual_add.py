@@ -99,10 +99,8 @@ class FuseResidualAdd(RewritePattern):
             rewriter.insert(moved, InsertPoint.before(conv))
             rewriter.replace(crop, [], [moved.output])
             other = moved.output
-        fused = nn.Conv2dOp(conv.input, conv.weight, conv.bias, op.output.type,
-                            [int(v) for v in conv.strides.get_values()], [int(v) for v in conv.pads.get_values()],
-                            [int(v) for v in conv.dilations.get_values()], conv.groups.value.data,
-                            relu=op.relu is not None, bypass=other)
+        fused = nn.Conv2dOp(conv.input, conv.weight, conv.bias, op.output.type, **conv.window(),
+                            groups=conv.groups.value.data, relu=op.relu is not None, bypass=other)
         fused.attributes.update(conv.attributes)
         if at is None:
             rewriter.replace(conv, fused)

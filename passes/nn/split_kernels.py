@@ -79,13 +79,6 @@ def _part_shape(op: nn.Conv2dOp, parts: list[tuple[int, int]], i: int) -> ConvSh
     return replace(whole, c=size, cin_total=whole.c if len(parts) > 1 else 0, c_base=a)
 
 
-def _window(op: nn.Conv2dOp) -> dict[str, list[int]]:
-    """The conv's strides, pads and dilations as a part's Conv2dOp takes them: every part, channel
-    or kernel, slides the whole conv's window."""
-    return dict(strides=[int(v) for v in op.strides.get_values()], pads=[int(v) for v in op.pads.get_values()],
-                dilations=[int(v) for v in op.dilations.get_values()])
-
-
 def _kernel_part_plan(op: nn.Conv2dOp, size: int, hw: SnowflakeConfig) -> ConvPlan | None:
     """The planner's plan of a kernel part of `size` kernels (no bypass: only a conv without one
     splits its kernels), or None where the planner refuses it."""
@@ -226,7 +219,7 @@ class SplitKernel(RewritePattern):
             if count == 1:
                 return
         parts = _parts(c, count)
-        args = _window(op)
+        args = op.window()
         acc = op.bypass
         for i, (a, size) in enumerate(parts):
             last = i == len(parts) - 1
@@ -249,7 +242,7 @@ class SplitKernel(RewritePattern):
         """`op` as kernel parts over its whole input, concatenated along the channels."""
         n, _, oh, ow = shape_of(op.output)
         weights, bias = const_of(op.weight), const_of(op.bias)
-        args = _window(op)
+        args = op.window()
         outs = []
         for i, (a, size) in enumerate(parts):
             wv = new_constant(rewriter, op, weights[a:a + size], "w_kpart")
