@@ -50,14 +50,22 @@ from snowir.asm_analysis import (INSTRUCTION_ROLES, LABEL_OR_BRANCH, body_ops, d
                                   raw_pairs, replace_body, rewritable_programs)
 from snowir.dialects import snowflake_asm as sf
 from snowir.hw import DEFAULT, SnowflakeConfig
-from snowir.passes.asm.guard import guarded
+from snowir.passes.asm.guard import guarded, measured_times
 
 
-def fill_ops(ops: list[Operation], slots: int, latency: int = 3, hw: SnowflakeConfig = DEFAULT) -> tuple[list[Operation], int]:
+def fill_ops(ops: list[Operation], slots: int, latency: int = 3, hw: SnowflakeConfig = DEFAULT,
+             bound: bool = False) -> tuple[list[Operation], int]:
     """`ops` (a program body) with the delay slots of every one-block loop's branch filled, the
-    no-ops they held placed before the loop's label."""
+    no-ops they held placed before the loop's label (`bound`: traces-bound loops too)."""
+    ops, filled, _ = _fill(ops, slots, latency, hw, bound)
+    return ops, filled
+
+
+def _fill(ops: list[Operation], slots: int, latency: int, hw: SnowflakeConfig,
+          bound: bool) -> tuple[list[Operation], int, int]:
+    """fill_ops, and how many loops it found traces-bound (filled only with `bound`)."""
     ops = list(ops)
-    filled = 0
+    filled = bounded = 0
     decided: dict[tuple, tuple[int, ...]] = {}  # block shape -> positions moved into the slots
     i = 0
     while i < len(ops):
@@ -83,9 +91,10 @@ def fill_ops(ops: list[Operation], slots: int, latency: int = 3, hw: SnowflakeCo
         # the choice depends only on registers read and written and on which ops touch the
         # machine: blocks of one shape (unrolled pixels, every tile of a layer) decide once
         key = tuple(map(_shape, ops[start:i + 1 + slots]))
-        take = decided.get(key)
-        if take is None:
-            take = decided[key] = _choose(ops, start, i, slots, latency, hw)
+        if key not in decided:
+            decided[key] = _choose(ops, start, i, slots, latency, hw, bound)
+        take, is_bound = decided[key]
+        bounded += is_bound
         if take:
             moved = [ops[start + k] for k in take]
             kept = [o for o in window if not is_nop(o)]
@@ -95,7 +104,16 @@ def fill_ops(ops: list[Operation], slots: int, latency: int = 3, hw: SnowflakeCo
             ops[start - 1:start - 1] = _nops(op, len(take))  # before the label: once per entry
             filled += len(take)
         i += 1 + slots  # the branch is where it was: as many no-ops before the label as moved
-    return ops, filled
+    return ops, filled, bounded
+
+
+def _sooner(times: tuple[int, int], than: tuple[int, int]) -> bool:
+    """Whether a program whose (cycles, last issue) alone are `times` makes no layer slower than
+    one with `than`, and one faster. In a whole-model program the layer's window ends where its
+    last instruction issued and the next layer's begins there, waiting for what the layer left
+    running (cycles - last issue): both must be no longer."""
+    (cycles, end), (cycles0, end0) = times, than
+    return end <= end0 and cycles - end <= cycles0 - end0 and times != than
 
 
 def _shape(op: Operation) -> tuple:
@@ -106,9 +124,10 @@ def _shape(op: Operation) -> tuple:
     return op.name, op.reads(), op.writes(), is_machine(op), op.properties.get("trace"), op.properties.get("mode")
 
 
-def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, hw: SnowflakeConfig) -> tuple[int, ...]:
+def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, hw: SnowflakeConfig,
+            bound: bool) -> tuple[tuple[int, ...], bool]:
     """Positions (from `start`) of the loop block's instructions to move into the slots of its
-    branch at `i`."""
+    branch at `i`, and whether the loop is traces-bound (then nothing moves unless `bound`)."""
     op = ops[i]
     window = ops[i + 1:i + 1 + slots]
     free = sum(1 for o in window if is_nop(o))
@@ -141,16 +160,17 @@ def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, 
         return later, first, machine
 
     base = cost(0)
-    if _traces_bound(ops[start:i + 1 + slots], base[0], hw):
-        return ()  # a filled slot saves no cycle, a no-op before the label costs one
+    is_bound = _traces_bound(ops[start:i + 1 + slots], base[0], hw)
+    if is_bound and not bound:
+        return (), True  # a filled slot saves no cycle, a no-op before the label costs one
     costs = {k: cost(k) for k in range(1, len(moved) + 1)}
     # no slower on any pass: a loop may run once (the no-ops before its label then cost what
     # the slots saved), and a slot that writes what the next pass reads first can stall it
     fits = [k for k, c in costs.items() if c[0] <= base[0] and c[1] <= base[1] and c[:1] + c[2:] < base[:1] + base[2:]]
     if not fits:
-        return ()
+        return (), False  # filled or not, the same program
     best = min(fits, key=lambda k: (costs[k][0], costs[k][2], costs[k][1], k))
-    return tuple(idx - start for idx in sorted(moved[:best]))
+    return tuple(idx - start for idx in sorted(moved[:best])), is_bound
 
 
 def _traces_bound(block: list[Operation], issue: int, hw: SnowflakeConfig) -> bool:
@@ -169,11 +189,68 @@ def _traces_bound(block: list[Operation], issue: int, hw: SnowflakeConfig) -> bo
 
 
 def fill_program(program: sf.ProgramOp, slots: int, latency: int, hw: SnowflakeConfig) -> int:
-    """Fill the delay slots of one program; returns the no-ops replaced."""
+    """Fill the delay slots of one program by the static rule; returns the no-ops replaced."""
     ops, filled = fill_ops(body_ops(program), slots, latency, hw)
     if filled:
         replace_body(program, ops)
     return filled
+
+
+@dataclass(frozen=True)
+class _Variant:
+    """A program's body with its traces-bound loops filled too, and what that changes alone on the
+    machine model against the static rule's body: its cycles, the cycle its last instruction
+    issued (`end`: where the next layer's window starts) and what it leaves running after that
+    (`tail`: cycles - end, which the next layer's window waits for)."""
+    ops: list[Operation]
+    cycles: int
+    end: int
+    tail: int
+
+
+def _variant(program: sf.ProgramOp, rule: list[Operation], slots: int, latency: int,
+             hw: SnowflakeConfig) -> _Variant | None:
+    """The program with every loop filled, when that differs from `rule` and ends sooner alone by
+    more than a loop's slots: a layer in a linked program starts behind the previous layer's CU
+    tail, which hides a few cycles at its start (ResNet-18's layer4.0.conv1.part1: 3 cycles sooner
+    alone, its next layer 3 cycles slower in the model)."""
+    body = body_ops(program)
+    every, _, _ = _fill(body, slots, latency, hw, True)
+    if [None if is_nop(o) else o for o in every] == [None if is_nop(o) else o for o in rule]:
+        return None
+    container = program.parent_op()
+    try:
+        replace_body(program, rule)
+        before = measured_times(program, hw, container)
+        replace_body(program, every)
+        after = measured_times(program, hw, container)
+    finally:
+        replace_body(program, body)
+    if before is None or after is None or after[0] >= before[0] - slots:
+        return None
+    return _Variant(every, after[0] - before[0], after[1] - before[1], (after[0] - after[1]) - (before[0] - before[1]))
+
+
+def _choose_variants(variants: list[_Variant | None]) -> list[bool]:
+    """Which programs (consecutive layers of one linked program) take their variant: the most
+    cycles saved with no layer's window longer than under the static rule. A layer's window
+    changes by its `end` plus the previous layer's `tail` where that grew (a shorter tail is not
+    counted on); the last layer's tail may not grow (it is the program's end)."""
+    # best[c] = (cycles saved, choices) over the programs so far, the last one's choice c
+    best: dict[bool, tuple[int, list[bool]]] = {False: (0, [])}
+    for v in variants:
+        step: dict[bool, tuple[int, list[bool]]] = {}
+        for prev, (saved, picks) in best.items():
+            carry = max(0, variants[len(picks) - 1].tail) if prev else 0
+            for take in (False, True) if v is not None else (False,):
+                if (v.end if take else 0) + carry > 0:
+                    continue
+                got = (saved - (v.cycles if take else 0), picks + [take])
+                if take not in step or got[0] > step[take][0]:
+                    step[take] = got
+        best = step
+    ok = [(saved, picks) for last, (saved, picks) in best.items() if not last or variants[len(picks) - 1].tail <= 0]
+    return max(ok, key=lambda sp: sp[0])[1] if ok else [False] * len(variants)
 
 
 def _in_slots(ops: list, j: int, slots: int) -> bool:
@@ -197,14 +274,24 @@ class FillDelaySlotsPass(ModulePass):
     """A hardware description JSON (SnowflakeConfig fields); default: the ZC706 build."""
     guard: bool = True
     """Keep a program's rewrite only when it runs no slower on the machine model (guard.py)."""
+    measure: bool = True
+    """Where a program has a traces-bound loop, run it with and without such loops filled on the
+    machine model and keep the faster (fill_program)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
         found = rewritable_programs(op, "fill-delay-slots")
         if not found:
             refuse_unlowered(op, "fill-delay-slots")
+        slots, latency = hw.branch_delay_slots, hw.scalar_latency
+        rules, variants = [], []
         for program in found:
-            guarded(program, hw, self.guard, lambda: fill_program(program, hw.branch_delay_slots, hw.scalar_latency, hw))
+            ops, _, bounded = _fill(body_ops(program), slots, latency, hw, False)
+            rules.append(ops)
+            variants.append(_variant(program, ops, slots, latency, hw) if self.measure and bounded else None)
+        for program, ops, v, take in zip(found, rules, variants, _choose_variants(variants)):
+            chosen = v.ops if take else ops
+            guarded(program, hw, self.guard, lambda: replace_body(program, chosen))
 
 
 def _nops(branch: Operation, n: int) -> list[Operation]:
