@@ -61,11 +61,14 @@ def fill_ops(ops: list[Operation], slots: int, latency: int = 3, hw: SnowflakeCo
     return ops, filled
 
 
-def _fill(ops: list[Operation], slots: int, latency: int, hw: SnowflakeConfig,
-          bound: bool) -> tuple[list[Operation], int, int]:
-    """fill_ops, and how many loops it found traces-bound (filled only with `bound`)."""
+def _fill(ops: list[Operation], slots: int, latency: int, hw: SnowflakeConfig, bound: bool,
+          until: int | None = None) -> tuple[list[Operation], int, list[int]]:
+    """fill_ops (`bound`: traces-bound loops too, those whose branch is before `until` where
+    given), and where the branches of the traces-bound loops that filling would change are (every
+    instruction outside a loop keeps its index, a loop's branch too)."""
     ops = list(ops)
-    filled = bounded = 0
+    filled = 0
+    bounded: list[int] = []
     decided: dict[tuple, tuple[int, ...]] = {}  # block shape -> positions moved into the slots
     i = 0
     while i < len(ops):
@@ -92,9 +95,12 @@ def _fill(ops: list[Operation], slots: int, latency: int, hw: SnowflakeConfig,
         # machine: blocks of one shape (unrolled pixels, every tile of a layer) decide once
         key = tuple(map(_shape, ops[start:i + 1 + slots]))
         if key not in decided:
-            decided[key] = _choose(ops, start, i, slots, latency, hw, bound)
+            decided[key] = _choose(ops, start, i, slots, latency, hw)
         take, is_bound = decided[key]
-        bounded += is_bound
+        if is_bound and take:
+            bounded.append(i)
+            if not bound or until is not None and i >= until:
+                take = ()  # a filled slot saves no cycle, a no-op before the label costs one
         if take:
             moved = [ops[start + k] for k in take]
             kept = [o for o in window if not is_nop(o)]
@@ -107,15 +113,6 @@ def _fill(ops: list[Operation], slots: int, latency: int, hw: SnowflakeConfig,
     return ops, filled, bounded
 
 
-def _sooner(times: tuple[int, int], than: tuple[int, int]) -> bool:
-    """Whether a program whose (cycles, last issue) alone are `times` makes no layer slower than
-    one with `than`, and one faster. In a whole-model program the layer's window ends where its
-    last instruction issued and the next layer's begins there, waiting for what the layer left
-    running (cycles - last issue): both must be no longer."""
-    (cycles, end), (cycles0, end0) = times, than
-    return end <= end0 and cycles - end <= cycles0 - end0 and times != than
-
-
 def _shape(op: Operation) -> tuple:
     """What the choice reads of an op: its kind, its registers, and a vector op's CU cycles
     (`_traces_bound`: its trace and mode)."""
@@ -124,10 +121,11 @@ def _shape(op: Operation) -> tuple:
     return op.name, op.reads(), op.writes(), is_machine(op), op.properties.get("trace"), op.properties.get("mode")
 
 
-def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, hw: SnowflakeConfig,
-            bound: bool) -> tuple[tuple[int, ...], bool]:
+def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int,
+            hw: SnowflakeConfig) -> tuple[tuple[int, ...], bool]:
     """Positions (from `start`) of the loop block's instructions to move into the slots of its
-    branch at `i`, and whether the loop is traces-bound (then nothing moves unless `bound`)."""
+    branch at `i`, and whether the loop is traces-bound (`_traces_bound`: the static rule leaves
+    it as it is)."""
     op = ops[i]
     window = ops[i + 1:i + 1 + slots]
     free = sum(1 for o in window if is_nop(o))
@@ -161,14 +159,12 @@ def _choose(ops: list[Operation], start: int, i: int, slots: int, latency: int, 
 
     base = cost(0)
     is_bound = _traces_bound(ops[start:i + 1 + slots], base[0], hw)
-    if is_bound and not bound:
-        return (), True  # a filled slot saves no cycle, a no-op before the label costs one
     costs = {k: cost(k) for k in range(1, len(moved) + 1)}
     # no slower on any pass: a loop may run once (the no-ops before its label then cost what
     # the slots saved), and a slot that writes what the next pass reads first can stall it
     fits = [k for k, c in costs.items() if c[0] <= base[0] and c[1] <= base[1] and c[:1] + c[2:] < base[:1] + base[2:]]
     if not fits:
-        return (), False  # filled or not, the same program
+        return (), is_bound
     best = min(fits, key=lambda k: (costs[k][0], costs[k][2], costs[k][1], k))
     return tuple(idx - start for idx in sorted(moved[:best])), is_bound
 
@@ -198,7 +194,7 @@ def fill_program(program: sf.ProgramOp, slots: int, latency: int, hw: SnowflakeC
 
 @dataclass(frozen=True)
 class _Variant:
-    """A program's body with its traces-bound loops filled too, and what that changes alone on the
+    """A program's body with traces-bound loops filled too, and what that changes alone on the
     machine model against the static rule's body: its cycles, the cycle its last instruction
     issued (`end`: where the next layer's window starts) and what it leaves running after that
     (`tail`: cycles - end, which the next layer's window waits for)."""
@@ -208,49 +204,58 @@ class _Variant:
     tail: int
 
 
-def _variant(program: sf.ProgramOp, rule: list[Operation], slots: int, latency: int,
-             hw: SnowflakeConfig) -> _Variant | None:
-    """The program with every loop filled, when that differs from `rule` and ends sooner alone by
+def _variants(program: sf.ProgramOp, rule: list[Operation], bounded: list[int], slots: int, latency: int,
+              hw: SnowflakeConfig) -> list[_Variant]:
+    """The program with every traces-bound loop filled, and with all but the last (whose slots'
+    no-ops, left, run once after the last pass, as the static rule has them: the variant then
+    leaves the layer's tail as it was), each where it differs from `rule` and ends sooner alone by
     more than a loop's slots: a layer in a linked program starts behind the previous layer's CU
     tail, which hides a few cycles at its start (ResNet-18's layer4.0.conv1.part1: 3 cycles sooner
     alone, its next layer 3 cycles slower in the model)."""
     body = body_ops(program)
-    every, _, _ = _fill(body, slots, latency, hw, True)
-    if [None if is_nop(o) else o for o in every] == [None if is_nop(o) else o for o in rule]:
-        return None
     container = program.parent_op()
-    try:
-        replace_body(program, rule)
-        before = measured_times(program, hw, container)
-        replace_body(program, every)
-        after = measured_times(program, hw, container)
-    finally:
-        replace_body(program, body)
-    if before is None or after is None or after[0] >= before[0] - slots:
-        return None
-    return _Variant(every, after[0] - before[0], after[1] - before[1], (after[0] - after[1]) - (before[0] - before[1]))
+    out: list[_Variant] = []
+    for until in (None, bounded[-1]):
+        ops, _, _ = _fill(body, slots, latency, hw, True, until)
+        if [None if is_nop(o) else o for o in ops] == [None if is_nop(o) else o for o in rule]:
+            continue
+        try:
+            replace_body(program, rule)
+            before = measured_times(program, hw, container)
+            replace_body(program, ops)
+            after = measured_times(program, hw, container)
+        finally:
+            replace_body(program, body)
+        if before is None or after is None:
+            break
+        if after[0] < before[0] - slots:
+            out.append(_Variant(ops, after[0] - before[0], after[1] - before[1],
+                                (after[0] - after[1]) - (before[0] - before[1])))
+            if out[-1].tail <= 0:
+                break  # as good as a variant gets for the next layer: no need for the second
+    return out
 
 
-def _choose_variants(variants: list[_Variant | None]) -> list[bool]:
-    """Which programs (consecutive layers of one linked program) take their variant: the most
-    cycles saved with no layer's window longer than under the static rule. A layer's window
-    changes by its `end` plus the previous layer's `tail` where that grew (a shorter tail is not
-    counted on); the last layer's tail may not grow (it is the program's end)."""
-    # best[c] = (cycles saved, choices) over the programs so far, the last one's choice c
-    best: dict[bool, tuple[int, list[bool]]] = {False: (0, [])}
-    for v in variants:
-        step: dict[bool, tuple[int, list[bool]]] = {}
+def _choose_variants(variants: list[list[_Variant]]) -> list[_Variant | None]:
+    """Which variant each program (consecutive layers of one linked program) takes, None: the
+    static rule's. The most cycles saved with no layer's window longer than under the static rule:
+    a layer's window changes by its `end` plus the previous layer's `tail` where that grew (a
+    shorter tail is not counted on); the last layer's window ends with the program, its cycles."""
+    # best[k] = (cycles saved, choices) over the programs so far, the last one's choice k (-1: none)
+    best: dict[int, tuple[int, list[int]]] = {-1: (0, [])}
+    for n, options in enumerate(variants):
+        step: dict[int, tuple[int, list[int]]] = {}
         for prev, (saved, picks) in best.items():
-            carry = max(0, variants[len(picks) - 1].tail) if prev else 0
-            for take in (False, True) if v is not None else (False,):
-                if (v.end if take else 0) + carry > 0:
+            carry = max(0, variants[n - 1][prev].tail) if prev >= 0 else 0
+            for k in range(-1, len(options)):
+                if (options[k].end if k >= 0 else 0) + carry > 0:
                     continue
-                got = (saved - (v.cycles if take else 0), picks + [take])
-                if take not in step or got[0] > step[take][0]:
-                    step[take] = got
+                got = (saved - (options[k].cycles if k >= 0 else 0), picks + [k])
+                if k not in step or got[0] > step[k][0]:
+                    step[k] = got
         best = step
-    ok = [(saved, picks) for last, (saved, picks) in best.items() if not last or variants[len(picks) - 1].tail <= 0]
-    return max(ok, key=lambda sp: sp[0])[1] if ok else [False] * len(variants)
+    picks = max(best.values(), key=lambda sp: sp[0])[1]
+    return [options[k] if k >= 0 else None for options, k in zip(variants, picks)]
 
 
 def _in_slots(ops: list, j: int, slots: int) -> bool:
@@ -288,9 +293,9 @@ class FillDelaySlotsPass(ModulePass):
         for program in found:
             ops, _, bounded = _fill(body_ops(program), slots, latency, hw, False)
             rules.append(ops)
-            variants.append(_variant(program, ops, slots, latency, hw) if self.measure and bounded else None)
-        for program, ops, v, take in zip(found, rules, variants, _choose_variants(variants)):
-            chosen = v.ops if take else ops
+            variants.append(_variants(program, ops, bounded, slots, latency, hw) if self.measure and bounded else [])
+        for program, ops, v in zip(found, rules, _choose_variants(variants)):
+            chosen = ops if v is None else v.ops
             guarded(program, hw, self.guard, lambda: replace_body(program, chosen))
 
 
