@@ -1,13 +1,14 @@
-"""fill-delay-slots' measured choice (issue 38): a program with a loop its traces bound is also
-filled with those loops filled, run alone on the machine model both ways, and the variant is kept
-where it ends sooner by more than a loop's slots and no layer's window in the linked program grows."""
+"""fill-delay-slots' measured choice (issue 38; `measure`, snowflake-lower{measure-slots=true}): a
+program with a loop its traces bound is also filled with those loops filled, run alone on the
+machine model both ways, and the variant is kept where it ends sooner by more than a loop's slots
+and no layer's window in the linked program grows."""
 
 from __future__ import annotations
 
 import onnx
 
 from snowir.passes.asm.fill_delay_slots import _choose_variants, _Variant
-from snowir.passes.pipelines import PIPELINE
+from snowir.passes.pipelines import PIPELINE, SnowflakeLowerPass
 from test_asm_pass_properties import GUARDED, _model
 
 SIDE = (832, 6, 6, 128, 1, 1, 1, 0)
@@ -56,3 +57,11 @@ def test_a_longer_tail_is_taken_only_where_the_next_layer_absorbs_it() -> None:
     assert _choose_variants([[_v(-100, -100)], [_v(-50, -40)]]) == [_v(-100, -100), _v(-50, -40)]
     assert _choose_variants([[], []]) == [None, None]
     assert _choose_variants([]) == []
+
+
+def test_snowflake_lower_measures_slots_only_when_asked() -> None:
+    """Off by default (compile time); `measure-slots` reaches fill-delay-slots."""
+    def measure(**options) -> bool:
+        return next(p for p in SnowflakeLowerPass(**options).passes(True) if p.name == "fill-delay-slots").measure
+
+    assert not measure() and measure(measure_slots=True)

@@ -32,6 +32,24 @@ filled: a vector op waiting for the LD's data holds dispatch, and after the wait
 issue, its slots included, is what the CUs wait for (AlexNet's fc6-fc8, their weight LDs in the
 loop: fc7 1,275 cycles slower unfilled).
 
+Where a loop is traces-bound on paper, whether its slots pace anything is the machine's state:
+a 1x1 conv's pixel loop (Inception v1's n121, 832 -> 128 on 6x6) waits for each kernel tile's
+loads before it, and after each wait the pass's issue, its slots' no-ops included, is what the
+CUs wait for (20,781 cycles left unfilled, 20,698 filled). So a program with such a loop is also
+filled two more ways, every traces-bound loop filled and all but the last, each run alone on the
+machine model (fast engine; guard.measured_times: its cycles, and the cycle its last instruction
+issued, where the next layer's window starts in a linked program). A variant counts only when it
+ends more than a loop's slots sooner (a layer in a linked program starts behind the previous
+layer's CU tail, which hides a few cycles at its start: ResNet-18's layer4.0.conv1.part1 was 3
+sooner alone, its next layer 3 slower in the model). Over the module's programs in order (the
+layers of a linked program), the variants taken save the most cycles with no layer's window
+longer than under the static rule: a layer's window changes by its last issue plus the growth of
+the previous layer's tail (cycles - last issue), which the next layer waits for; the last
+traces-bound loop's slots left as no-ops keep a layer's tail as it was. This is `measure`
+(snowflake-lower{measure-slots=true}), off by default: it runs each program with a traces-bound
+loop two or three times on the fast engine, which takes about 4x the compile time (ResNet-50:
+19.5 s -> 67 s on a loaded machine whose 10 M-iteration loop took 0.22 s).
+
 A program's rewrite is kept only when the program then runs no slower on the machine model
 (passes/asm/guard.py): the static model above does not see every queue of the machine.
 """
@@ -184,14 +202,6 @@ def _traces_bound(block: list[Operation], issue: int, hw: SnowflakeConfig) -> bo
     return sum(op.cu_cycles(hw) for op in block if isinstance(op, sf.SnowflakeInstruction)) >= issue
 
 
-def fill_program(program: sf.ProgramOp, slots: int, latency: int, hw: SnowflakeConfig) -> int:
-    """Fill the delay slots of one program by the static rule; returns the no-ops replaced."""
-    ops, filled = fill_ops(body_ops(program), slots, latency, hw)
-    if filled:
-        replace_body(program, ops)
-    return filled
-
-
 @dataclass(frozen=True)
 class _Variant:
     """A program's body with traces-bound loops filled too, and what that changes alone on the
@@ -223,7 +233,7 @@ def _variants(program: sf.ProgramOp, rule: list[Operation], bounded: list[int], 
             replace_body(program, rule)
             before = measured_times(program, hw, container)
             replace_body(program, ops)
-            after = measured_times(program, hw, container)
+            after = measured_times(program, hw, container) if before is not None else None
         finally:
             replace_body(program, body)
         if before is None or after is None:
@@ -279,9 +289,10 @@ class FillDelaySlotsPass(ModulePass):
     """A hardware description JSON (SnowflakeConfig fields); default: the ZC706 build."""
     guard: bool = True
     """Keep a program's rewrite only when it runs no slower on the machine model (guard.py)."""
-    measure: bool = True
-    """Where a program has a traces-bound loop, run it with and without such loops filled on the
-    machine model and keep the faster (fill_program)."""
+    measure: bool = False
+    """Where a program has a traces-bound loop, run it with such loops filled too on the machine
+    model and keep the variant that makes no layer slower and the model faster (_choose_variants;
+    about 4x snowflake-lower's compile time, so off by default); false: the static rule alone."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)

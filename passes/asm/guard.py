@@ -19,6 +19,10 @@ every unchanged instruction at its pc makes the bank layout the same either way)
 
 It costs compile time: two fast-engine runs of every program a pass changes (the Table 1 conv5
 model: about 1 s more per pass on this machine).
+
+fill-delay-slots also measures with it where the guard is off (snowflake-lower): its variants of a
+program with a traces-bound loop (`measured_times`: the cycles and the cycle the last instruction
+issued, where a linked program's next layer starts).
 """
 
 from __future__ import annotations
