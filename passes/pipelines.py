@@ -161,7 +161,7 @@ class SnowflakeLowerPass(ModulePass):
     measure_slots: bool = False
     """fill-delay-slots{measure}: a program with a loop its traces bound is also run with such loops
     filled, and the variant kept that makes no layer slower and the model faster (issue 38's
-    load-wait layers: Inception v1's n110 −196, DenseNet-121's n465 −305 cycles). About 4.4x the
+    load-wait layers: Inception v1's n110 −196, DenseNet-121's n465 −305 cycles). About 7x the
     compile time (every such program run two or three times on the machine model), so off."""
 
     def passes(self, quantised_already: bool, lowered_already: bool = False) -> list[ModulePass]:

@@ -47,9 +47,8 @@ longer than under the static rule: a layer's window changes by its last issue pl
 the previous layer's tail (cycles - last issue), which the next layer waits for; the last
 traces-bound loop's slots left as no-ops keep a layer's tail as it was. This is `measure`
 (snowflake-lower{measure-slots=true}), off by default: it runs each program with a traces-bound
-loop two or three times on the fast engine, which takes about 4.4x the compile time (ResNet-50:
-47.7 s -> 208.4 s on a shared machine whose 10 M-iteration loop took 0.73 s, where main's 6.5 s
-was measured at 0.18-0.22 s).
+loop two or three times on the fast engine, which takes about 7x the compile time (ResNet-50:
+5.9 s -> 43.1 s on a machine whose 10 M-iteration loop took 0.20 s).
 
 A program's rewrite is kept only when the program then runs no slower on the machine model
 (passes/asm/guard.py): the static model above does not see every queue of the machine.
@@ -293,7 +292,7 @@ class FillDelaySlotsPass(ModulePass):
     measure: bool = False
     """Where a program has a traces-bound loop, run it with such loops filled too on the machine
     model and keep the variant that makes no layer slower and the model faster (_choose_variants;
-    about 4.4x snowflake-lower's compile time, so off by default); false: the static rule alone."""
+    about 7x snowflake-lower's compile time, so off by default); false: the static rule alone."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         hw = SnowflakeConfig.load(self.hw or None)
