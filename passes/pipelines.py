@@ -158,6 +158,11 @@ class SnowflakeLowerPass(ModulePass):
     icache-banking's bank load queued before weight loads, fixed there), and the guard measures
     layers alone, before link-segments, so it could not have seen that one. Alone, each pass guards
     by default."""
+    measure_slots: bool = False
+    """fill-delay-slots{measure}: a program with a loop its traces bound is also run with such loops
+    filled, and the variant kept that makes no layer slower and the model faster (issue 38's
+    load-wait layers: Inception v1's n110 −196, DenseNet-121's n465 −305 cycles). About 7x the
+    compile time (every such program run two or three times on the machine model), so off."""
 
     def passes(self, quantised_already: bool, lowered_already: bool = False) -> list[ModulePass]:
         steps: list[ModulePass] = [] if quantised_already else \
@@ -168,7 +173,7 @@ class SnowflakeLowerPass(ModulePass):
         # rewriting asm passes refuse: lowering it again leaves it as it is
         rewrite: list[ModulePass] = [] if lowered_already else \
             [BalanceLoadsPass(hw=self.hw, guard=self.guard), ScheduleAsmPass(self.hw, guard=self.guard),
-             FillDelaySlotsPass(self.hw, guard=self.guard)]
+             FillDelaySlotsPass(self.hw, guard=self.guard, measure=self.measure_slots)]
         return steps + [NNToTilePass(self.mode, self.hw), TileLoopOrderPass(self.loop_order, self.hw), *plan,
                         TileToAsmPass(self.hw), *rewrite, *link, IcacheBankingPass(self.hw)]
 

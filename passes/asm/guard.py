@@ -19,6 +19,10 @@ every unchanged instruction at its pc makes the bank layout the same either way)
 
 It costs compile time: two fast-engine runs of every program a pass changes (the Table 1 conv5
 model: about 1 s more per pass on this machine).
+
+fill-delay-slots also measures with it where the guard is off (snowflake-lower): its variants of a
+program with a traces-bound loop (`measured_times`: the cycles and the cycle the last instruction
+issued, where a linked program's next layer starts).
 """
 
 from __future__ import annotations
@@ -43,6 +47,13 @@ BUDGET = 50_000_000
 def program_cycles(program: sf.ProgramOp, hw: SnowflakeConfig, container: object = None) -> int | None:
     """Cycles of `program` run alone on the machine model (fast engine) with the segments of
     `container` (default: the image or module holding it); None when it cannot run alone."""
+    times = program_times(program, hw, container)
+    return None if times is None else times[0]
+
+
+def program_times(program: sf.ProgramOp, hw: SnowflakeConfig, container: object = None) -> tuple[int, int] | None:
+    """program_cycles, and the cycle the program's last instruction issued: where the next
+    layer's marker would be reached in a whole-model program (its window starts there)."""
     container = program.parent_op() if container is None else container
     segments = [op.clone() for op in container.body.block.ops if isinstance(op, sf.SegmentOp)] \
         if isinstance(container, ModuleOp | sf.ImageOp) else []
@@ -53,7 +64,8 @@ def program_cycles(program: sf.ProgramOp, hw: SnowflakeConfig, container: object
             end = max((seg.address.data + seg.size.data for seg in segments), default=0)
             base = -(-end // CODE_ALIGN) * CODE_ALIGN if copy.code_base is None else copy.code_base.data
             bank_program(copy, base, hw)
-        return run_image(assemble(module, hw), hw, "fast", max_instructions=BUDGET).cycles
+        result = run_image(assemble(module, hw), hw, "fast", max_instructions=BUDGET)
+        return result.cycles, result.machine.timing.t
     except (MachineFault, PassFailedException, ImageError):
         return None
 
@@ -79,11 +91,17 @@ def guarded(program: sf.ProgramOp, hw: SnowflakeConfig, on: bool, rewrite: Calla
     return False
 
 
-_MEASURED: dict[tuple, int | None] = {}
-"""Cycles by program content and machine: the next pass's `before` is this pass's `after`."""
+_MEASURED: dict[tuple, tuple[int, int] | None] = {}
+"""program_times by program content and machine: the next pass's `before` is this pass's `after`."""
 
 
 def _measured(program: sf.ProgramOp, hw: SnowflakeConfig, container: object = None) -> int | None:
+    times = measured_times(program, hw, container)
+    return None if times is None else times[0]
+
+
+def measured_times(program: sf.ProgramOp, hw: SnowflakeConfig, container: object = None) -> tuple[int, int] | None:
+    """program_times, kept by program content (a program measured once is not run again)."""
     container = program.parent_op() if container is None else container
     segments = tuple((op.sym_name.data, op.address.data, op.size.data) for op in container.body.block.ops
                      if isinstance(op, sf.SegmentOp)) if isinstance(container, ModuleOp | sf.ImageOp) else ()
@@ -91,5 +109,5 @@ def _measured(program: sf.ProgramOp, hw: SnowflakeConfig, container: object = No
     if key not in _MEASURED:
         if len(_MEASURED) > 256:
             _MEASURED.clear()
-        _MEASURED[key] = program_cycles(program, hw, container)
+        _MEASURED[key] = program_times(program, hw, container)
     return _MEASURED[key]
