@@ -119,7 +119,8 @@ def balance_program(program: sf.ProgramOp, units: int, split: int, hw: Snowflake
         elif hard and soft:
             soft[-1] = False
 
-    def assign(group: list[tuple[int, dict[int, int]]]) -> None:
+    def sized(group: list[tuple[int, dict[int, int]]]) -> list[tuple[int, dict[int, int], float, int]]:
+        """Each LD of a group with its size and its parts: (index in `out`, registers, size, parts)."""
         lengths = [regs.get(out[i][0].reg_index("rs2")) for i, regs in group]
         mean = sum(n for n in lengths if n) / max(1, sum(1 for n in lengths if n)) or 1.0
         sizes = [n or mean for n in lengths]
@@ -133,26 +134,29 @@ def balance_program(program: sf.ProgramOp, units: int, split: int, hw: Snowflake
         parts = [min(units, n // split)
                  if n and n >= 2 * split and 2 * n > share and i not in in_slots and _splittable(out[i][0], regs)
                  else 1 for (i, regs), n in zip(group, lengths)]
+        return [(i, regs, size, p) for (i, regs), size, p in zip(group, sizes, parts)]
+
+    def assign(items: list[tuple[int, dict[int, int], float, int]]) -> None:
         load = [0.0] * units
-        where: list[list[int]] = [[] for _ in group]
-        pieces = sorted(((sizes[k] / parts[k], k) for k in range(len(group)) for _ in range(parts[k])),
-                        key=lambda p: (-p[0], p[1]))
+        where: list[list[int]] = [[] for _ in items]
+        pieces = sorted(((size / p, k) for k, (_, _, size, p) in enumerate(items) for _ in range(p)),
+                        key=lambda x: (-x[0], x[1]))
         for size, k in pieces:
             u = min(range(units), key=lambda x: (load[x], x))
             load[u] += size
             where[k].append(u)
-        for k, ((i, regs), n) in enumerate(zip(group, lengths)):
-            if parts[k] > 1:
+        for k, (i, regs, _, p) in enumerate(items):
+            if p > 1:
                 original = out[i][0]
-                out[i] = _split(original, regs, parts[k])
+                out[i] = _split(original, regs, p)
                 for piece in out[i]:  # the parts come from where the load did
                     piece.location = original.location
             lds = [o for o in out[i] if isinstance(o, sf.LdOp)]
             for ld, u in zip(lds, sorted(where[k])):
                 ld.properties["unit"] = IntAttr(u)
-        pieces = [ld for k in range(len(group)) for ld in out[group[k][0]] if isinstance(ld, sf.LdOp)]
+        count = sum(1 for i, _, _, _ in items for ld in out[i] if isinstance(ld, sf.LdOp))
         total = sum(load)
-        if total and len(pieces) > 1:
+        if total and count > 1:
             stats.append(((max(load) / (total / hw.load_units) - 1) * 100, total))
 
     slot = 0  # delay slots left of the last branch
@@ -171,10 +175,12 @@ def balance_program(program: sf.ProgramOp, units: int, split: int, hw: Snowflake
         out.append([op])
     close(True)
     # the first LD after a setting VMOV is assigned with the group before it (_setting)
-    for k in range(len(groups) - 1):
+    # (each LD split as in its own group: only where the units go changes)
+    items = [sized(g) for g in groups]
+    for k in range(len(items) - 1):
         if soft[k]:
-            groups[k].append(groups[k + 1].pop(0))
-    for g in groups:
+            items[k].append(items[k + 1].pop(0))
+    for g in items:
         if g:
             assign(g)
     replace_body(program, [o for seq in out for o in seq])
