@@ -5,7 +5,8 @@ Each load unit moves at most one port's bandwidth (2 GB/s) and all share the 4.2
 so loads queued on one unit leave the bus idle while the CUs wait. `tile-to-asm` puts every
 LD on unit 0. This pass, per group of loads issued together (LDs of one basic block not
 separated by a vector op: a tile's prefetch, a kernel tile's 16 weight loads; the first LD after
-VMOVs that only set a register, a layer's masks, joins the group before them):
+VMOVs that only set a register, a layer's masks, joins the group before them when it is one
+piece of at least a unit's fair share of it):
 
   * splits a large load (at least 2 x `split` elements and half a unit's fair share of the
     group, addresses and length known from straight-line code; not one in a branch's delay
@@ -57,9 +58,18 @@ def _setting(op: Operation) -> bool:
     kernel tile's weights and its first maps rows; as two groups, both start on unit 0 and the
     rows queue behind four weight loads (SqueezeNet's n5: +121 cycles against one group, which
     gives the rows a unit of their own). So the first LD after such VMOVs joins the group before
-    them; the LDs after it (the rest of a first strip loaded in pieces) stay a group of their own,
+    them (`_joins`); the LDs after it (the rest of a first strip loaded in pieces) stay a group of their own,
     spread from unit 0 in the order they are needed (joined as well, SqueezeNet's n37 ran +204)."""
     return type(op) is sf.VmovOp and op.select.data not in _BUFFER_SELECTS
+
+
+def _joins(group: list[tuple[int, dict[int, int], float, int]], ld: tuple[int, dict[int, int], float, int],
+           units: int) -> bool:
+    """The first LD after setting VMOVs joins the group before them when it is one piece of at
+    least a unit's fair share of that group, so the assignment gives it a unit the group's loads
+    leave (a smaller one went behind them all the same, and the loads after it, spread from unit 0
+    again, met it there: ResNet-18's layer2.0.down +8)."""
+    return ld[3] == 1 and ld[2] * units >= sum(size for _, _, size, _ in group)
 
 
 @cache
@@ -178,7 +188,7 @@ def balance_program(program: sf.ProgramOp, units: int, split: int, hw: Snowflake
     # (each LD split as in its own group: only where the units go changes)
     items = [sized(g) for g in groups]
     for k in range(len(items) - 1):
-        if soft[k]:
+        if soft[k] and _joins(items[k], items[k + 1][0], units):
             items[k].append(items[k + 1].pop(0))
     for g in items:
         if g:
