@@ -80,3 +80,21 @@ def test_only_the_first_load_after_the_masks_joins() -> None:
     lds = _lds(_balanced(_start(3)))
     rest = [ld for ld in lds if ld.target.data == sf.LoadTarget.MAPS][1:]
     assert [ld.unit.data for ld in rest][:3] == [0, 1, 2]
+
+
+def test_a_small_first_piece_stays_with_the_loads_after_it() -> None:
+    """A first piece smaller than a unit's fair share of the kernels' group goes behind them
+    whichever unit it takes; joined, the loads after it started from unit 0 again and met it there
+    (ResNet-18's layer2.0.down: 8 kernel parts of 520 elements, then 68 pieces of 64, +8 cycles).
+    It stays the first of its own group: the next piece takes the next unit."""
+    lines = ["snowflake_asm.movi r18, 520", "snowflake_asm.movi r16, 0"]
+    for k in range(16):
+        lines += [f"snowflake_asm.movi r19, {1040 * k}", f"snowflake_asm.ld weights r16, r19, r18 unit 0 to {k}"]
+    lines += ["snowflake_asm.movi r17, 65535", "snowflake_asm.vmov coop mask r17", "snowflake_asm.movi r18, 64"]
+    for k in range(5):
+        lines += [f"snowflake_asm.movi r16, {64 * k}", f"snowflake_asm.movi r19, {20000 + 128 * k}",
+                  "snowflake_asm.ld maps r16, r19, r18 unit 0 to all"]
+    lines += ["snowflake_asm.movi r1, 65536", "snowflake_asm.mac coop r1, r0, r0 trace 4 wb"]
+    module = _balanced(SEG + "snowflake_asm.program @p {\n" + "\n".join(lines) + "\n}\n")
+    maps = [ld.unit.data for ld in _lds(module) if ld.target.data == sf.LoadTarget.MAPS]
+    assert maps == [0, 1, 2, 3, 0], maps
