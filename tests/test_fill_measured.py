@@ -31,7 +31,7 @@ def _cycles(tmp_path, measure: bool) -> list[int]:
 def test_a_traces_bound_loop_its_tile_loads_pace_is_filled(tmp_path) -> None:
     """Regression (issue 38): since e28c222 the loop was left unfilled as traces-bound, and the
     layer took 20,781 cycles (Inception v1's n121 +168 against 72eef3b); measured, it is filled
-    and takes 20,698 (the model's n121: 19,923 -> 19,839)."""
+    and takes 20,697 (the model's n121: 19,923 -> 19,839)."""
     (measured,), (static,) = _cycles(tmp_path, True), _cycles(tmp_path, False)
     assert measured < static, f"measured choice: {measured} cycles, static rule: {static}"
 

@@ -212,6 +212,13 @@ def test_pipeline_mistakes_name_the_pass_and_option(capsys) -> None:
                  "pass 'nn-prepare': option split-kernel-parts=2: expected true or false (or absent)",
              "split-kernels{kernel-parts=0}": "pass 'split-kernels': option kernel-parts=0: expected true or false",
              "nn-prepare{hw=3}": "pass 'nn-prepare': option hw=3: expected a string",
+             # stop 55's measured slot choice: refused in one line, not taken as true or ignored
+             "nn-prepare,fill-delay-slots{measure=2}": "pass 'fill-delay-slots': option measure=2: expected true or false",
+             "snowflake-lower{measure-slots=yes}":
+                 "pass 'snowflake-lower': option measure-slots=yes: expected true or false",
+             "snowflake-lower{measure-slot=true}": "pass 'snowflake-lower' has no option 'measure-slot'",
+             # asked to measure where nothing is lowered: refused, not a silent no-op
+             "fill-delay-slots{measure=true}": "fill-delay-slots: no snowflake_asm program in the module",
              # asked for kernel parts where nothing would weigh them: refused, not ignored
              "split-kernels{by-cost=false kernel-parts=true}": "split-kernels: kernel-parts=true needs by-cost=true",
              "nn-prepare{split-by-cost=false split-kernel-parts=true}": "kernel-parts=true needs by-cost=true",

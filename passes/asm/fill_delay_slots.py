@@ -35,7 +35,7 @@ loop: fc7 1,275 cycles slower unfilled).
 Where a loop is traces-bound on paper, whether its slots pace anything is the machine's state:
 a 1x1 conv's pixel loop (Inception v1's n121, 832 -> 128 on 6x6) waits for each kernel tile's
 loads before it, and after each wait the pass's issue, its slots' no-ops included, is what the
-CUs wait for (20,781 cycles left unfilled, 20,698 filled). So a program with such a loop is also
+CUs wait for (20,781 cycles left unfilled, 20,697 filled). So a program with such a loop is also
 filled two more ways, every traces-bound loop filled and all but the last, each run alone on the
 machine model (fast engine; guard.measured_times: its cycles, and the cycle its last instruction
 issued, where the next layer's window starts in a linked program). A variant counts only when it
@@ -87,7 +87,7 @@ def _fill(ops: list[Operation], slots: int, latency: int, hw: SnowflakeConfig, b
     ops = list(ops)
     filled = 0
     bounded: list[int] = []
-    decided: dict[tuple, tuple[int, ...]] = {}  # block shape -> positions moved into the slots
+    decided: dict[tuple, tuple[tuple[int, ...], bool]] = {}  # block shape -> _choose's answer
     i = 0
     while i < len(ops):
         op = ops[i]

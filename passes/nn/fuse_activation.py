@@ -209,7 +209,7 @@ def _split_at_slices(conv: nn.Conv2dOp, rewriter: Rewriter) -> dict[int, nn.Conv
     for lo, hi in zip(edges, edges[1:]):
         weight, bias = constant_op(w[lo:hi].astype(np.float32), "w_part"), constant_op(b[lo:hi].astype(np.float32), "b_part")
         part = nn.Conv2dOp(conv.input, weight.result, bias.result, tensor([n, hi - lo, oh, ow], conv.output),
-                           nn.int_values(conv.strides), nn.int_values(conv.pads), nn.int_values(conv.dilations))
+                           **conv.window())
         part.attributes.update(conv.attributes)
         if isinstance(name, StringAttr):  # the reports' rows: head.0, head.1, ...
             part.attributes["onnx_node"] = StringAttr(f"{name.data}.{len(parts)}")
