@@ -47,7 +47,8 @@ def test_a_longer_tail_is_taken_only_where_the_next_layer_absorbs_it() -> None:
     grows, absorbs, late = _v(-188, -191), _v(-6, -9), _v(-6, -2)
     assert _choose_variants([[grows], [absorbs]]) == [grows, absorbs]
     assert _choose_variants([[grows], []]) == [None, None]
-    assert _choose_variants([[grows], [late]]) == [None, late]
+    # (a layer before another: the last layer's window is its cycles, test_the_last_layers_window_is_its_cycles)
+    assert _choose_variants([[grows], [late], []]) == [None, late, None]
     # a second variant that keeps the tail (the last traces-bound loop left as it was)
     keeps = _v(-150, -150)
     assert _choose_variants([[grows, keeps], []]) == [keeps, None]
@@ -65,3 +66,14 @@ def test_snowflake_lower_measures_slots_only_when_asked() -> None:
         return next(p for p in SnowflakeLowerPass(**options).passes(True) if p.name == "fill-delay-slots").measure
 
     assert not measure() and measure(measure_slots=True)
+
+
+def test_the_last_layers_window_is_its_cycles() -> None:
+    """Audit (stop 55): the last layer's window ends with the program, so what it must not grow by
+    is its cycles plus the previous layer's tail growth, not its last issue. A last layer whose
+    variant issues its end 10 sooner but ends only 7 sooner cannot absorb a previous tail 8 longer
+    (its window would be 1 cycle longer): the previous layer keeps the static rule's body."""
+    longer_tail, last = _v(-100, -108), _v(-7, -10)
+    assert _choose_variants([[longer_tail], [last]]) == [None, last]
+    # absorbed where its cycles allow it
+    assert _choose_variants([[longer_tail], [_v(-9, -12)]]) == [longer_tail, _v(-9, -12)]

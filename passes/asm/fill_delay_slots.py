@@ -258,7 +258,9 @@ def _choose_variants(variants: list[list[_Variant]]) -> list[_Variant | None]:
         for prev, (saved, picks) in best.items():
             carry = max(0, variants[n - 1][prev].tail) if prev >= 0 else 0
             for k in range(-1, len(options)):
-                if (options[k].end if k >= 0 else 0) + carry > 0:
+                # the window's end: the layer's last issue, or the program's end for the last layer
+                moved = 0 if k < 0 else options[k].cycles if n == len(variants) - 1 else options[k].end
+                if moved + carry > 0:
                     continue
                 got = (saved - (options[k].cycles if k >= 0 else 0), picks + [k])
                 if k not in step or got[0] > step[k][0]:
