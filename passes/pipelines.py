@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
 
 from snowir import writeback
 from snowir.hw import SnowflakeConfig
@@ -178,4 +179,12 @@ class SnowflakeLowerPass(ModulePass):
                         TileToAsmPass(self.hw), *rewrite, *link, IcacheBankingPass(self.hw)]
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        run_steps(ctx, op, self.passes(quantised(op), finished_programs_only(op)))
+        lowered = finished_programs_only(op)
+        asked = [f"{name}=true" for name, on in (("guard", self.guard), ("measure-slots", self.measure_slots)) if on]
+        if lowered and asked:
+            # the options only reach the rewriting asm passes, which a lowered module skips:
+            # refused rather than a run that ignores them
+            raise PassFailedException(f"snowflake-lower: {' '.join(asked)} applies to balance-loads, schedule-asm and "
+                                      "fill-delay-slots, which a lowered module (linked or banked programs) skips; "
+                                      "lower the nn or tile module with it")
+        run_steps(ctx, op, self.passes(quantised(op), lowered))

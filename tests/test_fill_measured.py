@@ -77,3 +77,22 @@ def test_the_last_layers_window_is_its_cycles() -> None:
     assert _choose_variants([[longer_tail], [last]]) == [None, last]
     # absorbed where its cycles allow it
     assert _choose_variants([[longer_tail], [_v(-9, -12)]]) == [longer_tail, _v(-9, -12)]
+
+
+def test_measure_slots_on_a_lowered_module_is_refused(tmp_path, capsys) -> None:
+    """Audit (stop 55): a lowered module skips the rewriting asm passes, so
+    snowflake-lower{measure-slots=true} (or guard=true) on one used to run and change nothing;
+    now it says so in one line. Without the options it runs as before (the module as it is)."""
+    from pathlib import Path
+
+    from snowir.tools.snow_opt import main as snow_opt
+
+    digits = str(Path(__file__).resolve().parent.parent / "snowir" / "data" / "digits_cnn.onnx")
+    lowered, again = tmp_path / "lowered.mlir", tmp_path / "again.mlir"
+    assert snow_opt([digits, "-p", "snowflake-lower", "-o", str(lowered)]) == 0
+    for option in ("measure-slots", "guard"):
+        assert snow_opt([str(lowered), "-p", f"snowflake-lower{{{option}=true}}", "-o", str(again)]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{option}=true" in err[0] and "lowered module" in err[0], err
+    assert snow_opt([str(lowered), "-p", "snowflake-lower", "-o", str(again)]) == 0
+    assert again.read_text() == lowered.read_text()
