@@ -44,8 +44,8 @@ layer's CU tail, which hides a few cycles at its start: ResNet-18's layer4.0.con
 sooner alone, its next layer 3 slower in the model). Over the module's programs in order (the
 layers of a linked program), the variants taken save the most cycles with no layer's window
 longer than under the static rule: a layer's window changes by its last issue plus the growth of
-the previous layer's tail (cycles - last issue), which the next layer waits for; the last
-traces-bound loop's slots left as no-ops keep a layer's tail as it was. This is `measure`
+the previous layer's tail (cycles - last issue), which the next layer waits for (the last
+layer's window ends with the program: its cycles); the last traces-bound loop's slots left as no-ops keep a layer's tail as it was. This is `measure`
 (snowflake-lower{measure-slots=true}), off by default: it runs each program with a traces-bound
 loop two or three times on the fast engine, which takes about 7x the compile time (ResNet-50:
 5.9 s -> 43.1 s on a machine whose 10 M-iteration loop took 0.20 s).
