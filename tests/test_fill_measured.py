@@ -96,3 +96,15 @@ def test_measure_slots_on_a_lowered_module_is_refused(tmp_path, capsys) -> None:
         assert len(err) == 1 and f"{option}=true" in err[0] and "lowered module" in err[0], err
     assert snow_opt([str(lowered), "-p", "snowflake-lower", "-o", str(again)]) == 0
     assert again.read_text() == lowered.read_text()
+
+
+def test_a_program_that_cannot_be_measured_is_said(tmp_path, monkeypatch, capfd) -> None:
+    """`measure` on a program the machine model cannot run alone keeps the static rule and says so
+    in one line (the audit: it fell back silently); the layer runs as without `measure`."""
+    import snowir.passes.asm.fill_delay_slots as fill
+
+    monkeypatch.setattr(fill, "measured_times", lambda *a, **k: None)
+    (measured,), (static,) = _cycles(tmp_path, True), _cycles(tmp_path, False)
+    err = capfd.readouterr().err
+    assert "warning: fill-delay-slots{measure}: program" in err and "keep the static rule" in err, err
+    assert measured == static

@@ -56,6 +56,7 @@ A program's rewrite is kept only when the program then runs no slower on the mac
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -237,6 +238,9 @@ def _variants(program: sf.ProgramOp, rule: list[Operation], bounded: list[int], 
         finally:
             replace_body(program, body)
         if before is None or after is None:
+            # honoured or said: the user asked for a measured choice this program cannot have
+            print(f"warning: fill-delay-slots{{measure}}: program {program.sym_name.data} does not run alone on the "
+                  "machine model; its loops keep the static rule", file=sys.stderr)
             break
         if after[0] < before[0] - slots:
             out.append(_Variant(ops, after[0] - before[0], after[1] - before[1],
