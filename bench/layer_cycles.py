@@ -6,6 +6,8 @@ running this before and after it and comparing:
 
     python bench/layer_cycles.py [--only table1,models,light] [--out DIR]   # layer_cycles.json
     python bench/layer_cycles.py --compare BEFORE.json AFTER.json          # slower / faster layers
+    python bench/layer_cycles.py --pipeline 'nn-prepare,...,fill-delay-slots{measure=true},...'
+                                   # the same set lowered by a pipeline of one's own (snow-run --pipeline)
 
 Runs without the golden check (the cycles do not depend on it; bench/models.py and the tests
 check bit-exactness), so the whole set takes a few minutes less than the benches themselves.
@@ -35,7 +37,7 @@ def _device_cycles(report: dict, model: str) -> dict[str, int]:
     return {layer["name"]: layer["cycles"] for layer in report["layers"] if layer["cycles"]}
 
 
-def _table1() -> dict[str, dict[str, int]]:
+def _table1(pipeline: str | None = None) -> dict[str, dict[str, int]]:
     import onnx
 
     from snowir.driver.model_api import run_model_on_device
@@ -48,11 +50,11 @@ def _table1() -> dict[str, dict[str, int]]:
             path = Path(tmp) / "layer.onnx"
             onnx.save(m, path)
             name = f"table1:{h}x{w},{kh}x{kw},{c}->{k}"
-            out[name] = _device_cycles(run_model_on_device(path).report, name)
+            out[name] = _device_cycles(run_model_on_device(path, pipeline=pipeline).report, name)
     return out
 
 
-def _models(names: list[str]) -> dict[str, dict[str, int]]:
+def _models(names: list[str], pipeline: str | None = None) -> dict[str, dict[str, int]]:
     from snowir.driver.model_api import run_model_on_device
     from snowir.tools.bench_models import build as build_bench
     from snowir.tools.light_models import build as build_light
@@ -61,7 +63,7 @@ def _models(names: list[str]) -> dict[str, dict[str, int]]:
     for name in names:
         path = build_bench(name) if name in ("alexnet_owt", "resnet18") else build_light(name)
         try:
-            out[name] = _device_cycles(run_model_on_device(path).report, name)
+            out[name] = _device_cycles(run_model_on_device(path, pipeline=pipeline).report, name)
         except Exception as e:  # a model the compiler refuses (VGG-19's DRAM) has no layers to compare
             print(f"  {name}: {type(e).__name__}: {str(e)[:120]}", flush=True)
             out[name] = {}
@@ -101,20 +103,21 @@ def main() -> None:
     p.add_argument("--out", type=Path)
     p.add_argument("--update-results", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    p.add_argument("--pipeline", help="lower with this pass pipeline (as snow-run's --pipeline); default: snow-run's")
     args = p.parse_args()
     if args.compare:
         sys.exit(compare(*(json.loads(f.read_text()) for f in args.compare)))
     parts = args.only.split(",")
     result: dict[str, dict[str, int]] = {}
     if args.models:
-        result.update(_models(args.models.split(",")))
+        result.update(_models(args.models.split(","), args.pipeline))
     else:
         if "table1" in parts:
-            result.update(_table1())
+            result.update(_table1(args.pipeline))
         if "models" in parts:
-            result.update(_models(["alexnet_owt", "resnet18"]))
+            result.update(_models(["alexnet_owt", "resnet18"], args.pipeline))
         if "light" in parts:
-            result.update(_models(list(NAMES)))  # resnet50 among them: Table 2's ResNet-50
+            result.update(_models(list(NAMES), args.pipeline))  # resnet50 among them: Table 2's ResNet-50
     path = output_dir(args) / "layer_cycles.json"
     path.write_text(json.dumps(result, indent=1) + "\n")
     (path.parent / "layer_stalls.json").write_text(json.dumps(STALLS) + "\n")
