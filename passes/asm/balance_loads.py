@@ -129,9 +129,9 @@ def balance_program(program: sf.ProgramOp, units: int, split: int, hw: Snowflake
         elif hard and soft:
             soft[-1] = False
 
-    def sized(group: list[tuple[int, dict[int, int]]]) -> list[tuple[int, dict[int, int], float, int]]:
+    def sized(members: list[tuple[int, dict[int, int]]]) -> list[tuple[int, dict[int, int], float, int]]:
         """Each LD of a group with its size and its parts: (index in `out`, registers, size, parts)."""
-        lengths = [regs.get(out[i][0].reg_index("rs2")) for i, regs in group]
+        lengths = [regs.get(out[i][0].reg_index("rs2")) for i, regs in members]
         mean = sum(n for n in lengths if n) / max(1, sum(1 for n in lengths if n)) or 1.0
         sizes = [n or mean for n in lengths]
         # C17 §6.3: "break a single large load transaction into multiple smaller loads" -- a load
@@ -143,8 +143,8 @@ def balance_program(program: sf.ProgramOp, units: int, split: int, hw: Snowflake
         # would run past the slots, on the fall-through path only
         parts = [min(units, n // split)
                  if n and n >= 2 * split and 2 * n > share and i not in in_slots and _splittable(out[i][0], regs)
-                 else 1 for (i, regs), n in zip(group, lengths)]
-        return [(i, regs, size, p) for (i, regs), size, p in zip(group, sizes, parts)]
+                 else 1 for (i, regs), n in zip(members, lengths)]
+        return [(i, regs, size, p) for (i, regs), size, p in zip(members, sizes, parts)]
 
     def assign(items: list[tuple[int, dict[int, int], float, int]]) -> None:
         load = [0.0] * units

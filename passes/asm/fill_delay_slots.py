@@ -72,11 +72,10 @@ from snowir.hw import DEFAULT, SnowflakeConfig
 from snowir.passes.asm.guard import guarded, measured_times
 
 
-def fill_ops(ops: list[Operation], slots: int, latency: int = 3, hw: SnowflakeConfig = DEFAULT,
-             bound: bool = False) -> tuple[list[Operation], int]:
-    """`ops` (a program body) with the delay slots of every one-block loop's branch filled, the
-    no-ops they held placed before the loop's label (`bound`: traces-bound loops too)."""
-    ops, filled, _ = _fill(ops, slots, latency, hw, bound)
+def fill_ops(ops: list[Operation], slots: int, latency: int = 3, hw: SnowflakeConfig = DEFAULT) -> tuple[list[Operation], int]:
+    """`ops` (a program body) with the delay slots of every one-block loop's branch filled by the
+    static rule, the no-ops they held placed before the loop's label."""
+    ops, filled, _ = _fill(ops, slots, latency, hw, False)
     return ops, filled
 
 
